@@ -119,3 +119,49 @@ def test_a_bundles_huge_header_lists_cost_a_miss_little() -> None:
     sound = json.dumps([["gain.h", "0" * 16]])
     held = [{"header_files": "["}, {"header_files": sound}]
     assert changed_headers(held, ours) == " (changed: gain.h)"
+
+
+# A service's worker thread (a daemon), made at the first call and kept for the next ones,
+# launching with the runtime of that call: under warm it serves the later passes too. It was
+# stopped at its first launch after the warming passes ended (a kernel those passes built and
+# loaded), so the verify pass waited for its answer forever (here 5 s, then exit 2).
+SERVER = """
+import threading, queue
+from warmcli import Kernel
+SERVER = []
+K = Kernel("void s(int *x) { x[0] = 1; }", "s", "P")
+def workload(rt):
+    if not SERVER:
+        asked, answers = queue.Queue(), queue.Queue()
+        def serve():
+            while True:
+                asked.get()
+                rt.launch(K, rt.buffer(1, "int32"))
+                answers.put(1)
+        threading.Thread(target=serve, name="server", daemon=True).start()
+        SERVER.append((asked, answers))
+    asked, answers = SERVER[0]
+    asked.put(1)
+    answers.get(timeout=5)
+"""
+
+
+def test_a_service_thread_serving_what_its_passes_built_goes_on_after_them(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    _warmed(warm, workload_file(SERVER), tmp_path / "server.warm", "s")
+    # one that tunes: the shape its passes measured is served it as it was
+    tuned = SERVER.replace("from warmcli import Kernel", "from warmcli import Kernel, Tunable")
+    tuned = tuned.replace(
+        'rt.launch(K, rt.buffer(1, "int32"))',
+        "rt.tune(Tunable('t', {'a': K, 'b': K2}, lambda rt, c, x, *, stream=None: "
+        "rt.launch(c, x, stream=stream)), rt.buffer(1, 'int32'))",
+    )
+    tuned = tuned.replace(
+        "SERVER = []", "SERVER = []\nK2 = Kernel('void s2(int *x) { x[0] = 1; }', 's2', 'P')"
+    )
+    assert "rt.tune(" in tuned and "K2 =" in tuned
+    run = warm("run", workload_file(tuned, "tuned.py"), "-b", tmp_path / "t.warm", "-d", "host")
+    said = run.stdout + run.stderr
+    assert run.returncode == 0 and "stopped there" not in said, said
+    assert "stored 2 new kernel(s) and 1 new tune(s)" in said, said
