@@ -165,3 +165,20 @@ def test_a_service_thread_serving_what_its_passes_built_goes_on_after_them(
     said = run.stdout + run.stderr
     assert run.returncode == 0 and "stopped there" not in said, said
     assert "stored 2 new kernel(s) and 1 new tune(s)" in said, said
+
+
+def test_what_is_kept_goes_before_the_colon_that_opens_a_compile_log() -> None:
+    """Pure logic, a fake report: a workload's compile error's headline ends with a colon
+    opening the compiler's log below; the kept clause went after it ('failed to compile:;
+    2 kernel(s) ...'), and `--json`'s error (the headline) no longer ended as it did."""
+    from types import SimpleNamespace
+
+    from warmcli.errors import WorkloadError
+    from warmcli.warming.sealing import kept_after
+
+    fake = SimpleNamespace(bundle=Path("b.warm"), stored_kernels=2, stored_tunes=0)
+    said = str(kept_after(WorkloadError("w.py:3: kernel k failed to compile:\nk.c:1: error"), fake))
+    kept = "2 kernel(s) and 0 tune(s) stored in b.warm before it are kept"
+    assert said == f"w.py:3: kernel k failed to compile; {kept}:\nk.c:1: error", said
+    said = str(kept_after(WorkloadError("w.py:3: ValueError: bad\nmore"), fake))
+    assert said == f"w.py:3: ValueError: bad; {kept}\nmore", said
