@@ -627,7 +627,9 @@ def test_a_compile_error_names_the_users_function_not_warms_symbol(
     proc = warm("run", workload, "-b", tmp_path / "b.warm", "--json")
     assert proc.returncode == 2
     failed = json.loads(proc.stdout)
-    assert failed["error"].endswith("KernelCompileError: kernel bad[X=1] failed to compile:")
+    error = failed["error"]  # what the run stored before it is kept, said before the log
+    assert "KernelCompileError: kernel bad[X=1] failed to compile; " in error, error
+    assert error.endswith(" before it are kept:"), error
     detail = failed["detail"]
     assert "bad.c:3:24: error: " in detail and "undefined_name" in detail, detail
     (function,) = [line for line in detail.splitlines() if "In function" in line]

@@ -1,28 +1,26 @@
 """The kernel cache of one device: its compile queue, its loaded kernels, what it built.
 
 A kernel is obtained for a launch under the `LaunchMode` verdict its runtime decided
-(`obtain(kernel, mode)`; the cache never derives a verdict itself): under `Queue` it is
-only put on the compile queue; otherwise it is obtained in this order: already loaded in
-this process; built by this process earlier; served from the bundle
-(`warmcli.runtime.lookup`: which key and which build, the blob read on demand and
-checked; a CUDA device's, `lookup_ptx.CudaLookup`, serves PTX for a newer GPU when serving;
-a build it must not serve is rebuilt, and one queued while warming, which lacks the PTX the
-run keeps, is built with the queue);
-else compiled; a launch's arguments (`get(kernel, args)`) are checked against the
-kernel's letters before any of these, where it is not loaded yet (a loaded kernel's hit
-path checks nothing: the device checks its launch). The first `get` that needs a compile
+(`obtain(kernel, mode)`; the cache never derives a verdict itself): under `Queue` it is only put
+on the compile queue; otherwise it is obtained in this order: already loaded in this process;
+built by this process earlier; served from the bundle (`warmcli.runtime.lookup`: which key and
+which build, the blob read on demand and checked; a CUDA device's, `lookup_ptx.CudaLookup`,
+serves PTX for a newer GPU when serving; a build it must not serve is rebuilt, and one queued
+while warming, which lacks the PTX the run keeps, is built with the queue); else compiled
+(`loaded`: whether it is loaded already); a launch's arguments (`get(kernel, args)`) are checked
+against the kernel's letters before any of these, where it is not loaded yet (a loaded kernel's
+hit path checks nothing: the device checks its launch). The first `get` that needs a compile
 takes *the whole queue* into one batch (`warmcli.backends.batch`), so a pass that queued
-everything first compiles it in a few parallel compiler processes. A kernel not yet
-obtained registers with the active collector, and `registrations` settles it there
-(compiled, loaded, failed; abandoned when its batch raises, a Ctrl-C: `missed` names it
-so, as one no compiler here could build, nor the bundle serve) and counts what follows
-(refused by the device at load, stored into the bundle). A kernel the loaded bundle lacks
-is handed to the runtime's miss policy (`warmcli.runtime.misses`), which may refuse the
-compile (strict mode) before it starts. `module` hands out the loaded module holding a
-kernel, with its binary, for module-level lookups (a global variable). The cache owns the
-queue, the loaded handles and the binaries built here (`unpersisted` hands them to
-`warmcli.runtime.persist`, whose `Ledger` keeps what was stored and served); it never
-writes the bundle itself.
+everything first compiles it in a few parallel compiler processes. A kernel not yet obtained
+registers with the active collector, and `registrations` settles it there (compiled, loaded,
+failed; abandoned when its batch raises, a Ctrl-C: `missed` names it so, as one no compiler here
+could build, nor the bundle serve) and counts what follows (refused by the device at load,
+stored into the bundle). A kernel the loaded bundle lacks is handed to the runtime's miss policy
+(`warmcli.runtime.misses`), which may refuse the compile (strict mode) before it starts.
+`module` hands out the loaded module holding a kernel, with its binary, for module-level lookups
+(a global variable). The cache owns the queue, the loaded handles and the binaries built here
+(`unpersisted` hands them to `warmcli.runtime.persist`, whose `Ledger` keeps what was stored and
+served); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -109,6 +107,9 @@ class KernelCache:
         return key
 
     # -- queue and compile -----------------------------------------------------------------
+
+    def loaded(self, kernel: Kernel) -> bool:  # (nothing looked up, nothing compiled)
+        return self.key(kernel) in self._loaded
 
     def available(self, kernel: Kernel) -> bool:
         """Whether `get` would need no compile."""

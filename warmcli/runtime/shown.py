@@ -6,8 +6,10 @@ headers' digest as its first 12 hex digits; `memo_show` keeps each text value's 
 listing's memo. `changed_headers` names the headers a kernel's build read that differ from
 those this process reads (`header_files`, as `warmcli.kernel_parts.header_files` keeps them
 beside a key): those it reads with other contents, and those the build did not read at all;
-a bundle's build keyed before warm kept them, or whose list is malformed, names none. Only
-this process's own header names are shown (escaped: `printable`), never a bundle's text.
+a bundle's build keyed before warm kept them, or whose list is malformed or far longer than
+warm writes, names none (the first few nearest builds are looked at: a miss costs little
+whatever the bundle holds). Only this process's own header names are shown (escaped:
+`printable`), never a bundle's text.
 Pure: it reads its arguments only and never prints.
 """
 
@@ -16,11 +18,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from warmcli.kernel_parts import stored
+from warmcli.kernel_parts import MAX_HEADER_FILES, stored
 from warmcli.printable import printable
 
 SHOWN_CHARS = 200  # of a component's text that is not what warm writes
 _NAMED = 3  # headers named of each kind; the rest counted
+# A bundle's list is untrusted text, read at each headers miss: one far longer than warm
+# writes (MAX_HEADER_FILES headers, their names as included) is malformed, and the first
+# few nearest held builds are looked at for one (a miss costs little whatever the bundle).
+_LIST_CHARS = MAX_HEADER_FILES * 256
+_LOOKED = 4
 
 
 def show(component: str, value: str) -> str:
@@ -52,8 +59,11 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     nearest of `held` with a list of its own read with other contents, or did not read; ""
     where neither list is known, or none differs by name."""
     ours = _files(wanted.get("header_files", ""))
-    theirs = next((f for f in map(_files, (h.get("header_files", "") for h in held)) if f), None)
-    if not ours or not theirs:
+    if not ours:  # (a bundle's lists are not read then)
+        return ""
+    texts = (h.get("header_files", "") for h in held[:_LOOKED])
+    theirs = next((f for f in map(_files, texts) if f), None)
+    if not theirs:
         return ""
     read: dict[str, set[str]] = {}
     for name, sha in theirs:
@@ -72,13 +82,13 @@ def _names(names: list[str]) -> str:
 
 def _files(text: object) -> list[tuple[str, str]]:
     """A `header_files` list as (name, sha256 start) pairs; [] where it is none or malformed."""
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text or len(text) > _LIST_CHARS:
         return []
     try:
         files = json.loads(text)
     except (ValueError, RecursionError):
         return []
-    if not isinstance(files, list):
+    if not isinstance(files, list) or len(files) > MAX_HEADER_FILES:
         return []
     pairs = [f for f in files if isinstance(f, list) and len(f) == 2]
     if len(pairs) != len(files) or not all(type(a) is str and type(b) is str for a, b in pairs):

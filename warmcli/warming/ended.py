@@ -7,30 +7,38 @@ closed by then, and the pass running then another's. `retire` gives such a threa
 gives it: at its next launch or tune there it stops (`SystemExit`, which ends a thread
 silently), as Python stops a daemon thread as its process ends, said once in a note (the pass
 running then, if any, shows it); nothing of it is counted, looked up in the bundle or stored,
-so a good bundle is never called corrupt for it. The thread that ran the passes (the one that
-retires the runtime) keeps the runtime as it was. The module never prints.
+so a good bundle is never called corrupt for it. One the pass running then would execute, of a
+kernel the runtime loaded or a shape it measured (kept in memory), goes on: nothing of it is
+looked up, built or measured (a service's worker thread, made at the first call and kept for
+the next, serves the later passes so; on a device closed since, its launch raises). The thread
+that ran the passes (the one that retires the runtime) keeps the runtime as it was, its tunes
+read from memory only. The module never prints.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from warmcli.execution.process_mode import note_reported
+from warmcli.execution.base import LaunchMode, resolve_launch_mode
+from warmcli.execution.process_mode import current_process_mode, note_reported
 from warmcli.runtime.runtime import Runtime
 
 
 def retire(runtime: Runtime) -> None:
     """From now on, a thread other than this one that launches or tunes on `runtime` is
-    stopped there, said once (a runtime retired already stays as it is)."""
+    stopped there, said once, unless what it asks is served as it was (a runtime retired
+    already stays as it is)."""
     if "launch" in vars(runtime):
         return
     owner, lock, said = threading.get_ident(), threading.Lock(), [False]
     launch, tune = runtime.launch, runtime.tune
     runtime.misses.closed = True  # its misses are no pass's to explain now
+    runtime.tunes.bundle = None  # (closed: its records are those in memory)
 
-    def stop(what: str) -> None:
-        if threading.get_ident() == owner:
+    def stop(what: str, served: Callable[[], bool], stream: Any) -> None:
+        if threading.get_ident() == owner or _executes(runtime, served, stream):
             return
         with lock:
             first, said[0] = not said[0], True
@@ -44,11 +52,34 @@ def retire(runtime: Runtime) -> None:
         raise SystemExit  # ends the thread silently, as Python's own hook does
 
     def late_launch(kernel: Any, *args: Any, **options: Any) -> Any:
-        stop(f"launched kernel {getattr(kernel, 'label', type(kernel).__name__)}")
+        label = getattr(kernel, "label", type(kernel).__name__)
+        loaded = lambda: runtime.kernels.loaded(kernel)  # noqa: E731
+        stop(f"launched kernel {label}", loaded, options.get("stream"))
         return launch(kernel, *args, **options)
 
     def late_tune(tunable: Any, *inputs: Any, **options: Any) -> Any:
-        stop(f"tuned {getattr(tunable, 'name', type(tunable).__name__)}")
+        def measured() -> bool:  # its pick measured and kept in memory (its launch checked)
+            if len(tunable.candidates) == 1:  # answered, not tuned: its launch is checked
+                return True
+            shape = tunable.shape_key(inputs)
+            record = runtime.tunes.get(tunable.tune_key(shape, runtime.device.fingerprint.identity))
+            return record is not None and record.status == "measured"
+
+        name = getattr(tunable, "name", type(tunable).__name__)
+        stop(f"tuned {name}", measured, options.get("stream"))
         return tune(tunable, *inputs, **options)
 
     vars(runtime).update(launch=late_launch, tune=late_tune)  # the instance's own, shadowing
+
+
+def _executes(runtime: Runtime, served: Callable[[], bool], stream: Any) -> bool:
+    """Whether a late launch or tune goes on: executed (as the pass running now executes)
+    with what its passes loaded or measured, nothing looked up in the closed bundle, built,
+    measured or counted as the pass's own (a service's worker thread, made at a first call
+    and kept for the next, serves the later passes so)."""
+    try:
+        on = stream or runtime.default_stream
+        mode = resolve_launch_mode(current_process_mode(), on.mode)
+        return mode is LaunchMode.EXECUTE and served()
+    except Exception:  # of the wrong kind, say: stopped, as any other
+        return False

@@ -1,9 +1,10 @@
 """What a workload's entry leaves when it returns or raises, and how its errors are named.
 
-A thread the entry started and left running is waited for, as Python waits before a
-process ends (`join_left`); an exception one does not catch ends it as under Python, said
-in one line, a note of the pass (`thread_raised`), not Python's traceback through warm's
-frames; a process the entry forked that returns or raises out of it ends there
+A thread the entry started and left running (one it starts meanwhile, a task it left to a
+thread pool) is waited for, as Python waits before a process ends (`join_left`); an
+exception one does not catch ends it as under Python, said in one line, a note of the pass
+(`thread_raised`), not Python's traceback through warm's frames; a process the entry forked
+that returns or raises out of it ends there
 (`forked_child_ends`; one forked at its import, as that import ends: `import_ends_forked_child`),
 never running warm's passes beside its parent, nor its exit functions (a `multiprocessing`
 child's neither: a parent's `TemporaryDirectory` is not removed under it); the pools and
@@ -35,6 +36,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 import weakref
 from collections.abc import Callable
@@ -120,13 +122,47 @@ def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
 
 def join_left(running: set[threading.Thread]) -> None:
     """Wait, as Python does before a process ends, for each non-daemon thread the entry
-    started and left running: what it launches is part of the pass. An idle worker of a
-    thread pool the entry left open is not waited for (Python's exit stops those)."""
+    started and left running, and for those they start meanwhile, and for the tasks
+    submitted to a thread pool the entry left open (Python's exit runs them): what they
+    launch is part of the pass. An idle worker of such a pool is not waited for (Python's
+    exit stops those), nor are warm's own threads (`warm-`)."""
     pools = sys.modules.get("concurrent.futures.thread")
-    idle = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
-    for thread in threading.enumerate():
-        if thread not in running and not thread.daemon and thread not in idle:
-            thread.join()
+    workers = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
+    idle_code = getattr(getattr(pools, "_worker", None), "__code__", None)
+    quiet = 0
+    while quiet < 2:  # twice nothing to wait for: a worker between two tasks is seen busy
+        waited = False
+        for thread in threading.enumerate():
+            if thread in running or thread.daemon or thread.name.startswith("warm-"):
+                continue
+            if thread in workers or thread is threading.current_thread():
+                continue
+            waited = True
+            if not thread.is_alive():  # listed as it starts: waited for once started
+                time.sleep(0.002)
+            while thread.is_alive() and thread not in workers:  # (a pool's, once it says)
+                thread.join(0.05)
+        if _pool_busy(workers, idle_code):
+            waited = True
+            time.sleep(0.002)
+        quiet = 0 if waited else quiet + 1
+        if quiet:
+            time.sleep(0.001)
+
+
+def _pool_busy(workers: Any, idle_code: Any) -> bool:
+    """Whether a worker of a pool the workload left open runs a task or has one queued (an
+    idle one waits in its queue's `get`, `_worker`'s own frame innermost)."""
+    frames = sys._current_frames()
+    for thread, queue in list(workers.items()):
+        if not thread.is_alive() or thread.name.startswith("warm-"):
+            continue
+        if thread is threading.current_thread():
+            continue
+        frame = frames.get(thread.ident or 0)
+        if not queue.empty() or (frame is not None and frame.f_code is not idle_code):
+            return True
+    return False
 
 
 def stopped_by_signal(exc: SystemExit) -> bool:

@@ -68,7 +68,9 @@ def kept_after(exc: KeyboardInterrupt | WorkloadError, report: _Stored) -> BaseE
         return exc
     kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {report.bundle} before it are kept"
     first, lines, more = str(exc).partition("\n")  # said on its first line (a failed tune's
-    return WorkloadError(f"{first}; {kept}{lines}{more}")  # candidates follow)
+    # candidates follow), before the colon that opens what follows (a compile's log)
+    head = f"{first[:-1]}; {kept}:" if first.endswith(":") else f"{first}; {kept}"
+    return WorkloadError(f"{head}{lines}{more}")
 
 
 def kept_before(exc: BundleError, bundle: Bundle, report: _Stored) -> BundleError:
