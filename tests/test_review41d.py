@@ -182,3 +182,33 @@ def test_what_is_kept_goes_before_the_colon_that_opens_a_compile_log() -> None:
     assert said == f"w.py:3: kernel k failed to compile; {kept}:\nk.c:1: error", said
     said = str(kept_after(WorkloadError("w.py:3: ValueError: bad\nmore"), fake))
     assert said == f"w.py:3: ValueError: bad; {kept}\nmore", said
+
+
+ABSOLUTE = """
+from warmcli import Kernel
+K = Kernel('#include "{path}"\\nvoid g(float *x) {{ x[0] = GAIN; }}', "g", "P")
+def workload(rt):
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_a_header_included_by_absolute_path_ships_no_folder(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    """README: the folders a build read headers from are not in its bundle; the names a
+    headers miss shows keep an absolute include's file name only."""
+    secret = tmp_path / "home-of-someone" / "private"
+    secret.mkdir(parents=True)
+    (secret / "gain.h").write_text("#define GAIN 2\n")
+    path = workload_file(ABSOLUTE.format(path=secret / "gain.h"))
+    bundle = tmp_path / "abs.warm"
+    run = warm("run", path, "-b", bundle, "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    conn = sqlite3.connect(bundle)
+    (components,) = conn.execute("SELECT components FROM kernels").fetchone()
+    conn.close()
+    assert "home-of-someone" not in components and "gain.h" in components, components
+    (secret / "gain.h").write_text("#define GAIN 3\n")
+    proc = warm("verify", bundle, "--workload", path, cwd=tmp_path)
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("miss: kernel g: headers:")]
+    assert line.endswith("(changed: gain.h)"), line

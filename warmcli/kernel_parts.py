@@ -194,7 +194,9 @@ MAX_HEADER_FILES = 512  # headers `header_files` lists (`warmcli.headers.MAX_HEA
 def header_files(digest: str) -> str:
     """The headers `digest` covers, where it is a headers digest this process made lately: a
     JSON list of [name as written, the first 16 hex digits of its sha256, or "-" where none was
-    found], in the order reached; "" where it is not (a digest with linked files in it)."""
+    found], in the order reached; "" where it is not (a digest with linked files in it). A
+    name written as an absolute path keeps its file name only: a bundle ships no folder of
+    the machine that built it (README: the folders are not keyed)."""
     from warmcli.headers import NEXT, covered  # (imported already where it made a digest)
 
     written = covered.get(digest)
@@ -204,7 +206,8 @@ def header_files(digest: str) -> str:
     for entry in written[: MAX_HEADER_FILES * 2]:
         name, _, sha = entry[1:].rpartition("\0")
         if entry[:1] in ("q", "a") and name:
-            files.append([name.removeprefix(NEXT), sha[:16]])
+            name = name.removeprefix(NEXT)
+            files.append([name.rpartition("/")[2] if name.startswith("/") else name, sha[:16]])
     return json.dumps(files[:MAX_HEADER_FILES])
 
 
