@@ -1,9 +1,30 @@
 """ELF shared objects built by hand for the tests of `warmcli.backends.host.needed`: a
-bundle's host blob as a hostile (or a plain) linker would leave it, never loaded."""
+bundle's host blob as a hostile (or a plain) linker would leave it, never loaded; and the
+host workload those tests link against a library of their own (`LINKED_WORKLOAD`, its
+`LIBDIR` and `LIBNAME` replaced), with the production script that serves it (`SERVE`)."""
 
 from __future__ import annotations
 
 import struct
+
+LINKED_WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel('''
+void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 2.0f * x[i]; }
+''', "scale", "Pi", options=("-LLIBDIR", "-Wl,--no-as-needed", "-l:LIBNAME"))
+def workload(rt):
+    x = rt.upload(np.arange(8, dtype=np.float32))
+    rt.launch(K, x, 8)
+    return x
+"""
+SERVE = """
+import runpy, sys, warmcli
+m = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+print(rt.read(m["workload"](rt)).tolist())
+"""
 
 
 def shared_object(needed: list[bytes], runpath: bytes = b"", count: int | None = None) -> bytes:

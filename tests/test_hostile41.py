@@ -14,26 +14,7 @@ from typing import Any
 
 import numpy
 from conftest import ROOT, Warm
-from elf_blobs import shared_object
-
-WORKLOAD = """
-import numpy as np
-from warmcli import Kernel
-DEVICE = "host"
-K = Kernel('''
-void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 2.0f * x[i]; }
-''', "scale", "Pi", options=("-LLIBDIR", "-Wl,--no-as-needed", "-l:LIBNAME"))
-def workload(rt):
-    x = rt.upload(np.arange(8, dtype=np.float32))
-    rt.launch(K, x, 8)
-    return x
-"""
-SERVE = """
-import runpy, sys, warmcli
-m = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-print(rt.read(m["workload"](rt)).tolist())
-"""
+from elf_blobs import LINKED_WORKLOAD, SERVE, shared_object
 
 
 def _numpys_library() -> Path:
@@ -57,7 +38,7 @@ def test_a_library_every_warm_process_has_loaded_is_servable(warm: Warm, tmp_pat
     library = _numpys_library()
     workload = tmp_path / "wl.py"
     workload.write_text(
-        WORKLOAD.replace("LIBDIR", str(library.parent)).replace("LIBNAME", library.name)
+        LINKED_WORKLOAD.replace("LIBDIR", str(library.parent)).replace("LIBNAME", library.name)
     )
     bundle = tmp_path / "b.warm"
     made = warm("run", workload, "-b", bundle, "-q")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from elf_blobs import shared_object
+from elf_blobs import SERVE, shared_object
 
 from warmcli.backends.host.needed import MAX_NEEDED, missing_library
 
@@ -40,12 +40,6 @@ def workload(rt):
     x = rt.upload(np.arange(8, dtype=np.float32))
     rt.launch(K, x, 8)
     return x
-"""
-SERVE = """
-import runpy, sys, warmcli
-m = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-print(rt.read(m["workload"](rt)).tolist())
 """
 
 

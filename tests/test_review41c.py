@@ -12,25 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-
-WORKLOAD = """
-import numpy as np
-from warmcli import Kernel
-DEVICE = "host"
-K = Kernel('''
-void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 2.0f * x[i]; }
-''', "scale", "Pi", options=("-LLIBDIR", "-Wl,--no-as-needed", "-l:LIBNAME"))
-def workload(rt):
-    x = rt.upload(np.arange(8, dtype=np.float32))
-    rt.launch(K, x, 8)
-    return x
-"""
-SERVE = """
-import runpy, sys, warmcli
-m = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-print(rt.read(m["workload"](rt)).tolist())
-"""
+from elf_blobs import LINKED_WORKLOAD, SERVE
 
 
 def test_a_loaded_extension_modules_file_name_is_no_name_the_loader_matches(
@@ -54,7 +36,7 @@ def test_a_loaded_extension_modules_file_name_is_no_name_the_loader_matches(
     )
     assert built.returncode == 0, built.stderr
     workload = tmp_path / "wl.py"
-    workload.write_text(WORKLOAD.replace("LIBDIR", str(lib)).replace("LIBNAME", name))
+    workload.write_text(LINKED_WORKLOAD.replace("LIBDIR", str(lib)).replace("LIBNAME", name))
     bundle = tmp_path / "b.warm"
     made = Warm(dict(warm.env, LD_LIBRARY_PATH=str(lib)))("run", workload, "-b", bundle, "-q")
     assert made.returncode == 0, made.stderr + made.stdout
