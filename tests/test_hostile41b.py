@@ -1,0 +1,59 @@
+"""Holes hostile41b found in what the last stop added, each reproduced for real: the real CLI
+in a subprocess, a real dask cluster, real production processes, real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import Warm
+from test_trial41b import SERVE, SIZED
+
+
+def test_dask_run_rewarms_an_unsigned_tune_dated_later_than_its_shards_measurement(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A write-back's tune no trusted key signed is the run's to measure again, whatever its
+    date: a local `warm run --key` under WARM_TRUSTED_KEYS measures it (a miss, `unsigned`) and
+    stores and signs its own. `warm run --dask` ranked OUT's unsigned row against the shard's
+    measurement as a merge ranks two measurements: the row dated an hour ahead (a clock ahead
+    on the production machine, or a bundle dated so) outranked the shard's, stayed unsigned,
+    and the verify pass exited 1 (`miss: ... unsigned`)."""
+    from dask_cluster import local_cluster
+
+    workload, key = tmp_path / "w.py", tmp_path / "ci.key"
+    workload.write_text(SIZED)
+    assert warm("keygen", key).returncode == 0
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "--key", key, "-q").returncode == 0
+    env = dict(warm.env, SIZES="8,16")
+    back = subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload), str(bundle), "write"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert back.returncode == 0 and "wrote 1 entries back" in back.stderr, back.stderr
+    with sqlite3.connect(bundle) as conn:  # the write-back's row, dated an hour ahead
+        ahead = time.time() + 3600
+        conn.execute("UPDATE tunes SET measured_at = ? WHERE shape_key LIKE '%16%'", (ahead,))
+    conn.close()
+    trusted = Warm(dict(env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    assert trusted("verify", bundle).returncode == 1  # 1 entry no trusted key signed
+    local = tmp_path / "local.warm"
+    shutil.copy(bundle, local)
+    ran = trusted("run", workload, "-b", local, "--key", key, "-q")
+    assert ran.returncode == 0, ran.stderr
+    with local_cluster(2) as address:
+        dask = ("--dask", address, "--dask-env", "SIZES")
+        done = trusted("run", workload, "-b", bundle, "--key", key, *dask, "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    doc = json.loads(done.stdout)
+    assert doc["explanations"] == [] and doc["verified"] is True, done.stdout
+    for made in (bundle, local):
+        checked = trusted("verify", made, "--workload", workload)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "not signed" not in checked.stdout, checked.stdout
