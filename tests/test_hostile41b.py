@@ -57,3 +57,22 @@ def test_dask_run_rewarms_an_unsigned_tune_dated_later_than_its_shards_measureme
         checked = trusted("verify", made, "--workload", workload)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert "not signed" not in checked.stdout, checked.stdout
+
+
+def test_pull_refuses_a_url_naming_a_file_longer_than_a_name_may_be_in_one_short_line(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A URL whose last part decodes to a name longer than a file's name may be (255 bytes)
+    was taken as the name to write, and the first look at it failed with the system's words,
+    the whole name in them: `warm: error: [Errno 36] File name too long: 'aaaa...'`, 100,000
+    characters on the terminal. It is refused as any name a pull cannot write, in a short
+    line, nothing fetched and nothing written."""
+    here = tmp_path / "here"
+    here.mkdir()
+    for url in (f"https://127.0.0.1:9/{'a' * 100_000}.warm", f"s3://b/{'%C3%A9' * 200}"):
+        done = warm("pull", url, cwd=here)
+        assert done.returncode == 2 and not done.stdout, done.stderr[:300]
+        line = done.stderr.strip()
+        assert "\n" not in line and len(line) < 600 and "Errno" not in line, line[:300]
+        assert "longer than a file name" in line and "name the file to write" in line, line
+    assert not list(here.iterdir())
