@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import Warm
 from test_trial41b import SERVE, SIZED
 
@@ -76,3 +78,80 @@ def test_pull_refuses_a_url_naming_a_file_longer_than_a_name_may_be_in_one_short
         assert "\n" not in line and len(line) < 600 and "Errno" not in line, line[:300]
         assert "longer than a file name" in line and "name the file to write" in line, line
     assert not list(here.iterdir())
+
+
+def test_a_seed_holds_only_what_was_judged_signed_though_a_write_back_lands_meanwhile(
+    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`shard_seeds` judged the bundle wholly signed, then read it again to write the seeds:
+    a production write-back committing in between (a fleet writes back at every exit) went
+    into a seed unjudged. Its shard serves it as a hit and hands it back, and the merge
+    (`as_run`) takes that row, alike to the bundle's own unsigned one, as rebuilt by the run
+    and signs it with the run's key: a binary production wrote, signed though nothing of
+    the run built it. The timing is forced for real: the write-back's rows (made by a real
+    production process into a copy) are committed into the bundle the moment the judgment
+    returns, by another connection, as a process of the fleet would; the seeds are now read
+    in the judgment's own read transaction, so that commit waits (here: refused, busy) and
+    lands after them."""
+    from warmcli.bundle.signature_report import signature_report
+    from warmcli.bundle.signing import load_public_key
+    from warmcli.bundle.store import Bundle
+    from warmcli.ops.merge import merge_bundles
+    from warmcli.warming import seeds as seeds_module
+
+    workload, key = tmp_path / "w.py", tmp_path / "ci.key"
+    workload.write_text(SIZED)
+    assert warm("keygen", key).returncode == 0
+    bundle = tmp_path / "b.warm"
+    env = dict(warm.env, SIZES="8,16")
+    assert Warm(env)("run", workload, "-b", bundle, "--key", key, "-q").returncode == 0
+    written = tmp_path / "written.warm"  # what a production process writes back: EXTRA's kernel
+    shutil.copy(bundle, written)
+    back = subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload), str(written), "write"],
+        capture_output=True, text=True, env=dict(env, EXTRA="1"), timeout=120,
+    )  # fmt: skip
+    assert back.returncode == 0 and "wrote 1 entries back" in back.stderr, back.stderr
+    trusted = [load_public_key(f"{key}.pub")]
+    landed: list[str] = []
+
+    def judged_then_written_back(source: Any, keys: Any) -> Any:
+        report = signature_report(source, keys)
+        conn = sqlite3.connect(bundle, timeout=0)
+        try:
+            conn.execute("ATTACH ? AS w", (str(written),))
+            conn.execute("INSERT INTO blobs SELECT * FROM w.blobs WHERE sha256 NOT IN "
+                         "(SELECT sha256 FROM blobs)")  # fmt: skip
+            conn.execute("INSERT INTO kernels SELECT * FROM w.kernels WHERE key NOT IN "
+                         "(SELECT key FROM kernels)")  # fmt: skip
+            conn.commit()
+            landed.append("before the seeds")
+        except sqlite3.OperationalError as exc:  # busy: the seeds' read holds the file
+            landed.append(str(exc))
+        finally:
+            conn.close()
+        return report
+
+    monkeypatch.setattr(seeds_module, "signature_report", judged_then_written_back)
+    folder = tmp_path / "seeds"
+    folder.mkdir()
+    sown = seeds_module.shard_seeds(bundle, 1, folder, trusted)
+    (seed,) = sown.paths
+    assert seed is not None, sown.notes
+    assert landed == ["database is locked"], landed  # it waits for the seeds' read to end
+    with sqlite3.connect(seed) as conn:
+        in_seed = conn.execute("SELECT count(*) FROM kernels").fetchone()[0]
+    conn.close()
+    out = tmp_path / "out.warm"  # the bundle with the write-back's row, as at the merge
+    shutil.copy(written, out)
+    merge_bundles([out, seed], out, overwrite=True, signing_key=_key(key),
+                  trusted_keys=trusted, as_run=True)  # fmt: skip
+    with Bundle.open(out, trusted_keys=trusted) as merged:
+        refused = signature_report(merged, trusted).problems
+    assert refused, f"a row nothing of the run built was signed ({landed}, {in_seed} in seed)"
+
+
+def _key(path: Path) -> Any:
+    from warmcli.bundle.signing import load_private_key
+
+    return load_private_key(path)
