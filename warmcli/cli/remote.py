@@ -34,7 +34,9 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.errors import PushInterrupted
-from warmcli.printable import printable
+from warmcli.printable import cut, printable
+
+_NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NAME_MAX)
 
 
 @app.command()
@@ -147,7 +149,7 @@ def _named_by(url: str) -> Path:
     `fleet%20%C3%A9.warm` names `fleet é.warm`; an s3:// key is its own text); refused
     where it is empty, `..` or a dot file (the URL's owner would choose which of the
     user's files, `.bashrc`, is replaced), or decodes to no UTF-8, a folder (`%2F`) or a
-    control character."""
+    control character, or is longer than a file's name may be (`_NAME_BYTES`: said cut)."""
     parts = urlsplit(url)
     name = os.path.basename(parts.path)
     if parts.scheme != "s3":
@@ -155,6 +157,9 @@ def _named_by(url: str) -> Path:
             name = unquote(name, errors="strict")
         except UnicodeDecodeError:
             name = ""
+    if len(name.encode("utf-8", "surrogateescape")) > _NAME_BYTES:
+        shown = f"{printable(cut(repr(name), 80))}, longer than a file name may be"
+        fail(f"{cut(url, 200)}: its name {shown}: name the file to write")
     if not name or name.startswith(".") or "/" in name or printable(name) != name:
         shown = printable(repr(name))
         fail(f"{url}: its name {shown} is no bundle file to write here: name the file to write")

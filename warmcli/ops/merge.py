@@ -5,34 +5,32 @@ key is content-addressed, so a kernel held by two bundles is the same kernel: it
 once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
 in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
 below every other; a measured pick beats a pending one), and the report says which one won,
-which was dropped and why (in more: each
-one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
-a format version this warm does not read, files that are no warm bundle, and bundles whose
-SQL indexes disagree with their rows (`warmcli.bundle.consistency`) are refused
-before anything is read; older formats it reads merge into the current one. Inputs naming
-more devices and toolchains together (fingerprints) than a bundle may hold are refused,
-nothing written: every reader would refuse the output. The output's write lock
-is held from the first read to the publish, so a writer of the output (a `warm run`, a
-production write-back, another merge into it) waits and then writes into the merged file: no
-write is lost. The result is written to a temporary file beside the output, given the
-output's mode, owner and group, and moved into place only when complete (a journal or `-wal`
-a crashed writer of the old output left, which SQLite would play into the new file, rolled
-back into the old one or removed first: `warmcli.bundle.replacing`), so a failed merge
-leaves the output as it was and nothing beside it (what a killed merge left is removed by
-the next); a SIGINT, SIGTERM or SIGHUP that lands once the output is moved into place is
-held until the merge has ended, then raised as `MergeInterrupted`, its report with it: the
-merge is complete and kept (it said only "interrupted"); an output that is a symbolic
-link stays one, the file it leads to replaced; one that is (or leads to) a FIFO or a device
-is refused, `--force` or not. The inputs' signatures do not carry over (but OUT's own, where
-`warm run --dask` merges its shards into it: `as_run`): given a key, the output is signed
-with it (every entry), else the report says the output is unsigned. Each input's record of
-the run it holds, and of which shards (`warmcli.bundle.run_record`), is joined: the output
-records the result, and the report says (`shards`) which shards are missing, or that one
-run's shards were cut in different counts: the output is written all the same. The inputs
-are streamed into the output's one transaction (`warmcli.ops.merge_union`: no table of any
-input, nor any blob's size, sets the memory a merge takes; one commit, not one per blob); a
-blob copy that fails (or is missing) is taken from another input holding a good one, and
-the report says so. Nothing here prints.
+which was dropped and why (in more: each one dropped, beside the one kept in the end; the
+first `LISTED`, the rest counted). Bundles of a format version this warm does not read, files
+that are no warm bundle, and bundles whose SQL indexes disagree with their rows
+(`warmcli.bundle.consistency`) are refused before anything is read; older formats it reads merge
+into the current one. Inputs naming more devices and toolchains together (fingerprints) than a
+bundle may hold are refused, nothing written: every reader would refuse the output. The output's
+write lock is held from the first read to the publish, so a writer of the output (a `warm run`, a
+production write-back, another merge into it) waits and then writes into the merged file: no write
+is lost. The result is written to a temporary file beside the output, given the output's mode,
+owner and group, and moved into place only when complete (a journal or `-wal` a crashed writer of
+the old output left, which SQLite would play into the new file, rolled back into the old one or
+removed first: `warmcli.bundle.replacing`), so a failed merge leaves the output as it was and
+nothing beside it (what a killed merge left is removed by the next); a SIGINT, SIGTERM or SIGHUP
+that lands once the output is moved into place is held until the merge has ended, then raised as
+`MergeInterrupted`, its report with it: the merge is complete and kept (it said only
+"interrupted"); an output that is a symbolic link stays one, the file it leads to replaced; one
+that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs' signatures do
+not carry over (but OUT's own, where `warm run --dask` merges its shards into it: `as_run`): given
+a key, the output is signed with it (every entry), else the report says the output is unsigned.
+Each input's record of the run it holds, and of which shards (`warmcli.bundle.run_record`), is
+joined: the output records the result, and the report says (`shards`) which shards are missing, or
+that one run's shards were cut in different counts: the output is written all the same. The inputs
+are streamed into the output's one transaction (`warmcli.ops.merge_union`: no table of any input,
+nor any blob's size, sets the memory a merge takes; one commit, not one per blob); a blob copy that
+fails (or is missing) is taken from another input holding a good one, and the report says so.
+Nothing here prints.
 """
 
 from __future__ import annotations
@@ -229,10 +227,11 @@ def _publish(
     stale = not_vouched(bundles[0], trusted) if as_run and trusted is not None else set()
 
     def choose(held: Held | None, tune: TuneRecord, index: int) -> bool:
-        if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit,
-            if (held.status, tune.status) != ("pending", "measured") and tune.key not in stale:
-                return False  # (but a pending one, or one no trusted key signed: the run's)
+        if as_run and held is not None and held.index == 0:  # held by OUT: a run's hit, but
+            if tune.key not in stale and (held.status, tune.status) != ("pending", "measured"):
+                return False  # a pending one, or one no trusted key signed (whatever its date)
             replaced.add(tune.key)  # measured, as a local run measures it: the run's
+            held = None if tune.key in stale else held  # (a miss: never ranked against it)
         return _choose(chosen, now, held, tune, index, report)
 
     try:

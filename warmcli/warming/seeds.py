@@ -22,8 +22,10 @@ builds its part again, as before seeds, and `Seeds.notes` says so; no kernel is 
 into one past it, so it is never written whole), nor one past
 `SEEDS_MAX_BYTES` of seeds in all (the caller holds every seed sent in memory at once);
 nor is any under `trusted` keys that do not cover the whole bundle (a run under them
-rebuilds what they did not sign). A row warm cannot read is left out (the shard builds
-it). This module owns no state and never prints.
+rebuilds what they did not sign): the judgment and the seeds are one read of the bundle, so
+a write-back committed meanwhile waits, never sent unjudged (its shard would serve it, and the
+merge sign it as the run's). A row warm cannot read is left out (the shard builds it). This
+module owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ def shard_seeds(
         source = Bundle.open(path)
     except (BundleError, OSError):
         return seeds
-    with source:
+    with source, source.snapshot():  # what is judged is what is sent: one read of the file
         if trusted is not None and signature_report(source, trusted).problems:
             seeds.notes.append(
                 f"{path} is not wholly signed by WARM_TRUSTED_KEYS: each shard builds its "
