@@ -6,8 +6,10 @@ count) and the struct formats of the entries read: a program header as
 `warmcli.backends.host.binary` checks it (`segment`) and as `warmcli.backends.host.needed`
 follows it to the dynamic section (`mapped`), a dynamic entry, a section header and a dynamic
 symbol. `word_and_order` reads an ELF's word size and byte order (a `struct` prefix) from its
-identification bytes, `program_table` the program header table's offset, entry size and count.
-One table for both readers: they read one layout. It owns no state and never reads a file.
+identification bytes, `program_table` the program header table's offset, entry size and count,
+`dynamic_segment` the loaded segments and the dynamic section as the loader finds them, and
+`file_offset` where a loaded address lies in the file. One table for both readers: they read
+one layout. It owns no state and never reads a file but through the `read` it is given.
 """
 
 from __future__ import annotations
@@ -61,3 +63,34 @@ def program_table(
     (phoff,) = struct.unpack_from(order + layout.word, read(layout.phoff, 8), 0)
     phentsize, phnum = struct.unpack_from(order + "HH", read(layout.sizes, 4), 0)
     return phoff, phentsize, phnum
+
+
+Segment = tuple[int, int, int]  # a loaded segment's address, file offset and size in the file
+
+
+def dynamic_segment(
+    read: Callable[[int, int], bytes | memoryview], bits: int, order: str
+) -> tuple[list[Segment], tuple[int, int]] | None:
+    """The loaded segments of an ELF of `bits` and `order` and its first dynamic section's
+    file offset and size, found as the loader finds them (`read` as `program_table`'s: the
+    program headers in one read); None where it has no dynamic section (or program headers
+    shorter than one)."""
+    phoff, phentsize, phnum = program_table(read, bits, order)
+    program = struct.Struct(order + LAYOUTS[bits].mapped)
+    if phentsize < program.size:
+        return None
+    headers = read(phoff, phnum * phentsize)  # (a library's: 4 MiB at most)
+    loads: list[Segment] = []
+    found = None
+    for i in range(phnum):  # at most 65,535, each read once
+        kind, start, address, size = program.unpack_from(headers, i * phentsize)
+        if kind == PT_LOAD:
+            loads.append((address, start, size))
+        elif kind == PT_DYNAMIC and found is None:
+            found = (start, size)
+    return None if found is None else (loads, found)
+
+
+def file_offset(loads: list[Segment], address: int) -> int | None:
+    """Where `address` lies in the file, by the loaded segment holding it; None where none."""
+    return next((s + address - a for a, s, n in loads if a <= address < a + n), None)

@@ -83,22 +83,11 @@ def _read_soname(read: Callable[[int, int], bytes], head: bytes) -> str | None:
     """The `DT_SONAME` of the ELF whose first bytes are `head`, `read(at, n)` giving up to
     `n` of its bytes from `at`: found as the loader finds its dynamic section."""
     bits, order = elf.word_and_order(head)
-    layout = elf.LAYOUTS[bits]
-    phoff, phentsize, phnum = elf.program_table(read, bits, order)
-    program = struct.Struct(order + layout.mapped)
-    dynamic = struct.Struct(order + layout.dynamic)
-    if phentsize < program.size:
+    dynamic = struct.Struct(order + elf.LAYOUTS[bits].dynamic)
+    segments = elf.dynamic_segment(read, bits, order)
+    if segments is None:
         return None
-    headers = read(phoff, phnum * phentsize)
-    loads, found = [], None
-    for i in range(phnum):
-        kind, start, address, size = program.unpack_from(headers, i * phentsize)
-        if kind == elf.PT_LOAD:
-            loads.append((address, start, size))
-        elif kind == elf.PT_DYNAMIC and found is None:
-            found = (start, size)
-    if found is None:
-        return None
+    loads, found = segments
     entries = read(found[0], found[1])
     tags: dict[int, int] = {}
     for i in range(len(entries) // dynamic.size):
@@ -108,8 +97,7 @@ def _read_soname(read: Callable[[int, int], bytes], head: bytes) -> str | None:
         tags.setdefault(tag, value)
     if _DT_SONAME not in tags or _DT_STRTAB not in tags:
         return None
-    address = tags[_DT_STRTAB]
-    table = next((s + address - a for a, s, n in loads if a <= address < a + n), None)
+    table = elf.file_offset(loads, tags[_DT_STRTAB])
     if table is None:
         return None
     held = bytes(read(table + tags[_DT_SONAME], 4097))

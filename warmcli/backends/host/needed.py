@@ -193,22 +193,11 @@ def _dynamic(
 ) -> tuple[list[str], str, str] | str:
     """The `DT_NEEDED` names and the `DT_RPATH` and `DT_RUNPATH` of an ELF of `length`
     bytes, `read(at, n)` giving up to `n` of them from `at`, or why not servable."""
-    layout = elf.LAYOUTS[bits]
-    phoff, phentsize, phnum = elf.program_table(read, bits, order)
-    program = struct.Struct(order + layout.mapped)
-    dynamic = struct.Struct(order + layout.dynamic)
-    if phentsize < program.size:
-        return ([], "", "")
-    headers = read(phoff, phnum * phentsize)  # in one read (a library's: 4 MiB at most)
-    loads, found = [], None
-    for i in range(phnum):  # at most 65,535, each read once
-        kind, start, address, size = program.unpack_from(headers, i * phentsize)
-        if kind == elf.PT_LOAD:
-            loads.append((address, start, size))
-        elif kind == elf.PT_DYNAMIC and found is None:
-            found = (start, size)
-    if found is None:
+    dynamic = struct.Struct(order + elf.LAYOUTS[bits].dynamic)
+    segments = elf.dynamic_segment(read, bits, order)
+    if segments is None:
         return ([], "", "")  # no dynamic section: it needs nothing
+    loads, found = segments
     tags: dict[int, int] = {}
     needed: list[int] = []
     start, size = found
@@ -228,8 +217,7 @@ def _dynamic(
             tags.setdefault(tag, value)
     if not needed and _DT_RPATH not in tags and _DT_RUNPATH not in tags:
         return ([], "", "")
-    address = tags.get(_DT_STRTAB, -1)
-    table = next((s + address - a for a, s, n in loads if a <= address < a + n), None)
+    table = elf.file_offset(loads, tags.get(_DT_STRTAB, -1))
     if table is None:
         return ""  # no string table the loader could read: its own error stands
     end = min(length, table + tags.get(_DT_STRSZ, length))
