@@ -1,0 +1,67 @@
+"""Review of stop 41's review41b/review41d merges: what a pass waits for before it ends (as
+Python waits before a process ends), and the headline of a workload error with what is kept.
+The real CLI in a subprocess, real SQLite files, the real C compiler.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from conftest import Warm
+
+# A thread of the workload's own (not a daemon) whose name starts with "warm-" (a warm-up
+# thread): Python waits for it before the process ends. join_left took every "warm-" thread
+# for warm's own and waited for none: its launch landed after the passes (stopped), and warm
+# stored 0 kernels and called the bundle complete.
+NAMED = """
+import threading, time
+from warmcli import Kernel
+def workload(rt):
+    k = Kernel("void named(int *x) { x[0] = 3; }", "named", "P")
+    def late():
+        time.sleep(0.3)
+        rt.launch(k, rt.buffer(1, "int32"))
+    threading.Thread(target=late, name="warm-up").start()
+"""
+
+# A process pool the workload keeps (a module's), idle once its task returned: Python's exit
+# stops its manager thread (not a daemon) without waiting for it; join_left waited for it
+# forever, and then, as the worker ended, multiprocessing's exit function waited for its
+# process, which only the pool's shut down (threading's exit call, Python's first) ends: a
+# hang, the run never ended.
+PROCESS_POOL = """
+import concurrent.futures
+from warmcli import Kernel
+POOL = concurrent.futures.ProcessPoolExecutor(1)
+def square(n):
+    return n * n
+def workload(rt):
+    k = Kernel("void pp(int *x) { x[0] = 3; }", "pp", "P")
+    assert POOL.submit(square, 3).result() == 9
+    rt.launch(k, rt.buffer(1, "int32"))
+"""
+
+
+def _stored(bundle: Path) -> list[str]:
+    with sqlite3.connect(bundle) as db:
+        return sorted(r[0] for r in db.execute("SELECT entry FROM kernels"))
+
+
+def test_a_workloads_thread_named_warm_something_is_waited_for(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    bundle = tmp_path / "named.warm"
+    run = warm("run", workload_file(NAMED), "-b", bundle, "-d", "host")
+    said = run.stdout + run.stderr
+    assert run.returncode == 0 and "stopped there" not in said, said
+    assert _stored(bundle) == ["named"], said
+
+
+def test_an_idle_process_pool_the_workload_keeps_is_not_waited_for(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    bundle = tmp_path / "pp.warm"
+    run = warm("run", workload_file(PROCESS_POOL), "-b", bundle, "-d", "host", timeout=40)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _stored(bundle) == ["pp"]
