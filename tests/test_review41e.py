@@ -65,3 +65,44 @@ def test_an_idle_process_pool_the_workload_keeps_is_not_waited_for(
     run = warm("run", workload_file(PROCESS_POOL), "-b", bundle, "-d", "host", timeout=40)
     assert run.returncode == 0, run.stdout + run.stderr
     assert _stored(bundle) == ["pp"]
+
+
+# An exception with no message (queue.Empty(), a bare raise of a class) was said
+# 'Empty: ' and, with what is kept after it, 'Empty: ; 1 kernel(s) ...'.
+EMPTY = """
+import queue
+from warmcli import Kernel
+CALLS = []
+def workload(rt):
+    rt.launch(Kernel("void em(int *x) { x[0] = 3; }", "em", "P"), rt.buffer(1, "int32"))
+    CALLS.append(1)
+    if len(CALLS) == 3:
+        raise queue.Empty()
+"""
+
+
+def test_an_exception_without_a_message_is_said_by_its_name_only(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    run = warm("run", workload_file(EMPTY), "-b", tmp_path / "e.warm", "-d", "host")
+    assert run.returncode != 0
+    line = run.stderr.strip().splitlines()[-1]
+    assert ":9: Empty; 1 kernel(s) and 0 tune(s) stored in" in line, run.stderr
+    assert "Empty: " not in run.stderr, run.stderr
+
+
+def test_a_headline_ending_in_a_colon_with_nothing_after_it_keeps_no_dangling_colon() -> None:
+    """Pure logic, a fake report: the kept clause moved before a headline's last colon ends
+    the message with a colon opening nothing ('ValueError: bad size; ... are kept:')."""
+    from types import SimpleNamespace
+
+    from warmcli.errors import WorkloadError
+    from warmcli.warming.sealing import kept_after
+
+    fake = SimpleNamespace(bundle=Path("b.warm"), stored_kernels=1, stored_tunes=0)
+    kept = "1 kernel(s) and 0 tune(s) stored in b.warm before it are kept"
+    said = str(kept_after(WorkloadError("w.py:8: ValueError: bad size:"), fake))
+    assert said == f"w.py:8: ValueError: bad size:; {kept}", said
+    # a compile error's log still follows the colon
+    said = str(kept_after(WorkloadError("kernel k failed to compile:\nk.c:1: error"), fake))
+    assert said == f"kernel k failed to compile; {kept}:\nk.c:1: error", said

@@ -14,7 +14,7 @@ pool left open is shut down; `atexit`'s, and the `weakref.finalize` ones a
 `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`), as
 Python runs them, only the workload's: those the worker inherited from its supervisor by the
 fork are forgotten there (`forget_inherited`). `first_line` and
-`where` name an exception of the workload: its first line, and
+`where` name an exception of the workload: its first line (`named`: after its kind), and
 the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
 parsing no arguments (sys.argv's).
@@ -55,6 +55,12 @@ from warmcli.runtime.users_code import users_file
 def first_line(exc: BaseException) -> str:
     text = message_of(exc).strip()
     return text.splitlines()[0] if text else ""
+
+
+def named(kind: str, message: str) -> str:
+    """An exception said as Python's traceback ends: `Kind: message`, its kind alone where
+    it has no message (`queue.Empty()`: 'Empty', not 'Empty: ')."""
+    return f"{kind}: {message}" if message else kind
 
 
 _PARSES = ("parse_known_args", "_parse_known_args2")  # the latter: Python 3.13's
@@ -111,7 +117,7 @@ def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
         if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
             return
         exc = args.exc_value
-        said = f"{args.exc_type.__name__}: {first_line(exc)}" if exc is not None else ""
+        said = named(args.exc_type.__name__, first_line(exc)) if exc is not None else ""
         if exc is not None:
             said = where(exc, path) + said
         name = args.thread.name if args.thread is not None else "?"
@@ -329,7 +335,7 @@ def run_exit_functions() -> None:
 
 def _exit_function_raised(exc: BaseException | None, function: object) -> None:
     name = getattr(function, "__qualname__", None) or "a finalizer"
-    said = f"{type(exc).__name__}: {first_line(exc)}" if exc is not None else "?"
+    said = named(type(exc).__name__, first_line(exc)) if exc is not None else "?"
     if exc is not None:
         said = where(exc, None) + said
     with contextlib.suppress(Exception):
