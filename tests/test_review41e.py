@@ -106,3 +106,26 @@ def test_a_headline_ending_in_a_colon_with_nothing_after_it_keeps_no_dangling_co
     # a compile error's log still follows the colon
     said = str(kept_after(WorkloadError("kernel k failed to compile:\nk.c:1: error"), fake))
     assert said == f"kernel k failed to compile; {kept}:\nk.c:1: error", said
+
+
+# A thread pool task that never ends, left as the workload raised: Python's exit would wait
+# for it; the worker, ending at once as before, does not (its process pool's exit call only
+# is run, the thread pool's not).
+STUCK = """
+import concurrent.futures, threading
+from warmcli import Kernel
+POOL = concurrent.futures.ThreadPoolExecutor(1)
+NEVER = threading.Event()
+def workload(rt):
+    rt.launch(Kernel("void st(int *x) { x[0] = 3; }", "st", "P"), rt.buffer(1, "int32"))
+    POOL.submit(NEVER.wait)
+    raise ValueError("bad")
+"""
+
+
+def test_a_stuck_pool_task_left_by_a_workload_that_raised_does_not_hold_the_run(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    run = warm("run", workload_file(STUCK), "-b", tmp_path / "s.warm", "-d", "host", timeout=40)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "ValueError: bad" in run.stderr

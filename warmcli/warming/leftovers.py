@@ -9,8 +9,8 @@ one forked at its import, as that import ends: `import_ends_forked_child`), neve
 warm's passes beside its parent, nor its exit functions (a `multiprocessing` child's
 neither: a parent's `TemporaryDirectory` is not removed under it); the pools and managers of
 `multiprocessing` it left are ended as the worker ends (`end_pools`), as Python ends them,
-their folders in `TMPDIR` removed; its exit functions (`threading`'s first, as Python's: a
-pool left open is shut down; `atexit`'s, and the `weakref.finalize` ones a
+their folders in `TMPDIR` removed; its exit functions (a process pool's shutdown first, as
+Python's; `atexit`'s, and the `weakref.finalize` ones a
 `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`), as
 Python runs them, only the workload's: those the worker inherited from its supervisor by the
 fork are forgotten there (`forget_inherited`). `first_line` and
@@ -314,20 +314,23 @@ def run_exit_functions() -> None:
     """The workload's exit functions, once, as Python runs them as a process ends (last
     registered first); one that raises is said in one line on stderr (where in the user's
     code, its type, its first line) and ignored, as Python ignores it: the run's exit code
-    stands. They are forgotten once run. Those `threading` runs first as Python ends (a pool
-    of `concurrent.futures` the workload left open is shut down so: a process pool's manager
-    thread and processes end, which atexit's `multiprocessing` would otherwise wait for)."""
+    stands. They are forgotten once run. A process pool the workload left open is shut down
+    first, as Python's exit does (its `threading` exit call): its manager thread and processes
+    end, which `multiprocessing`'s exit function would otherwise wait for forever. A thread
+    pool's is not run: a task still running where the workload raised is not waited for."""
     hooks = sys.unraisablehook, sys.excepthook
     sys.unraisablehook = lambda raised: _exit_function_raised(raised.exc_value, raised.object)
     sys.excepthook = lambda kind, exc, tb: _exit_function_raised(exc, None)  # a finalizer's
     try:
         calls = getattr(threading, "_threading_atexits", [])
         for call in reversed(list(calls)):  # as `threading._shutdown` calls them
-            try:
-                call()
-            except Exception as exc:
-                _exit_function_raised(exc, call)
-        calls.clear()
+            made = getattr(call, "func", call)  # (registered as a `functools.partial`)
+            if getattr(made, "__module__", "") == "concurrent.futures.process":
+                calls.remove(call)
+                try:
+                    call()
+                except Exception as exc:
+                    _exit_function_raised(exc, call)
         atexit._run_exitfuncs()
     finally:
         sys.unraisablehook, sys.excepthook = hooks
