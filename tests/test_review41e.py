@@ -5,9 +5,11 @@ The real CLI in a subprocess, real SQLite files, the real C compiler.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 # A thread of the workload's own (not a daemon) whose name starts with "warm-" (a warm-up
@@ -129,3 +131,37 @@ def test_a_stuck_pool_task_left_by_a_workload_that_raised_does_not_hold_the_run(
     run = warm("run", workload_file(STUCK), "-b", tmp_path / "s.warm", "-d", "host", timeout=40)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "ValueError: bad" in run.stderr
+
+
+# A launch function sizing its block by the GPU's name (a CUDA device's `name`): the pre-build's
+# compile-only device has none, so each candidate's check raised AttributeError, every
+# candidate was recorded failed and the pre-build failed with TuneFailure, where a GPU (and
+# the pre-build before 832f7dd ran launch functions) passes. The question no GPU-less device
+# answers says nothing of a GPU: the candidates stay pending, for production to measure.
+BY_NAME = r"""
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void z(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] += V; }'
+def launch(rt, k, y, n, *, stream=None):
+    block = 256 if "H100" in rt.device.name else 128
+    rt.launch(k, y, n, block=block, stream=stream)
+T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", language="cuda", defines={"V": v})
+                   for v in (1, 2)}, launch)
+def workload(rt):
+    rt.tune(T, rt.buffer(256), 256)
+"""
+
+
+def test_a_launch_function_asking_the_gpus_name_leaves_its_candidates_pending(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed")
+    bundle = tmp_path / "n.warm"
+    run = warm("run", workload_file(BY_NAME), "--arch", "sm_90", "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    shown = warm("stats", bundle, "--json")
+    (tune,) = json.loads(shown.stdout)["tunes"]
+    assert [c["status"] for c in tune["candidates"]] == ["pending", "pending"], tune
