@@ -11,7 +11,9 @@ hash (`for_every_shard()`), as a GPU's measurement executes them: no other shard
 launch function, so nothing else would build it. And a read back it makes (allowed by
 `--allow-discarded-reads`) answered with zeros, not the data a GPU would give (`read_meaningless`),
 makes a refusal after it say nothing of the GPU (a grid of 0 from a size read back): the candidate
-stays `pending`, for production to measure, rather than the pre-build calling a good tune bad. A
+stays `pending`, for production to measure, rather than the pre-build calling a good tune bad, as
+it does where the launch function asks the device what only a GPU answers (`unanswered`: its
+`name`). A
 tune the bundle holds pending, reached again by a pre-build, has its candidates checked again
 (`check_pending`, once a process: `checked` names those checked already), their verdicts unused, so
 what their launch functions launch is built where an earlier pre-build's did not launch it (a
@@ -86,12 +88,19 @@ def check_candidate(
             run()
         return ("pending", "") if refused is None else ("failed", refused)
     except Exception as exc:  # refused as production's GPU would refuse it, unless it read
-        if _state.meaningless:
+        if _state.meaningless or unanswered(exc):
             return ("pending", "") if refused is None else ("failed", refused)
         return "failed", last_line(exc)
     finally:
         _state.depth, _state.meaningless = depth, outer or _state.meaningless
         _state.shards = every
+
+
+def unanswered(exc: BaseException) -> bool:
+    """Whether `exc` is a question a device that cannot execute has no answer to (an
+    attribute of a GPU's it lacks: `rt.device.name`), which production's GPU answers."""
+    asked = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
+    return getattr(type(asked), "can_execute", True) is False
 
 
 def checked(key: str) -> None:

@@ -1,21 +1,23 @@
 """What a workload's entry leaves when it returns or raises, and how its errors are named.
 
 A thread the entry started and left running (one it starts meanwhile, a task it left to a
-thread pool) is waited for, as Python waits before a process ends (`join_left`); an
-exception one does not catch ends it as under Python, said in one line, a note of the pass
-(`thread_raised`), not Python's traceback through warm's frames; a process the entry forked
-that returns or raises out of it ends there
-(`forked_child_ends`; one forked at its import, as that import ends: `import_ends_forked_child`),
-never running warm's passes beside its parent, nor its exit functions (a `multiprocessing`
-child's neither: a parent's `TemporaryDirectory` is not removed under it); the pools and
-managers of `multiprocessing` it left are ended as the worker ends (`end_pools`), as Python
-ends them, their folders in `TMPDIR` removed; its exit functions (`atexit`'s, and the
-`weakref.finalize` ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends
-(`run_exit_functions`), as Python runs them, only the workload's: those the worker inherited
-from its supervisor by the fork are forgotten there (`forget_inherited`). `first_line` and
-`where` name an exception of the workload: its first line, and the `file:line` in the
-workload's file where it rose (else in the user's own code: a package the file imports);
-`argparse_hint` what to do where its `sys.exit` is argparse's parsing no arguments (sys.argv's).
+thread or process pool; not an idle pool) is waited for, as Python waits before a process
+ends (`join_left`); an exception one does not catch ends it as under Python, said in one
+line, a note of the pass (`thread_raised`), not Python's traceback through warm's frames; a
+process the entry forked that returns or raises out of it ends there (`forked_child_ends`;
+one forked at its import, as that import ends: `import_ends_forked_child`), never running
+warm's passes beside its parent, nor its exit functions (a `multiprocessing` child's
+neither: a parent's `TemporaryDirectory` is not removed under it); the pools and managers of
+`multiprocessing` it left are ended as the worker ends (`end_pools`), as Python ends them,
+their folders in `TMPDIR` removed; its exit functions (a process pool's shutdown first, as
+Python's; `atexit`'s, and the `weakref.finalize` ones a
+`tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`), as
+Python runs them, only the workload's: those the worker inherited from its supervisor by the
+fork are forgotten there (`forget_inherited`). `first_line` and
+`where` name an exception of the workload: its first line (`named`: after its kind), and
+the `file:line` in the workload's file where it rose (else in the user's own code: a
+package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
+parsing no arguments (sys.argv's).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
 1, as Python does, at the workload's import too: `import_raised`, what an import that
 raised raises in the worker); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
@@ -53,6 +55,12 @@ from warmcli.runtime.users_code import users_file
 def first_line(exc: BaseException) -> str:
     text = message_of(exc).strip()
     return text.splitlines()[0] if text else ""
+
+
+def named(kind: str, message: str) -> str:
+    """An exception said as Python's traceback ends: `Kind: message`, its kind alone where
+    it has no message (`queue.Empty()`: 'Empty', not 'Empty: ')."""
+    return f"{kind}: {message}" if message else kind
 
 
 _PARSES = ("parse_known_args", "_parse_known_args2")  # the latter: Python 3.13's
@@ -109,7 +117,7 @@ def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
         if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
             return
         exc = args.exc_value
-        said = f"{args.exc_type.__name__}: {first_line(exc)}" if exc is not None else ""
+        said = named(args.exc_type.__name__, first_line(exc)) if exc is not None else ""
         if exc is not None:
             said = where(exc, path) + said
         name = args.thread.name if args.thread is not None else "?"
@@ -123,25 +131,29 @@ def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
 def join_left(running: set[threading.Thread]) -> None:
     """Wait, as Python does before a process ends, for each non-daemon thread the entry
     started and left running, and for those they start meanwhile, and for the tasks
-    submitted to a thread pool the entry left open (Python's exit runs them): what they
-    launch is part of the pass. An idle worker of such a pool is not waited for (Python's
-    exit stops those), nor are warm's own threads (`warm-`)."""
+    submitted to a thread or process pool the entry left open (Python's exit runs them):
+    what they launch is part of the pass. An idle worker of a thread pool, or an idle
+    process pool's manager thread, is not waited for (Python's exit stops those), nor are
+    warm's own threads (its compile pool's workers: `_own`; the others are daemons), but a
+    thread of the workload's own named `warm-...` is."""
     pools = sys.modules.get("concurrent.futures.thread")
     workers = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
     idle_code = getattr(getattr(pools, "_worker", None), "__code__", None)
+    processes = sys.modules.get("concurrent.futures.process")
+    managers = getattr(processes, "_threads_wakeups", {})  # each process pool's manager
     quiet = 0
     while quiet < 2:  # twice nothing to wait for: a worker between two tasks is seen busy
         waited = False
         for thread in threading.enumerate():
-            if thread in running or thread.daemon or thread.name.startswith("warm-"):
+            if thread in running or thread.daemon or thread in workers:
                 continue
-            if thread in workers or thread is threading.current_thread():
+            if thread is threading.current_thread() or _idle(thread, managers):
                 continue
             waited = True
             if not thread.is_alive():  # listed as it starts: waited for once started
                 time.sleep(0.002)
-            while thread.is_alive() and thread not in workers:  # (a pool's, once it says)
-                thread.join(0.05)
+            while thread.is_alive() and thread not in workers and not _idle(thread, managers):
+                thread.join(0.05)  # (a pool's, once it says; a process pool's, done)
         if _pool_busy(workers, idle_code):
             waited = True
             time.sleep(0.002)
@@ -150,12 +162,23 @@ def join_left(running: set[threading.Thread]) -> None:
             time.sleep(0.001)
 
 
+def _own(thread: threading.Thread, workers: Any) -> bool:
+    """Whether `thread` is a worker of warm's compile pool (`warmcli.backends.batch`'s)."""
+    return thread in workers and thread.name.startswith("warm-compile_")
+
+
+def _idle(thread: threading.Thread, managers: Any) -> bool:
+    """Whether `thread` is the manager thread of a process pool with no task submitted
+    and unfinished (Python's exit stops it without waiting: `_python_exit`)."""
+    return thread in managers and not getattr(thread, "pending_work_items", None)
+
+
 def _pool_busy(workers: Any, idle_code: Any) -> bool:
     """Whether a worker of a pool the workload left open runs a task or has one queued (an
     idle one waits in its queue's `get`, `_worker`'s own frame innermost)."""
     frames = sys._current_frames()
     for thread, queue in list(workers.items()):
-        if not thread.is_alive() or thread.name.startswith("warm-"):
+        if not thread.is_alive() or _own(thread, workers):
             continue
         if thread is threading.current_thread():
             continue
@@ -291,11 +314,23 @@ def run_exit_functions() -> None:
     """The workload's exit functions, once, as Python runs them as a process ends (last
     registered first); one that raises is said in one line on stderr (where in the user's
     code, its type, its first line) and ignored, as Python ignores it: the run's exit code
-    stands. They are forgotten once run."""
+    stands. They are forgotten once run. A process pool the workload left open is shut down
+    first, as Python's exit does (its `threading` exit call): its manager thread and processes
+    end, which `multiprocessing`'s exit function would otherwise wait for forever. A thread
+    pool's is not run: a task still running where the workload raised is not waited for."""
     hooks = sys.unraisablehook, sys.excepthook
     sys.unraisablehook = lambda raised: _exit_function_raised(raised.exc_value, raised.object)
     sys.excepthook = lambda kind, exc, tb: _exit_function_raised(exc, None)  # a finalizer's
     try:
+        calls = getattr(threading, "_threading_atexits", [])
+        for call in reversed(list(calls)):  # as `threading._shutdown` calls them
+            made = getattr(call, "func", call)  # (registered as a `functools.partial`)
+            if getattr(made, "__module__", "") == "concurrent.futures.process":
+                calls.remove(call)
+                try:
+                    call()
+                except Exception as exc:
+                    _exit_function_raised(exc, call)
         atexit._run_exitfuncs()
     finally:
         sys.unraisablehook, sys.excepthook = hooks
@@ -303,7 +338,7 @@ def run_exit_functions() -> None:
 
 def _exit_function_raised(exc: BaseException | None, function: object) -> None:
     name = getattr(function, "__qualname__", None) or "a finalizer"
-    said = f"{type(exc).__name__}: {first_line(exc)}" if exc is not None else "?"
+    said = named(type(exc).__name__, first_line(exc)) if exc is not None else "?"
     if exc is not None:
         said = where(exc, None) + said
     with contextlib.suppress(Exception):

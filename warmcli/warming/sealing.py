@@ -68,8 +68,10 @@ def kept_after(exc: KeyboardInterrupt | WorkloadError, report: _Stored) -> BaseE
         return exc
     kept = f"{kernels} kernel(s) and {tunes} tune(s) stored in {report.bundle} before it are kept"
     first, lines, more = str(exc).partition("\n")  # said on its first line (a failed tune's
-    # candidates follow), before the colon that opens what follows (a compile's log)
-    head = f"{first[:-1]}; {kept}:" if first.endswith(":") else f"{first}; {kept}"
+    # candidates follow), before the colon that opens what follows (a compile's log); a
+    # colon opening nothing is the workload's own text, kept as it is
+    opens = first.endswith(":") and more.strip()
+    head = f"{first[:-1]}; {kept}:" if opens else f"{first}; {kept}"
     return WorkloadError(f"{head}{lines}{more}")
 
 

@@ -75,6 +75,7 @@ from warmcli.warming.leftovers import (
     import_ends_forked_child,
     import_raised,
     join_left,
+    named,
     stdout_reader_gone,
     stopped_by_signal,
     thread_raised,
@@ -166,7 +167,7 @@ class Workload:
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head`: exit 1
                 forked_child_ends(pid, 1)
                 raise
-            said = f"{where(exc, self.path)}{type(exc).__name__}: {message_of(exc).strip()}"
+            said = where(exc, self.path) + named(type(exc).__name__, message_of(exc).strip())
             forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:
@@ -242,7 +243,7 @@ def _import_failure(exc: BaseException, path: Path | str, gpu_less: bool) -> Wor
         failure = "DeviceError: it used a GPU at import, and a GPU-less pre-build (--arch) has "
         failure += "none: warm builds what the entry function does on its runtime: do it there"
     else:
-        failure = f"{type(exc).__name__}: {first_line(exc)}"
+        failure = named(type(exc).__name__, first_line(exc))
     from warmcli.backends.cuda.device import pycuda_stands_in  # (a failed import's only)
 
     stand_in = pycuda_stands_in()  # --pycuda --arch: its missing modules are no hint's
