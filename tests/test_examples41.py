@@ -62,3 +62,36 @@ def test_from_device_is_a_discarded_read_not_a_lacking_part(warm: Warm, tmp_path
     assert refused.returncode == 2
     (line,) = refused.stderr.strip().splitlines()
     assert "DiscardedReadError: read of from_device_like of 2048 bytes" in line
+
+
+# From PyCUDA's examples/from-wiki/matrixmul_tiled.py: `uint`, a glibc typedef
+# (<sys/types.h>) that nvcc's implicit host headers bring and NVRTC lacks.
+UINT = '''
+import numpy as np
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+
+def main():
+    mod = SourceModule("""
+    __global__ void MatrixMulKernel(float *A, float *B, float *C)
+    {
+      const uint wA = 4;
+      const uint tx = threadIdx.x;
+      C[tx] = A[tx] * B[tx] * wA;
+    }
+    """)
+    a = drv.mem_alloc(64)
+    mod.get_function("MatrixMulKernel")(a, a, a, block=(16, 1, 1), grid=(1, 1))
+'''
+
+
+def test_a_glibc_typedef_under_nvrtc_gets_the_host_header_hint(warm: Warm, tmp_path: Path) -> None:
+    """NVRTC's log for `uint` (`identifier "uint" is undefined`) ended with no warm line, where
+    `int64_t` or `INFINITY` name `--compiler nvcc`, which builds it as PyCUDA does."""
+    script = tmp_path / "matrixmul_tiled.py"
+    script.write_text(UINT)
+    done = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2
+    assert 'identifier "uint" is undefined' in done.stderr
+    assert "warm: NVRTC reads none of the host headers nvcc's cuda_runtime.h brings" in done.stderr

@@ -7,8 +7,9 @@ names `-I`. An angled one it lacks is most often a host compiler's header (`<cst
 `<cmath>`), which NVRTC does not have and nvcc does: the hint names CUDA's own
 (`<cuda/std/...>`), `--compiler nvcc`, and `-I` for a header of the user's. A macro or
 type of the host headers nvcc's implicit `cuda_runtime.h` brings (`INFINITY`, `M_PI`,
-`INT_MAX`, `int64_t`), and an nvcc option NVRTC does not know (`-O3`), name `--compiler
-nvcc`. Pure functions over the log text: no state, no compiler run.
+`INT_MAX`, `int64_t`, glibc's `uint` and `u_char`), and an nvcc option NVRTC does not know
+(`-O3`), name `--compiler nvcc`. Pure functions over the log text: no state, no compiler
+run.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ _INCLUDE_SHOWN = re.compile(_CANNOT_OPEN + r' "[^"\n]*"[^\n]*\n\s*#\s*include\s*
 _HOST_NAME = re.compile(
     r'identifier "(?:INFINITY|NAN|HUGE_VALF?|M_[A-Z0-9_]+|U?INT(?:8|16|32|64)?_(?:MAX|MIN)'
     r"|U?LLONG_(?:MAX|MIN)|U?LONG_(?:MAX|MIN)|FLT_[A-Z_]+|DBL_[A-Z_]+|u?int(?:8|16|32|64)_t"
-    r'|size_t|ptrdiff_t|uintptr_t|intptr_t)" is undefined'
+    r"|size_t|ptrdiff_t|uintptr_t|intptr_t|uint|ushort|ulong|u_(?:char|short|int|long))"
+    r'" is undefined'
 )
 _UNKNOWN_OPTION = re.compile(r"unrecognized option \S+")
 QUOTED = "warm: as nvcc, NVRTC reads no header from the working folder: name it with -I"
