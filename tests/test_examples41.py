@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import Warm
 
@@ -95,3 +96,62 @@ def test_a_glibc_typedef_under_nvrtc_gets_the_host_header_hint(warm: Warm, tmp_p
     assert done.returncode == 2
     assert 'identifier "uint" is undefined' in done.stderr
     assert "warm: NVRTC reads none of the host headers nvcc's cuda_runtime.h brings" in done.stderr
+
+
+# From PyCUDA's examples/demo_struct.py: the second struct of an array of two, passed by
+# its address as `numpy.uintp`, which PyCUDA's call packs as the 8 bytes of a pointer.
+STRUCT_ADDRESS = '''
+import numpy
+import pycuda.driver as cuda
+from pycuda.compiler import SourceModule
+
+
+def main():
+    struct_arr = cuda.mem_alloc(2 * 16)
+    do2_ptr = int(struct_arr) + 16
+    mod = SourceModule("""
+    struct DoubleOperation {
+        int datalen, __padding; // so 64-bit ptrs can be aligned
+        float *ptr;
+    };
+
+    __global__ void double_array(DoubleOperation *a)
+    {
+        a = a + blockIdx.x;
+        for (int idx = threadIdx.x; idx < a->datalen; idx += blockDim.x)
+            a->ptr[idx] *= 2;
+    }
+    """)
+    func = mod.get_function("double_array")
+    func(struct_arr, block=(32, 1, 1), grid=(2, 1))
+    func(numpy.uintp(do2_ptr), block=(32, 1, 1), grid=(1, 1))
+    func.prepare("P")
+    func.prepared_call((1, 1), (32, 1, 1), do2_ptr)
+'''
+
+
+def test_an_address_as_numpy_uintp_in_a_call_is_that_pointer(warm: Warm, tmp_path: Path) -> None:
+    """PyCUDA's call packs a `np.uintp` as its 8 bytes, which a pointer parameter reads as
+    the address: warm refused it ('a uint64 scalar for a pointer'), so PyCUDA's
+    demo_struct.py failed a pre-build it runs on a GPU (a prepared `P` took the same int)."""
+    script = tmp_path / "demo_struct.py"
+    script.write_text(STRUCT_ADDRESS)
+    done = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "stored 2 new kernel(s)" in done.stdout
+
+
+def test_a_narrower_integer_for_a_pointer_stays_refused_saying_why() -> None:
+    """An `np.int32` PyCUDA packs in 4 bytes where the kernel reads 8: refused, and the line
+    says what to pass."""
+    from warmcli import ProcessMode, ProcessModeOverride
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.pycuda import ArgumentError, SourceModule, bound_runtime
+    from warmcli.runtime.runtime import Runtime
+
+    f = SourceModule("__global__ void f(float *x) { x[0] = 1.0f; }").get_function("f")
+    with bound_runtime(Runtime(ArchDevice("sm_90"))), ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+        f(np.uintp(4096), block=(1, 1, 1))
+        f(np.int64(4096), block=(1, 1, 1))
+        with pytest.raises(ArgumentError, match=r"a int32 scalar for a pointer: PyCUDA packs"):
+            f(np.int32(4096), block=(1, 1, 1))
