@@ -155,3 +155,30 @@ def test_a_narrower_integer_for_a_pointer_stays_refused_saying_why() -> None:
         f(np.int64(4096), block=(1, 1, 1))
         with pytest.raises(ArgumentError, match=r"a int32 scalar for a pointer: PyCUDA packs"):
             f(np.int32(4096), block=(1, 1, 1))
+
+
+# From PyCUDA's test/test_driver.py (test_gpuarray_cai): a GPUArray's CUDA Array Interface.
+CAI = """
+import numpy as np
+from pycuda import gpuarray
+
+
+def main():
+    a_g = gpuarray.to_gpu(np.zeros(10, dtype=np.float32))
+    cai = a_g.__cuda_array_interface__
+"""
+
+
+def test_a_stand_in_gpuarrays_cuda_array_interface_is_named_as_the_stand_ins_lack(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """PyCUDA's GPUArray has `__cuda_array_interface__`; the stand-in's lack of it was a bare
+    `AttributeError: __cuda_array_interface__`, not saying it is warm's stand-in that lacks it
+    (a dunder, which stays an AttributeError: warm's own wrap() probes it with getattr)."""
+    script = tmp_path / "test_driver_cai.py"
+    script.write_text(CAI)
+    done = warm("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "test_driver_cai.py:8: AttributeError: GPUArray.__cuda_array_interface__: " in line
+    assert "not in warm's GPU-less stand-in for pycuda (warm run --arch)" in line

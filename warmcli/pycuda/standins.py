@@ -33,7 +33,7 @@ from warmcli.backends.base import DeviceError
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
-from warmcli.pycuda.lacking import LackingClass, lacking, stand_in_module
+from warmcli.pycuda.lacking import LACKING, LackingClass, lacking, stand_in_module
 from warmcli.pycuda.module import PyCudaError, SourceModule
 
 
@@ -142,8 +142,8 @@ class GPUArray:
         return self
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
+        if name.startswith("__"):  # (PyCUDA's has a CUDA Array Interface; a probe's default)
+            raise AttributeError(f"GPUArray.{name}: {LACKING}" if "cuda_" in name else name)
         raise PyCudaError(f"GPUArray.{name}: {_NOT_WARMS}")
 
 
