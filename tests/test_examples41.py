@@ -182,3 +182,39 @@ def test_a_stand_in_gpuarrays_cuda_array_interface_is_named_as_the_stand_ins_lac
     (line,) = done.stderr.strip().splitlines()
     assert "test_driver_cai.py:8: AttributeError: GPUArray.__cuda_array_interface__: " in line
     assert "not in warm's GPU-less stand-in for pycuda (warm run --arch)" in line
+
+
+# From PyCUDA's examples/from-wiki/using_printf.py (and threads_and_blocks.py,
+# test/test_driver.py's test_large_smem): <stdio.h> for a kernel's printf.
+PRINTF = '''
+from pycuda.compiler import SourceModule
+
+
+def main():
+    mod = SourceModule("""
+        #include <stdio.h>
+
+        __global__ void say_hi()
+        {
+          printf("I am %d.%d\\\\n", threadIdx.x, threadIdx.y);
+        }
+        """)
+    mod.get_function("say_hi")(block=(4, 4, 1))
+'''
+
+
+def test_stdio_h_under_nvrtc_says_nvrtc_declares_printf_itself(warm: Warm, tmp_path: Path) -> None:
+    """NVRTC lacks <stdio.h> but declares printf itself: warm's line sent the user to CUDA's
+    own headers (`<cuda/std/cstdint>`...), of which none is stdio's; it now says to drop the
+    include (the same kernel without it compiles under NVRTC) or build with nvcc."""
+    script = tmp_path / "using_printf.py"
+    script.write_text(PRINTF)
+    args = ("run", script, "--pycuda", "--arch", "sm_90", "-q")
+    done = warm(*args, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2
+    assert 'cannot open source file "stdio.h"' in done.stderr
+    assert "warm: NVRTC declares printf and CUDA's math functions itself" in done.stderr
+    assert "<cuda/std/cstdint>" not in done.stderr
+    script.write_text(PRINTF.replace("#include <stdio.h>", ""))
+    dropped = warm(*args, "-b", tmp_path / "c.warm")
+    assert dropped.returncode == 0, dropped.stderr
