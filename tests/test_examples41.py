@@ -218,3 +218,47 @@ def test_stdio_h_under_nvrtc_says_nvrtc_declares_printf_itself(warm: Warm, tmp_p
     script.write_text(PRINTF.replace("#include <stdio.h>", ""))
     dropped = warm(*args, "-b", tmp_path / "c.warm")
     assert dropped.returncode == 0, dropped.stderr
+
+
+# From PyCUDA's test/test_driver.py (test_streamed_kernel): page-locked host memory for
+# asynchronous copies on a stream, the output made with `pagelocked_empty_like`.
+STREAMED = '''
+import numpy as np
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+
+def main():
+    mod = SourceModule("""
+    __global__ void multiply_them(float *dest, float *a, float *b)
+    {
+      const int i = threadIdx.x*blockDim.y + threadIdx.y;
+      dest[i] = a[i] * b[i];
+    }
+    """)
+    multiply_them = mod.get_function("multiply_them")
+    shape = (32, 8)
+    a = drv.pagelocked_zeros(shape, dtype=np.float32)
+    a_gpu = drv.mem_alloc(a.nbytes)
+    strm = drv.Stream()
+    drv.memcpy_htod_async(a_gpu, a, strm)
+    dest = drv.pagelocked_empty_like(a)
+    again = drv.pagelocked_zeros_like(a)
+    multiply_them(drv.Out(dest), a_gpu, a_gpu, block=(*shape, 1), stream=strm)
+    strm.synchronize()
+    print("host", dest.shape, dest.dtype, again.shape)
+'''
+
+
+def test_pagelocked_like_forms_are_host_arrays_as_pagelocked_empty_is(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`drv.pagelocked_empty` and `pagelocked_zeros` stood in (host memory, no GPU needed),
+    their `_like` forms did not: PyCUDA's streamed-kernel test failed a pre-build there."""
+    script = tmp_path / "streamed.py"
+    script.write_text(STREAMED)
+    args = ("run", script, "--pycuda", "--arch", "sm_90", "-q", "--allow-discarded-reads")
+    done = warm(*args, "-b", tmp_path / "b.warm")
+    assert done.returncode == 0, done.stderr
+    assert "host (32, 8) float32 (32, 8)" in done.stdout
+    assert "stored 2 new kernel(s)" in done.stdout

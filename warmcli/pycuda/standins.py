@@ -226,8 +226,7 @@ def mem_alloc_like(ary: np.ndarray) -> StandInAllocation:
     return mem_alloc(np.asarray(ary).nbytes)
 
 
-def to_device(ary: np.ndarray) -> StandInAllocation:
-    return mem_alloc(np.asarray(ary).nbytes)
+to_device = mem_alloc_like  # (PyCUDA's copies too: nothing to copy here)
 
 
 def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
@@ -332,8 +331,7 @@ class _Device(metaclass=LackingClass):
 
 
 class _Context(metaclass=LackingClass):
-    synchronize = staticmethod(_no_op)
-    pop = staticmethod(_no_op)
+    synchronize = pop = staticmethod(_no_op)
     push = detach = _no_op
 
     @staticmethod
@@ -375,6 +373,8 @@ def modules() -> dict[str, types.ModuleType]:
         **{f"memset_d{bits}{form}": _no_op for bits in (8, 16, 32) for form in ("", "_async")},
         pagelocked_empty=lambda shape, dtype, *a, **k: np.empty(shape, dtype),
         pagelocked_zeros=lambda shape, dtype, *a, **k: np.zeros(shape, dtype),
+        pagelocked_empty_like=lambda ary, *a, **k: np.empty_like(ary),
+        pagelocked_zeros_like=lambda ary, *a, **k: np.zeros_like(ary),
     )
     gpuarray = stand_in_module(
         "pycuda.gpuarray",
