@@ -9,11 +9,12 @@ packs). This layer turns each into a warm
 scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
 `warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
 (`Runtime.wrap`). PyCUDA's letters are warm's (each checked against the kernel's
-declaration). What PyCUDA's launch refuses is refused here, named: a Python number or a
-`np.bool_` in a call (`check_call_arg`: PyCUDA's call packs `np.number`s only), and in a
-prepared call an address `struct.pack` cannot take (a GPUArray, a `drv.In`, a PyTorch
-tensor: it takes what `operator.index` takes, an int or a DeviceAllocation) or a float or
-`np.bool_` for an integer letter.
+declaration; a call's 8-byte numpy integer for a pointer, `np.uintp(ptr)`, is that
+address, as PyCUDA packs it). What PyCUDA's launch refuses is refused here, named: a
+Python number or a `np.bool_` in a call (`check_call_arg`: PyCUDA's call packs
+`np.number`s only), and in a prepared call an address `struct.pack` cannot take (a
+GPUArray, a `drv.In`, a PyTorch tensor: it takes what `operator.index` takes, an int or a
+DeviceAllocation) or a float or `np.bool_` for an integer letter.
 A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
 as is a text or a complex number for a scalar parameter (never converted);
 `prepare_letters` is `prepare`'s reading of its types (`np.bool_`, which PyCUDA's reads as
@@ -272,8 +273,14 @@ def check_letter(value: Any, letter: str, position: int, entry: str) -> None:
     if value.dtype.char not in WARM_LETTER:  # complex, float16, long double: no C letter
         message = f"{entry} argument {position}: a {value.dtype} scalar has no kernel letter"
         raise ArgumentError(message)
+    if letter == "P" and value.dtype.kind in "iu" and value.dtype.itemsize == 8:
+        return  # `np.uintp(ptr)`: PyCUDA packs its 8 bytes, the address the kernel reads
     if letter == "P":
-        raise ArgumentError(f"{entry} argument {position}: a {value.dtype} scalar for a pointer")
+        raise ArgumentError(
+            f"{entry} argument {position}: a {value.dtype} scalar for a pointer: PyCUDA packs "
+            f"its {value.dtype.itemsize} bytes where the kernel reads an 8-byte address: pass "
+            "the allocation, or its address as np.uintp"
+        )
     if not same_bytes(value.dtype.char, letter):
         raise ArgumentError(
             f"{entry} argument {position}: a {value.dtype} scalar for a parameter declared "

@@ -7,18 +7,17 @@ primary context (`retain_primary_context`) is the one warm launches in, allocati
 their size, shape and dtype and nothing else (like warm's own buffers on a compile-only
 device; their pointer is null, and nothing is ever launched or copied there) and take what
 PyCUDA's take, in its order (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`,
-an allocator third), a `GPUArray`'s
-shape operations (`reshape`, `ravel`, `view`, `transpose`, slicing, `copy`) give such
-arrays, its arithmetic (PyCUDA's elementwise kernels) is refused naming the operator, copies
-to and on the device check sizes (and what PyCUDA's check: a contiguous buffer, a `set`'s
-dtype) and do nothing (memsets do nothing), a `drv.Stream()` has
-PyCUDA's stream methods around a stream of the bound runtime (all done at once), and every
-read back (`memcpy_dtoh`, `GPUArray.get`, an event's time) is a read of a discarded buffer,
-refused or warned about by the bound runtime's policy. What a stand-in cannot honestly do
-raises `PyCudaError` naming the call; what they lack (an attribute, a name imported from
-one, a submodule: `warmcli.pycuda.lacking`) is named as theirs. `SourceModule` is warm's;
-`StandInAllocation` lives in `warmcli.pycuda.args` (an argument like any other there). The
-module holds no state.
+an allocator third), a `GPUArray`'s shape operations (`reshape`, `ravel`, `view`,
+`transpose`, slicing, `copy`) give such arrays, its arithmetic (PyCUDA's elementwise
+kernels) is refused naming the operator, copies to and on the device check sizes (and what
+PyCUDA's check: a contiguous buffer, a `set`'s dtype) and do nothing (memsets do nothing),
+a `drv.Stream()` has PyCUDA's stream methods around a stream of the bound runtime (all done
+at once), and every read back (`memcpy_dtoh`, `from_device(_like)`, `GPUArray.get`, an
+event's time) is a read of a discarded buffer, refused or warned about by the bound
+runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming the call;
+what they lack (an attribute, a name imported from one, a submodule:
+`warmcli.pycuda.lacking`) is named as theirs. `SourceModule` is warm's; `StandInAllocation`
+lives in `warmcli.pycuda.args` (an argument like any other there). No state.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from warmcli.backends.base import DeviceError
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
-from warmcli.pycuda.lacking import LackingClass, lacking, stand_in_module
+from warmcli.pycuda.lacking import LACKING, LackingClass, lacking, stand_in_module
 from warmcli.pycuda.module import PyCudaError, SourceModule
 
 
@@ -143,8 +142,8 @@ class GPUArray:
         return self
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
+        if name.startswith("__"):  # (PyCUDA's has a CUDA Array Interface; a probe's default)
+            raise AttributeError(f"GPUArray.{name}: {LACKING}" if "cuda_" in name else name)
         raise PyCudaError(f"GPUArray.{name}: {_NOT_WARMS}")
 
 
@@ -203,9 +202,7 @@ def to_gpu_async(ary: np.ndarray, allocator: Any = None, stream: Any = None) -> 
 empty = GPUArray  # PyCUDA's: (shape, dtype, allocator, base, gpudata, strides, order)
 
 
-def zeros(
-    shape: int | Sequence[int], dtype: Any = np.float64, allocator: Any = None, order: str = "C"
-) -> GPUArray:
+def zeros(shape: Any, dtype: Any = np.float64, allocator: Any = None, order: str = "C") -> GPUArray:
     return GPUArray(shape, dtype, order=order)
 
 
@@ -229,12 +226,7 @@ def mem_alloc_like(ary: np.ndarray) -> StandInAllocation:
     return mem_alloc(np.asarray(ary).nbytes)
 
 
-def to_device(ary: np.ndarray) -> StandInAllocation:
-    return mem_alloc(np.asarray(ary).nbytes)
-
-
-def _nbytes(memory: Any) -> int | None:
-    return getattr(memory, "nbytes", None)
+to_device = mem_alloc_like  # (PyCUDA's copies too: nothing to copy here)
 
 
 def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
@@ -244,20 +236,26 @@ def memcpy_htod(dest: Any, src: np.ndarray, *_: Any) -> None:
         nbytes = -1
     if nbytes < 0:
         raise PyCudaError(f"memcpy_htod: a {type(src).__name__} is no contiguous buffer")
-    size = _nbytes(dest)
+    size = getattr(dest, "nbytes", None)
     if size is not None and nbytes > size:
         raise PyCudaError(f"memcpy_htod: {nbytes} bytes into {size}")
 
 
 def memcpy_dtod(dest: Any, src: Any, size: int, *_: Any) -> None:
     for memory in (dest, src):
-        known = _nbytes(memory)
+        known = getattr(memory, "nbytes", None)
         if known is not None and int(size) > known:
             raise PyCudaError(f"memcpy_dtod: {int(size)} bytes of a {known}-byte allocation")
 
 
 def memcpy_dtoh(dest: np.ndarray, src: Any, *_: Any) -> None:
     _read(f"memcpy_dtoh of {np.asarray(dest).nbytes} bytes")
+
+
+def from_device(src: Any, shape: Any, dtype: Any, order: str = "C", what: str = "") -> Any:
+    result = np.zeros(shape, dtype, order=order)  # type: ignore[call-overload]
+    _read(f"{what or 'from_device'} of {result.nbytes} bytes")
+    return result
 
 
 def _no_op(*_: Any, **__: Any) -> None:
@@ -333,8 +331,7 @@ class _Device(metaclass=LackingClass):
 
 
 class _Context(metaclass=LackingClass):
-    synchronize = staticmethod(_no_op)
-    pop = staticmethod(_no_op)
+    synchronize = pop = staticmethod(_no_op)
     push = detach = _no_op
 
     @staticmethod
@@ -369,11 +366,15 @@ def modules() -> dict[str, types.ModuleType]:
         memcpy_htod_async=memcpy_htod,
         memcpy_dtoh=memcpy_dtoh,
         memcpy_dtoh_async=memcpy_dtoh,
+        from_device=from_device,
+        from_device_like=lambda src, a: from_device(src, a.shape, a.dtype, what="from_device_like"),
         memcpy_dtod=memcpy_dtod,
         memcpy_dtod_async=memcpy_dtod,
         **{f"memset_d{bits}{form}": _no_op for bits in (8, 16, 32) for form in ("", "_async")},
         pagelocked_empty=lambda shape, dtype, *a, **k: np.empty(shape, dtype),
         pagelocked_zeros=lambda shape, dtype, *a, **k: np.zeros(shape, dtype),
+        pagelocked_empty_like=lambda ary, *a, **k: np.empty_like(ary),
+        pagelocked_zeros_like=lambda ary, *a, **k: np.zeros_like(ary),
     )
     gpuarray = stand_in_module(
         "pycuda.gpuarray",

@@ -5,10 +5,13 @@ A quoted header not found (`#include "mine.cuh"`) NVRTC looks for only in the `-
 folders, never in the working folder (`warmcli.backends.cuda.nvrtc.PROGRAM`): the hint
 names `-I`. An angled one it lacks is most often a host compiler's header (`<cstdint>`,
 `<cmath>`), which NVRTC does not have and nvcc does: the hint names CUDA's own
-(`<cuda/std/...>`), `--compiler nvcc`, and `-I` for a header of the user's. A macro or
+(`<cuda/std/...>`), `--compiler nvcc`, and `-I` for a header of the user's; where it is
+only `<stdio.h>` or `<math.h>` (a PyCUDA kernel's, for printf or sqrtf), that NVRTC
+declares those itself (drop the include) or `--compiler nvcc`. A macro or
 type of the host headers nvcc's implicit `cuda_runtime.h` brings (`INFINITY`, `M_PI`,
-`INT_MAX`, `int64_t`), and an nvcc option NVRTC does not know (`-O3`), name `--compiler
-nvcc`. Pure functions over the log text: no state, no compiler run.
+`INT_MAX`, `int64_t`, glibc's `uint` and `u_char`), and an nvcc option NVRTC does not know
+(`-O3`), name `--compiler nvcc`. Pure functions over the log text: no state, no compiler
+run.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ import re
 
 _CANNOT_OPEN = "cannot open source file"
 # NVRTC's error, then the line it quotes: `#include <cstdint>` or `#include "mine.cuh"`.
-_INCLUDE_SHOWN = re.compile(_CANNOT_OPEN + r' "[^"\n]*"[^\n]*\n\s*#\s*include\s*([<"])')
+_INCLUDE_SHOWN = re.compile(_CANNOT_OPEN + r' "([^"\n]*)"[^\n]*\n\s*#\s*include\s*([<"])')
+# What NVRTC declares itself (printf, CUDA's math functions), which these include for nvcc.
+_DECLARED = {"stdio.h", "cstdio", "math.h"}
 _HOST_NAME = re.compile(
     r'identifier "(?:INFINITY|NAN|HUGE_VALF?|M_[A-Z0-9_]+|U?INT(?:8|16|32|64)?_(?:MAX|MIN)'
     r"|U?LLONG_(?:MAX|MIN)|U?LONG_(?:MAX|MIN)|FLT_[A-Z_]+|DBL_[A-Z_]+|u?int(?:8|16|32|64)_t"
-    r'|size_t|ptrdiff_t|uintptr_t|intptr_t)" is undefined'
+    r"|size_t|ptrdiff_t|uintptr_t|intptr_t|uint|ushort|ulong|u_(?:char|short|int|long))"
+    r'" is undefined'
 )
 _UNKNOWN_OPTION = re.compile(r"unrecognized option \S+")
 QUOTED = "warm: as nvcc, NVRTC reads no header from the working folder: name it with -I"
@@ -29,6 +35,10 @@ ANGLED = (
     "warm: NVRTC has no host compiler's headers (<cstdint>, <cmath>, <vector>...), which "
     "nvcc has: include CUDA's own (<cuda/std/cstdint>, <cuda/std/cmath>...) or build with "
     "--compiler nvcc; a header of yours: name its folder with -I"
+)
+DECLARED = (
+    "warm: NVRTC declares printf and CUDA's math functions itself, without <stdio.h> or "
+    "<math.h> (which it lacks): drop that #include, or build with --compiler nvcc as PyCUDA does"
 )
 HOST_NAME = (
     "warm: NVRTC reads none of the host headers nvcc's cuda_runtime.h brings (INFINITY, "
@@ -41,8 +51,11 @@ def hint(log: str) -> str:
     """The hint lines for a failed program's `log` ("" where none applies)."""
     hints = []
     if _CANNOT_OPEN in log:
-        forms = {m.group(1) for m in _INCLUDE_SHOWN.finditer(log)} or {'"'}
-        hints += [text for form, text in (('"', QUOTED), ("<", ANGLED)) if form in forms]
+        shown = {(m.group(2), m.group(1)) for m in _INCLUDE_SHOWN.finditer(log)} or {('"', "")}
+        forms = {form for form, _ in shown}
+        declared = {name for form, name in shown if form == "<"} <= _DECLARED
+        angled = DECLARED if declared else ANGLED
+        hints += [text for form, text in (('"', QUOTED), ("<", angled)) if form in forms]
     if _HOST_NAME.search(log):
         hints.append(HOST_NAME)
     if _UNKNOWN_OPTION.search(log):
