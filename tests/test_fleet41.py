@@ -1,0 +1,161 @@
+"""Fleet trial 41: a paused writer, two runs at once on one bundle, a bundle moved beside a
+journal. Real processes, real SQLite files, real signals, the real C compiler."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
+
+
+def workload(rt):
+    outs = []
+    for d in os.environ.get("DIVS", "3").split(","):
+        o = rt.buffer(17, "float64")
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
+        outs.append(o)
+    return outs
+"""
+
+# A production process: the bundle's lock wait shortened (its module's constant, the one
+# bound every reader and writer waits by) so the test need not wait the 60 s it is.
+SERVE = """
+import hashlib, sys, time
+import warmcli.bundle.file as bundle_file
+bundle_file.LOCK_WAIT_SECONDS = float(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import warmcli, work
+start = time.monotonic()
+if sys.argv[1] != "-":
+    warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+h = hashlib.sha256()
+for o in work.workload(rt):
+    h.update(rt.read(o).tobytes())
+r = warmcli.report()
+print(h.hexdigest(), len(r.kernels), round(time.monotonic() - start, 1))
+"""
+
+# A writer that takes SQLite's exclusive lock and writes a page (its journal beside the
+# bundle, header and all), as a write-back or a run committing does, and then stops there.
+HOLD = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+c.execute("UPDATE manifest SET value = value || ' ' WHERE key = 'updated'")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))  # (stopped meanwhile), then its transaction ends
+c.execute("ROLLBACK")
+"""
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    return dict(env, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
+
+
+def _warm(tmp: Path, *args: str | Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    cmd = [PY, "-m", "warmcli", *map(str, args)]
+    env = dict(_env(tmp), **extra)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def warmed(tmp_path: Path) -> Path:
+    (tmp_path / "work.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert _warm(tmp_path, "run", tmp_path / "work.py", "-b", bundle, "-q").returncode == 0
+    return bundle
+
+
+def _serve(tmp: Path, bundle: Path, wait: float, **extra: str) -> list[str]:
+    run = subprocess.run(
+        [PY, "-c", SERVE, str(bundle), str(wait), str(tmp)],
+        env=dict(_env(tmp), **extra),
+        capture_output=True,
+        text=True,
+        timeout=25,
+    )
+    assert run.returncode == 0, run.stderr
+    return [*run.stdout.split(), run.stderr]
+
+
+def _stopped_writer(bundle: Path, hold: float) -> subprocess.Popen[str]:
+    cmd = [PY, "-c", HOLD, str(bundle), str(hold)]
+    writer = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline() == "held\n"
+    assert Path(f"{bundle}-journal").stat().st_size > 0
+    writer.send_signal(signal.SIGSTOP)
+    return writer
+
+
+def test_a_paused_writer_delays_a_new_reader_which_then_serves_everything(
+    tmp_path: Path, warmed: Path
+) -> None:
+    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="")
+    writer = _stopped_writer(warmed, 0.5)
+    try:
+        resume = f"import os, signal, time; time.sleep(2); os.kill({writer.pid}, signal.SIGCONT)"
+        resumer = subprocess.Popen([PY, "-c", resume])
+        served = _serve(tmp_path, warmed, 60.0)  # (its writer resumes after 2 s, ends later)
+        resumer.wait()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert served[0] == cold[0] and served[1] == "0", served  # waited, then served all
+    assert 1.5 <= float(served[2]) < 20
+
+
+def test_a_writer_stopped_for_good_costs_a_new_reader_one_bound_then_it_runs_cold(
+    tmp_path: Path, warmed: Path
+) -> None:
+    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="")
+    writer = _stopped_writer(warmed, 600)
+    try:
+        served = _serve(tmp_path, warmed, 2.0)
+        stats = subprocess.run(
+            [PY, "-c", STATS, str(warmed), "1.0"],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=25,
+        )
+    finally:
+        writer.kill()
+        writer.wait()
+    digest, compiled, seconds, err = served
+    assert digest == cold[0] and compiled == "1", served  # cold, computing the same
+    assert 1.5 <= float(seconds) < 10, served
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "locked by another process" in lines[0], err
+    assert "not loaded" in lines[0] and "Traceback" not in err
+    assert stats.returncode == 2 and stats.stdout == "", stats
+    assert len(stats.stderr.strip().splitlines()) == 1, stats.stderr
+    assert "locked by another process" in stats.stderr
+    # nothing lost: the writer's journal rolled back, the bundle serves all again
+    again = _serve(tmp_path, warmed, 60.0)
+    assert again[0] == cold[0] and again[1] == "0", again
+
+
+# `warm stats B`, the lock wait shortened as in SERVE.
+STATS = """
+import runpy, sys
+import warmcli.bundle.file as bundle_file
+bundle_file.LOCK_WAIT_SECONDS = float(sys.argv.pop())
+sys.argv[0:1] = ["warm", "stats"]
+runpy.run_module("warmcli", run_name="__main__")
+"""
