@@ -3,6 +3,8 @@ journal. Real processes, real SQLite files, real signals, the real C compiler.""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,13 +22,17 @@ from warmcli import Kernel
 
 DEVICE = "host"
 SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
+XSRC = "void extra(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i * (DIV) - 0.25; }"
 
 
 def workload(rt):
+    import time
+    time.sleep(float(os.environ.get("PAUSE", "0")))  # (both jobs open the bundle first)
     outs = []
     for d in os.environ.get("DIVS", "3").split(","):
         o = rt.buffer(17, "float64")
-        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
+        entry, src, d = ("extra", XSRC, d[1:]) if d[0] == "x" else ("fill", SRC, d)
+        rt.launch(Kernel(src, entry, "Pi", defines={"DIV": d}), o, 17)
         outs.append(o)
     return outs
 """
@@ -159,3 +165,63 @@ bundle_file.LOCK_WAIT_SECONDS = float(sys.argv.pop())
 sys.argv[0:1] = ["warm", "stats"]
 runpy.run_module("warmcli", run_name="__main__")
 """
+
+
+def _kernel_rows(bundle: Path) -> list[tuple[str, str]]:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(bundle)) as conn:
+        rows = conn.execute("SELECT label, sha256 FROM kernels ORDER BY label").fetchall()
+        blobs = {r[0] for r in conn.execute("SELECT sha256 FROM blobs")}
+    assert blobs == {sha for _, sha in rows}, "a blob no kernel uses, or a kernel without one"
+    return rows
+
+
+def _two_jobs_at_once(tmp: Path, bundle: Path, *key: str) -> list[int]:
+    # one compiler process (-j1): each job's kernels share one batch binary
+    cmd = [PY, "-m", "warmcli", "run", str(tmp / "work.py"), "-b", str(bundle), "--json", "-j1"]
+    cmd += key
+    env = dict(_env(tmp), PAUSE="1.5")
+    jobs = [
+        subprocess.Popen(cmd, env=dict(env, DIVS=divs), stdout=subprocess.PIPE, text=True)
+        for divs in ("4,x5", "4,x7")
+    ]
+    outs = [job.communicate(timeout=120)[0] for job in jobs]
+    assert [job.returncode for job in jobs] == [0, 0], outs
+    return [json.loads(out)["stored"]["kernels"] for out in outs]
+
+
+def test_two_runs_at_once_keep_the_first_jobs_row_and_count_it_once(
+    tmp_path: Path, warmed: Path
+) -> None:
+    before = _kernel_rows(warmed)
+    stored = _two_jobs_at_once(tmp_path, warmed)
+    rows = _kernel_rows(warmed)
+    assert len(rows) == len(before) + 3, rows  # fill[DIV=4], extra[DIV=5], extra[DIV=7] added
+    assert sorted(stored) == [1, 2], stored  # the second job stored only its own kernel
+    by_label = dict(rows)
+    shared = by_label["fill[DIV=4]"]
+    first = "extra[DIV=5]" if stored[0] == 2 else "extra[DIV=7]"
+    assert shared == by_label[first], rows  # the first job's row (its batch's binary) kept
+    for divs in ("4,x5", "4,x7"):  # and every row serves, computing what a cold process does
+        cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS=divs)
+        served = _serve(tmp_path, warmed, 60.0, DIVS=divs)
+        assert served[:2] == [cold[0], "0"], (served, cold)
+
+
+def test_two_signing_runs_at_once_each_store_and_sign_their_own_build(
+    tmp_path: Path, warmed: Path
+) -> None:
+    assert _warm(tmp_path, "keygen", tmp_path / "ci.key").returncode == 0
+    before = _kernel_rows(warmed)
+    stored = _two_jobs_at_once(tmp_path, warmed, "--key", str(tmp_path / "ci.key"))
+    rows = _kernel_rows(warmed)  # (no blob left that no row uses)
+    assert len(rows) == len(before) + 3, rows
+    assert stored == [2, 2], stored  # each stored its own build of fill[DIV=4]: counted
+    by_label = dict(rows)
+    assert by_label["fill[DIV=4]"] in (by_label["extra[DIV=5]"], by_label["extra[DIV=7]"])
+    trusted = str(tmp_path / "ci.key.pub")
+    for divs in ("4,x5", "4,x7"):  # every row signed and served under the key
+        cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS=divs)
+        served = _serve(tmp_path, warmed, 60.0, DIVS=divs, WARM_TRUSTED_KEYS=trusted)
+        assert served[:2] == [cold[0], "0"], (served, cold)
