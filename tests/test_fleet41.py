@@ -225,3 +225,53 @@ def test_two_signing_runs_at_once_each_store_and_sign_their_own_build(
         cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS=divs)
         served = _serve(tmp_path, warmed, 60.0, DIVS=divs, WARM_TRUSTED_KEYS=trusted)
         assert served[:2] == [cold[0], "0"], (served, cold)
+
+
+# A writer killed in the middle of its write, its journal left hot (synchronous off: the
+# journal's header is whole, and page 1 in it, from its first page written).
+KILLED = """
+import os, signal, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA synchronous = OFF")
+c.execute("BEGIN IMMEDIATE")
+c.execute("PRAGMA application_id = 1413829197")  # (page 1 written: as the counter's update)
+c.execute("INSERT OR REPLACE INTO manifest VALUES ('x', ?)", ("y" * 40000,))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _counter(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[24:28], "big")
+
+
+def test_a_bundle_moved_in_beside_another_files_hot_journal_is_refused_not_replayed(
+    tmp_path: Path, warmed: Path
+) -> None:
+    import sqlite3
+
+    other = tmp_path / "other.warm"
+    assert _warm(tmp_path, "run", tmp_path / "work.py", "-b", other, "-q", DIVS="6").returncode == 0
+    for n in range(_counter(other) + 3):  # its own history: (write-backs, say) further on
+        with contextlib.closing(sqlite3.connect(warmed, isolation_level=None)) as conn:
+            conn.execute("INSERT OR REPLACE INTO manifest VALUES ('n', ?)", (str(n),))
+    killed = subprocess.run([PY, "-c", KILLED, str(warmed)], timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    journal = Path(f"{warmed}-journal")
+    assert journal.read_bytes()[:8] == bytes.fromhex("d9d505f920a163d7")  # hot
+    # its own file beside it: rolled back, served
+    own = tmp_path / "own.warm"
+    own.write_bytes(warmed.read_bytes())
+    Path(f"{own}-journal").write_bytes(journal.read_bytes())
+    assert _warm(tmp_path, "stats", own).returncode == 0
+    assert not Path(f"{own}-journal").exists()
+    # another bundle moved in over it: never played into it
+    moved = other.read_bytes()
+    os.replace(other, warmed)
+    stats = _warm(tmp_path, "stats", warmed)
+    assert stats.returncode == 2 and len(stats.stderr.strip().splitlines()) == 1, stats
+    assert "cannot be this file's" in stats.stderr and "-journal" in stats.stderr
+    assert warmed.read_bytes() == moved and journal.exists()
+    journal.unlink()  # as the line says
+    served = _serve(tmp_path, warmed, 60.0, DIVS="6")
+    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS="6")
+    assert served[:2] == [cold[0], "0"]
