@@ -275,3 +275,31 @@ def test_a_bundle_moved_in_beside_another_files_hot_journal_is_refused_not_repla
     served = _serve(tmp_path, warmed, 60.0, DIVS="6")
     cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS="6")
     assert served[:2] == [cold[0], "0"]
+
+
+# A production process with the bundle open before a writer stops: it reads on when told.
+SERVE_OPEN = SERVE.replace(
+    "start = time.monotonic()\n",
+    "warmcli.use_bundle(sys.argv[1])\nprint('open', flush=True)\ninput()\n"
+    "start = time.monotonic()\n",
+).replace('if sys.argv[1] != "-":\n    warmcli.use_bundle(sys.argv[1])\n', "")
+
+
+def test_a_serving_process_waits_for_a_stopped_writer_once_not_at_every_read(
+    tmp_path: Path, warmed: Path
+) -> None:
+    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS="3,5,6,7")
+    cmd = [PY, "-c", SERVE_OPEN, str(warmed), "2.0", str(tmp_path)]
+    env = dict(_env(tmp_path), DIVS="3,5,6,7")
+    reader = subprocess.Popen(
+        cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert reader.stdout is not None and reader.stdout.readline() == "open\n"
+    writer = _stopped_writer(warmed, 600)
+    try:
+        out = reader.communicate("go\n", timeout=25)[0].split()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert out[0] == cold[0] and out[1] == "4", out  # cold, computing the same
+    assert float(out[2]) < 2.0 * 2, out  # one wait of 2 s, not one per read
