@@ -26,7 +26,9 @@ the entries they signed are served (`warmcli.bundle.signing`); a write-back is n
 and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_bundle` also
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
-last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
+last good copy is served, with one `RemoteBundleWarning`. A bundle another process keeps
+locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
+process runs cold (`_unless_locked`; under strict mode raised). The module owns the process's
 bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
 closed one had done when closed (and did since, once collected), in one object
 (`_Production`); it prints that report when asked, else only a failed write-back's line,
@@ -279,8 +281,8 @@ def use_bundle(
         state.path, state.write = None, False
         if path is not None:
             state.bundle = state._unless_locked(os.fspath(path), write, keys)
-        if state.bundle is not None:  # (locked past the wait: none, as when refused)
-            state.off, state.path, state.write = False, os.fspath(path), write
+            if state.bundle is not None:  # (locked past the wait: none, as when refused)
+                state.off, state.path, state.write = False, os.fspath(path), write
 
 
 def bundle() -> Bundle | None:
