@@ -60,6 +60,13 @@ def hostile_journal(good: Path, out: Path, *statements: str) -> Path:
     shutil.copyfile(f"{copy}-journal", out)
     conn.execute("ROLLBACK")
     conn.close()
+    # page 1 said to be at `good`'s change counter, as a journal crafted to pass for `good`'s
+    # would be (no checksum covers those bytes): else it is refused as another file's
+    journal = bytearray(out.read_bytes())
+    first = int.from_bytes(journal[20:24], "big")  # the sector size: where records start
+    assert int.from_bytes(journal[first : first + 4], "big") == 1  # page 1's image
+    journal[first + 4 + 24 : first + 4 + 28] = good.read_bytes()[24:28]
+    out.write_bytes(journal)
     return out
 
 

@@ -345,3 +345,8 @@ class SignatureError(BundleError):
 
 class MergeError(BundleError):
     """Bundles that cannot be merged (format versions differ), or an output in the way."""
+
+
+class BundleLocked(BundleError):
+    """Another process kept SQLite's lock of a bundle past the wait every reader and writer
+    gets (a writer stopped or hung mid-write): a production process serves cold from it."""

@@ -26,7 +26,9 @@ the entries they signed are served (`warmcli.bundle.signing`); a write-back is n
 and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_bundle` also
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
-last good copy is served, with one `RemoteBundleWarning`. The module owns the process's
+last good copy is served, with one `RemoteBundleWarning`. A bundle another process keeps
+locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
+process runs cold (`_unless_locked`; under strict mode raised). The module owns the process's
 bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
 closed one had done when closed (and did since, once collected), in one object
 (`_Production`); it prints that report when asked, else only a failed write-back's line,
@@ -49,7 +51,7 @@ from warmcli.backends.opening import open_devices
 from warmcli.bundle import served as _served
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import DeviceError
+from warmcli.errors import BundleLocked, DeviceError
 from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path, others_may_write
 from warmcli.interrupted import keep_sigint_exit
@@ -119,9 +121,24 @@ class _Production:
                 return None
             self.path, self.write = str(default), write
             return self.bundle
-        self.bundle = open_served(named, write, trusted(None))
+        self.bundle = self._unless_locked(named, write, trusted(None))
+        if self.bundle is None:  # locked past the wait: cold, and not waited for again
+            self.looked = True
+            return None
         self.path, self.write = named, write  # set once opened: a failed open raises again
         return self.bundle
+
+    def _unless_locked(self, path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle | None:
+        """The bundle at `path` opened to serve; None, said in one line, where another process
+        kept it locked past the wait (`LOCK_WAIT_SECONDS`: a writer stopped mid-write): a bundle
+        changes how fast a process starts, never whether it runs (`strict=True`: raised)."""
+        try:
+            return open_served(path, write, keys)
+        except BundleLocked as exc:
+            if self.policy.strict is Strictness.RAISE:
+                raise
+            warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
+            return None
 
     def _report(self) -> ProductionReport:
         from warmcli.production_report import ProductionReport, judged_nothing
@@ -263,8 +280,9 @@ def use_bundle(
         state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
         state.path, state.write = None, False
         if path is not None:
-            state.bundle = open_served(os.fspath(path), write, keys)
-            state.off, state.path, state.write = False, os.fspath(path), write
+            state.bundle = state._unless_locked(os.fspath(path), write, keys)
+            if state.bundle is not None:  # (locked past the wait: none, as when refused)
+                state.off, state.path, state.write = False, os.fspath(path), write
 
 
 def bundle() -> Bundle | None:

@@ -20,9 +20,9 @@ the system refused otherwise, is named so: the write was rolled back). The file 
 rollback-journal mode (a file switched to WAL is switched back on open, or refused where it
 cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`), so a
 read-only copy opens, and a write a crash interrupted is rolled back by the next open, or
-read of a process that had it open. "Database is locked" is waited out by the busy timeout
-and then retried (`_retrying`, which rolls back that crash too), never shown. Writers take
-a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
+read of a process that had it open. "Database is locked" is waited for `LOCK_WAIT_SECONDS` at
+most (`_retrying`, which rolls back that crash too), then a one-line `BundleLocked`. Writers
+take a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
 removes, under it, the temporary files, journals and locks a killed create or merge left
 beside the bundle. State: warm's schemas (read once) and `_lock` (held around an open or a
 create: a fork waits for it); reads no kernel, tune, blob.
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
-from warmcli.errors import WRITE_FAILED, BundleError, disk_full
+from warmcli.errors import WRITE_FAILED, BundleError, BundleLocked, disk_full
 from warmcli.forking import new_rlock
 from warmcli.printable import printable
 
@@ -55,16 +55,14 @@ APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
 WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
-BUSY_TIMEOUT_MS = 60_000
-LOCK_RETRIES = 6  # after the busy timeout, with backoff: a "database is locked" never surfaces
+LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite lock (as a write-back)
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
-SCHEMA_SELECT = (  # a hostile schema's text is cut, never read whole
-    "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
-)
+# a hostile schema's text is cut, never read whole
+SCHEMA_SELECT = "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 
 
 @functools.cache
@@ -182,7 +180,7 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(
         target,
         uri=uri,
-        timeout=BUSY_TIMEOUT_MS / 1000,
+        timeout=LOCK_WAIT_SECONDS,
         isolation_level=None,
         check_same_thread=False,
     )
@@ -269,11 +267,12 @@ def _leave_wal(path: str | Path) -> None:
 
 
 def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
-    """Run one SQLite operation; retry "database is locked" past the busy timeout, and once
-    a hot journal a read-only connection cannot roll back (a writer killed mid-write since
-    it opened: every later read failed), rolled back by `recover` as the next open does."""
-    mended = False
-    for attempt in range(LOCK_RETRIES + 2):  # (one more: the retry after a rollback)
+    """Run one SQLite operation; retry "database is locked" (SQLite's busy timeout waited,
+    or none) until `LOCK_WAIT_SECONDS` have passed since, then raise `BundleLocked`; and
+    once a hot journal a read-only connection cannot roll back (a writer killed mid-write
+    since it opened: every later read failed), rolled back by `recover` as an open does."""
+    mended, start, attempt = False, time.monotonic(), 0
+    while True:
         try:
             return op()
         except sqlite3.Error as exc:
@@ -284,11 +283,11 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
                 continue
             if not _is_busy(exc):
                 raise
-            if attempt == LOCK_RETRIES + mended:
-                locked = "bundle stayed locked by another process"
-                raise BundleError(f"{path}: {locked} ({exc})") from None
-            time.sleep(min(2.0, 0.05 * 2**attempt))
-    raise AssertionError("unreachable")  # pragma: no cover
+            pause, attempt = min(2.0, 0.05 * 2 ** min(attempt, 6)), attempt + 1
+            if time.monotonic() - start + pause >= LOCK_WAIT_SECONDS:
+                held = f"locked by another process for {LOCK_WAIT_SECONDS:g} s ({exc})"
+                raise BundleLocked(f"{path}: {held}: a writer stopped mid-write?") from None
+            time.sleep(pause)
 
 
 @contextmanager

@@ -1,26 +1,28 @@
 """The rollback journal beside a bundle: judged before SQLite is let near it, and removed
 before a new bundle file replaces the one it belongs to.
 
-SQLite rolls back a hot `-journal` on its first read of a database, before warm has
-checked anything, and a journal handed over beside a bundle is as untrusted as the bundle.
-Three kinds do harm outside the bundle: one that names a super-journal (SQLite deletes that
-file once the rollback is done: any file the user may delete), one that is no regular
-file (a FIFO, which SQLite's open waits on for ever, deaf to signals) and a hard link (one
-SQLite finds no hot journal in, its first byte NUL, is written over by the next write: the
-other name's file too). warm writes none of them (it attaches no database, so it never
-writes a super-journal), nor a journal that is a symbolic link: `check_journal` refuses
-all, reading at most the journal's last 16 bytes, without waiting, never opening one
-that is a link or no regular file (at each open, and by `file.settle_journal` before each
-write of a bundle open since: a journal planted after). A WAL bundle's `-wal` and `-shm`,
-which SQLite opens for writing when warm switches the bundle back (it rewrites the `-shm`
-whole), are refused by `check_wal_files` when they are links (a hard link too: its other
-name is another of the user's files) or no regular files. A journal belongs to the file
-beside it, not to its name: `publish`, which moves a new bundle into place, first
-removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite would play
-that file's old pages into the new one); `temp_beside` names the file a writer makes
-for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
-It owns no state; it never writes or rolls back
-a journal (SQLite rolls a sound journal back into its own file).
+SQLite rolls back a hot `-journal` on its first read of a database, before warm has checked
+anything, and a journal handed over beside a bundle is as untrusted as the bundle. Three
+kinds do harm outside the bundle: one that names a super-journal (SQLite deletes that file
+once the rollback is done: any file the user may delete), one that is no regular file (a
+FIFO, which SQLite's open waits on for ever, deaf to signals) and a hard link (one SQLite
+finds no hot journal in, its first byte NUL, is written over by the next write: the other
+name's file too). warm writes none of them (it attaches no database, so it never writes a
+super-journal), nor a journal that is a symbolic link; and one another file's write left,
+that file replaced by `mv` since, would play its pages into the new one (told where it holds
+page 1: the file's change counter is neither that page's nor one more, `_foreign`).
+`check_journal` refuses all, reading the journal's header, last 16 bytes and record heads,
+without waiting, never opening one that is a link or no regular file (at each open, and by
+`file.settle_journal` before each write of a bundle open since: a journal planted after). A
+WAL bundle's `-wal` and `-shm`, which SQLite opens for writing when warm switches the bundle
+back (it rewrites the `-shm` whole), are refused by `check_wal_files` when they are links (a
+hard link too: its other name is another of the user's files) or no regular files. A journal
+belongs to the file beside it, not to its name: `publish`, which moves a new bundle into
+place, first removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite
+would play that file's old pages into the new one); `temp_beside` names the file a writer
+makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead). It
+owns no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
+into its own file).
 """
 
 from __future__ import annotations
@@ -101,9 +103,63 @@ def _judged(journal: str) -> tuple[str | None, int]:
             return "is a hard link (it shares its content with another file)", 0
         if _names_super_journal(fd, info.st_size):
             return "names another file for SQLite to delete (no warm write leaves one)", 0
+        if (counters := _foreign(fd, info.st_size, journal[: -len("-journal")])) is not None:
+            return (
+                f"cannot be this file's (it restores page 1 of a file at change counter "
+                f"{counters[0]}, this file is at {counters[1]}: a file moved in over one a "
+                "write was interrupted in?)"
+            ), 0
         return None, info.st_size
     finally:
         os.close(fd)
+
+
+def _foreign(fd: int, size: int, db: str) -> tuple[int, int] | None:
+    """Where the journal open at `fd` (`size` bytes) cannot be the file `db`'s: its page 1
+    as it was before the write (a record of its first segment, its checksum sound) and the
+    file's change counter (header offset 24), which a write transaction moves once, so the
+    file holds that page's or one more; any other, with the journal the same one before
+    and after (its random nonce: no writer began another meanwhile), is another file's
+    (both counters). None where that cannot be told (no such record, no file, a long scan)."""
+    first = _page_one(fd, size)
+    try:  # (no FIFO waited on: a file that is none is refused by its open)
+        file = os.open(db, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        header = os.pread(file, 28, 0) if stat.S_ISREG(os.fstat(file).st_mode) else b""
+    finally:
+        os.close(file)
+    now = int.from_bytes(header[24:], "big")
+    if first is None or len(header) < 28 or now in (first[1], (first[1] + 1) & 0xFFFFFFFF):
+        return None
+    return (first[1], now) if _page_one(fd, size) == first else None
+
+
+_SCANNED = 4096  # journal records looked through for page 1's (a longer journal: not judged)
+
+
+def _page_one(fd: int, size: int) -> tuple[int, int] | None:
+    """The journal's nonce and its page 1's change counter, where its first segment (as
+    SQLite plays it: a synced one's `nRec` records, else as many as its size holds) holds
+    page 1 with a sound checksum; else None."""
+    head = os.pread(fd, 28, 0)
+    if len(head) < 28 or head[:8] != JOURNAL_MAGIC:
+        return None
+    n, nonce, _, sector, page = (int.from_bytes(head[i : i + 4], "big") for i in range(8, 28, 4))
+    if not (512 <= page <= 65536 and 32 <= sector <= 65536) or page & (page - 1):
+        return None
+    record = 4 + page + 4
+    count = (size - sector) // record if n in (0, 0xFFFFFFFF) else n
+    for at in range(sector, sector + min(count, _SCANNED) * record, record):
+        if os.pread(fd, 4, at) != b"\0\0\0\1":
+            continue
+        data = os.pread(fd, page + 4, at + 4)
+        total = nonce + sum(data[i] for i in range(page - 200, 0, -200))  # SQLite's checksum
+        if len(data) < page + 4 or total & 0xFFFFFFFF != int.from_bytes(data[page:], "big"):
+            return None
+        return nonce, int.from_bytes(data[24:28], "big")
+    return None
 
 
 def temp_beside(real: Path) -> Path:

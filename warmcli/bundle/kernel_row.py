@@ -175,17 +175,36 @@ _SAME_KERNEL = (
 )
 
 
-def write_kernel_row(conn: sqlite3.Connection, record: KernelRecord, now: float) -> bool:
+# The same build (key, and so source, options, arch, toolchain) stored by another writer
+# between `since` and now, its batch's binary there: only its batch neighbours differ.
+_BUILT_SINCE = (
+    "SELECT 1 FROM kernels AS k JOIN blobs AS b ON b.sha256 = k.sha256 WHERE k.key = ? AND "
+    "k.device = ? AND k.backend = ? AND k.arch = ? AND k.entry = ? AND k.label = ? AND "
+    "k.toolchain = ? AND k.components = ? AND k.created BETWEEN ? AND ? AND "
+    "b.size = length(b.data) AND b.size > 0"
+)
+
+
+def write_kernel_row(
+    conn: sqlite3.Connection, record: KernelRecord, now: float, since: float | None = None
+) -> bool:
     """Write `record`'s row, created and last used `now`, in the writer's transaction on
     `conn`; whether it wrote it. A row the bundle holds alike but for its times (the same
     build, by another writer of one bundle: two CI jobs at once) is kept as it is: the run
-    that wrote it first stored it, this one adds nothing."""
+    that wrote it first stored it, this one adds nothing. Given `since` (when this writer
+    opened the bundle; None: a run that signs, `--key`, stores its own build), so is a row
+    of the same build another writer stored since, in a batch of other neighbours (its
+    binary is that batch's): a row stored before it opened, or stamped after now (a bundle
+    from elsewhere), is no such job's, and replaced."""
     row = (
         record.key, record.device, record.backend, record.arch, record.entry, record.label,
         record.symbol, record.sha256, record.toolchain,
         json.dumps(record.components, sort_keys=True), _clip(record.compile_log),
     )  # fmt: skip
     if held_alike(conn, _SAME_KERNEL, row):
+        return False
+    built = (*row[:6], row[8], row[9], since, now)
+    if since is not None and held_alike(conn, _BUILT_SINCE, built):
         return False
     conn.execute(
         "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",

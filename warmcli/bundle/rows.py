@@ -1,17 +1,17 @@
 """A bundle's rows: the bounded selects that read them and the checks that parse them.
 
 Sizes are read before values: `_bounded_select` reads a text only when its `length()` in SQL is
-within its limit (else NULL, naming the column over it), so no row costs more memory than its
-limits (and SQLite itself refuses to load any value over `MAX_VALUE_BYTES`; nor where a writer
-compares a stored row with its own, `held_alike`). Every field of every row is then checked (type,
-size, format; a tune's key against its fields; a measured tune's pick is one of its candidates that
-ran) before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`) or a `TuneRecord`; a field
-that is not what warm writes raises `_Malformed`, which `RowReader` (the reads `Bundle` inherits:
-bounded, retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listing's rows:
-`warmcli.bundle.oversize.each_named`). Its only state is this process's id (`_PROCESS`) and a
-reader's rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`); it
-never decides what is served, and opens only a forked child's own connection (`_conn`, of the file
-the path names then: `_other_file`)."""
+within its limit (else NULL, naming the column over it), so no row costs more memory than its limits
+(and SQLite itself refuses to load any value over `MAX_VALUE_BYTES`; nor where a writer compares a
+stored row with its own, `held_alike`). Every field of every row is then checked (type, size,
+format; a tune's key against its fields; a measured tune's pick is one of its candidates that ran)
+before it becomes a `KernelRecord` (`warmcli.bundle.kernel_row`) or a `TuneRecord`; a field that is
+not what warm writes raises `_Malformed`, which `RowReader` (the reads `Bundle` inherits: bounded,
+retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listing's rows:
+`warmcli.bundle.oversize.each_named`). Its only state is this process's id (`_PROCESS`), a reader's
+rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`), and a lock it
+waited out once, read-only (`_locked`: no read waits again); it never decides what is served, and
+opens only a forked child's own connection (`_conn`, of the file the path names then)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
-from warmcli.errors import REMOVED, BundleError
+from warmcli.errors import REMOVED, BundleError, BundleLocked
 from warmcli.once import once
 from warmcli.printable import Pattern
 
@@ -124,11 +124,9 @@ class _KernelKeys(dict[int, str]):
 
 def _is_open(conn: sqlite3.Connection) -> bool:
     """Whether `conn` is not closed (a closed one refuses even to say what it holds)."""
-    try:
-        conn.total_changes  # noqa: B018 (read only to learn whether it is closed)
-    except sqlite3.ProgrammingError:
-        return False
-    return True
+    with contextlib.suppress(sqlite3.ProgrammingError):
+        return conn.total_changes >= 0  # (read only to learn whether it is closed)
+    return False
 
 
 class RowReader:
@@ -142,6 +140,7 @@ class RowReader:
     _ident: tuple[int, int]  # the (device, inode) of the file it opened
     _lock: threading.RLock
     _other_file: Callable[[], None]  # a forked child opened another file (`SignedRows`)
+    _locked: str | None = None  # read-only, waited for `LOCK_WAIT_SECONDS` once: never again
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -180,11 +179,16 @@ class RowReader:
         than `limit` bytes, so no hostile value is loaded whole; a writer's has warm roll back
         a journal planted since its open (`settle_journal`), never SQLite, unchecked."""
         with self._lock, _sqlite_errors(self.fspath):
+            if self._locked is not None:  # (a writer stopped mid-write: what it reads is a miss)
+                raise BundleLocked(self._locked)
             if self.writable and not self._conn.in_transaction:
                 settle_journal(self.fspath, sides=False)
             before = self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
             try:
                 yield
+            except BundleLocked as exc:
+                self._locked = None if self.writable else str(exc)
+                raise
             finally:
                 self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
@@ -306,13 +310,9 @@ def _hex64(value: object) -> str:
 
 def _matching(pattern: Pattern, what: str) -> Callable[[object], str]:
     def check(value: object) -> str:
-        if (
-            not isinstance(value, str)
-            or len(value) > MAX_NAME_CHARS
-            or not pattern.fullmatch(value)
-        ):
-            raise _Malformed(f"not {what}")
-        return value
+        if isinstance(value, str) and len(value) <= MAX_NAME_CHARS and pattern.fullmatch(value):
+            return value
+        raise _Malformed(f"not {what}")
 
     return check
 

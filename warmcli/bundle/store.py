@@ -15,8 +15,8 @@ transaction; a writer whose file was replaced meanwhile (a merge published over 
 lock) writes to the new one, and a writer's first write removes what dead writers left beside the
 file (`create`: any journal too). A `Bundle` owns its one SQLite connection (shared by every thread,
 serialised by its lock; a forked child opens its own, of the file the path names then), the set of
-rows it wrote, a write to join its next (`joining`), if signed tune rows stay (`keeps_signed`), its
-trusted keys and what they cover (`bundle.signed`); a runtime `Store` by shape, importing none."""
+rows it wrote, a write to join its next (`joining`), if signed tune rows (`keeps_signed`) or other
+writers' builds (`own_builds`) stay, its trusted keys and what they cover (`bundle.signed`)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,7 @@ class Bundle(BundleAdmin):
         self._resume: dict[tuple[str, str, int], int] = {}  # (backend, arch, start): its rowid
         self.joining: Callable[[sqlite3.Connection], None] | None = None  # the next write's too
         self.keeps_signed = False  # a production write-back: a signed tune row is kept
+        self.own_builds = False  # `warm run --key`: a row another writer built is replaced
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -362,10 +363,10 @@ class Bundle(BundleAdmin):
                         (record.sha256, len(binary), memoryview(binary)),
                     )
                 self.written.update((("blobs", record.sha256), ("kernels", record.key)))
-                if write_kernel_row(conn, record, now):
+                if write_kernel_row(conn, record, now, None if self.own_builds else self._opened):
                     n_kernels += 1
-                elif held is not None:
-                    held.add(record.key)
+                elif held is not None:  # another writer's row kept: ours goes if none uses it
+                    held.add(record.key), replaced.add(record.sha256)
             conn.executemany(
                 "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
                 [(sha,) for sha in replaced],

@@ -7,24 +7,23 @@ runs a verify pass with fresh runtimes over the freshly opened bundle: under `Ex
 devices that can execute (it must compile 0 kernels and measure 0 tunes, nor fail to), under
 `CompileOnly` on compile-only devices (it must queue 0 kernels); each miss there is explained
 (`PassReport.misses`). Under trusted keys the bundle is opened trusting only them
-(`warmcli.bundle.signing`); with a signing key, what the run stored is signed before the verify
-pass (with what trusted keys had signed, or everything when no keys are trusted). Given a
-`Shard`, every pass does only that shard's part (`warmcli.runtime.shard`), and the verify pass
-runs under `CompileOnly` on every device: it must queue none of the shard's kernels and find
-every one of its tunes. While the bundle is opened (created and synced), a thread finds each
+(`warmcli.bundle.signing`); with a signing key, what the run stored (its own builds, `own_builds`)
+is signed before the verify pass (with what trusted keys had signed, or everything when no keys are
+trusted). Given a `Shard`, every pass does only that shard's part (`warmcli.runtime.shard`), and the
+verify pass runs under `CompileOnly` on every device: it must queue none of the shard's kernels and
+find every one of its tunes. While the bundle is opened (created and synced), a thread finds each
 device's compiler and reads its version (`warmcli.warming.probe`, into `RunReport.compilers`;
 memoised, so the first pass keys its kernels with it, after the join; an interrupt kills its
-`--version` process). An existing bundle whose SQL indexes disagree with its rows is refused
-before anything is written (`warmcli.bundle.consistency`). Interrupted (`KeyboardInterrupt`,
-which a SIGINT or SIGTERM handler raises), what was built and measured so far is stored and
-`RunInterrupted` says how much (a store and its count are one step, `held_interrupts`: one
-landing as it commits is answered once counted; a later store the disk refuses says what earlier
-ones kept); a workload that raised or exited once a store committed says what it kept too
-(`kept_after`). A host runtime the workload asks for during a pass on another device is the run's
-own (`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
-listed in `compilers`). Each pass announces itself to the crash journal
-(`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer may
-read it while the pass runs. The module returns reports and never prints.
+`--version` process). An existing bundle whose SQL indexes disagree with its rows is refused before
+anything is written (`warmcli.bundle.consistency`). Interrupted (`KeyboardInterrupt`, which a SIGINT
+or SIGTERM handler raises), what was built and measured so far is stored and `RunInterrupted` says
+how much (a store and its count are one step, `held_interrupts`: one landing as it commits is
+answered once counted; a later store the disk refuses says what earlier ones kept); a workload that
+raised or exited once a store committed says what it kept too (`kept_after`). A host runtime the
+workload asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
+warmed, stored and verified beside the others (its compiler listed in `compilers`). Each pass
+announces itself to the crash journal (`warmcli.warming.isolation`) and counts into its own
+`StatisticsCollector`; an observer may read it while the pass runs. It never prints.
 """
 
 from __future__ import annotations
@@ -289,11 +288,12 @@ def _warm(
     try:
         probe = CompilerProbe(devices, report.compilers)
         try:
-            signs = signing_key is not None
             report.format_before = None if created or empty else FORMAT_VERSION  # None: new
             with contextlib.suppress(OSError, BundleError):  # an older one is migrated as it
                 report.format_before = check_header(bundle_path)[0]  # opens to write: said so
+            signs = signing_key is not None  # it signs what it stores: its own builds, only
             bundle = Bundle.open(bundle_path, write=True, trusted_keys=trusted_keys, signs=signs)
+            bundle.own_builds = signs
             if not created:  # a write beside a stale index adds to it: refused, as readers do
                 require_consistent(bundle)
             probe.join()
