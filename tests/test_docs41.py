@@ -69,3 +69,19 @@ def test_the_quoted_in_readme_a_vacuum_only_cleans_interrupt_whole(
     [line] = err.strip().splitlines()
     assert "removed nothing" in line, line
     assert _quoted_in_readme(line), line
+
+
+def test_a_pull_url_whose_name_decodes_to_no_utf8_is_named_as_given(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm pull URL` with no PATH refuses a name that percent-decodes to no UTF-8 (README:
+    `warm pull`), before any request: it said `its name '' is no bundle file`, naming an
+    empty name the URL does not hold; now it names the URL's own, `x%FFy.warm`, and why."""
+    url = "http://127.0.0.1:9/x%FFy.warm"  # (the discard port: nothing is asked of it)
+    done = warm("pull", url, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line == (
+        f"warm: error: {url}: its name 'x%FFy.warm' decodes to no UTF-8: name the file to write"
+    ), line
+    assert list(tmp_path.iterdir()) == []  # nothing written
