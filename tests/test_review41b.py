@@ -274,14 +274,14 @@ def test_a_pre_build_fails_a_checked_tune_whose_reference_candidate_is_refused(
     assert told in done.stderr, done.stderr
 
 
-def test_a_sharded_re_run_does_not_build_another_shards_kernel_of_a_pending_tune(
+def test_a_sharded_re_run_builds_another_shards_kernel_of_a_pending_tune(
     warm: Warm, tmp_path: Path
 ) -> None:
-    """A pending tune reached again checks its candidates again, but builds what their launch
-    functions launch only where this shard owns it, as a GPU's sharded re-warm does (its
-    pick's discarded launch): a `--dask` re-run sends each shard only its own kernels, so a
-    shard that built another shard's kernel again rebuilt it on every re-run (2 compiles a
-    re-run of this workload, stored nowhere new)."""
+    """A pending tune reached again checks its candidates again and builds what their launch
+    functions launch whichever shard owns it, as at its first check. 969878f limited that to
+    what this shard owns (a `--dask` re-run, sent no other shard's kernels, built such a kernel
+    again on every re-run), but the shard owning it never runs that tune's launch function:
+    a kernel an edited launch function launches now was built by no shard (docs41)."""
     _needs_nvrtc()
     script, owner = _helper_of_another_shard(tmp_path)
     full = script.read_text()
@@ -290,10 +290,10 @@ def test_a_sharded_re_run_does_not_build_another_shards_kernel_of_a_pending_tune
     args = ("run", script, "--arch", "sm_90", "--shard", f"{owner}/2", "-b", bundle, "-q")
     done = warm(*args)
     assert done.returncode == 0, done.stdout + done.stderr
-    script.write_text(full)  # the seed of a --dask re-run: no ZERO, another shard's
+    script.write_text(full)  # the launch function edited: ZERO launched beside it now
     done = warm(*args)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "stored 0 new kernel(s) and 0 new tune(s)" in done.stdout, done.stdout
+    assert "stored 2 new kernel(s) and 0 new tune(s)" in done.stdout, done.stdout
 
 
 def test_dash_m_of_a_package_names_its_modules_that_define_the_entry_not_a_string_of_it(

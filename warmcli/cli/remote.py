@@ -155,8 +155,9 @@ def _named_by(url: str) -> Path:
     if parts.scheme != "s3":
         try:
             name = unquote(name, errors="strict")
-        except UnicodeDecodeError:
-            name = ""
+        except UnicodeDecodeError:  # named as the URL gives it, not as an empty name
+            shown = printable(repr(cut(name, 80)))
+            fail(f"{cut(url, 200)}: its name {shown} decodes to no UTF-8: name the file to write")
     if len(name.encode("utf-8", "surrogateescape")) > _NAME_BYTES:
         shown = f"{printable(cut(repr(name), 80))}, longer than a file name may be"
         fail(f"{cut(url, 200)}: its name {shown}: name the file to write")

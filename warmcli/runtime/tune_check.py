@@ -17,9 +17,10 @@ it does where the launch function asks the device what only a GPU answers (`unan
 tune the bundle holds pending, reached again by a pre-build, has its candidates checked again
 (`check_pending`, once a process: `checked` names those checked already), their verdicts unused, so
 what their launch functions launch is built where an earlier pre-build's did not launch it (a
-launch function edited since: an unchecked tunable's key does not cover it); only what this shard
-owns, as a GPU's sharded re-warm builds (a `--dask` re-run's shard is sent no other shard's
-kernels: it would build them again on every re-run). This module never prints.
+launch function edited since: an unchecked tunable's key does not cover it), for every shard as at
+the first check: the shard owning such a kernel never runs that tune's launch function, so a
+build left to it is built by none (a `--dask` re-run's shard, sent no other shard's kernels,
+builds such a kernel again: a compile, never a miss). This module never prints.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def checking() -> bool:
 
 def for_every_shard() -> bool:
     """Whether this thread's check builds what it launches whichever shard owns it: a
-    tune's first check (`check_candidate`), not one checked again (`check_pending`)."""
+    tune's first check (`check_candidate`) and one checked again (`check_pending`)."""
     return getattr(_state, "shards", 0) > 0
 
 
@@ -116,11 +117,12 @@ def check_pending(
 ) -> None:
     """A pending tune the bundle holds, reached again by a pre-build: each candidate not
     recorded failed checked again, its verdict unused (the record stands), so a kernel its
-    launch function launches beside it is built where an earlier pre-build built none."""
+    launch function launches beside it is built where an earlier pre-build built none
+    (whichever shard owns it: the shard owning it never runs this tune's launch function)."""
     if record.key in _checked:  # once a process: a tune reached again, checked already
         return
     checked(record.key)
     failed = {c.name for c in record.candidates if c.status == "failed"}
     for name, kernel in candidates.items():
         if name not in failed:
-            check_candidate(lambda kernel=kernel: run(kernel), stream, shards=False)
+            check_candidate(lambda kernel=kernel: run(kernel), stream)
