@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import typer
 
-from warmcli.bundle.location import is_url, not_a_file
+from warmcli.bundle.location import is_url, not_a_file, url_text
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.replacing import copy_into
@@ -33,7 +33,7 @@ from warmcli.cli.common import (
     new_file_path,
     out,
 )
-from warmcli.errors import PushInterrupted
+from warmcli.errors import PushInterrupted, RemoteError
 from warmcli.printable import cut, printable
 
 _NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NAME_MAX)
@@ -95,6 +95,10 @@ def pull(
     """
     if not is_url(url):
         fail(f"{url}: not an https:// or s3:// URL")
+    try:  # first: a URL no store is sent is said so, not named by its file name
+        url_text(url)
+    except RemoteError as exc:
+        fail(str(exc))
     if path is not None and not path.strip():
         fail("PATH is empty: name the bundle file to write, or leave it out for its own")
     # as `merge -o`: its own folder is made (`copy_into`), none above it
