@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import signal
 import sqlite3
 import struct
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
+from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
 
 
 def test_check_json_names_the_device_each_entry_was_judged_for(warm: Warm, tmp_path: Path) -> None:
@@ -89,6 +90,13 @@ def _unread(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
+def quoted_in_readme(line: str) -> bool:
+    """Whether the README quotes `line` whole, in backquotes (its line breaks read as one
+    space)."""
+    text = re.sub(r"\s*\n\s*", " ", (ROOT / "README.md").read_text())
+    return f"`{line}`" in text
+
+
 def _holds(pid: int, name: Path) -> bool:
     """Whether process `pid` has the file `name` open."""
     folder = Path(f"/proc/{pid}/fd")
@@ -130,6 +138,7 @@ def test_ctrl_c_in_a_vacuum_only_clean_says_the_bundle_is_whole(warm: Warm, tmp_
     [line] = err.strip().splitlines()
     assert line.startswith("warm: interrupted: ") and "whole" in line, line
     assert "removed nothing" in line, line
+    assert quoted_in_readme(line), line  # the README quotes it whole (docs41)
     assert warm.json("stats", bundle) == held  # every entry as it was
     assert warm("verify", bundle, "-q").returncode == 0
 
