@@ -16,9 +16,7 @@ reading and re-warming today's bundle, signed ones too) is run as well; else ski
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -27,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from upgrades import SERVE, TwoWarms, digest
 
 from warmcli.records import tune_key
 
@@ -76,15 +75,6 @@ def workload(rt):
         results.append(y)
     return results
 '''
-SERVE = """
-import hashlib, json, runpy, sys, warmcli
-rt = warmcli.runtime("host")
-ys = runpy.run_path(sys.argv[1])["workload"](rt)
-digest = hashlib.sha256(b"".join(rt.read(y).tobytes() for y in ys)).hexdigest()
-done = warmcli.report()
-print(json.dumps({"digest": digest, "compiled": len(done.kernels),
-                  "tuned": sorted(t.name.split()[0] for t in done.tunes)}))
-"""
 # The tunes whose key changed on purpose, today's shape text -> yesterday's.
 CHANGED = {"t_jstr": ("str:100", "100"), "t_np": ("100", '"100"')}
 
@@ -108,26 +98,8 @@ def _as_yesterday(path: Path) -> None:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-class Both:
-    """Today's warm (`today`), and yesterday's where `/tmp/base39` holds it, each run from
-    a folder that is no warm checkout (so `python -m warmcli` is the one on PYTHONPATH)."""
-
-    def __init__(self, folder: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-        self.env = dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")
-        self.folder = folder
-        self.workload = folder / "wl.py"
-
-    def cli(self, code: Path, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "warmcli", *map(str, args)],
-            capture_output=True, text=True, timeout=300, cwd=self.folder,
-            env=dict(self.env, PYTHONPATH=str(code), **env),
-        )  # fmt: skip
+class Both(TwoWarms):
+    """Today's warm (`today`), and yesterday's where `/tmp/base39` holds it (`TwoWarms`)."""
 
     def serve(self, code: Path, bundle: Path | None, **env: str) -> dict[str, object]:
         more = {"WARM_BUNDLE": str(bundle)} if bundle is not None else {}
@@ -162,7 +134,7 @@ def test_yesterdays_bundle_served_by_today_misses_only_the_keys_changed_on_purpo
 ) -> None:
     both, folder, cold = made
     old = folder / "yesterday.warm"
-    before = _digest(old)
+    before = digest(old)
     served = both.serve(ROOT, old, WARM_REPORT="1")
     assert served == {"digest": cold["digest"], "compiled": 0, "tuned": ["t_jstr", "t_np"]}
     # Every reader tells the same truth of it, and none changes the file.
@@ -177,7 +149,7 @@ def test_yesterdays_bundle_served_by_today_misses_only_the_keys_changed_on_purpo
     assert done.returncode == 0 and "every entry is servable" in done.stdout, done.stdout
     done = both.cli(ROOT, "stats", old, "--json")
     assert done.returncode == 0, done.stderr
-    assert _digest(old) == before
+    assert digest(old) == before
 
 
 def test_todays_re_warm_of_yesterdays_bundle_compiles_nothing_and_measures_two_tunes_once(
@@ -206,14 +178,14 @@ def test_yesterdays_warm_over_todays_bundle_signed_and_re_warmed_alternately(
     done = both.cli(ROOT, "run", both.workload, "-b", bundle, "--key", key, "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     trusted = {"WARM_TRUSTED_KEYS": f"{key}.pub"}
-    before = _digest(bundle)
+    before = digest(bundle)
     for args in (("verify", bundle), ("check", bundle), ("stats", bundle)):
         done = both.cli(YESTERDAY, *args, **trusted)
         assert done.returncode == 0, done.stdout + done.stderr
     assert "valid, trusted" in both.cli(YESTERDAY, "verify", bundle, **trusted).stdout
     served = both.serve(YESTERDAY, bundle, **trusted)
     assert served == {"digest": cold["digest"], "compiled": 0, "tuned": ["t_jstr", "t_np"]}
-    assert _digest(bundle) == before
+    assert digest(bundle) == before
     # Two machines re-warming it in turn, each signing: no kernel rebuilt, no tune thrashing.
     stored = []
     for code in (YESTERDAY, ROOT, YESTERDAY, ROOT):

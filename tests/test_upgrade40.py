@@ -16,7 +16,6 @@ Stop 40's warm is the checkout at `/tmp/base40` where one is, else a `git worktr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from upgrades import SERVE, TwoWarms, digest
 
 BASE = "5c60454"
 CHECKOUT = Path("/tmp/base40")
@@ -98,20 +98,7 @@ def workload(rt):
     for k in KERNELS:
         rt.launch(k, y, 256, grid=1, block=256)
 '''
-SERVE = """
-import hashlib, json, runpy, sys, warmcli
-rt = warmcli.runtime("host")
-ys = runpy.run_path(sys.argv[1])["workload"](rt)
-digest = hashlib.sha256(b"".join(rt.read(y).tobytes() for y in ys)).hexdigest()
-done = warmcli.report()
-print(json.dumps({"digest": digest, "compiled": len(done.kernels),
-                  "tuned": sorted(t.name.split()[0] for t in done.tunes)}))
-"""
 STORED = "bundle {}: stored {} new kernel(s) and {} new tune(s)"
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _keys(path: Path) -> tuple[list[str], list[str]]:
@@ -139,22 +126,12 @@ def old() -> Iterator[Path]:
         subprocess.run([*git, "worktree", "remove", "--force", str(made)], capture_output=True)
 
 
-class Fleet:
-    """Both warms over one folder (run from it: no warm checkout, so `python -m warmcli` is
-    the one on PYTHONPATH); `new` is today's, `old` stop 40's."""
+class Fleet(TwoWarms):
+    """Both warms over one folder (`TwoWarms`); `new` is today's, `old` stop 40's."""
 
     def __init__(self, folder: Path, old: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-        self.env = dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")
-        self.folder, self.new, self.old = folder, ROOT, old
-        self.workload, self.cuda = folder / "wl.py", folder / "cwl.py"
-
-    def cli(self, code: Path, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "warmcli", *map(str, args)],
-            capture_output=True, text=True, timeout=300, cwd=self.folder,
-            env=dict(self.env, PYTHONPATH=str(code), **env),
-        )  # fmt: skip
+        super().__init__(folder)
+        self.new, self.old, self.cuda = ROOT, old, folder / "cwl.py"
 
     def ok(self, code: Path, *args: object, **env: str) -> str:
         done = self.cli(code, *args, **env)
@@ -231,7 +208,7 @@ def test_each_serves_and_reads_the_others_bundle_compiling_and_changing_nothing(
     f, cold = fleet
     code = f.new if reader == "new" else f.old
     bundle = f.folder / ("old.warm" if reader == "new" else "new.warm")
-    before = _digest(bundle)
+    before = digest(bundle)
     assert f.serve(code, bundle, WARM_STRICT="1") == dict(cold, compiled=0, tuned=[])
     f.ok(code, "verify", "--workload", f.workload, bundle)
     assert "compiled 0" in f.ok(code, "verify", "--workload", f.cuda, "--arch", "sm_90", bundle)
@@ -246,7 +223,7 @@ def test_each_serves_and_reads_the_others_bundle_compiling_and_changing_nothing(
               for s in (stats, theirs)]  # fmt: skip
     assert shares[0] == shares[1] and max(k[1] for k in shares[0]) == 2, shares
     f.ok(code, "diff", f.folder / "new.warm", f.folder / "old.warm")
-    assert _digest(bundle) == before
+    assert digest(bundle) == before
     copy = f.folder / f"clean-{reader}.warm"
     shutil.copy(bundle, copy)
     f.ok(code, "clean", copy)
