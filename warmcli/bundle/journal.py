@@ -119,8 +119,9 @@ def _foreign(fd: int, size: int, db: str) -> tuple[int, int] | None:
     as it was before the write (a record of its first segment, its checksum sound) and the
     file's change counter (header offset 24), which a write transaction moves once, so the
     file holds that page's or one more; any other, with the journal the same one before
-    and after (its random nonce: no writer began another meanwhile), is another file's
-    (both counters). None where that cannot be told (no such record, no file, a long scan)."""
+    and after reading the file (still there, not deleted by a live writer's commit, and its
+    random nonce: no writer began another in it meanwhile), is another file's (both
+    counters). None where that cannot be told (no such record, no file, a long scan)."""
     first = _page_one(fd, size)
     try:  # (no FIFO waited on: a file that is none is refused by its open)
         file = os.open(db, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
@@ -133,7 +134,19 @@ def _foreign(fd: int, size: int, db: str) -> tuple[int, int] | None:
     now = int.from_bytes(header[24:], "big")
     if first is None or len(header) < 28 or now in (first[1], (first[1] + 1) & 0xFFFFFFFF):
         return None
+    if not _still_there(fd, f"{db}-journal"):  # committed meanwhile: the file moved on since
+        return None
     return (first[1], now) if _page_one(fd, size) == first else None
+
+
+def _still_there(fd: int, journal: str) -> bool:
+    """Whether the journal open at `fd` is still the one at `journal`: a live writer's
+    commit deletes it (SQLite's DELETE mode), and its next transactions move the file's
+    counter on, while `fd` still reads the deleted one's page 1."""
+    try:
+        return os.fstat(fd).st_nlink > 0 and os.lstat(journal).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
 
 
 _SCANNED = 4096  # journal records looked through for page 1's (a longer journal: not judged)
