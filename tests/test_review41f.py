@@ -4,8 +4,10 @@ processes, real SQLite files, the real C compiler."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,69 @@ def test_a_live_writers_journal_deleted_by_its_commit_is_not_refused_as_another_
         writer.wait()
     assert stats.returncode == 0 and "Traceback" not in err, err
     assert "cannot be this file's" not in err and "kernels" in out.lower(), (out, err)
+
+
+# A live writer that holds its transaction open (its journal beside the bundle, not hot).
+HOLD = r"""
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN IMMEDIATE")
+c.execute("UPDATE manifest SET value = value || ' ' WHERE key = 'updated'")
+c.execute("PRAGMA cache_size = 1")
+print("held", flush=True)
+input()
+c.execute("ROLLBACK")
+"""
+
+SERVE = """
+import sys
+import tempfile
+sys.path.insert(0, sys.argv[1])
+import warmcli, work
+rt = warmcli.runtime("host")
+print(rt.read(work.workload(rt)[0]).sum(), len(warmcli.report().kernels))
+"""
+
+
+def test_a_reader_that_may_not_write_the_folder_reads_past_a_live_writers_journal(
+    tmp_path: Path, warmed: Path
+) -> None:
+    """A serving user who may not write the bundle's folder, started while its owner's
+    writer is in a transaction: the journal is a live writer's, not hot (SQLite reads past
+    it). It was taken for an interrupted write ('open the bundle once where it is writable
+    to roll the write back'): warm stats exited 2, WARM_BUNDLE's open raised into the
+    program. It serves now."""
+    as_other: list[str] = []
+    if os.geteuid() == 0:  # root may write anywhere: the reader is another user
+        if not Path("/usr/bin/setpriv").exists():
+            pytest.skip("no setpriv to read as another user")
+        as_other = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        shared = Path(tempfile.mkdtemp(prefix="review41f-"))
+        shared.chmod(0o755)
+        shutil.copyfile(warmed, shared / "b.warm")
+        shutil.copyfile(tmp_path / "work.py", shared / "work.py")
+        for f in shared.iterdir():
+            f.chmod(0o644)
+        folder = shared
+    else:
+        folder = tmp_path
+    bundle = folder / "b.warm"
+    env = dict(_env(tmp_path), WARM_HOME=str(folder / "home-reader"), WARM_BUNDLE=str(bundle))
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    writer = subprocess.Popen([PY, "-c", HOLD, str(bundle)], **pipes)  # type: ignore[call-overload]
+    try:
+        assert writer.stdout.readline() == "held\n"
+        assert Path(f"{bundle}-journal").stat().st_size > 0
+        folder.chmod(0o555)
+        run = {"env": env, "capture_output": True, "text": True, "timeout": 60}
+        stats = subprocess.run([*as_other, PY, "-m", "warmcli", "stats", bundle], **run)  # type: ignore[call-overload]
+        served = subprocess.run([*as_other, PY, "-c", SERVE, folder], **run)  # type: ignore[call-overload]
+    finally:
+        folder.chmod(0o755)
+        writer.kill()
+        writer.wait()
+    assert stats.returncode == 0, stats.stderr
+    assert served.returncode == 0 and "Traceback" not in served.stderr, served.stderr
+    assert served.stdout.split()[1] == "0", served.stdout  # every kernel served, none compiled
+    if as_other:
+        shutil.rmtree(folder)

@@ -20,7 +20,9 @@ hard link too: its other name is another of the user's files) or no regular file
 belongs to the file beside it, not to its name: `publish`, which moves a new bundle into
 place, first removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite
 would play that file's old pages into the new one); `temp_beside` names the file a writer
-makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead). It
+makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
+Where this process may not write the bundle's folder (`may_write`), a journal is rolled back
+by nobody here: `is_hot` asks SQLite whether it is hot, or a live writer's it reads past. It
 owns no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
 into its own file).
 """
@@ -173,6 +175,33 @@ def _page_one(fd: int, size: int) -> tuple[int, int] | None:
             return None
         return nonce, int.from_bytes(data[24:28], "big")
     return None
+
+
+def may_write(path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write the file at `path` and the folder SQLite's journal of
+    it is in (that of the file a link names)."""
+    folder = os.path.dirname(os.path.realpath(path))
+    return os.access(path, os.W_OK) and os.access(folder, os.W_OK)
+
+
+def is_hot(uri: str) -> bool:
+    """Whether SQLite finds the journal beside the bundle at the read-only `uri` hot (to
+    roll back: no live writer holds it) or cannot tell (another failure), asked without
+    waiting by a read-only connection, which never plays a journal: a live writer's is
+    not (SQLite reads past it, or waits for its commit)."""
+    import _sqlite3  # (the C module: a serving process has it loaded already)
+
+    conn = _sqlite3.connect(uri, uri=True, timeout=0.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.execute("PRAGMA schema_version").fetchone()  # a read: the header, no schema
+    except _sqlite3.Error as exc:
+        text = str(exc).lower()  # busy: a writer committing holds the lock, its journal live
+        busy = isinstance(exc, _sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+        return not busy
+    finally:
+        conn.close()
+    return False
 
 
 def temp_beside(real: Path) -> Path:
