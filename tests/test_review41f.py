@@ -168,3 +168,49 @@ def test_a_reader_that_may_not_write_the_folder_reads_past_a_live_writers_journa
     assert served.stdout.split()[1] == "0", served.stdout  # every kernel served, none compiled
     if as_other:
         shutil.rmtree(folder)
+
+
+# Two jobs' workloads: each opens the bundle, waits (both open before either stores), builds.
+TWO_JOBS = """
+import os, time
+from warmcli import Kernel
+
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+
+
+def workload(rt):
+    time.sleep(float(os.environ.get("PAUSE", "0")))
+    outs = []
+    for d in os.environ["DIVS"].split(","):
+        o = rt.buffer(9, "float64")
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 9)
+        outs.append(o)
+    return outs
+"""
+
+
+def test_two_signing_runs_at_once_under_trusted_keys_leave_every_row_signed(
+    tmp_path: Path,
+) -> None:
+    """Two 'warm run --key K' jobs at once on a bundle K signed, WARM_TRUSTED_KEYS=K.pub:
+    each signs what K had signed when it opened and what it stored, replacing K's earlier
+    signature. The second replaced the first's, made since it opened: the first job's
+    kernels were left unsigned (both said 'signed', verify 'complete', exit 0), so every
+    process trusting K compiled them cold. Now what K signs as stored then is kept."""
+    (tmp_path / "jobs.py").write_text(TWO_JOBS)
+    env = dict(_env(tmp_path), WARM_TRUSTED_KEYS=str(tmp_path / "k.pub"))
+    bundle, key = tmp_path / "b.warm", tmp_path / "k"
+    warm = [PY, "-m", "warmcli"]
+    assert subprocess.run([*warm, "keygen", key], env=env, capture_output=True).returncode == 0
+    run = [*warm, "run", tmp_path / "jobs.py", "-b", bundle, "-q", "--key", key]
+    assert subprocess.run(run, env=dict(env, DIVS="3"), timeout=120).returncode == 0
+    jobs = [
+        subprocess.Popen(run, env=dict(env, DIVS=divs, PAUSE="2"), stdout=subprocess.DEVNULL)
+        for divs in ("5,6", "7,8")
+    ]
+    assert [job.wait(timeout=120) for job in jobs] == [0, 0]
+    verify = subprocess.run(
+        [*warm, "verify", bundle], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "not signed by a trusted key" not in verify.stdout + verify.stderr
