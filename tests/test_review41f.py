@@ -214,3 +214,76 @@ def test_two_signing_runs_at_once_under_trusted_keys_leave_every_row_signed(
     )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "not signed by a trusted key" not in verify.stdout + verify.stderr
+
+
+# A writer holding SQLite's exclusive lock (a long commit: a VACUUM of a big bundle) until told.
+EXCLUSIVE = r"""
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+c.execute("UPDATE manifest SET value = value || ' ' WHERE key = 'updated'")
+print("held", flush=True)
+input()
+c.execute("ROLLBACK")
+print("done", flush=True)
+input()
+"""
+
+# A serving process (the lock wait shortened to 2 s, as test_fleet41 does), its bundle open:
+# one kernel read while the lock is held, then two more once told the writer is done.
+READ_LATER = """
+import os, sys
+import warmcli.bundle.file as bundle_file
+bundle_file.LOCK_WAIT_SECONDS = 2.0
+sys.path.insert(0, sys.argv[2])
+import warmcli, jobs
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+os.environ["DIVS"] = "3"
+jobs.workload(rt)  # the bundle open, this one served
+print("open", flush=True)
+input()
+os.environ["DIVS"] = "5"
+jobs.workload(rt)
+print(len(warmcli.report().kernels), flush=True)
+input()
+os.environ["DIVS"] = "6,7"
+jobs.workload(rt)
+print(len(warmcli.report().kernels), flush=True)
+"""
+
+
+def test_a_serving_process_serves_again_once_a_lock_it_waited_out_is_free(
+    tmp_path: Path,
+) -> None:
+    """A lock held past the wait need not be a stopped writer: a long commit ends. The read
+    that waited it out is a miss (cold); later ones were all misses for the process's life,
+    never looked at again. Now a later read asks, without waiting, whether the lock is free:
+    the kernels read once the writer is done are served."""
+    (tmp_path / "jobs.py").write_text(TWO_JOBS)
+    env = _env(tmp_path)
+    bundle = tmp_path / "b.warm"
+    run = [PY, "-m", "warmcli", "run", tmp_path / "jobs.py", "-b", bundle, "-q"]
+    for divs in ("3", "5", "6", "7"):  # one run each: each kernel's binary its own, read lazily
+        assert subprocess.run(run, env=dict(env, DIVS=divs), timeout=120).returncode == 0
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    cmd = [PY, "-c", READ_LATER, str(bundle), str(tmp_path)]
+    reader = subprocess.Popen(cmd, env=env, **pipes)  # type: ignore[call-overload]
+    writer = None
+    try:
+        assert reader.stdout.readline() == "open\n"
+        writer = subprocess.Popen([PY, "-c", EXCLUSIVE, str(bundle)], **pipes)  # type: ignore[call-overload]
+        assert writer.stdout.readline() == "held\n"
+        reader.stdin.write("\n")
+        reader.stdin.flush()
+        assert reader.stdout.readline() == "1\n"  # waited out: that one kernel compiled cold
+        writer.stdin.write("\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline() == "done\n"
+        later = reader.communicate("\n", timeout=60)[0]
+    finally:
+        for process in (reader, writer):
+            if process is not None:
+                process.kill()
+                process.wait()
+    assert later == "1\n", later  # the two read after: served, none compiled
