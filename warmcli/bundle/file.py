@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.bundle.journal import check_journal, check_wal_files
+from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
 from warmcli.errors import WRITE_FAILED, BundleError, BundleLocked, disk_full
@@ -207,13 +207,15 @@ def recover(path: str | Path, judged: bool = False) -> None:
     that may write; a read-only one fails instead. The rollback takes SQLite's own
     locks, never warm's file lock, so readers never wait for warm's writers. The journal
     is beside the file a symlinked `path` names, where SQLite keeps it (`judged`: an open
-    that `check_journal` found it for, its one look). A journal may restore a header that
-    says WAL, so a `-wal` or `-shm` that is a link is refused first (`check_wal_files`)."""
+    that `check_journal` found it for; where it may not write, only one SQLite finds hot,
+    `is_hot`). Its page 1 may say WAL: a `-wal` or `-shm` link is refused first."""
     if not (judged or check_journal(path)):  # none or empty (one SQLite must not play: refused)
         return
     check_wal_files(path)  # its page 1 may say WAL: SQLite would open a `-shm` link at once
     journal = f"{os.path.basename(os.path.realpath(path))}-journal"
     problem = f"a write was interrupted ({journal} is left)"
+    if not (may_write(path) or is_hot(_read_only_uri(path))):
+        return  # a live writer's (SQLite reads past it): no write was interrupted
     _mend(path, problem, "roll the write back", "SELECT count(*) FROM sqlite_master")
     # What it restored is checked as an open checks it: one planted beside a bundle a
     # process has open may restore a view or trigger that no open has seen (refused).
@@ -246,8 +248,7 @@ def _mend(path: str | Path, problem: str, remedy: str, sql: str) -> tuple[Any, .
     """Run `sql` once through a connection that may write (what a read-only open cannot
     mend); refused, naming `problem`, where the file (or its folder, where SQLite's journal
     goes: that of the file a symlink names) cannot be written."""
-    folder = os.path.dirname(os.path.realpath(path))
-    if not (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
+    if not may_write(path):
         raise BundleError(
             f"{path}: {problem}; open the bundle once where it is writable to {remedy}"
         )

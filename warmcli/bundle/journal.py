@@ -20,7 +20,9 @@ hard link too: its other name is another of the user's files) or no regular file
 belongs to the file beside it, not to its name: `publish`, which moves a new bundle into
 place, first removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite
 would play that file's old pages into the new one); `temp_beside` names the file a writer
-makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead). It
+makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
+Where this process may not write the bundle's folder (`may_write`), a journal is rolled back
+by nobody here: `is_hot` asks SQLite whether it is hot, or a live writer's it reads past. It
 owns no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
 into its own file).
 """
@@ -119,8 +121,9 @@ def _foreign(fd: int, size: int, db: str) -> tuple[int, int] | None:
     as it was before the write (a record of its first segment, its checksum sound) and the
     file's change counter (header offset 24), which a write transaction moves once, so the
     file holds that page's or one more; any other, with the journal the same one before
-    and after (its random nonce: no writer began another meanwhile), is another file's
-    (both counters). None where that cannot be told (no such record, no file, a long scan)."""
+    and after reading the file (still there, not deleted by a live writer's commit, and its
+    random nonce: no writer began another in it meanwhile), is another file's (both
+    counters). None where that cannot be told (no such record, no file, a long scan)."""
     first = _page_one(fd, size)
     try:  # (no FIFO waited on: a file that is none is refused by its open)
         file = os.open(db, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
@@ -133,7 +136,19 @@ def _foreign(fd: int, size: int, db: str) -> tuple[int, int] | None:
     now = int.from_bytes(header[24:], "big")
     if first is None or len(header) < 28 or now in (first[1], (first[1] + 1) & 0xFFFFFFFF):
         return None
+    if not _still_there(fd, f"{db}-journal"):  # committed meanwhile: the file moved on since
+        return None
     return (first[1], now) if _page_one(fd, size) == first else None
+
+
+def _still_there(fd: int, journal: str) -> bool:
+    """Whether the journal open at `fd` is still the one at `journal`: a live writer's
+    commit deletes it (SQLite's DELETE mode), and its next transactions move the file's
+    counter on, while `fd` still reads the deleted one's page 1."""
+    try:
+        return os.fstat(fd).st_nlink > 0 and os.lstat(journal).st_ino == os.fstat(fd).st_ino
+    except OSError:
+        return False
 
 
 _SCANNED = 4096  # journal records looked through for page 1's (a longer journal: not judged)
@@ -160,6 +175,33 @@ def _page_one(fd: int, size: int) -> tuple[int, int] | None:
             return None
         return nonce, int.from_bytes(data[24:28], "big")
     return None
+
+
+def may_write(path: str | os.PathLike[str]) -> bool:
+    """Whether this process may write the file at `path` and the folder SQLite's journal of
+    it is in (that of the file a link names)."""
+    folder = os.path.dirname(os.path.realpath(path))
+    return os.access(path, os.W_OK) and os.access(folder, os.W_OK)
+
+
+def is_hot(uri: str) -> bool:
+    """Whether SQLite finds the journal beside the bundle at the read-only `uri` hot (to
+    roll back: no live writer holds it) or cannot tell (another failure), asked without
+    waiting by a read-only connection, which never plays a journal: a live writer's is
+    not (SQLite reads past it, or waits for its commit)."""
+    import _sqlite3  # (the C module: a serving process has it loaded already)
+
+    conn = _sqlite3.connect(uri, uri=True, timeout=0.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.execute("PRAGMA schema_version").fetchone()  # a read: the header, no schema
+    except _sqlite3.Error as exc:
+        text = str(exc).lower()  # busy: a writer committing holds the lock, its journal live
+        busy = isinstance(exc, _sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+        return not busy
+    finally:
+        conn.close()
+    return False
 
 
 def temp_beside(real: Path) -> Path:

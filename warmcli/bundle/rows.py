@@ -10,8 +10,8 @@ not what warm writes raises `_Malformed`, which `RowReader` (the reads `Bundle` 
 retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listing's rows:
 `warmcli.bundle.oversize.each_named`). Its only state is this process's id (`_PROCESS`), a reader's
 rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`), and a lock it
-waited out once, read-only (`_locked`: no read waits again); it never decides what is served, and
-opens only a forked child's own connection (`_conn`, of the file the path names then)."""
+waited out once, read-only (`_locked`: no read waits again while `lock_probe.free` finds it held);
+it never decides what is served, and opens only a forked child's own connection (`_conn`)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
+from warmcli.bundle.lock_probe import free
 from warmcli.errors import REMOVED, BundleError, BundleLocked
 from warmcli.once import once
 from warmcli.printable import Pattern
@@ -122,8 +123,7 @@ class _KernelKeys(dict[int, str]):
         return key
 
 
-def _is_open(conn: sqlite3.Connection) -> bool:
-    """Whether `conn` is not closed (a closed one refuses even to say what it holds)."""
+def _is_open(conn: sqlite3.Connection) -> bool:  # (a closed one refuses even to say what it has)
     with contextlib.suppress(sqlite3.ProgrammingError):
         return conn.total_changes >= 0  # (read only to learn whether it is closed)
     return False
@@ -140,7 +140,7 @@ class RowReader:
     _ident: tuple[int, int]  # the (device, inode) of the file it opened
     _lock: threading.RLock
     _other_file: Callable[[], None]  # a forked child opened another file (`SignedRows`)
-    _locked: str | None = None  # read-only, waited for `LOCK_WAIT_SECONDS` once: never again
+    _locked: str | None = None  # read-only, waited for `LOCK_WAIT_SECONDS` once: not while held
 
     @property
     def _conn(self) -> sqlite3.Connection:
@@ -161,8 +161,7 @@ class RowReader:
     def _conn(self, connection: sqlite3.Connection) -> None:
         self._connection, self._pid = connection, _PROCESS[0]
 
-    def _close_connection(self) -> None:
-        """Close the connection (a forked child's inherited one is never used, see `_conn`)."""
+    def _close_connection(self) -> None:  # (a forked child's inherited one is never used: `_conn`)
         with self._lock:
             self._connection.close() if self._pid == _PROCESS[0] else None
 
@@ -179,8 +178,9 @@ class RowReader:
         than `limit` bytes, so no hostile value is loaded whole; a writer's has warm roll back
         a journal planted since its open (`settle_journal`), never SQLite, unchecked."""
         with self._lock, _sqlite_errors(self.fspath):
-            if self._locked is not None:  # (a writer stopped mid-write: what it reads is a miss)
+            if self._locked is not None and not free(self._conn):  # held still: a miss, unwaited
                 raise BundleLocked(self._locked)
+            self._locked = None  # (free since: read, and waited for as before)
             if self.writable and not self._conn.in_transaction:
                 settle_journal(self.fspath, sides=False)
             before = self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)

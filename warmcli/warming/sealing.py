@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.bundle.run_record import note_run, run_write
-from warmcli.bundle.signing import sign
+from warmcli.bundle.signing import RowSet, sign
+from warmcli.bundle.signing import covered as covered_now
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, RunInterrupted, WorkloadError
 
@@ -125,14 +126,25 @@ def _signed(bundle: Bundle) -> bool:
 
 
 def _sign_stored(bundle: Bundle, signing_key: Any, stored: int) -> str:
-    """Sign what the run may vouch for: under trusted keys, what they signed and what this
-    run stored; else every entry. Without a key: say whether what was stored is unsigned."""
+    """Sign what the run may vouch for: under trusted keys, what they signed (at its open, and
+    as stored when it signs: another run signing by the same key at once, whose signature
+    this one replaces, keeps its rows signed) and what this run stored; else every entry.
+    Without a key: say whether what was stored is unsigned."""
     if signing_key is None:
         signed: list[str] = []  # a malformed signature row is one too: the run stored
         if stored and (bundle.signatures(on_error=lambda k, _why: signed.append(k)) or signed):
             return f"the {stored} new entries are unsigned: sign the bundle again (warm sign)"
         return ""
-    covered, written = bundle.covered, bundle.written
-    keep = None if covered is None else (lambda t, n, h: h in covered or (t, n) in written)
-    signature = sign(bundle, signing_key, keep)
+    covered, written, trusted = bundle.covered, bundle.written, bundle._trusted
+    now: list[RowSet] = []  # what trusted keys sign as stored now, read in the signing write
+
+    def keep(table: str, name: str, row: bytes) -> bool:
+        if not now:  # another run's signature by this key since the open, replaced: kept
+            try:
+                now.append(covered_now(bundle, trusted) if trusted is not None else RowSet())
+            except BundleError:  # (refused: what was judged at the open stays the rule)
+                now.append(RowSet())
+        return row in now[0] or (table, name) in written or row in (covered or RowSet())
+
+    signature = sign(bundle, signing_key, None if covered is None else keep)
     return f"signed by key {signature.key_id}: {signature.count} row(s)"
