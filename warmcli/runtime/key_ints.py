@@ -38,8 +38,10 @@ def int_text(number: int) -> str:
 def may_differ(text: str) -> bool:
     """Whether JSON `text`, written under this process's limit, may hold an int past
     10**4300 in decimal (the limit raised or off: 0), which `int_text` writes in hex."""
+    if len(text) <= DEFAULT_DIGITS:  # (every tune call keys: the short test first)
+        return False
     limit = sys.get_int_max_str_digits()
-    return len(text) > DEFAULT_DIGITS and (limit == 0 or limit > DEFAULT_DIGITS)
+    return limit == 0 or limit > DEFAULT_DIGITS
 
 
 def big_ints_text(value: Any, encode: Callable[[Any], str]) -> str:
