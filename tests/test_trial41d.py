@@ -82,3 +82,24 @@ def test_a_key_int_keys_alike_whatever_the_process_limit_on_int_text(
         served = serve(warm, script, bundle_path, digits)
         assert served.returncode == 0, (digits, served.stderr[-2000:])
         assert json.loads(served.stdout) == {"tunes": 0}, (digits, served.stderr[-2000:])
+
+
+def test_a_key_inside_itself_is_one_line_naming_the_tunable(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    """A key= value that holds itself is refused as JSON refuses it (this branch's first
+    walk for big ints went on, once JSON refused it, to Python's recursion limit: a
+    RecursionError, not the tunable's error)."""
+    text = BIG_KEY.format(power=1, dict_key="1").replace(
+        'key=lambda y, n: {"n": n, "seed": 7 ** 1, 1: 1}', "key=selfref"
+    )
+    text = text.replace(
+        "T = Tunable(",
+        "def selfref(y, n):\n    v = [n]\n    v.append(v)\n    return v\n\n\nT = Tunable(",
+    )
+    script = workload_file(text)
+    proc = warm("run", script, "-b", bundle_path, "--quiet")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    [line] = proc.stderr.strip().splitlines()
+    assert "TuneSpecError: tunable big: key= gave a value with no JSON text" in line, line
+    assert "Circular reference detected" in line, line

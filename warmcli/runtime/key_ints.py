@@ -57,23 +57,29 @@ def big_ints_text(value: Any, encode: Callable[[Any], str]) -> str:
         texts[json.dumps(mark)] = json.dumps(digits) if key else digits
         return mark
 
+    path: set[int] = set()  # the containers walked into: one inside itself, as JSON says
+
+    def big(number: Any) -> bool:
+        return (
+            isinstance(number, int)
+            and not isinstance(number, bool)
+            and (number.bit_length() > _SMALL_BITS)
+        )
+
     def walk(part: Any) -> Any:
-        if isinstance(part, int) and not isinstance(part, bool):
-            return stand_in(part, False) if part.bit_length() > _SMALL_BITS else part
-        if isinstance(part, tuple | list):
-            return [walk(v) for v in part]
+        if big(part):
+            return stand_in(part, False)
+        if not isinstance(part, tuple | list | dict):
+            return part
+        if id(part) in path:
+            raise ValueError("Circular reference detected")
+        path.add(id(part))
         if isinstance(part, dict):
-            return {
-                (
-                    stand_in(k, True)
-                    if isinstance(k, int)
-                    and not isinstance(k, bool)
-                    and k.bit_length() > _SMALL_BITS
-                    else k
-                ): walk(v)
-                for k, v in part.items()
-            }
-        return part
+            out: Any = {(stand_in(k, True) if big(k) else k): walk(v) for k, v in part.items()}
+        else:
+            out = [walk(v) for v in part]
+        path.discard(id(part))
+        return out
 
     text = encode(walk(value))
     for mark, digits in texts.items():
