@@ -2,11 +2,12 @@
 
 A tune key must come out the same in `warm run` and in every production process, or a
 bundle never serves it. This module renders the inputs (`describe_input`; `inputs_text`
-names the tunable and input it cannot read), a `key=` callable's value (`key_text`: a
-value whose text is a default object repr, holding a memory address, or a set of no
-stable order is refused with a `TuneSpecError`; a str that another value's JSON text is
-(`"1"`), or that starts with the tag, is tagged `str:`, so two values never share a key)
-and a `check=` spec (`check_identity`: a candidate's name, or a callable by its qualified name
+names the tunable and input it cannot read), a `key=` callable's value (`key_text`, its
+ints written as an input's, `key_ints`: a value whose text is a default object repr,
+holding a memory address, or a set of no stable order is refused with a `TuneSpecError`;
+a str that another value's JSON text is (`"1"`), or that starts with the tag, is tagged
+`str:`, so two values never share a key) and a `check=` spec (`check_identity`:
+a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
 tunable's name or candidates (`check_names`), its samples (`check_spec`, with a `key=`
@@ -27,12 +28,8 @@ import numpy as np
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
+from warmcli.runtime.key_ints import big_ints_text, int_text, may_differ
 
-# An int input keys as its decimal text below 10**4300 (Python's default limit on an int's
-# text, 4,300 digits), in hex from it: the same text in every process, whatever its limit is
-# set to. One of at most these bits is below it (2**14284 < 10**4300 < 2**14285): only a
-# longer one is compared with 10**4300, made then (not at import: ~35 us a process).
-_DECIMAL_BITS = 14284
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
@@ -185,7 +182,7 @@ def describe_input(value: Any, bucket: str | None = None, nested: bool = False) 
     """What of one input keys a tune, as text: a buffer's dtype and shape, a scalar's value.
 
     A numpy scalar keys like the Python number it holds (`np.int64(3)` as `3`); an int of
-    more than 4,300 digits, in hex (`_DECIMAL_BITS`). Anything else is a `TypeError` saying
+    more than 4,300 digits, in hex (`key_ints.int_text`). Anything else is a `TypeError` saying
     what the input is (or, `nested` in a tuple or list, holds).
     """
     if isinstance(value, np.generic):
@@ -196,15 +193,7 @@ def describe_input(value: Any, bucket: str | None = None, nested: bool = False) 
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, int):
-        number = pow2(value) if bucket == "pow2" else value
-        if number.bit_length() <= _DECIMAL_BITS or abs(number) < 10**4300:
-            try:
-                return str(number)
-            except ValueError:  # Python's limit on int text set lower: the same digits
-                import decimal  # (imported here: no serving process needs it)
-
-                return str(decimal.Decimal(number))
-        return hex(number)  # past the default limit: in hex, whatever the limit is set to
+        return int_text(pow2(value) if bucket == "pow2" else value)
     if isinstance(value, float | str):
         return repr(value)
     if isinstance(value, tuple | list):
@@ -364,11 +353,22 @@ def _keys(value: Any) -> Any:
     return value
 
 
+def _json_text(derived: Any) -> str:
+    try:
+        text = _KEY_JSON(derived)
+    except TypeError:  # a dict keyed by a numpy number, which JSON takes as its number
+        return _KEY_JSON(_keys(derived))
+    if "{" in text and (keyed := _keys(derived)) is not derived:  # a str key JSON writes as
+        return _KEY_JSON(keyed)  # it writes another key: tagged
+    return text
+
+
 def key_text(name: str, derived: Any) -> str:
     """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
     string (tagged `str:` where it is some other value's JSON, `"1"` beside `1`, or starts
     with the tag: `_tagged`), else its JSON (a numpy number as the number it holds, a dict's
-    key too; a dict's str key tagged where JSON writes another key so, `"1"` beside `1`, or
+    key too; an int as an input's, whatever the limit on an int's text: `key_ints`; a dict's
+    str key tagged where JSON writes another key so, `"1"` beside `1`, or
     it starts with the tag: `_key`; anything else JSON has no form for as its `str`, a set
     sorted). Read once (every tune call keys), a value holding a dict twice; `_stable` walks
     it again only where a part is refused, to name it."""
@@ -377,12 +377,11 @@ def key_text(name: str, derived: Any) -> str:
     else:
         try:
             try:
-                text = _KEY_JSON(derived)
-            except TypeError:  # a dict keyed by a numpy number, which JSON takes as its number
-                text = _KEY_JSON(_keys(derived))
-            else:  # a dict's str key that JSON writes as it writes another key: tagged
-                if "{" in text and (keyed := _keys(derived)) is not derived:
-                    text = _KEY_JSON(keyed)
+                text = _json_text(derived)
+                if may_differ(text):  # an int past 10**4300 in decimal: in hex, as elsewhere
+                    text = big_ints_text(derived, _json_text)
+            except ValueError:  # an int past this process's limit on an int's text
+                text = big_ints_text(derived, _json_text)
         except TuneSpecError:  # a set with no order the same in every process
             _stable(name, derived)  # raises, naming the tunable
             raise

@@ -1,0 +1,87 @@
+"""An int's text in a tune key, the same in every process whatever Python's limit on an
+int's text (`PYTHONINTMAXSTRDIGITS`, `sys.set_int_max_str_digits`) is set to there.
+
+`int_text` writes an int as its decimal digits below 10**4300 (the default limit, 4,300
+digits), in hex from it; `big_ints_text` writes a `key=` value's JSON text with each of its
+ints so (a dict's int key too, quoted as JSON quotes it), where JSON's own text of it
+would follow the limit: raise under a lower one, or hold decimal digits past 10**4300
+under a higher one. It owns no state.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+# One of at most these bits is below 10**4300 (2**14284 < 10**4300 < 2**14285): only a
+# longer one is compared with 10**4300, made then (not at import: ~35 us a process).
+_DECIMAL_BITS = 14284
+DEFAULT_DIGITS = 4300  # Python's default limit on an int's text
+_SMALL_BITS = 2000  # an int of at most these bits has at most 603 digits: under any limit
+
+
+def int_text(number: int) -> str:
+    """`number` as decimal digits below 10**4300, whatever the limit; in hex from it."""
+    if number.bit_length() <= _DECIMAL_BITS or abs(number) < 10**DEFAULT_DIGITS:
+        try:
+            return str(number)
+        except ValueError:  # Python's limit on int text set lower: the same digits
+            import decimal  # (imported here: no serving process needs it)
+
+            return str(decimal.Decimal(number))
+    return hex(number)  # past the default limit: in hex, whatever the limit is set to
+
+
+def may_differ(text: str) -> bool:
+    """Whether JSON `text`, written under this process's limit, may hold an int past
+    10**4300 in decimal (the limit raised or off: 0), which `int_text` writes in hex."""
+    if len(text) <= DEFAULT_DIGITS:  # (every tune call keys: the short test first)
+        return False
+    limit = sys.get_int_max_str_digits()
+    return limit == 0 or limit > DEFAULT_DIGITS
+
+
+def big_ints_text(value: Any, encode: Callable[[Any], str]) -> str:
+    """`encode(value)`, each int of more than `_SMALL_BITS` bits in it (in a dict, tuple or
+    list, a dict's key too) written by `int_text`: a placeholder string stands in for it
+    (a nonce of this call's: no string of the value's spells it), replaced in the text."""
+    nonce = uuid.uuid4().hex
+    texts: dict[str, str] = {}
+
+    def stand_in(number: int, key: bool) -> str:
+        mark = f"\x00{nonce}:{len(texts)}\x00"
+        digits = int_text(number)
+        texts[json.dumps(mark)] = json.dumps(digits) if key else digits
+        return mark
+
+    path: set[int] = set()  # the containers walked into: one inside itself, as JSON says
+
+    def big(number: Any) -> bool:
+        return (
+            isinstance(number, int)
+            and not isinstance(number, bool)
+            and (number.bit_length() > _SMALL_BITS)
+        )
+
+    def walk(part: Any) -> Any:
+        if big(part):
+            return stand_in(part, False)
+        if not isinstance(part, tuple | list | dict):
+            return part
+        if id(part) in path:
+            raise ValueError("Circular reference detected")
+        path.add(id(part))
+        if isinstance(part, dict):
+            out: Any = {(stand_in(k, True) if big(k) else k): walk(v) for k, v in part.items()}
+        else:
+            out = [walk(v) for v in part]
+        path.discard(id(part))
+        return out
+
+    text = encode(walk(value))
+    for mark, digits in texts.items():
+        text = text.replace(mark, digits)
+    return text
