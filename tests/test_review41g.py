@@ -1,0 +1,68 @@
+"""review41g: a `--dask` re-run's seeds and a pending tune's kernels (a4d3389's trade-off)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from conftest import Warm, nvrtc_release_or_skip
+
+TUNE = r"""
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void z(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] += V; }'
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(k, y, n, block=128, stream=stream)
+T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", language="cuda", defines={"V": v})
+                   for v in (TAG, TAG + 1)}, launch)
+def workload(rt):
+    rt.tune(T, rt.buffer(128), 128)
+"""
+
+
+def _candidate_of_another_shard(tmp_path: Path) -> tuple[Path, int]:
+    """The workload, one candidate of its tune owned (its content hash) by the shard of 2
+    that does not own the tune; and the tune's shard."""
+    from warmcli.runtime.shard import Shard, tune_token
+
+    for tag in range(1, 64):
+        script = tmp_path / f"t{tag}.py"
+        script.write_text(TUNE.replace("TAG", str(tag)))
+        spec = importlib.util.spec_from_file_location(f"review41g_t{tag}", script)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        token = tune_token("zt", "float32[128] 128", module.T.checksum)
+        (owner,) = [i for i in range(2) if Shard(i, 2).owns(token)]
+        hashes = [k.content_hash for k in module.T.candidates.values()]
+        if any(not Shard(owner, 2).owns(h) for h in hashes):
+            return script, owner
+        script.unlink()
+    raise AssertionError("no tag puts a candidate in another shard")  # pragma: no cover
+
+
+def test_a_pending_tunes_seed_holds_every_binary_of_its_candidates(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A `--dask` re-run sends the shard owning a pending tune the rows of its candidates,
+    but by the candidate's kernel key only (its cubin's): a candidate whose content hash is
+    another shard's arrived without its PTX, and the tune's check (each re-run) compiled it
+    again, the shard's line saying it stored a new kernel that the bundle held. Every row of
+    a candidate's kernel (its content hash) is now in the seed: the re-run compiles none."""
+    nvrtc_release_or_skip()
+    from warmcli.warming.seeds import shard_seeds
+
+    script, owner = _candidate_of_another_shard(tmp_path)
+    bundle = tmp_path / "b.warm"
+    done = warm("run", script, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = tmp_path / "seeds"
+    folder.mkdir()
+    seed = shard_seeds(bundle, 2, folder).paths[owner]
+    assert seed is not None
+    done = warm("run", script, "--arch", "sm_90", "--shard", f"{owner}/2", "-b", seed, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert sum(p["compilation"]["compiled"] for p in doc["passes"]) == 0, doc["passes"]
+    assert doc["stored"] == {"kernels": 0, "tunes": 0}, doc["stored"]
