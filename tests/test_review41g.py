@@ -66,3 +66,36 @@ def test_a_pending_tunes_seed_holds_every_binary_of_its_candidates(
     doc = json.loads(done.stdout)
     assert sum(p["compilation"]["compiled"] for p in doc["passes"]) == 0, doc["passes"]
     assert doc["stored"] == {"kernels": 0, "tunes": 0}, doc["stored"]
+
+
+TWO_CFG = """
+from warmcli import Kernel
+K = Kernel('#include "{a}"\\n#include "{b}"\\n#ifndef GB\\n#define GB 0\\n#endif\\n'
+           'void g(float *x) {{ x[0] = GA + GB; }}', "g", "P")
+def workload(rt):
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_a_headers_miss_names_one_of_two_same_named_headers_made_alike(
+    warm: Warm, workload_file: Path, tmp_path: Path
+) -> None:
+    """9cab0ae keeps an absolute include's file name only, so `/a/cfg.h` and `/b/cfg.h` are
+    both `cfg.h` in a build's list, and the miss compared a name's contents as a set: with
+    `/b/cfg.h` edited to read as `/a/cfg.h` does, each content this process reads was one
+    the build read under that name, and the miss named no header (before 9cab0ae it named
+    `/b/cfg.h`). A name is now changed where this process reads a content more times than
+    the build did: `changed: cfg.h`."""
+    first, second = tmp_path / "a" / "cfg.h", tmp_path / "b" / "cfg.h"
+    for header in (first, second):
+        header.parent.mkdir()
+    first.write_text("#define GA 1\n")
+    second.write_text("#ifndef GA\n#define GA 1\n#endif\n#define GB 2\n")
+    path = workload_file(TWO_CFG.format(a=first, b=second))
+    bundle = tmp_path / "two.warm"
+    run = warm("run", path, "-b", bundle, "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    second.write_text(first.read_text())  # the same contents as the other cfg.h now
+    proc = warm("verify", bundle, "--workload", path, cwd=tmp_path)
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("miss: kernel g: headers:")]
+    assert line.endswith("(changed: cfg.h)"), line
