@@ -99,3 +99,43 @@ def test_a_headers_miss_names_one_of_two_same_named_headers_made_alike(
     proc = warm("verify", bundle, "--workload", path, cwd=tmp_path)
     (line,) = [x for x in proc.stdout.splitlines() if x.startswith("miss: kernel g: headers:")]
     assert line.endswith("(changed: cfg.h)"), line
+
+
+ZERO_BESIDE = r"""
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void z(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] += V; }'
+ZERO = Kernel('extern "C" __global__ void zero(float *y, int n) '
+              '{ if (threadIdx.x < n) y[threadIdx.x] = 0; }', "zero", "Pi", language="cuda")
+def launch(rt, k, y, n, *, stream=None):
+    rt.launch(ZERO, y, n, block=128, stream=stream)  # (the edit: launched beside it now)
+    rt.launch(k, y, n, block=128, stream=stream)
+T = Tunable("zt", {f"v{v}": Kernel(SRC, "z", "Pi", language="cuda", defines={"V": v})
+                   for v in (1, 2)}, launch)
+def workload(rt):
+    rt.tune(T, rt.buffer(128), 128)
+"""
+
+
+def test_verify_arch_names_a_kernel_a_pending_tunes_launch_function_launches_now(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify --arch` ran its one compile-only pass, where a pending tune the bundle
+    holds queued its candidates and never ran its launch function: a kernel that launch
+    function launches now (edited since the pre-build) was missing, a `warm run` into the
+    bundle stored it (2 new kernels), and verify said `the bundle is complete`. Verify now
+    runs a pending tune's launch function as a pre-build does: the kernel is named missing."""
+    nvrtc_release_or_skip()
+    script, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    edit = "    rt.launch(ZERO, y, n, block=128, stream=stream)"
+    script.write_text(ZERO_BESIDE.replace(edit, ""))
+    done = warm("run", script, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    script.write_text(ZERO_BESIDE)
+    done = warm("verify", "--arch", "sm_90", "--workload", script, bundle)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "the bundle is complete" not in done.stdout, done.stdout
+    done = warm("run", script, "--arch", "sm_90", "-b", bundle, "-q")  # what it lacked
+    assert done.returncode == 0 and "stored 2 new kernel(s)" in done.stdout, done.stdout
+    done = warm("verify", "--arch", "sm_90", "--workload", script, bundle)
+    assert done.returncode == 0 and "the bundle is complete" in done.stdout, done.stdout
