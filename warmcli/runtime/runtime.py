@@ -251,6 +251,7 @@ class Runtime:
         record = self.tunes.get(key)
         measured = record is not None and record.status == "measured"
         built_otherwise = None  # a measured pick of another build than this process's
+        go = lambda k: tunable.launch(self, k, *inputs, stream=stream)  # noqa: E731
         if (
             record is not None
             and measured
@@ -267,6 +268,7 @@ class Runtime:
                 collector.count(device_id, "autotune", "unrecorded")  # a tune, counted once
             elif record is not None and not gathering and record.status == "pending":
                 self.tune_registrations.register_settled(collector, key, "pending")  # reached
+                check_pending(record, tunable.candidates, go, stream, "queued")  # what they launch
             if record is None:  # a compile-only verify names it (once: the miss policy's)
                 self._tune_miss(tunable, key, shape_key, built_otherwise)
             # A kernel recorded failed under the key it has here is not due again (not so others).
@@ -278,7 +280,6 @@ class Runtime:
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             self.kernels.flush()  # its candidates queued by the CompileOnly pass, built here
-            go = lambda k: tunable.launch(self, k, *inputs, stream=stream)  # noqa: E731
             check_pending(record, tunable.candidates, go, stream)  # and what they launch
             self.tune_registrations.register_settled(collector, key, "pending")  # reached
             return None

@@ -1,21 +1,22 @@
 """How a miss's explanation shows a key component's value, and which headers differ.
 
-`show` gives one value of a component as a miss line says it: defines and options as their
-items (a bundle's text that is not the JSON warm writes, cut), a source's, checksum's or
-headers' digest as its first 12 hex digits; `memo_show` keeps each text value's in a
-listing's memo. `changed_headers` names the headers a kernel's build read that differ from
-those this process reads (`header_files`, as `warmcli.kernel_parts.header_files` keeps them
-beside a key): those it reads with other contents, and those the build did not read at all;
-a bundle's build keyed before warm kept them, or whose list is malformed or far longer than
-warm writes, names none (the first few nearest builds are looked at: a miss costs little
-whatever the bundle holds). Only this process's own header names are shown (escaped:
-`printable`), never a bundle's text.
+`show` gives one value of a component as a miss line says it: defines and options as their items (a
+bundle's text that is not the JSON warm writes, cut), a source's, checksum's or headers' digest as
+its first 12 hex digits; `memo_show` keeps each text value's in a listing's memo. `changed_headers`
+names the headers a kernel's build read that differ from those this process reads (`header_files`,
+as `warmcli.kernel_parts.header_files` keeps them beside a key): those it reads with other contents
+(or a content more times than the build read it under that name: two absolute includes of one file
+name, made alike), and those the build did not read at all; a bundle's build keyed before warm kept
+them, or whose list is malformed or far longer than warm writes, names none (the first few nearest
+builds are looked at: a miss costs little whatever the bundle holds). Only this process's own header
+names are shown (escaped: `printable`), never a bundle's text.
 Pure: it reads its arguments only and never prints.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from warmcli.kernel_parts import MAX_HEADER_FILES, stored
@@ -65,10 +66,13 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     theirs = next((f for f in map(_files, texts) if f), None)
     if not theirs:
         return ""
-    read: dict[str, set[str]] = {}
+    read: dict[str, Counter[str]] = {}  # a name's contents, each as many times as read
     for name, sha in theirs:
-        read.setdefault(name, set()).add(sha)
-    changed = [n for n, sha in dict.fromkeys(ours) if n in read and sha not in read[n]]
+        read.setdefault(name, Counter())[sha] += 1
+    wants: dict[str, Counter[str]] = {}
+    for name, sha in ours:
+        wants.setdefault(name, Counter())[sha] += 1
+    changed = [n for n, shas in wants.items() if n in read and shas - read[n]]
     new = [n for n in dict.fromkeys(n for n, _ in ours) if n not in read]
     kinds = (("changed", changed), ("new", new))
     parts = [f"{kind}: {_names(names)}" for kind, names in kinds if names]

@@ -20,7 +20,9 @@ what their launch functions launch is built where an earlier pre-build's did not
 launch function edited since: an unchecked tunable's key does not cover it), for every shard as at
 the first check: the shard owning such a kernel never runs that tune's launch function, so a
 build left to it is built by none (a `--dask` re-run's shard, sent no other shard's kernels,
-builds such a kernel again: a compile, never a miss). This module never prints.
+builds such a kernel again: a compile, never a miss). A compile-only pass reaching it (a verify's:
+its only pass) runs them once too, apart, so what they launch is queued, named missing where the
+bundle lacks it. This module never prints.
 """
 
 from __future__ import annotations
@@ -114,14 +116,17 @@ def check_pending(
     candidates: Mapping[str, Kernel],
     run: Callable[[Kernel], None],
     stream: Stream,
+    once: str = "",
 ) -> None:
     """A pending tune the bundle holds, reached again by a pre-build: each candidate not
     recorded failed checked again, its verdict unused (the record stands), so a kernel its
     launch function launches beside it is built where an earlier pre-build built none
-    (whichever shard owns it: the shard owning it never runs this tune's launch function)."""
-    if record.key in _checked:  # once a process: a tune reached again, checked already
+    (whichever shard owns it: the shard owning it never runs this tune's launch function).
+    A compile-only pass's (`once` "queued": a verify's, a pre-build's first) queues what it
+    launches, once a process apart from the check that builds."""
+    if once + record.key in _checked:  # once a process: a tune reached again, checked already
         return
-    checked(record.key)
+    checked(once + record.key)
     failed = {c.name for c in record.candidates if c.status == "failed"}
     for name, kernel in candidates.items():
         if name not in failed:

@@ -1,19 +1,19 @@
 """What `warm run --dask` sends each shard of the bundle it runs into: its part, a "seed".
 
-A local re-run skips what its bundle already holds (a kernel built, a tune measured). A
-shard runs on its worker into a bundle of its own; `shard_seeds` writes, for each of the
-`count` shards, a new bundle (in the caller's temporary folder) holding what of the bundle
-at `path` that shard would reach, and nothing else: the kernels whose content hash it owns
-(`warmcli.runtime.shard`: `components["kernel"]`, every row lacking one too), the tunes it
-owns, and the kernels those tunes launch (a measured tune's pick; every candidate of one
-not measured), each row as the bundle holds it (a kernel's created and last-used times
-too; a tune's `updated` is when the seed was written), with the bundle's fingerprints. A
-seed is written for every shard, one that owns nothing too. The shard runs into its seed,
-so it builds and measures only what is new, and what it gives back is its part: the merge
-of the bundle and the shards is what a local re-run stores. Each seed records the
-bundle's run as shard I of N (`warmcli.bundle.run_record`): the part of a run that a shard
-owns is that shard of it, so a re-run of the same run is recorded whole after the merge, as
-a local re-run is, and another run's is recorded as none, as locally.
+A local re-run skips what its bundle already holds (a kernel built, a tune measured). A shard runs
+on its worker into a bundle of its own; `shard_seeds` writes, for each of the `count` shards, a new
+bundle (in the caller's temporary folder) holding what of the bundle at `path` that shard would
+reach, and nothing else: the kernels whose content hash it owns (`warmcli.runtime.shard`:
+`components["kernel"]`, every row lacking one too), the tunes it owns, and the kernels those tunes
+launch (a measured tune's pick; every candidate of one not measured; every row of its content hash:
+its cubin and its PTX), each row as the bundle holds it (a kernel's created and last-used times too;
+a tune's `updated` is when the seed was written), with the bundle's fingerprints. A seed is written
+for every shard, one that owns nothing too. The shard runs into its seed, so it builds and measures
+only what is new, and what it gives back is its part: the merge of the bundle and the shards is what
+a local re-run stores. Each seed records the bundle's run as shard I of N
+(`warmcli.bundle.run_record`): the part of a run that a shard owns is that shard of it, so a re-run
+of the same run is recorded whole after the merge, as a local re-run is, and another run's is
+recorded as none, as locally.
 
 A seed is sent as bytes through the scheduler (a worker on another machine has no access
 to the caller's bundle) and is written to a file there that the shard's `warm run` opens
@@ -139,10 +139,19 @@ def _write(source: Bundle, shards: Sequence[Shard], paths: Sequence[Path], limit
         for identity, kind, data in map(fingerprint_row, source.fingerprints()):
             for conn in conns:
                 put_fingerprint(conn, identity, kind, data)
+        contents = {  # a candidate's kernel by its content hash: its cubin and its PTX too
+            record.key: record.components.get("kernel")
+            for record, _ in source.each_kernel_used(on_error=skip, order=AS_STORED)
+        }
+        by_content: dict[str, set[int]] = {}
+        for key, owners in wanted.items():
+            if contents.get(key):
+                by_content.setdefault(str(contents[key]), set()).update(owners)
         for record, (created, used) in source.each_kernel_used(on_error=skip, order=AS_STORED):
             content = record.components.get("kernel")
             targets = {_owner(shards, content)} if content else set(range(len(shards)))
-            for i in sorted(targets | wanted.get(record.key, set())):
+            targets |= wanted.get(record.key, set()) | by_content.get(content or "", set())
+            for i in sorted(targets):
                 if sizes[i] <= limit:  # (one past it is dropped: never written whole)
                     sizes[i] += _copy_kernel(conns[i], source, record, (created, used))
         interns = [interner(conn, seed.path) for conn, seed in zip(conns, seeds, strict=True)]
