@@ -5,12 +5,14 @@ int's text (`PYTHONINTMAXSTRDIGITS`, `sys.set_int_max_str_digits`) is set to the
 digits), in hex from it; `big_ints_text` writes a `key=` value's JSON text with each of its
 ints so (a dict's int key too, quoted as JSON quotes it), where JSON's own text of it
 would follow the limit: raise under a lower one, or hold decimal digits past 10**4300
-under a higher one. It owns no state.
+under a higher one; `hex_int_text` says whether a str is the hex `int_text` writes (a
+`key=` str so spelled is tagged, not keyed as that int). It owns no state.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from typing import Any
 _DECIMAL_BITS = 14284
 DEFAULT_DIGITS = 4300  # Python's default limit on an int's text
 _SMALL_BITS = 2000  # an int of at most these bits has at most 603 digits: under any limit
+_HEX_CHARS = 3574  # "0x" and 10**4300's 3,572 hex digits: the shortest hex `int_text` writes
 
 
 def int_text(number: int) -> str:
@@ -35,6 +38,18 @@ def int_text(number: int) -> str:
     return hex(number)  # past the default limit: in hex, whatever the limit is set to
 
 
+def hex_int_text(text: str) -> bool:
+    """Whether str `text` is the hex `int_text` writes for some int (one past 10**4300):
+    the length first (every tune call with a str key asks), then the very text."""
+    if len(text) < _HEX_CHARS or not text.startswith(("0x", "-0x")):
+        return False
+    try:
+        number = int(text, 16)  # (no limit on a hex text's digits)
+    except ValueError:
+        return False
+    return hex(number) == text and abs(number) >= 10**DEFAULT_DIGITS
+
+
 def may_differ(text: str) -> bool:
     """Whether JSON `text`, written under this process's limit, may hold an int past
     10**4300 in decimal (the limit raised or off: 0), which `int_text` writes in hex."""
@@ -47,15 +62,15 @@ def may_differ(text: str) -> bool:
 def big_ints_text(value: Any, encode: Callable[[Any], str]) -> str:
     """`encode(value)`, each int of more than `_SMALL_BITS` bits in it (in a dict, tuple or
     list, a dict's key too) written by `int_text`: a placeholder string stands in for it
-    (a nonce of this call's: no string of the value's spells it), replaced in the text."""
+    (a nonce of this call's: no string of the value's spells it), replaced in the text in
+    one pass (one per stand-in was quadratic in a value of many)."""
     nonce = uuid.uuid4().hex
-    texts: dict[str, str] = {}
+    texts: list[str] = []
 
     def stand_in(number: int, key: bool) -> str:
-        mark = f"\x00{nonce}:{len(texts)}\x00"
         digits = int_text(number)
-        texts[json.dumps(mark)] = json.dumps(digits) if key else digits
-        return mark
+        texts.append(json.dumps(digits) if key else digits)
+        return f"\x00{nonce}:{len(texts) - 1}\x00"
 
     path: set[int] = set()  # the containers walked into: one inside itself, as JSON says
 
@@ -82,6 +97,7 @@ def big_ints_text(value: Any, encode: Callable[[Any], str]) -> str:
         return out
 
     text = encode(walk(value))
-    for mark, digits in texts.items():
-        text = text.replace(mark, digits)
-    return text
+    if not texts:
+        return text
+    marks = re.compile(re.escape(json.dumps(f"\x00{nonce}:")[:-1]) + r"(\d+)\\u0000\"")
+    return marks.sub(lambda found: texts[int(found.group(1))], text)

@@ -28,7 +28,7 @@ import numpy as np
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
-from warmcli.runtime.key_ints import big_ints_text, int_text, may_differ
+from warmcli.runtime.key_ints import big_ints_text, hex_int_text, int_text, may_differ
 
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
@@ -303,7 +303,7 @@ def _tagged(text: str) -> str:
                 return _TAG + text
         except (ValueError, RecursionError):  # no JSON, or nested past what it reads
             pass
-    return _TAG + text if text.startswith(_TAG) else text
+    return _TAG + text if text.startswith(_TAG) or hex_int_text(text) else text
 
 
 _SCALAR_KEYS = frozenset(("true", "false", "null", "NaN", "Infinity", "-Infinity"))
@@ -318,7 +318,7 @@ def _key(key: Any) -> Any:
         return key.item()
     if not isinstance(key, str):
         return key
-    if key in _SCALAR_KEYS or key.startswith(_TAG):
+    if key in _SCALAR_KEYS or key.startswith(_TAG) or hex_int_text(key):  # a big int's
         return _TAG + key
     if key[:1] in _NUMBER_FIRST:
         try:

@@ -1,0 +1,41 @@
+"""Review of stop 41's last merges (review41h): key_ints (trial41d) through the real
+`key_text` every tune call keys with.
+
+- A `key=` int past 10**4300 keys in hex (`0x...`, trial41d); a str `key=` value (or a
+  dict's str key) spelling that hex was not tagged, so the two values shared one tune key.
+- `big_ints_text` replaced each big int's stand-in with one pass over the whole text per
+  int: a `key=` value holding thousands of ints past 2,000 bits beside one past 10**4300
+  took seconds (quadratic) on every tune call.
+"""
+
+from __future__ import annotations
+
+import time
+
+from warmcli.runtime.tune_spec import key_text
+
+BIG = 10**4300  # the first int keyed in hex
+
+
+def test_a_str_spelling_a_big_ints_hex_is_not_that_ints_key() -> None:
+    for value in (BIG, -BIG, BIG * 7 + 3):
+        assert key_text("t", value) == hex(value)  # as an input's (trial41d)
+        assert key_text("t", hex(value)) != key_text("t", value)
+        assert key_text("t", {hex(value): 1}) != key_text("t", {value: 1})
+
+
+def test_texts_that_no_big_int_writes_keep_their_key() -> None:
+    small = hex(BIG - 1)  # below 10**4300: an int writes decimal digits there
+    padded = "0x0" + hex(BIG)[2:]
+    for text in ("0xff", "-0x10", small, hex(BIG).upper(), hex(BIG) + " ", padded):
+        assert key_text("t", text) == text
+        assert key_text("t", {text: 1}) == '{"' + text + '": 1}'
+
+
+def test_many_big_ints_key_in_linear_time() -> None:
+    count = 4000  # took ~3 s before, 4x that for twice as many
+    value = [BIG, *([2**2001] * count)]
+    start = time.perf_counter()
+    text = key_text("t", value)
+    assert time.perf_counter() - start < 1.0
+    assert text == "[" + ", ".join([hex(BIG), *([str(2**2001)] * count)]) + "]"
