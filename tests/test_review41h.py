@@ -6,11 +6,19 @@
 - `big_ints_text` replaced each big int's stand-in with one pass over the whole text per
   int: a `key=` value holding thousands of ints past 2,000 bits beside one past 10**4300
   took seconds (quadratic) on every tune call.
+- Whether a str `key=` value (or a dict's str key) is tagged as another value's text
+  followed the process's limit on an int's text: `"1" * 2000` keyed as `str:111...` in a
+  default process, as `111...` (the int's very text) where `PYTHONINTMAXSTRDIGITS=1000`,
+  and `"1" * 5000` tagged only where the limit was off: one key= value, two keys.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from warmcli.runtime.tune_spec import key_text
 
@@ -39,3 +47,26 @@ def test_many_big_ints_key_in_linear_time() -> None:
     text = key_text("t", value)
     assert time.perf_counter() - start < 1.0
     assert text == "[" + ", ".join([hex(BIG), *([str(2**2001)] * count)]) + "]"
+
+
+TEXTS = """\
+import hashlib, sys
+from warmcli.runtime.tune_spec import key_text
+for size in (700, 2000, 4300, 4301, 5000):
+    d = "1" * size
+    for v in (d, "-" + d, {d: 1}, "[" + d + "]", [d], (10 ** min(size, 4300) - 1) // 9):
+        print(size, hashlib.sha256(key_text("t", v).encode()).hexdigest())
+"""
+
+
+def test_str_keys_tag_alike_whatever_the_limit_on_an_ints_text() -> None:
+    root = str(Path(__file__).resolve().parent.parent)
+    outs = []
+    for limit in ("4300", "1000", "640", "0", "100000"):
+        env = {**os.environ, "PYTHONPATH": root, "PYTHONINTMAXSTRDIGITS": limit}
+        run = subprocess.run(
+            [sys.executable, "-c", TEXTS], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        outs.append(run.stdout)
+    assert all(out == outs[0] for out in outs[1:])

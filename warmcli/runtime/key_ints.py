@@ -5,8 +5,10 @@ int's text (`PYTHONINTMAXSTRDIGITS`, `sys.set_int_max_str_digits`) is set to the
 digits), in hex from it; `big_ints_text` writes a `key=` value's JSON text with each of its
 ints so (a dict's int key too, quoted as JSON quotes it), where JSON's own text of it
 would follow the limit: raise under a lower one, or hold decimal digits past 10**4300
-under a higher one; `hex_int_text` says whether a str is the hex `int_text` writes (a
-`key=` str so spelled is tagged, not keyed as that int). It owns no state.
+under a higher one (`ints_json`); `hex_int_text` and `decimal_int_text` say whether a str
+is the text `int_text` writes for some int, and `decimal_int` reads a JSON int as `int`
+does under the default limit, whatever the limit (a `key=` str is tagged where it is
+another value's text: the same str is tagged alike in every process). It owns no state.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 _DECIMAL_BITS = 14284
 DEFAULT_DIGITS = 4300  # Python's default limit on an int's text
 _SMALL_BITS = 2000  # an int of at most these bits has at most 603 digits: under any limit
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")  # an int's decimal text, as `str` writes it
 _HEX_CHARS = 3574  # "0x" and 10**4300's 3,572 hex digits: the shortest hex `int_text` writes
 
 
@@ -48,6 +51,38 @@ def hex_int_text(text: str) -> bool:
     except ValueError:
         return False
     return hex(number) == text and abs(number) >= 10**DEFAULT_DIGITS
+
+
+def decimal_int_text(text: str) -> bool:
+    """Whether str `text` is the decimal text `int_text` writes for some int (below
+    10**4300: at most 4,300 digits), read without `int` (which follows the limit)."""
+    return (
+        len(text) <= DEFAULT_DIGITS + 1
+        and _DECIMAL.fullmatch(text) is not None
+        and (len(text) <= DEFAULT_DIGITS or text[0] == "-")
+    )
+
+
+def decimal_int(text: str) -> int:
+    """JSON's int `text` as `int` reads it under the default limit, whatever the limit: a
+    `ValueError` past 4,300 digits (an int keys in hex there: no key's text holds them)."""
+    if len(text.lstrip("-")) > DEFAULT_DIGITS:
+        raise ValueError(f"an int of {len(text.lstrip('-'))} digits")
+    try:
+        return int(text)
+    except ValueError:  # Python's limit on int text set lower: the same int
+        import decimal
+
+        return int(decimal.Decimal(text))
+
+
+def ints_json(value: Any, encode: Callable[[Any], str]) -> str:
+    """`encode(value)` (JSON), its ints as `int_text` writes them whatever the limit."""
+    try:
+        text = encode(value)
+    except ValueError:  # an int past this process's limit on an int's text
+        return big_ints_text(value, encode)
+    return big_ints_text(value, encode) if may_differ(text) else text
 
 
 def may_differ(text: str) -> bool:

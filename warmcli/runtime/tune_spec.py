@@ -28,7 +28,13 @@ import numpy as np
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
-from warmcli.runtime.key_ints import big_ints_text, hex_int_text, int_text, may_differ
+from warmcli.runtime.key_ints import (
+    decimal_int,
+    decimal_int_text,
+    hex_int_text,
+    int_text,
+    ints_json,
+)
 
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
@@ -299,7 +305,8 @@ def _tagged(text: str) -> str:
     the tag; then tagged, so no two values share a text and no other key's text changes."""
     if text[:1] in _JSON_FIRST:
         try:
-            if _KEY_JSON(json.loads(text, object_pairs_hook=_Pairs)) == text:  # another's
+            read = json.loads(text, object_pairs_hook=_Pairs, parse_int=decimal_int)
+            if ints_json(read, _KEY_JSON) == text:  # another's (the limit aside)
                 return _TAG + text
         except (ValueError, RecursionError):  # no JSON, or nested past what it reads
             pass
@@ -321,11 +328,8 @@ def _key(key: Any) -> Any:
     if key in _SCALAR_KEYS or key.startswith(_TAG) or hex_int_text(key):  # a big int's
         return _TAG + key
     if key[:1] in _NUMBER_FIRST:
-        try:
-            if str(int(key)) == key:
-                return _TAG + key
-        except ValueError:  # no int's text (or past Python's limit on one: no key's either)
-            pass
+        if decimal_int_text(key):  # an int's (not past 4,300 digits: in hex there)
+            return _TAG + key
         try:
             number = float(key)
             if math.isfinite(number) and repr(number) == key:
@@ -376,12 +380,7 @@ def key_text(name: str, derived: Any) -> str:
         text = _tagged(derived)
     else:
         try:
-            try:
-                text = _json_text(derived)
-                if may_differ(text):  # an int past 10**4300 in decimal: in hex, as elsewhere
-                    text = big_ints_text(derived, _json_text)
-            except ValueError:  # an int past this process's limit on an int's text
-                text = big_ints_text(derived, _json_text)
+            text = ints_json(derived, _json_text)  # an int as `int_text` writes it
         except TuneSpecError:  # a set with no order the same in every process
             _stable(name, derived)  # raises, naming the tunable
             raise
