@@ -70,3 +70,23 @@ def test_str_keys_tag_alike_whatever_the_limit_on_an_ints_text() -> None:
         assert run.returncode == 0, run.stderr
         outs.append(run.stdout)
     assert all(out == outs[0] for out in outs[1:])
+
+
+def test_a_sets_big_int_keys_in_hex_whatever_the_limit() -> None:
+    """A set's ints were written by `repr`: one past 10**4300 refused in a default process
+    (`no JSON text: Exceeds the limit`), keyed in decimal where the limit was off."""
+    code = (
+        "from warmcli.runtime.tune_spec import key_text\n"
+        "print(key_text('t', {'a': [{10**5000, 3}, frozenset({-(10**4300), 7**800})]}))\n"
+    )
+    root = str(Path(__file__).resolve().parent.parent)
+    outs = set()
+    for limit in ("4300", "1000", "0"):
+        env = {**os.environ, "PYTHONPATH": root, "PYTHONINTMAXSTRDIGITS": limit}
+        run = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 0, run.stderr
+        outs.add(run.stdout)
+    sets = f"{{3, {hex(10**5000)}}}", f"frozenset({{{hex(-(10**4300))}, {7**800}}})"
+    assert outs == {'{"a": ["' + sets[0] + '", "' + sets[1] + '"]}\n'}

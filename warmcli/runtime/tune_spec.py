@@ -222,7 +222,8 @@ def _unstable(name: str, value: Any, text: str) -> TuneSpecError:
 
 def _set_text(name: str, value: set[Any] | frozenset[Any]) -> str:
     """A set's text with its elements sorted (as Python shows a set), when they are all
-    strings or all integers; another set has no order stable across processes."""
+    strings or all integers (each as `int_text` writes it, whatever the limit on an int's
+    text: `str` below 10**4300, hex from it); another set has no order stable across processes."""
     kinds = {str if isinstance(v, str) else int if isinstance(v, int) else type(v) for v in value}
     if len(kinds) > 1 or not kinds <= {str, int}:
         names = ", ".join(sorted(k.__name__ for k in kinds))
@@ -230,7 +231,7 @@ def _set_text(name: str, value: set[Any] | frozenset[Any]) -> str:
             f"tunable {name}: key= gave a {type(value).__name__} of {names}, whose order is "
             "not the same in every process: key on a sorted tuple of it instead"
         )
-    inner = ", ".join(repr(v) for v in sorted(value))
+    inner = ", ".join(int_text(v) if isinstance(v, int) else repr(v) for v in sorted(value))
     if isinstance(value, frozenset):
         return f"frozenset({{{inner}}})" if value else "frozenset()"
     return f"{{{inner}}}" if value else "set()"
