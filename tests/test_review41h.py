@@ -9,7 +9,8 @@
 - Whether a str `key=` value (or a dict's str key) is tagged as another value's text
   followed the process's limit on an int's text: `"1" * 2000` keyed as `str:111...` in a
   default process, as `111...` (the int's very text) where `PYTHONINTMAXSTRDIGITS=1000`,
-  and `"1" * 5000` tagged only where the limit was off: one key= value, two keys.
+  and `"1" * 5000` tagged only where the limit was off: one key= value, two keys (a
+  JSON object's key twice beside an int of 700 digits too, under a limit of 640).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ import hashlib, sys
 from warmcli.runtime.tune_spec import key_text
 for size in (700, 2000, 4300, 4301, 5000):
     d = "1" * size
-    for v in (d, "-" + d, {d: 1}, "[" + d + "]", [d], (10 ** min(size, 4300) - 1) // 9):
+    twice = '{"a": 1, "a": ' + d + "}"  # a JSON object's key twice, as JSON reads it
+    for v in (d, "-" + d, {d: 1}, "[" + d + "]", [d], (10 ** min(size, 4300) - 1) // 9, twice):
         print(size, hashlib.sha256(key_text("t", v).encode()).hexdigest())
 """
 

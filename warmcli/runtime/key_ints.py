@@ -8,7 +8,8 @@ would follow the limit: raise under a lower one, or hold decimal digits past 10*
 under a higher one (`ints_json`); `hex_int_text` and `decimal_int_text` say whether a str
 is the text `int_text` writes for some int, and `decimal_int` reads a JSON int as `int`
 does under the default limit, whatever the limit (a `key=` str is tagged where it is
-another value's text: the same str is tagged alike in every process). It owns no state.
+another value's text: the same str is tagged alike in every process; `Pairs` is a JSON
+object as read, its pairs kept). It owns no state.
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ DEFAULT_DIGITS = 4300  # Python's default limit on an int's text
 _SMALL_BITS = 2000  # an int of at most these bits has at most 603 digits: under any limit
 _DECIMAL = re.compile(r"0|-?[1-9][0-9]*")  # an int's decimal text, as `str` writes it
 _HEX_CHARS = 3574  # "0x" and 10**4300's 3,572 hex digits: the shortest hex `int_text` writes
+
+
+class Pairs(dict[str, Any]):
+    """A JSON object as read, every pair kept (a key twice: a dict's `1` and `"1"`), written
+    back as read (the encoder writes a dict subclass's `items()`): `big_ints_text` keeps it."""
+
+    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
+        super().__init__(pairs)
+        self._pairs = pairs
+
+    def items(self) -> Any:  # type: ignore[override]
+        return self._pairs
 
 
 def int_text(number: int) -> str:
@@ -125,7 +138,8 @@ def big_ints_text(value: Any, encode: Callable[[Any], str]) -> str:
             raise ValueError("Circular reference detected")
         path.add(id(part))
         if isinstance(part, dict):
-            out: Any = {(stand_in(k, True) if big(k) else k): walk(v) for k, v in part.items()}
+            pairs = [((stand_in(k, True) if big(k) else k), walk(v)) for k, v in part.items()]
+            out: Any = Pairs(pairs) if isinstance(part, Pairs) else dict(pairs)
         else:
             out = [walk(v) for v in part]
         path.discard(id(part))

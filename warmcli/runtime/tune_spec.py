@@ -29,6 +29,7 @@ from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
 from warmcli.runtime.key_ints import (
+    Pairs,
     decimal_int,
     decimal_int_text,
     hex_int_text,
@@ -288,25 +289,13 @@ _JSON_FIRST = frozenset('[{"-0123456789ntfNI')  # how JSON text starts (NaN, Inf
 _NUMBER_FIRST = frozenset("-0123456789")  # how an int's or a finite float's text starts
 
 
-class _Pairs(dict[str, Any]):
-    """A JSON object as read, every pair kept (a key twice: a dict's `1` and `"1"`), written
-    back as read (the encoder writes a dict subclass's `items()`)."""
-
-    def __init__(self, pairs: list[tuple[str, Any]]) -> None:
-        super().__init__(pairs)
-        self._pairs = pairs
-
-    def items(self) -> Any:  # type: ignore[override]
-        return self._pairs
-
-
 def _tagged(text: str) -> str:
     """A `key=` string as its key's text: itself, unless some other value's JSON text is that
     string (`"1"` is `1`'s, `"null"` None's: one tune key for two values) or it starts with
     the tag; then tagged, so no two values share a text and no other key's text changes."""
     if text[:1] in _JSON_FIRST:
         try:
-            read = json.loads(text, object_pairs_hook=_Pairs, parse_int=decimal_int)
+            read = json.loads(text, object_pairs_hook=Pairs, parse_int=decimal_int)
             if ints_json(read, _KEY_JSON) == text:  # another's (the limit aside)
                 return _TAG + text
         except (ValueError, RecursionError):  # no JSON, or nested past what it reads
