@@ -347,6 +347,12 @@ class MergeError(BundleError):
     """Bundles that cannot be merged (format versions differ), or an output in the way."""
 
 
+FORKED_READING = (
+    "not read in this process: forked while another thread read the bundle for over 5 s, "
+    "whose SQLite locks this process may hold for ever (fork when no thread reads it)"
+)
+
+
 class BundleLocked(BundleError):
     """Another process kept SQLite's lock of a bundle past the wait every reader and writer
     gets (a writer stopped or hung mid-write): a production process serves cold from it."""

@@ -12,13 +12,16 @@ other thread was doing (a compile) is not done in the child, which does it again
 needs it. A lock `held` besides (a bundle's, around every SQLite call on its connection)
 is taken before the fork, for up to `HOLD_SECONDS` in all, and released after it in the
 parent: SQLite's own mutexes, which no renewal reaches, are then free when the child is
-made. Within that time, and first, a fork waits for another thread's import for warm to
-end (warm imports a writer's, a compiler's modules on first use): a module's import lock
-held by a thread the child lacks, the child would wait for ever importing that module (the
-lock is importlib's, read where it keeps them; not found there, nothing is waited for), and
-the import may lead to a bundle made and written, whose lock is then taken. An import of
-the user's own (not a module of warm's, not begun by warm's code) is never waited for: it
-may last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
+made; one not taken in time (another thread's read lasting past it) leaves the child
+`sqlite_unsafe`: that thread may hold a mutex of SQLite's the child would wait on for ever,
+so no SQLite is used there (`warmcli.bundle.file` opens no connection: served cold).
+Within that time, and first, a fork waits for another thread's import for warm to end (warm
+imports a writer's, a compiler's modules on first use): a module's import lock held by a
+thread the child lacks, the child would wait for ever importing that module (the lock is
+importlib's, read where it keeps them; not found there, nothing is waited for), and the
+import may lead to a bundle made and written, whose lock is then taken. An import of the
+user's own (not a module of warm's, not begun by warm's code) is never waited for: it may
+last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
 A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
 whose exit-time finalizer a forked child inherits: a worker forked while another thread
 compiled removed the folder at its own exit, under the parent's compiler. The objects are
@@ -48,6 +51,7 @@ _RLOCK = type(threading.RLock())
 _RENEWED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _taken = threading.local()  # per forking thread: the held locks its fork took
+_UNSAFE = [False, False]  # a held lock this fork missed; this process forked so (`sqlite_unsafe`)
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
@@ -109,6 +113,8 @@ def _before() -> None:
             lock = getattr(owner, name, None)
             if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 taken.append(lock)
+            elif lock is not None:  # another thread in SQLite still: the child must not be
+                _UNSAFE[0] = True
         _imports_ended(deadline)  # and again: one begun while the locks were waited for
         _REGISTRY.acquire()
         if len(_HELD) <= len(seen) or time.monotonic() >= deadline:
@@ -166,7 +172,14 @@ def _warms(name: object) -> bool:
     return isinstance(name, str) and (name == "warmcli" or name.startswith("warmcli."))
 
 
+def sqlite_unsafe() -> bool:
+    """Whether this process was forked (or its parent, so) while another thread held a
+    bundle's SQLite lock past `HOLD_SECONDS`: SQLite may not be used here (module doc)."""
+    return _UNSAFE[1]
+
+
 def _after_in_parent() -> None:
+    _UNSAFE[0] = False
     taken = _taken.__dict__.get("locks", [])
     while taken:
         taken.pop().release()
@@ -176,6 +189,7 @@ def _renew() -> None:
     """After a fork, in the child: every registered lock anew."""
     global _REGISTRY
     _REGISTRY = threading.RLock()  # the forking thread's, taken in `_before`
+    _UNSAFE[:] = [False, _UNSAFE[0] or _UNSAFE[1]]
     _taken.__dict__.get("locks", []).clear()
     for owner, names in list(_RENEWED.items()):
         for name in names:

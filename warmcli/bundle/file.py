@@ -1,31 +1,30 @@
 """The bundle file: warm's schema, opening, validating and locking one SQLite file.
 
-Schema (`warmcli.bundle.schema`, versioned by `PRAGMA user_version`, marked as warm's by
-`PRAGMA application_id`): `manifest` (format and warm versions, created/updated times, its run),
+Schema (`warmcli.bundle.schema`, versioned by `PRAGMA user_version`, marked as warm's by `PRAGMA
+application_id`): `manifest` (format and warm versions, created/updated times, its run),
 `fingerprints` (every toolchain and device that wrote entries), `blobs` (binaries by sha256:
-kernels compiled in one batch share one), `kernels` (key, device, arch, entry, symbol, blob
-sha256, compile log, seconds), `tunes` (tune key, pick, every candidate's measurement,
-packed by `warmcli.bundle.candidates`, with their kernel keys once in `tune_kernels`; an
-older format is read as it is, and migrated by `warmcli.bundle.migrate` when first opened
-for write) and `signatures` (Ed25519 signatures of the rows their signers vouch for, see
-`warmcli.bundle.signing`; a bundle made before it existed has no such table and opens as
-unsigned). A bundle is untrusted input: `read_header` and `check_header` read its SQLite
-header without SQL; `_open_connection` checks that its schema is exactly warm's
-(`sqlite_master` equal to the rows warm's schema declares, `declared_schema`, else compared
-row by row with what SQLite makes of it by `schema_problems`, so no trigger, view, extra
-index or generated column of a bundle ever runs), with `trusted_schema` off (a journal
-warm rolls back, `recover`, has the schema it restores checked again), and every
-SQLite failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write
-the system refused otherwise, is named so: the write was rolled back). The file stays in
-rollback-journal mode (a file switched to WAL is switched back on open, or refused where it
-cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`), so a
-read-only copy opens, and a write a crash interrupted is rolled back by the next open, or
-read of a process that had it open. "Database is locked" is waited for `LOCK_WAIT_SECONDS` at
-most (`_retrying`, which rolls back that crash too), then a one-line `BundleLocked`. Writers
-take a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
-removes, under it, the temporary files, journals and locks a killed create or merge left
-beside the bundle. State: warm's schemas (read once) and `_lock` (held around an open or a
-create: a fork waits for it); reads no kernel, tune, blob.
+kernels compiled in one batch share one), `kernels` (key, device, arch, entry, symbol, blob sha256,
+compile log, seconds), `tunes` (tune key, pick, every candidate's measurement, packed by
+`warmcli.bundle.candidates`, with their kernel keys once in `tune_kernels`; an older format is read
+as it is, and migrated by `warmcli.bundle.migrate` when first opened for write) and `signatures`
+(Ed25519 signatures of the rows their signers vouch for, see `warmcli.bundle.signing`; a bundle
+made before it existed has no such table and opens as unsigned). A bundle is untrusted input:
+`read_header` and `check_header` read its SQLite header without SQL; `_open_connection` checks that
+its schema is exactly warm's (`sqlite_master` equal to the rows warm's schema declares,
+`declared_schema`, else compared row by row with what SQLite makes of it by `schema_problems`, so
+no trigger, view, extra index or generated column of a bundle ever runs), with `trusted_schema` off
+(a journal warm rolls back, `recover`, has the schema it restores checked again), and every SQLite
+failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write the system
+refused otherwise, is named so: the write was rolled back). The file stays in rollback-journal mode
+(a file switched to WAL is switched back on open, or refused where it cannot be written or its
+`-wal` or `-shm` is a link, `journal.check_wal_files`), so a read-only copy opens, and a write a
+crash interrupted is rolled back by the next open, or read of a process that had it open. "Database
+is locked" is waited for `LOCK_WAIT_SECONDS` at most (`_retrying`, which rolls back that crash
+too), then a one-line `BundleLocked`. Writers take a file lock (`warmcli.bundle.lock`, which
+readers never take); `journal.remove_leftovers` removes, under it, the temporary files, journals
+and locks a killed create or merge left beside the bundle. State: warm's schemas (read once) and
+`_lock` (held around an open or a create: a fork waits for it; a child forked while another thread
+read past that wait opens none, `forking.sqlite_unsafe`); reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -44,8 +43,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
-from warmcli.errors import WRITE_FAILED, BundleError, BundleLocked, disk_full
-from warmcli.forking import new_rlock
+from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked, disk_full
+from warmcli.forking import new_rlock, sqlite_unsafe
 from warmcli.printable import printable
 
 if TYPE_CHECKING:  # a path: a `str`, or a `Path` its caller made (pathlib is not imported here)
@@ -161,9 +160,8 @@ def read_header(path: str | Path) -> tuple[int, int, bool]:
 
 
 def check_header(path: str | Path) -> tuple[int, bool]:
-    """The format version and WAL flag of the warm bundle at `path`, from its header
-    alone; `BundleError` if it is no SQLite file or another application's,
-    `FileNotFoundError` if there is no file."""
+    """The format version and WAL flag of the warm bundle at `path`, from its header alone;
+    `BundleError` if it is no SQLite file or another application's, `FileNotFoundError` if none."""
     app, version, wal = read_header(path)
     if app != APPLICATION_ID:
         raise BundleError(f"{path}: not a warm bundle (an SQLite file of another application)")
@@ -323,6 +321,8 @@ def _open_connection(
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened; an older format opened for write is
     migrated under the write lock, as any write (a merge never removes its live journal)."""
+    if sqlite_unsafe():
+        raise BundleLocked(f"{path}: {FORKED_READING}")
     version, wal = check_header(path)
     if write and not locked and version != FORMAT_VERSION and version in SCHEMAS:
         from warmcli.bundle.lock import write_lock  # only an old bundle's writer
