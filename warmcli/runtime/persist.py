@@ -97,11 +97,16 @@ def persist(
         n_kernels, n_tunes = bundle.put(built, measured, fingerprints, held)
     kernels.mark_persisted([r.key for r, _ in built], held)  # stored: marked before the
     tunes.mark_persisted([t.key for t in measured])  # touch, which an exit may cut short
-    # What was served from the bundle was used: its LRU time moves (writers only). Once the
-    # store above committed, a disk refusing this second write costs only those times (as in
-    # production's write-back): the store stands, never said to be "nothing was written".
+    # What was served from the bundle was used: its LRU time moves (writers only), to the
+    # time given what this process built and stored, so one process's kernels are used at one
+    # time (`warm clean --max-size` never takes those it compiled as older than those it was
+    # served). Once the store above committed, a disk refusing this second write costs only
+    # those times (as in production's write-back): the store stands, never said to be
+    # "nothing was written".
+    served = kernels.loaded_from_bundle()  # none: what was built keeps its store's one time
+    used = [*served, *(r.key for r, _ in built)] if served else []
     try:
-        bundle.touch(dict.fromkeys(kernels.loaded_from_bundle(), time.time()))
+        bundle.touch(dict.fromkeys(used, time.time()))
     except BundleError as exc:
         if not (built or measured) or exc.disk_refusal is None:
             raise
