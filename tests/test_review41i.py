@@ -63,3 +63,68 @@ def test_a_read_another_process_kept_locked_explains_its_miss_as_locked_not_corr
     lines = _explained(done.stderr)
     assert len(lines) == 1 and "corrupt" not in lines[0], done.stderr
     assert lines[0].startswith("warm: miss: kernel add1: locked: locked by another process"), lines
+
+
+FAMILY = """
+import os, sys, threading, time, warmcli, kernels
+from warmcli import forking, production
+forking.HOLD_SECONDS = 0.2
+rt = warmcli.runtime("host")
+kernels.run(rt, 0)  # served: the bundle is open
+
+
+def forked(name, then=None, k=1):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            kernels.run(rt, k)  # not yet run in this process
+            print(name, "compiled", len(warmcli.report().kernels), flush=True)
+            if then is not None:
+                then()
+        except BaseException as exc:
+            print(name, "raised", repr(exc), flush=True)
+        os._exit(0)
+    deadline = time.time() + 30
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.time() > deadline:
+            os.kill(pid, 9)
+            print(name, "hung", flush=True)
+            break
+        time.sleep(0.05)
+
+
+slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 15000000) "
+reading = threading.Thread(target=production.bundle()._one, args=(slow + "SELECT count(*) FROM c",))
+reading.start()
+time.sleep(0.3)
+forked("unsafe", lambda: forked("its child", k=2))
+reading.join()
+forked("later", lambda: forked("later's child", k=2))
+held = production.bundle()._lock
+def brief():
+    with held:
+        time.sleep(0.1)
+briefly = threading.Thread(target=brief)
+briefly.start()
+time.sleep(0.02)
+forked("brief")
+briefly.join()
+"""
+
+
+def test_only_a_child_forked_past_the_wait_and_its_own_children_run_cold(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    """Its children inherit the held mutexes: cold too. A later fork of the same parent (no
+    thread reading: gunicorn's preload), its children, and a fork while a thread held the
+    bundle's lock briefly are served, as before stop 41."""
+    warmed(warm, tmp_path, bundle_path, 0, 1, 2)
+    done = produce(warm, script(tmp_path, FAMILY), WARM_BUNDLE=str(bundle_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "unsafe compiled 1",
+        "its child compiled 1",
+        "later compiled 0",
+        "later's child compiled 0",
+        "brief compiled 0",
+    ], done.stdout + done.stderr
