@@ -297,6 +297,7 @@ class PyCudaError(WarmError, ValueError):
 DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk refused
 WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
 REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
+LOCKED = "locked by another process"  # what `BundleLocked` says of a lock kept past the wait
 
 
 def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:

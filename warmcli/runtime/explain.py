@@ -16,7 +16,10 @@ looking for the nearest; one SQLite cannot hand back, which stops that listing, 
 miss as corrupt), `signature` when only the parameter letters or language differ, `unsigned`
 when the bundle holds the entry but no trusted key signed it (`warmcli.bundle.signing`),
 `no-bundle` when strict mode meets a compile or tune with no bundle loaded at all, `removed`
-where the bundle's file was deleted and a process forked since finds none to read. A held
+where the bundle's file was deleted and a process forked since finds none to read, `locked` where
+another process kept the bundle locked past the wait for it and `unread` where this process reads
+no bundle (forked while another thread read it for over 5 s: `warmcli.forking.sqlite_unsafe`),
+an entry's row or a build's blob alike (`_not_read`). A held
 entry's options or defines that are not the JSON warm writes are shown as the bundle's text, cut
 (never raised into the launch that missed). What a runtime does with an explanation (count, log,
 refuse with `StrictMissError`) is the miss policy's, `warmcli.runtime.misses`, which also keeps
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.backends.toolchain import NATIVE
-from warmcli.errors import REMOVED, BundleError
+from warmcli.errors import FORKED_READING, LOCKED, REMOVED, BundleError
 from warmcli.records import MissExplanation
 from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
 from warmcli.runtime.shown import changed_headers, memo_show, show
@@ -67,6 +70,8 @@ REASONS = {
     "corrupt": "corrupt entry",
     "removed": "bundle file removed",
     "no-bundle": "no bundle loaded",
+    "locked": "bundle locked by another process",
+    "unread": "bundle not read in this process",
 }
 UNSIGNED = "bundle's entry is not signed by a trusted key (changed or added since it was signed)"
 NO_BUNDLE = "no bundle is loaded (use_bundle, WARM_BUNDLE or the default bundle)"
@@ -236,8 +241,22 @@ def explain_kernel(
 def corrupt_entry(kind: str, key: str, label: str, error: str) -> MissExplanation:
     """The bundle holds a row under `key` that is malformed (or, `REMOVED`, no file to read:
     a process forked after it was deleted opens it anew): a miss, never served."""
+    not_read = _not_read(kind, key, label, error)
+    if not_read is not None:
+        return not_read
     reason, detail = ("removed", REMOVED_DETAIL) if error == REMOVED else ("corrupt", None)
     return MissExplanation(kind, key, label, reason, detail or f"bundle's entry: {error}")
+
+
+def _not_read(kind: str, key: str, label: str, error: str) -> MissExplanation | None:
+    """The miss of an entry this process could not read (`error` a `BundleLocked`'s: another
+    process kept the bundle locked, or this one forked while a thread read it), if it is one:
+    `locked` or `unread`, never `corrupt` or `binary` (said from the lock's own words on)."""
+    for reason, words in (("unread", FORKED_READING), ("locked", LOCKED)):
+        at = error.find(words)
+        if at >= 0:
+            return MissExplanation(kind, key, label, reason, error[at:])
+    return None
 
 
 def _held(read: Callable[[], list[_Row]]) -> list[_Row] | str:
@@ -256,6 +275,9 @@ def _skip(key: str, problem: str) -> None:
 
 def unusable_binary(kernel: Kernel, key: str, error: str) -> MissExplanation:
     """The bundle holds the build but its blob cannot be served (missing or corrupt)."""
+    not_read = _not_read("kernel", key, kernel.label, error)
+    if not_read is not None:
+        return not_read
     return MissExplanation("kernel", key, kernel.label, "binary", f"bundle's build: {error}")
 
 
