@@ -50,8 +50,8 @@ _ROUNDS = 4  # the most times a fork lists them (a thread may open bundle after 
 _RLOCK = type(threading.RLock())
 _RENEWED: weakref.WeakKeyDictionary[Any, tuple[str, ...]] = weakref.WeakKeyDictionary()
 _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-_taken = threading.local()  # per forking thread: the held locks its fork took
-_UNSAFE = [False, False]  # a held lock this fork missed; this process forked so (`sqlite_unsafe`)
+_taken = threading.local()  # per forking thread: the held locks its fork took, one `missed`
+_UNSAFE = [False]  # this process was forked past a held lock (`sqlite_unsafe`); per fork: `_taken`
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
@@ -103,6 +103,7 @@ def _before() -> None:
     too), up to `_ROUNDS` times within the same time."""
     deadline = time.monotonic() + HOLD_SECONDS
     _imports_ended(deadline)  # first: the import may lead to a bundle made and written
+    _taken.missed = False
     taken = _taken.__dict__.setdefault("locks", [])
     seen: dict[int, Any] = {}  # the owners whose lock was waited for (kept: no id reused)
     for _ in range(_ROUNDS):
@@ -114,7 +115,7 @@ def _before() -> None:
             if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 taken.append(lock)
             elif lock is not None:  # another thread in SQLite still: the child must not be
-                _UNSAFE[0] = True
+                _taken.missed = True  # (this thread's fork's: another's may run at once)
         _imports_ended(deadline)  # and again: one begun while the locks were waited for
         _REGISTRY.acquire()
         if len(_HELD) <= len(seen) or time.monotonic() >= deadline:
@@ -175,11 +176,11 @@ def _warms(name: object) -> bool:
 def sqlite_unsafe() -> bool:
     """Whether this process was forked (or its parent, so) while another thread held a
     bundle's SQLite lock past `HOLD_SECONDS`: SQLite may not be used here (module doc)."""
-    return _UNSAFE[1]
+    return _UNSAFE[0]
 
 
 def _after_in_parent() -> None:
-    _UNSAFE[0] = False
+    _taken.missed = False
     taken = _taken.__dict__.get("locks", [])
     while taken:
         taken.pop().release()
@@ -189,7 +190,8 @@ def _renew() -> None:
     """After a fork, in the child: every registered lock anew."""
     global _REGISTRY
     _REGISTRY = threading.RLock()  # the forking thread's, taken in `_before`
-    _UNSAFE[:] = [False, _UNSAFE[0] or _UNSAFE[1]]
+    _UNSAFE[0] = _UNSAFE[0] or getattr(_taken, "missed", False)  # (the forking thread's)
+    _taken.missed = False
     _taken.__dict__.get("locks", []).clear()
     for owner, names in list(_RENEWED.items()):
         for name in names:
