@@ -28,6 +28,7 @@ NAMES = (
     "pycuda.gpuarray",
     "pycuda.compiler",
     "pycuda.autoinit",
+    "pycuda.characterize",
     "warmcli.pycuda.autoinit",
 )
 

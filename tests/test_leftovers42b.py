@@ -1,0 +1,189 @@
+"""Items left at stop 41: the GPU-less PyCUDA stand-ins' missing calls, the header names a
+kernel's components keep, a pre-build whose threads all die for want of a GPU, and a writer
+that waits on another's bundle lock without a word.
+
+Real parts: the stand-ins on a compile-only sm_90 runtime with the real NVRTC, the real CLI
+in subprocesses, real SQLite bundles and real header files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from conftest import Warm
+
+from warmcli import ProcessMode, ProcessModeOverride
+from warmcli.backends.cuda.arch import ArchDevice
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+from warmcli.errors import DeviceError
+from warmcli.pycuda import ArgumentError, PyCudaError, SourceModule, bound_runtime
+from warmcli.runtime.runtime import Runtime
+
+needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
+SOURCE = "__global__ void k(float *x, int n) { if (threadIdx.x < n) x[0] = 1.0f; }"
+VEC = "__global__ void v(float4 *x) { x[0] = make_float4(1, 2, 3, 4); }"
+
+
+def _standins() -> dict[str, Any]:
+    from warmcli.pycuda.standins import modules
+
+    return modules()
+
+
+def _compile_only() -> tuple[Any, Any]:
+    return bound_runtime(Runtime(ArchDevice("sm_90"))), ProcessModeOverride(
+        ProcessMode.COMPILE_ONLY
+    )
+
+
+# -- 1. the stand-ins' missing calls ------------------------------------------------------
+
+
+@needs_nvrtc
+def test_get_version_is_the_release_warm_builds_with() -> None:
+    """PyCUDA's `get_version()` is the CUDA release it was built against, a 3-tuple; the
+    stand-in's is the release of the NVRTC it builds with (nvrtcVersion's major, minor)."""
+    from cuda.bindings import nvrtc
+
+    drv = _standins()["pycuda.driver"]
+    _, major, minor = nvrtc.nvrtcVersion()
+    rt, mode = _compile_only()
+    with rt, mode:
+        assert drv.get_version() == (major, minor, 0)
+
+
+def test_get_driver_version_needs_a_gpu_never_made_up() -> None:
+    drv = _standins()["pycuda.driver"]
+    rt, mode = _compile_only()
+    with rt, mode, pytest.raises(DeviceError, match=r"get_driver_version\(\) needs a GPU.*sm_90"):
+        drv.get_driver_version()
+
+
+def test_make_context_gives_a_context_with_pycudas_methods() -> None:
+    drv = _standins()["pycuda.driver"]
+    rt, mode = _compile_only()
+    with rt, mode:
+        ctx = drv.Device(0).make_context()
+        assert ctx.push() is None and ctx.detach() is None
+        assert ctx.pop() is None and ctx.synchronize() is None
+        assert drv.Context.pop() is None and drv.Context.synchronize() is None
+        assert ctx.get_device().compute_capability() == (9, 0)
+        with pytest.raises(PyCudaError, match="make_context"):
+            drv.Device(0).make_context(1.5)
+
+
+@needs_nvrtc
+def test_a_pointer_holder_is_an_argument_as_pycuda_takes_one() -> None:
+    """A subclass of `PointerHolderBase` (`get_pointer()`): a prepared call packs it by its
+    `__index__`; PyCUDA's unprepared call takes it through its `.gpudata` only (else its
+    TypeError: invalid type on parameter), and so does warm's."""
+    drv = _standins()["pycuda.driver"]
+
+    class Holder(drv.PointerHolderBase):  # type: ignore[misc, name-defined]
+        def __init__(self, memory: Any) -> None:
+            super().__init__()
+            self.memory = memory
+
+        def get_pointer(self) -> int:
+            return int(self.memory)
+
+    class WithData(Holder):
+        def __init__(self, memory: Any) -> None:
+            super().__init__(memory)
+            self.gpudata = int(memory)
+
+    rt, mode = _compile_only()
+    with rt, mode:
+        f = SourceModule(SOURCE).get_function("k")
+        memory = drv.mem_alloc(4)
+        assert int(Holder(memory)) == 0  # a stand-in allocation's pointer: null
+        f.prepare("Pi").prepared_call((1, 1), (32, 1, 1), Holder(memory), np.int32(1))
+        f(WithData(memory), np.int32(1), block=(32, 1, 1))
+        with pytest.raises(ArgumentError, match=r"argument 1: .*Holder.*gpudata"):
+            f(Holder(memory), np.int32(1), block=(32, 1, 1))
+        with pytest.raises(PyCudaError, match="pure virtual"):
+            int(drv.PointerHolderBase())
+
+
+@needs_nvrtc
+def test_gpuarray_vec_types_are_pycudas() -> None:
+    gpuarray = _standins()["pycuda.gpuarray"]
+    vec = gpuarray.vec
+    assert vec.float4 == np.dtype([("x", np.float32), ("y", np.float32), ("z", np.float32),
+                                   ("w", np.float32)])  # fmt: skip
+    assert vec.make_float4(1, 2, 3, 4)["z"] == 3.0
+    assert vec.long1.itemsize == 8 and vec.double2.names == ("x", "y")
+    assert not hasattr(vec, "double3")  # PyCUDA's has 1 and 2 only
+    with pytest.raises(TypeError):
+        vec.make_int2(1)
+    rt, mode = _compile_only()
+    with rt, mode:
+        SourceModule(VEC).get_function("v")(gpuarray.empty(4, vec.float4), block=(1, 1, 1))
+
+
+def test_foreign_memory_of_records_is_its_numbers_or_bytes() -> None:
+    """A GPUArray (PyCUDA's own too) or a `__cuda_array_interface__` of records (float4s,
+    `|V16`) was a bare `TypeError: data type 'void128' not understood` at its launch."""
+    from warmcli.backends.cuda.foreign import wrap
+
+    gpuarray = _standins()["pycuda.gpuarray"]
+    buffer = wrap(gpuarray.empty((2, 3), gpuarray.vec.float4), "sm_90")
+    assert (buffer.shape, buffer.dtype) == ((2, 3, 4), "float32")
+    mixed = np.dtype([("a", np.float32), ("b", np.int8)])
+    buffer = wrap(gpuarray.empty(5, mixed), "sm_90")
+    assert (buffer.shape, buffer.dtype) == ((5, mixed.itemsize), "uint8")
+
+    class FakeRecords:  # a fake: an array library's interface of 16-byte records
+        __cuda_array_interface__: ClassVar[dict[str, Any]] = {
+            "shape": (4,),
+            "typestr": "|V16",
+            "data": (0, False),
+        }
+
+    buffer = wrap(FakeRecords(), "sm_90")
+    assert (buffer.shape, buffer.dtype) == ((4, 16), "uint8")
+
+
+@needs_nvrtc
+def test_a_script_using_them_prebuilds(warm: Warm, workload_file: Any, tmp_path: Path) -> None:
+    """An unmodified PyCUDA script that asks the toolkit's version, makes its own context,
+    passes its memory through a PointerHolderBase and allocates float4s: pre-built."""
+    script = workload_file(
+        f"""
+import numpy as np
+import pycuda.driver as drv
+from pycuda import gpuarray
+from pycuda.characterize import has_double_support
+from pycuda.compiler import SourceModule
+
+class Holder(drv.PointerHolderBase):
+    def __init__(self, memory):
+        super().__init__()
+        self.memory = memory
+        self.gpudata = int(memory)
+
+    def get_pointer(self):
+        return int(self.memory)
+
+def main():
+    drv.init()
+    assert drv.get_version() >= (11, 0, 0) and has_double_support()
+    ctx = drv.Device(0).make_context()
+    try:
+        f = SourceModule({SOURCE!r}).get_function("k")
+        f(Holder(drv.mem_alloc(4)), np.int32(1), block=(32, 1, 1))
+        v = SourceModule({VEC!r}).get_function("v")
+        v(gpuarray.empty(8, gpuarray.vec.float4), block=(1, 1, 1))
+        ctx.synchronize()
+    finally:
+        ctx.pop()
+        ctx.detach()
+"""
+    )
+    bundle = tmp_path / "s.warm"
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+    assert proc.returncode == 0, proc.stderr
+    assert "stored 0 new" not in proc.stdout and "stored " in proc.stdout
