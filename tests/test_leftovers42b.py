@@ -8,6 +8,8 @@ in subprocesses, real SQLite bundles and real header files.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -187,3 +189,41 @@ def main():
     proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
     assert proc.returncode == 0, proc.stderr
     assert "stored 0 new" not in proc.stdout and "stored " in proc.stdout
+
+
+# -- 2. the header names a kernel's components keep ----------------------------------------
+
+
+def _header_files(source: str, options: tuple[str, ...]) -> list[list[str]]:
+    from warmcli.kernel import Kernel, key_components
+
+    kernel = Kernel(source, "f", language="c", options=options)
+    return json.loads(key_components(kernel, "x86_64", "cc:test").get("header_files", "[]"))
+
+
+def test_header_names_never_carry_the_build_machines_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-include /abs/pre.h` (and `-imacros`, joined or not) was kept as `<header>`, so a
+    changed one was explained as `changed: <header>`: named by its file name now, as an
+    absolute `#include` is; a relative name (`../inc/x.h`) as its line or option wrote it."""
+    from warmcli.runtime.shown import changed_headers
+
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "inc" / "x.h").write_text("#define X 1\n")
+    pre = tmp_path / "inc" / "pre.h"
+    pre.write_text("#define P 2\n")
+    monkeypatch.chdir(tmp_path / "src")
+    source = '#include "../inc/x.h"\nvoid f(float *a) { a[0] = X + P; }\n'
+    for options in (("-include", str(pre)), (f"-include{pre}",), ("-imacros", str(pre))):
+        names = [name for name, _ in _header_files(source, (*options, "-I", "../inc"))]
+        assert names == ["pre.h", "../inc/x.h"], (options, names)
+        assert not any(str(tmp_path) in name for name in names)
+    names = [n for n, _ in _header_files(source, ("-include", "../inc/pre.h", "-I", "../inc"))]
+    assert names == ["../inc/pre.h", "../inc/x.h"]
+    before = {"header_files": json.dumps(_header_files(source, ("-include", str(pre))))}
+    pre.write_text("#define P 3\n")
+    time.sleep(0.01)
+    after = {"header_files": json.dumps(_header_files(source, ("-include", str(pre))))}
+    assert changed_headers([before], after) == " (changed: pre.h)"
