@@ -227,3 +227,49 @@ def test_header_names_never_carry_the_build_machines_folders(
     time.sleep(0.01)
     after = {"header_files": json.dumps(_header_files(source, ("-include", str(pre))))}
     assert changed_headers([before], after) == " (changed: pre.h)"
+
+
+# -- 3. a pre-build whose threads all die for want of a GPU --------------------------------
+
+THREADED = """
+import threading
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+def work():
+    mod = SourceModule("__global__ void t(float *x) { x[0] = 1.0f; }")
+    WANT_GPU
+    mod.get_function("t")(drv.mem_alloc(16), block=(1, 1, 1))
+
+def main():
+    threads = [threading.Thread(target=work, name=f"w{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+"""
+
+
+@needs_nvrtc
+@pytest.mark.parametrize(
+    ("want_gpu", "said"),
+    [
+        ("drv.get_driver_version()", "DeviceError: pycuda.driver.get_driver_version() needs a GPU"),
+        ("drv.memcpy_dtoh(np.zeros(4, np.float32), drv.mem_alloc(16))", "DiscardedReadError"),
+    ],
+)
+def test_threads_that_all_die_for_want_of_a_gpu_fail_the_prebuild(
+    warm: Warm, workload_file: Any, tmp_path: Path, want_gpu: str, said: str
+) -> None:
+    """Each thread died on what only a GPU-less pass refuses; the run said a note per
+    thread, stored nothing, called the bundle complete and exited 0."""
+    script = workload_file(THREADED.replace("WANT_GPU", want_gpu), "threaded.py")
+    bundle = tmp_path / "t.warm"
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "workload raised during CompileOnly in thread w" in line and said in line, line
+    assert "threaded.py:10" in line and "Traceback" not in proc.stderr
+    assert "complete" not in proc.stdout
