@@ -9,6 +9,9 @@ in subprocesses, real SQLite bundles and real header files.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -273,3 +276,87 @@ def test_threads_that_all_die_for_want_of_a_gpu_fail_the_prebuild(
     assert "workload raised during CompileOnly in thread w" in line and said in line, line
     assert "threaded.py:10" in line and "Traceback" not in proc.stderr
     assert "complete" not in proc.stdout
+
+
+# -- 4. a writer waiting on another's bundle lock says so ----------------------------------
+
+SCALE = """
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void s(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= FACTOR; }", "s", "Pi",
+           language="c")
+
+def workload(rt):
+    rt.launch(K, rt.upload(np.ones(4, np.float32)), 4)
+"""
+HOLDER = """
+import fcntl, os, time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+def workload(rt):
+    if (HERE / "release").exists():
+        return
+    fd = os.open(str(HERE / "b.warm.lock"), os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as another warm's write would hold it
+    (HERE / "held").write_text(str(os.getpid()))
+    deadline = time.monotonic() + 60
+    while not (HERE / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+"""
+
+
+def _until(check: Any, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_writer_waiting_for_the_lock_says_so_and_stops_on_ctrl_c(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm merge -o B` and `warm run -b B` started while another warm process held B's
+    write lock waited without a word, for ever: now one line once the wait passes two
+    seconds, naming B and the holder's pid; the merge goes on when the lock is let go, and
+    Ctrl-C stops the waiting run with exit 130 and nothing lost."""
+    for name, factor in (("two.py", "2"), ("three.py", "3")):
+        (tmp_path / name).write_text(SCALE.replace("FACTOR", factor))
+    (tmp_path / "holder.py").write_text(HOLDER)
+    bundle, other = tmp_path / "b.warm", tmp_path / "c.warm"
+    assert warm("run", tmp_path / "two.py", "-b", bundle, "--quiet").returncode == 0
+    assert warm("run", tmp_path / "three.py", "-b", other, "--quiet").returncode == 0
+
+    def start(*args: str | Path, name: str) -> tuple[subprocess.Popen[bytes], Path]:
+        log = tmp_path / f"{name}.err"
+        command = [sys.executable, "-m", "warmcli", *map(str, args)]
+        with log.open("wb") as err:
+            proc = subprocess.Popen(command, env=warm.env, cwd=tmp_path, stdout=err, stderr=err)
+        return proc, log
+
+    holder, _ = start("run", tmp_path / "holder.py", "-b", bundle, "--quiet", name="holder")
+    try:
+        _until(lambda: (tmp_path / "held").exists() and (tmp_path / "held").read_text())
+        pid = (tmp_path / "held").read_text()
+        began = time.monotonic()
+        merge, merge_log = start("merge", "-o", bundle, bundle, other, name="merge")
+        run, run_log = start("run", tmp_path / "three.py", "-b", bundle, "--quiet", name="run")
+        line = f"warm: waiting for another warm writing {bundle} (pid {pid}) to finish"
+        _until(lambda: line in merge_log.read_text() and line in run_log.read_text())
+        assert time.monotonic() - began >= 2.0  # not at once: a short wait is said nothing
+        run.send_signal(signal.SIGINT)
+        assert run.wait(30) == 130
+        assert "interrupted" in run_log.read_text() and "Traceback" not in run_log.read_text()
+        assert merge.poll() is None  # still waiting, not failed
+    finally:
+        (tmp_path / "release").touch()
+        assert holder.wait(60) == 0
+    assert merge.wait(60) == 0, merge_log.read_text()
+    said = merge_log.read_text()
+    assert said.count("waiting for another warm") == 1 and "merged 2 bundle(s)" in said
+    listed = warm("stats", bundle, "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)["kernels"]) == 2
