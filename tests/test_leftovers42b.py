@@ -320,10 +320,11 @@ def _until(check: Any, seconds: float = 30) -> None:
 def test_a_writer_waiting_for_the_lock_says_so_and_stops_on_ctrl_c(
     warm: Warm, tmp_path: Path
 ) -> None:
-    """`warm merge -o B` and `warm run -b B` started while another warm process held B's
-    write lock waited without a word, for ever: now one line once the wait passes two
-    seconds, naming B and the holder's pid; the merge goes on when the lock is let go, and
-    Ctrl-C stops the waiting run with exit 130 and nothing lost."""
+    """`warm merge -o B`, `warm run -b B` and `warm clean B` started while another warm
+    process held B's write lock waited without a word, for ever (clean's Ctrl-C, held for
+    its commit, did not even stop it: it removed, then said interrupted): now one line once
+    the wait passes two seconds, naming B and the holder's pid; the merge goes on when the
+    lock is let go, and Ctrl-C stops the waiting run and clean with exit 130, nothing lost."""
     for name, factor in (("two.py", "2"), ("three.py", "3")):
         (tmp_path / name).write_text(SCALE.replace("FACTOR", factor))
     (tmp_path / "holder.py").write_text(HOLDER)
@@ -345,12 +346,16 @@ def test_a_writer_waiting_for_the_lock_says_so_and_stops_on_ctrl_c(
         began = time.monotonic()
         merge, merge_log = start("merge", "-o", bundle, bundle, other, name="merge")
         run, run_log = start("run", tmp_path / "three.py", "-b", bundle, "--quiet", name="run")
+        clean, clean_log = start("clean", "--max-size", "1", bundle, name="clean")
         line = f"warm: waiting for another warm writing {bundle} (pid {pid}) to finish"
-        _until(lambda: line in merge_log.read_text() and line in run_log.read_text())
+        logs = (merge_log, run_log, clean_log)
+        _until(lambda: all(line in log.read_text() for log in logs))
         assert time.monotonic() - began >= 2.0  # not at once: a short wait is said nothing
-        run.send_signal(signal.SIGINT)
-        assert run.wait(30) == 130
-        assert "interrupted" in run_log.read_text() and "Traceback" not in run_log.read_text()
+        for proc, log in ((run, run_log), (clean, clean_log)):  # (clean's wait was held)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(30) == 130, log.read_text()
+            assert "interrupted" in log.read_text() and "Traceback" not in log.read_text()
+            assert "removed" not in log.read_text()
         assert merge.poll() is None  # still waiting, not failed
     finally:
         (tmp_path / "release").touch()
