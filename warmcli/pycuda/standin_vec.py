@@ -62,9 +62,9 @@ def platform_bits() -> int:
 
 
 def _capability() -> tuple[int, int]:
-    from pycuda.driver import Context  # the stand-in's, as PyCUDA's asks it
+    from warmcli.pycuda.standin_device import _Device  # (what `Context.get_device()` gives)
 
-    return Context.get_device().compute_capability()  # type: ignore[no-any-return]
+    return _Device().compute_capability()
 
 
 def has_double_support() -> bool:

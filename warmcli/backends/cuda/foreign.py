@@ -95,17 +95,15 @@ def wrap(
     """
     if isinstance(obj, Buffer):
         return obj
-    if "PointerHolderBase" in _class_names(obj):  # PyCUDA's: its .gpudata (a call's), else
-        pointer = _pointer(getattr(obj, "gpudata", obj))  # get_pointer() (a prepared call's)
-        return Buffer(device_id, shape or (0,), dtype or "uint8", pointer)
     interface = getattr(obj, "__cuda_array_interface__", None)
     if isinstance(interface, dict):
         data = interface.get("data") or (None,)
         _refuse_gaps(obj, interface["shape"], interface.get("strides"), interface["typestr"])
         found = _numbers(interface["shape"], interface["typestr"])  # a record's: "|V16"
-        return Buffer(
-            device_id, shape or found[0], dtype or found[1], _pointer(data[0])
-        )  # fmt: skip
+        return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(data[0]))
+    if "PointerHolderBase" in _class_names(obj):  # PyCUDA's: its .gpudata (a call's), else
+        pointer = _pointer(getattr(obj, "gpudata", obj))  # get_pointer() (a prepared call's)
+        return Buffer(device_id, shape or (0,), dtype or "uint8", pointer)
     if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
         _refuse_gaps(obj, obj.shape, getattr(obj, "strides", None), obj.dtype)
         pointer = getattr(obj, "ptr", None)
