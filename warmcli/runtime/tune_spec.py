@@ -33,6 +33,7 @@ from warmcli.runtime.key_ints import (
     decimal_int,
     decimal_int_text,
     hex_int_text,
+    holds_hex_int,
     int_text,
     ints_json,
 )
@@ -300,7 +301,9 @@ def _tagged(text: str) -> str:
                 return _TAG + text
         except (ValueError, RecursionError):  # no JSON, or nested past what it reads
             pass
-    return _TAG + text if text.startswith(_TAG) or hex_int_text(text) else text
+    if text.startswith(_TAG) or hex_int_text(text) or holds_hex_int(text):
+        return _TAG + text  # (a big int's hex, or a value's JSON holding one: `[0x13...]`)
+    return text
 
 
 _SCALAR_KEYS = frozenset(("true", "false", "null", "NaN", "Infinity", "-Infinity"))

@@ -1,0 +1,69 @@
+"""Holes hostile42 found in what the last stop added, each reproduced for real: the real CLI
+in a subprocess, real SQLite files made by a real `warm run` (host backend, real cc)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+from conftest import Warm
+
+from warmcli.runtime.tune_spec import key_text
+
+
+def test_a_key_str_spelling_a_list_of_a_big_int_as_it_keys_is_tagged_apart_from_that_list() -> None:
+    """A `key=` list (or dict) holding an int past 10**4300 keys as JSON with the int in hex
+    (`[0x13...]`), which is no JSON: the str spelling that very text was not tagged (only a
+    str JSON reads, or a bare hex int's, was), so the two values shared one tune and one
+    served the other's pick. Tagged now, as `hex(10**4300)` beside `10**4300` is."""
+    big = 10**4300
+    for value in ([big], {"k": big}, [1, [-big]], {"a": {"b": [big, 2]}}):
+        text = key_text("t", value)
+        assert key_text("t", text) == "str:" + text, text[:40]
+        assert key_text("t", text) != text
+    padded = "[0x0" + hex(big)[2:] + "]"  # hex no int writes, or too short: as itself
+    for ordinary in ("[0x1f, 2]", "[" + hex(big - 1) + "]", padded, "x" + text):
+        assert key_text("t", ordinary) == ordinary
+    assert key_text("t", [big]) == key_text("t", [big])  # values still key alike
+
+
+def test_pull_of_a_url_naming_no_file_says_so_in_one_short_line(warm: Warm, tmp_path: Path) -> None:
+    """A URL whose path ends in `/` names no file: refused, but the line repeated the whole
+    URL uncut (a 100,000-character URL: 100 KB on the terminal), where every other refusal
+    of a pull's name cuts it."""
+    here = tmp_path / "here"
+    here.mkdir()
+    for url in (f"https://127.0.0.1:9/{'a' * 100_000}/", f"https://127.0.0.1:9/{'b' * 90_000}/.x"):
+        done = warm("pull", url, cwd=here)
+        assert done.returncode == 2 and not done.stdout, done.stderr[:300]
+        line = done.stderr.strip()
+        assert "\n" not in line and len(line) < 600, line[:300]
+        assert "no bundle file to write here" in line, line[:300]
+    assert not list(here.iterdir())
+
+
+def test_diff_lists_a_kernel_whose_row_is_corrupt_in_one_bundle_as_corrupt_not_as_rebuilt(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """A kernel row of B naming no sha256 (text with an escape in it) was listed both as
+    corrupt in B and as "in both under one key, built to other binaries": B holds no binary
+    for it at all. It is corrupt in B only (and not counted in both)."""
+    good = host_bundle(tmp_path / "good.warm")  # type: ignore[operator]
+    bad = tmp_path / "bad.warm"
+    shutil.copyfile(good, bad)
+    with sqlite3.connect(bad) as conn:
+        (key,) = conn.execute("SELECT key FROM kernels LIMIT 1").fetchone()
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE key = ?", ("\x1b[2J" + "a" * 60, key))
+    conn.close()
+    done = warm("diff", good, bad, "--json")
+    assert done.returncode == 1, done.stderr  # (a corrupt entry: exit 1)
+    doc = json.loads(done.stdout)
+    kernels = doc["kernels"]
+    assert kernels["binary_differs"] == [] and kernels["binary_differs_count"] == 0, doc
+    assert kernels["shared"] == 5, doc  # the host example's 6, less the corrupt one
+    assert any(key[:16] in c for c in doc["corrupt"]["b"]), doc["corrupt"]
+    text = warm("diff", good, bad)
+    assert "built to other binaries" not in text.stdout and "\x1b" not in text.stdout, text.stdout
