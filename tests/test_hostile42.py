@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import Warm
@@ -67,3 +69,57 @@ def test_diff_lists_a_kernel_whose_row_is_corrupt_in_one_bundle_as_corrupt_not_a
     assert any(key[:16] in c for c in doc["corrupt"]["b"]), doc["corrupt"]
     text = warm("diff", good, bad)
     assert "built to other binaries" not in text.stdout and "\x1b" not in text.stdout, text.stdout
+
+
+MISSES = """\
+import resource, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel
+sys.path.insert(0, sys.argv[1])
+from matmul_host import MATMUL_SOURCE
+rt = warmcli.runtime("host")
+a, c = rt.upload(np.ones((8, 8), np.float32)), rt.buffer((8, 8), "float32")
+for tile in range(100, 100 + int(sys.argv[2])):
+    kernel = Kernel(MATMUL_SOURCE, "matmul", "PPPiii", defines={"TILE": tile}, name="matmul")
+    rt.launch(kernel, a, a, c, 8, 8, 8)
+import gc
+from warmcli.records import MissExplanation
+kept = {id(o): o for o in gc.get_objects() if isinstance(o, MissExplanation)}.values()
+print(max(len(m.detail) for m in kept), len({m.key for m in kept}))
+"""
+
+
+def test_a_bundles_megabytes_of_well_formed_defines_are_not_kept_whole_in_each_miss(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """A bundle whose builds of an entry hold megabytes of defines, as warm writes them (a
+    JSON list of pairs), was shown whole in each miss's explanation (only text that is not
+    warm's JSON was cut): every miss of that entry kept megabytes (60 misses: +200 MB), and
+    the `WARM_EXPLAIN` line, cut at 4,096 characters, lost what this process wants. A held
+    value is cut after 1,000 characters now, saying its length."""
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    with sqlite3.connect(bundle) as conn:
+        rows = conn.execute("SELECT key, components FROM kernels WHERE entry = 'matmul'")
+        for i, (key, text) in enumerate(rows.fetchall()):
+            components = json.loads(text)
+            components["defines"] = json.dumps([[f"T{i}", "1"]] * 150_000)
+            new = json.dumps(components)
+            conn.execute("UPDATE kernels SET components = ? WHERE key = ?", (new, key))
+    conn.close()
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_EXPLAIN="1", WARM_REPORT="0")
+    done = subprocess.run(
+        [sys.executable, "-c", MISSES, str(examples), "2"],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    longest, count = map(int, done.stdout.split())
+    assert count == 2 and longest < 5_000, done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("warm: miss:")]
+    assert len(lines) == 2, done.stderr[-2000:]
+    for line in lines:
+        assert "defines: bundle has T" in line and "characters)" in line, line[:300]
+        assert line.endswith("this process wants TILE=100") or line.endswith("TILE=101"), line[
+            -200:
+        ]
