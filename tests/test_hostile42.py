@@ -123,3 +123,37 @@ def test_a_bundles_megabytes_of_well_formed_defines_are_not_kept_whole_in_each_m
         assert line.endswith("this process wants TILE=100") or line.endswith("TILE=101"), line[
             -200:
         ]
+
+
+def test_merge_takes_a_later_inputs_build_of_a_key_whose_first_binary_no_input_holds(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """A kernel row of the first input whose blob no input holds (a damaged local bundle),
+    merged with a bundle holding a good build of that key (another binary: a key names the
+    source, not the bytes), refused the whole merge (`blob ... is missing`, exit 2), where
+    the inputs in the other order merged (the good row kept, the bad one dropped and said).
+    The later input's build is taken now, and said so; OUT is sound and serves it."""
+    good = host_bundle(tmp_path / "good.warm")  # type: ignore[operator]
+    bad = tmp_path / "bad.warm"
+    shutil.copyfile(good, bad)
+    with sqlite3.connect(bad) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        (key,) = conn.execute("SELECT key FROM kernels WHERE label = 'matmul[TILE=8]'").fetchone()
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE key = ?", ("d" * 64, key))
+    conn.close()
+    out = tmp_path / "out.warm"
+    done = warm("merge", bad, good, "-o", out)
+    assert done.returncode == 0, done.stderr
+    said = "".join(done.stdout.split())  # (a long path's line wrapped)
+    assert said.count(key[:16]) == 1, done.stdout
+    assert f"ismissing:kernel{key[:16]}:tookitsbuildof{good}".replace(" ", "") in said, said
+    checked = warm("verify", out)
+    assert checked.returncode == 0 and "sound" in checked.stdout, checked.stdout
+    with sqlite3.connect(out) as conn:
+        (sha,) = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (key,)).fetchone()
+    conn.close()
+    with sqlite3.connect(good) as conn:
+        assert conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (key,)).fetchone() == (sha,)
+    conn.close()
+    alone = warm("merge", bad, "-o", tmp_path / "alone.warm")  # none holds a good one: refused
+    assert alone.returncode == 2 and "is missing" in alone.stderr, alone.stderr
