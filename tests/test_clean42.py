@@ -242,3 +242,26 @@ def test_an_age_that_is_none_is_one_line_and_exit_2_touching_nothing(
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("warm: error: --older-than: "), lines
         assert bundle.read_bytes() == before
+
+
+def test_max_size_alone_takes_a_time_in_the_future_as_now(
+    warm: Warm, made: tuple[Path, str]
+) -> None:
+    """A kernel dated a century ahead (a bundle from elsewhere) is taken by `--max-size`
+    alone as used at the clean's time, and a clean that writes stamps it so: it ages from
+    then, never kept ahead of everything this machine uses for a century."""
+    bundle, cold = made
+    keys = sorted(_times(bundle))
+    _raw_age(bundle, 2 * DAY)
+    _raw_age(bundle, -100 * 365 * DAY, f"key = '{keys[0]}'")
+    _raw_age(bundle, DAY, f"key = '{keys[1]}'")  # used after every other but the future one
+    everything = warm.json("clean", bundle, "--max-size", "0", "--dry-run")
+    order = [r["key"] for r in everything["removed"] if r["kind"] == "kernel"]
+    assert order[-1] == keys[0], order  # evicted last: taken as used now, after keys[1]
+    assert order.index(keys[1]) == len(order) - 2, order
+    assert everything["used_in_future_count"]["kernels"] == 0  # every one evicted
+    start = time.time()
+    report = warm.json("clean", bundle, "--max-size", str(2**40))  # nothing to evict
+    assert report["used_in_future_count"] == {"kernels": 1, "tunes": 0}
+    assert start <= _times(bundle)[keys[0]] <= time.time()  # stamped: ages from now on
+    assert _serve(warm, bundle, "read")["hash"] == cold

@@ -146,11 +146,9 @@ def plan_clean(
             continue
         kept_sizes[k.sha256] = k.size
         if evicting:
-            if older_than is not None and last_used > now:
+            if now and last_used > now:  # a skewed or hostile clock: used now
                 future.add(k.key)
-            kept.append(
-                (min(last_used, now) if older_than is not None else last_used, k.key, k.sha256)
-            )
+            kept.append((min(last_used, now) if now else last_used, k.key, k.sha256))
             if cannot:
                 unjudged_of["kernel", k.key] = cannot
     picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)
@@ -228,8 +226,7 @@ def clean_bundle(
             format_after = bundle.format_version()
             require_consistent(bundle)  # what its indexes say is what its rows say
             now = time.time()
-            age = None if older_than is None else (older_than, now)
-            options = (machine, keep_foreign, max_size, dry_run, age)
+            options = (machine, keep_foreign, max_size, dry_run, (older_than, now))
             unreadable: list[Unreadable] = []  # rows no listing reads: met, skipped, removed
             try:
                 plan = _plan(bundle, *options, unreadable)
@@ -276,7 +273,7 @@ def _plan(
     keep_foreign: bool,
     max_size: int | None,
     dry_run: bool,
-    age: tuple[float, float] | None,
+    age: tuple[float | None, float],
     unreadable: list[Unreadable],
     scanned: bool = False,
 ) -> CleanPlan:
@@ -284,12 +281,16 @@ def _plan(
     unless `scanned`, a key no listing names a row by (not hex) has every unreadable row
     found (added to `unreadable`, skipped) and the plan made again. A listing that stops at
     an unreadable row not skipped is a `BundleError` (`unreadable_error`). `age`: evict what
-    was not used for `age[0]` seconds before `age[1]` (now)."""
+    was not used for `age[0]` seconds (None: no age) before `age[1]`, the clean's time,
+    which a last use in the future is taken as."""
     corrupt = _corrupt_blobs(bundle)
     unserved = unexported(bundle)
     malformed: list[Removal | None] = []  # rows no reader can serve: removed, as corrupt
-    older_than, now = age or (None, 0.0)
-    tune_times = old_and_future_tunes(bundle, now - age[0], now) if age else (set(), set())
+    older_than, now = age
+    no_times: tuple[set[str], set[str]] = (set(), set())
+    tune_times = (
+        no_times if older_than is None else old_and_future_tunes(bundle, now - older_than, now)
+    )
     kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
     plan = plan_clean(
         ((k, used) for k, (_, used) in kernels_used),
