@@ -65,6 +65,7 @@ def workload(rt):
 @pytest.mark.parametrize(
     ("source", "said"),
     [
+        (RAISES, "ValueError: first\\x0asecond\\x1b[2J"),
         (DEEP, "TuneSpecError: tunable deep: key= gave a value nested too deeply"),
     ],
 )
