@@ -4,8 +4,11 @@ of one line, a deeply nested tune key, and a process started during a long commi
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import pytest
@@ -16,6 +19,13 @@ from warmcli import Bundle, Kernel, ProcessMode, ProcessModeOverride, Runtime, T
 from warmcli.backends.host import HostDevice
 from warmcli.errors import TuneSpecError
 from warmcli.warming.workload import load_workload
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _written(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
 
 
 def test_a_write_back_writes_what_it_built_once_at_the_time_of_what_it_served(
@@ -96,3 +106,72 @@ def test_a_deeply_nested_key_is_a_tune_spec_error_naming_the_tunable() -> None:
             rt.tune(keyed_by_inputs, rt.buffer(4, "int32"), key)
     finally:
         rt.close()
+
+
+# A production process started while a writer holds the bundle's lock (the waits shortened,
+# as tests/test_fleet41.py shortens them): it runs cold, then serves once the lock is free.
+LATE_OPEN = """
+import sys, time
+import warmcli.bundle.file as bundle_file
+bundle_file.LOCK_WAIT_SECONDS = 1.0
+try:
+    import warmcli.bundle.reopening as reopening
+    reopening.REOPEN_SECONDS = 0.5
+except ImportError:  # (before leftovers42a: no retry at all)
+    pass
+from warmcli import Kernel
+import warmcli
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+rt = warmcli.runtime("host")
+def launch(d):
+    o = rt.buffer(5, "float64")
+    rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 5)
+    return rt.read(o).tolist()
+print(launch(3), len(warmcli.report().kernels), flush=True)
+input()  # the lock is free now
+time.sleep(0.6)
+print(launch(5), launch(6), len(warmcli.report().kernels), flush=True)
+"""
+FILLS = """
+from warmcli import Kernel
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+def workload(rt):
+    for d in (3, 5, 6):
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), rt.buffer(5, "float64"), 5)
+"""
+HOLD = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+input()
+c.execute("ROLLBACK")
+"""
+
+
+def test_a_process_started_during_a_long_commit_serves_once_the_lock_is_free(
+    warm: Warm, tmp_path: Path
+) -> None:
+    path = tmp_path / "b.warm"
+    proc = warm("run", "-q", "--bundle", path, _written(tmp_path / "fills.py", FILLS))
+    assert proc.returncode == 0, proc.stderr
+    env = dict(warm.env, WARM_BUNDLE=str(path), PYTHONPATH=str(ROOT))
+    run = [sys.executable, "-c"]
+    holder = subprocess.Popen([*run, HOLD, str(path)], stdin=PIPE, stdout=PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        server = subprocess.Popen(
+            [*run, LATE_OPEN], env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE, text=True
+        )
+        assert server.stdout is not None and server.stdin is not None
+        first = server.stdout.readline().split("] ")
+        assert first[1].strip() == "1", first  # cold: compiled the one it launched
+        holder.communicate("\n", timeout=10)  # its commit ends
+        out, err = server.communicate("\n", timeout=30)
+    finally:
+        holder.kill()
+    assert server.returncode == 0, err
+    assert out.strip().endswith("] 1"), out  # served the others: compiled nothing more
+    said = [line for line in err.splitlines() if line.strip()]
+    assert len(said) == 1 and "runs cold" in said[0] and "locked" in said[0], err
