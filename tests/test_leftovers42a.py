@@ -175,3 +175,38 @@ def test_a_process_started_during_a_long_commit_serves_once_the_lock_is_free(
     assert out.strip().endswith("] 1"), out  # served the others: compiled nothing more
     said = [line for line in err.splitlines() if line.strip()]
     assert len(said) == 1 and "runs cold" in said[0] and "locked" in said[0], err
+
+
+# As test_leftovers41b's LATE_THREAD, but the thread holds `rt.launch` taken before its pass
+# ended (a bound method, as `functools.partial(rt.launch, k)` holds), and launches once the
+# next pass began: pass 2's thread, in the verify pass, on pass 2's retired runtime.
+LATE_BOUND = """
+import threading, time
+from warmcli import Kernel
+CALLS, NEXT = [0], {}
+def workload(rt):
+    CALLS[0] += 1
+    p = CALLS[0]
+    if p - 1 in NEXT:
+        NEXT[p - 1].set()  # the last pass's thread goes now
+    k = Kernel("void late(int *x) { x[0] = PASS; }", "late", "P", defines={"PASS": p})
+    go, NEXT[p] = rt.launch, threading.Event()
+    def bg():
+        NEXT[p].wait()
+        go(k, rt.buffer(1, "int32"))
+        print("LAUNCHED LATE", p, flush=True)
+    threading.Thread(target=bg, name="late", daemon=True).start()
+    time.sleep(0.5)  # (what it does lands in this pass)
+"""
+
+
+def test_a_late_thread_holding_a_bound_launch_is_stopped_too(
+    forked: Callable[[Warm], Any], warm: Warm, tmp_path: Path
+) -> None:
+    bundle = tmp_path / "late.warm"
+    run = forked(warm)("run", _written(tmp_path / "w.py", LATE_BOUND), "-b", bundle, "-d", "host")
+    said = run.stdout + run.stderr
+    assert run.returncode == 0 and "corrupt" not in said, said
+    assert "note: thread late launched kernel late[PASS=2] after its pass ended" in said, said
+    assert "LAUNCHED LATE 2" not in said, said
+    assert forked(warm)("verify", bundle).returncode == 0
