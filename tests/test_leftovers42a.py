@@ -130,7 +130,8 @@ def launch(d):
 print(launch(3), len(warmcli.report().kernels), flush=True)
 input()  # the lock is free now
 time.sleep(0.6)
-print(launch(5), launch(6), len(warmcli.report().kernels), flush=True)
+served = launch(5), launch(6)
+print(served, str(warmcli.report()).split(" ")[:3], len(warmcli.report().kernels), flush=True)
 """
 FILLS = """
 from warmcli import Kernel
@@ -173,6 +174,7 @@ def test_a_process_started_during_a_long_commit_serves_once_the_lock_is_free(
         holder.kill()
     assert server.returncode == 0, err
     assert out.strip().endswith("] 1"), out  # served the others: compiled nothing more
+    assert "['warm:', 'bundle', " in out, out  # its report names the bundle it serves now
     said = [line for line in err.splitlines() if line.strip()]
     assert len(said) == 1 and "runs cold" in said[0] and "locked" in said[0], err
 

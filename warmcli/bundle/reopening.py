@@ -32,7 +32,7 @@ class Reopening:
 
     def __init__(self, path: str, opener: Callable[[], Bundle], locked: BundleLocked) -> None:
         self._lock = new_lock(self)
-        self._path, self._opener, self._locked = path, opener, locked
+        self.path, self._opener, self._locked = path, opener, locked
         self._next = time.monotonic() + REOPEN_SECONDS
         self.bundle: Bundle | None = None
         self.closed = False
@@ -43,7 +43,7 @@ class Reopening:
             return self.bundle
         with self._lock:
             if self.bundle is None:
-                if self.closed or time.monotonic() < self._next or not _free(self._path):
+                if self.closed or time.monotonic() < self._next or not _free(self.path):
                     self._next = max(self._next, time.monotonic() + REOPEN_SECONDS)
                     raise BundleLocked(str(self._locked))
                 self._next = time.monotonic() + REOPEN_SECONDS
@@ -70,10 +70,10 @@ class Reopening:
         held: set[str] | None = None,
         now: float | None = None,
     ) -> tuple[int, int]:
-        raise BundleError(f"{self._path}: served read-only (it was locked when opened)")
+        raise BundleError(f"{self.path}: served read-only (it was locked when opened)")
 
     def touch(self, last_used: Mapping[str, float]) -> int:
-        raise BundleError(f"{self._path}: served read-only (it was locked when opened)")
+        raise BundleError(f"{self.path}: served read-only (it was locked when opened)")
 
 
 def _free(path: str) -> bool:
