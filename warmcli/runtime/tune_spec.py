@@ -183,6 +183,9 @@ def inputs_text(name: str, inputs: tuple[Any, ...], bucket: str | None = None) -
             parts.append(describe_input(value, bucket))
         except TypeError as exc:
             raise TypeError(f"tunable {name}: input {i} {exc}") from None
+        except RecursionError:  # (read recursively: it ends, refused)
+            said = "is nested too deeply for the default tune key to read: pass key="
+            raise TypeError(f"tunable {name}: input {i} {said}") from None
     return " ".join(parts)
 
 
@@ -380,6 +383,11 @@ def key_text(name: str, derived: Any) -> str:
             raise
         except (TypeError, ValueError) as exc:
             message = f"tunable {name}: key= gave a value with no JSON text: {exc}"
+            raise TuneSpecError(message) from None
+        except RecursionError:  # (JSON's encoder walks it recursively: it ends, refused)
+            message = (
+                f"tunable {name}: key= gave a value nested too deeply to key: key on a flatter one"
+            )
             raise TuneSpecError(message) from None
     if _ADDRESS in text or "..." in text:  # an address, or an array's text abbreviated
         _stable(name, derived)  # raises, naming the part (nothing else raises there)
