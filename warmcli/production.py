@@ -28,7 +28,8 @@ take an `https://` or `s3://` URL: the bundle is fetched once per machine into `
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. A bundle another process keeps
 locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
-process runs cold (`_unless_locked`; under strict mode raised). The module owns the process's
+process runs cold (`_unless_locked`; under strict mode raised) until it is free: its runtimes
+serve from it then, read-only (`warmcli.bundle.reopening`). The module owns the process's
 bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
 closed one had done when closed (and did since, once collected), in one object
 (`_Production`); it prints that report when asked, else only a failed write-back's line,
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle import served as _served
+from warmcli.bundle.reopening import Reopening
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import BundleLocked, DeviceError
@@ -74,6 +76,7 @@ class _Production:
         self.path: str | None = None  # the bundle in use, as given (a path or a URL)
         self.write = False
         self.bundle: Bundle | None = None
+        self.reopening: Reopening | None = None  # the bundle, locked at its open (read-only)
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
         self.closed_misses: list[Miss] = []
@@ -138,6 +141,9 @@ class _Production:
             if self.policy.strict is Strictness.RAISE:
                 raise
             warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
+            if "://" not in path:  # its runtimes serve from it once it is free
+                opener = lambda: open_served(path, write, keys)  # noqa: E731
+                self.reopening = Reopening(os.path.abspath(path), opener, exc)
             return None
 
     def _report(self) -> ProductionReport:
@@ -155,7 +161,10 @@ class _Production:
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         tuned = any(m.kind == "tune" for m in misses)
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
-        return ProductionReport(self.path, self.write, misses, signed, "", kernels, tunes, notes)
+        path = self.path  # (or the one opened since it was locked at its open)
+        if path is None and self.reopening is not None and self.reopening.bundle is not None:
+            path = self.reopening.path
+        return ProductionReport(path, self.write, misses, signed, "", kernels, tunes, notes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
@@ -207,6 +216,9 @@ class _Production:
         if self.bundle is not None:
             self.bundle.close()
             self.bundle = None
+        if self.reopening is not None:
+            self.reopening.close()
+            self.reopening = None
         if failure is not None and self.unstored:  # else only last-used times were lost
             raise failure
 
@@ -320,7 +332,8 @@ def _own(device: str) -> Runtime:
             extra.close()
         rt = state.runtimes.get(first.id)
         if rt is None:
-            rt = state.runtimes[first.id] = Runtime(first, loaded, misses=state.policy)
+            store = loaded if loaded is not None else state.reopening
+            rt = state.runtimes[first.id] = Runtime(first, store, misses=state.policy)
         else:
             first.close()  # already served under another name
         state.asked[device] = first.id

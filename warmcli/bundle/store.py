@@ -340,11 +340,11 @@ class Bundle(BundleAdmin):
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
         held: set[str] | None = None,
+        now: float | None = None,
     ) -> tuple[int, int]:
-        """Store kernels (with their binaries), tunes and fingerprints in one transaction: how
-        many of each it stored (a kernel row another writer stored alike is kept, in `held`;
-        a tune row one stored alike since it was opened, `write_tune_row`; `keeps_signed`)."""
-        now, n_kernels, n_tunes = time.time(), 0, 0
+        """Store kernels (with binaries), tunes and fingerprints in one transaction, used `now`
+        (default: now): how many of each it stored (others' alike kept: `held`, `write_*_row`)."""
+        now, n_kernels, n_tunes = time.time() if now is None else now, 0, 0
         with self.transaction() as conn:
             for identity, kind, data in fingerprints:
                 from warmcli.bundle.manifest import put_fingerprint  # (never a serving process)

@@ -1,4 +1,4 @@
-"""`warm clean [PATH]`: drop entries foreign to this machine; evict to a size, LRU first."""
+"""`warm clean [PATH]`: drop entries foreign to this machine; evict by age, then to a size."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from warmcli.cli.render.ops import clean_json, clean_renderable
 from warmcli.config import parse_size
 from warmcli.errors import CleanInterrupted
 from warmcli.ops.clean import CleanReport, Machine, clean_bundle
+from warmcli.ops.clean_age import parse_age
 
 
 @app.command()
@@ -35,17 +36,24 @@ def clean(
     max_size: str | None = typer.Option(
         None, "--max-size", help="Evict least recently used kernels until binaries fit (10M, 1G)."
     ),
+    older_than: str | None = typer.Option(
+        None, "--older-than", help="Remove kernels and tunes not used for this long (30d, 12h)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; change nothing."),
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Remove kernels and tunes this machine cannot use, and evict to --max-size."""
+    """Remove kernels and tunes this machine cannot use, then by --older-than and --max-size."""
     path = default_bundle(bundle)
     try:
         limit = None if max_size is None else parse_size(max_size)
     except ValueError as exc:
         fail(f"--max-size: {exc}")
+    try:
+        age = None if older_than is None else parse_age(older_than)
+    except ValueError as exc:
+        fail(f"--older-than: {exc}")
 
     removed: list[int] = []  # kernels and tunes, once their removal is committed
 
@@ -58,6 +66,7 @@ def clean(
             max_size=limit,
             dry_run=dry_run,
             removed=removed,
+            older_than=age,
         )
 
     try:

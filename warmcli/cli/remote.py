@@ -167,5 +167,6 @@ def _named_by(url: str) -> Path:
         fail(f"{cut(url, 200)}: its name {shown}: name the file to write")
     if not name or name.startswith(".") or "/" in name or printable(name) != name:
         shown = printable(repr(name))
-        fail(f"{url}: its name {shown} is no bundle file to write here: name the file to write")
+        said = "is no bundle file to write here: name the file to write"
+        fail(f"{cut(url, 200)}: its name {shown} {said}")
     return Path(name)

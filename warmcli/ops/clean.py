@@ -1,4 +1,4 @@
-"""Cleaning a bundle: drop what this machine can never use, and evict to a size.
+"""Cleaning a bundle: drop what this machine can never use, and evict by age and to a size.
 
 A kernel is *corrupt* when its blob is missing, fails its sha256, (a host kernel's) does not
 export its symbol, (a CUDA PTX row's) is not PTX of its arch or (a cubin row's) not a cubin
@@ -13,14 +13,17 @@ machine's toolchain's build, runnable here, supersedes; a tune of another device
 What this machine cannot judge is kept and counted (`kept_unjudged`, less what `max_size`
 evicts of it): kernels and tunes
 of a backend whose devices it cannot list (CUDA without a GPU), and pending tunes
-(compile-only, finished on any GPU later). `max_size` then evicts the least recently
-used kernels until the binaries they need fit; a binary shared by a batch is freed
-with its last kernel. The entries stream through the plan, which counts every removal by reason and
-keeps the first `LISTED` whole (to show), and the keys to remove only when it is
-to be applied: memory holds no whole table (a digest of each of this machine's
-toolchain's builds, to judge what they supersede; `max_size` alone keeps the key,
-blob and time of each kept kernel, to order them). `plan_clean` is pure;
-`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum; one
+(compile-only, finished on any GPU later). `older_than` then evicts what was not used
+for that long, and `max_size` the least recently used kernels until the binaries they
+need fit (`warmcli.ops.clean_age`); a binary shared by a batch is freed with its last
+kernel, a tune with its pick's kernel. The entries stream through the plan, which
+counts every removal by reason and keeps the first `LISTED` whole (to show), and the
+keys to remove only when it is to be applied: memory holds no whole table (a digest
+of each of this machine's toolchain's builds, to judge what they supersede; `max_size`
+and `older_than` keep the key, blob and time of each kept kernel, and `older_than` the
+keys of the tunes written before its cutoff or after now). `plan_clean` is pure;
+`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum,
+`warmcli.ops.clean_vacuum`, and the stamp of what was used in the future; one
 that removes nothing vacuums a file it may write, a tenth of it free pages); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
@@ -34,25 +37,35 @@ SQL indexes disagree with its rows is refused before anything is read or removed
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from warmcli.backends.machine import inventory
 from warmcli.bundle.admin import _corrupt_blobs
 from warmcli.bundle.consistency import require_consistent
-from warmcli.bundle.file import FORMAT_VERSION, _connect, _read_only_uri, check_header
+from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.unreadable import Unreadable, skip_unreadable, unreadable_error
 from warmcli.errors import BundleError, CleanInterrupted
 from warmcli.interrupted import held_interrupts
+from warmcli.ops.clean_age import (
+    Kept,
+    age_text,
+    by_age,
+    by_size,
+    bytes_freed,
+    old_and_future_tunes,
+    stamp_future,
+)
+from warmcli.ops.clean_plan import CleanPlan, Removal
+from warmcli.ops.clean_vacuum import freed_pages, vacuum
 from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
 from warmcli.printable import LISTED
@@ -61,46 +74,8 @@ from warmcli.records import KernelRecord, TuneRecord, where
 UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
 NOT_PTX = "its blob is not PTX of its arch"  # a CUDA PTX row never JIT-ed
 NOT_CUBIN = "its blob is not a cubin of its arch"  # a CUDA cubin row holding PTX, say
-OTHER_REASONS = "other reasons"  # where removals go once `LISTED` reasons are counted
 CORRUPT_ROW = "corrupt: a malformed row"
 WHATS = ("kernel", "tune")
-_FREE_PAGES = "SELECT * FROM pragma_freelist_count, pragma_page_count"
-
-
-@dataclass(frozen=True)
-class Removal:
-    """One entry a clean removes, and why."""
-
-    kind: str  # "kernel" or "tune"
-    key: str
-    label: str  # as `warm stats` names it
-    where: str
-    reason: str
-    bytes: int = 0  # what removing a kernel frees: its binary, if no kernel kept shares it
-    by_rowid: bool = False  # a row no listing reads: removed by its rowid, not by `key`
-
-
-@dataclass
-class CleanPlan:
-    removals: list[Removal] = field(default_factory=list)  # the first `LISTED`
-    kept_unjudged: list[str] = field(default_factory=list)
-    binary_bytes_before: int = 0
-    binary_bytes_after: int = 0
-    by_reason: Counter[str] = field(default_factory=Counter)  # every removal
-    removed: Counter[str] = field(default_factory=Counter)  # by kind
-    keys: dict[str, list[str]] | None = None  # by kind, every key to remove (when applied)
-
-    def remove(self, removal: Removal) -> None:
-        """Count one removal; keep it whole if it is among the first, its key if applied."""
-        reason = removal.reason
-        if reason not in self.by_reason and len(self.by_reason) >= LISTED:
-            reason = OTHER_REASONS
-        self.by_reason[reason] += 1
-        self.removed[removal.kind] += 1
-        if len(self.removals) < LISTED:
-            self.removals.append(removal)
-        if self.keys is not None and not removal.by_rowid:
-            self.keys.setdefault(removal.kind, []).append(removal.key)
 
 
 @dataclass
@@ -113,42 +88,12 @@ class CleanReport:
     file_bytes_after: int
     format_before: int = 0  # the file's format before the clean opened it
     format_after: int = 0  # and after (a write open migrates an older format)
+    older_than: float | None = None  # seconds: what was not used for that long was evicted
 
     @property
     def would_migrate(self) -> bool:
         """An older format left as it was (a dry run): a clean would migrate it."""
         return self.format_after == self.format_before < FORMAT_VERSION
-
-
-def _lru(
-    kept: list[tuple[float, str, str]],
-    sizes: Mapping[str, int],
-    max_size: int,
-    plan: CleanPlan,
-    labels: Callable[[str], KernelRecord | None],
-    listed: dict[str, tuple[str, int]],
-) -> set[str]:
-    """Evict the least recently used of `kept` (last used, key, blob) until the blobs the
-    rest use fit in `max_size`; the keys evicted. Kernels used at the same time (one run
-    wrote them) go a blob at a time: a blob is freed only with its last kernel, and a tie
-    broken by key would spread the evictions over every blob, freeing none."""
-    users = Counter(sha for _, _, sha in kept)
-    size = sum(sizes[sha] for sha in users)
-    evicted: set[str] = set()
-    for _, key, sha in sorted(kept, key=lambda e: (e[0], e[2], e[1])):
-        if size <= max_size:
-            break
-        users[sha] -= 1
-        if users[sha] == 0:
-            size -= sizes[sha]
-        evicted.add(key)
-        k = labels(key) if len(plan.removals) < LISTED else None  # shown: named
-        label, place = (k.label, where(k.device, k.arch)) if k else (key[:16], "")
-        reason = f"least recently used (over {max_size:,} bytes)"
-        if len(plan.removals) < LISTED:
-            listed[key] = (sha, sizes[sha])
-        plan.remove(Removal("kernel", key, label, place, reason, sizes[sha]))
-    return evicted
 
 
 def plan_clean(
@@ -163,13 +108,19 @@ def plan_clean(
     corrupt: Mapping[str, str] | None = None,
     local: Collection[bytes] | None = None,
     unserved: Mapping[str, str] | None = None,
+    older_than: float | None = None,
+    now: float = 0.0,
+    tune_times: tuple[Collection[str], Collection[str]] = ((), ()),
 ) -> CleanPlan:
     """What a clean removes, and why (pure: each kernel with its last-used time, and each
     tune, streamed in; the plan out). `apply`: keep every key to remove; `labels` names
     a kernel evicted by `max_size` (by its key); `corrupt`: the sha256 of every blob
     that fails it, and why (its kernels are removed); `local`: `local_builds` of the
     kernels (else read from `kernels`, which is then read twice); `unserved`: the key of
-    every kernel whose binary does not export its symbol, and why (removed as corrupt)."""
+    every kernel whose binary does not export its symbol, and why (removed as corrupt);
+    `older_than`: evict what was not used since `now - older_than` (`warmcli.ops.clean_age`:
+    `tune_times`, the keys of the tunes written before then, and of those written after
+    `now`), before `max_size` evicts."""
     if local is None:
         kernels = list(kernels)
         local = local_builds((k for k, _ in kernels), machine, corrupt or ())
@@ -177,7 +128,9 @@ def plan_clean(
     unjudged: Counter[str] = Counter()
     sizes: dict[str, int] = {}  # by blob: what every kernel uses
     kept_sizes: dict[str, int] = {}  # by blob: what the kept kernels use
-    kept: list[tuple[float, str, str]] = []  # (last used, key, blob), for `max_size` only
+    kept: Kept = []  # (last used, key, blob), for `max_size` and `older_than` only
+    evicting = max_size is not None or older_than is not None
+    future: set[str] = set()  # kept kernels used after `now`: taken as used at `now`
     listed: dict[str, tuple[str, int]] = {}  # the listed kernel removals' (blob, size)
     unjudged_of: dict[tuple[str, str], str] = {}  # kept entries' `cannot`, for `max_size`
     for k, last_used in kernels:
@@ -193,32 +146,47 @@ def plan_clean(
             plan.remove(Removal("kernel", k.key, k.label, where(k.device, k.arch), foreign, k.size))
             continue
         kept_sizes[k.sha256] = k.size
-        if max_size is not None:
-            kept.append((last_used, k.key, k.sha256))
+        if evicting:
+            if now and last_used > now:  # a skewed or hostile clock: used now
+                future.add(k.key)
+            kept.append((min(last_used, now) if now else last_used, k.key, k.sha256))
             if cannot:
                 unjudged_of["kernel", k.key] = cannot
     picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)
+    held = {key for _, key, _ in kept} if older_than is not None else set()
+    old, age = set(tune_times[0]), age_text(older_than or 0)
     for t in tunes:
         foreign, cannot = tune_foreign(t, machine)
         if cannot:
             unjudged[cannot] += 1
         label = f"{t.operation} {t.shape_key}"
+        pick = next((c.kernel_key for c in t.candidates if c.name == t.pick), None)
         if foreign and not keep_foreign:
             plan.remove(Removal("tune", t.key, label, t.device, foreign))
-        elif max_size is not None and t.pick is not None:
-            pick = next((c.kernel_key for c in t.candidates if c.name == t.pick), "")
-            picks.append((pick, t.key, label, t.device))
+        elif older_than is not None and t.key in old and (pick is None or pick not in held):
+            plan.remove(Removal("tune", t.key, label, t.device, f"not used in the last {age}"))
+            unjudged[cannot] -= bool(cannot)  # counted above, not kept after all
+        elif evicting:
+            plan.future["tune"] += t.key in tune_times[1]
+            if pick is not None:
+                picks.append((pick, t.key, label, t.device))
             if cannot:
                 unjudged_of["tune", t.key] = cannot
     plan.binary_bytes_before = sum(sizes.values())
     plan.binary_bytes_after = sum(kept_sizes.values())
     staying = set(kept_sizes)
-    if max_size is not None:
-        evicted = _lru(kept, sizes, max_size, plan, labels, listed)
+    if evicting:
+        evicted: set[str] = set()
+        if older_than is not None:  # age first, then size
+            evicted = by_age(kept, now - older_than, older_than, sizes, plan, labels, listed)
+        if max_size is not None:
+            evicted |= by_size(kept, sizes, max_size, plan, labels, listed)
+        plan.future["kernel"] = len(future - evicted)
         gone = {("kernel", key) for key in evicted}
         for pick, key, label, device in picks:  # a pick no longer held: its tune goes too
             if pick in evicted:
                 plan.remove(Removal("tune", key, label, device, "its pick's kernel evicted"))
+                plan.future["tune"] -= key in tune_times[1]
                 gone.add(("tune", key))
         for entry in gone & unjudged_of.keys():  # evicted: no longer kept
             unjudged[unjudged_of[entry]] -= 1
@@ -227,24 +195,8 @@ def plan_clean(
         staying = in_use
     kept_unjudged = sorted((what, n) for what, n in unjudged.items() if n)
     plan.kept_unjudged = [f"kept {n} {what}: cannot judge" for what, n in kept_unjudged]
-    _bytes_freed(plan, listed, staying)
+    bytes_freed(plan, listed, staying)
     return plan
-
-
-def _bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying: set[str]) -> None:
-    """Each listed kernel removal's `bytes`: what removing it frees. A binary a batch shares
-    is freed by the last of its kernels to go (the others free nothing), never by one that
-    stays, so the removals' bytes add up to `binary_bytes_before - binary_bytes_after`
-    (when every removal is listed)."""
-    freed: set[str] = set()
-    for i in reversed(range(len(plan.removals))):
-        r = plan.removals[i]
-        if r.kind != "kernel" or r.key not in listed:
-            continue
-        sha, size = listed[r.key]
-        gone = sha not in staying and sha not in freed
-        freed.add(sha)
-        plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
 
 
 def clean_bundle(
@@ -255,11 +207,13 @@ def clean_bundle(
     max_size: int | None = None,
     dry_run: bool = False,
     removed: list[int] | None = None,
+    older_than: float | None = None,
 ) -> CleanReport:
     """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it; `machine` is
     this machine's inventory (`Machine.of(inventory())`) unless given. `removed` (if given)
     holds the kernels and tunes removed as the removal commits (an interrupt held until it
-    does): a caller interrupted however late reads what was kept there."""
+    does): a caller interrupted however late reads what was kept there. `older_than`
+    (seconds) evicts what was not used for that long, first."""
     path = Path(path)
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
@@ -272,7 +226,8 @@ def clean_bundle(
         with Bundle.open(path, write=not dry_run) as bundle:
             format_after = bundle.format_version()
             require_consistent(bundle)  # what its indexes say is what its rows say
-            options = (machine, keep_foreign, max_size, dry_run)
+            now = time.time()
+            options = (machine, keep_foreign, max_size, dry_run, (older_than, now))
             unreadable: list[Unreadable] = []  # rows no listing reads: met, skipped, removed
             try:
                 plan = _plan(bundle, *options, unreadable)
@@ -290,13 +245,18 @@ def clean_bundle(
                     )
                     bundle.delete(kernels, tunes, rows)
                     removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
-                _vacuum(bundle, *removed)
-            elif not dry_run and _freed_pages(path):  # left by a vacuum refused (a full disk)
+                vacuum(bundle, *removed)
+            elif not dry_run and freed_pages(path):  # left by a vacuum refused (a full disk)
                 removed[:] = 0, 0  # nothing removed: an interrupt from now says it is whole
-                _vacuum(bundle, 0, 0)
+                vacuum(bundle, 0, 0)
+            if not dry_run and sum(plan.future.values()):  # ages from now on (kept)
+                stamp_future(bundle, now)
         after = path.stat().st_size
         # made inside: a Ctrl-C landing as it is made (a call) is one after the removal too
-        return CleanReport(path, plan, applied, dry_run, before, after, format_before, format_after)
+        report = CleanReport(
+            path, plan, applied, dry_run, before, after, format_before, format_after
+        )
+        return dataclasses.replace(report, older_than=older_than)
     except BundleError as exc:  # after a migration (its own transaction, committed): say so
         if format_after == format_before:
             raise
@@ -314,16 +274,24 @@ def _plan(
     keep_foreign: bool,
     max_size: int | None,
     dry_run: bool,
+    age: tuple[float | None, float],
     unreadable: list[Unreadable],
     scanned: bool = False,
 ) -> CleanPlan:
     """`plan_clean` of `bundle`, its malformed rows and `unreadable` removed as corrupt;
     unless `scanned`, a key no listing names a row by (not hex) has every unreadable row
     found (added to `unreadable`, skipped) and the plan made again. A listing that stops at
-    an unreadable row not skipped is a `BundleError` (`unreadable_error`)."""
+    an unreadable row not skipped is a `BundleError` (`unreadable_error`). `age`: evict what
+    was not used for `age[0]` seconds (None: no age) before `age[1]`, the clean's time,
+    which a last use in the future is taken as."""
     corrupt = _corrupt_blobs(bundle)
     unserved = unexported(bundle)
     malformed: list[Removal | None] = []  # rows no reader can serve: removed, as corrupt
+    older_than, now = age
+    no_times: tuple[set[str], set[str]] = (set(), set())
+    tune_times = (
+        no_times if older_than is None else old_and_future_tunes(bundle, now - older_than, now)
+    )
     kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
     plan = plan_clean(
         ((k, used) for k, (_, used) in kernels_used),
@@ -338,10 +306,13 @@ def _plan(
         local=local_builds(
             bundle.each_kernel(on_error=lambda *_: None, order=AS_STORED), machine, corrupt
         ),
+        older_than=older_than,
+        now=now,
+        tune_times=tune_times,
     )
     if None in malformed and not scanned:  # a key not hex: found, to be removed by rowid
         unreadable += skip_unreadable(bundle)
-        return _plan(bundle, machine, keep_foreign, max_size, dry_run, unreadable, True)
+        return _plan(bundle, machine, keep_foreign, max_size, dry_run, age, unreadable, True)
     for removal in malformed:
         if removal is not None:
             plan.remove(removal)
@@ -362,35 +333,6 @@ def _malformed(kind: str, into: list[Removal | None]) -> Callable[[str, str], No
             into.append(None)
 
     return bad
-
-
-def _vacuum(bundle: Bundle, kernels: int, tunes: int) -> None:
-    """Vacuum the bundle once `kernels` and `tunes` were removed (committed): a failed write
-    says they are removed and kept, never that the bundle is as it was."""
-    try:
-        bundle.vacuum()
-    except BundleError as exc:
-        why = exc.disk_refusal or str(exc)
-        kept = (
-            f"removed {kernels} kernel(s) and {tunes} tune(s) (kept), but "
-            if kernels or tunes
-            else ""
-        )
-        raise BundleError(f"{bundle.path}: {kept}the file was not vacuumed: {why}") from None
-
-
-def _freed_pages(path: Path) -> int:
-    """The free pages of the bundle file (a refused vacuum's), read read-only, where they are
-    a tenth of it or more (a vacuum rewrites it whole); 0 where unread, or where this process
-    may not write the file or its folder (a read-only mount: no vacuum, and exit 0)."""
-    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
-        return 0
-    try:
-        with contextlib.closing(_connect(_read_only_uri(str(path)), uri=True)) as conn:
-            free, pages = conn.execute(_FREE_PAGES).fetchone()
-        return int(free) if int(free) * 10 >= int(pages) > 0 else 0
-    except (sqlite3.Error, TypeError, ValueError):
-        return 0
 
 
 def _unserved_why(k: KernelRecord) -> str:

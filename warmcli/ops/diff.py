@@ -6,7 +6,8 @@ means B would have to compile or tune it. For a tune key held by both, a differi
 pick is reported with each bundle's pick and its median time; a kernel key held by both
 whose rows name different blobs (`binaries_changed`: the key names the kernel's source,
 not the bytes that run; a bundle from elsewhere may serve another binary under it) is
-listed by key, and the bundles are not the same. An entry a bundle holds
+listed by key, and the bundles are not the same (a row corrupt in either is listed as corrupt
+only: that bundle holds no binary for it). An entry a bundle holds
 but cannot read (a malformed row, as `warm verify` names it) is reported as corrupt in
 that bundle, which cannot serve it: two bundles are never called the same while one has
 any (a kernel whose blob is missing or whose blob's size lies is one; `warm diff` then
@@ -265,6 +266,9 @@ def diff_bundles(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> Bundle
         for kind, key in corrupt:  # in both, but not served by both: not counted in both
             if _held(ba, kind, key) and _held(bb, kind, key):
                 setattr(diff, f"{kind}s_shared", getattr(diff, f"{kind}s_shared") - 1)
+            if kind == "kernel" and key in diff.binaries_changed:  # no binary there to differ
+                diff.binaries_changed.remove(key)
+                diff.counts["binaries_changed"] -= 1
         diff.usage_a = ba.usage_of([k.key for k in diff.kernels_only_a])  # the listed ones
         diff.usage_b = bb.usage_of([k.key for k in diff.kernels_only_b])
         diff.users_a = blob_users_of(ba, [k.sha256 for k in diff.kernels_only_a])  # as stats

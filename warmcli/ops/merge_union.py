@@ -9,7 +9,9 @@ the one held and the one read (which input each tune came from, with its status,
 measurement time, is a temporary table of the output's connection, never held in Python);
 each blob is copied once, a chunk at a time and checked against its sha256
 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that fails (or is missing) is
-undone and taken from another input holding a good one, and that is said in `mended`. So no
+undone and taken from another input holding a good one, and that is said in `mended` (held
+by none, a later input's row of that key naming another binary is taken, said so: a first
+input's damaged row refused the whole merge, where the other order merged). So no
 table of any input sets the memory a merge takes. The inputs' fingerprints are read first:
 more together than a bundle may hold (`FINGERPRINT_ROWS`, which every reader refuses) are
 refused, nothing written. `carry_over` copies the output's own `created` time and
@@ -101,7 +103,12 @@ def write_union(
             if held is None:
                 have = "SELECT 1 FROM blobs WHERE sha256 = ?"
                 if conn.execute(have, (record.sha256,)).fetchone() is None:
-                    _copy_blob(conn, bundles, index, record.sha256, mended)
+                    try:
+                        _copy_blob(conn, bundles, index, record.sha256, mended)
+                    except BundleError as exc:  # in no input: a later one's build of the key
+                        if not _later_build(bundles, index, record, exc, mended):
+                            raise
+                        continue  # (written as that input's row, there)
                 if write_kernel_row(conn, record, now):  # (one alike is kept, as a run does)
                     written.kernels[index] += 1
                     written.kernels[0] -= record.key in renewed  # (it is this input's now)
@@ -257,6 +264,24 @@ def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of:
         f"kernel {record.key[:16]}: kept the binary {kept[:16]} of {first}, dropped "
         f"{record.sha256[:16]} of {of.path}"
     )
+
+
+def _later_build(
+    bundles: Sequence[Bundle], index: int, record: KernelRecord, exc: BundleError, mended: list[str]
+) -> bool:
+    """Whether an input after `bundles[index]` holds `record`'s key built to another binary,
+    where `exc` (an input's: its blob in none of them) refused `record`'s: said in `mended`;
+    that input's row is then written in its turn, its binary copied (or refused) as any."""
+    if not any(str(exc).startswith(f"{b.path}: blob ") for b in bundles):
+        return False  # the output's (a full disk)
+    later = next(
+        (b for b in bundles[index + 1 :] if _sha_of(b, record.key) not in (None, record.sha256)),
+        None,
+    )
+    if later is None:
+        return False
+    mended.append(f"{exc}: kernel {record.key[:16]}: took its build of {later.path}")
+    return True
 
 
 def _sha_of(bundle: Bundle, key: str) -> str | None:

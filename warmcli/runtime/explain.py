@@ -41,7 +41,7 @@ from warmcli.backends.toolchain import NATIVE
 from warmcli.errors import FORKED_READING, LOCKED, REMOVED, BundleError
 from warmcli.records import MissExplanation
 from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
-from warmcli.runtime.shown import changed_headers, memo_show, show
+from warmcli.runtime.shown import changed_headers, held_text, memo_show, show
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -88,13 +88,8 @@ _Row = TypeVar("_Row")  # what `_held` lists: a kernel's components, a tune's re
 def listed_kernels(bundle: Store, entry: str) -> Listed[Mapping[str, str]]:
     """The components of the bundle's builds of the entry name `entry`, for its misses:
     those an explanation compares, each text kept once however many builds name it."""
-    return Listed(
-        _held(
-            lambda: [
-                _compared(r.components) for r in bundle.each_kernel(entry, _skip) if r.components
-            ]
-        )
-    )
+    rows = lambda: bundle.each_kernel(entry, _skip)  # noqa: E731
+    return Listed(_held(lambda: [_compared(r.components) for r in rows() if r.components]))
 
 
 def _compared(components: Mapping[str, str]) -> dict[str, str]:
@@ -141,12 +136,14 @@ def describe(
         theirs = [h["device"].split("|") for h in held]
         for i, name in enumerate(DEVICE_FIELDS):
             if any(t[i : i + 1] != ours[i : i + 1] for t in theirs):
-                values = " | ".join(dict.fromkeys("|".join(t[i : i + 1]) for t in theirs))
+                fields = (held_text("|".join(t[i : i + 1])) for t in theirs)
+                values = " | ".join(dict.fromkeys(fields))
                 return f"{name}: bundle has {values}, {who} {'|'.join(ours[i : i + 1])}"
     if component == "checksum" and "candidates" in wanted:
         names = {h.get("candidates", "") for h in held}
         if names != {wanted["candidates"]}:
-            return f"bundle has {' | '.join(sorted(names))}, {who} {wanted['candidates']}"
+            said = " | ".join(sorted(held_text(n) for n in names))
+            return f"bundle has {said}, {who} {wanted['candidates']}"
         return (
             "same candidate names, a candidate's kernel (or a header it includes), the output check"
             f" or the launch function (with a check) differs: bundle has "

@@ -6,8 +6,9 @@ digits), in hex from it; `big_ints_text` writes a `key=` value's JSON text with 
 ints so (a dict's int key too, quoted as JSON quotes it), where JSON's own text of it
 would follow the limit: raise under a lower one, or hold decimal digits past 10**4300
 under a higher one (`ints_json`); `hex_int_text` and `decimal_int_text` say whether a str
-is the text `int_text` writes for some int, and `decimal_int` reads a JSON int as `int`
-does under the default limit, whatever the limit (a `key=` str is tagged where it is
+is the text `int_text` writes for some int, `holds_hex_int` whether one holds such hex (a
+list's JSON with one in it), and `decimal_int` reads a JSON int as `int` does under the
+default limit, whatever the limit (a `key=` str is tagged where it is
 another value's text: the same str is tagged alike in every process; `Pairs` is a JSON
 object as read, its pairs kept). It owns no state.
 """
@@ -28,6 +29,7 @@ DEFAULT_DIGITS = 4300  # Python's default limit on an int's text
 _SMALL_BITS = 2000  # an int of at most these bits has at most 603 digits: under any limit
 _DECIMAL = re.compile(r"0|-?[1-9][0-9]*")  # an int's decimal text, as `str` writes it
 _HEX_CHARS = 3574  # "0x" and 10**4300's 3,572 hex digits: the shortest hex `int_text` writes
+_HEX_RUN = re.compile(r"-?0x[0-9a-f]{3572,}")  # one, whole, wherever in a text
 
 
 class Pairs(dict[str, Any]):
@@ -64,6 +66,16 @@ def hex_int_text(text: str) -> bool:
     except ValueError:
         return False
     return hex(number) == text and abs(number) >= 10**DEFAULT_DIGITS
+
+
+def holds_hex_int(text: str) -> bool:
+    """Whether str `text` is a list's or dict's text (`[` or `{` first) holding the hex
+    `int_text` writes for some int (`hex_int_text`): a value's JSON text with an int past
+    10**4300 in it (`[0x13...]`, no JSON) may be `text`. The length first (every tune call
+    with a str key asks)."""
+    if len(text) < _HEX_CHARS or text[:1] not in "[{" or "0x" not in text:
+        return False
+    return any(hex_int_text(found.group()) for found in _HEX_RUN.finditer(text))
 
 
 def decimal_int_text(text: str) -> bool:

@@ -1,6 +1,7 @@
 """One-line `TypeError`s for a runtime call handed the wrong kind of object (a `str` for the
 kernel, a `Kernel` for the tunable, an `int` for the stream), said where the call's own use
-of it failed (an `AttributeError`), so a correct call pays nothing for the check.
+of it failed (an `AttributeError`), so a correct call pays nothing for the check; and a read
+of a buffer under a pass that discards launches (`discarded_read`): refused, or warned of.
 
 It owns no state, never prints, and never raises for an argument of the right kind (then
 the caller re-raises its own error).
@@ -38,3 +39,26 @@ def refuse_device_data(call: str, array: object) -> None:
             f"{call}: array is a Buffer, already on the device: it takes host data (a numpy "
             "array or numbers); rt.read(buffer) gives a buffer's contents back"
         )
+
+
+def discarded_read(what: str, device_id: str, executes: bool, allowed: bool, level: int) -> None:
+    """A read of `what` under a discarding pass on device `device_id` (one that `executes`,
+    or not): `DiscardedReadError`, or where reads are `allowed` a `DiscardedReadWarning`
+    (`level`: its stack level, from the caller's caller), counted and noted."""
+    import warnings
+
+    from warmcli.errors import DiscardedReadError, DiscardedReadWarning
+    from warmcli.execution import process_mode
+    from warmcli.runtime.tune_check import read_meaningless
+
+    message = (
+        f"read of {what} under {process_mode.current_process_mode().value}: launches are "
+        "discarded in this pass, so buffers are left as they were and what is read back is "
+        "meaningless"
+    )
+    if not allowed:
+        raise DiscardedReadError(message)
+    warnings.warn(message, DiscardedReadWarning, stacklevel=level + 2)
+    read_meaningless(executes)  # no GPU: no refusal after it is a GPU's
+    process_mode.active_collector().count(device_id, "execution", "discarded_reads")
+    process_mode.note_reported(message)

@@ -4,11 +4,11 @@ A `Ledger` is one kernel cache's record of what it has stored into the bundle
 (keys), what it served from the bundle (keys, whose LRU time a writer moves) and
 the toolchains that built what it holds (their fingerprints go beside the kernels).
 `persist` writes a runtime's unstored kernels and tunes, with the device's and the
-toolchains' fingerprints, into the bundle it is handed, touches what was served (a
-touch the disk refuses after a store only loses those times), marks what it wrote and
-counts the tunes `persisted`. The ledger owns those sets only; the builds themselves stay
-in the kernel cache, the tunes in the tune cache; nothing here compiles, loads or prints,
-and the bundle is written only by `persist`.
+toolchains' fingerprints, into the bundle it is handed, touches what was served at the
+time it stored them (a touch the disk refuses after a store only loses those times),
+marks what it wrote and counts the tunes `persisted`. The ledger owns those sets only;
+the builds themselves stay in the kernel cache, the tunes in the tune cache; nothing here
+compiles, loads or prints, and the bundle is written only by `persist`.
 """
 
 from __future__ import annotations
@@ -93,20 +93,22 @@ def persist(
         fingerprints.append(("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict()))
     n_kernels = n_tunes = 0
     held: set[str] = set()  # built here, and stored alike by another writer meanwhile
+    # One process's kernels are used at one time: what it built is stored (once) at the time
+    # what it was served is touched at, so `warm clean --max-size` never takes those it
+    # compiled as older than those it was served.
+    now = time.time()
     if built or measured:
-        n_kernels, n_tunes = bundle.put(built, measured, fingerprints, held)
+        n_kernels, n_tunes = bundle.put(built, measured, fingerprints, held, now)
     kernels.mark_persisted([r.key for r, _ in built], held)  # stored: marked before the
     tunes.mark_persisted([t.key for t in measured])  # touch, which an exit may cut short
-    # What was served from the bundle was used: its LRU time moves (writers only), to the
-    # time given what this process built and stored, so one process's kernels are used at one
-    # time (`warm clean --max-size` never takes those it compiled as older than those it was
-    # served). Once the store above committed, a disk refusing this second write costs only
+    # What was served from the bundle was used: its LRU time moves (writers only), to that
+    # time, as does a row another writer stored alike of one built here (its time is that
+    # writer's). Once the store above committed, a disk refusing this second write costs only
     # those times (as in production's write-back): the store stands, never said to be
     # "nothing was written".
-    served = kernels.loaded_from_bundle()  # none: what was built keeps its store's one time
-    used = [*served, *(r.key for r, _ in built)] if served else []
+    served = kernels.loaded_from_bundle()  # none: nothing touched (no second transaction)
     try:
-        bundle.touch(dict.fromkeys(used, time.time()))
+        bundle.touch(dict.fromkeys([*served, *sorted(held)] if served else [], now))
     except BundleError as exc:
         if not (built or measured) or exc.disk_refusal is None:
             raise

@@ -1,43 +1,41 @@
 """The runtime a workload talks to: buffers, launches and tunes on one device.
 
-A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both reading the
-bundle, if one is loaded). A buffer holds numbers (`numeric_dtype`: no objects, strings or
-records, which a kernel would crash on) in a shape of integer sizes; a launch's grid, block
-and shared size are integers (numpy's too). Every launch resolves its `LaunchMode` here,
-where it is issued, from the process mode and the mode of the stream it goes out on, and
-hands that verdict down (`kernels.obtain(kernel, mode)`: queue the kernel, or obtain it to
-discard or execute the launch); the arguments of a launch that is only queued or compiled
-are checked against the kernel's letters as an executed launch's are (by the device), and
-its grid, block and shared size too, so a mistake shows in the first pass, and an executed
-launch's before its kernel is loaded (`kernels.obtain(kernel, mode, args)`), so a wrong one
-compiles nothing. A read of a buffer under a discarding process mode is refused
-(`DiscardedReadError`), or warned about when the runtime allows it, because buffers are
-left as they were. What the loaded bundle lacks (a kernel to compile, a tune to measure)
-goes through one miss policy for both (`warmcli.runtime.misses`: explained once by
-`warmcli.runtime.explain`, counted, refused in strict mode; `None` for the warming passes,
-where everything is a miss by design). What was built and measured is written by `persist`
-(`warmcli.runtime.persist`). Memory the caller already owns (PyCUDA's, or anything with
-`__cuda_array_interface__`) becomes a `Buffer` through `wrap` (`warmcli.backends.cuda.foreign`).
-Given a `Shard` (the warming passes of `warm run --shard`), the runtime measures only that shard's
-tunes and queues or compiles only the launched kernels it owns (`warmcli.runtime.shard`), but those
-a tune's launch function launches while a pre-build checks it (`warmcli.runtime.tune_check`: a GPU's
-measurement runs them); everything else it skips. A tunable with a single candidate is answered with
-it, never measured nor registered. While warming, a measured pick whose kernel is recorded as a
-build not served here as this process's (flags a wrapper adds) is measured again, serving or warming
-(`_built_otherwise`: its timing and check were of that binary); one of another warm's build recipe
-is served as it is, and measured again by a re-warm where that recipe is older. The runtime never
-prints; it counts into the active `StatisticsCollector` (a note into the default one too:
-`note_reported`), and holds its tunes' registrations (`tune_registrations`): a tune settles
-measured, pending, failed or abandoned (its measuring raised, or the runtime closed with it still
-gathered). A buffer's shape and dtype and a launch's configuration are read by
-`warmcli.runtime.launch_sizes`.
-"""
+A `Runtime` binds one `Device` to its `KernelCache` and `TuneCache` (both reading the bundle, if one
+is loaded). A buffer holds numbers (`numeric_dtype`: no objects, strings or records, which a kernel
+would crash on) in a shape of integer sizes; a launch's grid, block and shared size are integers
+(numpy's too). Every launch resolves its `LaunchMode` here, where it is issued, from the process
+mode and the mode of the stream it goes out on, and hands that verdict down (`kernels.obtain(kernel,
+mode)`: queue the kernel, or obtain it to discard or execute the launch); the arguments of a launch
+that is only queued or compiled are checked against the kernel's letters as an executed launch's are
+(by the device), and its grid, block and shared size too, so a mistake shows in the first pass, and
+an executed launch's before its kernel is loaded (`kernels.obtain(kernel, mode, args)`), so a wrong
+one compiles nothing. A read of a buffer under a discarding process mode is refused
+(`DiscardedReadError`), or warned about when the runtime allows it, because buffers are left as they
+were. What the loaded bundle lacks (a kernel to compile, a tune to measure) goes through one miss
+policy for both (`warmcli.runtime.misses`: explained once by `warmcli.runtime.explain`, counted,
+refused in strict mode; `None` for the warming passes, where everything is a miss by design). What
+was built and measured is written by `persist` (`warmcli.runtime.persist`). Memory the caller
+already owns (PyCUDA's, or anything with `__cuda_array_interface__`) becomes a `Buffer` through
+`wrap` (`warmcli.backends.cuda.foreign`). Given a `Shard` (the warming passes of `warm run
+--shard`), the runtime measures only that shard's tunes and queues or compiles only the launched
+kernels it owns (`warmcli.runtime.shard`), but those a tune's launch function launches while a
+pre-build checks it (`warmcli.runtime.tune_check`: a GPU's measurement runs them); everything else
+it skips. A tunable with a single candidate is answered with it, never measured nor registered.
+While warming, a measured pick whose kernel is recorded as a build not served here as this process's
+(flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its timing and
+check were of that binary); one of another warm's build recipe is served as it is, and measured
+again by a re-warm where that recipe is older. The runtime never prints; it counts into the active
+`StatisticsCollector` (a note into the default one too: `note_reported`), and holds its tunes'
+registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned (its
+measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
+ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
+thread's late launch is stopped there). A buffer's shape and dtype and a launch's configuration are
+read by `warmcli.runtime.launch_sizes`."""
 
 from __future__ import annotations
 
-import warnings
 from _thread import get_ident
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,8 +43,7 @@ import numpy as np
 from warmcli.backends.base import Buffer, Device, Stream
 from warmcli.backends.launch_args import Converter, any_buffer_of, converter
 from warmcli.backends.toolchain import ToolchainError
-from warmcli.errors import ArgumentError, DiscardedReadError, DiscardedReadWarning
-from warmcli.execution import process_mode
+from warmcli.errors import ArgumentError
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
@@ -60,10 +57,10 @@ from warmcli.runtime.launch_sizes import (
     numeric_dtype,
 )
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
-from warmcli.runtime.misuse import refuse_device_data, refuse_wrong_kinds
+from warmcli.runtime.misuse import discarded_read, refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
-from warmcli.runtime.tune_check import check_pending, for_every_shard, read_meaningless
+from warmcli.runtime.tune_check import check_pending, for_every_shard
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -103,6 +100,8 @@ class Runtime:
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
         self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
+        # Its passes ended: asked first at each launch or tune whether it goes on (`retired`).
+        self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
 
     @property
     def arch(self) -> str:
@@ -155,16 +154,8 @@ class Runtime:
     def refuse_discarded_read(self, what: str, *, stacklevel: int = 1) -> None:
         """A read of `what` under a discarding pass: `DiscardedReadError`, or when reads are
         allowed a `DiscardedReadWarning`, counted and noted."""
-        message = (
-            f"read of {what} under {current_process_mode().value}: launches are discarded in "
-            "this pass, so buffers are left as they were and what is read back is meaningless"
-        )
-        if not self.allow_discarded_reads:
-            raise DiscardedReadError(message)
-        warnings.warn(message, DiscardedReadWarning, stacklevel=stacklevel + 1)
-        read_meaningless(self.device.can_execute)  # no GPU: no refusal after it is a GPU's
-        active_collector().count(self.device.id, "execution", "discarded_reads")
-        process_mode.note_reported(message)
+        device, allowed = self.device, self.allow_discarded_reads
+        discarded_read(what, device.id, device.can_execute, allowed, stacklevel)
 
     # -- launches --------------------------------------------------------------------------
 
@@ -185,6 +176,8 @@ class Runtime:
         stream: Stream | None = None,
     ) -> LaunchMode:
         """Issue one launch; returns the verdict it was given."""
+        if self.retired is not None:
+            self.retired("launch", kernel, args, stream)
         try:
             stream = stream or self.default_stream
             verdict = resolve_launch_mode(current_process_mode(), stream.mode)
@@ -234,6 +227,8 @@ class Runtime:
     def tune(self, tunable: Tunable, *inputs: Any, stream: Stream | None = None) -> str | None:
         """Run the picked candidate on `inputs`, measuring first on a miss; returns the pick.
         Under `CompileOnly` a miss only queues every candidate's kernel (and returns None)."""
+        if self.retired is not None:
+            self.retired("tune", tunable, inputs, stream)
         stream = stream or self.default_stream
         if not isinstance(tunable, Tunable) or not isinstance(stream, Stream):
             refuse_wrong_kinds("tune", tunable=tunable, stream=stream)

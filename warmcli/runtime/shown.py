@@ -2,7 +2,9 @@
 
 `show` gives one value of a component as a miss line says it: defines and options as their items (a
 bundle's text that is not the JSON warm writes, cut), a source's, checksum's or headers' digest as
-its first 12 hex digits; `memo_show` keeps each text value's in a listing's memo. `changed_headers`
+its first 12 hex digits; `memo_show` shows a held (a bundle's) value so, cut (`held_text`: a
+bundle's megabytes of well-formed defines were kept whole in each miss's explanation, megabytes a
+miss), each text value's once in a listing's memo. `changed_headers`
 names the headers a kernel's build read that differ from those this process reads (`header_files`,
 as `warmcli.kernel_parts.header_files` keeps them beside a key): those it reads with other contents
 (or a content more times than the build read it under that name: two absolute includes of one file
@@ -20,9 +22,12 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from warmcli.kernel_parts import MAX_HEADER_FILES, stored
-from warmcli.printable import printable
+from warmcli.printable import cut, printable
 
 SHOWN_CHARS = 200  # of a component's text that is not what warm writes
+# Of one held value (a bundle's, however well-formed: megabytes of defines, a toolchain, a
+# shape), kept in each miss's explanation: one per miss, all a process's misses kept.
+HELD_CHARS = 1_000
 _NAMED = 3  # headers named of each kind; the rest counted
 # A bundle's list is untrusted text, read at each headers miss: one far longer than warm
 # writes (MAX_HEADER_FILES headers, their names as included) is malformed, and the first
@@ -46,13 +51,19 @@ def show(component: str, value: str) -> str:
 
 
 def memo_show(component: str, value: str, memo: dict[tuple[str, str], str]) -> str:
-    """`show`, each text value's once in `memo` (a listing's: shown again at each miss)."""
+    """`show` of a held (a bundle's) value, cut after `HELD_CHARS`, each text value's once in
+    `memo` (a listing's: shown again at each miss)."""
     if not isinstance(value, str):
-        return show(component, value)
+        return held_text(show(component, value))
     text = memo.get((component, value))
     if text is None:
-        text = memo[(component, value)] = show(component, value)
+        text = memo[(component, value)] = held_text(show(component, value))
     return text
+
+
+def held_text(text: object) -> str:
+    """A bundle's value as a miss line shows it: cut after `HELD_CHARS` (saying its length)."""
+    return cut(text, HELD_CHARS)
 
 
 def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]) -> str:

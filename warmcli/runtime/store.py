@@ -79,9 +79,11 @@ class Store(Protocol):
         tunes: Iterable[TuneRecord] = (),
         fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
         held: set[str] | None = None,
+        now: float | None = None,
     ) -> tuple[int, int]:
-        """Store kernels (with their binaries), tunes and fingerprints at once: how many of
-        each were stored (a kernel another writer stored alike is kept, its key in `held`)."""
+        """Store kernels (with their binaries), tunes and fingerprints at once, as created and
+        used at `now` (default: the time of the call): how many of each were stored (a kernel
+        another writer stored alike is kept, its key in `held`)."""
         ...
 
     def touch(self, last_used: Mapping[str, float]) -> int:

@@ -33,6 +33,7 @@ from warmcli.runtime.key_ints import (
     decimal_int,
     decimal_int_text,
     hex_int_text,
+    holds_hex_int,
     int_text,
     ints_json,
 )
@@ -182,6 +183,9 @@ def inputs_text(name: str, inputs: tuple[Any, ...], bucket: str | None = None) -
             parts.append(describe_input(value, bucket))
         except TypeError as exc:
             raise TypeError(f"tunable {name}: input {i} {exc}") from None
+        except RecursionError:  # (read recursively: it ends, refused)
+            said = "is nested too deeply for the default tune key to read: pass key="
+            raise TypeError(f"tunable {name}: input {i} {said}") from None
     return " ".join(parts)
 
 
@@ -291,8 +295,9 @@ _NUMBER_FIRST = frozenset("-0123456789")  # how an int's or a finite float's tex
 
 def _tagged(text: str) -> str:
     """A `key=` string as its key's text: itself, unless some other value's JSON text is that
-    string (`"1"` is `1`'s, `"null"` None's: one tune key for two values) or it starts with
-    the tag; then tagged, so no two values share a text and no other key's text changes."""
+    string (`"1"` is `1`'s, `"null"` None's, `"[0x13...]"` a list's holding an int past
+    10**4300: one tune key for two values) or it starts with the tag; then tagged, so no two
+    values share a text and no other key's text changes."""
     if text[:1] in _JSON_FIRST:
         try:
             read = json.loads(text, object_pairs_hook=Pairs, parse_int=decimal_int)
@@ -300,7 +305,9 @@ def _tagged(text: str) -> str:
                 return _TAG + text
         except (ValueError, RecursionError):  # no JSON, or nested past what it reads
             pass
-    return _TAG + text if text.startswith(_TAG) or hex_int_text(text) else text
+    if text.startswith(_TAG) or hex_int_text(text) or holds_hex_int(text):
+        return _TAG + text  # (a big int's hex, or a value's JSON holding one: `[0x13...]`)
+    return text
 
 
 _SCALAR_KEYS = frozenset(("true", "false", "null", "NaN", "Infinity", "-Infinity"))
@@ -376,6 +383,11 @@ def key_text(name: str, derived: Any) -> str:
             raise
         except (TypeError, ValueError) as exc:
             message = f"tunable {name}: key= gave a value with no JSON text: {exc}"
+            raise TuneSpecError(message) from None
+        except RecursionError:  # (JSON's encoder walks it recursively: it ends, refused)
+            message = (
+                f"tunable {name}: key= gave a value nested too deeply to key: key on a flatter one"
+            )
             raise TuneSpecError(message) from None
     if _ADDRESS in text or "..." in text:  # an address, or an array's text abbreviated
         _stable(name, derived)  # raises, naming the part (nothing else raises there)

@@ -1,19 +1,18 @@
 """A runtime whose passes ended, and a thread the workload left running that still uses it.
 
-Each pass waits for the non-daemon threads its workload left running, as Python waits for
-them before a process ends; a daemon thread it does not wait for (README: the workload
-contract) may still launch or tune on that pass's runtime after the pass ended: its bundle
-closed by then, and the pass running then another's. `retire` gives such a thread what Python
-gives it: at its next launch or tune there it stops (`SystemExit`, which ends a thread
-silently), as Python stops a daemon thread as its process ends, said once in a note (the pass
-running then, if any, shows it); nothing of it is counted, looked up in the bundle or stored,
-so a good bundle is never called corrupt for it. One the pass running then would execute, of a
-kernel the runtime loaded or a shape it measured (kept in memory), goes on: nothing of it is
-looked up, built or measured (a service's worker thread, made at the first call and kept for
-the next, serves the later passes so; on a device closed since, its launch raises). The thread
-that ran the passes (the one that retires the runtime) keeps the runtime as it was, its tunes
-read from memory only. The module never prints.
-"""
+Each pass waits for the non-daemon threads its workload left running, as Python waits for them
+before a process ends; a daemon thread it does not wait for (README: the workload contract) may
+still launch or tune on that pass's runtime after the pass ended: its bundle closed by then,
+and the pass running then another's. `retire` (the runtime's `retired` gate, asked first at
+each launch and tune) gives such a thread what Python gives it: at its next launch or tune
+there it stops (`SystemExit`, which ends a thread silently), as Python stops a daemon thread as
+its process ends, said once in a note (the pass running then, if any, shows it); nothing of it
+is counted, looked up in the bundle or stored, so a good bundle is never called corrupt for it.
+One the pass running then would execute, of a kernel the runtime loaded or a shape it measured
+(kept in memory), goes on: nothing of it is looked up, built or measured (a service's worker
+thread, made at the first call and kept for the next, serves the later passes so; on a device
+closed since, its launch raises). The thread that ran the passes (the one that retires the
+runtime) keeps the runtime as it was, its tunes read from memory only. The module never prints."""
 
 from __future__ import annotations
 
@@ -29,47 +28,45 @@ from warmcli.runtime.runtime import Runtime
 def retire(runtime: Runtime) -> None:
     """From now on, a thread other than this one that launches or tunes on `runtime` is
     stopped there, said once, unless what it asks is served as it was (a runtime retired
-    already stays as it is)."""
-    if "launch" in vars(runtime):
+    already stays as it is): the runtime's `retired` gate, which it asks first."""
+    if runtime.retired is not None:
         return
     owner, lock, said = threading.get_ident(), threading.Lock(), [False]
-    launch, tune = runtime.launch, runtime.tune
     runtime.misses.closed = True  # its misses are no pass's to explain now
     runtime.tunes.bundle = None  # (closed: its records are those in memory)
 
-    def stop(what: str, served: Callable[[], bool], stream: Any) -> None:
-        if threading.get_ident() == owner or _executes(runtime, served, stream):
+    def gate(call: str, what: Any, inputs: tuple[Any, ...], stream: Any) -> None:
+        if threading.get_ident() == owner:
+            return
+        if call == "launch":
+            label = getattr(what, "label", type(what).__name__)
+            told, served = f"launched kernel {label}", lambda: runtime.kernels.loaded(what)
+        else:
+            told = f"tuned {getattr(what, 'name', type(what).__name__)}"
+            served = lambda: _measured(runtime, what, inputs)  # noqa: E731
+        if _executes(runtime, served, stream):
             return
         with lock:
             first, said[0] = not said[0], True
         if first:
             name = threading.current_thread().name
             note_reported(
-                f"thread {name} {what} after its pass ended (a pass waits for no "
+                f"thread {name} {told} after its pass ended (a pass waits for no "
                 "daemon thread, as Python does not): stopped there, as Python stops a daemon "
                 "thread as its process ends; what it launches then is not warmed"
             )
         raise SystemExit  # ends the thread silently, as Python's own hook does
 
-    def late_launch(kernel: Any, *args: Any, **options: Any) -> Any:
-        label = getattr(kernel, "label", type(kernel).__name__)
-        loaded = lambda: runtime.kernels.loaded(kernel)  # noqa: E731
-        stop(f"launched kernel {label}", loaded, options.get("stream"))
-        return launch(kernel, *args, **options)
+    runtime.retired = gate
 
-    def late_tune(tunable: Any, *inputs: Any, **options: Any) -> Any:
-        def measured() -> bool:  # its pick measured and kept in memory (its launch checked)
-            if len(tunable.candidates) == 1:  # answered, not tuned: its launch is checked
-                return True
-            shape = tunable.shape_key(inputs)
-            record = runtime.tunes.get(tunable.tune_key(shape, runtime.device.fingerprint.identity))
-            return record is not None and record.status == "measured"
 
-        name = getattr(tunable, "name", type(tunable).__name__)
-        stop(f"tuned {name}", measured, options.get("stream"))
-        return tune(tunable, *inputs, **options)
-
-    vars(runtime).update(launch=late_launch, tune=late_tune)  # the instance's own, shadowing
+def _measured(runtime: Runtime, tunable: Any, inputs: tuple[Any, ...]) -> bool:
+    """Whether a tune's pick is measured and kept in memory (its launch checked)."""
+    if len(tunable.candidates) == 1:  # answered, not tuned: its launch is checked
+        return True
+    shape = tunable.shape_key(inputs)
+    record = runtime.tunes.get(tunable.tune_key(shape, runtime.device.fingerprint.identity))
+    return record is not None and record.status == "measured"
 
 
 def _executes(runtime: Runtime, served: Callable[[], bool], stream: Any) -> bool:

@@ -15,7 +15,8 @@ Python's; `atexit`'s, and the `weakref.finalize` ones a
 `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`), as
 Python runs them, only the workload's: those the worker inherited from its supervisor by the
 fork are forgotten there (`forget_inherited`). `first_line` and
-`where` name an exception of the workload: its first line (`named`: after its kind), and
+`where` name an exception of the workload: its first line (`named`: after its kind; or its
+message on one line, `said_of`), and
 the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
 parsing no arguments (sys.argv's).
@@ -46,7 +47,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from warmcli.errors import DeviceError, DiscardedReadError, WorkloadError, message_of
+from warmcli.errors import (
+    DeviceError,
+    DiscardedReadError,
+    WarmError,
+    WorkloadError,
+    message_of,
+)
 from warmcli.execution.process_mode import note_reported
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
@@ -55,6 +62,13 @@ from warmcli.runtime.users_code import users_file
 def first_line(exc: BaseException) -> str:
     text = message_of(exc).strip()
     return text.splitlines()[0] if text else ""
+
+
+def said_of(exc: BaseException) -> str:
+    """`exc`'s message: a user's on one line, each control in it escaped (`printable`: a
+    newline, an escape code); warm's own as made (a compile error's log, its lines)."""
+    text = message_of(exc).strip()
+    return text if isinstance(exc, WarmError) else printable(text)
 
 
 def named(kind: str, message: str) -> str:

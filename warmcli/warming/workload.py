@@ -77,6 +77,7 @@ from warmcli.warming.leftovers import (
     import_raised,
     join_left,
     named,
+    said_of,
     stdout_reader_gone,
     stopped_by_signal,
     where,
@@ -169,7 +170,7 @@ class Workload:
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head`: exit 1
                 forked_child_ends(pid, 1)
                 raise
-            said = where(exc, self.path) + named(type(exc).__name__, message_of(exc).strip())
+            said = where(exc, self.path) + named(type(exc).__name__, said_of(exc))
             forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:

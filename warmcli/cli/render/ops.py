@@ -312,6 +312,8 @@ def clean_json(report: CleanReport) -> dict[str, Any]:
         "removed": [dataclasses.asdict(r) for r in plan.removals],
         "removed_count": {"kernels": plan.removed["kernel"], "tunes": plan.removed["tune"]},
         "removed_by_reason": dict(plan.by_reason),
+        "older_than_seconds": report.older_than,
+        "used_in_future_count": {"kernels": plan.future["kernel"], "tunes": plan.future["tune"]},
         "kept_unjudged": plan.kept_unjudged,
         "binary_bytes": {"before": plan.binary_bytes_before, "after": plan.binary_bytes_after},
         "file_bytes": {"before": report.file_bytes_before, "after": report.file_bytes_after},
@@ -349,6 +351,15 @@ def clean_renderable(report: CleanReport) -> Group:
         )
     )
     parts += [line(f"  {n}", style="dim") for n in plan.kept_unjudged]
+    if sum(plan.future.values()):
+        stamped = "would stamp them" if report.dry_run else "stamped"
+        parts.append(
+            line(
+                f"  kept {plan.future['kernel']} kernel(s) and {plan.future['tune']} tune(s) "
+                f"used in the future (a skewed clock): taken as used now ({stamped} so)",
+                style="dim",
+            )
+        )
     if report.format_after != report.format_before:
         parts.append(
             line(

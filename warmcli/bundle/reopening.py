@@ -1,0 +1,90 @@
+"""A bundle another process kept locked when this production process first opened it.
+
+A production process that opens its bundle while a writer holds SQLite's lock past the wait
+(a commit that long, a `warm clean` of a big bundle, a writer stopped mid-write) runs cold,
+said once (`warmcli.production`). Its runtimes are handed a `Reopening` in place of the
+bundle: a store that is the bundle once it could be opened, and until then answers every
+read with the `BundleLocked` it was refused with (a miss the runtime builds cold, explained
+`locked`, as it is for a process whose open bundle a writer locked later). At a read at
+least `REOPEN_SECONDS` after its last try it tries again: the lock probed without waiting
+(`lock_probe.free`), and the bundle opened only where it is free, so no read waits for it
+again. It owns the bundle it opened (closed with it) and its lock; it never prints.
+"""
+
+from __future__ import annotations
+
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from warmcli.bundle.lock_probe import free
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError, BundleLocked
+from warmcli.forking import new_lock
+from warmcli.records import KernelRecord, TuneRecord
+
+REOPEN_SECONDS = 5.0  # the least time between two tries at opening it (at a read)
+
+
+class Reopening:
+    """See the module doc: the store at `path` (opened by `opener`) once it could be."""
+
+    def __init__(self, path: str, opener: Callable[[], Bundle], locked: BundleLocked) -> None:
+        self._lock = new_lock(self)
+        self.path, self._opener, self._locked = path, opener, locked
+        self._next = time.monotonic() + REOPEN_SECONDS
+        self.bundle: Bundle | None = None
+        self.closed = False
+
+    def _store(self) -> Bundle:
+        """The bundle, opened now if it is free and it is time to try; else `BundleLocked`."""
+        if self.bundle is not None:
+            return self.bundle
+        with self._lock:
+            if self.bundle is None:
+                if self.closed or time.monotonic() < self._next or not _free(self.path):
+                    self._next = max(self._next, time.monotonic() + REOPEN_SECONDS)
+                    raise BundleLocked(str(self._locked))
+                self._next = time.monotonic() + REOPEN_SECONDS
+                self.bundle = self._opener()  # (locked again meanwhile: `BundleLocked`)
+            return self.bundle
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            if self.bundle is not None:
+                self.bundle.close()
+
+    def __getattr__(self, name: str) -> Any:
+        """A read of `warmcli.runtime.store.Store` (`kernel`, `blob`, ...): the bundle's."""
+        if name.startswith("_"):  # copy's and pickle's probes, and this one's own
+            raise AttributeError(name)
+        return lambda *args, **kwargs: getattr(self._store(), name)(*args, **kwargs)
+
+    def put(
+        self,
+        kernels: Iterable[tuple[KernelRecord, bytes]] = (),
+        tunes: Iterable[TuneRecord] = (),
+        fingerprints: Iterable[tuple[str, str, dict[str, object]]] = (),
+        held: set[str] | None = None,
+        now: float | None = None,
+    ) -> tuple[int, int]:
+        raise BundleError(f"{self.path}: served read-only (it was locked when opened)")
+
+    def touch(self, last_used: Mapping[str, float]) -> int:
+        raise BundleError(f"{self.path}: served read-only (it was locked when opened)")
+
+
+def _free(path: str) -> bool:
+    """Whether SQLite's lock on the file at `path` is free now (probed, never waited for)."""
+    from urllib.parse import quote  # (only then)
+
+    try:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return True  # (opening it says why)
+    try:
+        return free(conn)
+    finally:
+        conn.close()
