@@ -19,7 +19,6 @@ functions and kernels; the module state is `recording`, per thread: what `autotu
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -44,7 +43,7 @@ from warmcli.pycuda.args import (
     prepare_letters,
     same_bytes,
 )
-from warmcli.pycuda.includes import own_include_dirs
+from warmcli.pycuda.includes import list_arguments, own_include_dirs
 from warmcli.pycuda.launch import pycuda_sizes, run_staged, warm_stream
 from warmcli.pycuda.source import (
     ALONE_NOTE,
@@ -120,14 +119,7 @@ class SourceModule:
                 f"SourceModule(nvcc={nvcc!r}): warm compiles with its device's nvcc "
                 "(--nvcc or WARM_NVCC)"
             )
-        for arg, value in (("options", options), ("include_dirs", include_dirs)):
-            kinds = (str, os.PathLike) if arg == "include_dirs" else str
-            bad = [e for e in value or () if not isinstance(e, kinds)]  # None, bytes: no option
-            tupled = arg == "options" and isinstance(value, tuple)  # PyCUDA extends options[:]
-            if isinstance(value, str) or bad or tupled:  # PyCUDA takes a list: a str, one a char
-                listed = list(value) if tupled else [value]
-                why = f"{bad[0]!r} is no text" if bad else f"a list, one each: {arg}={listed!r}"
-                raise PyCudaError(f"SourceModule({arg}={value!r}): {why}")
+        options, include_dirs = list_arguments(options, include_dirs)  # (a generator: read once)
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
             options = config.pycuda_nvcc_flags()
         self.source = source
@@ -135,7 +127,7 @@ class SourceModule:
         self.arch = arch
         self.code = code
         self.keep = keep  # PyCUDA keeps its build folder; warm keeps the cubin in the bundle
-        include_dirs = [*(include_dirs or ()), *own_include_dirs(source, include_dirs or ())]
+        include_dirs = [*include_dirs, *own_include_dirs(source, include_dirs)]
         self.options, self.defines = _split_defines(
             (*options, *(f"-I{d}" for d in include_dirs)), source
         )

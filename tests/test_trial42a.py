@@ -1,0 +1,127 @@
+"""A PyCUDA user's `SourceModule(...)` arguments, pre-built without a GPU (`warm run --pycuda
+--arch sm_90`, real NVRTC, the real CLI in a subprocess, real bundles).
+
+`options=` that is not a list (a generator, a set, a dict), which PyCUDA's `compile` cannot
+copy (`options[:]`, a TypeError there): a generator was read empty by warm's check of its
+entries and the kernel built without its options (the key of a module with none, its
+binary without `-DFACTOR=3.0f`: another result); a set's order, hence the key, changed
+with each process's hash seed, so no pre-build was ever served. Now refused in one line.
+`include_dirs=` as a generator (PyCUDA's `[*include_dirs, ...]` takes any iterable) was
+read empty the same way, so the header was not found: now read once, as a list's.
+And each parameter that changes the binary changes the key, those that do not (`keep`,
+`cache_dir`, `nvcc="nvcc"`, `arch`/`code` naming sm_90, a folder's path) do not.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+pytestmark = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
+
+WORKLOAD = '''
+import os
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PLAIN = """
+__global__ void scale(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+#ifndef FACTOR
+#define FACTOR 2.0f
+#endif
+    if (i < n) x[i] *= FACTOR;
+}
+"""
+INCL = '#include "scale.h"\\n' + PLAIN
+EXTERN_C = PLAIN.replace("__global__", 'extern "C" __global__')
+A, B = os.path.join(HERE, "incA"), os.path.join(HERE, "incB")
+CASES = {
+    "base": lambda: SourceModule(PLAIN),
+    "define": lambda: SourceModule(PLAIN, options=["-DFACTOR=3.0f"]),
+    "fast": lambda: SourceModule(PLAIN, options=["--use_fast_math"]),
+    "inclA": lambda: SourceModule(INCL, include_dirs=[A]),
+    "inclB": lambda: SourceModule(INCL, include_dirs=[B]),
+    "inclC": lambda: SourceModule(INCL, include_dirs=[os.path.join(HERE, "incC")]),
+    "incl_gen": lambda: SourceModule(INCL, include_dirs=(d for d in [B])),
+    "no_extern_c": lambda: SourceModule(EXTERN_C, no_extern_c=True),
+    "same": lambda: SourceModule(
+        PLAIN, nvcc="nvcc", keep=True, arch="compute_90", code="sm_90", cache_dir=False
+    ),
+    "same_cache": lambda: SourceModule(PLAIN, arch="sm_90", cache_dir=os.path.join(HERE, "c")),
+    "opt_gen": lambda: SourceModule(PLAIN, options=(o for o in ["-DFACTOR=3.0f"])),
+    "opt_set": lambda: SourceModule(PLAIN, options={"-DFACTOR=3.0f", "--use_fast_math"}),
+    "opt_dict": lambda: SourceModule(PLAIN, options={"-DFACTOR=3.0f": 1}),
+}
+
+
+def main():
+    mod = CASES[os.environ["CASE"]]()
+    x = drv.mem_alloc(1024 * 4)
+    mod.get_function("scale")(x, np.int32(1024), block=(256, 1, 1), grid=(4, 1))
+'''
+
+
+@pytest.fixture
+def build(warm: Warm, tmp_path: Path):
+    """`build(case)`: (exit code, stderr, the bundle's kernel keys) of a pre-build of CASE,
+    run in an empty working folder."""
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD)
+    for folder, factor in (("incA", 3), ("incB", 5), ("incC", 3)):  # incC: incA's content
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "scale.h").write_text(f"#define FACTOR {factor}.0f\n")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+
+    def run(case: str) -> tuple[int, str, set[str]]:
+        bundle = tmp_path / f"{case}.warm"
+        proc = Warm(dict(warm.env, CASE=case))(
+            "run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle, cwd=cwd
+        )
+        keys: set[str] = set()
+        if bundle.exists():
+            with sqlite3.connect(bundle) as db:
+                keys = {row[0] for row in db.execute("SELECT key FROM kernels")}
+        return proc.returncode, proc.stderr, keys
+
+    return run
+
+
+@pytest.mark.parametrize("case", ["opt_gen", "opt_set", "opt_dict"])
+def test_options_other_than_a_list_are_refused_in_one_line(build, case: str) -> None:
+    code, err, keys = build(case)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "SourceModule(options=" in err and "a list" in err, err
+    assert not keys
+
+
+def test_include_dirs_as_a_generator_is_read_once_as_a_list(build) -> None:
+    code, err, from_generator = build("incl_gen")
+    assert code == 0, err
+    assert from_generator == build("inclB")[2]
+    assert from_generator != build("inclA")[2]
+
+
+def test_what_changes_the_binary_changes_the_key_and_nothing_else(build, tmp_path: Path) -> None:
+    keys = {}
+    for case in ("base", "define", "fast", "no_extern_c", "inclA", "same", "same_cache", "inclC"):
+        code, err, keys[case] = build(case)
+        assert code == 0 and len(keys[case]) == 2, (case, err)  # its cubin and its PTX
+    assert keys["same"] == keys["same_cache"] == keys["base"]  # keep, cache_dir, arch, nvcc
+    assert keys["inclC"] == keys["inclA"]  # another folder holding the same header
+    differing = ("base", "define", "fast", "no_extern_c", "inclA")
+    assert len(set().union(*(keys[c] for c in differing))) == 2 * len(differing)
+    assert not any((tmp_path / "cwd").iterdir())  # keep=True: no build folder left
+    assert not (tmp_path / "c").exists()  # cache_dir: nothing written there
