@@ -125,3 +125,56 @@ def test_what_changes_the_binary_changes_the_key_and_nothing_else(build, tmp_pat
     assert len(set().union(*(keys[c] for c in differing))) == 2 * len(differing)
     assert not any((tmp_path / "cwd").iterdir())  # keep=True: no build folder left
     assert not (tmp_path / "c").exists()  # cache_dir: nothing written there
+
+
+# A fake pycuda package (no pycuda here): its compiler's SourceModule records what it got,
+# and its elementwise module looks SourceModule up when it compiles, as PyCUDA's
+# `get_elwise_module` (and `reduction`, `curandom`) do; `scan` imports it at its import.
+FAKE_PYCUDA = {
+    "__init__.py": "",
+    "compiler.py": "class SourceModule:\n    def __init__(self, source, **options):\n"
+    "        self.source = source\n",
+    "elementwise.py": "def get_elwise_module(source):\n"
+    "    from pycuda.compiler import SourceModule\n"
+    "    return SourceModule(source, no_extern_c=True)\n",
+    "scan.py": "from pycuda.compiler import SourceModule\n"
+    "def scan_module(source):\n    return SourceModule(source, no_extern_c=True)\n",
+}
+
+
+@pytest.fixture
+def fake_pycuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import sys
+
+    (tmp_path / "pycuda").mkdir()
+    for name, text in FAKE_PYCUDA.items():
+        (tmp_path / "pycuda" / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [n for n in sys.modules if n == "pycuda" or n.startswith("pycuda.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [n for n in sys.modules if n == "pycuda" or n.startswith("pycuda.")]:
+        del sys.modules[name]
+
+
+def test_on_a_gpu_pycudas_own_modules_keep_pycudas_source_module(fake_pycuda) -> None:
+    """`warm run --pycuda` (on a GPU) made `pycuda.compiler.SourceModule` warm's for every
+    caller, so PyCUDA's `ElementwiseKernel`, `ReductionKernel`, gpuarray arithmetic and scan
+    kernels became warm kernels, where the README says PyCUDA compiles them itself (and
+    `ReductionKernel`'s `prepare("PPIN")` was refused: warm has no `N`)."""
+    import pycuda.compiler
+
+    from warmcli.pycuda import SourceModule as WarmSourceModule
+    from warmcli.pycuda.hook import pycuda_modules
+
+    original = pycuda.compiler.SourceModule
+    source = "__global__ void k(float *x) { x[0] = 1; }"
+    with pycuda_modules(gpu_less=False):
+        import pycuda.elementwise
+        import pycuda.scan
+
+        assert isinstance(pycuda.compiler.SourceModule(source), WarmSourceModule)  # the script's
+        assert type(pycuda.elementwise.get_elwise_module(source)) is original
+        assert type(pycuda.scan.scan_module(source)) is original
+    assert pycuda.compiler.SourceModule is original
+    assert type(pycuda.scan.scan_module(source)) is original  # imported during the run
