@@ -64,6 +64,19 @@ CASES = {
 }
 
 
+def default_flags():
+    from pycuda.compiler import DEFAULT_NVCC_FLAGS  # PyCUDA's options=None, a list
+
+    if os.environ["CASE"] == "default_define":
+        return SourceModule(PLAIN, options=[*DEFAULT_NVCC_FLAGS, "-DFACTOR=3.0f"])
+    if not DEFAULT_NVCC_FLAGS:  # (main runs once per pass)
+        DEFAULT_NVCC_FLAGS.append("--use_fast_math")  # what every options=None module gets
+    return SourceModule(PLAIN)
+
+
+CASES.update(default_define=default_flags, default_fast=default_flags)
+
+
 def main():
     mod = CASES[os.environ["CASE"]]()
     x = drv.mem_alloc(1024 * 4)
@@ -114,6 +127,17 @@ def test_include_dirs_as_a_generator_is_read_once_as_a_list(build) -> None:
     assert from_generator != build("inclA")[2]
 
 
+def test_pycudas_default_options_are_its_default_nvcc_flags(build) -> None:
+    """`pycuda.compiler.DEFAULT_NVCC_FLAGS` (PyCUDA's `options=None`, from
+    `PYCUDA_DEFAULT_NVCC_FLAGS`) was not in the pre-build's stand-in (refused)."""
+    code, err, keys = build("default_define")
+    assert code == 0, err
+    assert keys == build("define")[2]
+    code, err, keys = build("default_fast")
+    assert code == 0, err
+    assert keys == build("fast")[2]
+
+
 def test_what_changes_the_binary_changes_the_key_and_nothing_else(build, tmp_path: Path) -> None:
     keys = {}
     for case in ("base", "define", "fast", "no_extern_c", "inclA", "same", "same_cache", "inclC"):
@@ -132,8 +156,8 @@ def test_what_changes_the_binary_changes_the_key_and_nothing_else(build, tmp_pat
 # `get_elwise_module` (and `reduction`, `curandom`) do; `scan` imports it at its import.
 FAKE_PYCUDA = {
     "__init__.py": "",
-    "compiler.py": "class SourceModule:\n    def __init__(self, source, **options):\n"
-    "        self.source = source\n",
+    "compiler.py": "DEFAULT_NVCC_FLAGS = []\nclass SourceModule:\n"
+    "    def __init__(self, source, **options):\n        self.source = source\n",
     "elementwise.py": "def get_elwise_module(source):\n"
     "    from pycuda.compiler import SourceModule\n"
     "    return SourceModule(source, no_extern_c=True)\n",
@@ -178,3 +202,16 @@ def test_on_a_gpu_pycudas_own_modules_keep_pycudas_source_module(fake_pycuda) ->
         assert type(pycuda.scan.scan_module(source)) is original
     assert pycuda.compiler.SourceModule is original
     assert type(pycuda.scan.scan_module(source)) is original  # imported during the run
+
+
+def test_on_a_gpu_options_none_are_pycudas_default_nvcc_flags(fake_pycuda) -> None:
+    """PyCUDA's `options=None` is its `DEFAULT_NVCC_FLAGS`, a list a script may extend
+    (`--use_fast_math`: other results); warm read only `PYCUDA_DEFAULT_NVCC_FLAGS`."""
+    import pycuda.compiler
+
+    from warmcli.pycuda.hook import pycuda_modules
+
+    pycuda.compiler.DEFAULT_NVCC_FLAGS.append("--use_fast_math")
+    with pycuda_modules(gpu_less=False):
+        module = pycuda.compiler.SourceModule("__global__ void k(float *x) { x[0] = 1; }")
+    assert module.options == ("--use_fast_math",)

@@ -5,6 +5,8 @@ given to a module whose source includes its headers.
 which a tuple, a set, a dict or a generator fails (a generator read by a check would leave
 no option; a set's order, hence the key, changes with each process's hash seed).
 `include_dirs` may be any iterable (PyCUDA's `[*include_dirs, ...]`), read once, here.
+`options=None` is PyCUDA's `pycuda.compiler.DEFAULT_NVCC_FLAGS` (a list a script may
+extend; the pre-build's stand-in holds one), or `PYCUDA_DEFAULT_NVCC_FLAGS`, whence it comes.
 One `str` for either (PyCUDA: one option per character) and an entry that is no text
 (`None`, bytes) are refused, naming the call.
 
@@ -22,9 +24,11 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
+from warmcli import config
 from warmcli.errors import PyCudaError
 
 _OWN_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](pycuda-[\w.-]+\.hpp)[>"]', re.MULTILINE)
@@ -48,6 +52,13 @@ def list_arguments(options: Any, include_dirs: Any) -> tuple[list[str] | None, l
             raise PyCudaError(f"SourceModule({arg}={value!r}): {why}")
         listed[arg] = entries
     return listed["options"], listed["include_dirs"] or []
+
+
+def default_options() -> list[str]:
+    """PyCUDA's options of a module made with `options=None`: its compiler's list, as the
+    script may have left it, where pycuda's compiler (or its stand-in) is imported."""
+    flags = getattr(sys.modules.get("pycuda.compiler"), "DEFAULT_NVCC_FLAGS", None)
+    return list(flags) if isinstance(flags, list) else config.pycuda_nvcc_flags()
 
 
 def pycuda_include_folder() -> str | None:

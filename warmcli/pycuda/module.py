@@ -24,7 +24,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from warmcli import config
 from warmcli.backends.c_linkage import unrenamed_c_names
 from warmcli.backends.cuda.cubin import cubin_globals
 from warmcli.backends.option_macros import MACRO_FLAGS, macros_named
@@ -43,7 +42,7 @@ from warmcli.pycuda.args import (
     prepare_letters,
     same_bytes,
 )
-from warmcli.pycuda.includes import list_arguments, own_include_dirs
+from warmcli.pycuda.includes import default_options, list_arguments, own_include_dirs
 from warmcli.pycuda.launch import pycuda_sizes, run_staged, warm_stream
 from warmcli.pycuda.source import (
     ALONE_NOTE,
@@ -121,7 +120,7 @@ class SourceModule:
             )
         options, include_dirs = list_arguments(options, include_dirs)  # (a generator: read once)
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
-            options = config.pycuda_nvcc_flags()
+            options = default_options()
         self.source = source
         self.no_extern_c = no_extern_c
         self.arch = arch
