@@ -58,6 +58,8 @@ CASES = {
         PLAIN, nvcc="nvcc", keep=True, arch="compute_90", code="sm_90", cache_dir=False
     ),
     "same_cache": lambda: SourceModule(PLAIN, arch="sm_90", cache_dir=os.path.join(HERE, "c")),
+    "code_only": lambda: SourceModule(PLAIN, code="sm_90"),
+    "arch_and_code": lambda: SourceModule(PLAIN, arch="sm_90", code="sm_90"),
     "opt_gen": lambda: SourceModule(PLAIN, options=(o for o in ["-DFACTOR=3.0f"])),
     "opt_set": lambda: SourceModule(PLAIN, options={"-DFACTOR=3.0f", "--use_fast_math"}),
     "opt_dict": lambda: SourceModule(PLAIN, options={"-DFACTOR=3.0f": 1}),
@@ -118,6 +120,17 @@ def test_options_other_than_a_list_are_refused_in_one_line(build, case: str) -> 
     assert len(lines) == 1 and "Traceback" not in err, err
     assert "SourceModule(options=" in err and "a list" in err, err
     assert not keys
+
+
+@pytest.mark.parametrize("case", ["code_only", "arch_and_code"])
+def test_code_beside_a_real_arch_is_refused_as_nvcc_refuses_it(build, case: str) -> None:
+    """PyCUDA passes `-arch sm_90` (arch=, else the device's) and `-code sm_90`, which nvcc
+    refuses ("Value of -arch option ('sm_90') must be a virtual code architecture"): only
+    `arch="compute_90", code="sm_90"` builds there. warm built them."""
+    code, err, keys = build(case)
+    assert code == 2 and not keys, err
+    assert len(err.strip().splitlines()) == 1 and "code='sm_90'" in err, err
+    assert "must be a virtual code architecture" in err and "arch='compute_90'" in err, err
 
 
 def test_include_dirs_as_a_generator_is_read_once_as_a_list(build) -> None:

@@ -172,7 +172,9 @@ class SourceModule:
 
     def check_target(self, runtime: Runtime) -> None:
         """`arch=`/`code=` must name the device's own architecture: warm builds cubins for it
-        (`arch="compute_90", code="sm_90"` too: nvcc's cubin of that is sm_90's)."""
+        (`arch="compute_90", code="sm_90"` too: nvcc's cubin of that is sm_90's). A `code=`
+        beside a real `-arch` (`arch=`, else the device's, which PyCUDA passes) is refused
+        as nvcc refuses it."""
         virtual = "compute_" + runtime.arch.removeprefix("sm_")
         for what, value in (("arch", self.arch), ("code", self.code)):
             if what == "arch" and value == virtual and self.code == runtime.arch:
@@ -182,6 +184,13 @@ class SourceModule:
                     f"SourceModule({what}={value!r}): warm builds cubins for the device's "
                     f"architecture, {runtime.arch} on {runtime.device.id}: drop {what}="
                 )
+        if self.code is not None and self.arch != virtual:
+            raise PyCudaError(
+                f"SourceModule(arch={self.arch!r}, code={self.code!r}): PyCUDA's nvcc fails it "
+                f"(-arch {self.arch or runtime.arch} -code {self.code}: the value of -arch "
+                f"must be a virtual code architecture): pass arch={virtual!r} with code=, "
+                "or drop code="
+            )
 
     def get_global(self, name: str) -> tuple[Any, int]:
         """(device pointer, size) of a `__device__`/`__constant__` variable, from the cubin
