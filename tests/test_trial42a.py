@@ -8,8 +8,13 @@ binary without `-DFACTOR=3.0f`: another result); a set's order, hence the key, c
 with each process's hash seed, so no pre-build was ever served. Now refused in one line.
 `include_dirs=` as a generator (PyCUDA's `[*include_dirs, ...]` takes any iterable) was
 read empty the same way, so the header was not found: now read once, as a list's.
-And each parameter that changes the binary changes the key, those that do not (`keep`,
-`cache_dir`, `nvcc="nvcc"`, `arch`/`code` naming sm_90, a folder's path) do not.
+`code=` beside a real `-arch` (`arch="sm_90"`, or none: PyCUDA passes the device's), which
+PyCUDA's nvcc refuses, was built: now refused in one line. `options=None` is PyCUDA's
+`DEFAULT_NVCC_FLAGS` as the script left it (the pre-build's stand-in lacked it). On a GPU
+(a fake pycuda package: pure dispatch logic), PyCUDA's own modules (`elementwise`, `scan`)
+keep PyCUDA's `SourceModule` under the hook. And each parameter that changes the binary
+changes the key, those that do not (`keep`, `cache_dir`, `nvcc="nvcc"`, `arch="compute_90",
+code="sm_90"`, `arch="sm_90"`, a folder's path) do not.
 """
 
 from __future__ import annotations
