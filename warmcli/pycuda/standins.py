@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import DeviceError
+from warmcli.config import pycuda_nvcc_flags
 from warmcli.execution.process_mode import current_process_mode
 from warmcli.pycuda import context, standin_vec
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
@@ -286,8 +287,7 @@ class Stream:
     def is_done(self) -> bool:
         return True
 
-    def wait_for_event(self, event: Any) -> None:
-        return None
+    wait_for_event = _no_op
 
     def __getattr__(self, name: str) -> Any:
         return lacking("pycuda.driver.Stream", name)
@@ -296,8 +296,7 @@ class Stream:
 class Event:
     """`drv.Event()`: records nothing; its time is a read back."""
 
-    def __init__(self, flags: int = 0) -> None:
-        return None
+    __init__ = _no_op  # (flags: int = 0)
 
     def record(self, stream: Any = None) -> Event:
         return self
@@ -370,7 +369,8 @@ def modules() -> dict[str, types.ModuleType]:
         has_double_support=standin_vec.has_double_support,
         has_stack=standin_vec.has_stack,
     )
-    compiler = stand_in_module("pycuda.compiler", SourceModule=SourceModule)
+    flags = {"DEFAULT_NVCC_FLAGS": pycuda_nvcc_flags()}  # options=None's, as PyCUDA's
+    compiler = stand_in_module("pycuda.compiler", SourceModule=SourceModule, **flags)
     autoinit = stand_in_module("pycuda.autoinit", device=_Device(), context=_Context())
     found = {"driver": driver, "gpuarray": gpuarray, "compiler": compiler}
     found.update(characterize=characterize, autoinit=autoinit)
