@@ -76,6 +76,22 @@ def _handler(stores: Stores, name: str) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(stores.body)
 
+        def do_HEAD(self) -> None:  # nothing there yet, to the credentials only
+            stores.seen[name].append((self.path, self.headers.get("Authorization")))
+            self.send_response(401 if self.headers.get("Authorization") != wanted else 404)
+            self.end_headers()
+
+        def do_PUT(self) -> None:
+            stores.seen[name].append((self.path, self.headers.get("Authorization")))
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Authorization") != wanted:
+                self.send_error(401)
+                return
+            stores.body = body
+            self.send_response(201)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def log_message(self, *args: object) -> None:
             pass
 
@@ -147,6 +163,13 @@ def test_credentials_reach_the_store_as_basic_auth_never_another_origin(
     assert stores.seen["other"] == [("/b.warm", None)]
     assert json.loads(proc.stdout)["url"] == f"http://{USER}:***@{stores.base['auth'][7:]}/away"
     _no_secret(proc.stdout, proc.stderr)
+    # a push sends them with its HEAD and its PUT
+    (tmp_path / "new.warm").write_bytes(stores.body)
+    proc = warm("push", tmp_path / "new.warm", _url(stores, "/b.warm", "?X-Amz-Signature=1"))
+    assert proc.returncode == 0, proc.stderr
+    assert [s[1] for s in stores.seen["auth"][-2:]] == [stores.seen["auth"][0][1]] * 2
+    assert f"to http://{USER}:***@" in proc.stdout and "?***" in proc.stdout, proc.stdout
+    _no_secret(proc.stdout, proc.stderr)
     # without them (or with wrong ones), the store's 401 is said
     proc = warm("pull", stores.base["auth"] + "/b.warm", tmp_path / "no.warm")
     assert proc.returncode == 2 and "HTTP 401" in proc.stderr, proc.stderr
@@ -165,6 +188,8 @@ def test_no_command_shows_the_password_or_the_query(
         ("stats", url, "--json"),
         ("verify", url),
         ("verify", url, "--json"),
+        ("check", url),
+        ("check", url, "--json"),
         ("diff", url, local),
         ("diff", url, local, "--json"),
         ("merge", url, local, "-o", tmp_path / "m.warm", "--force"),
@@ -179,7 +204,7 @@ def test_no_command_shows_the_password_or_the_query(
         _no_secret(proc.stdout, proc.stderr)
         said.append(proc.stdout + proc.stderr)
     assert shown_as in said[0] and shown_as in said[1], said[:2]
-    assert f"{shown_as} is a URL" in said[8], said[8]
+    assert f"{shown_as} is a URL" in said[10], said[10]
     # the store gone: the last good copy's warning, and the store's error, name it so too
     stores.body = b"no bundle"
     proc = warm("stats", url)
