@@ -196,6 +196,8 @@ def test_no_command_shows_the_password_or_the_query(
         ("merge", url, local, "-o", tmp_path / "m.warm", "--force", "--json"),
         ("merge", local, "-o", url),
         ("pull", url, tmp_path / "p.warm", "--json"),
+        ("stats", url, url),  # the parser's own line: an unexpected extra argument
+        ("run", tmp_path / "w.py", url),  # a workload's argument
     ]
     said = []
     for args in runs:
@@ -205,6 +207,7 @@ def test_no_command_shows_the_password_or_the_query(
         said.append(proc.stdout + proc.stderr)
     assert shown_as in said[0] and shown_as in said[1], said[:2]
     assert f"{shown_as} is a URL" in said[10], said[10]
+    assert f"({shown_as})" in said[-2] and f"({shown_as})" in said[-1], said[-2:]
     # the store gone: the last good copy's warning, and the store's error, name it so too
     stores.body = b"no bundle"
     proc = warm("stats", url)
