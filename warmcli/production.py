@@ -161,10 +161,13 @@ class _Production:
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         tuned = any(m.kind == "tune" for m in misses)
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
+        from warmcli.bundle.location import shown  # a URL's password or query: never said
+
         path = self.path  # (or the one opened since it was locked at its open)
         if path is None and self.reopening is not None and self.reopening.bundle is not None:
             path = self.reopening.path
-        return ProductionReport(path, self.write, misses, signed, "", kernels, tunes, notes)
+        bundle = shown(path) if path is not None else None
+        return ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""

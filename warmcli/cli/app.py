@@ -105,8 +105,10 @@ class WarmCommand(_PlainParams, TyperCommand):
         after = both and self._module_first(ctx, given_args)  # `-m app -- 8`: 8 is extra
         if not (ctx.args or after) or ctx.resilient_parsing:
             return rest
+        from warmcli.bundle.location import shown  # a URL's password or query: never said
+
         extra = [*([params["workload"]] if both else []), *ctx.args]
-        given = " ".join(map(str, extra))
+        given = " ".join(shown(str(arg)) for arg in extra)
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
         ctx.fail(_no_arguments(given))
