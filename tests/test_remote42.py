@@ -284,6 +284,15 @@ def test_shown_and_kept_as_fake_urls() -> None:
     assert shown("/tmp/a@b?c") == "/tmp/a@b?c"  # a path is as it is
     assert kept_as("https://u:p@h/b.warm?X-Amz-Signature=1") == "https://h/b.warm"
     assert kept_as("https://h/b.warm") == "https://h/b.warm"  # as earlier warms kept it
+    # only a new signature's fields are the same object: another field names another one
+    assert kept_as("https://h/get?name=a.warm&X-Amz-Date=1&sig=2") == "https://h/get?name=a.warm"
+    assert kept_as("https://h/get?name=b.warm&Signature=3") == "https://h/get?name=b.warm"
+    assert kept_as("https://h/b.warm?versionId=7&token=x&X-Goog-Signature=y#f") == (
+        "https://h/b.warm?versionId=7#f"
+    )
+    assert kept_as("https://h/b.warm?Key-Pair-Id=k&Policy=p&Expires=9&x%2Damz%2Dcredential=c") == (
+        "https://h/b.warm"
+    )
     with pytest.raises(RemoteError, match="names no credentials"):
         url_text("s3://AKIA:secret@bucket/k.warm")
     with pytest.raises(RemoteError, match="names no host"):

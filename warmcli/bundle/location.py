@@ -7,14 +7,15 @@ http(s) one naming a host, holding no space or control character, an `s3://` one
 credentials); `url_parts` splits one as `urlsplit` does, dropping nothing. `shown` is how
 every place that shows a bundle's location shows a URL: its password or token and its query
 (a presigned signature, `?token=`) withheld; `kept_as` is the URL a kept copy is known by
-(neither: a new signature of the same object is the same copy). It holds no state, reads no
+(neither credentials nor a query's signing fields: a new signature of the same object is
+the same copy). It holds no state, reads no
 file's content and never fetches."""
 
 from __future__ import annotations
 
 import os
 import stat
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from warmcli.errors import RemoteError
 from warmcli.printable import printable
@@ -88,13 +89,34 @@ def shown(location: str | os.PathLike[str]) -> str:
     return f"{head}{netloc}{path}{tail}"
 
 
+# A query's signing fields (S3's and GCS's presigned URLs, their legacy forms, CloudFront's,
+# Azure's SAS, a bearer token): signed anew, the same object; any other field names another.
+_SIGNING = frozenset(
+    {"awsaccesskeyid", "signature", "expires", "policy", "key-pair-id", "googleaccessid"}
+    | {"token", "access_token", "sig", "se", "st", "sp", "sv", "sr", "ss", "srt", "spr", "si"}
+    | {"sip", "skoid", "sktid", "skt", "ske", "sks", "skv"}
+)
+
+
 def kept_as(url: str) -> str:
-    """What a URL's kept copy is known by: the URL without its credentials and its query
-    (a presigned URL is signed anew each time, the same object); itself without either."""
+    """What a URL's kept copy is known by: the URL without its credentials and its query's
+    signing fields (`_SIGNING`, `X-Amz-*`, `X-Goog-*`: a presigned URL signed anew is the
+    same object), the other fields kept, in their order (`?versionId=2`, `?name=a.warm`
+    name other objects); itself where it has neither."""
     head, netloc, path, query, fragment = url_parts(url)
     if not query and "@" not in netloc:
         return url
-    return f"{head}{netloc.rpartition('@')[2]}{path}" + ("" if fragment is None else "#" + fragment)
+    fields = [f for f in (query or "").split("&") if f and not _signing(f)]
+    kept = "?" + "&".join(fields) if fields else ""
+    return f"{head}{netloc.rpartition('@')[2]}{path}{kept}" + (
+        "" if fragment is None else "#" + fragment
+    )
+
+
+def _signing(field: str) -> bool:
+    """Whether a query's `name=value` field is one a new signature changes."""
+    name = unquote(field.partition("=")[0]).lower()
+    return name in _SIGNING or name.startswith(("x-amz-", "x-goog-"))
 
 
 def url_parts(url: str) -> tuple[str, str, str, str | None, str | None]:

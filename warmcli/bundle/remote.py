@@ -2,7 +2,7 @@
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
 once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without the credentials
-or query it names, `location.kept_as`: a presigned URL signed anew is the same copy; under
+or query signing fields it names, `location.kept_as`: a presigned URL signed anew is the same copy; under
 trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took never
 replaces what a keyed one serves,
 nor one key set's another's; an upgraded keyed reader's first copy is the keyless one where its
@@ -104,7 +104,7 @@ class Fetched:
 def cache_dir(url: str, keys: Sequence[bytes] | None = None) -> Path:
     """Where the local copy of `url` and what is remembered about it live: a folder for
     readers that check no signature, one beside it for each set of trusted `keys`; named
-    by the URL without its credentials or query (`kept_as`): never derived from a secret."""
+    by the URL without its credentials or its query's signing fields (`kept_as`)."""
     folder = hashlib.sha256(kept_as(url_text(url)).encode()).hexdigest()[:32]
     return warm_home() / "remote" / (folder if keys is None else f"{folder}-{_named(keys)}")
 
