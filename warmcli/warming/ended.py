@@ -12,7 +12,12 @@ One the pass running then would execute, of a kernel the runtime loaded or a sha
 (kept in memory), goes on: nothing of it is looked up, built or measured (a service's worker
 thread, made at the first call and kept for the next, serves the later passes so; on a device
 closed since, its launch raises). The thread that ran the passes (the one that retires the
-runtime) keeps the runtime as it was, its tunes read from memory only. The module never prints."""
+runtime) keeps the runtime as it was, its tunes read from memory only. A launch or tune another
+thread had under way as the runtime was retired (past the gate) is waited for, before the pass
+closes its bundle, `LATE_WAIT_SECONDS` at most (`warmcli.runtime.under_way`); one still under
+way then (a launch that never returns, say) is said in a note and left running: what it reads
+of the closed bundle later is no miss (its runtime's misses are closed), it builds cold what it
+needs and nothing of it is stored. The module never prints."""
 
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ from typing import Any
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import current_process_mode, note_reported
 from warmcli.runtime.runtime import Runtime
+from warmcli.runtime.under_way import wait_for
+
+LATE_WAIT_SECONDS = 10.0  # the longest a retiring pass waits for another thread's launch
 
 
 def retire(runtime: Runtime) -> None:
@@ -58,6 +66,14 @@ def retire(runtime: Runtime) -> None:
         raise SystemExit  # ends the thread silently, as Python's own hook does
 
     runtime.retired = gate
+    still = wait_for(runtime.calls, owner, LATE_WAIT_SECONDS)  # those past the gate already
+    if still:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        who = ", ".join(names.get(t, str(t)) for t in still)
+        note_reported(
+            f"thread {who} still in a launch or tune {LATE_WAIT_SECONDS:g} s after its pass "
+            "ended: not waited for further; what it does then is not warmed"
+        )
 
 
 def _measured(runtime: Runtime, tunable: Any, inputs: tuple[Any, ...]) -> bool:
