@@ -4,16 +4,23 @@ errors that reach the terminal on one line."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+from subprocess import PIPE
+from typing import Any
 
 import pytest
+from conftest import Warm
 
 from warmcli import Bundle, Kernel, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.backends.host.device import HostDevice
 from warmcli.execution.statistics import StatisticsCollector
 from warmcli.warming import ended
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LATE = Kernel("void late(int *x) { x[0] = 7; }", "late", "P")
 
@@ -104,3 +111,158 @@ def test_a_launch_under_way_past_the_wait_is_noted_and_no_miss_of_the_next_pass(
 
     said = [n for n in default_collector().reader().notes() if "thread late still" in n]
     assert said and "0.2 s after its pass ended: not waited for further" in said[0], notes
+
+
+# A production process started while a writer holds its bundle's lock, named by a relative
+# WARM_BUNDLE (the waits shortened, as tests/test_leftovers42a.py shortens them): its report
+# says the bundle is locked, not that none is set; it changes its folder, as a daemon does,
+# and still serves its bundle once the lock is free.
+LATE_OPEN = """
+import os, sys, time
+import warmcli.bundle.file as bundle_file
+bundle_file.LOCK_WAIT_SECONDS = 1.0
+import warmcli.bundle.reopening as reopening
+reopening.REOPEN_SECONDS = 0.3
+from warmcli import Kernel
+import warmcli
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+rt = warmcli.runtime("host")
+def launch(d):
+    o = rt.buffer(5, "float64")
+    rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 5)
+    return rt.read(o).tolist()
+launch(3)
+print(str(warmcli.report()).splitlines()[0], flush=True)
+os.chdir(sys.argv[1])  # a daemon's folder
+input()  # the lock is free now
+time.sleep(0.4)
+launch(5), launch(6)
+print(str(warmcli.report()).splitlines()[0], flush=True)
+"""
+FILLS = """
+from warmcli import Kernel
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+def workload(rt):
+    for d in (3, 5, 6):
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), rt.buffer(5, "float64"), 5)
+"""
+HOLD = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+input()
+c.execute("ROLLBACK")
+"""
+
+
+def test_a_process_whose_bundle_was_locked_at_its_open_says_so_and_serves_after_a_chdir(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "fills.py").write_text(FILLS)
+    proc = warm("run", "-q", "--bundle", tmp_path / "b.warm", tmp_path / "fills.py")
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "elsewhere").mkdir()
+    env = dict(warm.env, WARM_BUNDLE="b.warm", PYTHONPATH=str(ROOT), WARM_REPORT="")
+    run = [sys.executable, "-c"]
+    holder = subprocess.Popen(
+        [*run, HOLD, "b.warm"], cwd=tmp_path, stdin=PIPE, stdout=PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        server = subprocess.Popen(
+            [*run, LATE_OPEN, str(tmp_path / "elsewhere")],
+            cwd=tmp_path,
+            env=env,
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        holder.communicate("\n", timeout=10)  # its commit ends
+        out, err = server.communicate("\n", timeout=30)
+    finally:
+        holder.kill()
+    assert server.returncode == 0, err
+    whole = tmp_path / "b.warm"
+    assert first.startswith(
+        f"warm: bundle {whole} not loaded yet: another process held its lock"
+    ), first
+    assert "no bundle is loaded" not in first and "compiled 1 kernel(s)" in first, first
+    # Served from the bundle it named, not from a b.warm in the folder it moved to:
+    assert out.startswith(f"warm: bundle {whole} lacked 1 kernel(s)"), out
+    assert not (tmp_path / "elsewhere" / "b.warm").exists()
+
+
+class _FakeSlowOpener:
+    """A fake opener (pure logic of `Reopening`): holds its caller until `release` is set,
+    then gives a real empty bundle; counts its calls."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.calls = path, 0
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def __call__(self) -> Bundle:
+        self.calls += 1
+        self.entered.set()
+        self.release.wait(10)
+        return Bundle.open(self.path)
+
+
+def _reopening(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, _FakeSlowOpener]:
+    from warmcli.bundle import reopening
+    from warmcli.errors import BundleLocked
+
+    monkeypatch.setattr(reopening, "REOPEN_SECONDS", 0.0)
+    Bundle.create(tmp_path / "b.warm").close()
+    opener = _FakeSlowOpener(tmp_path / "b.warm")
+    store = reopening.Reopening(str(tmp_path / "b.warm"), opener, BundleLocked("b.warm: locked"))
+    return store, opener
+
+
+def test_a_read_while_another_thread_reopens_the_bundle_is_cold_at_once_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warmcli.errors import BundleLocked
+
+    store, opener = _reopening(tmp_path, monkeypatch)
+    first = threading.Thread(target=lambda: store.kernel("k"), daemon=True)
+    first.start()
+    assert opener.entered.wait(10)  # the first read opens it (slowly: locked again, say)
+    started = time.monotonic()
+    with pytest.raises(BundleLocked):
+        store.kernel("k")  # another thread's read: cold now, not held for the open
+    assert time.monotonic() - started < 1.0 and opener.calls == 1  # one open, no herd
+    opener.release.set()
+    first.join(10)
+    assert store.bundle is not None
+    store.close()
+
+
+def test_a_reopening_closed_while_it_opens_closes_what_the_open_gave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warmcli.errors import BundleLocked
+
+    store, opener = _reopening(tmp_path, monkeypatch)
+    met: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            store.kernel("k")
+        except BaseException as exc:
+            met.append(exc)
+
+    first = threading.Thread(target=read, daemon=True)
+    first.start()
+    assert opener.entered.wait(10)
+    closer = threading.Thread(target=store.close, daemon=True)  # use_bundle(), say
+    closer.start()
+    closer.join(1.0)
+    assert not closer.is_alive()  # not held for the open either
+    opener.release.set()
+    first.join(10)
+    assert store.bundle is None and len(met) == 1 and isinstance(met[0], BundleLocked)

@@ -141,9 +141,10 @@ class _Production:
             if self.policy.strict is Strictness.RAISE:
                 raise
             warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
-            if "://" not in path:  # its runtimes serve from it once it is free
-                opener = lambda: open_served(path, write, keys)  # noqa: E731
-                self.reopening = Reopening(os.path.abspath(path), opener, exc)
+            if "://" not in path:  # its runtimes serve from it once it is free (the file
+                whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
+                opener = lambda: open_served(whole, write, keys)  # noqa: E731
+                self.reopening = Reopening(whole, opener, exc)
             return None
 
     def _report(self) -> ProductionReport:
@@ -161,10 +162,12 @@ class _Production:
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         tuned = any(m.kind == "tune" for m in misses)
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
-        path = self.path  # (or the one opened since it was locked at its open)
-        if path is None and self.reopening is not None and self.reopening.bundle is not None:
-            path = self.reopening.path
-        return ProductionReport(path, self.write, misses, signed, "", kernels, tunes, notes)
+        path, locked = self.path, False  # (or the one locked at its open: opened since?)
+        if path is None and self.reopening is not None:
+            path, locked = self.reopening.path, self.reopening.bundle is None
+        report = ProductionReport(path, self.write, misses, signed, "", kernels, tunes, notes)
+        report.locked = locked
+        return report
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""

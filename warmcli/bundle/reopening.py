@@ -7,8 +7,11 @@ bundle: a store that is the bundle once it could be opened, and until then answe
 read with the `BundleLocked` it was refused with (a miss the runtime builds cold, explained
 `locked`, as it is for a process whose open bundle a writer locked later). At a read at
 least `REOPEN_SECONDS` after its last try it tries again: the lock probed without waiting
-(`lock_probe.free`), and the bundle opened only where it is free, so no read waits for it
-again. It owns the bundle it opened (closed with it) and its lock; it never prints.
+(`lock_probe.free`), and the bundle opened only where it is free, by that one read: another
+thread's read meanwhile is answered `BundleLocked` at once, never waiting for the open (which
+waits as a first open does where another writer took the lock since the probe), and one
+closed meanwhile (`use_bundle`) closes what that open gave. It owns the bundle it opened
+(closed with it) and its lock; it never prints.
 """
 
 from __future__ import annotations
@@ -35,20 +38,31 @@ class Reopening:
         self.path, self._opener, self._locked = path, opener, locked
         self._next = time.monotonic() + REOPEN_SECONDS
         self.bundle: Bundle | None = None
-        self.closed = False
+        self.closed = self._opening = False
 
     def _store(self) -> Bundle:
         """The bundle, opened now if it is free and it is time to try; else `BundleLocked`."""
         if self.bundle is not None:
             return self.bundle
         with self._lock:
-            if self.bundle is None:
-                if self.closed or time.monotonic() < self._next or not _free(self.path):
-                    self._next = max(self._next, time.monotonic() + REOPEN_SECONDS)
-                    raise BundleLocked(str(self._locked))
-                self._next = time.monotonic() + REOPEN_SECONDS
-                self.bundle = self._opener()  # (locked again meanwhile: `BundleLocked`)
-            return self.bundle
+            if self.bundle is not None:
+                return self.bundle
+            now = time.monotonic()
+            if self.closed or self._opening or now < self._next or not _free(self.path):
+                self._next = max(self._next, now + REOPEN_SECONDS)
+                raise BundleLocked(str(self._locked))
+            self._next, self._opening = now + REOPEN_SECONDS, True
+        try:
+            bundle = self._opener()  # this read alone (locked again meanwhile: `BundleLocked`)
+        finally:
+            with self._lock:
+                self._opening = False
+        with self._lock:
+            if not self.closed:
+                self.bundle = bundle
+                return bundle
+        bundle.close()  # closed while it opened: nobody's
+        raise BundleLocked(str(self._locked))
 
     def close(self) -> None:
         with self._lock:
