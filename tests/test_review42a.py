@@ -266,3 +266,36 @@ def test_a_reopening_closed_while_it_opens_closes_what_the_open_gave(
     opener.release.set()
     first.join(10)
     assert store.bundle is None and len(met) == 1 and isinstance(met[0], BundleLocked)
+
+
+NAMES_A_PATH = """
+import warmcli
+DEVICE = "host"
+def workload(rt):
+    warmcli.use_bundle(BAD)
+"""
+FAILS_TO_COMPILE = """
+from warmcli import Kernel
+DEVICE = "host"
+def workload(rt):
+    rt.launch(Kernel("void f(int *x) { x[0] = ; }", "f", "P"), rt.buffer(1, "int32"))
+"""
+
+
+def test_warms_own_error_a_workload_raised_is_one_line_but_a_compile_log(
+    warm: Warm, tmp_path: Path
+) -> None:
+    bad = str(tmp_path / "no\nsuch.warm")
+    path = tmp_path / "w.py"
+    path.write_text(f"BAD = {bad!r}\n" + NAMES_A_PATH)
+    proc = warm("run", path, "-b", tmp_path / "a.warm")
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(said) == 1, proc.stderr  # was: the path over two lines
+    assert "BundleError: " in said[0] and "no\\x0asuch.warm: no such bundle" in said[0], said
+    path.write_text(FAILS_TO_COMPILE)
+    proc = warm("run", path, "-b", tmp_path / "b.warm")
+    lines = proc.stderr.splitlines()
+    assert proc.returncode != 0 and lines[0].endswith(
+        "KernelCompileError: kernel f failed to compile:"
+    )
+    assert any("error: expected expression" in line for line in lines[1:]), proc.stderr

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from warmcli.errors import WarmError, message_of
+from warmcli.errors import CompileFailure, KernelCompileError, message_of
 from warmcli.execution.process_mode import note_reported
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
@@ -59,10 +59,15 @@ def first_line(exc: BaseException) -> str:
 
 
 def said_of(exc: BaseException) -> str:
-    """`exc`'s message: a user's on one line, each control in it escaped (`printable`: a
-    newline, an escape code); warm's own as made (a compile error's log, its lines)."""
+    """`exc`'s message on one line, each control in it escaped (`printable`: a newline, an
+    escape code), a user's and warm's own alike (a `BundleError` names a path a newline may
+    be in); but a compile error's, whose log keeps its lines beneath (its first line, naming
+    the kernel, escaped)."""
     text = message_of(exc).strip()
-    return text if isinstance(exc, WarmError) else printable(text)
+    if not isinstance(exc, (KernelCompileError, CompileFailure)):
+        return printable(text)
+    head, _, log = text.partition("\n")
+    return printable(head) + ("\n" + log if log else "")
 
 
 def named(kind: str, message: str) -> str:
