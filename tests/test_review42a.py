@@ -299,3 +299,44 @@ def test_warms_own_error_a_workload_raised_is_one_line_but_a_compile_log(
         "KernelCompileError: kernel f failed to compile:"
     )
     assert any("error: expected expression" in line for line in lines[1:]), proc.stderr
+
+
+def _nested(leaf: Any, depth: int) -> Any:
+    for _ in range(depth):
+        leaf = [leaf]
+    return leaf
+
+
+_CYCLE: list[Any] = []
+_CYCLE.append(_CYCLE)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        # JSON writes it (an object's text), then the walk naming the part holding an
+        # address recursed past the limit: was a bare RecursionError naming no tunable.
+        (_nested(object(), 900), "key= gave a value nested too deeply to key"),
+        (list(range(10**6)), "its tune key's text is 7888890 characters, over the"),
+        (_CYCLE, "key= gave a value with no JSON text: Circular reference detected"),
+        ({(1, 2): 3}, "key= gave a value with no JSON text: keys must be str, int"),
+    ],
+    ids=["deep-object", "wide", "cycle", "tuple-key"],
+)
+def test_a_key_value_deep_wide_or_cyclic_is_one_line_naming_the_tunable(
+    value: Any, said: str
+) -> None:
+    from warmcli import Tunable
+    from warmcli.errors import TuneSpecError
+
+    source = "void touch(int *p, int n) { if (n < 0) p[0] = V; }"
+    kernels = {f"v{i}": Kernel(source, "touch", "Pi", defines={"V": i}) for i in (1, 2)}
+    tunable = Tunable("odd", kernels, lambda rt, k, b, n: None, key=lambda b, n: value)
+    rt = Runtime(HostDevice())
+    try:
+        with pytest.raises(TuneSpecError) as raised:
+            rt.tune(tunable, rt.buffer(4, "int32"), 1)
+    finally:
+        rt.close()
+    text = str(raised.value)
+    assert text.startswith(f"tunable odd: {said}") and "\n" not in text, text
