@@ -340,3 +340,28 @@ def test_a_key_value_deep_wide_or_cyclic_is_one_line_naming_the_tunable(
         rt.close()
     text = str(raised.value)
     assert text.startswith(f"tunable odd: {said}") and "\n" not in text, text
+
+
+def test_a_child_forked_while_another_thread_reopens_the_bundle_opens_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    store, opener = _reopening(tmp_path, monkeypatch)
+    first = threading.Thread(target=lambda: store.kernel("k"), daemon=True)
+    first.start()
+    assert opener.entered.wait(10)  # the parent's open under way as it forks
+    pid = os.fork()
+    if pid == 0:  # the child: that thread is not here; its own read opens the bundle
+        code = 1
+        try:
+            opener.release.set()
+            store.kernel("k")
+            code = 0 if store.bundle is not None else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    opener.release.set()
+    first.join(10)
+    store.close()
+    assert os.waitstatus_to_exitcode(status) == 0  # was: BundleLocked for its whole life

@@ -9,14 +9,16 @@ read with the `BundleLocked` it was refused with (a miss the runtime builds cold
 least `REOPEN_SECONDS` after its last try it tries again: the lock probed without waiting
 (`lock_probe.free`), and the bundle opened only where it is free, by that one read: another
 thread's read meanwhile is answered `BundleLocked` at once, never waiting for the open (which
-waits as a first open does where another writer took the lock since the probe), and one
-closed meanwhile (`use_bundle`) closes what that open gave. It owns the bundle it opened
+waits as a first open does where another writer took the lock since the probe; a child
+forked meanwhile opens its own), and one closed meanwhile (`use_bundle`) closes what that
+open gave. It owns the bundle it opened
 (closed with it) and its lock; it never prints.
 """
 
 from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -38,7 +40,8 @@ class Reopening:
         self.path, self._opener, self._locked = path, opener, locked
         self._next = time.monotonic() + REOPEN_SECONDS
         self.bundle: Bundle | None = None
-        self.closed = self._opening = False
+        self.closed = False
+        self._opening = 0  # the process whose thread opens it now (a forked child's: none)
 
     def _store(self) -> Bundle:
         """The bundle, opened now if it is free and it is time to try; else `BundleLocked`."""
@@ -48,15 +51,16 @@ class Reopening:
             if self.bundle is not None:
                 return self.bundle
             now = time.monotonic()
-            if self.closed or self._opening or now < self._next or not _free(self.path):
+            opening = self._opening == os.getpid()
+            if self.closed or opening or now < self._next or not _free(self.path):
                 self._next = max(self._next, now + REOPEN_SECONDS)
                 raise BundleLocked(str(self._locked))
-            self._next, self._opening = now + REOPEN_SECONDS, True
+            self._next, self._opening = now + REOPEN_SECONDS, os.getpid()
         try:
             bundle = self._opener()  # this read alone (locked again meanwhile: `BundleLocked`)
         finally:
             with self._lock:
-                self._opening = False
+                self._opening = 0
         with self._lock:
             if not self.closed:
                 self.bundle = bundle
