@@ -29,8 +29,7 @@ again by a re-warm where that recipe is older. The runtime never prints; it coun
 registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned (its
 measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
 ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
-thread's late launch is stopped there), after the calls under way (`calls`, by thread:
-`warmcli.runtime.under_way`) returned. A buffer's shape and dtype and a launch's configuration are
+thread's late launch is stopped there). A buffer's shape and dtype and a launch's configuration are
 read by `warmcli.runtime.launch_sizes`."""
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
-from warmcli.records import TuneRecord
+from warmcli.records import MissExplanation, TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.launch_sizes import (
     buffer_shape,
@@ -62,8 +61,6 @@ from warmcli.runtime.misuse import discarded_read, refuse_device_data, refuse_wr
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 from warmcli.runtime.tune_check import check_pending, for_every_shard
-from warmcli.runtime.tune_miss import tune_miss
-from warmcli.runtime.under_way import left
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -103,10 +100,8 @@ class Runtime:
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
         self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
-        # Its passes ended: asked first at each launch or tune whether it goes on (`retired`),
-        # which waits for the calls under way (`calls`: thread -> its launches and tunes).
+        # Its passes ended: asked first at each launch or tune whether it goes on (`retired`).
         self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
-        self.calls: dict[int, int] = {}
 
     @property
     def arch(self) -> str:
@@ -181,11 +176,9 @@ class Runtime:
         stream: Stream | None = None,
     ) -> LaunchMode:
         """Issue one launch; returns the verdict it was given."""
-        calls, ident = self.calls, get_ident()
-        calls[ident] = calls.get(ident, 0) + 1  # under way: counted before the gate is asked
+        if self.retired is not None:
+            self.retired("launch", kernel, args, stream)
         try:
-            if self.retired is not None:
-                self.retired("launch", kernel, args, stream)
             stream = stream or self.default_stream
             verdict = resolve_launch_mode(current_process_mode(), stream.mode)
             collector = active_collector()
@@ -219,8 +212,6 @@ class Runtime:
         except AttributeError:  # of the wrong kind? Said so; else the error stands
             refuse_wrong_kinds("launch", kernel=kernel, stream=stream)
             raise
-        finally:
-            left(calls, ident)
 
     def _check_arguments(self, kernel: Kernel, args: tuple[Any, ...]) -> None:
         """A discarded or queued launch's arguments are checked as an executed one's are
@@ -236,16 +227,8 @@ class Runtime:
     def tune(self, tunable: Tunable, *inputs: Any, stream: Stream | None = None) -> str | None:
         """Run the picked candidate on `inputs`, measuring first on a miss; returns the pick.
         Under `CompileOnly` a miss only queues every candidate's kernel (and returns None)."""
-        calls, ident = self.calls, get_ident()
-        calls[ident] = calls.get(ident, 0) + 1  # under way: counted before the gate is asked
-        try:
-            if self.retired is not None:
-                self.retired("tune", tunable, inputs, stream)
-            return self._tune(tunable, inputs, stream)
-        finally:
-            left(calls, ident)
-
-    def _tune(self, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream | None) -> str | None:
+        if self.retired is not None:
+            self.retired("tune", tunable, inputs, stream)
         stream = stream or self.default_stream
         if not isinstance(tunable, Tunable) or not isinstance(stream, Stream):
             refuse_wrong_kinds("tune", tunable=tunable, stream=stream)
@@ -361,8 +344,31 @@ class Runtime:
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
         """A tune the loaded bundle lacks: to the miss policy, as a kernel's miss is."""
-        identity = self.device.fingerprint.identity
-        tune_miss(self.misses, self.tunes, self.bundle, identity, tunable, key, shape_key, record)
+
+        def explain() -> MissExplanation:
+            from warmcli.runtime.explain import corrupt_entry, explain_tune, listed_tunes
+
+            corrupt = self.tunes.corrupt(key)
+            if corrupt is not None:
+                return corrupt_entry("tune", key, label, corrupt)
+            bundle, name = self.bundle, tunable.name
+            assert bundle is not None
+            misses = self.misses
+            listed = lambda: misses.listing("tune", name, lambda: listed_tunes(bundle, name))  # noqa: E731
+            return explain_tune(
+                bundle,
+                tunable.name,
+                tunable.checksum,
+                tunable.candidates,
+                key,
+                shape_key,
+                self.device.fingerprint.identity,
+                record,
+                listed,
+            )
+
+        label = f"{tunable.name} {shape_key}"
+        self.misses.miss("tune", key, label, explain)
 
     # -- persistence -----------------------------------------------------------------------
 
