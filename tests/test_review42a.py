@@ -365,3 +365,34 @@ def test_a_child_forked_while_another_thread_reopens_the_bundle_opens_its_own(
     first.join(10)
     store.close()
     assert os.waitstatus_to_exitcode(status) == 0  # was: BundleLocked for its whole life
+
+
+def _fill(d: int) -> Kernel:
+    source = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+    return Kernel(source, "fill", "Pi", defines={"DIV": d})
+
+
+def test_a_write_back_with_nothing_served_stamps_a_kernel_another_writer_stored_alike(
+    tmp_path: Path,
+) -> None:
+    # Two writers build kernel 3; the first stores it; the second, served nothing, stores
+    # kernel 4 and holds the first's row of 3: both are its kernels, used at its one time.
+    import sqlite3
+
+    path = tmp_path / "b.warm"
+    Bundle.create(path).close()
+    with Bundle.open(path, write=True) as first, Bundle.open(path, write=True) as second:
+        one, two = Runtime(HostDevice(), first), Runtime(HostDevice(), second)
+        with ProcessModeOverride(ProcessMode.EXECUTE):
+            for rt, kernels in ((one, (3,)), (two, (3, 4))):
+                for d in kernels:
+                    rt.launch(_fill(d), rt.buffer(5, "float64"), 5)
+        assert one.persist(first) == (1, 0)
+        time.sleep(0.05)
+        assert two.persist(second) == (1, 0)  # kernel 4; kernel 3 held (the first's row)
+        one.close()
+        two.close()
+    keys = {d: two.kernels.key(_fill(d)) for d in (3, 4)}
+    with sqlite3.connect(path) as conn:
+        used = dict(conn.execute("SELECT key, last_used FROM kernels").fetchall())
+    assert used[keys[3]] == used[keys[4]], used  # was: kernel 3 kept the first writer's time
