@@ -281,6 +281,18 @@ def workload(rt):
     rt.launch(Kernel("void f(int *x) { x[0] = ; }", "f", "P"), rt.buffer(1, "int32"))
 """
 
+EVERY_CANDIDATE_FAILS = """
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void t(int *p, int n) { p[0] = V }"
+def launch(rt, k, b, n, *, stream=None):
+    rt.launch(k, b, n, stream=stream)
+KERNELS = {f"v{i}": Kernel(SRC, "t", "Pi", defines={"V": i}) for i in (1, 2)}
+T = Tunable("bad", KERNELS, launch, key=lambda b, n: "x\\ny")
+def workload(rt):
+    rt.tune(T, rt.buffer(4, "int32"), 1)
+"""
+
 
 def test_warms_own_error_a_workload_raised_is_one_line_but_a_compile_log(
     warm: Warm, tmp_path: Path
@@ -299,6 +311,11 @@ def test_warms_own_error_a_workload_raised_is_one_line_but_a_compile_log(
         "KernelCompileError: kernel f failed to compile:"
     )
     assert any("error: expected expression" in line for line in lines[1:]), proc.stderr
+    path.write_text(EVERY_CANDIDATE_FAILS)  # its key's newline escaped, its list kept
+    proc = warm("run", path, "-b", tmp_path / "c.warm")
+    lines = proc.stderr.splitlines()
+    assert proc.returncode != 0 and lines[0].endswith(": tune bad x\\x0ay: every candidate failed")
+    assert [line.split(":")[0].strip() for line in lines[1:3]] == ["- v1", "- v2"], proc.stderr
 
 
 def _nested(leaf: Any, depth: int) -> Any:

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from warmcli.errors import CompileFailure, KernelCompileError, message_of
+from warmcli.errors import CompileFailure, KernelCompileError, TuneFailure, message_of
 from warmcli.execution.process_mode import note_reported
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
@@ -62,8 +62,11 @@ def said_of(exc: BaseException) -> str:
     """`exc`'s message on one line, each control in it escaped (`printable`: a newline, an
     escape code), a user's and warm's own alike (a `BundleError` names a path a newline may
     be in); but a compile error's, whose log keeps its lines beneath (its first line, naming
-    the kernel, escaped)."""
+    the kernel, escaped), and a `TuneFailure`'s, each failed candidate on a line (`- name:
+    why`) beneath its first, each line escaped (a key's text may hold a newline)."""
     text = message_of(exc).strip()
+    if isinstance(exc, TuneFailure):
+        return "\n- ".join(printable(line) for line in text.split("\n- "))
     if not isinstance(exc, (KernelCompileError, CompileFailure)):
         return printable(text)
     head, _, log = text.partition("\n")
