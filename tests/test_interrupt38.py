@@ -48,7 +48,7 @@ def replace(a, b, *args, **kw):
         send()
 def flock(fd, op):
     real_flock(fd, op)
-    if (at, op) in (("unlock", fcntl.LOCK_UN), ("lock", fcntl.LOCK_EX)):
+    if (at, op & ~fcntl.LOCK_NB) in (("unlock", fcntl.LOCK_UN), ("lock", fcntl.LOCK_EX)):
         send()
 os.replace, fcntl.flock = replace, flock
 import http.client

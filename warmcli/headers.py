@@ -23,9 +23,9 @@ are). Headers not found there (the toolkit's, the system's) are left to the tool
 Bounded: at most `MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes.
 State: three per-process memos (each file's digest and includes, by (path, mtime_ns, size), of
 files unchanged in the last seconds; the includes of the last sources; the search orders of the
-last options): a kernel keyed again costs a lookup of each header; and `covered`, what each digest
-made lately covers (`kernel_parts.header_files`). It never runs a compiler, never writes and never
-raises for a missing or unreadable file.
+last options): a kernel keyed again costs a lookup of each header; `covered`, what each digest
+made lately covers (`kernel_parts.header_files`; a header read first named by its path, not
+`HEADER_MARK`). It runs no compiler, writes nothing, never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -99,11 +99,9 @@ def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]
     folders: list[tuple[str, str, int, str]] = []
     take_next: str | None = None
     for at, option in enumerate(options):
-        if type(option) is not str:
-            take_next = None
-            continue
-        if take_next is not None:
-            folders.append((take_next, option, at, ""))
+        if take_next is not None or type(option) is not str:  # a folder, or no option's
+            if take_next is not None and type(option) is str:
+                folders.append((take_next, option, at, ""))
             take_next = None
             continue
         for flag in INCLUDE_FLAGS:
@@ -396,5 +394,7 @@ def headers_digest(
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
         written += ["\0folders", *own]
     digest = hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
+    for i, name in enumerate(pre[: len(written)]):  # keyed `<header>`, shown by its path
+        written[i] = written[i].replace(HEADER_MARK, name, 1) if name in marked else written[i]
     covered[digest] = written if len(covered) < 256 else covered.clear() or written  # bounded
     return digest

@@ -162,10 +162,13 @@ class _Production:
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         tuned = any(m.kind == "tune" for m in misses)
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
+        from warmcli.bundle.location import shown  # a URL's password or query: never said
+
         path, locked = self.path, False  # (or the one locked at its open: opened since?)
         if path is None and self.reopening is not None:
             path, locked = self.reopening.path, self.reopening.bundle is None
-        report = ProductionReport(path, self.write, misses, signed, "", kernels, tunes, notes)
+        bundle = shown(path) if path is not None else None
+        report = ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
         report.locked = locked
         return report
 

@@ -18,7 +18,8 @@ name would wait for ever): importing it costs tens of milliseconds that every
 `warm run` paid. A release unlocks before it closes, so a forked child that still
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
 (and how often), forgotten in a forked child (the lock is its parent's), and how long it
-waits for other writers (`waiting_at_most`; unbounded otherwise). It never
+waits for other writers (`waiting_at_most`; unbounded otherwise); per process, who is told
+of a wait past two seconds (`told_of_waits`: the CLI, which says so in one line). It never
 reads or writes a bundle.
 """
 
@@ -29,7 +30,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -153,7 +154,7 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
     wait: float | None = getattr(_held, "wait", None)
     try:
-        if wait is None:
+        if wait is None and _told[0] is None:
             fcntl.flock(owned[-1], fcntl.LOCK_EX)
         else:
             _flock_within(owned[-1], wait, path, name)
@@ -165,21 +166,66 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
     return True
 
 
-def _flock_within(fd: int, seconds: float, path: Path, name: str) -> None:
-    """`flock` of `fd`, tried until it is taken or `seconds` have passed (`BundleError`)."""
+def _flock_within(fd: int, seconds: float | None, path: Path, name: str) -> None:
+    """`flock` of `fd`, tried until it is taken or `seconds` have passed (`BundleError`; None:
+    for ever); a wait past `TOLD_AFTER` seconds told once, to `told_of_waits`'s listener."""
     import fcntl
 
-    deadline = time.monotonic() + seconds
+    start = time.monotonic()
+    told = _told[0] is None
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            waited = time.monotonic() - start
+            if seconds is not None and waited >= seconds:
                 raise BundleError(
                     f"{path}: another writer held the write lock {name} for {seconds:g} s"
                 ) from None
+            if not told and waited >= TOLD_AFTER and _told[0] is not None:
+                told = True
+                holder = _holder(fd)
+                _told[0](
+                    f"waiting for another warm writing {printable(str(path))}"
+                    f"{f' (pid {holder})' if holder else ''} to finish"
+                )
+                if seconds is None:  # told: now as `flock` waits (Ctrl-C still stops it)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    return
             time.sleep(0.05)
+
+
+TOLD_AFTER = 2.0  # seconds a writer waits for the lock before it is told (`told_of_waits`)
+_told: list[Callable[[str], None] | None] = [None]  # the process's listener, if any
+
+
+@contextmanager
+def told_of_waits(listener: Callable[[str], None]) -> Iterator[None]:
+    """While inside, a `write_lock` of this process (any thread's) that waits for another
+    writer past `TOLD_AFTER` seconds tells `listener` once, in one line naming the bundle
+    and the holder's pid where the system says it (`/proc/locks`), and keeps waiting."""
+    before, _told[0] = _told[0], listener
+    try:
+        yield
+    finally:
+        _told[0] = before
+
+
+def _holder(fd: int) -> int | None:
+    """The pid holding an exclusive `flock` of the file open at `fd`, as Linux's
+    `/proc/locks` lists it; None where it cannot say (another system, another pid space)."""
+    try:
+        mine = os.fstat(fd)
+        place = f"{os.major(mine.st_dev):02x}:{os.minor(mine.st_dev):02x}:{mine.st_ino}"
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:
+                fields = line.split()
+                if fields[1:2] == ["FLOCK"] and len(fields) > 5 and fields[5] == place:
+                    return int(fields[4]) if fields[4].isdigit() and int(fields[4]) else None
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _release(fd: int, *, unlock: bool) -> None:

@@ -7,13 +7,16 @@ the workload never sees.
 
 Owns `app` (a `WarmApp`), which every command module imports and registers itself on;
 `warmcli.cli` imports this module first and then the commands, so registration is no
-import cycle. It holds no other state and never calls the library.
+import cycle. It holds no other state and calls the library only to be told when a command
+waits for another writer's bundle lock (`told_of_waits`): one line on stderr, `_say_waiting`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
+import sys
 from typing import Any
 
 import typer
@@ -55,6 +58,13 @@ class _PlainParams:
         return super().parse_args(ctx, args)  # type: ignore[misc, no-any-return]
 
 
+def _say_waiting(line: str) -> None:
+    """A writer's wait for another's bundle lock, said once on stderr (it keeps waiting)."""
+    with contextlib.suppress(OSError, ValueError):  # stderr refused: it waits unsaid
+        sys.stderr.write(f"warm: {line} (Ctrl-C to stop)\n")
+        sys.stderr.flush()
+
+
 class WarmCommand(_PlainParams, TyperCommand):
     """A command whose help shows a flag as `--json` (it takes no value, so no `<bool>`) and
     its arguments in the usage line as `WORKLOAD`, `[BUNDLE]`, `BUNDLES...`, whose values
@@ -62,8 +72,11 @@ class WarmCommand(_PlainParams, TyperCommand):
     Ctrl-C that nothing inside answered, says so in one line and exits 130."""
 
     def invoke(self, ctx: Any) -> Any:
+        from warmcli.bundle.lock import told_of_waits  # (imported by every writer anyway)
+
         try:
-            return super().invoke(ctx)
+            with told_of_waits(_say_waiting):
+                return super().invoke(ctx)
         except KeyboardInterrupt:  # (a forked worker ignores it: its caller stops it)
             exit_interrupted()
 
@@ -92,8 +105,10 @@ class WarmCommand(_PlainParams, TyperCommand):
         after = both and self._module_first(ctx, given_args)  # `-m app -- 8`: 8 is extra
         if not (ctx.args or after) or ctx.resilient_parsing:
             return rest
+        from warmcli.bundle.location import shown  # a URL's password or query: never said
+
         extra = [*([params["workload"]] if both else []), *ctx.args]
-        given = " ".join(map(str, extra))
+        given = " ".join(shown(str(arg)) for arg in extra)
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
         ctx.fail(_no_arguments(given))

@@ -49,6 +49,7 @@ from warmcli.backends.machine import inventory
 from warmcli.bundle.admin import _corrupt_blobs
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.unreadable import Unreadable, skip_unreadable, unreadable_error
@@ -238,7 +239,7 @@ def clean_bundle(
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
                 kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
-                with held_interrupts():  # committed and counted, or neither
+                with write_lock(path), held_interrupts():  # (a wait for it stops on Ctrl-C)
                     rows = tuple(
                         [(u.rowid, u.raw_key) for u in unreadable if u.what == w] for w in WHATS
                     )

@@ -253,6 +253,14 @@ def check_call_arg(value: Any, position: int) -> None:
     (no `np.number`): `TypeError: invalid type on parameter`, whatever the declaration."""
     if isinstance(value, np.number):  # (np.float64 is a float too: PyCUDA packs it)
         return
+    if "PointerHolderBase" in _class_names(value) and not (
+        hasattr(value, "gpudata") or hasattr(value, "__cuda_array_interface__")
+    ):
+        raise ArgumentError(
+            f"argument {position}: a {type(value).__name__} (a PointerHolderBase) without "
+            "a .gpudata: PyCUDA's call takes one by its .gpudata only (else TypeError: invalid "
+            f"type on parameter #{position - 1} (0-based)): set .gpudata, or prepare()"
+        )
     if isinstance(value, _PYTHON_NUMBERS):
         kind = "numpy bool" if isinstance(value, np.bool_) else f"Python {type(value).__name__}"
         shown = bool(value) if isinstance(value, bool | np.bool_) else value

@@ -1,8 +1,10 @@
 """`warm run --pycuda`: an unmodified PyCUDA script, warmed.
 
 For the span of a run (`pycuda_modules`), `pycuda.compiler.SourceModule` resolves
-to warm's and `pycuda.autoinit` (and `warmcli.pycuda.autoinit`) to a module that
-makes no context of its own (warm
+to warm's for the script (PyCUDA's own modules, which look it up when they compile:
+`pycuda.elementwise`, `pycuda.reduction`, `pycuda.scan`, `pycuda.curandom`, still get
+PyCUDA's, as their kernels are not warm's: `_for_the_script`) and `pycuda.autoinit`
+(and `warmcli.pycuda.autoinit`) to a module that makes no context of its own (warm
 binds its device's primary context while the workload runs, so the script's
 allocations and warm's launches share memory). With `--arch` (no GPU, maybe no
 pycuda), every PyCUDA module the script imports is a shape-only stand-in
@@ -28,6 +30,7 @@ NAMES = (
     "pycuda.gpuarray",
     "pycuda.compiler",
     "pycuda.autoinit",
+    "pycuda.characterize",
     "warmcli.pycuda.autoinit",
 )
 
@@ -47,6 +50,22 @@ def _autoinit() -> types.ModuleType:
 
     module.__getattr__ = attribute  # type: ignore[method-assign]
     return module
+
+
+def _for_the_script(original: type) -> type:
+    """warm's `SourceModule` where the script calls it; PyCUDA's `original` where one of
+    PyCUDA's own modules does (its `ElementwiseKernel`, `ReductionKernel`, gpuarray
+    arithmetic, scan kernels: PyCUDA compiles and loads those itself)."""
+
+    class SourceModuleForTheScript(SourceModule):
+        def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+            caller = str(sys._getframe(1).f_globals.get("__name__", ""))
+            if caller.split(".")[0] == "pycuda":
+                return original(*args, **kwargs)
+            return super().__new__(cls)
+
+    SourceModuleForTheScript.__name__ = SourceModuleForTheScript.__qualname__ = "SourceModule"
+    return SourceModuleForTheScript
 
 
 @contextlib.contextmanager
@@ -74,7 +93,7 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
                     "pass --arch sm_XX"
                 ) from None
             original = patched.SourceModule
-            patched.SourceModule = SourceModule
+            patched.SourceModule = _for_the_script(original)
             sys.modules["pycuda.autoinit"] = sys.modules["warmcli.pycuda.autoinit"] = _autoinit()
         yield
     finally:

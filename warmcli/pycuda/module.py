@@ -19,13 +19,11 @@ functions and kernels; the module state is `recording`, per thread: what `autotu
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from warmcli import config
 from warmcli.backends.c_linkage import unrenamed_c_names
 from warmcli.backends.cuda.cubin import cubin_globals
 from warmcli.backends.option_macros import MACRO_FLAGS, macros_named
@@ -44,7 +42,7 @@ from warmcli.pycuda.args import (
     prepare_letters,
     same_bytes,
 )
-from warmcli.pycuda.includes import own_include_dirs
+from warmcli.pycuda.includes import default_options, list_arguments, own_include_dirs
 from warmcli.pycuda.launch import pycuda_sizes, run_staged, warm_stream
 from warmcli.pycuda.source import (
     ALONE_NOTE,
@@ -120,22 +118,15 @@ class SourceModule:
                 f"SourceModule(nvcc={nvcc!r}): warm compiles with its device's nvcc "
                 "(--nvcc or WARM_NVCC)"
             )
-        for arg, value in (("options", options), ("include_dirs", include_dirs)):
-            kinds = (str, os.PathLike) if arg == "include_dirs" else str
-            bad = [e for e in value or () if not isinstance(e, kinds)]  # None, bytes: no option
-            tupled = arg == "options" and isinstance(value, tuple)  # PyCUDA extends options[:]
-            if isinstance(value, str) or bad or tupled:  # PyCUDA takes a list: a str, one a char
-                listed = list(value) if tupled else [value]
-                why = f"{bad[0]!r} is no text" if bad else f"a list, one each: {arg}={listed!r}"
-                raise PyCudaError(f"SourceModule({arg}={value!r}): {why}")
+        options, include_dirs = list_arguments(options, include_dirs)  # (a generator: read once)
         if options is None:  # PyCUDA's DEFAULT_NVCC_FLAGS
-            options = config.pycuda_nvcc_flags()
+            options = default_options()
         self.source = source
         self.no_extern_c = no_extern_c
         self.arch = arch
         self.code = code
         self.keep = keep  # PyCUDA keeps its build folder; warm keeps the cubin in the bundle
-        include_dirs = [*(include_dirs or ()), *own_include_dirs(source, include_dirs or ())]
+        include_dirs = [*include_dirs, *own_include_dirs(source, include_dirs)]
         self.options, self.defines = _split_defines(
             (*options, *(f"-I{d}" for d in include_dirs)), source
         )
@@ -181,7 +172,9 @@ class SourceModule:
 
     def check_target(self, runtime: Runtime) -> None:
         """`arch=`/`code=` must name the device's own architecture: warm builds cubins for it
-        (`arch="compute_90", code="sm_90"` too: nvcc's cubin of that is sm_90's)."""
+        (`arch="compute_90", code="sm_90"` too: nvcc's cubin of that is sm_90's). A `code=`
+        beside a real `-arch` (`arch=`, else the device's, which PyCUDA passes) is refused
+        as nvcc refuses it."""
         virtual = "compute_" + runtime.arch.removeprefix("sm_")
         for what, value in (("arch", self.arch), ("code", self.code)):
             if what == "arch" and value == virtual and self.code == runtime.arch:
@@ -191,6 +184,13 @@ class SourceModule:
                     f"SourceModule({what}={value!r}): warm builds cubins for the device's "
                     f"architecture, {runtime.arch} on {runtime.device.id}: drop {what}="
                 )
+        if self.code is not None and self.arch != virtual:
+            raise PyCudaError(
+                f"SourceModule(arch={self.arch!r}, code={self.code!r}): PyCUDA's nvcc fails it "
+                f"(-arch {self.arch or runtime.arch} -code {self.code}: the value of -arch "
+                f"must be a virtual code architecture): pass arch={virtual!r} with code=, "
+                "or drop code="
+            )
 
     def get_global(self, name: str) -> tuple[Any, int]:
         """(device pointer, size) of a `__device__`/`__constant__` variable, from the cubin

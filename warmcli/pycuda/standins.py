@@ -2,8 +2,10 @@
 
 A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends, which need
 libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules stand in for
-`pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` and `pycuda.compiler`: the
-primary context (`retain_primary_context`) is the one warm launches in, allocations know
+`pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit`, `pycuda.characterize` and
+`pycuda.compiler`: the device, its contexts (the one warm launches in), the versions and
+`PointerHolderBase` are `warmcli.pycuda.standin_device`'s, `gpuarray.vec` and
+`characterize` `warmcli.pycuda.standin_vec`'s; allocations know
 their size, shape and dtype and nothing else (like warm's own buffers on a compile-only
 device; their pointer is null, and nothing is ever launched or copied there) and take what
 PyCUDA's take, in its order (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`,
@@ -30,11 +32,19 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import DeviceError
+from warmcli.config import pycuda_nvcc_flags
 from warmcli.execution.process_mode import current_process_mode
-from warmcli.pycuda import context
+from warmcli.pycuda import context, standin_vec
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
-from warmcli.pycuda.lacking import LACKING, LackingClass, lacking, stand_in_module
+from warmcli.pycuda.lacking import LACKING, lacking, stand_in_module
 from warmcli.pycuda.module import PyCudaError, SourceModule
+from warmcli.pycuda.standin_device import (
+    PointerHolderBase,
+    _Context,
+    _Device,
+    get_driver_version,
+    get_version,
+)
 
 
 def _read(what: str) -> None:
@@ -277,8 +287,7 @@ class Stream:
     def is_done(self) -> bool:
         return True
 
-    def wait_for_event(self, event: Any) -> None:
-        return None
+    wait_for_event = _no_op
 
     def __getattr__(self, name: str) -> Any:
         return lacking("pycuda.driver.Stream", name)
@@ -287,8 +296,7 @@ class Stream:
 class Event:
     """`drv.Event()`: records nothing; its time is a read back."""
 
-    def __init__(self, flags: int = 0) -> None:
-        return None
+    __init__ = _no_op  # (flags: int = 0)
 
     def record(self, stream: Any = None) -> Event:
         return self
@@ -307,41 +315,6 @@ class Event:
         return start.time_till(self)
 
 
-class _Device(metaclass=LackingClass):
-    def __init__(self, number: int = 0) -> None:
-        self.number = number
-
-    @staticmethod
-    def count() -> int:
-        return 1
-
-    def compute_capability(self) -> tuple[int, int]:
-        arch = context.current_runtime().arch.removeprefix("sm_").rstrip("af")
-        return int(arch[:-1]), int(arch[-1])
-
-    def name(self) -> str:
-        return f"compile-only {context.current_runtime().arch}"
-
-    def retain_primary_context(self) -> _Context:
-        """The primary context: the one warm launches in (not `make_context`'s own)."""
-        return _Context()
-
-    def __getattr__(self, name: str) -> Any:
-        return lacking("pycuda.driver.Device", name)
-
-
-class _Context(metaclass=LackingClass):
-    synchronize = pop = staticmethod(_no_op)
-    push = detach = _no_op
-
-    @staticmethod
-    def get_device() -> _Device:
-        return _Device()
-
-    def __getattr__(self, name: str) -> Any:
-        return lacking("pycuda.driver.Context", name)
-
-
 def modules() -> dict[str, types.ModuleType]:
     """The stand-in modules by the names a PyCUDA script imports."""
     package = stand_in_module("pycuda")
@@ -357,6 +330,9 @@ def modules() -> dict[str, types.ModuleType]:
         init=_no_op,
         Device=_Device,
         Context=_Context,
+        PointerHolderBase=PointerHolderBase,
+        get_version=get_version,
+        get_driver_version=get_driver_version,
         Stream=Stream,
         Event=Event,
         mem_alloc=mem_alloc,
@@ -385,16 +361,19 @@ def modules() -> dict[str, types.ModuleType]:
         zeros=zeros,
         empty_like=empty_like,
         zeros_like=empty_like,
+        vec=standin_vec.vec,
     )
-    compiler = stand_in_module("pycuda.compiler", SourceModule=SourceModule)
+    characterize = stand_in_module(
+        "pycuda.characterize",
+        platform_bits=standin_vec.platform_bits,
+        has_double_support=standin_vec.has_double_support,
+        has_stack=standin_vec.has_stack,
+    )
+    flags = {"DEFAULT_NVCC_FLAGS": pycuda_nvcc_flags()}  # options=None's, as PyCUDA's
+    compiler = stand_in_module("pycuda.compiler", SourceModule=SourceModule, **flags)
     autoinit = stand_in_module("pycuda.autoinit", device=_Device(), context=_Context())
-    for name, module in (("driver", driver), ("gpuarray", gpuarray), ("compiler", compiler)):
+    found = {"driver": driver, "gpuarray": gpuarray, "compiler": compiler}
+    found.update(characterize=characterize, autoinit=autoinit)
+    for name, module in found.items():
         setattr(package, name, module)
-    package.autoinit = autoinit  # type: ignore[attr-defined]
-    return {
-        "pycuda": package,
-        "pycuda.driver": driver,
-        "pycuda.gpuarray": gpuarray,
-        "pycuda.compiler": compiler,
-        "pycuda.autoinit": autoinit,
-    }
+    return {"pycuda": package, **{f"pycuda.{name}": module for name, module in found.items()}}

@@ -3,7 +3,8 @@
 A thread the entry started and left running (one it starts meanwhile, a task it left to a
 thread or process pool; not an idle pool) is waited for, as Python waits before a process
 ends (`join_left`); an exception one does not catch ends it as under Python, said in one
-line, a note of the pass (`thread_raised`), not Python's traceback through warm's frames; a
+line, a note of the pass (`ThreadRaised`; a failure of the pass where only the pass ended it: a
+discarded read, a GPU-less pre-build's want of a GPU), not Python's traceback; a
 process the entry forked that returns or raises out of it ends there (`forked_child_ends`;
 one forked at its import, as that import ends: `import_ends_forked_child`), never running
 warm's passes beside its parent, nor its exit functions (a `multiprocessing` child's
@@ -42,12 +43,19 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from warmcli.errors import CompileFailure, KernelCompileError, TuneFailure, message_of
+from warmcli.errors import (
+    CompileFailure,
+    DeviceError,
+    DiscardedReadError,
+    KernelCompileError,
+    TuneFailure,
+    WorkloadError,
+    message_of,
+)
 from warmcli.execution.process_mode import note_reported
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
@@ -123,25 +131,44 @@ def _warms(filename: str) -> bool:
     return os.path.realpath(filename).startswith(_WARM_FOLDER)
 
 
-def thread_raised(pass_name: str, path: Path) -> Callable[[Any], None]:
+class ThreadRaised:
     """Python's hook for an exception a thread of the entry did not catch, said in one line
     (a note of the pass: where in the workload, its type, its first line) instead of
     Python's traceback through warm's frames; the entry goes on without the thread, as
-    under Python (what it did not reach is named by the verify pass)."""
+    under Python (what it did not reach is named by the verify pass). But a thread ended by
+    what only this pass refuses (a discarded read; in a GPU-less pre-build, anything that
+    needs a GPU: a `DeviceError`) would not end on a GPU, so the pass is no run of the
+    workload: `ended` fails it with that thread's line, as the entry's own would."""
 
-    def hook(args: Any) -> None:
+    def __init__(self, pass_name: str, path: Path, gpu_less: bool) -> None:
+        self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
+        self.failed: str | None = None  # the first such thread's name and line
+
+    def __call__(self, args: Any) -> None:
         if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
             return
         exc = args.exc_value
         said = named(args.exc_type.__name__, first_line(exc)) if exc is not None else ""
         if exc is not None:
-            said = where(exc, path) + said
+            said = where(exc, self.path) + said
         name = args.thread.name if args.thread is not None else "?"
+        if self._refused(exc):
+            self.failed = self.failed or f" in thread {name}: {said}"
+            return
         note_reported(
-            f"thread {name} raised during {pass_name}, and the workload went on without it: {said}"
+            f"thread {name} raised during {self.pass_name}, and the workload went on without "
+            f"it: {said}"
         )
 
-    return hook
+    def _refused(self, exc: BaseException | None) -> bool:
+        return isinstance(exc, DiscardedReadError) or (
+            self.gpu_less and isinstance(exc, DeviceError)
+        )
+
+    def ended(self) -> None:
+        """`WorkloadError` where a thread was ended by what only this pass refuses."""
+        if self.failed is not None:
+            raise WorkloadError(f"workload raised during {self.pass_name}{self.failed}")
 
 
 def join_left(running: set[threading.Thread]) -> None:

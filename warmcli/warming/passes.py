@@ -17,7 +17,8 @@ memoised, so the first pass keys its kernels with it, after the join; an interru
 `--version` process). An existing bundle whose SQL indexes disagree with its rows is refused before
 anything is written (`warmcli.bundle.consistency`). Interrupted (`KeyboardInterrupt`, which a SIGINT
 or SIGTERM handler raises), what was built and measured so far is stored and `RunInterrupted` says
-how much (a store and its count are one step, `held_interrupts`: one landing as it commits is
+how much (a store and its count are one step, `held_interrupts`, under the write lock taken first,
+so that Ctrl-C stops a wait for another writer at once: one landing as it commits is
 answered once counted; a later store the disk refuses says what earlier ones kept); a workload that
 raised or exited once a store committed says what it kept too (`kept_after`). A host runtime the
 workload asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
@@ -41,6 +42,7 @@ from warmcli.backends.machine import compiler_info
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
+from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import DiscardedReadWarning, WorkloadError
@@ -321,11 +323,8 @@ def _warm(
 
         runtimes = [make(d) for d in devices]
         extra = hosts = Companions(make, runtimes)
-        report.passes.append(
-            run_pass(
-                ProcessMode.COMPILE_ONLY, "CompileOnly", workload, runtimes, observer, extra=hosts
-            )
-        )
+        args = (workload, runtimes, observer)  # each pass's
+        report.passes.append(run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", *args, extra=hosts))
         if dropped:
             report.passes[-1].notes.insert(
                 0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
@@ -342,7 +341,8 @@ def _warm(
                 for i, runtime in enumerate(every):
                     if completed and i == last:
                         join_record(warming, signing_key, (workload, report.devices, shard), new)
-                    with held_interrupts():  # committed and counted, or neither
+                    # the lock first: a wait for another writer stops on Ctrl-C at once
+                    with write_lock(warming.path), held_interrupts():  # committed and counted
                         k, t = runtime.persist(warming)
                         note_stored(k, t)
                         report.stored_kernels += k
@@ -352,16 +352,9 @@ def _warm(
             finally:
                 warming.joining = None  # (none consumed it: `seal` records the run)
 
+        mode = ProcessMode.COMPILE_AND_AUTOTUNE
         report.passes.append(
-            run_pass(
-                ProcessMode.COMPILE_AND_AUTOTUNE,
-                "CompileAndAutotune",
-                workload,
-                runtimes,
-                observer,
-                finish=persist,
-                extra=hosts,
-            )
+            run_pass(mode, "CompileAndAutotune", *args, finish=persist, extra=hosts)
         )
         finished = True
         stored = report.stored_kernels + report.stored_tunes

@@ -69,6 +69,7 @@ from typing import Any
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
 from warmcli.late_runtime import late_runtimes
 from warmcli.warming.leftovers import (
+    ThreadRaised,
     argparse_hint,
     first_line,
     forked_child_ends,
@@ -79,7 +80,6 @@ from warmcli.warming.leftovers import (
     said_of,
     stdout_reader_gone,
     stopped_by_signal,
-    thread_raised,
     where,
 )
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
@@ -134,7 +134,8 @@ class Workload:
             folder = None
         path = list(sys.path)  # and with the import path it had (warm imports after it)
         pid, running = os.getpid(), set(threading.enumerate())
-        hook = thread_raised(pass_name, self.path)
+        gpu_less = not getattr(getattr(runtime, "device", None), "can_execute", True)
+        hook = ThreadRaised(pass_name, self.path, gpu_less)
         if threading.excepthook is threading.__excepthook__:  # (not one the workload set)
             threading.excepthook = hook
         try:
@@ -146,6 +147,7 @@ class Workload:
                 )
                 _run_to_its_end(result)
                 join_left(running)
+                hook.ended()  # a thread ended by what only this pass refuses: its failure
                 forked_child_ends(pid, 0)
         except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
             forked_child_ends(pid, 1)

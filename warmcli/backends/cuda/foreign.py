@@ -1,10 +1,12 @@
 """Device memory the caller already owns, as a warm `Buffer`: the foreign-array core.
 
-PyCUDA's `DeviceAllocation` and `GPUArray`, anything with `__cuda_array_interface__`
-(CuPy, PyTorch, Numba arrays) and warm's own GPU-less stand-ins become a `Buffer`
-whose handle is the device pointer (`wrap`; `Runtime.wrap` and `warmcli.pycuda.args`
-use it). Foreign classes are recognised by name, so neither pycuda nor any array
-library is imported here; this module holds no state and never touches a device.
+PyCUDA's `DeviceAllocation`, `GPUArray` and `PointerHolderBase`, anything with
+`__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and warm's own GPU-less stand-ins
+become a `Buffer` whose handle is the device pointer (`wrap`; `Runtime.wrap` and
+`warmcli.pycuda.args` use it); an array of records (PyCUDA's `vec.float4`s) is one of its
+numbers or bytes (`_numbers`). Foreign classes are recognised by name, so neither pycuda
+nor any array library is imported here; this module holds no state and never touches a
+device.
 """
 
 from __future__ import annotations
@@ -62,6 +64,21 @@ def _refuse_gaps(obj: Any, shape: Any, strides: Any, dtype: Any) -> None:
         raise ArgumentError(f"a {type(obj).__name__}'s strides {steps} do not match its shape")
 
 
+def _numbers(shape: Sequence[int], dtype: Any) -> tuple[tuple[int, ...], str]:
+    """Foreign memory's shape and dtype as a `Buffer` holds them: a numeric dtype's as they
+    are; a record's (PyCUDA's `vec.float4`, a struct) as its fields' numbers where all are
+    one type with no padding (float4[n]: float32[n, 4]), else as its bytes (uint8[n, size])."""
+    found = np.dtype(dtype)
+    dims = tuple(int(n) for n in shape)
+    if found.kind in "biufc":
+        return dims, found.name
+    fields = [found.fields[name][0] for name in found.names or ()]  # type: ignore[index]
+    one = fields[0] if fields and all(f == fields[0] for f in fields) else None
+    if one is not None and one.kind in "biufc" and one.itemsize * len(fields) == found.itemsize:
+        return (*dims, len(fields)), one.name
+    return (*dims, found.itemsize), "uint8"
+
+
 def wrap(
     obj: Any,
     device_id: str,
@@ -71,7 +88,8 @@ def wrap(
     """Device memory the caller already owns, as a warm `Buffer` (its pointer as handle).
 
     Takes a `Buffer` (as is), a `GPUArray`, anything with `__cuda_array_interface__`, a
-    `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise) or warm's shape-only
+    `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise), a `PointerHolderBase`
+    (its `.gpudata`, PyCUDA's call's, else its `get_pointer()`) or warm's shape-only
     stand-ins. Raises `ArgumentError` for anything else, and for a view that is not
     contiguous (`_refuse_gaps`).
     """
@@ -81,21 +99,18 @@ def wrap(
     if isinstance(interface, dict):
         data = interface.get("data") or (None,)
         _refuse_gaps(obj, interface["shape"], interface.get("strides"), interface["typestr"])
-        return Buffer(
-            device_id,
-            shape or tuple(interface["shape"]),
-            dtype or np.dtype(interface["typestr"]).name,
-            _pointer(data[0]),
-        )
+        found = _numbers(interface["shape"], interface["typestr"])  # a record's: "|V16"
+        return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(data[0]))
+    if "PointerHolderBase" in _class_names(obj):  # PyCUDA's: its .gpudata (a call's), else
+        pointer = _pointer(getattr(obj, "gpudata", obj))  # get_pointer() (a prepared call's)
+        return Buffer(device_id, shape or (0,), dtype or "uint8", pointer)
     if hasattr(obj, "gpudata") and hasattr(obj, "shape") and hasattr(obj, "dtype"):
         _refuse_gaps(obj, obj.shape, getattr(obj, "strides", None), obj.dtype)
         pointer = getattr(obj, "ptr", None)
         if pointer is None or _pointer(obj.gpudata) is None:  # a stand-in's: null, not 0
             pointer = obj.gpudata
-        return Buffer(
-            device_id, shape or tuple(obj.shape), dtype or np.dtype(obj.dtype).name,
-            _pointer(pointer),
-        )  # fmt: skip
+        found = _numbers(obj.shape, obj.dtype)
+        return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(pointer))
     names = _class_names(obj)
     if names & {"DeviceAllocation", "PooledDeviceAllocation", "StandInAllocation"}:
         nbytes = getattr(obj, "nbytes", None)
