@@ -413,3 +413,21 @@ def test_a_write_back_with_nothing_served_stamps_a_kernel_another_writer_stored_
     with sqlite3.connect(path) as conn:
         used = dict(conn.execute("SELECT key, last_used FROM kernels").fetchall())
     assert used[keys[3]] == used[keys[4]], used  # was: kernel 3 kept the first writer's time
+
+
+def test_a_bundle_replaced_by_no_bundle_while_locked_is_said_in_the_report(tmp_path: Path) -> None:
+    from warmcli.bundle import reopening
+    from warmcli.errors import BundleError, BundleLocked
+    from warmcli.production_report import ProductionReport
+
+    path = tmp_path / "b.warm"
+    path.write_text("garbage\n")  # the file put in its place while it was locked
+    store = reopening.Reopening(str(path), lambda: Bundle.open(path), BundleLocked("locked"))
+    store._next = 0.0  # its next try is due
+    with pytest.raises(BundleError, match="not a warm bundle"):
+        store.kernel("k")
+    assert "not a warm bundle" in store.refused and store.bundle is None
+    said = str(ProductionReport(bundle=str(path), write=False, locked=store.refused))
+    assert said.startswith(f"warm: bundle {path} not loaded yet: another process held its lock")
+    assert f"every 5 s, then: {path}: not a warm bundle" in said, said  # was: locked, only
+    store.close()

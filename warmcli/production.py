@@ -164,12 +164,13 @@ class _Production:
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
         from warmcli.bundle.location import shown  # a URL's password or query: never said
 
-        path, locked = self.path, False  # (or the one locked at its open: opened since?)
-        if path is None and self.reopening is not None:
-            path, locked = self.reopening.path, self.reopening.bundle is None
+        path, reopening = self.path, self.reopening  # (or the one locked at its open)
+        if path is None and reopening is not None:
+            path = reopening.path
         bundle = shown(path) if path is not None else None
         report = ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
-        report.locked = locked
+        if self.path is None and reopening is not None and reopening.bundle is None:
+            report.locked = reopening.refused or "locked"  # not opened since: why
         return report
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:

@@ -42,7 +42,9 @@ class ProductionReport(Record, frozen=False):
     cold_kernels: int = 0  # compiled by runtimes `use_bundle` closed, after it closed them
     cold_tunes: int = 0  # measured by them, likewise
     notes: list[str] = factory(list)  # a tune measured whose check told no candidate apart
-    locked: bool = False  # `bundle` was locked at this process's open, and is not open yet
+    # `bundle` was locked at this process's open, and is not open yet: "locked", or why its
+    # last try failed another way (a file replaced)
+    locked: str = ""
 
     @property
     def kernels(self) -> list[Miss]:
@@ -70,10 +72,11 @@ class ProductionReport(Record, frozen=False):
         bundle = printable(self.bundle) if self.bundle else ""
         done = f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} operation(s)"
         if self.locked:
+            then = "" if self.locked == "locked" else f", then: {printable(self.locked)}"
             lines = [
                 f"warm: bundle {bundle} not loaded yet: another process held its lock when this "
-                f"process opened it (tried again at a lookup every 5 s); this process {done} "
-                "itself" + (":" if self.misses else "")
+                f"process opened it (tried again at a lookup every 5 s{then}); this process "
+                f"{done} itself" + (":" if self.misses else "")
             ]
         elif not self.bundle:
             lines = [

@@ -11,8 +11,9 @@ least `REOPEN_SECONDS` after its last try it tries again: the lock probed withou
 thread's read meanwhile is answered `BundleLocked` at once, never waiting for the open (which
 waits as a first open does where another writer took the lock since the probe; a child
 forked meanwhile opens its own), and one closed meanwhile (`use_bundle`) closes what that
-open gave. It owns the bundle it opened
-(closed with it) and its lock; it never prints.
+open gave. A try that fails another way (the file removed, or replaced by one that is no
+bundle) is kept, `refused`, for the report, and tried again as late. It owns the bundle it
+opened (closed with it) and its lock; it never prints.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Reopening:
         self.bundle: Bundle | None = None
         self.closed = False
         self._opening = 0  # the process whose thread opens it now (a forked child's: none)
+        self.refused = ""  # why its last try failed, another way than locked (a file replaced)
 
     def _store(self) -> Bundle:
         """The bundle, opened now if it is free and it is time to try; else `BundleLocked`."""
@@ -58,6 +60,9 @@ class Reopening:
             self._next, self._opening = now + REOPEN_SECONDS, os.getpid()
         try:
             bundle = self._opener()  # this read alone (locked again meanwhile: `BundleLocked`)
+        except BundleError as exc:  # (tried again as late: a file replaced may be back)
+            self.refused = "" if isinstance(exc, BundleLocked) else str(exc)
+            raise
         finally:
             with self._lock:
                 self._opening = 0
