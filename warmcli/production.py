@@ -141,9 +141,10 @@ class _Production:
             if self.policy.strict is Strictness.RAISE:
                 raise
             warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
-            if "://" not in path:  # its runtimes serve from it once it is free
-                opener = lambda: open_served(path, write, keys)  # noqa: E731
-                self.reopening = Reopening(os.path.abspath(path), opener, exc)
+            if "://" not in path:  # its runtimes serve from it once it is free (the file
+                whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
+                opener = lambda: open_served(whole, write, keys)  # noqa: E731
+                self.reopening = Reopening(whole, opener, exc)
             return None
 
     def _report(self) -> ProductionReport:
@@ -163,11 +164,14 @@ class _Production:
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
         from warmcli.bundle.location import shown  # a URL's password or query: never said
 
-        path = self.path  # (or the one opened since it was locked at its open)
-        if path is None and self.reopening is not None and self.reopening.bundle is not None:
-            path = self.reopening.path
+        path, reopening = self.path, self.reopening  # (or the one locked at its open)
+        if path is None and reopening is not None:
+            path = reopening.path
         bundle = shown(path) if path is not None else None
-        return ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
+        report = ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
+        if self.path is None and reopening is not None and reopening.bundle is None:
+            report.locked = reopening.refused or "locked"  # not opened since: why
+        return report
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""

@@ -1,7 +1,8 @@
 """What a production process reports: `ProductionReport`, every kernel it compiled and every
 tune it measured because its bundle lacked them (`Miss`: one whose every candidate failed, or
 whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
-closed did cold afterwards (counted only: no bundle was theirs to lack it), and the notes of
+closed did cold afterwards (counted only: no bundle was theirs to lack it), whether its
+bundle was locked at its open and is not loaded yet (`locked`), and the notes of
 tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
@@ -41,6 +42,9 @@ class ProductionReport(Record, frozen=False):
     cold_kernels: int = 0  # compiled by runtimes `use_bundle` closed, after it closed them
     cold_tunes: int = 0  # measured by them, likewise
     notes: list[str] = factory(list)  # a tune measured whose check told no candidate apart
+    # `bundle` was locked at this process's open, and is not open yet: "locked", or why its
+    # last try failed another way (a file replaced)
+    locked: str = ""
 
     @property
     def kernels(self) -> list[Miss]:
@@ -66,13 +70,17 @@ class ProductionReport(Record, frozen=False):
         `warm stats` shows them, so a newline in one cannot break its line in two."""
         cold = self._cold()
         bundle = printable(self.bundle) if self.bundle else ""
-        if not self.bundle:
-            done = (
-                f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
-                "operation(s) itself"
-            )
+        done = f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} operation(s)"
+        if self.locked:
+            then = "" if self.locked == "locked" else f", then: {printable(self.locked)}"
             lines = [
-                f"warm: no bundle is loaded: this process {done}"
+                f"warm: bundle {bundle} not loaded yet: another process held its lock when this "
+                f"process opened it (tried again at a lookup every 5 s{then}); this process "
+                f"{done} itself" + (":" if self.misses else "")
+            ]
+        elif not self.bundle:
+            lines = [
+                f"warm: no bundle is loaded: this process {done} itself"
                 + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
             ]
         elif not self.misses:

@@ -48,9 +48,11 @@ from types import FrameType
 from typing import Any
 
 from warmcli.errors import (
+    CompileFailure,
     DeviceError,
     DiscardedReadError,
-    WarmError,
+    KernelCompileError,
+    TuneFailure,
     WorkloadError,
     message_of,
 )
@@ -65,10 +67,18 @@ def first_line(exc: BaseException) -> str:
 
 
 def said_of(exc: BaseException) -> str:
-    """`exc`'s message: a user's on one line, each control in it escaped (`printable`: a
-    newline, an escape code); warm's own as made (a compile error's log, its lines)."""
+    """`exc`'s message on one line, each control in it escaped (`printable`: a newline, an
+    escape code), a user's and warm's own alike (a `BundleError` names a path a newline may
+    be in); but a compile error's, whose log keeps its lines beneath (its first line, naming
+    the kernel, escaped), and a `TuneFailure`'s, each failed candidate on a line (`- name:
+    why`) beneath its first, each line escaped (a key's text may hold a newline)."""
     text = message_of(exc).strip()
-    return text if isinstance(exc, WarmError) else printable(text)
+    if isinstance(exc, TuneFailure):
+        return "\n- ".join(printable(line) for line in text.split("\n- "))
+    if not isinstance(exc, (KernelCompileError, CompileFailure)):
+        return printable(text)
+    head, _, log = text.partition("\n")
+    return printable(head) + ("\n" + log if log else "")
 
 
 def named(kind: str, message: str) -> str:
