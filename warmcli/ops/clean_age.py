@@ -4,7 +4,8 @@ An age is a number and a unit (`parse_age`: s, m, h, d or w; `30d`, `1.5h`), at 
 `MAX_AGE`. A kernel is *used* when it was written or served to a process that opened the
 bundle writable (its `last_used`, as `--max-size` orders kernels); a tune whose pick's
 kernel the bundle keeps is used when that kernel is (serving the tune launches it), any
-other tune (pending, or its pick's kernel not held) when it was written (its `updated`).
+other tune (pending, or its pick's kernel not held) when it was written (its `updated`;
+one that is no number, text or NULL, taken as long ago).
 A time in the future (a skewed clock, a bundle from elsewhere) is taken as the clean's
 own time, and a clean that writes stamps it so (`stamp_future`): it is kept now, and
 ages from now on. Neither time is signed, so stamping one leaves every signature valid.
@@ -36,7 +37,12 @@ AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE = 36500 * 86400  # 100 years: a longer age is refused (it would remove nothing)
 _AGE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdw])")
 _NUMERIC = "typeof({0}) IN ('integer', 'real')"
-_TUNE_TIMES = f"SELECT {KEY_HEX} FROM tunes WHERE {_NUMERIC.format('updated')} AND updated {{}} ?"
+_TUNES = f"SELECT {KEY_HEX} FROM tunes WHERE "
+# A tune written before the cutoff, or at no time that is a number (text, a blob, NULL: a
+# bundle from elsewhere, its times unsigned): no time of writing read, it is taken as long
+# ago, as -inf is (else kept by every age, for ever); and one written after the clean's time.
+_OLD_TUNES = f"{_TUNES}NOT {_NUMERIC.format('updated')} OR updated < ?"
+_FUTURE_TUNES = f"{_TUNES}{_NUMERIC.format('updated')} AND updated > ?"
 Kept = list[tuple[float, str, str]]  # (last used, key, blob) of each kernel kept so far
 Labels = Callable[[str], KernelRecord | None]
 
@@ -143,9 +149,10 @@ def bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying:
 
 
 def old_and_future_tunes(bundle: Bundle, cutoff: float, now: float) -> tuple[set[str], set[str]]:
-    """The keys of the tunes written before `cutoff`, and of those written after `now`."""
-    old = {str(r[0]) for r in bundle._iter(_TUNE_TIMES.format("<"), (cutoff,))}
-    future = {str(r[0]) for r in bundle._iter(_TUNE_TIMES.format(">"), (now,))}
+    """The keys of the tunes written before `cutoff` (or at a time that is no number), and
+    of those written after `now`."""
+    old = {str(r[0]) for r in bundle._iter(_OLD_TUNES, (cutoff,))}
+    future = {str(r[0]) for r in bundle._iter(_FUTURE_TUNES, (now,))}
     return old, future
 
 

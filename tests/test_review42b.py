@@ -1,0 +1,59 @@
+"""Review of stop 42's merges (clean42's `warm clean --older-than`, hostile42's key= tags,
+held values cut in miss explanations, merge's later build, diff's corrupt rows): what a
+hostile bundle's time columns do to a clean's age, each against the real CLI and a real
+bundle (the host example's, `host_bundle`)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from pathlib import Path
+
+from conftest import Warm
+
+DAY = 86400
+
+
+def _sql(bundle: Path, *statements: str) -> list[tuple[object, ...]]:
+    """Raw SQLite (the test's, not warm's): each statement run, the last one's rows."""
+    rows: list[tuple[object, ...]] = []
+    with sqlite3.connect(bundle) as conn:
+        for statement in statements:
+            rows = conn.execute(statement).fetchall()
+    conn.close()
+    return rows
+
+
+def test_a_tune_whose_written_time_is_no_number_ages_as_one_written_long_ago(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """A tune whose pick's kernel the bundle does not hold lives by its `updated` time; one
+    whose time was text, a blob or NULL (a bundle from elsewhere: times are not signed) was
+    neither old nor in the future for `--older-than`, kept by every age, `0s` too, for ever.
+    No time of writing can be read there: it is taken as long ago, as a time of -inf is."""
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    tunes = [str(r[0]) for r in _sql(bundle, "SELECT lower(hex(key)) FROM tunes ORDER BY key")]
+    assert len(tunes) >= 3, tunes
+    now = time.time()
+    _sql(
+        bundle,
+        "PRAGMA foreign_keys = OFF",
+        "DELETE FROM kernels",  # no tune's pick held: each lives by when it was written
+        f"UPDATE tunes SET updated = {now - 40 * DAY}",
+        f"UPDATE tunes SET updated = 'soon' WHERE lower(hex(key)) = '{tunes[0]}'",
+        f"UPDATE tunes SET updated = x'00ff' WHERE lower(hex(key)) = '{tunes[1]}'",
+        f"UPDATE tunes SET updated = {now + 50 * 365 * DAY} WHERE lower(hex(key)) = '{tunes[2]}'",
+    )
+    before = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    dry = warm.json("clean", bundle, "--older-than", "30d", "--dry-run")
+    gone = {r["key"] for r in dry["removed"] if r["kind"] == "tune"}
+    assert gone == set(tunes) - {tunes[2]}, (dry["removed"], tunes)  # the future one: kept
+    assert dry["removed_by_reason"] == {"not used in the last 30d": len(tunes) - 1}, dry
+    assert dry["used_in_future_count"] == {"kernels": 0, "tunes": 1}, dry
+    assert hashlib.sha256(bundle.read_bytes()).hexdigest() == before  # a dry run: untouched
+    report = warm.json("clean", bundle, "--older-than", "30d")
+    assert {r["key"] for r in report["removed"] if r["kind"] == "tune"} == gone, report
+    left = _sql(bundle, "SELECT lower(hex(key)), typeof(updated), updated FROM tunes")
+    assert [(k, t) for k, t, _ in left] == [(tunes[2], "real")], left
+    assert now <= float(left[0][2]) <= time.time()  # stamped with the clean's time
