@@ -57,3 +57,20 @@ def test_a_tune_whose_written_time_is_no_number_ages_as_one_written_long_ago(
     left = _sql(bundle, "SELECT lower(hex(key)), typeof(updated), updated FROM tunes")
     assert [(k, t) for k, t, _ in left] == [(tunes[2], "real")], left
     assert now <= float(left[0][2]) <= time.time()  # stamped with the clean's time
+
+
+def test_an_age_of_megabytes_is_refused_in_one_short_line(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """`--older-than` repeated a refused age whole (100,000 digits: 100 KB on the terminal,
+    and in `--json`'s error), where `--max-size` cuts its own to 40 characters: cut alike."""
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    before = bundle.read_bytes()
+    for age in ("9" * 100_000 + "d", "1" * 100_000, "x" * 100_000):
+        proc = warm("clean", bundle, "--older-than", age, "--dry-run")
+        lines = proc.stderr.splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr[:300]
+        assert lines[0].startswith("warm: error: --older-than: '") and len(lines[0]) < 300, lines
+        doc = warm("clean", bundle, "--older-than", age, "--json")
+        assert doc.returncode == 2 and len(doc.stdout) < 400, doc.stdout[:300]
+    assert bundle.read_bytes() == before

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE = 36500 * 86400  # 100 years: a longer age is refused (it would remove nothing)
+_SHOWN = 40  # characters of a refused age said
 _AGE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdw])")
 _NUMERIC = "typeof({0}) IN ('integer', 'real')"
 _TUNES = f"SELECT {KEY_HEX} FROM tunes WHERE "
@@ -48,15 +49,17 @@ Labels = Callable[[str], KernelRecord | None]
 
 
 def parse_age(text: str) -> float:
-    """`text` (`30d`, `12h`, `1.5w`) in seconds; a `ValueError` saying why not."""
+    """`text` (`30d`, `12h`, `1.5w`) in seconds; a `ValueError` saying why not (naming its
+    first `_SHOWN` characters)."""
     match = _AGE.fullmatch(text)
+    shown = repr(text[:_SHOWN])  # (as `--max-size` cuts its own: an argument may be 100 KB)
     if match is None:
         raise ValueError(
-            f"{text!r} is not an age: a number and a unit, s, m, h, d or w (30d, 12h, 90m)"
+            f"{shown} is not an age: a number and a unit, s, m, h, d or w (30d, 12h, 90m)"
         )
     seconds = float(match[1]) * AGE_UNITS[match[2]]
     if not math.isfinite(seconds) or seconds > MAX_AGE:
-        raise ValueError(f"{text!r} is over 100 years (36500d): it would remove nothing")
+        raise ValueError(f"{shown} is over 100 years (36500d): it would remove nothing")
     return seconds
 
 
