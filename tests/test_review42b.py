@@ -74,3 +74,28 @@ def test_an_age_of_megabytes_is_refused_in_one_short_line(
         doc = warm("clean", bundle, "--older-than", age, "--json")
         assert doc.returncode == 2 and len(doc.stdout) < 400, doc.stdout[:300]
     assert bundle.read_bytes() == before
+
+
+def test_max_size_alone_counts_the_tunes_it_stamps(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """`--max-size` alone stamps a time in the future with the clean's (stop 42's follow-up),
+    the tunes' too where a kernel's was ahead, yet said `0 tune(s)` used in the future (its
+    `used_in_future_count` too), and stamped no tune where no kernel was ahead: what it
+    stamps, of either kind, is what it says."""
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    ahead = time.time() + 50 * 365 * DAY
+    _sql(bundle, f"UPDATE tunes SET updated = {ahead}")
+    tunes = len(_sql(bundle, "SELECT key FROM tunes"))
+    dry = warm.json("clean", bundle, "--max-size", str(2**40), "--dry-run")
+    assert dry["used_in_future_count"] == {"kernels": 0, "tunes": tunes}, dry
+    start = time.time()
+    report = warm.json("clean", bundle, "--max-size", str(2**40))
+    assert report["used_in_future_count"] == {"kernels": 0, "tunes": tunes}, report
+    times = [float(str(t)) for (t,) in _sql(bundle, "SELECT updated FROM tunes")]
+    assert all(start <= t <= time.time() for t in times), times  # stamped: ages from now
+    _sql(bundle, f"UPDATE tunes SET updated = {ahead}", f"UPDATE kernels SET last_used = {ahead}")
+    kernels = len(_sql(bundle, "SELECT key FROM kernels"))
+    text = warm("clean", bundle, "--max-size", str(2**40))
+    said = " ".join(text.stdout.split())
+    assert f"kept {kernels} kernel(s) and {tunes} tune(s) used in the future" in said, said
