@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -99,3 +101,73 @@ def test_max_size_alone_counts_the_tunes_it_stamps(
     text = warm("clean", bundle, "--max-size", str(2**40))
     said = " ".join(text.stdout.split())
     assert f"kept {kernels} kernel(s) and {tunes} tune(s) used in the future" in said, said
+
+
+DEVICES = """\
+import gc, sys
+sys.path.insert(0, sys.argv[1])
+import warmcli
+from matmul_host import workload
+from warmcli.records import MissExplanation
+workload(warmcli.runtime("host"))
+kept = {id(o): o for o in gc.get_objects() if isinstance(o, MissExplanation)}.values()
+print(max(len(m.detail) for m in kept))
+"""
+
+
+def _forge_devices(bundle: Path, count: int) -> str:
+    """Raw SQLite (the test's): the first tune's shape held on `count` other devices, their
+    names distinct and 900 characters each, each row keyed as warm keys it (a bundle from a
+    fleet of oddly named hosts), and on no device here: that shape's miss is `device`'s."""
+    from warmcli.records import tune_key
+
+    with sqlite3.connect(bundle) as conn:
+        names = [d[0] for d in conn.execute("SELECT * FROM tunes").description]
+        row = dict(zip(names, conn.execute("SELECT * FROM tunes").fetchone(), strict=True))
+        conn.execute("DELETE FROM tunes WHERE shape_key = ?", (row["shape_key"],))
+        backend, _, arch, system = str(row["device"]).split("|")
+        for i in range(count):
+            device = f"{backend}|{i:04d}{'N' * 896}|{arch}|{system}"
+            checksum = row["checksum"]
+            key = tune_key(row["operation"], row["shape_key"], device, bytes(checksum).hex())
+            values = dict(row, device=device, key=bytes.fromhex(key))
+            conn.execute(
+                f"INSERT INTO tunes VALUES ({', '.join('?' * len(names))})",
+                [values[n] for n in names],
+            )
+    conn.close()
+    return str(row["shape_key"])
+
+
+def test_a_device_miss_names_three_of_the_devices_held_not_every_one(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """A tune's `device` miss said every distinct value the nearest held entries have in the
+    field that differs, however many: 300 hosts' names of 900 characters each (each cut at
+    1,000, stop 42) made one miss's explanation 270 KB, kept for the process's life (as many
+    again each miss), and its `WARM_EXPLAIN` line, cut at 4,096 characters, lost what this
+    process wants. Three are named now, and how many more, as every other component says."""
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    _forge_devices(bundle, 300)
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_EXPLAIN="1", WARM_REPORT="0")
+    done = subprocess.run(
+        [sys.executable, "-c", DEVICES, str(examples)],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) < 5_000, done.stdout
+    lines = [line for line in done.stderr.splitlines() if ": device: name: bundle has" in line]
+    assert len(lines) == 1, done.stderr[-2000:]
+    assert "(+297 more), this process wants " in lines[0], lines[0][-300:]
+
+
+def test_a_checksum_miss_names_three_of_the_candidate_sets_held_fakes() -> None:
+    """Pure logic, fake components: a tune's candidate names differing from every held
+    entry's named each distinct set held, however many; three now, and how many more."""
+    from warmcli.runtime.explain import describe
+
+    held = [{"checksum": f"{i:064x}", "candidates": f"c{i}," + "x" * 900} for i in range(300)]
+    wanted = {"checksum": "f" * 64, "candidates": "mine"}
+    said = describe("checksum", held, wanted)
+    assert len(said) < 4_000 and said.endswith("(+297 more), this process wants mine"), said[-200:]
