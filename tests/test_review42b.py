@@ -171,3 +171,43 @@ def test_a_checksum_miss_names_three_of_the_candidate_sets_held_fakes() -> None:
     wanted = {"checksum": "f" * 64, "candidates": "mine"}
     said = describe("checksum", held, wanted)
     assert len(said) < 4_000 and said.endswith("(+297 more), this process wants mine"), said[-200:]
+
+
+def _batch_blob(bundle: Path) -> str:
+    """The blob the most kernels of `bundle` share (a batch's)."""
+    rows = _sql(bundle, "SELECT sha256 FROM kernels GROUP BY 1 ORDER BY count(*) DESC LIMIT 1")
+    return str(rows[0][0])
+
+
+def test_merge_says_the_later_build_it_took_not_one_whose_blob_is_missing_too(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """Three inputs holding a batch's kernel keys: the first's blob missing, the second's
+    build of them (another binary) missing too, the third's good. The merge took the
+    third's (OUT sound) but said, of the first's, `took its build of` the second, whose
+    blob no input holds: `mended` names the build it takes, one whose blob an input holds."""
+    good = host_bundle(tmp_path / "good.warm")  # type: ignore[operator]
+    sha = _batch_blob(good)
+    bad, gone, other = tmp_path / "bad.warm", tmp_path / "gone.warm", tmp_path / "other.warm"
+    for path in (bad, gone, other):
+        path.write_bytes(good.read_bytes())
+    drop = f"DELETE FROM blobs WHERE sha256 = '{sha}'"
+    _sql(bad, "PRAGMA foreign_keys = OFF", drop)
+    _sql(gone, "PRAGMA foreign_keys = OFF", f"UPDATE kernels SET sha256 = '{'e' * 64}' "
+         f"WHERE sha256 = '{sha}'", drop)  # fmt: skip
+    (data,) = _sql(other, f"SELECT data FROM blobs WHERE sha256 = '{sha}'")[0]
+    rebuilt = bytes(data) + b"\0"  # another build: the same code, a byte of padding more
+    new = hashlib.sha256(rebuilt).hexdigest()
+    with sqlite3.connect(other) as conn:
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (new, len(rebuilt), rebuilt))
+        conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
+        conn.execute("DELETE FROM blobs WHERE sha256 = ?", (sha,))
+    conn.close()
+    out = tmp_path / "out.warm"
+    doc = warm.json("merge", bad, gone, other, "-o", out)
+    mended = [m for m in doc["mended"] if "took its build of" in m]
+    assert mended and all(m.endswith(f"took its build of {other}") for m in mended), mended
+    checked = warm("verify", out)
+    assert checked.returncode == 0 and "sound" in checked.stdout, checked.stdout
+    assert {s for (s,) in _sql(out, "SELECT sha256 FROM kernels")} >= {new}

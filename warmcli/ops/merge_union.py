@@ -10,8 +10,8 @@ measurement time, is a temporary table of the output's connection, never held in
 each blob is copied once, a chunk at a time and checked against its sha256
 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that fails (or is missing) is
 undone and taken from another input holding a good one, and that is said in `mended` (held
-by none, a later input's row of that key naming another binary is taken, said so: a first
-input's damaged row refused the whole merge, where the other order merged). So no
+by none, a later input's row of that key naming another binary an input holds is taken, said
+so: a first input's damaged row refused the whole merge, where the other order merged). So no
 table of any input sets the memory a merge takes. The inputs' fingerprints are read first:
 more together than a bundle may hold (`FINGERPRINT_ROWS`, which every reader refuses) are
 refused, nothing written. `carry_over` copies the output's own `created` time and
@@ -269,15 +269,20 @@ def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of:
 def _later_build(
     bundles: Sequence[Bundle], index: int, record: KernelRecord, exc: BundleError, mended: list[str]
 ) -> bool:
-    """Whether an input after `bundles[index]` holds `record`'s key built to another binary,
-    where `exc` (an input's: its blob in none of them) refused `record`'s: said in `mended`;
+    """Whether an input after `bundles[index]` holds `record`'s key built to another binary
+    that an input holds, where `exc` (an input's: its blob in none of them) refused
+    `record`'s: said in `mended` (the build taken: never one whose blob is missing too);
     that input's row is then written in its turn, its binary copied (or refused) as any."""
     if not any(str(exc).startswith(f"{b.path}: blob ") for b in bundles):
         return False  # the output's (a full disk)
-    later = next(
-        (b for b in bundles[index + 1 :] if _sha_of(b, record.key) not in (None, record.sha256)),
-        None,
-    )
+
+    def built(bundle: Bundle) -> bool:
+        sha = _sha_of(bundle, record.key)
+        return sha not in (None, record.sha256) and any(
+            next(b._iter("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)), None) for b in bundles
+        )
+
+    later = next((b for b in bundles[index + 1 :] if built(b)), None)
     if later is None:
         return False
     mended.append(f"{exc}: kernel {record.key[:16]}: took its build of {later.path}")
