@@ -211,3 +211,24 @@ def test_merge_says_the_later_build_it_took_not_one_whose_blob_is_missing_too(
     checked = warm("verify", out)
     assert checked.returncode == 0 and "sound" in checked.stdout, checked.stdout
     assert {s for (s,) in _sql(out, "SELECT sha256 FROM kernels")} >= {new}
+
+
+def test_the_reason_names_the_age_given_not_one_rounded_to_six_digits(
+    warm: Warm, tmp_path: Path, host_bundle: object
+) -> None:
+    """A removal's reason named the age as `%g` writes it, six digits: `1.000000001s` said
+    `not used in the last 1s`, `2.123456789h` `7644.44s`, `123456789.5s` `1.23457e+08s`,
+    another age than the one applied. Every digit given is said now."""
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    _sql(bundle, "UPDATE kernels SET last_used = 1")  # long ago: each age removes them
+    for age, said in (
+        ("1.000000001s", "1.000000001s"),
+        ("2.123456789h", "7644.4444404s"),
+        ("123456789.5s", "123456789.5s"),
+        ("0.000000001s", "0.000000001s"),
+        ("1.5w", "252h"),
+        ("0s", "0s"),
+    ):
+        dry = warm.json("clean", bundle, "--older-than", age, "--dry-run")
+        reasons = dry["removed_by_reason"]
+        assert reasons.get(f"not used in the last {said}", 0) >= 1, (age, reasons)

@@ -64,11 +64,12 @@ def parse_age(text: str) -> float:
 
 
 def age_text(seconds: float) -> str:
-    """`seconds` as the largest unit it is a whole number of (`2592000.0` is `30d`)."""
+    """`seconds` as the largest unit it is a whole number of (`2592000.0` is `30d`), else in
+    seconds with every digit an age may give (`parse_age`: nine after the point)."""
     for unit, size in sorted(AGE_UNITS.items(), key=lambda u: -u[1]):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return (f"{seconds:.9f}".rstrip("0").rstrip(".") or "0") + "s"
 
 
 def _evict(
