@@ -278,9 +278,9 @@ def _later_build(
 
     def built(bundle: Bundle) -> bool:
         sha = _sha_of(bundle, record.key)
-        return sha not in (None, record.sha256) and any(
-            next(b._iter("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)), None) for b in bundles
-        )
+        held = "SELECT 1 FROM blobs WHERE sha256 = ?"  # (one row at most, read whole)
+        other = sha not in (None, record.sha256)
+        return other and any(list(b._iter(held, (sha,))) for b in bundles)
 
     later = next((b for b in bundles[index + 1 :] if built(b)), None)
     if later is None:
