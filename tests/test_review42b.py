@@ -232,3 +232,19 @@ def test_the_reason_names_the_age_given_not_one_rounded_to_six_digits(
         dry = warm.json("clean", bundle, "--older-than", age, "--dry-run")
         reasons = dry["removed_by_reason"]
         assert reasons.get(f"not used in the last {said}", 0) >= 1, (age, reasons)
+
+
+def test_max_size_alone_reads_the_keys_of_no_tune_but_those_ahead(
+    tmp_path: Path, host_bundle: object
+) -> None:
+    """`--max-size` alone reads the tunes dated ahead (to count and stamp them), never the
+    keys of every tune written before now, as an age's cutoff at now would: memory holds no
+    whole table (a real bundle, read as a clean reads it)."""
+    from warmcli.bundle.store import Bundle
+    from warmcli.ops.clean_age import old_and_future_tunes
+
+    bundle = host_bundle(tmp_path / "b.warm")  # type: ignore[operator]
+    with Bundle.open(bundle) as opened:
+        now = time.time()
+        assert old_and_future_tunes(opened, None, now) == (set(), set())
+        assert len(old_and_future_tunes(opened, now, now)[0]) == 3  # an age of 0s: all

@@ -288,7 +288,7 @@ def _plan(
     malformed: list[Removal | None] = []  # rows no reader can serve: removed, as corrupt
     older_than, now = age
     no_times: tuple[set[str], set[str]] = (set(), set())
-    cutoff = now - (older_than or 0.0)  # (no age: `max_size` reads only those in the future)
+    cutoff = None if older_than is None else now - older_than  # (None: those ahead only)
     evicting = older_than is not None or max_size is not None
     tune_times = old_and_future_tunes(bundle, cutoff, now) if evicting else no_times
     kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)

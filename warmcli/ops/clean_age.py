@@ -152,10 +152,13 @@ def bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying:
         plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
 
 
-def old_and_future_tunes(bundle: Bundle, cutoff: float, now: float) -> tuple[set[str], set[str]]:
-    """The keys of the tunes written before `cutoff` (or at a time that is no number), and
-    of those written after `now`."""
-    old = {str(r[0]) for r in bundle._iter(_OLD_TUNES, (cutoff,))}
+def old_and_future_tunes(
+    bundle: Bundle, cutoff: float | None, now: float
+) -> tuple[set[str], set[str]]:
+    """The keys of the tunes written before `cutoff` (or at a time that is no number; none
+    where `cutoff` is None: no age), and of those written after `now`."""
+    rows = () if cutoff is None else bundle._iter(_OLD_TUNES, (cutoff,))
+    old = {str(r[0]) for r in rows}
     future = {str(r[0]) for r in bundle._iter(_FUTURE_TUNES, (now,))}
     return old, future
 
