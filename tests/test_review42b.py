@@ -248,3 +248,45 @@ def test_max_size_alone_reads_the_keys_of_no_tune_but_those_ahead(
         now = time.time()
         assert old_and_future_tunes(opened, None, now) == (set(), set())
         assert len(old_and_future_tunes(opened, now, now)[0]) == 3  # an age of 0s: all
+
+
+MANY = """\
+import numpy as np
+from warmcli import Kernel
+SRC = ("void scale(const float *x, float *y, int n) "
+       "{ for (int i = 0; i < n; i++) y[i] = x[i] * SC; }")
+KS = [Kernel(SRC, "scale", "PPi", defines={"SC": f"{i}.5f"}, name="scale") for i in range(1010)]
+def workload(rt):
+    x, y = rt.upload(np.arange(8, dtype=np.float32)), rt.buffer(8, "float32")
+    for k in KS:
+        rt.launch(k, x, y, 8)
+"""
+
+
+def test_merge_says_the_first_thousand_later_builds_taken_and_counts_the_rest(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A first input holding none of its blobs, merged with another build of every one of
+    its kernels: one `mended` line per kernel key, however many (100,000 kernels: 100,000
+    lines, 10 MB on the terminal and in memory), where a later input's other binary is said
+    for the first 1,000 and the rest counted: said so alike now."""
+    (tmp_path / "many.py").write_text(MANY)
+    good = tmp_path / "good.warm"
+    assert warm("run", tmp_path / "many.py", "-b", good, "-q").returncode == 0
+    bad, other = tmp_path / "bad.warm", tmp_path / "other.warm"
+    bad.write_bytes(good.read_bytes())
+    other.write_bytes(good.read_bytes())
+    _sql(bad, "PRAGMA foreign_keys = OFF", "DELETE FROM blobs")
+    with sqlite3.connect(other) as conn:  # every binary rebuilt: a byte of padding more
+        conn.execute("PRAGMA foreign_keys = OFF")
+        for sha, data in conn.execute("SELECT sha256, data FROM blobs").fetchall():
+            rebuilt = bytes(data) + b"\0"
+            new = hashlib.sha256(rebuilt).hexdigest()
+            conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (new, len(rebuilt), rebuilt))
+            conn.execute("UPDATE kernels SET sha256 = ? WHERE sha256 = ?", (new, sha))
+            conn.execute("DELETE FROM blobs WHERE sha256 = ?", (sha,))
+    conn.close()
+    doc = warm.json("merge", bad, other, "-o", tmp_path / "out.warm")
+    taken = [m for m in doc["mended"] if "took its build of" in m]
+    assert len(taken) == 1000 and doc["kernels"] == 1010, (len(taken), doc["kernels"])
+    assert doc["mended"][-1].startswith("and 10 more kernel key(s) whose blob no input holds")
