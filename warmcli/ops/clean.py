@@ -20,8 +20,8 @@ kernel, a tune with its pick's kernel. The entries stream through the plan, whic
 counts every removal by reason and keeps the first `LISTED` whole (to show), and the
 keys to remove only when it is to be applied: memory holds no whole table (a digest
 of each of this machine's toolchain's builds, to judge what they supersede; `max_size`
-and `older_than` keep the key, blob and time of each kept kernel, and `older_than` the
-keys of the tunes written before its cutoff or after now). `plan_clean` is pure;
+and `older_than` keep the key, blob and time of each kept kernel, and either the
+keys of the tunes written before the age's cutoff or after now). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum,
 `warmcli.ops.clean_vacuum`, and the stamp of what was used in the future; one
 that removes nothing vacuums a file it may write, a tenth of it free pages); once
@@ -120,7 +120,7 @@ def plan_clean(
     every kernel whose binary does not export its symbol, and why (removed as corrupt);
     `older_than`: evict what was not used since `now - older_than` (`warmcli.ops.clean_age`:
     `tune_times`, the keys of the tunes written before then, and of those written after
-    `now`), before `max_size` evicts."""
+    `now`, counted as used now by either eviction), before `max_size` evicts."""
     if local is None:
         kernels = list(kernels)
         local = local_builds((k for k, _ in kernels), machine, corrupt or ())
@@ -289,9 +289,9 @@ def _plan(
     malformed: list[Removal | None] = []  # rows no reader can serve: removed, as corrupt
     older_than, now = age
     no_times: tuple[set[str], set[str]] = (set(), set())
-    tune_times = (
-        no_times if older_than is None else old_and_future_tunes(bundle, now - older_than, now)
-    )
+    cutoff = None if older_than is None else now - older_than  # (None: those ahead only)
+    evicting = older_than is not None or max_size is not None
+    tune_times = old_and_future_tunes(bundle, cutoff, now) if evicting else no_times
     kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
     plan = plan_clean(
         ((k, used) for k, (_, used) in kernels_used),
