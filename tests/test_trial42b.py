@@ -1,0 +1,122 @@
+"""trial42b: a host-backend service under Kubernetes, as an ops engineer runs it.
+
+- A pod stopped while its at-exit report waited to read the bundle (another process held
+  SQLite's lock: a merge's or another pod's commit), its SIGTERM handled with `sys.exit` as
+  the README advises (or a Ctrl-C), printed Python's "Exception ignored in atexit callback"
+  and a traceback: the report read the bundle before the guarded write-back. Now that is
+  the write-back's one line, `warm: could not write back into the bundle: interrupted`,
+  and the bundle is left as it was.
+
+Real CLI and production processes in subprocesses, the system cc, real SQLite files.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+WORKLOAD = r"""
+import os
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+def _k(name, expr):
+    src = "void %s(const float *x, float *y, int n) { for (int i = 0; i < n; i++) y[i] = %s; }"
+    return Kernel(src % (name, expr), name, "PPi")
+KERNELS = [_k("scale", "x[i] * 1.5f"), _k("relu", "x[i] > 0.0f ? x[i] : 0.0f")]
+def compute(rt, extra=""):
+    x = rt.upload(np.random.default_rng(0).standard_normal(256, dtype=np.float32))
+    outs = []
+    for k in KERNELS + ([_k("extra_" + extra, "x[i] + 7.0f")] if extra else []):
+        y = rt.buffer(256, "float32")
+        rt.launch(k, x, y, 256)
+        outs.append(y)
+    return outs
+def workload(rt):
+    compute(rt)
+"""
+
+# The service: serves one request (with a kernel the bundle lacks where MISS is set),
+# prints its results' hash, says it is done, and exits once GO exists; SIGTERM -> sys.exit.
+SERVICE = r"""
+import hashlib, os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+import warmcli, svc
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+rt = warmcli.runtime()
+h = hashlib.sha256()
+for y in svc.compute(rt, os.environ.get("MISS", "")):
+    h.update(rt.read(y).tobytes())
+print(h.hexdigest(), flush=True)
+if os.environ.get("DONE"):
+    open(os.environ["DONE"], "w").close()
+    while not os.path.exists(os.environ["GO"]):
+        time.sleep(0.01)
+"""
+
+
+def _bundle(warm: Warm, tmp_path: Path) -> Path:
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "svc.py").write_text(WORKLOAD)
+    bundle = tmp_path / "app.warm"
+    done = warm("run", tmp_path / "app" / "svc.py", "--bundle", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    return bundle
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_the_exit_report_waits_for_the_bundle_is_one_line(
+    warm: Warm, tmp_path: Path, stop: signal.Signals
+) -> None:
+    bundle = _bundle(warm, tmp_path)
+    before = bundle.read_bytes()
+    done, go = tmp_path / "done", tmp_path / "go"
+    env = dict(
+        warm.env,
+        WARM_BUNDLE=str(bundle),
+        WARM_BUNDLE_WRITE="1",
+        WARM_REPORT="1",
+        MISS="late",
+        DONE=str(done),
+        GO=str(go),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVICE, str(tmp_path / "app")],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_for(done, proc)
+    holder = sqlite3.connect(bundle, isolation_level=None)  # another writer mid-commit
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        go.touch()  # the service exits: its report waits for the lock
+        time.sleep(1.0)
+        proc.send_signal(stop)  # kubelet's SIGTERM (or a Ctrl-C) lands there
+        time.sleep(0.5)  # (handled once SQLite's busy wait returns: the lock is let go)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err == "warm: could not write back into the bundle: interrupted\n", err
+    assert len(out.split()) == 1
+    assert bundle.read_bytes() == before  # nothing written, nothing lost
+    assert warm("verify", bundle).returncode == 0
