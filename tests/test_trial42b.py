@@ -6,12 +6,19 @@
   and a traceback: the report read the bundle before the guarded write-back. Now that is
   the write-back's one line, `warm: could not write back into the bundle: interrupted`,
   and the bundle is left as it was.
+- A container run under a random uid (no passwd entry) with `HOME` unset: working out
+  warm's home raised platformdirs' `RuntimeError` ("could not determine the home
+  directory") from the first launch, hot or cold: the service died with a traceback. Now
+  warm's home is then `warm-<uid>` in `TMPDIR`, and the service serves as with a home.
 
-Real CLI and production processes in subprocesses, the system cc, real SQLite files.
+Real CLI and production processes in subprocesses, the system cc, real SQLite files; the
+random uid is a real user namespace (`unshare --map-user`), skipped where there is none.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -120,3 +127,29 @@ def test_a_stop_while_the_exit_report_waits_for_the_bundle_is_one_line(
     assert len(out.split()) == 1
     assert bundle.read_bytes() == before  # nothing written, nothing lost
     assert warm("verify", bundle).returncode == 0
+
+
+def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(warm: Warm, tmp_path: Path) -> None:
+    unshare = shutil.which("unshare")
+    userns = [unshare or "unshare", "--user", "--map-user=54321", "--map-group=54321"]
+    if unshare is None or subprocess.run([*userns, "true"], capture_output=True).returncode:
+        pytest.skip("no user namespace here to run as a uid with no passwd entry")
+    bundle = _bundle(warm, tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = [sys.executable, "-c", SERVICE, str(tmp_path / "app")]
+    base = {k: v for k, v in warm.env.items() if k not in ("HOME", "WARM_HOME")}
+    results = {}
+    for name, where in (("cold", ""), ("hot", str(bundle))):
+        env = dict(base, TMPDIR=str(tmp), WARM_BUNDLE=where, WARM_REPORT="1")
+        proc = subprocess.run(
+            [*userns, *code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        results[name] = proc.stdout
+    assert results["hot"] == results["cold"] != ""
+    home = tmp / "warm-54321"
+    assert (home / "toolchains.json").is_file()
+    assert any((home / "host-libraries").iterdir())
+    assert not (Path(ROOT) / "~").exists()  # no `~/.cache` relative to the working folder
+    assert os.listdir(tmp) == ["warm-54321"]

@@ -1,6 +1,7 @@
 """warm's home directory: where what outlives one process but is not a bundle is kept.
 
-`WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux).
+`WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux; with no
+home to name, `HOME` unset and no passwd entry for the uid, `warm-<uid>` in `TMPDIR`).
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`) and the host library cache (`host-libraries/`). Everything in it
 can be deleted at any time: it is rebuilt on demand. This module names those paths
@@ -121,10 +122,27 @@ def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | Non
 
 @functools.cache
 def _platformdirs_cache(xdg_cache_home: str | None, home: str | None) -> str:
-    """platformdirs' answer, once per value of the variables it reads (it takes ~0.1 ms)."""
+    """platformdirs' answer, once per value of the variables it reads (it takes ~0.1 ms);
+    where it has none (`HOME` unset and no passwd entry for this uid, as a container run
+    under a random uid: it raises, or an older one answers `~/.cache/warm` relative to the
+    working folder), `warm-<uid>` in the temporary directory (`no_home_cache`)."""
     from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
 
-    return user_cache_dir("warm")
+    try:
+        answer = user_cache_dir("warm")
+    except (RuntimeError, KeyError, OSError):  # "could not determine the home directory"
+        return no_home_cache()
+    return answer if os.path.isabs(answer) else no_home_cache()
+
+
+def no_home_cache() -> str:
+    """warm's home where the user has none: `warm-<uid>` in `TMPDIR` (else `/tmp`), what a
+    read-only container's root leaves writable. What warm believes there is checked as in
+    any home (`private`: this user's, writable by nobody else)."""
+    import tempfile  # imported on first use: only a process with no home needs it
+
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return os.path.join(tempfile.gettempdir(), f"warm-{uid}")
 
 
 def private(st: os.stat_result) -> bool:
