@@ -8,8 +8,12 @@
   and the bundle is left as it was.
 - A container run under a random uid (no passwd entry) with `HOME` unset: working out
   warm's home raised platformdirs' `RuntimeError` ("could not determine the home
-  directory") from the first launch, hot or cold: the service died with a traceback. Now
-  warm's home is then `warm-<uid>` in `TMPDIR`, and the service serves as with a home.
+  directory") from the first launch, hot or cold: the service died with a traceback. With
+  `HOME=/`, what containerd and Docker set for such a uid, warm's home was `/.cache/warm`,
+  which a read-only root refuses: every process re-checked its compiler, kept its host
+  libraries in a temporary folder of its own, and could not keep a bundle named by URL
+  (`warm pull` and a URL's `WARM_BUNDLE` failed). Now warm's home is then `warm-<uid>` in
+  `TMPDIR`, and the service serves as with a home.
 
 Real CLI and production processes in subprocesses, the system cc, real SQLite files; the
 random uid is a real user namespace (`unshare --map-user`), skipped where there is none.
@@ -129,7 +133,10 @@ def test_a_stop_while_the_exit_report_waits_for_the_bundle_is_one_line(
     assert warm("verify", bundle).returncode == 0
 
 
-def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(warm: Warm, tmp_path: Path) -> None:
+@pytest.mark.parametrize("home", [None, "/"])
+def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
+    warm: Warm, tmp_path: Path, home: str | None
+) -> None:
     unshare = shutil.which("unshare")
     userns = [unshare or "unshare", "--user", "--map-user=54321", "--map-group=54321"]
     if unshare is None or subprocess.run([*userns, "true"], capture_output=True).returncode:
@@ -138,7 +145,10 @@ def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(warm: Warm, tmp_
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     code = [sys.executable, "-c", SERVICE, str(tmp_path / "app")]
-    base = {k: v for k, v in warm.env.items() if k not in ("HOME", "WARM_HOME")}
+    unset = ("HOME", "WARM_HOME", "XDG_CACHE_HOME")
+    base = {k: v for k, v in warm.env.items() if k not in unset}
+    if home is not None:  # what a container runtime sets for a uid it knows no home of
+        base["HOME"] = home
     results = {}
     for name, where in (("cold", ""), ("hot", str(bundle))):
         env = dict(base, TMPDIR=str(tmp), WARM_BUNDLE=where, WARM_REPORT="1")

@@ -1,7 +1,8 @@
 """warm's home directory: where what outlives one process but is not a bundle is kept.
 
 `WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux; with no
-home to name, `HOME` unset and no passwd entry for the uid, `warm-<uid>` in `TMPDIR`).
+home to name, no passwd entry for the uid and `HOME` unset or `/`, as a container runtime sets
+it for a random uid, `warm-<uid>` in `TMPDIR`).
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`) and the host library cache (`host-libraries/`). Everything in it
 can be deleted at any time: it is rebuilt on demand. This module names those paths
@@ -104,8 +105,26 @@ def _user_cache(xdg_cache_home: str | None) -> str:
     found here, since importing platformdirs costs a serving process several ms; anywhere
     else platformdirs' own answer, once per value of the variables it reads."""
     home = config.user_home()
+    if home == "/" and not xdg_cache_home and _no_passwd_entry():
+        return no_home_cache()  # a container runtime's HOME for a uid it knows no home of
     plain = _plain_user_cache(xdg_cache_home, home)
     return plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
+
+
+@functools.cache
+def _no_passwd_entry() -> bool:
+    """Whether this uid has no passwd entry (a container run under a random uid, whose
+    runtime sets `HOME=/`, which a read-only root leaves unwritable); False where there are
+    no uids."""
+    if not hasattr(os, "getuid"):
+        return False
+    import pwd  # imported on first use: only a process whose HOME is / asks
+
+    try:
+        pwd.getpwuid(os.getuid())
+    except KeyError:
+        return True
+    return False
 
 
 def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | None:
