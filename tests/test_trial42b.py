@@ -13,7 +13,8 @@
   which a read-only root refuses: every process re-checked its compiler, kept its host
   libraries in a temporary folder of its own, and could not keep a bundle named by URL
   (`warm pull` and a URL's `WARM_BUNDLE` failed). Now warm's home is then `warm-<uid>` in
-  `TMPDIR`, and the service serves as with a home.
+  `TMPDIR`, and the service serves as with a home; a `warm-<uid>` there that is not this
+  user's own (another's, writable by all, a link) is not taken: nothing is kept.
 
 Real CLI and production processes in subprocesses, the system cc, real SQLite files; the
 random uid is a real user namespace (`unshare --map-user`), skipped where there is none.
@@ -133,9 +134,9 @@ def test_a_stop_while_the_exit_report_waits_for_the_bundle_is_one_line(
     assert warm("verify", bundle).returncode == 0
 
 
-@pytest.mark.parametrize("home", [None, "/"])
+@pytest.mark.parametrize(("home", "planted"), [(None, False), ("/", False), ("/", True)])
 def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
-    warm: Warm, tmp_path: Path, home: str | None
+    warm: Warm, tmp_path: Path, home: str | None, planted: bool
 ) -> None:
     unshare = shutil.which("unshare")
     userns = [unshare or "unshare", "--user", "--map-user=54321", "--map-group=54321"]
@@ -144,6 +145,10 @@ def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
     bundle = _bundle(warm, tmp_path)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    folder = tmp / "warm-54321"
+    if planted:  # made by someone else in the shared TMPDIR, writable by every user
+        folder.mkdir()
+        folder.chmod(0o777)
     code = [sys.executable, "-c", SERVICE, str(tmp_path / "app")]
     unset = ("HOME", "WARM_HOME", "XDG_CACHE_HOME")
     base = {k: v for k, v in warm.env.items() if k not in unset}
@@ -158,8 +163,10 @@ def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
         results[name] = proc.stdout
     assert results["hot"] == results["cold"] != ""
-    home = tmp / "warm-54321"
-    assert (home / "toolchains.json").is_file()
-    assert any((home / "host-libraries").iterdir())
+    if planted:  # not taken: nothing kept there, nothing loaded from there
+        assert list(folder.iterdir()) == []
+    else:
+        assert (folder / "toolchains.json").is_file()
+        assert any((folder / "host-libraries").iterdir())
     assert not (Path(ROOT) / "~").exists()  # no `~/.cache` relative to the working folder
     assert os.listdir(tmp) == ["warm-54321"]

@@ -154,14 +154,27 @@ def _platformdirs_cache(xdg_cache_home: str | None, home: str | None) -> str:
     return answer if os.path.isabs(answer) else no_home_cache()
 
 
+UNUSABLE_HOME = "/dev/null/warm"  # no folder can be made there: every cache runs without
+
+
 def no_home_cache() -> str:
     """warm's home where the user has none: `warm-<uid>` in `TMPDIR` (else `/tmp`), what a
-    read-only container's root leaves writable. What warm believes there is checked as in
-    any home (`private`: this user's, writable by nobody else)."""
+    read-only container's root leaves writable. That folder is shared with every user, so
+    one there that is not this user's own folder (another's, writable by every user, a
+    link) is not taken: `UNUSABLE_HOME` instead, where nothing is kept (host libraries go to
+    a temporary folder of the process, as where any home cannot be written). What warm
+    believes inside is checked as in any home (`private`)."""
+    import stat
     import tempfile  # imported on first use: only a process with no home needs it
 
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    return os.path.join(tempfile.gettempdir(), f"warm-{uid}")
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    path = os.path.join(tempfile.gettempdir(), f"warm-{'user' if uid is None else uid}")
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return path  # made, as warm makes its home, when first written
+    ours = uid is None or st.st_uid == uid
+    return path if stat.S_ISDIR(st.st_mode) and ours and not st.st_mode & 0o002 else UNUSABLE_HOME
 
 
 def private(st: os.stat_result) -> bool:
