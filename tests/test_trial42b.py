@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from full_disk import in_private_mount
 
 WORKLOAD = r"""
 import os
@@ -52,7 +53,7 @@ def compute(rt, extra=""):
         outs.append(y)
     return outs
 def workload(rt):
-    compute(rt)
+    compute(rt, os.environ.get("EXTRA", ""))
 """
 
 # The service: serves one request (with a kernel the bundle lacks where MISS is set),
@@ -71,6 +72,11 @@ if os.environ.get("DONE"):
     open(os.environ["DONE"], "w").close()
     while not os.path.exists(os.environ["GO"]):
         time.sleep(0.01)
+    if os.environ.get("AGAIN"):  # a later request, with a kernel not read yet
+        h = hashlib.sha256()
+        for y in svc.compute(rt, os.environ["AGAIN"]):
+            h.update(rt.read(y).tobytes())
+        print(h.hexdigest(), flush=True)
 """
 
 
@@ -170,3 +176,54 @@ def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
         assert any((folder / "host-libraries").iterdir())
     assert not (Path(ROOT) / "~").exists()  # no `~/.cache` relative to the working folder
     assert os.listdir(tmp) == ["warm-54321"]
+
+
+def test_a_configmap_volume_swapped_under_a_service_and_a_write_back_on_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Kubernetes' layout (`..<stamp>/app.warm`, `..data` -> it, `app.warm` ->
+    `..data/app.warm`) bind-mounted read-only: a service that opened the bundle keeps
+    serving, as cold, after an update swapped `..data` and deleted its folder; a write-back
+    there is one line naming the read-only file system once (it named the lock file twice)."""
+    bundle = _bundle(warm, tmp_path)
+    extra = Warm(dict(warm.env, EXTRA="late"))  # its blob read only by a later request
+    assert extra("run", tmp_path / "app" / "svc.py", "--bundle", bundle, "-q").returncode == 0
+    volume, mount = tmp_path / "volume", tmp_path / "mnt"
+    (volume / "..2026_12_05_x").mkdir(parents=True)
+    mount.mkdir()
+    shutil.copy(bundle, volume / "..2026_12_05_x" / "app.warm")
+    (volume / "..data").symlink_to("..2026_12_05_x")
+    (volume / "app.warm").symlink_to("..data/app.warm")
+    shutil.copy(bundle, tmp_path / "new.warm")
+    py = f"{sys.executable} -c '{SERVICE}' {tmp_path / 'app'}"
+    update = (  # kubelet's update: a new folder, `..data` swapped, the old folder deleted
+        f"cd {volume} && mkdir ..y && cp {tmp_path}/new.warm ..y/app.warm && "
+        "ln -s ..y ..data_tmp && mv -T ..data_tmp ..data && rm -rf ..2026_12_05_x"
+    )
+    script = (
+        f"mount --bind {volume} {mount} && mount -o remount,bind,ro {mount} || exit 99; "
+        f"export WARM_BUNDLE={mount}/app.warm DONE={tmp_path}/done GO={tmp_path}/go; "
+        f"AGAIN=late WARM_REPORT=1 {py} > {tmp_path}/before.out 2> {tmp_path}/before.err & "
+        f"while [ ! -f {tmp_path}/done ]; do sleep 0.01; done; {update}; touch {tmp_path}/go; "
+        f"wait $! || echo failed; DONE= MISS=other WARM_BUNDLE_WRITE=1 {py} 2>&1; echo rc=$?"
+    )
+    env = {k: v for k, v in warm.env.items() if k != "WARM_BUNDLE"}
+    proc = in_private_mount(script, env, timeout=120)
+    cold = {
+        miss: subprocess.run(
+            [sys.executable, "-c", SERVICE, str(tmp_path / "app")],
+            env=dict(env, WARM_BUNDLE="", MISS=miss),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+        for miss in ("", "late", "other")
+    }
+    assert (tmp_path / "before.out").read_text() == cold[""] + cold["late"]
+    served = f"warm: bundle {mount}/app.warm served everything: compiled 0 kernels, tuned 0"
+    assert (tmp_path / "before.err").read_text() == f"{served} operations\n"
+    out, err_line, rc = proc.stdout.splitlines()
+    assert rc == "rc=0" and out == cold["other"].strip(), proc.stdout + proc.stderr
+    assert err_line.startswith("warm: could not write back into the bundle: "), err_line
+    assert "Read-only file system" in err_line and err_line.count("app.warm.lock") == 1, err_line
