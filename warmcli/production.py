@@ -374,11 +374,12 @@ def in_warms_command() -> None:
 
 
 def _at_exit() -> None:
-    with _STATE.lock:
-        wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
-        final = _STATE._report() if wanted else None
-        _STATE.unstored = _STATE._pending()  # (for an interrupt before close counts them)
+    final = None
     try:
+        with _STATE.lock:
+            wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
+            _STATE.unstored = _STATE._pending()  # (for an interrupt before close counts them)
+            final = _STATE._report() if wanted else None  # (reads the bundle: may wait)
         close()
     except (BundleError, KeyboardInterrupt, SystemExit) as exc:
         # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted"),

@@ -151,7 +151,8 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
                 f"{path}: refused: its write lock {os.path.basename(name)} is a symbolic link "
                 f"(to {printable(os.readlink(name))}); remove it"
             ) from None
-        raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
+        why = exc.strerror if exc.strerror and exc.filename == name else exc  # (named once)
+        raise BundleError(f"{path}: cannot take the write lock {name}: {why}") from None
     wait: float | None = getattr(_held, "wait", None)
     try:
         if wait is None and _told[0] is None:
