@@ -1,0 +1,91 @@
+"""Review of leftovers42b and trial42a: PyCUDA record arrays staged by drv.In/Out/InOut,
+a thread ended by what only the pass refuses through a chained exception, the soft lock's
+wait said as flock's is, and the stand-in PointerHolderBase's pointer as PyCUDA takes it.
+
+Real parts: the real CLI in subprocesses (a GPU-less `--pycuda --arch sm_90` pre-build with
+the real NVRTC), real numpy arrays, the real `filelock` soft lock held by another process.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import Warm
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+needs_nvrtc = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
+
+# -- drv.In/Out/InOut of an array of records ----------------------------------------------
+
+RECORDS = '''
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda import gpuarray
+from pycuda.compiler import SourceModule
+
+SRC = """
+struct P { char c; double d; };
+__global__ void v(float4 *x, P *p) { x[0] = make_float4(1, 2, 3, 4); p[0].d = 1; }
+"""
+
+def workload(rt):
+    f = SourceModule(SRC).get_function("v")
+    a = np.zeros(8, gpuarray.vec.float4)
+    padded = np.zeros(3, np.dtype([("c", np.int8), ("d", np.float64)], align=True))
+    f(drv.InOut(a), drv.In(padded), block=(1, 1, 1))
+    f(drv.Out(a), drv.InOut(padded), block=(1, 1, 1))
+'''
+
+
+@needs_nvrtc
+def test_staged_arrays_of_records_prebuild(warm: Warm, tmp_path: Path) -> None:
+    """`f(drv.InOut(np.zeros(8, gpuarray.vec.float4)), drv.In(padded_structs))`, which
+    PyCUDA copies as its bytes, failed with a bare `TypeError: data type 'void128' not
+    understood` (the staged path made a Buffer of the record dtype's name): the fix to
+    foreign.wrap (leftovers42b) covered only GPUArrays and `__cuda_array_interface__`."""
+    script = tmp_path / "records.py"
+    script.write_text(RECORDS)
+    bundle = tmp_path / "r.warm"
+    reads = "--allow-discarded-reads"  # (InOut reads back: zeros here, no GPU)
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", reads, "-q", "-b", bundle)
+    assert proc.returncode == 0, proc.stderr
+    assert warm.json("stats", bundle)["kernels"]  # built and stored
+
+
+def _records() -> list[np.ndarray]:
+    float4 = np.dtype([(f, np.float32) for f in "xyzw"])
+    padded = np.dtype([("c", np.int8), ("d", np.float64)], align=True)
+    mixed = np.dtype([("i", np.int32), ("f", np.float32), ("h", np.int16)])
+    nested = np.dtype([("p", padded), ("v", float4), ("k", np.uint8)])
+    rng = np.random.default_rng(0)
+    found = []
+    for dtype in (float4, padded, mixed, nested):
+        a = np.zeros(6, dtype)
+        a.view(np.uint8)[...] = rng.integers(0, 256, a.nbytes, dtype=np.uint8)
+        found.append(a)
+    fortran = np.asfortranarray(np.zeros((3, 2), nested))
+    fortran.reshape(-1, order="A").view(np.uint8)[...] = rng.integers(0, 256, fortran.nbytes)
+    return [*found, fortran]
+
+
+def test_a_staged_record_array_is_held_as_its_bytes_byte_for_byte() -> None:
+    """What warm uploads for a staged array of records is the array's bytes as they lie
+    (padding included, C or Fortran order), as PyCUDA's memcpy_htod copies them; what it
+    downloads lands in those same bytes."""
+    from warmcli.backends.base import Buffer
+    from warmcli.backends.cuda.foreign import held_view
+
+    for array in _records():
+        view = held_view(array)
+        assert view.dtype.kind in "biufc" and np.shares_memory(view, array)
+        assert view.tobytes() == array.tobytes(order="A")  # PyCUDA's bytes, byte for byte
+        assert Buffer("x", view.shape, view.dtype.name).nbytes == array.nbytes
+        fresh = np.frombuffer(np.random.default_rng(1).bytes(array.nbytes), view.dtype)
+        view[...] = fresh.reshape(view.shape)  # a download into the array
+        assert array.tobytes(order="A") == fresh.tobytes()
+    with pytest.raises(Exception, match="object"):
+        held_view(np.array([object()] * 2))
