@@ -9,6 +9,7 @@ the real NVRTC), real numpy arrays, the real `filelock` soft lock held by anothe
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -89,3 +90,68 @@ def test_a_staged_record_array_is_held_as_its_bytes_byte_for_byte() -> None:
         assert array.tobytes(order="A") == fresh.tobytes()
     with pytest.raises(Exception, match="object"):
         held_view(np.array([object()] * 2))
+
+
+# -- a thread ended by what only the pass refuses ------------------------------------------
+
+THREADED = """
+import concurrent.futures
+import threading
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+def work():
+    mod = SourceModule("__global__ void t(float *x) { x[0] = 1.0f; }")
+    WANT_GPU
+    mod.get_function("t")(drv.mem_alloc(16), block=(1, 1, 1))
+
+def main():
+    threads = [threading.Thread(target=work, name=f"w{i}") for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+"""
+CHAINED = """try:
+        drv.get_driver_version()
+    except drv.Error as exc:
+        raise RuntimeError("no driver") from exc"""
+HANDLED = """try:
+        drv.get_driver_version()
+    except drv.Error:
+        raise RuntimeError("no driver")"""
+CAUGHT = """try:
+        drv.get_driver_version()
+    except Exception:
+        pass"""
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("want_gpu", [CHAINED, HANDLED])
+def test_a_thread_ended_by_an_error_raised_for_the_pass_own_fails_the_prebuild(
+    warm: Warm, workload_file: Any, tmp_path: Path, want_gpu: str
+) -> None:
+    """A thread that caught the stand-in's 'needs a GPU' and raised its own error from it
+    (or while handling it) died of what only the pass refuses, as one that let it through
+    does (leftovers42b); it was a note, and the run stored nothing, called the bundle
+    complete and exited 0."""
+    script = workload_file(THREADED.replace("WANT_GPU", want_gpu), "threaded.py")
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", tmp_path / "t.warm")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "workload raised during CompileOnly in thread w" in line, line
+    assert "RuntimeError: no driver" in line and "needs a GPU" in line, line
+    assert "complete" not in proc.stdout
+
+
+@needs_nvrtc
+def test_a_thread_that_catches_the_want_of_a_gpu_and_goes_on_passes(
+    warm: Warm, workload_file: Any, tmp_path: Path
+) -> None:
+    script = workload_file(THREADED.replace("WANT_GPU", CAUGHT), "threaded.py")
+    bundle = tmp_path / "t.warm"
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert warm.json("stats", bundle)["kernels"]

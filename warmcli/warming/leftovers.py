@@ -128,7 +128,8 @@ class ThreadRaised:
     under Python (what it did not reach is named by the verify pass). But a thread ended by
     what only this pass refuses (a discarded read; in a GPU-less pre-build, anything that
     needs a GPU: a `DeviceError`) would not end on a GPU, so the pass is no run of the
-    workload: `ended` fails it with that thread's line, as the entry's own would."""
+    workload: `ended` fails it with that thread's line, as the entry's own would (so does an
+    error the thread raised from one, or while handling one: it died of it all the same)."""
 
     def __init__(self, pass_name: str, path: Path, gpu_less: bool) -> None:
         self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
@@ -142,7 +143,10 @@ class ThreadRaised:
         if exc is not None:
             said = where(exc, self.path) + said
         name = args.thread.name if args.thread is not None else "?"
-        if self._refused(exc):
+        refused = self._refused(exc)
+        if refused is not None:  # (one raised from it, or while handling it, said with it)
+            cause = named(type(refused).__name__, first_line(refused))
+            said += "" if refused is exc else f" (raised from {cause})"
             self.failed = self.failed or f" in thread {name}: {said}"
             return
         note_reported(
@@ -150,10 +154,18 @@ class ThreadRaised:
             f"it: {said}"
         )
 
-    def _refused(self, exc: BaseException | None) -> bool:
-        return isinstance(exc, DiscardedReadError) or (
-            self.gpu_less and isinstance(exc, DeviceError)
-        )
+    def _refused(self, exc: BaseException | None) -> BaseException | None:
+        """What only this pass refuses in `exc`'s chain (`exc`, or what it was raised from
+        or while handling: a thread that caught it and raised its own error died of it)."""
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, DiscardedReadError) or (
+                self.gpu_less and isinstance(exc, DeviceError)
+            ):
+                return exc
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        return None
 
     def ended(self) -> None:
         """`WorkloadError` where a thread was ended by what only this pass refuses."""
