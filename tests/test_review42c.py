@@ -8,6 +8,9 @@ the real NVRTC), real numpy arrays, the real `filelock` soft lock held by anothe
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +158,58 @@ def test_a_thread_that_catches_the_want_of_a_gpu_and_goes_on_passes(
     proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert warm.json("stats", bundle)["kernels"]
+
+
+# -- the soft lock's wait, said as flock's is ---------------------------------------------
+
+SOFT_HOLDER = """
+import sys, time
+from pathlib import Path
+from filelock import SoftFileLock
+
+lock = SoftFileLock(sys.argv[1])
+lock.acquire()
+Path(sys.argv[2]).touch()
+while not Path(sys.argv[3]).exists():
+    time.sleep(0.05)
+lock.release()
+"""
+
+
+def test_the_soft_lock_says_a_wait_past_two_seconds_as_flock_does(tmp_path: Path) -> None:
+    """Where flock is missing, a writer waiting for another's soft lock waited without a
+    word, for ever (leftovers42b told only flock's waits): it says the same one line now,
+    once, and keeps waiting until the holder lets go."""
+    import threading
+
+    from warmcli.bundle.lock import _soft_lock, told_of_waits
+
+    bundle, held, release = tmp_path / "b.warm", tmp_path / "held", tmp_path / "release"
+    name = f"{bundle}.softlock"
+    holder = subprocess.Popen([sys.executable, "-c", SOFT_HOLDER, name, str(held), str(release)])
+    try:
+        deadline = time.monotonic() + 30
+        while not held.exists():
+            assert time.monotonic() < deadline and holder.poll() is None
+            time.sleep(0.05)
+        said: list[str] = []
+        taken = threading.Event()
+
+        def take() -> None:
+            with told_of_waits(said.append), _soft_lock(bundle, name):
+                taken.set()
+
+        began = time.monotonic()
+        waiter = threading.Thread(target=take)
+        waiter.start()
+        while not said:
+            assert time.monotonic() - began < 20, "never said"
+            time.sleep(0.05)
+        assert time.monotonic() - began >= 2.0 and not taken.is_set()
+        assert said == [f"waiting for another warm writing {bundle} to finish"]
+        release.touch()
+        waiter.join(30)
+        assert taken.is_set() and len(said) == 1
+    finally:
+        release.touch()
+        holder.wait(30)
