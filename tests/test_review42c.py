@@ -213,3 +213,31 @@ def test_the_soft_lock_says_a_wait_past_two_seconds_as_flock_does(tmp_path: Path
     finally:
         release.touch()
         holder.wait(30)
+
+
+# -- the stand-in PointerHolderBase's pointer, as PyCUDA converts it ------------------------
+
+
+@pytest.mark.parametrize("pointer", [1.5, np.uint64(16), -16, 2**64, "16", None], ids=repr)
+def test_a_pointer_holders_pointer_is_a_python_int_of_64_bits_as_pycudas(pointer: Any) -> None:
+    """PyCUDA converts `get_pointer()`'s answer to a CUdeviceptr (Boost.Python: a Python
+    int, 0 to 2**64 - 1; a float or a numpy integer is a TypeError, one out of range an
+    OverflowError). The stand-in took `int()` of anything: 1.5 was the address 1, -16 and
+    2**64 were passed on, so a pre-build passed a script that fails on a GPU."""
+    from warmcli.pycuda import PyCudaError
+    from warmcli.pycuda.standins import modules
+
+    drv = modules()["pycuda.driver"]
+
+    class Holder(drv.PointerHolderBase):  # type: ignore[misc, name-defined]
+        def __init__(self, given: Any) -> None:
+            super().__init__()
+            self.given = given
+
+        def get_pointer(self) -> Any:
+            return self.given
+
+    with pytest.raises(PyCudaError, match=r"Holder\.get_pointer\(\) gave .*: PyCUDA"):
+        int(Holder(pointer))
+    assert int(Holder(2**64 - 1)) == 2**64 - 1 and int(Holder(0)) == 0
+    assert Holder(4096).__index__() == 4096

@@ -9,7 +9,8 @@ warm launches in, whose `push`, `pop`, `detach` and `synchronize` do nothing (no
 version (`get_driver_version`) or anything else only a GPU answers is never made up: a
 one-line `DeviceError` naming the call and that there is no GPU. `PointerHolderBase` is
 PyCUDA's class for a user's own device memory: a subclass defines `get_pointer()`, and its
-int is that pointer (a kernel argument as PyCUDA takes one: `warmcli.pycuda.args`).
+int is that pointer (a kernel argument as PyCUDA takes one: `warmcli.pycuda.args`), a Python
+int of 64 bits as PyCUDA converts it (anything else refused in one line, as PyCUDA's raises).
 No state.
 """
 
@@ -64,7 +65,14 @@ class PointerHolderBase:
         )
 
     def __int__(self) -> int:
-        return int(self.get_pointer())
+        pointer = self.get_pointer()  # PyCUDA's CUdeviceptr: a Python int of 64 bits
+        if not isinstance(pointer, int) or not 0 <= pointer < 2**64:
+            raise PyCudaError(
+                f"{type(self).__name__}.get_pointer() gave {pointer!r}: PyCUDA takes a Python "
+                "int from 0 to 2**64 - 1 (a CUdeviceptr; a float or a numpy integer is its "
+                "TypeError, another int its OverflowError)"
+            )
+        return int(pointer)
 
     __index__ = __int__
 
