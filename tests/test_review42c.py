@@ -241,3 +241,18 @@ def test_a_pointer_holders_pointer_is_a_python_int_of_64_bits_as_pycudas(pointer
         int(Holder(pointer))
     assert int(Holder(2**64 - 1)) == 2**64 - 1 and int(Holder(0)) == 0
     assert Holder(4096).__index__() == 4096
+
+
+def test_vec_makers_take_their_fields_by_name_as_pycudas() -> None:
+    """PyCUDA's `make_float4` is `lambda x, y, z, w: array((x, y, z, w), dtype=...)`: its
+    fields may be named (`make_float2(x=1, y=2)`); the stand-in's took positions only."""
+    from warmcli.pycuda.standin_vec import vec
+
+    assert vec.make_float2(x=1, y=2).tobytes() == vec.make_float2(1, 2).tobytes()
+    assert vec.make_int4(1, 2, w=4, z=3).tobytes() == np.array([1, 2, 3, 4], np.int32).tobytes()
+    assert vec.make_float4(1, 2, 3, 4).dtype == vec.float4
+    for bad in ((1,), (1, 2, 3)):
+        with pytest.raises(TypeError):
+            vec.make_float2(*bad)
+    with pytest.raises(TypeError):
+        vec.make_float2(1, x=2)
