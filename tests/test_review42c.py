@@ -256,3 +256,63 @@ def test_vec_makers_take_their_fields_by_name_as_pycudas() -> None:
             vec.make_float2(*bad)
     with pytest.raises(TypeError):
         vec.make_float2(1, x=2)
+
+
+REPLACING_HOLDER = """
+import fcntl, os, sys, time
+from pathlib import Path
+
+name, held, told, release = sys.argv[1:]
+first = os.open(name, os.O_RDWR | os.O_CREAT)
+fcntl.flock(first, fcntl.LOCK_EX)
+Path(held).touch()
+while not Path(told).exists():
+    time.sleep(0.05)
+os.unlink(name)  # a writer's remove_new: the waiter's file is no longer the lock
+second = os.open(name, os.O_RDWR | os.O_CREAT)
+fcntl.flock(second, fcntl.LOCK_EX)
+fcntl.flock(first, fcntl.LOCK_UN)
+deadline = time.monotonic() + 3.5  # the waiter waits on the new file past two seconds
+while not Path(release).exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+fcntl.flock(second, fcntl.LOCK_UN)
+"""
+
+
+def test_a_wait_through_a_replaced_lock_file_is_said_once(tmp_path: Path) -> None:
+    """A writer waiting on a lock file that its holder removed and made anew (remove_new)
+    takes the new file by its name and waits again: it said 'waiting for another warm'
+    once per file, twice in one wait."""
+    import threading
+
+    from warmcli.bundle.lock import told_of_waits, write_lock
+
+    bundle = tmp_path / "b.warm"
+    held, told, release = (tmp_path / n for n in ("held", "told", "release"))
+    args = [f"{bundle}.lock", str(held), str(told), str(release)]
+    holder = subprocess.Popen([sys.executable, "-c", REPLACING_HOLDER, *args])
+    try:
+        deadline = time.monotonic() + 30
+        while not held.exists():
+            assert time.monotonic() < deadline and holder.poll() is None
+            time.sleep(0.05)
+        said: list[str] = []
+        taken = threading.Event()
+
+        def tell(line: str) -> None:
+            said.append(line)
+            told.touch()
+
+        def take() -> None:
+            with told_of_waits(tell), write_lock(bundle):
+                taken.set()
+
+        waiter = threading.Thread(target=take)
+        waiter.start()
+        waiter.join(30)
+        assert taken.is_set() and holder.wait(30) == 0
+        assert len(said) == 1, said
+        assert said[0].startswith(f"waiting for another warm writing {bundle} (pid ")
+    finally:
+        release.touch()
+        holder.wait(30)

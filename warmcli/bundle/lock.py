@@ -17,10 +17,10 @@ system without it) is the `filelock` package's `SoftFileLock` used, on its own f
 name would wait for ever): importing it costs tens of milliseconds that every
 `warm run` paid. A release unlocks before it closes, so a forked child that still
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
-(and how often), forgotten in a forked child (the lock is its parent's), and how long it
-waits for other writers (`waiting_at_most`; unbounded otherwise); per process, who is told
-of a wait past two seconds (`told_of_waits`: the CLI, which says so in one line; a soft
-lock's wait too). It never reads or writes a bundle.
+(and how often), forgotten in a forked child (the lock is its parent's), whether its wait
+was told, and how long it waits for other writers (`waiting_at_most`; unbounded otherwise);
+per process, who is told of a wait past two seconds (`told_of_waits`: the CLI, which says
+so in one line; a soft lock's wait too). It never reads or writes a bundle.
 """
 
 from __future__ import annotations
@@ -105,7 +105,9 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
     interrupts (a KeyboardInterrupt while waiting included). A lock file removed while it
     was waited for (`remove_new`'s, or a dead merge's) is let go and taken again by its
     name: held, it would lock nothing the next writer's new file does (two writers).
-    Imports nothing that `filelock` would (tens of ms)."""
+    Imports nothing that `filelock` would (tens of ms). A wait is told once, however many
+    files it waits on (`_held.told`)."""
+    _held.told = False
     for _ in range(_RETAKES):
         if not _flock_once(path, name, owned):
             return False
@@ -172,7 +174,7 @@ def _flock_within(fd: int, seconds: float | None, path: Path, name: str) -> None
     import fcntl
 
     start, listener = time.monotonic(), _told[0]  # (read once: a listener let go meanwhile)
-    told = listener is None
+    told = listener is None or getattr(_held, "told", False)  # (of a removed file's wait)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -184,7 +186,7 @@ def _flock_within(fd: int, seconds: float | None, path: Path, name: str) -> None
                     f"{path}: another writer held the write lock {name} for {seconds:g} s"
                 ) from None
             if listener is not None and not told and waited >= TOLD_AFTER:
-                told = True
+                told = _held.told = True
                 listener(_waiting_line(path, _holder(fd)))
                 if seconds is None:  # told: now as `flock` waits (Ctrl-C still stops it)
                     fcntl.flock(fd, fcntl.LOCK_EX)
