@@ -316,3 +316,23 @@ def test_a_wait_through_a_replaced_lock_file_is_said_once(tmp_path: Path) -> Non
     finally:
         release.touch()
         holder.wait(30)
+
+
+def test_make_context_takes_pycudas_ctx_flags() -> None:
+    """`dev.make_context(drv.ctx_flags.SCHED_BLOCKING_SYNC)`, PyCUDA's usual way to pass
+    flags, failed as 'pycuda.driver.ctx_flags: not in warm's stand-in': leftovers42b's
+    make_context took flags but the stand-in had none to give it. Values are cuda.h's."""
+    from warmcli import ProcessMode, ProcessModeOverride
+    from warmcli.backends.cuda.arch import ArchDevice
+    from warmcli.pycuda import bound_runtime
+    from warmcli.pycuda.standins import modules
+    from warmcli.runtime.runtime import Runtime
+
+    drv = modules()["pycuda.driver"]
+    flags = drv.ctx_flags
+    expected = dict(SCHED_AUTO=0, SCHED_SPIN=1, SCHED_YIELD=2, SCHED_BLOCKING_SYNC=4)
+    expected.update(BLOCKING_SYNC=4, SCHED_MASK=7, MAP_HOST=8, LMEM_RESIZE_TO_MAX=16)
+    assert {n: getattr(flags, n) for n in expected} == expected and flags.FLAGS_MASK == 0xFF
+    with bound_runtime(Runtime(ArchDevice("sm_90"))), ProcessModeOverride(ProcessMode.COMPILE_ONLY):
+        ctx = drv.Device(0).make_context(flags.SCHED_BLOCKING_SYNC | flags.MAP_HOST)
+        assert ctx.get_device().compute_capability() == (9, 0)
