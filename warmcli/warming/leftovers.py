@@ -128,8 +128,7 @@ class ThreadRaised:
     under Python (what it did not reach is named by the verify pass). But a thread ended by
     what only this pass refuses (a discarded read; in a GPU-less pre-build, anything that
     needs a GPU: a `DeviceError`) would not end on a GPU, so the pass is no run of the
-    workload: `ended` fails it with that thread's line, as the entry's own would (so does an
-    error the thread raised from one, or while handling one: it died of it all the same)."""
+    workload: `ended` fails it with that thread's line (one raised from it too), as the entry's."""
 
     def __init__(self, pass_name: str, path: Path, gpu_less: bool) -> None:
         self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
@@ -155,15 +154,11 @@ class ThreadRaised:
         )
 
     def _refused(self, exc: BaseException | None) -> BaseException | None:
-        """What only this pass refuses in `exc`'s chain (`exc`, or what it was raised from
-        or while handling: a thread that caught it and raised its own error died of it)."""
-        seen: set[int] = set()
-        while exc is not None and id(exc) not in seen:
-            if isinstance(exc, DiscardedReadError) or (
-                self.gpu_less and isinstance(exc, DeviceError)
-            ):
+        """What only this pass refuses in `exc`'s chain (it, or what it rose from or in)."""
+        kinds = (DiscardedReadError, DeviceError) if self.gpu_less else DiscardedReadError
+        for _ in range(64):  # (a chain may loop)
+            if exc is None or isinstance(exc, kinds):
                 return exc
-            seen.add(id(exc))
             exc = exc.__cause__ or exc.__context__
         return None
 
