@@ -1,9 +1,9 @@
 """Bundles named by URL: `https://` (`http://` only to this machine) and `s3://bucket/key`.
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
-once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without the credentials
-or query signing fields it names, `location.kept_as`: a presigned URL signed anew is the same copy; under
-trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took never
+once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without its credentials
+and its query's signing fields, `location.kept_as`: a presigned URL signed anew is the same
+copy; under trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took never
 replaces what a keyed one serves,
 nor one key set's another's; an upgraded keyed reader's first copy is the keyless one where its
 keys trust it, `warmcli.bundle.remote_seed`), under that folder's lock (waited for
