@@ -124,6 +124,8 @@ class _Production:
                 return None
             self.path, self.write = str(default), write
             return self.bundle
+        if named.lower() in ("0", "false", "no", "off") and not os.path.lexists(named):
+            raise BundleError(f"WARM_BUNDLE={named}: no such bundle (to load none, set it empty)")
         self.bundle = self._unless_locked(named, write, trusted(None))
         if self.bundle is None:  # locked past the wait: cold, and not waited for again
             self.looked = True
