@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from test_leftovers42a import FILLS, HOLD  # the workload and the lock holder
 
 from warmcli import Bundle, Kernel, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.backends.host.device import HostDevice
@@ -138,22 +139,6 @@ input()  # the lock is free now
 time.sleep(0.4)
 launch(5), launch(6)
 print(str(warmcli.report()).splitlines()[0], flush=True)
-"""
-FILLS = """
-from warmcli import Kernel
-DEVICE = "host"
-SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
-def workload(rt):
-    for d in (3, 5, 6):
-        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), rt.buffer(5, "float64"), 5)
-"""
-HOLD = """
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN EXCLUSIVE")
-print("held", flush=True)
-input()
-c.execute("ROLLBACK")
 """
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import Warm
+from test_leftovers42b import THREADED as THREADED_42B
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 
@@ -97,26 +98,7 @@ def test_a_staged_record_array_is_held_as_its_bytes_byte_for_byte() -> None:
 
 # -- a thread ended by what only the pass refuses ------------------------------------------
 
-THREADED = """
-import concurrent.futures
-import threading
-import numpy as np
-import pycuda.autoinit
-import pycuda.driver as drv
-from pycuda.compiler import SourceModule
-
-def work():
-    mod = SourceModule("__global__ void t(float *x) { x[0] = 1.0f; }")
-    WANT_GPU
-    mod.get_function("t")(drv.mem_alloc(16), block=(1, 1, 1))
-
-def main():
-    threads = [threading.Thread(target=work, name=f"w{i}") for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-"""
+THREADED = "import concurrent.futures\n" + THREADED_42B  # its threads, and a pool
 CHAINED = """try:
         drv.get_driver_version()
     except drv.Error as exc:
