@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import Warm
 
+from warmcli.bundle.http_open import redirect_refused
 from warmcli.bundle.location import shown, url_text
 from warmcli.bundle.store import Bundle
 from warmcli.errors import RemoteError
@@ -111,3 +112,65 @@ def test_a_password_holding_slash_question_or_hash_is_never_shown(
     assert shown("https://h:abc/b.warm") == "https://h:abc/b.warm"
     assert shown("https://h:8/p@th/b.warm") == "https://h:8/p@th/b.warm"
     assert shown("https://[::1]:8/x@y") == "https://[::1]:8/x@y"
+
+
+def test_credentials_are_sent_as_the_bytes_they_name(
+    warm: Warm, tmp_path: Path, body: bytes, servers: list[Server]
+) -> None:
+    store = Server(body)
+    servers.append(store)
+    host = store.base.removeprefix("http://")
+    cases = [
+        ("u:p%FFq", b"u:p\xffq"),  # no UTF-8: the byte itself, as curl sends it
+        ("u:%C3%A9", "u:é".encode()),
+        ("u:a%00b%0Ac", b"u:a\x00b\nc"),  # inert inside base64
+        ("u:a:b", b"u:a:b"),  # a `:` in the password
+        (":pass", b":pass"),  # an empty user
+        ("u:" + "x" * 10_000, b"u:" + b"x" * 10_000),
+    ]
+    for n, (userinfo, raw) in enumerate(cases):
+        proc = warm("pull", f"http://{userinfo}@{host}/b.warm", tmp_path / f"{n}.warm")
+        assert proc.returncode == 0, proc.stderr
+        assert store.seen[-1][1] == _basic(raw), (userinfo, store.seen[-1][1][:40])
+        assert userinfo.partition(":")[2][:8] not in proc.stdout + proc.stderr
+
+
+def test_a_redirect_chain_and_a_redirect_to_another_scheme(
+    warm: Warm, tmp_path: Path, body: bytes, servers: list[Server]
+) -> None:
+    first, other = Server(body), Server(body)
+    servers += [first, other]
+    first.routes["/go"] = lambda: other.base + "/back"
+    other.routes["/back"] = lambda: first.base + "/b.warm"
+    first.routes["/gopher"] = "gopher://u:Zq9Wk7@elsewhere/b.warm?X-Amz-Signature=SIGq"
+    first.routes["/file"] = "file:///etc/passwd?sig=SIGq"
+    first.routes["/broken"] = "http://[x/b.warm?sig=SIGq"
+    host = first.base.removeprefix("http://")
+    # same origin -> another -> back: the credentials are not sent again (as requests does)
+    proc = warm("pull", f"http://u:Zq9Wk7@{host}/go", tmp_path / "chain.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert first.seen == [("/go", _basic(b"u:Zq9Wk7")), ("/b.warm", None)], first.seen
+    assert other.seen == [("/back", None)], other.seen
+    for path in ("/gopher", "/file", "/broken"):
+        proc = warm("pull", f"http://u:Zq9Wk7@{host}{path}?sig=SIGq", tmp_path / "x.warm")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "refused" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert "Zq9" not in proc.stderr and "SIGq" not in proc.stderr, proc.stderr
+    assert redirect_refused("http://127.0.0.1/a", "ftp://127.0.0.1/b") is not None
+
+
+def test_a_proxy_never_sees_a_request_to_this_machine(
+    warm: Warm, tmp_path: Path, body: bytes, servers: list[Server]
+) -> None:
+    """Plain http:// is taken for this machine only, as it stays here: a proxy named by
+    `http_proxy` (no `no_proxy`) would get the bundle in plain text, and the password."""
+    store, proxy = Server(body), Server(b"proxied")
+    servers += [store, proxy]
+    env = {k: v for k, v in warm.env.items() if k.lower() != "no_proxy"}
+    proxied = Warm(dict(env, http_proxy=proxy.base, HTTP_PROXY=proxy.base))
+    host = store.base.removeprefix("http://")
+    for where in (host, host.replace("127.0.0.1", "localhost")):
+        proc = proxied("pull", f"http://u:Zq9Wk7@{where}/b.warm", tmp_path / "p.warm")
+        assert proc.returncode == 0, proc.stderr
+    assert proxy.seen == [], proxy.seen
+    assert [s[1] for s in store.seen] == [_basic(b"u:Zq9Wk7")] * 2
