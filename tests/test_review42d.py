@@ -11,6 +11,7 @@ a refusal noted by an earlier warm, naming the URL whole, is never said again.
 from __future__ import annotations
 
 import base64
+import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -174,3 +175,26 @@ def test_a_proxy_never_sees_a_request_to_this_machine(
         assert proc.returncode == 0, proc.stderr
     assert proxy.seen == [], proxy.seen
     assert [s[1] for s in store.seen] == [_basic(b"u:Zq9Wk7")] * 2
+
+
+def test_a_refusal_noted_by_an_earlier_warm_is_never_said_again(
+    warm: Warm, tmp_path: Path, body: bytes, servers: list[Server]
+) -> None:
+    """Stop 41's warm noted a refused download with the URL whole (`?key=` and all); a
+    note that does not name the URL as it is shown now is not believed: asked afresh."""
+    store = Server(body)
+    servers.append(store)
+    url = store.base + "/b.warm?key=APIKEY42"
+    assert warm("pull", url, tmp_path / "a.warm").returncode == 0
+    store.body = b"no bundle"
+    proc = warm("stats", url)
+    assert "using the last good copy" in proc.stderr and "APIKEY42" not in proc.stderr
+    (meta_path,) = (Path(warm.env["WARM_HOME"]) / "remote").glob("*/meta.json")
+    meta = json.loads(meta_path.read_text())
+    assert meta["refused_why"].startswith(shown(url) + ": download refused: ")
+    meta["refused_why"] = meta["refused_why"].replace(shown(url), url)  # as stop 41 wrote it
+    meta_path.write_text(json.dumps(meta))
+    proc = warm("stats", url)
+    assert "using the last good copy" in proc.stderr, proc.stderr
+    assert "APIKEY42" not in proc.stderr, proc.stderr
+    assert "APIKEY42" not in meta_path.read_text()  # noted anew, as shown
