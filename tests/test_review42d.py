@@ -22,7 +22,7 @@ import pytest
 from conftest import Warm
 
 from warmcli.bundle.http_open import redirect_refused
-from warmcli.bundle.location import shown, url_text
+from warmcli.bundle.location import kept_as, shown, url_text
 from warmcli.bundle.store import Bundle
 from warmcli.errors import RemoteError
 
@@ -198,3 +198,16 @@ def test_a_refusal_noted_by_an_earlier_warm_is_never_said_again(
     assert "using the last good copy" in proc.stderr, proc.stderr
     assert "APIKEY42" not in proc.stderr, proc.stderr
     assert "APIKEY42" not in meta_path.read_text()  # noted anew, as shown
+
+
+def test_a_legacy_or_sas_field_is_a_signature_only_beside_the_field_that_signs_it() -> None:
+    """Pure logic (fakes: no store): `?sp=a.warm` and `?sp=b.warm` name two objects, two
+    kept copies; beside `sig` (an Azure SAS), `sp` is signed anew with it: one copy."""
+    assert kept_as("https://h/get?sp=a.warm") != kept_as("https://h/get?sp=b.warm")
+    assert kept_as("https://h/get?Expires=a") != kept_as("https://h/get?Expires=b")
+    assert kept_as("https://h/b.warm?sv=1&sp=r&se=2&SIG=x&name=a") == "https://h/b.warm?name=a"
+    signed = "https://h/b.warm?Expires={}&Signature={}&AWSAccessKeyId=k&versionId=4"
+    assert kept_as(signed.format(1, 2)) == kept_as(signed.format(3, 4))
+    assert kept_as(signed.format(1, 2)) == "https://h/b.warm?versionId=4"
+    # always a signature's: X-Amz-*, X-Goog-*, a token, whatever else is there
+    assert kept_as("https://h/b.warm?X-Goog-Expires=1&token=t&sp=a") == "https://h/b.warm?sp=a"

@@ -109,32 +109,44 @@ def _cut_password(netloc: str, rest: str) -> bool:
 
 # A query's signing fields (S3's and GCS's presigned URLs, their legacy forms, CloudFront's,
 # Azure's SAS, a bearer token): signed anew, the same object; any other field names another.
-_SIGNING = frozenset(
-    {"awsaccesskeyid", "signature", "expires", "policy", "key-pair-id", "googleaccessid"}
-    | {"token", "access_token", "sig", "se", "st", "sp", "sv", "sr", "ss", "srt", "spr", "si"}
-    | {"sip", "skoid", "sktid", "skt", "ske", "sks", "skv"}
-)
+# A legacy or SAS field (`Expires`, `sp`, `st`...) is one only beside the field that signs
+# it (`Signature`, `sig`): else, as `?sp=a.warm`, it may name another object.
+_SIGNED_BY = {
+    "signature": {"awsaccesskeyid", "expires", "policy", "key-pair-id", "googleaccessid"},
+    "sig": {"se", "st", "sp", "sv", "sr", "ss", "srt", "spr", "si", "sip", "skoid", "sktid"}
+    | {"skt", "ske", "sks", "skv", "sdd", "ses"},
+}
+_TOKENS = frozenset({"token", "access_token"})
 
 
 def kept_as(url: str) -> str:
     """What a URL's kept copy is known by: the URL without its credentials and its query's
-    signing fields (`_SIGNING`, `X-Amz-*`, `X-Goog-*`: a presigned URL signed anew is the
-    same object), the other fields kept, in their order (`?versionId=2`, `?name=a.warm`
-    name other objects); itself where it has neither."""
+    signing fields (`X-Amz-*`, `X-Goog-*`, a `token`, and `_SIGNED_BY`'s where the field
+    that signs them is there: a presigned URL signed anew is the same object), the other
+    fields kept, in their order (`?versionId=2`, `?name=a.warm` name other objects);
+    itself where it has neither."""
     head, netloc, path, query, fragment = url_parts(url)
     if not query and "@" not in netloc:
         return url
-    fields = [f for f in (query or "").split("&") if f and not _signing(f)]
-    kept = "?" + "&".join(fields) if fields else ""
-    return f"{head}{netloc.rpartition('@')[2]}{path}{kept}" + (
-        "" if fragment is None else "#" + fragment
+    fields = [f for f in (query or "").split("&") if f]
+    names = {_name(f) for f in fields}
+    signing = _TOKENS.union(*(_SIGNED_BY[s] | {s} for s in _SIGNED_BY if s in names))
+    kept = [f for f in fields if not _signing(_name(f), signing)]
+    return (
+        f"{head}{netloc.rpartition('@')[2]}{path}"
+        + ("?" + "&".join(kept) if kept else "")
+        + ("" if fragment is None else "#" + fragment)
     )
 
 
-def _signing(field: str) -> bool:
-    """Whether a query's `name=value` field is one a new signature changes."""
-    name = unquote(field.partition("=")[0]).lower()
-    return name in _SIGNING or name.startswith(("x-amz-", "x-goog-"))
+def _name(field: str) -> str:
+    """A query's `name=value` field's name, as compared: decoded, in lower case."""
+    return unquote(field.partition("=")[0]).lower()
+
+
+def _signing(name: str, signing: frozenset[str]) -> bool:
+    """Whether a query's field `name` is one a new signature changes."""
+    return name in signing or name.startswith(("x-amz-", "x-goog-"))
 
 
 def url_parts(url: str) -> tuple[str, str, str, str | None, str | None]:
