@@ -3,14 +3,17 @@
 `said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
 plain http:// to another machine (refused); `failed` says a store's HTTP refusal (a 404:
 nothing was pushed there yet). `TIMEOUT` is the wait for a store's answer.
-`urlopen` opens a request, following a redirect only where `redirect_refused` finds
-nothing against it (never from https:// down to plain http://, nor to plain http://
-elsewhere, nor to a URL naming credentials), the request's credentials
-(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth) sent along only to the
-same origin, each wait (the connection, the answer, a read) `timeout` seconds at most;
-under a `Deadline`, every connection it opens is shut when the deadline passes, whatever
-it waits for (a store that drips its headers a byte at a time, each byte within the
-wait, is stopped there too); an upload's deadline bounds only the wait for its answer.
+`urlopen` opens a request, following a redirect only where `redirect_refused` finds nothing
+against it (never from https:// down to plain http://, nor to plain http:// elsewhere, nor
+to another scheme, nor to a URL naming credentials: each said as `shown`), the request's
+credentials (`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape
+the byte it names) sent along only to the same origin (not again once a chain of redirects
+left it), never through a proxy to this machine (`http_proxy` would take a plain http://
+request, and its password, off it), each wait (the connection, the answer, a read) `timeout`
+seconds at most; under a `Deadline`, every connection it opens is shut when the deadline
+passes, whatever it waits for (a store that drips its headers a byte at a time, each byte
+within the wait, is stopped there too); an upload's deadline bounds only the wait for its
+answer.
 A `Deadline` owns its timer and the sockets it watches; this module never prints.
 """
 
@@ -104,6 +107,8 @@ def redirect_refused(origin: str, to: str) -> str | None:
     """Why a redirect from `origin` to `to` is not followed, or None: never from https://
     down to plain http:// (this machine's too), nor to plain http:// elsewhere, nor to a
     URL naming credentials (`user:pass@`: they would be read as part of its host)."""
+    if urlsplit(to).scheme not in ("https", "http"):
+        return "only https:// (or http:// to this machine) is followed"
     if urlsplit(origin).scheme == "https" and urlsplit(to).scheme != "https":
         return "never from https:// down to plain http://: anyone on the way could change it"
     if "@" in urlsplit(to).netloc:
@@ -114,10 +119,11 @@ def redirect_refused(origin: str, to: str) -> str | None:
 def without_credentials(url: str) -> tuple[str, str | None]:
     """`url` without the credentials it names (`https://user:pass@host/`, or a token alone,
     `https://token@host/`), and those as an HTTP Basic `Authorization` value (percent-
-    decoded, as pip and curl read them; a token is the user, its password empty); else
-    `url` itself and None."""
+    decoded to the bytes the escapes name, as curl sends them: `%FF` is the byte 0xFF, not
+    UTF-8's replacement character; a token is the user, its password empty); else `url`
+    itself and None."""
     import base64
-    from urllib.parse import unquote
+    from urllib.parse import unquote_to_bytes
 
     from warmcli.bundle.location import url_parts
 
@@ -126,7 +132,7 @@ def without_credentials(url: str) -> tuple[str, str | None]:
     if not at:
         return url, None
     user, _, password = userinfo.partition(":")
-    token = f"{unquote(user)}:{unquote(password)}".encode()
+    token = unquote_to_bytes(user) + b":" + unquote_to_bytes(password)
     tail = ("" if query is None else "?" + query) + ("" if fragment is None else "#" + fragment)
     return head + host + path + tail, "Basic " + base64.b64encode(token).decode("ascii")
 
@@ -152,23 +158,45 @@ def urlopen(
     the URL as `name` (`location.shown`'s), else as shown."""
     import http.client
     import urllib.request
+    from urllib.parse import urljoin
 
     from warmcli.bundle.location import shown
 
+    def refuse(origin: str, to: str) -> None:
+        try:
+            why = redirect_refused(origin, to)
+        except ValueError:  # urlsplit's: `http://[x/` names no host it can read
+            why = "it is no URL"
+        if why:
+            named = name or shown(request.full_url)
+            raise RemoteError(f"{named}: redirect to {said(shown(to))} refused ({why})")
+
     class Redirects(urllib.request.HTTPRedirectHandler):
+        def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any) -> Any:
+            to = headers.get("location") or headers.get("uri")
+            if to:  # judged before urllib's own refusal of a scheme, which echoes it whole
+                with contextlib.suppress(ValueError):  # (then said as no URL)
+                    to = urljoin(req.full_url, to)
+                refuse(req.full_url, to)
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
         def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
-            why = redirect_refused(args[0].full_url, args[-1])
-            if why:
-                to = said(shown(args[-1]))
-                named = name or shown(request.full_url)
-                raise RemoteError(f"{named}: redirect to {to} refused ({why})")
+            refuse(args[0].full_url, args[-1])
             new = super().redirect_request(*args)
             auth = args[0].unredirected_hdrs.get("Authorization")
             if new is not None and auth and _origin(args[0].full_url) == _origin(new.full_url):
                 new.add_unredirected_header("Authorization", auth)
             return new
 
-    handlers: list[Any] = [Redirects]
+    class Proxies(urllib.request.ProxyHandler):  # the environment's, never for this machine
+        def proxy_open(self, req: Any, proxy: str, kind: str) -> Any:
+            if loopback(urlsplit(req.full_url).hostname):
+                return None  # plain http:// is taken for this machine only: it stays here
+            return super().proxy_open(req, proxy, kind)
+
+    handlers: list[Any] = [Redirects, Proxies]
     if deadline is not None:
 
         class Watched(http.client.HTTPConnection):  # its socket watched, its answer timed

@@ -4,12 +4,12 @@ which a bundle named by path never needs); and whether a path that a whole new f
 renamed over (a merge's OUT, a pull's PATH) names something that is no regular file; and
 whether a URL's text can be sent at all (`url_text`: its port a number from 1 to 65535, an
 http(s) one naming a host, holding no space or control character, an `s3://` one no
-credentials); `url_parts` splits one as `urlsplit` does, dropping nothing. `shown` is how
-every place that shows a bundle's location shows a URL: its password or token and its query
-(a presigned signature, `?token=`) withheld; `kept_as` is the URL a kept copy is known by
-(neither credentials nor a query's signing fields: a new signature of the same object is
-the same copy). It holds no state, reads no
-file's content and never fetches."""
+credentials, nor a password holding `/`, `?` or `#` unencoded); `url_parts` splits one as
+`urlsplit` does, dropping nothing. `shown` is how every place that shows a bundle's location
+shows a URL: its password or token and its query (a presigned signature, `?token=`) withheld
+(a password cut short by a `/`, `?` or `#` too); `kept_as` is the URL a kept copy is known
+by (neither credentials nor a query's signing fields: a new signature of the same object is
+the same copy). It holds no state, reads no file's content and never fetches."""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def url_text(url: str) -> str:
             f"{printable(shown(url))}: an http(s) URL holds no space or control character: "
             "percent-encode it (a space is %20)"
         )
+    head, netloc = url_parts(url)[:2]
+    if _cut_password(netloc, url[len(head) + len(netloc) :]):
+        raise RemoteError(
+            f"{printable(shown(url))}: its password holds a /, ? or # as it is: percent-encode "
+            "it (/ is %2F, ? is %3F, # is %23)"
+        )
     _, at, host = parts.netloc.rpartition("@")
     _, colon, port = host.rpartition("]")[2].rpartition(":")  # after an IPv6 address's ]
     if colon and port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
@@ -76,9 +82,13 @@ def shown(location: str | os.PathLike[str]) -> str:
     try:
         if not urlsplit(text).scheme:
             return text
-    except ValueError:
-        return text
+    except ValueError:  # `http://[x/?sig=`, a store's redirect: withheld all the same
+        if not text.partition("://")[0].isalpha():
+            return text
     head, netloc, path, query, fragment = url_parts(text)
+    rest = text[len(head) + len(netloc) :]
+    if _cut_password(netloc, rest):  # `u:***@` and what follows the `@` that ends it
+        return shown(f"{head}{netloc.partition(':')[0]}:***@{rest.partition('@')[2]}")
     userinfo, at, host = netloc.rpartition("@")
     user, colon, _ = userinfo.partition(":")
     if at:
@@ -89,34 +99,54 @@ def shown(location: str | os.PathLike[str]) -> str:
     return f"{head}{netloc}{path}{tail}"
 
 
+def _cut_password(netloc: str, rest: str) -> bool:
+    """Whether a URL's netloc ends inside a password holding `/`, `?` or `#` unencoded
+    (`https://u:pa/ss@host/`: its netloc `u:pa`, no `@` in it, its port no number or none, an
+    `@` in what follows it, `rest`): what follows its `:` is never shown, nor its port."""
+    _, colon, port = netloc.rpartition("]")[2].partition(":")  # (after an IPv6 address's ])
+    return "@" not in netloc and bool(colon) and not port.isdigit() and "@" in rest
+
+
 # A query's signing fields (S3's and GCS's presigned URLs, their legacy forms, CloudFront's,
 # Azure's SAS, a bearer token): signed anew, the same object; any other field names another.
-_SIGNING = frozenset(
-    {"awsaccesskeyid", "signature", "expires", "policy", "key-pair-id", "googleaccessid"}
-    | {"token", "access_token", "sig", "se", "st", "sp", "sv", "sr", "ss", "srt", "spr", "si"}
-    | {"sip", "skoid", "sktid", "skt", "ske", "sks", "skv"}
-)
+# A legacy or SAS field (`Expires`, `sp`, `st`...) is one only beside the field that signs
+# it (`Signature`, `sig`): else, as `?sp=a.warm`, it may name another object.
+_SIGNED_BY = {
+    "signature": {"awsaccesskeyid", "expires", "policy", "key-pair-id", "googleaccessid"},
+    "sig": {"se", "st", "sp", "sv", "sr", "ss", "srt", "spr", "si", "sip", "skoid", "sktid"}
+    | {"skt", "ske", "sks", "skv", "sdd", "ses"},
+}
+_TOKENS = frozenset({"token", "access_token"})
 
 
 def kept_as(url: str) -> str:
     """What a URL's kept copy is known by: the URL without its credentials and its query's
-    signing fields (`_SIGNING`, `X-Amz-*`, `X-Goog-*`: a presigned URL signed anew is the
-    same object), the other fields kept, in their order (`?versionId=2`, `?name=a.warm`
-    name other objects); itself where it has neither."""
+    signing fields (`X-Amz-*`, `X-Goog-*`, a `token`, and `_SIGNED_BY`'s where the field
+    that signs them is there: a presigned URL signed anew is the same object), the other
+    fields kept, in their order (`?versionId=2`, `?name=a.warm` name other objects);
+    itself where it has neither."""
     head, netloc, path, query, fragment = url_parts(url)
     if not query and "@" not in netloc:
         return url
-    fields = [f for f in (query or "").split("&") if f and not _signing(f)]
-    kept = "?" + "&".join(fields) if fields else ""
-    return f"{head}{netloc.rpartition('@')[2]}{path}{kept}" + (
-        "" if fragment is None else "#" + fragment
+    fields = [f for f in (query or "").split("&") if f]
+    names = {_name(f) for f in fields}
+    signing = _TOKENS.union(*(_SIGNED_BY[s] | {s} for s in _SIGNED_BY if s in names))
+    kept = [f for f in fields if not _signing(_name(f), signing)]
+    return (
+        f"{head}{netloc.rpartition('@')[2]}{path}"
+        + ("?" + "&".join(kept) if kept else "")
+        + ("" if fragment is None else "#" + fragment)
     )
 
 
-def _signing(field: str) -> bool:
-    """Whether a query's `name=value` field is one a new signature changes."""
-    name = unquote(field.partition("=")[0]).lower()
-    return name in _SIGNING or name.startswith(("x-amz-", "x-goog-"))
+def _name(field: str) -> str:
+    """A query's `name=value` field's name, as compared: decoded, in lower case."""
+    return unquote(field.partition("=")[0]).lower()
+
+
+def _signing(name: str, signing: frozenset[str]) -> bool:
+    """Whether a query's field `name` is one a new signature changes."""
+    return name in signing or name.startswith(("x-amz-", "x-goog-"))
 
 
 def url_parts(url: str) -> tuple[str, str, str, str | None, str | None]:

@@ -1,29 +1,30 @@
 """Bundles named by URL: `https://` (`http://` only to this machine) and `s3://bucket/key`.
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
-once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without its credentials
-and its query's signing fields, `location.kept_as`: a presigned URL signed anew is the same
-copy; under trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took never
-replaces what a keyed one serves,
-nor one key set's another's; an upgraded keyed reader's first copy is the keyless one where its
-keys trust it, `warmcli.bundle.remote_seed`), under that folder's lock (waited for
-`WARM_REMOTE_DEADLINE` at most: then as a store that cannot be reached), into a unique temporary
-file (`warmcli.bundle.received`: bounded in size and time, removed on any failure, a killed
-fetch's by the next) that is checked (its size, the sha256 the store states: an S3 object's
-metadata, also as an https:// answer's `x-amz-meta-sha256` header, then `warm verify`'s
-integrity check) before one atomic rename publishes it. The ETag (or sha256) is remembered
-beside it: the next fetch asks the store whether it changed (a conditional GET, an S3 HEAD) and
-downloads only if so. What that folder holds is believed only when this user alone wrote it: a
-folder others may write is refused (`RemoteError`), a copy or its ETag that is a link or
-another's is removed and downloaded afresh, and a copy whose size or modification time is not
-what was remembered when it was published (replaced, cut short, written to) is downloaded
-afresh, not asked about by its ETag. When the store cannot be reached, sends something that is
-no bundle, or passes a bound, the last good copy is used and `Fetched.warning` says why (the
-caller shows it once); else `RemoteError`. Under trusted keys (`keys`), so is one they did not
-sign, where a last good copy stands in (with none, it is published, and opening it refuses it as
-any bundle). A download refused for what it holds (a newer warm's format) is remembered by its
-ETag and this warm's version: the next fetch asks whether the store still holds it (then says so
-again), never downloading it again at each process start.
+once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without its credentials and
+its query's signing fields, `location.kept_as`: a presigned URL signed anew is the same
+copy; under trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took
+never replaces what a keyed one serves, nor one key set's another's; an upgraded keyed reader's
+first copy is the keyless one where its keys trust it, `warmcli.bundle.remote_seed`), under
+that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that cannot be
+reached), into a unique temporary file (`warmcli.bundle.received`: bounded in size and time,
+removed on any failure, a killed fetch's by the next) that is checked (its size, the sha256 the
+store states: an S3 object's metadata, also as an https:// answer's `x-amz-meta-sha256` header,
+then `warm verify`'s integrity check) before one atomic rename publishes it. The ETag (or
+sha256) is remembered beside it: the next fetch asks the store whether it changed (a
+conditional GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only
+when this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
+its ETag that is a link or another's is removed and downloaded afresh, and a copy whose size or
+modification time is not what was remembered when it was published (replaced, cut short,
+written to) is downloaded afresh, not asked about by its ETag. When the store cannot be
+reached, sends something that is no bundle, or passes a bound, the last good copy is used and
+`Fetched.warning` says why (the caller shows it once); else `RemoteError`. Under trusted keys
+(`keys`), so is one they did not sign, where a last good copy stands in (with none, it is
+published, and opening it refuses it as any bundle). A download refused for what it holds (a
+newer warm's format) is remembered by its ETag and this warm's version: the next fetch asks
+whether the store still holds it (then says so again), never downloading it again at each
+process start; a note that names the URL otherwise than `shown` does (an earlier warm's, which
+may hold its password) is never said: asked afresh.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
 that state of the file, writers waiting, while it is copied into an anonymous temporary file,
 `warmcli.bundle.push_copy`: the upload holds up no writer and no reader; an https:// store's
@@ -151,7 +152,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         # A download this warm refused, by its ETag: the store is asked whether it still
         # holds that one (then said again, not downloaded again at every process start).
         reader = _READER + (f" keys {_named(keys)}" if keys is not None else "")
-        refused = meta.get("refused") if meta.get("refused_by") == reader else None
+        # (a note naming the URL otherwise, an earlier warm's, may hold its password: unsaid)
+        ours = str(meta.get("refused_why")).startswith(f"{name}: download refused: ")
+        refused = meta.get("refused") if meta.get("refused_by") == reader and ours else None
         try:
             got = _store(url).download(refused or meta.get("etag"), folder, limits)
         except RemoteError as exc:
