@@ -2,7 +2,8 @@
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
 once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without the credentials
-or query signing fields it names, `location.kept_as`: a presigned URL signed anew is the same copy; under
+or query signing fields it names, `location.kept_as`: a presigned URL signed anew is the same
+copy; under
 trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took never
 replaces what a keyed one serves,
 nor one key set's another's; an upgraded keyed reader's first copy is the keyless one where its
@@ -84,7 +85,7 @@ from warmcli.bundle.remote_seed import seed, untrusted
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import PushInterrupted, RemoteError
-from warmcli.home import make_folder, private, warm_home, write_private
+from warmcli.home import make_folder, no_home_why, private, warm_home, write_private
 
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
 # reads (a build of one version that reads a newer format downloads it anew).
@@ -125,7 +126,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         folder.mkdir(exist_ok=True, mode=0o700)
         st = os.lstat(folder)
     except OSError as exc:
-        raise RemoteError(f"{name}: its local copy cannot be kept in {folder}: {exc}") from None
+        why = no_home_why()  # no home: why, not "/dev/null/warm: Not a directory"
+        where = f": {why}: set WARM_HOME to a folder of your own" if why else f" in {folder}: {exc}"
+        raise RemoteError(f"{name}: its local copy cannot be kept{where}") from None
     if not (stat.S_ISDIR(st.st_mode) and private(st)):  # before its lock file is opened
         raise RemoteError(
             f"{name}: its local copy cannot be kept in {folder}: others may write there (or it "
