@@ -14,8 +14,7 @@ written all or none (`write_new`: a key pair); the default
 bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
 folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
-reads them; its only state is platformdirs' answer, once per value of what it reads, and
-why a home-less process took no `warm-<uid>` in `TMPDIR` (`no_home_why`).
+reads them; its only state is platformdirs' answer, once per value of what it reads.
 """
 
 from __future__ import annotations
@@ -174,9 +173,14 @@ def no_home_cache() -> str:
     rename it (another's, writable by others, a link, no folder, one in a folder writable
     by all without the sticky bit) is not taken: `UNUSABLE_HOME` instead, where nothing is
     kept (host libraries go to a temporary folder of the process, as where any home cannot
-    be written), and `no_home_why` says why. Made and looked at again at each call: once
+    be written): `no_home_why` says why. Made and looked at again at each call: once
     this user's folder is in a sticky folder, no other user can replace it. What warm
     believes inside is checked as in any home (`private`)."""
+    return _no_home_cache()[0]
+
+
+def _no_home_cache() -> tuple[str, str]:
+    """`no_home_cache`'s answer, and why it is `UNUSABLE_HOME` ("" where it is not)."""
     import stat
 
     uid = os.getuid() if hasattr(os, "getuid") else None
@@ -184,48 +188,45 @@ def no_home_cache() -> str:
     base = given if given and os.path.isabs(given) else "/tmp"
     path = os.path.join(base, f"warm-{'user' if uid is None else uid}")
     shown = f"TMPDIR={base}" if base == given else base
-    _refused.clear()
     try:
         above = os.stat(base)  # (a link to it is the user's own choice)
         if uid is not None and (
             above.st_uid not in (uid, 0) or above.st_mode & 0o1002 == 0o002
         ):  # another user could rename this user's folder away and put one of theirs there
-            return _no_home(f"{shown} is another user's, or writable by all with no sticky bit")
+            return (
+                UNUSABLE_HOME,
+                f"{shown} is another user's, or writable by all with no sticky bit",
+            )
         with contextlib.suppress(FileExistsError):  # another's, or this user's from before
             os.mkdir(path, 0o700)
         st = os.lstat(path)  # never followed: a link another user planted is not taken
     except OSError as exc:
-        return _no_home(f"{path} cannot be made ({exc.strerror})")
+        return UNUSABLE_HOME, f"{path} cannot be made ({exc.strerror})"
     if uid is None:
-        return path
+        return path, ""
     if stat.S_ISLNK(st.st_mode):
         from warmcli.printable import printable  # (a link another user named: shown safely)
 
         with contextlib.suppress(OSError):
-            return _no_home(f"{path} is a symbolic link (to {printable(os.readlink(path))})")
+            return UNUSABLE_HOME, f"{path} is a symbolic link (to {printable(os.readlink(path))})"
     if not stat.S_ISDIR(st.st_mode):
-        return _no_home(f"{path} is there and no folder")
+        return UNUSABLE_HOME, f"{path} is there and no folder"
     if st.st_uid != uid:
-        return _no_home(f"{path} belongs to another user (uid {st.st_uid})")
+        return UNUSABLE_HOME, f"{path} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o022:
-        return _no_home(f"{path} is writable by others than you (mode {st.st_mode & 0o777:o})")
-    return path
-
-
-_refused: list[str] = []  # why the last `no_home_cache` took no home (at most one reason)
-
-
-def _no_home(why: str) -> str:
-    _refused.append(why)
-    return UNUSABLE_HOME
+        return UNUSABLE_HOME, f"{path} is writable by others than you (mode {st.st_mode & 0o777:o})"
+    return path, ""
 
 
 def no_home_why() -> str:
     """Why warm has no home ("" where it has one, or `WARM_HOME` names one): a uid with no
     passwd entry and no `HOME`, whose `warm-<uid>` in `TMPDIR` was not taken."""
-    if config.home() or home_dir() != UNUSABLE_HOME or not _refused:
+    if config.home() or home_dir() != UNUSABLE_HOME:
         return ""
-    return f"no HOME for uid {os.getuid()} (unset or /, and no passwd entry), and {_refused[0]}"
+    why = _no_home_cache()[1]  # (looked at again: no state kept between calls)
+    return (
+        f"no HOME for uid {os.getuid()} (unset or /, and no passwd entry), and {why}" if why else ""
+    )
 
 
 def private(st: os.stat_result) -> bool:
