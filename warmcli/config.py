@@ -132,6 +132,11 @@ def user_home(environ: Environ | None = None) -> str | None:
     return _env(environ).get("HOME")
 
 
+def tmpdir(environ: Environ | None = None) -> str | None:
+    """`TMPDIR`, where a uid with no home keeps warm's home (warmcli.home)."""
+    return _env(environ).get("TMPDIR")
+
+
 def android_app(environ: Environ | None = None) -> bool:
     """Whether the environment is an Android app's (platformdirs' test of it)."""
     env = _env(environ)

@@ -68,9 +68,15 @@ def default_bundle_path(*, strict: bool = False) -> Path:
     """The bundle `warm run` writes without `--bundle`: `bundle.warm` in warm's home.
     `strict` (warm's commands) refuses a `WARM_HOME` that is there and no directory, or
     that lies below a file: what they keep in it would fail with a bare "Not a directory";
-    and a default bundle others may write (`others_may_write`): its kernels would be loaded."""
+    and a default bundle others may write (`others_may_write`): its kernels would be loaded;
+    and a uid with no home whose `warm-<uid>` in `TMPDIR` was not taken (`no_home_why`)."""
     if strict:
         refuse_no_directory()
+        if why := no_home_why():  # else: "cannot make warm's home /dev/null/warm"
+            raise ConfigError(
+                f"warm has no home for the default bundle: {why}: set WARM_HOME to a folder "
+                "of your own, or name a bundle with --bundle"
+            )
     path = warm_home() / "bundle.warm"
     # (a link to no file too: warm would make the file it names, wherever that is)
     why = others_may_write(str(path)) if strict and os.path.lexists(path) else ""
@@ -108,7 +114,8 @@ def _user_cache(xdg_cache_home: str | None) -> str:
     if home == "/" and not xdg_cache_home and _no_passwd_entry():
         return no_home_cache()  # a container runtime's HOME for a uid it knows no home of
     plain = _plain_user_cache(xdg_cache_home, home)
-    return plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
+    found = plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
+    return found if found is not None else no_home_cache()  # (made and checked at each call)
 
 
 @functools.cache
@@ -140,41 +147,86 @@ def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | Non
 
 
 @functools.cache
-def _platformdirs_cache(xdg_cache_home: str | None, home: str | None) -> str:
+def _platformdirs_cache(xdg_cache_home: str | None, home: str | None) -> str | None:
     """platformdirs' answer, once per value of the variables it reads (it takes ~0.1 ms);
-    where it has none (`HOME` unset and no passwd entry for this uid, as a container run
-    under a random uid: it raises, or an older one answers `~/.cache/warm` relative to the
-    working folder), `warm-<uid>` in the temporary directory (`no_home_cache`)."""
+    None where it has none (`HOME` unset and no passwd entry for this uid, as a container
+    run under a random uid: it raises, or an older one answers `~/.cache/warm` relative to
+    the working folder): then warm's home is `no_home_cache`'s."""
     from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
 
     try:
         answer = user_cache_dir("warm")
     except (RuntimeError, KeyError, OSError):  # "could not determine the home directory"
-        return no_home_cache()
-    return answer if os.path.isabs(answer) else no_home_cache()
+        return None
+    return answer if os.path.isabs(answer) else None
 
 
 UNUSABLE_HOME = "/dev/null/warm"  # no folder can be made there: every cache runs without
 
 
 def no_home_cache() -> str:
-    """warm's home where the user has none: `warm-<uid>` in `TMPDIR` (else `/tmp`), what a
-    read-only container's root leaves writable. That folder is shared with every user, so
-    one there that is not this user's own folder (another's, writable by every user, a
-    link) is not taken: `UNUSABLE_HOME` instead, where nothing is kept (host libraries go to
-    a temporary folder of the process, as where any home cannot be written). What warm
+    """warm's home where the user has none: `warm-<uid>` in `TMPDIR` (set and absolute,
+    else `/tmp`), what a read-only container's root leaves writable. That folder is shared
+    with every user, so it is made here, 0700 whatever the umask, before it is named, and
+    then looked at without following a link (as `XDG_RUNTIME_DIR`'s rule): one that is not
+    this user's own folder, writable by nobody else, in a folder where nobody else can
+    rename it (another's, writable by others, a link, no folder, one in a folder writable
+    by all without the sticky bit) is not taken: `UNUSABLE_HOME` instead, where nothing is
+    kept (host libraries go to a temporary folder of the process, as where any home cannot
+    be written): `no_home_why` says why. Made and looked at again at each call: once
+    this user's folder is in a sticky folder, no other user can replace it. What warm
     believes inside is checked as in any home (`private`)."""
+    return _no_home_cache()[0]
+
+
+def _no_home_cache() -> tuple[str, str]:
+    """`no_home_cache`'s answer, and why it is `UNUSABLE_HOME` ("" where it is not)."""
     import stat
-    import tempfile  # imported on first use: only a process with no home needs it
 
     uid = os.getuid() if hasattr(os, "getuid") else None
-    path = os.path.join(tempfile.gettempdir(), f"warm-{'user' if uid is None else uid}")
+    given = config.tmpdir()
+    base = given if given and os.path.isabs(given) else "/tmp"
+    path = os.path.join(base, f"warm-{'user' if uid is None else uid}")
+    shown = f"TMPDIR={base}" if base == given else base
     try:
-        st = os.lstat(path)
-    except OSError:
-        return path  # made, as warm makes its home, when first written
-    ours = uid is None or st.st_uid == uid
-    return path if stat.S_ISDIR(st.st_mode) and ours and not st.st_mode & 0o002 else UNUSABLE_HOME
+        above = os.stat(base)  # (a link to it is the user's own choice)
+        if uid is not None and (
+            above.st_uid not in (uid, 0) or above.st_mode & 0o1002 == 0o002
+        ):  # another user could rename this user's folder away and put one of theirs there
+            return (
+                UNUSABLE_HOME,
+                f"{shown} is another user's, or writable by all with no sticky bit",
+            )
+        with contextlib.suppress(FileExistsError):  # another's, or this user's from before
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)  # never followed: a link another user planted is not taken
+    except OSError as exc:
+        return UNUSABLE_HOME, f"{path} cannot be made ({exc.strerror})"
+    if uid is None:
+        return path, ""
+    if stat.S_ISLNK(st.st_mode):
+        from warmcli.printable import printable  # (a link another user named: shown safely)
+
+        with contextlib.suppress(OSError):
+            return UNUSABLE_HOME, f"{path} is a symbolic link (to {printable(os.readlink(path))})"
+    if not stat.S_ISDIR(st.st_mode):
+        return UNUSABLE_HOME, f"{path} is there and no folder"
+    if st.st_uid != uid:
+        return UNUSABLE_HOME, f"{path} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return UNUSABLE_HOME, f"{path} is writable by others than you (mode {st.st_mode & 0o777:o})"
+    return path, ""
+
+
+def no_home_why() -> str:
+    """Why warm has no home ("" where it has one, or `WARM_HOME` names one): a uid with no
+    passwd entry and no `HOME`, whose `warm-<uid>` in `TMPDIR` was not taken."""
+    if config.home() or home_dir() != UNUSABLE_HOME:
+        return ""
+    why = _no_home_cache()[1]  # (looked at again: no state kept between calls)
+    return (
+        f"no HOME for uid {os.getuid()} (unset or /, and no passwd entry), and {why}" if why else ""
+    )
 
 
 def private(st: os.stat_result) -> bool:

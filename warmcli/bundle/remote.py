@@ -85,7 +85,7 @@ from warmcli.bundle.remote_seed import seed, untrusted
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import PushInterrupted, RemoteError
-from warmcli.home import make_folder, private, warm_home, write_private
+from warmcli.home import make_folder, no_home_why, private, warm_home, write_private
 
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
 # reads (a build of one version that reads a newer format downloads it anew).
@@ -126,7 +126,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         folder.mkdir(exist_ok=True, mode=0o700)
         st = os.lstat(folder)
     except OSError as exc:
-        raise RemoteError(f"{name}: its local copy cannot be kept in {folder}: {exc}") from None
+        why = no_home_why()  # no home: why, not "/dev/null/warm: Not a directory"
+        where = f": {why}: set WARM_HOME to a folder of your own" if why else f" in {folder}: {exc}"
+        raise RemoteError(f"{name}: its local copy cannot be kept{where}") from None
     if not (stat.S_ISDIR(st.st_mode) and private(st)):  # before its lock file is opened
         raise RemoteError(
             f"{name}: its local copy cannot be kept in {folder}: others may write there (or it "
