@@ -3,7 +3,9 @@
 Its command class refuses, in warm's own line (not Click's guesses), an option a workload
 command (`warm run`, `warm verify`) is given after its workload: named as the other
 command's where it is one (`warm verify B --workload w.py --pycuda`), else as an argument
-the workload never sees.
+the workload never sees. Its help names an argument and an option's value as README's
+synopsis does (`BUNDLES...`, `--arch SM_XX`: `VALUE_NAMES`), never the parser's types; `-h`
+is `--help` everywhere; a command's option given before it (`warm --json stats`) is said so.
 
 Owns `app` (a `WarmApp`), which every command module imports and registers itself on;
 `warmcli.cli` imports this module first and then the commands, so registration is no
@@ -138,6 +140,11 @@ class WarmCommand(_PlainParams, TyperCommand):
         for param in params:
             if getattr(param, "is_flag", False):
                 param.metavar = ""
+            elif param.param_type_name == "argument":  # `A`, `BUNDLES...`, as in the usage
+                param.metavar = (param.name or "").upper() + ("..." if param.nargs != 1 else "")
+                param.display_type_rich = lambda ctx: None  # (no `<list[str]>` beside it)
+            elif param.metavar is None:  # README's name for its value, not the parser's type
+                param.metavar = next((VALUE_NAMES[o] for o in param.opts if o in VALUE_NAMES), None)
         return params
 
     def get_short_help_str(self, limit: int = 45) -> str:
@@ -149,7 +156,7 @@ class WarmCommand(_PlainParams, TyperCommand):
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
-                name = (param.metavar or param.name or "").upper()
+                name = (param.metavar or param.name or "").upper().removesuffix("...")
                 name = name if param.required else f"[{name}]"
                 pieces.append(name if param.nargs == 1 else f"{name}...")
         return pieces
@@ -157,7 +164,8 @@ class WarmCommand(_PlainParams, TyperCommand):
 
 class WarmGroup(_PlainParams, TyperGroup):
     """`warm` itself: its options (`--version`...) converted without Pydantic too. A Ctrl-C
-    while a command line is parsed (Typer's answer: a bare exit 130) is one line too."""
+    while a command line is parsed (Typer's answer: a bare exit 130) is one line too, and so
+    is a command's option given before the command (`warm --json stats`), saying so."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -170,6 +178,26 @@ class WarmGroup(_PlainParams, TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """An option of the command given before it (`warm --json stats`): one line saying
+        where it goes (Click's own guessed warm's `--version`)."""
+        given = list(args)  # (the parser consumes the list it is given)
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            name = next((arg for arg in given if arg in COMMANDS), None)
+            command = self.get_command(ctx, name) if name else None
+            option = exc.option_name
+            if command is None or not any(
+                option in (*param.opts, *param.secondary_opts) for param in command.params
+            ):
+                raise
+            raise UsageError(
+                f"{option} is an option of warm {name}: give it after the command "
+                f"(warm {name} {option} ...)",
+                type(ctx)(command, parent=ctx, info_name=name),  # (see warm NAME --help)
+            ) from None
 
 
 def _token(args: list[str], option: str) -> int | None:
@@ -222,6 +250,27 @@ def _not_here(command: str, option: str, other: str) -> str:
     return f"warm {command} takes no {option} (an option of warm {other}){why}"
 
 
+VALUE_NAMES = {  # an option's value as README's synopsis names it (`--arch SM_XX`)
+    "--arch": "SM_XX",
+    "--bundle": "PATH",
+    "--compile-timeout": "S",
+    "--compiler": "NAME",
+    "--dask": "SCHEDULER",
+    "--dask-env": "NAME",
+    "--device": "DEVICE",
+    "--entry": "NAME",
+    "--explain": "OPERATION",
+    "--jobs": "N",
+    "--key": "KEY",
+    "--max-size": "SIZE",
+    "--module": "MODULE",
+    "--nvcc": "PATH",
+    "--older-than": "AGE",
+    "--output": "OUT",
+    "--ptx": "COMPUTE_XX",
+    "--shard": "I/N",
+    "--workload": "WORKLOAD",
+}
 WORKLOAD_COMMANDS = ("run", "verify")  # commands that run a workload (it sees no arguments)
 COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it
     "check": "check",
@@ -278,6 +327,7 @@ app = WarmApp(
     help="Warm compile caches for GPU workloads: every kernel and tune pick in one bundle.\n\n"
     + ENV_HELP,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},  # (every command's too)
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: rewrapped to the terminal, nothing cut

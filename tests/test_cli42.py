@@ -1,0 +1,101 @@
+"""A new user's first minutes with `warm`, reading only `--help`: what they type first.
+
+`-h` is `--help` (on `warm` and on every command); an option of a command given before it
+(`warm --json stats`) is one line saying where it goes, not Click's guess of `--version`;
+each `--help` names an option's value and an argument as README's synopsis does
+(`--arch SM_XX`, `-o, --output OUT`, `A`, `B`), never the parser's types (`<list[str]>`),
+and a missing argument is named as the usage line names it. Every test runs the real CLI
+in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import Warm
+
+from warmcli.cli.app import COMMANDS
+
+
+def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warm: error: "), proc.stderr
+    return str(lines[0])
+
+
+def test_dash_h_is_help_on_warm_and_every_command(warm: Warm) -> None:
+    for command in ["", *sorted(COMMANDS)]:
+        args = [command] if command else []
+        short, long = warm(*args, "-h"), warm(*args, "--help")
+        assert long.returncode == 0, long.stderr
+        assert (short.returncode, short.stdout, short.stderr) == (0, long.stdout, ""), command
+        assert "-h, --help" in short.stdout, command
+
+
+def test_a_commands_option_before_the_command_says_where_it_goes(warm: Warm) -> None:
+    proc = warm("--json", "stats")
+    line = _one_line(proc)
+    assert "--version" not in line, line  # (Click's guess: warm's one option)
+    assert "--json is an option of warm stats: give it after the command" in line, line
+    assert line.endswith("(see warm stats --help)"), line
+    assert json.loads(proc.stdout)["exit"] == 2
+    line = _one_line(warm("-q", "run", "w.py"))
+    assert "-q is an option of warm run: give it after the command" in line, line
+    line = _one_line(warm("--bogus", "stats"))  # no command's option: as before
+    assert "No such option: --bogus" in line and "warm --help" in line, line
+    line = _one_line(warm("--explain", "matmul", "stats"))  # one taking a value
+    assert "--explain is an option of warm stats" in line, line
+    line = _one_line(warm("--force", "stats"))  # another command's option, not stats'
+    assert "No such option: --force" in line, line
+
+
+def test_help_names_values_and_arguments_as_the_readme_synopsis(warm: Warm) -> None:
+    said = {
+        "run": [
+            "[WORKLOAD]",
+            "-m, --module MODULE",
+            "-b, --bundle PATH",
+            "--arch SM_XX",
+            "-j, --jobs N",
+            "--compile-timeout S",
+            "--shard I/N",
+            "--dask SCHEDULER",
+            "--dask-env NAME",
+            "-k, --key KEY",
+            "--entry NAME",
+            "--nvcc PATH",
+            "--ptx COMPUTE_XX",
+            "--compiler NAME",
+            "-d, --device DEVICE",
+        ],
+        "stats": ["[BUNDLE]", "--explain OPERATION"],
+        "verify": ["-w, --workload WORKLOAD", "-m, --module MODULE"],
+        "check": ["--driver X.Y", "--arch SM_XX"],
+        "merge": ["BUNDLES...", "-o, --output OUT", "-k, --key KEY"],
+        "push": ["BUNDLE URL"],
+        "pull": ["URL [PATH]"],
+        "sign": ["-k, --key KEY"],
+        "keygen": ["KEY"],
+        "diff": ["A B"],
+        "clean": ["--older-than AGE", "--max-size SIZE"],
+    }
+    for command in sorted(COMMANDS):
+        proc = warm(command, "--help")
+        assert proc.returncode == 0, proc.stderr
+        text = proc.stdout
+        for parsers in ("<str>", "<path>", "<list[str]>", "<int range>", "<float range>"):
+            assert parsers not in text, (command, parsers, text)
+        for shown in said.get(command, []):
+            assert shown in text, (command, shown, text)
+
+
+def test_a_missing_argument_is_named_as_the_usage_line_names_it(warm: Warm, tmp_path: Path) -> None:
+    bundle = tmp_path / "a.warm"
+    assert "Missing argument 'B'" in _one_line(warm("diff", bundle))
+    assert "Missing argument 'URL'" in _one_line(warm("push", bundle))
+    assert "Missing argument 'KEY'" in _one_line(warm("keygen"))
+    assert "Missing argument 'BUNDLES...'" in _one_line(warm("merge", "-o", bundle))
