@@ -28,12 +28,11 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_dash_h_is_help_on_warm_and_every_command(warm: Warm) -> None:
-    for command in ["", *sorted(COMMANDS)]:
-        args = [command] if command else []
+    for args in ([], ["stats"], ["run", "w.py"]):  # (every command's -h: the test below)
         short, long = warm(*args, "-h"), warm(*args, "--help")
         assert long.returncode == 0, long.stderr
-        assert (short.returncode, short.stdout, short.stderr) == (0, long.stdout, ""), command
-        assert "-h, --help" in short.stdout, command
+        assert (short.returncode, short.stdout, short.stderr) == (0, long.stdout, ""), args
+        assert "-h, --help" in short.stdout, args
 
 
 def test_a_commands_option_before_the_command_says_where_it_goes(warm: Warm) -> None:
@@ -84,9 +83,10 @@ def test_help_names_values_and_arguments_as_the_readme_synopsis(warm: Warm) -> N
         "clean": ["--older-than AGE", "--max-size SIZE"],
     }
     for command in sorted(COMMANDS):
-        proc = warm(command, "--help")
+        proc = warm(command, "-h")
         assert proc.returncode == 0, proc.stderr
         text = proc.stdout
+        assert "-h, --help" in text, command
         for parsers in ("<str>", "<path>", "<list[str]>", "<int range>", "<float range>"):
             assert parsers not in text, (command, parsers, text)
         for shown in said.get(command, []):
@@ -99,3 +99,20 @@ def test_a_missing_argument_is_named_as_the_usage_line_names_it(warm: Warm, tmp_
     assert "Missing argument 'URL'" in _one_line(warm("push", bundle))
     assert "Missing argument 'KEY'" in _one_line(warm("keygen"))
     assert "Missing argument 'BUNDLES...'" in _one_line(warm("merge", "-o", bundle))
+
+
+def test_an_empty_path_is_said_empty_not_taken_as_the_working_folder(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run ""` said `.: is a directory, not a workload file` (an empty path read as
+    `.`); `warm keygen ""` that `.` exists; `warm sign B -k ""` that `.` is no key."""
+    for args, named in [
+        (["run", ""], "'WORKLOAD'"),
+        (["verify", tmp_path / "a.warm", "-w", ""], "'--workload' / '-w'"),
+        (["keygen", ""], "'KEY'"),
+        (["sign", tmp_path / "a.warm", "-k", ""], "'--key' / '-k'"),
+        (["push", "", "s3://bucket/key"], "'BUNDLE'"),
+    ]:
+        line = _one_line(warm(*args))
+        assert f"Invalid value for {named}: the path is empty" in line, (args, line)
+        assert "'.'" not in line and ".:" not in line, line

@@ -4,8 +4,9 @@ Typer (0.2x) converts each parameter's value through a Pydantic `TypeAdapter`, w
 costs every `warm` command Pydantic's import and a schema build per parameter: most
 of the CLI's start. warm's parameters are all plain (`str`, `Path`, `int` and `float`
 with a minimum, `bool`, `list[str]`), so `WarmCommand` gives each such parameter this
-converter instead (same values, same messages as Typer's); any other annotation, or a
-Typer without this seam, keeps Typer's own. It owns no state and never prints.
+converter instead (same values, same messages as Typer's, but an empty path refused,
+never taken as `.`); any other annotation, or a Typer without this seam, keeps Typer's
+own. It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def _leaf(annotation: Any, info: Any) -> Any:
 
         def path(value: Any, param: Any, ctx: Any) -> Path:
             # Typer's own checks on disk (readable...), given no type to build (no Pydantic)
+            if value == "":  # (else `Path("")`: `.`, the working folder, blamed for it)
+                raise ValueError("the path is empty: name a file")
             try:
                 checked = coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)
             except ValueError as exc:  # (a NUL in the path): said as Typer's Pydantic says it
