@@ -14,9 +14,11 @@ import json
 import subprocess
 from pathlib import Path
 
-from conftest import Warm
+from conftest import EXAMPLES, Warm
 
 from warmcli.cli.app import COMMANDS
+
+MATMUL = EXAMPLES / "matmul_host.py"
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -116,3 +118,13 @@ def test_an_empty_path_is_said_empty_not_taken_as_the_working_folder(
         line = _one_line(warm(*args))
         assert f"Invalid value for {named}: the path is empty" in line, (args, line)
         assert "'.'" not in line and ".:" not in line, line
+
+
+def test_a_malformed_ptx_is_refused_on_a_host_run_too(warm: Warm, tmp_path: Path) -> None:
+    """`warm run w.py --ptx bogus` (or `--ptx ""`) ran a host workload as if it were not
+    given, where a CUDA run refuses it: refused at once, nothing written."""
+    bundle = tmp_path / "b.warm"
+    for ptx in ("bogus", "", "sm_90"):
+        line = _one_line(warm("run", MATMUL, "-b", bundle, "--ptx", ptx, "-q"))
+        assert f"--ptx {ptx!r} is not a virtual architecture: expected compute_XX" in line
+        assert not bundle.exists()
