@@ -128,3 +128,12 @@ def test_a_malformed_ptx_is_refused_on_a_host_run_too(warm: Warm, tmp_path: Path
         line = _one_line(warm("run", MATMUL, "-b", bundle, "--ptx", ptx, "-q"))
         assert f"--ptx {ptx!r} is not a virtual architecture: expected compute_XX" in line
         assert not bundle.exists()
+
+
+def test_warms_own_option_after_a_command_says_where_it_goes(warm: Warm) -> None:
+    """`warm stats --version` said `No such option: --version (Possible options: --json)`."""
+    for args in (["stats", "--version"], ["run", "--version"], ["diff", "--install-completion"]):
+        line = _one_line(warm(*args))
+        option = args[1]
+        assert f"{option} is an option of warm itself: warm {option}" in line, line
+        assert "Possible options" not in line, line

@@ -83,6 +83,18 @@ class WarmCommand(_PlainParams, TyperCommand):
             exit_interrupted()
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """`warm`'s own option given after a command (`warm stats --version`): one line
+        saying where it goes (Click's own guessed the command's `--json`)."""
+        try:
+            return self._parse_args(ctx, args)
+        except NoSuchOption as exc:
+            group = ctx.parent.command if ctx.parent is not None else None
+            option = exc.option_name
+            if group is None or not any(option in param.opts for param in group.params):
+                raise
+            raise UsageError(f"{option} is an option of warm itself: warm {option}", ctx) from None
+
+    def _parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """A command that runs a workload (`run`, `verify`), given arguments past its own
         after the workload (an unknown option, a value, `run -m MODULE -- 8`'s `8`): one
         line saying a workload takes none, and what to do instead."""
