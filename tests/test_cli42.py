@@ -137,3 +137,24 @@ def test_warms_own_option_after_a_command_says_where_it_goes(warm: Warm) -> None
         option = args[1]
         assert f"{option} is an option of warm itself: warm {option}" in line, line
         assert "Possible options" not in line, line
+
+
+def test_a_typo_of_an_option_after_the_workload_names_the_option(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run w.py --bundel x.warm` (the usual place: after the workload) said only that a
+    workload takes no arguments, where before the workload Click suggests `--bundle`: a close
+    match of the command's own option is named; `--n 8` (no close match) is as before."""
+    bundle = tmp_path / "x.warm"
+    for args, typo, meant in [
+        (["run", MATMUL, "--bundel", bundle], "--bundel", "--bundle"),
+        (["run", MATMUL, "--jsn"], "--jsn", "--json"),
+        (["verify", bundle, "-w", MATMUL, "--quite"], "--quite", "--quiet"),
+        (["run", MATMUL, "--arhc=sm_90"], "--arhc", "--arch"),
+    ]:
+        line = _one_line(warm(*args))
+        assert f"warm {args[0]} takes no {typo}: did you mean {meant}?" in line, line
+        assert not bundle.exists()
+    line = _one_line(warm("run", MATMUL, "--n", "8"))
+    assert "warm run takes no --n, and a workload takes no arguments" in line, line
+    assert "did you mean" not in line, line

@@ -2,10 +2,12 @@
 
 Its command class refuses, in warm's own line (not Click's guesses), an option a workload
 command (`warm run`, `warm verify`) is given after its workload: named as the other
-command's where it is one (`warm verify B --workload w.py --pycuda`), else as an argument
-the workload never sees. Its help names an argument and an option's value as README's
-synopsis does (`BUNDLES...`, `--arch SM_XX`: `VALUE_NAMES`), never the parser's types; `-h`
-is `--help` everywhere; a command's option given before it (`warm --json stats`) is said so.
+command's where it is one (`warm verify B --workload w.py --pycuda`), as a misspelling of
+its own where it is close to one (`--bundel`), else as an argument the workload never
+sees. Its help names an argument and an option's value as README's synopsis does
+(`BUNDLES...`, `--arch SM_XX`: `VALUE_NAMES`), never the parser's types; `-h` is `--help`
+everywhere; a command's option given before it (`warm --json stats`), and warm's own after
+a command (`warm stats --version`), are said so.
 
 Owns `app` (a `WarmApp`), which every command module imports and registers itself on;
 `warmcli.cli` imports this module first and then the commands, so registration is no
@@ -110,6 +112,7 @@ class WarmCommand(_PlainParams, TyperCommand):
                 raise
             other = _owner(self.name, exc.option_name)  # `verify ... --pycuda`: run's option
             said = _not_here(self.name, exc.option_name, other) if other else None
+            said = said or self._typo(exc.option_name)  # `--bundel`: --bundle meant
             mine = f"warm {self.name} takes no {exc.option_name}, and "  # (not Click's guesses)
             said = said or mine + _no_arguments(given_args[at])  # (as given: `--n=8`)
             raise UsageError(said, ctx) from None
@@ -124,6 +127,15 @@ class WarmCommand(_PlainParams, TyperCommand):
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
         ctx.fail(_no_arguments(given))
+
+    def _typo(self, option: str) -> str | None:
+        """The one line for `option` given after the workload when it is a close misspelling
+        of one of this command's own (`--bundel`), else None (`--n`: the workload's)."""
+        import difflib
+
+        own = [name for param in self.params for name in param.opts if name.startswith("--")]
+        near = difflib.get_close_matches(option, own, n=1, cutoff=0.8)
+        return f"warm {self.name} takes no {option}: did you mean {near[0]}?" if near else None
 
     def _parsed(self, ctx: Any, args: list[str]) -> dict[str, Any]:
         """What the parser makes of `args` alone (each parameter given, by name); {} where
