@@ -204,23 +204,34 @@ class WarmGroup(_PlainParams, TyperGroup):
             exit_interrupted()
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """An option of the command given before it (`warm --json stats`): one line saying
-        where it goes (Click's own guessed warm's `--version`)."""
+        """An option of the command given before it (`warm --json stats`), or with no
+        command (`warm --json`): one line saying where it goes (Click's own guessed warm's
+        `--version`)."""
         given = list(args)  # (the parser consumes the list it is given)
         try:
             return super().parse_args(ctx, args)
         except NoSuchOption as exc:
-            name = next((arg for arg in given if arg in COMMANDS), None)
-            command = self.get_command(ctx, name) if name else None
             option = exc.option_name
-            if command is None or not any(
-                option in (*param.opts, *param.secondary_opts) for param in command.params
-            ):
+            named = next((arg for arg in given if arg in COMMANDS), None)
+            owners = [
+                name
+                for name in ([named] if named else sorted(COMMANDS))
+                if any(
+                    option in (*param.opts, *param.secondary_opts)
+                    for param in self.get_command(ctx, name).params
+                )
+            ]
+            if not owners:
                 raise
+            if named is None:
+                which = "every command" if len(owners) == len(COMMANDS) else "warm "
+                which += "" if len(owners) == len(COMMANDS) else ", ".join(owners)
+                said = f"{option} is an option of {which}: give a command, then {option}"
+                raise UsageError(f"{said} (warm {owners[0]} {option} ...)", ctx) from None
             raise UsageError(
-                f"{option} is an option of warm {name}: give it after the command "
-                f"(warm {name} {option} ...)",
-                type(ctx)(command, parent=ctx, info_name=name),  # (see warm NAME --help)
+                f"{option} is an option of warm {named}: give it after the command "
+                f"(warm {named} {option} ...)",
+                type(ctx)(self.get_command(ctx, named), parent=ctx, info_name=named),
             ) from None
 
 
