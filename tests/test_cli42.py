@@ -162,3 +162,17 @@ def test_a_typo_of_an_option_after_the_workload_names_the_option(
     line = _one_line(warm("run", MATMUL, "--n", "8"))
     assert "warm run takes no --n, and a workload takes no arguments" in line, line
     assert "did you mean" not in line, line
+
+
+def test_help_and_version_as_commands_point_at_the_options(warm: Warm) -> None:
+    """`warm version` said `Did you mean 'verify'?`, `warm help` and `warm help run` only
+    `No such command 'help'`, `warm STATS` suggested nothing: each names what was meant."""
+    for args, said in [
+        (["version"], "warm has no 'version' command: warm --version"),
+        (["help"], "warm has no 'help' command: warm --help"),
+        (["help", "run"], "warm has no 'help' command: warm run --help"),
+        (["STATS", "a.warm"], "No such command 'STATS'. Did you mean 'stats'?"),
+    ]:
+        line = _one_line(warm(*args))
+        assert said in line, (args, line)
+        assert "verify" not in line, line

@@ -189,7 +189,8 @@ class WarmCommand(_PlainParams, TyperCommand):
 class WarmGroup(_PlainParams, TyperGroup):
     """`warm` itself: its options (`--version`...) converted without Pydantic too. A Ctrl-C
     while a command line is parsed (Typer's answer: a bare exit 130) is one line too, and so
-    is a command's option given before the command (`warm --json stats`), saying so."""
+    is a command's option given before the command (`warm --json stats`), saying so, and
+    `warm help` or `warm version` (`--help`, `--version` meant)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -202,6 +203,17 @@ class WarmGroup(_PlainParams, TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """`warm help [COMMAND]` and `warm version` point at `--help` and `--version` (Click
+        guessed `verify`); `warm STATS` at `stats`."""
+        name = args[0] if args else ""
+        if name in ("help", "version") and name not in COMMANDS:
+            command = f"{args[1]} " if name == "help" and args[1:2] and args[1] in COMMANDS else ""
+            ctx.fail(f"warm has no '{name}' command: warm {command}--{name}")
+        if name not in COMMANDS and name.lower() in COMMANDS:
+            ctx.fail(f"No such command {name!r}. Did you mean {name.lower()!r}?")
+        return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """An option of the command given before it (`warm --json stats`), or with no
