@@ -176,3 +176,18 @@ def test_help_and_version_as_commands_point_at_the_options(warm: Warm) -> None:
         line = _one_line(warm(*args))
         assert said in line, (args, line)
         assert "verify" not in line, line
+
+
+def test_a_file_given_as_a_module_says_to_drop_the_m(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -m w.py` said `w.py: no such workload module (__path__ attribute not found
+    on 'w' while trying to find 'w.py'; ...)` (Python's own `-m w.py` says to try `w`)."""
+    (tmp_path / "w.py").write_text(MATMUL.read_text())
+    bundle = tmp_path / "b.warm"
+    for args in (["run", "-m", "w.py", "-b", bundle], ["verify", bundle, "-m", "w.py"]):
+        line = _one_line(warm(*args, cwd=tmp_path))
+        assert "w.py: no such workload module" in line, line
+        assert "a .py file is no module name: give the file itself, not -m, or -m w" in line
+        assert "__path__" not in line, line
+        if args[0] == "run":  # nothing made; then a bundle for verify to replay over
+            assert not bundle.exists()
+            assert warm("run", "w.py", "-b", bundle, "-q", cwd=tmp_path).returncode == 0
