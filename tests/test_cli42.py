@@ -11,6 +11,7 @@ in a subprocess.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -191,3 +192,35 @@ def test_a_file_given_as_a_module_says_to_drop_the_m(warm: Warm, tmp_path: Path)
         if args[0] == "run":  # nothing made; then a bundle for verify to replay over
             assert not bundle.exists()
             assert warm("run", "w.py", "-b", bundle, "-q", cwd=tmp_path).returncode == 0
+
+
+def _synopsis() -> dict[str, str]:
+    """README's `## Commands` block: each command's synopsis lines (`--version` and the other
+    lines of `warm` itself under "")."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("## Commands\n\n```\n", 1)[1].split("```", 1)[0]
+    lines: dict[str, str] = {}
+    command = ""
+    for line in block.splitlines():
+        if line.startswith("warm "):
+            command = line.split()[1]
+            command = "" if command.startswith("-") else command
+        lines[command] = lines.get(command, "") + line.split("#")[0] + "\n"
+    return lines
+
+
+def test_every_option_of_the_help_is_in_the_readme_synopsis_and_back(warm: Warm) -> None:
+    """`warm --help` lists --show-completion, which README's synopsis left out: every long
+    option of each `--help` is in the command's synopsis lines, and each option there in
+    its `--help`."""
+    synopsis = _synopsis()
+    assert set(synopsis) == {"", *COMMANDS}, sorted(synopsis)
+    for command, text in synopsis.items():
+        shown = warm(*([command] if command else []), "-h").stdout
+        listed = set(re.findall(r"(?m)^ +(?:-\w, )?(--[a-z][a-z-]*)", shown.split("Options:")[1]))
+        for option in sorted(listed - {"--help"}):
+            short = re.search(rf"(-\w), {option}\b", shown)
+            said = (option, *([short.group(1)] if short else []))
+            assert any(re.search(rf"(?<![\w-]){o}(?![\w-])", text) for o in said), (command, option)
+        for option in set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text)):
+            assert re.search(rf"(?<![\w-]){option}(?![\w-])", shown), (command, option)
