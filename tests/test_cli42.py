@@ -224,3 +224,13 @@ def test_every_option_of_the_help_is_in_the_readme_synopsis_and_back(warm: Warm)
             assert any(re.search(rf"(?<![\w-]){o}(?![\w-])", text) for o in said), (command, option)
         for option in set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text)):
             assert re.search(rf"(?<![\w-]){option}(?![\w-])", shown), (command, option)
+
+
+def test_keygen_refuses_a_private_key_named_as_a_public_one(warm: Warm, tmp_path: Path) -> None:
+    """`warm keygen ci.pub` wrote the private key to ci.pub (and the public to ci.pub.pub): a
+    file anyone would take for the public key, to share or drop in WARM_TRUSTED_KEYS."""
+    line = _one_line(warm("keygen", tmp_path / "ci.pub"))
+    assert "ci.pub: a private key named .pub passes for a public one: name it without" in line
+    assert list(tmp_path.iterdir()) == []
+    assert warm("keygen", tmp_path / "ci").returncode == 0  # as before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ci", "ci.pub"]
