@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
@@ -234,3 +235,19 @@ def test_keygen_refuses_a_private_key_named_as_a_public_one(warm: Warm, tmp_path
     assert list(tmp_path.iterdir()) == []
     assert warm("keygen", tmp_path / "ci").returncode == 0  # as before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ci", "ci.pub"]
+
+
+def test_completion_after_help_lists_the_commands_as_after_any_word(warm: Warm) -> None:
+    """Tab after `warm help ` printed `warm: error: warm has no 'help' command` into the
+    command line being typed: completion resolves nothing, as Click's does."""
+    env = dict(warm.env, _WARM_COMPLETE="complete_bash", COMP_CWORD="2")
+    for words in ("warm help ", "warm version ", "warm STATS "):
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli"],
+            env=dict(env, COMP_WORDS=words),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "error" not in proc.stdout + proc.stderr, (words, proc.stdout, proc.stderr)
+        assert "stats" in proc.stdout.split(), (words, proc.stdout)

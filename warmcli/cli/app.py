@@ -207,7 +207,7 @@ class WarmGroup(_PlainParams, TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """`warm help [COMMAND]` and `warm version` point at `--help` and `--version` (Click
         guessed `verify`); `warm STATS` at `stats`."""
-        name = args[0] if args else ""
+        name = args[0] if args and not ctx.resilient_parsing else ""  # (completion: as Click)
         if name in ("help", "version") and name not in COMMANDS:
             command = f"{args[1]} " if name == "help" and args[1:2] and args[1] in COMMANDS else ""
             ctx.fail(f"warm has no '{name}' command: warm {command}--{name}")
