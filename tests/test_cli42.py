@@ -251,3 +251,12 @@ def test_completion_after_help_lists_the_commands_as_after_any_word(warm: Warm) 
         )
         assert "error" not in proc.stdout + proc.stderr, (words, proc.stdout, proc.stderr)
         assert "stats" in proc.stdout.split(), (words, proc.stdout)
+
+
+def test_an_option_missing_its_value_names_the_commands_help(warm: Warm) -> None:
+    """`warm stats B --explain` said `Option '--explain' requires an argument. (see warm
+    --help)`, where every other usage error of a command names that command's help."""
+    for args in (["stats", "a.warm", "--explain"], ["run", "w.py", "-b"], ["merge", "a", "-o"]):
+        line = _one_line(warm(*args))
+        assert f"Option '{args[-1]}' requires an argument." in line, line
+        assert line.endswith(f"(see warm {args[0]} --help)"), line

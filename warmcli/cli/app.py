@@ -85,8 +85,8 @@ class WarmCommand(_PlainParams, TyperCommand):
             exit_interrupted()
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        """`warm`'s own option given after a command (`warm stats --version`): one line
-        saying where it goes (Click's own guessed the command's `--json`)."""
+        """`warm`'s own option after a command (`warm stats --version`): one line saying
+        where it goes (Click guessed `--json`); any usage error names this command's help."""
         try:
             return self._parse_args(ctx, args)
         except NoSuchOption as exc:
@@ -95,6 +95,9 @@ class WarmCommand(_PlainParams, TyperCommand):
             if group is None or not any(option in param.opts for param in group.params):
                 raise
             raise UsageError(f"{option} is an option of warm itself: warm {option}", ctx) from None
+        except UsageError as exc:  # (`--explain` with no value: the parser's, with no context)
+            exc.ctx = exc.ctx or ctx  # its line names `warm COMMAND --help`, not `warm --help`
+            raise
 
     def _parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """A command that runs a workload (`run`, `verify`), given arguments past its own
