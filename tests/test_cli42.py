@@ -260,3 +260,25 @@ def test_an_option_missing_its_value_names_the_commands_help(warm: Warm) -> None
         line = _one_line(warm(*args))
         assert f"Option '{args[-1]}' requires an argument." in line, line
         assert line.endswith(f"(see warm {args[0]} --help)"), line
+
+
+def test_an_option_given_as_an_options_value_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """`warm run w.py -b -q` warmed into a bundle named `-q` (and `-q.lock`), `warm merge A
+    -o --force` wrote `--force`: a value that is one of the command's own options is a value
+    forgotten, refused before anything is written."""
+    for args in (
+        ["run", MATMUL, "-b", "-q"],
+        ["merge", MATMUL, "-o", "--force"],
+        ["stats", "a.warm", "--explain", "--json"],
+        ["sign", "a.warm", "-k", "--json"],
+    ):
+        proc = warm(*args, cwd=tmp_path)
+        line = _one_line(proc)
+        assert f"{args[-1]} is an option of warm {args[0]}: the value is missing" in line, line
+        assert line.startswith(f"warm: error: Invalid value for '{args[-2]}'") or (
+            f"/ '{args[-2]}'" in line
+        ), line
+        assert f"(see warm {args[0]} --help)" in line, line
+        assert list(tmp_path.iterdir()) == [], args
+    line = _one_line(warm("run", "-b", "-x.warm", "-q", "nothere.py", cwd=tmp_path))
+    assert "no such workload file" in line, line  # (a name beginning with - is still one)
