@@ -1,26 +1,48 @@
 """A new user's first minutes with `warm`, reading only `--help`: what they type first.
 
 `-h` is `--help` (on `warm` and on every command); an option of a command given before it
-(`warm --json stats`) is one line saying where it goes, not Click's guess of `--version`;
-each `--help` names an option's value and an argument as README's synopsis does
-(`--arch SM_XX`, `-o, --output OUT`, `A`, `B`), never the parser's types (`<list[str]>`),
-and a missing argument is named as the usage line names it. Every test runs the real CLI
-in a subprocess.
+(`warm --json stats`) or with no command (`warm --json`), and warm's own after a command
+(`warm stats --version`), are one line saying where they go, not Click's guesses; `warm
+help`, `warm version` and `warm STATS` point at what was meant (and Tab-completion after
+them still lists the commands); each `--help` names an option's value and an argument as
+README's synopsis does (`--arch SM_XX`, `-o, --output OUT`, `A`, `B`), never the parser's
+types, and lists exactly the options of the synopsis; a missing argument is named as the
+usage line names it, and an option missing its value names the command's help; an empty
+path is said empty (not `.`); an option's value that is one of the command's options (`-b
+-q`) is refused as missing; a typo of an option after the workload (`--bundel`) is named
+as one; `-m w.py` says to drop `-m`; a malformed `--ptx` is refused on a host run too;
+`warm keygen ci.pub` is refused. Every test runs the real CLI in a subprocess.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, Warm
 
 from warmcli.cli.app import COMMANDS
 
 MATMUL = EXAMPLES / "matmul_host.py"
+
+
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """`warm -h` and each command's `-h` (their stdout; each exits 0), run once for the
+    module: "" is warm's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_HOME=str(tmp_path_factory.mktemp("home")), COLUMNS="200")
+    shown = {}
+    for command in ["", *sorted(COMMANDS)]:
+        proc = Warm(env)(*([command] if command else []), "-h")
+        assert proc.returncode == 0 and "-h, --help" in proc.stdout, (command, proc.stderr)
+        shown[command] = proc.stdout
+    return shown
 
 
 def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
@@ -60,7 +82,7 @@ def test_a_commands_option_before_the_command_says_where_it_goes(warm: Warm) -> 
     assert "--force is an option of warm merge, pull: give a command, then --force" in line
 
 
-def test_help_names_values_and_arguments_as_the_readme_synopsis(warm: Warm) -> None:
+def test_help_names_values_and_arguments_as_the_readme_synopsis(helps: dict[str, str]) -> None:
     said = {
         "run": [
             "[WORKLOAD]",
@@ -91,10 +113,7 @@ def test_help_names_values_and_arguments_as_the_readme_synopsis(warm: Warm) -> N
         "clean": ["--older-than AGE", "--max-size SIZE"],
     }
     for command in sorted(COMMANDS):
-        proc = warm(command, "-h")
-        assert proc.returncode == 0, proc.stderr
-        text = proc.stdout
-        assert "-h, --help" in text, command
+        text = helps[command]
         for parsers in ("<str>", "<path>", "<list[str]>", "<int range>", "<float range>"):
             assert parsers not in text, (command, parsers, text)
         for shown in said.get(command, []):
@@ -210,14 +229,16 @@ def _synopsis() -> dict[str, str]:
     return lines
 
 
-def test_every_option_of_the_help_is_in_the_readme_synopsis_and_back(warm: Warm) -> None:
+def test_every_option_of_the_help_is_in_the_readme_synopsis_and_back(
+    helps: dict[str, str],
+) -> None:
     """`warm --help` lists --show-completion, which README's synopsis left out: every long
     option of each `--help` is in the command's synopsis lines, and each option there in
     its `--help`."""
     synopsis = _synopsis()
     assert set(synopsis) == {"", *COMMANDS}, sorted(synopsis)
     for command, text in synopsis.items():
-        shown = warm(*([command] if command else []), "-h").stdout
+        shown = helps[command]
         listed = set(re.findall(r"(?m)^ +(?:-\w, )?(--[a-z][a-z-]*)", shown.split("Options:")[1]))
         for option in sorted(listed - {"--help"}):
             short = re.search(rf"(-\w), {option}\b", shown)
