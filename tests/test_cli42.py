@@ -303,3 +303,23 @@ def test_an_option_given_as_an_options_value_is_refused(warm: Warm, tmp_path: Pa
         assert list(tmp_path.iterdir()) == [], args
     line = _one_line(warm("run", "-b", "-x.warm", "-q", "nothere.py", cwd=tmp_path))
     assert "no such workload file" in line, line  # (a name beginning with - is still one)
+
+
+def test_a_bad_warm_shard_is_named_as_the_variable(warm: Warm, tmp_path: Path) -> None:
+    """`WARM_SHARD=bad warm run w.py` said `shard 'bad' is not I/N`, naming no variable, for
+    a user who gave no --shard (RANK=5 is named: `RANK=5 is outside 0..1`)."""
+    bundle = tmp_path / "b.warm"
+    for value, said in (("bad", "is not I/N"), ("0/0", "N must be at least 1")):
+        env = dict(warm.env, WARM_SHARD=value)
+        proc = subprocess.run(
+            [sys.executable, "-m", "warmcli", "run", MATMUL, "-b", bundle, "-q"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        line = _one_line(proc)
+        assert f"WARM_SHARD {value!r}" in line and said in line, line
+        assert not bundle.exists()
+    line = _one_line(warm("run", MATMUL, "-b", bundle, "--shard", "bad"))
+    assert "shard 'bad' is not I/N" in line, line  # --shard's: as before
