@@ -323,3 +323,19 @@ def test_a_bad_warm_shard_is_named_as_the_variable(warm: Warm, tmp_path: Path) -
         assert not bundle.exists()
     line = _one_line(warm("run", MATMUL, "-b", bundle, "--shard", "bad"))
     assert "shard 'bad' is not I/N" in line, line  # --shard's: as before
+
+
+def test_an_option_typed_with_a_typographic_dash_is_named(warm: Warm, tmp_path: Path) -> None:
+    """`warm stats B —json` (an em dash, pasted from a page that set `--` as one) said `Got
+    unexpected extra argument(s) (—json)`, `warm stats —json` that `—json` is no bundle, and
+    `warm run w.py –b x.warm` that a workload takes no arguments."""
+    em = "\u2014json: its dash is em dash, not '-': type --json"
+    for args, said in [
+        (["stats", "a.warm", "\u2014json"], em),
+        (["stats", "\u2014json"], em),
+        (["run", MATMUL, "\u2013b", "x.warm"], "\u2013b: its dash is en dash, not '-': type -b"),
+        (["merge", "a", "\u2212\u2212output=o"], "its dash is minus sign, not '-': type --output"),
+    ]:
+        line = _one_line(warm(*args, cwd=tmp_path))
+        assert said in line, (args, line)
+    assert list(tmp_path.iterdir()) == []
