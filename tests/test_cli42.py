@@ -339,3 +339,13 @@ def test_an_option_typed_with_a_typographic_dash_is_named(warm: Warm, tmp_path: 
         line = _one_line(warm(*args, cwd=tmp_path))
         assert said in line, (args, line)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_workload_named_without_its_py_names_the_file(warm: Warm, tmp_path: Path) -> None:
+    """`warm run w` beside w.py said only `w: no such workload file`."""
+    (tmp_path / "w.py").write_text(MATMUL.read_text())
+    line = _one_line(warm("run", "w", "-b", tmp_path / "b.warm", cwd=tmp_path))
+    assert "w: no such workload file (w.py is one: name it whole)" in line, line
+    assert not (tmp_path / "b.warm").exists()
+    line = _one_line(warm("run", "nothere", cwd=tmp_path))
+    assert line.endswith("nothere: no such workload file"), line  # as before

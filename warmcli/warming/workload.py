@@ -1,17 +1,16 @@
 """Loading a workload: a Python file (or module) that defines `workload(runtime)`.
 
 A workload behaves as under `python workload.py`: its folder goes first on `sys.path`, so it
-imports the modules beside it. The file is imported as a fresh module under a private name,
-so two workloads never share state and nothing of it is imported twice by accident; then,
-where its file's own name (its stem) is free (no module imported, none elsewhere on
-`sys.path`), it is known by that name too, its functions and classes named as of it, so a
-`spawn` or `forkserver` worker imports the file by that name to unpickle one of them (as it
-imports `__main__`'s under Python); where it is not free, the worker imports it by the
-private name, from a stub (`warmcli.warming.worker_names`).
+imports the modules beside it. The file is imported as a fresh module under a private name, so two
+workloads never share state and nothing of it is imported twice by accident; then, where its file's
+own name (its stem) is free (no module imported, none elsewhere on `sys.path`), it is known by that
+name too, its functions and classes named as of it, so a `spawn` or `forkserver` worker imports the
+file by that name to unpickle one of them (as it imports `__main__`'s under Python); where it is
+not free, the worker imports it by the private name, from a stub (`warmcli.warming.worker_names`).
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
-package may use relative imports. Every way this can go wrong (a missing file, or module: a
-file named as one, `-m w.py`, said so; a file that is not Python, a syntax error, an import that
+package may use relative imports. Every way this can go wrong (a missing file, `w` for `w.py`,
+or module, `-m w.py`, each said so; a file that is not Python, a syntax error, an import that
 raises (but a print of it that meets stdout's reader gone, which the worker ends on as
 below), no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
@@ -310,7 +309,8 @@ def load_workload(
         hint = as_module(path, package=True)
         raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
     if not path.is_file():
-        raise WorkloadError(f"{path}: no such workload file")
+        hint = f" ({path}.py is one: name it whole)" if Path(f"{path}.py").is_file() else ""
+        raise WorkloadError(f"{path}: no such workload file{hint}")
     if path.suffix != ".py":
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
