@@ -71,7 +71,11 @@ def _key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 class Servers:
-    """The forking servers of one test process, by `_key`, and their scratch folder."""
+    """The forking servers of one test process, by `_key`, and their scratch folder: the
+    `KEPT` last used stay running (each holds ~40 MB; a module whose tests each set a
+    variable of their own, a path in `tmp_path`, would otherwise leave one a test)."""
+
+    KEPT = 4
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -80,29 +84,37 @@ class Servers:
 
     def server(self, env: dict[str, str]) -> subprocess.Popen[str]:
         key = _key(env)
-        running = self._running.get(key)
+        running = self._running.pop(key, None)  # (put back last: the most recently used)
         if running is None or running.poll() is not None:
-            running = self._running[key] = subprocess.Popen(
+            running = subprocess.Popen(
                 [sys.executable, "-c", _SERVER],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                 cwd=self.root,
             )  # fmt: skip
+        self._running[key] = running
+        while len(self._running) > self.KEPT:
+            _end(self._running.pop(next(iter(self._running))))
         return running
 
     def close(self) -> None:
         for server in self._running.values():
-            assert server.stdin is not None and server.stdout is not None
-            server.stdin.close()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-            server.stdout.close()
+            _end(server)
         self._running.clear()
         for name in ("out", "err"):
             (self.scratch / name).unlink(missing_ok=True)
         self.scratch.rmdir()
+
+
+def _end(server: subprocess.Popen[str]) -> None:
+    """A server ended: its stdin closed (it ends its loop), killed if it has not in 30 s."""
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.close()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    server.stdout.close()
 
 
 def _line(server: subprocess.Popen[str], timeout: float | None) -> Any:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """import numpy as np
 from warmcli import Kernel

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.file import FORMAT_VERSION
 

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.base import DeviceError
 from warmcli.backends.batch import compile_batch

@@ -170,7 +170,7 @@ def test_allowed_discarded_reads_are_allowed_in_the_compile_only_verify_pass(
     import warnings
 
     from warmcli.backends.cuda.arch import ArchDevice
-    from warmcli.runtime.runtime import DiscardedReadWarning
+    from warmcli.errors import DiscardedReadWarning
     from warmcli.warming.passes import warm_bundle
     from warmcli.warming.workload import load_workload
 

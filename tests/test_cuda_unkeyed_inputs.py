@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import kernel as kernel_module
 from warmcli.backends.batch import compile_batch

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_a_pull_url_whose_name_decodes_to_no_utf8_is_named_as_given(

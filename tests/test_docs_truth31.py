@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_driver_without_arch_names_the_missing_arch(warm: Warm, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.runtime.shard import LAUNCHERS
 

@@ -133,7 +133,7 @@ def test_a_push_uploads_one_state_and_holds_up_no_writer_or_reader_while_it_uplo
     bundle.write_bytes(built[0])
     url = f"{base}/b.warm"
     env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
-    target = "warmcli.bundle.remote:_Http.upload"  # its digests read, its body not yet
+    target = "warmcli.bundle.remote_http:Http.upload"  # its digests read, its body not yet
     pushing = Paused(Warm(env), tmp_path / "gate", target, "push", bundle, url)
     writer = sqlite3.connect(bundle, timeout=0, isolation_level=None)
     try:  # the upload holds up no writer and no reader: it sends a copy of the state checked

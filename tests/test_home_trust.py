@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_hostile_schema import attacker_blob
 
 from warmcli.backends.host.libraries import DIRECTORY, LibraryCache

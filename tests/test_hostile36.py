@@ -22,6 +22,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 # A process with the bundle `argv[1]` open (`argv[2]`: "write" to open it for write) reads

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_hostile39 import _plain_copy
 from test_leftovers39 import SERVE, SMALL, cuda_small, signed_small  # noqa: F401  (the fixtures)

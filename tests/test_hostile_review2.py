@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_hostile_review import crafted, serve
 
 from warmcli.bundle.blobs import CHUNK_BYTES, streamed

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_kernel_headers import WORKLOAD, _served
 
 from warmcli.kernel import Kernel, kernel_key, key_components

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Runs the workload file argv[1] as a production process would (cold without a bundle,
 # served with `WARM_BUNDLE`); the workload writes its numbers to argv[2].

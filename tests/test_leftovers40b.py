@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 from full_disk import in_private_mount, limited, one_line
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Each pass's daemon thread launches a kernel of its own (its pass's number in a define) once
 # that pass's workload() has returned: it lands in the next pass, on the last pass's runtime.

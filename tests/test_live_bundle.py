@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_concurrency import WORKLOAD, expected
 from test_crash import WRITER as CRASH_WRITER
 from test_production import MATMUL, partial_bundle, serve

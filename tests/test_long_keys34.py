@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 LONG = 200_000  # characters of the key's text: far over a line, far under the limit
 WORKLOAD = f"""

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_entry36 import needs_nvrtc
 from test_hostile36 import journal_naming, view_journal
 

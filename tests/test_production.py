@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 MATMUL = EXAMPLES / "matmul_host.py"
 SERVE = SERVE_MATMUL + "print(len(r.kernels), len(r.tunes))\n"

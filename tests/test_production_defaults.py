@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 MATMUL = EXAMPLES / "matmul_host.py"
 SERVE = """

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import DiscardedReadWarning, ProcessMode, ProcessModeOverride
 from warmcli.backends.c_linkage import unrenamed_c_names

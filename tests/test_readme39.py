@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A tunable keyed by a dict whose key is a number: `key=` gives {n: "rows"}, with n a numpy
 # int in the first tune and the Python int it holds in the second (README: "a numpy number

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import DiscardedReadWarning, ProcessMode, ProcessModeOverride
 from warmcli.backends.cuda.arch import ArchDevice

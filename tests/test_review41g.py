@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import Warm, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_docs41 import SIDE
 
 TUNE = r"""

@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from bench import generated
 from bench.serve import _floor

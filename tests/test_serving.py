@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from bench import generated
 from warmcli import Bundle, ProcessMode, ProcessModeOverride, Runtime

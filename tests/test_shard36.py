@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_a_shard_count_with_no_index_is_one_line_and_exit_2(warm: Warm, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from c_kernel_fuzz import alone, batch, batched, differences
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.kernel import Kernel
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_format3 import _format2, _tune, sign_as_format2
 
 from warmcli.bundle.file import FORMAT_VERSION

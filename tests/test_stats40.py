@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 TUNED_CUDA = '''
 import numpy as np

@@ -10,6 +10,7 @@ from pathlib import Path
 from threading import Thread
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_remote import Store, _handler
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
 from bench.scale import OPERATIONS, build
 from warmcli.bundle.store import Bundle
 from warmcli.ops.stats import LARGE_TUNES, SAMPLE_TUNES, large_summary

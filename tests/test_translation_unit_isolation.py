@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from bench.compile import variants
 from warmcli.backends.batch import compile_batch, plan_groups

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A tunable whose `key=` text holds a newline (a user's own key), and one plain kernel.
 NEWLINE_KEY = """

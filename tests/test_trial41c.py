@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A `--pycuda` script whose GPU work is in a `main()` taking no argument (PyCUDA's style),
 # here launching on the run's host runtime (a GPU-less pre-build, `--arch`, needs no pycuda).

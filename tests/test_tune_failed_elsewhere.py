@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = '''\
 from warmcli import Kernel, Tunable

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 @pytest.mark.parametrize(("column", "value"), [("last_used", "'abc'"), ("created", "x'00'")])

@@ -1,6 +1,8 @@
 """warm's home directory: where what outlives one process but is not a bundle is kept.
 
-`WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux).
+`WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux; with no
+home to name, no passwd entry for the uid and `HOME` unset or `/`, as a container runtime sets
+it for a random uid, `warm-<uid>` in `TMPDIR`).
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`) and the host library cache (`host-libraries/`). Everything in it
 can be deleted at any time: it is rebuilt on demand. This module names those paths
@@ -103,8 +105,26 @@ def _user_cache(xdg_cache_home: str | None) -> str:
     found here, since importing platformdirs costs a serving process several ms; anywhere
     else platformdirs' own answer, once per value of the variables it reads."""
     home = config.user_home()
+    if home == "/" and not xdg_cache_home and _no_passwd_entry():
+        return no_home_cache()  # a container runtime's HOME for a uid it knows no home of
     plain = _plain_user_cache(xdg_cache_home, home)
     return plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
+
+
+@functools.cache
+def _no_passwd_entry() -> bool:
+    """Whether this uid has no passwd entry (a container run under a random uid, whose
+    runtime sets `HOME=/`, which a read-only root leaves unwritable); False where there are
+    no uids."""
+    if not hasattr(os, "getuid"):
+        return False
+    import pwd  # imported on first use: only a process whose HOME is / asks
+
+    try:
+        pwd.getpwuid(os.getuid())
+    except KeyError:
+        return True
+    return False
 
 
 def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | None:
@@ -121,10 +141,40 @@ def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | Non
 
 @functools.cache
 def _platformdirs_cache(xdg_cache_home: str | None, home: str | None) -> str:
-    """platformdirs' answer, once per value of the variables it reads (it takes ~0.1 ms)."""
+    """platformdirs' answer, once per value of the variables it reads (it takes ~0.1 ms);
+    where it has none (`HOME` unset and no passwd entry for this uid, as a container run
+    under a random uid: it raises, or an older one answers `~/.cache/warm` relative to the
+    working folder), `warm-<uid>` in the temporary directory (`no_home_cache`)."""
     from platformdirs import user_cache_dir  # imported on first use (it costs a few ms)
 
-    return user_cache_dir("warm")
+    try:
+        answer = user_cache_dir("warm")
+    except (RuntimeError, KeyError, OSError):  # "could not determine the home directory"
+        return no_home_cache()
+    return answer if os.path.isabs(answer) else no_home_cache()
+
+
+UNUSABLE_HOME = "/dev/null/warm"  # no folder can be made there: every cache runs without
+
+
+def no_home_cache() -> str:
+    """warm's home where the user has none: `warm-<uid>` in `TMPDIR` (else `/tmp`), what a
+    read-only container's root leaves writable. That folder is shared with every user, so
+    one there that is not this user's own folder (another's, writable by every user, a
+    link) is not taken: `UNUSABLE_HOME` instead, where nothing is kept (host libraries go to
+    a temporary folder of the process, as where any home cannot be written). What warm
+    believes inside is checked as in any home (`private`)."""
+    import stat
+    import tempfile  # imported on first use: only a process with no home needs it
+
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    path = os.path.join(tempfile.gettempdir(), f"warm-{'user' if uid is None else uid}")
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return path  # made, as warm makes its home, when first written
+    ours = uid is None or st.st_uid == uid
+    return path if stat.S_ISDIR(st.st_mode) and ours and not st.st_mode & 0o002 else UNUSABLE_HOME
 
 
 def private(st: os.stat_result) -> bool:

@@ -124,6 +124,8 @@ class _Production:
                 return None
             self.path, self.write = str(default), write
             return self.bundle
+        if named.lower() in ("0", "false", "no", "off") and not os.path.lexists(named):
+            raise BundleError(f"WARM_BUNDLE={named}: no such bundle (to load none, set it empty)")
         self.bundle = self._unless_locked(named, write, trusted(None))
         if self.bundle is None:  # locked past the wait: cold, and not waited for again
             self.looked = True
@@ -141,9 +143,10 @@ class _Production:
             if self.policy.strict is Strictness.RAISE:
                 raise
             warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
-            if "://" not in path:  # its runtimes serve from it once it is free
-                opener = lambda: open_served(path, write, keys)  # noqa: E731
-                self.reopening = Reopening(os.path.abspath(path), opener, exc)
+            if "://" not in path:  # its runtimes serve from it once it is free (the file
+                whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
+                opener = lambda: open_served(whole, write, keys)  # noqa: E731
+                self.reopening = Reopening(whole, opener, exc)
             return None
 
     def _report(self) -> ProductionReport:
@@ -161,10 +164,16 @@ class _Production:
             kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
         tuned = any(m.kind == "tune" for m in misses)
         notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
-        path = self.path  # (or the one opened since it was locked at its open)
-        if path is None and self.reopening is not None and self.reopening.bundle is not None:
-            path = self.reopening.path
-        return ProductionReport(path, self.write, misses, signed, "", kernels, tunes, notes)
+        from warmcli.bundle.location import shown  # a URL's password or query: never said
+
+        path, reopening = self.path, self.reopening  # (or the one locked at its open)
+        if path is None and reopening is not None:
+            path = reopening.path
+        bundle = shown(path) if path is not None else None
+        report = ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
+        if self.path is None and reopening is not None and reopening.bundle is None:
+            report.locked = reopening.refused or "locked"  # not opened since: why
+        return report
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
@@ -367,11 +376,12 @@ def in_warms_command() -> None:
 
 
 def _at_exit() -> None:
-    with _STATE.lock:
-        wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
-        final = _STATE._report() if wanted else None
-        _STATE.unstored = _STATE._pending()  # (for an interrupt before close counts them)
+    final = None
     try:
+        with _STATE.lock:
+            wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
+            _STATE.unstored = _STATE._pending()  # (for an interrupt before close counts them)
+            final = _STATE._report() if wanted else None  # (reads the bundle: may wait)
         close()
     except (BundleError, KeyboardInterrupt, SystemExit) as exc:
         # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted"),

@@ -1,9 +1,12 @@
 """What a production process reports: `ProductionReport`, every kernel it compiled and every
 tune it measured because its bundle lacked them (`Miss`: one whose every candidate failed, or
 whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
-closed did cold afterwards (counted only: no bundle was theirs to lack it), and the notes of
+closed did cold afterwards (counted only: no bundle was theirs to lack it), whether its
+bundle was locked at its open and is not loaded yet (`locked`), and the notes of
 tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
-`WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted);
+`WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted; a tune
+measured with the candidate it picked and its median, and how much slower the others were,
+`picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
 owns no state, reads nothing but a runtime's misses and the default collector's notes, and
 never prints (`warmcli.production`
@@ -15,10 +18,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from warmcli.printable import LISTED, cut, printable
-from warmcli.records import Record, factory
+from warmcli.records import Record, TuneRecord, factory
 
 if TYPE_CHECKING:
     from warmcli.runtime.runtime import Runtime
+
+OTHERS_SHOWN = 4  # the candidates a tune's pick is compared with, of those that ran
 
 
 class Miss(Record):
@@ -28,6 +33,7 @@ class Miss(Record):
     device: str
     name: str
     key: str
+    pick: str = ""  # a tune measured: `tune_pick`'s text
 
 
 class ProductionReport(Record, frozen=False):
@@ -41,6 +47,9 @@ class ProductionReport(Record, frozen=False):
     cold_kernels: int = 0  # compiled by runtimes `use_bundle` closed, after it closed them
     cold_tunes: int = 0  # measured by them, likewise
     notes: list[str] = factory(list)  # a tune measured whose check told no candidate apart
+    # `bundle` was locked at this process's open, and is not open yet: "locked", or why its
+    # last try failed another way (a file replaced)
+    locked: str = ""
 
     @property
     def kernels(self) -> list[Miss]:
@@ -66,13 +75,17 @@ class ProductionReport(Record, frozen=False):
         `warm stats` shows them, so a newline in one cannot break its line in two."""
         cold = self._cold()
         bundle = printable(self.bundle) if self.bundle else ""
-        if not self.bundle:
-            done = (
-                f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} "
-                "operation(s) itself"
-            )
+        done = f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} operation(s)"
+        if self.locked:
+            then = "" if self.locked == "locked" else f", then: {printable(self.locked)}"
             lines = [
-                f"warm: no bundle is loaded: this process {done}"
+                f"warm: bundle {bundle} not loaded yet: another process held its lock when this "
+                f"process opened it (tried again at a lookup every 5 s{then}); this process "
+                f"{done} itself" + (":" if self.misses else "")
+            ]
+        elif not self.bundle:
+            lines = [
+                f"warm: no bundle is loaded: this process {done} itself"
                 + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
             ]
         elif not self.misses:
@@ -95,7 +108,9 @@ class ProductionReport(Record, frozen=False):
             ]
         listed = self.misses[:LISTED]
         lines += [
-            f"  {m.kind} {printable(cut(m.name))} on {m.device} (key {m.key[:16]})" for m in listed
+            f"  {m.kind} {printable(cut(m.name))} on {m.device} (key {m.key[:16]})"
+            + (f": {printable(cut(m.pick))}" if m.pick else "")
+            for m in listed
         ]
         if len(self.misses) > LISTED:
             more = len(self.misses) - LISTED
@@ -117,12 +132,39 @@ def judged_nothing(since: int = 0) -> list[str]:
     return [n for n in notes if n.startswith("tune ") and f": {JUDGED_NOTHING}: " in n]
 
 
+def tune_pick(tune: TuneRecord) -> str:
+    """The candidate a measured tune picked, its median, and how much slower the fastest
+    others that ran were (`OTHERS_SHOWN`, then a count), those that failed counted: `picked
+    s4, 33.6 µs; s1 1.22×, s16 1.42×, 1 failed` ("" for a tune with no pick)."""
+    ran = sorted(
+        (c for c in tune.candidates if c.status == "ok" and c.seconds is not None),
+        key=lambda c: c.seconds or 0.0,
+    )
+    best = next((c for c in ran if c.name == tune.pick), None)
+    if best is None or best.seconds is None:
+        return ""
+    text = f"picked {tune.pick}, {best.seconds * 1e6:,.1f} µs"
+    others = [c for c in ran if c is not best]
+    shown = [
+        f"{c.name} {(c.seconds or 0.0) / best.seconds:.2f}×"
+        if best.seconds > 0  # (a clock that measured nothing: times, not ratios)
+        else f"{c.name} {(c.seconds or 0.0) * 1e6:,.1f} µs"
+        for c in others[:OTHERS_SHOWN]
+    ]
+    if len(others) > OTHERS_SHOWN:
+        shown.append(f"{len(others) - OTHERS_SHOWN} more")
+    failed = sum(c.status == "failed" for c in tune.candidates)
+    shown += [f"{failed} failed"] if failed else []
+    return text + ("; " + ", ".join(shown) if shown else "")
+
+
 def misses_of(rt: Runtime) -> list[Miss]:
     """What `rt` compiled or tuned itself, its failed tunes too."""
     device = rt.device.id
     kernels = [Miss("kernel", device, label, key) for label, key in rt.kernels.missed()]
     tunes = [
-        Miss("tune", device, f"{t.operation} {t.shape_key}", t.key) for t in rt.tunes.unpersisted()
+        Miss("tune", device, f"{t.operation} {t.shape_key}", t.key, tune_pick(t))
+        for t in rt.tunes.unpersisted()
     ]
     failed = "(every candidate failed: nothing stored)"
     tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]

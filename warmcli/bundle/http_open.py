@@ -5,7 +5,9 @@ plain http:// to another machine (refused); `failed` says a store's HTTP refusal
 nothing was pushed there yet). `TIMEOUT` is the wait for a store's answer.
 `urlopen` opens a request, following a redirect only where `redirect_refused` finds
 nothing against it (never from https:// down to plain http://, nor to plain http://
-elsewhere), each wait (the connection, the answer, a read) `timeout` seconds at most;
+elsewhere, nor to a URL naming credentials), the request's credentials
+(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth) sent along only to the
+same origin, each wait (the connection, the answer, a read) `timeout` seconds at most;
 under a `Deadline`, every connection it opens is shut when the deadline passes, whatever
 it waits for (a store that drips its headers a byte at a time, each byte within the
 wait, is stopped there too); an upload's deadline bounds only the wait for its answer.
@@ -100,26 +102,71 @@ def plain_elsewhere(url: str) -> bool:
 
 def redirect_refused(origin: str, to: str) -> str | None:
     """Why a redirect from `origin` to `to` is not followed, or None: never from https://
-    down to plain http:// (this machine's too), nor to plain http:// elsewhere."""
+    down to plain http:// (this machine's too), nor to plain http:// elsewhere, nor to a
+    URL naming credentials (`user:pass@`: they would be read as part of its host)."""
     if urlsplit(origin).scheme == "https" and urlsplit(to).scheme != "https":
         return "never from https:// down to plain http://: anyone on the way could change it"
+    if "@" in urlsplit(to).netloc:
+        return "it names credentials (user@): a redirect is followed without them"
     return PLAIN if plain_elsewhere(to) else None
 
 
-def urlopen(request: Any, timeout: float, deadline: Deadline | None = None) -> Any:
+def without_credentials(url: str) -> tuple[str, str | None]:
+    """`url` without the credentials it names (`https://user:pass@host/`, or a token alone,
+    `https://token@host/`), and those as an HTTP Basic `Authorization` value (percent-
+    decoded, as pip and curl read them; a token is the user, its password empty); else
+    `url` itself and None."""
+    import base64
+    from urllib.parse import unquote
+
+    from warmcli.bundle.location import url_parts
+
+    head, netloc, path, query, fragment = url_parts(url)
+    userinfo, at, host = netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    token = f"{unquote(user)}:{unquote(password)}".encode()
+    tail = ("" if query is None else "?" + query) + ("" if fragment is None else "#" + fragment)
+    return head + host + path + tail, "Basic " + base64.b64encode(token).decode("ascii")
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    default = {"https": 443, "http": 80}.get(parts.scheme)
+    try:
+        port = parts.port or default
+    except ValueError:
+        port = -1
+    return parts.scheme, parts.hostname, port
+
+
+def urlopen(
+    request: Any, timeout: float, deadline: Deadline | None = None, name: str | None = None
+) -> Any:
     """`urllib.request.urlopen(request)`, a redirect followed only where `redirect_refused`
     finds nothing against it (each hop judged from the URL it left); each wait `timeout`
-    seconds at most, and every connection shut when `deadline` passes."""
+    seconds at most, and every connection shut when `deadline` passes. The request's
+    `Authorization` (an unredirected header) goes along a redirect only to the same origin
+    (scheme, host and port), as requests does: never to another host or port. Errors name
+    the URL as `name` (`location.shown`'s), else as shown."""
     import http.client
     import urllib.request
+
+    from warmcli.bundle.location import shown
 
     class Redirects(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
             why = redirect_refused(args[0].full_url, args[-1])
             if why:
-                to = said(args[-1])
-                raise RemoteError(f"{request.full_url}: redirect to {to} refused ({why})")
-            return super().redirect_request(*args)
+                to = said(shown(args[-1]))
+                named = name or shown(request.full_url)
+                raise RemoteError(f"{named}: redirect to {to} refused ({why})")
+            new = super().redirect_request(*args)
+            auth = args[0].unredirected_hdrs.get("Authorization")
+            if new is not None and auth and _origin(args[0].full_url) == _origin(new.full_url):
+                new.add_unredirected_header("Authorization", auth)
+            return new
 
     handlers: list[Any] = [Redirects]
     if deadline is not None:

@@ -2,14 +2,20 @@
 it is given, answered without importing the fetching layer (`warmcli.bundle.remote`,
 which a bundle named by path never needs); and whether a path that a whole new file is
 renamed over (a merge's OUT, a pull's PATH) names something that is no regular file; and
-whether a URL's text can be sent at all (`url_text`). It holds no state, reads no file's
-content and never fetches."""
+whether a URL's text can be sent at all (`url_text`: its port a number from 1 to 65535, an
+http(s) one naming a host, holding no space or control character, an `s3://` one no
+credentials); `url_parts` splits one as `urlsplit` does, dropping nothing. `shown` is how
+every place that shows a bundle's location shows a URL: its password or token and its query
+(a presigned signature, `?token=`) withheld; `kept_as` is the URL a kept copy is known by
+(neither credentials nor a query's signing fields: a new signature of the same object is
+the same copy). It holds no state, reads no
+file's content and never fetches."""
 
 from __future__ import annotations
 
 import os
 import stat
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from warmcli.errors import RemoteError
 from warmcli.printable import printable
@@ -35,12 +41,94 @@ def url_text(url: str) -> str:
     try:
         url.encode()
     except UnicodeEncodeError:
-        raise RemoteError(f"{printable(url)}: the URL is no UTF-8 text") from None
-    if not url.isascii() and urlsplit(url).scheme != "s3":
+        raise RemoteError(f"{printable(shown(url))}: the URL is no UTF-8 text") from None
+    parts = urlsplit(url)
+    if not url.isascii() and parts.scheme != "s3":
         raise RemoteError(
-            f"{url}: an http(s) URL is ASCII: percent-encode its other letters (é is %C3%A9)"
+            f"{shown(url)}: an http(s) URL is ASCII: percent-encode its other letters (é is %C3%A9)"
         )
+    if parts.scheme != "s3" and any(c <= " " or c == "\x7f" for c in url):  # (never sent)
+        raise RemoteError(
+            f"{printable(shown(url))}: an http(s) URL holds no space or control character: "
+            "percent-encode it (a space is %20)"
+        )
+    _, at, host = parts.netloc.rpartition("@")
+    _, colon, port = host.rpartition("]")[2].rpartition(":")  # after an IPv6 address's ]
+    if colon and port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise RemoteError(f"{shown(url)}: its port {port!r} is no number from 1 to 65535")
+    if parts.scheme == "s3" and at:
+        raise RemoteError(
+            f"{shown(url)}: an s3:// URL names no credentials: they come from the AWS "
+            "variables (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
+        )
+    if parts.scheme != "s3" and not (host.rpartition(":")[0] if colon else host):
+        raise RemoteError(f"{shown(url)}: names no host (https://host/path.warm)")
     return url
+
+
+def shown(location: str | os.PathLike[str]) -> str:
+    """`location` as it may be shown (an error, a warning, a report, `--json`, a note kept
+    beside a copy): a URL's password as `user:***@`, a token alone as `***@`, and its
+    query (a presigned URL's signature, `?token=...`) as `?***`; anything else as it is."""
+    text = os.fspath(location)
+    if not isinstance(text, str) or "://" not in text:
+        return str(text)
+    try:
+        if not urlsplit(text).scheme:
+            return text
+    except ValueError:
+        return text
+    head, netloc, path, query, fragment = url_parts(text)
+    userinfo, at, host = netloc.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    if at:
+        netloc = (f"{user}:***@" if colon else "***@" if user else "@") + host
+    if query:
+        query = "***"
+    tail = ("" if query is None else "?" + query) + ("" if fragment is None else "#" + fragment)
+    return f"{head}{netloc}{path}{tail}"
+
+
+# A query's signing fields (S3's and GCS's presigned URLs, their legacy forms, CloudFront's,
+# Azure's SAS, a bearer token): signed anew, the same object; any other field names another.
+_SIGNING = frozenset(
+    {"awsaccesskeyid", "signature", "expires", "policy", "key-pair-id", "googleaccessid"}
+    | {"token", "access_token", "sig", "se", "st", "sp", "sv", "sr", "ss", "srt", "spr", "si"}
+    | {"sip", "skoid", "sktid", "skt", "ske", "sks", "skv"}
+)
+
+
+def kept_as(url: str) -> str:
+    """What a URL's kept copy is known by: the URL without its credentials and its query's
+    signing fields (`_SIGNING`, `X-Amz-*`, `X-Goog-*`: a presigned URL signed anew is the
+    same object), the other fields kept, in their order (`?versionId=2`, `?name=a.warm`
+    name other objects); itself where it has neither."""
+    head, netloc, path, query, fragment = url_parts(url)
+    if not query and "@" not in netloc:
+        return url
+    fields = [f for f in (query or "").split("&") if f and not _signing(f)]
+    kept = "?" + "&".join(fields) if fields else ""
+    return f"{head}{netloc.rpartition('@')[2]}{path}{kept}" + (
+        "" if fragment is None else "#" + fragment
+    )
+
+
+def _signing(field: str) -> bool:
+    """Whether a query's `name=value` field is one a new signature changes."""
+    name = unquote(field.partition("=")[0]).lower()
+    return name in _SIGNING or name.startswith(("x-amz-", "x-goog-"))
+
+
+def url_parts(url: str) -> tuple[str, str, str, str | None, str | None]:
+    """`url` (holding `://`) split as `urlsplit` splits it, but nothing removed (it drops a
+    tab or a newline): what precedes its netloc (`https://`), the netloc, the path, and the
+    query and the fragment (None where there is none)."""
+    start = url.index("://") + 3
+    rest = url[start:]
+    end = min((i for i in map(rest.find, "/?#") if i >= 0), default=len(rest))
+    before, hashed, fragment = rest[end:].partition("#")
+    path, asked, query = before.partition("?")
+    return url[:start], rest[:end], path, query if asked else None, fragment if hashed else None
 
 
 _KINDS = (

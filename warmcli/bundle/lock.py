@@ -17,10 +17,10 @@ system without it) is the `filelock` package's `SoftFileLock` used, on its own f
 name would wait for ever): importing it costs tens of milliseconds that every
 `warm run` paid. A release unlocks before it closes, so a forked child that still
 has the descriptor never keeps the lock. State: per thread, the lock files it holds
-(and how often), forgotten in a forked child (the lock is its parent's), and how long it
-waits for other writers (`waiting_at_most`; unbounded otherwise); per process, who is told
-of a wait past two seconds (`told_of_waits`: the CLI, which says so in one line). It never
-reads or writes a bundle.
+(and how often), forgotten in a forked child (the lock is its parent's), whether its wait
+was told, and how long it waits for other writers (`waiting_at_most`; unbounded otherwise);
+per process, who is told of a wait past two seconds (`told_of_waits`: the CLI, which says
+so in one line; a soft lock's wait too). It never reads or writes a bundle.
 """
 
 from __future__ import annotations
@@ -105,7 +105,9 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
     interrupts (a KeyboardInterrupt while waiting included). A lock file removed while it
     was waited for (`remove_new`'s, or a dead merge's) is let go and taken again by its
     name: held, it would lock nothing the next writer's new file does (two writers).
-    Imports nothing that `filelock` would (tens of ms)."""
+    Imports nothing that `filelock` would (tens of ms). A wait is told once, however many
+    files it waits on (`_held.told`)."""
+    _held.told = False
     for _ in range(_RETAKES):
         if not _flock_once(path, name, owned):
             return False
@@ -151,7 +153,8 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
                 f"{path}: refused: its write lock {os.path.basename(name)} is a symbolic link "
                 f"(to {printable(os.readlink(name))}); remove it"
             ) from None
-        raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
+        why = exc.strerror if exc.strerror and exc.filename == name else exc  # (named once)
+        raise BundleError(f"{path}: cannot take the write lock {name}: {why}") from None
     wait: float | None = getattr(_held, "wait", None)
     try:
         if wait is None and _told[0] is None:
@@ -171,8 +174,8 @@ def _flock_within(fd: int, seconds: float | None, path: Path, name: str) -> None
     for ever); a wait past `TOLD_AFTER` seconds told once, to `told_of_waits`'s listener."""
     import fcntl
 
-    start = time.monotonic()
-    told = _told[0] is None
+    start, listener = time.monotonic(), _told[0]  # (read once: a listener let go meanwhile)
+    told = listener is None or getattr(_held, "told", False)  # (of a removed file's wait)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -183,13 +186,9 @@ def _flock_within(fd: int, seconds: float | None, path: Path, name: str) -> None
                 raise BundleError(
                     f"{path}: another writer held the write lock {name} for {seconds:g} s"
                 ) from None
-            if not told and waited >= TOLD_AFTER and _told[0] is not None:
-                told = True
-                holder = _holder(fd)
-                _told[0](
-                    f"waiting for another warm writing {printable(str(path))}"
-                    f"{f' (pid {holder})' if holder else ''} to finish"
-                )
+            if listener is not None and not told and waited >= TOLD_AFTER:
+                told = _held.told = True
+                listener(_waiting_line(path, _holder(fd)))
                 if seconds is None:  # told: now as `flock` waits (Ctrl-C still stops it)
                     fcntl.flock(fd, fcntl.LOCK_EX)
                     return
@@ -210,6 +209,12 @@ def told_of_waits(listener: Callable[[str], None]) -> Iterator[None]:
         yield
     finally:
         _told[0] = before
+
+
+def _waiting_line(path: Path, holder: int | None) -> str:
+    """The line a writer waiting for another's lock of `path` is told (`told_of_waits`)."""
+    pid = f" (pid {holder})" if holder else ""
+    return f"waiting for another warm writing {printable(str(path))}{pid} to finish"
 
 
 def _holder(fd: int) -> int | None:
@@ -247,13 +252,21 @@ def _release(fd: int, *, unlock: bool) -> None:
 @contextmanager
 def _soft_lock(path: Path, name: str) -> Iterator[None]:
     """A lock file `name` that exists while it is held (one a dead holder left is
-    reclaimed by `filelock`): for file systems without `flock`."""
-    from filelock import SoftFileLock  # imported only where flock is missing
+    reclaimed by `filelock`): for file systems without `flock`. A wait past `TOLD_AFTER`
+    seconds is told to `told_of_waits`'s listener once, as `flock`'s is (no pid)."""
+    from filelock import SoftFileLock, Timeout  # imported only where flock is missing
 
-    lock = SoftFileLock(name)
+    lock, listener = SoftFileLock(name), _told[0]
     try:
         wait = getattr(_held, "wait", None)
-        lock.acquire(timeout=-1 if wait is None else wait)
+        if listener is not None and (wait is None or wait > TOLD_AFTER):
+            try:  # a wait past TOLD_AFTER said once, as flock's (`_flock_within`)
+                lock.acquire(timeout=TOLD_AFTER)
+            except Timeout:
+                listener(_waiting_line(path, None))
+                lock.acquire(timeout=-1 if wait is None else wait - TOLD_AFTER)
+        else:
+            lock.acquire(timeout=-1 if wait is None else wait)
     except OSError as exc:
         raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
     try:

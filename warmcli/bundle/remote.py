@@ -1,8 +1,10 @@
 """Bundles named by URL: `https://` (`http://` only to this machine) and `s3://bucket/key`.
 
 `fetch(url)` gives a local copy that a process opens read-only as any bundle: it is downloaded
-once per machine into `WARM_HOME/remote/<hash of the URL>/` (under trusted keys, `<hash of the
-URL>-<hash of the keys>/`: what a keyless reader took never replaces what a keyed one serves,
+once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without its credentials
+and its query's signing fields, `location.kept_as`: a presigned URL signed anew is the same
+copy; under trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took never
+replaces what a keyed one serves,
 nor one key set's another's; an upgraded keyed reader's first copy is the keyless one where its
 keys trust it, `warmcli.bundle.remote_seed`), under that folder's lock (waited for
 `WARM_REMOTE_DEADLINE` at most: then as a store that cannot be reached), into a unique temporary
@@ -34,7 +36,10 @@ HTTP PUT, the way a presigned object-store URL takes an upload, with the sha256 
 `X-Warm-Sha256`. That PUT is conditional when the store says what it holds (a HEAD first):
 `If-Match` its ETag, or `If-None-Match: *` where there is none yet; a store that answers 412
 (the object changed meanwhile: another push) leaves it as the other push made it, and `push`
-says so. The `s3://` store is `warmcli.bundle.remote_s3`'s. A store whose object is already the
+says so. The `s3://` store is `warmcli.bundle.remote_s3`'s, the `https://` one
+`warmcli.bundle.remote_http`'s (a URL's `user:pass@` sent as HTTP Basic auth to its origin
+only). Every message names the URL as `location.shown` does: no password, token or query.
+A store whose object is already the
 bundle (by the sha256 stated with it, or an MD5 ETag: see `push_copy.held`) is sent nothing. A
 URL with nothing there (HTTP 404) is said as never pushed, distinct from a store that fails. The
 S3 client is boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its endpoint
@@ -53,7 +58,6 @@ This module never prints.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import json
@@ -62,31 +66,19 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from warmcli._version import __version__
-from warmcli.bundle.http_open import (
-    PLAIN,
-    TIMEOUT,
-    Deadline,
-    failed,
-    plain_elsewhere,
-    said,
-    urlopen,
-)
-from warmcli.bundle.location import is_url, url_text
-from warmcli.bundle.push_copy import copied, held, scratch
+from warmcli.bundle.location import is_url, kept_as, shown, url_text
+from warmcli.bundle.push_copy import copied, scratch
 from warmcli.bundle.received import (
-    Bounds,
     believed,
     bounds,
-    checked,
     copy_identity,
     read_meta,
-    receive,
     remove_temporaries,
 )
+from warmcli.bundle.remote_http import Http
 from warmcli.bundle.remote_s3 import S3  # boto3 imported only when one is made
 from warmcli.bundle.remote_seed import seed, untrusted
 from warmcli.bundle.schema import SCHEMAS
@@ -111,8 +103,9 @@ class Fetched:
 
 def cache_dir(url: str, keys: Sequence[bytes] | None = None) -> Path:
     """Where the local copy of `url` and what is remembered about it live: a folder for
-    readers that check no signature, one beside it for each set of trusted `keys`."""
-    folder = hashlib.sha256(url_text(url).encode()).hexdigest()[:32]
+    readers that check no signature, one beside it for each set of trusted `keys`; named
+    by the URL without its credentials or its query's signing fields (`kept_as`)."""
+    folder = hashlib.sha256(kept_as(url_text(url)).encode()).hexdigest()[:32]
     return warm_home() / "remote" / (folder if keys is None else f"{folder}-{_named(keys)}")
 
 
@@ -126,25 +119,25 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     from filelock import FileLock, Timeout  # on first use: a bundle named by path never locks
 
     limits = bounds()  # a bad WARM_REMOTE_* is an error, never a fall-back
-    folder = cache_dir(url, keys)
+    folder, name = cache_dir(url, keys), shown(url)  # its password and query never shown
     try:  # WARM_HOME below a file, or not writable: one line, a `RemoteError`
         make_folder(folder.parent)  # warm's home: never writable by all
         folder.mkdir(exist_ok=True, mode=0o700)
         st = os.lstat(folder)
     except OSError as exc:
-        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
+        raise RemoteError(f"{name}: its local copy cannot be kept in {folder}: {exc}") from None
     if not (stat.S_ISDIR(st.st_mode) and private(st)):  # before its lock file is opened
         raise RemoteError(
-            f"{url}: its local copy cannot be kept in {folder}: others may write there (or it "
+            f"{name}: its local copy cannot be kept in {folder}: others may write there (or it "
             "is a link, or another user's): remove it, or name a WARM_HOME of your own"
         )
     lock = FileLock(str(folder / "lock"))
     try:  # another fetch of this URL downloads it meanwhile: waited for within the deadline
         lock.acquire(timeout=limits.seconds)
     except Timeout:
-        return _lock_held(url, folder, limits.seconds)
+        return _lock_held(name, folder, limits.seconds)
     except OSError as exc:
-        raise RemoteError(f"{url}: its local copy cannot be kept in {folder}: {exc}") from None
+        raise RemoteError(f"{name}: its local copy cannot be kept in {folder}: {exc}") from None
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
@@ -174,7 +167,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
             problem = not_a_bundle(tmp) or (untrusted(tmp, keys) if have else None)
             if problem:  # said of the URL: the temporary file it names is removed
                 problem = problem.removeprefix(f"{tmp}: ")
-                reason = f"{url}: download refused: {problem}"
+                reason = f"{name}: download refused: {problem}"
                 if not have:
                     raise RemoteError(f"{reason}; {seeded}" if seeded else reason)
                 if etag:  # what the store holds, read whole and refused: remembered
@@ -187,7 +180,7 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
             try:  # a folder in its place: said of the copy, never of the temporary file
                 os.replace(tmp, local)
             except OSError as exc:
-                why = f"{url}: its local copy cannot be kept ({local}: {exc.strerror})"
+                why = f"{name}: its local copy cannot be kept ({local}: {exc.strerror})"
                 raise RemoteError(why) from None
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
@@ -207,9 +200,11 @@ def push(bundle: Path, url: str, done: list[tuple[str, bool]] | None = None) -> 
     writer waits for the check and the copy, not the upload). An interrupt once the store
     answered the upload is `PushInterrupted`: the store holds it."""
     if not is_url(url):
-        raise RemoteError(f"{url}: warm push uploads to s3://bucket/key or https:// URLs")
+        raise RemoteError(f"{shown(url)}: warm push uploads to s3://bucket/key or https:// URLs")
     if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
-        raise RemoteError(f"{url}: names a folder, not a bundle: name the bundle (.../b.warm)")
+        raise RemoteError(
+            f"{shown(url)}: names a folder, not a bundle: name the bundle (.../b.warm)"
+        )
     store = _store(url_text(url))
     try:
         with open(bundle, "rb") as fh, scratch(bundle) as copy:
@@ -239,159 +234,16 @@ def local_bundle(
 # -- the stores --------------------------------------------------------------------------------
 
 
-def _store(url: str) -> _Http | S3:
+def _store(url: str) -> Http | S3:
     if urlsplit(url).scheme == "s3":
         return S3(url)
-    return _Http(url)
+    return Http(url)
 
 
-class _Http:
-    def __init__(self, url: str) -> None:
-        if plain_elsewhere(url):
-            raise RemoteError(
-                f"{url}: plain http:// is refused (anyone on the way could change the bundle): "
-                f"use https://; {PLAIN}"
-            )
-        self.url = url
-        self.head: Any = None  # the headers of the store's answer to the last HEAD
-        self.sent = False  # the store answered the upload: it holds it
-
-    def download(
-        self, etag: str | None, folder: Path, limits: Bounds
-    ) -> tuple[Path, str, str] | None:
-        import http.client  # here: a process that names no URL never imports them
-        import urllib.error
-        import urllib.request
-
-        request = urllib.request.Request(self.url, headers={"If-None-Match": etag} if etag else {})
-        late = RemoteError(
-            f"{self.url}: download stopped: not done in {limits.seconds:g} s (WARM_REMOTE_DEADLINE)"
-        )
-        with Deadline(limits.seconds) as deadline:  # headers dripped a byte a wait included
-            try:
-                with urlopen(request, min(TIMEOUT, limits.seconds), deadline) as response:
-                    size = response.headers.get("Content-Length")
-                    limits.too_long(self.url, size)
-                    tmp, digest, length = receive(self.url, response, folder, limits)
-                    new_etag = response.headers.get("ETag") or digest
-                    stated = _stated(response.headers)
-            except RemoteError:  # a redirect refused (an OSError too)
-                raise
-            except urllib.error.HTTPError as exc:
-                if exc.code == 304 and etag:  # to anything but our ETag: an error
-                    return None
-                raise RemoteError(failed(self.url, exc.code, said(exc.reason))) from None
-            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-                if deadline.passed:
-                    raise late from None
-                reason = said(getattr(exc, "reason", exc))
-                raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
-        if deadline.passed:  # what was read before the connection was shut
-            tmp.unlink(missing_ok=True)
-            raise late
-        return checked(self.url, tmp, digest, length, size, stated, new_etag)
-
-    def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> bool:
-        """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
-        conditional on what the store holds if it says; none where the store's HEAD says it
-        holds this file already (then False: nothing sent)."""
-        import http.client
-        import urllib.error
-        import urllib.request
-
-        headers = {
-            "Content-Type": "application/octet-stream",
-            "Content-Length": str(os.fstat(fh.fileno()).st_size),
-            "Content-MD5": base64.b64encode(md5).decode(),
-            "X-Warm-Sha256": digest,
-        }
-        seconds = bounds().seconds  # a bad WARM_REMOTE_DEADLINE is an error, as for a fetch
-        late = RemoteError(
-            f"{self.url}: not pushed: the store did not answer in {seconds:g} s "
-            "(WARM_REMOTE_DEADLINE)"
-        )
-        etag = self._etag(seconds, late)
-        head = self.head
-        if head is not None and held(
-            _stated(head),
-            etag,
-            head.get("Content-Length"),
-            digest,
-            md5,
-            int(headers["Content-Length"]),
-        ):
-            return False
-        if etag:
-            headers["If-Match"] = etag
-        elif etag == "":
-            headers["If-None-Match"] = "*"
-        request = urllib.request.Request(self.url, data=fh, headers=headers, method="PUT")
-        try:  # the upload takes its time; the answer to it, the deadline at most
-            with Deadline(seconds, answer_only=True) as deadline:
-                answer = urlopen(request, TIMEOUT, deadline)  # (an error answer raises)
-                self.sent = True
-                answer.close()
-            if deadline.passed:  # an answer cut short at the deadline reads as whole
-                raise late
-        except urllib.error.HTTPError as exc:
-            if exc.code == 412:
-                raise RemoteError(
-                    f"{self.url}: not pushed: the object changed since this push began "
-                    "(another push won); push again to replace it"
-                ) from None
-            raise RemoteError(f"{self.url}: HTTP {exc.code} {said(exc.reason)}") from None
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            if deadline.passed:
-                raise late from None
-            if exc is late:
-                raise
-            reason = said(getattr(exc, "reason", exc))
-            raise RemoteError(f"{self.url}: store unreachable ({reason})") from None
-        return True
-
-    def _etag(self, seconds: float, late: RemoteError) -> str | None:
-        """The ETag of what the store holds at the URL; "" if nothing; None if it does not
-        say (no ETag, or no HEAD allowed, as with a URL presigned for PUT only). Answered
-        within `seconds`, else `late` is raised. The answer's headers are kept in `head`."""
-        import http.client
-        import urllib.error
-        import urllib.request
-
-        request = urllib.request.Request(self.url, method="HEAD")
-        self.head = None
-        with Deadline(seconds) as deadline:
-            try:
-                with urlopen(request, TIMEOUT, deadline) as response:
-                    etag: str | None = response.headers.get("ETag")
-                    self.head = response.headers
-            except urllib.error.HTTPError as exc:
-                if deadline.passed:
-                    raise late from None
-                return "" if exc.code == 404 else None
-            except (urllib.error.URLError, http.client.HTTPException, OSError):
-                if deadline.passed:
-                    raise late from None
-                return None  # the PUT says whether the store is reachable
-        if deadline.passed:  # headers cut short at the deadline read as whole
-            raise late
-        return etag
-
-
-# -- checks ------------------------------------------------------------------------------------
-
-
-def _stated(headers: Any) -> str | None:
-    """The sha256 a store's answer states of its object: S3's metadata that an `s3://` push
-    wrote (`x-amz-meta-sha256`, as a presigned or public GET of it gives), or the header an
-    https push sent, where the store gives it back."""
-    value = headers.get("x-amz-meta-sha256") or headers.get("X-Warm-Sha256")
-    return str(value).strip().lower() if value else None
-
-
-def _lock_held(url: str, folder: Path, seconds: float) -> Fetched:
+def _lock_held(name: str, folder: Path, seconds: float) -> Fetched:
     """The last good copy, when another process held the download lock all the deadline
     (stopped mid-download, or on a store slower still); without one, `RemoteError`."""
-    why = f"{url}: another process held its download lock for {seconds:g} s (WARM_REMOTE_DEADLINE)"
+    why = f"{name}: another process held its download lock for {seconds:g} s (WARM_REMOTE_DEADLINE)"
     if not believed(local := folder / "bundle.warm"):
         raise RemoteError(why)
     return Fetched(local, False, f"{why}; using the last good copy {local}", why)

@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from warmcli.bundle.http_open import TIMEOUT, failed, said
+from warmcli.bundle.location import shown
 from warmcli.bundle.push_copy import held
 from warmcli.bundle.received import Bounds, checked, receive
 from warmcli.errors import RemoteError
@@ -25,14 +26,17 @@ SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 class S3:
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
-        self.url, self.bucket, self.key = url, parts.netloc, parts.path.lstrip("/")
+        self.bucket, self.key = parts.netloc, parts.path.lstrip("/")
+        self.url = shown(url)  # as messages name it: its query withheld
         self.sent = False  # the store answered the upload: it holds it
         if not self.bucket or not self.key:
-            raise RemoteError(f"{url}: an S3 URL is s3://bucket/key")
+            raise RemoteError(f"{self.url}: an S3 URL is s3://bucket/key")
         try:
             import boto3
         except ImportError:
-            raise RemoteError(f"{url}: s3:// URLs need boto3: pip install 'warmcli[s3]'") from None
+            raise RemoteError(
+                f"{self.url}: s3:// URLs need boto3: pip install 'warmcli[s3]'"
+            ) from None
         from botocore.config import Config
         from botocore.exceptions import BotoCoreError
 
@@ -40,7 +44,8 @@ class S3:
         try:  # a profile or config file that is not there, an endpoint that is no URL
             self.client = boto3.client("s3", config=config)
         except (BotoCoreError, ValueError) as exc:
-            raise RemoteError(f"{url}: no S3 client from the AWS settings ({said(exc)})") from None
+            why = f"no S3 client from the AWS settings ({said(exc)})"
+            raise RemoteError(f"{self.url}: {why}") from None
 
     def call(self, action: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError

@@ -7,13 +7,19 @@ bundle: a store that is the bundle once it could be opened, and until then answe
 read with the `BundleLocked` it was refused with (a miss the runtime builds cold, explained
 `locked`, as it is for a process whose open bundle a writer locked later). At a read at
 least `REOPEN_SECONDS` after its last try it tries again: the lock probed without waiting
-(`lock_probe.free`), and the bundle opened only where it is free, so no read waits for it
-again. It owns the bundle it opened (closed with it) and its lock; it never prints.
+(`lock_probe.free`), and the bundle opened only where it is free, by that one read: another
+thread's read meanwhile is answered `BundleLocked` at once, never waiting for the open (which
+waits as a first open does where another writer took the lock since the probe; a child
+forked meanwhile opens its own), and one closed meanwhile (`use_bundle`) closes what that
+open gave. A try that fails another way (the file removed, or replaced by one that is no
+bundle) is kept, `refused`, for the report, and tried again as late. It owns the bundle it
+opened (closed with it) and its lock; it never prints.
 """
 
 from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -36,19 +42,36 @@ class Reopening:
         self._next = time.monotonic() + REOPEN_SECONDS
         self.bundle: Bundle | None = None
         self.closed = False
+        self._opening = 0  # the process whose thread opens it now (a forked child's: none)
+        self.refused = ""  # why its last try failed, another way than locked (a file replaced)
 
     def _store(self) -> Bundle:
         """The bundle, opened now if it is free and it is time to try; else `BundleLocked`."""
         if self.bundle is not None:
             return self.bundle
         with self._lock:
-            if self.bundle is None:
-                if self.closed or time.monotonic() < self._next or not _free(self.path):
-                    self._next = max(self._next, time.monotonic() + REOPEN_SECONDS)
-                    raise BundleLocked(str(self._locked))
-                self._next = time.monotonic() + REOPEN_SECONDS
-                self.bundle = self._opener()  # (locked again meanwhile: `BundleLocked`)
-            return self.bundle
+            if self.bundle is not None:
+                return self.bundle
+            now = time.monotonic()
+            opening = self._opening == os.getpid()
+            if self.closed or opening or now < self._next or not _free(self.path):
+                self._next = max(self._next, now + REOPEN_SECONDS)
+                raise BundleLocked(str(self._locked))
+            self._next, self._opening = now + REOPEN_SECONDS, os.getpid()
+        try:
+            bundle = self._opener()  # this read alone (locked again meanwhile: `BundleLocked`)
+        except BundleError as exc:  # (tried again as late: a file replaced may be back)
+            self.refused = "" if isinstance(exc, BundleLocked) else str(exc)
+            raise
+        finally:
+            with self._lock:
+                self._opening = 0
+        with self._lock:
+            if not self.closed:
+                self.bundle = bundle
+                return bundle
+        bundle.close()  # closed while it opened: nobody's
+        raise BundleLocked(str(self._locked))
 
     def close(self) -> None:
         with self._lock:

@@ -114,18 +114,18 @@ def open_served(
     layer is imported only for a location that may be a URL (every URL holds `://`)."""
     if not (isinstance(location, str) and "://" in location):
         return serving(os.fspath(location), write, keys)
-    from warmcli.bundle.location import is_url
+    from warmcli.bundle.location import is_url, shown
     from warmcli.bundle.remote import local_bundle
 
     if is_url(location) and write:
-        raise BundleError(f"{location}: a bundle named by URL is served read-only")
+        raise BundleError(f"{shown(location)}: a bundle named by URL is served read-only")
     path, warning = local_bundle(location, keys)  # one they refuse: the last good copy
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
     try:
         return Bundle.open(os.path.abspath(path), write=write, trusted_keys=keys)
     except BundleError as exc:  # said of the URL, never of its local copy
-        raise renamed(exc, os.path.abspath(path), location) from None
+        raise renamed(exc, os.path.abspath(path), shown(location)) from None
 
 
 def renamed(exc: BundleError, path: str | os.PathLike[str], name: str) -> BundleError:

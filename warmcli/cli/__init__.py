@@ -24,7 +24,8 @@ __all__ = ["app", "main"]
 def main() -> None:
     """`warm`: a usage error (unknown option, missing argument, bad value) is one line on
     stderr naming the command's `--help`, exit 2 (and a JSON object on stdout too under
-    `--json`), never the parser's usage block; Ctrl-C while parsing exits 130."""
+    `--json`), never the parser's usage block, a URL it names shown as every message shows
+    one (`_shown_urls`); Ctrl-C while parsing exits 130."""
     _typographic_dash(sys.argv[1:])
     app.load(sys.argv[1:2])
     _collect_from_here()
@@ -42,7 +43,7 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         where = f"{ctx.command_path} --help" if ctx is not None else "warm --help"
         fail_code = getattr(exc, "exit_code", 2) or 2
-        exit_now(f"{message()} (see {where})", fail_code)
+        exit_now(f"{_shown_urls(message())} (see {where})", fail_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -63,6 +64,17 @@ def _typographic_dash(args: list[str]) -> None:
             meant = f"{'-' if len(word) == 1 else '--'}{word}"
             dash = unicodedata.name(arg[0]).lower()
             exit_now(f"{printable(arg)}: its dash is {dash}, not '-': type {meant}", 2)
+
+
+def _shown_urls(message: str) -> str:
+    """`message` (the parser's: `unexpected extra argument (URL)`), each URL the command
+    line holds in it as `location.shown` shows it: no password, token or query."""
+    from warmcli.bundle.location import shown
+
+    for arg in sys.argv[1:]:
+        if "://" in arg and shown(arg) != arg:
+            message = message.replace(arg, shown(arg))
+    return message
 
 
 def _collect_from_here() -> None:

@@ -125,8 +125,10 @@ class WarmCommand(_PlainParams, TyperCommand):
         after = both and self._module_first(ctx, given_args)  # `-m app -- 8`: 8 is extra
         if not (ctx.args or after) or ctx.resilient_parsing:
             return rest
+        from warmcli.bundle.location import shown  # a URL's password or query: never said
+
         extra = [*([params["workload"]] if both else []), *ctx.args]
-        given = " ".join(map(str, extra))
+        given = " ".join(shown(str(arg)) for arg in extra)
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
         ctx.fail(_no_arguments(given))
@@ -191,9 +193,8 @@ class WarmCommand(_PlainParams, TyperCommand):
 
 class WarmGroup(_PlainParams, TyperGroup):
     """`warm` itself: its options (`--version`...) converted without Pydantic too. A Ctrl-C
-    while a command line is parsed (Typer's answer: a bare exit 130) is one line too, and so
-    is a command's option given before the command (`warm --json stats`), saying so, and
-    `warm help` or `warm version` (`--help`, `--version` meant)."""
+    while parsing (Typer's answer: a bare exit 130) is one line, as are a command's option
+    before the command (`warm --json stats`) and `warm help`, `warm version` (flags meant)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -39,6 +39,12 @@ def clean(
     older_than: str | None = typer.Option(
         None, "--older-than", help="Remove kernels and tunes not used for this long (30d, 12h)."
     ),
+    tune: list[str] = typer.Option(
+        [],
+        "--tune",
+        metavar="OPERATION",
+        help="Remove every tune of this tunable, only them: warm run measures it again.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would go; change nothing."),
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
@@ -67,6 +73,7 @@ def clean(
             dry_run=dry_run,
             removed=removed,
             older_than=age,
+            tunes=tune,
         )
 
     try:

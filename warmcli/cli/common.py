@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 from warmcli import config
-from warmcli.bundle.location import is_url
+from warmcli.bundle.location import is_url, shown
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
@@ -164,8 +164,8 @@ def default_bundle(given: str | None = None) -> Path:
     named = _named(given)
     if named and is_url(named):
         fail(
-            f"{named if given else 'WARM_BUNDLE=' + named} is a URL, which is read-only: give "
-            "a local bundle (warm pull fetches one, warm push publishes one)"
+            f"{'' if given else 'WARM_BUNDLE='}{shown(named)} is a URL, which is read-only: "
+            "give a local bundle (warm pull fetches one, warm push publishes one)"
         )
     return Path(named) if named else guarded(lambda: default_bundle_path(strict=True))
 
@@ -243,9 +243,9 @@ def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> P
 def shown_name(given: str | None, path: Path) -> str:
     """How a command names the bundle it read at `path`: the URL it was given (or
     WARM_BUNDLE's), never that URL's local copy in WARM_HOME, which no script can map
-    back; else the path."""
+    back, as `location.shown` shows it (no password, token or query); else the path."""
     named = given or config.bundle()
-    return named if named and is_url(named) else str(path)
+    return shown(named) if named and is_url(named) else str(path)
 
 
 EXIT_INTERRUPTED = 130

@@ -20,7 +20,7 @@ from warmcli import config
 from warmcli.bundle.compiles import shared_compiles
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.counts import HeldCounts
-from warmcli.bundle.location import is_url
+from warmcli.bundle.location import is_url, shown
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
 from warmcli.cli.common import (
@@ -121,7 +121,7 @@ def stats(
     BUNDLE may be an https:// or s3:// URL (fetched into WARM_HOME once)."""
     path = readable_bundle(bundle)
     given = bundle or config.bundle()  # a URL is named as given, its copy after it
-    url = given if given is not None and is_url(given) else None
+    url = shown(given) if given is not None and is_url(given) else None
     with guarded(lambda: Bundle.open(path)) as opened:
         guarded(lambda: _stats(path, opened, operation, as_json, url))
     holds_nothing()  # the bundle is closed, all is printed: no teardown needed

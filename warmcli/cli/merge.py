@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import typer
 
-from warmcli.bundle.location import is_url
+from warmcli.bundle.location import is_url, shown
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.committed import kept_on_interrupt
@@ -54,7 +54,10 @@ def merge(
     shard missing, counts that differ) are said in one line, and exit 1: OUT is written.
     """
     if is_url(output):  # typer's Path would make `https://h/b` a folder `https:/h/`
-        fail(f"{output} is a URL: merge writes a local bundle (-o PATH); warm push publishes it")
+        fail(
+            f"{shown(output)} is a URL: merge writes a local bundle (-o PATH); "
+            "warm push publishes it"
+        )
     signing_key = None if key is None else guarded(lambda: load_private_key(key))
     trusted = guarded(trusted_keys)
     if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import typer
 
-from warmcli.bundle.location import is_url, not_a_file, url_text
+from warmcli.bundle.location import is_url, not_a_file, shown, url_text
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.replacing import copy_into
@@ -58,17 +58,18 @@ def push(
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
         kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
         fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
-    pushed = f"interrupted: pushed {bundle} to {url} (kept)"
+    name = shown(url)  # its password, token and query never shown
+    pushed = f"interrupted: pushed {bundle} to {name} (kept)"
     done: list[tuple[str, bool]] = []  # once the store answered: from then on, said so
     try:
         digest, sent = guarded(lambda: push_bundle(bundle, url, done))
         if as_json:
-            emit_json({"bundle": str(bundle), "url": url, "sha256": digest, "sent": sent})
+            emit_json({"bundle": str(bundle), "url": name, "sha256": digest, "sent": sent})
         elif sent:
-            said = f"pushed {bundle} to {url} (sha256 {digest[:16]})"
+            said = f"pushed {bundle} to {name} (sha256 {digest[:16]})"
             out.print(said, markup=False, highlight=False)
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
-            said = f"unchanged: {url} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
+            said = f"unchanged: {name} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
             out.print(said, markup=False, highlight=False)
     except PushInterrupted:  # the store answered the upload: it holds the bundle
         fail(pushed, EXIT_INTERRUPTED, label="")
@@ -94,7 +95,7 @@ def pull(
     PATH that is (or leads to) a FIFO or a device is never replaced.
     """
     if not is_url(url):
-        fail(f"{url}: not an https:// or s3:// URL")
+        fail(f"{shown(url)}: not an https:// or s3:// URL")
     try:  # first: a URL no store is sent is said so, not named by its file name
         url_text(url)
     except RemoteError as exc:
@@ -118,8 +119,8 @@ def pull(
     kept_on_interrupt(
         target,
         lambda done: guarded(lambda: copy_into(got.path, target, force, done)),
-        lambda _, dropped: _said(url, target, *dropped, as_json),
-        lambda dropped: _interrupted(url, target, *dropped),
+        lambda _, dropped: _said(shown(url), target, *dropped, as_json),
+        lambda dropped: _interrupted(shown(url), target, *dropped),
     )
 
 
@@ -154,19 +155,19 @@ def _named_by(url: str) -> Path:
     where it is empty, `..` or a dot file (the URL's owner would choose which of the
     user's files, `.bashrc`, is replaced), or decodes to no UTF-8, a folder (`%2F`) or a
     control character, or is longer than a file's name may be (`_NAME_BYTES`: said cut)."""
-    parts = urlsplit(url)
+    parts, named = urlsplit(url), shown(url)
     name = os.path.basename(parts.path)
     if parts.scheme != "s3":
         try:
             name = unquote(name, errors="strict")
         except UnicodeDecodeError:  # named as the URL gives it, not as an empty name
-            shown = printable(repr(cut(name, 80)))
-            fail(f"{cut(url, 200)}: its name {shown} decodes to no UTF-8: name the file to write")
+            held = printable(repr(cut(name, 80)))
+            fail(f"{cut(named, 200)}: its name {held} decodes to no UTF-8: name the file to write")
     if len(name.encode("utf-8", "surrogateescape")) > _NAME_BYTES:
-        shown = f"{printable(cut(repr(name), 80))}, longer than a file name may be"
-        fail(f"{cut(url, 200)}: its name {shown}: name the file to write")
+        held = f"{printable(cut(repr(name), 80))}, longer than a file name may be"
+        fail(f"{cut(named, 200)}: its name {held}: name the file to write")
     if not name or name.startswith(".") or "/" in name or printable(name) != name:
-        shown = printable(repr(name))
+        held = printable(repr(name))
         said = "is no bundle file to write here: name the file to write"
-        fail(f"{cut(url, 200)}: its name {shown} {said}")
+        fail(f"{cut(named, 200)}: its name {held} {said}")
     return Path(name)

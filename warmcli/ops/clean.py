@@ -13,15 +13,18 @@ machine's toolchain's build, runnable here, supersedes; a tune of another device
 What this machine cannot judge is kept and counted (`kept_unjudged`, less what `max_size`
 evicts of it): kernels and tunes
 of a backend whose devices it cannot list (CUDA without a GPU), and pending tunes
-(compile-only, finished on any GPU later). `older_than` then evicts what was not used
-for that long, and `max_size` the least recently used kernels until the binaries they
-need fit (`warmcli.ops.clean_age`); a binary shared by a batch is freed with its last
+(compile-only, finished on any GPU later). `tunes` names tunables whose every tune is
+removed (on every device), so that the next `warm run` measures them again; their kernels
+are kept, and nothing foreign is removed beside them (as under `keep_foreign`); a name the
+bundle holds no tune of is a `BundleError`, nothing removed. `older_than` then evicts what
+was not used for that long, and `max_size` the least recently used kernels until the
+binaries they need fit (`warmcli.ops.clean_age`); a binary shared by a batch is freed with its last
 kernel, a tune with its pick's kernel. The entries stream through the plan, which
 counts every removal by reason and keeps the first `LISTED` whole (to show), and the
 keys to remove only when it is to be applied: memory holds no whole table (a digest
 of each of this machine's toolchain's builds, to judge what they supersede; `max_size`
-and `older_than` keep the key, blob and time of each kept kernel, and `older_than` the
-keys of the tunes written before its cutoff or after now). `plan_clean` is pure;
+and `older_than` keep the key, blob and time of each kept kernel, and either the
+keys of the tunes written before the age's cutoff or after now). `plan_clean` is pure;
 `clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum,
 `warmcli.ops.clean_vacuum`, and the stamp of what was used in the future; one
 that removes nothing vacuums a file it may write, a tenth of it free pages); once
@@ -68,13 +71,15 @@ from warmcli.ops.clean_plan import CleanPlan, Removal
 from warmcli.ops.clean_vacuum import freed_pages, vacuum
 from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
-from warmcli.printable import LISTED
+from warmcli.printable import LISTED, lone_surrogate, printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
 UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
 NOT_PTX = "its blob is not PTX of its arch"  # a CUDA PTX row never JIT-ed
 NOT_CUBIN = "its blob is not a cubin of its arch"  # a CUDA cubin row holding PTX, say
 CORRUPT_ROW = "corrupt: a malformed row"
+NAMED = "named by --tune: measured again by the next warm run"
+HELD_SHOWN = 10  # the operations a refused `tunes` name lists, of those the bundle holds
 WHATS = ("kernel", "tune")
 
 
@@ -111,6 +116,7 @@ def plan_clean(
     older_than: float | None = None,
     now: float = 0.0,
     tune_times: tuple[Collection[str], Collection[str]] = ((), ()),
+    tunes_named: Collection[str] = (),
 ) -> CleanPlan:
     """What a clean removes, and why (pure: each kernel with its last-used time, and each
     tune, streamed in; the plan out). `apply`: keep every key to remove; `labels` names
@@ -120,7 +126,8 @@ def plan_clean(
     every kernel whose binary does not export its symbol, and why (removed as corrupt);
     `older_than`: evict what was not used since `now - older_than` (`warmcli.ops.clean_age`:
     `tune_times`, the keys of the tunes written before then, and of those written after
-    `now`), before `max_size` evicts."""
+    `now`, counted as used now by either eviction), before `max_size` evicts. `tunes_named`:
+    operations whose every tune is removed."""
     if local is None:
         kernels = list(kernels)
         local = local_builds((k for k, _ in kernels), machine, corrupt or ())
@@ -156,10 +163,13 @@ def plan_clean(
     held = {key for _, key, _ in kept} if older_than is not None else set()
     old, age = set(tune_times[0]), age_text(older_than or 0)
     for t in tunes:
+        label = f"{t.operation} {t.shape_key}"
+        if t.operation in tunes_named:
+            plan.remove(Removal("tune", t.key, label, t.device, NAMED))
+            continue
         foreign, cannot = tune_foreign(t, machine)
         if cannot:
             unjudged[cannot] += 1
-        label = f"{t.operation} {t.shape_key}"
         pick = next((c.kernel_key for c in t.candidates if c.name == t.pick), None)
         if foreign and not keep_foreign:
             plan.remove(Removal("tune", t.key, label, t.device, foreign))
@@ -208,12 +218,15 @@ def clean_bundle(
     dry_run: bool = False,
     removed: list[int] | None = None,
     older_than: float | None = None,
+    tunes: Collection[str] = (),
 ) -> CleanReport:
     """Plan a clean of the bundle at `path` and, unless `dry_run`, apply it; `machine` is
     this machine's inventory (`Machine.of(inventory())`) unless given. `removed` (if given)
     holds the kernels and tunes removed as the removal commits (an interrupt held until it
     does): a caller interrupted however late reads what was kept there. `older_than`
-    (seconds) evicts what was not used for that long, first."""
+    (seconds) evicts what was not used for that long, first. `tunes`: the operations whose
+    every tune is removed, and only those (besides corrupt rows, and what `older_than` and
+    `max_size` evict)."""
     path = Path(path)
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
@@ -226,8 +239,10 @@ def clean_bundle(
         with Bundle.open(path, write=not dry_run) as bundle:
             format_after = bundle.format_version()
             require_consistent(bundle)  # what its indexes say is what its rows say
+            _require_tunes(bundle, path, tunes)
             now = time.time()
-            options = (machine, keep_foreign, max_size, dry_run, (older_than, now))
+            keep = keep_foreign or bool(tunes)
+            options = (machine, keep, max_size, dry_run, (older_than, now), frozenset(tunes))
             unreadable: list[Unreadable] = []  # rows no listing reads: met, skipped, removed
             try:
                 plan = _plan(bundle, *options, unreadable)
@@ -275,6 +290,7 @@ def _plan(
     max_size: int | None,
     dry_run: bool,
     age: tuple[float | None, float],
+    named: frozenset[str],
     unreadable: list[Unreadable],
     scanned: bool = False,
 ) -> CleanPlan:
@@ -283,15 +299,15 @@ def _plan(
     found (added to `unreadable`, skipped) and the plan made again. A listing that stops at
     an unreadable row not skipped is a `BundleError` (`unreadable_error`). `age`: evict what
     was not used for `age[0]` seconds (None: no age) before `age[1]`, the clean's time,
-    which a last use in the future is taken as."""
+    which a last use in the future is taken as; `named`: the operations whose tunes go."""
     corrupt = _corrupt_blobs(bundle)
     unserved = unexported(bundle)
     malformed: list[Removal | None] = []  # rows no reader can serve: removed, as corrupt
     older_than, now = age
     no_times: tuple[set[str], set[str]] = (set(), set())
-    tune_times = (
-        no_times if older_than is None else old_and_future_tunes(bundle, now - older_than, now)
-    )
+    cutoff = None if older_than is None else now - older_than  # (None: those ahead only)
+    evicting = older_than is not None or max_size is not None
+    tune_times = old_and_future_tunes(bundle, cutoff, now) if evicting else no_times
     kernels_used = bundle.each_kernel_used(_malformed("kernel", malformed), order=AS_STORED)
     plan = plan_clean(
         ((k, used) for k, (_, used) in kernels_used),
@@ -309,16 +325,31 @@ def _plan(
         older_than=older_than,
         now=now,
         tune_times=tune_times,
+        tunes_named=named,
     )
     if None in malformed and not scanned:  # a key not hex: found, to be removed by rowid
         unreadable += skip_unreadable(bundle)
-        return _plan(bundle, machine, keep_foreign, max_size, dry_run, age, unreadable, True)
+        options = (machine, keep_foreign, max_size, dry_run, age, named)
+        return _plan(bundle, *options, unreadable, True)
     for removal in malformed:
         if removal is not None:
             plan.remove(removal)
     for u in unreadable:
         plan.remove(Removal(u.what, u.key, u.problem, "", CORRUPT_ROW, by_rowid=True))
     return plan
+
+
+def _require_tunes(bundle: Bundle, path: Path, tunes: Collection[str]) -> None:
+    """Refuse a name in `tunes` the bundle holds no tune of (a typo removes nothing)."""
+    for operation in tunes:
+        if lone_surrogate(operation) or not bundle.has_operation(operation):
+            names = bundle.operations(HELD_SHOWN + 1)
+            held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
+            held += ", ..." if len(names) > HELD_SHOWN else ""
+            shown = f"'{printable(operation)}'"
+            raise BundleError(
+                f"{path}: no tunes for operation {shown} (it holds: {held or 'none'})"
+            )
 
 
 def _malformed(kind: str, into: list[Removal | None]) -> Callable[[str, str], None]:

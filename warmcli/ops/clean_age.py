@@ -4,7 +4,8 @@ An age is a number and a unit (`parse_age`: s, m, h, d or w; `30d`, `1.5h`), at 
 `MAX_AGE`. A kernel is *used* when it was written or served to a process that opened the
 bundle writable (its `last_used`, as `--max-size` orders kernels); a tune whose pick's
 kernel the bundle keeps is used when that kernel is (serving the tune launches it), any
-other tune (pending, or its pick's kernel not held) when it was written (its `updated`).
+other tune (pending, or its pick's kernel not held) when it was written (its `updated`;
+one that is no number, text or NULL, taken as long ago).
 A time in the future (a skewed clock, a bundle from elsewhere) is taken as the clean's
 own time, and a clean that writes stamps it so (`stamp_future`): it is kept now, and
 ages from now on. Neither time is signed, so stamping one leaves every signature valid.
@@ -34,32 +35,41 @@ if TYPE_CHECKING:
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE = 36500 * 86400  # 100 years: a longer age is refused (it would remove nothing)
+_SHOWN = 40  # characters of a refused age said
 _AGE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdw])")
 _NUMERIC = "typeof({0}) IN ('integer', 'real')"
-_TUNE_TIMES = f"SELECT {KEY_HEX} FROM tunes WHERE {_NUMERIC.format('updated')} AND updated {{}} ?"
+_TUNES = f"SELECT {KEY_HEX} FROM tunes WHERE "
+# A tune written before the cutoff, or at no time that is a number (text, a blob, NULL: a
+# bundle from elsewhere, its times unsigned): no time of writing read, it is taken as long
+# ago, as -inf is (else kept by every age, for ever); and one written after the clean's time.
+_OLD_TUNES = f"{_TUNES}NOT {_NUMERIC.format('updated')} OR updated < ?"
+_FUTURE_TUNES = f"{_TUNES}{_NUMERIC.format('updated')} AND updated > ?"
 Kept = list[tuple[float, str, str]]  # (last used, key, blob) of each kernel kept so far
 Labels = Callable[[str], KernelRecord | None]
 
 
 def parse_age(text: str) -> float:
-    """`text` (`30d`, `12h`, `1.5w`) in seconds; a `ValueError` saying why not."""
+    """`text` (`30d`, `12h`, `1.5w`) in seconds; a `ValueError` saying why not (naming its
+    first `_SHOWN` characters)."""
     match = _AGE.fullmatch(text)
+    shown = repr(text[:_SHOWN])  # (as `--max-size` cuts its own: an argument may be 100 KB)
     if match is None:
         raise ValueError(
-            f"{text!r} is not an age: a number and a unit, s, m, h, d or w (30d, 12h, 90m)"
+            f"{shown} is not an age: a number and a unit, s, m, h, d or w (30d, 12h, 90m)"
         )
     seconds = float(match[1]) * AGE_UNITS[match[2]]
     if not math.isfinite(seconds) or seconds > MAX_AGE:
-        raise ValueError(f"{text!r} is over 100 years (36500d): it would remove nothing")
+        raise ValueError(f"{shown} is over 100 years (36500d): it would remove nothing")
     return seconds
 
 
 def age_text(seconds: float) -> str:
-    """`seconds` as the largest unit it is a whole number of (`2592000.0` is `30d`)."""
+    """`seconds` as the largest unit it is a whole number of (`2592000.0` is `30d`), else in
+    seconds with every digit an age may give (`parse_age`: nine after the point)."""
     for unit, size in sorted(AGE_UNITS.items(), key=lambda u: -u[1]):
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return (f"{seconds:.9f}".rstrip("0").rstrip(".") or "0") + "s"
 
 
 def _evict(
@@ -142,10 +152,14 @@ def bytes_freed(plan: CleanPlan, listed: Mapping[str, tuple[str, int]], staying:
         plan.removals[i] = dataclasses.replace(r, bytes=size if gone else 0)
 
 
-def old_and_future_tunes(bundle: Bundle, cutoff: float, now: float) -> tuple[set[str], set[str]]:
-    """The keys of the tunes written before `cutoff`, and of those written after `now`."""
-    old = {str(r[0]) for r in bundle._iter(_TUNE_TIMES.format("<"), (cutoff,))}
-    future = {str(r[0]) for r in bundle._iter(_TUNE_TIMES.format(">"), (now,))}
+def old_and_future_tunes(
+    bundle: Bundle, cutoff: float | None, now: float
+) -> tuple[set[str], set[str]]:
+    """The keys of the tunes written before `cutoff` (or at a time that is no number; none
+    where `cutoff` is None: no age), and of those written after `now`."""
+    rows = () if cutoff is None else bundle._iter(_OLD_TUNES, (cutoff,))
+    old = {str(r[0]) for r in rows}
+    future = {str(r[0]) for r in bundle._iter(_FUTURE_TUNES, (now,))}
     return old, future
 
 

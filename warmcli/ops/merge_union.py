@@ -10,8 +10,9 @@ measurement time, is a temporary table of the output's connection, never held in
 each blob is copied once, a chunk at a time and checked against its sha256
 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that fails (or is missing) is
 undone and taken from another input holding a good one, and that is said in `mended` (held
-by none, a later input's row of that key naming another binary is taken, said so: a first
-input's damaged row refused the whole merge, where the other order merged). So no
+by none, a later input's row of that key naming another binary an input holds is taken, said
+so, the first `LISTED`: a first input's damaged row refused the whole merge, where the other
+order merged). So no
 table of any input sets the memory a merge takes. The inputs' fingerprints are read first:
 more together than a bundle may hold (`FINGERPRINT_ROWS`, which every reader refuses) are
 refused, nothing written. `carry_over` copies the output's own `created` time and
@@ -85,6 +86,7 @@ def write_union(
     fingerprints = _fingerprints(bundles)  # first: a union no reader takes is refused
     written = Written([0] * len(bundles), [0] * len(bundles), 0)
     other = 0  # kernel keys a later input holds built to another binary than the one kept
+    later = 0  # kernel keys whose blob no input holds, a later input's build taken
     unsigned, renewed = stale
     freed: list[tuple[str]] = []  # the blobs of the first input's rows renewed
     for index, bundle in enumerate(bundles):
@@ -106,8 +108,14 @@ def write_union(
                     try:
                         _copy_blob(conn, bundles, index, record.sha256, mended)
                     except BundleError as exc:  # in no input: a later one's build of the key
-                        if not _later_build(bundles, index, record, exc, mended):
+                        taken = _later_build(bundles, index, record, exc)
+                        if taken is None:
                             raise
+                        later += 1
+                        if later <= LISTED:
+                            mended.append(
+                                f"{exc}: kernel {record.key[:16]}: took its build of {taken}"
+                            )
                         continue  # (written as that input's row, there)
                 if write_kernel_row(conn, record, now):  # (one alike is kept, as a run does)
                     written.kernels[index] += 1
@@ -120,6 +128,11 @@ def write_union(
         mended.append(
             f"and {other - LISTED:,} more kernel key(s) a later input built to another "
             "binary: the first input's kept"
+        )
+    if later > LISTED:
+        mended.append(
+            f"and {later - LISTED:,} more kernel key(s) whose blob no input holds: a later "
+            "input's build taken"
         )
     conn.executemany(  # (one a kept kernel still names stays)
         "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)", freed
@@ -267,21 +280,23 @@ def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of:
 
 
 def _later_build(
-    bundles: Sequence[Bundle], index: int, record: KernelRecord, exc: BundleError, mended: list[str]
-) -> bool:
-    """Whether an input after `bundles[index]` holds `record`'s key built to another binary,
-    where `exc` (an input's: its blob in none of them) refused `record`'s: said in `mended`;
-    that input's row is then written in its turn, its binary copied (or refused) as any."""
+    bundles: Sequence[Bundle], index: int, record: KernelRecord, exc: BundleError
+) -> Path | None:
+    """The first input after `bundles[index]` holding `record`'s key built to another binary
+    that an input holds (never one whose blob is missing too), where `exc` (an input's: its
+    blob in none of them) refused `record`'s; None where none does. That input's row is
+    then written in its turn, its binary copied (or refused) as any."""
     if not any(str(exc).startswith(f"{b.path}: blob ") for b in bundles):
-        return False  # the output's (a full disk)
-    later = next(
-        (b for b in bundles[index + 1 :] if _sha_of(b, record.key) not in (None, record.sha256)),
-        None,
-    )
-    if later is None:
-        return False
-    mended.append(f"{exc}: kernel {record.key[:16]}: took its build of {later.path}")
-    return True
+        return None  # the output's (a full disk)
+
+    def built(bundle: Bundle) -> bool:
+        sha = _sha_of(bundle, record.key)
+        held = "SELECT 1 FROM blobs WHERE sha256 = ?"  # (one row at most, read whole)
+        other = sha not in (None, record.sha256)
+        return other and any(list(b._iter(held, (sha,))) for b in bundles)
+
+    later = next((b for b in bundles[index + 1 :] if built(b)), None)
+    return None if later is None else later.path
 
 
 def _sha_of(bundle: Bundle, key: str) -> str | None:

@@ -33,7 +33,12 @@ from typing import Any
 import numpy as np
 
 from warmcli.backends.base import Buffer
-from warmcli.backends.cuda.foreign import ArgumentError, _class_names, wrap  # re-exported
+from warmcli.backends.cuda.foreign import (  # ArgumentError: re-exported
+    ArgumentError,
+    _class_names,
+    numbers_of,
+    wrap,
+)
 from warmcli.errors import PyCudaError
 
 # PyCUDA (struct/numpy) letters -> warm's parameter letters: the same letters, since warm
@@ -339,7 +344,8 @@ def convert(
             if letter != "P":
                 raise ArgumentError(f"{entry} argument {position}: {handler.label} for {letter!r}")
             handlers[position - 1] = handler
-            values.append(Buffer(device_id, handler.array.shape, handler.array.dtype.name))
+            held = numbers_of(handler.array.shape, handler.array.dtype)  # records: numbers
+            values.append(Buffer(device_id, *held))
         elif letter == "P" and _is_number(arg):  # an address, as PyCUDA packs one: no size
             values.append(Buffer(device_id, (0,), "uint8", int(arg)))
         elif letter == "P":

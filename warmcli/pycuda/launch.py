@@ -6,9 +6,9 @@ else the runtime's default). An
 executing launch with `drv.In`/`Out`/`InOut` arguments gets device memory for each
 array for the span of the launch: copied in before, the stream synchronised and
 copied back after, then freed, as PyCUDA does (the array's bytes as they lie, a
-Fortran-ordered one's too). `pycuda_sizes` holds a launch's grid,
-block and shared size to what PyCUDA's launch takes. The module owns the map from PyCUDA
-streams to warm's; it decides no verdict (its caller did).
+Fortran-ordered one's too; an array of records as its numbers or bytes). `pycuda_sizes`
+holds a launch's grid, block and shared size to what PyCUDA's launch takes. The module
+owns the map from PyCUDA streams to warm's; it decides no verdict (its caller did).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.backends.base import Buffer, Stream
+from warmcli.backends.cuda.foreign import held_view, numbers_of
 from warmcli.errors import PyCudaError
 from warmcli.pycuda import context
 from warmcli.pycuda.args import ArgumentError, Staged
@@ -104,9 +105,9 @@ def run_staged(
     try:
         if active is None:  # a device of warm's own buffers (no pointers to hand out)
             for i, h in handlers.items():
-                flat = h.array.reshape(-1, order="A")  # its bytes as they lie, as PyCUDA's
-                memory[i] = staged[i] = (  # copies (a Fortran-ordered one's too)
-                    rt.upload(flat) if h.copies_in else rt.buffer(flat.shape, flat.dtype)
+                flat = held_view(h.array)  # its bytes as they lie, as PyCUDA's copies
+                memory[i] = staged[i] = (  # (a Fortran-ordered one's, a record array's too)
+                    rt.upload(flat) if h.copies_in else rt.buffer(flat.shape, flat.dtype.name)
                 )
         else:
             with active() as cuda:
@@ -114,7 +115,8 @@ def run_staged(
                     memory[i] = cuda.mem_alloc(max(h.array.nbytes, 1))
                     if h.copies_in and h.array.nbytes:
                         cuda.memcpy_htod(memory[i], h.array)
-                    staged[i] = Buffer(device.id, h.array.shape, h.array.dtype.name, int(memory[i]))
+                    held = numbers_of(h.array.shape, h.array.dtype)  # records: numbers
+                    staged[i] = Buffer(device.id, *held, int(memory[i]))
         if timed:
             seconds: float | None = device.time(stream, lambda: launch(staged))
         else:
@@ -125,7 +127,8 @@ def run_staged(
             if not h.copies_out or not h.array.nbytes:
                 continue
             if active is None:
-                h.array.reshape(-1, order="A")[...] = device.download(memory[i]).reshape(-1)
+                view = held_view(h.array)
+                view[...] = device.download(memory[i]).reshape(view.shape)
             else:
                 with active() as cuda:
                     cuda.memcpy_dtoh(h.array, memory[i])

@@ -2,14 +2,16 @@
 
 Under `warm run --pycuda --arch sm_90` (`warmcli.pycuda.standins`), `drv.Device(0)` is the
 compile-only device of the bound runtime: its compute capability and name are its arch's,
-and its contexts (`retain_primary_context`, `make_context`, `pycuda.autoinit`'s) are the one
-warm launches in, whose `push`, `pop`, `detach` and `synchronize` do nothing (nothing runs).
+and its contexts (`retain_primary_context`, `make_context` with or without `ctx_flags`,
+`pycuda.autoinit`'s) are the one warm launches in, whose `push`, `pop`, `detach` and
+`synchronize` do nothing (nothing runs).
 `get_version()` is, as PyCUDA's, the CUDA release of the toolkit kernels are built with
 (here the NVRTC or nvcc of the bound device, which warm really builds with); a driver's
 version (`get_driver_version`) or anything else only a GPU answers is never made up: a
 one-line `DeviceError` naming the call and that there is no GPU. `PointerHolderBase` is
 PyCUDA's class for a user's own device memory: a subclass defines `get_pointer()`, and its
-int is that pointer (a kernel argument as PyCUDA takes one: `warmcli.pycuda.args`).
+int is that pointer (a kernel argument as PyCUDA takes one: `warmcli.pycuda.args`), a Python
+int of 64 bits as PyCUDA converts it (anything else refused in one line, as PyCUDA's raises).
 No state.
 """
 
@@ -64,12 +66,27 @@ class PointerHolderBase:
         )
 
     def __int__(self) -> int:
-        return int(self.get_pointer())
+        pointer = self.get_pointer()  # PyCUDA's CUdeviceptr: a Python int of 64 bits
+        if not isinstance(pointer, int) or not 0 <= pointer < 2**64:
+            raise PyCudaError(
+                f"{type(self).__name__}.get_pointer() gave {pointer!r}: PyCUDA takes a Python "
+                "int from 0 to 2**64 - 1 (a CUdeviceptr; a float or a numpy integer is its "
+                "TypeError, another int its OverflowError)"
+            )
+        return int(pointer)
 
     __index__ = __int__
 
     def as_buffer(self, size: int, offset: int = 0) -> Any:
         raise no_gpu(f"{type(self).__name__}.as_buffer()")
+
+
+class ctx_flags:
+    """`drv.ctx_flags`: `make_context`'s flags, cuda.h's `CUctx_flags` values."""
+
+    SCHED_AUTO, SCHED_SPIN, SCHED_YIELD, SCHED_MASK = 0x00, 0x01, 0x02, 0x07
+    SCHED_BLOCKING_SYNC = BLOCKING_SYNC = 0x04
+    MAP_HOST, LMEM_RESIZE_TO_MAX, FLAGS_MASK = 0x08, 0x10, 0xFF
 
 
 class _Device(metaclass=LackingClass):

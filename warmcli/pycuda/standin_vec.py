@@ -2,15 +2,17 @@
 
 `vec` holds PyCUDA's CUDA vector types as numpy dtypes (`vec.float4`: fields x, y, z, w of
 float32; char to double, 1 to 4 fields, longlong and double 1 or 2) and their makers
-(`vec.make_float4(1, 2, 3, 4)`: a 0-d array of that dtype), as `pycuda/gpuarray.py` builds
-them (a 64-bit platform's `long`: 8 bytes). `characterize`'s questions a compute capability
-answers (`has_double_support`, `has_stack`) are answered from the compile-only device's arch,
-`platform_bits` from the host; `sizeof`, which launches a kernel and reads its result, is
-not held (named as the stand-in's lack). No state.
+(`vec.make_float4(1, 2, 3, 4)`, its fields by position or name: a 0-d array of that
+dtype), as `pycuda/gpuarray.py` builds them (a 64-bit platform's `long`: 8 bytes).
+`characterize`'s questions a compute capability answers (`has_double_support`, `has_stack`)
+are answered from the compile-only device's arch, `platform_bits` from the host; `sizeof`,
+which launches a kernel and reads its result, is not held (named as the stand-in's lack).
+No state.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -39,14 +41,20 @@ class vec:
 
 
 def _maker(name: str, dtype: np.dtype[Any]) -> Callable[..., np.ndarray]:
-    count = len(dtype.names or ())
+    fields = dtype.names or ()
+    signature = inspect.Signature(  # PyCUDA's is `lambda x, y, z, w: ...`: named or not
+        [inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD) for f in fields]
+    )
 
-    def make(*values: Any) -> np.ndarray:
-        if len(values) != count:  # PyCUDA's is a lambda of exactly its fields
-            raise TypeError(f"make_{name}() takes {count} positional arguments ({len(values)})")
-        return np.array(tuple(values), dtype=dtype)
+    def make(*values: Any, **named: Any) -> np.ndarray:
+        try:
+            given = signature.bind(*values, **named).arguments
+        except TypeError as exc:
+            raise TypeError(f"make_{name}(): {exc}") from None
+        return np.array(tuple(given[f] for f in fields), dtype=dtype)
 
     make.__name__ = f"make_{name}"
+    make.__signature__ = signature  # type: ignore[attr-defined]
     return make
 
 

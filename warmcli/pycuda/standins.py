@@ -42,6 +42,7 @@ from warmcli.pycuda.standin_device import (
     PointerHolderBase,
     _Context,
     _Device,
+    ctx_flags,
     get_driver_version,
     get_version,
 )
@@ -330,6 +331,7 @@ def modules() -> dict[str, types.ModuleType]:
         init=_no_op,
         Device=_Device,
         Context=_Context,
+        ctx_flags=ctx_flags,
         PointerHolderBase=PointerHolderBase,
         get_version=get_version,
         get_driver_version=get_driver_version,

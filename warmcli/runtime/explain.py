@@ -19,8 +19,8 @@ when the bundle holds the entry but no trusted key signed it (`warmcli.bundle.si
 where the bundle's file was deleted and a process forked since finds none to read, `locked` where
 another process kept the bundle locked past the wait for it and `unread` where this process reads
 no bundle (forked while another thread read it for over 5 s: `warmcli.forking.sqlite_unsafe`),
-an entry's row or a build's blob alike (`_not_read`). A held
-entry's options or defines that are not the JSON warm writes are shown as the bundle's text, cut
+an entry's row or a build's blob alike (`_not_read`). Held values are shown cut, three at most
+(`_first`: the rest counted), options or defines not the JSON warm writes as the bundle's text
 (never raised into the launch that missed). What a runtime does with an explanation (count, log,
 refuse with `StrictMissError`) is the miss policy's, `warmcli.runtime.misses`, which also keeps
 an entry's listing (`listed_kernels`, `listed_tunes`: `warmcli.runtime.nearest.Listed`) for its
@@ -113,13 +113,18 @@ def _values(
     memo = listed.shown if listed is not None else {}
 
     def say() -> str:
-        texts = (memo_show(component, h.get(component, ""), memo) for h in held)
-        shown = list(dict.fromkeys(texts))
-        more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
-        return " | ".join(shown[:_SHOWN]) + more
+        return _first(memo_show(component, h.get(component, ""), memo) for h in held)
 
     # The same nearest entries as an earlier miss's (`listed`'s index): said once.
     return listed.said(component, held, say) if listed is not None else say()
+
+
+def _first(texts: Iterable[str]) -> str:
+    """The first `_SHOWN` distinct of `texts` (held values, each cut), and how many more:
+    held entries alike but in one field may be thousands (a fleet's device names)."""
+    shown = list(dict.fromkeys(texts))
+    more = f" (+{len(shown) - _SHOWN} more)" if len(shown) > _SHOWN else ""
+    return " | ".join(shown[:_SHOWN]) + more
 
 
 def describe(
@@ -136,13 +141,12 @@ def describe(
         theirs = [h["device"].split("|") for h in held]
         for i, name in enumerate(DEVICE_FIELDS):
             if any(t[i : i + 1] != ours[i : i + 1] for t in theirs):
-                fields = (held_text("|".join(t[i : i + 1])) for t in theirs)
-                values = " | ".join(dict.fromkeys(fields))
+                values = _first(held_text("|".join(t[i : i + 1])) for t in theirs)
                 return f"{name}: bundle has {values}, {who} {'|'.join(ours[i : i + 1])}"
     if component == "checksum" and "candidates" in wanted:
         names = {h.get("candidates", "") for h in held}
         if names != {wanted["candidates"]}:
-            said = " | ".join(sorted(held_text(n) for n in names))
+            said = _first(sorted(held_text(n) for n in names))
             return f"bundle has {said}, {who} {wanted['candidates']}"
         return (
             "same candidate names, a candidate's kernel (or a header it includes), the output check"

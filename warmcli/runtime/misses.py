@@ -190,10 +190,15 @@ class Misses:
 
     def not_served(self, why: MissExplanation) -> None:
         """The bundle holds an entry it must not serve: a miss under a policy; while warming
-        (no policy, no plain miss explained) still counted once by its reason."""
+        (no policy, no plain miss explained) still counted once by its reason, but once its
+        runtime is closed or retired (`closed`: a late thread's read of its closed bundle)."""
         if self.policy is not None:
             self.miss(why.kind, why.key, why.label, lambda: why)
-        elif self.bundle is not None and (why.kind, why.key) not in self._explained:
+        elif (
+            self.bundle is not None
+            and not self.closed
+            and (why.kind, why.key) not in self._explained
+        ):
             self._explained[(why.kind, why.key)] = why
             view = "compilation" if why.kind == "kernel" else "autotune"
             active_collector().miss(self.device.id, view, why)

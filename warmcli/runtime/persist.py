@@ -103,12 +103,12 @@ def persist(
     tunes.mark_persisted([t.key for t in measured])  # touch, which an exit may cut short
     # What was served from the bundle was used: its LRU time moves (writers only), to that
     # time, as does a row another writer stored alike of one built here (its time is that
-    # writer's). Once the store above committed, a disk refusing this second write costs only
-    # those times (as in production's write-back): the store stands, never said to be
-    # "nothing was written".
-    served = kernels.loaded_from_bundle()  # none: nothing touched (no second transaction)
+    # writer's), served or not. Once the store above committed, a disk refusing this second
+    # write costs only those times (as in production's write-back): the store stands, never
+    # said to be "nothing was written".
+    used = [*kernels.loaded_from_bundle(), *sorted(held)]  # none: no second transaction
     try:
-        bundle.touch(dict.fromkeys([*served, *sorted(held)] if served else [], now))
+        bundle.touch(dict.fromkeys(used, now))
     except BundleError as exc:
         if not (built or measured) or exc.disk_refusal is None:
             raise

@@ -373,24 +373,23 @@ def key_text(name: str, derived: Any) -> str:
     it starts with the tag: `_key`; anything else JSON has no form for as its `str`, a set
     sorted). Read once (every tune call keys), a value holding a dict twice; `_stable` walks
     it again only where a part is refused, to name it."""
-    if isinstance(derived, str):
-        text = _tagged(derived)
-    else:
-        try:
-            text = ints_json(derived, _json_text)  # an int as `int_text` writes it
-        except TuneSpecError:  # a set with no order the same in every process
-            _stable(name, derived)  # raises, naming the tunable
-            raise
-        except (TypeError, ValueError) as exc:
-            message = f"tunable {name}: key= gave a value with no JSON text: {exc}"
-            raise TuneSpecError(message) from None
-        except RecursionError:  # (JSON's encoder walks it recursively: it ends, refused)
-            message = (
-                f"tunable {name}: key= gave a value nested too deeply to key: key on a flatter one"
-            )
-            raise TuneSpecError(message) from None
-    if _ADDRESS in text or "..." in text:  # an address, or an array's text abbreviated
-        _stable(name, derived)  # raises, naming the part (nothing else raises there)
+    try:  # (JSON's encoder, and `_stable` naming a part, walk it recursively: it ends, refused)
+        if isinstance(derived, str):
+            text = _tagged(derived)
+        else:
+            try:
+                text = ints_json(derived, _json_text)  # an int as `int_text` writes it
+            except TuneSpecError:  # a set with no order the same in every process
+                _stable(name, derived)  # raises, naming the tunable
+                raise
+            except (TypeError, ValueError) as exc:
+                message = f"tunable {name}: key= gave a value with no JSON text: {exc}"
+                raise TuneSpecError(message) from None
+        if _ADDRESS in text or "..." in text:  # an address, or an array's text abbreviated
+            _stable(name, derived)  # raises, naming the part (nothing else raises there)
+    except RecursionError:
+        deep = "key= gave a value nested too deeply to key: key on a flatter one"
+        raise TuneSpecError(f"tunable {name}: {deep}") from None
     if (bad := lone_surrogate(text)) is not None:
         message = (
             f"tunable {name}: key= gave text holding {bad!r}, a lone surrogate no file can hold"

@@ -12,17 +12,27 @@ One the pass running then would execute, of a kernel the runtime loaded or a sha
 (kept in memory), goes on: nothing of it is looked up, built or measured (a service's worker
 thread, made at the first call and kept for the next, serves the later passes so; on a device
 closed since, its launch raises). The thread that ran the passes (the one that retires the
-runtime) keeps the runtime as it was, its tunes read from memory only. The module never prints."""
+runtime) keeps the runtime as it was, its tunes read from memory only. A launch or tune another
+thread had under way as the runtime was retired (past the gate) is waited for, before the pass
+closes its bundle, `LATE_WAIT_SECONDS` at most (read off the threads' stacks: a frame of the
+runtime's `launch` or `tune`, so a launch counts nothing for it); one still under way then (a
+launch that never returns, say) is said in a note and left running: what it reads of the
+closed bundle later is no miss (its runtime's misses are closed), it builds cold what it needs
+and nothing of it is stored. The module never prints."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import current_process_mode, note_reported
 from warmcli.runtime.runtime import Runtime
+
+LATE_WAIT_SECONDS = 10.0  # the longest a retiring pass waits for another thread's launch
 
 
 def retire(runtime: Runtime) -> None:
@@ -58,6 +68,34 @@ def retire(runtime: Runtime) -> None:
         raise SystemExit  # ends the thread silently, as Python's own hook does
 
     runtime.retired = gate
+    deadline = time.monotonic() + LATE_WAIT_SECONDS  # for calls past the gate already
+    while (still := _under_way(runtime, owner)) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    if still:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        who = ", ".join(names.get(t, str(t)) for t in still)
+        note_reported(
+            f"thread {who} still in a launch or tune {LATE_WAIT_SECONDS:g} s after its pass "
+            "ended: not waited for further; what it does then is not warmed"
+        )
+
+
+_CALLS = (Runtime.launch.__code__, Runtime.tune.__code__)
+
+
+def _under_way(runtime: Runtime, owner: int) -> list[int]:
+    """The threads but `owner` in a launch or tune of `runtime` now, by their stacks (a call
+    that passed the gate before it was set is there until it returns; one that had not, meets
+    it)."""
+    busy = []
+    for ident, frame in sys._current_frames().items():
+        at = None if ident == owner else frame
+        while at is not None:
+            if any(at.f_code is c for c in _CALLS) and at.f_locals.get("self") is runtime:
+                busy.append(ident)
+                break
+            at = at.f_back
+    return busy
 
 
 def _measured(runtime: Runtime, tunable: Any, inputs: tuple[Any, ...]) -> bool:

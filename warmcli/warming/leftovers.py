@@ -48,9 +48,11 @@ from types import FrameType
 from typing import Any
 
 from warmcli.errors import (
+    CompileFailure,
     DeviceError,
     DiscardedReadError,
-    WarmError,
+    KernelCompileError,
+    TuneFailure,
     WorkloadError,
     message_of,
 )
@@ -65,10 +67,18 @@ def first_line(exc: BaseException) -> str:
 
 
 def said_of(exc: BaseException) -> str:
-    """`exc`'s message: a user's on one line, each control in it escaped (`printable`: a
-    newline, an escape code); warm's own as made (a compile error's log, its lines)."""
+    """`exc`'s message on one line, each control in it escaped (`printable`: a newline, an
+    escape code), a user's and warm's own alike (a `BundleError` names a path a newline may
+    be in); but a compile error's, whose log keeps its lines beneath (its first line, naming
+    the kernel, escaped), and a `TuneFailure`'s, each failed candidate on a line (`- name:
+    why`) beneath its first, each line escaped (a key's text may hold a newline)."""
     text = message_of(exc).strip()
-    return text if isinstance(exc, WarmError) else printable(text)
+    if isinstance(exc, TuneFailure):
+        return "\n- ".join(printable(line) for line in text.split("\n- "))
+    if not isinstance(exc, (KernelCompileError, CompileFailure)):
+        return printable(text)
+    head, _, log = text.partition("\n")
+    return printable(head) + ("\n" + log if log else "")
 
 
 def named(kind: str, message: str) -> str:
@@ -128,7 +138,7 @@ class ThreadRaised:
     under Python (what it did not reach is named by the verify pass). But a thread ended by
     what only this pass refuses (a discarded read; in a GPU-less pre-build, anything that
     needs a GPU: a `DeviceError`) would not end on a GPU, so the pass is no run of the
-    workload: `ended` fails it with that thread's line, as the entry's own would."""
+    workload: `ended` fails it with that thread's line (one raised from it too), as the entry's."""
 
     def __init__(self, pass_name: str, path: Path, gpu_less: bool) -> None:
         self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
@@ -142,7 +152,10 @@ class ThreadRaised:
         if exc is not None:
             said = where(exc, self.path) + said
         name = args.thread.name if args.thread is not None else "?"
-        if self._refused(exc):
+        refused = self._refused(exc)
+        if refused is not None:  # (one raised from it, or while handling it, said with it)
+            cause = named(type(refused).__name__, first_line(refused))
+            said += "" if refused is exc else f" (raised from {cause})"
             self.failed = self.failed or f" in thread {name}: {said}"
             return
         note_reported(
@@ -150,10 +163,14 @@ class ThreadRaised:
             f"it: {said}"
         )
 
-    def _refused(self, exc: BaseException | None) -> bool:
-        return isinstance(exc, DiscardedReadError) or (
-            self.gpu_less and isinstance(exc, DeviceError)
-        )
+    def _refused(self, exc: BaseException | None) -> BaseException | None:
+        """What only this pass refuses in `exc`'s chain (it, or what it rose from or in)."""
+        kinds = (DiscardedReadError, DeviceError) if self.gpu_less else DiscardedReadError
+        for _ in range(64):  # (a chain may loop)
+            if exc is None or isinstance(exc, kinds):
+                return exc
+            exc = exc.__cause__ or exc.__context__
+        return None
 
     def ended(self) -> None:
         """`WorkloadError` where a thread was ended by what only this pass refuses."""

@@ -4,9 +4,9 @@ PyCUDA's `DeviceAllocation`, `GPUArray` and `PointerHolderBase`, anything with
 `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and warm's own GPU-less stand-ins
 become a `Buffer` whose handle is the device pointer (`wrap`; `Runtime.wrap` and
 `warmcli.pycuda.args` use it); an array of records (PyCUDA's `vec.float4`s) is one of its
-numbers or bytes (`_numbers`). Foreign classes are recognised by name, so neither pycuda
-nor any array library is imported here; this module holds no state and never touches a
-device.
+numbers or bytes (`numbers_of`; a staged host array's, `held_view`). Foreign classes are
+recognised by name, so neither pycuda nor any array library is imported here; this module
+holds no state and never touches a device.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _refuse_gaps(obj: Any, shape: Any, strides: Any, dtype: Any) -> None:
         raise ArgumentError(f"a {type(obj).__name__}'s strides {steps} do not match its shape")
 
 
-def _numbers(shape: Sequence[int], dtype: Any) -> tuple[tuple[int, ...], str]:
+def numbers_of(shape: Sequence[int], dtype: Any) -> tuple[tuple[int, ...], str]:
     """Foreign memory's shape and dtype as a `Buffer` holds them: a numeric dtype's as they
     are; a record's (PyCUDA's `vec.float4`, a struct) as its fields' numbers where all are
     one type with no padding (float4[n]: float32[n, 4]), else as its bytes (uint8[n, size])."""
@@ -77,6 +77,21 @@ def _numbers(shape: Sequence[int], dtype: Any) -> tuple[tuple[int, ...], str]:
     if one is not None and one.kind in "biufc" and one.itemsize * len(fields) == found.itemsize:
         return (*dims, len(fields)), one.name
     return (*dims, found.itemsize), "uint8"
+
+
+def held_view(array: np.ndarray) -> np.ndarray:
+    """A contiguous host array (a `drv.In`/`Out`'s) flat, its bytes as they lie (C or
+    Fortran order, as PyCUDA's copies take them), viewed as a `Buffer` holds them: an array
+    of records as its numbers or bytes (`numbers_of`: padding included). A view: what is
+    written into it lands in `array`. An array of objects holds no bytes to copy (PyCUDA's
+    copy refuses it too): `ArgumentError`."""
+    flat = array.reshape(-1, order="A")
+    if flat.dtype.kind == "O":
+        raise ArgumentError("an array of Python objects holds no bytes to copy to a device")
+    if flat.dtype.kind in "biufc":
+        return flat
+    shape, dtype = numbers_of(flat.shape, flat.dtype)
+    return flat.view(dtype).reshape(shape)
 
 
 def wrap(
@@ -99,7 +114,7 @@ def wrap(
     if isinstance(interface, dict):
         data = interface.get("data") or (None,)
         _refuse_gaps(obj, interface["shape"], interface.get("strides"), interface["typestr"])
-        found = _numbers(interface["shape"], interface["typestr"])  # a record's: "|V16"
+        found = numbers_of(interface["shape"], interface["typestr"])  # a record's: "|V16"
         return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(data[0]))
     if "PointerHolderBase" in _class_names(obj):  # PyCUDA's: its .gpudata (a call's), else
         pointer = _pointer(getattr(obj, "gpudata", obj))  # get_pointer() (a prepared call's)
@@ -109,7 +124,7 @@ def wrap(
         pointer = getattr(obj, "ptr", None)
         if pointer is None or _pointer(obj.gpudata) is None:  # a stand-in's: null, not 0
             pointer = obj.gpudata
-        found = _numbers(obj.shape, obj.dtype)
+        found = numbers_of(obj.shape, obj.dtype)
         return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(pointer))
     names = _class_names(obj)
     if names & {"DeviceAllocation", "PooledDeviceAllocation", "StandInAllocation"}:

@@ -1,0 +1,154 @@
+"""A new user's knobs (trial42c): `warm clean --tune OPERATION` forgets one tunable's picks,
+so that the next `warm run` measures it again (Triton's `TRITON_ALWAYS_COMPILE` for one
+kernel, TensorRT's editable timing cache), keeping every other entry and every kernel;
+a name the bundle holds no tune of is refused in one line, nothing removed. Real CLI, real
+C compiler, real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+WORKLOAD = '''
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = """
+void axpy(float *y, const float *x, float a, int n) {
+    for (int i = 0; i < n; i += STEP) for (int j = i; j < i + STEP && j < n; j++) y[j] += a * x[j];
+}"""
+SCALE = Kernel("void scale(float *y, float s, int n){for(int i=0;i<n;i++) y[i]*=s;}",
+               "scale", "Pfi")
+
+def launch(rt, k, y, x, a, n, stream=None):
+    rt.launch(k, y, x, a, n, stream=stream)
+
+AXPY = Tunable("axpy", {f"s{s}": Kernel(SRC, "axpy", "PPfi", defines={"STEP": s}) for s in (1, 4)},
+               launch, check="s1")
+TWICE = Tunable("twice", {f"t{s}": Kernel(SRC.replace("a * x", "2 * a * x"), "axpy", "PPfi",
+                defines={"STEP": s}) for s in (1, 2)}, launch)
+
+def workload(rt):
+    rng = np.random.default_rng(0)
+    for n in (64, 128):
+        y = rt.upload(rng.standard_normal(n).astype(np.float32))
+        x = rt.upload(rng.standard_normal(n).astype(np.float32))
+        rt.tune(AXPY, y, x, 2.0, n)
+        rt.tune(TWICE, y, x, 2.0, n)
+        rt.launch(SCALE, y, 0.5, n)
+'''
+
+
+@pytest.fixture
+def warmed(warm: Warm, tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", tmp_path / "w.py", "-b", bundle, "--quiet")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    return tmp_path / "w.py", bundle
+
+
+def _ops(warm: Warm, bundle: Path) -> list[str]:
+    doc = warm.json("stats", bundle)
+    return sorted(t["operation"] for t in doc["tunes"])
+
+
+def test_clean_tune_forgets_one_tunable_and_run_measures_it_again(
+    warm: Warm, warmed: tuple[Path, Path]
+) -> None:
+    workload, bundle = warmed
+    kernels = warm.json("stats", bundle)["kernels"]
+    dry = warm("clean", bundle, "--tune", "axpy", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert _ops(warm, bundle) == ["axpy", "axpy", "twice", "twice"]
+    doc = warm.json("clean", bundle, "--tune", "axpy")
+    assert doc["removed_count"] == {"kernels": 0, "tunes": 2}, doc
+    assert _ops(warm, bundle) == ["twice", "twice"]
+    assert len(warm.json("stats", bundle)["kernels"]) == len(kernels)  # no kernel goes
+    again = warm.json("run", workload, "-b", bundle)
+    tuning = again["passes"][1]
+    assert tuning["autotune"]["measured"] == 2 and tuning["compilation"]["compiled"] == 0
+    assert again["stored"] == {"kernels": 0, "tunes": 2} and again["verified"]
+    assert _ops(warm, bundle) == ["axpy", "axpy", "twice", "twice"]
+
+
+def test_clean_tune_of_no_tune_is_one_line_nothing_removed(
+    warm: Warm, warmed: tuple[Path, Path]
+) -> None:
+    _, bundle = warmed
+    before = bundle.read_bytes()
+    proc = warm("clean", bundle, "--tune", "axpi")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no tunes for operation 'axpi'" in lines[0], proc.stderr
+    assert "axpy" in lines[0] and "Traceback" not in proc.stderr
+    assert bundle.read_bytes() == before
+    assert json.loads(warm("clean", bundle, "--tune", "axpi", "--json").stdout)["exit"] == 2
+
+
+def test_report_names_a_tune_miss_pick_and_its_candidates_times(
+    warm: Warm, warmed: tuple[Path, Path]
+) -> None:
+    """TRITON_PRINT_AUTOTUNING's question, for a production tune miss: which candidate did
+    this process pick, and how did the others compare? `WARM_REPORT=1`'s line of the tune
+    says it, and the pick it names is the one written back; results equal a hot process's."""
+    workload, bundle = warmed
+    code = (
+        "import runpy, sys, warmcli, numpy as np\n"
+        "w = runpy.run_path(sys.argv[1])\n"
+        "rt = warmcli.runtime('host')\n"
+        "y = rt.upload(np.arange(64, dtype=np.float32)); x = rt.upload(np.ones(64, np.float32))\n"
+        "rt.tune(w['AXPY'], y, x, 2.0, 64)\n"
+        "print(rt.read(y).tobytes().hex())\n"
+    )
+    hot = subprocess.run(
+        [sys.executable, "-c", code, workload],
+        env=dict(warm.env, WARM_BUNDLE=str(bundle)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert hot.returncode == 0, hot.stderr
+    assert warm("clean", bundle, "--tune", "axpy").returncode == 0
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1", WARM_BUNDLE_WRITE="1")
+    cold = subprocess.run(
+        [sys.executable, "-c", code, workload],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cold.returncode == 0, cold.stderr
+    assert cold.stdout == hot.stdout  # a tune miss computes what a hit computes
+    line = next(s for s in cold.stderr.splitlines() if s.startswith("  tune axpy"))
+    stored = next(t for t in warm.json("stats", bundle)["tunes"] if t["shape"].endswith(" 64"))
+    pick = stored["pick"]
+    other = next(c["name"] for c in stored["candidates"] if c["name"] != pick)
+    assert f"): picked {pick}, " in line and " µs" in line, line
+    assert f"; {other} " in line and line.endswith("×"), line
+
+
+def test_tune_pick_text_caps_the_others_and_counts_failures() -> None:
+    """Pure logic, on real records: the fastest others first, at most four, then a count."""
+    from warmcli.production_report import tune_pick
+    from warmcli.records import CandidateMeasurement, TuneRecord
+
+    def cand(name: str, us: float | None, status: str = "ok") -> CandidateMeasurement:
+        return CandidateMeasurement(name, "0" * 64, status, None if us is None else us * 1e-6)
+
+    ran = [cand(f"c{i}", 10.0 + i) for i in range(7)]
+    tune = TuneRecord(
+        "k", "op", "4", "host", "x", "measured", "c0", (*ran, cand("bad", None, "failed"))
+    )
+    assert tune_pick(tune) == (
+        "picked c0, 10.0 µs; c1 1.10×, c2 1.20×, c3 1.30×, c4 1.40×, 2 more, 1 failed"
+    )
+    alone = TuneRecord("k", "op", "4", "host", "x", "measured", "c0", (ran[0],))
+    assert tune_pick(alone) == "picked c0, 10.0 µs"
+    assert tune_pick(TuneRecord("k", "op", "4", "host", "x", "pending", None, ())) == ""

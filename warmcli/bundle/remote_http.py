@@ -1,0 +1,187 @@
+"""The `https://` store of `warmcli.bundle.remote` (plain `http://` only to this machine):
+a download is one GET, conditional on the ETag remembered (`If-None-Match`), bounded in
+size and time (`warmcli.bundle.received`), checked against the length and the sha256 its
+answer states (`_stated`); a push is one PUT of the whole file, conditional on what the
+store's HEAD says it holds (`If-Match` its ETag, `If-None-Match: *` where there is none),
+none where it holds this very file (`push_copy.held`). Credentials a URL names
+(`https://user:pass@host/`, `https://token@host/`) are sent as HTTP Basic auth to its own
+origin only (`http_open.urlopen`), and never shown: every message names the URL as
+`location.shown` does. It owns no state beyond the last HEAD's answer and never prints.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from warmcli.bundle.http_open import (
+    PLAIN,
+    TIMEOUT,
+    Deadline,
+    failed,
+    plain_elsewhere,
+    said,
+    urlopen,
+    without_credentials,
+)
+from warmcli.bundle.location import shown
+from warmcli.bundle.push_copy import held
+from warmcli.bundle.received import Bounds, bounds, checked, receive
+from warmcli.errors import RemoteError
+
+
+class Http:
+    """An https:// (or this machine's http://) store. Credentials in the URL
+    (`https://user:pass@host/`, `https://token@host/`, percent-decoded) are sent as HTTP
+    Basic auth, as pip and curl do, only to the URL's own origin (never after a redirect
+    elsewhere: `http_open.urlopen`); the URL asked is the one without them."""
+
+    def __init__(self, url: str) -> None:
+        self.name = shown(url)  # as every message says it: no password, no query
+        if plain_elsewhere(url):
+            raise RemoteError(
+                f"{self.name}: plain http:// is refused (anyone on the way could change the "
+                f"bundle): use https://; {PLAIN}"
+            )
+        self.url, self.auth = without_credentials(url)
+        self.head: Any = None  # the headers of the store's answer to the last HEAD
+        self.sent = False  # the store answered the upload: it holds it
+
+    def _request(self, **given: Any) -> Any:
+        """A request of the URL; its credentials, if any, in a header never redirected."""
+        import urllib.request
+
+        request = urllib.request.Request(self.url, **given)
+        if self.auth is not None:
+            request.add_unredirected_header("Authorization", self.auth)
+        return request
+
+    def download(
+        self, etag: str | None, folder: Path, limits: Bounds
+    ) -> tuple[Path, str, str] | None:
+        import http.client  # here: a process that names no URL never imports them
+        import urllib.error
+
+        request = self._request(headers={"If-None-Match": etag} if etag else {})
+        late = RemoteError(
+            f"{self.name}: download stopped: not done in {limits.seconds:g} s "
+            "(WARM_REMOTE_DEADLINE)"
+        )
+        with Deadline(limits.seconds) as deadline:  # headers dripped a byte a wait included
+            try:
+                with urlopen(
+                    request, min(TIMEOUT, limits.seconds), deadline, self.name
+                ) as response:
+                    size = response.headers.get("Content-Length")
+                    limits.too_long(self.name, size)
+                    tmp, digest, length = receive(self.name, response, folder, limits)
+                    new_etag = response.headers.get("ETag") or digest
+                    stated = _stated(response.headers)
+            except RemoteError:  # a redirect refused (an OSError too)
+                raise
+            except urllib.error.HTTPError as exc:
+                if exc.code == 304 and etag:  # to anything but our ETag: an error
+                    return None
+                raise RemoteError(failed(self.name, exc.code, said(exc.reason))) from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if deadline.passed:
+                    raise late from None
+                reason = said(getattr(exc, "reason", exc))
+                raise RemoteError(f"{self.name}: store unreachable ({reason})") from None
+        if deadline.passed:  # what was read before the connection was shut
+            tmp.unlink(missing_ok=True)
+            raise late
+        return checked(self.name, tmp, digest, length, size, stated, new_etag)
+
+    def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> bool:
+        """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
+        conditional on what the store holds if it says; none where the store's HEAD says it
+        holds this file already (then False: nothing sent)."""
+        import http.client
+        import urllib.error
+
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "Content-Length": str(os.fstat(fh.fileno()).st_size),
+            "Content-MD5": base64.b64encode(md5).decode(),
+            "X-Warm-Sha256": digest,
+        }
+        seconds = bounds().seconds  # a bad WARM_REMOTE_DEADLINE is an error, as for a fetch
+        late = RemoteError(
+            f"{self.name}: not pushed: the store did not answer in {seconds:g} s "
+            "(WARM_REMOTE_DEADLINE)"
+        )
+        etag = self._etag(seconds, late)
+        head = self.head
+        if head is not None and held(
+            _stated(head),
+            etag,
+            head.get("Content-Length"),
+            digest,
+            md5,
+            int(headers["Content-Length"]),
+        ):
+            return False
+        if etag:
+            headers["If-Match"] = etag
+        elif etag == "":
+            headers["If-None-Match"] = "*"
+        request = self._request(data=fh, headers=headers, method="PUT")
+        try:  # the upload takes its time; the answer to it, the deadline at most
+            with Deadline(seconds, answer_only=True) as deadline:
+                answer = urlopen(request, TIMEOUT, deadline, self.name)  # (an error answer raises)
+                self.sent = True
+                answer.close()
+            if deadline.passed:  # an answer cut short at the deadline reads as whole
+                raise late
+        except urllib.error.HTTPError as exc:
+            if exc.code == 412:
+                raise RemoteError(
+                    f"{self.name}: not pushed: the object changed since this push began "
+                    "(another push won); push again to replace it"
+                ) from None
+            raise RemoteError(f"{self.name}: HTTP {exc.code} {said(exc.reason)}") from None
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            if deadline.passed:
+                raise late from None
+            if exc is late:
+                raise
+            reason = said(getattr(exc, "reason", exc))
+            raise RemoteError(f"{self.name}: store unreachable ({reason})") from None
+        return True
+
+    def _etag(self, seconds: float, late: RemoteError) -> str | None:
+        """The ETag of what the store holds at the URL; "" if nothing; None if it does not
+        say (no ETag, or no HEAD allowed, as with a URL presigned for PUT only). Answered
+        within `seconds`, else `late` is raised. The answer's headers are kept in `head`."""
+        import http.client
+        import urllib.error
+
+        request = self._request(method="HEAD")
+        self.head = None
+        with Deadline(seconds) as deadline:
+            try:
+                with urlopen(request, TIMEOUT, deadline, self.name) as response:
+                    etag: str | None = response.headers.get("ETag")
+                    self.head = response.headers
+            except urllib.error.HTTPError as exc:
+                if deadline.passed:
+                    raise late from None
+                return "" if exc.code == 404 else None
+            except (urllib.error.URLError, http.client.HTTPException, OSError):
+                if deadline.passed:
+                    raise late from None
+                return None  # the PUT says whether the store is reachable
+        if deadline.passed:  # headers cut short at the deadline read as whole
+            raise late
+        return etag
+
+
+def _stated(headers: Any) -> str | None:
+    """The sha256 a store's answer states of its object: S3's metadata that an `s3://` push
+    wrote (`x-amz-meta-sha256`, as a presigned or public GET of it gives), or the header an
+    https push sent, where the store gives it back."""
+    value = headers.get("x-amz-meta-sha256") or headers.get("X-Warm-Sha256")
+    return str(value).strip().lower() if value else None
