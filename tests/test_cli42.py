@@ -10,8 +10,10 @@ types, and lists exactly the options of the synopsis; a missing argument is name
 usage line names it, and an option missing its value names the command's help; an empty
 path is said empty (not `.`); an option's value that is one of the command's options (`-b
 -q`) is refused as missing; a typo of an option after the workload (`--bundel`) is named
-as one; `-m w.py` says to drop `-m`; a malformed `--ptx` is refused on a host run too;
-`warm keygen ci.pub` is refused. Every test runs the real CLI in a subprocess.
+as one; `-m w.py` says to drop `-m`, and `w` for `w.py` names the file; an option typed
+with a typographic dash (`—json`) is named so; a malformed `--ptx` is refused on a host run
+too, and a malformed `WARM_SHARD` named as the variable; `warm keygen ci.pub` is refused.
+Every test runs the real CLI in a subprocess.
 """
 
 from __future__ import annotations
