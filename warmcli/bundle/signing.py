@@ -174,11 +174,15 @@ def trusted_keys(
 
 
 def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """A new Ed25519 key pair: the private key at `path` (mode 0600), the public at `path`.pub;
-    an existing file is never overwritten. The key's own folder is made (mode 0700) where
-    it is missing, as `--bundle` makes a bundle's (`warm keygen ~/.warm/ci.key`), none above."""
+    """A new Ed25519 key pair: the private key at `path` (mode 0600; never named .pub), the
+    public at `path`.pub; no file is overwritten. Its own folder is made (mode 0700) where
+    missing, as `--bundle` makes a bundle's (`warm keygen ~/.warm/ci.key`), none above."""
     serialization, ed25519 = _crypto()
     private, public = Path(path), Path(f"{path}.pub")
+    if private.name.endswith(".pub"):  # shared, or put in WARM_TRUSTED_KEYS, as public keys are
+        raise SignatureError(
+            f"{private}: a private key named .pub passes for a public one: name it without .pub"
+        )
     for target in (private, public):
         if os.path.lexists(target):
             raise SignatureError(f"{target}: exists; keygen never overwrites a key")

@@ -5,7 +5,8 @@ imported first, then the command a command line names, or every command: no impo
 cycle); what they share (consoles, errors, options) is in `common`. The CLI only parses
 and prints: all work is in the library (`warmcli.warming`, `warmcli.ops` and below them).
 `main` turns Python's cyclic garbage collector on again once the command's modules are
-imported (the entry point pauses it for them), what they made frozen; it holds no state.
+imported (the entry point pauses it for them), what they made frozen; an option typed with a
+typographic dash (`—json`) is one line naming it; it holds no state.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 
 from warmcli.cli.app import app
 from warmcli.cli.common import exit_interrupted, exit_now
+from warmcli.printable import printable
 
 __all__ = ["app", "main"]
 
@@ -24,6 +26,7 @@ def main() -> None:
     stderr naming the command's `--help`, exit 2 (and a JSON object on stdout too under
     `--json`), never the parser's usage block, a URL it names shown as every message shows
     one (`_shown_urls`); Ctrl-C while parsing exits 130."""
+    _typographic_dash(sys.argv[1:])
     app.load(sys.argv[1:2])
     _collect_from_here()
     try:
@@ -42,6 +45,25 @@ def main() -> None:
         fail_code = getattr(exc, "exit_code", 2) or 2
         exit_now(f"{_shown_urls(message())} (see {where})", fail_code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"  # not `-`
+
+
+def _typographic_dash(args: list[str]) -> None:
+    """An option typed with a typographic dash (`—json`: pasted from a page that set `--`
+    as an em dash), which the parser takes for a file name or an extra argument: one line
+    naming the dash and the option meant, exit 2."""
+    for arg in args:
+        if arg == "--":
+            return
+        word = arg.lstrip(_DASHES + "-").split("=")[0]
+        if arg[:1] in _DASHES and word.isascii() and word.replace("-", "").isalpha():
+            import unicodedata
+
+            meant = f"{'-' if len(word) == 1 else '--'}{word}"
+            dash = unicodedata.name(arg[0]).lower()
+            exit_now(f"{printable(arg)}: its dash is {dash}, not '-': type {meant}", 2)
 
 
 def _shown_urls(message: str) -> str:

@@ -2,8 +2,12 @@
 
 Its command class refuses, in warm's own line (not Click's guesses), an option a workload
 command (`warm run`, `warm verify`) is given after its workload: named as the other
-command's where it is one (`warm verify B --workload w.py --pycuda`), else as an argument
-the workload never sees.
+command's where it is one (`warm verify B --workload w.py --pycuda`), as a misspelling of
+its own where it is close to one (`--bundel`), else as an argument the workload never
+sees. Its help names an argument and an option's value as README's synopsis does
+(`BUNDLES...`, `--arch SM_XX`: `VALUE_NAMES`), never the parser's types; `-h` is `--help`
+everywhere; a command's option given before it (`warm --json stats`), and warm's own after
+a command (`warm stats --version`), are said so.
 
 Owns `app` (a `WarmApp`), which every command module imports and registers itself on;
 `warmcli.cli` imports this module first and then the commands, so registration is no
@@ -81,6 +85,21 @@ class WarmCommand(_PlainParams, TyperCommand):
             exit_interrupted()
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """`warm`'s own option after a command (`warm stats --version`): one line saying
+        where it goes (Click guessed `--json`); any usage error names this command's help."""
+        try:
+            return self._parse_args(ctx, args)
+        except NoSuchOption as exc:
+            group = ctx.parent.command if ctx.parent is not None else None
+            option = exc.option_name
+            if group is None or not any(option in param.opts for param in group.params):
+                raise
+            raise UsageError(f"{option} is an option of warm itself: warm {option}", ctx) from None
+        except UsageError as exc:  # (`--explain` with no value: the parser's, with no context)
+            exc.ctx = exc.ctx or ctx  # its line names `warm COMMAND --help`, not `warm --help`
+            raise
+
+    def _parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """A command that runs a workload (`run`, `verify`), given arguments past its own
         after the workload (an unknown option, a value, `run -m MODULE -- 8`'s `8`): one
         line saying a workload takes none, and what to do instead."""
@@ -96,6 +115,7 @@ class WarmCommand(_PlainParams, TyperCommand):
                 raise
             other = _owner(self.name, exc.option_name)  # `verify ... --pycuda`: run's option
             said = _not_here(self.name, exc.option_name, other) if other else None
+            said = said or self._typo(exc.option_name)  # `--bundel`: --bundle meant
             mine = f"warm {self.name} takes no {exc.option_name}, and "  # (not Click's guesses)
             said = said or mine + _no_arguments(given_args[at])  # (as given: `--n=8`)
             raise UsageError(said, ctx) from None
@@ -112,6 +132,15 @@ class WarmCommand(_PlainParams, TyperCommand):
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
         ctx.fail(_no_arguments(given))
+
+    def _typo(self, option: str) -> str | None:
+        """The one line for `option` given after the workload when it is a close misspelling
+        of one of this command's own (`--bundel`), else None (`--n`: the workload's)."""
+        import difflib
+
+        own = [name for param in self.params for name in param.opts if name.startswith("--")]
+        near = difflib.get_close_matches(option, own, n=1, cutoff=0.8)
+        return f"warm {self.name} takes no {option}: did you mean {near[0]}?" if near else None
 
     def _parsed(self, ctx: Any, args: list[str]) -> dict[str, Any]:
         """What the parser makes of `args` alone (each parameter given, by name); {} where
@@ -140,6 +169,11 @@ class WarmCommand(_PlainParams, TyperCommand):
         for param in params:
             if getattr(param, "is_flag", False):
                 param.metavar = ""
+            elif param.param_type_name == "argument":  # `A`, `BUNDLES...`, as in the usage
+                param.metavar = (param.name or "").upper() + ("..." if param.nargs != 1 else "")
+                param.display_type_rich = lambda ctx: None  # (no `<list[str]>` beside it)
+            elif param.metavar is None:  # README's name for its value, not the parser's type
+                param.metavar = next((VALUE_NAMES[o] for o in param.opts if o in VALUE_NAMES), None)
         return params
 
     def get_short_help_str(self, limit: int = 45) -> str:
@@ -151,7 +185,7 @@ class WarmCommand(_PlainParams, TyperCommand):
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
             if param.param_type_name == "argument":
-                name = (param.metavar or param.name or "").upper()
+                name = (param.metavar or param.name or "").upper().removesuffix("...")
                 name = name if param.required else f"[{name}]"
                 pieces.append(name if param.nargs == 1 else f"{name}...")
         return pieces
@@ -159,7 +193,8 @@ class WarmCommand(_PlainParams, TyperCommand):
 
 class WarmGroup(_PlainParams, TyperGroup):
     """`warm` itself: its options (`--version`...) converted without Pydantic too. A Ctrl-C
-    while a command line is parsed (Typer's answer: a bare exit 130) is one line too."""
+    while parsing (Typer's answer: a bare exit 130) is one line, as are a command's option
+    before the command (`warm --json stats`) and `warm help`, `warm version` (flags meant)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -172,6 +207,48 @@ class WarmGroup(_PlainParams, TyperGroup):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             exit_interrupted()
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """`warm help [COMMAND]` and `warm version` point at `--help` and `--version` (Click
+        guessed `verify`); `warm STATS` at `stats`."""
+        name = args[0] if args and not ctx.resilient_parsing else ""  # (completion: as Click)
+        if name in ("help", "version") and name not in COMMANDS:
+            command = f"{args[1]} " if name == "help" and args[1:2] and args[1] in COMMANDS else ""
+            ctx.fail(f"warm has no '{name}' command: warm {command}--{name}")
+        if name not in COMMANDS and name.lower() in COMMANDS:
+            ctx.fail(f"No such command {name!r}. Did you mean {name.lower()!r}?")
+        return super().resolve_command(ctx, args)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """An option of the command given before it (`warm --json stats`), or with no
+        command (`warm --json`): one line saying where it goes (Click's own guessed warm's
+        `--version`)."""
+        given = list(args)  # (the parser consumes the list it is given)
+        try:
+            return super().parse_args(ctx, args)
+        except NoSuchOption as exc:
+            option = exc.option_name
+            named = next((arg for arg in given if arg in COMMANDS), None)
+            owners = [
+                name
+                for name in ([named] if named else sorted(COMMANDS))
+                if any(
+                    option in (*param.opts, *param.secondary_opts)
+                    for param in self.get_command(ctx, name).params
+                )
+            ]
+            if not owners:
+                raise
+            if named is None:
+                which = "every command" if len(owners) == len(COMMANDS) else "warm "
+                which += "" if len(owners) == len(COMMANDS) else ", ".join(owners)
+                said = f"{option} is an option of {which}: give a command, then {option}"
+                raise UsageError(f"{said} (warm {owners[0]} {option} ...)", ctx) from None
+            raise UsageError(
+                f"{option} is an option of warm {named}: give it after the command "
+                f"(warm {named} {option} ...)",
+                type(ctx)(self.get_command(ctx, named), parent=ctx, info_name=named),
+            ) from None
 
 
 def _token(args: list[str], option: str) -> int | None:
@@ -224,6 +301,27 @@ def _not_here(command: str, option: str, other: str) -> str:
     return f"warm {command} takes no {option} (an option of warm {other}){why}"
 
 
+VALUE_NAMES = {  # an option's value as README's synopsis names it (`--arch SM_XX`)
+    "--arch": "SM_XX",
+    "--bundle": "PATH",
+    "--compile-timeout": "S",
+    "--compiler": "NAME",
+    "--dask": "SCHEDULER",
+    "--dask-env": "NAME",
+    "--device": "DEVICE",
+    "--entry": "NAME",
+    "--explain": "OPERATION",
+    "--jobs": "N",
+    "--key": "KEY",
+    "--max-size": "SIZE",
+    "--module": "MODULE",
+    "--nvcc": "PATH",
+    "--older-than": "AGE",
+    "--output": "OUT",
+    "--ptx": "COMPUTE_XX",
+    "--shard": "I/N",
+    "--workload": "WORKLOAD",
+}
 WORKLOAD_COMMANDS = ("run", "verify")  # commands that run a workload (it sees no arguments)
 COMMANDS = {  # each command, and the module of `warmcli.cli` that registers it
     "check": "check",
@@ -280,6 +378,7 @@ app = WarmApp(
     help="Warm compile caches for GPU workloads: every kernel and tune pick in one bundle.\n\n"
     + ENV_HELP,
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},  # (every command's too)
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: rewrapped to the terminal, nothing cut

@@ -4,8 +4,10 @@ Typer (0.2x) converts each parameter's value through a Pydantic `TypeAdapter`, w
 costs every `warm` command Pydantic's import and a schema build per parameter: most
 of the CLI's start. warm's parameters are all plain (`str`, `Path`, `int` and `float`
 with a minimum, `bool`, `list[str]`), so `WarmCommand` gives each such parameter this
-converter instead (same values, same messages as Typer's); any other annotation, or a
-Typer without this seam, keeps Typer's own. It owns no state and never prints.
+converter instead (same values, same messages as Typer's, but an empty path refused,
+never taken as `.`, and an option's value that is one of the command's own options,
+`-b -q`, refused as a value forgotten); any other annotation, or a Typer without this seam,
+keeps Typer's own. It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def _leaf(annotation: Any, info: Any) -> Any:
 
         def path(value: Any, param: Any, ctx: Any) -> Path:
             # Typer's own checks on disk (readable...), given no type to build (no Pydantic)
+            if value == "":  # (else `Path("")`: `.`, the working folder, blamed for it)
+                raise ValueError("the path is empty: name a file")
             try:
                 checked = coerce_cli_path(value, info, path_type=None, param=param, ctx=ctx)
             except ValueError as exc:  # (a NUL in the path): said as Typer's Pydantic says it
@@ -84,6 +88,19 @@ def _leaf(annotation: Any, info: Any) -> Any:
     return None
 
 
+def _not_an_option(values: Any, param: Any, ctx: Any) -> None:
+    """ValueError where an option's value is one of its command's own options (`warm run
+    w.py -b -q`: the parser took `-q` for `-b`'s value, which was forgotten)."""
+    command = getattr(ctx, "command", None)
+    if command is None or getattr(param, "param_type_name", "") != "option":
+        return
+    named = [(*each.opts, *each.secondary_opts) for each in command.params]
+    options = {name for names in named for name in names if name.startswith("-")}
+    for value in values if isinstance(values, list | tuple) else [values]:
+        if isinstance(value, str) and value.split("=")[0] in options:
+            raise ValueError(f"{value} is an option of warm {command.name}: the value is missing")
+
+
 def plain(descriptor: Any) -> Any:
     """A Typer `RuntimeParam` for `descriptor` that needs no Pydantic, or None."""
     try:
@@ -103,6 +120,7 @@ def plain(descriptor: Any) -> Any:
     class Plain(RuntimeParam):  # type: ignore[misc]
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             try:
+                _not_an_option(value if many else [value], param, ctx)
                 if not many:
                     return leaf(value, param, ctx)
                 values = value if isinstance(value, list | tuple) else [value]

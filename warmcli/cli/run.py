@@ -163,6 +163,10 @@ def run(
         fail("give a workload file or -m MODULE (one of them)")
     if ptx is not None and no_ptx:
         fail("--ptx keeps PTX, --no-ptx keeps none: give one of them")
+    if ptx is not None:  # malformed: refused at once, as a CUDA run's devices refuse it
+        from warmcli.backends.cuda.ptx import check_ptx_arch
+
+        guarded(lambda: check_ptx_arch(ptx))
     if verbose and quiet:
         fail("--verbose shows every compiler command, --quiet the summary only: give one of them")
     path = bundle_to_write(bundle)

@@ -54,15 +54,16 @@ def tune_token(operation: str, shape_key: str, checksum: str) -> str:
     return f"tune\0{operation}\0{shape_key}\0{checksum}"
 
 
-def parse_shard(text: str) -> Shard:
-    """`I/N` as a `Shard`; `ShardError` for anything else."""
+def parse_shard(text: str, named: str = "shard") -> Shard:
+    """`I/N` as a `Shard`; `ShardError` for anything else, naming it as `named` (`shard`,
+    for `--shard`; `WARM_SHARD`, for the variable)."""
     index, sep, count = text.strip().partition("/")
     if not sep or not _whole(index) or not _whole(count):
         raise ShardError(
-            f"shard {text[:40]!r} is not I/N (such as 0/4; at most {MAX_DIGITS} digits each)"
+            f"{named} {text[:40]!r} is not I/N (such as 0/4; at most {MAX_DIGITS} digits each)"
         )
     if int(count) < 1:
-        raise ShardError(f"shard {text!r}: N must be at least 1")
+        raise ShardError(f"{named} {text!r}: N must be at least 1")
     return Shard(int(index), int(count))
 
 
@@ -71,7 +72,7 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
     or the count is 1."""
     env = config.shard_variables() if env is None else env
     if env.get("WARM_SHARD"):
-        return _single(parse_shard(env["WARM_SHARD"]))
+        return _single(parse_shard(env["WARM_SHARD"], "WARM_SHARD"))
     for index_var, count_var, offset_var, step_var in LAUNCHERS:
         if index_var not in env:
             continue

@@ -1,17 +1,16 @@
 """Loading a workload: a Python file (or module) that defines `workload(runtime)`.
 
 A workload behaves as under `python workload.py`: its folder goes first on `sys.path`, so it
-imports the modules beside it. The file is imported as a fresh module under a private name,
-so two workloads never share state and nothing of it is imported twice by accident; then,
-where its file's own name (its stem) is free (no module imported, none elsewhere on
-`sys.path`), it is known by that name too, its functions and classes named as of it, so a
-`spawn` or `forkserver` worker imports the file by that name to unpickle one of them (as it
-imports `__main__`'s under Python); where it is not free, the worker imports it by the
-private name, from a stub (`warmcli.warming.worker_names`).
+imports the modules beside it. The file is imported as a fresh module under a private name, so two
+workloads never share state and nothing of it is imported twice by accident; then, where its file's
+own name (its stem) is free (no module imported, none elsewhere on `sys.path`), it is known by that
+name too, its functions and classes named as of it, so a `spawn` or `forkserver` worker imports the
+file by that name to unpickle one of them (as it imports `__main__`'s under Python); where it is
+not free, the worker imports it by the private name, from a stub (`warmcli.warming.worker_names`).
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
-package may use relative imports. Every way
-this can go wrong (a missing file, a file that is not Python, a syntax error, an import that
+package may use relative imports. Every way this can go wrong (a missing file, `w` for `w.py`,
+or module, `-m w.py`, each said so; a file that is not Python, a syntax error, an import that
 raises (but a print of it that meets stdout's reader gone, which the worker ends on as
 below), no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
@@ -25,20 +24,18 @@ PyCUDA script, `--pycuda`), a file without `workload` uses it (as does `--entry 
 function another `--entry` names and the file lacks is refused, never replaced), and it may
 take no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
 runtime, as is another entry `--entry` names that takes none. Either way the runtime is
-bound while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style
-launches go through it; an
-`async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
-nothing), and the working folder and the `sys.path` it changes are put back after each run
-(each pass starts where the first did; a relative bundle path holds, and warm's own imports
-after it); while it is imported, `sys.argv` is `[its path]`, as Python gives a script run
-with no arguments (not warm's command line), and each run starts with the `sys.argv` its
-import left (a script's own defaults). A run waits, as Python does
-before a process ends, for the non-daemon threads the entry left running (not an idle pool
-worker), and an exception a thread of it does not catch ends that thread as under Python,
-said in one line (a note of the pass) where Python would print its traceback; a process
-the entry forked that returns or raises out of it ends there (`os._exit`; what it raised
-said in one line on its stderr), never running warm's passes beside its parent, and so does
-one it forked at import as that import ends (`warmcli.warming.leftovers`).
+bound while the entry runs (`warmcli.runtime.binding`), so PyCUDA-style launches go through it;
+an `async def` or generator entry is run to its end (`asyncio.run`, or iterated: calling it ran
+nothing), and the working folder and the `sys.path` it changes are put back after each run (each
+pass starts where the first did; a relative bundle path holds, and warm's own imports after it);
+while it is imported, `sys.argv` is `[its path]`, as Python gives a script run with no arguments
+(not warm's command line), and each run starts with the `sys.argv` its import left (a script's
+own defaults). A run waits, as Python does before a process ends, for the non-daemon threads the
+entry left running (not an idle pool worker), and an exception a thread of it does not catch ends
+that thread as under Python, said in one line (a note of the pass) where Python would print its
+traceback; a process the entry forked that returns or raises out of it ends there (`os._exit`;
+what it raised said in one line on its stderr), never running warm's passes beside its parent,
+and so does one it forked at import as that import ends (`warmcli.warming.leftovers`).
 While it is imported, `warmcli.runtime()` hands out a runtime bound late
 (`warmcli.late_runtime.late_runtimes`): what the entry does on it is warmed; what the import
 itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pre-build
@@ -312,7 +309,8 @@ def load_workload(
         hint = as_module(path, package=True)
         raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
     if not path.is_file():
-        raise WorkloadError(f"{path}: no such workload file")
+        hint = f" ({path}.py is one: name it whole)" if Path(f"{path}.py").is_file() else ""
+        raise WorkloadError(f"{path}: no such workload file{hint}")
     if path.suffix != ".py":
         raise WorkloadError(f"{path}: a workload is a Python file (.py)")
     resolved = path.resolve()
@@ -371,7 +369,9 @@ def load_module(
         spec = importlib.util.find_spec(name)  # imports the packages above it
     except ModuleNotFoundError as exc:  # where it is `name`'s own package: where it looked
         at = f"; looked in {os.getcwd()} first" if f"{name}.".startswith(f"{exc.name}.") else ""
-        raise WorkloadError(f"{name}: no such workload module ({first_line(exc)}{at})") from None
+        why = f"a .py file is no module name: give the file itself, not -m, or -m {name[:-3]}"
+        why = why if name.endswith(".py") else first_line(exc) + at  # (`-m w.py`: Python's hint)
+        raise WorkloadError(f"{name}: no such workload module ({why})") from None
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # SystemExit and a workload's own BaseException too
