@@ -9,7 +9,7 @@ as the pass's own devices' work is: a production process serving both is served 
 Only the host is provided, and only where the run's devices do not hold it already (a GPU
 asked for in a host run is the process's own, as before). The module owns those runtimes
 and their devices until `close`, which retires them and the pass's own runtimes
-(`warmcli.warming.ended`); it never runs a pass and never prints.
+(`warmcli.warming.ended`), and returns what that noted; it never runs a pass and never prints.
 """
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ class Companions:
                 self.runtimes.append(self._make(HostDevice()))
             return self.runtimes[0]
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
         """Retire the pass's runtimes (`warmcli.warming.ended`: they serve no pass after
-        this) and close the devices of those made."""
-        for runtime in self._primaries + self.runtimes:
-            retire(runtime)
+        this) and close the devices of those made; the notes retiring made (a thread's
+        launch still under way), for the pass's report."""
+        notes = [n for n in map(retire, self._primaries + self.runtimes) if n]
         for runtime in self.runtimes:
             runtime.device.close()
+        return notes

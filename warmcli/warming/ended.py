@@ -16,9 +16,10 @@ runtime) keeps the runtime as it was, its tunes read from memory only. A launch 
 thread had under way as the runtime was retired (past the gate) is waited for, before the pass
 closes its bundle, `LATE_WAIT_SECONDS` at most (read off the threads' stacks: a frame of the
 runtime's `launch` or `tune`, so a launch counts nothing for it); one still under way then (a
-launch that never returns, say) is said in a note and left running: what it reads of the
-closed bundle later is no miss (its runtime's misses are closed), it builds cold what it needs
-and nothing of it is stored. The module never prints."""
+launch that never returns, say) is said in a note, which `retire` returns for the pass's
+report, and left running: what it reads of the closed bundle later is no miss (its runtime's
+misses are closed), it builds cold what it needs and nothing of it is stored.
+The module never prints."""
 
 from __future__ import annotations
 
@@ -35,12 +36,14 @@ from warmcli.runtime.runtime import Runtime
 LATE_WAIT_SECONDS = 10.0  # the longest a retiring pass waits for another thread's launch
 
 
-def retire(runtime: Runtime) -> None:
+def retire(runtime: Runtime) -> str:
     """From now on, a thread other than this one that launches or tunes on `runtime` is
     stopped there, said once, unless what it asks is served as it was (a runtime retired
-    already stays as it is): the runtime's `retired` gate, which it asks first."""
+    already stays as it is): the runtime's `retired` gate, which it asks first. Returns the
+    note on a call still under way after the wait ("" where none was), for the pass's own
+    notes: it retires after the pass's statistics were read."""
     if runtime.retired is not None:
-        return
+        return ""
     owner, lock, said = threading.get_ident(), threading.Lock(), [False]
     runtime.misses.closed = True  # its misses are no pass's to explain now
     runtime.tunes.bundle = None  # (closed: its records are those in memory)
@@ -71,13 +74,16 @@ def retire(runtime: Runtime) -> None:
     deadline = time.monotonic() + LATE_WAIT_SECONDS  # for calls past the gate already
     while (still := _under_way(runtime, owner)) and time.monotonic() < deadline:
         time.sleep(0.002)
-    if still:
-        names = {t.ident: t.name for t in threading.enumerate()}
-        who = ", ".join(names.get(t, str(t)) for t in still)
-        note_reported(
-            f"thread {who} still in a launch or tune {LATE_WAIT_SECONDS:g} s after its pass "
-            "ended: not waited for further; what it does then is not warmed"
-        )
+    if not still:
+        return ""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    who = ", ".join(names.get(t, str(t)) for t in still)
+    note = (
+        f"thread {who} still in a launch or tune {LATE_WAIT_SECONDS:g} s after its pass "
+        "ended: not waited for further; what it does then is not warmed"
+    )
+    note_reported(note)
+    return note
 
 
 _CALLS = (Runtime.launch.__code__, Runtime.tune.__code__)

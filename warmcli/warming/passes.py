@@ -186,7 +186,8 @@ def verify_pass(
             try:
                 report = run_pass(mode, label, workload, runtimes, observer, extra=extra)
             finally:
-                extra.close()
+                late = extra.close()  # (made once the pass's statistics were read)
+            report.notes += late
             reports.append(report)
             for runtime in runtimes + extra.runtimes:
                 stats = report.per_device.get(runtime.device.id, DeviceStatistics())
@@ -364,7 +365,9 @@ def _warm(
         if extra is not None:  # its runtimes and the pass's retired: a late thread stops
             report.devices += [r.device.id for r in extra.runtimes]
             report.compilers += [compiler_info(r.device) for r in extra.runtimes]
-            extra.close()
+            late = extra.close()  # (made once the passes' statistics were read)
+            if report.passes:
+                report.passes[-1].notes += late
         for d in devices:
             d.close()
         if bundle is not None:
