@@ -5,6 +5,7 @@ a production process writing back; real SQLite files, real signals, the real C c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -21,6 +22,7 @@ HOLD_SECONDS = 6.0  # the holder's lock: a process acting on the signal only the
 PROMPT = 2.0  # seconds from the signal to the exit: the short SQLite waits between checks
 
 WORKLOAD = """
+import contextlib
 import os
 from warmcli import Kernel
 
@@ -242,3 +244,86 @@ def test_the_lock_probe_on_a_waiting_connection_answers_at_once(warmed: Path) ->
         holder.wait()
         conn.close()
     assert free(_connect(warmed))
+
+
+# The workload's second call (`warm run`'s pass that stores at its end) has another process
+# take SQLite's lock before it returns: the store then waits for it.
+HOLDING = """
+import pathlib, subprocess, sys
+
+def workload(rt, _work=workload):
+    outs = _work(rt)
+    calls = pathlib.Path(os.environ["CALLS"])
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    if calls.read_text() == "xx":
+        cmd = [sys.executable, "-c", os.environ["HOLD"], os.environ["BUNDLE"], "6"]
+        pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        holder = subprocess.Popen(cmd, text=True, **pipes)  # (not warm's stderr: it ends first)
+        holder.stdout.readline()
+        pathlib.Path(os.environ["HELD"]).write_text(str(holder.pid))
+    return outs
+"""
+
+
+def test_warm_run_stopped_while_its_store_waits_for_a_held_lock_ends_at_once(
+    tmp_path: Path, warmed: Path
+) -> None:
+    before = _rows(warmed)
+    (tmp_path / "holding.py").write_text(WORKLOAD + HOLDING)
+    held = tmp_path / "held"
+    env = _env(tmp_path, DIVS="3,9", CALLS=str(tmp_path / "calls"), HOLD=HOLD)
+    env.update(BUNDLE=str(warmed), HELD=str(held))
+    run = subprocess.Popen(
+        [PY, "-m", "warmcli", "run", str(tmp_path / "holding.py"), "-b", str(warmed)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not held.exists() or not held.read_text():
+            assert time.monotonic() < deadline and run.poll() is None
+            time.sleep(0.05)
+        seconds, err = _stopped(run, signal.SIGINT)
+    finally:
+        run.kill()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(held.read_text()), signal.SIGKILL)
+    assert seconds < PROMPT, (seconds, err)
+    assert run.returncode == 130, (run.returncode, err)
+    assert "interrupted: 0 kernel(s) and 0 tune(s) stored are kept" in err, err
+    assert _rows(warmed) == before
+
+
+# A raw sqlite3 reader holding SQLite's shared lock (a long read): a writer's commit waits.
+READ_HOLD = HOLD.replace("BEGIN EXCLUSIVE", "BEGIN").replace(
+    "UPDATE manifest SET value = value || ' ' WHERE key = 'updated'", "SELECT * FROM manifest"
+)
+
+
+def test_warm_clean_stopped_while_its_commit_waits_for_a_reader_keeps_everything(
+    tmp_path: Path, warmed: Path
+) -> None:
+    """Its delete and its count are one step (`held_interrupts`); the commit's wait for a
+    reader to finish is not held for: it ends, the delete rolled back, and warm says so."""
+    before = _rows(warmed)
+    reader = subprocess.Popen(
+        [PY, "-c", READ_HOLD, str(warmed), str(HOLD_SECONDS)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == "held\n"
+        clean = subprocess.Popen(
+            [PY, "-m", "warmcli", "clean", str(warmed), "--older-than", "0s"],
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seconds, err = _stopped(clean, signal.SIGINT)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert seconds < PROMPT, (seconds, err)
+    assert clean.returncode == 130 and err.count("\n") == 1, (clean.returncode, err)
+    assert _rows(warmed) == before

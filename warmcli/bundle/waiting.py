@@ -8,10 +8,13 @@ period: the pod was killed). A `Waiting` connection has SQLite wait `SLICE_SECON
 `wait_seconds` have passed since it was first tried; then SQLite's "database is locked" is
 raised, as its one long wait raised it. A signal's handler runs between two tries. A try that
 SQLite refused without waiting (a deadlock it avoids, or its wait cut short by a signal) is
-followed by the rest of its slice, asleep. Every statement warm runs first steps in `execute`
-(its rows are then stepped under the lock that took; an `executemany` only ever runs inside
-a write transaction, whose lock is held), so this is the one place a lock is waited for.
-`busy` says whether an SQLite error is a lock held. It owns no state, and never prints.
+followed by the rest of its slice, asleep. Where a stop signal came during a hold
+(`warmcli.interrupted.held_interrupts`: a write and its count are one step), a `BEGIN` or
+`COMMIT` waiting ends with `KeyboardInterrupt`: the step is undone (the transaction rolled
+back by its caller), then the hold answers the signal. Every statement warm runs first steps
+in `execute` (its rows are then stepped under the lock that took; an `executemany` only ever
+runs inside a write transaction, whose lock is held), so this is the one place a lock is
+waited for. `busy` says whether an SQLite error is a lock held. It owns no state, and never prints.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import time
 from typing import Any
 
+from warmcli.interrupted import held_came
+
 SLICE_SECONDS = 0.05  # the longest SQLite waits in C at a time: the latency of a signal
+_STEPS = ("BEGIN ", "COMMIT")  # a write's wait to begin (another writer), to commit (readers)
 _execute = sqlite3.Connection.execute  # (one frame less on the path that serves)
 
 
@@ -56,6 +62,8 @@ class Waiting(sqlite3.Connection):
                 if not busy(again):
                     raise
                 exc = again
+            if held_came() and sql.lstrip()[:6].upper() in _STEPS:  # (a step's wait: undone)
+                raise KeyboardInterrupt
             rest = SLICE_SECONDS - (time.monotonic() - tried)
             time.sleep(rest) if rest > 0 else None  # (a signal's handler may raise here too)
         raise exc
