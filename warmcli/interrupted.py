@@ -18,8 +18,10 @@ handled once the callback has returned (sent from the handler, Python would hand
 once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
 while a step that must not be cut in two (a commit and its count, a file moved into place)
 runs: one sent meanwhile is delivered as the block ends, and one sent as it swaps their
-handlers once they all are (`swap_handlers`: blocked in the thread meanwhile). It owns no
-state and never prints nor exits itself.
+handlers once they all are (`swap_handlers`: blocked in the thread meanwhile); a wait for
+another process's lock to begin or commit that step (`warmcli.bundle.waiting`) asks
+`held_came` and ends, the step undone, rather than hold a stop that long. Its only state is
+what the holds in progress were sent (`_HELD`); it never prints nor exits itself.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ def forget_interrupt() -> None:
     exec("")  # (no code: the note cleared)
 
 
+_HELD: list[list[tuple[int, Any]]] = []  # the signals each hold in progress was sent
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 
 
@@ -105,13 +108,23 @@ def held_interrupts() -> Iterator[None]:
     held = {s: h for s, h in handlers.items() if callable(h)}
     hold = {s: (lambda signum, frame: came.append((signum, frame))) for s in held}
     swap_handlers(hold)
+    _HELD.append(came)
     try:
         yield
     finally:
+        _HELD.remove(came)
         swap_handlers(held)
         if came:  # the first one, as it would have been answered
             signum, frame = came[0]
             held[signum](signum, frame)
+
+
+def held_came() -> bool:
+    """Whether a stop signal came while a hold in progress holds it (`held_interrupts`), asked
+    in the main thread (the one that holds)."""
+    import threading
+
+    return any(_HELD) and threading.current_thread() is threading.main_thread()
 
 
 def swap_handlers(handlers: dict[int, Any]) -> None:

@@ -19,8 +19,9 @@ refused otherwise, is named so: the write was rolled back). The file stays in ro
 (a file switched to WAL is switched back on open, or refused where it cannot be written or its
 `-wal` or `-shm` is a link, `journal.check_wal_files`), so a read-only copy opens, and a write a
 crash interrupted is rolled back by the next open, or read of a process that had it open. "Database
-is locked" is waited for `LOCK_WAIT_SECONDS` at most (`_retrying`, which rolls back that crash
-too), then a one-line `BundleLocked`. Writers take a file lock (`warmcli.bundle.lock`, which
+is locked" is waited for `LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`:
+a signal stops the wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash
+too). Writers take a file lock (`warmcli.bundle.lock`, which
 readers never take); `journal.remove_leftovers` removes, under it, the temporary files, journals
 and locks a killed create or merge left beside the bundle. State: warm's schemas (read once) and
 `_lock` (held around an open or a create: a fork waits for it; a child forked while another thread
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
+from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
 from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked, disk_full
 from warmcli.forking import new_rlock, sqlite_unsafe
@@ -168,22 +170,19 @@ def check_header(path: str | Path) -> tuple[int, bool]:
     return version, wal
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
-
-
 def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     # One connection per open bundle, shared by the process's threads (`Bundle` locks it).
-    conn = sqlite3.connect(
+    conn: Waiting = sqlite3.connect(
         target,
         uri=uri,
-        timeout=LOCK_WAIT_SECONDS,
+        timeout=SLICE_SECONDS,  # SQLite's wait for a lock, a slice at a time (a signal stops it)
         isolation_level=None,
         check_same_thread=False,
+        factory=Waiting,
     )
+    conn.wait_seconds = LOCK_WAIT_SECONDS  # in all, for each statement
     # An untrusted schema: SQL functions with side effects never run from it, and SQLite's
-    # defensive mode (where exposed) forbids writing the schema or pages. `timeout`: busy.
+    # defensive mode (where exposed) forbids writing the schema or pages.
     conn.execute("PRAGMA trusted_schema = OFF")
     defensive = getattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE", None)
     if defensive is not None and hasattr(conn, "setconfig"):
@@ -266,11 +265,11 @@ def _leave_wal(path: str | Path) -> None:
 
 
 def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
-    """Run one SQLite operation; retry "database is locked" (SQLite's busy timeout waited,
-    or none) until `LOCK_WAIT_SECONDS` have passed since, then raise `BundleLocked`; and
-    once a hot journal a read-only connection cannot roll back (a writer killed mid-write
-    since it opened: every later read failed), rolled back by `recover` as an open does."""
-    mended, start, attempt = False, time.monotonic(), 0
+    """Run one SQLite operation; "database is locked" (waited for `LOCK_WAIT_SECONDS` by the
+    connection, `Waiting`) raised as `BundleLocked`; and once a hot journal a read-only
+    connection cannot roll back (a writer killed mid-write since it opened: every later
+    read failed), rolled back by `recover` as an open does."""
+    mended = False
     while True:
         try:
             return op()
@@ -280,13 +279,10 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
                 recover(path)  # (a journal gone meanwhile: nothing to do; refused: one line)
                 mended = True
                 continue
-            if not _is_busy(exc):
+            if not busy(exc):
                 raise
-            pause, attempt = min(2.0, 0.05 * 2 ** min(attempt, 6)), attempt + 1
-            if time.monotonic() - start + pause >= LOCK_WAIT_SECONDS:
-                held = f"locked by another process for {LOCK_WAIT_SECONDS:g} s ({exc})"
-                raise BundleLocked(f"{path}: {held}: a writer stopped mid-write?") from None
-            time.sleep(pause)
+            held = f"locked by another process for {LOCK_WAIT_SECONDS:g} s ({exc})"
+            raise BundleLocked(f"{path}: {held}: a writer stopped mid-write?") from None
 
 
 @contextmanager

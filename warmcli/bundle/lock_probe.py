@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 
+from warmcli.bundle.waiting import busy
+
 
 def free(conn: sqlite3.Connection) -> bool:
     """Whether a read on `conn` finds SQLite's lock free now (its busy timeout set to 0 for
-    the one read, then as it was); another failure than a lock is left to the read itself
-    (True: a journal a writer killed since left, say, which the read's retry rolls back)."""
+    the one read, tried once, then as it was); another failure than a lock is left to the
+    read itself (True: a journal a writer killed since left, say, which the read's retry
+    rolls back)."""
     (before,) = conn.execute("PRAGMA busy_timeout").fetchone()
     conn.execute("PRAGMA busy_timeout = 0")
     try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError as exc:
-        text = str(exc).lower()
-        return not ("locked" in text or "busy" in text)
-    except sqlite3.Error:
-        return True
+        # SQLite's own `execute`: a `Waiting` connection's would try again for the whole wait
+        sqlite3.Connection.execute(conn, "SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        return not busy(exc)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(before)}")
     return True

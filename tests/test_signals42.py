@@ -1,0 +1,329 @@
+"""Signals trial 42: a stop signal (SIGINT, or SIGTERM with a handler that raises) is acted on
+while warm waits for another process's SQLite lock, not only once that wait ends (up to 60 s,
+past a pod's 30 s grace). Real processes: a raw sqlite3 holder of BEGIN EXCLUSIVE, the real CLI,
+a production process writing back; real SQLite files, real signals, the real C compiler."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+HOLD_SECONDS = 6.0  # the holder's lock: a process acting on the signal only then fails the test
+PROMPT = 2.0  # seconds from the signal to the exit: the short SQLite waits between checks
+
+WORKLOAD = """
+import contextlib
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
+
+
+def workload(rt):
+    outs = []
+    for d in os.environ.get("DIVS", "3").split(","):
+        o = rt.buffer(17, "float64")
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
+        outs.append(o)
+    return outs
+"""
+
+# A raw sqlite3 writer holding the exclusive lock, its journal written, for `argv[2]` seconds.
+HOLD = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+c.execute("UPDATE manifest SET value = value || ' ' WHERE key = 'updated'")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+c.execute("ROLLBACK")
+"""
+
+# A production process writing its misses back, stopped by SIGTERM through a handler that
+# raises (as a server's does); it serves, says so, and ends when told on stdin.
+PRODUCE = """
+import signal, sys
+def stop(*_):
+    raise SystemExit(143)
+signal.signal(signal.SIGTERM, stop)
+sys.path.insert(0, sys.argv[2])
+import warmcli, work
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+for o in work.workload(rt):
+    rt.read(o)
+print("served", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    return dict(env, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"), **extra)
+
+
+@pytest.fixture
+def warmed(tmp_path: Path) -> Path:
+    (tmp_path / "work.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    cmd = [PY, "-m", "warmcli", "run", str(tmp_path / "work.py"), "-b", str(bundle), "-q"]
+    assert subprocess.run(cmd, env=_env(tmp_path), capture_output=True).returncode == 0
+    return bundle
+
+
+def _holder(bundle: Path) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [PY, "-c", HOLD, str(bundle), str(HOLD_SECONDS)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _rows(bundle: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(bundle) as conn:
+        return sorted(conn.execute("SELECT key, sha256 FROM kernels").fetchall())
+
+
+def _stopped(proc: subprocess.Popen[str], sig: int) -> tuple[float, str]:
+    """Seconds from `sig`, sent 1 s into the wait, to the exit; and what it wrote on stderr."""
+    time.sleep(1.0)
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    return time.monotonic() - sent, err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_warm_stats_waiting_for_a_held_lock_stops_at_once(
+    tmp_path: Path, warmed: Path, sig: int
+) -> None:
+    before = _rows(warmed)
+    holder = _holder(warmed)
+    try:
+        stats = subprocess.Popen(
+            [PY, "-m", "warmcli", "stats", str(warmed)],
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seconds, err = _stopped(stats, sig)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert seconds < PROMPT, (seconds, err)
+    assert stats.returncode == 130 and err == "warm: interrupted\n", (stats.returncode, err)
+    assert _rows(warmed) == before  # (the holder's write rolled back by the next open)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_write_back_waiting_for_a_held_lock_stops_at_once_losing_nothing(
+    tmp_path: Path, warmed: Path, sig: int
+) -> None:
+    before = _rows(warmed)
+    produce = subprocess.Popen(
+        [PY, "-c", PRODUCE, str(warmed), str(tmp_path)],
+        env=_env(tmp_path, WARM_BUNDLE_WRITE="1", DIVS="3,5"),  # (5: a miss, to write back)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert produce.stdout is not None and produce.stdout.readline() == "served\n"
+    holder = _holder(warmed)
+    try:
+        assert produce.stdin is not None
+        produce.stdin.write("\n")  # it ends: its write-back waits for the holder's lock
+        produce.stdin.flush()
+        seconds, err = _stopped(produce, sig)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert seconds < PROMPT, (seconds, err)
+    assert err == "warm: could not write back into the bundle: interrupted\n", err
+    assert _rows(warmed) == before  # nothing written, nothing lost
+    served = subprocess.run(  # and the next one writes back as ever
+        [PY, "-c", PRODUCE, str(warmed), str(tmp_path)],
+        env=_env(tmp_path, WARM_BUNDLE_WRITE="1", DIVS="3,5"),
+        input="\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert served.returncode == 0 and served.stderr == "", served.stderr
+    assert len(_rows(warmed)) == len(before) + 1
+
+
+def test_a_production_process_opening_a_held_bundle_stops_at_once(
+    tmp_path: Path, warmed: Path
+) -> None:
+    holder = _holder(warmed)
+    try:
+        produce = subprocess.Popen(
+            [PY, "-c", PRODUCE, str(warmed), str(tmp_path)],
+            env=_env(tmp_path),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seconds, err = _stopped(produce, signal.SIGTERM)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert seconds < PROMPT, (seconds, err)
+    assert produce.returncode == 143 and len(err.splitlines()) <= 1, (produce.returncode, err)
+
+
+# `warm` with the lock wait shortened (the module's constant, as test_fleet41 shortens it).
+WARM_WAITING = """
+import sys
+import warmcli.bundle.file as bundle_file
+bundle_file.LOCK_WAIT_SECONDS = 1.5
+from warmcli.__main__ import main
+sys.argv[0] = "warm"
+main()
+"""
+
+
+@pytest.mark.parametrize("command", ["stats", "clean"])
+def test_a_held_lock_is_still_waited_for_the_whole_bound_once_then_one_line(
+    tmp_path: Path, warmed: Path, command: str
+) -> None:
+    """The wait, a slice at a time, is as long as SQLite's one wait was (not shorter, nor
+    waited again by the retry around it): then the one line and exit 2, nothing lost."""
+    before = _rows(warmed)
+    args = [command, str(warmed)] + (["--older-than", "0s"] if command == "clean" else [])
+    holder = _holder(warmed)
+    try:
+        start = time.monotonic()
+        run = subprocess.run(
+            [PY, "-c", WARM_WAITING, *args],
+            env=_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        seconds = time.monotonic() - start
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    assert "locked by another process for 1.5 s" in run.stderr, run.stderr
+    assert len(run.stderr.splitlines()) == 1, run.stderr
+    assert 1.4 < seconds < 1.5 + PROMPT, seconds
+    assert _rows(warmed) == before
+
+
+def test_the_lock_probe_on_a_waiting_connection_answers_at_once(warmed: Path) -> None:
+    """`lock_probe.free` asks once, never for the whole wait a statement gets (a serving
+    process that waited the bound out once must not wait again at its next read)."""
+    from warmcli.bundle.file import _connect
+    from warmcli.bundle.lock_probe import free
+
+    conn = _connect(warmed)
+    holder = _holder(warmed)
+    try:
+        start = time.monotonic()
+        assert not free(conn)
+        assert time.monotonic() - start < 0.5
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 50  # as it was
+    finally:
+        holder.kill()
+        holder.wait()
+        conn.close()
+    assert free(_connect(warmed))
+
+
+# The workload's second call (`warm run`'s pass that stores at its end) has another process
+# take SQLite's lock before it returns: the store then waits for it.
+HOLDING = """
+import pathlib, subprocess, sys
+
+def workload(rt, _work=workload):
+    outs = _work(rt)
+    calls = pathlib.Path(os.environ["CALLS"])
+    calls.write_text(calls.read_text() + "x" if calls.exists() else "x")
+    if calls.read_text() == "xx":
+        cmd = [sys.executable, "-c", os.environ["HOLD"], os.environ["BUNDLE"], "6"]
+        pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        holder = subprocess.Popen(cmd, text=True, **pipes)  # (not warm's stderr: it ends first)
+        holder.stdout.readline()
+        pathlib.Path(os.environ["HELD"]).write_text(str(holder.pid))
+    return outs
+"""
+
+
+def test_warm_run_stopped_while_its_store_waits_for_a_held_lock_ends_at_once(
+    tmp_path: Path, warmed: Path
+) -> None:
+    before = _rows(warmed)
+    (tmp_path / "holding.py").write_text(WORKLOAD + HOLDING)
+    held = tmp_path / "held"
+    env = _env(tmp_path, DIVS="3,9", CALLS=str(tmp_path / "calls"), HOLD=HOLD)
+    env.update(BUNDLE=str(warmed), HELD=str(held))
+    run = subprocess.Popen(
+        [PY, "-m", "warmcli", "run", str(tmp_path / "holding.py"), "-b", str(warmed)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while not held.exists() or not held.read_text():
+            assert time.monotonic() < deadline and run.poll() is None
+            time.sleep(0.05)
+        seconds, err = _stopped(run, signal.SIGINT)
+    finally:
+        run.kill()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(held.read_text()), signal.SIGKILL)
+    assert seconds < PROMPT, (seconds, err)
+    assert run.returncode == 130, (run.returncode, err)
+    assert "interrupted: 0 kernel(s) and 0 tune(s) stored are kept" in err, err
+    assert _rows(warmed) == before
+
+
+# A raw sqlite3 reader holding SQLite's shared lock (a long read): a writer's commit waits.
+READ_HOLD = HOLD.replace("BEGIN EXCLUSIVE", "BEGIN").replace(
+    "UPDATE manifest SET value = value || ' ' WHERE key = 'updated'", "SELECT * FROM manifest"
+)
+
+
+def test_warm_clean_stopped_while_its_commit_waits_for_a_reader_keeps_everything(
+    tmp_path: Path, warmed: Path
+) -> None:
+    """Its delete and its count are one step (`held_interrupts`); the commit's wait for a
+    reader to finish is not held for: it ends, the delete rolled back, and warm says so."""
+    before = _rows(warmed)
+    reader = subprocess.Popen(
+        [PY, "-c", READ_HOLD, str(warmed), str(HOLD_SECONDS)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == "held\n"
+        clean = subprocess.Popen(
+            [PY, "-m", "warmcli", "clean", str(warmed), "--older-than", "0s"],
+            env=_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        seconds, err = _stopped(clean, signal.SIGINT)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert seconds < PROMPT, (seconds, err)
+    assert clean.returncode == 130 and err.count("\n") == 1, (clean.returncode, err)
+    assert _rows(warmed) == before

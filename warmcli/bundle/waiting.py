@@ -1,0 +1,69 @@
+"""A bundle's SQLite connection, whose wait for another process's lock a signal stops at once.
+
+SQLite waits for a lock another process holds inside its busy handler, in C, where Python's
+signal handlers cannot run: a Ctrl-C, or a SIGTERM whose handler raises, sent meanwhile was
+acted on only once the wait ended, up to `LOCK_WAIT_SECONDS` later (past a pod's grace
+period: the pod was killed). A `Waiting` connection has SQLite wait `SLICE_SECONDS` at a time
+(its busy timeout) and runs a statement that found the lock held again, from Python, until
+`wait_seconds` have passed since it was first tried; then SQLite's "database is locked" is
+raised, as its one long wait raised it. A signal's handler runs between two tries. A try that
+SQLite refused without waiting (a deadlock it avoids, or its wait cut short by a signal) is
+followed by the rest of its slice, asleep. Where a stop signal came during a hold
+(`warmcli.interrupted.held_interrupts`: a write and its count are one step), a `BEGIN` or
+`COMMIT` waiting ends with `KeyboardInterrupt`: the step is undone (the transaction rolled
+back by its caller), then the hold answers the signal. Every statement warm runs first steps
+in `execute` (its rows are then stepped under the lock that took; an `executemany` only ever
+runs inside a write transaction, whose lock is held), so this is the one place a lock is
+waited for. `busy` says whether an SQLite error is a lock held. It owns no state, and never prints.
+"""
+
+from __future__ import annotations
+
+import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import time
+from typing import Any
+
+from warmcli.interrupted import held_came
+
+SLICE_SECONDS = 0.05  # the longest SQLite waits in C at a time: the latency of a signal
+_STEPS = ("BEGIN ", "COMMIT")  # a write's wait to begin (another writer), to commit (readers)
+_execute = sqlite3.Connection.execute  # (one frame less on the path that serves)
+
+
+def busy(exc: BaseException) -> bool:
+    """Whether `exc` is SQLite's "database is locked" (another process's lock held)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+class Waiting(sqlite3.Connection):
+    """See the module doc: made by `sqlite3.connect(..., timeout=SLICE_SECONDS, factory=
+    Waiting)`, then given the whole wait (`wait_seconds`)."""
+
+    wait_seconds = 60.0
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return _execute(self, sql, parameters)
+        except sqlite3.OperationalError as exc:
+            if not busy(exc):
+                raise
+            first = exc
+        return self._waited(sql, parameters, first)
+
+    def _waited(self, sql: str, parameters: Any, exc: sqlite3.OperationalError) -> sqlite3.Cursor:
+        """`execute` again, a slice at a time, until `wait_seconds` since the first try
+        (which waited one slice, or less: a deadlock SQLite refused at once); then `exc`."""
+        deadline = time.monotonic() - SLICE_SECONDS + self.wait_seconds
+        while (tried := time.monotonic()) < deadline:
+            try:
+                return _execute(self, sql, parameters)
+            except sqlite3.OperationalError as again:
+                if not busy(again):
+                    raise
+                exc = again
+            if held_came() and sql.lstrip()[:6].upper() in _STEPS:  # (a step's wait: undone)
+                raise KeyboardInterrupt
+            rest = SLICE_SECONDS - (time.monotonic() - tried)
+            time.sleep(rest) if rest > 0 else None  # (a signal's handler may raise here too)
+        raise exc
