@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +106,70 @@ def test_a_forked_run_shows_its_workload_what_a_started_one_does(
     (real, *_), (fork, *_) = views
     assert fork["path"] == real["path"]
     assert sorted(set(fork["modules"]) ^ set(real["modules"])) == []
+
+
+# -- trial42c: `warm clean --tune` and WARM_REPORT's pick --------------------------------------
+
+TUNES = """
+import numpy as np
+from warmcli import Kernel, Tunable
+SRC = "void ax(float *y, const float *x, int n) { for (int i = 0; i < n; i += S) " \\
+      "for (int j = i; j < i + S && j < n; j++) y[j] += 2 * x[j]; }"
+def launch(rt, k, y, x, n, *, stream=None):
+    rt.launch(k, y, x, n, stream=stream)
+AX = Tunable("ax", {f"s{s}": Kernel(SRC, "ax", "PPi", defines={"S": s}) for s in (1, 2, 4)},
+             launch, check="s1")
+def workload(rt):
+    for n in (16, 32):
+        y, x = rt.upload(np.zeros(n, np.float32)), rt.upload(np.ones(n, np.float32))
+        rt.tune(AX, y, x, n)
+"""
+
+# A production process tuning cold (no bundle holds its tunes), forking once, then closing:
+# how often `tune_pick` ran in the child and in the parent (a profiler watching: nothing of
+# warm's replaced), then the pick `warmcli.report()` names afterwards.
+COUNTED = """
+import json, os, runpy, sys
+import warmcli, warmcli.production
+work = runpy.run_path(sys.argv[1])
+calls = []
+def watch(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "tune_pick":
+        calls.append(frame.f_code.co_filename)
+sys.setprofile(watch)
+work["workload"](warmcli.runtime("host"))
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write, str(len(calls)).encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+child = int(os.read(read, 64))
+warmcli.production.close()  # (as at exit: written back, released)
+parent = len(calls)
+sys.setprofile(None)
+picks = [m.pick for m in warmcli.report().tunes]
+print(json.dumps({"child": child, "parent": parent, "picks": picks}))
+"""
+
+
+def test_a_process_without_warm_report_never_makes_a_tune_pick_text(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The report's pick line costs a production process nothing unless asked for. Before:
+    every tune a process measured had its pick text made (candidates sorted, times
+    formatted: ~5 µs a tune of 16 candidates) at its close (`production.close`, the exit) and
+    again in every forked child (a data loader's workers), WARM_REPORT unset. Now it is
+    made when read (the report's line, `Miss.pick`), and `warmcli.report()` still names it
+    after the close."""
+    (tmp_path / "w.py").write_text(TUNES)
+    env = dict(warm.env, WARM_BUNDLE="")  # (none: every tune measured cold)
+    env.pop("WARM_REPORT", None)
+    done = subprocess.run(
+        [sys.executable, "-c", COUNTED, tmp_path / "w.py"],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    counted = json.loads(done.stdout)
+    assert (counted["child"], counted["parent"]) == (0, 0), counted
+    assert len(counted["picks"]) == 2 and all(p.startswith("picked s") for p in counted["picks"])
