@@ -173,3 +173,26 @@ def test_a_process_without_warm_report_never_makes_a_tune_pick_text(
     counted = json.loads(done.stdout)
     assert (counted["child"], counted["parent"]) == (0, 0), counted
     assert len(counted["picks"]) == 2 and all(p.startswith("picked s") for p in counted["picks"])
+
+
+@pytest.mark.parametrize("command", ["clean", "stats"])
+def test_a_huge_operation_name_no_bundle_holds_is_refused_in_a_short_line(
+    warm: Warm, forked: Any, bundle: Path, tmp_path: Path, command: str
+) -> None:
+    """`warm clean --tune NAME` (and `warm stats --explain NAME`, the line it copied) of a
+    name the bundle holds no tune of: one line, exit 2, nothing changed, the name cut as
+    every line cuts a text (`printable.cut`). Before: a 100,000-character name was said
+    whole, a 100 KB line (and the JSON error too)."""
+    path = tmp_path / "b.warm"
+    shutil.copyfile(bundle, path)
+    before = path.read_bytes()
+    option = "--tune" if command == "clean" else "--explain"
+    name = "x\x1b" * 50_000
+    run = forked(warm)
+    said = run(command, path, option, name)
+    assert said.returncode == 2 and said.stdout == "", said.stdout[:300]
+    assert said.stderr.count("\n") == 1 and len(said.stderr) < 2_000, said.stderr[:300]
+    assert "no tunes for operation 'x\\x1bx" in said.stderr and "100,000 characters" in said.stderr
+    doc = json.loads(run(command, path, option, name, "--json").stdout)
+    assert doc["exit"] == 2 and len(doc["error"]) < 2_000
+    assert path.read_bytes() == before
