@@ -196,3 +196,27 @@ def test_a_huge_operation_name_no_bundle_holds_is_refused_in_a_short_line(
     doc = json.loads(run(command, path, option, name, "--json").stdout)
     assert doc["exit"] == 2 and len(doc["error"]) < 2_000
     assert path.read_bytes() == before
+
+
+def test_a_pick_line_of_any_times_and_names_is_one_escaped_line_pure_logic() -> None:
+    """What held (pure logic): times of 0, NaN, inf, negative or subnormal make a pick text
+    (no ZeroDivisionError), and the report's line escapes a candidate's newline, escape
+    and bidi characters and cuts a long text."""
+    from warmcli.production_report import Miss, ProductionReport, tune_pick
+    from warmcli.records import CandidateMeasurement, TuneRecord
+
+    odd = [0.0, float("nan"), float("inf"), -1e-5, 5e-324, 1e300]
+    for best in odd:
+        for other in odd:
+            named = ("a\n\x1b[31m", "\u202eb" * 300, "c")
+            cands = (
+                CandidateMeasurement(named[0], "k", "ok", best),
+                CandidateMeasurement(named[1], "k", "ok", other),
+                CandidateMeasurement(named[2], "k", "failed", reason="x"),
+            )
+            tune = TuneRecord("f" * 64, "op", "4", "host", "x", "measured", named[0], cands)
+            assert tune_pick(tune).startswith(f"picked {named[0]}, ")
+            text = str(ProductionReport("b", False, [Miss.measured("host", tune)]))
+            line = text.splitlines()[-1]
+            assert "\x1b" not in line and "\u202e" not in line and "\\x0a" in line
+            assert len(text.splitlines()) == 2 and len(line) < 4_000
