@@ -3,17 +3,23 @@ run many small commands (each a verdict on a bundle), where Python's start and t
 imports (~0.2 s of CPU a command) were most of the cost.
 
 Each command is still a process of its own: a fork of a server (`_SERVER`, a `python -c`
-started in the test's environment, which imports `warmcli.cli` and its command modules,
-and runs nothing), whose child takes the command's environment (its `WARM_*` variables:
-warm reads every setting at call time, `warmcli.config`), its working folder, stdout and
-stderr files and /dev/null as stdin, then runs `python -m warmcli ARGS` as Python does
-(`runpy.run_module("warmcli", run_name="__main__")`, `sys.argv` set) and ends through the
-interpreter's own exit (its teardown, `atexit`, finalizers), as a started `warm` does.
-One server per environment apart from `WARM_*` (`Servers`, one a test process, ended with
-the session). Not for a test of what a process starts with (its imports, descriptors,
-limits, signals, memory peak): those start `python -m warmcli` themselves, and
-`ForkedWarm.popen` and `.production` start real processes. A module imports `forked_warm`
-and `forked_made` (fixtures named `warm` and `made`) to have conftest's, each command forked.
+started in the test's environment, which imports `warmcli.cli` and loads its commands as
+warm does, `app.load`, and runs nothing), whose child takes the command's environment (its
+`WARM_*` variables: warm reads every setting at call time, `warmcli.config`) and its
+arguments as the bytes a started process is given (`_given`: an ASCII locale decodes them
+as its Python would), its working folder (first on `sys.path`, as under `python -m`),
+stdout and stderr files of its own and /dev/null as stdin, then runs `python -m warmcli
+ARGS` as Python does (`runpy.run_module("warmcli", run_name="__main__")`, `sys.argv` set)
+and ends through the interpreter's own exit (its teardown, `atexit`, finalizers), as a
+started `warm` does. One server per environment apart from `WARM_*`, and per command that
+runs a workload (`_ALONE`: its workload finds imported what a started one's does), kept
+while recently used (`Servers`, one a test process, ended with the session). What a fork
+cannot give: a hash seed of its own (every command of a server hashes strings alike, as
+under one `PYTHONHASHSEED`: a test of what differs between processes by it starts them).
+Not for a test of what a process starts with (its imports, descriptors, limits, signals,
+memory peak): those start `python -m warmcli` themselves, and `ForkedWarm.popen` and
+`.production` start real processes. A module imports `forked_warm` and `forked_made`
+(fixtures named `warm` and `made`) to have conftest's, each command forked.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,26 +40,28 @@ import pytest
 # The server: one request a line on stdin ({"args", "env", "cwd", "out", "err"}), answered
 # on its own copy of stdout, first the child's pid, then its exit code (as subprocess's).
 _SERVER = r"""
-import importlib, json, os, runpy, sys
-import warmcli.cli, warmcli.cli.app  # the CLI's imports, paid once, and each command's:
-for module in sorted(set(sys.modules["warmcli.cli.app"].COMMANDS.values())):
-    importlib.import_module(f"warmcli.cli.{module}")
+import json, os, runpy, sys
+import warmcli.cli  # the CLI's imports, paid once, and those of the commands it loads:
+sys.modules["warmcli.cli.app"].app.load(sys.argv[1:])  # ([] all, ["run"] run's, as warm's)
 reply = os.fdopen(os.dup(1), "w")
 for line in sys.stdin:
     request = json.loads(line)
     pid = os.fork()
     if pid == 0:
         reply.close()
-        os.environ.clear()
-        os.environ.update(request["env"])
-        os.chdir(request["cwd"])
+        given = lambda text: text.encode("latin-1")  # the bytes a started process is given
+        os.environb.clear()
+        os.environb.update({given(k): given(v) for k, v in request["env"].items()})
+        os.chdir(given(request["cwd"]))
+        if sys.path[0] == "":  # `python -m`'s: the working folder, not `python -c`'s ''
+            sys.path[0] = os.getcwd()
         null = os.open(os.devnull, os.O_RDONLY)
         out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        sys.argv = ["warm", *request["args"]]
+        sys.argv = ["warm", *(os.fsdecode(given(a)) for a in request["args"])]
         runpy.run_module("warmcli", run_name="__main__", alter_sys=True)
         sys.exit(0)  # (the CLI always exits itself)
     reply.write(json.dumps(pid) + "\n")
@@ -62,32 +71,51 @@ for line in sys.stdin:
     reply.flush()
 """
 
+# The commands that run a user's workload: each forked from a server that loaded only its
+# own module, as `warm run` does, so the workload finds imported only what a started
+# `warm run` had (a workload named `decimal.py`, `test_readme36`); every other command from
+# one that loaded them all (as `warm --help` does): the modules a command imports can
+# change nothing else it says.
+_ALONE = ("run", "verify")
 
-def _key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+_Key = tuple[tuple[tuple[str, str], ...], str]
+
+
+def _key(env: dict[str, str], args: list[str]) -> _Key:
     """What a server's environment must equal: all but warm's own variables (and the name
-    of the test pytest sets, which every test's `warm` copies)."""
+    of the test pytest sets, which every test's `warm` copies); and the command it loaded
+    (`_ALONE`'s, or '' for all)."""
     mine = ("WARM_", "PYTEST_CURRENT_TEST")
-    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(mine)))
+    command = args[0] if args and args[0] in _ALONE else ""
+    return tuple(sorted((k, v) for k, v in env.items() if not k.startswith(mine))), command
+
+
+def _given(text: str) -> str:
+    """`text` as the bytes `subprocess` gives a started process (`os.fsencode`), sent as
+    the characters of those bytes: the server decodes them as that process's Python would
+    (an ASCII locale's surrogate escapes, `os.fsdecode`), not as this process did."""
+    return os.fsencode(text).decode("latin-1")
 
 
 class Servers:
     """The forking servers of one test process, by `_key`, and their scratch folder: the
-    `KEPT` last used stay running (each holds ~40 MB; a module whose tests each set a
+    `KEPT` last used stay running (each holds 25 to 40 MB; a module whose tests each set a
     variable of their own, a path in `tmp_path`, would otherwise leave one a test)."""
 
-    KEPT = 4
+    KEPT = 6  # (the environment most tests share: its `run`, `verify` and all-command servers)
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.scratch = Path(tempfile.mkdtemp(prefix="warm-forked-"))
-        self._running: dict[tuple[tuple[str, str], ...], subprocess.Popen[str]] = {}
+        self._running: dict[_Key, subprocess.Popen[str]] = {}
+        self.calls = 0  # (each call's own stdout and stderr files, removed once read)
 
-    def server(self, env: dict[str, str]) -> subprocess.Popen[str]:
-        key = _key(env)
+    def server(self, env: dict[str, str], args: list[str] | None = None) -> subprocess.Popen[str]:
+        key = _key(env, args or [])
         running = self._running.pop(key, None)  # (put back last: the most recently used)
         if running is None or running.poll() is not None:
             running = subprocess.Popen(
-                [sys.executable, "-c", _SERVER],
+                [sys.executable, "-c", _SERVER, *filter(None, [key[1]])],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
                 cwd=self.root,
             )  # fmt: skip
@@ -100,9 +128,7 @@ class Servers:
         for server in self._running.values():
             _end(server)
         self._running.clear()
-        for name in ("out", "err"):
-            (self.scratch / name).unlink(missing_ok=True)
-        self.scratch.rmdir()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _end(server: subprocess.Popen[str]) -> None:
@@ -146,12 +172,14 @@ class ForkedWarm:
     def __call__(
         self, *args: str | Path, timeout: float = 300, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
-        server = self._servers.server(self.env)
-        out, err = self._servers.scratch / "out", self._servers.scratch / "err"
+        texts = [str(a) for a in args]
+        server = self._servers.server(self.env, texts)
+        self._servers.calls += 1  # (a file no command a timeout left running writes to)
+        out, err = (self._servers.scratch / f"{self._servers.calls}.{n}" for n in ("out", "err"))
         request = {
-            "args": [str(a) for a in args],
-            "env": self.env,
-            "cwd": str(cwd or self._servers.root),
+            "args": [_given(a) for a in texts],
+            "env": {_given(k): _given(v) for k, v in self.env.items()},
+            "cwd": _given(str(cwd or self._servers.root)),
             "out": str(out),
             "err": str(err),
         }
@@ -161,12 +189,14 @@ class ForkedWarm:
         pid = _line(server, 120)
         assert isinstance(pid, int), "the forking server did not fork"
         code = _line(server, timeout)
-        argv = [sys.executable, "-m", "warmcli", *request["args"]]
+        argv = [sys.executable, "-m", "warmcli", *texts]
         if code is None:  # as `subprocess.run` does: the command killed, then raised
             os.kill(pid, signal.SIGKILL)
             _line(server, 60)
             raise subprocess.TimeoutExpired(argv, timeout)
         stdout, stderr = out.read_text(), err.read_text()  # (decoded as `subprocess.run` does)
+        out.unlink()
+        err.unlink()
         return subprocess.CompletedProcess(argv, code, stdout, stderr)
 
     def json(self, *args: str | Path) -> Any:

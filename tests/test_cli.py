@@ -158,5 +158,7 @@ def test_read_under_discard_is_an_error_unless_allowed(
 
 
 def test_python_m_warmcli_and_version(warm: Warm) -> None:
-    proc = warm("--version")
+    """A started `python -m warmcli` (not a fork of a server that imported the CLI: its
+    `--version` path imports nothing before it answers)."""
+    proc = Warm(warm.env)("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("warm ")

@@ -6,7 +6,8 @@ bundle was locked at its open and is not loaded yet (`locked`), and the notes of
 tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted; a tune
 measured with the candidate it picked and its median, and how much slower the others were,
-`picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`);
+`picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`, made when first read, so a process
+that never reports never makes it);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
 owns no state, reads nothing but a runtime's misses and the default collector's notes, and
 never prints (`warmcli.production`
@@ -33,7 +34,29 @@ class Miss(Record):
     device: str
     name: str
     key: str
-    pick: str = ""  # a tune measured: `tune_pick`'s text
+    pick: str = ""  # a tune measured: `tune_pick`'s text, made when first read (`measured`)
+
+    @classmethod
+    def measured(cls, device: str, tune: TuneRecord) -> Miss:
+        """A tune this process measured, its `pick` made of `tune` when first read (the
+        report's line, `warmcli.report()`): a process that closes or forks unreported
+        makes none (~5 µs a tune of 16 candidates)."""
+        miss = cls("tune", device, f"{tune.operation} {tune.shape_key}", tune.key)
+        values = miss.__dict__
+        del values["pick"]  # (read through `__getattr__` until made)
+        values["_tune"] = tune
+        return miss
+
+    def __getattr__(self, name: str) -> str:
+        """`pick`, not made yet (no other attribute is ever missing)."""
+        values = self.__dict__
+        if name != "pick" or "_tune" not in values:
+            raise AttributeError(name)
+        values["pick"] = text = tune_pick(values["_tune"])  # (two threads: the same text)
+        return text
+
+
+del Miss.pick  # (its default is the record's: a class attribute would hide `__getattr__`)
 
 
 class ProductionReport(Record, frozen=False):
@@ -162,10 +185,7 @@ def misses_of(rt: Runtime) -> list[Miss]:
     """What `rt` compiled or tuned itself, its failed tunes too."""
     device = rt.device.id
     kernels = [Miss("kernel", device, label, key) for label, key in rt.kernels.missed()]
-    tunes = [
-        Miss("tune", device, f"{t.operation} {t.shape_key}", t.key, tune_pick(t))
-        for t in rt.tunes.unpersisted()
-    ]
+    tunes = [Miss.measured(device, t) for t in rt.tunes.unpersisted()]
     failed = "(every candidate failed: nothing stored)"
     tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]
     cut_short = "(measuring interrupted: nothing stored)"  # by a Ctrl-C

@@ -41,7 +41,7 @@ from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line
 from warmcli.ops.stats import summarise
-from warmcli.printable import lone_surrogate, printable
+from warmcli.printable import cut, lone_surrogate, printable
 from warmcli.records import KernelRecord
 
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
@@ -138,9 +138,10 @@ def _stats(
     require_consistent(bundle)  # what its indexes say is what its rows say
     if operation is not None and (lone_surrogate(operation) or not bundle.has_operation(operation)):
         names = bundle.operations(HELD_SHOWN + 1)
-        held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
+        held = ", ".join(printable(cut(n)) for n in names[:HELD_SHOWN])
         held += ", ..." if len(names) > HELD_SHOWN else ""
-        fail(f"{shown}: no tunes for operation {operation!r} (it holds: {held or 'none'})")
+        named = cut(operation)  # (a name of 100,000 characters: cut, as every line cuts one)
+        fail(f"{shown}: no tunes for operation {named!r} (it holds: {held or 'none'})")
     if as_json:  # a reader gone or Ctrl-C: the listing's processes stop, then the bundle closes
         with contextlib.ExitStack() as live:
             live.enter_context(bundle.snapshot())  # ends last: after the listing stops

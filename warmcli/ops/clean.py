@@ -71,7 +71,7 @@ from warmcli.ops.clean_plan import CleanPlan, Removal
 from warmcli.ops.clean_vacuum import freed_pages, vacuum
 from warmcli.ops.exported import unexported
 from warmcli.ops.foreign import Machine, kernel_foreign, local_builds, tune_foreign
-from warmcli.printable import LISTED, lone_surrogate, printable
+from warmcli.printable import LISTED, cut, lone_surrogate, printable
 from warmcli.records import KernelRecord, TuneRecord, where
 
 UNEXPORTED = "its binary does not export its symbol"  # a host kernel never served
@@ -344,9 +344,9 @@ def _require_tunes(bundle: Bundle, path: Path, tunes: Collection[str]) -> None:
     for operation in tunes:
         if lone_surrogate(operation) or not bundle.has_operation(operation):
             names = bundle.operations(HELD_SHOWN + 1)
-            held = ", ".join(printable(n) for n in names[:HELD_SHOWN])
+            held = ", ".join(printable(cut(n)) for n in names[:HELD_SHOWN])
             held += ", ..." if len(names) > HELD_SHOWN else ""
-            shown = f"'{printable(operation)}'"
+            shown = f"'{printable(cut(operation))}'"  # (a name of 100,000 characters: cut)
             raise BundleError(
                 f"{path}: no tunes for operation {shown} (it holds: {held or 'none'})"
             )
