@@ -17,17 +17,13 @@ Stop 40's warm is the checkout at `/tmp/base40` where one is, else a `git worktr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
-from upgrades import SERVE, TwoWarms, digest
+from upgrades import STORED, Fleet, digest, keys, release
 
 BASE = "5c60454"
 CHECKOUT = Path("/tmp/base40")
@@ -98,75 +94,12 @@ def workload(rt):
     for k in KERNELS:
         rt.launch(k, y, 256, grid=1, block=256)
 '''
-STORED = "bundle {}: stored {} new kernel(s) and {} new tune(s)"
-
-
-def _keys(path: Path) -> tuple[list[str], list[str]]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-        kernels = sorted(str(k) for (k,) in db.execute("SELECT key FROM kernels"))
-        tunes = sorted(bytes(k).hex() for (k,) in db.execute("SELECT key FROM tunes"))
-    return kernels, tunes
 
 
 @pytest.fixture(scope="module")
 def old() -> Iterator[Path]:
     """Stop 40's warm: `/tmp/base40`, else a worktree of 5c60454 made for this module."""
-    if (CHECKOUT / "warmcli").is_dir():
-        yield CHECKOUT
-        return
-    made = Path(os.environ.get("TMPDIR", "/tmp")) / f"warm-base40-{os.getpid()}"
-    git = ["git", "-C", str(ROOT)]
-    done = subprocess.run([*git, "worktree", "add", "-q", "--detach", str(made), BASE],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"no stop 40 warm here ({done.stderr.strip()[:200]})")
-    try:
-        yield made
-    finally:
-        subprocess.run([*git, "worktree", "remove", "--force", str(made)], capture_output=True)
-
-
-class Fleet(TwoWarms):
-    """Both warms over one folder (`TwoWarms`); `new` is today's, `old` stop 40's."""
-
-    def __init__(self, folder: Path, old: Path) -> None:
-        super().__init__(folder)
-        self.new, self.old, self.cuda = ROOT, old, folder / "cwl.py"
-
-    def ok(self, code: Path, *args: object, **env: str) -> str:
-        done = self.cli(code, *args, **env)
-        assert done.returncode == 0, (code, args, done.stdout + done.stderr)
-        assert "corrupt" not in done.stdout + done.stderr, done.stdout + done.stderr
-        return done.stdout
-
-    def serving(self, code: Path, bundle: Path | None, **env: str) -> subprocess.Popen[str]:
-        """A production process of the workload started, served `bundle` (None: cold)."""
-        more = {"WARM_BUNDLE": str(bundle)} if bundle is not None else {}
-        return subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(self.workload)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.folder,
-            env=dict(self.env, PYTHONPATH=str(code), **more, **env),
-        )  # fmt: skip
-
-    @staticmethod
-    def served(process: subprocess.Popen[str]) -> dict[str, object]:
-        """What a `serving` process computed, compiled and tuned itself."""
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err[-2000:]
-        return json.loads(out)
-
-    def serve(self, code: Path, bundle: Path | None, **env: str) -> dict[str, object]:
-        return self.served(self.serving(code, bundle, **env))
-
-    def warm(
-        self, code: Path, bundle: Path, *more: object, cuda: bool = True, **env: str
-    ) -> list[str]:
-        """The `stored` lines of a host and (`cuda`) an `--arch sm_90` run into `bundle`."""
-        runs = [(self.workload,), (self.cuda, "--arch", "sm_90")][: 2 if cuda else 1]
-        return [
-            self.ok(code, "run", *run, "-b", bundle, "-q", *more, **env).splitlines()[0]
-            for run in runs
-        ]
+    yield from release(BASE, CHECKOUT)
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +128,7 @@ def test_the_new_field_is_there_and_every_key_is_unchanged(
     fleet: tuple[Fleet, dict[str, object]],
 ) -> None:
     f, _ = fleet
-    assert _keys(f.folder / "new.warm") == _keys(f.folder / "old.warm")
+    assert keys(f.folder / "new.warm") == keys(f.folder / "old.warm")
     with sqlite3.connect(f.folder / "new.warm") as db:
         rows = [json.loads(c) for (c,) in db.execute("SELECT components FROM kernels")]
     assert sum("header_files" in c for c in rows) == 3, rows  # the 3 scale builds
@@ -227,7 +160,7 @@ def test_each_serves_and_reads_the_others_bundle_compiling_and_changing_nothing(
     copy = f.folder / f"clean-{reader}.warm"
     shutil.copy(bundle, copy)
     f.ok(code, "clean", copy)
-    assert _keys(copy) == _keys(bundle)  # nothing of this machine's removed
+    assert keys(copy) == keys(bundle)  # nothing of this machine's removed
     f.ok(code, "stats", bundle)
     assert f.serve(f.new if reader == "old" else f.old, copy, WARM_STRICT="1") == dict(
         cold, compiled=0, tuned=[]
@@ -240,7 +173,7 @@ def test_alternating_re_warms_store_nothing_new(fleet: tuple[Fleet, dict[str, ob
     shutil.copy(f.folder / "new.warm", bundle)
     for code in (f.old, f.new, f.old, f.new):
         assert f.warm(code, bundle) == [STORED.format(bundle, 0, 0)] * 2
-    assert _keys(bundle) == _keys(f.folder / "new.warm")
+    assert keys(bundle) == keys(f.folder / "new.warm")
 
 
 def test_production_write_backs_of_both_interleaved(
@@ -273,7 +206,7 @@ def test_each_merges_ones_and_the_others_bundle(
     code = f.new if merger == "new" else f.old
     out = f.folder / f"merged-{merger}.warm"
     f.ok(code, "merge", f.folder / "new.warm", f.folder / "old.warm", "-o", out)
-    assert _keys(out) == _keys(f.folder / "new.warm")
+    assert keys(out) == keys(f.folder / "new.warm")
     for reader in (f.old, f.new):
         assert f.serve(reader, out, WARM_STRICT="1") == dict(cold, compiled=0, tuned=[])
         assert "11 kernel(s)" in f.ok(reader, "verify", out)

@@ -1,16 +1,25 @@
-"""What the tests of two warms over one bundle share (`test_upgrade39`, `test_upgrade40`):
+"""What the tests of two warms over one bundle share (`test_upgrade40`, `test_upgrade41`):
 the production script that serves a workload (`SERVE`: its results' digest, what it compiled
-and tuned, as JSON), a file's digest, and `TwoWarms`, the CLI of either warm (the checkout
+and tuned, as JSON), a file's digest, a bundle's kernel and tune keys (`keys`), an earlier
+release's checkout (`release`: a folder where one is, else a `git worktree` of its commit
+made for the test module, or skipped), `TwoWarms`, the CLI of either warm (the checkout
 given) run from a folder that is no warm checkout, so `python -m warmcli` is the one on
-PYTHONPATH. Real processes throughout; nothing here is a fake."""
+PYTHONPATH, and `Fleet`, both warms over one folder: their CLI, production processes and
+pre-builds. Real processes throughout; nothing here is a fake."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+from conftest import ROOT
 
 SERVE = """
 import hashlib, json, runpy, sys, warmcli
@@ -23,8 +32,38 @@ print(json.dumps({"digest": digest, "compiled": len(done.kernels),
 """
 
 
+STORED = "bundle {}: stored {} new kernel(s) and {} new tune(s)"
+
+
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def keys(path: Path) -> tuple[list[str], list[str]]:
+    """A bundle's kernel keys and its tune keys (hex), each sorted, read only."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        kernels = sorted(str(k) for (k,) in db.execute("SELECT key FROM kernels"))
+        tunes = sorted(bytes(k).hex() for (k,) in db.execute("SELECT key FROM tunes"))
+    return kernels, tunes
+
+
+def release(commit: str, checkout: Path) -> Iterator[Path]:
+    """A release's warm, for a module fixture: `checkout` where it holds one, else a
+    `git worktree` of `commit` made for the module (and removed after); skipped where
+    neither can be had."""
+    if (checkout / "warmcli").is_dir():
+        yield checkout
+        return
+    made = Path(os.environ.get("TMPDIR", "/tmp")) / f"warm-{checkout.name}-{os.getpid()}"
+    git = ["git", "-C", str(ROOT)]
+    done = subprocess.run([*git, "worktree", "add", "-q", "--detach", str(made), commit],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"no warm of {commit} here ({done.stderr.strip()[:200]})")
+    try:
+        yield made
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(made)], capture_output=True)
 
 
 class TwoWarms:
@@ -43,3 +82,52 @@ class TwoWarms:
             capture_output=True, text=True, timeout=300, cwd=self.folder,
             env=dict(self.env, PYTHONPATH=str(code), **env),
         )  # fmt: skip
+
+
+class Fleet(TwoWarms):
+    """Both warms over one folder (`TwoWarms`): `new` is today's, `old` the release's; the
+    CUDA workload at `folder/cwl.py`."""
+
+    def __init__(self, folder: Path, old: Path) -> None:
+        super().__init__(folder)
+        self.new, self.old, self.cuda = ROOT, old, folder / "cwl.py"
+
+    def ok(self, code: Path, *args: object, **env: str) -> str:
+        """The output of a command that must succeed, reading nothing as "corrupt"."""
+        done = self.cli(code, *args, **env)
+        assert done.returncode == 0, (code, args, done.stdout + done.stderr)
+        assert "corrupt" not in done.stdout + done.stderr, done.stdout + done.stderr
+        return done.stdout
+
+    def serving(
+        self, code: Path, bundle: Path | str | None, workload: Path | None = None, **env: str
+    ) -> subprocess.Popen[str]:
+        """A production process of the workload started, served `bundle` (None: cold)."""
+        more = {"WARM_BUNDLE": str(bundle)} if bundle is not None else {}
+        return subprocess.Popen(
+            [sys.executable, "-c", SERVE, str(workload or self.workload)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.folder,
+            env=dict(self.env, PYTHONPATH=str(code), **more, **env),
+        )  # fmt: skip
+
+    @staticmethod
+    def served(process: subprocess.Popen[str]) -> dict[str, object]:
+        """What a `serving` process computed, compiled and tuned itself."""
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-2000:]
+        return json.loads(out)
+
+    def serve(
+        self, code: Path, bundle: Path | str | None, workload: Path | None = None, **env: str
+    ) -> dict[str, object]:
+        return self.served(self.serving(code, bundle, workload, **env))
+
+    def warm(
+        self, code: Path, bundle: Path, *more: object, cuda: bool = True, **env: str
+    ) -> list[str]:
+        """The `stored` lines of a host and (`cuda`) an `--arch sm_90` run into `bundle`."""
+        runs = [(self.workload,), (self.cuda, "--arch", "sm_90")][: 2 if cuda else 1]
+        return [
+            self.ok(code, "run", *run, "-b", bundle, "-q", *more, **env).splitlines()[0]
+            for run in runs
+        ]

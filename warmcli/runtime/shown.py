@@ -8,10 +8,12 @@ miss), each text value's once in a listing's memo. `changed_headers`
 names the headers a kernel's build read that differ from those this process reads (`header_files`,
 as `warmcli.kernel_parts.header_files` keeps them beside a key): those it reads with other contents
 (or a content more times than the build read it under that name: two absolute includes of one file
-name, made alike), and those the build did not read at all; a bundle's build keyed before warm kept
-them, or whose list is malformed or far longer than warm writes, names none (the first few nearest
-builds are looked at: a miss costs little whatever the bundle holds). Only this process's own header
-names are shown (escaped: `printable`), never a bundle's text.
+name, made alike), and those the build did not read at all (one an earlier warm's list names
+`<header>`, a header read by its absolute path, is paired with this process's by content, else
+named as changed); a bundle's build keyed before warm kept them, or whose list is malformed or
+far longer than warm writes, names none (the first few nearest builds are looked at: a miss costs
+little whatever the bundle holds). Only this process's own header names are shown (escaped:
+`printable`), never a bundle's text.
 Pure: it reads its arguments only and never prints.
 """
 
@@ -21,6 +23,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from warmcli.headers import HEADER_MARK
 from warmcli.kernel_parts import MAX_HEADER_FILES, stored
 from warmcli.printable import cut, printable
 
@@ -69,7 +72,9 @@ def held_text(text: object) -> str:
 def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]) -> str:
     """` (changed: a.h; new: b.h)`: the headers this process reads (`wanted`'s) that the
     nearest of `held` with a list of its own read with other contents, or did not read; ""
-    where neither list is known, or none differs by name."""
+    where neither list is known, or none differs by name. A held `<header>` (stop 41's name
+    for a header read by its absolute path, today's is its file name) is one of ours of its
+    contents, else one of ours it did not name, changed."""
     ours = _files(wanted.get("header_files", ""))
     if not ours:  # (a bundle's lists are not read then)
         return ""
@@ -83,8 +88,21 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     wants: dict[str, Counter[str]] = {}
     for name, sha in ours:
         wants.setdefault(name, Counter())[sha] += 1
+    # An earlier warm's name (stop 41's) for a header read by its absolute path: paired with
+    # one this process names by its file name by content, else taken as that one changed.
+    marked = read.pop(HEADER_MARK, Counter())
     changed = [n for n, shas in wants.items() if n in read and shas - read[n]]
-    new = [n for n in dict.fromkeys(n for n, _ in ours) if n not in read]
+    unread: list[str] = []  # names the build's list holds not
+    for name, sha in ours:
+        if name in read:
+            continue
+        if marked[sha] > 0:
+            marked[sha] -= 1
+        else:
+            unread.append(name)
+    spare = sum(marked.values())
+    changed += unread[:spare]
+    new = [n for n in dict.fromkeys(unread[spare:]) if n not in changed]
     kinds = (("changed", changed), ("new", new))
     parts = [f"{kind}: {_names(names)}" for kind, names in kinds if names]
     return f" ({'; '.join(parts)})" if parts else ""
