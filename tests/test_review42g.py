@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,7 @@ c.execute("ROLLBACK")
 # once told on stdin, while another process holds the lock.
 READ_BLOB = """
 import sys
+import time
 from warmcli.bundle.blobs import digest, head
 from warmcli.bundle.store import Bundle
 b = Bundle.open(sys.argv[1])
@@ -87,3 +89,26 @@ def test_a_blob_read_chunk_by_chunk_waits_for_a_writers_lock(tmp_path: Path, war
     out, err = reader.communicate("go\n", timeout=30)
     holder.wait(timeout=30)
     assert (reader.returncode, out, err) == (0, "True True\n", "")
+
+
+def test_a_conflict_within_the_connection_is_raised_at_once_not_waited_for() -> None:
+    # Before: `busy` took any error whose words say "locked" for another process's lock, so a
+    # conflict within the connection itself (SQLITE_LOCKED: a table dropped while a statement
+    # still reads it), which no wait ends, was tried again for the whole wait (60 s), then
+    # raised; SQLite's own execute raised it at once.
+    import _sqlite3
+
+    from warmcli.bundle.waiting import SLICE_SECONDS, Waiting
+
+    conn = _sqlite3.connect(
+        ":memory:", isolation_level=None, timeout=SLICE_SECONDS, factory=Waiting
+    )
+    conn.wait_seconds = 5.0
+    conn.execute("CREATE TABLE t(x)")
+    conn.execute("INSERT INTO t VALUES (1), (2)")
+    reading = conn.execute("SELECT x FROM t")
+    assert reading.fetchone() == (1,)
+    start = time.monotonic()
+    with pytest.raises(_sqlite3.OperationalError, match="database table is locked"):
+        conn.execute("DROP TABLE t")
+    assert time.monotonic() - start < 1.0

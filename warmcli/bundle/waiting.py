@@ -36,9 +36,17 @@ _T = TypeVar("_T")
 
 
 def busy(exc: BaseException) -> bool:
-    """Whether `exc` is SQLite's "database is locked" (another process's lock held)."""
+    """Whether `exc` is SQLite's "database is locked" (SQLITE_BUSY: another process's lock
+    held), which a wait may end; never SQLITE_LOCKED ("database table is locked": a conflict
+    within the connection itself, a table dropped while a statement reads it), which none
+    ends. Told by its code, by its words only where it has none."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == sqlite3.SQLITE_BUSY
     text = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+    return "database is locked" in text or "busy" in text
 
 
 class Waiting(sqlite3.Connection):
