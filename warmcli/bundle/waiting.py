@@ -13,27 +13,40 @@ followed by the rest of its slice, asleep. Where a stop signal came during a hol
 `COMMIT` waiting ends with `KeyboardInterrupt`: the step is undone (the transaction rolled
 back by its caller), then the hold answers the signal. Every statement warm runs first steps
 in `execute` (its rows are then stepped under the lock that took; an `executemany` only ever
-runs inside a write transaction, whose lock is held), so this is the one place a lock is
-waited for. `busy` says whether an SQLite error is a lock held. It owns no state, and never prints.
+runs inside a write transaction, whose lock is held), and every incremental blob handle is
+opened by `blobopen` (which takes the read lock too, held until the handle closes), so these
+are the two places a lock is waited for. `busy` says whether an SQLite error is a lock held.
+It owns no state, and never prints.
 """
 
 from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from warmcli.interrupted import held_came
 
 SLICE_SECONDS = 0.05  # the longest SQLite waits in C at a time: the latency of a signal
 _STEPS = ("BEGIN ", "COMMIT")  # a write's wait to begin (another writer), to commit (readers)
 _execute = sqlite3.Connection.execute  # (one frame less on the path that serves)
+_blobopen = sqlite3.Connection.blobopen
+_T = TypeVar("_T")
 
 
 def busy(exc: BaseException) -> bool:
-    """Whether `exc` is SQLite's "database is locked" (another process's lock held)."""
+    """Whether `exc` is SQLite's "database is locked" (SQLITE_BUSY: another process's lock
+    held), which a wait may end; never SQLITE_LOCKED ("database table is locked": a conflict
+    within the connection itself, a table dropped while a statement reads it), which none
+    ends. Told by its code, by its words only where it has none."""
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == sqlite3.SQLITE_BUSY
     text = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+    return "database is locked" in text or "busy" in text
 
 
 class Waiting(sqlite3.Connection):
@@ -49,15 +62,31 @@ class Waiting(sqlite3.Connection):
             if not busy(exc):
                 raise
             first = exc
-        return self._waited(sql, parameters, first)
+        return self._waited(lambda: _execute(self, sql, parameters), sql, first)
 
-    def _waited(self, sql: str, parameters: Any, exc: sqlite3.OperationalError) -> sqlite3.Cursor:
-        """`execute` again, a slice at a time, until `wait_seconds` since the first try
-        (which waited one slice, or less: a deadlock SQLite refused at once); then `exc`."""
+    def blobopen(
+        self, table: str, column: str, row: int, /, *, readonly: bool = False, name: str = "main"
+    ) -> sqlite3.Blob:
+        """SQLite's incremental blob handle, its wait for the read lock as `execute`'s (SQLite
+        takes it to open one: a writer's commit held longer than a slice made it fail)."""
+        try:
+            return _blobopen(self, table, column, row, readonly=readonly, name=name)
+        except sqlite3.OperationalError as exc:
+            if not busy(exc):
+                raise
+            first = exc
+        return self._waited(
+            lambda: _blobopen(self, table, column, row, readonly=readonly, name=name), "", first
+        )
+
+    def _waited(self, step: Callable[[], _T], sql: str, exc: sqlite3.OperationalError) -> _T:
+        """`step` (the statement `sql` run, or a blob opened) again, a slice at a time, until
+        `wait_seconds` since the first try (which waited one slice, or less: a deadlock SQLite
+        refused at once); then `exc`."""
         deadline = time.monotonic() - SLICE_SECONDS + self.wait_seconds
         while (tried := time.monotonic()) < deadline:
             try:
-                return _execute(self, sql, parameters)
+                return step()
             except sqlite3.OperationalError as again:
                 if not busy(again):
                     raise
