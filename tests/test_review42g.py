@@ -4,41 +4,17 @@ the exclusive lock, a warm process reading the bundle, real SQLite files, the re
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from test_signals42 import HOLD, _env, warmed_bundle  # noqa: F401 (the fixture `warmed`)
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 
-WORKLOAD = """
-from warmcli import Kernel
-
-DEVICE = "host"
-SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / 3 + 0.5; }"
-
-
-def workload(rt):
-    o = rt.buffer(17, "float64")
-    rt.launch(Kernel(SRC, "fill", "Pi"), o, 17)
-    return [o]
-"""
-
-# A raw sqlite3 writer holding the exclusive lock (its commit, a VACUUM's copy back) for
-# `argv[2]` seconds, as long as a big one takes; says "held" once it holds it.
-HOLD = """
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN EXCLUSIVE")
-c.execute("UPDATE manifest SET value = value || ' ' WHERE key = 'updated'")
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
-c.execute("ROLLBACK")
-"""
 
 # A warm process with the bundle open, its blob's row found, which reads the blob a chunk at a
 # time (`warm verify`'s, `warm merge`'s, `warm check`'s read: SQLite's incremental blob handle)
@@ -54,20 +30,6 @@ print("ready", flush=True)
 sys.stdin.readline()
 print(digest(b, rowid) == sha, head(b, sha, 4)[1] > 0, flush=True)
 """
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return dict(env, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
-
-
-@pytest.fixture
-def warmed(tmp_path: Path) -> Path:
-    (tmp_path / "work.py").write_text(WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    cmd = [PY, "-m", "warmcli", "run", str(tmp_path / "work.py"), "-b", str(bundle), "-q"]
-    assert subprocess.run(cmd, env=_env(tmp_path), capture_output=True).returncode == 0
-    return bundle
 
 
 def test_a_blob_read_chunk_by_chunk_waits_for_a_writers_lock(tmp_path: Path, warmed: Path) -> None:

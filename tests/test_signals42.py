@@ -73,8 +73,8 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
     return dict(env, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"), **extra)
 
 
-@pytest.fixture
-def warmed(tmp_path: Path) -> Path:
+@pytest.fixture(name="warmed")
+def warmed_bundle(tmp_path: Path) -> Path:
     (tmp_path / "work.py").write_text(WORKLOAD)
     bundle = tmp_path / "b.warm"
     cmd = [PY, "-m", "warmcli", "run", str(tmp_path / "work.py"), "-b", str(bundle), "-q"]
