@@ -228,3 +228,22 @@ def test_warm_run_and_pull_with_no_home_say_why_and_what_to_set(
         assert proc.returncode != 0 and len(lines) == 1, proc.stderr
         assert said + why in lines[0] and "set WARM_HOME to a folder of your own" in lines[0]
         assert "belongs to another user" in lines[0] and "/dev/null" not in lines[0]
+
+
+def test_a_uid_dropped_to_after_warm_asked_as_root_is_judged_as_itself(
+    tmpdir_shared: Path,
+) -> None:
+    """A server that asked as root (HOME=/, a passwd entry: a home) then drops to a uid with no
+    passwd entry (a forked worker's setuid) is judged as that uid: no home, not `/.cache/warm`
+    (the answer was cached once per process, so the suite's order decided this test's fate)."""
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = "/"
+    try:
+        assert home._no_passwd_entry() is False  # root has an entry: asked, and remembered
+    finally:
+        if saved is None:
+            del os.environ["HOME"]
+        else:
+            os.environ["HOME"] = saved
+    where = _as(VICTIM, home.home_dir, _env(tmpdir_shared, HOME="/"))
+    assert where == str(tmpdir_shared / f"warm-{VICTIM}"), where

@@ -118,17 +118,20 @@ def _user_cache(xdg_cache_home: str | None) -> str:
     return found if found is not None else no_home_cache()  # (made and checked at each call)
 
 
-@functools.cache
 def _no_passwd_entry() -> bool:
     """Whether this uid has no passwd entry (a container run under a random uid, whose
     runtime sets `HOME=/`, which a read-only root leaves unwritable); False where there are
-    no uids."""
-    if not hasattr(os, "getuid"):
-        return False
+    no uids. Asked of the uid now: a server that drops root for another uid after warm
+    asked (a forked worker's `setuid`) is answered for the uid it runs as."""
+    return hasattr(os, "getuid") and _no_passwd_entry_of(os.getuid())
+
+
+@functools.cache
+def _no_passwd_entry_of(uid: int) -> bool:
     import pwd  # imported on first use: only a process whose HOME is / asks
 
     try:
-        pwd.getpwuid(os.getuid())
+        pwd.getpwuid(uid)
     except KeyError:
         return True
     return False
