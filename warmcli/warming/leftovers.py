@@ -83,8 +83,9 @@ def said_of(exc: BaseException) -> str:
 
 def named(kind: str, message: str) -> str:
     """An exception said as Python's traceback ends: `Kind: message`, its kind alone where
-    it has no message (`queue.Empty()`: 'Empty', not 'Empty: ')."""
-    return f"{kind}: {message}" if message else kind
+    it has no message (`queue.Empty()`: 'Empty', not 'Empty: '); the kind escaped (a class
+    a workload made, `type("Bad\\nLine", ...)`, may name a newline)."""
+    return f"{printable(kind)}: {message}" if message else printable(kind)
 
 
 _PARSES = ("parse_known_args", "_parse_known_args2")  # the latter: Python 3.13's
