@@ -77,3 +77,52 @@ def test_a_locked_bundle_replaced_by_a_fifo_never_holds_a_read(tmp_path: Path) -
     assert len(met) == 1 and isinstance(met[0], BundleError), met
     assert "FIFO" in store.refused or "regular file" in store.refused, store.refused
     store.close()
+
+
+THREADED = """
+import asyncio
+import threading
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+async def ask():
+    drv.get_driver_version()
+
+async def asks():
+    async with asyncio.TaskGroup() as group:
+        group.create_task(ask())
+
+def work():
+    mod = SourceModule("__global__ void t(float *x) { x[0] = 1.0f; }")
+    asyncio.run(asks())
+    mod.get_function("t")(drv.mem_alloc(16), block=(1, 1, 1))
+
+def main():
+    thread = threading.Thread(target=work, name="w0")
+    thread.start()
+    thread.join()
+"""
+
+
+def test_a_thread_ended_by_a_group_holding_the_want_of_a_gpu_fails_the_prebuild(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A GPU-less pre-build fails where a thread died of what only the pass refuses (its
+    'needs a GPU'), raised from it or while handling it (b5b9f26 walks the chain); but one
+    that died of an `ExceptionGroup` holding it (an `asyncio.TaskGroup` whose task asked the
+    driver) was a note: the run stored nothing of that thread, called the bundle complete
+    and exited 0. The group's exceptions are looked in too now."""
+    import pytest
+
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    script = tmp_path / "grouped.py"
+    script.write_text(THREADED)
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", tmp_path / "t.warm")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "in thread w0" in line and "needs a GPU" in line, line
+    assert "complete" not in proc.stdout

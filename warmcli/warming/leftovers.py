@@ -3,21 +3,20 @@
 A thread the entry started and left running (one it starts meanwhile, a task it left to a
 thread or process pool; not an idle pool) is waited for, as Python waits before a process
 ends (`join_left`); an exception one does not catch ends it as under Python, said in one
-line, a note of the pass (`ThreadRaised`; a failure of the pass where only the pass ended it: a
-discarded read, a GPU-less pre-build's want of a GPU), not Python's traceback; a
-process the entry forked that returns or raises out of it ends there (`forked_child_ends`;
-one forked at its import, as that import ends: `import_ends_forked_child`), never running
-warm's passes beside its parent, nor its exit functions (a `multiprocessing` child's
-neither: a parent's `TemporaryDirectory` is not removed under it); the pools and managers of
-`multiprocessing` it left are ended as the worker ends (`end_pools`), as Python ends them,
-their folders in `TMPDIR` removed; its exit functions (a process pool's shutdown first, as
-Python's; `atexit`'s, and the `weakref.finalize` ones a
-`tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`), as
-Python runs them, only the workload's: those the worker inherited from its supervisor by the
-fork are forgotten there (`forget_inherited`). `first_line` and
-`where` name an exception of the workload: its first line (`named`: after its kind; or its
-message on one line, `said_of`), and
-the `file:line` in the workload's file where it rose (else in the user's own code: a
+line, a note of the pass (`ThreadRaised`; a failure of the pass where only the pass ended it:
+a discarded read, a GPU-less pre-build's want of a GPU, one an error rose from, or one of an
+exception group's), not Python's traceback; a process the entry forked that returns or
+raises out of it ends there (`forked_child_ends`; one forked at its import, as that import
+ends: `import_ends_forked_child`), never running warm's passes beside its parent, nor its
+exit functions (a `multiprocessing` child's neither: a parent's `TemporaryDirectory` is not
+removed under it); the pools and managers of `multiprocessing` it left are ended as the
+worker ends (`end_pools`), as Python ends them, their folders in `TMPDIR` removed; its exit
+functions (a process pool's shutdown first, as Python's; `atexit`'s, and the `weakref.finalize`
+ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`),
+as Python runs them, only the workload's: those the worker inherited from its supervisor by the
+fork are forgotten there (`forget_inherited`). `first_line` and `where` name an exception of
+the workload: its first line (`named`: after its kind; or its message on one line, `said_of`),
+and the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
 parsing no arguments (sys.argv's).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
@@ -82,9 +81,8 @@ def said_of(exc: BaseException) -> str:
 
 
 def named(kind: str, message: str) -> str:
-    """An exception said as Python's traceback ends: `Kind: message`, its kind alone where
-    it has no message (`queue.Empty()`: 'Empty', not 'Empty: '); the kind escaped (a class
-    a workload made, `type("Bad\\nLine", ...)`, may name a newline)."""
+    """An exception said as Python's traceback ends: `Kind: message`, its kind (escaped: a
+    made class's may hold a newline) alone where it has no message (`queue.Empty()`)."""
     return f"{printable(kind)}: {message}" if message else printable(kind)
 
 
@@ -165,12 +163,16 @@ class ThreadRaised:
         )
 
     def _refused(self, exc: BaseException | None) -> BaseException | None:
-        """What only this pass refuses in `exc`'s chain (it, or what it rose from or in)."""
+        """What only this pass refuses in `exc`'s chain (what it rose from or in), or a group's."""
         kinds = (DiscardedReadError, DeviceError) if self.gpu_less else DiscardedReadError
-        for _ in range(64):  # (a chain may loop)
-            if exc is None or isinstance(exc, kinds):
-                return exc
-            exc = exc.__cause__ or exc.__context__
+        todo, seen = [exc], set()
+        while todo and len(seen) < 1024:  # (a chain may loop; a group may be huge)
+            if (exc := todo.pop()) is not None and id(exc) not in seen:
+                if isinstance(exc, kinds):
+                    return exc
+                seen.add(id(exc))
+                held = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
+                todo += [*reversed(held), exc.__context__, exc.__cause__]
         return None
 
     def ended(self) -> None:
@@ -181,12 +183,11 @@ class ThreadRaised:
 
 def join_left(running: set[threading.Thread]) -> None:
     """Wait, as Python does before a process ends, for each non-daemon thread the entry
-    started and left running, and for those they start meanwhile, and for the tasks
-    submitted to a thread or process pool the entry left open (Python's exit runs them):
-    what they launch is part of the pass. An idle worker of a thread pool, or an idle
-    process pool's manager thread, is not waited for (Python's exit stops those), nor are
-    warm's own threads (its compile pool's workers: `_own`; the others are daemons), but a
-    thread of the workload's own named `warm-...` is."""
+    started and left running, and for those they start meanwhile, and for the tasks submitted
+    to a thread or process pool the entry left open (Python's exit runs them): what they
+    launch is part of the pass. An idle worker of a thread pool, or an idle process pool's
+    manager thread, is not waited for (Python's exit stops those), nor are warm's own threads
+    (its compile pool's workers: `_own`; the others are daemons), but a workload's `warm-...` is."""
     pools = sys.modules.get("concurrent.futures.thread")
     workers = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
     idle_code = getattr(getattr(pools, "_worker", None), "__code__", None)
