@@ -126,3 +126,38 @@ def test_a_thread_ended_by_a_group_holding_the_want_of_a_gpu_fails_the_prebuild(
     (line,) = proc.stderr.strip().splitlines()
     assert "in thread w0" in line and "needs a GPU" in line, line
     assert "complete" not in proc.stdout
+
+
+HUGE_POINTER = """
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+class Mem(drv.PointerHolderBase):
+    def get_pointer(self):
+        return 10**5000
+
+def main():
+    f = SourceModule("__global__ void t(float *x) { x[0] = 1.0f; }").get_function("t")
+    f.prepare("P")
+    f.prepared_call((1, 1), (1, 1, 1), int(Mem()))  # as a refused holder is told to
+"""
+
+
+def test_a_pointer_holder_giving_a_huge_int_is_refused_as_such(warm: Warm, tmp_path: Path) -> None:
+    """The stand-in's `PointerHolderBase` refuses a `get_pointer()` past 64 bits by naming
+    it with `repr`, which raises for an int of over 4,300 digits: the run said
+    'ValueError: Exceeds the limit (4300 digits) for integer string conversion', not what
+    was wrong. Now such an int is named by its size, anything else by its repr cut."""
+    import pytest
+
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    script = tmp_path / "holder.py"
+    script.write_text(HUGE_POINTER)
+    proc = warm("run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", tmp_path / "t.warm")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "Mem.get_pointer() gave an int of 16610 bits: PyCUDA takes" in line, line
