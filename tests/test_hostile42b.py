@@ -161,3 +161,29 @@ def test_a_pointer_holder_giving_a_huge_int_is_refused_as_such(warm: Warm, tmp_p
     assert proc.returncode != 0, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "Mem.get_pointer() gave an int of 16610 bits: PyCUDA takes" in line, line
+
+
+HUGE_MESSAGE = """
+import threading
+DEVICE = "host"
+def workload(rt):
+    def f():
+        raise ValueError("x" * 5_000_000)
+    thread = threading.Thread(target=f, name="t1")
+    thread.start()
+    thread.join()
+"""
+
+
+def test_a_thread_raising_a_huge_message_is_noted_cut(warm: Warm, tmp_path: Path) -> None:
+    """A thread's uncaught error is a note of each pass, on one line: its message's first
+    line was kept whole, so a 5 MB message was 15 MB of notes on the terminal (20 MB: 60 MB
+    said, 640 MB of memory). The line is cut after 4,096 characters, saying its length."""
+    path = tmp_path / "w.py"
+    path.write_text(HUGE_MESSAGE)
+    proc = warm("run", path, "-b", tmp_path / "a.warm")
+    notes = [line for line in proc.stdout.splitlines() if "thread t1" in line]
+    assert proc.returncode == 0 and notes, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert all(n.endswith("(5,000,000 characters)") and len(n) < 5_000 for n in notes), [
+        n[-100:] for n in notes
+    ]

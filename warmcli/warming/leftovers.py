@@ -56,13 +56,13 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
-from warmcli.printable import printable
+from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:  # cut: a 20 MB note in each pass took 640 MB
     text = message_of(exc).strip()
-    return text.splitlines()[0] if text else ""
+    return cut(text.splitlines()[0], 4096) if text else ""
 
 
 def said_of(exc: BaseException) -> str:
