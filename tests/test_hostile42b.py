@@ -187,3 +187,33 @@ def test_a_thread_raising_a_huge_message_is_noted_cut(warm: Warm, tmp_path: Path
     assert all(n.endswith("(5,000,000 characters)") and len(n) < 5_000 for n in notes), [
         n[-100:] for n in notes
     ]
+
+
+READS_IN_A_THREAD = """
+import threading
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void f(int *x) { x[0] = 1; }", "f", "P")
+def workload(rt):
+    def go():
+        b = rt.buffer(1, "int32")
+        rt.launch(K, b)
+        rt.read(b)
+    t = threading.Thread(target=go, name="t\\n1")
+    t.start()
+    t.join()
+"""
+
+
+def test_a_thread_named_with_a_newline_failing_the_pass_is_said_on_one_line(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A thread ended by what only the pass refuses (a discarded read) fails the run naming
+    the thread: a name holding a newline (`Thread(name="t\\n1")`) split the error over two
+    lines ('... in thread t' then '    1: ...'), where its notes escape it."""
+    path = tmp_path / "w.py"
+    path.write_text(READS_IN_A_THREAD)
+    proc = warm("run", path, "-b", tmp_path / "a.warm")
+    said = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode != 0 and len(said) == 1, proc.stderr
+    assert "in thread t\\x0a1: " in said[0] and "DiscardedReadError" in said[0], said

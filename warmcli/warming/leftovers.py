@@ -150,7 +150,7 @@ class ThreadRaised:
         said = named(args.exc_type.__name__, first_line(exc)) if exc is not None else ""
         if exc is not None:
             said = where(exc, self.path) + said
-        name = args.thread.name if args.thread is not None else "?"
+        name = printable(args.thread.name) if args.thread is not None else "?"
         refused = self._refused(exc)
         if refused is not None:  # (one raised from it, or while handling it, said with it)
             cause = named(type(refused).__name__, first_line(refused))
