@@ -232,3 +232,17 @@ def test_a_thread_named_with_a_newline_failing_the_pass_is_said_on_one_line(
     said = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0 and len(said) == 1, proc.stderr
     assert "in thread t\\x0a1: " in said[0] and "DiscardedReadError" in said[0], said
+
+
+def test_a_url_no_parser_splits_never_shows_its_password(warm: Warm, tmp_path: Path) -> None:
+    """A URL `urlsplit` cannot split (`https://u:pw@[::1/b.warm`, its `]` forgotten) is
+    read as the path it spells, by design; but `Path` spells it `https:/u:pw@[::1/b.warm`,
+    which `shown` no longer knows for a URL: `warm stats`, `clean` and `verify` said
+    'https:/u:pw@[::1/b.warm: no such bundle', the password whole (`--json` too). Every
+    error now withholds it as `shown` does, in a path's spelling too."""
+    url = "https://u:pw0rd@[::1/b.warm"
+    for args in (("stats", url), ("clean", url), ("verify", url), ("stats", "--json", url)):
+        proc = warm(*args)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 2 and "pw0rd" not in said, said
+        assert "u:***@[::1/b.warm: no such bundle" in said, said
