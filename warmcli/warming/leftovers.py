@@ -144,8 +144,8 @@ class ThreadRaised:
         self.failed: str | None = None  # the first such thread's name and line
 
     def __call__(self, args: Any) -> None:
-        if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
-            return
+        if args.exc_type is SystemExit and self._refused(args.exc_value) is None:  # silently,
+            return  # as Python's hook ends it (not a `sys.exit` while handling the pass's own)
         exc = args.exc_value
         said = named(args.exc_type.__name__, first_line(exc)) if exc is not None else ""
         if exc is not None:
