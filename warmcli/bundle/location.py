@@ -6,8 +6,9 @@ whether a URL's text can be sent at all (`url_text`: its port a number from 1 to
 http(s) one naming a host, holding no space or control character, an `s3://` one no
 credentials, nor a password holding `/`, `?` or `#` unencoded); `url_parts` splits one as
 `urlsplit` does, dropping nothing. `shown` is how every place that shows a bundle's location
-shows a URL: its password or token and its query (a presigned signature, `?token=`) withheld
-(a password cut short by a `/`, `?` or `#` too); `kept_as` is the URL a kept copy is known
+shows a URL (`withheld`: each one a message names, in a path's spelling too): its password
+or token and its query (a presigned signature, `?token=`) withheld (a password cut short by a
+`/`, `?` or `#` too); `kept_as` is the URL a kept copy is known
 by (neither credentials nor a query's signing fields: a new signature of the same object is
 the same copy). It holds no state, reads no file's content and never fetches."""
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
 from warmcli.errors import RemoteError
@@ -97,6 +99,17 @@ def shown(location: str | os.PathLike[str]) -> str:
         query = "***"
     tail = ("" if query is None else "?" + query) + ("" if fragment is None else "#" + fragment)
     return f"{head}{netloc}{path}{tail}"
+
+
+def withheld(message: str, texts: Iterable[str | None]) -> str:
+    """`message` with each of `texts` (a command's arguments) that is a URL showing a secret
+    written as `shown` writes it, as given and as a path spells it (`https:/u:p@[::1/b.warm`:
+    a text no URL splits is read as a path, and `Path` drops a `/`)."""
+    for text in texts:
+        if text and "://" in text and (hidden := shown(text)) != text:
+            for spelling in dict.fromkeys((text, os.path.normpath(text))):
+                message = message.replace(spelling, hidden)
+    return message
 
 
 def _cut_password(netloc: str, rest: str) -> bool:

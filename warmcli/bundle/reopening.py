@@ -12,8 +12,9 @@ thread's read meanwhile is answered `BundleLocked` at once, never waiting for th
 waits as a first open does where another writer took the lock since the probe; a child
 forked meanwhile opens its own), and one closed meanwhile (`use_bundle`) closes what that
 open gave. A try that fails another way (the file removed, or replaced by one that is no
-bundle) is kept, `refused`, for the report, and tried again as late. It owns the bundle it
-opened (closed with it) and its lock; it never prints.
+bundle; a FIFO too, or one beside it as its journal, which the probe never opens: it would
+wait for the pipe's writer) is kept, `refused`, for the report, and tried again as late. It
+owns the bundle it opened (closed with it) and its lock; it never prints.
 """
 
 from __future__ import annotations
@@ -100,9 +101,22 @@ class Reopening:
 
 
 def _free(path: str) -> bool:
-    """Whether SQLite's lock on the file at `path` is free now (probed, never waited for)."""
+    """Whether SQLite's lock on the file at `path` is free now (probed, never waited for).
+    No regular file there, or a journal, `-wal` or `-shm` that is none (a FIFO, whose open
+    waits for a writer of the pipe) is not opened: True, and the open refuses it without
+    waiting (`read_header`, `check_journal`)."""
+    import stat
     from urllib.parse import quote  # (only then)
 
+    from warmcli.bundle.journal import check_journal, check_wal_files
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return True
+        check_journal(path)
+        check_wal_files(path)
+    except (OSError, BundleError):
+        return True  # (opening it says why)
     try:
         conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, isolation_level=None)
     except sqlite3.Error:

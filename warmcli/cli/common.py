@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 
 from warmcli import config
-from warmcli.bundle.location import is_url, shown
+from warmcli.bundle.location import is_url, shown, withheld
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
 from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
@@ -62,8 +62,7 @@ def _at_least_narrowest(console: Console) -> Console:
 
 def _stdout_console() -> Console:
     """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
-    log), nothing wraps: the width is `COLUMNS` when a number (`_columns`), else wide enough
-    for any row."""
+    log), nothing wraps: the width is `COLUMNS` when a number (`_columns`), else any row's."""
     from rich.console import Console
 
     plain = {"markup": False, "emoji": False, "_environ": config.rich_environment()}
@@ -312,7 +311,8 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
     newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
     given = (*sys.argv[1:], config.bundle(), config.home())
-    first, *rest = printable_lines(escaped_within(str(message).strip(), given)) or ["error"]
+    message = withheld(str(message).strip(), given)  # (a URL's secret, a path's spelling too)
+    first, *rest = printable_lines(escaped_within(message, given)) or ["error"]
     try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
         for line in rest:

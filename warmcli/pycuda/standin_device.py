@@ -21,6 +21,7 @@ from typing import Any
 
 from warmcli.backends.base import DeviceError
 from warmcli.backends.serving import cuda_release
+from warmcli.printable import cut
 from warmcli.pycuda import context
 from warmcli.pycuda.lacking import LackingClass, lacking
 from warmcli.pycuda.module import PyCudaError
@@ -69,7 +70,7 @@ class PointerHolderBase:
         pointer = self.get_pointer()  # PyCUDA's CUdeviceptr: a Python int of 64 bits
         if not isinstance(pointer, int) or not 0 <= pointer < 2**64:
             raise PyCudaError(
-                f"{type(self).__name__}.get_pointer() gave {pointer!r}: PyCUDA takes a Python "
+                f"{type(self).__name__}.get_pointer() gave {_gave(pointer)}: PyCUDA takes a Python "
                 "int from 0 to 2**64 - 1 (a CUdeviceptr; a float or a numpy integer is its "
                 "TypeError, another int its OverflowError)"
             )
@@ -79,6 +80,17 @@ class PointerHolderBase:
 
     def as_buffer(self, size: int, offset: int = 0) -> Any:
         raise no_gpu(f"{type(self).__name__}.as_buffer()")
+
+
+def _gave(value: object) -> str:
+    """A wrong pointer as said: an int past 2**128 by its size (`repr` of one of 4,300 digits
+    raises), anything else by its `repr`, cut (a `repr` that raises: its type)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
+    try:
+        return cut(repr(value), 200)
+    except Exception:
+        return f"a {type(value).__name__}"
 
 
 class ctx_flags:

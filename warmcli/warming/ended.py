@@ -15,7 +15,8 @@ closed since, its launch raises). The thread that ran the passes (the one that r
 runtime) keeps the runtime as it was, its tunes read from memory only. A launch or tune another
 thread had under way as the runtime was retired (past the gate) is waited for, before the pass
 closes its bundle, `LATE_WAIT_SECONDS` at most (read off the threads' stacks: a frame of the
-runtime's `launch` or `tune`, so a launch counts nothing for it); one still under way then (a
+runtime's `launch` or `tune`, so a launch counts nothing for it; that frame, so a later call
+the gate let go on, a thread launching in a loop, is not waited for); one still under way then (a
 launch that never returns, say) is said in a note, which `retire` returns for the pass's
 report, and left running: what it reads of the closed bundle later is no miss (its runtime's
 misses are closed), it builds cold what it needs and nothing of it is stored.
@@ -27,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from warmcli.execution.base import LaunchMode, resolve_launch_mode
@@ -72,8 +74,11 @@ def retire(runtime: Runtime) -> str:
 
     runtime.retired = gate
     deadline = time.monotonic() + LATE_WAIT_SECONDS  # for calls past the gate already
-    while (still := _under_way(runtime, owner)) and time.monotonic() < deadline:
+    still = _under_way(runtime, owner)  # each such call's frame: waited for until it returns
+    while still and time.monotonic() < deadline:  # (a later call the gate let go on is not)
         time.sleep(0.002)
+        now = _under_way(runtime, owner)
+        still = {t: frame for t, frame in still.items() if now.get(t) is frame}
     if not still:
         return ""
     names = {t.ident: t.name for t in threading.enumerate()}
@@ -89,17 +94,16 @@ def retire(runtime: Runtime) -> str:
 _CALLS = (Runtime.launch.__code__, Runtime.tune.__code__)
 
 
-def _under_way(runtime: Runtime, owner: int) -> list[int]:
-    """The threads but `owner` in a launch or tune of `runtime` now, by their stacks (a call
-    that passed the gate before it was set is there until it returns; one that had not, meets
-    it)."""
-    busy = []
+def _under_way(runtime: Runtime, owner: int) -> dict[int, FrameType]:
+    """The threads but `owner` in a launch or tune of `runtime` now, by their stacks, each
+    with its outermost such call's frame (a call that passed the gate before it was set is
+    there until it returns; one that had not, meets it, and a later one is another frame)."""
+    busy = {}
     for ident, frame in sys._current_frames().items():
         at = None if ident == owner else frame
         while at is not None:
             if any(at.f_code is c for c in _CALLS) and at.f_locals.get("self") is runtime:
-                busy.append(ident)
-                break
+                busy[ident] = at
             at = at.f_back
     return busy
 

@@ -3,21 +3,20 @@
 A thread the entry started and left running (one it starts meanwhile, a task it left to a
 thread or process pool; not an idle pool) is waited for, as Python waits before a process
 ends (`join_left`); an exception one does not catch ends it as under Python, said in one
-line, a note of the pass (`ThreadRaised`; a failure of the pass where only the pass ended it: a
-discarded read, a GPU-less pre-build's want of a GPU), not Python's traceback; a
-process the entry forked that returns or raises out of it ends there (`forked_child_ends`;
-one forked at its import, as that import ends: `import_ends_forked_child`), never running
-warm's passes beside its parent, nor its exit functions (a `multiprocessing` child's
-neither: a parent's `TemporaryDirectory` is not removed under it); the pools and managers of
-`multiprocessing` it left are ended as the worker ends (`end_pools`), as Python ends them,
-their folders in `TMPDIR` removed; its exit functions (a process pool's shutdown first, as
-Python's; `atexit`'s, and the `weakref.finalize` ones a
-`tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`), as
-Python runs them, only the workload's: those the worker inherited from its supervisor by the
-fork are forgotten there (`forget_inherited`). `first_line` and
-`where` name an exception of the workload: its first line (`named`: after its kind; or its
-message on one line, `said_of`), and
-the `file:line` in the workload's file where it rose (else in the user's own code: a
+line, a note of the pass (`ThreadRaised`; a failure of the pass where only the pass ended it:
+a discarded read, a GPU-less pre-build's want of a GPU, one an error rose from, or one of an
+exception group's), not Python's traceback; a process the entry forked that returns or
+raises out of it ends there (`forked_child_ends`; one forked at its import, as that import
+ends: `import_ends_forked_child`), never running warm's passes beside its parent, nor its
+exit functions (a `multiprocessing` child's neither: a parent's `TemporaryDirectory` is not
+removed under it); the pools and managers of `multiprocessing` it left are ended as the
+worker ends (`end_pools`), as Python ends them, their folders in `TMPDIR` removed; its exit
+functions (a process pool's shutdown first, as Python's; `atexit`'s, and the `weakref.finalize`
+ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`),
+as Python runs them, only the workload's: those the worker inherited from its supervisor by the
+fork are forgotten there (`forget_inherited`). `first_line` and `where` name an exception of
+the workload: its first line (`named`: after its kind; or its message on one line, `said_of`),
+and the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
 parsing no arguments (sys.argv's).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
@@ -57,13 +56,13 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
-from warmcli.printable import printable
+from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
 
 
-def first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:  # cut: a 20 MB note in each pass took 640 MB
     text = message_of(exc).strip()
-    return text.splitlines()[0] if text else ""
+    return cut(text.splitlines()[0], 4096) if text else ""
 
 
 def said_of(exc: BaseException) -> str:
@@ -82,9 +81,9 @@ def said_of(exc: BaseException) -> str:
 
 
 def named(kind: str, message: str) -> str:
-    """An exception said as Python's traceback ends: `Kind: message`, its kind alone where
-    it has no message (`queue.Empty()`: 'Empty', not 'Empty: ')."""
-    return f"{kind}: {message}" if message else kind
+    """An exception said as Python's traceback ends: `Kind: message`, its kind (escaped: a
+    made class's may hold a newline) alone where it has no message (`queue.Empty()`)."""
+    return f"{printable(kind)}: {message}" if message else printable(kind)
 
 
 _PARSES = ("parse_known_args", "_parse_known_args2")  # the latter: Python 3.13's
@@ -145,13 +144,13 @@ class ThreadRaised:
         self.failed: str | None = None  # the first such thread's name and line
 
     def __call__(self, args: Any) -> None:
-        if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
-            return
+        if args.exc_type is SystemExit and self._refused(args.exc_value) is None:  # silently,
+            return  # as Python's hook ends it (not a `sys.exit` while handling the pass's own)
         exc = args.exc_value
         said = named(args.exc_type.__name__, first_line(exc)) if exc is not None else ""
         if exc is not None:
             said = where(exc, self.path) + said
-        name = args.thread.name if args.thread is not None else "?"
+        name = printable(args.thread.name) if args.thread is not None else "?"
         refused = self._refused(exc)
         if refused is not None:  # (one raised from it, or while handling it, said with it)
             cause = named(type(refused).__name__, first_line(refused))
@@ -164,12 +163,16 @@ class ThreadRaised:
         )
 
     def _refused(self, exc: BaseException | None) -> BaseException | None:
-        """What only this pass refuses in `exc`'s chain (it, or what it rose from or in)."""
+        """What only this pass refuses in `exc`'s chain (what it rose from or in), or a group's."""
         kinds = (DiscardedReadError, DeviceError) if self.gpu_less else DiscardedReadError
-        for _ in range(64):  # (a chain may loop)
-            if exc is None or isinstance(exc, kinds):
-                return exc
-            exc = exc.__cause__ or exc.__context__
+        todo, seen = [exc], set()
+        while todo and len(seen) < 1024:  # (a chain may loop; a group may be huge)
+            if (exc := todo.pop()) is not None and id(exc) not in seen:
+                if isinstance(exc, kinds):
+                    return exc
+                seen.add(id(exc))
+                held = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
+                todo += [*reversed(held), exc.__context__, exc.__cause__]
         return None
 
     def ended(self) -> None:
@@ -180,12 +183,11 @@ class ThreadRaised:
 
 def join_left(running: set[threading.Thread]) -> None:
     """Wait, as Python does before a process ends, for each non-daemon thread the entry
-    started and left running, and for those they start meanwhile, and for the tasks
-    submitted to a thread or process pool the entry left open (Python's exit runs them):
-    what they launch is part of the pass. An idle worker of a thread pool, or an idle
-    process pool's manager thread, is not waited for (Python's exit stops those), nor are
-    warm's own threads (its compile pool's workers: `_own`; the others are daemons), but a
-    thread of the workload's own named `warm-...` is."""
+    started and left running, and for those they start meanwhile, and for the tasks submitted
+    to a thread or process pool the entry left open (Python's exit runs them): what they
+    launch is part of the pass. An idle worker of a thread pool, or an idle process pool's
+    manager thread, is not waited for (Python's exit stops those), nor are warm's own threads
+    (its compile pool's workers: `_own`; the others are daemons), but a workload's `warm-...` is."""
     pools = sys.modules.get("concurrent.futures.thread")
     workers = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
     idle_code = getattr(getattr(pools, "_worker", None), "__code__", None)
