@@ -152,6 +152,10 @@ def test_a_write_back_waiting_for_a_held_lock_stops_at_once_losing_nothing(
         holder.wait()
     assert seconds < PROMPT, (seconds, err)
     assert err == "warm: could not write back into the bundle: interrupted\n", err
+    # ended as it was stopped, as a stop anywhere else would end it: by SIGINT (130 in a
+    # shell), or with the status the SIGTERM handler's SystemExit carries
+    want = -signal.SIGINT if sig == signal.SIGINT else 143
+    assert produce.returncode == want, produce.returncode
     assert _rows(warmed) == before  # nothing written, nothing lost
     served = subprocess.run(  # and the next one writes back as ever
         [PY, "-c", PRODUCE, str(warmed), str(tmp_path)],

@@ -20,8 +20,10 @@ while a step that must not be cut in two (a commit and its count, a file moved i
 runs: one sent meanwhile is delivered as the block ends, and one sent as it swaps their
 handlers once they all are (`swap_handlers`: blocked in the thread meanwhile); a wait for
 another process's lock to begin or commit that step (`warmcli.bundle.waiting`) asks
-`held_came` and ends, the step undone, rather than hold a stop that long. Its only state is
-what the holds in progress were sent (`_HELD`); it never prints nor exits itself.
+`held_came` and ends, the step undone, rather than hold a stop that long. A stop that cut
+warm's own exit handler short (a write-back) would leave CPython exiting 0, the stop only
+printed: `end_as_stopped` ends the process as stopped instead. Its only state is what the
+holds in progress were sent (`_HELD`); only `end_as_stopped` writes or exits.
 """
 
 from __future__ import annotations
@@ -58,6 +60,28 @@ def keep_sigint_exit() -> None:
         return
     with contextlib.suppress(KeyboardInterrupt):
         exec(_RAISE)  # a constant: no outside text is executed
+
+
+def end_as_stopped(stop: BaseException | None) -> None:
+    """End the process as `stop`, caught in warm's exit handler, asks (where CPython, stopped
+    in an exit handler, only prints it and exits 0): a KeyboardInterrupt by SIGINT, as an
+    unhandled one in the main code (the exit handlers after warm's still run); a SystemExit
+    (a SIGTERM handler's) at once with its status (stdio flushed; `os._exit`, as nothing can
+    set the status later: exit handlers registered before warm's import are skipped). None:
+    `keep_sigint_exit()`; a SystemExit whose code is None or 0 ends nothing."""
+    if isinstance(stop, KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt):
+            exec(_RAISE)  # a constant: no outside text is executed
+    elif isinstance(stop, SystemExit) and stop.code not in (None, 0):
+        status = stop.code if isinstance(stop.code, int) else 1
+        if not isinstance(stop.code, int):
+            sys.stderr.write(f"{stop.code}\n")  # (as CPython says a SystemExit's text)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+    else:
+        keep_sigint_exit()
 
 
 def forget_interrupt() -> None:
