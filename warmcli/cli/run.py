@@ -33,6 +33,7 @@ from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import bundle_to_write
 from warmcli.cli.common import (
     AllowReadsOpt,
     ArchOpt,
@@ -45,7 +46,6 @@ from warmcli.cli.common import (
     QuietOpt,
     SignKeyOpt,
     VerboseOpt,
-    bundle_to_write,
     emit_json,
     err,
     exit_code,
