@@ -127,3 +127,43 @@ def test_clean_older_than_upper_case_days(tmp_path: Path, bundle: Path) -> None:
     refused = _warm(tmp_path, "clean", str(copy), "--older-than", "6M")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "minutes or months" in refused.stderr
+
+
+POOL = """
+import concurrent.futures
+import os
+
+import pycuda.autoinit  # noqa: F401
+import pycuda.driver as drv
+
+
+def work(i):
+    try:
+        drv.get_driver_version()
+    except RuntimeError:
+        if not os.environ.get("CAUGHT"):
+            raise
+
+
+def main():
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for i in range(2):
+            pool.submit(work, i)  # its future never read
+"""
+
+
+@pytest.mark.parametrize("caught", ["", "1"])
+def test_a_pool_task_ended_by_a_gpu_less_prebuilds_want_of_a_gpu_fails_it(
+    tmp_path: Path, caught: str
+) -> None:
+    (tmp_path / "pool.py").write_text(POOL)
+    args = ("run", "pool.py", "--entry", "main", "--pycuda", "--arch", "sm_80", "-q")
+    done = _warm(tmp_path, *args, "-b", str(tmp_path / "p.warm"), CAUGHT=caught)
+    if caught:  # a task that caught it and went on: as a thread that does
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(
+        "warm: error: workload raised during CompileOnly in a task of a thread pool: "
+        f"{tmp_path / 'pool.py'}:11: DeviceError: pycuda.driver.get_driver_version() needs a GPU"
+    ), done.stderr

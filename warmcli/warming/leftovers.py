@@ -53,6 +53,7 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
+from warmcli.pool_tasks import ended_by_refused
 from warmcli.printable import printable
 from warmcli.runtime.users_code import users_file
 from warmcli.warming.stop_signals import stopped_by_signal
@@ -140,6 +141,7 @@ class ThreadRaised:
     def __init__(self, pass_name: str, path: Path, gpu_less: bool) -> None:
         self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
         self.failed: str | None = None  # the first such thread's name and line
+        ended_by_refused()  # (an earlier pass's pool tasks forgotten)
 
     def __call__(self, args: Any) -> None:
         if args.exc_type is SystemExit:  # ends the thread silently, as Python's hook does
@@ -170,7 +172,12 @@ class ThreadRaised:
         return None
 
     def ended(self) -> None:
-        """`WorkloadError` where a thread was ended by what only this pass refuses."""
+        """`WorkloadError` where a thread, or a thread pool's task whose future nobody read
+        (`warmcli.pool_tasks`), was ended by what only this pass refuses."""
+        task = ended_by_refused()  # (every note forgotten, whatever this pass)
+        if self.failed is None and task is not None and self.gpu_less:
+            said = where(task, self.path) + named(type(task).__name__, first_line(task))
+            self.failed = f" in a task of a thread pool: {said}"
         if self.failed is not None:
             raise WorkloadError(f"workload raised during {self.pass_name}{self.failed}")
 
