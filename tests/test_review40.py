@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 from conftest import ROOT, Warm
 
-from warmcli.warming.leftovers import stopped_by_signal
 from warmcli.warming.script_main import runtime_main
+from warmcli.warming.stop_signals import stopped_by_signal
 
 
 @pytest.fixture

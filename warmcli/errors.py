@@ -27,7 +27,10 @@ if TYPE_CHECKING:
 
 
 class WarmError(Exception):
-    """The base of every error warm raises on purpose."""
+    """The base of every error warm raises on purpose; one that ended a pass of `warm run`
+    carries the notes that pass had made (`notes_before`), said before its line."""
+
+    notes_before: tuple[str, ...] = ()
 
 
 def message_of(exc: BaseException) -> str:

@@ -20,8 +20,10 @@ while a step that must not be cut in two (a commit and its count, a file moved i
 runs: one sent meanwhile is delivered as the block ends, and one sent as it swaps their
 handlers once they all are (`swap_handlers`: blocked in the thread meanwhile); a wait for
 another process's lock to begin or commit that step (`warmcli.bundle.waiting`) asks
-`held_came` and ends, the step undone, rather than hold a stop that long. Its only state is
-what the holds in progress were sent (`_HELD`); it never prints nor exits itself.
+`held_came` and ends, the step undone, rather than hold a stop that long. A Ctrl-C that cut
+warm's own exit handler short (a write-back) would leave CPython exiting 0, the stop only
+printed: `end_as_stopped` ends the process by SIGINT instead. Its only state is what the
+holds in progress were sent (`_HELD`); it never prints nor exits itself.
 """
 
 from __future__ import annotations
@@ -58,6 +60,21 @@ def keep_sigint_exit() -> None:
         return
     with contextlib.suppress(KeyboardInterrupt):
         exec(_RAISE)  # a constant: no outside text is executed
+
+
+def end_as_stopped(stop: BaseException | None) -> None:
+    """End the process as `stop`, caught in warm's exit handler, asks: a KeyboardInterrupt
+    by SIGINT, as an unhandled one in the main code (the exit handlers after warm's still
+    run). A SystemExit (a SIGTERM handler's) is left as CPython leaves one raised in an exit
+    handler, the process's status its main code's: ending it here (`os._exit`) would skip
+    the exit handlers registered before warm's import, `multiprocessing`'s (its children
+    joined or ended) and `logging`'s (its handlers flushed) among them. None, or a
+    SystemExit: `keep_sigint_exit()`."""
+    if isinstance(stop, KeyboardInterrupt):
+        with contextlib.suppress(KeyboardInterrupt):
+            exec(_RAISE)  # a constant: no outside text is executed
+    else:
+        keep_sigint_exit()
 
 
 def forget_interrupt() -> None:

@@ -56,7 +56,7 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import BundleLocked, DeviceError
 from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path, others_may_write
-from warmcli.interrupted import keep_sigint_exit
+from warmcli.interrupted import end_as_stopped
 from warmcli.late_runtime import bound, handed, importing
 from warmcli.printable import printable, printable_lines
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
@@ -376,7 +376,7 @@ def in_warms_command() -> None:
 
 
 def _at_exit() -> None:
-    final = None
+    final, stop = None, None
     try:
         with _STATE.lock:
             wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
@@ -386,7 +386,7 @@ def _at_exit() -> None:
     except (BundleError, KeyboardInterrupt, SystemExit) as exc:
         # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted"),
         # unless every miss was stored before it (only last-used times were not moved)
-        why = str(exc) if isinstance(exc, BundleError) else "interrupted"
+        why, stop = (str(exc), None) if isinstance(exc, BundleError) else ("interrupted", exc)
         if _STATE.unstored and final is None:
             sys.stderr.write(f"warm: could not write back into the bundle: {printable(why)}\n")
         elif _STATE.unstored and final is not None:
@@ -394,7 +394,7 @@ def _at_exit() -> None:
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()
-    keep_sigint_exit()  # a process Ctrl-C ended still ends by SIGINT, written back or not
+    end_as_stopped(stop)  # a process stopped (here or before) ends as stopped, not with 0
 
 
 atexit.register(_at_exit)

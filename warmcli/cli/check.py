@@ -19,6 +19,7 @@ from warmcli.backends.base import COMPILE_ONLY
 from warmcli.backends.machine import machine_devices
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import readable_bundle, shown_name
 from warmcli.cli.common import (
     ArchOpt,
     BundleArg,
@@ -30,8 +31,6 @@ from warmcli.cli.common import (
     fail,
     guarded,
     out,
-    readable_bundle,
-    shown_name,
 )
 from warmcli.cli.render import add_row, listing
 from warmcli.cli.render.kernel_columns import SOURCE_SHOWN, sources_apart

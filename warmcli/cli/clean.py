@@ -8,13 +8,13 @@ import typer
 
 from warmcli.backends.machine import inventory
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import default_bundle
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
     BundleArg,
     CompilerOpt,
     JsonOpt,
     NvccOpt,
-    default_bundle,
     emit_json,
     fail,
     guarded,

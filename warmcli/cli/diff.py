@@ -6,7 +6,8 @@ from __future__ import annotations
 import typer
 
 from warmcli.cli.app import app
-from warmcli.cli.common import JsonOpt, emit_json, guarded, out, readable_bundle, shown_name
+from warmcli.cli.bundle_paths import readable_bundle, shown_name
+from warmcli.cli.common import JsonOpt, emit_json, guarded, out
 from warmcli.cli.render.ops import diff_json, diff_renderable
 from warmcli.ops.diff import diff_bundles
 

@@ -23,6 +23,7 @@ from warmcli.bundle.counts import HeldCounts
 from warmcli.bundle.location import is_url, shown
 from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import readable_bundle
 from warmcli.cli.common import (
     BundleArg,
     CompilerOpt,
@@ -33,7 +34,6 @@ from warmcli.cli.common import (
     guarded,
     holds_nothing,
     out,
-    readable_bundle,
 )
 from warmcli.cli.json_stream import stream_json
 from warmcli.cli.render import compiler_line, line

@@ -17,6 +17,7 @@ import typer
 from warmcli.bundle.location import is_url, shown
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import new_file_path, readable_bundle, shown_name
 from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
@@ -26,10 +27,7 @@ from warmcli.cli.common import (
     err,
     fail,
     guarded,
-    new_file_path,
     out,
-    readable_bundle,
-    shown_name,
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.ops.merge import MergeReport, merge_bundles

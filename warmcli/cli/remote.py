@@ -23,16 +23,9 @@ from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import new_file_path
 from warmcli.cli.committed import kept_on_interrupt
-from warmcli.cli.common import (
-    EXIT_INTERRUPTED,
-    JsonOpt,
-    emit_json,
-    fail,
-    guarded,
-    new_file_path,
-    out,
-)
+from warmcli.cli.common import EXIT_INTERRUPTED, JsonOpt, emit_json, fail, guarded, out
 from warmcli.errors import PushInterrupted, RemoteError
 from warmcli.printable import cut, printable
 

@@ -33,6 +33,7 @@ from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import bundle_to_write
 from warmcli.cli.common import (
     AllowReadsOpt,
     ArchOpt,
@@ -45,7 +46,6 @@ from warmcli.cli.common import (
     QuietOpt,
     SignKeyOpt,
     VerboseOpt,
-    bundle_to_write,
     emit_json,
     err,
     exit_code,
@@ -58,7 +58,7 @@ from warmcli.cli.common import (
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.streams import workload_output_on_stderr
-from warmcli.errors import BundleError, RunInterrupted
+from warmcli.errors import BundleError, RunInterrupted, WarmError
 from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.crashes import CrashedCandidate, WorkerCrash
@@ -264,7 +264,12 @@ def run(
 
     def _passes(as_json: bool, pycuda: bool, gpu_less: bool, progress: Any) -> Any:
         with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-            return _pycuda(pycuda, gpu_less, lambda: action(progress))
+            try:
+                return _pycuda(pycuda, gpu_less, lambda: action(progress))
+            except WarmError as exc:  # the notes its pass made, before its line (as run says)
+                for note in dict.fromkeys(n for n in exc.notes_before if not _said(n, exc)):
+                    err.print(f"warm: note: {printable(note)}", markup=False, highlight=False)
+                raise
 
     def worker() -> int:
         """The run itself, in the worker process `run_isolated` forks."""
@@ -360,6 +365,12 @@ def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
 
     with pycuda_modules(gpu_less):
         return action()
+
+
+def _said(note: str, exc: WarmError) -> bool:
+    """Whether `note` is a failed compile whose first error the line of `exc` shows with
+    its log (the compile that ended the run: said once, by the error)."""
+    return note.startswith("compile of ") and note.rsplit(" failed: ", 1)[-1] in str(exc)
 
 
 def _driver_line(info: dict[str, str]) -> str | None:

@@ -28,16 +28,8 @@ from warmcli.bundle.signing import (
 )
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.cli.app import app
-from warmcli.cli.common import (
-    EXIT_INTERRUPTED,
-    BundleArg,
-    JsonOpt,
-    default_bundle,
-    emit_json,
-    fail,
-    guarded,
-    out,
-)
+from warmcli.cli.bundle_paths import default_bundle
+from warmcli.cli.common import EXIT_INTERRUPTED, BundleArg, JsonOpt, emit_json, fail, guarded, out
 from warmcli.printable import printable
 
 

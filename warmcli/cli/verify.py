@@ -24,6 +24,7 @@ import typer
 from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
+from warmcli.cli.bundle_paths import readable_bundle, shown_name
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
     AllowReadsOpt,
@@ -43,8 +44,6 @@ from warmcli.cli.common import (
     guarded,
     holds_nothing,
     out,
-    readable_bundle,
-    shown_name,
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE = 36500 * 86400  # 100 years: a longer age is refused (it would remove nothing)
 _SHOWN = 40  # characters of a refused age said
-_AGE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdw])")
+_AGE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdwSHDWM])")  # (as sizes: any case)
 _NUMERIC = "typeof({0}) IN ('integer', 'real')"
 _TUNES = f"SELECT {KEY_HEX} FROM tunes WHERE "
 # A tune written before the cutoff, or at no time that is a number (text, a blob, NULL: a
@@ -49,15 +49,18 @@ Labels = Callable[[str], KernelRecord | None]
 
 
 def parse_age(text: str) -> float:
-    """`text` (`30d`, `12h`, `1.5w`) in seconds; a `ValueError` saying why not (naming its
-    first `_SHOWN` characters)."""
+    """`text` (`30d`, `12h`, `1.5w`; `30D` too, as sizes take `10m`, but not `M`: minutes
+    or months?) in seconds; a `ValueError` saying why not (naming its first `_SHOWN`
+    characters)."""
     match = _AGE.fullmatch(text)
     shown = repr(text[:_SHOWN])  # (as `--max-size` cuts its own: an argument may be 100 KB)
     if match is None:
         raise ValueError(
             f"{shown} is not an age: a number and a unit, s, m, h, d or w (30d, 12h, 90m)"
         )
-    seconds = float(match[1]) * AGE_UNITS[match[2]]
+    if match[2] == "M":  # minutes, or months? (`--max-size 10m` is 10 MiB, but an age...)
+        raise ValueError(f"{shown}: M is minutes or months? give m for minutes, d for days")
+    seconds = float(match[1]) * AGE_UNITS[match[2].lower()]
     if not math.isfinite(seconds) or seconds > MAX_AGE:
         raise ValueError(f"{shown} is over 100 years (36500d): it would remove nothing")
     return seconds

@@ -21,6 +21,7 @@ from typing import Any
 
 from warmcli.backends.base import DeviceError
 from warmcli.backends.serving import cuda_release
+from warmcli.pool_tasks import note_refused
 from warmcli.printable import cut
 from warmcli.pycuda import context
 from warmcli.pycuda.lacking import LackingClass, lacking
@@ -30,7 +31,8 @@ from warmcli.pycuda.module import PyCudaError
 def no_gpu(what: str) -> DeviceError:
     """What only a GPU answers, asked of a stand-in: one line naming the call."""
     arch = context.current_runtime().arch
-    return DeviceError(f"{what} needs a GPU: compile-only for {arch} (warm run --arch), none here")
+    error = DeviceError(f"{what} needs a GPU: compile-only for {arch} (warm run --arch), none here")
+    return note_refused(error)  # made in a pool's task: the pass fails where that task ends by it
 
 
 def get_version() -> tuple[int, int, int]:

@@ -34,6 +34,7 @@ import numpy as np
 from warmcli.backends.base import DeviceError
 from warmcli.config import pycuda_nvcc_flags
 from warmcli.execution.process_mode import current_process_mode
+from warmcli.pool_tasks import note_refused
 from warmcli.pycuda import context, standin_vec
 from warmcli.pycuda.args import In, InOut, Out, StandInAllocation
 from warmcli.pycuda.lacking import LACKING, lacking, stand_in_module
@@ -50,8 +51,8 @@ from warmcli.pycuda.standin_device import (
 
 def _read(what: str) -> None:
     """A read back: the bound runtime's discarded-read policy; no GPU to read from."""
-    if not current_process_mode().discards:
-        raise DeviceError(f"cannot read back {what}: compile-only, there is no GPU")
+    if not current_process_mode().discards:  # (made in a pool's task: noted, as `no_gpu`)
+        raise note_refused(DeviceError(f"cannot read back {what}: compile-only, there is no GPU"))
     context.current_runtime().refuse_discarded_read(what, stacklevel=3)
 
 

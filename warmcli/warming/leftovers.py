@@ -21,8 +21,8 @@ package the file imports); `argparse_hint` what to do where its `sys.exit` is ar
 parsing no arguments (sys.argv's).
 `stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
 1, as Python does, at the workload's import too: `import_raised`, what an import that
-raised raises in the worker); `stopped_by_signal` tells a `sys.exit` that the workload's own stop
-signal handler made (a stop, not an exit). No state; it never runs a workload's entry
+raised raises in the worker, a `sys.exit` of the workload's own stop signal handler a stop:
+`warmcli.warming.stop_signals`). No state; it never runs a workload's entry
 itself (only the exit functions the workload left, in the worker). It writes on stderr
 only where Python would, in a process of the workload's: a forked child's last words, and
 one line for an exit function that raised (in the worker, within the output its caller
@@ -33,17 +33,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import inspect
-import itertools
 import os
-import signal
 import sys
 import threading
 import time
 import traceback
 import weakref
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from warmcli.errors import (
@@ -56,8 +52,10 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
+from warmcli.pool_tasks import ended_by_refused
 from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
+from warmcli.warming.stop_signals import stopped_by_signal
 
 
 def first_line(exc: BaseException) -> str:  # cut: a 20 MB note in each pass took 640 MB
@@ -142,6 +140,7 @@ class ThreadRaised:
     def __init__(self, pass_name: str, path: Path, gpu_less: bool) -> None:
         self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
         self.failed: str | None = None  # the first such thread's name and line
+        ended_by_refused()  # (an earlier pass's pool tasks forgotten)
 
     def __call__(self, args: Any) -> None:
         if args.exc_type is SystemExit and self._refused(args.exc_value) is None:  # silently,
@@ -176,7 +175,12 @@ class ThreadRaised:
         return None
 
     def ended(self) -> None:
-        """`WorkloadError` where a thread was ended by what only this pass refuses."""
+        """`WorkloadError` where a thread, or a thread pool's task whose future nobody read
+        (`warmcli.pool_tasks`), was ended by what only this pass refuses."""
+        task = ended_by_refused()  # (every note forgotten, whatever this pass)
+        if self.failed is None and task is not None and self.gpu_less:
+            said = where(task, self.path) + named(type(task).__name__, first_line(task))
+            self.failed = f" in a task of a thread pool: {said}"
         if self.failed is not None:
             raise WorkloadError(f"workload raised during {self.pass_name}{self.failed}")
 
@@ -238,39 +242,6 @@ def _pool_busy(workers: Any, idle_code: Any) -> bool:
         if not queue.empty() or (frame is not None and frame.f_code is not idle_code):
             return True
     return False
-
-
-def stopped_by_signal(exc: SystemExit) -> bool:
-    """Whether `exc` rose through a handler Python called for a stop signal (SIGINT, SIGTERM,
-    SIGHUP: a `sys.exit` there, as gunicorn's, as the README advises production to do): the
-    process was stopped, as warm's own handler says by `KeyboardInterrupt`, not a workload
-    that exits. A handler is known as Python calls one, not by what is set now (a function,
-    a method, a `functools.partial`, an object's `__call__`, one that reset its signal
-    first): a frame whose arguments are a stop signal's number and the frame it interrupted
-    (its caller); the same function the workload called itself is no stop."""
-    tb = exc.__traceback__
-    while tb is not None and not _called_for_stop(tb.tb_frame):
-        tb = tb.tb_next
-    return tb is not None
-
-
-def _called_for_stop(frame: FrameType) -> bool:
-    code, caller = frame.f_code, frame.f_back
-    varargs = bool(code.co_flags & inspect.CO_VARARGS)
-    if caller is None or not (code.co_argcount or varargs):
-        return False
-    values = frame.f_locals
-    args = [values.get(name) for name in code.co_varnames[: code.co_argcount]]
-    if varargs:
-        extra = values.get(code.co_varnames[code.co_argcount + code.co_kwonlyargcount])
-        args += list(extra) if isinstance(extra, tuple) else []
-    return any(
-        type(number) is int and number in _STOPS and interrupted is caller
-        for number, interrupted in itertools.pairwise(args)
-    )
-
-
-_STOPS = frozenset({int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)})
 
 
 def stdout_reader_gone() -> bool:

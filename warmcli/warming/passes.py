@@ -45,7 +45,7 @@ from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import DiscardedReadWarning, WorkloadError
+from warmcli.errors import DiscardedReadWarning, WarmError, WorkloadError
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.interrupted import held_interrupts
@@ -131,6 +131,9 @@ def run_pass(
                 for runtime in extra.runtimes if extra else ():
                     runtime.synchronize()
             completed = True
+        except WarmError as exc:  # the notes made before it: said with its line
+            exc.notes_before = tuple(collector.reader().notes())
+            raise
         finally:
             if finish is not None:
                 finish(completed)

@@ -16,7 +16,7 @@ below), no entry point, an entry point that takes no runtime argument, an except
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
 which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the entry point
 (but one its own SIGINT, SIGTERM or SIGHUP handler made, called for that signal: a stop,
-`KeyboardInterrupt`; `warmcli.warming.leftovers.stopped_by_signal`) becomes
+`KeyboardInterrupt`; `warmcli.warming.stop_signals.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import, or import of its own package by name, fails, run as a script, is told
 its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry (`main()` of a
@@ -76,10 +76,10 @@ from warmcli.warming.leftovers import (
     named,
     said_of,
     stdout_reader_gone,
-    stopped_by_signal,
     where,
 )
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
+from warmcli.warming.stop_signals import stopped_by_signal
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

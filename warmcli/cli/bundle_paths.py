@@ -1,0 +1,111 @@
+"""Where a command's bundle is: the one named (`--bundle`, an argument, `WARM_BUNDLE`), else
+the default one; a path to write checked before anything is written (`new_file_path`), one to
+read fetched first where it is a URL (`readable_bundle`). A name warm refuses is one line and
+exit 2 (`fail`). Split from `warmcli.cli.common`, which every command shares."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from warmcli import config
+from warmcli.bundle.location import is_url, shown
+from warmcli.cli.common import err, fail, guarded
+from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
+
+
+def default_bundle(given: str | None = None) -> Path:
+    """A local bundle to write: `given`, else `WARM_BUNDLE`, else `WARM_HOME/bundle.warm`
+    (else the user cache directory's); a URL, read-only, is one line and exit 2."""
+    named = _named(given)
+    if named and is_url(named):
+        fail(
+            f"{'' if given else 'WARM_BUNDLE='}{shown(named)} is a URL, which is read-only: "
+            "give a local bundle (warm pull fetches one, warm push publishes one)"
+        )
+    return Path(named) if named else guarded(lambda: default_bundle_path(strict=True))
+
+
+def _named(given: str | None) -> str | None:
+    """`given` (`--bundle`, a command's argument), else `WARM_BUNDLE`. An empty name (an
+    unset variable in a script) is refused: it never stands for the default bundle."""
+    if given is not None and not given.strip():
+        fail("the bundle's name is empty: give a bundle's path, or leave it out for the default")
+    return given or config.bundle()
+
+
+def bundle_to_write(named: str | None) -> Path:
+    """The bundle a command writes: `named` (`--bundle`), else `default_bundle()`. For a
+    path the user gave, warm creates at most its last directory: a mistyped path fails
+    rather than growing a tree of directories. warm's home, for the default bundle, is made
+    here: one that cannot be (a read-only HOME) is one line saying what to do."""
+    given = default_bundle(named)
+    if named is None and not config.bundle():
+        try:
+            make_folder(given.parent)
+        except OSError as exc:
+            fail(
+                f"cannot make warm's home {given.parent} for the default bundle "
+                f"({exc.strerror}): set WARM_HOME, or name the bundle with --bundle"
+            )
+    if named is None:
+        refuse_folder_name(str(config.bundle() or ""), "WARM_BUNDLE=")
+    return given if named is None else new_file_path(named)
+
+
+def refuse_folder_name(named: str, shown: str = "", to: str = "write") -> str:
+    """`named`; a bundle file to write or read named as a folder (`served.folder_end`), or
+    as `-` (no bundle is streamed; one to read may be a file named `-`): one line, exit 2."""
+    from warmcli.bundle.served import folder_end  # production's rule
+
+    if named == "-" and (to == "write" or not os.path.lexists(named)):
+        fail(f"{shown}-: stdin/stdout are not supported: name a file (./- for one named -)")
+    if (end := folder_end(named)) is not None:
+        fail(f"{shown}{named}: ends in '{end}', so names a folder: name the bundle file to {to}")
+    return named
+
+
+def new_file_path(named: str | Path) -> Path:
+    """The bundle file the user `named`, if warm need create no more than its own
+    directory to write it (`merge -o` too); else one line, and exit 2."""
+    if not str(named).strip():
+        fail("the bundle's name is empty: name the bundle file to write")
+    if isinstance(named, str):
+        refuse_folder_name(named)
+    given = Path(named)
+    if given.parent.exists() and not given.parent.is_dir():
+        fail(f"{given}: {given.parent} is not a directory")
+    if not given.parent.parent.is_dir():
+        fail(
+            f"{given}: no directory {given.parent.parent} (warm creates only the bundle's own "
+            f"directory, {given.parent.name})"
+        )
+    return given
+
+
+def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> Path:
+    """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
+    (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
+    imported only then) and a fall-back to its last good copy (one `keys` refused) warns."""
+    location = _named(given) or str(default_bundle())
+    if not is_url(location):  # named as a folder: refused, as a write is (`Path` drops `/`)
+        refuse_folder_name(location, "" if given else "WARM_BUNDLE=", "read")
+        if not (given or config.bundle() or os.path.lexists(location)):  # a new user's first
+            fail(f"{location}: no such bundle (make one with `warm run WORKLOAD`)")
+        return Path(location)
+    from warmcli.bundle.remote import local_bundle
+
+    guarded(refuse_no_directory)  # its copy is kept in WARM_HOME
+    path, warning = guarded(lambda: local_bundle(location, keys))
+    if warning:
+        err.print(f"warm: warning: {warning}", markup=False, highlight=False)
+    return path
+
+
+def shown_name(given: str | None, path: Path) -> str:
+    """How a command names the bundle it read at `path`: the URL it was given (or
+    WARM_BUNDLE's), never that URL's local copy in WARM_HOME, which no script can map
+    back, as `location.shown` shows it (no password, token or query); else the path."""
+    named = given or config.bundle()
+    return shown(named) if named and is_url(named) else str(path)

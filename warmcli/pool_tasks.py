@@ -1,0 +1,54 @@
+"""What warm refuses in a task of a `concurrent.futures` thread pool (a GPU-less pre-build's
+want of a GPU), which no thread hook sees: the pool keeps what a task raised in the task's
+future, which the workload may never read. `note_refused(exc)`, called where warm makes such
+an error, notes it with the future of the pool task it is made in (found on this thread's
+stack: the pool's `_WorkItem.run` frame; none outside a pool task); `ended_by_refused()`, at
+a pass's end, says what the first task that ended with one raised (that very error, or one
+raised from it or while handling it: a task that caught it and went on is no failure), and
+forgets every note. Nothing is patched: Python's pool runs as ever. Its only state is the
+notes since the last `ended_by_refused()` (a lock guards them); it never prints."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
+_NOTED: list[tuple[Future[Any], BaseException]] = []
+_LOCK = threading.Lock()
+
+
+def note_refused(exc: E) -> E:
+    """`exc`, noted where this thread runs a thread pool's task."""
+    pools = sys.modules.get("concurrent.futures.thread")
+    code = getattr(getattr(getattr(pools, "_WorkItem", None), "run", None), "__code__", None)
+    frame = sys._getframe(1) if code is not None else None
+    while frame is not None and frame.f_code is not code:
+        frame = frame.f_back
+    future = getattr(frame.f_locals.get("self"), "future", None) if frame is not None else None
+    if isinstance(future, Future):
+        with _LOCK:
+            _NOTED.append((future, exc))
+    return exc
+
+
+def ended_by_refused() -> BaseException | None:
+    """What the first noted task that ended by its noted error raised; every note forgotten."""
+    with _LOCK:
+        noted = list(_NOTED)
+        _NOTED.clear()
+    for future, refused in noted:
+        if not future.done() or future.cancelled():
+            continue
+        raised = future.exception()
+        exc: BaseException | None = raised
+        for _ in range(64):  # (a chain may loop)
+            if exc is None or exc is refused:
+                break
+            exc = exc.__cause__ or exc.__context__
+        if raised is not None and exc is refused:
+            return raised
+    return None
