@@ -34,10 +34,11 @@ from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import KernelCompileError, ToolchainError, headline
 from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector, note_reported
-from warmcli.execution.statistics import Registrations, StatisticsCollector
+from warmcli.execution.statistics import Registrations
 from warmcli.forking import new_rlock
 from warmcli.kernel import Kernel, kernel_key, key_components
 from warmcli.records import KernelRecord, Record
+from warmcli.runtime.hits import Hits, put_hit
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
@@ -82,9 +83,9 @@ class KernelCache:
         self._lock = new_rlock(self)
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
-        # The hit path of a launch: kernel object id -> (kernel, function, collector it
-        # was registered in). Read without the lock; the kernel is kept, so its id stays its own.
-        self._hits: dict[int, tuple[Kernel, Any, StatisticsCollector]] = {}
+        # The hit path of a launch: kernel object id -> (a weak reference to the kernel, its
+        # function, the collector it was registered in). Read without the lock (`hits`).
+        self._hits: Hits = {}
         self._modules: dict[str, Any] = {}
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
         self._built: dict[str, _Built] = {}
@@ -259,10 +260,10 @@ class KernelCache:
         launch is checked by the device alone)."""
         hit = self._hits.get(id(kernel))
         collector = active_collector()
-        if hit is not None and hit[0] is kernel:
+        if hit is not None:  # this kernel's: a gone one's entry left with it (`Hits`)
             if hit[2] is not collector:  # a new pass: registered once in its collector too
                 self._register(kernel)
-                self._hits[id(kernel)] = (kernel, hit[1], collector)
+                put_hit(self._hits, kernel, hit[1], collector)
             return hit[1]
         if args is not None:
             check_before_load(kernel, self.device.id, args)
@@ -276,7 +277,7 @@ class KernelCache:
         with self._lock:
             if key in self._loaded:
                 function = self._loaded[key]
-                self._hits[id(kernel)] = (kernel, function, collector)
+                put_hit(self._hits, kernel, function, collector)
                 return function
             if key in self._built or key in self._failed:
                 return self._from_build(kernel, key)
@@ -300,7 +301,7 @@ class KernelCache:
             else:
                 self.registrations.register(collector, key)
                 function = self._obtain(kernel, key, record)
-            self._hits[id(kernel)] = (kernel, function, collector)  # registered in it: a hit next
+            put_hit(self._hits, kernel, function, collector)  # registered in it: a hit next
             return function
 
     def _obtain(self, kernel: Kernel, key: str, record: KernelRecord | None = None) -> Any:

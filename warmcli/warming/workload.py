@@ -10,7 +10,8 @@ not free, the worker imports it by the private name, from a stub (`warmcli.warmi
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
 package may use relative imports. Every way this can go wrong (a missing file, `w` for `w.py`,
-or module, `-m w.py`, each said so; a file that is not Python, a syntax error, an import that
+or module, `-m w.py`, each said so; a file that is not Python (a notebook told how to make one:
+`warmcli.warming.workload_file`), a syntax error, an import that
 raises (but a print of it that meets stdout's reader gone, which the worker ends on as
 below), no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
@@ -81,6 +82,7 @@ from warmcli.warming.leftovers import (
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
 from warmcli.warming.stop_signals import stopped_by_signal
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
+from warmcli.warming.workload_file import check_workload_file
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
@@ -305,14 +307,7 @@ def load_workload(
     (else `fallback`, if it has one). `gpu_less`: for a pre-build (`--arch`), whose import
     finds no GPU (its failure to is said so)."""
     path = Path(path)
-    if path.is_dir():
-        hint = as_module(path, package=True)
-        raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
-    if not path.is_file():
-        hint = f" ({path}.py is one: name it whole)" if Path(f"{path}.py").is_file() else ""
-        raise WorkloadError(f"{path}: no such workload file{hint}")
-    if path.suffix != ".py":
-        raise WorkloadError(f"{path}: a workload is a Python file (.py)")
+    check_workload_file(path)  # a Python file (a folder, a notebook, each said so)
     resolved = path.resolve()
     _first_on_path(str(resolved.parent))
     stem = importable_name(resolved)

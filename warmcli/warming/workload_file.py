@@ -1,0 +1,43 @@
+"""The file given as a workload, checked before it is imported: that it is a Python file.
+
+A folder is told its `-m` name where it is a package (`warmcli.warming.script_main.as_module`), a
+missing `w` whose `w.py` exists is told to name it whole, and a file that is not `.py` is refused;
+a Jupyter notebook (`.ipynb`) is told how to make one of it, as warm does not run notebooks: its
+cells may hold IPython's magics (`%timeit`, `!pip`), which are no Python, its top-level work is not
+warmed anyway (only what `workload(rt)` does on its runtime is), and a `spawn` worker imports the
+workload by its file. This module owns nothing and never imports the file; it raises
+`WorkloadError`, one line each.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from warmcli.errors import WorkloadError
+from warmcli.warming.script_main import as_module
+
+
+def check_workload_file(path: Path) -> None:
+    """Raise `WorkloadError` unless `path` is a Python file warm can import as a workload."""
+    if path.is_dir():
+        hint = as_module(path, package=True)
+        raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
+    if not path.is_file():
+        hint = f" ({path}.py is one: name it whole)" if Path(f"{path}.py").is_file() else ""
+        raise WorkloadError(f"{path}: no such workload file{hint}")
+    if path.suffix.lower() == ".ipynb":
+        raise WorkloadError(f"{path}: a Jupyter notebook: {notebook_hint(path)}")
+    if path.suffix != ".py":
+        raise WorkloadError(f"{path}: a workload is a Python file (.py)")
+
+
+def notebook_hint(path: Path) -> str:
+    """How to warm notebook `path`: its Python file beside it (jupytext's pairing), else
+    nbconvert's export, its kernels and launches moved into `def workload(rt)`."""
+    script = path.with_suffix(".py")
+    if script.is_file():
+        return f"warm runs a Python file (.py): {script} is beside it, name that"
+    return (
+        f"warm runs a Python file (.py): export its code with `jupyter nbconvert --to script "
+        f"{path}`, remove IPython's magics (%, !) and put its GPU work in def workload(rt)"
+    )
