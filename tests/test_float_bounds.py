@@ -7,6 +7,8 @@ runtime, launching a real kernel.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -20,10 +22,12 @@ MIDPOINT = MAX32 + (MAX32 - float(np.nextafter(np.float32(MAX32), np.float32(0))
 
 
 @pytest.fixture
-def rt(monkeypatch: pytest.MonkeyPatch, tmp_path) -> warmcli.Runtime:
+def rt(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[warmcli.Runtime]:
     monkeypatch.setenv("WARM_BUNDLE", "")
     monkeypatch.setenv("WARM_HOME", str(tmp_path))
-    return warmcli.runtime("host")
+    warmcli.production.close()  # (what an earlier test of this process left: looked afresh)
+    yield warmcli.runtime("host")
+    warmcli.production.close()  # (nor does it leave its own: production "looked, found none")
 
 
 @pytest.mark.parametrize("value", [3.4028235e38, -3.4028235e38, float(np.nextafter(MIDPOINT, 0))])

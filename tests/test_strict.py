@@ -28,6 +28,10 @@ def complete(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def production(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in ("WARM_BUNDLE", "WARM_STRICT", "WARM_EXPLAIN", "WARM_BUNDLE_WRITE"):
         monkeypatch.delenv(name, raising=False)
+    # closed first too: a test of another file run before in this process may have asked for
+    # a runtime with no bundle named (production then looked, and found none: WARM_BUNDLE set
+    # later is not read again until a close), as xdist may run one just before
+    warmcli.production.close()
     yield
     warmcli.production.close()
 
