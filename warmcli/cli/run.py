@@ -368,9 +368,12 @@ def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
 
 
 def _said(note: str, exc: WarmError) -> bool:
-    """Whether `note` is a failed compile whose first error the line of `exc` shows with
-    its log (the compile that ended the run: said once, by the error)."""
-    return note.startswith("compile of ") and note.rsplit(" failed: ", 1)[-1] in str(exc)
+    """Whether `note` is the compile that ended the run (failed, or timed out), which the
+    line of `exc` says with its log: said once, by the error, which stays the first line."""
+    label = note.partition(" (key ")[0].removeprefix("compile of ")  # `compile of L (key K)`
+    return note.startswith("compile of ") and (
+        note.rsplit(" failed: ", 1)[-1] in str(exc) or f"kernel {label} " in str(exc)
+    )
 
 
 def _driver_line(info: dict[str, str]) -> str | None:
