@@ -4,14 +4,16 @@ future, which the workload may never read. `note_refused(exc)`, called where war
 an error, notes it with the future of the pool task it is made in (found on this thread's
 stack: the pool's `_WorkItem.run` frame; none outside a pool task); `ended_by_refused()`, at
 a pass's end, says what the first task that ended with one raised (that very error, or one
-raised from it or while handling it: a task that caught it and went on is no failure), and
-forgets every note. Nothing is patched: Python's pool runs as ever. Its only state is the
-notes since the last `ended_by_refused()` (a lock guards them); it never prints."""
+raised from it or while handling it, or a group holding it, as `found_in` walks a chain: a
+task that caught it and went on is no failure), and forgets every note. Nothing is
+patched: Python's pool runs as ever. Its only state is the notes since the last
+`ended_by_refused()` (a lock guards them); it never prints."""
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -44,11 +46,23 @@ def ended_by_refused() -> BaseException | None:
         if not future.done() or future.cancelled():
             continue
         raised = future.exception()
-        exc: BaseException | None = raised
-        for _ in range(64):  # (a chain may loop)
-            if exc is None or exc is refused:
-                break
-            exc = exc.__cause__ or exc.__context__
-        if raised is not None and exc is refused:
+        if found_in(raised, lambda exc, refused=refused: exc is refused) is not None:
             return raised
+    return None
+
+
+def found_in(
+    exc: BaseException | None, match: Callable[[BaseException], bool]
+) -> BaseException | None:
+    """The first exception that `match`es in `exc`'s chain (itself, what it was raised from
+    or while handling, and a group's members, each of theirs too), or None: 1,024 looked at
+    at most (a chain may loop, a group may be huge)."""
+    todo, seen = [exc], set()
+    while todo and len(seen) < 1024:
+        if (each := todo.pop()) is not None and id(each) not in seen:
+            if match(each):
+                return each
+            seen.add(id(each))
+            held = each.exceptions if isinstance(each, BaseExceptionGroup) else ()
+            todo += [*reversed(held), each.__context__, each.__cause__]
     return None

@@ -52,7 +52,7 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
-from warmcli.pool_tasks import ended_by_refused
+from warmcli.pool_tasks import ended_by_refused, found_in
 from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
 from warmcli.warming.stop_signals import stopped_by_signal
@@ -164,15 +164,7 @@ class ThreadRaised:
     def _refused(self, exc: BaseException | None) -> BaseException | None:
         """What only this pass refuses in `exc`'s chain (what it rose from or in), or a group's."""
         kinds = (DiscardedReadError, DeviceError) if self.gpu_less else DiscardedReadError
-        todo, seen = [exc], set()
-        while todo and len(seen) < 1024:  # (a chain may loop; a group may be huge)
-            if (exc := todo.pop()) is not None and id(exc) not in seen:
-                if isinstance(exc, kinds):
-                    return exc
-                seen.add(id(exc))
-                held = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
-                todo += [*reversed(held), exc.__context__, exc.__cause__]
-        return None
+        return found_in(exc, lambda each: isinstance(each, kinds))
 
     def ended(self) -> None:
         """`WorkloadError` where a thread, or a thread pool's task whose future nobody read
