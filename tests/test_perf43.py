@@ -2,14 +2,14 @@
 added to each served kernel's first launch, cut without dropping what it does.
 
 The weak hit table (`warmcli.runtime.hits`, trial42d) made a closure for each kernel put into
-it (a function and its cells, collected by the garbage collector: ~0.25 µs a served kernel);
-its entries now share one module-level callback, and still leave with their kernel."""
+it, and a weak reference and a tuple (objects the garbage collector tracks: ~0.3 µs a served
+kernel, and the collections they caused); an entry is now one weak reference carrying what
+the tuple held, all sharing one module-level callback, and it still leaves with its kernel."""
 
 from __future__ import annotations
 
 import gc
 import types
-import weakref
 from typing import Any
 
 from warmcli.kernel import Kernel
@@ -26,18 +26,24 @@ def _functions() -> int:
     return sum(type(o) is types.FunctionType for o in gc.get_objects())
 
 
-def test_putting_kernels_in_the_hit_table_makes_no_function_for_each() -> None:
+def test_putting_kernels_in_the_hit_table_makes_one_object_and_no_function_for_each() -> None:
     """200 kernels put into one table add no function object each (stop 42's added 200: a
-    closure per kernel, its weak reference's callback); their callbacks are one."""
+    closure per kernel, its weak reference's callback) and one object the garbage collector
+    tracks each (stop 42's five: the closure, its cell, the reference, the entry's tuple);
+    their callbacks are one."""
     kernels, hits = _kernels(200), {}
     collector: Any = object()
     gc.collect()
-    before = _functions()
+    before, tracked = _functions(), len(gc.get_objects())
     for kernel in kernels:
         put_hit(hits, kernel, "f", collector)
     assert _functions() - before < 10
-    assert len({id(entry[0].__callback__) for entry in hits.values()}) == 1
-    assert all(hits[id(k)][0]() is k and hits[id(k)][1:] == ("f", collector) for k in kernels)
+    assert len(gc.get_objects()) - tracked < 1.1 * len(kernels)
+    assert len({id(hit.__callback__) for hit in hits.values()}) == 1
+    assert all(
+        (hit := hits[id(k)])() is k and (hit.function, hit.collector) == ("f", collector)
+        for k in kernels
+    )
 
 
 def test_an_entry_leaves_with_its_kernel_and_a_new_collector_keeps_its_reference() -> None:
@@ -48,10 +54,10 @@ def test_an_entry_leaves_with_its_kernel_and_a_new_collector_keeps_its_reference
     first, second = object(), object()
     kernel, other = _kernels(2)
     put_hit(hits, kernel, "f", first)  # type: ignore[arg-type]
-    ref = hits[id(kernel)][0]
-    callback = ref.__callback__  # (None once its kernel went)
+    hit = hits[id(kernel)]
+    callback = hit.__callback__  # (None once its kernel went)
     put_hit(hits, kernel, "g", second)  # type: ignore[arg-type]
-    assert hits[id(kernel)] == (ref, "g", second)
+    assert hits[id(kernel)] is hit and (hit.function, hit.collector) == ("g", second)
     put_hit(hits, other, "h", first)  # type: ignore[arg-type]
     key = id(kernel)
     del kernel
@@ -59,6 +65,7 @@ def test_an_entry_leaves_with_its_kernel_and_a_new_collector_keeps_its_reference
     assert key not in hits and id(other) in hits
     # The old reference's callback, had it run late, leaves a newer entry under its key alone.
     newer = _kernels(1)[0]
-    hits[key] = (weakref.ref(newer), "n", first)  # type: ignore[assignment]
-    callback(ref)
-    assert hits[key][1] == "n"
+    put_hit(hits, newer, "n", first)  # type: ignore[arg-type]
+    hits[key] = hits.pop(id(newer))  # (as if it had the old one's id)
+    callback(hit)
+    assert hits[key].function == "n"
