@@ -20,7 +20,9 @@ which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the 
 `KeyboardInterrupt`; `warmcli.warming.stop_signals.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import, or import of its own package by name, fails, run as a script, is told
-its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry (`main()` of a
+its `-m` name: `warmcli.warming.script_main.as_module`). An entry that returns after catching
+warm's stop (`pytest.main` turns Ctrl-C into its exit code) is stopped all the same:
+`KeyboardInterrupt`. With a fallback entry (`main()` of a
 PyCUDA script, `--pycuda`), a file without `workload` uses it (as does `--entry main`; a
 function another `--entry` names and the file lacks is refused, never replaced), and it may
 take no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
@@ -80,7 +82,7 @@ from warmcli.warming.leftovers import (
     where,
 )
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
-from warmcli.warming.stop_signals import stopped_by_signal
+from warmcli.warming.stop_signals import stop_sent, stopped_by_signal
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 from warmcli.warming.workload_file import check_workload_file
 
@@ -148,6 +150,8 @@ class Workload:
                 join_left(running)
                 hook.ended()  # a thread ended by what only this pass refuses: its failure
                 forked_child_ends(pid, 0)
+                if stop_sent():  # Ctrl-C the workload caught (pytest's INTERRUPTED): stopped
+                    raise KeyboardInterrupt
         except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
             forked_child_ends(pid, 1)
             raise
