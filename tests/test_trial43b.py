@@ -68,3 +68,54 @@ def test_ctrl_c_that_pytest_catches_still_stops_the_run(warm: Warm, tmp_path: Pa
     assert "interrupted" in proc.stderr
     assert "miss:" not in proc.stdout + proc.stderr
     assert (project / "ran.count").read_text() == "x"  # no later pass ran the suite again
+
+
+READS_THEN_LAUNCHES = """
+import numpy as np
+import warmcli
+from kernels import ADD, MUL
+
+
+def test_add_then_mul():
+    rt = warmcli.runtime()
+    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)
+    rt.launch(ADD, x, o, 4)
+    assert rt.read(o).tolist() == [2.0] * 4
+    rt.launch(MUL, x, o, 4)
+    assert rt.read(o).tolist() == [2.0] * 4
+"""
+
+
+def test_a_refused_read_the_suite_catches_is_noted(warm: Warm, tmp_path: Path) -> None:
+    """A discarding pass refuses `rt.read`; pytest catches the `DiscardedReadError` as the
+    test's failure and goes on, so `mul`, launched after the read, is never queued and the
+    verify pass misses it. The run said nothing of the refusal (only pytest's own output
+    did): it notes it, once a pass, with what to do."""
+    project = _project(tmp_path, READS_THEN_LAUNCHES)
+    proc = warm("run", "warmup.py", "-b", "b.warm", cwd=project, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "miss: kernel mul: absent" in proc.stdout
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    notes = [line for line in lines if line.startswith("note:") and "DiscardedReadError" in line]
+    assert len(notes) == 2, proc.stdout  # CompileOnly's and CompileAndAutotune's
+    assert "under CompileOnly" in notes[0] and "--allow-discarded-reads" in notes[0]
+    proc = warm(
+        "run", "warmup.py", "-b", "b.warm", "--allow-discarded-reads", cwd=project, timeout=120
+    )
+    # read on, the test's assert fails on the untouched buffer instead: mul is still missed
+    assert "miss: kernel mul: absent" in proc.stdout, proc.stdout + proc.stderr
+    assert not [line for line in proc.stdout.splitlines() if "(DiscardedReadError)" in line]
+
+
+def test_a_refused_read_that_ends_the_run_is_said_once(warm: Warm, tmp_path: Path) -> None:
+    """A read the workload does not catch ends the run with its error line, as before: no
+    note beside it says that the workload caught it."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "w.py").write_text(
+        "import numpy as np\nfrom kernels import ADD\n\ndef workload(rt):\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n    rt.read(o)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("DiscardedReadError") == 1, proc.stderr

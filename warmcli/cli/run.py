@@ -369,7 +369,10 @@ def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
 
 def _said(note: str, exc: WarmError) -> bool:
     """Whether `note` is the compile that ended the run (failed, or timed out), which the
-    line of `exc` says with its log: said once, by the error, which stays the first line."""
+    line of `exc` says with its log: said once, by the error, which stays the first line; or
+    a refused read's, where that read's `DiscardedReadError` ended the run (not caught)."""
+    if "(DiscardedReadError), and the workload caught it" in note:  # it did not: it ended here
+        return "DiscardedReadError" in str(exc)
     label = note.partition(" (key ")[0].removeprefix("compile of ")  # `compile of L (key K)`
     return note.startswith("compile of ") and (
         note.rsplit(" failed: ", 1)[-1] in str(exc) or f"kernel {label} " in str(exc)
