@@ -5,6 +5,8 @@ real C compiler."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import Warm
@@ -119,3 +121,32 @@ def test_a_refused_read_that_ends_the_run_is_said_once(warm: Warm, tmp_path: Pat
     proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("DiscardedReadError") == 1, proc.stderr
+
+
+def test_strict_report_names_what_it_refused(warm: Warm, tmp_path: Path) -> None:
+    """The served suite under WARM_STRICT=1 WARM_REPORT=1: a test meets a kernel the bundle
+    lacks (`StrictMissError`, the test fails), and the report at exit said `served everything:
+    compiled 0 kernels`: it names what strict mode refused instead."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "w.py").write_text(
+        "import numpy as np\nfrom kernels import ADD\n\ndef workload(rt):\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    code = (
+        "import numpy as np, warmcli\nfrom kernels import ADD, MUL\nrt = warmcli.runtime('host')\n"
+        "x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\nrt.launch(ADD, x, o, 4)\n"
+        "for _ in range(2):\n    try:\n        rt.launch(MUL, x, o, 4)\n"
+        "    except warmcli.StrictMissError:\n        print('refused')\n"
+    )
+    env = dict(warm.env, WARM_BUNDLE="b.warm", WARM_STRICT="1", WARM_REPORT="1")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and proc.stdout == "refused\nrefused\n", proc.stderr
+    assert "served everything" not in proc.stderr, proc.stderr
+    assert "lacked 1 kernel(s) and 0 tune(s), which strict mode refused" in proc.stderr
+    assert "kernel mul on host" in proc.stderr and "absent" in proc.stderr
+    assert "kernel add" not in proc.stderr

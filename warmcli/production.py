@@ -151,12 +151,10 @@ class _Production:
             return None
 
     def _report(self) -> ProductionReport:
-        from warmcli.production_report import ProductionReport, judged_nothing
+        from warmcli.production_report import ProductionReport, judged_nothing, refused_of
 
-        misses = list(self.closed_misses)
-        for rt in self.runtimes.values():
-            misses += self._own_misses(rt)
-        misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
+        own = [m for rt in self.runtimes.values() for m in self._own_misses(rt)]
+        misses = list(dict.fromkeys(self.closed_misses + own))  # (a close cut short: in use)
         signed = self.write and bool(misses) and _served.signed(self.bundle)
         # what runtimes closed meanwhile did cold since (those collected since, then the others)
         kernels, tunes = map(sum, zip((0, 0), *list(self.gone), strict=True))
@@ -172,6 +170,7 @@ class _Production:
             path = reopening.path
         bundle = shown(path) if path is not None else None
         report = ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
+        report.refused = refused_of(self.runtimes.values())  # strict mode's (WARM_STRICT=1)
         if self.path is None and reopening is not None and reopening.bundle is None:
             report.locked = reopening.refused or "locked"  # not opened since: why
         return report
