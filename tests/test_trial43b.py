@@ -150,3 +150,22 @@ def test_strict_report_names_what_it_refused(warm: Warm, tmp_path: Path) -> None
     assert "lacked 1 kernel(s) and 0 tune(s), which strict mode refused" in proc.stderr
     assert "kernel mul on host" in proc.stderr and "absent" in proc.stderr
     assert "kernel add" not in proc.stderr
+
+
+def test_launched_nothing_says_a_subprocess_is_not_seen(warm: Warm, tmp_path: Path) -> None:
+    """`pytest -n 2` in the warm-up runs every test in xdist's worker processes: warm saw
+    nothing, stored nothing and exited 0 saying only `the workload launched nothing`; the
+    line now says why that may be (a process it started did the work, unseen)."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    child = (
+        "import numpy as np, warmcli\nfrom kernels import ADD\nrt = warmcli.runtime('host')\n"
+        "x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\nrt.launch(ADD, x, o, 4)\n"
+    )
+    (tmp_path / "w.py").write_text(
+        "import subprocess, sys\n\ndef workload(rt):\n"
+        f"    subprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the workload launched nothing and tuned nothing" in proc.stdout
+    assert "pytest -n" in proc.stdout and "not seen" in proc.stdout, proc.stdout

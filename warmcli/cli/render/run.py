@@ -44,6 +44,12 @@ LABELS = {
     "stored": "into bundle",  # JSON: `stored`
 }
 
+# Why a workload may seem to launch nothing: its work done in processes it started
+NOT_SEEN = (
+    " in this process (what a process it starts launches, `pytest -n`'s workers, a "
+    "subprocess's, a multiprocessing pool's, is not seen)"
+)
+
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
     return {
@@ -193,7 +199,8 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         said = f"shard {report.shard}: nothing of this workload falls in this shard"
         parts.append(line(said, style="yellow"))
     elif launched_nothing(report):
-        parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
+        said = "the workload launched nothing and tuned nothing" + NOT_SEEN
+        parts.append(line(said, style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(
             line(
