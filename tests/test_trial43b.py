@@ -169,3 +169,22 @@ def test_launched_nothing_says_a_subprocess_is_not_seen(warm: Warm, tmp_path: Pa
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "the workload launched nothing and tuned nothing" in proc.stdout
     assert "pytest -n" in proc.stdout and "not seen" in proc.stdout, proc.stdout
+
+
+def test_verify_replay_of_a_suite_that_catches_ctrl_c_is_no_verdict(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify --workload` replays the suite once; pytest caught the Ctrl-C and
+    returned, and verify judged the replay cut short: `the bundle is complete`, exit 0. It
+    is interrupted, exit 130, as `warm run` is."""
+    project = _project(tmp_path, STOPS_ITSELF)
+    (project / "w.py").write_text(
+        "import numpy as np\nfrom kernels import ADD\n\ndef workload(rt):\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", cwd=project, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = warm("verify", "b.warm", "--workload", "warmup.py", cwd=project, timeout=120)
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "complete" not in proc.stdout and "interrupted" in proc.stderr
