@@ -188,3 +188,18 @@ def test_verify_replay_of_a_suite_that_catches_ctrl_c_is_no_verdict(
     proc = warm("verify", "b.warm", "--workload", "warmup.py", cwd=project, timeout=120)
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "complete" not in proc.stdout and "interrupted" in proc.stderr
+
+
+def test_a_read_warning_made_an_error_is_noted(warm: Warm, tmp_path: Path) -> None:
+    """Under `--allow-discarded-reads` a read warns; a project whose pytest.ini says
+    `filterwarnings = error` (common) makes that warning an exception, which pytest takes
+    for the test's failure: `mul`, after the read, was missed with nothing said. Noted."""
+    project = _project(tmp_path, READS_THEN_LAUNCHES)
+    (project / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    proc = warm(
+        "run", "warmup.py", "-b", "b.warm", "--allow-discarded-reads", cwd=project, timeout=120
+    )
+    assert "miss: kernel mul: absent" in proc.stdout, proc.stdout + proc.stderr
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    notes = [line for line in lines if line.startswith("note: a read back under")]
+    assert len(notes) == 2 and "DiscardedReadWarning" in notes[0], proc.stdout

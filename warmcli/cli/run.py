@@ -371,8 +371,8 @@ def _said(note: str, exc: WarmError) -> bool:
     """Whether `note` is the compile that ended the run (failed, or timed out), which the
     line of `exc` says with its log: said once, by the error, which stays the first line; or
     a refused read's, where that read's `DiscardedReadError` ended the run (not caught)."""
-    if "(DiscardedReadError), and the workload caught it" in note:  # it did not: it ended here
-        return "DiscardedReadError" in str(exc)
+    if note.startswith("a read back under ") and "), and the workload caught it" in note:
+        return "DiscardedRead" in str(exc)  # it did not: the read's error ended the run
     label = note.partition(" (key ")[0].removeprefix("compile of ")  # `compile of L (key K)`
     return note.startswith("compile of ") and (
         note.rsplit(" failed: ", 1)[-1] in str(exc) or f"kernel {label} " in str(exc)
