@@ -203,3 +203,22 @@ def test_a_read_warning_made_an_error_is_noted(warm: Warm, tmp_path: Path) -> No
     lines = [line.strip() for line in proc.stdout.splitlines()]
     notes = [line for line in lines if line.startswith("note: a read back under")]
     assert len(notes) == 2 and "DiscardedReadWarning" in notes[0], proc.stdout
+
+
+def test_ctrl_c_then_the_warmup_raising_on_pytests_code_is_a_stop(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The README's warm-up raises on pytest's codes but 0 and 1: after Ctrl-C pytest returns
+    INTERRUPTED and the module raises on it, or exits with it: a stop, exit 130, not the
+    workload's error (exit 2)."""
+    project = _project(tmp_path, STOPS_ITSELF)
+    for end in ("raise RuntimeError(f'pytest exited {code!r}')", "sys.exit(code)"):
+        (project / "warmup.py").write_text(
+            "import os, sys\nimport pytest\n\ndef workload(rt):\n"
+            "    code = pytest.main(['-q', '-p', 'no:cacheprovider', '--rootdir', os.getcwd(),"
+            " 'tests'])\n"
+            f"    if code not in (0, 1):\n        {end}\n"
+        )
+        proc = warm("run", "warmup.py", "-b", "b.warm", cwd=project, timeout=120)
+        assert proc.returncode == 130, proc.stdout + proc.stderr
+        assert "interrupted" in proc.stderr and "error" not in proc.stderr, proc.stderr

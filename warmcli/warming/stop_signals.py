@@ -59,4 +59,11 @@ def stop_sent() -> bool:
     return _Sent.stop
 
 
+def stopped_if_sent() -> None:
+    """Raise `KeyboardInterrupt` where `stop_sent`: the workload returned or raised after
+    catching warm's stop (pytest returns INTERRUPTED, a warm-up raises on that code)."""
+    if _Sent.stop:
+        raise KeyboardInterrupt
+
+
 _STOPS = frozenset({int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)})
