@@ -32,6 +32,18 @@ class WarmError(Exception):
 
     notes_before: tuple[str, ...] = ()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its args and attributes, never through `__init__` (whose parameters a
+        subclass names otherwise: `KernelCompileError(kernel, failure)`), so a process pool's
+        task that raised it hands it to its parent whole: Python's default, unpickled there by
+        calling `__init__(*args)`, broke a `ProcessPoolExecutor` and hung a `Pool` for ever."""
+        return (_rebuilt, (type(self), self.args), self.__dict__ or None)
+
+
+def _rebuilt(kind: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """An exception of `kind` with `args`, made without its `__init__` (`WarmError.__reduce__`)."""
+    return kind.__new__(kind, *args)
+
 
 def message_of(exc: BaseException) -> str:
     """`str(exc)` of an exception a user's code raised, or what Python shows where its
