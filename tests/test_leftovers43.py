@@ -1,15 +1,20 @@
 """Leftovers of stop 42, fixed at stop 43: a kernel that fails to compile in a process pool's
 task (`ProcessPoolExecutor`, `multiprocessing.Pool`; fork and spawn) fails the pre-build with
 its line, as in a thread's, where before its `KernelCompileError` could not be unpickled in the
-parent (a broken executor; a `Pool` hung for ever). The real CLI in subprocesses, real SQLite
+parent (a broken executor; a `Pool` hung for ever); a production process whose SIGTERM handler's
+`sys.exit()` cut its write-back short ends with 143 once every exit function has run, where it
+ended with its main code's 0. The real CLI in subprocesses, real SQLite
 files, the real C compiler."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +94,97 @@ def test_a_compile_error_in_a_process_pools_task_fails_the_prebuild(
     assert done.stderr.startswith("warm: error: workload raised during "), done.stderr
     assert "KernelCompileError: kernel f1 failed to compile" in done.stderr, done.stderr
     assert "BrokenProcessPool" not in done.stderr and "Traceback" not in done.stderr
+
+
+WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
+
+
+def workload(rt):
+    outs = []
+    for d in os.environ.get("DIVS", "3").split(","):
+        o = rt.buffer(17, "float64")
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
+        outs.append(o)
+    return outs
+"""
+
+# A raw sqlite3 writer holding the exclusive lock for 6 s: a write-back waits for it.
+HOLD = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+time.sleep(6)
+c.execute("ROLLBACK")
+"""
+
+# A server's way: `sys.exit()` on SIGTERM (status 0 under Python where it ends its main code);
+# an exit function and a logging handler set up before warm's import.
+PRODUCE = """
+import atexit, logging, signal, sys
+def stop(*_):
+    sys.exit()
+signal.signal(signal.SIGTERM, stop)
+logging.basicConfig(filename=sys.argv[3])
+atexit.register(lambda: open(sys.argv[4], "w").write("ran"))
+sys.path.insert(0, sys.argv[2])
+import warmcli, work
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+for o in work.workload(rt):
+    rt.read(o)
+logging.getLogger("app").warning("served")
+print("served", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _rows(bundle: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(bundle) as conn:
+        return sorted(conn.execute("SELECT key, sha256 FROM kernels").fetchall())
+
+
+def test_sigterm_during_a_write_back_ends_143_after_every_exit_function(tmp_path: Path) -> None:
+    (tmp_path / "work.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    made = _warm(tmp_path, "run", "work.py", "-b", str(bundle), "-q")
+    assert made.returncode == 0, made.stderr
+    before = _rows(bundle)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"), WARM_BUNDLE_WRITE="1")
+    log, ran = tmp_path / "app.log", tmp_path / "ran"
+    argv = [sys.executable, "-c", PRODUCE, str(bundle), str(tmp_path), str(log), str(ran)]
+    produce = subprocess.Popen(
+        argv,
+        env=dict(env, DIVS="3,5"),  # (5: a miss, to write back)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert produce.stdout is not None and produce.stdout.readline() == "served\n"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(bundle)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert produce.stdin is not None
+        produce.stdin.write("\n")  # it ends: its write-back waits for the holder's lock
+        produce.stdin.flush()
+        time.sleep(1.0)
+        produce.send_signal(signal.SIGTERM)
+        _, err = produce.communicate(timeout=30)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert err == "warm: could not write back into the bundle: interrupted\n", err
+    assert produce.returncode == 143, produce.returncode  # was 0: the main code's status
+    assert ran.read_text() == "ran" and "served" in log.read_text()  # they still ran
+    assert _rows(bundle) == before  # nothing written, nothing lost
+    verified = _warm(tmp_path, "verify", str(bundle))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
