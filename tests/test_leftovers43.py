@@ -188,3 +188,19 @@ def test_sigterm_during_a_write_back_ends_143_after_every_exit_function(tmp_path
     assert _rows(bundle) == before  # nothing written, nothing lost
     verified = _warm(tmp_path, "verify", str(bundle))
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_the_module_map_lists_every_module_and_no_other() -> None:
+    """ARCHITECTURE.md names every module of the package, in its folder's section, once."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    listed: list[str] = []
+    folder = None
+    for line in text.splitlines():
+        if line.startswith("## `warmcli/"):
+            folder = line[len("## `warmcli/") :].rstrip("`")
+        elif line.startswith("- `") and folder is not None:
+            listed.append(folder + line[3:].split("`", 1)[0])
+    package = ROOT / "warmcli"
+    found = sorted(str(p.relative_to(package)) for p in package.rglob("*.py"))
+    assert sorted(listed) == found
+    assert len(listed) == len(set(listed))
