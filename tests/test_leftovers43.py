@@ -3,8 +3,9 @@ task (`ProcessPoolExecutor`, `multiprocessing.Pool`; fork and spawn) fails the p
 its line, as in a thread's, where before its `KernelCompileError` could not be unpickled in the
 parent (a broken executor; a `Pool` hung for ever); a production process whose SIGTERM handler's
 `sys.exit()` cut its write-back short ends with 143 once every exit function has run, where it
-ended with its main code's 0. The real CLI in subprocesses, real SQLite
-files, the real C compiler."""
+ended with its main code's 0; a run whose workload forked children that launched says so in a
+note of each pass (nothing of theirs is stored); ARCHITECTURE.md lists every module. The real
+CLI in subprocesses, real SQLite files, the real C compiler."""
 
 from __future__ import annotations
 
@@ -204,3 +205,46 @@ def test_the_module_map_lists_every_module_and_no_other() -> None:
     found = sorted(str(p.relative_to(package)) for p in package.rglob("*.py"))
     assert sorted(listed) == found
     assert len(listed) == len(set(listed))
+
+
+CHILDREN = """
+import multiprocessing as mp
+import os
+
+import warmcli
+from warmcli import Kernel
+
+DEVICE = "host"
+
+
+def work(i):
+    rt = warmcli.runtime("host")
+    o = rt.buffer(4, "float64")
+    rt.launch(Kernel("void c%d(double *o, int n) { o[0] = 1; }" % i, "c%d" % i, "Pi"), o, 4)
+    return i
+
+
+def workload(rt):
+    o = rt.buffer(4, "float64")
+    rt.launch(Kernel("void own(double *o, int n) { o[0] = 2; }", "own", "Pi"), o, 4)
+    if os.environ.get("CHILDREN"):
+        with mp.get_context("fork").Pool(2) as pool:
+            pool.map(work, range(2))
+"""
+
+
+@pytest.mark.parametrize("children", ["", "1"])
+def test_a_run_says_what_children_it_forked_launched_is_not_stored(
+    tmp_path: Path, children: str
+) -> None:
+    (tmp_path / "kids.py").write_text(CHILDREN)
+    done = _warm(tmp_path, "run", "kids.py", "-b", "k.warm", "-q", CHILDREN=children)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
+    if not children:
+        assert said == [], done.stdout
+        return
+    assert len(said) == 3, done.stdout  # each pass: CompileOnly, CompileAndAutotune, Verify
+    assert said[0].startswith("  note: 2 child process(es) the workload forked (pid "), said
+    assert "during CompileOnly: a child process is not seen, what it compiles is neither" in said[0]
+    assert "stored 1 new kernel(s)" in done.stdout  # the workload's own, only

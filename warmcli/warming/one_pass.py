@@ -3,9 +3,10 @@ host runtime it asks for besides: `warmcli.warming.companions`), inside that mod
 a collector of its own, which an observer may read while it runs, and returns a `PassReport`
 (its time, its statistics in all and per device, its notes, misses and compiler commands);
 `did_something` says whether a pass registered or launched anything, `merged` makes several
-passes' reports one. `warmcli.warming.passes` runs the warming passes and the verify pass with
-it. A pass ended by warm's own error hands that error the notes the pass had made
-(`WarmError.notes_before`). It owns no state and never prints.
+passes' reports one. What children the workload forked launched is said in a note
+(`warmcli.warming.forked_launches`: not stored). `warmcli.warming.passes` runs the warming
+passes and the verify pass with it. A pass ended by warm's own error hands that error the notes
+the pass had made (`WarmError.notes_before`). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from warmcli.errors import DiscardedReadWarning, WarmError
-from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
+from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride, note_reported
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.warming.companions import Companions
+from warmcli.warming.forked_launches import note as forked_note
+from warmcli.warming.forked_launches import watching
 from warmcli.warming.isolation import note_pass
 from warmcli.warming.workload import Workload
 
@@ -72,12 +75,17 @@ def run_pass(
         warnings.simplefilter("ignore", DiscardedReadWarning)
         completed = False
         try:
-            with companions(extra.provide) if extra else contextlib.nullcontext():
+            with (
+                companions(extra.provide) if extra else contextlib.nullcontext(),
+                watching(runtimes, extra) as children,
+            ):
                 for runtime in runtimes:
                     workload.run(runtime, label)
                     runtime.synchronize()
                 for runtime in extra.runtimes if extra else ():
                     runtime.synchronize()
+            if children:  # what a child it forked launched: said, as nothing of it is stored
+                note_reported(forked_note(label, children))
             completed = True
         except WarmError as exc:  # the notes made before it: said with its line
             exc.notes_before = tuple(collector.reader().notes())
