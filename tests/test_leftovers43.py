@@ -1,11 +1,12 @@
 """Leftovers of stop 42, fixed at stop 43: a kernel that fails to compile in a process pool's
 task (`ProcessPoolExecutor`, `multiprocessing.Pool`; fork and spawn) fails the pre-build with
 its line, as in a thread's, where before its `KernelCompileError` could not be unpickled in the
-parent (a broken executor; a `Pool` hung for ever); a production process whose SIGTERM handler's
-`sys.exit()` cut its write-back short ends with 143 once every exit function has run, where it
-ended with its main code's 0; a run whose workload forked children that launched says so in a
-note of each pass (nothing of theirs is stored); ARCHITECTURE.md lists every module. The real
-CLI in subprocesses, real SQLite files, the real C compiler."""
+parent (a broken executor; a `Pool` hung for ever), and so does a fork start method's process
+pool task ended by a GPU-less pre-build's want of a GPU, its future unread; a production process
+whose SIGTERM handler's `sys.exit()` cut its write-back short ends with 143 once every exit
+function has run, where it ended with its main code's 0; a run whose workload forked children
+that launched says so in a note of each pass (nothing of theirs is stored); ARCHITECTURE.md
+lists every module. The real CLI in subprocesses, real SQLite files, the real C compiler."""
 
 from __future__ import annotations
 
@@ -248,3 +249,46 @@ def test_a_run_says_what_children_it_forked_launched_is_not_stored(
     assert said[0].startswith("  note: 2 child process(es) the workload forked (pid "), said
     assert "during CompileOnly: a child process is not seen, what it compiles is neither" in said[0]
     assert "stored 1 new kernel(s)" in done.stdout  # the workload's own, only
+
+
+PROCESS_POOL = """
+import concurrent.futures
+import multiprocessing as mp
+import os
+
+import pycuda.autoinit  # noqa: F401
+import pycuda.driver as drv
+
+
+def work(i):
+    try:
+        drv.get_driver_version()
+    except RuntimeError:
+        if not os.environ.get("CAUGHT"):
+            raise
+
+
+def main():
+    ctx = mp.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        for i in range(2):
+            pool.submit(work, i)  # its future never read
+"""
+
+
+@pytest.mark.parametrize("caught", ["", "1"])
+def test_a_process_pool_task_ended_by_a_gpu_less_prebuilds_want_of_a_gpu_fails_it(
+    tmp_path: Path, caught: str
+) -> None:
+    (tmp_path / "pool.py").write_text(PROCESS_POOL)
+    args = ("run", "pool.py", "--entry", "main", "--pycuda", "--arch", "sm_80", "-q")
+    done = _warm(tmp_path, *args, "-b", "p.warm", CAUGHT=caught)
+    if caught:  # a task that caught it and went on: as a thread that does
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == (
+        "warm: error: workload raised during CompileOnly in a task of a process pool: "
+        "DeviceError: pycuda.driver.get_driver_version() needs a GPU: compile-only for sm_80 "
+        "(warm run --arch), none here\n"
+    ), done.stderr
