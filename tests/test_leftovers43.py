@@ -3,7 +3,7 @@ task (`ProcessPoolExecutor`, `multiprocessing.Pool`; fork and spawn) fails the p
 its line, as in a thread's, where before its `KernelCompileError` could not be unpickled in the
 parent (a broken executor; a `Pool` hung for ever), and so does a fork start method's process
 pool task ended by a GPU-less pre-build's want of a GPU, its future unread; a production process
-whose SIGTERM handler's `sys.exit()` cut its write-back short ends with 143 once every exit
+whose SIGTERM handler's `sys.exit(3)` cut its write-back short ends with 3 once every exit
 function has run, where it ended with its main code's 0; a run whose workload forked children
 that launched says so in a note of each pass (nothing of theirs is stored); ARCHITECTURE.md
 lists every module. The real CLI in subprocesses, real SQLite files, the real C compiler."""
@@ -125,12 +125,12 @@ time.sleep(6)
 c.execute("ROLLBACK")
 """
 
-# A server's way: `sys.exit()` on SIGTERM (status 0 under Python where it ends its main code);
-# an exit function and a logging handler set up before warm's import.
+# A server's way: `sys.exit(3)` on SIGTERM (its status under Python where it ends its main
+# code); an exit function and a logging handler set up before warm's import.
 PRODUCE = """
 import atexit, logging, signal, sys
 def stop(*_):
-    sys.exit()
+    sys.exit(3)
 signal.signal(signal.SIGTERM, stop)
 logging.basicConfig(filename=sys.argv[3])
 atexit.register(lambda: open(sys.argv[4], "w").write("ran"))
@@ -151,7 +151,7 @@ def _rows(bundle: Path) -> list[tuple[object, ...]]:
         return sorted(conn.execute("SELECT key, sha256 FROM kernels").fetchall())
 
 
-def test_sigterm_during_a_write_back_ends_143_after_every_exit_function(tmp_path: Path) -> None:
+def test_sigterm_in_a_write_back_ends_with_its_code_after_the_exit_handlers(tmp_path: Path) -> None:
     (tmp_path / "work.py").write_text(WORKLOAD)
     bundle = tmp_path / "b.warm"
     made = _warm(tmp_path, "run", "work.py", "-b", str(bundle), "-q")
@@ -185,7 +185,7 @@ def test_sigterm_during_a_write_back_ends_143_after_every_exit_function(tmp_path
         holder.kill()
         holder.wait()
     assert err == "warm: could not write back into the bundle: interrupted\n", err
-    assert produce.returncode == 143, produce.returncode  # was 0: the main code's status
+    assert produce.returncode == 3, produce.returncode  # was 0: the main code's status
     assert ran.read_text() == "ran" and "served" in log.read_text()  # they still ran
     assert _rows(bundle) == before  # nothing written, nothing lost
     verified = _warm(tmp_path, "verify", str(bundle))

@@ -153,8 +153,8 @@ def test_a_write_back_waiting_for_a_held_lock_stops_at_once_losing_nothing(
     assert seconds < PROMPT, (seconds, err)
     assert err == "warm: could not write back into the bundle: interrupted\n", err
     # a Ctrl-C ends it by SIGINT (130 in a shell), as anywhere else; a SIGTERM handler's
-    # SystemExit with its own code (143), once every other exit handler has run (stop 43:
-    # before, the main code's status, 0)
+    # failing SystemExit with its own code (143), once every other exit handler has run (stop
+    # 43: before, the main code's status, 0)
     want = -signal.SIGINT if sig == signal.SIGINT else 143
     assert produce.returncode == want, produce.returncode
     assert _rows(warmed) == before  # nothing written, nothing lost

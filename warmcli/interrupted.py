@@ -24,9 +24,9 @@ another process's lock to begin or commit that step (`warmcli.bundle.waiting`) a
 `held_came` and ends, the step undone, rather than hold a stop that long. A Ctrl-C that cut
 warm's own exit handler short (a write-back) would leave CPython exiting 0, the stop only
 printed: `end_as_stopped` ends the process by SIGINT instead, and one a stop signal's
-handler's SystemExit cut short with its code, else by the signal's convention (143), once every
-exit handler has run. Its only state is what the holds in progress were sent (`_HELD`) and that
-code (`_EndsAs`, in `sys`); it never prints, and exits itself only there.
+handler's failing SystemExit cut short with that code (CPython would keep the main code's
+0), once every exit handler has run. Its only state is what the holds in progress were sent
+(`_HELD`) and that code (`_EndsAs`, in `sys`); it never prints, and exits itself only there.
 """
 
 from __future__ import annotations
@@ -68,19 +68,19 @@ def keep_sigint_exit() -> None:
 def end_as_stopped(stop: BaseException | None) -> None:
     """End the process as `stop`, caught in warm's exit handler, asks: a KeyboardInterrupt
     by SIGINT, as an unhandled one in the main code (the exit handlers after warm's still
-    run); a SystemExit (a stop signal's handler's) with its own code where that is a failing
-    one, else the signal's convention (`128 + N`: 143 for SIGTERM), once every other exit
-    handler has run (`_EndsAs`): not `os._exit` now, which would skip those registered before
-    warm's import, `multiprocessing`'s (its children joined or ended) and `logging`'s (its
-    handlers flushed), nor the main code's status (0 where it ended normally), which CPython
-    keeps for a SystemExit raised in an exit handler. None: `keep_sigint_exit()`."""
+    run); a failing SystemExit (a stop signal's handler's `sys.exit(1)`) with its code, once
+    every other exit handler has run (`_EndsAs`): not `os._exit` now, which would skip those
+    registered before warm's import, `multiprocessing`'s (its children joined or ended) and
+    `logging`'s (its handlers flushed), nor the main code's status (0 where it ended
+    normally), which CPython keeps for a SystemExit raised in an exit handler. A handler's
+    `sys.exit()` or `sys.exit(0)` asks for 0, as it would have had in the main code: left as
+    it is. None: `keep_sigint_exit()`."""
     if isinstance(stop, KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):
             exec(_RAISE)  # a constant: no outside text is executed
-    elif isinstance(stop, SystemExit):
-        code = stop.code
-        owns = isinstance(code, int) and 0 < code < 256  # (what `exit` would end it with)
-        sys.__dict__[_ENDS_AS] = _EndsAs(code if owns else 128 + _signal_of(stop))
+    elif isinstance(stop, SystemExit) and stop.code not in (None, 0):
+        code = stop.code  # (a text's: 1, as `exit` ends with one, its text unprinted here)
+        sys.__dict__[_ENDS_AS] = _EndsAs(code if isinstance(code, int) else 1)
     else:
         keep_sigint_exit()
 
@@ -99,25 +99,6 @@ class _EndsAs:
 
     def __del__(self) -> None:
         self.end(self.code)
-
-
-def _signal_of(stop: SystemExit) -> int:
-    """The stop signal whose Python handler raised `stop` (its frame on `stop`'s traceback):
-    SIGTERM where none is found (a handler that is no function, say)."""
-    import signal
-
-    codes: dict[object, int] = {}
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        handler = signal.getsignal(sig)
-        code = getattr(getattr(handler, "__func__", handler), "__code__", None)
-        if code is not None:
-            codes.setdefault(code, int(sig))
-    tb = stop.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code in codes:
-            return codes[tb.tb_frame.f_code]
-        tb = tb.tb_next
-    return int(signal.SIGTERM)
 
 
 def forget_interrupt() -> None:
