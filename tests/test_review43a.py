@@ -1,0 +1,61 @@
+"""Stop 43's review of perf43 (the hit table's entries are weak references sharing one
+callback) and of trial43a's README section on shipping a bundle in a library.
+
+A launch's hit path found a kernel's function by the object's id alone, trusting that the
+entry's callback removed it before the id could be reused: a callback interrupted (a Ctrl-C,
+any signal handler that raises, as it starts) left a gone kernel's entry, and a new kernel
+given its id ran the old one's function. A warming pass kept every kernel object it checked
+the arguments of (by id, strongly), so a workload making its kernels per call grew by one
+kernel a launch, and the second pass's hit table with it."""
+
+from __future__ import annotations
+
+from conftest import Warm
+
+# A gone kernel's entry left behind as a signal handler's exception would leave it (raised
+# as its callback starts); new kernels are made until one has a gone one's id.
+STALE_ENTRY = r"""
+import gc, json, sys
+import warmcli
+from warmcli import Kernel
+import importlib
+hits_module = importlib.import_module("warmcli.runtime.hits")
+rt = warmcli.runtime("host")
+SRC = "void put(int *p) {{ p[0] = {v}; }}"
+buf = rt.upload([0], "int32")
+old = [Kernel(SRC.format(v=1), "put", "P") for _ in range(50)]
+for k in old:
+    rt.launch(k, buf)
+del k
+ids = {id(k) for k in old}
+def interrupt(frame, event, arg):
+    if event == "call" and frame.f_code is hits_module._gone.__code__:
+        raise KeyboardInterrupt
+while old:  # each entry's callback interrupted as it starts
+    sys.settrace(interrupt)
+    try:
+        old.pop()
+    except KeyboardInterrupt:
+        pass
+    sys.settrace(None)
+keep, wrote = [], []
+for _ in range(100000):
+    k = Kernel(SRC.format(v=2), "put", "P")
+    keep.append(k)
+    if id(k) in ids:
+        rt.launch(k, buf)
+        wrote.append(int(rt.read(buf)[0]))
+        if len(wrote) == 5:
+            break
+print(json.dumps(wrote))
+"""
+
+
+def test_a_new_kernel_never_runs_a_gone_kernels_function_left_by_an_interrupted_callback(
+    warm: Warm,
+) -> None:
+    """Kernels freed while a signal handler raises in their entries' callback (Ctrl-C in a
+    notebook, as a cell drops its kernels): a new kernel at a gone one's id runs its own
+    source (wrote 1, the old kernel's, before)."""
+    wrote = warm.production(STALE_ENTRY)
+    assert wrote and set(wrote) == {2}, wrote
