@@ -10,6 +10,8 @@ kernel a launch, and the second pass's hit table with it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import Warm
 
 # A gone kernel's entry left behind as a signal handler's exception would leave it (raised
@@ -59,3 +61,31 @@ def test_a_new_kernel_never_runs_a_gone_kernels_function_left_by_an_interrupted_
     source (wrote 1, the old kernel's, before)."""
     wrote = warm.production(STALE_ENTRY)
     assert wrote and set(wrote) == {2}, wrote
+
+
+CHURN = """
+import gc, sys
+from warmcli import Kernel
+SRC = "void put(int *p) { p[0] = 1; }"
+def workload(rt):
+    buf = rt.buffer(1, "int32")
+    for i in range(3000):
+        rt.launch(Kernel(SRC, "put", "P"), buf)  # a kernel made per call, then dropped
+    gc.collect()
+    live = sum(isinstance(o, Kernel) for o in gc.get_objects())
+    print(f"live kernels: {live}", file=sys.stderr)
+"""
+
+
+def test_a_warming_pass_keeps_no_kernel_object_its_workload_dropped(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run` of a workload making a kernel per launch: each pass ends with the kernels
+    it dropped gone (before: the queue pass kept 3,000, its argument checks holding each by
+    id; the next pass 6,000, its hit table's entries alive with them)."""
+    workload = tmp_path / "churn.py"
+    workload.write_text(CHURN)
+    proc = warm("run", workload)
+    assert proc.returncode == 0, proc.stderr
+    live = [int(line.split()[-1]) for line in proc.stderr.splitlines() if "live kernels" in line]
+    assert len(live) >= 2 and max(live) < 10, live
