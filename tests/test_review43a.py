@@ -10,9 +10,16 @@ kernel a launch, and the second pass's hit table with it."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
-from conftest import Warm
+import pytest
+from conftest import ROOT, Warm
 
 # A gone kernel's entry left behind as a signal handler's exception would leave it (raised
 # as its callback starts); new kernels are made until one has a gone one's id.
@@ -89,3 +96,87 @@ def test_a_warming_pass_keeps_no_kernel_object_its_workload_dropped(
     assert proc.returncode == 0, proc.stderr
     live = [int(line.split()[-1]) for line in proc.stderr.splitlines() if "live kernels" in line]
     assert len(live) >= 2 and max(live) < 10, live
+
+
+ADD = "void add(int *p) {{ p[0] += {v}; }}"
+ADDS = """
+from warmcli import Kernel
+DEVICE = "host"
+def workload(rt):
+    rt.launch(Kernel({src!r}, "add", "P"), rt.buffer(1, "int32"))
+"""
+# A production process launching a kernel its bundle lacks, WARM_REPORT=1.
+LACKS = f"""
+import warmcli
+from warmcli import Kernel
+rt = warmcli.runtime("host")
+rt.launch(Kernel({ADD.format(v=2)!r}, "add", "P"), rt.buffer(1, "int32"))
+"""
+
+
+def _unprivileged(command: list[str]) -> list[str]:
+    """`command` as a user whom a read-only file's mode stops (root writes through it)."""
+    if os.geteuid() != 0:
+        return command
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root, with no setpriv to run as another user")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+
+
+def test_the_report_of_a_bundle_this_process_cannot_write_says_what_to_do_instead(
+    warm: Warm,
+) -> None:
+    """A library's bundle installed read-only (trial43a): WARM_REPORT said "re-warm it with
+    `warm run`", which the user cannot do there; it says so, and who can."""
+    shared = Path(tempfile.mkdtemp(prefix="warm-review43a-"))
+    try:
+        shared.chmod(0o755)
+        home, lib = shared / "home", shared / "lib"
+        home.mkdir(mode=0o777)
+        home.chmod(0o777)
+        lib.mkdir()
+        workload = shared / "adds.py"
+        workload.write_text(ADDS.format(src=ADD.format(v=1)))
+        proc = warm("run", "-q", "-b", lib / "lib.warm", workload)
+        assert proc.returncode == 0, proc.stderr
+        (lib / "lib.warm.lock").unlink()
+        (lib / "lib.warm").chmod(0o444)
+        lib.chmod(0o555)
+        env = dict(warm.env, WARM_HOME=str(home), WARM_BUNDLE=str(lib / "lib.warm"))
+        env.update(WARM_REPORT="1", PYTHONPATH=str(ROOT))
+        done = subprocess.run(
+            _unprivileged([sys.executable, "-c", LACKS]),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=shared,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        said = done.stderr.splitlines()[0]
+        assert "lacked 1 kernel(s) and 0 tune(s)" in said, done.stderr
+        assert "re-warm it with `warm run` where it was built" in said, said
+        assert "cannot write it" in said, said
+    finally:
+        for folder in (shared, shared / "lib"):
+            if folder.exists():
+                folder.chmod(0o755)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_a_bundle_of_a_newer_format_says_a_newer_warm_wrote_it(warm: Warm, tmp_path: Path) -> None:
+    """`bundle format version 4, this warm reads formats 1, 2, 3` said nothing of why nor
+    what to do: a newer warm wrote it, and an upgrade reads it. One line, exit 2."""
+    workload = tmp_path / "adds.py"
+    workload.write_text(ADDS.format(src=ADD.format(v=1)))
+    bundle = tmp_path / "b.warm"
+    assert warm("run", "-q", "-b", bundle, workload).returncode == 0
+    conn = sqlite3.connect(bundle)
+    with conn:
+        conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    proc = warm("stats", bundle)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "format version 4, this warm reads formats 1, 2, 3" in line, line
+    assert "a newer warm wrote it: upgrade warm to read it" in line, line

@@ -9,13 +9,14 @@ measured with the candidate it picked and its median, and how much slower the ot
 `picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`, made when first read, so a process
 that never reports never makes it);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
-owns no state, reads nothing but a runtime's misses and the default collector's notes, and
-never prints (`warmcli.production`
-fills and prints them, and imports this module only once a runtime missed something or a
-report is asked for: a hot process never does)."""
+owns no state, reads nothing but a runtime's misses, the default collector's notes and, for
+a report's text, whether the process could write its bundle (`cannot_write`), and never
+prints (`warmcli.production` fills and prints them, and imports this module only once a
+runtime missed something or a report is asked for: a hot process never does)."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from warmcli.printable import LISTED, cut, printable
@@ -119,6 +120,10 @@ class ProductionReport(Record, frozen=False):
         else:
             if not self.write:
                 then = "re-warm it with `warm run`"
+                if cannot_write(self.bundle):  # installed read-only (a library's, an image's)
+                    then = (
+                        f"this process cannot write it: {then} where it was built, or ask its owner"
+                    )
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
             else:
@@ -140,6 +145,16 @@ class ProductionReport(Record, frozen=False):
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         lines += [f"  note: {printable(note)}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
+
+
+def cannot_write(bundle: str) -> bool:
+    """Whether this process could not write the bundle file `bundle` (a path, as shown): the
+    file or its folder read-only to it, as a `warm run` into it needs both (its lock file is
+    made beside it). A URL, or a file gone: False (said otherwise)."""
+    if "://" in bundle or not os.path.isfile(bundle):
+        return False
+    folder = os.path.dirname(os.path.abspath(bundle))
+    return not (os.access(bundle, os.W_OK) and os.access(folder, os.W_OK))
 
 
 def judged_nothing(since: int = 0) -> list[str]:
