@@ -229,3 +229,38 @@ def test_threads_launching_kernels_made_and_freed_under_a_collecting_loop_comput
     collector freeing the cyclic ones in another: each wrote its own value, none lives on."""
     result = warm.production(THREADS)
     assert result == {"wrong": [], "live": 0}, result
+
+
+# A Ctrl-C handled as the hit table's callback runs: warm's handler called with the callback's
+# frame, as Python calls it for a signal landing there (a trace function's own frame else).
+CTRL_C_IN_CALLBACK = """
+import importlib, signal, sys
+from warmcli import Kernel
+hits = importlib.import_module("warmcli.runtime.hits")
+def workload(rt):
+    buf = rt.buffer(1, "int32")
+    k = Kernel("void put(int *p) { p[0] = 1; }", "put", "P")
+    rt.launch(k, buf)
+    def trace(frame, event, arg):
+        if event == "call" and frame.f_code is hits._gone.__code__:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
+    sys.settrace(trace)
+    del k
+    sys.settrace(None)
+    for _ in range(100000):  # (where a Ctrl-C sent again lands)
+        pass
+"""
+
+
+def test_a_ctrl_c_landing_in_the_hit_tables_callback_still_stops_warm_run(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """warm run's Ctrl-C handler raised KeyboardInterrupt inside the weak-reference callback
+    of a kernel's hit-table entry, where Python only prints it ("Exception ignored in:
+    <function _gone>"): the run went on and exited 0. It is sent again, as one landing in
+    importlib's callback is, and the run stops as interrupted."""
+    workload = tmp_path / "ctrl_c.py"
+    workload.write_text(CTRL_C_IN_CALLBACK)
+    proc = warm("run", "-b", tmp_path / "b.warm", workload)
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+    assert proc.returncode == 130, proc.stderr
