@@ -264,3 +264,26 @@ def test_a_ctrl_c_landing_in_the_hit_tables_callback_still_stops_warm_run(
     proc = warm("run", "-b", tmp_path / "b.warm", workload)
     assert "Exception ignored" not in proc.stderr, proc.stderr
     assert proc.returncode == 130, proc.stderr
+
+
+UNREFERENCEABLE = """
+import json, weakref
+import warmcli
+from warmcli import Kernel
+rt = warmcli.runtime("host")
+kernel = Kernel("void put(int *p) { p[0] += 3; }", "put", "P")
+buf = rt.upload([0], "int32")
+proxy = weakref.proxy(kernel)  # no weak reference can be made to it
+for _ in range(3):
+    rt.launch(proxy, buf)
+rt.launch(kernel, buf)
+print(json.dumps(int(rt.read(buf)[0])))
+"""
+
+
+def test_a_kernel_that_cannot_be_weakly_referenced_launches_all_the_same(warm: Warm) -> None:
+    """A kernel passed as a `weakref.proxy` (which no weak reference can point at) raised
+    `TypeError: cannot create weak reference to 'weakref.ProxyType' object` at its first
+    launch, its kernel compiled, since the hit table held kernels weakly (stop 42); it
+    launches, keyed at each launch (it was held strongly before then)."""
+    assert warm.production(UNREFERENCEABLE) == 12

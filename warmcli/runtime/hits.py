@@ -51,12 +51,16 @@ def put_hit(hits: Hits, kernel: Kernel, function: Any, collector: StatisticsColl
     """Keep `kernel`'s function (and the collector it was registered in) in `hits` until the
     kernel object goes. An entry it has keeps its reference: its collector is the new one
     (its function, this device's loaded kernel, the same; a hit reads either, unlocked); a
-    gone kernel's left there (its callback interrupted) is replaced."""
+    gone kernel's left there (its callback interrupted) is replaced. An object no weak
+    reference can point at (a `weakref.proxy` of a kernel) is never kept: never a hit."""
     key = id(kernel)
     old = hits.get(key)
     if old is not None and old() is kernel:
         old.function, old.collector = function, collector
         return
-    hit = Hit(kernel, _gone)
+    try:
+        hit = Hit(kernel, _gone)
+    except TypeError:  # no weak reference to it (a `weakref.proxy`): keyed at each launch
+        return
     hit.hits, hit.key, hit.function, hit.collector = hits, key, function, collector
     hits[key] = hit
