@@ -287,3 +287,40 @@ def test_a_kernel_that_cannot_be_weakly_referenced_launches_all_the_same(warm: W
     launch, its kernel compiled, since the hit table held kernels weakly (stop 42); it
     launches, keyed at each launch (it was held strongly before then)."""
     assert warm.production(UNREFERENCEABLE) == 12
+
+
+# A process serving a copy of a bundle that is removed (importlib.resources.as_file's, once
+# its block ends), then forked: the child opens it anew and finds no file.
+REMOVED = """
+import json, os, shutil, sys
+import warmcli
+from warmcli import Kernel
+copy = sys.argv[1] + ".copy"
+shutil.copy(sys.argv[1], copy)
+warmcli.use_bundle(copy, write=False)
+rt = warmcli.runtime("host")
+os.remove(copy)
+read, write = os.pipe()
+if os.fork() == 0:
+    rt.launch(Kernel(sys.argv[2], "add", "P"), rt.buffer(1, "int32"))
+    os.write(write, str(warmcli.report()).splitlines()[0].encode())
+    os._exit(0)
+os.close(write)
+os.wait()
+print(json.dumps(os.read(read, 4096).decode()))
+"""
+
+
+def test_the_report_of_a_bundle_removed_since_its_open_says_so_not_re_warm_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A forked child of a process whose bundle file was removed (trial43a's as_file copy)
+    compiled cold, and its report said the bundle 'lacked' them: 're-warm it with `warm
+    run`', of a file no longer there; it says the file is gone."""
+    workload = tmp_path / "adds.py"
+    workload.write_text(ADDS.format(src=ADD.format(v=1)))
+    bundle = tmp_path / "b.warm"
+    assert warm("run", "-q", "-b", bundle, workload).returncode == 0
+    said = warm.production(REMOVED, bundle, ADD.format(v=1))
+    assert "compiled and tuned them itself" in said, said
+    assert "re-warm it" not in said and "no file is at that path now" in said, said

@@ -10,7 +10,7 @@ measured with the candidate it picked and its median, and how much slower the ot
 that never reports never makes it);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
 owns no state, reads nothing but a runtime's misses, the default collector's notes and, for
-a report's text, whether the process could write its bundle (`cannot_write`), and never
+a report's text, whether its bundle's file is there and writable (`cannot_write`), and never
 prints (`warmcli.production` fills and prints them, and imports this module only once a
 runtime missed something or a report is asked for: a hot process never does)."""
 
@@ -120,7 +120,11 @@ class ProductionReport(Record, frozen=False):
         else:
             if not self.write:
                 then = "re-warm it with `warm run`"
-                if cannot_write(self.bundle):  # installed read-only (a library's, an image's)
+                # gone (an `as_file` copy, its block ended): where a relative path's folder
+                # cannot be known to be the one it was opened in, not said
+                if os.path.isabs(self.bundle) and not os.path.exists(self.bundle):
+                    then = "no file is at that path now: it was removed since it was opened"
+                elif cannot_write(self.bundle):  # installed read-only (a library's, an image's)
                     then = (
                         f"this process cannot write it: {then} where it was built, or ask its owner"
                     )
@@ -150,8 +154,8 @@ class ProductionReport(Record, frozen=False):
 def cannot_write(bundle: str) -> bool:
     """Whether this process could not write the bundle file `bundle` (a path, as shown): the
     file or its folder read-only to it, as a `warm run` into it needs both (its lock file is
-    made beside it). A URL, or a file gone: False (said otherwise)."""
-    if "://" in bundle or not os.path.isfile(bundle):
+    made beside it). A URL, or a file gone: False."""
+    if "://" in bundle or not os.path.isfile(bundle):  # (a file gone: said otherwise)
         return False
     folder = os.path.dirname(os.path.abspath(bundle))
     return not (os.access(bundle, os.W_OK) and os.access(folder, os.W_OK))
