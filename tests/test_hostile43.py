@@ -1,0 +1,72 @@
+"""Holes hostile43 found in what stop 42 added, each reproduced for real: the real CLI in a
+subprocess, real servers on 127.0.0.1, real SQLite files."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+# `urlsplit` reads `[::1]x.invalid` as the host `::1` (this machine: plain http:// taken),
+# but `http.client` connects to the name `[::1]x.invalid` as it is, which a DNS server (or
+# /etc/hosts) may give any address: a plain-http download, and its credentials, went there.
+TWO_WAYS = ("[::1]x.invalid", "x.invalid[::1]", "[::1]]")
+
+
+@pytest.fixture
+def redirecting() -> Iterator[list[str]]:
+    """A plain http:// server on 127.0.0.1 whose every answer redirects to the URL in the
+    list it gives (its first item), the requests it took appended to it."""
+    where: list[str] = [""]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            where.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", where[0])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    where.append(f"http://127.0.0.1:{server.server_address[1]}/b.warm")
+    try:
+        yield where
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("host", TWO_WAYS)
+def test_a_plain_http_url_whose_host_is_read_two_ways_is_refused(
+    warm: Warm, tmp_path: Path, host: str
+) -> None:
+    """`http://u:s3cr3t@[::1]x.invalid:8/b.warm` was taken as plain http:// to this machine (its
+    host read as `::1`), then connected to the name `[::1]x.invalid` (a DNS lookup: with an
+    answer, a remote machine got the download's request and its password, in the clear).
+    Refused now as plain http:// elsewhere, before any lookup."""
+    proc = warm("pull", f"http://u:s3cr3t@{host}:8/b.warm", tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert "plain http:// is refused" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "s3cr3t" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("host", TWO_WAYS)
+def test_a_redirect_to_a_host_read_two_ways_is_refused(
+    warm: Warm, tmp_path: Path, redirecting: list[str], host: str
+) -> None:
+    """A plain http:// store on this machine redirecting to `http://[::1]x.invalid:8/` was
+    followed (judged this machine's), and the name looked up: refused now, one line."""
+    redirecting[0] = f"http://{host}:8/b.warm"
+    proc = warm("pull", redirecting[1], tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert "redirect to" in proc.stderr and "refused" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
