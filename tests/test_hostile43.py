@@ -4,7 +4,7 @@ subprocess, real servers on 127.0.0.1, real SQLite files."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -19,8 +19,8 @@ TWO_WAYS = ("[::1]x.invalid", "x.invalid[::1]", "[::1]]")
 
 @pytest.fixture
 def redirecting() -> Iterator[list[str]]:
-    """A plain http:// server on 127.0.0.1 whose every answer redirects to the URL in the
-    list it gives (its first item), the requests it took appended to it."""
+    """A plain http:// server on 127.0.0.1 whose every answer (but a HEAD's: 404) redirects
+    to the URL in the list it gives (its first item), the paths it took appended to it."""
     where: list[str] = [""]
 
     class Handler(BaseHTTPRequestHandler):
@@ -30,6 +30,15 @@ def redirecting() -> Iterator[list[str]]:
             self.send_header("Location", where[0])
             self.send_header("Content-Length", "0")
             self.end_headers()
+
+        def do_HEAD(self) -> None:  # nothing there yet
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_PUT(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.do_GET()
 
         def log_message(self, *args: object) -> None:
             pass
@@ -70,3 +79,18 @@ def test_a_redirect_to_a_host_read_two_ways_is_refused(
     assert proc.returncode == 2, proc.stderr
     assert "redirect to" in proc.stderr and "refused" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_push_redirected_elsewhere_says_the_redirect_refused_once(
+    warm: Warm, tmp_path: Path, redirecting: list[str], host_bundle: Callable[[Path], Path]
+) -> None:
+    """A store answering a push's PUT with a redirect to plain http:// elsewhere: refused,
+    but said as `store unreachable (URL: redirect to ... refused (...))`, the URL twice and
+    the store called unreachable though it answered. Said as the download says it now."""
+    redirecting[0] = "http://192.0.2.1/b.warm"
+    proc = warm("push", host_bundle(tmp_path / "b.warm"), redirecting[1])
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert line == f"warm: error: {redirecting[1]}: redirect to {redirecting[0]} refused " + (
+        "(http:// is taken only for this machine (localhost, 127.0.0.1))"
+    ), line
