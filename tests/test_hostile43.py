@@ -3,6 +3,8 @@ subprocess, real servers on 127.0.0.1, real SQLite files."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,12 +22,20 @@ TWO_WAYS = ("[::1]x.invalid", "x.invalid[::1]", "[::1]]")
 @pytest.fixture
 def redirecting() -> Iterator[list[str]]:
     """A plain http:// server on 127.0.0.1 whose every answer (but a HEAD's: 404) redirects
-    to the URL in the list it gives (its first item), the paths it took appended to it."""
+    to the URL in the list it gives (its first item; where it is a path, that file is
+    served instead), the paths it took appended to it."""
     where: list[str] = [""]
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             where.append(self.path)
+            if where[0].startswith("/"):  # a path: that file served
+                body = Path(where[0]).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self.send_response(302)
             self.send_header("Location", where[0])
             self.send_header("Content-Length", "0")
@@ -94,3 +104,25 @@ def test_a_push_redirected_elsewhere_says_the_redirect_refused_once(
     assert line == f"warm: error: {redirecting[1]}: redirect to {redirecting[0]} refused " + (
         "(http:// is taken only for this machine (localhost, 127.0.0.1))"
     ), line
+
+
+def test_a_pull_over_a_path_whose_journal_is_a_fifo_ends_and_replaces_it(
+    warm: Warm, tmp_path: Path, redirecting: list[str], host_bundle: Callable[[Path], Path]
+) -> None:
+    """`warm pull URL PATH` where a FIFO sits beside PATH as its `-journal` (planted by
+    anyone who may write the folder): counting what PATH held that the pull drops opened PATH
+    read-only with SQLite, whose look for a hot journal opened the FIFO and waited for a
+    writer of the pipe for ever, in C, retrying on EINTR: SIGINT, SIGTERM and SIGHUP were
+    never acted on (only SIGKILL ended it), PATH's write lock held all along. The journal is
+    judged first now (`check_journal`), as every other open of a bundle judges it: the pull
+    ends, and PATH is the pulled bundle, sound."""
+    redirecting[0] = str(host_bundle(tmp_path / "served.warm"))
+    path = host_bundle(tmp_path / "b.warm")
+    os.mkfifo(f"{path}-journal")
+    try:
+        proc = warm("pull", redirecting[1], path, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("warm pull hung on PATH's FIFO journal")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert warm("verify", path).returncode == 0
