@@ -126,3 +126,22 @@ def test_a_pull_over_a_path_whose_journal_is_a_fifo_ends_and_replaces_it(
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert warm("verify", path).returncode == 0
+
+
+def test_a_workload_that_is_there_but_no_file_is_not_said_missing(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm run w.py` where `w.py` is a FIFO (or a link to /dev/null) said `w.py: no such
+    workload file`, though it is there: said as what it is now, one line, nothing opened
+    (a FIFO's open would wait for a writer)."""
+    fifo = tmp_path / "w.py"
+    os.mkfifo(fifo)
+    (tmp_path / "null.py").symlink_to(os.devnull)
+    for path in (fifo, tmp_path / "null.py"):
+        proc = warm("run", path, "-b", tmp_path / "b.warm", timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        assert (
+            proc.stderr
+            == f"warm: error: {path}: is no regular file: a workload is a Python file (.py)\n"
+        )
+    assert not (tmp_path / "b.warm").exists()
