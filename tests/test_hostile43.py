@@ -3,9 +3,14 @@ subprocess, real servers on 127.0.0.1, real SQLite files."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import sqlite3
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -145,3 +150,57 @@ def test_a_workload_that_is_there_but_no_file_is_not_said_missing(
             == f"warm: error: {path}: is no regular file: a workload is a Python file (.py)\n"
         )
     assert not (tmp_path / "b.warm").exists()
+
+
+HOLD_READ = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN")
+conn.execute("SELECT count(*) FROM tunes").fetchall()  # its read lock, held
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_big_removal_under_a_reader_ends_at_once_on_sigterm(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    """`warm clean --tune OP` removing 20,000 tunes while a reader holds its read lock: the
+    removal's changes outgrow SQLite's page cache, whose spill to the file needs the readers
+    gone, so SQLite waited its whole slice (50 ms) for them at each page read from then on,
+    in C: the removal took minutes, and a SIGTERM (held while the write is one step) was not
+    acted on for all that time (over 30 s: past a pod's grace period). The write's statements
+    wait for nothing now (a spill refused leaves the pages in memory, as the slice's did);
+    the commit waits for the reader, a slice at a time, and the signal ends it: exit 130,
+    nothing removed. (The tunes made here are not warm's own: `warm verify` would flag them.)"""
+    path = host_bundle(tmp_path / "b.warm")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) "
+            "INSERT INTO tunes SELECT randomblob(32), 'bulk', shape_key || i, device, checksum, "
+            "status, pick, candidates, seconds, measured_at, updated || randomblob(200) "
+            "FROM n, (SELECT * FROM tunes LIMIT 1)"
+        )
+    conn.close()
+    reader = subprocess.Popen(
+        [sys.executable, "-c", HOLD_READ, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == "held\n"
+        clean = warm.popen("clean", "--tune", "bulk", path)
+        time.sleep(3)  # into the removal (its commit, once it is quick)
+        clean.send_signal(signal.SIGTERM)
+        try:
+            _, err = clean.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            clean.kill()
+            clean.communicate()
+            pytest.fail("warm clean did not end within 5 s of SIGTERM")
+        assert clean.returncode == 130, err
+        assert err.startswith("warm: interrupted"), err
+    finally:
+        reader.kill()
+        reader.wait()
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # undone whole: every tune kept
+        assert conn.execute("SELECT count(*) FROM tunes").fetchone() == (20003,)
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
