@@ -204,3 +204,72 @@ def test_a_big_removal_under_a_reader_ends_at_once_on_sigterm(
     with contextlib.closing(sqlite3.connect(path)) as conn:  # undone whole: every tune kept
         assert conn.execute("SELECT count(*) FROM tunes").fetchone() == (20003,)
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+FILLS = """
+from warmcli import Kernel
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+def workload(rt):
+    for d in (3, 5, 6):
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), rt.buffer(5, "float64"), 5)
+"""
+# A production process started while a writer holds its bundle's lock (the waits shortened,
+# as tests/test_leftovers42a.py shortens them): cold at first, then served once it is free.
+LATE_OPEN = """
+import time
+import warmcli.bundle.file as bundle_file
+import warmcli.bundle.reopening as reopening
+bundle_file.LOCK_WAIT_SECONDS, reopening.REOPEN_SECONDS = 1.0, 0.5
+import warmcli
+from warmcli import Kernel
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV) + 0.5; }"
+rt = warmcli.runtime("host")
+def launch(d):
+    o = rt.buffer(5, "float64")
+    rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 5)
+    return rt.read(o).tolist()
+print(launch(3), len(warmcli.report().kernels), flush=True)
+input()  # the lock is free now
+time.sleep(0.6)
+print(launch(5), launch(6), len(warmcli.report().kernels), flush=True)
+"""
+HOLD = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+input()
+conn.execute("ROLLBACK")
+"""
+
+
+def test_a_bundle_path_of_no_utf8_locked_at_open_is_served_once_free(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`WARM_BUNDLE` naming a file whose name is no UTF-8 (a byte a Latin-1 system wrote),
+    locked by a writer when the process opened it: at the next lookup's try, the lock's
+    probe spelled the path as a URI with `urllib.parse.quote`, which raised
+    `UnicodeEncodeError` out of the workload's launch (a traceback, the process dead).
+    Spelled now as every read-only open spells it (`file._read_only_uri`): served."""
+    path = tmp_path / os.fsdecode(b"b\xff.warm")
+    workload = tmp_path / "fills.py"
+    workload.write_text(FILLS)
+    assert warm("run", "-q", "--bundle", path, workload).returncode == 0
+    env = dict(warm.env, WARM_BUNDLE=str(path), PYTHONPATH=str(Path(__file__).parents[1]))
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], **pipes)  # type: ignore[call-overload]
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        server = subprocess.Popen(
+            [sys.executable, "-c", LATE_OPEN], env=env, stderr=subprocess.PIPE, **pipes
+        )  # type: ignore[call-overload]
+        assert server.stdout is not None
+        assert server.stdout.readline().endswith("] 1\n")  # cold: the one it launched
+        holder.communicate("\n", timeout=10)  # the writer ends
+        out, err = server.communicate("\n", timeout=30)
+    finally:
+        holder.kill()
+    assert server.returncode == 0, err
+    assert "Traceback" not in err
+    assert out.endswith(" 1\n"), out  # served: nothing more compiled
