@@ -9,16 +9,20 @@ tunes it measured whose check told no candidate apart (`judged_nothing`), as the
 measured with the candidate it picked and its median, and how much slower the others were,
 `picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`, made when first read, so a process
 that never reports never makes it);
-`misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
-owns no state, reads nothing but a runtime's misses and the default collector's notes, and
-never prints (`warmcli.production`
-fills and prints them, and imports this module only once a runtime missed something or a
-report is asked for: a hot process never does)."""
+`misses_of` reads them off a runtime (`Runtime.done_cold` counts them); `report_of` assembles
+the report of production's state (`warmcli.production`'s one object, its lock held: the misses
+of its runtimes and of those closed, what closed ones did cold since, the bundle as shown).
+Plain records: it owns no state, reads nothing but that state, a runtime's misses, the
+default collector's notes and, for a report's text, whether its bundle's file is there and
+writable (`cannot_write`), and never prints (`warmcli.production` prints them, and imports
+this module only once a runtime missed something or a report is asked for: a hot process
+never does)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from warmcli.printable import LISTED, cut, printable
 from warmcli.records import Record, TuneRecord, factory
@@ -129,6 +133,14 @@ class ProductionReport(Record, frozen=False):
         else:
             if not self.write:
                 then = "re-warm it with `warm run`"
+                # gone (an `as_file` copy, its block ended): where a relative path's folder
+                # cannot be known to be the one it was opened in, not said
+                if os.path.isabs(self.bundle) and not os.path.exists(self.bundle):
+                    then = "no file is at that path now: it was removed since it was opened"
+                elif cannot_write(self.bundle):  # installed read-only (a library's, an image's)
+                    then = (
+                        f"this process cannot write it: {then} where it was built, or ask its owner"
+                    )
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
             else:
@@ -151,6 +163,16 @@ class ProductionReport(Record, frozen=False):
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         lines += [f"  note: {printable(note)}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
+
+
+def cannot_write(bundle: str) -> bool:
+    """Whether this process could not write the bundle file `bundle` (a path, as shown): the
+    file or its folder read-only to it, as a `warm run` into it needs both (its lock file is
+    made beside it). A URL, or a file gone: False."""
+    if "://" in bundle or not os.path.isfile(bundle):  # (a file gone: said otherwise)
+        return False
+    folder = os.path.dirname(os.path.abspath(bundle))
+    return not (os.access(bundle, os.W_OK) and os.access(folder, os.W_OK))
 
 
 def judged_nothing(since: int = 0) -> list[str]:
@@ -202,6 +224,36 @@ def misses_of(rt: Runtime) -> list[Miss]:
     cut_short = "(measuring interrupted: nothing stored)"  # by a Ctrl-C
     tunes += [Miss("tune", device, f"{n} {cut_short}", k) for k, n in list(rt.tunes_cut.items())]
     return kernels + tunes
+
+
+def report_of(state: Any) -> ProductionReport:
+    """The report of `state`, production's one object (`warmcli.production._Production`: its
+    lock held), as `report()` hands it out and `WARM_REPORT` prints it."""
+    from warmcli.bundle import served
+
+    misses = list(state.closed_misses)
+    for rt in state.runtimes.values():
+        misses += state._own_misses(rt)
+    misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
+    signed = state.write and bool(misses) and served.signed(state.bundle)
+    # what runtimes closed meanwhile did cold since (those collected since, then the others)
+    kernels, tunes = map(sum, zip((0, 0), *list(state.gone), strict=True))
+    for rt, (then_kernels, then_tunes) in list(state.closed.items()):
+        now_kernels, now_tunes = rt.done_cold()
+        kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
+    tuned = any(m.kind == "tune" for m in misses)
+    notes = list(dict.fromkeys(judged_nothing(state.notes_from))) if tuned else []  # once
+    from warmcli.bundle.location import shown  # a URL's password or query: never said
+
+    path, reopening = state.path, state.reopening  # (or the one locked at its open)
+    if path is None and reopening is not None:
+        path = reopening.path
+    bundle = shown(path) if path is not None else None
+    report = ProductionReport(bundle, state.write, misses, signed, "", kernels, tunes, notes)
+    report.refused = refused_of(state.runtimes.values())  # strict mode's (WARM_STRICT=1)
+    if state.path is None and reopening is not None and reopening.bundle is None:
+        report.locked = reopening.refused or "locked"  # not opened since: why
+    return report
 
 
 def refused_of(runtimes: Iterable[Runtime]) -> list[Miss]:

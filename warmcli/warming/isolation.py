@@ -52,7 +52,7 @@ from types import FrameType
 from typing import Any
 
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
-from warmcli.interrupted import in_import_callback, send_again
+from warmcli.interrupted import in_quiet_callback, send_again
 from warmcli.records import Record, factory
 from warmcli.warming.crashes import (
     CRASH_SIGNALS,
@@ -375,7 +375,7 @@ def interrupt_on_signals() -> None:
             return
         stop_compilers()
         mark_stop_sent()  # a workload that catches the interrupt (pytest) still stops
-        if in_import_callback(frame) and send_again(signum):  # only printed there: later
+        if in_quiet_callback(frame) and send_again(signum):  # only printed there: later
             return
         if not raised:
             raised = True
