@@ -67,3 +67,82 @@ def test_a_buffer_made_at_a_dead_kept_buffers_id_is_still_put_back(warm: Warm) -
     got = json.loads(proc.stdout)
     assert got["reused"], got  # (CPython gave the accumulator a dead workspace's id)
     assert got["acc"] == 1, got
+
+
+# Two kernels and a tune; `first` launches one (the runtime prefetches the bundle's rows for
+# its device then), `second` the others, after the bundle was closed (argv[2]).
+CLOSED = """
+import numpy as np
+from warmcli import Kernel, Tunable
+K1 = Kernel("void put(int *p) { p[0] = 7; }", "put", "P")
+K2 = Kernel("void put2(int *p) { p[0] = 8; }", "put2", "P")
+KS = {f"c{i}": Kernel("void k(int *x, long n) { x[0] += 1; }", "k", "Pl", defines={"C": i})
+      for i in range(2)}
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, n, stream=stream)
+T = Tunable("t3", KS, launch, repeats=2)
+def first(rt):
+    b = rt.buffer(1, "int32"); rt.launch(K1, b); return int(rt.read(b)[0])
+def second(rt):
+    b = rt.buffer(1, "int32"); rt.launch(K2, b)
+    x = rt.upload(np.zeros(1, np.int32)); rt.tune(T, x, 1)
+    return int(rt.read(b)[0]), int(rt.read(x)[0])
+def workload(rt):
+    b = rt.buffer(1, "int32"); rt.launch(K1, b); rt.launch(K2, b)
+    rt.tune(T, rt.upload(np.zeros(1, np.int32)), 1)
+"""
+AFTER_CLOSE = """
+import json, runpy, sys, warmcli, warmcli.production
+m = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+first = m["first"](rt)
+if sys.argv[2] == "close":
+    warmcli.production.close()
+else:
+    warmcli.use_bundle(None)
+second = m["second"](rt)
+print(json.dumps({"first": first, "second": second, "cold": rt.done_cold()}))
+"""
+
+
+def test_a_runtime_closed_before_its_launches_compiles_them_cold(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A runtime obtained before `use_bundle` (or `production.close()`) closed it went on
+    serving the closed bundle's builds whose rows it had prefetched (the README: it compiles
+    and tunes cold; the report counted 2 kernels done cold, not 3). What it had not loaded
+    when closed is now compiled here, and the results are a cold run's."""
+    workload = tmp_path / "closed.py"
+    workload.write_text(CLOSED)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", "-b", bundle, workload).returncode == 0
+    for how in ("close", "use_bundle"):
+        env = dict(warm.env, WARM_BUNDLE=str(bundle))
+        proc = subprocess.run(
+            [sys.executable, "-c", AFTER_CLOSE, workload, how],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(proc.stdout)
+        assert got == {"first": 7, "second": [8, 1], "cold": [3, 1]}, (how, got)
+
+
+def test_a_closed_cuda_devices_error_says_what_closed_it_and_what_to_do() -> None:
+    """A fake: a CUDA device as its runtime's close leaves it (no context; no GPU here). Its
+    error said only "cuda:0 is closed"; it names what closed it and asks for a new runtime."""
+    import pytest
+
+    from warmcli.backends.cuda.device import CudaDevice
+    from warmcli.errors import DeviceError
+
+    closed_fake = CudaDevice.__new__(CudaDevice)
+    closed_fake.id, closed_fake._context = "cuda:0", None
+    with pytest.raises(DeviceError) as caught:
+        closed_fake._push()
+    assert "use_bundle()" in str(caught.value), caught.value
+    assert str(caught.value).endswith("ask warmcli.runtime() again for one")
+    assert "\n" not in str(caught.value)
