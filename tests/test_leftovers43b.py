@@ -146,3 +146,37 @@ def test_a_closed_cuda_devices_error_says_what_closed_it_and_what_to_do() -> Non
     assert "use_bundle()" in str(caught.value), caught.value
     assert str(caught.value).endswith("ask warmcli.runtime() again for one")
     assert "\n" not in str(caught.value)
+
+
+# A pre-build whose pool's `spawn` worker imports pycuda: in its task (the error handed back
+# whole), or at the import of the workload file that unpickling the task makes (the pool
+# broken, the worker's own traceback on the shared stderr).
+SPAWNED = """
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+{top}
+def task(n):
+    import pycuda.autoinit  # noqa: F401
+    return n
+
+def workload():
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(task, 1).result()
+"""
+NO_STANDINS = "PyCUDA stand-ins are in the workload's own process only"
+
+
+def test_a_spawn_child_importing_pycuda_under_a_gpu_less_pre_build_is_said(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A spawn worker has none of `--pycuda --arch`'s stand-ins: the run failed with "No
+    module named 'pycuda'", or only "BrokenProcessPool: A process in the process pool was
+    terminated abruptly" where the worker failed importing the workload file. The worker's
+    pycuda now says why, and so does the run's one error line in both cases."""
+    for name, top in (("in_task", ""), ("at_import", "import pycuda.autoinit")):
+        workload = tmp_path / f"{name}.py"
+        workload.write_text(SPAWNED.format(top=top))
+        proc = warm("run", "--pycuda", "--arch", "sm_80", "-b", tmp_path / "b.warm", workload)
+        assert proc.returncode == 2, proc.stderr
+        error = [line for line in proc.stderr.splitlines() if line.startswith("warm: error:")]
+        assert len(error) == 1 and NO_STANDINS in error[0], (name, proc.stderr)
