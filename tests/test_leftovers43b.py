@@ -180,3 +180,42 @@ def test_a_spawn_child_importing_pycuda_under_a_gpu_less_pre_build_is_said(
         assert proc.returncode == 2, proc.stderr
         error = [line for line in proc.stderr.splitlines() if line.startswith("warm: error:")]
         assert len(error) == 1 and NO_STANDINS in error[0], (name, proc.stderr)
+
+
+# A workload that forks a child launching a kernel of its own, in every pass.
+FORKS = """
+import os
+from warmcli import Kernel
+K = Kernel("void put(int *p) { p[0] = 7; }", "put", "P")
+CHILDS = Kernel("void put2(int *p) { p[0] = 9; }", "put2", "P")
+def workload(rt):
+    b = rt.buffer(1, "int32")
+    rt.launch(K, b)
+    pid = os.fork()
+    if pid == 0:
+        rt.launch(CHILDS, b)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_children_that_launched_are_said_once_and_the_bundle_not_called_complete(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The note of forked children that launched was said in each of the three passes, and
+    "the bundle is complete" beside it, though it lacks what the children launched: said
+    once (in the first pass that saw them, naming every pass that did), and the verify line
+    says complete for what this process launched only."""
+    workload = tmp_path / "forks.py"
+    workload.write_text(FORKS)
+    proc = warm("run", "-b", tmp_path / "b.warm", workload)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    notes = [line for line in out.splitlines() if "child process(es) the workload forked" in line]
+    assert len(notes) == 1, out
+    assert "CompileOnly, CompileAndAutotune and Verify (Execute)" in notes[0], notes
+    assert "the bundle is complete\n" not in out, out
+    assert "complete for what this process launched, not for what the children" in out, out
+    got = warm.json("run", "-b", tmp_path / "b2.warm", workload)
+    said = [n for p in got["passes"] for n in p["notes"] if "the workload forked" in n]
+    assert len(said) == 1, got["passes"]
