@@ -221,7 +221,10 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts.append(line(f"bundle {report.bundle}: {report.signature}", style="yellow"))
     if report.shard:
         parts.append(line(f"shard {report.shard}: this shard's part only; warm merge joins them"))
-    if report.verified is True:
+    if report.verified is True and report.children_launched:  # theirs is not in it
+        said = "the bundle is complete for what this process launched, not for what the"
+        parts.append(line(f"verify: compiled 0 kernels, measured 0 tunes: {said} {CHILDREN}"))
+    elif report.verified is True:
         parts.append(
             line(
                 "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete",
@@ -232,3 +235,6 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts += [line(f"verify: {m}", style="red") for m in report.missing]
         parts += miss_lines(verify_misses(report))
     return Group(*parts)
+
+
+CHILDREN = "children it forked launched (the note above)"  # (`RunReport.children_launched`)
