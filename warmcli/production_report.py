@@ -123,7 +123,7 @@ class ProductionReport(Record, frozen=False):
             lines = [
                 f"warm: bundle {bundle} lacked {kernels} kernel(s) and "
                 f"{len(self.refused) - kernels} tune(s), which strict mode refused "
-                "(StrictMissError): re-warm it with `warm run`:"
+                f"(StrictMissError): {self._rewarm()}:"
             ]
         elif not self.misses:
             if cold:
@@ -132,15 +132,7 @@ class ProductionReport(Record, frozen=False):
             return f"warm: bundle {bundle} {served}"
         else:
             if not self.write:
-                then = "re-warm it with `warm run`"
-                # gone (an `as_file` copy, its block ended): where a relative path's folder
-                # cannot be known to be the one it was opened in, not said
-                if os.path.isabs(self.bundle) and not os.path.exists(self.bundle):
-                    then = "no file is at that path now: it was removed since it was opened"
-                elif cannot_write(self.bundle):  # installed read-only (a library's, an image's)
-                    then = (
-                        f"this process cannot write it: {then} where it was built, or ask its owner"
-                    )
+                then = self._rewarm()
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
             else:
@@ -163,6 +155,18 @@ class ProductionReport(Record, frozen=False):
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         lines += [f"  note: {printable(note)}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
+
+    def _rewarm(self) -> str:
+        """What a process that wrote nothing back tells its user to do about what its bundle
+        lacked: re-warm it, unless its file is gone or this process cannot write it."""
+        then = "re-warm it with `warm run`"
+        # gone (an `as_file` copy, its block ended): where a relative path's folder cannot be
+        # known to be the one it was opened in, not said
+        if os.path.isabs(self.bundle) and not os.path.exists(self.bundle):
+            return "no file is at that path now: it was removed since it was opened"
+        if cannot_write(self.bundle):  # installed read-only (a library's, an image's)
+            return f"this process cannot write it: {then} where it was built, or ask its owner"
+        return then
 
 
 def cannot_write(bundle: str) -> bool:
