@@ -1,0 +1,123 @@
+"""Review of trial43b's strict report (`warmcli.report().refused`, `WARM_REPORT=1` under
+`WARM_STRICT=1`): what strict mode refused is named wherever it was refused, with no
+bundle loaded and on a runtime closed before exit too, never `served everything`. Real
+CLI, real production processes, real C compiler."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+KERNELS = """
+from warmcli import Kernel
+
+ADD = Kernel("void add(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i]+1;}",
+             "add", "PPi")
+MUL = Kernel("void mul(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i]*2;}",
+             "mul", "PPi")
+"""
+
+# A strict process: `add` launched, `mul` refused twice (caught), then `{then}`.
+STRICT = """
+import sys, numpy as np, warmcli
+from kernels import ADD, MUL
+rt = warmcli.runtime("host")
+x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)
+for k in (ADD, MUL, MUL):
+    try:
+        rt.launch(k, x, o, 4)
+    except warmcli.StrictMissError:
+        print("refused")
+{then}
+print(len(warmcli.report().refused))
+"""
+
+
+def _served(warm: Warm, cwd: Path, then: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The strict process run in `cwd` with `WARM_STRICT=1 WARM_REPORT=1` and `env`."""
+    environ = dict(warm.env, WARM_STRICT="1", WARM_REPORT="1", **env)
+    environ.pop("WARM_BUNDLE", None) if "WARM_BUNDLE" not in env else None
+    code = STRICT.format(then=then)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True
+    )
+
+
+def _warmed(warm: Warm, tmp_path: Path) -> None:
+    """`b.warm` in `tmp_path`, holding `add` only."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "w.py").write_text(
+        "import numpy as np\nfrom kernels import ADD\n\ndef workload(rt):\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", "-q", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_strict_without_a_bundle_names_what_it_refused(warm: Warm, tmp_path: Path) -> None:
+    """WARM_STRICT=1 with no bundle loaded (WARM_BUNDLE unset, none at the default path)
+    refuses every compile (`no bundle is loaded`); its report said only `this process
+    compiled 0 kernel(s) and tuned 0 operation(s) itself`, and `report().refused` was
+    empty: those refusals were never recorded. Both name them now."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = _served(warm, tmp_path, "", WARM_HOME=str(home))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["refused"] * 3 + ["2"], proc.stdout + proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("warm: no bundle is loaded"), proc.stderr
+    assert "strict mode refused 2" in first and first.endswith(":"), proc.stderr
+    assert "kernel add on host" in proc.stderr and "kernel mul on host" in proc.stderr
+    assert proc.stderr.count("kernel mul on host") == 1, proc.stderr
+    assert "no-bundle" in proc.stderr, proc.stderr
+
+
+def test_strict_refusals_outlive_close(warm: Warm, tmp_path: Path) -> None:
+    """A served process that calls `warmcli.production.close()` (a suite's teardown, a server's
+    shutdown) before exit: its misses were still reported (kept on close), but what strict
+    mode refused was read off the open runtimes only, so the report at exit forgot it and
+    `report().refused` was empty. Kept on close as the misses are."""
+    _warmed(warm, tmp_path)
+    proc = _served(
+        warm,
+        tmp_path,
+        "import warmcli.production\nwarmcli.production.close()",
+        WARM_BUNDLE="b.warm",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["refused", "refused", "1"], proc.stdout + proc.stderr
+    assert "served everything" not in proc.stderr, proc.stderr
+    assert "strict mode refused 1" in proc.stderr, proc.stderr
+    assert "kernel mul on host" in proc.stderr and "kernel add" not in proc.stderr
+
+
+def test_use_bundle_forgets_the_last_bundles_refusals(warm: Warm, tmp_path: Path) -> None:
+    """`use_bundle` starts a report about the bundle now in use (its misses forgotten, as
+    before): so are the refusals kept on close, the report saying the new bundle served."""
+    _warmed(warm, tmp_path)
+    then = "warmcli.use_bundle('b.warm', strict=True)\nwarmcli.runtime('host')"
+    proc = _served(warm, tmp_path, then, WARM_BUNDLE="b.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["refused", "refused", "0"], proc.stdout + proc.stderr
+    assert "served everything" in proc.stderr, proc.stderr
+
+
+def test_a_forked_childs_report_has_not_its_parents_refusals(warm: Warm, tmp_path: Path) -> None:
+    """A child forked after its parent's refusal reports what it did itself, as its misses
+    are: the parent's refusal is not the child's (its report served everything)."""
+    _warmed(warm, tmp_path)
+    then = (
+        "import os\npid = os.fork()\nif pid:\n    os.waitpid(pid, 0)\nelse:\n"
+        "    print('child', len(warmcli.report().refused))\n    sys.stdout.flush()\n"
+        "    os._exit(0)"
+    )
+    proc = _served(warm, tmp_path, then, WARM_BUNDLE="b.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert "child 0" in proc.stdout, proc.stdout + proc.stderr
+    assert os.linesep.join(["refused", "refused"]) in proc.stdout
