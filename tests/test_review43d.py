@@ -121,3 +121,26 @@ def test_a_forked_childs_report_has_not_its_parents_refusals(warm: Warm, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert "child 0" in proc.stdout, proc.stdout + proc.stderr
     assert os.linesep.join(["refused", "refused"]) in proc.stdout
+
+
+def test_the_refused_read_note_says_only_the_readers_rest_is_lost(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A workload catching a refused read goes on: what it launches after its `except`
+    (`mul` here) is warmed, the verify pass complete. The note said `what it launches or
+    tunes after such a read is not warmed in this pass`, untrue of this run: it is what the
+    code that read would have launched after the read (the rest of a test) that is lost."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "w.py").write_text(
+        "import numpy as np, warmcli\nfrom kernels import ADD, MUL\n\ndef workload(rt):\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n    try:\n        rt.read(o)\n"
+        "    except warmcli.DiscardedReadError:\n        pass\n    rt.launch(MUL, x, o, 4)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the bundle is complete" in proc.stdout, proc.stdout
+    notes = [line for line in proc.stdout.splitlines() if "(DiscardedReadError)" in line]
+    assert len(notes) == 2, proc.stdout
+    assert "what it launches or tunes after such a read is not warmed" not in notes[0]
+    assert "the code that read would have launched or tuned after" in notes[0], notes[0]
