@@ -144,3 +144,21 @@ def test_the_refused_read_note_says_only_the_readers_rest_is_lost(
     assert len(notes) == 2, proc.stdout
     assert "what it launches or tunes after such a read is not warmed" not in notes[0]
     assert "the code that read would have launched or tuned after" in notes[0], notes[0]
+
+
+def test_a_caught_ctrl_c_wins_over_a_threads_failure(warm: Warm, tmp_path: Path) -> None:
+    """A workload whose thread died of a refused read, then caught Ctrl-C and returned:
+    the thread's failure was said (exit 2) where the same Ctrl-C not caught stops the run
+    (exit 130). A stop is a stop, caught or not."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "w.py").write_text(
+        "import os, signal, threading, numpy as np\nfrom kernels import ADD\n\n"
+        "def workload(rt):\n    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n"
+        "    t = threading.Thread(target=lambda: rt.read(o))\n    t.start()\n    t.join()\n"
+        "    try:\n        os.kill(os.getpid(), signal.SIGINT)\n"
+        "    except KeyboardInterrupt:\n        print('caught')\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    assert "interrupted" in proc.stderr and "error" not in proc.stderr, proc.stderr
