@@ -1,7 +1,8 @@
-"""Review of trial43b's strict report (`warmcli.report().refused`, `WARM_REPORT=1` under
-`WARM_STRICT=1`): what strict mode refused is named wherever it was refused, with no
-bundle loaded and on a runtime closed before exit too, never `served everything`. Real
-CLI, real production processes, real C compiler."""
+"""Review of trial43b: the strict report (`warmcli.report().refused`, `WARM_REPORT=1` under
+`WARM_STRICT=1`) names what strict mode refused with no bundle loaded and on a runtime
+closed before exit too, never `served everything`, and not a forked child's parent's; the
+refused-read note says what is lost; a caught Ctrl-C is a stop before a thread's failure.
+Real CLI, real production processes, real C compiler."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ print(len(warmcli.report().refused))
 def _served(warm: Warm, cwd: Path, then: str, **env: str) -> subprocess.CompletedProcess[str]:
     """The strict process run in `cwd` with `WARM_STRICT=1 WARM_REPORT=1` and `env`."""
     environ = dict(warm.env, WARM_STRICT="1", WARM_REPORT="1", **env)
-    environ.pop("WARM_BUNDLE", None) if "WARM_BUNDLE" not in env else None
+    if "WARM_BUNDLE" not in env:
+        environ.pop("WARM_BUNDLE", None)
     code = STRICT.format(then=then)
     return subprocess.run(
         [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True
