@@ -30,7 +30,8 @@ last good copy is served, with one `RemoteBundleWarning`. A bundle another proce
 locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
 process runs cold (`_unless_locked`; under strict mode raised) until it is free: its runtimes
 serve from it then, read-only (`warmcli.bundle.reopening`). The module owns the process's
-bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
+bundle, runtimes, the misses and strict refusals of closed ones (and a forked child's
+parent's), what each
 closed one had done when closed (and did since, once collected), in one object
 (`_Production`); it prints that report when asked, else only a failed write-back's line,
 and never in warm's own commands (`in_warms_command`: they serve nothing, their own tables
@@ -80,6 +81,7 @@ class _Production:
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
         self.closed_misses: list[Miss] = []
+        self.closed_refused: list[Miss] = []  # what strict mode refused on those
         # each runtime closed (while alive): what it had done then, so that what it did
         # cold afterwards (another library's `use_bundle` closed it) is counted
         self.closed: weakref.WeakKeyDictionary[Runtime, list[int]] = weakref.WeakKeyDictionary()
@@ -164,6 +166,14 @@ class _Production:
         parents = self.inherited.get(rt, set())
         return [m for m in misses_of(rt) if (m.kind, m.key) not in parents]
 
+    def _own_refused(self, rt: Runtime) -> list[Miss]:
+        """What strict mode refused on `rt`, but what a forked child's parent had."""
+        if not rt.misses.refused():
+            return []  # not strict, or nothing refused: the report's records not imported
+        from warmcli.production_report import refused_of
+
+        return refused_of(rt, self.inherited.get(rt, set()))
+
     def _pending(self) -> int:
         """How many misses a write-back would store now (0 when not writing)."""
         return sum(rt.unstored() for rt in self.runtimes.values()) if self.write else 0
@@ -176,6 +186,7 @@ class _Production:
         self.unstored = self._pending()
         for rt in self.runtimes.values():
             self.closed_misses.extend(self._own_misses(rt))
+            self.closed_refused.extend(self._own_refused(rt))
             left = rt.unstored() if self.write else 0
             try:
                 if self.write and self.bundle is not None and failure is None:
@@ -222,9 +233,11 @@ def _forked() -> None:
     (`_own_misses`)."""
     state = _STATE
     state.closed_misses.clear()
+    state.closed_refused.clear()
     for rt in state.runtimes.values():
-        state.inherited.pop(rt, None)  # all it missed, its parent's before it too
-        state.inherited[rt] = {(m.kind, m.key) for m in state._own_misses(rt)}
+        state.inherited.pop(rt, None)  # all it missed (and strict mode refused), its parent's too
+        refused = {(why.kind, why.key) for why in rt.misses.refused()}
+        state.inherited[rt] = {(m.kind, m.key) for m in state._own_misses(rt)} | refused
     for rt, then in list(state.closed.items()):
         then[:] = rt.done_cold()  # (the list its finalizer holds too)
     state.gone.clear()
@@ -275,6 +288,7 @@ def use_bundle(
     with state.lock:
         state._close()
         state.closed_misses.clear()  # the report is about the bundle in use, not the last one
+        state.closed_refused.clear()
         _notes_from_now(state)  # and so are its notes
         state.policy = policy
         state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
