@@ -7,6 +7,44 @@ import contextlib
 import gc
 import weakref
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+# A host holding a bracket other than around an IPv6 address alone: `urlsplit` reads each as
+# `::1` (or the bracket's text), `http.client` looks the name up as it is.
+MALFORMED = ("[::1]x.invalid", "x.invalid[::1]", "[::1]]", "[v1.x]", "%5B::1%5Dx")
+
+
+@pytest.mark.parametrize("host", MALFORMED)
+def test_a_url_whose_bracketed_host_is_malformed_is_refused_in_one_line(
+    warm: Warm, tmp_path: Path, host: str
+) -> None:
+    """`https://u:pw@[::1]x.invalid/b.warm` was taken as naming ::1 by every check (the proxy
+    one: no proxy for this machine) and connected to the name `[::1]x.invalid` (a DNS lookup,
+    past the proxy the environment names). Refused now before anything is looked up."""
+    proc = warm("pull", f"https://u:s3cr3t@{host}:8443/b.warm", tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "malformed" in lines[0] and "s3cr3t" not in lines[0], lines
+    assert not (tmp_path / "b.warm").exists()
+
+
+def test_a_redirect_to_a_malformed_bracketed_host_is_refused_credentials_never_follow() -> None:
+    """A redirect from `https://[::1]/` to `https://[::1]evil/` was followed, and judged the
+    same origin (`_origin` read both hosts as `::1`): the Authorization went along to the
+    name `[::1]evil` (pure logic: `redirect_refused` and `_origin`, as `urlopen` calls them)."""
+    from warmcli.bundle import http_open
+
+    for to in ("https://[::1]evil/b.warm", "https://evil[::1]/b.warm", "https://[::1]]:443/b"):
+        why = http_open.redirect_refused("https://[::1]/b.warm", to)
+        assert why is not None and "malformed" in why, (to, why)
+        with pytest.raises(ValueError):
+            http_open._origin(to)
+    assert http_open.redirect_refused("https://[::1]/a", "https://[::1]:443/b") is None
+    assert http_open._origin("https://[::1]/a") == http_open._origin("https://[::1]:443/b")
+    assert http_open._origin("https://X.example/a") == ("https", "x.example", 443)
 
 
 class _Big:
