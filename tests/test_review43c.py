@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sqlite3
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -99,3 +100,34 @@ def test_a_pool_task_ended_by_its_noted_error_is_still_found_its_future_dropped(
     assert isinstance(found, RuntimeError) and str(found) == "needs a GPU"
     assert found.__traceback__ is not None  # where it rose: said in the run's error
     assert ended_by_refused() is None  # forgotten
+
+
+def _full_write(path: Path, many: bool) -> sqlite3.Connection:
+    """A `Waiting` connection (as `file._connect` makes one) whose write transaction SQLite
+    rolled back by itself: the disk full (`max_page_count`), SQLITE_FULL."""
+    from warmcli.bundle.waiting import SLICE_SECONDS, Waiting
+
+    conn = sqlite3.connect(path, timeout=SLICE_SECONDS, isolation_level=None, factory=Waiting)
+    conn.execute("CREATE TABLE t (x BLOB)")
+    conn.execute("PRAGMA max_page_count = 20")
+    conn.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        if many:
+            conn.executemany("INSERT INTO t VALUES (zeroblob(?))", [(200_000,)])
+        else:
+            conn.execute("INSERT INTO t VALUES (zeroblob(200000))")
+    assert not conn.in_transaction  # ended by SQLite, never by a ROLLBACK warm ran
+    return conn
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_write_sqlite_rolled_back_by_itself_leaves_reads_waiting_a_slice_in_c(
+    tmp_path: Path, many: bool
+) -> None:
+    """`BEGIN IMMEDIATE` sets busy_timeout 0 and only an executed COMMIT or ROLLBACK set it
+    back: a transaction SQLite ended itself (disk full, an I/O error, an interrupt) left the
+    connection waiting for nothing in C, each later read's wait for a writer polled by
+    Python once a slice. The next statement (or blob) finds its slice again."""
+    conn = _full_write(tmp_path / "b.warm", many)
+    assert conn.execute("PRAGMA busy_timeout").fetchone() == (50,)
+    conn.close()
