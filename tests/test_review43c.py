@@ -6,9 +6,12 @@ from __future__ import annotations
 import contextlib
 import gc
 import sqlite3
+import subprocess
+import sys
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 from conftest import Warm
@@ -131,3 +134,48 @@ def test_a_write_sqlite_rolled_back_by_itself_leaves_reads_waiting_a_slice_in_c(
     conn = _full_write(tmp_path / "b.warm", many)
     assert conn.execute("PRAGMA busy_timeout").fetchone() == (50,)
     conn.close()
+
+
+def test_a_default_bundle_locked_at_open_is_tried_again_as_a_named_one_is(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The default bundle (`warm run` without --bundle; no WARM_BUNDLE) found locked past the
+    wait at a process's open was 'not loaded' like a broken one, and never tried again: the
+    process ran cold to its end, though the README says a locked bundle is no broken one
+    and is served once free. Tried again now, as a named one is (`Reopening`)."""
+    from test_leftovers42a import FILLS, HOLD
+    from test_review42a import LATE_OPEN, ROOT
+
+    (tmp_path / "fills.py").write_text(FILLS)
+    proc = warm("run", "-q", tmp_path / "fills.py")  # the default bundle
+    assert proc.returncode == 0, proc.stderr
+    default = Path(warm.env["WARM_HOME"]) / "bundle.warm"
+    assert default.is_file()
+    (tmp_path / "elsewhere").mkdir()
+    env = dict(warm.env, PYTHONPATH=str(ROOT), WARM_REPORT="")
+    run = [sys.executable, "-c"]
+    holder = subprocess.Popen([*run, HOLD, str(default)], stdin=PIPE, stdout=PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        server = subprocess.Popen(
+            [*run, LATE_OPEN, str(tmp_path / "elsewhere")],
+            cwd=tmp_path,
+            env=env,
+            stdin=PIPE,
+            stdout=PIPE,
+            stderr=PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        holder.communicate("\n", timeout=10)  # its commit ends
+        out, err = server.communicate("\n", timeout=30)
+    finally:
+        holder.kill()
+    assert server.returncode == 0, err
+    assert first.startswith(f"warm: bundle {default} not loaded yet: another process held"), (
+        first,
+        err,
+    )
+    assert "this process runs cold" in err and "locked" in err, err
+    assert out.startswith(f"warm: bundle {default} lacked 1 kernel(s)"), out
