@@ -179,3 +179,29 @@ def test_a_default_bundle_locked_at_open_is_tried_again_as_a_named_one_is(
     )
     assert "this process runs cold" in err and "locked" in err, err
     assert out.startswith(f"warm: bundle {default} lacked 1 kernel(s)"), out
+
+
+def test_a_task_noting_again_in_a_later_pass_is_of_that_pass() -> None:
+    """A pool task running on past its pass's end that notes (and ends by) an error in the
+    next pass is that pass's failure, as a note made then always was."""
+    import threading
+
+    from warmcli.pool_tasks import ended_by_refused, note_refused
+
+    ended_by_refused()
+    go_on, noted_once = threading.Event(), threading.Event()
+
+    def task() -> None:
+        with contextlib.suppress(RuntimeError):
+            raise note_refused(RuntimeError("caught in the first pass"))
+        noted_once.set()
+        go_on.wait(10)
+        raise note_refused(RuntimeError("ends it in the second"))
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(task)
+        assert noted_once.wait(10)
+        assert ended_by_refused() is None  # the first pass ends: the task still runs
+        go_on.set()
+    found = ended_by_refused()
+    assert isinstance(found, RuntimeError) and str(found) == "ends it in the second"

@@ -67,6 +67,8 @@ def note_refused(exc: E) -> E:
             if note is None:
                 note = _NOTES[future] = _Note(_PASS[0], next(_ORDER))
                 future.add_done_callback(functools.partial(_ended, note))
+            elif note.pass_number != _PASS[0]:  # a task going on into a later pass: of it now
+                note.pass_number, note.order = _PASS[0], next(_ORDER)
         try:
             exc._warm_noted_in = note  # type: ignore[attr-defined]
         except Exception:
@@ -82,7 +84,10 @@ def _ended(note: _Note, future: Future[Any]) -> None:
     def noted(exc: BaseException) -> bool:
         return getattr(exc, "_warm_noted_in", None) is note or any(exc is h for h in held)
 
-    if raised is None or found_in(raised, noted) is None:
+    try:
+        if raised is None or found_in(raised, noted) is None:
+            return
+    except Exception:  # (an error's own __getattr__ failing: never the pool's log)
         return
     with _LOCK:
         if note.pass_number == _PASS[0] and (not _FIRST or note.order < _FIRST[0][0]):
