@@ -27,11 +27,11 @@ and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_b
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. A bundle another process keeps
-locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
-process runs cold (`_unless_locked`; under strict mode raised) until it is free: its runtimes
-serve from it then, read-only (`warmcli.bundle.reopening`). The module owns the process's
-bundle, runtimes, the misses and strict refusals of closed ones (and a forked child's
-parent's), what each
+(named or the default one) locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is
+not loaded: one line, and the process runs cold (`_unless_locked`; under strict mode raised)
+until it is free: its runtimes serve from it then, read-only (`warmcli.bundle.reopening`).
+The module owns the process's bundle, runtimes, the misses and strict refusals of closed ones
+(and a forked child's parent's), what each
 closed one had done when closed (and did since, once collected), in one object
 (`_Production`); it prints that report when asked, else only a failed write-back's line,
 and never in warm's own commands (`in_warms_command`: they serve nothing, their own tables
@@ -51,11 +51,11 @@ from typing import TYPE_CHECKING, Any
 from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle import served as _served
-from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
+from warmcli.bundle.served import needs_writer, open_served, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import BundleLocked, DeviceError
 from warmcli.forking import renew_on_fork
-from warmcli.home import default_bundle_path, others_may_write
+from warmcli.home import default_bundle_path
 from warmcli.interrupted import end_as_stopped
 from warmcli.late_runtime import bound, handed, importing
 from warmcli.printable import printable, printable_lines
@@ -114,14 +114,14 @@ class _Production:
                 self.looked = True
                 return None
             try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
-                why = others_may_write(str(default))  # native code nobody named: this user's
-                if why:
-                    raise BundleError(f"{default}: others may write it ({why})")
-                self.bundle = serving(str(default), write, trusted(None))
+                self.bundle = self._unless_locked(str(default), write, trusted(None), True)
             except BundleError as exc:
                 if self.policy.strict is Strictness.RAISE:
                     raise
                 warn("warm: default bundle not loaded: %s", printable(exc))
+                self.looked = True
+                return None
+            if self.bundle is None:  # locked past the wait: cold, and tried again as late
                 self.looked = True
                 return None
             self.path, self.write = str(default), write
@@ -135,12 +135,17 @@ class _Production:
         self.path, self.write = named, write  # set once opened: a failed open raises again
         return self.bundle
 
-    def _unless_locked(self, path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle | None:
-        """The bundle at `path` opened to serve; None, said in one line, where another process
-        kept it locked past the wait (`LOCK_WAIT_SECONDS`: a writer stopped mid-write): a bundle
-        changes how fast a process starts, never whether it runs (`strict=True`: raised)."""
+    def _unless_locked(
+        self, path: str, write: bool, keys: Sequence[bytes] | None, default: bool = False
+    ) -> Bundle | None:
+        """The bundle at `path` opened to serve (the `default` one: only where no other user
+        may write it, at each try); None, said in one line, where another process kept it
+        locked past the wait (`LOCK_WAIT_SECONDS`: a writer stopped mid-write), and tried again
+        later (`Reopening`), the default bundle too: a bundle changes how fast a process
+        starts, never whether it runs (`strict=True`: raised)."""
+        opener = _served.default_served if default else open_served
         try:
-            return open_served(path, write, keys)
+            return opener(path, write, keys)
         except BundleLocked as exc:
             if self.policy.strict is Strictness.RAISE:
                 raise
@@ -149,7 +154,7 @@ class _Production:
                 whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
                 from warmcli.bundle.reopening import Reopening  # (a serving process: never)
 
-                self.reopening = Reopening(whole, lambda: open_served(whole, write, keys), exc)
+                self.reopening = Reopening(whole, lambda: opener(whole, write, keys), exc)
             return None
 
     def _report(self) -> ProductionReport:
