@@ -18,8 +18,9 @@ share of its batch as the other counts it), `diff` and `clean` of the other's bu
 read it as "corrupt"; a bundle named by a presigned URL is downloaded once more by today's
 warm (its kept copy is named by the URL less the query's signing fields, stop 41's by the
 whole URL) and stop 41's kept copy still serves after. A changed pre-included header is
-explained as `changed: pre.h` by today's warm in either bundle. Real CLI, fresh processes,
-real SQLite files, the system C compiler and NVRTC.
+explained as `changed: pre.h` by today's warm in either bundle. Real CLI (each command a
+fork of a process that imported that warm's CLI once, `tests/forked_cli.py`), real
+production processes, real SQLite files, the system C compiler and NVRTC.
 
 Stop 41's warm is the checkout at `/tmp/base41` where one is, else a `git worktree` of
 118284a made in a temporary folder (and removed after); skipped where neither can be had.
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from forked_cli import Servers
 from upgrades import STORED, Fleet, digest, keys, release
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
@@ -174,27 +176,33 @@ def old() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, old: Path) -> tuple[Fleet, dict[str, object]]:
-    """Both warms; `new.warm` and `old.warm`, each warm's bundle of the host and CUDA
-    workloads; a cold start's results."""
+def fleet(
+    tmp_path_factory: pytest.TempPathFactory, old: Path
+) -> Iterator[tuple[Fleet, dict[str, object]]]:
+    """Both warms, each command forked; `new.warm` and `old.warm`, each warm's bundle of the
+    host and CUDA workloads; a cold start's results."""
     folder = tmp_path_factory.mktemp("upgrade41")
-    fleet = Fleet(folder, old)
-    (folder / "inc").mkdir()
-    (folder / "inc" / "pre.h").write_text("#define VAL 3.0f\n")
-    fleet.workload.write_text(WORKLOAD)
-    fleet.cuda.write_text(CUDA)
-    (folder / "hx.py").write_text(HEX)
-    (folder / "pyc.py").write_text(PYCUDA)
-    for code, name in ((fleet.new, "new"), (fleet.old, "old")):
-        bundle = folder / f"{name}.warm"
-        assert fleet.warm(code, bundle) == [
-            STORED.format(bundle, 7, 2),
-            STORED.format(bundle, 4, 0),
-        ]
-    cold = fleet.serve(fleet.new, None)
-    assert cold["compiled"] == 7 and cold["tuned"] == ["t_json", "t_rows"], cold
-    assert fleet.serve(fleet.old, None) == cold
-    return fleet, cold
+    servers = Servers(folder)
+    try:
+        fleet = Fleet(folder, old, servers)
+        (folder / "inc").mkdir()
+        (folder / "inc" / "pre.h").write_text("#define VAL 3.0f\n")
+        fleet.workload.write_text(WORKLOAD)
+        fleet.cuda.write_text(CUDA)
+        (folder / "hx.py").write_text(HEX)
+        (folder / "pyc.py").write_text(PYCUDA)
+        for code, name in ((fleet.new, "new"), (fleet.old, "old")):
+            bundle = folder / f"{name}.warm"
+            assert fleet.warm(code, bundle) == [
+                STORED.format(bundle, 7, 2),
+                STORED.format(bundle, 4, 0),
+            ]
+        cold = fleet.serve(fleet.new, None)
+        assert cold["compiled"] == 7 and cold["tuned"] == ["t_json", "t_rows"], cold
+        assert fleet.serve(fleet.old, None) == cold
+        yield fleet, cold
+    finally:
+        servers.close()
 
 
 def test_every_key_is_unchanged_and_the_header_named_by_its_file(
