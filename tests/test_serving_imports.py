@@ -43,6 +43,7 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.signature",  # a compile's signature probes
     "warmcli.bundle.migrate",  # an old bundle's first writer
     "warmcli.bundle.lock",  # a writer's lock
+    "warmcli.bundle.reopening",  # a bundle another process kept locked at its open
     "warmcli.bundle.manifest",  # reading or checking the manifest and fingerprints
     "warmcli.bundle.unused",  # what a delete leaves unused
     "warmcli.bundle.oversize",  # naming a listing's oversized entry

@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Any
 from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle import served as _served
-from warmcli.bundle.reopening import Reopening
 from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import BundleLocked, DeviceError
@@ -62,7 +61,8 @@ from warmcli.printable import printable, printable_lines
 from warmcli.runtime.misses import EXPLAIN, MissPolicy, Strictness, warn
 from warmcli.runtime.runtime import Runtime
 
-if TYPE_CHECKING:  # `warmcli.production_report`: imported where a report or a miss is read
+if TYPE_CHECKING:  # imported where a report or a miss is read, where a bundle is kept locked
+    from warmcli.bundle.reopening import Reopening
     from warmcli.production_report import Miss, ProductionReport
 
 
@@ -145,8 +145,9 @@ class _Production:
             warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
             if "://" not in path:  # its runtimes serve from it once it is free (the file
                 whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
-                opener = lambda: open_served(whole, write, keys)  # noqa: E731
-                self.reopening = Reopening(whole, opener, exc)
+                from warmcli.bundle.reopening import Reopening  # (a serving process: never)
+
+                self.reopening = Reopening(whole, lambda: open_served(whole, write, keys), exc)
             return None
 
     def _report(self) -> ProductionReport:
@@ -192,8 +193,7 @@ class _Production:
         """Write back (when writing), then release everything, even when a write-back fails:
         the first failure is raised once all is released."""
         failure: BundleError | None = None
-        written = 0
-        writer = None
+        written, writer = 0, None
         self.unstored = self._pending()
         for rt in self.runtimes.values():
             self.closed_misses.extend(self._own_misses(rt))

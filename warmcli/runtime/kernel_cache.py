@@ -83,8 +83,8 @@ class KernelCache:
         self._lock = new_rlock(self)
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
-        # The hit path of a launch: kernel object id -> (a weak reference to the kernel, its
-        # function, the collector it was registered in). Read without the lock (`hits`).
+        # The hit path of a launch: kernel object id -> a weak reference to the kernel holding
+        # its function and the collector it was registered in. Read without the lock (`hits`).
         self._hits: Hits = {}
         self._modules: dict[str, Any] = {}
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
@@ -261,10 +261,10 @@ class KernelCache:
         hit = self._hits.get(id(kernel))
         collector = active_collector()
         if hit is not None:  # this kernel's: a gone one's entry left with it (`Hits`)
-            if hit[2] is not collector:  # a new pass: registered once in its collector too
+            if hit.collector is not collector:  # a new pass: registered once in it too
                 self._register(kernel)
-                put_hit(self._hits, kernel, hit[1], collector)
-            return hit[1]
+                put_hit(self._hits, kernel, hit.function, collector)
+            return hit.function
         if args is not None:
             check_before_load(kernel, self.device.id, args)
         lookup = self.lookup
