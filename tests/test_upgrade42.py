@@ -15,10 +15,11 @@ other's bundle read it as sound, never "corrupt"; a bundle written by either's m
 one's PyCUDA bundle and the other's, one cleaned by either's `clean --older-than` (the CUDA
 builds unused for a year) and `clean --tune`, one signed by either (served under
 `WARM_TRUSTED_KEYS` by the other), and production write-backs of both at once serve the
-other alike. A changed nested header is explained as changed by each in the other's
-bundle. Real CLI (each command a fork of a process that imported that warm's CLI once,
-`tests/forked_cli.py`), real production processes, real SQLite files, the system C compiler
-and NVRTC.
+other alike; shards pre-built one by each merge, by either, into one whole run's bundle.
+A changed nested header is explained as changed by each in the other's bundle. Real CLI
+(each command a fork of a process that imported that warm's CLI once,
+`tests/forked_cli.py`), real production processes, real SQLite files, the system C
+compiler and NVRTC.
 
 Stop 42's warm is the checkout at `/tmp/base42` where one is, else a `git worktree` of
 81fe69a made in a temporary folder (and removed after); skipped where neither can be had.
@@ -298,6 +299,29 @@ def test_a_merge_of_ones_pycuda_bundle_and_the_others_serves_and_re_warms_as_bot
     # Each re-warms what the other built: nothing new.
     assert f.warm(code, out) == [STORED.format(out, 0, 0)] * 2
     assert f.pycuda(other, out) == STORED.format(out, 0, 0)
+
+
+def test_shards_warmed_by_both_merge_by_either_into_one_whole_run(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """Shard 0/2 pre-built by stop 42, 1/2 by today's: each split the work as the other
+    does, and recorded the same run, so either's merge is one whole run's bundle."""
+    f, cold = fleet
+    shards = [f.folder / f"shard{i}.warm" for i in (0, 1)]
+    for code, i in ((f.old, 0), (f.new, 1)):
+        f.ok(code, "run", f.workload, "--shard", f"{i}/2", "-b", shards[i], "-q")
+    assert all(keys(s)[0] for s in shards), "a shard of none"
+    host = tuple(sorted({*a, *b}) for a, b in zip(*map(keys, shards), strict=True))
+    with sqlite3.connect(f"file:{f.folder / 'new.warm'}?mode=ro", uri=True) as db:
+        built = sorted(k for (k,) in db.execute("SELECT key FROM kernels WHERE device = 'host'"))
+    assert host == (built, keys(f.folder / "new.warm")[1])
+    for code, name in ((f.new, "new"), (f.old, "old")):
+        merged = f.folder / f"shards-{name}.warm"
+        f.ok(code, "merge", *shards, "-o", merged)  # (exit 1: not one whole run)
+        assert keys(merged) == host
+        other = f.old if code == f.new else f.new
+        assert f.serve(other, merged, **STRICT) == dict(cold, compiled=0, tuned=[])
+        assert "compiled 0" in f.ok(other, "verify", "--workload", f.workload, merged)
 
 
 @pytest.mark.parametrize("cleaner", ["new", "old"])
