@@ -77,6 +77,7 @@ def test_an_interrupt_after_the_misses_are_stored_does_not_say_not_written_back(
     before = _kernels(bundle)
     code = SERVE + INTERRUPT_AT.format(name="touch", module="store.py")
     proc = _run(warm, code, bundle, "4", WARM_REPORT="1")
+    # stopped in its write-back by a SystemExit(0): 0, the status it asked for
     assert proc.returncode == 0, proc.stderr
     assert _kernels(bundle) == before + 4
     assert "NOT written back" not in proc.stderr, proc.stderr
@@ -96,7 +97,7 @@ def test_an_interrupt_before_the_misses_are_stored_still_says_so(
     before = _kernels(bundle)
     code = SERVE + INTERRUPT_AT.format(name="put", module="store.py")
     proc = _run(warm, code, bundle, "4", WARM_REPORT="1")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0, proc.stderr  # the status its SystemExit(0) asked for
     assert _kernels(bundle) == before
     assert "NOT written back: interrupted" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr

@@ -10,8 +10,8 @@ their old names (`warmcli.backends.cuda.nvcc.ArchError` is this module's `ArchEr
 The exceptions to the rule are `RunInterrupted`, `KeptInterrupted` (`CleanInterrupted`
 and `PullInterrupted` name it), `MergeInterrupted` and `PushInterrupted`: each is a
 `KeyboardInterrupt`, not a `WarmError`, so that no `except Exception` (nor `except
-WarmError`) swallows a Ctrl-C. This module owns no state and imports nothing of warm
-above the leaves.
+WarmError`) swallows a Ctrl-C. Its only state is the first error a pass refuses that arrived
+from a child process (`arrived_refused`); it imports nothing of warm above the leaves.
 """
 
 from __future__ import annotations
@@ -31,6 +31,36 @@ class WarmError(Exception):
     carries the notes that pass had made (`notes_before`), said before its line."""
 
     notes_before: tuple[str, ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled by its args and attributes, never through `__init__` (whose parameters a
+        subclass names otherwise: `KernelCompileError(kernel, failure)`), so a process pool's
+        task that raised it hands it to its parent whole: Python's default, unpickled there by
+        calling `__init__(*args)`, broke a `ProcessPoolExecutor` and hung a `Pool` for ever.
+        One only a pass refuses (`refused_by_pass`, set by `warmcli.pool_tasks.note_refused`)
+        is kept where it arrives, for that pass (`arrived_refused`)."""
+        refused = self.__dict__.get("refused_by_pass") is True
+        return (_rebuilt, (type(self), self.args, refused), self.__dict__ or None)
+
+
+# The first error only a pass refuses that a child process's task ended by, unpickled here
+# (a task's result crosses processes pickled: what it raised, only where it ended by it).
+_ARRIVED: list[BaseException] = []
+
+
+def _rebuilt(kind: type[BaseException], args: tuple[Any, ...], refused: bool = False) -> Any:
+    """An exception of `kind` with `args`, made without its `__init__` (`WarmError.__reduce__`)."""
+    exc = kind.__new__(kind, *args)
+    if refused and not _ARRIVED:
+        _ARRIVED.append(exc)
+    return exc
+
+
+def arrived_refused() -> BaseException | None:
+    """The first error only a pass refuses (a GPU-less pre-build's want of a GPU) that a task
+    of a child process (a `fork` start method's process pool) ended by since the last call,
+    unpickled here as its result, read or not; forgotten once said."""
+    return _ARRIVED.pop() if _ARRIVED else None
 
 
 def message_of(exc: BaseException) -> str:

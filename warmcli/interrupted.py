@@ -1,4 +1,5 @@
-"""How a process that Ctrl-C ended still ends: by SIGINT, as CPython ends it.
+"""How a process that Ctrl-C ended still ends: by SIGINT, as CPython ends it (and one a stop
+signal's `SystemExit` cut its write-back short: with its code, else 143).
 
 CPython ends a process whose main code raised KeyboardInterrupt by SIGINT (exit status
 130 in a shell, -2 to `subprocess`), so the shell and its loops know it was
@@ -22,8 +23,10 @@ handlers once they all are (`swap_handlers`: blocked in the thread meanwhile); a
 another process's lock to begin or commit that step (`warmcli.bundle.waiting`) asks
 `held_came` and ends, the step undone, rather than hold a stop that long. A Ctrl-C that cut
 warm's own exit handler short (a write-back) would leave CPython exiting 0, the stop only
-printed: `end_as_stopped` ends the process by SIGINT instead. Its only state is what the
-holds in progress were sent (`_HELD`); it never prints nor exits itself.
+printed: `end_as_stopped` ends the process by SIGINT instead, and one a stop signal's
+handler's failing SystemExit cut short with that code (CPython would keep the main code's
+0), once every exit handler has run. Its only state is what the holds in progress were sent
+(`_HELD`) and that code (`_EndsAs`, in `sys`); it never prints, and exits itself only there.
 """
 
 from __future__ import annotations
@@ -65,16 +68,37 @@ def keep_sigint_exit() -> None:
 def end_as_stopped(stop: BaseException | None) -> None:
     """End the process as `stop`, caught in warm's exit handler, asks: a KeyboardInterrupt
     by SIGINT, as an unhandled one in the main code (the exit handlers after warm's still
-    run). A SystemExit (a SIGTERM handler's) is left as CPython leaves one raised in an exit
-    handler, the process's status its main code's: ending it here (`os._exit`) would skip
-    the exit handlers registered before warm's import, `multiprocessing`'s (its children
-    joined or ended) and `logging`'s (its handlers flushed) among them. None, or a
-    SystemExit: `keep_sigint_exit()`."""
+    run); a failing SystemExit (a stop signal's handler's `sys.exit(1)`) with its code, once
+    every other exit handler has run (`_EndsAs`): not `os._exit` now, which would skip those
+    registered before warm's import, `multiprocessing`'s (its children joined or ended) and
+    `logging`'s (its handlers flushed), nor the main code's status (0 where it ended
+    normally), which CPython keeps for a SystemExit raised in an exit handler. A handler's
+    `sys.exit()` or `sys.exit(0)` asks for 0, as it would have had in the main code: left as
+    it is. None: `keep_sigint_exit()`."""
     if isinstance(stop, KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):
             exec(_RAISE)  # a constant: no outside text is executed
+    elif isinstance(stop, SystemExit) and stop.code not in (None, 0):
+        code = stop.code  # (a text's: 1, as `exit` ends with one, its text unprinted here)
+        sys.__dict__[_ENDS_AS] = _EndsAs(code if isinstance(code, int) else 1)
     else:
         keep_sigint_exit()
+
+
+_ENDS_AS = "_warm_ends_as"  # where `_EndsAs` waits: `sys`, whose namespace is cleared last
+
+
+class _EndsAs:
+    """Ends the process with `code` as it is collected: held by `sys` only, that is once
+    CPython has run every exit handler, flushed stdout and stderr and restored the signals'
+    default actions, as it tears the interpreter down (what `__del__` methods of objects
+    left alive then would still do is skipped, as Python never promises them at exit)."""
+
+    def __init__(self, code: int) -> None:
+        self.code, self.end = code, os._exit  # (no module global is read when it ends)
+
+    def __del__(self) -> None:
+        self.end(self.code)
 
 
 def forget_interrupt() -> None:

@@ -5,12 +5,15 @@ an error, notes it with the future of the pool task it is made in (found on this
 stack: the pool's `_WorkItem.run` frame; none outside a pool task); `ended_by_refused()`, at
 a pass's end, says what the first task that ended with one raised (that very error, or one
 raised from it or while handling it, or a group holding it, as `found_in` walks a chain: a
-task that caught it and went on is no failure), and forgets every note. Nothing is
-patched: Python's pool runs as ever. Its only state is the notes since the last
-`ended_by_refused()` (a lock guards them); it never prints."""
+task that caught it and went on is no failure), and forgets every note; the error is marked
+too, so that a process pool's task (in a child a pass forked) that ends by it hands it to the
+parent marked (`warmcli.errors.arrived_refused`). Nothing is patched: Python's pool runs as
+ever. Its only state is the notes since the last `ended_by_refused()` (a lock guards them); it
+never prints."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Callable
@@ -24,7 +27,10 @@ _LOCK = threading.Lock()
 
 
 def note_refused(exc: E) -> E:
-    """`exc`, noted where this thread runs a thread pool's task."""
+    """`exc`, noted where this thread runs a thread pool's task, and marked (`refused_by_pass`:
+    where a process pool's task ends by it, its parent keeps it as it arrives, `warmcli.errors`)."""
+    with contextlib.suppress(Exception):  # (an exception class that takes no attributes)
+        exc.refused_by_pass = True  # type: ignore[attr-defined]
     pools = sys.modules.get("concurrent.futures.thread")
     code = getattr(getattr(getattr(pools, "_WorkItem", None), "run", None), "__code__", None)
     frame = sys._getframe(1) if code is not None else None

@@ -151,30 +151,9 @@ class _Production:
             return None
 
     def _report(self) -> ProductionReport:
-        from warmcli.production_report import ProductionReport, judged_nothing
+        from warmcli.production_report import report_of
 
-        misses = list(self.closed_misses)
-        for rt in self.runtimes.values():
-            misses += self._own_misses(rt)
-        misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
-        signed = self.write and bool(misses) and _served.signed(self.bundle)
-        # what runtimes closed meanwhile did cold since (those collected since, then the others)
-        kernels, tunes = map(sum, zip((0, 0), *list(self.gone), strict=True))
-        for rt, (then_kernels, then_tunes) in list(self.closed.items()):
-            now_kernels, now_tunes = rt.done_cold()
-            kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
-        tuned = any(m.kind == "tune" for m in misses)
-        notes = list(dict.fromkeys(judged_nothing(self.notes_from))) if tuned else []  # once
-        from warmcli.bundle.location import shown  # a URL's password or query: never said
-
-        path, reopening = self.path, self.reopening  # (or the one locked at its open)
-        if path is None and reopening is not None:
-            path = reopening.path
-        bundle = shown(path) if path is not None else None
-        report = ProductionReport(bundle, self.write, misses, signed, "", kernels, tunes, notes)
-        if self.path is None and reopening is not None and reopening.bundle is None:
-            report.locked = reopening.refused or "locked"  # not opened since: why
-        return report
+        return report_of(self)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""

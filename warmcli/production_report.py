@@ -8,15 +8,17 @@ tunes it measured whose check told no candidate apart (`judged_nothing`), as the
 measured with the candidate it picked and its median, and how much slower the others were,
 `picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`, made when first read, so a process
 that never reports never makes it);
-`misses_of` reads them off a runtime (`Runtime.done_cold` counts them). Plain records: it
-owns no state, reads nothing but a runtime's misses and the default collector's notes, and
-never prints (`warmcli.production`
-fills and prints them, and imports this module only once a runtime missed something or a
-report is asked for: a hot process never does)."""
+`misses_of` reads them off a runtime (`Runtime.done_cold` counts them); `report_of` assembles
+the report of production's state (`warmcli.production`'s one object, its lock held: the misses
+of its runtimes and of those closed, what closed ones did cold since, the bundle as shown).
+Plain records: it owns no state, reads nothing but that state, a runtime's misses and the
+default collector's notes, and never prints (`warmcli.production` prints them, and imports
+this module only once a runtime missed something or a report is asked for: a hot process
+never does)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from warmcli.printable import LISTED, cut, printable
 from warmcli.records import Record, TuneRecord, factory
@@ -191,3 +193,32 @@ def misses_of(rt: Runtime) -> list[Miss]:
     cut_short = "(measuring interrupted: nothing stored)"  # by a Ctrl-C
     tunes += [Miss("tune", device, f"{n} {cut_short}", k) for k, n in list(rt.tunes_cut.items())]
     return kernels + tunes
+
+
+def report_of(state: Any) -> ProductionReport:
+    """The report of `state`, production's one object (`warmcli.production._Production`: its
+    lock held), as `report()` hands it out and `WARM_REPORT` prints it."""
+    from warmcli.bundle import served
+
+    misses = list(state.closed_misses)
+    for rt in state.runtimes.values():
+        misses += state._own_misses(rt)
+    misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
+    signed = state.write and bool(misses) and served.signed(state.bundle)
+    # what runtimes closed meanwhile did cold since (those collected since, then the others)
+    kernels, tunes = map(sum, zip((0, 0), *list(state.gone), strict=True))
+    for rt, (then_kernels, then_tunes) in list(state.closed.items()):
+        now_kernels, now_tunes = rt.done_cold()
+        kernels, tunes = kernels + now_kernels - then_kernels, tunes + now_tunes - then_tunes
+    tuned = any(m.kind == "tune" for m in misses)
+    notes = list(dict.fromkeys(judged_nothing(state.notes_from))) if tuned else []  # once
+    from warmcli.bundle.location import shown  # a URL's password or query: never said
+
+    path, reopening = state.path, state.reopening  # (or the one locked at its open)
+    if path is None and reopening is not None:
+        path = reopening.path
+    bundle = shown(path) if path is not None else None
+    report = ProductionReport(bundle, state.write, misses, signed, "", kernels, tunes, notes)
+    if state.path is None and reopening is not None and reopening.bundle is None:
+        report.locked = reopening.refused or "locked"  # not opened since: why
+    return report

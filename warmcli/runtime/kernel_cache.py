@@ -20,7 +20,8 @@ stored into the bundle). A kernel the loaded bundle lacks is handed to the runti
 `module` hands out the loaded module holding a kernel, with its binary, for module-level lookups
 (a global variable). The cache owns the queue, the loaded handles and the binaries built here
 (`unpersisted` hands them to `warmcli.runtime.persist`, whose `Ledger` keeps what was stored and
-served); it never writes the bundle itself.
+served; what it keeps of each build is `warmcli.runtime.built`'s, imported where a miss
+compiles); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from warmcli.execution.base import LaunchMode
 from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.execution.statistics import Registrations
 from warmcli.forking import new_rlock
-from warmcli.kernel import Kernel, kernel_key, key_components
-from warmcli.records import KernelRecord, Record
+from warmcli.kernel import Kernel
+from warmcli.records import KernelRecord
 from warmcli.runtime.hits import Hits, put_hit
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
@@ -45,12 +46,8 @@ from warmcli.runtime.persist import Ledger
 
 if TYPE_CHECKING:  # a compile's records: imported where a miss compiles
     from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
+    from warmcli.runtime.built import Built
     from warmcli.runtime.store import Store
-
-
-class _Built(Record, frozen=False):
-    record: KernelRecord
-    binary: bytes
 
 
 class KernelCache:
@@ -88,7 +85,7 @@ class KernelCache:
         self._hits: Hits = {}
         self._modules: dict[str, Any] = {}
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
-        self._built: dict[str, _Built] = {}
+        self._built: dict[str, Built] = {}
         self._ptx_of: dict[str, str] = {}  # a PTX build's key -> the key of the cubin beside it
         self._failed: dict[str, CompileFailure] = {}
         self._interrupted: dict[str, str] = {}  # key -> label: its batch raised (a Ctrl-C)
@@ -167,16 +164,17 @@ class KernelCache:
         thread that compiled its group, beside the other groups' compiles, and filed here
         after the batch in queue order."""
         from warmcli.backends.batch import compile_batch
+        from warmcli.runtime.built import kept_of
 
         compiler = self.device.compiler(language)
         self.ledger.built_by(compiler.toolchain)
         identity = compiler.toolchain.identity
-        kept: dict[str, list[tuple[str, _Built]]] = {}
+        kept: dict[str, list[tuple[str, Built]]] = {}
 
         def built(units: list[CompileUnit], done: CompiledGroup) -> None:
             self.registrations.settle((u.key for u in units), "compiled")
             for unit in units:
-                kept[unit.key] = self._kept(unit, done, identity)
+                kept[unit.key] = kept_of(self.device, unit, done, identity)
 
         result = compile_batch(
             compiler, group, jobs=self.jobs, timeout=self.timeout, on_built=built
@@ -195,47 +193,6 @@ class KernelCache:
             self._failed[key] = failure
             self.registrations.settle(key, "failed")
             note_reported(f"{str(failure).splitlines()[0]} {headline(failure.log)}")
-
-    def _kept(
-        self, unit: CompileUnit, built: CompiledGroup, identity: str
-    ) -> list[tuple[str, _Built]]:
-        """What the cache keeps of a unit its group built: its build and, where the group
-        kept PTX, the same kernel built for `compute_XX`, each under its key."""
-        kernel = unit.kernel
-        if kernel.tunes_native:  # keyed with this CPU (`lookup`)
-            from warmcli.backends.native import keyed_identity
-
-            identity = keyed_identity(identity)
-        record = KernelRecord(
-            key=unit.key,
-            device=self.device.id,
-            backend=self.device.backend,
-            arch=unit.arch,
-            entry=kernel.entry,
-            label=kernel.label,
-            symbol=built.symbols[unit.key],
-            sha256=built.sha256,
-            toolchain=identity,
-            components=key_components(kernel, unit.arch, identity),
-            compile_log=built.log,
-            seconds=built.seconds / max(1, len(built.symbols)),
-            size=len(built.binary),
-        )
-        kept = [(unit.key, _Built(record, built.binary))]
-        if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
-            key = kernel_key(kernel, built.ptx_arch, identity)
-            from dataclasses import replace  # on first use: a serving process never compiles
-
-            ptx = replace(
-                record,
-                key=key,
-                arch=built.ptx_arch,
-                sha256=built.ptx_sha256,
-                components=key_components(kernel, built.ptx_arch, identity),
-                size=len(built.ptx),
-            )
-            kept.append((key, _Built(ptx, built.ptx)))
-        return kept
 
     # -- obtaining -------------------------------------------------------------------------
 

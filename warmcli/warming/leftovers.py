@@ -49,6 +49,7 @@ from warmcli.errors import (
     KernelCompileError,
     TuneFailure,
     WorkloadError,
+    arrived_refused,
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
@@ -141,6 +142,7 @@ class ThreadRaised:
         self.pass_name, self.path, self.gpu_less = pass_name, path, gpu_less
         self.failed: str | None = None  # the first such thread's name and line
         ended_by_refused()  # (an earlier pass's pool tasks forgotten)
+        arrived_refused()  # (and its process pools')
 
     def __call__(self, args: Any) -> None:
         if args.exc_type is SystemExit and self._refused(args.exc_value) is None:  # silently,
@@ -169,10 +171,12 @@ class ThreadRaised:
     def ended(self) -> None:
         """`WorkloadError` where a thread, or a thread pool's task whose future nobody read
         (`warmcli.pool_tasks`), was ended by what only this pass refuses."""
-        task = ended_by_refused()  # (every note forgotten, whatever this pass)
+        task, pool = ended_by_refused(), "thread"  # (every note forgotten, whatever this pass)
+        if (arrived := arrived_refused()) is not None and task is None:
+            task, pool = arrived, "process"  # (pickled: no traceback of where it rose)
         if self.failed is None and task is not None and self.gpu_less:
             said = where(task, self.path) + named(type(task).__name__, first_line(task))
-            self.failed = f" in a task of a thread pool: {said}"
+            self.failed = f" in a task of a {pool} pool: {said}"
         if self.failed is not None:
             raise WorkloadError(f"workload raised during {self.pass_name}{self.failed}")
 

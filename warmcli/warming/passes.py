@@ -24,16 +24,14 @@ raised or exited once a store committed says what it kept too (`kept_after`). A 
 workload asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
 warmed, stored and verified beside the others (its compiler listed in `compilers`). Each pass
 announces itself to the crash journal (`warmcli.warming.isolation`) and counts into its own
-`StatisticsCollector`; an observer may read it while the pass runs. It never prints.
+`StatisticsCollector`; an observer may read it while the pass runs (one pass, and its report:
+`warmcli.warming.one_pass`, whose names are importable from here too). It never prints.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,35 +43,20 @@ from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import DiscardedReadWarning, WarmError, WorkloadError
-from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
-from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
+from warmcli.errors import WorkloadError
+from warmcli.execution.process_mode import ProcessMode
+from warmcli.execution.statistics import DeviceStatistics
 from warmcli.interrupted import held_interrupts
-from warmcli.records import CompilerCommand, Record, factory
-from warmcli.runtime.explain import MissExplanation
+from warmcli.records import Record, factory
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.companions import Companions
-from warmcli.warming.isolation import note_pass, note_stored
+from warmcli.warming.isolation import note_stored
+from warmcli.warming.one_pass import Observer, PassReport, did_something, merged, run_pass
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
 from warmcli.warming.sealing import join_record, kept_after, kept_before, seal
 from warmcli.warming.workload import Workload
-
-Observer = Callable[[str, StatisticsReader], None]
-
-
-@dataclass
-class PassReport:
-    mode: str
-    seconds: float
-    total: DeviceStatistics
-    per_device: dict[str, DeviceStatistics]
-    notes: list[str] = field(default_factory=list)
-    misses: list[MissExplanation] = field(default_factory=list)
-    commands: list[CompilerCommand] = field(default_factory=list)  # compiler processes run
-    # The pass's collector, read later: what it registered settles there even after it ends.
-    reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
 
 
 class RunReport(Record, frozen=False):
@@ -92,63 +75,6 @@ class RunReport(Record, frozen=False):
     def verified(self) -> bool | None:
         has_verify = any(p.mode.startswith("Verify") for p in self.passes)
         return None if not has_verify else not self.missing
-
-
-def did_something(stats: DeviceStatistics) -> bool:
-    """Whether a pass registered a kernel or a tune, or launched anything."""
-    e, c = stats.execution, stats.compilation
-    return bool(c.registered or stats.autotune.registered or e.executed + e.discarded + e.queued)
-
-
-def run_pass(
-    mode: ProcessMode,
-    label: str,
-    workload: Workload,
-    runtimes: Sequence[Runtime],
-    observer: Observer | None = None,
-    finish: Callable[[bool], None] | None = None,
-    extra: Companions | None = None,
-) -> PassReport:
-    """Run the workload once on every runtime under `mode` (the host runtime it asks for
-    besides: `extra`'s); `finish` runs inside the override even when the workload fails
-    (persisting what was obtained so far), told whether the workload ran to its end."""
-    from warmcli.runtime.binding import companions
-
-    note_pass(label)
-    collector = StatisticsCollector()
-    if observer is not None:
-        observer(label, collector.reader())
-    started = time.perf_counter()
-    with ProcessModeOverride(mode, collector), warnings.catch_warnings():
-        # An allowed discarded read is noted (the report's notes say it); not warned again.
-        warnings.simplefilter("ignore", DiscardedReadWarning)
-        completed = False
-        try:
-            with companions(extra.provide) if extra else contextlib.nullcontext():
-                for runtime in runtimes:
-                    workload.run(runtime, label)
-                    runtime.synchronize()
-                for runtime in extra.runtimes if extra else ():
-                    runtime.synchronize()
-            completed = True
-        except WarmError as exc:  # the notes made before it: said with its line
-            exc.notes_before = tuple(collector.reader().notes())
-            raise
-        finally:
-            if finish is not None:
-                finish(completed)
-    seconds = time.perf_counter() - started
-    reader = collector.reader()
-    return PassReport(
-        label,
-        seconds,
-        reader.total(),
-        reader.per_device(),
-        reader.notes(),
-        reader.misses(),
-        reader.commands(),
-        reader,
-    )
 
 
 def verify_pass(
@@ -195,7 +121,7 @@ def verify_pass(
             for runtime in runtimes + extra.runtimes:
                 stats = report.per_device.get(runtime.device.id, DeviceStatistics())
                 missing += _missed(runtime.device.id, stats, executing)
-    report = reports[0] if len(reports) == 1 else _merge(reports)
+    report = reports[0] if len(reports) == 1 else merged(reports)
     return report, missing
 
 
@@ -215,23 +141,6 @@ def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
     if a.failed:  # reached where its error did not end the workload (a thread): none stored
         out.append(f"{device}: {a.failed} tune(s) failed (every candidate), not in the bundle")
     return out
-
-
-def _merge(reports: list[PassReport]) -> PassReport:
-    total = DeviceStatistics()
-    per_device: dict[str, DeviceStatistics] = {}
-    for r in reports:
-        total = total + r.total
-        per_device.update(r.per_device)
-    return PassReport(
-        " + ".join(r.mode for r in reports),
-        sum(r.seconds for r in reports),
-        total,
-        per_device,
-        [n for r in reports for n in r.notes],
-        [m for r in reports for m in r.misses],
-        [c for r in reports for c in r.commands],
-    )
 
 
 def warm_bundle(

@@ -1,0 +1,294 @@
+"""Leftovers of stop 42, fixed at stop 43: a kernel that fails to compile in a process pool's
+task (`ProcessPoolExecutor`, `multiprocessing.Pool`; fork and spawn) fails the pre-build with
+its line, as in a thread's, where before its `KernelCompileError` could not be unpickled in the
+parent (a broken executor; a `Pool` hung for ever), and so does a fork start method's process
+pool task ended by a GPU-less pre-build's want of a GPU, its future unread; a production process
+whose SIGTERM handler's `sys.exit(3)` cut its write-back short ends with 3 once every exit
+function has run, where it ended with its main code's 0; a run whose workload forked children
+that launched says so in a note of each pass (nothing of theirs is stored); ARCHITECTURE.md
+lists every module. The real CLI in subprocesses, real SQLite files, the real C compiler."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from warmcli.errors import CompileFailure, KernelCompileError, StrictMissError
+from warmcli.kernel import Kernel
+from warmcli.records import MissExplanation
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _warm(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    environ = dict(base, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"), **env)
+    return subprocess.run(
+        [sys.executable, "-m", "warmcli", *args],
+        env=environ,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+POOLED = """
+import concurrent.futures
+import multiprocessing as mp
+import os
+
+import warmcli
+from warmcli import Kernel
+
+DEVICE = "host"
+
+
+def work(i):
+    rt = warmcli.runtime("host")
+    o = rt.buffer(4, "float64")
+    body = "o[0] = nope;" if i else "o[0] = 1;"
+    rt.launch(Kernel("void f%d(double *o, int n) { %s }" % (i, body), "f%d" % i, "Pi"), o, 4)
+    return i
+
+
+def workload(rt):
+    ctx = mp.get_context(os.environ["METHOD"])
+    if os.environ["KIND"] == "executor":
+        with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+            list(pool.map(work, range(2)))
+    else:
+        with ctx.Pool(2) as pool:
+            pool.map(work, range(2))
+"""
+
+
+def test_warm_errors_survive_pickling() -> None:
+    """A process pool's task hands what it raised to its parent pickled."""
+    kernel = Kernel("void f(double *o, int n) { }", "f", "Pi")
+    error = KernelCompileError(kernel, CompileFailure("f.c:1:2: error: nope"))
+    error.notes_before = ("a note",)
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is KernelCompileError and str(back) == str(error)
+    assert back.kernel == kernel and back.log == error.log and back.notes_before == ("a note",)
+    miss = MissExplanation("kernel", "k" * 64, "f", "new", "no entry")
+    strict = pickle.loads(pickle.dumps(StrictMissError(miss)))
+    assert str(strict) == str(StrictMissError(miss)) and strict.explanation == miss
+
+
+@pytest.mark.parametrize(
+    ("method", "kind"), [("fork", "pool"), ("spawn", "executor"), ("fork", "executor")]
+)
+def test_a_compile_error_in_a_process_pools_task_fails_the_prebuild(
+    tmp_path: Path, method: str, kind: str
+) -> None:
+    (tmp_path / "pooled.py").write_text(POOLED)
+    done = _warm(tmp_path, "run", "pooled.py", "-b", "p.warm", "-q", METHOD=method, KIND=kind)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("warm: error: workload raised during "), done.stderr
+    assert "KernelCompileError: kernel f1 failed to compile" in done.stderr, done.stderr
+    assert "BrokenProcessPool" not in done.stderr and "Traceback" not in done.stderr
+
+
+WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
+
+
+def workload(rt):
+    outs = []
+    for d in os.environ.get("DIVS", "3").split(","):
+        o = rt.buffer(17, "float64")
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
+        outs.append(o)
+    return outs
+"""
+
+# A raw sqlite3 writer holding the exclusive lock for 6 s: a write-back waits for it.
+HOLD = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+time.sleep(6)
+c.execute("ROLLBACK")
+"""
+
+# A server's way: `sys.exit(3)` on SIGTERM (its status under Python where it ends its main
+# code); an exit function and a logging handler set up before warm's import.
+PRODUCE = """
+import atexit, logging, signal, sys
+def stop(*_):
+    sys.exit(3)
+signal.signal(signal.SIGTERM, stop)
+logging.basicConfig(filename=sys.argv[3])
+atexit.register(lambda: open(sys.argv[4], "w").write("ran"))
+sys.path.insert(0, sys.argv[2])
+import warmcli, work
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+for o in work.workload(rt):
+    rt.read(o)
+logging.getLogger("app").warning("served")
+print("served", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _rows(bundle: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(bundle) as conn:
+        return sorted(conn.execute("SELECT key, sha256 FROM kernels").fetchall())
+
+
+def test_sigterm_in_a_write_back_ends_with_its_code_after_the_exit_handlers(tmp_path: Path) -> None:
+    (tmp_path / "work.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    made = _warm(tmp_path, "run", "work.py", "-b", str(bundle), "-q")
+    assert made.returncode == 0, made.stderr
+    before = _rows(bundle)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"), WARM_BUNDLE_WRITE="1")
+    log, ran = tmp_path / "app.log", tmp_path / "ran"
+    argv = [sys.executable, "-c", PRODUCE, str(bundle), str(tmp_path), str(log), str(ran)]
+    produce = subprocess.Popen(
+        argv,
+        env=dict(env, DIVS="3,5"),  # (5: a miss, to write back)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert produce.stdout is not None and produce.stdout.readline() == "served\n"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(bundle)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert produce.stdin is not None
+        produce.stdin.write("\n")  # it ends: its write-back waits for the holder's lock
+        produce.stdin.flush()
+        time.sleep(1.0)
+        produce.send_signal(signal.SIGTERM)
+        _, err = produce.communicate(timeout=30)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert err == "warm: could not write back into the bundle: interrupted\n", err
+    assert produce.returncode == 3, produce.returncode  # was 0: the main code's status
+    assert ran.read_text() == "ran" and "served" in log.read_text()  # they still ran
+    assert _rows(bundle) == before  # nothing written, nothing lost
+    verified = _warm(tmp_path, "verify", str(bundle))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_the_module_map_lists_every_module_and_no_other() -> None:
+    """ARCHITECTURE.md names every module of the package, in its folder's section, once."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    listed: list[str] = []
+    folder = None
+    for line in text.splitlines():
+        if line.startswith("## `warmcli/"):
+            folder = line[len("## `warmcli/") :].rstrip("`")
+        elif line.startswith("- `") and folder is not None:
+            listed.append(folder + line[3:].split("`", 1)[0])
+    package = ROOT / "warmcli"
+    found = sorted(str(p.relative_to(package)) for p in package.rglob("*.py"))
+    assert sorted(listed) == found
+    assert len(listed) == len(set(listed))
+
+
+CHILDREN = """
+import multiprocessing as mp
+import os
+
+import warmcli
+from warmcli import Kernel
+
+DEVICE = "host"
+
+
+def work(i):
+    rt = warmcli.runtime("host")
+    o = rt.buffer(4, "float64")
+    rt.launch(Kernel("void c%d(double *o, int n) { o[0] = 1; }" % i, "c%d" % i, "Pi"), o, 4)
+    return i
+
+
+def workload(rt):
+    o = rt.buffer(4, "float64")
+    rt.launch(Kernel("void own(double *o, int n) { o[0] = 2; }", "own", "Pi"), o, 4)
+    if os.environ.get("CHILDREN"):
+        with mp.get_context("fork").Pool(2) as pool:
+            pool.map(work, range(2))
+"""
+
+
+@pytest.mark.parametrize("children", ["", "1"])
+def test_a_run_says_what_children_it_forked_launched_is_not_stored(
+    tmp_path: Path, children: str
+) -> None:
+    (tmp_path / "kids.py").write_text(CHILDREN)
+    done = _warm(tmp_path, "run", "kids.py", "-b", "k.warm", "-q", CHILDREN=children)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
+    if not children:
+        assert said == [], done.stdout
+        return
+    assert len(said) == 3, done.stdout  # each pass: CompileOnly, CompileAndAutotune, Verify
+    assert said[0].startswith("  note: 2 child process(es) the workload forked (pid "), said
+    assert "during CompileOnly: a child process is not seen, what it compiles is neither" in said[0]
+    assert "stored 1 new kernel(s)" in done.stdout  # the workload's own, only
+
+
+PROCESS_POOL = """
+import concurrent.futures
+import multiprocessing as mp
+import os
+
+import pycuda.autoinit  # noqa: F401
+import pycuda.driver as drv
+
+
+def work(i):
+    try:
+        drv.get_driver_version()
+    except RuntimeError:
+        if not os.environ.get("CAUGHT"):
+            raise
+
+
+def main():
+    ctx = mp.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        for i in range(2):
+            pool.submit(work, i)  # its future never read
+"""
+
+
+@pytest.mark.parametrize("caught", ["", "1"])
+def test_a_process_pool_task_ended_by_a_gpu_less_prebuilds_want_of_a_gpu_fails_it(
+    tmp_path: Path, caught: str
+) -> None:
+    (tmp_path / "pool.py").write_text(PROCESS_POOL)
+    args = ("run", "pool.py", "--entry", "main", "--pycuda", "--arch", "sm_80", "-q")
+    done = _warm(tmp_path, *args, "-b", "p.warm", CAUGHT=caught)
+    if caught:  # a task that caught it and went on: as a thread that does
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr == (
+        "warm: error: workload raised during CompileOnly in a task of a process pool: "
+        "DeviceError: pycuda.driver.get_driver_version() needs a GPU: compile-only for sm_80 "
+        "(warm run --arch), none here\n"
+    ), done.stderr

@@ -1,0 +1,126 @@
+"""One pass of a workload: `run_pass` runs it once on every runtime under a process mode (the
+host runtime it asks for besides: `warmcli.warming.companions`), inside that mode's override and
+a collector of its own, which an observer may read while it runs, and returns a `PassReport`
+(its time, its statistics in all and per device, its notes, misses and compiler commands);
+`did_something` says whether a pass registered or launched anything, `merged` makes several
+passes' reports one. What children the workload forked launched is said in a note
+(`warmcli.warming.forked_launches`: not stored). `warmcli.warming.passes` runs the warming
+passes and the verify pass with it. A pass ended by warm's own error hands that error the notes
+the pass had made (`WarmError.notes_before`). It owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from warmcli.errors import DiscardedReadWarning, WarmError
+from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride, note_reported
+from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
+from warmcli.records import CompilerCommand
+from warmcli.runtime.explain import MissExplanation
+from warmcli.runtime.runtime import Runtime
+from warmcli.warming.companions import Companions
+from warmcli.warming.forked_launches import note as forked_note
+from warmcli.warming.forked_launches import watching
+from warmcli.warming.isolation import note_pass
+from warmcli.warming.workload import Workload
+
+Observer = Callable[[str, StatisticsReader], None]
+
+
+@dataclass
+class PassReport:
+    mode: str
+    seconds: float
+    total: DeviceStatistics
+    per_device: dict[str, DeviceStatistics]
+    notes: list[str] = field(default_factory=list)
+    misses: list[MissExplanation] = field(default_factory=list)
+    commands: list[CompilerCommand] = field(default_factory=list)  # compiler processes run
+    # The pass's collector, read later: what it registered settles there even after it ends.
+    reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
+
+
+def did_something(stats: DeviceStatistics) -> bool:
+    """Whether a pass registered a kernel or a tune, or launched anything."""
+    e, c = stats.execution, stats.compilation
+    return bool(c.registered or stats.autotune.registered or e.executed + e.discarded + e.queued)
+
+
+def run_pass(
+    mode: ProcessMode,
+    label: str,
+    workload: Workload,
+    runtimes: Sequence[Runtime],
+    observer: Observer | None = None,
+    finish: Callable[[bool], None] | None = None,
+    extra: Companions | None = None,
+) -> PassReport:
+    """Run the workload once on every runtime under `mode` (the host runtime it asks for
+    besides: `extra`'s); `finish` runs inside the override even when the workload fails
+    (persisting what was obtained so far), told whether the workload ran to its end."""
+    from warmcli.runtime.binding import companions
+
+    note_pass(label)
+    collector = StatisticsCollector()
+    if observer is not None:
+        observer(label, collector.reader())
+    started = time.perf_counter()
+    with ProcessModeOverride(mode, collector), warnings.catch_warnings():
+        # An allowed discarded read is noted (the report's notes say it); not warned again.
+        warnings.simplefilter("ignore", DiscardedReadWarning)
+        completed = False
+        try:
+            with (
+                companions(extra.provide) if extra else contextlib.nullcontext(),
+                watching(runtimes, extra) as children,
+            ):
+                for runtime in runtimes:
+                    workload.run(runtime, label)
+                    runtime.synchronize()
+                for runtime in extra.runtimes if extra else ():
+                    runtime.synchronize()
+            if children:  # what a child it forked launched: said, as nothing of it is stored
+                note_reported(forked_note(label, children))
+            completed = True
+        except WarmError as exc:  # the notes made before it: said with its line
+            exc.notes_before = tuple(collector.reader().notes())
+            raise
+        finally:
+            if finish is not None:
+                finish(completed)
+    seconds = time.perf_counter() - started
+    reader = collector.reader()
+    return PassReport(
+        label,
+        seconds,
+        reader.total(),
+        reader.per_device(),
+        reader.notes(),
+        reader.misses(),
+        reader.commands(),
+        reader,
+    )
+
+
+def merged(reports: list[PassReport]) -> PassReport:
+    """Several passes' reports as one (the verify pass's, on devices that execute and on those
+    that only compile)."""
+    total = DeviceStatistics()
+    per_device: dict[str, DeviceStatistics] = {}
+    for r in reports:
+        total = total + r.total
+        per_device.update(r.per_device)
+    return PassReport(
+        " + ".join(r.mode for r in reports),
+        sum(r.seconds for r in reports),
+        total,
+        per_device,
+        [n for r in reports for n in r.notes],
+        [m for r in reports for m in r.misses],
+        [c for r in reports for c in r.commands],
+    )
