@@ -166,9 +166,9 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
     command ends)."""
     if _Ended.now:
         return
-    from warmcli.interrupted import in_import_callback, send_again  # (imported by `main`)
+    from warmcli.interrupted import in_quiet_callback, send_again  # (imported by `main`)
 
-    if in_import_callback(frame) and send_again(signum):  # only printed there: handled later
+    if in_quiet_callback(frame) and send_again(signum):  # only printed there: handled later
         return
     raise KeyboardInterrupt
 

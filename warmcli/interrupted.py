@@ -13,7 +13,8 @@ class, escaping the program's outermost frame), no REPL run since. The other way
 namedtuple's, a dataclass's methods made at an import) and was caught and answered (`warm`
 exits 130), which `python -m` would else end by SIGINT all the same.
 A handler raising KeyboardInterrupt where Python only prints it (importlib's weakref
-callback, `in_import_callback`: "Exception ignored in ...", and the program goes on) has
+callback, the hit table's, `in_quiet_callback`: "Exception ignored in ...", and the program
+goes on) has
 the signal sent again instead (`send_again`), by a thread of its own, so that it is
 handled once the callback has returned (sent from the handler, Python would handle it at
 once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
@@ -109,13 +110,20 @@ def forget_interrupt() -> None:
 
 _HELD: list[list[tuple[int, Any]]] = []  # the signals each hold in progress was sent
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
+_HITS = os.path.join("warmcli", "runtime", "hits.py")  # the hit table's callback's file
 
 
-def in_import_callback(frame: object) -> bool:
-    """Whether a signal handler was called in importlib's weakref callback (a module lock
-    collected), where what it raises is only printed."""
+def in_quiet_callback(frame: object) -> bool:
+    """Whether a signal handler was called in a weakref callback where what it raises is
+    only printed: importlib's (a module lock collected), or the launch hit table's (a
+    kernel object gone: `warmcli.runtime.hits._gone`)."""
     code = getattr(frame, "f_code", None)
-    return code is not None and code.co_name == "cb" and code.co_filename.startswith(_IMPORTLIB)
+    if code is None:
+        return False
+    name, file = code.co_name, code.co_filename
+    return (name == "cb" and file.startswith(_IMPORTLIB)) or (
+        name == "_gone" and file.endswith(_HITS)
+    )
 
 
 def send_again(signum: int) -> bool:

@@ -11,13 +11,15 @@ that never reports never makes it);
 `misses_of` reads them off a runtime (`Runtime.done_cold` counts them); `report_of` assembles
 the report of production's state (`warmcli.production`'s one object, its lock held: the misses
 of its runtimes and of those closed, what closed ones did cold since, the bundle as shown).
-Plain records: it owns no state, reads nothing but that state, a runtime's misses and the
-default collector's notes, and never prints (`warmcli.production` prints them, and imports
+Plain records: it owns no state, reads nothing but that state, a runtime's misses, the
+default collector's notes and, for a report's text, whether its bundle's file is there and
+writable (`cannot_write`), and never prints (`warmcli.production` prints them, and imports
 this module only once a runtime missed something or a report is asked for: a hot process
 never does)."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from warmcli.printable import LISTED, cut, printable
@@ -121,6 +123,14 @@ class ProductionReport(Record, frozen=False):
         else:
             if not self.write:
                 then = "re-warm it with `warm run`"
+                # gone (an `as_file` copy, its block ended): where a relative path's folder
+                # cannot be known to be the one it was opened in, not said
+                if os.path.isabs(self.bundle) and not os.path.exists(self.bundle):
+                    then = "no file is at that path now: it was removed since it was opened"
+                elif cannot_write(self.bundle):  # installed read-only (a library's, an image's)
+                    then = (
+                        f"this process cannot write it: {then} where it was built, or ask its owner"
+                    )
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
             else:
@@ -142,6 +152,16 @@ class ProductionReport(Record, frozen=False):
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         lines += [f"  note: {printable(note)}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
+
+
+def cannot_write(bundle: str) -> bool:
+    """Whether this process could not write the bundle file `bundle` (a path, as shown): the
+    file or its folder read-only to it, as a `warm run` into it needs both (its lock file is
+    made beside it). A URL, or a file gone: False."""
+    if "://" in bundle or not os.path.isfile(bundle):  # (a file gone: said otherwise)
+        return False
+    folder = os.path.dirname(os.path.abspath(bundle))
+    return not (os.access(bundle, os.W_OK) and os.access(folder, os.W_OK))
 
 
 def judged_nothing(since: int = 0) -> list[str]:

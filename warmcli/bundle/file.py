@@ -348,9 +348,11 @@ def _open_connection(
 
 def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     if version not in SCHEMAS:
+        newer = version > max(SCHEMAS)  # (an older one than warm has read: no warm bundle)
         raise BundleError(
             f"{path}: bundle format version {version}, this warm reads formats "
             f"{', '.join(map(str, sorted(SCHEMAS)))}"
+            + (": a newer warm wrote it: upgrade warm to read it" if newer else "")
         )
     schema, base = SCHEMAS[version]
     select = f"{SCHEMA_SELECT} LIMIT {len(declared_schema(schema)) + 8}"

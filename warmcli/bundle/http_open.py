@@ -1,7 +1,8 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
 `said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
-plain http:// to another machine (refused); `failed` says a store's HTTP refusal (a 404:
+plain http:// to another machine (refused: by the host `urlsplit` reads or the one connected
+to, `dialled`); `failed` says a store's HTTP refusal (a 404:
 nothing was pushed there yet). `TIMEOUT` is the wait for a store's answer.
 `urlopen` opens a request, following a redirect only where `redirect_refused` finds nothing
 against it (never from https:// down to plain http://, nor to plain http:// elsewhere, nor
@@ -98,9 +99,24 @@ def loopback(host: str | None) -> bool:
 
 
 def plain_elsewhere(url: str) -> bool:
-    """Whether `url` is plain http:// to another machine (or no http at all): refused."""
+    """Whether `url` is plain http:// to another machine (or no http at all): refused. Its
+    host is this machine only where `urlsplit` and the connection (`dialled`) both say so."""
     parts = urlsplit(url)
-    return parts.scheme != "https" and not (parts.scheme == "http" and loopback(parts.hostname))
+    here = loopback(parts.hostname) and loopback(dialled(parts.netloc))
+    return parts.scheme != "https" and not (parts.scheme == "http" and here)
+
+
+def dialled(netloc: str) -> str:
+    """The host `http.client` connects to for `netloc` (its credentials cut at the last `@`,
+    as `without_credentials` cuts them): what precedes a port, a `[...]`'s brackets taken off,
+    as `HTTPConnection` reads it. `urlsplit` reads `[::1]x.example` as `::1` (this machine),
+    where the name `[::1]x.example` is looked up, and may be any machine's."""
+    from urllib.parse import unquote
+
+    host = unquote(netloc.rpartition("@")[2]).lower()  # (as `Request.host`)
+    if host.rfind(":") > host.rfind("]"):
+        host = host[: host.rfind(":")]
+    return host[1:-1] if host[:1] == "[" and host[-1:] == "]" else host
 
 
 def redirect_refused(origin: str, to: str) -> str | None:

@@ -146,7 +146,7 @@ class Http:
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             if deadline.passed:
                 raise late from None
-            if exc is late:
+            if isinstance(exc, RemoteError):  # `late`, or a redirect refused: said as it is
                 raise
             reason = said(getattr(exc, "reason", exc))
             raise RemoteError(f"{self.name}: store unreachable ({reason})") from None

@@ -106,8 +106,8 @@ def _free(path: str) -> bool:
     waits for a writer of the pipe) is not opened: True, and the open refuses it without
     waiting (`read_header`, `check_journal`)."""
     import stat
-    from urllib.parse import quote  # (only then)
 
+    from warmcli.bundle.file import _read_only_uri  # (its bytes: a name of no UTF-8 too)
     from warmcli.bundle.journal import check_journal, check_wal_files
 
     try:
@@ -118,7 +118,7 @@ def _free(path: str) -> bool:
     except (OSError, BundleError):
         return True  # (opening it says why)
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, isolation_level=None)
+        conn = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error:
         return True  # (opening it says why)
     try:

@@ -46,7 +46,13 @@ from warmcli.bundle.file import (
     check_header,
     recover,
 )
-from warmcli.bundle.journal import check_wal_files, publish, remove_leftovers, temp_beside
+from warmcli.bundle.journal import (
+    check_journal,
+    check_wal_files,
+    publish,
+    remove_leftovers,
+    temp_beside,
+)
 from warmcli.bundle.lock import write_lock
 from warmcli.errors import BundleError, PullInterrupted, RemoteError
 from warmcli.interrupted import held_interrupts
@@ -126,7 +132,8 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
     read-only open reads them (each file's schema never trusted): (0, 0) where there is no
     `old`, where the two are not both of this format (their keys are stored differently),
     or where either cannot be read so (a crash journal beside `old`, say, or a `-wal` or
-    `-shm` that is a link: a WAL file's reader would write it, `check_wal_files`)."""
+    `-shm` that is a link: a WAL file's reader would write it, `check_wal_files`; a journal
+    that is a FIFO, which SQLite's read-only open would wait on for ever, `check_journal`)."""
     query = (  # each old key looked up in the new file's primary key: memory flat
         "SELECT (SELECT count(*) FROM old.kernels o WHERE NOT EXISTS (SELECT 1 FROM "
         "main.kernels n WHERE n.key = o.key)), (SELECT count(*) FROM old.tunes o WHERE NOT "
@@ -137,6 +144,7 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
             return 0, 0
         for path in (old, new):  # a view or trigger of a file's own never runs: each checked
             check_wal_files(path)  # a WAL file's reader writes its `-shm`: never a link
+            check_journal(path)  # a FIFO: SQLite's look for a hot journal would wait for ever
             with contextlib.closing(_connect(_read_only_uri(path), uri=True)) as conn:
                 _validate(path, conn, FORMAT_VERSION)
         with contextlib.closing(_connect(_read_only_uri(new), uri=True)) as conn:

@@ -217,7 +217,7 @@ class KernelCache:
         launch is checked by the device alone)."""
         hit = self._hits.get(id(kernel))
         collector = active_collector()
-        if hit is not None:  # this kernel's: a gone one's entry left with it (`Hits`)
+        if hit is not None and hit() is kernel:  # not a gone one's left at its id (`hits`)
             if hit.collector is not collector:  # a new pass: registered once in it too
                 self._register(kernel)
                 put_hit(self._hits, kernel, hit.function, collector)

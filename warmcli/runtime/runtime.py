@@ -99,7 +99,9 @@ class Runtime:
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
-        self._checks: dict[int, tuple[Kernel, Converter]] = {}  # id(kernel) -> its checker
+        # A kernel's (content hash, name) -> its checker: never its object's id, which kept
+        # every kernel a warming pass checked (a workload making one per launch grew with each).
+        self._checks: dict[tuple[str, str], Converter] = {}
         # Its passes ended: asked first at each launch or tune whether it goes on (`retired`).
         self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
 
@@ -216,11 +218,12 @@ class Runtime:
     def _check_arguments(self, kernel: Kernel, args: tuple[Any, ...]) -> None:
         """A discarded or queued launch's arguments are checked as an executed one's are
         (the device checks those), so a mistake shows in the first pass that makes it."""
-        known = self._checks.get(id(kernel))
-        if known is None or known[0] is not kernel:
-            known = (kernel, converter(kernel, self.device.id, any_buffer_of(self.device.id)))
-            self._checks[id(kernel)] = known
-        known[1](args)
+        key = (kernel.content_hash, kernel.name)  # its letters and label: its checker's
+        check = self._checks.get(key)
+        if check is None:
+            check = converter(kernel, self.device.id, any_buffer_of(self.device.id))
+            self._checks[key] = check
+        check(args)
 
     # -- tunes -----------------------------------------------------------------------------
 

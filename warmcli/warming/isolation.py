@@ -51,7 +51,7 @@ from types import FrameType
 from typing import Any
 
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
-from warmcli.interrupted import in_import_callback, send_again
+from warmcli.interrupted import in_quiet_callback, send_again
 from warmcli.records import Record, factory
 from warmcli.warming.crashes import (
     CRASH_SIGNALS,
@@ -372,7 +372,7 @@ def interrupt_on_signals() -> None:
             os.kill(os.getpid(), signum)
             return
         stop_compilers()
-        if in_import_callback(frame) and send_again(signum):  # only printed there: later
+        if in_quiet_callback(frame) and send_again(signum):  # only printed there: later
             return
         if not raised:
             raised = True

@@ -1,7 +1,8 @@
 """The file given as a workload, checked before it is imported: that it is a Python file.
 
 A folder is told its `-m` name where it is a package (`warmcli.warming.script_main.as_module`), a
-missing `w` whose `w.py` exists is told to name it whole, and a file that is not `.py` is refused;
+missing `w` whose `w.py` exists is told to name it whole, one that is there but no regular file
+(a FIFO, a device) is said so, and a file that is not `.py` is refused;
 a Jupyter notebook (`.ipynb`) is told how to make one of it, as warm does not run notebooks: its
 cells may hold IPython's magics (`%timeit`, `!pip`), which are no Python, its top-level work is not
 warmed anyway (only what `workload(rt)` does on its runtime is), and a `spawn` worker imports the
@@ -22,6 +23,8 @@ def check_workload_file(path: Path) -> None:
     if path.is_dir():
         hint = as_module(path, package=True)
         raise WorkloadError(f"{path}: is a directory, not a workload file{hint}")
+    if path.exists() and not path.is_file():  # a FIFO, a device: never opened
+        raise WorkloadError(f"{path}: is no regular file: a workload is a Python file (.py)")
     if not path.is_file():
         hint = f" ({path}.py is one: name it whole)" if Path(f"{path}.py").is_file() else ""
         raise WorkloadError(f"{path}: no such workload file{hint}")
