@@ -51,10 +51,12 @@ def pytest_configure(config: pytest.Config) -> None:
     run selects the `gpu` tests, the GPUs are hidden (`CUDA_VISIBLE_DEVICES` empty, before
     anything starts CUDA, and so in every process the tests start): every other test
     states what warm does on a machine with no GPU, as CI is, and `--device auto` there
-    is the host. warm's modules are compiled to bytecode first (`_compile_warm`). A suite
-    started with SIGINT or SIGHUP ignored (`nohup`, a background job of a script) has them
-    back as a terminal gives them: the processes the tests start inherit an ignored one, and
-    the tests of warm's Ctrl-C and hangup would time out."""
+    is the host. warm's modules are compiled to bytecode first (`_compile_warm`), and, in a
+    run of pytest-xdist's workers, the test modules' assert-rewritten code before the
+    workers start (`rewritten.write_once`). A suite started with SIGINT or SIGHUP ignored
+    (`nohup`, a background job of a script) has them back as a terminal gives them: the
+    processes the tests start inherit an ignored one, and the tests of warm's Ctrl-C and
+    hangup would time out."""
     import signal
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
@@ -64,6 +66,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not gpu_selected(config):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     _compile_warm()
+    from rewritten import write_once
+
+    write_once(config, ROOT / "tests")
     if "WARM_HOME" not in os.environ:
         home = tempfile.mkdtemp(prefix="warm-test-home-")
         os.environ["WARM_HOME"] = home

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 from test_production_defaults import serve
 
 PRECIOUS = "precious user data\n" * 100

@@ -13,6 +13,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_hostile37 import MIB, ROOT, cli, one_line_or_ok
 
 WIDE = (  # six kernels, each with three 6 MB values over their limits (not over SQLite's)

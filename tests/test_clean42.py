@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm, scaled
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 DAY = 86400
 # A production process over the bundle argv[1] (write-back where argv[2] is "write"),

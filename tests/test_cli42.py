@@ -24,9 +24,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import ForkedWarm, forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.cli.app import COMMANDS
 
@@ -34,14 +36,14 @@ MATMUL = EXAMPLES / "matmul_host.py"
 
 
 @pytest.fixture(scope="module")
-def helps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def helps(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> dict[str, str]:
     """`warm -h` and each command's `-h` (their stdout; each exits 0), run once for the
-    module: "" is warm's own."""
+    module (each forked, as `forked_warm`'s commands are): "" is warm's own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     env.update(WARM_HOME=str(tmp_path_factory.mktemp("home")), COLUMNS="200")
     shown = {}
     for command in ["", *sorted(COMMANDS)]:
-        proc = Warm(env)(*([command] if command else []), "-h")
+        proc = ForkedWarm(Warm(env), forking_servers)(*([command] if command else []), "-h")
         assert proc.returncode == 0 and "-h, --help" in proc.stdout, (command, proc.stderr)
         shown[command] = proc.stdout
     return shown

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, Warm
 from dask_cluster import local_cluster
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.warming.fanout import run_shard
 from warmcli.warming.seeds import shard_seeds

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Warm
 from dask_cluster import local_cluster
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.store import Bundle
 from warmcli.warming.fanout import CONNECT_TIMEOUT, shard_passes, shard_workers

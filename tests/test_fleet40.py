@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Warm
 from dask_cluster import local_cluster
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet38 import SERVE
 
 from warmcli.warming.fanout import CONNECT_TIMEOUT

@@ -7,12 +7,12 @@ import hashlib
 import json
 import sqlite3
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_compact_tunes import _format1
 
 from warmcli.bundle.candidates import INTERNED, decode, kernel_ids, pack, signed_form, unpack
@@ -132,7 +132,7 @@ def test_format2_is_read_as_it_is_and_migrated_on_a_write_open(tmp_path: Path) -
     assert held == set(KERNELS[:2]) and tags <= {bytes((INTERNED,)), bytes((INTERNED + 1,))}
 
 
-def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path) -> None:
+def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path, warm: Warm) -> None:
     """A format-1 file (candidates JSON) becomes format 3 at `warm clean`; stats, verify,
     diff and merge read both the old file and the migrated one."""
     old, new = tmp_path / "one.warm", tmp_path / "three.warm"
@@ -144,10 +144,6 @@ def test_format1_migrates_to_format3_through_the_cli(tmp_path: Path) -> None:
                 "INSERT INTO manifest VALUES (?, ?)",
                 [("warm_version", "1.0"), ("created", "1.0"), ("updated", "1.0")],
             )
-
-    def warm(*args: object) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "warmcli", *map(str, args)]
-        return subprocess.run(cmd, capture_output=True, text=True)
 
     dry = warm("clean", new, "--dry-run")
     assert dry.returncode == 0 and "format 1: a clean without --dry-run migrates it" in dry.stdout

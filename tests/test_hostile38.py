@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fuzz34 import MATMUL, SERVE, matmul_bundle
 from test_hostile37 import peak_of
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_hostile37 import one_line_or_ok, peak_of
 from test_leftovers39 import (  # noqa: F401  (the fixtures)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 
 # Runs `warm ARGS...` with a hook that has the process send itself WARM_TEST_SIGNAL at a

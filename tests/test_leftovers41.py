@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_check_json_names_the_device_each_entry_was_judged_for(warm: Warm, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import ProcessMode, ProcessModeOverride
 from warmcli.backends.cuda.arch import ArchDevice

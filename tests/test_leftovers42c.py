@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import Warm
+from forked_cli import ForkedWarm, Servers
 
 from warmcli.ops.clean_age import parse_age
 
@@ -39,32 +40,31 @@ def workload(rt):
 
 
 def _warm(
-    tmp: Path, *args: str, cwd: Path | None = None, **env: str
+    servers: Servers, tmp: Path, *args: str, cwd: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
+    """`python -m warmcli ARGS` in `tmp` (warm's home there), forked from a server of
+    `servers` (`tests/forked_cli.py`: a process of its own, as a started one)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     environ = dict(base, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"), **env)
-    return subprocess.run(
-        [sys.executable, "-m", "warmcli", *args],
-        env=environ,
-        cwd=cwd or tmp,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return ForkedWarm(Warm(environ), servers)(*args, cwd=cwd or tmp, timeout=120)
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bundle(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> Path:
     tmp = tmp_path_factory.mktemp("made")
     (tmp / "work.py").write_text(WORKLOAD)
-    made = _warm(tmp, "run", str(tmp / "work.py"), "-b", str(tmp / "b.warm"), "-q")
+    made = _warm(forking_servers, tmp, "run", str(tmp / "work.py"), "-b", str(tmp / "b.warm"), "-q")
     assert made.returncode == 0, made.stderr
     return tmp / "b.warm"
 
 
-def test_a_failed_run_says_the_notes_of_its_pass_before_its_error(tmp_path: Path) -> None:
+def test_a_failed_run_says_the_notes_of_its_pass_before_its_error(
+    forking_servers: Servers, tmp_path: Path
+) -> None:
     (tmp_path / "work.py").write_text(WORKLOAD.replace('BODY = "o[0] = 1;"', 'BODY = "nope }"'))
-    run = _warm(tmp_path, "run", str(tmp_path / "work.py"), "-b", str(tmp_path / "b.warm"))
+    run = _warm(
+        forking_servers, tmp_path, "run", str(tmp_path / "work.py"), "-b", str(tmp_path / "b.warm")
+    )
     assert run.returncode == 2, run.stderr
     lines = run.stderr.splitlines()
     error = next(i for i, line in enumerate(lines) if line.startswith("warm: error: "))
@@ -77,10 +77,10 @@ def test_a_failed_run_says_the_notes_of_its_pass_before_its_error(tmp_path: Path
     [("merge", "{b}", "-o", "-"), ("run", "work.py", "-b", "-"), ("stats", "-")],
 )
 def test_dash_is_refused_as_a_bundle_in_one_line(
-    tmp_path: Path, bundle: Path, args: tuple[str, ...]
+    forking_servers: Servers, tmp_path: Path, bundle: Path, args: tuple[str, ...]
 ) -> None:
     (tmp_path / "work.py").write_text(WORKLOAD)
-    done = _warm(tmp_path, *(a.format(b=bundle) for a in args))
+    done = _warm(forking_servers, tmp_path, *(a.format(b=bundle) for a in args))
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         "warm: error: -: stdin/stdout are not supported: name a file (./- for one named -)\n"
@@ -88,27 +88,29 @@ def test_dash_is_refused_as_a_bundle_in_one_line(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work.py"]  # no `-`, no `-.lock`
 
 
-def test_warm_bundle_dash_is_refused_too(tmp_path: Path) -> None:
+def test_warm_bundle_dash_is_refused_too(forking_servers: Servers, tmp_path: Path) -> None:
     (tmp_path / "work.py").write_text(WORKLOAD)
-    done = _warm(tmp_path, "run", "work.py", WARM_BUNDLE="-")
+    done = _warm(forking_servers, tmp_path, "run", "work.py", WARM_BUNDLE="-")
     assert done.returncode == 2 and done.stderr.startswith("warm: error: WARM_BUNDLE=-: stdin")
     assert not (tmp_path / "-").exists()
 
 
-def test_a_file_named_dash_is_read(tmp_path: Path, bundle: Path) -> None:
+def test_a_file_named_dash_is_read(forking_servers: Servers, tmp_path: Path, bundle: Path) -> None:
     (tmp_path / "-").write_bytes(bundle.read_bytes())
-    done = _warm(tmp_path, "stats", "-", "--json")
+    done = _warm(forking_servers, tmp_path, "stats", "-", "--json")
     assert done.returncode == 0, done.stderr
 
 
-def test_a_new_users_first_stats_says_how_to_make_the_default_bundle(tmp_path: Path) -> None:
-    done = _warm(tmp_path, "stats")
+def test_a_new_users_first_stats_says_how_to_make_the_default_bundle(
+    forking_servers: Servers, tmp_path: Path
+) -> None:
+    done = _warm(forking_servers, tmp_path, "stats")
     default = tmp_path / "home" / "bundle.warm"
     assert done.returncode == 2
     assert done.stderr == (
         f"warm: error: {default}: no such bundle (make one with `warm run WORKLOAD`)\n"
     )
-    named = _warm(tmp_path, "stats", str(tmp_path / "x.warm"))  # one named: no hint
+    named = _warm(forking_servers, tmp_path, "stats", str(tmp_path / "x.warm"))  # no hint
     assert named.stderr == f"warm: error: {tmp_path / 'x.warm'}: no such bundle\n"
 
 
@@ -119,12 +121,14 @@ def test_ages_take_upper_case_units_as_sizes_do_but_not_m() -> None:
         parse_age("6M")
 
 
-def test_clean_older_than_upper_case_days(tmp_path: Path, bundle: Path) -> None:
+def test_clean_older_than_upper_case_days(
+    forking_servers: Servers, tmp_path: Path, bundle: Path
+) -> None:
     copy = tmp_path / "c.warm"
     copy.write_bytes(bundle.read_bytes())
-    done = _warm(tmp_path, "clean", str(copy), "--older-than", "30D", "--dry-run")
+    done = _warm(forking_servers, tmp_path, "clean", str(copy), "--older-than", "30D", "--dry-run")
     assert done.returncode == 0, done.stderr
-    refused = _warm(tmp_path, "clean", str(copy), "--older-than", "6M")
+    refused = _warm(forking_servers, tmp_path, "clean", str(copy), "--older-than", "6M")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "minutes or months" in refused.stderr
 
@@ -154,11 +158,11 @@ def main():
 
 @pytest.mark.parametrize("caught", ["", "1"])
 def test_a_pool_task_ended_by_a_gpu_less_prebuilds_want_of_a_gpu_fails_it(
-    tmp_path: Path, caught: str
+    forking_servers: Servers, tmp_path: Path, caught: str
 ) -> None:
     (tmp_path / "pool.py").write_text(POOL)
     args = ("run", "pool.py", "--entry", "main", "--pycuda", "--arch", "sm_80", "-q")
-    done = _warm(tmp_path, *args, "-b", str(tmp_path / "p.warm"), CAUGHT=caught)
+    done = _warm(forking_servers, tmp_path, *args, "-b", str(tmp_path / "p.warm"), CAUGHT=caught)
     if caught:  # a task that caught it and went on: as a thread that does
         assert done.returncode == 0, done.stderr
         return

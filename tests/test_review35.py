@@ -47,6 +47,7 @@ from pathlib import Path
 import pytest
 from big_bundle import build_big
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_format3 import _tune
 
 from warmcli.bundle.store import Bundle

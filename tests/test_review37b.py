@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Each call of `workload` is one pass; in the second (CompileAndAutotune), the workload says
 # it reached its end (`<name>.ready`) and waits for `go`, then builds a kernel the first pass

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import cuda_small, signed_small  # noqa: F401  (the fixtures)
 

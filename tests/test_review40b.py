@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from dask_cluster import local_cluster
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_format3 import _format2, _tune, sign_as_format2
 from test_signed_migration import _signed_format2
 

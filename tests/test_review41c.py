@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from elf_blobs import LINKED_WORKLOAD, SERVE
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_a_loaded_extension_modules_file_name_is_no_name_the_loader_matches(

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A task submitted to a pool and left running when workload() returns: Python's exit waits
 # for it (concurrent.futures joins its workers once they ran what was submitted), so what it

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A thread of the workload's own (not a daemon) whose name starts with "warm-" (a warm-up
 # thread): Python waits for it before the process ends. join_left took every "warm-" thread

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 DAY = 86400
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_leftovers42b import THREADED as THREADED_42B
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.http_open import redirect_refused
 from warmcli.bundle.location import kept_as, shown, url_text

@@ -14,10 +14,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm
 
 KERNELS = {
     "scale.py": (
@@ -81,13 +83,14 @@ def make_project(root: Path, *, n: str = "default=16", data: str = "data.npy") -
 
 
 @pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    """The real CLI (its own warm home) and a folder for the team's checkouts."""
+def team(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> tuple[Warm, Path]:
+    """The real CLI (its own warm home; each command forked from a server that imported
+    it once, `tests/forked_cli.py`) and a folder for the team's checkouts."""
     base = tmp_path_factory.mktemp("trial38")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     env["WARM_HOME"] = str(base / "home")
     env["COLUMNS"] = "200"
-    return Warm(env), base
+    return ForkedWarm(Warm(env), forking_servers), base
 
 
 @pytest.fixture(scope="module")

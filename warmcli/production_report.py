@@ -2,7 +2,8 @@
 tune it measured because its bundle lacked them (`Miss`: one whose every candidate failed, or
 whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
 closed did cold afterwards (counted only: no bundle was theirs to lack it), whether its
-bundle was locked at its open and is not loaded yet (`locked`), and the notes of
+bundle was locked at its open and is not loaded yet (`locked`), what strict mode refused
+(`refused`: a `Miss` whose `pick` is why, `refused_of` reads them off runtimes), and the notes of
 tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted; a tune
 measured with the candidate it picked and its median, and how much slower the others were,
@@ -20,6 +21,7 @@ never does)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.printable import LISTED, cut, printable
@@ -77,6 +79,7 @@ class ProductionReport(Record, frozen=False):
     # `bundle` was locked at this process's open, and is not open yet: "locked", or why its
     # last try failed another way (a file replaced)
     locked: str = ""
+    refused: list[Miss] = factory(list)  # what strict mode refused (`StrictMissError`)
 
     @property
     def kernels(self) -> list[Miss]:
@@ -115,6 +118,13 @@ class ProductionReport(Record, frozen=False):
                 f"warm: no bundle is loaded: this process {done} itself"
                 + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
             ]
+        elif self.refused and not self.misses:
+            kernels = sum(m.kind == "kernel" for m in self.refused)
+            lines = [
+                f"warm: bundle {bundle} lacked {kernels} kernel(s) and "
+                f"{len(self.refused) - kernels} tune(s), which strict mode refused "
+                "(StrictMissError): re-warm it with `warm run`:"
+            ]
         elif not self.misses:
             if cold:
                 return f"warm: bundle {bundle} served all its runtimes asked for; {cold}"
@@ -139,16 +149,17 @@ class ProductionReport(Record, frozen=False):
                     then += ", unsigned: sign the bundle again with `warm sign`"
             lines = [
                 f"warm: bundle {bundle} lacked {len(self.kernels)} kernel(s) and "
-                f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then}):"
+                f"{len(self.tunes)} tune(s); this process compiled and tuned them itself ({then})"
+                + (f"; strict mode refused {len(self.refused)} more:" if self.refused else ":")
             ]
-        listed = self.misses[:LISTED]
+        listed = (self.misses + self.refused)[:LISTED]
         lines += [
             f"  {m.kind} {printable(cut(m.name))} on {m.device} (key {m.key[:16]})"
             + (f": {printable(cut(m.pick))}" if m.pick else "")
             for m in listed
         ]
-        if len(self.misses) > LISTED:
-            more = len(self.misses) - LISTED
+        if len(self.misses) + len(self.refused) > LISTED:
+            more = len(self.misses) + len(self.refused) - LISTED
             lines.append(f"  and {more:,} more not listed (warmcli.report() names every one)")
         lines += [f"  note: {printable(note)}" for note in self.notes[:LISTED]]
         return "\n".join(lines + ([f"  {cold}"] if cold else []))
@@ -239,6 +250,23 @@ def report_of(state: Any) -> ProductionReport:
         path = reopening.path
     bundle = shown(path) if path is not None else None
     report = ProductionReport(bundle, state.write, misses, signed, "", kernels, tunes, notes)
+    report.refused = refused_of(state.runtimes.values())  # strict mode's (WARM_STRICT=1)
     if state.path is None and reopening is not None and reopening.bundle is None:
         report.locked = reopening.refused or "locked"  # not opened since: why
     return report
+
+
+def refused_of(runtimes: Iterable[Runtime]) -> list[Miss]:
+    """What strict mode refused on `runtimes` (`WARM_STRICT=1`), each a `Miss` whose `pick`
+    says so with the miss's reason (`refused by strict mode: absent: ...`)."""
+    return [
+        Miss(
+            why.kind,
+            rt.device.id,
+            why.label,
+            why.key,
+            f"refused by strict mode: {why.reason}: " + why.detail,
+        )
+        for rt in runtimes
+        for why in rt.misses.refused()
+    ]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +56,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.run_pycuda import with_pycuda
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError, RunInterrupted, WarmError
 from warmcli.printable import printable
@@ -212,7 +212,7 @@ def run(
         argv += ["--compile-timeout", str(compile_timeout)] if compile_timeout else []
         argv += ["--allow-discarded-reads"] if allow_discarded_reads else []
         argv += ["--pycuda"] if pycuda else []
-        hooked = lambda act: _pycuda(pycuda, bool(arch), act)  # noqa: E731 (the replay's)
+        hooked = lambda act: with_pycuda(pycuda, bool(arch), act)  # noqa: E731 (the replay's)
         verify_args = (hooked, loader, device, arch, nvcc, trusted, compiler, allow_discarded_reads)
         from warmcli.cli.run_dask import dask_run  # only a run fanned out pays for Dask's parts
 
@@ -265,7 +265,7 @@ def run(
     def _passes(as_json: bool, pycuda: bool, gpu_less: bool, progress: Any) -> Any:
         with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
             try:
-                return _pycuda(pycuda, gpu_less, lambda: action(progress))
+                return with_pycuda(pycuda, gpu_less, lambda: action(progress))
             except WarmError as exc:  # the notes its pass made, before its line (as run says)
                 for note in dict.fromkeys(n for n in exc.notes_before if not _said(n, exc)):
                     err.print(f"warm: note: {printable(note)}", markup=False, highlight=False)
@@ -357,19 +357,12 @@ def _roll_back_left_write(path: Path) -> None:
         journal.unlink(missing_ok=True)
 
 
-def _pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
-    """`action` with PyCUDA's modules resolving to warm's (`--pycuda`), else as it is."""
-    if not enabled:
-        return action()
-    from warmcli.pycuda.hook import pycuda_modules
-
-    with pycuda_modules(gpu_less):
-        return action()
-
-
 def _said(note: str, exc: WarmError) -> bool:
     """Whether `note` is the compile that ended the run (failed, or timed out), which the
-    line of `exc` says with its log: said once, by the error, which stays the first line."""
+    line of `exc` says with its log: said once, by the error, which stays the first line; or
+    a refused read's, where that read's `DiscardedReadError` ended the run (not caught)."""
+    if note.startswith("a read back under ") and "), and the workload caught it" in note:
+        return "DiscardedRead" in str(exc)  # it did not: the read's error ended the run
     label = note.partition(" (key ")[0].removeprefix("compile of ")  # `compile of L (key K)`
     return note.startswith("compile of ") and (
         note.rsplit(" failed: ", 1)[-1] in str(exc) or f"kernel {label} " in str(exc)

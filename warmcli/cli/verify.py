@@ -50,7 +50,7 @@ from warmcli.cli.render.run import run_renderable, stats_json
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.crashes import WorkerCrash
-from warmcli.warming.isolation import run_isolated
+from warmcli.warming.isolation import interrupt_on_signals, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
 from warmcli.warming.workload import Workload, load_module, load_workload
 
@@ -127,6 +127,8 @@ def verify(
         raise typer.Exit(_report(path, integrity, None, as_json, quiet))
 
     def worker() -> int:
+        interrupt_on_signals()  # a stop the workload catches (pytest's) still stops the replay
+
         def replayed_here() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
                 loaded = (

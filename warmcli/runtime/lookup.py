@@ -6,23 +6,22 @@ host kernel tuned for it: `warmcli.backends.native`), or the key of the bundle's
 outside warming; while warming only where there is no compiler). A build the bundle holds
 under a key is served only if it was made for this device and toolchain by that rule, its
 blob's sha256 matches, it is of its row's kind (a cubin row's no PTX) and it loads here
-(counted `loaded`); otherwise it is noted, handed to the miss policy as not served
-(`corrupt` for a malformed row, `binary` for a blob that cannot be served, the differing
-part for another device's or toolchain's build) and rebuilt. PTX served to a CUDA device
-newer than every cubin (under CompileOnly, where nothing loads, held as served), PTX kept
-beside a held cubin while warming, and a cubin row's kind are a CUDA device's only:
-`warmcli.runtime.lookup_ptx.CudaLookup`'s. A plain miss is explained
+(counted `loaded`), by an open runtime (`use_bundle` closed it: none, compiled cold); else it is
+noted, handed to the miss policy as not served (`corrupt` for a malformed row, `binary` for a
+blob that cannot be served, the differing part for another device's or toolchain's build) and
+rebuilt. PTX served to a CUDA device newer than every cubin (under CompileOnly, where nothing
+loads, held as served), PTX kept beside a held cubin while warming, and a cubin row's kind are a
+CUDA device's only: `warmcli.runtime.lookup_ptx.CudaLookup`'s. A plain miss is explained
 (`warmcli.runtime.explain`) only when the miss policy asks (`warmcli.runtime.misses`). This
-device's kernel rows are prefetched in the order they were stored, in chunks that grow with
-the kernels asked for (by half of them: a workload serves in a few queries what it launches
-in the order it was warmed). It owns the keys it gave (and by which toolchain), the keys
-found served, the records read while keying, the rows prefetched, and what it asks once (the
-compiler's identity per language, the serving target per toolchain and its verdict on the
-builds of that toolchain, arch and backend whose components name it: one `why_not` per
-target, the (arch, toolchain) pairs an entry's builds name: `_builds_of`); it says whether a
-tune's pick measured on another build is measured again (`measured_otherwise`); it never
-compiles, never writes the bundle and never prints. Loading is the cache's (its `load`,
-handed in).
+device's kernel rows are prefetched in the order they were stored, in chunks that grow with the
+kernels asked for (by half of them: a workload serves in a few queries what it launches in the
+order it was warmed). It owns the keys it gave (and by which toolchain), the keys found served,
+the records read while keying, the rows prefetched, and what it asks once (the compiler's
+identity per language, the serving target per toolchain and its verdict on the builds of that
+toolchain, arch and backend whose components name it: one `why_not` per target, the (arch,
+toolchain) pairs an entry's builds name: `_builds_of`); it says whether a tune's pick measured
+on another build is measured again (`measured_otherwise`); it never compiles, never writes the
+bundle and never prints. Loading is the cache's (its `load`, handed in).
 """
 
 from __future__ import annotations
@@ -211,8 +210,8 @@ class BundleLookup:
         return why_not(held, self._target(identity)) is not None
 
     def record(self, kernel: Kernel, key: str) -> KernelRecord | None:
-        """The bundle's build under `key`, unless it was made for another device or toolchain."""
-        if self.bundle is None:
+        """The bundle's build under `key`, if made for this device and toolchain (runtime open)."""
+        if self.bundle is None or self.misses.closed:
             return None
         record = self._found.pop(key, None)  # read while keying
         if record is None:

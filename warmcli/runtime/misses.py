@@ -179,6 +179,14 @@ class Misses:
                 return
         self.policy.refuse(known)
 
+    def refused(self) -> list[MissExplanation]:
+        """The misses strict mode refused (`WARM_STRICT=1`: every one it explained), in the
+        order met, for the production report; none under another policy."""
+        if self.policy is None or self.policy.strict is not Strictness.RAISE:
+            return []
+        with self._lock:
+            return list(self._explained.values())
+
     def listing(self, kind: str, name: str, make: Callable[[], Listed[Any]]) -> Listed[Any]:
         """The bundle's entries of the kernel entry or tunable operation `name` as `make`
         lists them, kept for the next miss of that name (one a kind: the last one's)."""

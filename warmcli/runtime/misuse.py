@@ -1,7 +1,8 @@
 """One-line `TypeError`s for a runtime call handed the wrong kind of object (a `str` for the
 kernel, a `Kernel` for the tunable, an `int` for the stream), said where the call's own use
 of it failed (an `AttributeError`), so a correct call pays nothing for the check; and a read
-of a buffer under a pass that discards launches (`discarded_read`): refused, or warned of.
+of a buffer under a pass that discards launches (`discarded_read`): refused (and noted, as a
+workload may catch the error and go on), or warned of.
 
 It owns no state, never prints, and never raises for an argument of the right kind (then
 the caller re-raises its own error).
@@ -51,14 +52,38 @@ def discarded_read(what: str, device_id: str, executes: bool, allowed: bool, lev
     from warmcli.execution import process_mode
     from warmcli.runtime.tune_check import read_meaningless
 
+    mode = process_mode.current_process_mode().value
     message = (
-        f"read of {what} under {process_mode.current_process_mode().value}: launches are "
+        f"read of {what} under {mode}: launches are "
         "discarded in this pass, so buffers are left as they were and what is read back is "
         "meaningless"
     )
-    if not allowed:
+    if not allowed:  # noted too: a workload that catches it (pytest) goes on silently
+        process_mode.note_reported(refused_read_note(mode, "DiscardedReadError", ALLOW))
         raise DiscardedReadError(message)
-    warnings.warn(message, DiscardedReadWarning, stacklevel=level + 2)
+    try:
+        warnings.warn(message, DiscardedReadWarning, stacklevel=level + 2)
+    except DiscardedReadWarning:  # a warnings filter made it an error (pytest.ini's `error`)
+        process_mode.note_reported(refused_read_note(mode, WARNING_RAISED, IGNORE))
+        raise
     read_meaningless(executes)  # no GPU: no refusal after it is a GPU's
     process_mode.active_collector().count(device_id, "execution", "discarded_reads")
     process_mode.note_reported(message)
+
+
+WARNING_RAISED = "DiscardedReadWarning, which a warnings filter made an error"
+CAUGHT = "), and the workload caught it and went on"  # (`warm run` finds the note by it)
+ALLOW = "with --allow-discarded-reads the read gives the buffer as it was and the code goes on"
+IGNORE = "a filter `ignore::warmcli.DiscardedReadWarning` after that one lets the read go on"
+
+
+def refused_read_note(mode: str, raised: str, hint: str) -> str:
+    """The note of a read refused under the pass `mode` (by `raised`; `hint`: what lets it
+    go on), the same text for every read of a pass (counted as one note): what it says is of
+    a workload that caught the error and went on, so an error that ended the run says it
+    alone (`warm run` drops this note there)."""
+    return (
+        f"a read back under {mode} was refused ({raised}{CAUGHT} (a test runner, pytest, takes "
+        "it for a test's failure): what it launches or tunes after such a read is not warmed in "
+        f"this pass, and the verify pass names it; {hint}"
+    )

@@ -90,6 +90,11 @@ def written_buffers(
     return list({id(b): b for b in chosen}.values())
 
 
+def _holding(buffer: Buffer) -> Callable[[], Buffer]:
+    """A strong hold on `buffer`, called as a weak reference is."""
+    return lambda: buffer
+
+
 class TuneGuard:
     """Copies of the buffers one measurement may write, put back after every run."""
 
@@ -101,7 +106,9 @@ class TuneGuard:
         # Kept when first launched on (none of the inputs), with its copy: held weakly where
         # warm allocated it (dropped, its memory is gone), else held.
         self._beside: list[tuple[Callable[[], Buffer | None], Buffer]] = []
-        self._seen: set[int] = set()  # ids of the inputs' buffers and of those kept, alive
+        # By id: the inputs' buffers and those kept, each one's only while `kept() is buffer`
+        # (no weakref callback, which a raising signal handler could cut short: a stale id).
+        self._seen: dict[int, Callable[[], Buffer | None]] = {}
         self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
         self.launched: set[int] = set()  # ids of the buffers launched on since `outputs` began
         try:
@@ -124,7 +131,7 @@ class TuneGuard:
         """From now until `release`, keep each buffer that this thread (the measuring one)
         launches on and that is none of `inputs` (whose buffers `restore=` chose among),
         before its first launch runs; another thread's launches on the stream are its own."""
-        self._seen = {id(b) for b in (*_buffers_in(inputs), *self.buffers)}
+        self._seen = {id(b): _holding(b) for b in (*_buffers_in(inputs), *self.buffers)}
         self._outer = self.stream.watch_launches(self._cover)
 
     def _cover(self, args: tuple[Any, ...]) -> None:
@@ -132,14 +139,12 @@ class TuneGuard:
             self._outer(args)
         for buffer in _buffers_in(args):
             self.launched.add(id(buffer))
-            if id(buffer) not in self._seen:
-                self._seen.add(id(buffer))  # until it dies (then its id may be another's)
-                kept: Callable[[], Buffer | None] = (
-                    weakref.ref(buffer, lambda _, at=id(buffer): self._seen.discard(at))
-                    if buffer.owned
-                    else (lambda held=buffer: held)  # the app's memory: put back each run
-                )
+            seen = self._seen.get(id(buffer))
+            if seen is None or seen() is not buffer:  # (a dead one's id: another's now)
+                # (the app's memory, not owned: held, put back each run)
+                kept = weakref.ref(buffer) if buffer.owned else _holding(buffer)
                 self._beside.append((kept, self._copy(buffer)))
+                self._seen[id(buffer)] = kept
 
     def restore(self) -> None:
         """Put every kept buffer back as it was (queued on the measured stream)."""
@@ -150,6 +155,7 @@ class TuneGuard:
             for _, copy in (pair for pair in self._beside if pair[0]() is None):
                 self.device.free(copy)
             self._beside = [pair for pair in self._beside if pair[0]() is not None]
+            self._seen = {at: kept for at, kept in self._seen.items() if kept() is not None}
         for kept, copy in self._beside:
             buffer = kept()
             if buffer is not None:

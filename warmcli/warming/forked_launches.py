@@ -9,7 +9,8 @@ it was given, and the host runtime it made for the workload: `extra`'s) has its 
 (asked first at each launch and tune: `warmcli.runtime.runtime`) chained with one that writes
 the child's pid into the pipe at its first launch or tune there, and the launch goes on as it
 would. As the pass's run ends the pipe is read (never waited on): the pids of the children that
-launched. A `spawn` or `forkserver` worker inherits no memory and no pipe: it is not seen (README).
+launched (a run says them once: `note`'s `also`, the later passes that saw some). A `spawn` or
+`forkserver` worker inherits no memory and no pipe: it is not seen (README).
 Its only state is the pass watched now and its pipe (`_WATCHED`); it never prints."""
 
 from __future__ import annotations
@@ -72,8 +73,10 @@ def _high(fd: int) -> int:
         os.close(fd)
 
 
-def note(label: str, children: list[int]) -> str:
-    """The pass's note of the children that launched."""
+def note(label: str, children: list[int], also: Sequence[str] = ()) -> str:
+    """The pass's note of the children that launched (`also`: in the later passes named)."""
+    if also:  # said once, by the first pass: "during A, B and C"
+        label = f"{', '.join([label, *also[:-1]])} and {also[-1]}"
     return (
         f"{len(children)} child process(es) the workload forked (pid {children[0]}"
         f"{', ...' if len(children) > 1 else ''}) launched or tuned during {label}: a child "

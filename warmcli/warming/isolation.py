@@ -25,7 +25,8 @@ SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its c
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
 it on as the supervisor, its `atexit` functions run again with it). `interrupt_on_signals` makes
 SIGINT, SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` once (one landing
-where Python only prints it is sent again: `warmcli.interrupted`).
+where Python only prints it is sent again: `warmcli.interrupted`; one the workload catches, as
+pytest does, still ends the run once its entry returns: `stop_signals.stop_sent`).
 
 State: the excluded candidates and the worker's journal, one of each per process (and the stub
 folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker that needs
@@ -61,6 +62,7 @@ from warmcli.warming.crashes import (
     exit_crash_line,
 )
 from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
+from warmcli.warming.stop_signals import mark_stop_sent
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 # What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
@@ -372,6 +374,7 @@ def interrupt_on_signals() -> None:
             os.kill(os.getpid(), signum)
             return
         stop_compilers()
+        mark_stop_sent()  # a workload that catches the interrupt (pytest) still stops
         if in_quiet_callback(frame) and send_again(signum):  # only printed there: later
             return
         if not raised:

@@ -43,6 +43,7 @@ class PassReport:
     commands: list[CompilerCommand] = field(default_factory=list)  # compiler processes run
     # The pass's collector, read later: what it registered settles there even after it ends.
     reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
+    forked: list[int] = field(default_factory=list)  # the children that launched (their note)
 
 
 def did_something(stats: DeviceStatistics) -> bool:
@@ -104,6 +105,7 @@ def run_pass(
         reader.misses(),
         reader.commands(),
         reader,
+        children,
     )
 
 
@@ -123,4 +125,5 @@ def merged(reports: list[PassReport]) -> PassReport:
         [n for r in reports for n in r.notes],
         [m for r in reports for m in r.misses],
         [c for r in reports for c in r.commands],
+        forked=[pid for r in reports for pid in r.forked],
     )

@@ -51,6 +51,7 @@ from warmcli.records import Record, factory
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.companions import Companions
+from warmcli.warming.forked_launches import note as forked_note
 from warmcli.warming.isolation import note_stored
 from warmcli.warming.one_pass import Observer, PassReport, did_something, merged, run_pass
 from warmcli.warming.probe import CompilerProbe
@@ -70,6 +71,12 @@ class RunReport(Record, frozen=False):
     shard: str = ""  # "I/N" when the run did one shard's part
     compilers: list[dict[str, str]] = factory(list)  # `compiler_info` a device
     format_before: int | None = FORMAT_VERSION  # the bundle's before the run (None: new)
+
+    @property
+    def children_launched(self) -> bool:
+        """Whether a child process the workload forked launched or tuned in a pass: what
+        it compiled is not in the bundle, whatever the verify pass found."""
+        return any(p.forked for p in self.passes)
 
     @property
     def verified(self) -> bool | None:
@@ -176,7 +183,20 @@ def warm_bundle(
         )
     except (KeyboardInterrupt, WorkloadError) as exc:  # what its stores kept is said
         raise kept_after(exc, report) from None
+    said_once(report.passes)
     return report
+
+
+def said_once(passes: list[PassReport]) -> None:
+    """The note of forked children that launched made by the first pass that saw some only,
+    naming every pass that did (each pass's workload forks its own)."""
+    saw = [p for p in passes if p.forked]
+    for later in saw[1:]:
+        later.notes = [n for n in later.notes if n != forked_note(later.mode, later.forked)]
+    if len(saw) > 1:
+        first, said = saw[0], forked_note(saw[0].mode, saw[0].forked)
+        once = forked_note(first.mode, first.forked, [p.mode for p in saw[1:]])
+        first.notes = [once if n == said else n for n in first.notes]
 
 
 def _warm(

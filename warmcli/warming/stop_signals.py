@@ -1,7 +1,10 @@
 """Whether a workload's `sys.exit` was its own stop signal handler's (`stopped_by_signal`):
 a SIGINT, SIGTERM or SIGHUP handler that exits (gunicorn's, as the README advises production
 to do) stopped the process, as warm's own handler says by `KeyboardInterrupt`; any other
-`sys.exit` is a workload that exits. Split from `warmcli.warming.leftovers`. No state."""
+`sys.exit` is a workload that exits; and whether warm's own handler was sent a stop in this
+process (`stop_sent`), so a stop the workload caught (pytest turns Ctrl-C's `KeyboardInterrupt`
+into its `INTERRUPTED` exit code and returns) still ends the run. Split from
+`warmcli.warming.leftovers`. Its one piece of state is that flag, set from a signal handler."""
 
 from __future__ import annotations
 
@@ -39,6 +42,28 @@ def _called_for_stop(frame: FrameType) -> bool:
         type(number) is int and number in _STOPS and interrupted is caller
         for number, interrupted in itertools.pairwise(args)
     )
+
+
+class _Sent:
+    stop = False  # set by warm's handler (`mark_stop_sent`), never cleared: the run ends
+
+
+def mark_stop_sent() -> None:
+    """Remember that warm's handler was sent a stop signal (safe in a signal handler)."""
+    _Sent.stop = True
+
+
+def stop_sent() -> bool:
+    """Whether warm's handler was sent SIGINT, SIGTERM or SIGHUP in this process: the run is
+    stopped, whatever the workload made of the `KeyboardInterrupt` it raised."""
+    return _Sent.stop
+
+
+def stopped_if_sent() -> None:
+    """Raise `KeyboardInterrupt` where `stop_sent`: the workload returned or raised after
+    catching warm's stop (pytest returns INTERRUPTED, a warm-up raises on that code)."""
+    if _Sent.stop:
+        raise KeyboardInterrupt
 
 
 _STOPS = frozenset({int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)})

@@ -14,8 +14,12 @@ worker that writes a stub (most workloads hide no module: no `mkdir` and no `rmd
 them), or used as it is where a worker before it (a run started again after a crashed
 candidate) made it; it is removed when the process that chose its name ends (nothing to
 do where none was made), or (`remove_folder`) by `warm run`'s worker where that process
-was killed (SIGKILL: no exit handler runs). This module owns that folder; it never
-imports or runs a workload itself.
+was killed (SIGKILL: no exit handler runs). A package such a worker lacks where this process
+has a stand-in (`--pycuda --arch`'s `pycuda`, in `sys.modules` only) is a package there too
+(`lacking_in_workers`): importing it raises a `ModuleNotFoundError` that says why, and marks
+that it was imported (`lacking_imported`), so the run's error can say so where the worker's
+own was not handed back (a pool broken by a worker that failed to unpickle its task). This
+module owns that folder; it never imports or runs a workload itself.
 """
 
 from __future__ import annotations
@@ -41,6 +45,15 @@ del _warm_source
 exec(_warm_code)
 """
 _folder: list[str] = []  # this process's stub folder's name, once chosen
+# A package a worker lacks: importing it raises why, its mark left beside it first.
+_LACKING = """# warm: package {name!r} is not in a worker process that warm run's workload starts.
+import os as _os
+try:
+    open(_os.path.join(_os.path.dirname(__file__), "imported"), "x").close()
+except OSError:
+    pass
+raise ModuleNotFoundError({message!r}, name={name!r})
+"""
 
 
 def importable_name(path: Path) -> str | None:
@@ -151,3 +164,27 @@ def importable_by_stub(name: str, path: Path) -> None:
         return
     if folder not in sys.path:
         sys.path.append(folder)
+
+
+def lacking_in_workers(name: str, message: str) -> None:
+    """Make the worker processes this process starts (`spawn`, `forkserver`: they take its
+    `sys.path`) that import package `name`, found nowhere else on that path (the stub folder
+    is last on it), raise `ModuleNotFoundError(message)`: a package of that name in the stub
+    folder. Nothing where the folder cannot be made or written (Python's own error there)."""
+    folder = _made_folder()
+    if folder is None:
+        return
+    package = os.path.join(folder, name)
+    try:
+        os.makedirs(package, 0o700, exist_ok=True)
+        with open(os.path.join(package, "__init__.py"), "w", encoding="utf-8") as out:
+            out.write(_LACKING.format(name=name, message=message))
+    except OSError:
+        return
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
+def lacking_imported(name: str) -> bool:
+    """Whether a worker process imported package `name` that `lacking_in_workers` made."""
+    return bool(_folder) and os.path.exists(os.path.join(_folder[0], name, "imported"))

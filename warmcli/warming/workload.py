@@ -20,7 +20,9 @@ which the worker ends on with exit 1 as Python does) or a `sys.exit` inside the 
 `KeyboardInterrupt`; `warmcli.warming.stop_signals.stopped_by_signal`) becomes
 one `WorkloadError` whose message names the workload's own file and line (a file of a package
 whose relative import, or import of its own package by name, fails, run as a script, is told
-its `-m` name: `warmcli.warming.script_main.as_module`). With a fallback entry (`main()` of a
+its `-m` name: `warmcli.warming.script_main.as_module`). An entry that returns, raises or exits
+after catching warm's stop (`pytest.main` turns Ctrl-C into its code) is stopped all the same:
+`KeyboardInterrupt`. With a fallback entry (`main()` of a
 PyCUDA script, `--pycuda`), a file without `workload` uses it (as does `--entry main`; a
 function another `--entry` names and the file lacks is refused, never replaced), and it may
 take no argument (or only defaulted ones, `main(argv=None)`): it is then called without the
@@ -80,7 +82,7 @@ from warmcli.warming.leftovers import (
     where,
 )
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
-from warmcli.warming.stop_signals import stopped_by_signal
+from warmcli.warming.stop_signals import stop_sent, stopped_by_signal, stopped_if_sent
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 from warmcli.warming.workload_file import check_workload_file
 
@@ -148,12 +150,13 @@ class Workload:
                 join_left(running)
                 hook.ended()  # a thread ended by what only this pass refuses: its failure
                 forked_child_ends(pid, 0)
+                stopped_if_sent()  # Ctrl-C the workload caught (pytest's INTERRUPTED): stopped
         except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
             forked_child_ends(pid, 1)
             raise
         except SystemExit as exc:
             forked_child_ends(pid, exc.code if isinstance(exc.code, int) else exc.code is not None)
-            if stopped_by_signal(exc):  # its SIGTERM handler's sys.exit: stopped, as by Ctrl-C
+            if stopped_by_signal(exc) or stop_sent():  # its SIGTERM handler's sys.exit: stopped
                 raise KeyboardInterrupt from None
             raise WorkloadError(
                 f"{where(exc, self.path)}workload called sys.exit({exc.code!r}) during "
@@ -166,6 +169,8 @@ class Workload:
                 f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
             ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
+            if os.getpid() == pid:  # raised on what a stop made (pytest's code): the stop
+                stopped_if_sent()
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head`: exit 1
                 forked_child_ends(pid, 1)
                 raise

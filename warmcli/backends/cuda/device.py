@@ -224,7 +224,10 @@ class CudaDevice:
     def _push(self) -> Any:
         """The primary context made current on this thread (the caller pops it); `pycuda.driver`."""
         if self._context is None:
-            raise DeviceError(f"{self.id} is closed")
+            raise DeviceError(
+                f"{self.id} is closed: use_bundle() (or the process's exit) closed the runtime "
+                "it belongs to, and its buffers; ask warmcli.runtime() again for one"
+            )
         self._context.push()
         return self._cuda
 

@@ -44,6 +44,12 @@ LABELS = {
     "stored": "into bundle",  # JSON: `stored`
 }
 
+# Why a workload may seem to launch nothing: its work done in processes it started
+NOT_SEEN = (
+    " in this process (what a process it starts launches, `pytest -n`'s workers, a "
+    "subprocess's, a multiprocessing pool's, is not seen)"
+)
+
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
     return {
@@ -193,7 +199,8 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         said = f"shard {report.shard}: nothing of this workload falls in this shard"
         parts.append(line(said, style="yellow"))
     elif launched_nothing(report):
-        parts.append(line("the workload launched nothing and tuned nothing", style="yellow"))
+        said = "the workload launched nothing and tuned nothing" + NOT_SEEN
+        parts.append(line(said, style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(
             line(
@@ -214,7 +221,10 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts.append(line(f"bundle {report.bundle}: {report.signature}", style="yellow"))
     if report.shard:
         parts.append(line(f"shard {report.shard}: this shard's part only; warm merge joins them"))
-    if report.verified is True:
+    if report.verified is True and report.children_launched:  # theirs is not in it
+        said = "the bundle is complete for what this process launched, not for what the"
+        parts.append(line(f"verify: compiled 0 kernels, measured 0 tunes: {said} {CHILDREN}"))
+    elif report.verified is True:
         parts.append(
             line(
                 "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete",
@@ -225,3 +235,6 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts += [line(f"verify: {m}", style="red") for m in report.missing]
         parts += miss_lines(verify_misses(report))
     return Group(*parts)
+
+
+CHILDREN = "children it forked launched (the note above)"  # (`RunReport.children_launched`)
