@@ -75,10 +75,10 @@ def test_a_plain_http_url_whose_host_is_read_two_ways_is_refused(
     """`http://u:s3cr3t@[::1]x.invalid:8/b.warm` was taken as plain http:// to this machine (its
     host read as `::1`), then connected to the name `[::1]x.invalid` (a DNS lookup: with an
     answer, a remote machine got the download's request and its password, in the clear).
-    Refused now as plain http:// elsewhere, before any lookup."""
+    Refused now as malformed (review43c: was as plain http:// elsewhere), before any lookup."""
     proc = warm("pull", f"http://u:s3cr3t@{host}:8/b.warm", tmp_path / "b.warm")
     assert proc.returncode == 2, proc.stderr
-    assert "plain http:// is refused" in proc.stderr, proc.stderr
+    assert "is malformed" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and "s3cr3t" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 

@@ -7,23 +7,46 @@ a pass's end, says what the first task that ended with one raised (that very err
 raised from it or while handling it, or a group holding it, as `found_in` walks a chain: a
 task that caught it and went on is no failure), and forgets every note; the error is marked
 too, so that a process pool's task (in a child a pass forked) that ends by it hands it to the
-parent marked (`warmcli.errors.arrived_refused`). Nothing is patched: Python's pool runs as
-ever. Its only state is the notes since the last `ended_by_refused()` (a lock guards them); it
-never prints."""
+parent marked (`warmcli.errors.arrived_refused`). A note holds neither the error nor the
+future: the error is marked with its task's `_Note` (held only where it takes no attribute,
+until its task ends), the future judged by a callback as it ends, and only the first task
+ended by its note kept: a task that notes 10,000 errors and goes on, each traceback's locals
+holding a large array, keeps none of them alive (the notes kept them all until the pass
+ended). Nothing is patched: Python's pool runs as ever. Its only state is that first task's
+error and the pass's number (a lock guards them); it never prints."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import sys
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
 E = TypeVar("E", bound=BaseException)
 
-_NOTED: list[tuple[Future[Any], BaseException]] = []
 _LOCK = threading.Lock()
+_FIRST: list[tuple[int, BaseException]] = []  # the first task ended by its note: order, raised
+_NOTES: weakref.WeakKeyDictionary[Future[Any], _Note] = weakref.WeakKeyDictionary()
+_ORDER = itertools.count()
+_PASS = [0]  # bumped by each `ended_by_refused`: a task ending later belongs to no pass
+
+
+class _Note:
+    """A pool task's note: the pass it was made in, its order, and the noted errors that
+    take no attribute (held until the task ends; the others are marked with the note)."""
+
+    __slots__ = ("held", "order", "pass_number")
+
+    def __init__(self, pass_number: int, order: int) -> None:
+        self.pass_number, self.order, self.held = pass_number, order, []
+
+    def __reduce__(self) -> tuple[type[_Note], tuple[int, int]]:  # (an error sent pickled)
+        return _Note, (-1, -1)
 
 
 def note_refused(exc: E) -> E:
@@ -37,24 +60,47 @@ def note_refused(exc: E) -> E:
     while frame is not None and frame.f_code is not code:
         frame = frame.f_back
     future = getattr(frame.f_locals.get("self"), "future", None) if frame is not None else None
+    del frame
     if isinstance(future, Future):
         with _LOCK:
-            _NOTED.append((future, exc))
+            note = _NOTES.get(future)
+            if note is None:
+                note = _NOTES[future] = _Note(_PASS[0], next(_ORDER))
+                future.add_done_callback(functools.partial(_ended, note))
+            elif note.pass_number != _PASS[0]:  # a task going on into a later pass: of it now
+                note.pass_number, note.order = _PASS[0], next(_ORDER)
+        try:
+            exc._warm_noted_in = note  # type: ignore[attr-defined]
+        except Exception:
+            note.held.append(exc)
     return exc
+
+
+def _ended(note: _Note, future: Future[Any]) -> None:
+    """A noted task's end: kept where it is its pass's first to end by what it noted."""
+    held, note.held = note.held, []
+    raised = None if future.cancelled() else future.exception()
+
+    def noted(exc: BaseException) -> bool:
+        return getattr(exc, "_warm_noted_in", None) is note or any(exc is h for h in held)
+
+    try:
+        if raised is None or found_in(raised, noted) is None:
+            return
+    except Exception:  # (an error's own __getattr__ failing: never the pool's log)
+        return
+    with _LOCK:
+        if note.pass_number == _PASS[0] and (not _FIRST or note.order < _FIRST[0][0]):
+            _FIRST[:] = [(note.order, raised)]
 
 
 def ended_by_refused() -> BaseException | None:
     """What the first noted task that ended by its noted error raised; every note forgotten."""
     with _LOCK:
-        noted = list(_NOTED)
-        _NOTED.clear()
-    for future, refused in noted:
-        if not future.done() or future.cancelled():
-            continue
-        raised = future.exception()
-        if found_in(raised, lambda exc, refused=refused: exc is refused) is not None:
-            return raised
-    return None
+        first = _FIRST[0][1] if _FIRST else None
+        _FIRST.clear()
+        _PASS[0] += 1
+    return first
 
 
 def found_in(

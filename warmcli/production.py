@@ -27,10 +27,11 @@ and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_b
 take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
 (`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
 last good copy is served, with one `RemoteBundleWarning`. A bundle another process keeps
-locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
-process runs cold (`_unless_locked`; under strict mode raised) until it is free: its runtimes
-serve from it then, read-only (`warmcli.bundle.reopening`). The module owns the process's
-bundle, runtimes, the misses of closed ones (and a forked child's parent's), what each
+(named or the default one) locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is
+not loaded: one line, and the process runs cold (`_unless_locked`; under strict mode raised)
+until it is free: its runtimes serve from it then, read-only (`warmcli.bundle.reopening`).
+The module owns the process's bundle, runtimes, the misses and strict refusals of closed ones
+(and a forked child's parent's), what each
 closed one had done when closed (and did since, once collected), in one object
 (`_Production`); it prints that report when asked, else only a failed write-back's line,
 and never in warm's own commands (`in_warms_command`: they serve nothing, their own tables
@@ -50,11 +51,11 @@ from typing import TYPE_CHECKING, Any
 from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle import served as _served
-from warmcli.bundle.served import needs_writer, open_served, serving, trusted, write_back_into
+from warmcli.bundle.served import needs_writer, open_served, trusted, write_back_into
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import BundleLocked, DeviceError
 from warmcli.forking import renew_on_fork
-from warmcli.home import default_bundle_path, others_may_write
+from warmcli.home import default_bundle_path
 from warmcli.interrupted import end_as_stopped
 from warmcli.late_runtime import bound, handed, importing
 from warmcli.printable import printable, printable_lines
@@ -80,6 +81,7 @@ class _Production:
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
         self.closed_misses: list[Miss] = []
+        self.closed_refused: list[Miss] = []  # what strict mode refused on those
         # each runtime closed (while alive): what it had done then, so that what it did
         # cold afterwards (another library's `use_bundle` closed it) is counted
         self.closed: weakref.WeakKeyDictionary[Runtime, list[int]] = weakref.WeakKeyDictionary()
@@ -112,14 +114,14 @@ class _Production:
                 self.looked = True
                 return None
             try:  # unconfigured: a default bundle that cannot be opened only costs a cold start
-                why = others_may_write(str(default))  # native code nobody named: this user's
-                if why:
-                    raise BundleError(f"{default}: others may write it ({why})")
-                self.bundle = serving(str(default), write, trusted(None))
+                self.bundle = self._unless_locked(str(default), write, trusted(None), True)
             except BundleError as exc:
                 if self.policy.strict is Strictness.RAISE:
                     raise
                 warn("warm: default bundle not loaded: %s", printable(exc))
+                self.looked = True
+                return None
+            if self.bundle is None:  # locked past the wait: cold, and tried again as late
                 self.looked = True
                 return None
             self.path, self.write = str(default), write
@@ -133,12 +135,17 @@ class _Production:
         self.path, self.write = named, write  # set once opened: a failed open raises again
         return self.bundle
 
-    def _unless_locked(self, path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle | None:
-        """The bundle at `path` opened to serve; None, said in one line, where another process
-        kept it locked past the wait (`LOCK_WAIT_SECONDS`: a writer stopped mid-write): a bundle
-        changes how fast a process starts, never whether it runs (`strict=True`: raised)."""
+    def _unless_locked(
+        self, path: str, write: bool, keys: Sequence[bytes] | None, default: bool = False
+    ) -> Bundle | None:
+        """The bundle at `path` opened to serve (the `default` one: only where no other user
+        may write it, at each try); None, said in one line, where another process kept it
+        locked past the wait (`LOCK_WAIT_SECONDS`: a writer stopped mid-write), and tried again
+        later (`Reopening`), the default bundle too: a bundle changes how fast a process
+        starts, never whether it runs (`strict=True`: raised)."""
+        opener = _served.default_served if default else open_served
         try:
-            return open_served(path, write, keys)
+            return opener(path, write, keys)
         except BundleLocked as exc:
             if self.policy.strict is Strictness.RAISE:
                 raise
@@ -147,7 +154,7 @@ class _Production:
                 whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
                 from warmcli.bundle.reopening import Reopening  # (a serving process: never)
 
-                self.reopening = Reopening(whole, lambda: open_served(whole, write, keys), exc)
+                self.reopening = Reopening(whole, lambda: opener(whole, write, keys), exc)
             return None
 
     def _report(self) -> ProductionReport:
@@ -164,6 +171,14 @@ class _Production:
         parents = self.inherited.get(rt, set())
         return [m for m in misses_of(rt) if (m.kind, m.key) not in parents]
 
+    def _own_refused(self, rt: Runtime) -> list[Miss]:
+        """What strict mode refused on `rt`, but what a forked child's parent had."""
+        if not rt.misses.refused():
+            return []  # not strict, or nothing refused: the report's records not imported
+        from warmcli.production_report import refused_of
+
+        return refused_of(rt, self.inherited.get(rt, set()))
+
     def _pending(self) -> int:
         """How many misses a write-back would store now (0 when not writing)."""
         return sum(rt.unstored() for rt in self.runtimes.values()) if self.write else 0
@@ -176,6 +191,7 @@ class _Production:
         self.unstored = self._pending()
         for rt in self.runtimes.values():
             self.closed_misses.extend(self._own_misses(rt))
+            self.closed_refused.extend(self._own_refused(rt))
             left = rt.unstored() if self.write else 0
             try:
                 if self.write and self.bundle is not None and failure is None:
@@ -222,9 +238,11 @@ def _forked() -> None:
     (`_own_misses`)."""
     state = _STATE
     state.closed_misses.clear()
+    state.closed_refused.clear()
     for rt in state.runtimes.values():
-        state.inherited.pop(rt, None)  # all it missed, its parent's before it too
-        state.inherited[rt] = {(m.kind, m.key) for m in state._own_misses(rt)}
+        state.inherited.pop(rt, None)  # all it missed (and strict mode refused), its parent's too
+        refused = {(why.kind, why.key) for why in rt.misses.refused()}
+        state.inherited[rt] = {(m.kind, m.key) for m in state._own_misses(rt)} | refused
     for rt, then in list(state.closed.items()):
         then[:] = rt.done_cold()  # (the list its finalizer holds too)
     state.gone.clear()
@@ -275,6 +293,7 @@ def use_bundle(
     with state.lock:
         state._close()
         state.closed_misses.clear()  # the report is about the bundle in use, not the last one
+        state.closed_refused.clear()
         _notes_from_now(state)  # and so are its notes
         state.policy = policy
         state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it

@@ -21,7 +21,7 @@ never does)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from warmcli.printable import LISTED, cut, printable
@@ -106,17 +106,21 @@ class ProductionReport(Record, frozen=False):
         cold = self._cold()
         bundle = printable(self.bundle) if self.bundle else ""
         done = f"compiled {len(self.kernels)} kernel(s) and tuned {len(self.tunes)} operation(s)"
+        # refused with no bundle loaded (or before its lock was free), said after what was done
+        refused = f"; strict mode refused {len(self.refused)} (StrictMissError)"
+        after = (refused if self.refused else "") + (":" if self.misses or self.refused else "")
         if self.locked:
             then = "" if self.locked == "locked" else f", then: {printable(self.locked)}"
             lines = [
                 f"warm: bundle {bundle} not loaded yet: another process held its lock when this "
                 f"process opened it (tried again at a lookup every 5 s{then}); this process "
-                f"{done} itself" + (":" if self.misses else "")
+                f"{done} itself" + after
             ]
         elif not self.bundle:
             lines = [
                 f"warm: no bundle is loaded: this process {done} itself"
-                + (" (warm them with `warm run`, then set WARM_BUNDLE):" if self.misses else "")
+                + (" (warm them with `warm run`, then set WARM_BUNDLE)" if self.misses else "")
+                + after
             ]
         elif self.refused and not self.misses:
             kernels = sum(m.kind == "kernel" for m in self.refused)
@@ -250,15 +254,19 @@ def report_of(state: Any) -> ProductionReport:
         path = reopening.path
     bundle = shown(path) if path is not None else None
     report = ProductionReport(bundle, state.write, misses, signed, "", kernels, tunes, notes)
-    report.refused = refused_of(state.runtimes.values())  # strict mode's (WARM_STRICT=1)
+    refused = state.closed_refused + [
+        m for rt in state.runtimes.values() for m in state._own_refused(rt)
+    ]
+    report.refused = list(dict.fromkeys(refused))  # strict mode's (WARM_STRICT=1)
     if state.path is None and reopening is not None and reopening.bundle is None:
         report.locked = reopening.refused or "locked"  # not opened since: why
     return report
 
 
-def refused_of(runtimes: Iterable[Runtime]) -> list[Miss]:
-    """What strict mode refused on `runtimes` (`WARM_STRICT=1`), each a `Miss` whose `pick`
-    says so with the miss's reason (`refused by strict mode: absent: ...`)."""
+def refused_of(rt: Runtime, parents: Collection[tuple[str, str]] = ()) -> list[Miss]:
+    """What strict mode refused on `rt` (`WARM_STRICT=1`), but the (kind, key)s in `parents`
+    (a forked child's parent's), each a `Miss` whose `pick` says so with the miss's reason
+    (`refused by strict mode: absent: ...`)."""
     return [
         Miss(
             why.kind,
@@ -267,6 +275,6 @@ def refused_of(runtimes: Iterable[Runtime]) -> list[Miss]:
             why.key,
             f"refused by strict mode: {why.reason}: " + why.detail,
         )
-        for rt in runtimes
         for why in rt.misses.refused()
+        if (why.kind, why.key) not in parents
     ]

@@ -1,13 +1,14 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
 `said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
-plain http:// to another machine (refused: by the host `urlsplit` reads or the one connected
-to, `dialled`); `failed` says a store's HTTP refusal (a 404:
-nothing was pushed there yet). `TIMEOUT` is the wait for a store's answer.
-`urlopen` opens a request, following a redirect only where `redirect_refused` finds nothing
-against it (never from https:// down to plain http://, nor to plain http:// elsewhere, nor
-to another scheme, nor to a URL naming credentials: each said as `shown`), the request's
-credentials (`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape
+plain http:// to another machine (refused: by the host connected to, as every check here
+reads it, `location.endpoint`, which refuses a malformed one: `[::1]x.example`); `failed`
+says a store's HTTP refusal (a 404: nothing was pushed there yet). `TIMEOUT` is the wait
+for a store's answer. `urlopen` opens a request, following a redirect only where
+`redirect_refused` finds nothing against it (never from https:// down to plain http://, nor
+to plain http:// elsewhere, nor to another scheme, nor to a URL naming credentials, nor to a
+malformed host: each said as `shown`), the request's credentials
+(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape
 the byte it names) sent along only to the same origin (not again once a chain of redirects
 left it), never through a proxy to this machine (`http_proxy` would take a plain http://
 request, and its password, off it), each wait (the connection, the answer, a read) `timeout`
@@ -26,6 +27,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from warmcli.bundle.location import endpoint
 from warmcli.errors import RemoteError
 from warmcli.printable import printable
 
@@ -100,23 +102,13 @@ def loopback(host: str | None) -> bool:
 
 def plain_elsewhere(url: str) -> bool:
     """Whether `url` is plain http:// to another machine (or no http at all): refused. Its
-    host is this machine only where `urlsplit` and the connection (`dialled`) both say so."""
-    parts = urlsplit(url)
-    here = loopback(parts.hostname) and loopback(dialled(parts.netloc))
-    return parts.scheme != "https" and not (parts.scheme == "http" and here)
-
-
-def dialled(netloc: str) -> str:
-    """The host `http.client` connects to for `netloc` (its credentials cut at the last `@`,
-    as `without_credentials` cuts them): what precedes a port, a `[...]`'s brackets taken off,
-    as `HTTPConnection` reads it. `urlsplit` reads `[::1]x.example` as `::1` (this machine),
-    where the name `[::1]x.example` is looked up, and may be any machine's."""
-    from urllib.parse import unquote
-
-    host = unquote(netloc.rpartition("@")[2]).lower()  # (as `Request.host`)
-    if host.rfind(":") > host.rfind("]"):
-        host = host[: host.rfind(":")]
-    return host[1:-1] if host[:1] == "[" and host[-1:] == "]" else host
+    host is the one connected to (`location.endpoint`: a malformed one, `[::1]x.example`,
+    refused as elsewhere)."""
+    try:
+        scheme, host, _ = endpoint(url)
+    except ValueError:
+        return urlsplit(url).scheme != "https"  # (https://: refused as malformed by its caller)
+    return scheme != "https" and not (scheme == "http" and loopback(host))
 
 
 def redirect_refused(origin: str, to: str) -> str | None:
@@ -129,6 +121,10 @@ def redirect_refused(origin: str, to: str) -> str | None:
         return "never from https:// down to plain http://: anyone on the way could change it"
     if "@" in urlsplit(to).netloc:
         return "it names credentials (user@): a redirect is followed without them"
+    try:
+        endpoint(to)  # a host read two ways, `[::1]evil`: no origin may be judged of it
+    except ValueError as exc:
+        return str(exc)
     return PLAIN if plain_elsewhere(to) else None
 
 
@@ -153,14 +149,26 @@ def without_credentials(url: str) -> tuple[str, str | None]:
     return head + host + path + tail, "Basic " + base64.b64encode(token).decode("ascii")
 
 
-def _origin(url: str) -> tuple[str, str | None, int | None]:
-    parts = urlsplit(url)
-    default = {"https": 443, "http": 80}.get(parts.scheme)
+def _origin(url: str) -> tuple[str, str, int]:
+    """`url`'s origin, as the connection reads it (`location.endpoint`: ValueError where its
+    host is malformed)."""
+    return endpoint(url)
+
+
+def _same_origin(one: str, other: str) -> bool:
+    """Whether two URLs are of one origin (a malformed host is of none)."""
     try:
-        port = parts.port or default
+        return _origin(one) == _origin(other)
     except ValueError:
-        port = -1
-    return parts.scheme, parts.hostname, port
+        return False
+
+
+def _local(url: str) -> bool:
+    """Whether `url`'s connection is to this machine (a malformed host is not)."""
+    try:
+        return loopback(endpoint(url)[1])
+    except ValueError:
+        return False
 
 
 def urlopen(
@@ -202,13 +210,13 @@ def urlopen(
             refuse(args[0].full_url, args[-1])
             new = super().redirect_request(*args)
             auth = args[0].unredirected_hdrs.get("Authorization")
-            if new is not None and auth and _origin(args[0].full_url) == _origin(new.full_url):
+            if new is not None and auth and _same_origin(args[0].full_url, new.full_url):
                 new.add_unredirected_header("Authorization", auth)
             return new
 
     class Proxies(urllib.request.ProxyHandler):  # the environment's, never for this machine
         def proxy_open(self, req: Any, proxy: str, kind: str) -> Any:
-            if loopback(urlsplit(req.full_url).hostname):
+            if _local(req.full_url):
                 return None  # plain http:// is taken for this machine only: it stays here
             return super().proxy_open(req, proxy, kind)
 

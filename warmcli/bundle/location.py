@@ -10,7 +10,10 @@ shows a URL (`withheld`: each one a message names, in a path's spelling too): it
 or token and its query (a presigned signature, `?token=`) withheld (a password cut short by a
 `/`, `?` or `#` too); `kept_as` is the URL a kept copy is known
 by (neither credentials nor a query's signing fields: a new signature of the same object is
-the same copy). It holds no state, reads no file's content and never fetches."""
+the same copy). `endpoint` is the one reading of an http(s) URL's scheme, host and port
+that every check of one makes (this machine's? the same origin? past the proxy?): the host
+`http.client` connects to, a host holding a bracket other than around an IPv6 address alone
+refused. It holds no state, reads no file's content and never fetches."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
 
 from warmcli.errors import RemoteError
-from warmcli.printable import printable
+from warmcli.printable import cut, printable
 
 SCHEMES = ("https", "http", "s3")
 
@@ -71,7 +74,41 @@ def url_text(url: str) -> str:
         )
     if parts.scheme != "s3" and not (host.rpartition(":")[0] if colon else host):
         raise RemoteError(f"{shown(url)}: names no host (https://host/path.warm)")
+    if parts.scheme != "s3":
+        try:
+            endpoint(url)
+        except ValueError as exc:
+            raise RemoteError(f"{printable(shown(url))}: {exc}") from None
     return url
+
+
+def endpoint(url: str) -> tuple[str, str, int]:
+    """`url`'s scheme, and the host and port `http.client` connects to for it (credentials cut
+    at the last `@`, percent-decoded as `urllib.request.Request` reads it, lower-cased; a
+    `[...]`'s brackets taken off; the scheme's port where none is named): what every check of
+    an http(s) URL's host reads. A `ValueError` (one line) where the host holds a bracket other
+    than around an IPv6 address alone (`[::1]x.example`, `x[::1]`, `[::1]]`, `[v1.x]`):
+    `urlsplit` reads those as `::1`, while the name `[::1]x.example` is looked up as it is."""
+    import ipaddress
+
+    parts = urlsplit(url)
+    host, port = unquote(parts.netloc.rpartition("@")[2]).lower(), ""
+    if host.rfind(":") > host.rfind("]"):
+        host, _, port = host.rpartition(":")
+    if "[" in host or "]" in host:
+        inner = host[1:-1]
+        malformed = f"its host {printable(repr(cut(host, 80)))} is malformed"
+        if host[:1] != "[" or host[-1:] != "]" or "[" in inner or "]" in inner:
+            raise ValueError(f"{malformed}: brackets hold an IPv6 address alone ([::1])")
+        try:
+            ipaddress.IPv6Address(inner)
+        except ValueError:
+            raise ValueError(f"{malformed}: what brackets hold is no IPv6 address") from None
+        host = inner
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"its port {printable(repr(cut(port, 20)))} is no number from 1 to 65535")
+    default = {"https": 443, "http": 80}.get(parts.scheme, 0)
+    return parts.scheme, host, int(port) if port else default
 
 
 def shown(location: str | os.PathLike[str]) -> str:

@@ -1,20 +1,20 @@
 """Opening the bundle a production process serves (`warmcli.production`), and its writer.
 
-`trusted` reads the trusted keys (`WARM_TRUSTED_KEYS` unless given), importing the signing
-layer only when keys are named. `open_served` opens a path, or a URL's local copy
-(`warmcli.bundle.remote`: read-only, it is the store's, with one `RemoteBundleWarning` when
-the last good copy stands in), to serve: read-only even in a process that writes back
-(`serving`), since a connection that wrote through a file since replaced (a merge publishes
-a new one over it) would take the new file's crash journal for its own, play it into the old
-file and remove it; a bundle not there yet is made. `write_back_into` is where a write-back
-goes at exit: the file the path names then, opened to write (migrating an older format, said
-in one line to the logger it is handed; a tune row a signature lists is kept there as it
-was, never replaced by an unsigned one); `needs_writer` says whether one is opened (never to
-migrate an older format, nor to make a bundle where the path names none now, only to move
-last-used times), `signed` whether a bundle holds signatures, `renamed` an error about a
-URL's local copy said of the URL. `check_types` refuses `use_bundle` arguments of the wrong
-type (and reads `WARM_BUNDLE_WRITE` where `write` is None). It owns no state and never
-prints.
+`trusted` reads the trusted keys (`WARM_TRUSTED_KEYS` unless given), importing the signing layer
+only when keys are named. `open_served` opens a path, or a URL's local copy
+(`warmcli.bundle.remote`: read-only, it is the store's, with one `RemoteBundleWarning` when the
+last good copy stands in), to serve: read-only even in a process that writes back (`serving`;
+the default bundle, `default_served`, only where no other user may write it), since a connection
+that wrote through a file since replaced (a merge publishes a new one over it) would take the
+new file's crash journal for its own, play it into the old file and remove it; a bundle not
+there yet is made. `write_back_into` is where a write-back goes at exit: the file the path names
+then, opened to write (migrating an older format, said in one line to the logger it is handed; a
+tune row a signature lists is kept there as it was, never replaced by an unsigned one);
+`needs_writer` says whether one is opened (never to migrate an older format, nor to make a
+bundle where the path names none now, only to move last-used times), `signed` whether a bundle
+holds signatures, `renamed` an error about a URL's local copy said of the URL. `check_types`
+refuses `use_bundle` arguments of the wrong type (and reads `WARM_BUNDLE_WRITE` where `write` is
+None). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from warmcli import config
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import RemoteBundleWarning
+from warmcli.home import others_may_write
 from warmcli.printable import printable
 
 
@@ -81,6 +82,15 @@ def trusted(
     from warmcli.bundle.signing import trusted_keys
 
     return trusted_keys(given)
+
+
+def default_served(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
+    """The default bundle at `path` opened to serve, where no other user may write it (native
+    code nobody named: this user's only); else `BundleError`."""
+    why = others_may_write(path)
+    if why:
+        raise BundleError(f"{path}: others may write it ({why})")
+    return serving(path, write, keys)
 
 
 def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:

@@ -20,7 +20,9 @@ its `COMMIT` or `ROLLBACK`) SQLite waits for nothing: a statement whose changes 
 cache tries to spill them to the file, which needs every reader gone: waiting a slice for them
 at each page read from then on made a 20,000-tune removal under a reader's lock last minutes,
 a stop signal held all along. A spill refused at once leaves the pages in memory (as one refused
-after a slice did), and only the commit waits for the readers.
+after a slice did), and only the commit waits for the readers. A transaction SQLite ended by
+itself (the disk full, an I/O error, an interrupt: no COMMIT or ROLLBACK run) has the next
+statement, or blob, find its slice again (`_zeroed`): it would else wait for nothing in C.
 `busy` says whether an SQLite error is a lock held.
 It owns no state, and never prints.
 """
@@ -62,10 +64,12 @@ class Waiting(sqlite3.Connection):
     Waiting)`, then given the whole wait (`wait_seconds`)."""
 
     wait_seconds = 60.0
+    _zeroed = False  # busy_timeout 0 set by a BEGIN IMMEDIATE, not yet set back
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        if sql in _ENDS:  # (a statement's text of another length is told apart at once)
+        if sql in _ENDS or (self._zeroed and not self.in_transaction):  # (ended by SQLite)
             _execute(self, _SLICED)  # the commit's wait for readers: a slice at a time again
+            self._zeroed = False
         try:
             cursor = _execute(self, sql, parameters)
         except sqlite3.OperationalError as exc:
@@ -74,6 +78,7 @@ class Waiting(sqlite3.Connection):
             cursor = self._waited(lambda: _execute(self, sql, parameters), sql, exc)
         if sql == _BEGIN:  # the write lock taken: its statements never wait in C (below)
             _execute(self, "PRAGMA busy_timeout = 0")
+            self._zeroed = True
         return cursor
 
     def blobopen(
@@ -81,6 +86,9 @@ class Waiting(sqlite3.Connection):
     ) -> sqlite3.Blob:
         """SQLite's incremental blob handle, its wait for the read lock as `execute`'s (SQLite
         takes it to open one: a writer's commit held longer than a slice made it fail)."""
+        if self._zeroed and not self.in_transaction:  # (a transaction SQLite ended)
+            _execute(self, _SLICED)
+            self._zeroed = False
         try:
             return _blobopen(self, table, column, row, readonly=readonly, name=name)
         except sqlite3.OperationalError as exc:

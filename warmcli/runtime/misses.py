@@ -8,17 +8,17 @@ on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under strict mode
 key is explained once (the explanation is only computed on the first miss, by the first
 of the threads that meet it at once, under its lock) and counted once, and strict mode
 refuses every attempt, not only the first; with no bundle loaded, strict mode refuses a
-compile or tune as `no-bundle`. Without a policy
+compile or tune as `no-bundle` (its key kept, for the report: `refused`). Without a policy
 (the warming passes, where everything is a miss by design) nothing is explained,
 except a build the bundle holds but must not serve, which is counted once by reason.
 On a kernel's first miss it notes once what the bundle holds from other toolchains
 or devices. Once its runtime is closed (`closed`, set before its bundle is, by
 `use_bundle`, `warmcli.production.close()` or at exit) a miss is nothing: neither explained,
-counted nor refused, the bundle being gone. It owns the explanations it made, those
-flags and the lock around them, and the last kernel entry's and tunable operation's
-listing a miss made (`listing`: the next miss of that name explains from it, not from
-a listing of its own); it never prints (logging is the caller's to route) and never
-reads a kernel's bundle rows itself.
+counted nor refused, the bundle being gone. It owns the explanations it made (and the keys
+refused with no bundle), those flags and the lock around them, and the last kernel
+entry's and tunable operation's listing a miss made (`listing`: the next miss of that
+name explains from it, not from a listing of its own); it never prints (logging is the
+caller's to route) and never reads a kernel's bundle rows itself.
 """
 
 from __future__ import annotations
@@ -151,6 +151,7 @@ class Misses:
         self.bundle = bundle
         self.policy = policy
         self._explained: dict[tuple[str, str], MissExplanation] = {}  # (kind, key) -> its miss
+        self._unloaded: dict[tuple[str, str], str] = {}  # refused with no bundle: -> its label
         self._lock = new_rlock(self)  # around explaining a miss (an explanation may miss)
         self._foreign_noted = False
         self._listings: dict[str, tuple[str, Listed[Any]]] = {}  # kind -> (name, listing)
@@ -168,6 +169,9 @@ class Misses:
         if self.policy is None or self.closed:
             return
         if self.bundle is None:
+            if self.policy.strict is Strictness.RAISE:  # refused: the report names it
+                with self._lock:
+                    self._unloaded.setdefault((kind, key), label)
             self.policy.without_bundle(self.device.id, kind, key, label)
             return
         with self._lock:  # threads meeting one key's miss at once: the first explains it
@@ -180,12 +184,21 @@ class Misses:
         self.policy.refuse(known)
 
     def refused(self) -> list[MissExplanation]:
-        """The misses strict mode refused (`WARM_STRICT=1`: every one it explained), in the
-        order met, for the production report; none under another policy."""
+        """The misses strict mode refused (`WARM_STRICT=1`: every one it explained, and each
+        it refused with no bundle loaded, as `no-bundle`), each key once, for the production
+        report; none under another policy."""
         if self.policy is None or self.policy.strict is not Strictness.RAISE:
             return []
         with self._lock:
-            return list(self._explained.values())
+            unloaded, explained = dict(self._unloaded), dict(self._explained)
+        if not unloaded:
+            return list(explained.values())
+        from warmcli.runtime.explain import NO_BUNDLE
+
+        refused = {
+            k: MissExplanation(*k, label, "no-bundle", NO_BUNDLE) for k, label in unloaded.items()
+        }
+        return list((refused | {k: v for k, v in explained.items() if k not in refused}).values())
 
     def listing(self, kind: str, name: str, make: Callable[[], Listed[Any]]) -> Listed[Any]:
         """The bundle's entries of the kernel entry or tunable operation `name` as `make`

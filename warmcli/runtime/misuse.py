@@ -84,6 +84,7 @@ def refused_read_note(mode: str, raised: str, hint: str) -> str:
     alone (`warm run` drops this note there)."""
     return (
         f"a read back under {mode} was refused ({raised}{CAUGHT} (a test runner, pytest, takes "
-        "it for a test's failure): what it launches or tunes after such a read is not warmed in "
-        f"this pass, and the verify pass names it; {hint}"
+        "it for a test's failure): what the code that read would have launched or tuned after "
+        "the read (the rest of that test) is not warmed in this pass, and the verify pass names "
+        f"what is missed; {hint}"
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
 import signal
 from types import FrameType
 
@@ -59,10 +60,12 @@ def stop_sent() -> bool:
     return _Sent.stop
 
 
-def stopped_if_sent() -> None:
-    """Raise `KeyboardInterrupt` where `stop_sent`: the workload returned or raised after
-    catching warm's stop (pytest returns INTERRUPTED, a warm-up raises on that code)."""
-    if _Sent.stop:
+def stopped_if_sent(pid: int) -> None:
+    """Raise `KeyboardInterrupt` where `stop_sent` in the process `pid` (not a child the
+    workload forked since): the workload returned or raised after catching warm's stop
+    (pytest returns INTERRUPTED, a warm-up raises on that code), a stop whatever else failed
+    meanwhile (a thread's error), as it is where the workload does not catch it."""
+    if _Sent.stop and os.getpid() == pid:
         raise KeyboardInterrupt
 
 

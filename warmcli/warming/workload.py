@@ -148,9 +148,9 @@ class Workload:
                 )
                 _run_to_its_end(result)
                 join_left(running)
+                stopped_if_sent(pid)  # Ctrl-C the workload caught (pytest's): stopped, first
                 hook.ended()  # a thread ended by what only this pass refuses: its failure
                 forked_child_ends(pid, 0)
-                stopped_if_sent()  # Ctrl-C the workload caught (pytest's INTERRUPTED): stopped
         except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
             forked_child_ends(pid, 1)
             raise
@@ -169,8 +169,7 @@ class Workload:
                 f"{message_of(exc).strip()}; needed at {at} during {pass_name}"
             ) from exc
         except BaseException as exc:  # any other, its own `BaseException` class included
-            if os.getpid() == pid:  # raised on what a stop made (pytest's code): the stop
-                stopped_if_sent()
+            stopped_if_sent(pid)  # raised on what a stop made (pytest's code): the stop
             if isinstance(exc, BrokenPipeError) and stdout_reader_gone():  # `| head`: exit 1
                 forked_child_ends(pid, 1)
                 raise
