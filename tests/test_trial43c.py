@@ -7,7 +7,9 @@ serves the re-signed bundle hot and refuses, in one line, one only the old key s
 
 Tests: `test_key_text_is_never_shown` (each command and production),
 `test_key_open_to_others_is_warned` (`warm sign`, `merge --key`, `run --key`; 0600 is not),
-`test_rotation_recipe`.
+`test_rotation_recipe`, `test_rotation_keeps_the_last_good_copy_of_a_url` (a keyed copy is
+kept per set of trusted keys: the set a rotation narrowed started with none, so a store
+down then failed every start, though the copy the wider set kept is signed by the new key).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from test_remote import Store, http_store  # noqa: F401 (a fixture: an HTTP store with ETags)
 
 NEG = """
 import numpy as np
@@ -153,3 +156,24 @@ def test_rotation_recipe(setup: Setup) -> None:
     assert setup.warm("sign", rotated, "--key", setup.old).returncode == 0
     assert setup.serve(rotated, f"{old_pub}:{new_pub}") == {"compiled": 0, "y": COLD}
     assert setup.serve(rotated, new_pub) == {"compiled": 1, "y": COLD}
+
+
+def test_rotation_keeps_the_last_good_copy_of_a_url(
+    setup: Setup,
+    http_store: tuple[Store, str, Any],  # noqa: F811
+) -> None:
+    store, endpoint, server = http_store
+    rotated = setup.copy("published.warm")
+    assert setup.warm("sign", rotated, "--key", setup.new).returncode == 0  # old and new
+    store.files["/b.warm"] = rotated.read_bytes()
+    store.files["/old.warm"] = setup.bundle.read_bytes()  # signed by the old key alone
+    url, old_url = (f"{endpoint}/{name}" for name in ("b.warm", "old.warm"))
+    old_pub, new_pub = f"{setup.old}.pub", f"{setup.new}.pub"
+    assert setup.serve(url, f"{old_pub}:{new_pub}") == {"compiled": 0, "y": COLD}
+    assert setup.serve(old_url, old_pub) == {"compiled": 0, "y": COLD}
+    server.shutdown()  # the store down as the old key is dropped: the last good copy
+    server.server_close()
+    assert setup.serve(url, new_pub) == {"compiled": 0, "y": COLD}
+    # a copy only the old key signed is never the narrowed set's last good copy
+    refused = setup.serve(old_url, new_pub)["refused"]
+    assert "store unreachable" in refused and "\n" not in refused, refused
