@@ -109,6 +109,7 @@ def test_key_text_is_never_shown(setup: Setup, tmp_path: Path) -> None:
         assert proc.returncode == 2, (what, said)
         assert secret not in said and _body(public) not in said, (what, said)
         assert said.count("\n") == 1 and "key text" in said, (what, said)
+        assert ("chmod 600" in said) == (what in ("sign", "merge", "run")), (what, said)
     assert target.read_bytes() == before  # nothing lost, nothing signed
     served = setup.serve(target, private)
     assert secret not in served["refused"] and "key text" in served["refused"]

@@ -102,8 +102,8 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
     what = "an unencrypted PEM private key" if private else "a PEM public key"
     if key_text(path):
         raise SignatureError(
-            "key text given where a key file's path belongs (not shown): write the key to a "
-            f"file (chmod 600) and name the file ({what})"
+            f"key text given where a key file's path belongs (not shown): write {what} to a "
+            f"file{' (chmod 600)' if private else ''} and name the file"
         )
     try:
         data = read_start(path, KEY_FILE_BYTES + 1)
