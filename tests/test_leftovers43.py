@@ -246,7 +246,13 @@ def test_a_run_says_what_children_it_forked_launched_is_not_stored(
         assert said == [], done.stdout
         return
     assert len(said) == 1, done.stdout  # once, naming each pass (leftovers43b)
-    assert said[0].startswith("  note: 2 child process(es) the workload forked (pid "), said
+    # (2 workers, 2 tasks: a loaded machine may have one worker take both, so 1 or 2 launched)
+    assert said[0].startswith(
+        (
+            "  note: 2 child process(es) the workload forked (pid ",
+            "  note: 1 child process(es) the workload forked (pid ",
+        )
+    ), said
     every = "CompileOnly, CompileAndAutotune and Verify (Execute)"
     assert f"during {every}: a child process is not seen, what it compiles is neither" in said[0]
     assert "stored 1 new kernel(s)" in done.stdout  # the workload's own, only
