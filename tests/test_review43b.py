@@ -5,7 +5,9 @@ library does at an exit (a native library's `printf` to a pipe or a file lost, i
 functions and destructors not run); a `SystemExit` whose code is beyond a C int printed an
 "Exception ignored" traceback and ended 0; an `_EndsAs` collected before the interpreter's
 teardown (a program's own exit function that replaced it) ended the process there, the exit
-functions after it skipped. The real CLI and production processes in subprocesses, real
+functions after it skipped; a child the workload forked that closed its inherited descriptors
+and opened files of its own had its pid written into the one numbered as the pass's pipe was
+(a user's file changed). The real CLI and production processes in subprocesses, real
 SQLite files, the real C compiler."""
 
 from __future__ import annotations
@@ -216,3 +218,46 @@ def test_a_stop_in_the_write_back_keeps_what_c_printed(tmp_path: Path) -> None:
         assert sorted(conn.execute("SELECT key, sha256 FROM kernels").fetchall()) == before
     verified = _warm(tmp_path, "verify", str(bundle))
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+# A child the workload forked that closes the descriptors it inherited (as a daemon does) and
+# opens files of its own, one of which takes the number of the pass's pipe, then launches.
+TIDY_CHILD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void own(double *o, int n) { o[0] = 2; }"
+
+
+def workload(rt):
+    o = rt.buffer(4, "float64")
+    rt.launch(Kernel(SRC, "own", "Pi"), o, 4)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.closerange(3, 256)
+            files = [open("data%d.txt" % i, "w") for i in range(40)]
+            for f in files:
+                f.write("mine\\n")
+                f.flush()
+            rt.launch(Kernel(SRC, "own", "Pi"), o, 4)
+            for f in files:
+                f.close()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, status
+"""
+
+
+def test_a_forked_childs_launch_writes_nothing_into_its_own_files(tmp_path: Path) -> None:
+    (tmp_path / "kid.py").write_text(TIDY_CHILD)
+    done = _warm(tmp_path, "run", "kid.py", "-b", "k.warm", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = sorted(tmp_path.glob("data*.txt"))
+    assert len(written) == 40
+    for path in written:  # was: one held the child's pid (warm wrote it into the pipe's number)
+        assert path.read_text() == "mine\n", (path.name, path.read_text())
