@@ -7,7 +7,8 @@ functions and destructors not run); a `SystemExit` whose code is beyond a C int 
 teardown (a program's own exit function that replaced it) ended the process there, the exit
 functions after it skipped; a child the workload forked that closed its inherited descriptors
 and opened files of its own had its pid written into the one numbered as the pass's pipe was
-(a user's file changed). The real CLI and production processes in subprocesses, real
+(a user's file changed), and a hostile child that wrote a number of 5,000 digits into that pipe
+ended `warm run` with a traceback. The real CLI and production processes in subprocesses, real
 SQLite files, the real C compiler."""
 
 from __future__ import annotations
@@ -261,3 +262,34 @@ def test_a_forked_childs_launch_writes_nothing_into_its_own_files(tmp_path: Path
     assert len(written) == 40
     for path in written:  # was: one held the child's pid (warm wrote it into the pipe's number)
         assert path.read_text() == "mine\n", (path.name, path.read_text())
+
+
+# A hostile child: it writes what is no pid into the pass's pipe (warm's own descriptor).
+GARBAGE_CHILD = """
+import os
+from warmcli import Kernel
+from warmcli.warming import forked_launches
+
+DEVICE = "host"
+SRC = "void own(double *o, int n) { o[0] = 2; }"
+
+
+def workload(rt):
+    o = rt.buffer(4, "float64")
+    pid = os.fork()
+    if pid == 0:
+        if forked_launches._WATCHED:
+            os.write(forked_launches._WATCHED[0][1], b"9" * 5000 + b"\\n\\x1b[31mred\\n")
+        rt.launch(Kernel(SRC, "own", "Pi"), o, 4)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_what_a_child_writes_into_the_pipe_never_ends_the_run(tmp_path: Path) -> None:
+    (tmp_path / "junk.py").write_text(GARBAGE_CHILD)
+    done = _warm(tmp_path, "run", "junk.py", "-b", "j.warm", "-q")
+    assert done.returncode == 0, done.stderr  # was 1: ValueError (int's 4,300 digits) traceback
+    assert "Traceback" not in done.stderr and "\x1b" not in done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
+    assert said and said[0].startswith("  note: 1 child process(es) the workload forked (pid ")

@@ -27,6 +27,7 @@ Gate = Callable[[str, Any, tuple[Any, ...], Any], None]
 # The pass watched now: its process's pid, the pipe's write end and identity (`_identity`), its
 # runtimes (read at the fork).
 _WATCHED: list[tuple[int, int, tuple[int, int], Callable[[], list[Runtime]]]] = []
+_DIGITS = 20  # a pid has fewer (int() refuses 4,300 and more)
 
 
 @contextlib.contextmanager
@@ -52,7 +53,8 @@ def watching(runtimes: Sequence[Runtime], extra: Any = None) -> Iterator[list[in
                 said += chunk
         for fd in ours:
             os.close(fd)
-        launched += sorted({int(pid) for pid in said.split() if pid.isdigit()})
+        pids = {int(pid) for pid in said.split() if pid.isdigit() and len(pid) < _DIGITS}
+        launched += sorted(pids)  # (what is no pid, a hostile child's, is left out)
 
 
 def _identity(fd: int) -> tuple[int, int]:
