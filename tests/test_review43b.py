@@ -8,8 +8,9 @@ teardown (a program's own exit function that replaced it) ended the process ther
 functions after it skipped; a child the workload forked that closed its inherited descriptors
 and opened files of its own had its pid written into the one numbered as the pass's pipe was
 (a user's file changed), and a hostile child that wrote a number of 5,000 digits into that pipe
-ended `warm run` with a traceback. The real CLI and production processes in subprocesses, real
-SQLite files, the real C compiler."""
+ended `warm run` with a traceback; a workload's `fork` pool ended by `with` (`terminate`) hung
+`warm run` for ever, a worker having inherited warm's Python-level SIGTERM handler. The real
+CLI and production processes in subprocesses, real SQLite files, the real C compiler."""
 
 from __future__ import annotations
 
@@ -293,3 +294,48 @@ def test_what_a_child_writes_into_the_pipe_never_ends_the_run(tmp_path: Path) ->
     assert "Traceback" not in done.stderr and "\x1b" not in done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
     assert said and said[0].startswith("  note: 1 child process(es) the workload forked (pid ")
+
+
+# A workload that ends its `fork` pools as `with` does (`terminate`: SIGTERM to each worker),
+# and says what a worker's SIGTERM does.
+POOLS = """
+import multiprocessing as mp
+import signal
+
+from warmcli import Kernel
+
+DEVICE = "host"
+
+
+def disposition(_):
+    return signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def workload(rt):
+    o = rt.buffer(4, "float64")
+    rt.launch(Kernel("void own(double *o, int n) { o[0] = 2; }", "own", "Pi"), o, 4)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(2) as pool:
+        print("default SIGTERM in a worker:", all(pool.map(disposition, range(4))))
+    for _ in range(12):
+        with ctx.Pool(2) as pool:
+            pool.map(abs, range(4))
+"""
+
+
+def test_a_pool_the_workload_terminates_ends_as_without_warm(tmp_path: Path) -> None:
+    (tmp_path / "pools.py").write_text(POOLS)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "warmcli", "run", "pools.py", "-b", "p.warm", "-q"],
+            env=_env(tmp_path),
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=40,  # was for ever: a worker SIGTERM reached just before it waited
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("warm run hung in a pool's terminate")
+    assert done.returncode == 0, done.stderr
+    # as under Python (was warm's handler, run only between two bytecodes)
+    assert "default SIGTERM in a worker: True" in done.stdout + done.stderr
