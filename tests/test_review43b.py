@@ -9,8 +9,9 @@ functions after it skipped; a child the workload forked that closed its inherite
 and opened files of its own had its pid written into the one numbered as the pass's pipe was
 (a user's file changed), and a hostile child that wrote a number of 5,000 digits into that pipe
 ended `warm run` with a traceback; a workload's `fork` pool ended by `with` (`terminate`) hung
-`warm run` for ever, a worker having inherited warm's Python-level SIGTERM handler. The real
-CLI and production processes in subprocesses, real SQLite files, the real C compiler."""
+`warm run` for ever, a worker having inherited warm's Python-level SIGTERM handler; a fork
+process pool's task that caught a GPU-less pre-build's refusal and returned it failed the run.
+The real CLI and production processes in subprocesses, real SQLite files, the real C compiler."""
 
 from __future__ import annotations
 
@@ -294,6 +295,65 @@ def test_what_a_child_writes_into_the_pipe_never_ends_the_run(tmp_path: Path) ->
     assert "Traceback" not in done.stderr and "\x1b" not in done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
     assert said and said[0].startswith("  note: 1 child process(es) the workload forked (pid ")
+
+
+# A fork start method's process pool task meets a GPU-less pre-build's refusal (a call that
+# needs a GPU) and goes on: it returns the error it caught (or, as a failure, a group of it).
+RETURNED = """
+import concurrent.futures
+import multiprocessing as mp
+import os
+
+import pycuda.autoinit  # noqa: F401
+import pycuda.driver as drv
+
+
+def work(i):
+    try:
+        drv.get_driver_version()
+    except RuntimeError as e:
+        if os.environ["HOW"] == "group":
+            raise ExceptionGroup("tasks", [e])
+        return e
+
+
+def main():
+    ctx = mp.get_context("fork")
+    if os.environ.get("KIND") == "pool":
+        with ctx.Pool(2) as pool:
+            print([type(r).__name__ for r in pool.map(work, range(2))])
+        return
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        futures = [pool.submit(work, i) for i in range(2)]
+    if os.environ["HOW"] == "return":  # (a group's never read)
+        print([type(f.result()).__name__ for f in futures])
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "kind"), [("return", "executor"), ("return", "pool"), ("group", "")]
+)
+def test_a_process_pool_task_that_caught_the_refusal_and_returned_it_passes(
+    tmp_path: Path, how: str, kind: str
+) -> None:
+    (tmp_path / "pool.py").write_text(RETURNED)
+    args = ("run", "pool.py", "--entry", "main", "--pycuda", "--arch", "sm_80", "-q")
+    env = _env(tmp_path, HOW=how, KIND=kind)
+    done = subprocess.run(
+        [sys.executable, "-m", "warmcli", *args, "-b", "p.warm"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    if how == "group":  # a task ended by a group holding it fails the run, as a thread's does
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "in a task of a process pool: DeviceError: " in done.stderr, done.stderr
+        return
+    # caught and gone on, as a thread pool's task that returns it: no failure (was status 2)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "['DeviceError', 'DeviceError']" in done.stdout, done.stdout
 
 
 # A workload that ends its `fork` pools as `with` does (`terminate`: SIGTERM to each worker),

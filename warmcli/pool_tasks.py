@@ -7,9 +7,10 @@ a pass's end, says what the first task that ended with one raised (that very err
 raised from it or while handling it, or a group holding it, as `found_in` walks a chain: a
 task that caught it and went on is no failure), and forgets every note; the error is marked
 too, so that a process pool's task (in a child a pass forked) that ends by it hands it to the
-parent marked (`warmcli.errors.arrived_refused`). Nothing is patched: Python's pool runs as
-ever. Its only state is the notes since the last `ended_by_refused()` (a lock guards them); it
-never prints."""
+parent marked (`warmcli.errors.arrived_refused`), where it is pickled as the task's failure
+(`sending_a_failure`: one that returned it, having caught it, went on). Nothing is patched:
+Python's pool runs as ever. Its only state is the notes since the last `ended_by_refused()` (a
+lock guards them); it never prints."""
 
 from __future__ import annotations
 
@@ -41,6 +42,24 @@ def note_refused(exc: E) -> E:
         with _LOCK:
             _NOTED.append((future, exc))
     return exc
+
+
+# Where a process pool's worker sends a task's outcome to its parent, and what says it failed.
+_SENDS = (
+    ("concurrent.futures.process", "_sendback_result", lambda f: f.get("exception") is not None),
+    ("multiprocessing.pool", "worker", lambda f: f.get("result", (True,))[0] is False),
+)
+
+
+def sending_a_failure() -> bool:
+    """Whether this thread, a process pool's worker, pickles a task's failure for its parent now
+    (its sending frame on this stack: one that raised, not one that returned what it caught)."""
+    named = ((sys.modules.get(module), name, failed) for module, name, failed in _SENDS)
+    codes = {getattr(getattr(m, n, None), "__code__", None): failed for m, n, failed in named}
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code not in codes:
+        frame = frame.f_back
+    return frame is not None and bool(codes[frame.f_code](frame.f_locals))
 
 
 def ended_by_refused() -> BaseException | None:
