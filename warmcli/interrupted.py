@@ -1,5 +1,5 @@
 """How a process that Ctrl-C ended still ends: by SIGINT, as CPython ends it (and one a stop
-signal's `SystemExit` cut its write-back short: with its code, else 143).
+signal's `SystemExit` cut its write-back short: with the code it asks for).
 
 CPython ends a process whose main code raised KeyboardInterrupt by SIGINT (exit status
 130 in a shell, -2 to `subprocess`), so the shell and its loops know it was
