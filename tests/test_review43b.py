@@ -11,6 +11,7 @@ and opened files of its own had its pid written into the one numbered as the pas
 ended `warm run` with a traceback; a workload's `fork` pool ended by `with` (`terminate`) hung
 `warm run` for ever, a worker having inherited warm's Python-level SIGTERM handler; a fork
 process pool's task that caught a GPU-less pre-build's refusal and returned it failed the run.
+A stop's `sys.exit("text")` in the write-back ended 1 without its text.
 The real CLI and production processes in subprocesses, real SQLite files, the real C compiler."""
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ c.execute("ROLLBACK")
 PRODUCE = """
 import ctypes, signal, sys
 def stop(*_):
-    sys.exit(3)
+    sys.exit(int(sys.argv[4]) if sys.argv[4].isdigit() else sys.argv[4])
 signal.signal(signal.SIGTERM, stop)
 sys.path.insert(0, sys.argv[2])
 import warmcli, work
@@ -177,7 +178,10 @@ sys.stdin.readline()
 """
 
 
-def test_a_stop_in_the_write_back_keeps_what_c_printed(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("asked", "status", "said"), [("3", 3, ""), ("stopping", 1, "stopping\n")])
+def test_a_stop_in_the_write_back_keeps_what_c_printed(
+    tmp_path: Path, asked: str, status: int, said: str
+) -> None:
     lib = _native(tmp_path)
     (tmp_path / "work.py").write_text(WORKLOAD)
     bundle = tmp_path / "b.warm"
@@ -189,7 +193,7 @@ def test_a_stop_in_the_write_back_keeps_what_c_printed(tmp_path: Path) -> None:
     env = _env(tmp_path, WARM_BUNDLE_WRITE="1", DIVS="3,5", MARKS=str(tmp_path))
     with out.open("w") as sink:
         produce = subprocess.Popen(
-            [sys.executable, "-c", PRODUCE, str(bundle), str(tmp_path), str(lib)],
+            [sys.executable, "-c", PRODUCE, str(bundle), str(tmp_path), str(lib), asked],
             env=env,
             stdin=subprocess.PIPE,
             stdout=sink,
@@ -213,8 +217,9 @@ def test_a_stop_in_the_write_back_keeps_what_c_printed(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
-    assert err == "warm: could not write back into the bundle: interrupted\n", err
-    assert produce.returncode == 3
+    # a text's SystemExit: its text printed, as Python prints it (was lost), and status 1
+    assert err == "warm: could not write back into the bundle: interrupted\n" + said, err
+    assert produce.returncode == status
     assert out.read_text() == "served\nfrom C\n"  # was "served\n": C's buffer lost
     assert (tmp_path / "atexit").exists() and (tmp_path / "destructor").exists()
     with sqlite3.connect(bundle) as conn:
