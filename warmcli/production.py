@@ -391,6 +391,12 @@ def _at_exit() -> None:
             final.write_error = why
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
+    code = stop.code if isinstance(stop, SystemExit) else None
+    try:
+        if code is not None and not isinstance(code, int):  # its text, as Python prints it
+            sys.stderr.write(f"{code}\n")
+    except Exception:  # (a text whose str() raises: its status stands)
+        pass
     sys.stderr.flush()
     end_as_stopped(stop)  # a process stopped (here or before) ends as stopped, not with 0
 
