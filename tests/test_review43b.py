@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
+from held_lock import HOLD, WORKLOAD
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,32 +133,6 @@ def test_a_status_collected_before_the_teardown_skips_no_exit_function(tmp_path:
     assert done.stderr == "", done.stderr
     assert done.returncode == 0  # the status is lost with the object, nothing else
 
-
-WORKLOAD = """
-import os
-from warmcli import Kernel
-
-DEVICE = "host"
-SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
-
-
-def workload(rt):
-    outs = []
-    for d in os.environ.get("DIVS", "3").split(","):
-        o = rt.buffer(17, "float64")
-        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
-        outs.append(o)
-    return outs
-"""
-
-HOLD = """
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN EXCLUSIVE")
-print("held", flush=True)
-time.sleep(6)
-c.execute("ROLLBACK")
-"""
 
 # A server stopped by SIGTERM (`sys.exit(3)`) while its write-back waits for a lock, its
 # output a file; a native library printed to it with C's stdio.
