@@ -47,7 +47,7 @@ def workload(rt):
 @pytest.fixture(scope="module")
 def fleet_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fleet's signing key (its `.pub` beside it)."""
-    from warmcli.bundle.signing import generate_key_pair
+    from warmcli.bundle.key_files import generate_key_pair
 
     return generate_key_pair(tmp_path_factory.mktemp("keys") / "ci.key")[0]
 

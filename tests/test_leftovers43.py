@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from held_lock import HOLD, WORKLOAD
 
 from warmcli.errors import CompileFailure, KernelCompileError, StrictMissError
 from warmcli.kernel import Kernel
@@ -97,33 +98,6 @@ def test_a_compile_error_in_a_process_pools_task_fails_the_prebuild(
     assert "KernelCompileError: kernel f1 failed to compile" in done.stderr, done.stderr
     assert "BrokenProcessPool" not in done.stderr and "Traceback" not in done.stderr
 
-
-WORKLOAD = """
-import os
-from warmcli import Kernel
-
-DEVICE = "host"
-SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
-
-
-def workload(rt):
-    outs = []
-    for d in os.environ.get("DIVS", "3").split(","):
-        o = rt.buffer(17, "float64")
-        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
-        outs.append(o)
-    return outs
-"""
-
-# A raw sqlite3 writer holding the exclusive lock for 6 s: a write-back waits for it.
-HOLD = """
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN EXCLUSIVE")
-print("held", flush=True)
-time.sleep(6)
-c.execute("ROLLBACK")
-"""
 
 # A server's way: `sys.exit(3)` on SIGTERM (its status under Python where it ends its main
 # code); an exit function and a logging handler set up before warm's import.
@@ -246,7 +220,13 @@ def test_a_run_says_what_children_it_forked_launched_is_not_stored(
         assert said == [], done.stdout
         return
     assert len(said) == 1, done.stdout  # once, naming each pass (leftovers43b)
-    assert said[0].startswith("  note: 2 child process(es) the workload forked (pid "), said
+    # (2 workers, 2 tasks: a loaded machine may have one worker take both, so 1 or 2 launched)
+    assert said[0].startswith(
+        (
+            "  note: 2 child process(es) the workload forked (pid ",
+            "  note: 1 child process(es) the workload forked (pid ",
+        )
+    ), said
     every = "CompileOnly, CompileAndAutotune and Verify (Execute)"
     assert f"during {every}: a child process is not seen, what it compiles is neither" in said[0]
     assert "stored 1 new kernel(s)" in done.stdout  # the workload's own, only

@@ -10,14 +10,17 @@ PyCUDA's `options=` list and `DEFAULT_NVCC_FLAGS` (options=None, which today's p
 reads as the script extended it) key as stop 41's explicit list. Each warm serves the other's
 bundle under WARM_STRICT=1 compiling and measuring nothing, with a cold start's results;
 production write-backs of both land in one bundle (today's at one time per process); each
-merges one's and the other's; `clean --older-than`/`--max-size` of today stamping times ahead
-of now, and `clean --tune`, leave bundles stop 41 serves and re-warms; `verify`, `stats
---json`, `diff` and `clean` of the other's bundle never read it as "corrupt"; a bundle named
-by a presigned URL is downloaded once more by today's warm (its kept copy is named by the URL
-less the query's signing fields, stop 41's by the whole URL) and stop 41's kept copy still
-serves after. A changed pre-included header is explained as `changed: pre.h` by today's warm
-in either bundle. Real CLI, fresh processes, real SQLite files, the system C compiler and
-NVRTC.
+merges one's and the other's; a bundle signed by one is served under `WARM_TRUSTED_KEYS` by
+the other, and re-warmed signed by both; `clean --older-than`/`--max-size` of today
+stamping times ahead of now, and `clean --tune`, leave bundles stop 41 serves and re-warms;
+`verify`, `check` (also `--device cuda --arch sm_90`), `stats` (`--json`: each kernel's
+share of its batch as the other counts it), `diff` and `clean` of the other's bundle never
+read it as "corrupt"; a bundle named by a presigned URL is downloaded once more by today's
+warm (its kept copy is named by the URL less the query's signing fields, stop 41's by the
+whole URL) and stop 41's kept copy still serves after. A changed pre-included header is
+explained as `changed: pre.h` by today's warm in either bundle. Real CLI (each command a
+fork of a process that imported that warm's CLI once, `tests/forked_cli.py`), real
+production processes, real SQLite files, the system C compiler and NVRTC.
 
 Stop 41's warm is the checkout at `/tmp/base41` where one is, else a `git worktree` of
 118284a made in a temporary folder (and removed after); skipped where neither can be had.
@@ -37,6 +40,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from forked_cli import Servers
 from upgrades import STORED, Fleet, digest, keys, release
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
@@ -172,27 +176,33 @@ def old() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory, old: Path) -> tuple[Fleet, dict[str, object]]:
-    """Both warms; `new.warm` and `old.warm`, each warm's bundle of the host and CUDA
-    workloads; a cold start's results."""
+def fleet(
+    tmp_path_factory: pytest.TempPathFactory, old: Path
+) -> Iterator[tuple[Fleet, dict[str, object]]]:
+    """Both warms, each command forked; `new.warm` and `old.warm`, each warm's bundle of the
+    host and CUDA workloads; a cold start's results."""
     folder = tmp_path_factory.mktemp("upgrade41")
-    fleet = Fleet(folder, old)
-    (folder / "inc").mkdir()
-    (folder / "inc" / "pre.h").write_text("#define VAL 3.0f\n")
-    fleet.workload.write_text(WORKLOAD)
-    fleet.cuda.write_text(CUDA)
-    (folder / "hx.py").write_text(HEX)
-    (folder / "pyc.py").write_text(PYCUDA)
-    for code, name in ((fleet.new, "new"), (fleet.old, "old")):
-        bundle = folder / f"{name}.warm"
-        assert fleet.warm(code, bundle) == [
-            STORED.format(bundle, 7, 2),
-            STORED.format(bundle, 4, 0),
-        ]
-    cold = fleet.serve(fleet.new, None)
-    assert cold["compiled"] == 7 and cold["tuned"] == ["t_json", "t_rows"], cold
-    assert fleet.serve(fleet.old, None) == cold
-    return fleet, cold
+    servers = Servers(folder)
+    try:
+        fleet = Fleet(folder, old, servers)
+        (folder / "inc").mkdir()
+        (folder / "inc" / "pre.h").write_text("#define VAL 3.0f\n")
+        fleet.workload.write_text(WORKLOAD)
+        fleet.cuda.write_text(CUDA)
+        (folder / "hx.py").write_text(HEX)
+        (folder / "pyc.py").write_text(PYCUDA)
+        for code, name in ((fleet.new, "new"), (fleet.old, "old")):
+            bundle = folder / f"{name}.warm"
+            assert fleet.warm(code, bundle) == [
+                STORED.format(bundle, 7, 2),
+                STORED.format(bundle, 4, 0),
+            ]
+        cold = fleet.serve(fleet.new, None)
+        assert cold["compiled"] == 7 and cold["tuned"] == ["t_json", "t_rows"], cold
+        assert fleet.serve(fleet.old, None) == cold
+        yield fleet, cold
+    finally:
+        servers.close()
 
 
 def test_every_key_is_unchanged_and_the_header_named_by_its_file(
@@ -221,12 +231,14 @@ def test_each_serves_and_reads_the_others_bundle_compiling_and_changing_nothing(
     assert "compiled 0" in f.ok(code, "verify", "--workload", f.cuda, "--arch", "sm_90", bundle)
     assert "11 kernel(s)" in f.ok(code, "verify", bundle)
     f.ok(code, "check", bundle)
+    f.ok(code, "check", bundle, "--device", "cuda", "--arch", "sm_90")
+    f.ok(code, "stats", bundle)
     stats = json.loads(f.ok(code, "stats", bundle, "--json"))
     assert (len(stats["kernels"]), len(stats["tunes"])) == (11, 2), stats
     theirs = json.loads(f.ok(other, "stats", bundle, "--json"))
     shares = [[(k["key"], k["shared_by"], k["bytes"], k["seconds"]) for k in s["kernels"]]
               for s in (stats, theirs)]  # fmt: skip
-    assert shares[0] == shares[1], shares
+    assert shares[0] == shares[1] and max(k[1] for k in shares[0]) >= 2, shares
     f.ok(code, "diff", f.folder / "new.warm", f.folder / "old.warm")
     assert digest(bundle) == before
     copy = f.folder / f"clean-{reader}.warm"
@@ -326,6 +338,27 @@ def test_each_merges_ones_and_the_others_bundle(
     assert f.warm(f.old if merger == "new" else f.new, out, cuda=False) == [
         STORED.format(out, 0, 0)
     ]
+
+
+@pytest.mark.parametrize("signer", ["new", "old"])
+def test_signed_by_one_served_trusted_by_the_other(
+    fleet: tuple[Fleet, dict[str, object]], signer: str
+) -> None:
+    f, cold = fleet
+    code, other = (f.new, f.old) if signer == "new" else (f.old, f.new)
+    bundle, key = f.folder / f"signed-{signer}.warm", f.folder / f"{signer}.key"
+    shutil.copy(f.folder / ("old.warm" if signer == "new" else "new.warm"), bundle)
+    f.ok(code, "keygen", key)
+    f.ok(code, "sign", bundle, "--key", key)
+    trusted = {"WARM_TRUSTED_KEYS": f"{key}.pub"}
+    assert "valid, trusted" in f.ok(other, "verify", bundle, **trusted)
+    f.ok(other, "check", bundle, **trusted)
+    assert f.serve(other, bundle, **STRICT, **trusted) == dict(cold, compiled=0, tuned=[])
+    # Each re-warming it in turn, signing: nothing new, still wholly trusted.
+    for warm in (other, code):
+        stored = f.warm(warm, bundle, "--key", key, cuda=False, **trusted)
+        assert stored == [STORED.format(bundle, 0, 0)]
+        assert "valid, trusted" in f.ok(warm, "verify", bundle, **trusted)
 
 
 @pytest.mark.parametrize("clean", [("--older-than", "30d"), ("--max-size", "1G")])

@@ -1,11 +1,12 @@
-"""What the tests of two warms over one bundle share (`test_upgrade40`, `test_upgrade41`):
+"""What the tests of two warms over one bundle share (`test_upgrade41`, `test_upgrade42`):
 the production script that serves a workload (`SERVE`: its results' digest, what it compiled
 and tuned, as JSON), a file's digest, a bundle's kernel and tune keys (`keys`), an earlier
 release's checkout (`release`: a folder where one is, else a `git worktree` of its commit
 made for the test module, or skipped), `TwoWarms`, the CLI of either warm (the checkout
 given) run from a folder that is no warm checkout, so `python -m warmcli` is the one on
-PYTHONPATH, and `Fleet`, both warms over one folder: their CLI, production processes and
-pre-builds. Real processes throughout; nothing here is a fake."""
+PYTHONPATH (or, given `Servers`, a fork of a process that imported that warm's CLI once,
+`tests/forked_cli.py`), and `Fleet`, both warms over one folder: their CLI, production
+processes and pre-builds. Real processes throughout; nothing here is a fake."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import ROOT
+from forked_cli import ForkedWarm, Servers
 
 SERVE = """
 import hashlib, json, runpy, sys, warmcli
@@ -67,16 +70,23 @@ def release(commit: str, checkout: Path) -> Iterator[Path]:
 
 
 class TwoWarms:
-    """Either warm's CLI over `folder` (its own `WARM_HOME`), the workload at `folder/wl.py`."""
+    """Either warm's CLI over `folder` (its own `WARM_HOME`), the workload at `folder/wl.py`;
+    each command a fork of `servers`' (made over `folder`, no warm checkout, so each server
+    imports the warm its PYTHONPATH names) where given."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, servers: Servers | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
         self.env = dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")
         self.folder = folder
         self.workload = folder / "wl.py"
+        self.servers = servers
 
     def cli(self, code: Path, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
         """`python -m warmcli ARGS` of the warm checked out at `code`."""
+        if self.servers is not None:
+            assert self.servers.root == self.folder, "a server's folder imports no warm"
+            whose = SimpleNamespace(env=dict(self.env, PYTHONPATH=str(code), **env))
+            return ForkedWarm(whose, self.servers)(*map(str, args), cwd=self.folder)
         return subprocess.run(
             [sys.executable, "-m", "warmcli", *map(str, args)],
             capture_output=True, text=True, timeout=300, cwd=self.folder,
@@ -88,8 +98,8 @@ class Fleet(TwoWarms):
     """Both warms over one folder (`TwoWarms`): `new` is today's, `old` the release's; the
     CUDA workload at `folder/cwl.py`."""
 
-    def __init__(self, folder: Path, old: Path) -> None:
-        super().__init__(folder)
+    def __init__(self, folder: Path, old: Path, servers: Servers | None = None) -> None:
+        super().__init__(folder, servers)
         self.new, self.old, self.cuda = ROOT, old, folder / "cwl.py"
 
     def ok(self, code: Path, *args: object, **env: str) -> str:
@@ -131,3 +141,11 @@ class Fleet(TwoWarms):
             self.ok(code, "run", *run, "-b", bundle, "-q", *more, **env).splitlines()[0]
             for run in runs
         ]
+
+    def pycuda(self, code: Path, bundle: Path, **env: str) -> str:
+        """The `stored` line of an `--arch sm_90` run of the PyCUDA script `folder/pyc.py`."""
+        script = self.folder / "pyc.py"
+        done = self.ok(
+            code, "run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle, **env
+        )
+        return done.splitlines()[0]

@@ -17,6 +17,7 @@ from a child process (`arrived_refused`); it imports nothing of warm above the l
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -38,8 +39,11 @@ class WarmError(Exception):
         task that raised it hands it to its parent whole: Python's default, unpickled there by
         calling `__init__(*args)`, broke a `ProcessPoolExecutor` and hung a `Pool` for ever.
         One only a pass refuses (`refused_by_pass`, set by `warmcli.pool_tasks.note_refused`)
-        is kept where it arrives, for that pass (`arrived_refused`)."""
-        refused = self.__dict__.get("refused_by_pass") is True
+        is kept where it arrives, for that pass (`arrived_refused`), where it is a task's failure
+        (not returned by one that caught it: `sending_a_failure`, of the module that marked it)."""
+        marked = self.__dict__.get("refused_by_pass") is True
+        tasks = sys.modules.get("warmcli.pool_tasks") if marked else None  # (it marked it)
+        refused = tasks is not None and tasks.sending_a_failure()
         return (_rebuilt, (type(self), self.args, refused), self.__dict__ or None)
 
 

@@ -1,5 +1,5 @@
 """How a process that Ctrl-C ended still ends: by SIGINT, as CPython ends it (and one a stop
-signal's `SystemExit` cut its write-back short: with its code, else 143).
+signal's `SystemExit` cut its write-back short: with the code it asks for).
 
 CPython ends a process whose main code raised KeyboardInterrupt by SIGINT (exit status
 130 in a shell, -2 to `subprocess`), so the shell and its loops know it was
@@ -36,7 +36,7 @@ import _thread
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # Evaluated from source (CPython's path for code run from a string, which records a
@@ -81,7 +81,7 @@ def end_as_stopped(stop: BaseException | None) -> None:
             exec(_RAISE)  # a constant: no outside text is executed
     elif isinstance(stop, SystemExit) and stop.code not in (None, 0):
         code = stop.code  # (a text's: 1, as `exit` ends with one, its text unprinted here)
-        sys.__dict__[_ENDS_AS] = _EndsAs(code if isinstance(code, int) else 1)
+        sys.__dict__[_ENDS_AS] = _EndsAs(_status(code) if isinstance(code, int) else 1)
     else:
         keep_sigint_exit()
 
@@ -93,13 +93,35 @@ class _EndsAs:
     """Ends the process with `code` as it is collected: held by `sys` only, that is once
     CPython has run every exit handler, flushed stdout and stderr and restored the signals'
     default actions, as it tears the interpreter down (what `__del__` methods of objects
-    left alive then would still do is skipped, as Python never promises them at exit)."""
+    left alive then would still do is skipped, as Python never promises them at exit). It
+    ends by C's `exit`, as the process would have after the teardown: what a native library
+    wrote with C's stdio is flushed, its exit functions and destructors run (`os._exit`,
+    where C's is out of reach, skips them). One collected before the teardown (a program's
+    own exit handler replaced it) ends nothing: the exit handlers after it still run."""
 
     def __init__(self, code: int) -> None:
-        self.code, self.end = code, os._exit  # (no module global is read when it ends)
+        # (nothing read from a module's globals as it ends: they are cleared by then)
+        self.code, self.end, self.tearing_down = code, _c_exit(), sys.is_finalizing
 
     def __del__(self) -> None:
-        self.end(self.code)
+        if self.tearing_down():
+            self.end(self.code)
+
+
+def _status(code: int) -> int:
+    """The status CPython ends with for `sys.exit(code)`: C's `exit` of the code cut to a C
+    int, -1 for one beyond a C long long (`SystemExit(2**70)`): 0 to 255."""
+    return code & 0xFF if -(2**63) <= code < 2**63 else 0xFF
+
+
+def _c_exit() -> Callable[[int], object]:
+    """C's `exit` (its stdio flushed, its exit functions run), else `os._exit`."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).exit
+    except (ImportError, OSError, AttributeError, TypeError):  # (no ctypes, no C library)
+        return os._exit
 
 
 def forget_interrupt() -> None:

@@ -1,17 +1,18 @@
-"""What warm refuses in a task of a `concurrent.futures` thread pool (a GPU-less pre-build's
-want of a GPU), which no thread hook sees: the pool keeps what a task raised in the task's
-future, which the workload may never read. `note_refused(exc)`, called where warm makes such
-an error, notes it with the future of the pool task it is made in (found on this thread's
-stack: the pool's `_WorkItem.run` frame; none outside a pool task); `ended_by_refused()`, at
-a pass's end, says what the first task that ended with one raised (that very error, or one
-raised from it or while handling it, or a group holding it, as `found_in` walks a chain: a
-task that caught it and went on is no failure), and forgets every note; the error is marked
-too, so that a process pool's task (in a child a pass forked) that ends by it hands it to the
-parent marked (`warmcli.errors.arrived_refused`). A note holds neither the error nor the
-future: the error is marked with its task's `_Note` (held only where it takes no attribute,
-until its task ends), the future judged by a callback as it ends, and only the first task
-ended by its note kept: a task that notes 10,000 errors and goes on, each traceback's locals
-holding a large array, keeps none of them alive (the notes kept them all until the pass
+"""What warm refuses in a task of a `concurrent.futures` thread pool (a GPU-less pre-build's want
+of a GPU), which no thread hook sees: the pool keeps what a task raised in the task's future,
+which the workload may never read. `note_refused(exc)`, called where warm makes such an error,
+notes it with the future of the pool task it is made in (found on this thread's stack: the
+pool's `_WorkItem.run` frame; none outside a pool task); `ended_by_refused()`, at a pass's end,
+says what the first task that ended with one raised (that very error, or one raised from it or
+while handling it, or a group holding it, as `found_in` walks a chain: a task that caught it and
+went on is no failure), and forgets every note; the error is marked too, so that a process
+pool's task (in a child a pass forked) that ends by it hands it to the parent marked
+(`warmcli.errors.arrived_refused`), where it is pickled as the task's failure
+(`sending_a_failure`: one that returned it, having caught it, went on). A note holds neither the
+error nor the future: the error is marked with its task's `_Note` (held only where it takes no
+attribute, until its task ends), the future judged by a callback as it ends, and only the first
+task ended by its note kept: a task that notes 10,000 errors and goes on, each traceback's
+locals holding a large array, keeps none of them alive (the notes kept them all until the pass
 ended). Nothing is patched: Python's pool runs as ever. Its only state is that first task's
 error and the pass's number (a lock guards them); it never prints."""
 
@@ -92,6 +93,24 @@ def _ended(note: _Note, future: Future[Any]) -> None:
     with _LOCK:
         if note.pass_number == _PASS[0] and (not _FIRST or note.order < _FIRST[0][0]):
             _FIRST[:] = [(note.order, raised)]
+
+
+# Where a process pool's worker sends a task's outcome to its parent, and what says it failed.
+_SENDS = (
+    ("concurrent.futures.process", "_sendback_result", lambda f: f.get("exception") is not None),
+    ("multiprocessing.pool", "worker", lambda f: f.get("result", (True,))[0] is False),
+)
+
+
+def sending_a_failure() -> bool:
+    """Whether this thread, a process pool's worker, pickles a task's failure for its parent now
+    (its sending frame on this stack: one that raised, not one that returned what it caught)."""
+    named = ((sys.modules.get(module), name, failed) for module, name, failed in _SENDS)
+    codes = {getattr(getattr(m, n, None), "__code__", None): failed for m, n, failed in named}
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code not in codes:
+        frame = frame.f_back
+    return frame is not None and bool(codes[frame.f_code](frame.f_locals))
 
 
 def ended_by_refused() -> BaseException | None:

@@ -41,6 +41,7 @@ say what they compiled).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 import threading
@@ -318,8 +319,7 @@ def runtime(device: str = "auto") -> Runtime:
     what the workload does there is warmed."""
     if not isinstance(device, str):
         raise DeviceError(f"device {device!r} is no str: use host, cuda, cuda:N or auto")
-    active = bound(device)
-    if active is not None:
+    if (active := bound(device)) is not None:
         return active
     if importing() and not sys._getframe(1).f_globals.get("__name__", "").startswith("warmcli."):
         return handed(device, _own)  # one a device (`warmcli.late_runtime`)
@@ -367,9 +367,8 @@ def close() -> None:
 
 
 def in_warms_command() -> None:
-    """Said by `warmcli.__main__` once any of warm's own commands has ended (`warm run`,
-    `warm verify`, ...): this process serves no bundle, so `WARM_REPORT` is not its (the
-    report would say "no bundle is loaded")."""
+    """Said by `warmcli.__main__` once any of warm's own commands has ended: this process
+    serves no bundle, so `WARM_REPORT` is not its (it would say "no bundle is loaded")."""
     _STATE.command = True
 
 
@@ -391,6 +390,9 @@ def _at_exit() -> None:
             final.write_error = why
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
+    if isinstance(stop, SystemExit) and not isinstance(stop.code, int | None):
+        with contextlib.suppress(Exception):  # its text, as Python prints it (its str() may fail)
+            sys.stderr.write(f"{stop.code}\n")
     sys.stderr.flush()
     end_as_stopped(stop)  # a process stopped (here or before) ends as stopped, not with 0
 

@@ -5,7 +5,8 @@ once per machine into `WARM_HOME/remote/<hash of the URL>/` (the URL without its
 its query's signing fields, `location.kept_as`: a presigned URL signed anew is the same
 copy; under trusted keys, `<hash of the URL>-<hash of the keys>/`: what a keyless reader took
 never replaces what a keyed one serves, nor one key set's another's; an upgraded keyed reader's
-first copy is the keyless one where its keys trust it, `warmcli.bundle.remote_seed`), under
+first copy is the keyless one where its keys trust it, else, after a key rotation changed the
+set, another set's, `_seeds` and `warmcli.bundle.remote_seed`), under
 that folder's lock (waited for `WARM_REMOTE_DEADLINE` at most: then as a store that cannot be
 reached), into a unique temporary file (`warmcli.bundle.received`: bounded in size and time,
 removed on any failure, a killed fetch's by the next) that is checked (its size, the sha256 the
@@ -114,6 +115,22 @@ def _named(keys: Sequence[bytes]) -> str:  # a set of trusted keys, whatever the
     return hashlib.sha256(b"".join(sorted(set(keys)))).hexdigest()[:16]  # (or how often named)
 
 
+def _seeds(url: str, folder: Path) -> list[Path]:
+    """Where a keyed reader's first copy of `url` may come from, in the order tried: the
+    keyless reader's copy, then those kept for other sets of trusted keys, newest first (a
+    set a key rotation changed names a folder of its own: its last good copy is there)."""
+    plain = cache_dir(url)
+
+    def age(other: Path) -> float:
+        try:
+            return -os.lstat(other / "bundle.warm").st_mtime
+        except OSError:
+            return 0.0
+
+    others = [p for p in plain.parent.glob(f"{plain.name}-*") if p.name != folder.name]
+    return [plain, *sorted(others, key=age)]
+
+
 def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     """The local copy of the bundle at `url`, downloaded only if it changed. Under trusted
     `keys`, a download they did not sign is refused where a last good copy stands in."""
@@ -144,9 +161,11 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
     local, meta_path = folder / "bundle.warm", folder / "meta.json"
     try:
         remove_temporaries(folder)  # a killed fetch's: none is another's, under the lock
-        seeded = None  # upgraded: the keyless copy, if trusted (why not, for its size)
-        if keys is not None and not believed(local):
-            seeded = seed(cache_dir(url), folder, keys, limits.max_bytes)
+        seeded = None  # upgraded or keys rotated: a copy they trust (why not, for its size)
+        for source in _seeds(url, folder) if keys is not None and not believed(local) else ():
+            seeded = seed(source, folder, keys, limits.max_bytes) or seeded
+            if believed(local):
+                break
         have = believed(local)  # a link or another's: downloaded afresh, never served
         meta = read_meta(meta_path) if have and believed(meta_path) else {}
         if meta.get("copy") != copy_identity(local):  # changed since published: not the ETag's

@@ -1,10 +1,11 @@
 """A keyed reader's first copy of a URL's bundle, taken from the copy kept for readers that
-check no signature (`warmcli.bundle.remote`).
+check no signature, or for another set of trusted keys (`warmcli.bundle.remote`).
 
 An earlier warm kept every reader's copy of a URL in one folder, `WARM_HOME/remote/<hash of
 the URL>/`; a reader under trusted keys now keeps its own beside it (`<hash>-<keys hash>/`),
-so a machine upgraded starts with none there: its first start with the store failing would
-have no last good copy to serve. `seed` takes the old folder's copy in, under the keyed folder's
+so a machine upgraded, or one whose trusted keys a rotation changed, starts with none there:
+its first start with the store failing would have no last good copy to serve. `seed` takes
+such a folder's copy in (the caller says which, and in what order), under the keyed folder's
 lock, only where it is believed as a fetch believes its own (the folder and the file this user's
 alone, a regular file opened without waiting (never a FIFO's writer), the one published there:
 its size, time and sha256 as remembered beside it, with an ETag, and its size within what a

@@ -36,28 +36,18 @@ from typing import Any, Protocol
 
 from warmcli import config
 from warmcli.bundle.file import read_start
+from warmcli.bundle.key_files import crypto as _crypto
+from warmcli.bundle.key_files import key_text
 from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
-from warmcli.home import write_new
 from warmcli.records import Record
 
 HASH_BYTES = 32
 DOMAIN = b"warm bundle signature v1\n"
 KEY_FILE_BYTES = 64 << 10  # a PEM key is a few hundred bytes
 SHOWN = 10  # uncovered entries named in a report
-
-
-def _crypto() -> Any:
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-    except ImportError:
-        raise SignatureError(
-            "signing needs the 'cryptography' package: pip install 'warmcli[sign]'"
-        ) from None
-    return serialization, ed25519
 
 
 # -- what is signed -----------------------------------------------------------------------------
@@ -106,9 +96,15 @@ def key_id(public: bytes) -> str:
 
 
 def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
-    """An Ed25519 key from a PEM file; anything else is a one-line `SignatureError`."""
+    """An Ed25519 key from a PEM file; anything else is a one-line `SignatureError` (one
+    naming key text given in its place, not showing it: `key_text`)."""
     serialization, ed25519 = _crypto()
     what = "an unencrypted PEM private key" if private else "a PEM public key"
+    if key_text(path):
+        raise SignatureError(
+            f"key text given where a key file's path belongs (not shown): write {what} to a "
+            f"file{' (chmod 600)' if private else ''} and name the file"
+        )
     try:
         data = read_start(path, KEY_FILE_BYTES + 1)
     except OSError as exc:
@@ -167,54 +163,10 @@ def trusted_keys(
             return None
     files: list[Path] = []
     for entry in map(Path, given):
-        files += sorted(entry.glob("*.pub")) if entry.is_dir() else [entry]
+        files += [entry] if key_text(entry) or not entry.is_dir() else sorted(entry.glob("*.pub"))
     if not files:
         raise SignatureError("no trusted keys: name Ed25519 public key files (.pub)")
     return [load_public_key(f) for f in files]
-
-
-def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """A new Ed25519 key pair: the private key at `path` (mode 0600; never named .pub), the
-    public at `path`.pub; no file is overwritten. Its own folder is made (mode 0700) where
-    missing, as `--bundle` makes a bundle's (`warm keygen ~/.warm/ci.key`), none above."""
-    serialization, ed25519 = _crypto()
-    private, public = Path(path), Path(f"{path}.pub")
-    if private.name.endswith(".pub"):  # shared, or put in WARM_TRUSTED_KEYS, as public keys are
-        raise SignatureError(
-            f"{private}: a private key named .pub passes for a public one: name it without .pub"
-        )
-    for target in (private, public):
-        if os.path.lexists(target):
-            raise SignatureError(f"{target}: exists; keygen never overwrites a key")
-    folder = private.parent
-    if not os.path.lexists(folder):
-        if not folder.parent.is_dir():
-            raise SignatureError(
-                f"{private}: no directory {folder.parent} (warm creates only the key's own "
-                f"directory, {folder.name})"
-            )
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            pass  # made meanwhile
-        except OSError as exc:
-            raise SignatureError(f"{folder}: cannot make its folder: {exc.strerror}") from None
-    key = ed25519.Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    pub = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    try:  # a pair the disk cannot hold whole leaves neither file (a retry is refused)
-        write_new([(private, pem, 0o600), (public, pub, 0o644)])
-    except FileExistsError as exc:
-        raise SignatureError(f"{exc.filename}: exists; keygen never overwrites a key") from None
-    except OSError as exc:
-        raise SignatureError(f"{exc.filename}: cannot write key: {exc.strerror}") from None
-    return private, public
 
 
 # -- signing and checking -------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import NoReturn
 import typer
 
 from warmcli.bundle.location import is_url, shown
-from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
+from warmcli.bundle.signing import is_trusted, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import new_file_path, readable_bundle, shown_name
 from warmcli.cli.committed import kept_on_interrupt
@@ -30,6 +30,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
+from warmcli.cli.sign import private_key_of
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.printable import printable
 
@@ -56,7 +57,7 @@ def merge(
             f"{shown(output)} is a URL: merge writes a local bundle (-o PATH); "
             "warm push publishes it"
         )
-    signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    signing_key = None if key is None else private_key_of(key)
     trusted = guarded(trusted_keys)
     if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):
         fail(

@@ -30,7 +30,7 @@ from warmcli.backends.serving import cuda_release
 from warmcli.bundle.file import recover
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
-from warmcli.bundle.signing import is_trusted, load_private_key, trusted_keys
+from warmcli.bundle.signing import is_trusted, trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import bundle_to_write
 from warmcli.cli.common import (
@@ -57,6 +57,7 @@ from warmcli.cli.common import (
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import run_json, run_renderable
 from warmcli.cli.run_pycuda import with_pycuda
+from warmcli.cli.sign import private_key_of
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError, RunInterrupted, WarmError
 from warmcli.printable import printable
@@ -171,7 +172,7 @@ def run(
         fail("--verbose shows every compiler command, --quiet the summary only: give one of them")
     path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
-    signing_key = None if key is None else guarded(lambda: load_private_key(key))
+    signing_key = None if key is None else private_key_of(key)
     if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):
         fail(  # the verify pass would refuse what it signed, after all the work
             f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "

@@ -13,24 +13,45 @@ signature is handed back as it is committed, an interrupt held meanwhile
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
 from warmcli.bundle.consistency import require_consistent, require_well_formed
 from warmcli.bundle.file import check_header
-from warmcli.bundle.signing import (
-    StoredSignature,
-    generate_key_pair,
-    key_id,
-    load_private_key,
-    sign,
-)
+from warmcli.bundle.key_files import generate_key_pair, open_to_others
+from warmcli.bundle.signing import StoredSignature, key_id, load_private_key, sign
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import default_bundle
-from warmcli.cli.common import EXIT_INTERRUPTED, BundleArg, JsonOpt, emit_json, fail, guarded, out
+from warmcli.cli.common import (
+    EXIT_INTERRUPTED,
+    BundleArg,
+    JsonOpt,
+    emit_json,
+    err,
+    fail,
+    guarded,
+    out,
+)
 from warmcli.printable import printable
+
+
+def warn_if_open(key: Path) -> None:
+    """A warning line where the private key file `key` is open to other users (as ssh
+    refuses such a key, but what it signed stands: a warning, not a refusal)."""
+    mode = open_to_others(key)
+    if mode is not None:
+        said = f"{key}: private key open to other users (mode 0{mode:o}): chmod 600 {key}"
+        err.print(f"warm: warning: {printable(said)}", markup=False, highlight=False)
+
+
+def private_key_of(key: Path) -> Any:
+    """The private key at `key` (a one-line error, exit 2, where none), warned of where
+    its file is open to other users (`warn_if_open`): `run --key` and `merge --key`."""
+    private = guarded(lambda: load_private_key(key))
+    warn_if_open(key)
+    return private
 
 
 def sign_path(path: Path, key: Path, stored: list[StoredSignature]) -> None:
@@ -68,6 +89,7 @@ def sign_command(
     stored: list[StoredSignature] = []  # once committed: from then on, an interrupt says so
     try:
         guarded(lambda: sign_path(path, key, stored))
+        warn_if_open(key)
         rows, signer = stored[0].count, stored[0].key_id
         if as_json:
             emit_json({"bundle": str(path), "key_id": signer, "rows": rows})

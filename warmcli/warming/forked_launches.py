@@ -7,11 +7,12 @@ verified, and the pass says so (`note`) rather than call a bundle complete that 
 inherit; in a child forked meanwhile (`os.register_at_fork`), each of the pass's runtimes (those
 it was given, and the host runtime it made for the workload: `extra`'s) has its `retired` gate
 (asked first at each launch and tune: `warmcli.runtime.runtime`) chained with one that writes
-the child's pid into the pipe at its first launch or tune there, and the launch goes on as it
-would. As the pass's run ends the pipe is read (never waited on): the pids of the children that
-launched (a run says them once: `note`'s `also`, the later passes that saw some). A `spawn` or
-`forkserver` worker inherits no memory and no pipe: it is not seen (README).
-Its only state is the pass watched now and its pipe (`_WATCHED`); it never prints."""
+the child's pid into the pipe at its first launch or tune there (where its descriptor is still
+that pipe: a child that closed it may hold a file of its own under that number), and the launch
+goes on as it would. As the pass's run ends the pipe is read (never waited on): the pids of the
+children that launched (a run says them once: `note`'s `also`, the later passes that saw some).
+A `spawn` or `forkserver` worker inherits no memory and no pipe: it is not seen (README). Its
+only state is the pass watched now and its pipe (`_WATCHED`); it never prints."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from typing import Any
 from warmcli.runtime.runtime import Runtime
 
 Gate = Callable[[str, Any, tuple[Any, ...], Any], None]
-# The pass watched now: its process's pid, the pipe's write end, its runtimes (read at the fork).
-_WATCHED: list[tuple[int, int, Callable[[], list[Runtime]]]] = []
+# The pass watched now: its process's pid, the pipe's write end and identity (`_identity`), its
+# runtimes (read at the fork).
+_WATCHED: list[tuple[int, int, tuple[int, int], Callable[[], list[Runtime]]]] = []
+_DIGITS = 20  # a pid has fewer (int() refuses 4,300 and more)
 
 
 @contextlib.contextmanager
@@ -37,8 +40,8 @@ def watching(runtimes: Sequence[Runtime], extra: Any = None) -> Iterator[list[in
     os.set_blocking(read, False)
     os.set_blocking(write, False)  # a child never waits on a full pipe: its line is dropped
     every = lambda: [*runtimes, *(extra.runtimes if extra is not None else ())]  # noqa: E731
-    pipe = os.fstat(read).st_ino  # (a workload that closed its end may hold that number now)
-    _WATCHED[:] = [(os.getpid(), write, every)]
+    pipe = _identity(read)  # (a workload that closed its end may hold that number now)
+    _WATCHED[:] = [(os.getpid(), write, pipe, every)]
     try:
         yield launched
     finally:
@@ -50,13 +53,20 @@ def watching(runtimes: Sequence[Runtime], extra: Any = None) -> Iterator[list[in
                 said += chunk
         for fd in ours:
             os.close(fd)
-        launched += sorted({int(pid) for pid in said.split() if pid.isdigit()})
+        pids = {int(pid) for pid in said.split() if pid.isdigit() and len(pid) < _DIGITS}
+        launched += sorted(pids)  # (what is no pid, a hostile child's, is left out)
 
 
-def _same(fd: int, pipe: int) -> bool:
-    """Whether `fd` is still the pipe `pipe` (its inode) this module opened."""
+def _identity(fd: int) -> tuple[int, int]:
+    """What names the file `fd` is open on: its device and inode."""
+    stat = os.fstat(fd)
+    return stat.st_dev, stat.st_ino
+
+
+def _same(fd: int, pipe: tuple[int, int]) -> bool:
+    """Whether `fd` is still the pipe `pipe` (`_identity`) this module opened."""
     try:
-        return os.fstat(fd).st_ino == pipe
+        return _identity(fd) == pipe
     except OSError:
         return False
 
@@ -89,18 +99,19 @@ def _forked() -> None:
     """In a child forked during a watched pass: the pass's runtimes' gates chained."""
     if not _WATCHED or _WATCHED[0][0] == os.getpid():
         return
-    _, write, every = _WATCHED[0]
+    _, write, pipe, every = _WATCHED[0]
     told: list[bool] = []
     for runtime in every():
-        runtime.retired = _gate(runtime.retired, write, told)
+        runtime.retired = _gate(runtime.retired, write, pipe, told)
 
 
-def _gate(before: Gate | None, write: int, told: list[bool]) -> Gate:
+def _gate(before: Gate | None, write: int, pipe: tuple[int, int], told: list[bool]) -> Gate:
     def gate(what: str, thing: Any, args: tuple[Any, ...], stream: Any) -> None:
         if not told:  # this child's first launch or tune: its pid, once
             told.append(True)
             with contextlib.suppress(OSError):  # the pass ended (its pipe closed), or full
-                os.write(write, f"{os.getpid()}\n".encode())
+                if _same(write, pipe):  # (not a file the child opened under its number)
+                    os.write(write, f"{os.getpid()}\n".encode())
         if before is not None:
             before(what, thing, args, stream)
 

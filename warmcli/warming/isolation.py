@@ -54,6 +54,7 @@ from typing import Any
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_quiet_callback, send_again
 from warmcli.records import Record, factory
+from warmcli.warming import child_signals
 from warmcli.warming.crashes import (
     CRASH_SIGNALS,
     CrashedCandidate,
@@ -362,7 +363,7 @@ def interrupt_on_signals() -> None:
     """SIGINT, SIGTERM and SIGHUP stop every compiler at once and raise `KeyboardInterrupt` (once:
     a second signal only stops compilers again, so the cleanup finishes). In a process the
     workload forked (a pool's worker) the signal does what it does without warm: it never
-    stops its parent's compilers."""
+    stops its parent's compilers (`warmcli.warming.child_signals`: Python's own handling)."""
     raised, owner = False, os.getpid()
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -381,6 +382,7 @@ def interrupt_on_signals() -> None:
             raised = True
             raise KeyboardInterrupt
 
+    child_signals.watch(handler)
     for s in _heeded():
         signal.signal(s, handler)
 

@@ -1,0 +1,30 @@
+"""A host workload of `fill` kernels (one per divisor in `DIVS`, "3" unless set) and a raw
+sqlite3 writer that holds a bundle's exclusive lock for 6 s (it prints "held" once it does):
+what the tests of a production write-back stopped while it waits for a lock share."""
+
+WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
+
+
+def workload(rt):
+    outs = []
+    for d in os.environ.get("DIVS", "3").split(","):
+        o = rt.buffer(17, "float64")
+        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
+        outs.append(o)
+    return outs
+"""
+
+# A raw sqlite3 writer holding the exclusive lock for 6 s: a write-back waits for it.
+HOLD = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+time.sleep(6)
+c.execute("ROLLBACK")
+"""

@@ -1,0 +1,409 @@
+"""A fleet mid-rollout: stop 42's warm (commit 81fe69a) and today's over one bundle.
+
+Other workloads than `test_upgrade41`'s: several ops' tunes keyed by `key=` dicts (an int
+key, a str key JSON writes as a number's, a numpy number), a frozenset, a tuple of numpy and
+plain scalars, a default key bucketed by `pow2`, two tunables sharing their candidates'
+kernels; host kernels including a header that includes another, through `-I`, with
+defines and `-D`/`-O2` options; NVRTC `--arch sm_90` builds of two entries of one source
+with `-I`, `--use_fast_math` and `-std=c++17`; a PyCUDA script (`include_dirs`,
+`no_extern_c`, `-D` options made defines, `prepare`/`prepared_call`). Every kernel and tune
+key is what stop 42 made, so each warm serves the other's bundle under WARM_STRICT=1
+compiling and measuring nothing, with a cold start's results, and re-warms it storing
+nothing new; `verify`, `check` (also `--device cuda --arch sm_90`), `stats` and `stats
+--json` (each kernel's share of its batch as the other counts it), `diff` and `clean` of the
+other's bundle read it as sound, never "corrupt"; a bundle written by either's merge of
+one's PyCUDA bundle and the other's, one cleaned by either's `clean --older-than` (the CUDA
+builds unused for a year) and `clean --tune`, one signed by either (served under
+`WARM_TRUSTED_KEYS` by the other), and production write-backs of both at once serve the
+other alike; shards pre-built one by each merge, by either, into one whole run's bundle.
+A changed nested header is explained as changed by each in the other's bundle. Real CLI
+(each command a fork of a process that imported that warm's CLI once,
+`tests/forked_cli.py`), real production processes, real SQLite files, the system C
+compiler and NVRTC.
+
+Stop 42's warm is the checkout at `/tmp/base42` where one is, else a `git worktree` of
+81fe69a made in a temporary folder (and removed after); skipped where neither can be had.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from forked_cli import Servers
+from upgrades import STORED, Fleet, digest, keys, release
+
+BASE = "81fe69a"
+CHECKOUT = Path("/tmp/base42")
+WORKLOAD = '''
+"""Several ops' tunes keyed by key= dicts, sets, tuples and numpy numbers; host kernels
+including nested headers through -I, with defines and -D options."""
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+OPTS = ("-I", os.path.join(os.path.dirname(os.path.abspath(__file__)), "inc"), "-O2",
+        "-DBIAS=0.5f")
+PART = os.environ.get("PART", "abc")  # which ops a production process runs
+AXPY = r"""
+#include "ops.h"
+void axpy(const float *x, float *y, int n) {
+    for (int i = 0; i < n; i += STEP)
+        for (int j = i; j < i + STEP && j < n; j++) y[j] += ALPHA * x[j] + BIAS;
+}
+"""
+SCALE = r"""
+#include <ops.h>
+void scale(const float *x, float *y, int n, float s) {
+    for (int i = 0; i < n; i += UNROLL)
+        for (int j = i; j < i + UNROLL && j < n; j++) y[j] = twice(x[j]) * s;
+}
+"""
+ROWSUM = r"""
+void rowsum(const float *x, float *out, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        float s = 0;
+        for (int c = 0; c < cols; c += LANES)
+            for (int k = c; k < c + LANES && k < cols; k++) s += x[r * cols + k];
+        out[r] = s;
+    }
+}
+"""
+ZERO = Kernel("void zero(float *y, int n) { for (int i = 0; i < n; i++) y[i] = FILL; }",
+              "zero", "Pi", options=("-std=c11", "-DFILL=0.25f"))
+SUMS = {f"l{n}": Kernel(ROWSUM, "rowsum", "PPii", defines={"LANES": n}) for n in (1, 4)}
+
+
+def run(rt, k, *args, stream=None):
+    rt.launch(k, *args, stream=stream)
+
+
+AXPY_T = Tunable(
+    "axpy",
+    {f"st{s}": Kernel(AXPY, "axpy", "PPi", defines={"STEP": s}, options=OPTS) for s in (1, 4)},
+    run, key=lambda x, y, n: {"n": np.int64(n), "dtype": "float32", 3: "rows", "1": None},
+)
+SCALE_T = Tunable(
+    "scale",
+    {f"u{u}": Kernel(SCALE, "scale", "PPif", defines={"UNROLL": u}, options=OPTS)
+     for u in (2, 8)},
+    run, check="u2", key=lambda x, y, n, s: (n, np.float32(s), None, True, "n"),
+)
+SUM_T = Tunable("rowsum", SUMS, run,
+                key=lambda x, out, r, c: {"ops": frozenset({"sum", "rows"}), "shape": [r, c]})
+SUM_P2 = Tunable("rowsum_p2", SUMS, run, bucket="pow2")  # the same kernels, default key
+
+
+def workload(rt):
+    x = rt.upload(np.arange(120, dtype=np.float32) * 0.37)
+    ys = [rt.buffer(120, "float32") for _ in range(4)]
+    rt.launch(ZERO, ys[0], 120)
+    if "a" in PART:
+        rt.tune(AXPY_T, x, ys[0], 120)
+    if "b" in PART:
+        rt.tune(SCALE_T, x, ys[1], 120, 1.5)
+    if "c" in PART:
+        for rows, cols, t in ((4, 30, SUM_T), (5, 24, SUM_T), (6, 20, SUM_P2)):
+            rt.tune(t, x, ys[2], rows, cols)
+            rt.launch(SUMS["l1"], x, ys[3], rows, cols)
+    return ys
+'''
+CUDA = '''
+"""NVRTC builds of two entries of one source, including a header through -I."""
+import os
+from warmcli import Kernel
+
+DEVICE = "cuda"
+INC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inc")
+SOURCE = r"""
+#include "cu.h"
+#ifndef SHIFT
+#define SHIFT 1.0f
+#endif
+extern "C" __global__ void fill(float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = FILL * factor();
+}
+extern "C" __global__ void shift(float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += SHIFT;
+}
+"""
+KERNELS = [
+    *(Kernel(SOURCE, "fill", "Pi", language="cuda", defines={"FILL": f},
+             options=("-I", INC, "--use_fast_math")) for f in (1, 2)),
+    Kernel(SOURCE, "shift", "Pi", language="cuda", defines={"FILL": 1, "SHIFT": 3},
+           options=("-I", INC, "-std=c++17")),
+]
+
+
+def workload(rt):
+    y = rt.buffer(512)
+    for k in KERNELS:
+        rt.launch(k, y, 512, grid=2, block=256)
+'''
+PYCUDA = '''
+import os
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+INC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "inc")
+BUMP = """
+#include "pc.h"
+__global__ void bump(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += BUMP * K;
+}
+"""
+HALVE = """
+extern "C" __global__ void halve(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= 0.5f;
+}
+"""
+MUL = """
+__global__ void mul(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= M;
+}
+"""
+
+
+def main():
+    x, n = drv.mem_alloc(1024 * 4), np.int32(1024)
+    bump = SourceModule(BUMP, include_dirs=[INC], options=["-DK=3"]).get_function("bump")
+    bump(x, n, block=(256, 1, 1), grid=(4, 1))
+    halve = SourceModule(HALVE, no_extern_c=True, options=["--use_fast_math"])
+    halve.get_function("halve")(x, n, block=(256, 1, 1), grid=(4, 1))
+    for m in (2, 3):  # -D options made warm defines: one compiler process
+        mul = SourceModule(MUL, options=[f"-DM={m}"]).get_function("mul")
+        mul.prepare("Pi")
+        mul.prepared_call((4, 1), (256, 1, 1), x, n)
+'''
+STRICT = {"WARM_STRICT": "1"}
+TUNED = ["axpy", "rowsum", "rowsum", "rowsum_p2", "scale"]
+HEADERS = {
+    "ops.h": '#include "more.h"\nstatic inline float twice(float v) { return 2.0f * v; }\n',
+    "more.h": "#define ALPHA 3.0f\n",
+    "cu.h": "__device__ inline float factor() { return 2.0f; }\n",
+    "pc.h": "#define BUMP 2.0f\n",
+}
+
+
+@pytest.fixture(scope="module")
+def old() -> Iterator[Path]:
+    """Stop 42's warm: `/tmp/base42`, else a worktree of 81fe69a made for this module."""
+    yield from release(BASE, CHECKOUT)
+
+
+@pytest.fixture(scope="module")
+def fleet(
+    tmp_path_factory: pytest.TempPathFactory, old: Path
+) -> Iterator[tuple[Fleet, dict[str, object]]]:
+    """Both warms, each command forked; `new.warm` and `old.warm`, each warm's bundle of the
+    host and CUDA workloads, `pyc-new.warm` and `pyc-old.warm` of the PyCUDA script; a cold
+    start's results."""
+    folder = tmp_path_factory.mktemp("upgrade42")
+    servers = Servers(folder)
+    try:
+        fleet = Fleet(folder, old, servers)
+        (folder / "inc").mkdir()
+        for name, text in HEADERS.items():
+            (folder / "inc" / name).write_text(text)
+        fleet.workload.write_text(WORKLOAD)
+        fleet.cuda.write_text(CUDA)
+        (folder / "pyc.py").write_text(PYCUDA)
+        for code, name in ((fleet.new, "new"), (fleet.old, "old")):
+            bundle, pyc = folder / f"{name}.warm", folder / f"pyc-{name}.warm"
+            assert fleet.warm(code, bundle) == [
+                STORED.format(bundle, 7, 5),
+                STORED.format(bundle, 6, 0),  # a cubin and a PTX of each
+            ]
+            assert fleet.pycuda(code, pyc) == STORED.format(pyc, 8, 0)
+        cold = fleet.serve(fleet.new, None)
+        assert cold["compiled"] == 7 and cold["tuned"] == TUNED, cold
+        assert fleet.serve(fleet.old, None) == cold
+        yield fleet, cold
+    finally:
+        servers.close()
+
+
+def _other(f: Fleet, name: str) -> tuple[Path, Path, str]:
+    """The warm named, the other warm and the other's name."""
+    return (f.new, f.old, "old") if name == "new" else (f.old, f.new, "new")
+
+
+def test_every_kernel_and_tune_key_is_unchanged(fleet: tuple[Fleet, dict[str, object]]) -> None:
+    f, _ = fleet
+    made = keys(f.folder / "new.warm")
+    assert made == keys(f.folder / "old.warm") and tuple(map(len, made)) == (13, 5), made
+    pyc = keys(f.folder / "pyc-new.warm")
+    assert pyc == keys(f.folder / "pyc-old.warm") and tuple(map(len, pyc)) == (8, 0), pyc
+
+
+@pytest.mark.parametrize("reader", ["new", "old"])
+def test_each_serves_and_reads_the_others_bundle_compiling_and_changing_nothing(
+    fleet: tuple[Fleet, dict[str, object]], reader: str
+) -> None:
+    f, cold = fleet
+    code, other, name = _other(f, reader)
+    bundle = f.folder / f"{name}.warm"
+    before = digest(bundle)
+    assert f.serve(code, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
+    f.ok(code, "verify", "--workload", f.workload, bundle)
+    assert "compiled 0" in f.ok(code, "verify", "--workload", f.cuda, "--arch", "sm_90", bundle)
+    assert "13 kernel(s)" in f.ok(code, "verify", bundle)
+    f.ok(code, "check", bundle)
+    f.ok(code, "check", bundle, "--device", "cuda", "--arch", "sm_90")
+    f.ok(code, "stats", bundle)
+    stats = json.loads(f.ok(code, "stats", bundle, "--json"))
+    assert (len(stats["kernels"]), len(stats["tunes"])) == (13, 5), stats
+    # Each kernel's share of its batch's binary and of its compile, as the other counts it.
+    theirs = json.loads(f.ok(other, "stats", bundle, "--json"))
+    shares = [[(k["key"], k["shared_by"], k["bytes"], k["seconds"]) for k in s["kernels"]]
+              for s in (stats, theirs)]  # fmt: skip
+    assert shares[0] == shares[1] and max(k[1] for k in shares[0]) >= 2, shares
+    f.ok(code, "diff", f.folder / "new.warm", f.folder / "old.warm")
+    assert digest(bundle) == before
+    copy = f.folder / f"clean-{reader}.warm"
+    shutil.copy(bundle, copy)
+    f.ok(code, "clean", copy)
+    assert keys(copy) == keys(bundle)  # nothing of this machine's removed
+    assert f.serve(other, copy, **STRICT) == dict(cold, compiled=0, tuned=[])
+
+
+@pytest.mark.parametrize("merger", ["new", "old"])
+def test_a_merge_of_ones_pycuda_bundle_and_the_others_serves_and_re_warms_as_both(
+    fleet: tuple[Fleet, dict[str, object]], merger: str
+) -> None:
+    f, cold = fleet
+    code, other, name = _other(f, merger)
+    out = f.folder / f"merged-{merger}.warm"
+    f.ok(code, "merge", f.folder / f"pyc-{merger}.warm", f.folder / f"{name}.warm", "-o", out)
+    parts = [keys(f.folder / b) for b in ("pyc-new.warm", "new.warm")]
+    assert keys(out) == tuple(sorted({*a, *b}) for a, b in zip(*parts, strict=True))
+    for reader in (code, other):
+        assert f.serve(reader, out, **STRICT) == dict(cold, compiled=0, tuned=[])
+        assert "21 kernel(s)" in f.ok(reader, "verify", out)
+    # Each re-warms what the other built: nothing new.
+    assert f.warm(code, out) == [STORED.format(out, 0, 0)] * 2
+    assert f.pycuda(other, out) == STORED.format(out, 0, 0)
+
+
+def test_shards_warmed_by_both_merge_by_either_into_one_whole_run(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """Shard 0/2 pre-built by stop 42, 1/2 by today's: each split the work as the other
+    does, and recorded the same run, so either's merge is one whole run's bundle."""
+    f, cold = fleet
+    shards = [f.folder / f"shard{i}.warm" for i in (0, 1)]
+    for code, i in ((f.old, 0), (f.new, 1)):
+        f.ok(code, "run", f.workload, "--shard", f"{i}/2", "-b", shards[i], "-q")
+    assert all(keys(s)[0] for s in shards), "a shard of none"
+    host = tuple(sorted({*a, *b}) for a, b in zip(*map(keys, shards), strict=True))
+    with sqlite3.connect(f"file:{f.folder / 'new.warm'}?mode=ro", uri=True) as db:
+        built = sorted(k for (k,) in db.execute("SELECT key FROM kernels WHERE device = 'host'"))
+    assert host == (built, keys(f.folder / "new.warm")[1])
+    for code, name in ((f.new, "new"), (f.old, "old")):
+        merged = f.folder / f"shards-{name}.warm"
+        f.ok(code, "merge", *shards, "-o", merged)  # (exit 1: not one whole run)
+        assert keys(merged) == host
+        other = f.old if code == f.new else f.new
+        assert f.serve(other, merged, **STRICT) == dict(cold, compiled=0, tuned=[])
+        assert "compiled 0" in f.ok(other, "verify", "--workload", f.workload, merged)
+
+
+@pytest.mark.parametrize("cleaner", ["new", "old"])
+def test_one_cleans_the_others_bundle_by_age_and_tune_and_the_other_re_warms_it(
+    fleet: tuple[Fleet, dict[str, object]], cleaner: str
+) -> None:
+    """The CUDA builds unused for a year removed by `--older-than 30d`, a tunable's picks by
+    `--tune`: the other serves what is left, and re-warms just what was removed."""
+    f, cold = fleet
+    code, other, name = _other(f, cleaner)
+    bundle = f.folder / f"aged-{cleaner}.warm"
+    shutil.copy(f.folder / f"{name}.warm", bundle)
+    with sqlite3.connect(bundle) as db:
+        db.execute("UPDATE kernels SET last_used = ? WHERE device != 'host'",
+                   (time.time() - 365 * 86400,))  # fmt: skip
+    f.ok(code, "clean", bundle, "--older-than", "30d")
+    assert tuple(map(len, keys(bundle))) == (7, 5)
+    assert "7 kernel(s)" in f.ok(other, "verify", bundle)
+    assert f.serve(other, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
+    f.ok(code, "clean", bundle, "--tune", "rowsum")
+    assert tuple(map(len, keys(bundle))) == (7, 3)
+    assert f.warm(other, bundle) == [STORED.format(bundle, 0, 2), STORED.format(bundle, 6, 0)]
+    assert keys(bundle) == keys(f.folder / "new.warm")
+    assert f.serve(code, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
+
+
+def test_production_write_backs_of_both_at_once(fleet: tuple[Fleet, dict[str, object]]) -> None:
+    f, cold = fleet
+    write = {"WARM_BUNDLE_WRITE": "1"}
+    bundle = f.folder / "prod.warm"  # stop 42's, of the PyCUDA script only
+    shutil.copy(f.folder / "pyc-old.warm", bundle)
+    started = [
+        f.serving(f.old, bundle, PART="ab", **write),
+        f.serving(f.new, bundle, PART="c", **write),
+    ]
+    ab, c = map(f.served, started)
+    assert ab["tuned"] == ["axpy", "scale"] and c["tuned"] == TUNED[1:4], (ab, c)
+    assert tuple(map(len, keys(bundle))) == (15, 5)
+    for code in (f.old, f.new):
+        assert f.serve(code, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
+    assert f.warm(f.new, bundle, cuda=False) == [STORED.format(bundle, 0, 0)]
+
+
+@pytest.mark.parametrize("signer", ["new", "old"])
+def test_signed_by_one_served_trusted_by_the_other(
+    fleet: tuple[Fleet, dict[str, object]], signer: str
+) -> None:
+    f, cold = fleet
+    code, other, name = _other(f, signer)
+    bundle, key = f.folder / f"signed-{signer}.warm", f.folder / f"{signer}.key"
+    shutil.copy(f.folder / f"{name}.warm", bundle)
+    f.ok(code, "keygen", key)
+    f.ok(code, "sign", bundle, "--key", key)
+    trusted = {"WARM_TRUSTED_KEYS": f"{key}.pub"}
+    assert "valid, trusted" in f.ok(other, "verify", bundle, **trusted)
+    f.ok(other, "check", bundle, **trusted)
+    assert f.serve(other, bundle, **STRICT, **trusted) == dict(cold, compiled=0, tuned=[])
+    # Each re-warming it in turn, signing: nothing new, still wholly trusted.
+    for warm in (other, code):
+        stored = f.warm(warm, bundle, "--key", key, cuda=False, **trusted)
+        assert stored == [STORED.format(bundle, 0, 0)]
+        assert "valid, trusted" in f.ok(warm, "verify", bundle, **trusted)
+
+
+def test_a_changed_nested_header_is_a_miss_each_explains_in_the_others_bundle(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """`more.h`, which `ops.h` includes, edited: each names it in the other's bundle."""
+    f, _ = fleet
+    changed = f.folder / "changed"
+    shutil.copytree(f.folder / "inc", changed / "inc")
+    (changed / "inc" / "more.h").write_text("#define ALPHA 5.0f\n")
+    shutil.copy(f.workload, changed / "wl.py")
+    for code, name in ((f.new, "old"), (f.old, "new")):
+        bundle = f.folder / f"{name}.warm"
+        done = f.cli(code, "verify", "--workload", changed / "wl.py", bundle, "--explain-misses")
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stdout + done.stderr
+        assert "corrupt" not in done.stdout + done.stderr, done.stdout + done.stderr
+        lines = done.stdout.splitlines()
+        misses = [ln for ln in lines if ln.startswith("miss: kernel")]
+        assert len(misses) == 4 and all(ln.endswith(" (changed: more.h)") for ln in misses)
+        assert all("headers: bundle has sha256" in ln for ln in misses), misses
+        tunes = [ln for ln in lines if ln.startswith("miss: tune")]
+        assert [ln.split()[2] for ln in tunes] == ["axpy", "scale"], lines
+        assert all("or a header it includes) is not the bundle's" in ln for ln in tunes)

@@ -1,0 +1,90 @@
+"""Signing key files: a new key pair (`warm keygen`), whether a private key's file is open
+to other users (`open_to_others`: the CLI warns of it where it signs), and whether what
+was given for a key file's path is a key's own text (`key_text`: never shown in an error).
+
+`warmcli.bundle.signing` reads keys and signs with them; both reach the `cryptography`
+package (extra `sign`) through `crypto`, which imports it on first use only. It owns no
+state and never prints.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from warmcli.errors import SignatureError
+from warmcli.home import write_new
+
+
+def crypto() -> Any:
+    """The `cryptography` modules signing uses (`serialization`, `ed25519`), imported on
+    first use; not installed, a one-line `SignatureError` naming the extra to install."""
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError:
+        raise SignatureError(
+            "signing needs the 'cryptography' package: pip install 'warmcli[sign]'"
+        ) from None
+    return serialization, ed25519
+
+
+def key_text(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a key's text given in a key file's place (`--key "$(cat ci.key)"`,
+    a CI secret handed over in a variable): never shown, a private key would reach a log."""
+    return any(mark in os.fspath(path) for mark in ("-----BEGIN", "KEY-----", "\n"))
+
+
+def open_to_others(path: str | os.PathLike[str]) -> int | None:
+    """The permission bits of the key file at `path` where users but its owner may read or
+    write it (a private key should be `chmod 600`, as ssh asks), else None (or unknown)."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except (OSError, ValueError):
+        return None
+    return mode if mode & 0o077 and os.name != "nt" else None
+
+
+def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """A new Ed25519 key pair: the private key at `path` (mode 0600; never named .pub), the
+    public at `path`.pub; no file is overwritten. Its own folder is made (mode 0700) where
+    missing, as `--bundle` makes a bundle's (`warm keygen ~/.warm/ci.key`), none above."""
+    serialization, ed25519 = crypto()
+    private, public = Path(path), Path(f"{path}.pub")
+    if private.name.endswith(".pub"):  # shared, or put in WARM_TRUSTED_KEYS, as public keys are
+        raise SignatureError(
+            f"{private}: a private key named .pub passes for a public one: name it without .pub"
+        )
+    for target in (private, public):
+        if os.path.lexists(target):
+            raise SignatureError(f"{target}: exists; keygen never overwrites a key")
+    folder = private.parent
+    if not os.path.lexists(folder):
+        if not folder.parent.is_dir():
+            raise SignatureError(
+                f"{private}: no directory {folder.parent} (warm creates only the key's own "
+                f"directory, {folder.name})"
+            )
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass  # made meanwhile
+        except OSError as exc:
+            raise SignatureError(f"{folder}: cannot make its folder: {exc.strerror}") from None
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    pub = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    try:  # a pair the disk cannot hold whole leaves neither file (a retry is refused)
+        write_new([(private, pem, 0o600), (public, pub, 0o644)])
+    except FileExistsError as exc:
+        raise SignatureError(f"{exc.filename}: exists; keygen never overwrites a key") from None
+    except OSError as exc:
+        raise SignatureError(f"{exc.filename}: cannot write key: {exc.strerror}") from None
+    return private, public
