@@ -7,8 +7,10 @@ the refusal in its chain never arrived; a stop sent to `warm run` as the workloa
 held by the fork's mask and answered as warm's at-fork function unblocked it, where Python only
 prints what a handler raises ("Exception ignored ... KeyboardInterrupt"): the workload went on
 until the supervisor killed it 2 s later (2 of 10 runs of a workload forking in a loop).
-Also kept here: a child the workload forks that execs a program (which inherits its signal
-mask) still dies of SIGTERM, however it was started.
+A child a workload's thread forked while warm's main thread held the stops (`held_interrupts`,
+a commit) kept the hold's handler, which only notes a signal: SIGTERM never ended it (as in a
+pool's `terminate`). Also kept here: a child the workload forks that execs a program (which
+inherits its signal mask) still dies of SIGTERM, however it was started.
 The real CLI in subprocesses, the real C compiler, NVRTC for a named arch (no GPU)."""
 
 from __future__ import annotations
@@ -172,3 +174,50 @@ def test_a_stop_sent_as_the_workload_forks_stops_it(tmp_path: Path) -> None:
     # at-fork function that unblocked it, where Python only prints what it raises
     assert done.stdout == "stopped\n", done.stdout + done.stderr
     assert done.stderr == "", done.stderr
+
+
+# A thread of the workload forks while warm's main thread holds the stops (a commit of what the
+# pass stored: `held_interrupts`), the child sent SIGTERM (a pool's `terminate`).
+FORKED_IN_A_HOLD = """
+import os, signal, threading, time
+from warmcli.warming import child_signals
+from warmcli.interrupted import held_interrupts
+
+
+def handler(signum, frame):
+    raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGTERM, handler)
+child_signals.watch(handler)
+forked = []
+
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(3)
+        os._exit(0)
+    forked.append(pid)
+
+
+with held_interrupts():
+    thread = threading.Thread(target=fork)
+    thread.start()
+    thread.join()
+os.kill(forked[0], signal.SIGTERM)
+_, status = os.waitpid(forked[0], 0)
+print("killed" if os.WIFSIGNALED(status) else "lived on")
+"""
+
+
+def test_a_child_forked_during_a_hold_dies_of_sigterm(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_IN_A_HOLD],
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    # was "lived on": the hold's handler, only noting the signal, was the child's for ever
+    assert done.stdout == "killed\n", done.stdout + done.stderr
