@@ -33,6 +33,11 @@ class WarmError(Exception):
 
     notes_before: tuple[str, ...] = ()
 
+    def __str__(self) -> str:  # (marked, shown as a pool task's failure is wrapped: carried by it)
+        if self.__dict__.get("refused_by_pass") is True and "warmcli.pool_tasks" in sys.modules:
+            sys.modules["warmcli.pool_tasks"].carry_in_failure(self)
+        return super().__str__()
+
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled by its args and attributes, never through `__init__` (whose parameters a
         subclass names otherwise: `KernelCompileError(kernel, failure)`), so a process pool's
@@ -298,8 +303,7 @@ class KeptInterrupted(KeyboardInterrupt):
         self.tunes = tunes
 
 
-CleanInterrupted = KeptInterrupted  # the names clean and pull raise it by
-PullInterrupted = KeptInterrupted
+CleanInterrupted = PullInterrupted = KeptInterrupted  # the names clean and pull raise it by
 
 
 class MergeInterrupted(KeyboardInterrupt):
