@@ -17,15 +17,16 @@ no trigger, view, extra index or generated column of a bundle ever runs), with `
 failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write the system
 refused otherwise, is named so: the write was rolled back). The file stays in rollback-journal mode
 (a file switched to WAL is switched back on open, or refused where it cannot be written or its
-`-wal` or `-shm` is a link, `journal.check_wal_files`), so a read-only copy opens, and a write a
-crash interrupted is rolled back by the next open, or read of a process that had it open. "Database
-is locked" is waited for `LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`:
-a signal stops the wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash
-too). Writers take a file lock (`warmcli.bundle.lock`, which
-readers never take); `journal.remove_leftovers` removes, under it, the temporary files, journals
-and locks a killed create or merge left beside the bundle. State: warm's schemas (read once) and
-`_lock` (held around an open or a create: a fork waits for it; a child forked while another thread
-read past that wait opens none, `forking.sqlite_unsafe`); reads no kernel, tune, blob.
+`-wal` or `-shm` is a link, `journal.check_wal_files`, even with no WAL header: SQLite opens
+them), so a read-only copy opens, and a write a crash interrupted is rolled back by the next
+open, or read of a process that had it open. "Database is locked" is waited for
+`LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`: a signal stops the
+wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash too). Writers
+take a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
+removes, under it, the temporary files, journals and locks a killed create or merge left beside
+the bundle. State: warm's schemas (read once) and `_lock` (held around an open or a create: a fork
+waits for it; a child forked while another thread read past that wait opens none,
+`forking.sqlite_unsafe`); reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -326,6 +327,7 @@ def _open_connection(
         with write_lock(path):  # the file opened is the one the lock's holders replace
             return _open_connection(path, write, locked=True)
     journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
+    check_wal_files(path, if_wal_found=True)  # SQLite opens one found, WAL header or not
     with _lock, _sqlite_errors(path):
         if wal:
             _leave_wal(path)
