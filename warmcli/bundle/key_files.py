@@ -10,6 +10,7 @@ state and never prints.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,20 @@ def crypto() -> Any:
     return serialization, ed25519
 
 
+# A PEM key's base64 body alone (a CI secret kept without its BEGIN and END lines): a long
+# run of base64 naming no file, or the start every Ed25519 key's DER has (PKCS8, SPKI).
+_BODY = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
+_DER = ("MC4CAQAwBQYDK2Vw", "MCowBQYDK2Vw")
+
+
 def key_text(path: str | os.PathLike[str]) -> bool:
     """Whether `path` is a key's text given in a key file's place (`--key "$(cat ci.key)"`,
-    a CI secret handed over in a variable): never shown, a private key would reach a log."""
-    return any(mark in os.fspath(path) for mark in ("-----BEGIN", "KEY-----", "\n"))
+    a CI secret handed over in a variable, with or without its PEM lines): never shown, a
+    private key would reach a log."""
+    text = os.fspath(path)
+    if any(mark in text for mark in ("-----BEGIN", "KEY-----", "\n", *_DER)):
+        return True
+    return bool(_BODY.fullmatch(text)) and not os.path.lexists(text)
 
 
 def open_to_others(path: str | os.PathLike[str]) -> int | None:
@@ -50,6 +61,10 @@ def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """A new Ed25519 key pair: the private key at `path` (mode 0600; never named .pub), the
     public at `path`.pub; no file is overwritten. Its own folder is made (mode 0700) where
     missing, as `--bundle` makes a bundle's (`warm keygen ~/.warm/ci.key`), none above."""
+    if key_text(path):  # a key's text for the new key's path: named on every line said
+        raise SignatureError(
+            "key text given where the new key file's path belongs (not shown): name a file"
+        )
     serialization, ed25519 = crypto()
     private, public = Path(path), Path(f"{path}.pub")
     if private.name.endswith(".pub"):  # shared, or put in WARM_TRUSTED_KEYS, as public keys are

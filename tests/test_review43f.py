@@ -1,0 +1,87 @@
+"""A hostile review of trial43c's signing keys and key rotation (a URL's keyed copy seeded
+from another set of trusted keys' copy): what a seeded copy holds is judged by the current
+keys, row by row (an attacker's key trusted once, an unsigned keyless copy, a copy partly
+signed); a private key's text is never shown, not even when handed over as its bare base64
+body, or to `warm keygen`, whose parser took it for an option.
+
+Tests: `test_seeding_judges_by_the_current_keys`, `test_key_body_is_never_shown`,
+`test_keygen_never_shows_key_text`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_remote import Store, http_store  # noqa: F401 (a fixture: an HTTP store with ETags)
+from test_trial43c import COLD, Setup, _body
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Setup:
+    from forked_cli import ForkedWarm
+
+    return Setup(tmp_path_factory.mktemp("review43f"), lambda w: ForkedWarm(w, forking_servers))
+
+
+def test_seeding_judges_by_the_current_keys(
+    setup: Setup,
+    http_store: tuple[Store, str, Any],  # noqa: F811
+) -> None:
+    store, endpoint, server = http_store
+    attacker = setup.base / "attacker"
+    if not attacker.exists():
+        assert setup.warm("keygen", attacker).returncode == 0
+    evil = setup.copy("evil.warm")  # signed by old, and by the attacker's key
+    assert setup.warm("sign", evil, "--key", attacker).returncode == 0
+    partly = setup.copy("partly.warm")  # signed by new, then one kernel row edited
+    assert setup.warm("sign", partly, "--key", setup.new).returncode == 0
+    with sqlite3.connect(partly) as conn:
+        conn.execute("UPDATE kernels SET compile_log = 'edited'")
+    old_pub, new_pub, bad_pub = (f"{k}.pub" for k in (setup.old, setup.new, attacker))
+    store.files["/evil.warm"] = evil.read_bytes()
+    store.files["/partly.warm"] = partly.read_bytes()
+    evil_url, partly_url = f"{endpoint}/evil.warm", f"{endpoint}/partly.warm"
+    # a run that trusted the attacker's key once, and a keyless one, kept their copies
+    assert setup.serve(evil_url, bad_pub) == {"compiled": 0, "y": COLD}
+    assert setup.warm("verify", evil_url).returncode == 0
+    # the partly signed copy, kept by a wider set: its edited row never served
+    assert setup.serve(partly_url, f"{old_pub}:{new_pub}") == {"compiled": 1, "y": COLD}
+    server.shutdown()
+    server.server_close()
+    refused = setup.serve(evil_url, new_pub)["refused"]  # neither copy is the new key's
+    assert "store unreachable" in refused and "\n" not in refused, refused
+    assert setup.serve(partly_url, new_pub) == {"compiled": 1, "y": COLD}  # seeded, row by row
+
+
+def test_key_body_is_never_shown(setup: Setup, tmp_path: Path) -> None:
+    secret = _body(setup.old.read_text())  # a CI secret kept without its PEM lines
+    target = setup.copy("body.warm")
+    before = target.read_bytes()
+    runs = {
+        "sign": setup.warm("sign", target, "--key", secret),
+        "run": setup.warm("run", setup.workload, "--bundle", target, "--key", secret),
+        "verify": setup.with_env(WARM_TRUSTED_KEYS=secret)("verify", target),
+        "keygen": setup.warm("keygen", secret),
+    }
+    for what, proc in runs.items():
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 2, (what, said)
+        assert secret not in said and "key text" in said, (what, said)
+        assert said.count("\n") == 1, (what, said)
+    assert target.read_bytes() == before
+    assert not Path(secret).exists()
+    served = setup.serve(target, secret)
+    assert secret not in served["refused"] and "key text" in served["refused"]
+
+
+def test_keygen_never_shows_key_text(setup: Setup) -> None:
+    private = setup.old.read_text()
+    for given in (private, private.replace("\n", "\\n")):  # as given, as a secret escapes it
+        proc = setup.warm("keygen", given)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 2, said
+        assert _body(private) not in said and "not shown" in said, said
+        assert said.count("\n") == 1, said
