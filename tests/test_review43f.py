@@ -85,3 +85,81 @@ def test_keygen_never_shows_key_text(setup: Setup) -> None:
         assert proc.returncode == 2, said
         assert _body(private) not in said and "not shown" in said, said
         assert said.count("\n") == 1, said
+
+
+# A production process that trusts WARM_TRUSTED_KEYS: the warnings it was given.
+WARNED = """
+import json, runpy, sys, warnings
+import warmcli
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("default")
+    for _ in range(2):  # twice: one warning per process
+        rt = warmcli.runtime("host")
+        rt.read(runpy.run_path(sys.argv[1])["workload"](rt))
+print(json.dumps([str(w.message) for w in caught if "trusted key" in str(w.message)]))
+"""
+
+
+def _trusting(setup: Setup, keys: Path, make: Any) -> tuple[list[str], list[str]]:
+    """What `warm verify` and a production process say of trusting `keys`, as `make` left
+    them: the CLI's warning lines, and the production process's warnings."""
+    signed = setup.copy("writable.warm")
+    env = dict(setup.env, WARM_TRUSTED_KEYS=str(keys))
+    proc = setup.with_env(WARM_TRUSTED_KEYS=str(keys))("verify", signed)
+    assert proc.returncode == 0, proc.stderr
+    cli = [line for line in proc.stderr.splitlines() if "warning" in line]
+    from conftest import Warm
+
+    production = Warm(env).production(WARNED, setup.workload, bundle=signed)
+    return cli, production
+
+
+@pytest.mark.parametrize(
+    "layout", ["file 0666", "folder 0777", "folder 1777", "configmap", "configmap ro 0777"]
+)
+def test_trusted_key_others_may_write_is_warned(setup: Setup, tmp_path: Path, layout: str) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "keys"
+    folder.mkdir()
+    folder.chmod(0o755)
+    pub = Path(f"{setup.old}.pub")
+    keys, open_to = folder / "ci.pub", None
+    if layout.startswith("configmap"):  # Kubernetes: ..data -> ..<time>/, ci.pub -> ..data/ci.pub
+        stamped = folder / "..2026_12_06_00_00_00.1"
+        stamped.mkdir()
+        shutil.copyfile(pub, stamped / "ci.pub")
+        (folder / "..data").symlink_to(stamped.name)
+        (folder / "ci.pub").symlink_to("..data/ci.pub")
+        if layout.endswith("ro 0777"):  # its mount: read-only, whatever its mode says
+            folder.chmod(0o777)
+            if subprocess.run(["mount", "--bind", folder, folder], capture_output=True).returncode:
+                pytest.skip("no bind mount here (not root)")
+            subprocess.run(["mount", "-o", "remount,bind,ro", folder, folder], check=True)
+    else:
+        shutil.copyfile(pub, keys)
+        keys.chmod(0o644)
+        if layout == "file 0666":
+            keys.chmod(0o666)
+            open_to = f"{keys} (mode 0666)"
+        else:
+            folder.chmod(int(layout.split()[1], 8))
+            open_to = None if layout.endswith("1777") else f"{folder} (mode 0777)"
+    try:
+        for named in (keys, folder):
+            cli, production = _trusting(setup, named, None)
+            if open_to is None:
+                assert cli == [] and production == [], (named, cli, production)
+                continue
+            said = (
+                f"{named}: trusted key others may replace: {open_to} is writable by all, so "
+                f"anyone may choose what is trusted: chmod o-w"
+            )
+            assert len(cli) == 1 and cli[0].startswith(f"warm: warning: {said}"), cli
+            assert len(production) == 1 and production[0].startswith(said), production
+    finally:
+        if layout.endswith("ro 0777"):
+            subprocess.run(["umount", folder], check=True)
+    os.chmod(folder, 0o755)

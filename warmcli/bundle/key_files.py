@@ -1,6 +1,7 @@
 """Signing key files: a new key pair (`warm keygen`), whether a private key's file is open
-to other users (`open_to_others`: the CLI warns of it where it signs), and whether what
-was given for a key file's path is a key's own text (`key_text`: never shown in an error).
+to other users (`open_to_others`: the CLI warns of it where it signs), where any user may
+replace a trusted public key (`open_to_writers`: warned of once per process), and whether
+what was given for a key file's path is a key's own text (`key_text`: never shown).
 
 `warmcli.bundle.signing` reads keys and signs with them; both reach the `cryptography`
 package (extra `sign`) through `crypto`, which imports it on first use only. It owns no
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,27 @@ def open_to_others(path: str | os.PathLike[str]) -> int | None:
     except (OSError, ValueError):
         return None
     return mode if mode & 0o077 and os.name != "nt" else None
+
+
+def open_to_writers(path: str | os.PathLike[str]) -> tuple[Path, int] | None:
+    """Where a trusted public key named by `path` (a key file, or its folder) may be replaced
+    by any user: the file or a folder above it, as named or as its links resolve, writable
+    by all (that place and its permission bits), a sticky folder (`/tmp`) and a read-only mount (a
+    Kubernetes ConfigMap's, whatever its mode) excepted; else None (or unknown)."""
+    if os.name == "nt":
+        return None
+    named, real = Path(os.path.abspath(path)), Path(os.path.realpath(path))
+    for place in dict.fromkeys([named, *named.parents, real, *real.parents]):
+        try:
+            mode = os.stat(place).st_mode
+            if not mode & 0o002 or (stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
+                continue
+            if os.statvfs(place).f_flag & os.ST_RDONLY:
+                continue
+        except (OSError, ValueError):
+            continue
+        return place, stat.S_IMODE(mode)
+    return None
 
 
 def generate_key_pair(path: str | os.PathLike[str]) -> tuple[Path, Path]:

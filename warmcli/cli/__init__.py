@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Any
 
 from warmcli.cli.app import app
 from warmcli.cli.common import exit_interrupted, exit_now
@@ -29,6 +30,7 @@ def main() -> None:
     _typographic_dash(sys.argv[1:])
     app.load(sys.argv[1:2])
     _collect_from_here()
+    _warn_in_one_line()
     try:
         code = app(prog_name="warm", standalone_mode=False)
     except Exception as exc:  # the parser's own (Typer's click): known by what they carry
@@ -90,6 +92,26 @@ def _unshown_keys(message: str) -> str:
                 if len(line.strip()) >= 16 and line.strip() in message:
                     return "key text given on the command line (not shown)"
     return message
+
+
+def _warn_in_one_line() -> None:
+    """A `TrustedKeyWarning` the library issues (once per process) is shown as warm's other
+    warnings are, one line on stderr (`warm: warning: ...`), not Python's two."""
+    import warnings
+
+    from warmcli.cli.common import err
+    from warmcli.errors import TrustedKeyWarning
+
+    shown_before = warnings.showwarning
+
+    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if not issubclass(category, TrustedKeyWarning):
+            return shown_before(message, category, *args, **kwargs)
+        said = f"warm: warning: {printable(str(message))}"
+        err.print(said, markup=False, highlight=False, soft_wrap=True)
+        return None
+
+    warnings.showwarning = show
 
 
 def _collect_from_here() -> None:
