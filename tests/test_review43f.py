@@ -10,6 +10,7 @@ Tests: `test_seeding_judges_by_the_current_keys`, `test_key_body_is_never_shown`
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,27 @@ def test_seeding_judges_by_the_current_keys(
     server.server_close()
     refused = setup.serve(evil_url, new_pub)["refused"]  # neither copy is the new key's
     assert "store unreachable" in refused and "\n" not in refused, refused
+    remote = Path(setup.env["WARM_HOME"]) / "remote"
+    wider = next(f for f in remote.iterdir() if (f / "bundle.warm").exists() and _same(f, partly))
+    if os.geteuid() == 0:  # another user's folder of copies: never taken
+        os.chown(wider, 12345, -1)
+        assert "store unreachable" in setup.serve(partly_url, new_pub)["refused"]
+        os.chown(wider, 0, -1)
+    copy = wider / "bundle.warm"  # changed since it was kept (its time): not taken
+    st = copy.stat()
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert "store unreachable" in setup.serve(partly_url, new_pub)["refused"]
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+    moved = wider.rename(setup.base / "moved")  # a link in the kept copies' folder: not taken
+    wider.symlink_to(moved)
+    assert "store unreachable" in setup.serve(partly_url, new_pub)["refused"]
+    wider.unlink()
+    moved.rename(wider)
     assert setup.serve(partly_url, new_pub) == {"compiled": 1, "y": COLD}  # seeded, row by row
+
+
+def _same(folder: Path, bundle: Path) -> bool:
+    return (folder / "bundle.warm").read_bytes() == bundle.read_bytes()
 
 
 def test_key_body_is_never_shown(setup: Setup, tmp_path: Path) -> None:
@@ -65,12 +86,14 @@ def test_key_body_is_never_shown(setup: Setup, tmp_path: Path) -> None:
         "run": setup.warm("run", setup.workload, "--bundle", target, "--key", secret),
         "verify": setup.with_env(WARM_TRUSTED_KEYS=secret)("verify", target),
         "keygen": setup.warm("keygen", secret),
+        "as the bundle": setup.warm("sign", secret, "--key", setup.old),  # arguments swapped
+        "as the bundle, json": setup.warm("verify", "--json", secret),
     }
     for what, proc in runs.items():
         said = proc.stdout + proc.stderr
         assert proc.returncode == 2, (what, said)
         assert secret not in said and "key text" in said, (what, said)
-        assert said.count("\n") == 1, (what, said)
+        assert said.count("\n") == (1 if "json" not in what else 5), (what, said)
     assert target.read_bytes() == before
     assert not Path(secret).exists()
     served = setup.serve(target, secret)

@@ -1,7 +1,8 @@
 """Signing key files: a new key pair (`warm keygen`), whether a private key's file is open
 to other users (`open_to_others`: the CLI warns of it where it signs), where any user may
 replace a trusted public key (`open_to_writers`: warned of once per process), and whether
-what was given for a key file's path is a key's own text (`key_text`: never shown).
+what was given for a key file's path is a key's own text (`key_text`: never shown, and
+taken out of a message by `unshown_keys`).
 
 `warmcli.bundle.signing` reads keys and signs with them; both reach the `cryptography`
 package (extra `sign`) through `crypto`, which imports it on first use only. It owns no
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,19 @@ def key_text(path: str | os.PathLike[str]) -> bool:
     if any(mark in text for mark in ("-----BEGIN", "KEY-----", "\n", *_DER)):
         return True
     return bool(_BODY.fullmatch(text)) and not os.path.lexists(text)
+
+
+def unshown_keys(message: str, texts: Iterable[str | None]) -> str:
+    """`message` with each of `texts` (a command's arguments, `WARM_TRUSTED_KEYS`' entries)
+    that is key text (`key_text`) not shown; where any line of it is left (a parser's
+    message cut or escaped it), the whole message is one saying only that key text was given."""
+    for text in texts:
+        if text and key_text(text):
+            message = message.replace(text, "(key text, not shown)")
+            for line in text.replace("\\n", "\n").splitlines():
+                if len(line.strip()) >= 16 and line.strip() in message:
+                    return "key text given where a path belongs (not shown)"
+    return message
 
 
 def open_to_others(path: str | os.PathLike[str]) -> int | None:

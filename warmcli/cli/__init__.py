@@ -45,7 +45,7 @@ def main() -> None:
         ctx = getattr(exc, "ctx", None)
         where = f"{ctx.command_path} --help" if ctx is not None else "warm --help"
         fail_code = getattr(exc, "exit_code", 2) or 2
-        exit_now(f"{_unshown_keys(_shown_urls(message()))} (see {where})", fail_code)
+        exit_now(f"{_shown_urls(message())} (see {where})", fail_code)
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -76,21 +76,6 @@ def _shown_urls(message: str) -> str:
     for arg in sys.argv[1:]:
         if "://" in arg and shown(arg) != arg:
             message = message.replace(arg, shown(arg))
-    return message
-
-
-def _unshown_keys(message: str) -> str:
-    """`message` (the parser's: `No such option: -----BEGIN PRIVATE KEY-----...`, where key
-    text was given for `warm keygen`'s path), each key's text the command line holds in it
-    not shown (`key_files.key_text`), nor any line of it."""
-    from warmcli.bundle.key_files import key_text
-
-    for arg in sys.argv[1:]:
-        if key_text(arg):
-            message = message.replace(arg, "(key text, not shown)")
-            for line in arg.replace("\\n", "\n").splitlines():
-                if len(line.strip()) >= 16 and line.strip() in message:
-                    return "key text given on the command line (not shown)"
     return message
 
 

@@ -219,8 +219,11 @@ def json_requested() -> bool:
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
     newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
+    from warmcli.bundle.key_files import unshown_keys  # (a private key's text: never shown)
+
     given = (*sys.argv[1:], config.bundle(), config.home())
     message = withheld(str(message).strip(), given)  # (a URL's secret, a path's spelling too)
+    message = unshown_keys(message, (*given, *(config.trusted_keys() or ())))
     first, *rest = printable_lines(escaped_within(message, given)) or ["error"]
     try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
