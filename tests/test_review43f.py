@@ -1,11 +1,14 @@
 """A hostile review of trial43c's signing keys and key rotation (a URL's keyed copy seeded
 from another set of trusted keys' copy): what a seeded copy holds is judged by the current
 keys, row by row (an attacker's key trusted once, an unsigned keyless copy, a copy partly
-signed); a private key's text is never shown, not even when handed over as its bare base64
-body, or to `warm keygen`, whose parser took it for an option.
+signed), and is never taken from another user's folder, a link, or a copy changed since it
+was kept; a private key's text is never shown, not even as its bare base64 body, given for
+the bundle, or to `warm keygen`, whose parser took it for an option; a trusted key any user
+may replace is warned of once per process (a sticky folder, a read-only mount such as a
+Kubernetes ConfigMap's, are not).
 
 Tests: `test_seeding_judges_by_the_current_keys`, `test_key_body_is_never_shown`,
-`test_keygen_never_shows_key_text`.
+`test_keygen_never_shows_key_text`, `test_trusted_key_others_may_write_is_warned`.
 """
 
 from __future__ import annotations
