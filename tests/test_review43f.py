@@ -5,10 +5,11 @@ signed), and is never taken from another user's folder, a link, or a copy change
 was kept; a private key's text is never shown, not even as its bare base64 body, given for
 the bundle, or to `warm keygen`, whose parser took it for an option; a trusted key any user
 may replace is warned of once per process (a sticky folder, a read-only mount such as a
-Kubernetes ConfigMap's, are not).
+Kubernetes ConfigMap's, are not); a private key trusted, or a public one signing, is named so.
 
 Tests: `test_seeding_judges_by_the_current_keys`, `test_key_body_is_never_shown`,
-`test_keygen_never_shows_key_text`, `test_trusted_key_others_may_write_is_warned`.
+`test_keygen_never_shows_key_text`, `test_trusted_key_others_may_write_is_warned`,
+`test_a_key_of_the_other_kind_is_named_so`.
 """
 
 from __future__ import annotations
@@ -189,3 +190,22 @@ def test_trusted_key_others_may_write_is_warned(setup: Setup, tmp_path: Path, la
         if layout.endswith("ro 0777"):
             subprocess.run(["umount", folder], check=True)
     os.chmod(folder, 0o755)
+
+
+def test_a_key_of_the_other_kind_is_named_so(setup: Setup) -> None:
+    target = setup.copy("kinds.warm")
+    before = target.read_bytes()
+    private, public = setup.old, Path(f"{setup.old}.pub")
+    trusting = setup.with_env(WARM_TRUSTED_KEYS=str(private))("verify", target)
+    signing = setup.warm("sign", target, "--key", public)
+    assert trusting.returncode == signing.returncode == 2
+    assert trusting.stderr == (
+        f"warm: error: {private}: a private key where a public key belongs: trust its public "
+        f"key ({private}.pub), and keep the private key off machines that serve bundles\n"
+    )
+    assert signing.stderr == (
+        f"warm: error: {public}: a public key where a private key belongs: sign with the "
+        "private key it was made from\n"
+    )
+    assert _body(private.read_text()) not in trusting.stdout + trusting.stderr
+    assert target.read_bytes() == before

@@ -114,6 +114,16 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
         raise SignatureError(f"{path}: not {what} (not a regular file)")
     if len(data) > KEY_FILE_BYTES:
         raise SignatureError(f"{path}: not {what} (over {KEY_FILE_BYTES} bytes)")
+    if not private and b"PRIVATE KEY-----" in data:  # ci.key named for ci.key.pub
+        raise SignatureError(
+            f"{path}: a private key where a public key belongs: trust its public key "
+            f"({path}.pub), and keep the private key off machines that serve bundles"
+        )
+    if private and b"PUBLIC KEY-----" in data:
+        raise SignatureError(
+            f"{path}: a public key where a private key belongs: sign with the private key "
+            "it was made from"
+        )
     try:
         if private:
             key = serialization.load_pem_private_key(data, password=None)
