@@ -100,6 +100,8 @@ def test_key_body_is_never_shown(setup: Setup, tmp_path: Path) -> None:
         assert said.count("\n") == (1 if "json" not in what else 5), (what, said)
     assert target.read_bytes() == before
     assert not Path(secret).exists()
+    digest = "3fa2b5c9e1d04a7f8b6c2e9d1a0f4b7c3e8d2a1f5b9c6e0d7a4f1b8c2e5d9a3f"  # no key: shown
+    assert setup.warm("verify", digest).stderr == f"warm: error: {digest}: no such bundle\n"
     served = setup.serve(target, secret)
     assert secret not in served["refused"] and "key text" in served["refused"]
 

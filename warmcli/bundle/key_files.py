@@ -36,7 +36,8 @@ def crypto() -> Any:
 
 
 # A PEM key's base64 body alone (a CI secret kept without its BEGIN and END lines): a long
-# run of base64 naming no file, or the start every Ed25519 key's DER has (PKCS8, SPKI).
+# run of base64 naming no file, mixing cases and digits (a sha256 in hex is none), or the
+# start every Ed25519 key's DER has (PKCS8, SPKI).
 _BODY = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
 _DER = ("MC4CAQAwBQYDK2Vw", "MCowBQYDK2Vw")
 
@@ -48,7 +49,9 @@ def key_text(path: str | os.PathLike[str]) -> bool:
     text = os.fspath(path)
     if any(mark in text for mark in ("-----BEGIN", "KEY-----", "\n", *_DER)):
         return True
-    return bool(_BODY.fullmatch(text)) and not os.path.lexists(text)
+    if not _BODY.fullmatch(text) or os.path.lexists(text):
+        return False
+    return all(re.search(chars, text) for chars in ("[a-z]", "[A-Z]", "[0-9]"))  # not hex
 
 
 def unshown_keys(message: str, texts: Iterable[str | None]) -> str:
