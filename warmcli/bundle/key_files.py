@@ -44,22 +44,30 @@ _DER = ("MC4CAQAwBQYDK2Vw", "MCowBQYDK2Vw")
 
 def key_text(path: str | os.PathLike[str]) -> bool:
     """Whether `path` is a key's text given in a key file's place (`--key "$(cat ci.key)"`,
-    a CI secret handed over in a variable, with or without its PEM lines): never shown, a
-    private key would reach a log."""
+    a CI secret handed over in a variable, with or without its PEM lines, or any text of
+    lines): never shown, a private key would reach a log."""
     text = os.fspath(path)
-    if any(mark in text for mark in ("-----BEGIN", "KEY-----", "\n", *_DER)):
+    return "\n" in text or holds_key(text)
+
+
+def holds_key(text: str) -> bool:
+    """Whether `text` holds a key's text: a PEM line, an Ed25519 key's DER start, or a line
+    that is a key's base64 body (see `_BODY`); a path with a newline alone holds none."""
+    if any(mark in text for mark in ("-----BEGIN", "KEY-----", *_DER)):
         return True
-    if not _BODY.fullmatch(text) or os.path.lexists(text):
-        return False
-    return all(re.search(chars, text) for chars in ("[a-z]", "[A-Z]", "[0-9]"))  # not hex
+    for line in text.replace("\\n", "\n").splitlines():
+        if _BODY.fullmatch(line) and not os.path.lexists(line):
+            if all(re.search(chars, line) for chars in ("[a-z]", "[A-Z]", "[0-9]")):  # not hex
+                return True
+    return False
 
 
 def unshown_keys(message: str, texts: Iterable[str | None]) -> str:
     """`message` with each of `texts` (a command's arguments, `WARM_TRUSTED_KEYS`' entries)
-    that is key text (`key_text`) not shown; where any line of it is left (a parser's
+    that holds a key's text (`holds_key`) not shown; where any line of it is left (a parser's
     message cut or escaped it), the whole message is one saying only that key text was given."""
     for text in texts:
-        if text and key_text(text):
+        if text and holds_key(text):
             message = message.replace(text, "(key text, not shown)")
             for line in text.replace("\\n", "\n").splitlines():
                 if len(line.strip()) >= 16 and line.strip() in message:
