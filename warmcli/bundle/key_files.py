@@ -55,11 +55,13 @@ def holds_key(text: str) -> bool:
     that is a key's base64 body (see `_BODY`); a path with a newline alone holds none."""
     if any(mark in text for mark in ("-----BEGIN", "KEY-----", *_DER)):
         return True
-    for line in text.replace("\\n", "\n").splitlines():
-        if _BODY.fullmatch(line) and not os.path.lexists(line):
-            if all(re.search(chars, line) for chars in ("[a-z]", "[A-Z]", "[0-9]")):  # not hex
-                return True
-    return False
+    mixed = ("[a-z]", "[A-Z]", "[0-9]")  # a key's base64 mixes them all; hex never does
+    return any(
+        _BODY.fullmatch(line)
+        and all(re.search(chars, line) for chars in mixed)
+        and not os.path.lexists(line)
+        for line in text.replace("\\n", "\n").splitlines()
+    )
 
 
 def unshown_keys(message: str, texts: Iterable[str | None]) -> str:
