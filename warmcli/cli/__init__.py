@@ -6,7 +6,8 @@ cycle); what they share (consoles, errors, options) is in `common`. The CLI only
 and prints: all work is in the library (`warmcli.warming`, `warmcli.ops` and below them).
 `main` turns Python's cyclic garbage collector on again once the command's modules are
 imported (the entry point pauses it for them), what they made frozen; an option typed with a
-typographic dash (`—json`) is one line naming it; it holds no state.
+typographic dash (`—json`) is one line naming it; a `TrustedKeyWarning` is one warning line;
+it holds no state.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ machine cannot serve, or merge wrote OUT but its shards are not one whole run; 2
 environment (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel that
 fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or SIGHUP).
 Every such error is one line on stderr (a compiler's log follows it, indented), never a traceback;
-under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`. The consoles are
+under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`; a URL's secret
+and key text on the command line or in `WARM_TRUSTED_KEYS` are never in it. The consoles are
 made on first use (a command that prints only JSON never imports Rich); a command that has finished
 holding nothing says so (`holds_nothing`), and the entry point then ends the process without the
 interpreter's teardown (`end_process`). It prints only in warm's own forms what a command hands it:
