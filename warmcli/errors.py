@@ -262,6 +262,10 @@ class OutputError(WarmError, OSError):
     says so (`output not written whole: [Errno 28] ...`)."""
 
 
+class TrustedKeyWarning(WarmWarning):
+    """A trusted public key any user may replace (it, or a folder above it, writable by all)."""
+
+
 class RemoteBundleWarning(WarmWarning):
     """A bundle named by URL is served from its last good copy: the store could not be
     reached, or sent something that is no bundle."""
