@@ -16,9 +16,8 @@ from a child process (`arrived_refused`); it imports nothing of warm above the l
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.printable import Pattern, cut, printable
@@ -343,26 +342,6 @@ DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk 
 WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
 REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
 LOCKED = "locked by another process"  # what `BundleLocked` says of a lock kept past the wait
-
-
-def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:
-    """`DISK_FULL`, of the bundle at `path`; or of `temp`'s folder, where SQLite keeps its
-    temporary files (a sort too large for memory, a VACUUM's copy; `temp` says that folder and
-    the variable that moves it: `warmcli.config.sqlite_temp_dir`) where that is on another
-    disk with less room left, and under 64 MiB: a full TMPDIR is said so, not as the
-    bundle's disk."""
-    here = os.path.dirname(path) or "."
-    tmp, variable = temp()
-    try:
-        mine, theirs = os.statvfs(here), os.statvfs(tmp)
-        other = os.stat(tmp).st_dev != os.stat(here).st_dev
-    except OSError:
-        return DISK_FULL
-    left = theirs.f_bavail * theirs.f_frsize  # (a quota on the bundle's disk: blamed there)
-    if other and left < min(mine.f_bavail * mine.f_frsize, 64 << 20):
-        room = f"set {variable} to a folder with room"
-        return f"{DISK_FULL} where SQLite keeps its temporary files ({tmp}: {room})"
-    return DISK_FULL
 
 
 class BundleError(WarmError):

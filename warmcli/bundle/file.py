@@ -42,11 +42,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from warmcli.bundle.disk_full import disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
-from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked, disk_full
+from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
 from warmcli.forking import new_rlock, sqlite_unsafe
 from warmcli.printable import printable
 
@@ -201,12 +202,11 @@ def _read_only_uri(path: str | Path) -> str:
 def recover(path: str | Path, judged: bool = False) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
-    SQLite rolls a hot journal back on the first read, but only through a connection
-    that may write; a read-only one fails instead. The rollback takes SQLite's own
-    locks, never warm's file lock, so readers never wait for warm's writers. The journal
-    is beside the file a symlinked `path` names, where SQLite keeps it (`judged`: an open
-    that `check_journal` found it for; where it may not write, only one SQLite finds hot,
-    `is_hot`). Its page 1 may say WAL: a `-wal` or `-shm` link is refused first."""
+    SQLite rolls a hot journal back on the first read, but only through a connection that may
+    write; a read-only one fails instead. The rollback takes SQLite's own locks, never warm's
+    file lock, so readers never wait for warm's writers. The journal is beside the file a
+    symlinked `path` names, where SQLite keeps it (`judged`: an open that `check_journal` found
+    it for; where it may not write, only one SQLite finds hot, `is_hot`)."""
     if not (judged or check_journal(path)):  # none or empty (one SQLite must not play: refused)
         return
     check_wal_files(path)  # its page 1 may say WAL: SQLite would open a `-shm` link at once
