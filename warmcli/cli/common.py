@@ -230,7 +230,8 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
         for line in rest:
             err.print(f"    {line}", markup=False, highlight=False)
-    except (OSError, MemoryError):  # or Rich could not be imported (no memory, no descriptor)
+    except (OSError, MemoryError, ImportError):  # or Rich could not be imported (no memory,
+        # no descriptor: its extensions refused, "failed to map segment from shared object")
         if getattr(err, "_console", None) is None:  # then in plain words, as said
             with contextlib.suppress(OSError, MemoryError):
                 lines = [f"warm: {label}{first}", *(f"    {line}" for line in rest)]
