@@ -53,6 +53,22 @@ def test_other_strs_inside_a_value_key_as_before() -> None:
         assert key_text("t", {"k": text}) == json.dumps({"k": text})
 
 
+def test_a_float32_array_keys_apart_from_the_float64_array_its_digits_spell() -> None:
+    """`np.array([0.1], np.float32)` printed `[0.1]`, its own shortest digits, as float64's
+    `np.array([0.1])` does: two arrays that differ shared one tune. A float16, float32 or
+    complex64 array keys as float64 (complex128) writes its values; one whose values float64
+    writes alike (`[0.5]`) keys as before."""
+    for small, wide in [(np.float32, np.float64), (np.float16, np.float64)]:
+        for shape in [(1,), (2, 2), ()]:
+            a, b = np.full(shape, 0.1, small), np.full(shape, 0.1, wide)
+            assert key_text("t", [a]) != key_text("t", [b]), (small, shape)
+            assert key_text("t", [a]) == key_text("t", [a.astype(wide)])  # one value
+            assert key_text("t", np.full(shape, 0.5, small)) == key_text("t", np.full(shape, 0.5))
+    c = np.array([0.1 + 1j], np.complex64)
+    assert key_text("t", c) != key_text("t", np.array([0.1 + 1j]))
+    assert key_text("t", np.array([0.5, 1, 2], np.float32)) == '"[0.5 1.  2. ]"'  # stop 42's
+
+
 def _canon(value: Any) -> Any:
     """`value` as one value of the key's reading: a tuple is a list (JSON has one form for
     both), a numpy number the Python number it holds, a dtype its name (it is equal to it),
@@ -61,6 +77,8 @@ def _canon(value: Any) -> Any:
         value = value.item()
     if isinstance(value, np.dtype):
         return ("str", str(value))
+    if isinstance(value, np.ndarray):  # its kind of number and the very values it holds
+        return ("array", value.dtype.kind, value.shape, repr(value.tolist()))
     if isinstance(value, bool) or value is None:
         return ("const", value)
     if isinstance(value, int):
@@ -96,6 +114,10 @@ _numpy = st.one_of(
     st.sampled_from(["float32", "int8", "bool"]).map(np.dtype),
     st.text(max_size=3).map(np.str_),
     st.binary(max_size=3).map(np.bytes_),
+    st.lists(st.floats(width=32), min_size=1, max_size=3).map(lambda v: np.array(v, np.float32)),
+    st.lists(st.floats(width=16), min_size=1, max_size=3).map(lambda v: np.array(v, np.float16)),
+    st.lists(_floats, max_size=3).map(lambda v: np.array(v, np.float64)),
+    st.lists(st.integers(-9, 9), min_size=1, max_size=3).map(lambda v: np.array(v, np.int32)),
 )
 _plain = st.one_of(st.none(), st.booleans(), _ints, _floats, st.binary(max_size=3), _sets)
 # A str is often another value's text: what it keys as, alone or inside a list, or the tag's.
@@ -141,9 +163,9 @@ def test_two_values_key_alike_exactly_when_they_are_one_value(values: list[Any])
 
 
 def _mirror(value: Any, nested: bool = False) -> Any:
-    """`value` with each set and bytes inside a list, tuple or dict the str it keys as there:
+    """`value` with each set, bytes and array inside a list, tuple or dict the str it keys as there:
     another value, whose key's text was the same as `value`'s."""
-    if nested and isinstance(value, set | frozenset | bytes):
+    if nested and isinstance(value, set | frozenset | bytes | np.ndarray):
         return json.loads(key_text("t", [value]))[0]
     if isinstance(value, tuple | list):
         return [_mirror(v, True) for v in value]

@@ -269,13 +269,19 @@ def _default(value: Any) -> Any:
     """What JSON has no form for: a numpy number as the Python number it holds (as an input
     keys: `np.int64(3)` as `3`, not `"3"`), a set as `_set_text` writes it, an array as its
     `str` but with every digit each element needs (numpy prints 8 by default: arrays that
-    differ past them would share one tune), anything else its `str`."""
+    differ past them would share one tune; a float16 or float32 array's, or complex64's,
+    as float64 or complex128 writes its values: its own shortest digits, `[0.1]`, were
+    float64's `[0.1]`, another value), anything else its `str`."""
     if isinstance(value, np.bool_ | np.integer | np.floating):
         return value.item()
     if isinstance(value, set | frozenset):
         return _set_text("", value)
-    if isinstance(value, np.ndarray) and value.ndim:  # short values print as `str` has them
-        return np.array2string(value, floatmode="unique")
+    if isinstance(value, np.ndarray):
+        kind, size = value.dtype.kind, value.dtype.itemsize
+        if (kind == "f" and size < 8) or (kind == "c" and size < 16):
+            value = value.astype(np.float64 if kind == "f" else np.complex128)
+        if value.ndim:  # short values print as `str` has them
+            return np.array2string(value, floatmode="unique")
     return str(value)
 
 
