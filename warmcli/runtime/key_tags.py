@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ _JSON = json.JSONEncoder().encode  # (what JSON reads holds nothing that needs `
 _SET_FIRST = frozenset("'\"-0123456789")  # a set's first element: a str's repr or an int
 # The ends of a str inside a value that is another value's text there: a set's, a
 # frozenset's, a numpy array's (of 1 or more dimensions) or bytes'; how JSON writes it.
-_SPELLED = ('"{', '"set()"', '"frozenset(', '"[', "\"b'", '"b\\"', '"str:')
+_SPELLED = re.compile(r""""(?:[\[{]|str:|set\(\)"|frozenset\(|b['\\])""")
 
 
 def tagged(text: str) -> str:
@@ -97,7 +98,7 @@ def spelled(text: str) -> bool:
 
 def may_spell(text: str) -> bool:
     """Whether JSON `text` may hold a str `tag_parts` tags (a quick look at its text)."""
-    return "{" in text or any(start in text for start in _SPELLED)
+    return "{" in text or ('"' in text and _SPELLED.search(text) is not None)
 
 
 def tag_parts(value: Any) -> Any:
