@@ -183,3 +183,18 @@ def _rebuilt(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _rebuilt(v) for k, v in value.items()}
     return value
+
+
+def test_an_arrays_key_is_the_same_whatever_numpys_print_options_in_the_process() -> None:
+    """An array keyed by its text followed `np.set_printoptions` (a sign, a line width,
+    `nanstr`, a formatter, a lower threshold refusing it): a process that set them (a
+    workload's import, a notebook) keyed it apart from `warm run` and missed every tune."""
+    values = [[np.array([1.5, -2.0, np.nan])], {"a": np.arange(10)}, np.array(0.5, np.float32)]
+    plain = [key_text("t", v) for v in values]
+    options: dict[str, Any] = {"sign": "+", "linewidth": 5, "threshold": 3, "nanstr": "NaN"}
+    with np.printoptions(**options, formatter={"float": lambda x: "F"}):
+        assert [key_text("t", v) for v in values] == plain
+        assert np.get_printoptions()["sign"] == "+"  # (the process's own, kept)
+    with np.printoptions(legacy="1.13"):
+        assert [key_text("t", v) for v in values] == plain
+    assert plain[0] == '["[ 1.5 -2.   nan]"]'  # stop 42's text under numpy's defaults

@@ -32,6 +32,11 @@ from warmcli.runtime.key_ints import int_text, ints_json
 from warmcli.runtime.key_tags import TAG, may_spell, tag_parts, tagged
 
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
+# How a key's array prints in every process, whatever numpy's print options there: numpy's
+# defaults, every digit each element needs (`unique`) (`formatter` None: none of the user's).
+_PRINT = {"edgeitems": 3, "threshold": _WHOLE, "floatmode": "unique", "precision": 8,
+          "suppress": False, "linewidth": 75, "nanstr": "nan", "infstr": "inf", "sign": "-",
+          "formatter": None, "legacy": False}  # fmt: skip
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 MAX_TUNE_ROW = 4 << 20  # bytes of a tune's candidates a bundle reads (`MAX_PACKED_BYTES`)
@@ -253,7 +258,7 @@ def _stable(name: str, value: Any) -> Any:
         }
     if isinstance(value, set | frozenset):
         return _set_text(name, value)
-    if isinstance(value, np.ndarray) and value.size > np.get_printoptions()["threshold"]:
+    if isinstance(value, np.ndarray) and value.size > _WHOLE:
         raise TuneSpecError(  # its text is abbreviated (`...`): other arrays have the same
             f"tunable {name}: key= gave a ndarray of {value.size} elements, whose text "
             "leaves most of them out, so arrays that differ would share one tune: key on "
@@ -271,7 +276,8 @@ def _default(value: Any) -> Any:
     `str` but with every digit each element needs (numpy prints 8 by default: arrays that
     differ past them would share one tune; a float16 or float32 array's, or complex64's,
     as float64 or complex128 writes its values: its own shortest digits, `[0.1]`, were
-    float64's `[0.1]`, another value), anything else its `str`."""
+    float64's `[0.1]`, another value; printed under numpy's default options, whatever the
+    process set), anything else its `str`."""
     if isinstance(value, np.bool_ | np.integer | np.floating):
         return value.item()
     if isinstance(value, set | frozenset):
@@ -280,8 +286,8 @@ def _default(value: Any) -> Any:
         kind, size = value.dtype.kind, value.dtype.itemsize
         if (kind == "f" and size < 8) or (kind == "c" and size < 16):
             value = value.astype(np.float64 if kind == "f" else np.complex128)
-        if value.ndim:  # short values print as `str` has them
-            return np.array2string(value, floatmode="unique")
+        with np.printoptions(**_PRINT):  # not the process's (`np.set_printoptions`)
+            return np.array2string(value) if value.ndim else str(value)
     return str(value)
 
 
