@@ -30,7 +30,7 @@ from warmcli.bundle.store import Bundle
 from warmcli.errors import ArchError
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
 from warmcli.kernel import Kernel, kernel_key
-from warmcli.runtime import kernel_cache as kernel_cache_module
+from warmcli.runtime import built as built_module
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.runtime import Runtime
 
@@ -170,13 +170,13 @@ def test_each_groups_records_are_made_in_the_thread_that_compiled_it(
     """Keeping a group's kernels (records, the PTX's keys) runs beside the other groups'
     compiles, not after the whole batch in the caller's thread; filed in queue order."""
     made_in: list[str] = []
-    real = kernel_cache_module.key_components
+    real = built_module.key_components  # (where a built group's records are made)
 
     def key_components(*args: object) -> dict[str, str]:
         made_in.append(threading.current_thread().name)
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(kernel_cache_module, "key_components", key_components)
+    monkeypatch.setattr(built_module, "key_components", key_components)
     cache = KernelCache(ArchDevice("sm_90", compiler="nvrtc", ptx="auto"), jobs=2)
     ks = kernels(3)
     with ProcessModeOverride(ProcessMode.COMPILE_ONLY):

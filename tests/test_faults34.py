@@ -104,6 +104,16 @@ def _big(big_once: Path, tmp_path: Path) -> Path:
     return Path(shutil.copyfile(big_once, tmp_path / "big.warm"))
 
 
+@pytest.fixture(scope="module")
+def tunes_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle large in tunes only: 100 kernels and `PARALLEL_TUNES` (20,000) tunes, the
+    count from which `warm verify`, `stats --json` and `diff` read the tunes in a pool of
+    forked readers, built once per module and copied by each test (`_big`)."""
+    from warmcli.bundle.checking import PARALLEL_TUNES
+
+    return build_big(tmp_path_factory.mktemp("tunes") / "big.warm", 100, PARALLEL_TUNES)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
 def test_an_interrupted_merge_into_a_new_bundle_leaves_no_file(
     warm: Warm, tmp_path: Path, sig: signal.Signals, big_once: Path
@@ -212,7 +222,7 @@ def test_what_a_refused_scratch_file_says_to_do_follows_why() -> None:
 
 
 def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_warm(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, tunes_once: Path
 ) -> None:
     """`warm verify` of a large bundle under `ulimit -n 16` said `[Errno 24] Too many open
     files` and then hung forever at exit: the one worker forked before the pool's next pipe
@@ -220,7 +230,7 @@ def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_war
     that cannot start is given up (what it started is ended) and the caller reads the parts
     itself, as where a worker dies. (Large in tunes, the pool's threshold: its kernels do
     not start one.)"""
-    big = build_big(tmp_path / "big.warm", 100, 20000)
+    big = _big(tunes_once, tmp_path)
     ends = []
     # (the pool's forked worker left waiting put back, `warm verify` hangs at 14 and `warm
     # diff` at 16; 15 hangs both, 12-13 and 17-22 neither: checked, suite39)
@@ -278,12 +288,15 @@ def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corru
 
 
 def test_too_little_memory_is_one_line_never_a_traceback_nor_corruption(
-    warm: Warm, tmp_path: Path, big_once: Path
+    warm: Warm, tmp_path: Path, tunes_once: Path
 ) -> None:
     """`warm stats --json` of a large bundle under `ulimit -v` printed a `MemoryError`
     traceback, or (zlib out of memory: its error -4) called a sound tune `corrupt tune entry
-    (candidates: not deflated (Error -4 while decompressing data))`."""
-    big = _big(big_once, tmp_path)
+    (candidates: not deflated (Error -4 while decompressing data))`. (The bundle is large in
+    tunes, which are decompressed, read by the pool of forked readers: 20,000 kernels
+    beside them cost each run twice the time and proved nothing more; the limits below
+    still end runs out of memory, and 170 MB lets one finish.)"""
+    big = _big(tunes_once, tmp_path)
     ends = []
     for megabytes in (50, 90, 130, 170):
 

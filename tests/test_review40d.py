@@ -12,18 +12,18 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT, Warm
+from big_bundle import build_big
+from conftest import ROOT, Warm
 from full_disk import in_private_mount, one_line
 
 
 @pytest.fixture(scope="module")
 def big(made: tuple[Warm, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    """A bundle large enough that `warm verify`'s sort spills to SQLite's temporary files."""
-    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="2000"))
-    bundle = tmp_path_factory.mktemp("big") / "big.warm"
-    run = ("run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "-q", "--no-verify")
-    assert warm(*run).returncode == 0
-    return warm, bundle
+    """A bundle large enough that `warm verify`'s sort spills to SQLite's temporary files:
+    10,000 kernels and 100 tunes written with SQL (`build_big`: it spills from 5,000
+    kernels here, not at 2,000; a `warm run` compiled 2,000 host kernels to this end)."""
+    bundle = build_big(tmp_path_factory.mktemp("big") / "big.warm", 10_000, 100)
+    return Warm(dict(made[0].env)), bundle
 
 
 def _verify_with_full(warm: Warm, bundle: Path, full: Path, env: dict[str, str]) -> str:

@@ -16,9 +16,8 @@ from a child process (`arrived_refused`); it imports nothing of warm above the l
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from warmcli.printable import Pattern, cut, printable
@@ -32,6 +31,11 @@ class WarmError(Exception):
     carries the notes that pass had made (`notes_before`), said before its line."""
 
     notes_before: tuple[str, ...] = ()
+
+    def __str__(self) -> str:  # (marked, shown as a pool task's failure is wrapped: carried by it)
+        if self.__dict__.get("refused_by_pass") is True and "warmcli.pool_tasks" in sys.modules:
+            sys.modules["warmcli.pool_tasks"].carry_in_failure(self)
+        return super().__str__()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled by its args and attributes, never through `__init__` (whose parameters a
@@ -257,6 +261,10 @@ class OutputError(WarmError, OSError):
     says so (`output not written whole: [Errno 28] ...`)."""
 
 
+class TrustedKeyWarning(WarmWarning):
+    """A trusted public key any user may replace (it, or a folder above it, writable by all)."""
+
+
 class RemoteBundleWarning(WarmWarning):
     """A bundle named by URL is served from its last good copy: the store could not be
     reached, or sent something that is no bundle."""
@@ -298,8 +306,7 @@ class KeptInterrupted(KeyboardInterrupt):
         self.tunes = tunes
 
 
-CleanInterrupted = KeptInterrupted  # the names clean and pull raise it by
-PullInterrupted = KeptInterrupted
+CleanInterrupted = PullInterrupted = KeptInterrupted  # the names clean and pull raise it by
 
 
 class MergeInterrupted(KeyboardInterrupt):
@@ -335,26 +342,6 @@ DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk 
 WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
 REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
 LOCKED = "locked by another process"  # what `BundleLocked` says of a lock kept past the wait
-
-
-def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:
-    """`DISK_FULL`, of the bundle at `path`; or of `temp`'s folder, where SQLite keeps its
-    temporary files (a sort too large for memory, a VACUUM's copy; `temp` says that folder and
-    the variable that moves it: `warmcli.config.sqlite_temp_dir`) where that is on another
-    disk with less room left, and under 64 MiB: a full TMPDIR is said so, not as the
-    bundle's disk."""
-    here = os.path.dirname(path) or "."
-    tmp, variable = temp()
-    try:
-        mine, theirs = os.statvfs(here), os.statvfs(tmp)
-        other = os.stat(tmp).st_dev != os.stat(here).st_dev
-    except OSError:
-        return DISK_FULL
-    left = theirs.f_bavail * theirs.f_frsize  # (a quota on the bundle's disk: blamed there)
-    if other and left < min(mine.f_bavail * mine.f_frsize, 64 << 20):
-        room = f"set {variable} to a folder with room"
-        return f"{DISK_FULL} where SQLite keeps its temporary files ({tmp}: {room})"
-    return DISK_FULL
 
 
 class BundleError(WarmError):

@@ -20,7 +20,8 @@ handled once the callback has returned (sent from the handler, Python would hand
 once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
 while a step that must not be cut in two (a commit and its count, a file moved into place)
 runs: one sent meanwhile is delivered as the block ends, and one sent as it swaps their
-handlers once they all are (`swap_handlers`: blocked in the thread meanwhile); a wait for
+handlers once they all are (`swap_handlers`: blocked in the thread meanwhile; a child another
+thread forks meanwhile gets the handlers back, its SIGTERM noted for ever else); a wait for
 another process's lock to begin or commit that step (`warmcli.bundle.waiting`) asks
 `held_came` and ends, the step undone, rather than hold a stop that long. A Ctrl-C that cut
 warm's own exit handler short (a write-back) would leave CPython exiting 0, the stop only
@@ -177,7 +178,7 @@ def held_interrupts() -> Iterator[None]:
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     handlers = {s: signal.getsignal(s) for s in stops}
     held = {s: h for s, h in handlers.items() if callable(h)}
-    hold = {s: (lambda signum, frame: came.append((signum, frame))) for s in held}
+    hold = {s: _holding(came, h) for s, h in held.items()}
     swap_handlers(hold)
     _HELD.append(came)
     try:
@@ -188,6 +189,35 @@ def held_interrupts() -> Iterator[None]:
         if came:  # the first one, as it would have been answered
             signum, frame = came[0]
             held[signum](signum, frame)
+
+
+def _holding(came: list[tuple[int, Any]], replaced: Any) -> Callable[[int, Any], None]:
+    """A hold's handler: notes the signal in `came`; `replaced` is the handler it stands for."""
+
+    def hold(signum: int, frame: Any) -> None:
+        came.append((signum, frame))
+
+    hold._warm_replaced = replaced  # type: ignore[attr-defined]
+    return hold
+
+
+def _forked() -> None:
+    """In a child forked (by another thread) while a hold was in progress, a hold that never
+    ends there: the handlers it replaced set back, the hold forgotten."""
+    if not _HELD:
+        return
+    import signal
+
+    _HELD.clear()
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        replaced = getattr(signal.getsignal(stop), "_warm_replaced", None)
+        if replaced is not None:
+            with contextlib.suppress(ValueError, OSError):  # (not the child's main thread)
+                signal.signal(stop, replaced)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def held_came() -> bool:

@@ -8,13 +8,17 @@ while handling it, or a group holding it, as `found_in` walks a chain: a task th
 went on is no failure), and forgets every note; the error is marked too, so that a process
 pool's task (in a child a pass forked) that ends by it hands it to the parent marked
 (`warmcli.errors.arrived_refused`), where it is pickled as the task's failure
-(`sending_a_failure`: one that returned it, having caught it, went on). A note holds neither the
-error nor the future: the error is marked with its task's `_Note` (held only where it takes no
-attribute, until its task ends), the future judged by a callback as it ends, and only the first
-task ended by its note kept: a task that notes 10,000 errors and goes on, each traceback's
-locals holding a large array, keeps none of them alive (the notes kept them all until the pass
-ended). Nothing is patched: Python's pool runs as ever. Its only state is that first task's
-error and the pass's number (a lock guards them); it never prints."""
+(`sending_a_failure`: one that returned it, having caught it, went on), or carried by the
+error the task raised from it or while handling it (`carry_in_failure`: a chain is never
+pickled, so the refusal would not cross; the parent's error keeps it as `_warm_refused`). A note
+holds neither the error nor the future: the error is marked with its task's `_Note` (held only
+where it takes no attribute, until its task ends), the future judged by a callback as it ends,
+and only the first task ended by its note kept: a task that notes 10,000 errors and goes on,
+each traceback's locals holding a large array, keeps none of them alive (the notes kept them all
+until the pass ended). Nothing is patched: Python's pool runs as ever (the process pool's
+wrapping of a failure shows each error of its chain: a marked one's `str` is where it is carried,
+`warmcli.errors.WarmError`). Its only state is that first task's error and the pass's number (a
+lock guards them); it never prints."""
 
 from __future__ import annotations
 
@@ -111,6 +115,27 @@ def sending_a_failure() -> bool:
     while frame is not None and frame.f_code not in codes:
         frame = frame.f_back
     return frame is not None and bool(codes[frame.f_code](frame.f_locals))
+
+
+# Where a process pool's worker wraps what a task raised (`e`, local to that frame) before it
+# sends it: its traceback made text, which shows (`str`) each error of its chain.
+_WRAPS = (("concurrent.futures.process", "_process_worker"), ("multiprocessing.pool", "worker"))
+
+
+def carry_in_failure(exc: BaseException) -> None:
+    """Where this thread, a process pool's worker, wraps a task's failure that holds `exc` in its
+    chain (raised from it or while handling it) but is not `exc`, `exc` is set on that failure
+    (`_warm_refused`): only the failure is pickled for the parent, without its chain."""
+    codes = {getattr(getattr(sys.modules.get(m), n, None), "__code__", None) for m, n in _WRAPS}
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code not in codes:
+        frame = frame.f_back
+    raised = frame.f_locals.get("e") if frame is not None else None
+    del frame
+    if isinstance(raised, BaseException) and raised is not exc:
+        with contextlib.suppress(Exception):  # (a failure that takes no attributes: as before)
+            if found_in(raised, lambda each: each is exc) is not None:
+                raised.__dict__.setdefault("_warm_refused", exc)
 
 
 def ended_by_refused() -> BaseException | None:

@@ -7,7 +7,8 @@ forge a line of output or of a `WARM_EXPLAIN` log, and a bidi override would sho
 text other than what is there; a lone surrogate (text that is not Unicode) cannot be
 written at all. `printable` replaces every such character with a visible escape
 (`\\x1b`, `\\u202e`, `\\ud800`), so what is shown is what is stored, on one line;
-so is an invisible one (a zero-width space, a byte order mark), which would make two
+so is an invisible one (a zero-width space, a byte order mark, a Hangul filler, a
+variation selector: every default-ignorable code point), which would make two
 different texts read alike. `visible` shows a user's name that is empty or blank (a tune
 key `""` or `" "`) quoted, so that it reads as what it is.
 `escaped_within` escapes the user's own texts inside a message so. `cut` shortens a
@@ -54,11 +55,15 @@ class Pattern:
 
 # C0 and C1 controls, DEL, the invisible format characters (that reorder or break lines,
 # or show nothing: a soft hyphen, zero-width spaces and joiners, word joiners and invisible
-# operators, a byte order mark, tags), and lone surrogates (a packed document's text, read
-# with "surrogatepass": no terminal's encoding can write one).
+# operators, a byte order mark, tags), every other of Unicode's default-ignorable code
+# points (a combining grapheme joiner, Hangul fillers, Khmer inherent vowels, variation
+# selectors, shorthand and musical format controls), and lone surrogates (a packed
+# document's text, read with "surrogatepass": no terminal's encoding can write one).
 _UNSAFE = Pattern(
-    "[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
-    "\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+    "[\x00-\x1f\x7f-\x9f\xad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ud800-\udfff"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0000-\U000e0fff]"
 )
 _BLANK = Pattern("[^ ]")  # what a text of spaces only shows escaped (`visible`)
 

@@ -19,8 +19,9 @@ import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import hashlib
 from collections.abc import Iterable
 
+from warmcli.bundle.disk_full import disk_full
 from warmcli.config import sqlite_temp_dir
-from warmcli.errors import WRITE_FAILED, BundleError, disk_full
+from warmcli.errors import WRITE_FAILED, BundleError
 from warmcli.printable import printable
 
 Key = tuple[object, ...]  # texts and numbers (a number by its repr: exact for a float)

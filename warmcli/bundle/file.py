@@ -17,15 +17,16 @@ no trigger, view, extra index or generated column of a bundle ever runs), with `
 failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write the system
 refused otherwise, is named so: the write was rolled back). The file stays in rollback-journal mode
 (a file switched to WAL is switched back on open, or refused where it cannot be written or its
-`-wal` or `-shm` is a link, `journal.check_wal_files`), so a read-only copy opens, and a write a
-crash interrupted is rolled back by the next open, or read of a process that had it open. "Database
-is locked" is waited for `LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`:
-a signal stops the wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash
-too). Writers take a file lock (`warmcli.bundle.lock`, which
-readers never take); `journal.remove_leftovers` removes, under it, the temporary files, journals
-and locks a killed create or merge left beside the bundle. State: warm's schemas (read once) and
-`_lock` (held around an open or a create: a fork waits for it; a child forked while another thread
-read past that wait opens none, `forking.sqlite_unsafe`); reads no kernel, tune, blob.
+`-wal` or `-shm` is a link, `journal.check_wal_files`, even with no WAL header: SQLite opens
+them), so a read-only copy opens, and a write a crash interrupted is rolled back by the next
+open, or read of a process that had it open. "Database is locked" is waited for
+`LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`: a signal stops the
+wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash too). Writers
+take a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
+removes, under it, the temporary files, journals and locks a killed create or merge left beside
+the bundle. State: warm's schemas (read once) and `_lock` (held around an open or a create: a fork
+waits for it; a child forked while another thread read past that wait opens none,
+`forking.sqlite_unsafe`); reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from warmcli.bundle.disk_full import disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
-from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked, disk_full
+from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
 from warmcli.forking import new_rlock, sqlite_unsafe
 from warmcli.printable import printable
 
@@ -200,12 +202,11 @@ def _read_only_uri(path: str | Path) -> str:
 def recover(path: str | Path, judged: bool = False) -> None:
     """Roll back a write a crash interrupted, so a read-only open sees the state before it.
 
-    SQLite rolls a hot journal back on the first read, but only through a connection
-    that may write; a read-only one fails instead. The rollback takes SQLite's own
-    locks, never warm's file lock, so readers never wait for warm's writers. The journal
-    is beside the file a symlinked `path` names, where SQLite keeps it (`judged`: an open
-    that `check_journal` found it for; where it may not write, only one SQLite finds hot,
-    `is_hot`). Its page 1 may say WAL: a `-wal` or `-shm` link is refused first."""
+    SQLite rolls a hot journal back on the first read, but only through a connection that may
+    write; a read-only one fails instead. The rollback takes SQLite's own locks, never warm's
+    file lock, so readers never wait for warm's writers. The journal is beside the file a
+    symlinked `path` names, where SQLite keeps it (`judged`: an open that `check_journal` found
+    it for; where it may not write, only one SQLite finds hot, `is_hot`)."""
     if not (judged or check_journal(path)):  # none or empty (one SQLite must not play: refused)
         return
     check_wal_files(path)  # its page 1 may say WAL: SQLite would open a `-shm` link at once
@@ -326,6 +327,7 @@ def _open_connection(
         with write_lock(path):  # the file opened is the one the lock's holders replace
             return _open_connection(path, write, locked=True)
     journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
+    check_wal_files(path, if_wal_found=True)  # SQLite opens one found, WAL header or not
     with _lock, _sqlite_errors(path):
         if wal:
             _leave_wal(path)

@@ -16,9 +16,10 @@ without waiting, never opening one that is a link or no regular file (at each op
 `file.settle_journal` before each write of a bundle open since: a journal planted after). A
 WAL bundle's `-wal` and `-shm`, which SQLite opens for writing when warm switches the bundle
 back (it rewrites the `-shm` whole), are refused by `check_wal_files` when they are links (a
-hard link too: its other name is another of the user's files) or no regular files. A journal
-belongs to the file beside it, not to its name: `publish`, which moves a new bundle into
-place, first removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite
+hard link too: its other name is another of the user's files) or no regular files; so are any
+bundle's where a `-wal` is found (SQLite opens both then, whatever the file's header says).
+A journal belongs to the file beside it, not to its name: `publish`, which moves a new bundle
+into place, first removes the journal (and a `-wal` and `-shm`) of the file it replaces (SQLite
 would play that file's old pages into the new one); `temp_beside` names the file a writer
 makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
 Where this process may not write the bundle's folder (`may_write`), a journal is rolled back
@@ -61,12 +62,16 @@ def check_journal(path: str | os.PathLike[str]) -> bool:
     raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
 
 
-def check_wal_files(path: str | os.PathLike[str]) -> None:
+def check_wal_files(path: str | os.PathLike[str], *, if_wal_found: bool = False) -> None:
     """Refuse the bundle at `path` (a `BundleError` naming the file) before SQLite opens its
     `-wal` and `-shm` for writing to switch a WAL bundle back: one that is a link (symbolic,
     or hard: SQLite would truncate and rewrite the file it shares, another of the user's) or
-    no regular file. Each is judged by `lstat`, never opened; none at all is fine."""
+    no regular file. Each is judged by `lstat`, never opened; none at all is fine.
+    `if_wal_found`: only where a `-wal` is there (SQLite then opens both at any open, even
+    of a file whose header says no WAL: a read would rewrite a `-shm` hard link)."""
     real = os.path.realpath(path)
+    if if_wal_found and not os.path.lexists(f"{real}-wal"):
+        return
     for side in (f"{real}-wal", f"{real}-shm"):
         try:
             info = os.lstat(side)

@@ -30,6 +30,7 @@ import math
 import os
 import struct
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -37,11 +38,11 @@ from typing import Any, Protocol
 from warmcli import config
 from warmcli.bundle.file import read_start
 from warmcli.bundle.key_files import crypto as _crypto
-from warmcli.bundle.key_files import key_text
+from warmcli.bundle.key_files import key_text, open_to_writers
 from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.config import TRUSTED_KEYS_ENV
-from warmcli.errors import BundleError, SignatureError  # SignatureError: re-exported
+from warmcli.errors import BundleError, SignatureError, TrustedKeyWarning  # (re-exported)
 from warmcli.records import Record
 
 HASH_BYTES = 32
@@ -113,6 +114,16 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
         raise SignatureError(f"{path}: not {what} (not a regular file)")
     if len(data) > KEY_FILE_BYTES:
         raise SignatureError(f"{path}: not {what} (over {KEY_FILE_BYTES} bytes)")
+    if not private and b"PRIVATE KEY-----" in data:  # ci.key named for ci.key.pub
+        raise SignatureError(
+            f"{path}: a private key where a public key belongs: trust its public key "
+            f"({path}.pub), and keep the private key off machines that serve bundles"
+        )
+    if private and b"PUBLIC KEY-----" in data:
+        raise SignatureError(
+            f"{path}: a public key where a private key belongs: sign with the private key "
+            "it was made from"
+        )
     try:
         if private:
             key = serialization.load_pem_private_key(data, password=None)
@@ -161,12 +172,25 @@ def trusted_keys(
         given = config.trusted_keys()
         if given is None:
             return None
-    files: list[Path] = []
+    named: dict[Path, list[Path]] = {}
     for entry in map(Path, given):
-        files += [entry] if key_text(entry) or not entry.is_dir() else sorted(entry.glob("*.pub"))
+        text = key_text(entry)
+        named[entry] = [entry] if text or not entry.is_dir() else sorted(entry.glob("*.pub"))
+    files = [f for entry_files in named.values() for f in entry_files]
     if not files:
         raise SignatureError("no trusted keys: name Ed25519 public key files (.pub)")
-    return [load_public_key(f) for f in files]
+    keys = [load_public_key(f) for f in files]
+    for entry, entry_files in named.items():  # one each: `warnings` says a message once
+        open_to = next(filter(None, map(open_to_writers, [entry, *entry_files])), None)
+        if open_to:
+            place, mode = open_to
+            warnings.warn(
+                f"{entry}: trusted key others may replace: {place} (mode 0{mode:o}) is "
+                f"writable by all, so anyone may choose what is trusted: chmod o-w {place}",
+                TrustedKeyWarning,
+                stacklevel=2,
+            )
+    return keys
 
 
 # -- signing and checking -------------------------------------------------------------------------

@@ -6,13 +6,15 @@ cycle); what they share (consoles, errors, options) is in `common`. The CLI only
 and prints: all work is in the library (`warmcli.warming`, `warmcli.ops` and below them).
 `main` turns Python's cyclic garbage collector on again once the command's modules are
 imported (the entry point pauses it for them), what they made frozen; an option typed with a
-typographic dash (`—json`) is one line naming it; it holds no state.
+typographic dash (`—json`) is one line naming it; a `TrustedKeyWarning` is one warning line;
+it holds no state.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+from typing import Any
 
 from warmcli.cli.app import app
 from warmcli.cli.common import exit_interrupted, exit_now
@@ -29,6 +31,7 @@ def main() -> None:
     _typographic_dash(sys.argv[1:])
     app.load(sys.argv[1:2])
     _collect_from_here()
+    _warn_in_one_line()
     try:
         code = app(prog_name="warm", standalone_mode=False)
     except Exception as exc:  # the parser's own (Typer's click): known by what they carry
@@ -75,6 +78,26 @@ def _shown_urls(message: str) -> str:
         if "://" in arg and shown(arg) != arg:
             message = message.replace(arg, shown(arg))
     return message
+
+
+def _warn_in_one_line() -> None:
+    """A `TrustedKeyWarning` the library issues (once per process) is shown as warm's other
+    warnings are, one line on stderr (`warm: warning: ...`), not Python's two."""
+    import warnings
+
+    from warmcli.cli.common import err
+    from warmcli.errors import TrustedKeyWarning
+
+    shown_before = warnings.showwarning
+
+    def show(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+        if not issubclass(category, TrustedKeyWarning):
+            return shown_before(message, category, *args, **kwargs)
+        said = f"warm: warning: {printable(str(message))}"
+        err.print(said, markup=False, highlight=False, soft_wrap=True)
+        return None
+
+    warnings.showwarning = show
 
 
 def _collect_from_here() -> None:

@@ -6,7 +6,8 @@ machine cannot serve, or merge wrote OUT but its shards are not one whole run; 2
 environment (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel that
 fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or SIGHUP).
 Every such error is one line on stderr (a compiler's log follows it, indented), never a traceback;
-under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`. The consoles are
+under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`; a URL's secret
+and key text on the command line or in `WARM_TRUSTED_KEYS` are never in it. The consoles are
 made on first use (a command that prints only JSON never imports Rich); a command that has finished
 holding nothing says so (`holds_nothing`), and the entry point then ends the process without the
 interpreter's teardown (`end_process`). It prints only in warm's own forms what a command hands it:
@@ -219,14 +220,18 @@ def json_requested() -> bool:
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
     newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
+    from warmcli.bundle.key_files import unshown_keys  # (a private key's text: never shown)
+
     given = (*sys.argv[1:], config.bundle(), config.home())
     message = withheld(str(message).strip(), given)  # (a URL's secret, a path's spelling too)
+    message = unshown_keys(message, (*given, *(config.trusted_keys() or ())))
     first, *rest = printable_lines(escaped_within(message, given)) or ["error"]
     try:  # stderr refused too (`2> /dev/full`): the code stands
         err.print(f"warm: {label}{first}", markup=False, highlight=False)
         for line in rest:
             err.print(f"    {line}", markup=False, highlight=False)
-    except (OSError, MemoryError):  # or Rich could not be imported (no memory, no descriptor)
+    except (OSError, MemoryError, ImportError):  # or Rich could not be imported (no memory,
+        # no descriptor: its extensions refused, "failed to map segment from shared object")
         if getattr(err, "_console", None) is None:  # then in plain words, as said
             with contextlib.suppress(OSError, MemoryError):
                 lines = [f"warm: {label}{first}", *(f"    {line}" for line in rest)]

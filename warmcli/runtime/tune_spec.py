@@ -5,8 +5,9 @@ bundle never serves it. This module renders the inputs (`describe_input`; `input
 names the tunable and input it cannot read), a `key=` callable's value (`key_text`, its
 ints written as an input's, `key_ints`: a value whose text is a default object repr,
 holding a memory address, or a set of no stable order is refused with a `TuneSpecError`;
-a str that another value's JSON text is (`"1"`), or that starts with the tag, is tagged
-`str:`, so two values never share a key) and a `check=` spec (`check_identity`:
+a str that another value's text is (`"1"`, or inside a list a set's `"{'a'}"`), or that
+starts with the tag, is tagged `str:` as `warmcli.runtime.key_tags` says, so two values never
+share a key) and a `check=` spec (`check_identity`:
 a candidate's name, or a callable by its qualified name
 and a digest of what its code does: `warmcli.runtime.check_keys`, which holds those
 two, `judged_identity` adding the launch function the check judged) as text, and refuses a
@@ -19,7 +20,6 @@ It owns no state and never runs a kernel or a check.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -28,17 +28,15 @@ import numpy as np
 from warmcli.backends.base import Buffer
 from warmcli.errors import TuneSpecError
 from warmcli.printable import lone_surrogate, refuse_lone_surrogate
-from warmcli.runtime.key_ints import (
-    Pairs,
-    decimal_int,
-    decimal_int_text,
-    hex_int_text,
-    holds_hex_int,
-    int_text,
-    ints_json,
-)
+from warmcli.runtime.key_ints import int_text, ints_json
+from warmcli.runtime.key_tags import TAG, may_spell, tag_parts, tagged
 
 _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print threshold)
+# How a key's array prints in every process, whatever numpy's print options there: numpy's
+# defaults, every digit each element needs (`unique`) (`formatter` None: none of the user's).
+_PRINT = {"edgeitems": 3, "threshold": _WHOLE, "floatmode": "unique", "precision": 8,
+          "suppress": False, "linewidth": 75, "nanstr": "nan", "infstr": "inf", "sign": "-",
+          "formatter": None, "legacy": False}  # fmt: skip
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 MAX_TUNE_ROW = 4 << 20  # bytes of a tune's candidates a bundle reads (`MAX_PACKED_BYTES`)
@@ -157,12 +155,13 @@ def check_spec(tunable: Any) -> None:
 def fits(name: str, text: str) -> str:
     """`text`, the inputs' part of a tune key of tunable `name`; a `TuneSpecError` where it
     is longer than a bundle's row holds (every reader would call the row corrupt), the tag
-    of a tagged `key=` str counted (`_tagged`: only such a text starts with it) and named."""
+    of a tagged `key=` str counted (`key_tags.tagged`: only such a text starts with it),
+    named."""
     if len(text) > MAX_KEY_TEXT:
         said = (
-            f" (key= gave a str of {len(text) - len(_TAG)}, tagged {_TAG!r} as a str that "
+            f" (key= gave a str of {len(text) - len(TAG)}, tagged {TAG!r} as a str that "
             "reads as JSON or starts with the tag is)"
-        ) * text.startswith(_TAG)
+        ) * text.startswith(TAG)
         raise TuneSpecError(
             f"tunable {name}: its tune key's text is {len(text)} characters{said}, over the "
             f"{MAX_KEY_TEXT} a bundle holds: key on a digest of the inputs (key=)"
@@ -259,7 +258,7 @@ def _stable(name: str, value: Any) -> Any:
         }
     if isinstance(value, set | frozenset):
         return _set_text(name, value)
-    if isinstance(value, np.ndarray) and value.size > np.get_printoptions()["threshold"]:
+    if isinstance(value, np.ndarray) and value.size > _WHOLE:
         raise TuneSpecError(  # its text is abbreviated (`...`): other arrays have the same
             f"tunable {name}: key= gave a ndarray of {value.size} elements, whose text "
             "leaves most of them out, so arrays that differ would share one tune: key on "
@@ -275,107 +274,49 @@ def _default(value: Any) -> Any:
     """What JSON has no form for: a numpy number as the Python number it holds (as an input
     keys: `np.int64(3)` as `3`, not `"3"`), a set as `_set_text` writes it, an array as its
     `str` but with every digit each element needs (numpy prints 8 by default: arrays that
-    differ past them would share one tune), anything else its `str`."""
+    differ past them would share one tune; a float16 or float32 array's, or complex64's,
+    as float64 or complex128 writes its values: its own shortest digits, `[0.1]`, were
+    float64's `[0.1]`, another value; printed under numpy's default options, whatever the
+    process set), anything else its `str`."""
     if isinstance(value, np.bool_ | np.integer | np.floating):
         return value.item()
     if isinstance(value, set | frozenset):
         return _set_text("", value)
-    if isinstance(value, np.ndarray) and value.ndim:  # short values print as `str` has them
-        return np.array2string(value, floatmode="unique")
+    if isinstance(value, np.ndarray):
+        kind, size = value.dtype.kind, value.dtype.itemsize
+        if (kind == "f" and size < 8) or (kind == "c" and size < 16):
+            value = value.astype(np.float64 if kind == "f" else np.complex128)
+        with np.printoptions(**_PRINT):  # not the process's (`np.set_printoptions`)
+            return np.array2string(value) if value.ndim else str(value)
     return str(value)
 
 
 _KEY_JSON = json.JSONEncoder(default=_default).encode  # as `json.dumps(default=...)` writes
 
 
-_TAG = "str:"  # before a key= string that another value's JSON text is (no JSON starts "s")
-_JSON_FIRST = frozenset('[{"-0123456789ntfNI')  # how JSON text starts (NaN, Infinity too)
-_NUMBER_FIRST = frozenset("-0123456789")  # how an int's or a finite float's text starts
-
-
-def _tagged(text: str) -> str:
-    """A `key=` string as its key's text: itself, unless some other value's JSON text is that
-    string (`"1"` is `1`'s, `"null"` None's, `"[0x13...]"` a list's holding an int past
-    10**4300: one tune key for two values) or it starts with the tag; then tagged, so no two
-    values share a text and no other key's text changes."""
-    if text[:1] in _JSON_FIRST:
-        try:
-            read = json.loads(text, object_pairs_hook=Pairs, parse_int=decimal_int)
-            if ints_json(read, _KEY_JSON) == text:  # another's (the limit aside)
-                return _TAG + text
-        except (ValueError, RecursionError):  # no JSON, or nested past what it reads
-            pass
-    if text.startswith(_TAG) or hex_int_text(text) or holds_hex_int(text):
-        return _TAG + text  # (a big int's hex, or a value's JSON holding one: `[0x13...]`)
-    return text
-
-
-_SCALAR_KEYS = frozenset(("true", "false", "null", "NaN", "Infinity", "-Infinity"))
-
-
-def _key(key: Any) -> Any:
-    """A dict's key as JSON writes it in a key's text: a numpy number as the Python number it
-    holds (the encoder calls no `default` for a key); a str tagged where JSON writes some
-    other key so (`"1"` is `1`'s, `"null"` None's, `"1.5"` 1.5's) or it starts with the tag
-    (as `_tagged` tags a `key=` str); any other key itself, the very object."""
-    if isinstance(key, np.bool_ | np.integer | np.floating):
-        return key.item()
-    if not isinstance(key, str):
-        return key
-    if key in _SCALAR_KEYS or key.startswith(_TAG) or hex_int_text(key):  # a big int's
-        return _TAG + key
-    if key[:1] in _NUMBER_FIRST:
-        if decimal_int_text(key):  # an int's (not past 4,300 digits: in hex there)
-            return _TAG + key
-        try:
-            number = float(key)
-            if math.isfinite(number) and repr(number) == key:
-                return _TAG + key
-        except ValueError:
-            pass
-    return key
-
-
-def _keys(value: Any) -> Any:
-    """`value` with each dict's keys as `_key` has them; `value` itself, the very object,
-    where no key changes (a part as JSON reads it: a dict or a list, tuple)."""
-    if isinstance(value, dict):
-        out, changed = {}, False
-        for k, v in value.items():
-            out[new_k := _key(k)] = new_v = _keys(v)
-            changed = changed or new_k is not k or new_v is not v
-        return out if changed else value
-    if isinstance(value, tuple | list):
-        parts, changed = [], False
-        for v in value:
-            parts.append(new_v := _keys(v))
-            changed = changed or new_v is not v
-        return parts if changed else value
-    return value
-
-
 def _json_text(derived: Any) -> str:
     try:
         text = _KEY_JSON(derived)
     except TypeError:  # a dict keyed by a numpy number, which JSON takes as its number
-        return _KEY_JSON(_keys(derived))
-    if "{" in text and (keyed := _keys(derived)) is not derived:  # a str key JSON writes as
-        return _KEY_JSON(keyed)  # it writes another key: tagged
+        return _KEY_JSON(tag_parts(derived))
+    if may_spell(text) and (tagged_parts := tag_parts(derived)) is not derived:  # a str key
+        return _KEY_JSON(tagged_parts)  # JSON writes as another's, a str spelling a set...
     return text
 
 
 def key_text(name: str, derived: Any) -> str:
     """The text of tunable `name`'s `key=` value `derived`: the value itself if it is a
     string (tagged `str:` where it is some other value's JSON, `"1"` beside `1`, or starts
-    with the tag: `_tagged`), else its JSON (a numpy number as the number it holds, a dict's
-    key too; an int as an input's, whatever the limit on an int's text: `key_ints`; a dict's
-    str key tagged where JSON writes another key so, `"1"` beside `1`, or
-    it starts with the tag: `_key`; anything else JSON has no form for as its `str`, a set
-    sorted). Read once (every tune call keys), a value holding a dict twice; `_stable` walks
-    it again only where a part is refused, to name it."""
+    with the tag: `key_tags.tagged`), else its JSON (a numpy number as the number it
+    holds, a dict's key too; an int as an input's, whatever the limit on an int's text:
+    `key_ints`; a dict's str key tagged where JSON writes another key so, `"1"` beside
+    `1`, a str in it where it spells a set's, array's or bytes' text, `"{'a'}"`, or either
+    starts with the tag: `key_tags.tag_parts`; anything else JSON has no form for as its
+    `str`, a set sorted). Read once (every tune call keys), a value holding a dict twice;
+    `_stable` walks it again only where a part is refused, to name it."""
     try:  # (JSON's encoder, and `_stable` naming a part, walk it recursively: it ends, refused)
         if isinstance(derived, str):
-            text = _tagged(derived)
+            text = tagged(derived)
         else:
             try:
                 text = ints_json(derived, _json_text)  # an int as `int_text` writes it

@@ -9,8 +9,11 @@ ever, where Python's SIGTERM ends it. `watch(handler)` names that handler; aroun
 three signals are blocked in the forking thread (`os.register_at_fork`), and in the child each
 one the handler answers is set back (SIGTERM and SIGHUP to their default action, SIGINT to
 `KeyboardInterrupt`) before they are unblocked: one sent meanwhile is delivered then, as Python
-would deliver it. Its only state is that handler and the signal masks of the forks under way;
-it never prints.
+would deliver it. One the parent was sent meanwhile is taken there and sent again by a thread
+of its own (`warmcli.interrupted.send_again`), so that it is answered once the fork has
+returned: unblocked in the at-fork function, its handler's `KeyboardInterrupt` was raised in
+it, where Python only prints it ("Exception ignored"), and the stop was lost. Its only state is
+that handler and the signal masks of the forks under way; it never prints.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import _thread
 import os
 import signal
 from typing import Any
+
+from warmcli.interrupted import send_again
 
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _HANDLER: list[Any] = []  # `interrupt_on_signals`' handler, in the process that installed it
@@ -47,7 +52,16 @@ def _after(child: bool) -> None:
                 python = signal.default_int_handler if stop == signal.SIGINT else signal.SIG_DFL
                 signal.signal(stop, python)
         _HANDLER.clear()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return
+    takes = hasattr(signal, "sigtimedwait")  # (not on macOS: answered here, as before)
+    held = [s for s in STOPS if takes and s in signal.sigpending() and s not in mask]
+    for stop in held:  # (taken: unblocked here, its handler would raise inside this function)
+        signal.sigtimedwait([stop], 0)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for stop in held:
+        if not send_again(stop):
+            os.kill(os.getpid(), stop)
 
 
 if hasattr(os, "register_at_fork"):

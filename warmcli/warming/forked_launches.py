@@ -4,15 +4,16 @@ Python 3.14): each child's memory is its own, so what it compiles is neither sto
 verified, and the pass says so (`note`) rather than call a bundle complete that lacks it.
 
 `watching(runtimes, extra)`, around a pass's run of the workload, opens a pipe the children
-inherit; in a child forked meanwhile (`os.register_at_fork`), each of the pass's runtimes (those
-it was given, and the host runtime it made for the workload: `extra`'s) has its `retired` gate
-(asked first at each launch and tune: `warmcli.runtime.runtime`) chained with one that writes
-the child's pid into the pipe at its first launch or tune there (where its descriptor is still
-that pipe: a child that closed it may hold a file of its own under that number), and the launch
-goes on as it would. As the pass's run ends the pipe is read (never waited on): the pids of the
-children that launched (a run says them once: `note`'s `also`, the later passes that saw some).
-A `spawn` or `forkserver` worker inherits no memory and no pipe: it is not seen (README). Its
-only state is the pass watched now and its pipe (`_WATCHED`); it never prints."""
+inherit (where no descriptor is left, `ulimit -n`, the pass runs unwatched); in a child forked
+meanwhile (`os.register_at_fork`), each of the pass's runtimes (those it was given, and the host
+runtime it made for the workload: `extra`'s) has its `retired` gate (asked first at each launch
+and tune: `warmcli.runtime.runtime`) chained with one that writes the child's pid into the pipe
+at its first launch or tune there (where its descriptor is still that pipe: a child that closed
+it may hold a file of its own under that number), and the launch goes on as it would. As the
+pass's run ends the pipe is read (never waited on): the pids of the children that launched (a
+run says them once: `note`'s `also`, the later passes that saw some). A `spawn` or `forkserver`
+worker inherits no memory and no pipe: it is not seen (README). Its only state is the pass
+watched now and its pipe (`_WATCHED`); it never prints."""
 
 from __future__ import annotations
 
@@ -36,7 +37,11 @@ def watching(runtimes: Sequence[Runtime], extra: Any = None) -> Iterator[list[in
     forked meanwhile that launched or tuned on the pass's runtimes (`extra`: its
     `Companions`, whose runtimes are those made during the pass)."""
     launched: list[int] = []
-    read, write = map(_high, os.pipe())  # never 0, 1 or 2: a workload may have closed those
+    try:
+        read, write = map(_high, os.pipe())  # never 0, 1 or 2: a workload may have closed those
+    except OSError:  # no descriptor left (`ulimit -n`): the pass runs unwatched, not refused
+        yield launched
+        return
     os.set_blocking(read, False)
     os.set_blocking(write, False)  # a child never waits on a full pipe: its line is dropped
     every = lambda: [*runtimes, *(extra.runtimes if extra is not None else ())]  # noqa: E731

@@ -1,0 +1,31 @@
+"""What a `BundleError` says of a write the disk refused for want of room (`disk_full`): the
+bundle's disk full (`warmcli.errors.DISK_FULL`), or, where SQLite keeps its temporary files on
+another disk with less room, that folder and the variable that moves it. It owns no state,
+never writes and never prints; it only asks the file system how much room is left."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from warmcli.errors import DISK_FULL
+
+
+def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:
+    """`DISK_FULL`, of the bundle at `path`; or of `temp`'s folder, where SQLite keeps its
+    temporary files (a sort too large for memory, a VACUUM's copy; `temp` says that folder and
+    the variable that moves it: `warmcli.config.sqlite_temp_dir`) where that is on another
+    disk with less room left, and under 64 MiB: a full TMPDIR is said so, not as the
+    bundle's disk."""
+    here = os.path.dirname(path) or "."
+    tmp, variable = temp()
+    try:
+        mine, theirs = os.statvfs(here), os.statvfs(tmp)
+        other = os.stat(tmp).st_dev != os.stat(here).st_dev
+    except OSError:
+        return DISK_FULL
+    left = theirs.f_bavail * theirs.f_frsize  # (a quota on the bundle's disk: blamed there)
+    if other and left < min(mine.f_bavail * mine.f_frsize, 64 << 20):
+        room = f"set {variable} to a folder with room"
+        return f"{DISK_FULL} where SQLite keeps its temporary files ({tmp}: {room})"
+    return DISK_FULL
