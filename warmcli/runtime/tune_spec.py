@@ -264,6 +264,9 @@ def _stable(name: str, value: Any) -> Any:
             "leaves most of them out, so arrays that differ would share one tune: key on "
             "its shape or a digest of its bytes instead"
         )
+    if isinstance(value, np.ndarray) and value.dtype.hasobject:  # an array inside, abbreviated
+        for part in value.flat:
+            _stable(name, part)
     text = str(value)  # what `default=str` gave: a numpy scalar's or dtype's own text
     if _ADDRESS in text:
         raise _unstable(name, value, text)
@@ -277,7 +280,8 @@ def _default(value: Any) -> Any:
     differ past them would share one tune; a float16 or float32 array's, or complex64's,
     as float64 or complex128 writes its values: its own shortest digits, `[0.1]`, were
     float64's `[0.1]`, another value; printed under numpy's default options, whatever the
-    process set), anything else its `str`."""
+    process set; a 0-d one of a number as that number, an empty one of 2 or more dimensions
+    as its shape: numpy prints each `[]`), anything else its `str`."""
     if isinstance(value, np.bool_ | np.integer | np.floating):
         return value.item()
     if isinstance(value, set | frozenset):
@@ -286,6 +290,10 @@ def _default(value: Any) -> Any:
         kind, size = value.dtype.kind, value.dtype.itemsize
         if (kind == "f" and size < 8) or (kind == "c" and size < 16):
             value = value.astype(np.float64 if kind == "f" else np.complex128)
+        if not value.ndim and kind in "biuf" and value.dtype.itemsize <= 8:
+            return value.item()  # a 0-d array of a number: the number, as a numpy number
+        if not value.size and value.ndim > 1:  # numpy prints every empty array `[]`
+            return f"[shape={value.shape}]"
         with np.printoptions(**_PRINT):  # not the process's (`np.set_printoptions`)
             return np.array2string(value) if value.ndim else str(value)
     return str(value)
