@@ -5,6 +5,9 @@ An empty array printed `[]` whatever its shape: `np.zeros((0, 3))` and `np.zeros
 shared a tune; a 0-d array printed its number as a str, `[np.array(3)]` keyed as `["3"]`;
 an object array holding an array of more than 1,000 elements printed it abbreviated
 (`...`), so two that differ shared a tune, and was not refused as such an array alone is.
+A complex64 scalar printed its own shortest digits, complex128's of another value; a
+longdouble array printed `[0.1]` as float64's `[0.1]` does (another value), and a longdouble
+scalar was refused as "nested too deeply".
 """
 
 from __future__ import annotations
@@ -45,3 +48,19 @@ def test_an_object_array_holding_an_abbreviated_array_is_refused() -> None:
     small = np.array([None, 1], dtype=object)
     small[0] = np.arange(5)
     assert "..." not in key_text("t", [small])  # a small one keys as before
+
+
+def test_a_complex64_scalar_keys_apart_from_the_complex128_its_digits_spell() -> None:
+    assert key_text("t", [np.complex64(0.1 + 1j)]) != key_text("t", [np.complex128(0.1 + 1j)])
+    assert key_text("t", [np.complex64(0.5 + 1j)]) == '["(0.5+1j)"]'  # stop 42's, kept
+
+
+def test_a_longdouble_float64_cannot_hold_is_refused_naming_the_tunable() -> None:
+    tenth = np.longdouble(1) / np.longdouble(10)
+    if tenth == np.longdouble(0.1):  # (a platform whose longdouble is float64)
+        pytest.skip("longdouble is float64 here")
+    for value in ([tenth], [np.array([tenth])], {"a": np.array([tenth, 1])}, tenth):
+        with pytest.raises(TuneSpecError, match=r"tunable t: .*float64 cannot hold"):
+            key_text("t", value)
+    half = np.longdouble(0.5)  # one float64 holds keys as float64's
+    assert key_text("t", [half, np.array([half])]) == key_text("t", [0.5, np.array([0.5])])
