@@ -7,10 +7,15 @@ an object array holding an array of more than 1,000 elements printed it abbrevia
 (`...`), so two that differ shared a tune, and was not refused as such an array alone is.
 A complex64 scalar printed its own shortest digits, complex128's of another value; a
 longdouble array printed `[0.1]` as float64's `[0.1]` does (another value), and a longdouble
-scalar was refused as "nested too deeply".
+scalar was refused as "nested too deeply". An object array holding a set printed it in
+its strings' hash order: a key different in every process (no bundle served it).
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,3 +69,27 @@ def test_a_longdouble_float64_cannot_hold_is_refused_naming_the_tunable() -> Non
             key_text("t", value)
     half = np.longdouble(0.5)  # one float64 holds keys as float64's
     assert key_text("t", [half, np.array([half])]) == key_text("t", [0.5, np.array([0.5])])
+
+
+_SET_IN_ARRAY = """
+import numpy as np
+from warmcli.runtime.tune_spec import key_text
+h = np.array([None, 1], dtype=object)
+h[0] = {"alpha", "beta", "gamma", "delta", "eps"}
+try:
+    print(key_text("t", [[h]]))
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_an_object_array_holding_a_set_is_refused_not_keyed_apart_in_each_process() -> None:
+    root = str(Path(__file__).resolve().parents[1])
+    outs = set()
+    for seed in ("1", "2", "3"):
+        env = {"PYTHONHASHSEED": seed, "PYTHONPATH": root}
+        run = subprocess.run([sys.executable, "-c", _SET_IN_ARRAY], env=env, text=True,
+                             capture_output=True, check=True)  # fmt: skip
+        outs.add(run.stdout.strip())
+    [out] = outs  # the same in every process: refused, naming the tunable
+    assert out.startswith("TuneSpecError tunable t: key= gave an object array holding a set")

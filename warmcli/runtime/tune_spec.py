@@ -266,6 +266,7 @@ def _stable(name: str, value: Any) -> Any:
             "its shape or a digest of its bytes instead"
         )
     if isinstance(value, np.ndarray) and value.dtype.hasobject:  # an array inside, abbreviated
+        _orderless(name, value)
         for part in value.flat:
             _stable(name, part)
     if isinstance(value, np.inexact | np.ndarray):
@@ -274,6 +275,25 @@ def _stable(name: str, value: Any) -> Any:
     if _ADDRESS in text:
         raise _unstable(name, value, text)
     return text
+
+
+def _orderless(name: str, part: Any) -> None:
+    """A `TuneSpecError` naming the tunable where object array `part` holds a set (in a
+    list, dict or array in it too): numpy prints its repr, in an order of its strings'
+    hashes, different in every process."""
+    if isinstance(part, set | frozenset):
+        raise TuneSpecError(
+            f"tunable {name}: key= gave an object array holding a {type(part).__name__}, "
+            "which numpy prints in no order the same in every process: key on a sorted "
+            "tuple of it"
+        )
+    if isinstance(part, dict):
+        part = [*part.keys(), *part.values()]
+    if isinstance(part, np.ndarray) and part.dtype.hasobject:
+        part = part.flat
+    if isinstance(part, list | tuple | np.flatiter):
+        for each in part:
+            _orderless(name, each)
 
 
 def _wide(name: str, value: Any) -> Any:
@@ -310,6 +330,8 @@ def _default(value: Any) -> Any:
         return _set_text("", value)
     if isinstance(value, np.ndarray):
         kind = value.dtype.kind
+        if value.dtype.hasobject:
+            _orderless("", value)
         if not value.ndim and kind in "biuf" and value.dtype.itemsize <= 8:
             return value.item()  # a 0-d array of a number: the number, as a numpy number
         if not value.size and value.ndim > 1:  # numpy prints every empty array `[]`
