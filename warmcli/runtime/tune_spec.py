@@ -4,7 +4,8 @@ A tune key must come out the same in `warm run` and in every production process,
 bundle never serves it. This module renders the inputs (`describe_input`; `inputs_text`
 names the tunable and input it cannot read), a `key=` callable's value (`key_text`, its
 ints written as an input's, `key_ints`: a value whose text is a default object repr,
-holding a memory address, or a set of no stable order is refused with a `TuneSpecError`;
+holding a memory address, a set of no stable order, or a longdouble float64 cannot hold
+is refused with a `TuneSpecError`;
 a str that another value's text is (`"1"`, or inside a list a set's `"{'a'}"`), or that
 starts with the tag, is tagged `str:` as `warmcli.runtime.key_tags` says, so two values never
 share a key) and a `check=` spec (`check_identity`:
@@ -264,10 +265,52 @@ def _stable(name: str, value: Any) -> Any:
             "leaves most of them out, so arrays that differ would share one tune: key on "
             "its shape or a digest of its bytes instead"
         )
+    if isinstance(value, np.ndarray) and value.dtype.hasobject:  # an array inside, abbreviated
+        _orderless(name, value)
+        for part in value.flat:
+            _stable(name, part)
+    if isinstance(value, np.inexact | np.ndarray):
+        _wide(name, value)  # (raises where float64 cannot hold it)
     text = str(value)  # what `default=str` gave: a numpy scalar's or dtype's own text
     if _ADDRESS in text:
         raise _unstable(name, value, text)
     return text
+
+
+def _orderless(name: str, part: Any) -> None:
+    """A `TuneSpecError` naming the tunable where object array `part` holds a set (in a
+    list, dict or array in it too): numpy prints its repr, in an order of its strings'
+    hashes, different in every process."""
+    if isinstance(part, set | frozenset):
+        raise TuneSpecError(
+            f"tunable {name}: key= gave an object array holding a {type(part).__name__}, "
+            "which numpy prints in no order the same in every process: key on a sorted "
+            "tuple of it"
+        )
+    if isinstance(part, dict):
+        part = [*part.keys(), *part.values()]
+    if isinstance(part, np.ndarray) and part.dtype.hasobject:
+        part = part.flat
+    if isinstance(part, list | tuple | np.flatiter):
+        for each in part:
+            _orderless(name, each)
+
+
+def _wide(name: str, value: Any) -> Any:
+    """A numpy float or complex (array) as float64 (complex128) holds it: a narrower one
+    widened (its own shortest digits are another float64's), a wider one (`longdouble`,
+    whose digits and size differ from machine to machine) narrowed where float64 holds its
+    values, else a `TuneSpecError` naming the tunable."""
+    kind, size = value.dtype.kind, value.dtype.itemsize
+    if kind not in "fc" or size == (8 if kind == "f" else 16):
+        return value
+    wide = value.astype(np.float64 if kind == "f" else np.complex128)
+    if size > (8 if kind == "f" else 16) and not np.array_equal(wide, value, equal_nan=True):
+        raise TuneSpecError(
+            f"tunable {name}: key= gave a {value.dtype} value float64 cannot hold, whose "
+            "text differs from machine to machine: key on float(x) or its text (str)"
+        )
+    return wide
 
 
 def _default(value: Any) -> Any:
@@ -277,15 +320,22 @@ def _default(value: Any) -> Any:
     differ past them would share one tune; a float16 or float32 array's, or complex64's,
     as float64 or complex128 writes its values: its own shortest digits, `[0.1]`, were
     float64's `[0.1]`, another value; printed under numpy's default options, whatever the
-    process set), anything else its `str`."""
+    process set; a 0-d one of a number as that number, an empty one of 2 or more dimensions
+    as its shape: numpy prints each `[]`), anything else its `str`."""
+    if isinstance(value, np.inexact | np.ndarray):
+        value = _wide("", value)
     if isinstance(value, np.bool_ | np.integer | np.floating):
         return value.item()
     if isinstance(value, set | frozenset):
         return _set_text("", value)
     if isinstance(value, np.ndarray):
-        kind, size = value.dtype.kind, value.dtype.itemsize
-        if (kind == "f" and size < 8) or (kind == "c" and size < 16):
-            value = value.astype(np.float64 if kind == "f" else np.complex128)
+        kind = value.dtype.kind
+        if value.dtype.hasobject:
+            _orderless("", value)
+        if not value.ndim and kind in "biuf" and value.dtype.itemsize <= 8:
+            return value.item()  # a 0-d array of a number: the number, as a numpy number
+        if not value.size and value.ndim > 1:  # numpy prints every empty array `[]`
+            return f"[shape={value.shape}]"
         with np.printoptions(**_PRINT):  # not the process's (`np.set_printoptions`)
             return np.array2string(value) if value.ndim else str(value)
     return str(value)
