@@ -197,4 +197,8 @@ def test_an_arrays_key_is_the_same_whatever_numpys_print_options_in_the_process(
         assert np.get_printoptions()["sign"] == "+"  # (the process's own, kept)
     with np.printoptions(legacy="1.13"):
         assert [key_text("t", v) for v in values] == plain
+    # (where nan and inf print as numpy's defaults the options are handed to array2string
+    # rather than set around it: the same text whatever else the process set)
+    with np.printoptions(sign="+", floatmode="fixed", precision=2, suppress=True, edgeitems=1):
+        assert [key_text("t", v) for v in values] == plain
     assert plain[0] == '["[ 1.5 -2.   nan]"]'  # stop 42's text under numpy's defaults

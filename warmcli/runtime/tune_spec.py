@@ -38,6 +38,14 @@ _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print t
 _PRINT = {"edgeitems": 3, "threshold": _WHOLE, "floatmode": "unique", "precision": 8,
           "suppress": False, "linewidth": 75, "nanstr": "nan", "infstr": "inf", "sign": "-",
           "formatter": None, "legacy": False}  # fmt: skip
+# `_PRINT` as `np.array2string`'s own arguments: all but the marks it reads from the options
+_ARRAY2STRING = {"max_line_width": 75, "precision": 8, "suppress_small": False, "formatter": None,
+                 "threshold": _WHOLE, "edgeitems": 3, "sign": "-", "floatmode": "unique",
+                 "legacy": False}  # fmt: skip
+
+_MARKS = ("nan", "inf", None)  # what `np.array2string` reads of the options, as `_PRINT` has it
+
+
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
 MAX_NAME = 4096  # characters of a name a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`)
 MAX_TUNE_ROW = 4 << 20  # bytes of a tune's candidates a bundle reads (`MAX_PACKED_BYTES`)
@@ -336,6 +344,9 @@ def _default(value: Any) -> Any:
             return value.item()  # a 0-d array of a number: the number, as a numpy number
         if not value.size and value.ndim > 1:  # numpy prints every empty array `[]`
             return f"[shape={value.shape}]"
+        now = np.get_printoptions()
+        if value.ndim and (now["nanstr"], now["infstr"], now.get("override_repr")) == _MARKS:
+            return np.array2string(value, **_ARRAY2STRING)  # (the block below: ~6 µs more)
         with np.printoptions(**_PRINT):  # not the process's (`np.set_printoptions`)
             return np.array2string(value) if value.ndim else str(value)
     return str(value)
