@@ -107,7 +107,8 @@ def test_a_push_redirected_elsewhere_says_the_redirect_refused_once(
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip()
     assert line == f"warm: error: {redirecting[1]}: redirect to {redirecting[0]} refused " + (
-        "(http:// is taken only for this machine (localhost, 127.0.0.1))"
+        "(http:// is taken only for this machine (localhost, or a loopback address: "
+        "127.0.0.1, ::1))"
     ), line
 
 

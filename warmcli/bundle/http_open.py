@@ -31,7 +31,7 @@ from warmcli.bundle.location import endpoint
 from warmcli.errors import RemoteError
 from warmcli.printable import printable
 
-PLAIN = "http:// is taken only for this machine (localhost, 127.0.0.1)"
+PLAIN = "http:// is taken only for this machine (localhost, or a loopback address: 127.0.0.1, ::1)"
 
 
 class Deadline:
