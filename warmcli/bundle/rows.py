@@ -11,7 +11,8 @@ retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listi
 `warmcli.bundle.oversize.each_named`). Its only state is this process's id (`_PROCESS`), a reader's
 rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`), and a lock it
 waited out once, read-only (`_locked`: no read waits again while `lock_probe.free` finds it held);
-it never decides what is served, and opens only a forked child's own connection (`_conn`)."""
+it never decides what is served, and opens only a forked child's own connection (`_conn`). A `-wal`
+found beside the file as a read starts is judged first (`_settle`: SQLite would open its `-shm`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
+from warmcli.bundle.journal import check_wal_files
 from warmcli.bundle.lock_probe import free
 from warmcli.errors import REMOVED, BundleError, BundleLocked
 from warmcli.once import once
@@ -123,12 +125,6 @@ class _KernelKeys(dict[int, str]):
         return key
 
 
-def _is_open(conn: sqlite3.Connection) -> bool:  # (a closed one refuses even to say what it has)
-    with contextlib.suppress(sqlite3.ProgrammingError):
-        return conn.total_changes >= 0  # (read only to learn whether it is closed)
-    return False
-
-
 class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
@@ -138,6 +134,7 @@ class RowReader:
     _connection: sqlite3.Connection
     _pid: int  # the process `_connection` was opened in
     _ident: tuple[int, int]  # the (device, inode) of the file it opened
+    _wal: str  # the `-wal` beside the file it opened (a link to the bundle followed)
     _lock: threading.RLock
     _other_file: Callable[[], None]  # a forked child opened another file (`SignedRows`)
     _locked: str | None = None  # read-only, waited for `LOCK_WAIT_SECONDS` once: not while held
@@ -160,6 +157,7 @@ class RowReader:
     @_conn.setter
     def _conn(self, connection: sqlite3.Connection) -> None:
         self._connection, self._pid = connection, _PROCESS[0]
+        self._wal = f"{os.path.realpath(self.fspath)}-wal"  # the one SQLite opens (`_settle`)
 
     def _close_connection(self) -> None:  # (a forked child's inherited one is never used: `_conn`)
         with self._lock:
@@ -174,15 +172,13 @@ class RowReader:
 
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
-        """Hold the connection, with SQLite refusing (as an error) to load any value longer
-        than `limit` bytes, so no hostile value is loaded whole; a writer's has warm roll back
-        a journal planted since its open (`settle_journal`), never SQLite, unchecked."""
+        """Hold the connection, settled (`_settle`), with SQLite refusing (as an error) to load
+        any value longer than `limit` bytes, so no hostile value is loaded whole."""
         with self._lock, _sqlite_errors(self.fspath):
             if self._locked is not None and not free(self._conn):  # held still: a miss, unwaited
                 raise BundleLocked(self._locked)
             self._locked = None  # (free since: read, and waited for as before)
-            if self.writable and not self._conn.in_transaction:
-                settle_journal(self.fspath, sides=False)
+            self._settle() if not self._conn.in_transaction else None
             before = self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
             try:
                 yield
@@ -191,6 +187,11 @@ class RowReader:
                 raise
             finally:
                 self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+
+    def _settle(self) -> None:
+        """Before a read transaction: a `-wal` found is judged (SQLite opens it), a journal too."""
+        check_wal_files(self.fspath) if os.path.lexists(self._wal) else None
+        settle_journal(self.fspath, sides=False) if self.writable else None
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._reading():
@@ -207,14 +208,13 @@ class RowReader:
         """Every read inside sees one state of the file (one read transaction): a writer's
         commit waits until it ends, so what is read together agrees (nested: the outer's)."""
         with self._lock, _sqlite_errors(self.fspath):
-            if self.writable and not self._conn.in_transaction:
-                settle_journal(self.fspath, sides=False)  # (as `_reading` does)
+            self._settle() if not self._conn.in_transaction else None  # (as `_reading`)
             self._conn.execute("SAVEPOINT snapshot")  # outermost, deferred: read takes the lock
             try:
                 yield
             finally:  # closed meanwhile (a listing closed after its bundle): nothing to end
-                if _is_open(self._conn) and self._conn.in_transaction:
-                    self._conn.execute("RELEASE snapshot")  # nothing written; outermost: it ends
+                with contextlib.suppress(sqlite3.ProgrammingError):  # (a closed one says so)
+                    self._conn.execute("RELEASE snapshot") if self._conn.in_transaction else None
 
     @property
     def _kernel_key(self) -> Callable[[int], str]:
