@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 from full_disk import limited, one_line
 
 from warmcli.bundle.store import Bundle
@@ -50,6 +52,8 @@ def test_a_shm_link_planted_after_the_open_is_never_written(
 
 BIG_KERNELS = r'''
 import os
+import subprocess
+import sys
 from warmcli import Kernel
 
 SOURCE = """
@@ -90,3 +94,38 @@ def test_a_write_the_disk_refuses_past_sqlites_cache_leaves_no_journal(
     assert "nothing was written, the bundle is unchanged" in line, line
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
     assert bundle.read_bytes() == before
+
+
+LATE_FIFO = """
+import os, sys
+from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
+
+bundle = Bundle.open(sys.argv[1])
+key = [k.key for k in bundle.kernels()][0]
+os.mkfifo(sys.argv[1] + "-journal")
+try:
+    bundle.kernel(key)
+except BundleError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_fifo_journal_planted_after_the_open_never_hangs_a_reader(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A FIFO planted as the `-journal` of a bundle a process had open read-only: SQLite's
+    look for a hot journal at its next read opened the FIFO, which never returned (the
+    process hung for good, Ctrl-C unheard). Now the read is refused in one line."""
+    _, good = made
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(good.read_bytes())
+    script = tmp_path / "late.py"
+    script.write_text(LATE_FIFO)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(bundle)],
+        capture_output=True, text=True, timeout=30, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "b.warm-journal is not a regular file" in proc.stdout, proc.stdout

@@ -12,7 +12,7 @@ retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listi
 rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`), and a lock it
 waited out once, read-only (`_locked`: no read waits again while `lock_probe.free` finds it held);
 it never decides what is served, and opens only a forked child's own connection (`_conn`). A `-wal`
-found beside the file as a read starts is judged first (`_settle`: SQLite would open its `-shm`)."""
+or `-journal` found beside the file as a read starts is judged first (`_settle`)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
-from warmcli.bundle.journal import check_wal_files
+from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.lock_probe import free
 from warmcli.errors import REMOVED, BundleError, BundleLocked
 from warmcli.once import once
@@ -41,10 +41,8 @@ if TYPE_CHECKING:
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
 MAX_TEXT_CHARS = 4 << 20  # labels, compile logs, shape keys, JSON documents
-KERNEL_COLUMNS = (
-    "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
-    "compile_log, seconds"
-)
+KERNEL_COLUMNS = "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components"
+KERNEL_COLUMNS += ", compile_log, seconds"
 MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
 KEPT_KERNEL_KEYS = 1 << 16  # interned kernel keys an open bundle keeps read
 READ_BATCH = 256  # rows fetched at a time while a listing streams
@@ -134,7 +132,7 @@ class RowReader:
     _connection: sqlite3.Connection
     _pid: int  # the process `_connection` was opened in
     _ident: tuple[int, int]  # the (device, inode) of the file it opened
-    _wal: str  # the `-wal` beside the file it opened (a link to the bundle followed)
+    _real: str  # the file it opened (a link to it followed): its `-wal` is SQLite's
     _lock: threading.RLock
     _other_file: Callable[[], None]  # a forked child opened another file (`SignedRows`)
     _locked: str | None = None  # read-only, waited for `LOCK_WAIT_SECONDS` once: not while held
@@ -157,7 +155,7 @@ class RowReader:
     @_conn.setter
     def _conn(self, connection: sqlite3.Connection) -> None:
         self._connection, self._pid = connection, _PROCESS[0]
-        self._wal = f"{os.path.realpath(self.fspath)}-wal"  # the one SQLite opens (`_settle`)
+        self._real = os.path.realpath(self.fspath)  # beside it, the files SQLite opens (`_settle`)
 
     def _close_connection(self) -> None:  # (a forked child's inherited one is never used: `_conn`)
         with self._lock:
@@ -189,9 +187,11 @@ class RowReader:
                 self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
     def _settle(self) -> None:
-        """Before a read transaction: a `-wal` found is judged (SQLite opens it), a journal too."""
-        check_wal_files(self.fspath) if os.path.lexists(self._wal) else None
-        settle_journal(self.fspath, sides=False) if self.writable else None
+        """Before a read transaction: a `-wal` or `-journal` found is judged (SQLite opens it)."""
+        path = self.fspath  # (a FIFO's open never returns; a link's file, a hard one, is written)
+        check_wal_files(path) if os.path.lexists(f"{self._real}-wal") else None
+        if self.writable or os.path.lexists(f"{self._real}-journal"):  # a writer's: rolled back
+            settle_journal(path, sides=False) if self.writable else check_journal(path)
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._reading():
