@@ -11,7 +11,8 @@ retried, streamed `READ_BATCH` rows at a time) names as a `BundleError` (a listi
 `warmcli.bundle.oversize.each_named`). Its only state is this process's id (`_PROCESS`), a reader's
 rows to skip (`skip_rows`: those no listing can read, `warmcli.bundle.unreadable`), and a lock it
 waited out once, read-only (`_locked`: no read waits again while `lock_probe.free` finds it held);
-it never decides what is served, and opens only a forked child's own connection (`_conn`)."""
+it never decides what is served, and opens only a forked child's own connection (`_conn`). A `-wal`
+or `-journal` found beside the file as a read starts is judged first (`_settle`)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
+from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.lock_probe import free
 from warmcli.errors import REMOVED, BundleError, BundleLocked
 from warmcli.once import once
@@ -39,10 +41,8 @@ if TYPE_CHECKING:
 MAX_BLOB_BYTES = 256 << 20  # a binary larger than this is not a kernel
 MAX_NAME_CHARS = 4096  # keys, devices, arches, entries, symbols, toolchains, operations
 MAX_TEXT_CHARS = 4 << 20  # labels, compile logs, shape keys, JSON documents
-KERNEL_COLUMNS = (
-    "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components, "
-    "compile_log, seconds"
-)
+KERNEL_COLUMNS = "key, device, backend, arch, entry, label, symbol, sha256, toolchain, components"
+KERNEL_COLUMNS += ", compile_log, seconds"
 MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer text (UTF-8)
 KEPT_KERNEL_KEYS = 1 << 16  # interned kernel keys an open bundle keeps read
 READ_BATCH = 256  # rows fetched at a time while a listing streams
@@ -123,12 +123,6 @@ class _KernelKeys(dict[int, str]):
         return key
 
 
-def _is_open(conn: sqlite3.Connection) -> bool:  # (a closed one refuses even to say what it has)
-    with contextlib.suppress(sqlite3.ProgrammingError):
-        return conn.total_changes >= 0  # (read only to learn whether it is closed)
-    return False
-
-
 class RowReader:
     """Reads of an open bundle's rows: bounded, retried, streamed a batch at a time, each
     row parsed (`Bundle` and its `BundleAdmin` derive from it; `Bundle` opens `_conn`)."""
@@ -138,6 +132,7 @@ class RowReader:
     _connection: sqlite3.Connection
     _pid: int  # the process `_connection` was opened in
     _ident: tuple[int, int]  # the (device, inode) of the file it opened
+    _real: str  # the file it opened (a link to it followed): its `-wal` is SQLite's
     _lock: threading.RLock
     _other_file: Callable[[], None]  # a forked child opened another file (`SignedRows`)
     _locked: str | None = None  # read-only, waited for `LOCK_WAIT_SECONDS` once: not while held
@@ -160,6 +155,7 @@ class RowReader:
     @_conn.setter
     def _conn(self, connection: sqlite3.Connection) -> None:
         self._connection, self._pid = connection, _PROCESS[0]
+        self._real = os.path.realpath(self.fspath)  # beside it, the files SQLite opens (`_settle`)
 
     def _close_connection(self) -> None:  # (a forked child's inherited one is never used: `_conn`)
         with self._lock:
@@ -174,15 +170,13 @@ class RowReader:
 
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
-        """Hold the connection, with SQLite refusing (as an error) to load any value longer
-        than `limit` bytes, so no hostile value is loaded whole; a writer's has warm roll back
-        a journal planted since its open (`settle_journal`), never SQLite, unchecked."""
+        """Hold the connection, settled (`_settle`), with SQLite refusing (as an error) to load
+        any value longer than `limit` bytes, so no hostile value is loaded whole."""
         with self._lock, _sqlite_errors(self.fspath):
             if self._locked is not None and not free(self._conn):  # held still: a miss, unwaited
                 raise BundleLocked(self._locked)
             self._locked = None  # (free since: read, and waited for as before)
-            if self.writable and not self._conn.in_transaction:
-                settle_journal(self.fspath, sides=False)
+            self._settle() if not self._conn.in_transaction else None
             before = self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
             try:
                 yield
@@ -191,6 +185,13 @@ class RowReader:
                 raise
             finally:
                 self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+
+    def _settle(self) -> None:
+        """Before a read transaction: a `-wal` or `-journal` found is judged (SQLite opens it)."""
+        path = self.fspath  # (a FIFO's open never returns; a link's file, a hard one, is written)
+        check_wal_files(path) if os.path.lexists(f"{self._real}-wal") else None
+        if self.writable or os.path.lexists(f"{self._real}-journal"):  # a writer's: rolled back
+            settle_journal(path, sides=False) if self.writable else check_journal(path)
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
         with self._reading():
@@ -207,14 +208,13 @@ class RowReader:
         """Every read inside sees one state of the file (one read transaction): a writer's
         commit waits until it ends, so what is read together agrees (nested: the outer's)."""
         with self._lock, _sqlite_errors(self.fspath):
-            if self.writable and not self._conn.in_transaction:
-                settle_journal(self.fspath, sides=False)  # (as `_reading` does)
+            self._settle() if not self._conn.in_transaction else None  # (as `_reading`)
             self._conn.execute("SAVEPOINT snapshot")  # outermost, deferred: read takes the lock
             try:
                 yield
             finally:  # closed meanwhile (a listing closed after its bundle): nothing to end
-                if _is_open(self._conn) and self._conn.in_transaction:
-                    self._conn.execute("RELEASE snapshot")  # nothing written; outermost: it ends
+                with contextlib.suppress(sqlite3.ProgrammingError):  # (a closed one says so)
+                    self._conn.execute("RELEASE snapshot") if self._conn.in_transaction else None
 
     @property
     def _kernel_key(self) -> Callable[[int], str]:
