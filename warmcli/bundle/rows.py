@@ -187,10 +187,10 @@ class RowReader:
                 self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
     def _settle(self) -> None:
-        """Before a read transaction: a `-wal` or `-journal` found is judged (SQLite opens it)."""
+        """Before a read transaction: a `-wal` or `-journal` found (`os.access`: C) is judged."""
         path = self.fspath  # (a FIFO's open never returns; a link's file, a hard one, is written)
-        check_wal_files(path) if os.path.lexists(f"{self._real}-wal") else None
-        if self.writable or os.path.lexists(f"{self._real}-journal"):  # a writer's: rolled back
+        check_wal_files(path) if os.access(f"{self._real}-wal", 0, follow_symlinks=False) else None
+        if self.writable or os.access(f"{self._real}-journal", 0, follow_symlinks=False):
             settle_journal(path, sides=False) if self.writable else check_journal(path)
 
     def _all(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
