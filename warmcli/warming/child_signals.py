@@ -24,8 +24,8 @@ import signal
 from typing import Any
 
 from warmcli.interrupted import send_again
+from warmcli.warming.stop_signals import STOPS
 
-STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _HANDLER: list[Any] = []  # `interrupt_on_signals`' handler, in the process that installed it
 _MASKS: dict[int, set[signal.Signals]] = {}  # each forking thread's mask before the fork
 

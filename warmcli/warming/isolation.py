@@ -63,11 +63,9 @@ from warmcli.warming.crashes import (
     exit_crash_line,
 )
 from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
-from warmcli.warming.stop_signals import mark_stop_sent
+from warmcli.warming.stop_signals import STOPS, mark_stop_sent
 from warmcli.warming.worker_names import make_folder, remove_folder
 
-# What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
 Output = Callable[[], contextlib.AbstractContextManager[Any]]
 
@@ -339,7 +337,7 @@ def run_isolated(
                 on_exit_end(exit_code_line(ended))
             return seen.code & 0xFF
         number = os.WTERMSIG(status)
-        if interrupted or number in STOP_SIGNALS:
+        if interrupted or number in STOPS:
             return WorkerCrash(number, seen.during, True, seen.stored)
         if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
             if on_exit_end is not None:
@@ -390,4 +388,4 @@ def interrupt_on_signals() -> None:
 def _heeded() -> list[int]:
     """SIGINT, SIGTERM and SIGHUP, less any this process was started ignoring (`nohup`, a
     background job of a non-interactive shell): those stay ignored, as Python leaves them."""
-    return [s for s in STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN]
+    return [s for s in STOPS if signal.getsignal(s) != signal.SIG_IGN]

@@ -40,7 +40,7 @@ def _called_for_stop(frame: FrameType) -> bool:
         extra = values.get(code.co_varnames[code.co_argcount + code.co_kwonlyargcount])
         args += list(extra) if isinstance(extra, tuple) else []
     return any(
-        type(number) is int and number in _STOPS and interrupted is caller
+        type(number) is int and number in STOPS and interrupted is caller
         for number, interrupted in itertools.pairwise(args)
     )
 
@@ -69,4 +69,5 @@ def stopped_if_sent(pid: int) -> None:
         raise KeyboardInterrupt
 
 
-_STOPS = frozenset({int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)})
+# What stops a run: Ctrl-C, a stop (`kill`, a container's), a hangup (a closed terminal).
+STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
