@@ -28,7 +28,7 @@ import itertools
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -59,11 +59,7 @@ def note_refused(exc: E) -> E:
     where a process pool's task ends by it, its parent keeps it as it arrives, `warmcli.errors`)."""
     with contextlib.suppress(Exception):  # (an exception class that takes no attributes)
         exc.refused_by_pass = True  # type: ignore[attr-defined]
-    pools = sys.modules.get("concurrent.futures.thread")
-    code = getattr(getattr(getattr(pools, "_WorkItem", None), "run", None), "__code__", None)
-    frame = sys._getframe(1) if code is not None else None
-    while frame is not None and frame.f_code is not code:
-        frame = frame.f_back
+    frame = _running({_code("concurrent.futures.thread", "_WorkItem.run")})
     future = getattr(frame.f_locals.get("self"), "future", None) if frame is not None else None
     del frame
     if isinstance(future, Future):
@@ -109,12 +105,9 @@ _SENDS = (
 def sending_a_failure() -> bool:
     """Whether this thread, a process pool's worker, pickles a task's failure for its parent now
     (its sending frame on this stack: one that raised, not one that returned what it caught)."""
-    named = ((sys.modules.get(module), name, failed) for module, name, failed in _SENDS)
-    codes = {getattr(getattr(m, n, None), "__code__", None): failed for m, n, failed in named}
-    frame: Any = sys._getframe(1)
-    while frame is not None and frame.f_code not in codes:
-        frame = frame.f_back
-    return frame is not None and bool(codes[frame.f_code](frame.f_locals))
+    sends = {_code(module, name): failed for module, name, failed in _SENDS}
+    frame = _running(sends)
+    return frame is not None and bool(sends[frame.f_code](frame.f_locals))
 
 
 # Where a process pool's worker wraps what a task raised (`e`, local to that frame) before it
@@ -126,16 +119,30 @@ def carry_in_failure(exc: BaseException) -> None:
     """Where this thread, a process pool's worker, wraps a task's failure that holds `exc` in its
     chain (raised from it or while handling it) but is not `exc`, `exc` is set on that failure
     (`_warm_refused`): only the failure is pickled for the parent, without its chain."""
-    codes = {getattr(getattr(sys.modules.get(m), n, None), "__code__", None) for m, n in _WRAPS}
-    frame: Any = sys._getframe(1)
-    while frame is not None and frame.f_code not in codes:
-        frame = frame.f_back
+    frame = _running({_code(module, name) for module, name in _WRAPS})
     raised = frame.f_locals.get("e") if frame is not None else None
     del frame
     if isinstance(raised, BaseException) and raised is not exc:
         with contextlib.suppress(Exception):  # (a failure that takes no attributes: as before)
             if found_in(raised, lambda each: each is exc) is not None:
                 raised.__dict__.setdefault("_warm_refused", exc)
+
+
+def _code(module: str, name: str) -> Any:
+    """The code of `name` (a function, or `Class.method`) in `module`, where it is loaded."""
+    found: Any = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return getattr(found, "__code__", None)
+
+
+def _running(codes: Container[Any]) -> Any:
+    """The nearest frame on this thread's stack, above its caller's, that runs one of `codes`
+    (a pool's own function: Python's pools are read, never patched); None where none does."""
+    frame: Any = sys._getframe(2)
+    while frame is not None and frame.f_code not in codes:
+        frame = frame.f_back
+    return frame
 
 
 def ended_by_refused() -> BaseException | None:
