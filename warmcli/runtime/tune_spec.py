@@ -38,12 +38,10 @@ _WHOLE = 1000  # elements of an array keyed by its text (numpy's default print t
 _PRINT = {"edgeitems": 3, "threshold": _WHOLE, "floatmode": "unique", "precision": 8,
           "suppress": False, "linewidth": 75, "nanstr": "nan", "infstr": "inf", "sign": "-",
           "formatter": None, "legacy": False}  # fmt: skip
-# `_PRINT` as `np.array2string`'s own arguments: all but the marks it reads from the options
-_ARRAY2STRING = {"max_line_width": 75, "precision": 8, "suppress_small": False, "formatter": None,
-                 "threshold": _WHOLE, "edgeitems": 3, "sign": "-", "floatmode": "unique",
-                 "legacy": False}  # fmt: skip
-
-_MARKS = ("nan", "inf", None)  # what `np.array2string` reads of the options, as `_PRINT` has it
+# `_PRINT` as `np.array2string`'s own arguments, and the marks it reads from the options only
+_NAMED = {"linewidth": "max_line_width", "suppress": "suppress_small"}  # (its argument's names)
+_ARRAY2STRING = {_NAMED.get(k, k): v for k, v in _PRINT.items() if k not in ("nanstr", "infstr")}
+_MARKS = (_PRINT["nanstr"], _PRINT["infstr"], None)  # (and no `override_repr`)
 
 
 _ADDRESS = " at 0x"  # in an object's default repr: `<app.Cfg object at 0x7f...>`
