@@ -15,29 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from held_lock import WORKLOAD
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
 HOLD_SECONDS = 6.0  # the holder's lock: a process acting on the signal only then fails the test
 PROMPT = 2.0  # seconds from the signal to the exit: the short SQLite waits between checks
-
-WORKLOAD = """
-import contextlib
-import os
-from warmcli import Kernel
-
-DEVICE = "host"
-SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = (double)i / (DIV) + 0.5; }"
-
-
-def workload(rt):
-    outs = []
-    for d in os.environ.get("DIVS", "3").split(","):
-        o = rt.buffer(17, "float64")
-        rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": d}), o, 17)
-        outs.append(o)
-    return outs
-"""
 
 # A raw sqlite3 writer holding the exclusive lock, its journal written, for `argv[2]` seconds.
 HOLD = """
