@@ -365,9 +365,14 @@ if mark:
 """
 
 
-def _wait_for(path: Path, seconds: float) -> None:
+def _wait_for(path: Path, seconds: float, run: subprocess.Popen[str] | None = None) -> None:
+    """Until `path` exists; an assertion after `seconds`, or as soon as `run` has ended
+    (with what it said). The bound is generous: under CI's load a Dask worker's start and a
+    shard's took more than 30 s."""
     deadline = time.monotonic() + seconds
     while not path.exists():
+        if run is not None and run.poll() is not None:
+            raise AssertionError(f"warm run ended first ({run.returncode}): {run.communicate()}")
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.1)
 
@@ -390,7 +395,7 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
     )  # fmt: skip
     worker = run = None
     try:
-        _wait_for(file, 30)
+        _wait_for(file, 120)
         time.sleep(0.5)  # (the file written whole)
         worker = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
@@ -404,7 +409,7 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
              address],
             env=warm.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        _wait_for(mark, 30)
+        _wait_for(mark, 120, run)
         os.killpg(scheduler.pid, signal.SIGKILL)
         out, err = run.communicate(timeout=30)
     finally:
