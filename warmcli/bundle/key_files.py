@@ -1,8 +1,8 @@
 """Signing key files: a new key pair (`warm keygen`), whether a private key's file is open
 to other users (`open_to_others`: the CLI warns of it where it signs), where any user may
 replace a trusted public key (`open_to_writers`: warned of once per process), and whether
-what was given for a key file's path is a key's own text (`key_text`: never shown, and
-taken out of a message by `unshown_keys`).
+what was given for a key file's path is a key's own text (`key_text`, from
+`warmcli.bundle.unshown`: never shown).
 
 `warmcli.bundle.signing` reads keys and signs with them; both reach the `cryptography`
 package (extra `sign`) through `crypto`, which imports it on first use only. It owns no
@@ -12,12 +12,11 @@ state and never prints.
 from __future__ import annotations
 
 import os
-import re
 import stat
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle.unshown import key_text
 from warmcli.errors import SignatureError
 from warmcli.home import write_new
 
@@ -33,48 +32,6 @@ def crypto() -> Any:
             "signing needs the 'cryptography' package: pip install 'warmcli[sign]'"
         ) from None
     return serialization, ed25519
-
-
-# A PEM key's base64 body alone (a CI secret kept without its BEGIN and END lines): a long
-# run of base64 naming no file, mixing cases and digits (a sha256 in hex is none), or the
-# start every Ed25519 key's DER has (PKCS8, SPKI).
-_BODY = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
-_DER = ("MC4CAQAwBQYDK2Vw", "MCowBQYDK2Vw")
-
-
-def key_text(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` is a key's text given in a key file's place (`--key "$(cat ci.key)"`,
-    a CI secret handed over in a variable, with or without its PEM lines, or any text of
-    lines): never shown, a private key would reach a log."""
-    text = os.fspath(path)
-    return "\n" in text or holds_key(text)
-
-
-def holds_key(text: str) -> bool:
-    """Whether `text` holds a key's text: a PEM line, an Ed25519 key's DER start, or a line
-    that is a key's base64 body (see `_BODY`); a path with a newline alone holds none."""
-    if any(mark in text for mark in ("-----BEGIN", "KEY-----", *_DER)):
-        return True
-    mixed = ("[a-z]", "[A-Z]", "[0-9]")  # a key's base64 mixes them all; hex never does
-    return any(
-        _BODY.fullmatch(line)
-        and all(re.search(chars, line) for chars in mixed)
-        and not os.path.lexists(line)
-        for line in text.replace("\\n", "\n").splitlines()
-    )
-
-
-def unshown_keys(message: str, texts: Iterable[str | None]) -> str:
-    """`message` with each of `texts` (a command's arguments, `WARM_TRUSTED_KEYS`' entries)
-    that holds a key's text (`holds_key`) not shown; where any line of it is left (a parser's
-    message cut or escaped it), the whole message is one saying only that key text was given."""
-    for text in texts:
-        if text and holds_key(text):
-            message = message.replace(text, "(key text, not shown)")
-            for line in text.replace("\\n", "\n").splitlines():
-                if len(line.strip()) >= 16 and line.strip() in message:
-                    return "key text given where a path belongs (not shown)"
-    return message
 
 
 def open_to_others(path: str | os.PathLike[str]) -> int | None:

@@ -38,9 +38,10 @@ from typing import Any, Protocol
 from warmcli import config
 from warmcli.bundle.file import read_start
 from warmcli.bundle.key_files import crypto as _crypto
-from warmcli.bundle.key_files import key_text, open_to_writers
+from warmcli.bundle.key_files import open_to_writers
 from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
+from warmcli.bundle.unshown import key_text
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import BundleError, SignatureError, TrustedKeyWarning  # (re-exported)
 from warmcli.records import Record

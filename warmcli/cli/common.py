@@ -31,6 +31,7 @@ import typer
 
 from warmcli import config
 from warmcli.bundle.location import withheld
+from warmcli.bundle.unshown import unshown_keys  # (a private key's text: never shown)
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
 from warmcli.printable import escaped_within, printable_lines
@@ -220,8 +221,6 @@ def json_requested() -> bool:
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
     newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
-    from warmcli.bundle.key_files import unshown_keys  # (a private key's text: never shown)
-
     given = (*sys.argv[1:], config.bundle(), config.home())
     message = withheld(str(message).strip(), given)  # (a URL's secret, a path's spelling too)
     message = unshown_keys(message, (*given, *(config.trusted_keys() or ())))
