@@ -96,8 +96,7 @@ class _Production:
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
         self.looked = False  # the environment and the default bundle were consulted
-        # misses the last close had to write back and did not (an exit cut it short, say)
-        self.unstored = 0
+        self.unstored = 0  # misses the last close had to write back and did not (cut short)
         self.notes_from = 0  # the default collector's notes before: not the report's
 
     def _bundle(self) -> Bundle | None:
@@ -158,10 +157,10 @@ class _Production:
                 self.reopening = Reopening(whole, lambda: opener(whole, write, keys), exc)
             return None
 
-    def _report(self) -> ProductionReport:
+    def _report(self, read: bool = True) -> ProductionReport:
         from warmcli.production_report import report_of
 
-        return report_of(self)
+        return report_of(self, read)
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
@@ -230,6 +229,7 @@ class _Production:
 
 _STATE = _Production()
 renew_on_fork(_STATE, "lock")
+WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock
 
 
 def _forked() -> None:
@@ -347,9 +347,6 @@ def _own(device: str) -> Runtime:
         return rt
 
 
-WRITE_BACK_WAIT_SECONDS = 60.0  # the most a write-back waits for another writer's lock
-
-
 def report(*, at_exit: bool = False) -> ProductionReport:
     """What this process compiled or tuned that the bundle lacked; `at_exit`: print it then."""
     with _STATE.lock:
@@ -373,7 +370,7 @@ def in_warms_command() -> None:
 
 
 def _at_exit() -> None:
-    final, stop = None, None
+    final, stop, wanted = None, None, False
     try:
         with _STATE.lock:
             wanted = (_STATE.report_at_exit or config.report()) and not _STATE.command
@@ -384,6 +381,9 @@ def _at_exit() -> None:
         # at exit there is no caller to raise to: one line instead (Ctrl-C: "interrupted"),
         # unless every miss was stored before it (only last-used times were not moved)
         why, stop = (str(exc), None) if isinstance(exc, BundleError) else ("interrupted", exc)
+        if wanted and final is None:  # cut short as it was made: again, reading no bundle
+            with contextlib.suppress(KeyboardInterrupt, SystemExit), _STATE.lock:
+                final = _STATE._report(read=False)
         if _STATE.unstored and final is None:
             sys.stderr.write(f"warm: could not write back into the bundle: {printable(why)}\n")
         elif _STATE.unstored and final is not None:

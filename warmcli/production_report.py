@@ -234,16 +234,18 @@ def misses_of(rt: Runtime) -> list[Miss]:
     return kernels + tunes
 
 
-def report_of(state: Any) -> ProductionReport:
+def report_of(state: Any, read: bool = True) -> ProductionReport:
     """The report of `state`, production's one object (`warmcli.production._Production`: its
-    lock held), as `report()` hands it out and `WARM_REPORT` prints it."""
+    lock held), as `report()` hands it out and `WARM_REPORT` prints it; `read` False: the
+    bundle is not read (its signatures: `signed` False), as at exit once an interrupt cut the
+    first report short there (a SIGTERM while a writer's lock was waited for)."""
     from warmcli.bundle import served
 
     misses = list(state.closed_misses)
     for rt in state.runtimes.values():
         misses += state._own_misses(rt)
     misses = list(dict.fromkeys(misses))  # a close cut short (SIGTERM) kept them in use too
-    signed = state.write and bool(misses) and served.signed(state.bundle)
+    signed = read and state.write and bool(misses) and served.signed(state.bundle)
     # what runtimes closed meanwhile did cold since (those collected since, then the others)
     kernels, tunes = map(sum, zip((0, 0), *list(state.gone), strict=True))
     for rt, (then_kernels, then_tunes) in list(state.closed.items()):
