@@ -62,3 +62,44 @@ def test_a_sigterm_while_the_exit_report_reads_the_bundle_still_prints_it(
     assert "\n  kernel z44 on host (key " in err, err
     assert "could not write back" not in err, err
     assert not os.path.exists(f"{served}-journal")
+
+
+SLOW_WORKER = """
+import signal, sys
+import numpy as np
+import warmcli
+from warmcli import Kernel
+
+signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(0))  # as a gunicorn worker
+rt = warmcli.runtime()
+rt.launch(Kernel("void z44(float *y) { y[0] = 7; }", "z44", "P"), rt.upload(np.zeros(1, "f4")))
+"""
+
+
+def test_a_worker_stopped_in_its_only_compile_does_not_say_it_wrote_it_back(
+    warm: Warm, tmp_path: Path, served: Path
+) -> None:
+    """A worker SIGTERMed (a deploy) while it compiled the one kernel its bundle lacked said
+    `lacked 1 kernel(s) ...; this process compiled and tuned them itself (written back into
+    it):`, then `kernel z44 (compile interrupted: nothing stored)`: nothing was written."""
+    from test_production_trial30b import SLOW_CC
+
+    cc = tmp_path / "slowcc"
+    (tmp_path / "slowcc.c").write_text(SLOW_CC)
+    subprocess.run(["cc", "-o", str(cc), str(tmp_path / "slowcc.c")], check=True)
+    (tmp_path / "worker.py").write_text(SLOW_WORKER)
+    env = dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=str(served), WARM_CC=str(cc))
+    env.update(WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
+    proc = subprocess.Popen(
+        [sys.executable, "worker.py"], cwd=tmp_path, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    pids = Path(f"{cc}.pids")
+    while not pids.exists() and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "\n  kernel z44 (compile interrupted: nothing stored) on host (key " in err, err
+    assert "written back into it" not in err, err
+    assert "compiled and tuned them itself (none of them stored: each says why):\n" in err, err

@@ -139,6 +139,8 @@ class ProductionReport(Record, frozen=False):
                 then = self._rewarm()
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
+            elif all(m.name.endswith(UNSTORED) for m in self.misses):  # cut short or failed
+                then = "none of them stored: each says why"
             else:
                 then = "written back into it"
                 if self.signed:
@@ -220,6 +222,10 @@ def tune_pick(tune: TuneRecord) -> str:
     failed = sum(c.status == "failed" for c in tune.candidates)
     shown += [f"{failed} failed"] if failed else []
     return text + ("; " + ", ".join(shown) if shown else "")
+
+
+# how the name of a miss that left nothing to store ends (`misses_of`, `KernelCache.missed`)
+UNSTORED = (": nothing stored)", ": nothing compiled)")
 
 
 def misses_of(rt: Runtime) -> list[Miss]:
