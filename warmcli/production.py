@@ -383,7 +383,7 @@ def _at_exit() -> None:
         why, stop = (str(exc), None) if isinstance(exc, BundleError) else ("interrupted", exc)
         if wanted and final is None:  # cut short as it was made: again, reading no bundle
             with contextlib.suppress(KeyboardInterrupt, SystemExit), _STATE.lock:
-                final = _STATE._report(read=False)
+                _STATE.unstored, final = _STATE._pending(), _STATE._report(read=False)
         if _STATE.unstored and final is None:
             sys.stderr.write(f"warm: could not write back into the bundle: {printable(why)}\n")
         elif _STATE.unstored and final is not None:
