@@ -7,8 +7,10 @@ printed a traceback from warm's exit handler and ended 0. Real processes in subp
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,107 @@ def test_a_stops_code_ends_the_write_back_as_python_ends_it_in_the_main_code(
     )
     warm = _python(tmp_path, ends)
     assert (warm.returncode, warm.stderr) == (plain.returncode, plain.stderr)  # 0.0: was 0
+
+
+SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / 7.0; }"
+WORKLOAD = f"""
+from warmcli import Kernel
+DEVICE = "host"
+def workload(rt):
+    rt.launch(Kernel("{SRC}", "fill", "Pi"), rt.buffer(8, "float64"), 8)
+"""
+
+
+def _warm(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "warmcli", *args],
+        env=_env(tmp),
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+# A service whose thread reads the bundle (a kernel's first launch) while another process holds
+# the bundle's lock, as its main thread forks: the fork waits for that read (`warmcli.forking`),
+# and the stop signal sent meanwhile lands in that wait. `HANDLER`: the service's own SIGTERM
+# handler (`sys.exit(3)`, counted), else Ctrl-C's `KeyboardInterrupt`.
+FORKS = """
+import os, signal, sys, threading, time
+import warmcli
+from warmcli import Kernel
+calls = []
+if os.environ.get("HANDLER"):
+    def stop(signum, frame):
+        calls.append(signum)
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, stop)
+rt = warmcli.runtime("host")
+SRC = os.environ["SRC"].replace("7.0", "DIV")  # a kernel the bundle lacks: its first launch reads
+print("ready", flush=True)
+sys.stdin.readline()  # the bundle's lock is held now
+def read():
+    rt.launch(Kernel(SRC, "fill", "Pi", defines={"DIV": "9.0"}), rt.buffer(8, "float64"), 8)
+threading.Thread(target=read, daemon=True).start()
+time.sleep(0.3)
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(5)
+    print("went on", flush=True)
+finally:
+    print("handler called", len(calls), flush=True)
+"""
+
+HOLDS = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+time.sleep(2)
+c.execute("ROLLBACK")
+"""
+
+
+@pytest.mark.parametrize("handler", ["", "sys.exit(3)"])
+def test_a_stop_sent_as_a_fork_waits_for_a_bundle_read_is_not_lost(
+    tmp_path: Path, handler: str
+) -> None:
+    bundle = tmp_path / "b.warm"
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    made = _warm(tmp_path, "run", "w.py", "-b", str(bundle), "-q")
+    assert made.returncode == 0, made.stderr
+    env = dict(_env(tmp_path), WARM_BUNDLE=str(bundle), HANDLER="1" if handler else "", SRC=SRC)
+    service = subprocess.Popen(
+        [sys.executable, "-c", FORKS],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert service.stdout is not None and service.stdout.readline() == "ready\n"  # bundle open
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDS, str(bundle)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert service.stdin is not None
+        service.stdin.write("\n")
+        service.stdin.flush()
+        time.sleep(0.8)  # in the fork's wait for the reading thread
+        service.send_signal(signal.SIGTERM if handler else signal.SIGINT)
+        out, err = service.communicate(timeout=30)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "went on" not in out, err  # was: "Exception ignored in: <function _before ...>"
+    assert "Exception ignored" not in err, err
+    if handler:
+        assert (service.returncode, out) == (3, "handler called 1\n"), err  # called once
+    else:
+        assert service.returncode == -signal.SIGINT, err  # as Python ends it
+        assert err.endswith("KeyboardInterrupt\n") and out == "handler called 0\n", err
