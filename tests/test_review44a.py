@@ -161,3 +161,45 @@ def test_a_stop_sent_as_a_fork_waits_for_a_bundle_read_is_not_lost(
     else:
         assert service.returncode == -signal.SIGINT, err  # as Python ends it
         assert err.endswith("KeyboardInterrupt\n") and out == "handler called 0\n", err
+
+
+# A workload with a SIGINT handler of its own that exits (`sys.exit()`), stopped by Ctrl-C at a
+# terminal: SIGINT to the whole group, so its worker gets it twice (from the terminal, and from
+# the supervisor that forwards it), the second as warm answers the first.
+OWN_HANDLER = """
+import os, signal, sys, time
+from warmcli import Kernel
+DEVICE = "host"
+def stop(signum, frame):
+    sys.exit()
+signal.signal(signal.SIGINT, stop)
+def workload(rt):
+    rt.launch(Kernel("void f(double *o, int n) { }", "f", "Pi"), rt.buffer(4, "float64"), 4)
+    print("worker", os.getpid(), flush=True)
+    time.sleep(30)
+"""
+
+
+def test_a_workloads_exiting_stop_handler_called_twice_still_stops_the_run(tmp_path: Path) -> None:
+    (tmp_path / "w.py").write_text(OWN_HANDLER)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"],
+        env=_env(tmp_path),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert run.stdout is not None
+    worker = int(run.stdout.readline().split()[1])
+    os.killpg(run.pid, signal.SIGINT)  # Ctrl-C
+    for _ in range(30):  # and again, as warm answers it (the supervisor's forwarded one)
+        time.sleep(0.002)
+        try:
+            os.kill(worker, signal.SIGINT)
+        except ProcessLookupError:
+            break
+    out = run.communicate(timeout=60)[0]
+    assert run.returncode == 130, out  # was 0, nothing said: a stopped run said to succeed
+    assert out.splitlines()[-1].startswith("warm: interrupted"), out
