@@ -174,7 +174,11 @@ def _hold_stops() -> None:
         came.append(signum)
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    replaced = {s: h for s in stops if callable(h := signal.getsignal(s))}
+    replaced = {  # (not a hold's of `warmcli.interrupted`, which only notes one as well)
+        s: h
+        for s in stops
+        if callable(h := signal.getsignal(s)) and not hasattr(h, "_warm_replaced")
+    }
     _taken.stops = (replaced, note, came)
     _swap({s: note for s in replaced})
 
