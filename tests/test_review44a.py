@@ -12,8 +12,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import Warm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -203,3 +205,40 @@ def test_a_workloads_exiting_stop_handler_called_twice_still_stops_the_run(tmp_p
     out = run.communicate(timeout=60)[0]
     assert run.returncode == 130, out  # was 0, nothing said: a stopped run said to succeed
     assert out.splitlines()[-1].startswith("warm: interrupted"), out
+
+
+# A workload's forked child that ends by what it raises out of the entry, as Python ends a
+# process so: `END`, its last statement.
+CHILD_ENDS = """
+import os, sys
+DEVICE = "host"
+def workload(rt):
+    pid = os.fork()
+    if pid == 0:
+        exec(os.environ["END"])
+    print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+if __name__ == "__main__":
+    workload(None)
+"""
+
+
+@pytest.mark.parametrize(
+    "end", ["sys.exit(2**70)", "sys.exit(2**40 + 7)", "sys.exit('bye')", "raise KeyboardInterrupt"]
+)
+def test_a_forked_child_ends_as_python_ends_it(
+    forked: Any, warm: Warm, tmp_path: Path, end: str
+) -> None:
+    (tmp_path / "w.py").write_text(CHILD_ENDS)
+    env = dict(_env(tmp_path), END=end)
+    plain = subprocess.run(
+        [sys.executable, "w.py"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    warm.env["END"] = end
+    done = forked(warm)("run", tmp_path / "w.py", "-b", tmp_path / "b.warm", "-q", "--no-verify")
+    assert done.returncode == 0, done.stderr  # 2**70: the child ran on into warm's passes
+    expected = plain.stdout.splitlines()[0]  # child 255, child 7, child 1, child -2
+    assert done.stdout.splitlines()[:2] == [expected] * 2, done.stdout + done.stderr
+    if end == "sys.exit('bye')":
+        assert done.stderr.splitlines()[:2] == ["bye", "bye"], done.stderr  # was unsaid
+    else:
+        assert "Traceback" not in done.stderr, done.stderr  # was OverflowError's

@@ -115,11 +115,11 @@ def _asked(code: object) -> int | None:
     if code is None:
         return None
     if isinstance(code, int):
-        return _status(number) if (number := int.__int__(code)) != 0 else None
+        return exit_status(number) if (number := int.__int__(code)) != 0 else None
     return 1
 
 
-def _status(code: int) -> int:
+def exit_status(code: int) -> int:
     """The status CPython ends with for `sys.exit(code)`: C's `exit` of the code cut to a C
     int, -1 for one beyond a C long long (`SystemExit(2**70)`): 0 to 255."""
     return code & 0xFF if -(2**63) <= code < 2**63 else 0xFF
