@@ -121,14 +121,16 @@ pid = os.fork()
 if pid == 0:
     os._exit(0)
 os.waitpid(pid, 0)
+time.sleep(3)  # (the Ctrl-C, sent again by a thread as the fork returns, is answered here)
 print("forked")
 """
 
 
 def test_a_ctrl_c_while_a_fork_waits_releases_only_what_it_took() -> None:
-    """Ctrl-C while a fork waits for a bundle's lock ends the wait (Python reports it as
-    ignored in the hook: no hook can raise); the hook after the fork released the registry's
-    lock the interrupted wait never took ('RuntimeError: cannot release un-acquired lock')."""
+    """Ctrl-C while a fork waits for a bundle's lock ends the wait, and is raised as the fork
+    returns (review44a: it was raised in the hook, where Python only prints it, and lost); the
+    hook after the fork released the registry's lock the interrupted wait never took
+    ('RuntimeError: cannot release un-acquired lock')."""
     proc = subprocess.run(
         [sys.executable, "-c", CTRL_C_WHILE_A_FORK_WAITS],
         capture_output=True,
@@ -136,8 +138,8 @@ def test_a_ctrl_c_while_a_fork_waits_releases_only_what_it_took() -> None:
         cwd=ROOT,
         timeout=120,
     )
-    assert "forked" in proc.stdout, proc.stderr
-    assert "un-acquired" not in proc.stderr, proc.stderr
+    assert "forked" not in proc.stdout and proc.stderr.endswith("KeyboardInterrupt\n")
+    assert "un-acquired" not in proc.stderr and "ignored" not in proc.stderr, proc.stderr
 
 
 SERVE_COUNTING_GETPID = """

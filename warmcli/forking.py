@@ -22,18 +22,23 @@ importlib's, read where it keeps them; not found there, nothing is waited for), 
 import may lead to a bundle made and written, whose lock is then taken. An import of the
 user's own (not a module of warm's, not begun by warm's code) is never waited for: it may
 last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
+A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork's wait has its Python
+handler run in that wait, inside the fork's function, where what it raises is only printed:
+it is noted instead, ends the wait, and is sent again as the fork returns (`_hold_stops`).
 A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
 whose exit-time finalizer a forked child inherits: a worker forked while another thread
 compiled removed the folder at its own exit, under the parent's compiler. The objects are
 held weakly; a registration and a fork's look at the registry take
 `_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
-that registry only (and, per thread, the locks a fork took); it never forks, and writes
+that registry only (and, per thread, the locks a fork took and the stop signals' handlers
+its wait replaced); it never forks, and writes
 nothing else but the scratch folders (it reads importlib's module locks and the stacks of
 the threads holding one).
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import threading
@@ -112,13 +117,13 @@ def _before() -> None:
         for owner, name in held:
             seen[id(owner)] = owner
             lock = getattr(owner, name, None)
-            if lock is not None and lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            if lock is not None and (lock.acquire(blocking=False) or _waited_for(lock, deadline)):
                 taken.append(lock)
             elif lock is not None:  # another thread in SQLite still: the child must not be
                 _taken.missed = True  # (this thread's fork's: another's may run at once)
         _imports_ended(deadline)  # and again: one begun while the locks were waited for
         _REGISTRY.acquire()
-        if len(_HELD) <= len(seen) or time.monotonic() >= deadline:
+        if len(_HELD) <= len(seen) or time.monotonic() >= deadline or _stop_came():
             break
         _REGISTRY.release()  # one registered meanwhile: waited for too (a few rounds)
     else:
@@ -128,8 +133,83 @@ def _before() -> None:
 
 def _imports_ended(deadline: float) -> None:
     """Wait, until `deadline` at most, for no other thread to be importing for warm."""
-    while _importing_elsewhere() and time.monotonic() < deadline:
+    while _importing_elsewhere() and time.monotonic() < deadline and not _stop_came():
+        _hold_stops()
         time.sleep(0.001)
+
+
+def _waited_for(lock: Any, deadline: float) -> bool:
+    """`lock` taken, waiting until `deadline` at most, or until a stop signal comes (held
+    meanwhile, `_hold_stops`: the fork goes on at once, as `missed`, and the stop is answered
+    as it returns)."""
+    _hold_stops()
+    while (left := deadline - time.monotonic()) > 0 and not _stop_came():
+        if lock.acquire(timeout=min(left, 0.05)):
+            return True
+    return False
+
+
+def _stop_came() -> bool:
+    """Whether a stop signal came during this fork's wait (`_hold_stops`)."""
+    held = _taken.__dict__.get("stops")
+    return held is not None and bool(held[2])
+
+
+def _hold_stops() -> None:
+    """Before a fork's wait in the main thread (once per fork): each of SIGINT, SIGTERM and
+    SIGHUP that has a Python handler gets one that notes it instead, until the fork returns.
+    Python runs a handler in the main thread, here inside the fork's function, where what it
+    raises (Ctrl-C's `KeyboardInterrupt`, a server's `sys.exit`) is only printed ("Exception
+    ignored in ... _before") and the fork goes on: the stop was lost. One noted ends the wait;
+    in the parent the handlers are set back and each stop noted is sent again by a thread of
+    its own, answered by its handler (once) as the fork has returned; in the child they are
+    set back."""
+    if "stops" in _taken.__dict__ or threading.current_thread() is not threading.main_thread():
+        return
+    import signal
+
+    came: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        came.append(signum)
+
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    replaced = {  # (not a hold's of `warmcli.interrupted`, which only notes one as well)
+        s: h
+        for s in stops
+        if callable(h := signal.getsignal(s)) and not hasattr(h, "_warm_replaced")
+    }
+    _taken.stops = (replaced, note, came)
+    _swap({s: note for s in replaced})
+
+
+def _let_stops_go(parent: bool) -> None:
+    """After the fork: the handlers `_hold_stops` replaced set back; in the parent each stop
+    noted meanwhile sent again (from a thread: sent from here, its handler would raise here)."""
+    held = _taken.__dict__.pop("stops", None)
+    if held is None:
+        return
+    replaced, note, came = held
+    import signal
+
+    _swap({s: h for s, h in replaced.items() if signal.getsignal(s) is note})
+    for signum in dict.fromkeys(came) if parent else ():
+        try:
+            _thread.start_new_thread(os.kill, (os.getpid(), signum))
+        except RuntimeError:  # no thread to be had: answered here, as before
+            os.kill(os.getpid(), signum)
+
+
+def _swap(handlers: dict[int, Any]) -> None:
+    """Install `handlers` with their signals blocked in this thread meanwhile."""
+    import signal
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, handlers)
+    try:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _importing_elsewhere() -> bool:
@@ -184,6 +264,7 @@ def _after_in_parent() -> None:
     taken = _taken.__dict__.get("locks", [])
     while taken:
         taken.pop().release()
+    _let_stops_go(True)
 
 
 def _renew() -> None:
@@ -193,6 +274,7 @@ def _renew() -> None:
     _UNSAFE[0] = _UNSAFE[0] or getattr(_taken, "missed", False)  # (the forking thread's)
     _taken.missed = False
     _taken.__dict__.get("locks", []).clear()
+    _let_stops_go(False)
     for owner, names in list(_RENEWED.items()):
         for name in names:
             held = getattr(owner, name, None)

@@ -80,9 +80,8 @@ def end_as_stopped(stop: BaseException | None) -> None:
     if isinstance(stop, KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):
             exec(_RAISE)  # a constant: no outside text is executed
-    elif isinstance(stop, SystemExit) and stop.code not in (None, 0):
-        code = stop.code  # (a text's: 1, as `exit` ends with one, its text unprinted here)
-        sys.__dict__[_ENDS_AS] = _EndsAs(_status(code) if isinstance(code, int) else 1)
+    elif isinstance(stop, SystemExit) and (status := _asked(stop.code)) is not None:
+        sys.__dict__[_ENDS_AS] = _EndsAs(status)
     else:
         keep_sigint_exit()
 
@@ -109,7 +108,18 @@ class _EndsAs:
             self.end(self.code)
 
 
-def _status(code: int) -> int:
+def _asked(code: object) -> int | None:
+    """The failing status a `SystemExit` with `code` asks for, judged as CPython judges it (an
+    int by its own value, whatever its class overrides; anything else, a text, `0.0`, numpy's
+    `int64(0)`, 1, its text unprinted here), or None for `None` and 0: the main code's stays."""
+    if code is None:
+        return None
+    if isinstance(code, int):
+        return exit_status(number) if (number := int.__int__(code)) != 0 else None
+    return 1
+
+
+def exit_status(code: int) -> int:
     """The status CPython ends with for `sys.exit(code)`: C's `exit` of the code cut to a C
     int, -1 for one beyond a C long long (`SystemExit(2**70)`): 0 to 255."""
     return code & 0xFF if -(2**63) <= code < 2**63 else 0xFF

@@ -26,7 +26,9 @@ worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardI
 it on as the supervisor, its `atexit` functions run again with it). `interrupt_on_signals` makes
 SIGINT, SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` once (one landing
 where Python only prints it is sent again: `warmcli.interrupted`; one the workload catches, as
-pytest does, still ends the run once its entry returns: `stop_signals.stop_sent`).
+pytest does, still ends the run once its entry returns: `stop_signals.stop_sent`; the workload's
+own stop handler's `sys.exit` raised again as warm answers the first, a group's Ctrl-C forwarded
+too, is a stop, not that exit's code).
 
 State: the excluded candidates and the worker's journal, one of each per process (and the stub
 folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker that needs
@@ -63,7 +65,7 @@ from warmcli.warming.crashes import (
     exit_crash_line,
 )
 from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
-from warmcli.warming.stop_signals import STOPS, mark_stop_sent
+from warmcli.warming.stop_signals import STOPS, mark_stop_sent, stopped_by_signal
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
@@ -180,6 +182,8 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
         code = work()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if stopped_by_signal(exc):  # the workload's stop handler's, called again as `work`
+            code, unanswered = 130, True  # answered the first: a stop all the same (not 0)
     except KeyboardInterrupt:  # `work` said nothing of it: the supervisor says it
         code, unanswered = 130, True
     except BrokenPipeError:  # stdout's reader went away (`| head`): exit 1 as Python does

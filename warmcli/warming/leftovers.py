@@ -34,6 +34,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -53,6 +54,7 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
+from warmcli.interrupted import exit_status
 from warmcli.pool_tasks import ended_by_refused, found_in
 from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
@@ -252,32 +254,45 @@ def stdout_reader_gone() -> bool:
         return False
 
 
-def forked_child_ends(parent: int, code: int, said: str = "") -> None:
-    """A process the workload forked that returned (or raised, `code` 1) out of its entry
+def forked_child_ends(parent: int, end: int | BaseException, said: str = "") -> None:
+    """A process the workload forked that returned (or raised, `end` 1) out of its entry
     ends here, its output flushed: warm's passes and store are its parent's alone. What
     it raised is `said` on its stderr, in one line, as Python prints a dying process's
-    exception (the child's own last words: no parent reports them)."""
+    exception (the child's own last words: no parent reports them). `end` a `SystemExit`:
+    the status Python ends with for it (its code's, any int; a text's 1, the text said); a
+    `KeyboardInterrupt`: ended by SIGINT, as Python ends a process on one."""
     if os.getpid() != parent:
+        code = 1
+        if isinstance(end, SystemExit) and isinstance(end.code, int | None):
+            code = exit_status(end.code or 0)
+        elif isinstance(end, SystemExit):
+            with contextlib.suppress(Exception):  # (its str() may raise: said as Python does)
+                said = said or str(end.code)
+        elif isinstance(end, int):
+            code = exit_status(end)
         if said:
             with contextlib.suppress(Exception):
                 sys.stderr.write(printable(said) + "\n")
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
+        if isinstance(end, KeyboardInterrupt):
+            with contextlib.suppress(Exception):
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+                os.kill(os.getpid(), signal.SIGINT)
         os._exit(code)
 
 
 def import_ends_forked_child(parent: int, exc: BaseException | None, failure: str = "") -> None:
     """A process the workload forked at its import (not in its entry) ends as the import
-    returns (exit 0) or raises (`exc`: `sys.exit`'s code, else 1, `failure` said in one line),
-    as one forked in the entry does (`forked_child_ends`): it never goes on as a copy of the
-    worker, into warm's passes, store and report beside its parent."""
+    returns (exit 0) or raises (`exc`: `sys.exit`'s status, Ctrl-C's SIGINT, else 1, `failure`
+    said in one line), as one forked in the entry does (`forked_child_ends`): it never goes
+    on as a copy of the worker, into warm's passes, store and report beside its parent."""
     if exc is None:
         forked_child_ends(parent, 0)
-    elif isinstance(exc, SystemExit):
-        forked_child_ends(parent, exc.code if isinstance(exc.code, int) else exc.code is not None)
-    elif isinstance(exc, KeyboardInterrupt):
-        forked_child_ends(parent, 1)
+    elif isinstance(exc, SystemExit | KeyboardInterrupt):
+        forked_child_ends(parent, exc)
     else:
         forked_child_ends(parent, 1, f"warm: a process the workload forked raised: {failure}")
 

@@ -151,11 +151,11 @@ class Workload:
                 stopped_if_sent(pid)  # Ctrl-C the workload caught (pytest's): stopped, first
                 hook.ended()  # a thread ended by what only this pass refuses: its failure
                 forked_child_ends(pid, 0)
-        except (WorkloadError, KeyboardInterrupt):  # Ctrl-C stays an interruption
-            forked_child_ends(pid, 1)
+        except (WorkloadError, KeyboardInterrupt) as exc:  # Ctrl-C stays an interruption
+            forked_child_ends(pid, exc if isinstance(exc, KeyboardInterrupt) else 1)
             raise
         except SystemExit as exc:
-            forked_child_ends(pid, exc.code if isinstance(exc.code, int) else exc.code is not None)
+            forked_child_ends(pid, exc)
             if stopped_by_signal(exc) or stop_sent():  # its SIGTERM handler's sys.exit: stopped
                 raise KeyboardInterrupt from None
             raise WorkloadError(
