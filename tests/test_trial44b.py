@@ -117,3 +117,27 @@ def test_a_bundle_restored_into_another_checkout_path_serves_it(warm: Warm, tmp_
     assert verify.returncode == 1, verify.stdout + verify.stderr
     assert "miss: kernel f: headers" in verify.stdout, verify.stdout
     shutil.rmtree(roots[0])
+
+
+def test_one_include_folder_spelled_relative_and_absolute_keys_alike_at_two_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-I/builds/a/proj/include -Iinclude` (one folder named twice, its two spellings) kept
+    both checkouts' paths in the key: at another path it missed. Which named folders are one
+    is keyed instead (gcc drops a folder named twice), so `-I x -I y -isystem x` and `-I x -I
+    y -isystem z` still key apart (test_review35b)."""
+    source = '#include "val.h"\nvoid setv(float *x) { x[0] = VAL; }'
+    keys = []
+    for root in (tmp_path / "runner1" / "proj", tmp_path / "runner2" / "build" / "proj"):
+        (root / "include").mkdir(parents=True)
+        (root / "include" / "val.h").write_text("#define VAL 10\n")
+        (root / "other").mkdir()
+        (root / "other" / "val.h").write_text("#define VAL 10\n")
+        monkeypatch.chdir(root)
+        options = (f"-I{root / 'include'}", "-Iinclude")
+        keys.append(kernel_key(Kernel(source, "setv", "P", options=options), "x86_64", TOOLCHAIN))
+        other = (f"-I{root / 'include'}", "-Iother")  # two folders, files alike: not one
+        assert (
+            kernel_key(Kernel(source, "setv", "P", options=other), "x86_64", TOOLCHAIN) != keys[-1]
+        )
+    assert keys[0] == keys[1]
