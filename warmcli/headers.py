@@ -12,20 +12,21 @@ the working folder first, then as a quoted name is). It reads the `#include "...
 header found, however they are spelled (`%:include`, a comment or a line splice inside the
 directive: `warmcli.directives`), and resolves each name as the compiler does, in those folders (a
 quoted name in a header: that header's own folder first, its `..` where a link leads; then gcc's
-order, whatever the options' order: `-iquote` for quoted names only, `-I`, `-isystem`,
-`-idirafter`; `#include_next`: every file of its name along them); a relative folder is taken from
-the working folder. The digest is over each name as written and the sha256 of the file it resolved
-to (or that none was found: a header added later changes it), in the order they are reached; the
-folders' paths are not (`keyed_options` takes them out of the key's options), so a checkout at
-another path keys alike, unless a file reached there may compute with them (an `#include` or
-`__has_include` of a macro, which is not followed, `__FILE__`; a folder named twice: then they
-are). Headers not found there (the toolkit's, the system's) are left to the toolchain's identity.
-Bounded: at most `MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes.
-State: three per-process memos (each file's digest and includes, by (path, mtime_ns, size), of
-files unchanged in the last seconds; the includes of the last sources; the search orders of the
-last options): a kernel keyed again costs a lookup of each header; `covered`, what each digest
-made lately covers (`kernel_parts.header_files`; a header read first named by its path, not
-`HEADER_MARK`). It runs no compiler, writes nothing, never raises for a missing or unreadable file.
+order, whatever the options' order: `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`;
+`#include_next`: every file of its name along them); a relative folder is taken from the working
+folder. The digest is over each name as written and the sha256 of the file it resolved to (or that
+none was found: a header added later changes it), in the order they are reached; the folders' paths
+are not (`keyed_options` takes them out of the key's options), so a checkout at another path keys
+alike, unless a file reached there may compute with them (an `#include` or `__has_include` of a
+macro, which is not followed, `__FILE__`: then they are; for a folder named twice, which named
+folders are one). Headers not found there (the toolkit's, the system's) are left to the toolchain's
+identity. Bounded: at most `MAX_HEADERS` files, each hashed whole, scanned in its first
+`MAX_SCANNED` bytes. State: three per-process memos (each file's digest and includes, by (path,
+mtime_ns, size), of files unchanged in the last seconds; the includes of the last sources; the
+search orders of the last options): a kernel keyed again costs a lookup of each header; `covered`,
+what each digest made lately covers (`kernel_parts.header_files`; a header read first named by its
+path, not `HEADER_MARK`). It runs no compiler, writes nothing, never raises for a missing or
+unreadable file.
 """
 
 from __future__ import annotations
@@ -59,8 +60,7 @@ _AS_DIRAFTER = ("-idirafter", "--include-directory-after")
 MAX_HEADERS = 512
 MAX_SCANNED = 4 << 20
 _MAX_MEMO = 4096
-# A file changed this recently is read again each time: an edit within the clock's tick
-# can keep its mtime and its size.
+# A file changed this recently is read again each time (an edit may keep mtime and size).
 _SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
     r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
@@ -127,8 +127,7 @@ _JOINED_PRE_INCLUDES = ("-include", "-imacros")
 
 
 def _pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
-    """Each header `options` read before the source: the option that names it (its
-    position), that option's text before the name, and the name."""
+    """Each header `options` read before the source: its option's position, text before it, name."""
     found: list[tuple[int, str, str]] = []
     for at, (before, option) in enumerate(zip(("", *options), options, strict=False)):
         if type(option) is not str:
@@ -145,8 +144,7 @@ def _pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
 
 
 def pre_included(options: Sequence[object]) -> list[str]:
-    """The headers `options` have read before the source (`-include h`, `--pre-include=h`,
-    `--include=h`, `-includeh`, `-imacros h`)."""
+    """The headers `options` read first (`-include h`, `--pre-include=h`, `-imacros h`...)."""
     return [name for _, _, name in _pre_included_at(options)]
 
 
@@ -364,8 +362,8 @@ def headers_digest(
     seen: set[str] = set()
     written: list[str] = []
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
-    # may compute with its path (`BY_FOLDER`); so may a folder named twice (`-I x -isystem x`)
-    bound, shown_as = len({*map(os.path.realpath, folders)}) < len(folders), {}
+    # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
+    same, bound, shown_as = [*map(os.path.realpath, folders)], False, {}
     while pending:
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
@@ -393,6 +391,8 @@ def headers_digest(
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
         written += ["\0folders", *own]
+    elif len({*same}) < len(same):  # each folder as the first one that is the same folder
+        written += ["\0same folders", *(str(same.index(folder)) for folder in same)]
     digest = hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()
     for i, name in enumerate(pre[: len(written)]):  # keyed `<header>`, shown by its path
         written[i] = written[i].replace(HEADER_MARK, name, 1) if name in marked else written[i]

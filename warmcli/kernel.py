@@ -6,22 +6,22 @@ signature in `struct` letters (`P` pointer, `b B h H i I l L q Q` signed and uns
 to 64 bits, `?` bool, `e` float16 on CUDA only, `f` float32, `d` float64), the vocabulary PyCUDA's
 `prepare` uses too. The `kernel_key` over source, entry, parameter letters, language, options,
 defines, target architecture and toolchain identity decides a cache hit: any change is a different
-kernel, never a stale hit; its `name` is a label for people, in no key and in no compiled text.
-What a kernel is made of is checked where it is made (`Kernel(...)`, a `TypeError`/`ValueError`
-naming it): a `str` source, options as a sequence of `str`, defines as a mapping (or (name, value)
-pairs) of identifiers to a `str`, bool, int or float (numpy's too: a bool is 1 or 0, a number the
-Python number it holds). A host kernel whose options tune for the building CPU (`tunes_native`) is
-keyed with that CPU by its callers, in the toolchain identity they pass
-(`warmcli.backends.native`). For a kernel whose options name include folders (`-I`) or a header
-read first (`-include`), or that reaches a header in one its compiler takes from the environment
-(`CPATH`; NVRTC's system toolkit), or includes one by its absolute path, the key covers the headers
-it reaches there (`warmcli.headers`), by their names and content, not the include folders' paths
-(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`); nvcc's host
-compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest beside it
-(`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of the texts
-keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's text
-after its defines), and of whether a source includes a header by its path, and those variables,
-read once; it compiles nothing.
+kernel, never a stale hit; its `name` is a label for people, in no key and in no compiled text. What
+a kernel is made of is checked where it is made (`Kernel(...)`, a `TypeError`/`ValueError` naming
+it): a `str` source, options as a sequence of `str`, defines as a mapping (or (name, value) pairs)
+of identifiers to a `str`, bool, int or float (numpy's too: a bool is 1 or 0, a number the Python
+number it holds). A host kernel whose options tune for the building CPU (`tunes_native`) is keyed
+with that CPU by its callers, in the toolchain identity they pass (`warmcli.backends.native`). For a
+kernel whose options name include folders (`-I`) or a header read first (`-include`), or that
+reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system toolkit),
+or includes one by its absolute path, the key covers the headers it reaches there
+(`warmcli.headers`), by their names and content, not the include folders' paths (`keyed_options`),
+and the files a host kernel's options link (`warmcli.linked`: an object's or archive's content, not
+its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest
+beside it (`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
+the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content
+hash's text after its defines), and of whether a source includes a header by its path, and those
+variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ _KIND_NAMES = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex
 
 
 def dtype_name(found: np.dtype[Any]) -> str:
-    """`found.name`, which numpy makes in Python (~5 µs, the first ~20 µs: a buffer made
-    reads it twice), written here for a native builtin numeric dtype as numpy writes it:
-    its kind's name and its bits (`bool` none); numpy's own for any other."""
+    """`found.name` (numpy makes it in Python, ~5 µs) written here for a native builtin numeric
+    dtype as numpy writes it: its kind's name and its bits (`bool` none); numpy's for others."""
     if found.isbuiltin == 1:
         kind = _KIND_NAMES.get(found.kind)
         if kind is not None:
@@ -91,8 +90,7 @@ def accepted_letters() -> str:
     return ", ".join(f"{letter} ({what})" for letter, what in PARAM_DESCRIPTIONS.items())
 
 
-# The longest entry: its symbol (`warm_<key[:16]>_<entry>`, 22 characters more) within the
-# names a bundle holds (`warmcli.bundle.rows.MAX_NAME_CHARS`).
+# The longest entry: its symbol, 22 characters more, within `bundle.rows.MAX_NAME_CHARS`.
 MAX_ENTRY = 4096 - 22
 
 
@@ -169,8 +167,7 @@ class Kernel(Record):
         vars(self).update(options=given, defines=norm, name=name or entry)
 
     def define(self, name: str, default: str | None = None) -> str | None:
-        """The value of the define `name` as the compiler sees it (text), or `default`
-        when the kernel does not set it: `int(kernel.define("TILE") or 16)`."""
+        """Define `name`'s text as the compiler sees it, else `default`: `kernel.define("TILE")`."""
         return dict(self.defines).get(name, default)
 
     @_once
@@ -180,16 +177,19 @@ class Kernel(Record):
 
     @_once
     def keyed_options(self) -> tuple[str, ...]:
-        """Its options as its key takes them: an include folder's path out of them, and a
-        header's read first (`warmcli.headers.keyed_options`: keyed by content; where a file
-        reached may compute with their paths, the headers digest keys them); nvcc's host
-        compiler with its digest where it is a script (`keyed_host_compiler`)."""
+        """Its options as its key takes them: no path of an include folder, a header read first
+        (`warmcli.headers.keyed_options`: by content) or an object a host kernel links
+        (`warmcli.linked.placeless_options`); nvcc's host compiler with a script's digest."""
         options = self.options
         if self.language == "cuda":  # (a host kernel's process never imports the module)
             from warmcli.wrapper_script import keyed_host_compiler, names_host_compiler
 
             if names_host_compiler(options):
                 options = keyed_host_compiler(options)
+        elif any("/" in option for option in options):  # by content, not its checkout's path
+            from warmcli.linked import placeless_options
+
+            options = placeless_options(options)
         if self.names_include_folders or any(o.startswith(PRE_INCLUDE_PREFIXES) for o in options):
             from warmcli.headers import keyed_options
 

@@ -9,9 +9,14 @@ The key's options hold its path only, so an edited file was served the old build
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
 `-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there.
+An ELF relocatable object or a regular archive named so (a whole option or a `-Wl,` piece)
+is keyed by its content alone, its path `LINKED_MARK` in the key's options too
+(`placeless_options`, as ccache's base folder): no path of it reaches the binary, so a
+checkout at another path (a CI cache restored elsewhere) is served; a shared library (the
+binary may name it by that path) and a thin archive (its members found by path) keep it.
 Include folders, headers read first (`warmcli.headers` keys those by content), defines and
 what cc writes (`-o`, `-MF`) are not looked at, so the keys of kernels naming no such file
-are as before. State: one per-process memo of each file's digest by its stat stamp (path,
+are as before. State: one per-process memo of each file's digest (and kind) by its stat stamp (path,
 size, inode, mtime and ctime), of files unchanged in the last seconds. It never runs a
 compiler, never writes and never raises for a missing or unreadable file.
 """
@@ -39,6 +44,11 @@ _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler
 _MAX_MEMO = 1024
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
 _memo: dict[tuple[str, int, int, int, int], str] = {}
+# What a linked file keyed by its content alone is named in the key instead of its path.
+LINKED_MARK = "<linked file>"
+FOLDER_MARK = "<library folder>"  # and a library folder's instead of its path
+_ELF_REL = 1  # ELF's e_type of a relocatable object (`.o`)
+_kinds: dict[tuple[str, int, int, int, int], bool] = {}  # whether each is `_placeless`
 
 
 def _candidates(options: Sequence[str]) -> Iterator[str]:
@@ -60,6 +70,63 @@ def _candidates(options: Sequence[str]) -> Iterator[str]:
             yield token.split("=", 1)[1]
         if token.startswith("-T") and len(token) > 2:
             yield token[2:]
+
+
+def _placeless(path: str) -> bool:
+    """Whether the regular file at `path` is an ELF relocatable object or a regular (not
+    thin) archive: linked by its content, its path reaches no binary (memoized by its stat
+    stamp, as `_file_digest` is)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        stamp = (path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        if (known := _kinds.get(stamp)) is not None:
+            return known
+        with open(path, "rb") as fh:
+            head = fh.read(18)
+    except (OSError, ValueError):
+        return False
+    order = "little" if head[5:6] == b"\x01" else "big"
+    elf = len(head) == 18 and head[:4] == b"\x7fELF"
+    found = head.startswith(b"!<arch>\n") or (elf and int.from_bytes(head[16:], order) == _ELF_REL)
+    if len(_kinds) < _MAX_MEMO and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        _kinds[stamp] = found
+    return found
+
+
+def _folder_flag(token: str) -> str:
+    """The flag of a library folder `token` names (`-L/opt/lib`, `--library-path=...`), or ""."""
+    return next((f for f in ("-L", "--library-path=") if token.startswith(f) and token != f), "")
+
+
+def placeless_options(options: Sequence[str]) -> tuple[str, ...]:
+    """`options` as a host kernel's key takes them: each whole option or `-Wl,` piece that
+    names an object or regular archive by its absolute path (`_placeless`) `LINKED_MARK`, and
+    a library folder's absolute path (`-L`, `--library-path=`) `FOLDER_MARK`: the libraries
+    found there are keyed by name and content (the path of a value of `_NOT_FILES` kept)."""
+    keyed = list(options)
+    skip_next, before = False, ""
+    for at, option in enumerate(options):
+        wl = option.startswith("-Wl,")
+        pieces = option[4:].split(",") if option.startswith(_PIECES) else [option]
+        for i, token in enumerate(pieces):
+            if skip_next or token.startswith(_NOT_FILES):
+                preprocessor = option.startswith("-Wp,")
+                valued = token in _NOT_FILES and (preprocessor or token not in _FLAGS_ALONE)
+                skip_next = not skip_next and valued
+            elif not (wl or option == token):
+                pass
+            elif before == "-L" and os.path.isabs(token):
+                pieces[i] = FOLDER_MARK
+            elif os.path.isabs(token) and _placeless(token):
+                pieces[i] = LINKED_MARK
+            elif (flag := _folder_flag(token)) and os.path.isabs(token[len(flag) :]):
+                pieces[i] = flag + FOLDER_MARK
+            before = token
+        if wl or not option.startswith(_PIECES):
+            keyed[at] = "-Wl," + ",".join(pieces) if wl else pieces[0]
+    return tuple(keyed)
 
 
 def _file_digest(path: str) -> str | None:
@@ -136,10 +203,11 @@ def linked_digest(
     lines = []
     for text in _candidates(options):
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
-            lines.append(f"{text}\0{found}")
+            lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
     for library in _libraries(_linker_words(options) if words is None else words, library_path):
-        if (found := _file_digest(library.split("\0", 1)[1])) is not None:
-            lines.append(f"{library}\0{found}")
+        name, path = library.split("\0", 1)  # its file's name, not its folder's path
+        if (found := _file_digest(path)) is not None:
+            lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
     if not lines:
         return ""
     return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
