@@ -104,7 +104,7 @@ def test_dask_env_gives_the_shards_the_callers_value(
 
 
 SLOW_SHARD = """
-import sys, time
+import os, sys, time
 sys.path.insert(0, {examples!r})
 import matmul_host
 
@@ -113,8 +113,10 @@ DEVICE = "host"
 
 def workload(rt):
     matmul_host.workload(rt)
-    if rt.shard is not None and rt.shard.index == 1:  # one shard takes long
-        time.sleep(6)
+    if rt.shard is not None and rt.shard.index == 1:  # one shard runs until the test is done
+        waited = time.monotonic() + 60
+        while not os.path.exists({done!r}) and time.monotonic() < waited:
+            time.sleep(0.01)
 """
 
 
@@ -128,7 +130,8 @@ def test_ctrl_c_while_shards_run_says_what_this_run_added(
     # as what this run added, fails the count below)
     held = Warm(dict(warm.env, WARM_EXAMPLE_KERNELS="10"))("run", MANY, "-b", bundle, "-q")
     assert held.returncode == 0, held.stderr
-    workload.write_text(SLOW_SHARD.format(examples=str(EXAMPLES)))
+    done = tmp_path / "done"  # (the slow shard ends once it exists: its worker free again)
+    workload.write_text(SLOW_SHARD.format(examples=str(EXAMPLES), done=str(done)))
     proc = warm.popen("run", workload, "-b", bundle, "--dask", scheduler)
     try:
         assert proc.stdout is not None
@@ -139,6 +142,7 @@ def test_ctrl_c_while_shards_run_says_what_this_run_added(
         _, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
+        done.touch()
     assert proc.returncode == 130, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("warm: interrupted: "), err

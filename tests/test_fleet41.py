@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,11 @@ XSRC = "void extra(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i * (D
 
 def workload(rt):
     import time
-    time.sleep(float(os.environ.get("PAUSE", "0")))  # (both jobs open the bundle first)
+    if os.environ.get("MEET"):  # both jobs open the bundle first: each waits for the other
+        open(os.path.join(os.environ["MEET"], os.environ["DIVS"]), "w").close()
+        waited = time.monotonic() + 120
+        while len(os.listdir(os.environ["MEET"])) < 2 and time.monotonic() < waited:
+            time.sleep(0.01)
     outs = []
     for d in os.environ.get("DIVS", "3").split(","):
         o = rt.buffer(17, "float64")
@@ -80,12 +86,40 @@ def _warm(tmp: Path, *args: str | Path, **extra: str) -> subprocess.CompletedPro
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.fixture(scope="module")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`work.py` and `b.warm`, its bundle (DIVS=3), warmed once for the module's tests."""
+    tmp = tmp_path_factory.mktemp("fleet41")
+    (tmp / "work.py").write_text(WORKLOAD)
+    assert _warm(tmp, "run", tmp / "work.py", "-b", tmp / "b.warm", "-q").returncode == 0
+    return tmp
+
+
 @pytest.fixture
-def warmed(tmp_path: Path) -> Path:
-    (tmp_path / "work.py").write_text(WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    assert _warm(tmp_path, "run", tmp_path / "work.py", "-b", bundle, "-q").returncode == 0
-    return bundle
+def warmed(tmp_path: Path, warmed_once: Path) -> Path:
+    """`warmed_once`'s bundle and workload, a copy of each in `tmp_path` (each test writes to
+    its bundle, or stops a writer on it): as `warm run work.py -b b.warm -q` there leaves
+    them."""
+    shutil.copyfile(warmed_once / "work.py", tmp_path / "work.py")
+    shutil.copyfile(warmed_once / "b.warm", tmp_path / "b.warm")
+    return tmp_path / "b.warm"
+
+
+@pytest.fixture(scope="module")
+def cold(warmed_once: Path) -> Callable[[str], str]:
+    """`cold(divs)`: the digest a production process computes with no bundle for `DIVS=divs`
+    (compiling every kernel), started once a `divs` for the module: every test compares its
+    served digests with the same cold ones."""
+    digests: dict[str, str] = {}
+
+    def digest(divs: str) -> str:
+        if divs not in digests:
+            run = _serve(warmed_once, Path("-"), 60.0, WARM_BUNDLE="", DIVS=divs)
+            assert run[1] == str(len(divs.split(","))), run  # each kernel compiled: cold
+            digests[divs] = run[0]
+        return digests[divs]
+
+    return digest
 
 
 def _serve(tmp: Path, bundle: Path, wait: float, **extra: str) -> list[str]:
@@ -110,9 +144,8 @@ def _stopped_writer(bundle: Path, hold: float) -> subprocess.Popen[str]:
 
 
 def test_a_paused_writer_delays_a_new_reader_which_then_serves_everything(
-    tmp_path: Path, warmed: Path
+    tmp_path: Path, warmed: Path, cold: Callable[[str], str]
 ) -> None:
-    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="")
     writer = _stopped_writer(warmed, 0.5)
     try:
         resume = f"import os, signal, time; time.sleep(2); os.kill({writer.pid}, signal.SIGCONT)"
@@ -122,14 +155,13 @@ def test_a_paused_writer_delays_a_new_reader_which_then_serves_everything(
     finally:
         writer.kill()
         writer.wait()
-    assert served[0] == cold[0] and served[1] == "0", served  # waited, then served all
+    assert served[0] == cold("3") and served[1] == "0", served  # waited, then served all
     assert 1.5 <= float(served[2]) < 20
 
 
 def test_a_writer_stopped_for_good_costs_a_new_reader_one_bound_then_it_runs_cold(
-    tmp_path: Path, warmed: Path
+    tmp_path: Path, warmed: Path, cold: Callable[[str], str]
 ) -> None:
-    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="")
     writer = _stopped_writer(warmed, 600)
     try:
         served = _serve(tmp_path, warmed, 2.0)
@@ -144,7 +176,7 @@ def test_a_writer_stopped_for_good_costs_a_new_reader_one_bound_then_it_runs_col
         writer.kill()
         writer.wait()
     digest, compiled, seconds, err = served
-    assert digest == cold[0] and compiled == "1", served  # cold, computing the same
+    assert digest == cold("3") and compiled == "1", served  # cold, computing the same
     assert 1.5 <= float(seconds) < 10, served
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "locked by another process" in lines[0], err
@@ -154,7 +186,7 @@ def test_a_writer_stopped_for_good_costs_a_new_reader_one_bound_then_it_runs_col
     assert "locked by another process" in stats.stderr
     # nothing lost: the writer's journal rolled back, the bundle serves all again
     again = _serve(tmp_path, warmed, 60.0)
-    assert again[0] == cold[0] and again[1] == "0", again
+    assert again[0] == cold("3") and again[1] == "0", again
 
 
 # `warm stats B`, the lock wait shortened as in SERVE.
@@ -181,7 +213,8 @@ def _two_jobs_at_once(tmp: Path, bundle: Path, *key: str) -> list[int]:
     # one compiler process (-j1): each job's kernels share one batch binary
     cmd = [PY, "-m", "warmcli", "run", str(tmp / "work.py"), "-b", str(bundle), "--json", "-j1"]
     cmd += key
-    env = dict(_env(tmp), PAUSE="1.5")
+    (tmp / "meet").mkdir()  # (each job's workload, opened, waits there for the other's)
+    env = dict(_env(tmp), MEET=str(tmp / "meet"))
     jobs = [
         subprocess.Popen(cmd, env=dict(env, DIVS=divs), stdout=subprocess.PIPE, text=True)
         for divs in ("4,x5", "4,x7")
@@ -192,7 +225,7 @@ def _two_jobs_at_once(tmp: Path, bundle: Path, *key: str) -> list[int]:
 
 
 def test_two_runs_at_once_keep_the_first_jobs_row_and_count_it_once(
-    tmp_path: Path, warmed: Path
+    tmp_path: Path, warmed: Path, cold: Callable[[str], str]
 ) -> None:
     before = _kernel_rows(warmed)
     stored = _two_jobs_at_once(tmp_path, warmed)
@@ -204,13 +237,12 @@ def test_two_runs_at_once_keep_the_first_jobs_row_and_count_it_once(
     first = "extra[DIV=5]" if stored[0] == 2 else "extra[DIV=7]"
     assert shared == by_label[first], rows  # the first job's row (its batch's binary) kept
     for divs in ("4,x5", "4,x7"):  # and every row serves, computing what a cold process does
-        cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS=divs)
         served = _serve(tmp_path, warmed, 60.0, DIVS=divs)
-        assert served[:2] == [cold[0], "0"], (served, cold)
+        assert served[:2] == [cold(divs), "0"], served
 
 
 def test_two_signing_runs_at_once_each_store_and_sign_their_own_build(
-    tmp_path: Path, warmed: Path
+    tmp_path: Path, warmed: Path, cold: Callable[[str], str]
 ) -> None:
     assert _warm(tmp_path, "keygen", tmp_path / "ci.key").returncode == 0
     before = _kernel_rows(warmed)
@@ -222,9 +254,8 @@ def test_two_signing_runs_at_once_each_store_and_sign_their_own_build(
     assert by_label["fill[DIV=4]"] in (by_label["extra[DIV=5]"], by_label["extra[DIV=7]"])
     trusted = str(tmp_path / "ci.key.pub")
     for divs in ("4,x5", "4,x7"):  # every row signed and served under the key
-        cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS=divs)
         served = _serve(tmp_path, warmed, 60.0, DIVS=divs, WARM_TRUSTED_KEYS=trusted)
-        assert served[:2] == [cold[0], "0"], (served, cold)
+        assert served[:2] == [cold(divs), "0"], served
 
 
 # A writer killed in the middle of its write, its journal left hot (synchronous off: the
@@ -245,7 +276,7 @@ def _counter(path: Path) -> int:
 
 
 def test_a_bundle_moved_in_beside_another_files_hot_journal_is_refused_not_replayed(
-    tmp_path: Path, warmed: Path
+    tmp_path: Path, warmed: Path, cold: Callable[[str], str]
 ) -> None:
     import sqlite3
 
@@ -273,8 +304,7 @@ def test_a_bundle_moved_in_beside_another_files_hot_journal_is_refused_not_repla
     assert warmed.read_bytes() == moved and journal.exists()
     journal.unlink()  # as the line says
     served = _serve(tmp_path, warmed, 60.0, DIVS="6")
-    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS="6")
-    assert served[:2] == [cold[0], "0"]
+    assert served[:2] == [cold("6"), "0"]
 
 
 # A production process with the bundle open before a writer stops: it reads on when told.
@@ -286,9 +316,8 @@ SERVE_OPEN = SERVE.replace(
 
 
 def test_a_serving_process_waits_for_a_stopped_writer_once_not_at_every_read(
-    tmp_path: Path, warmed: Path
+    tmp_path: Path, warmed: Path, cold: Callable[[str], str]
 ) -> None:
-    cold = _serve(tmp_path, Path("-"), 60.0, WARM_BUNDLE="", DIVS="3,5,6,7")
     cmd = [PY, "-c", SERVE_OPEN, str(warmed), "2.0", str(tmp_path)]
     env = dict(_env(tmp_path), DIVS="3,5,6,7")
     reader = subprocess.Popen(
@@ -301,5 +330,5 @@ def test_a_serving_process_waits_for_a_stopped_writer_once_not_at_every_read(
     finally:
         writer.kill()
         writer.wait()
-    assert out[0] == cold[0] and out[1] == "4", out  # cold, computing the same
+    assert out[0] == cold("3,5,6,7") and out[1] == "4", out  # cold, computing the same
     assert float(out[2]) < 2.0 * 2, out  # one wait of 2 s, not one per read

@@ -3,6 +3,7 @@ real libraries, the real CLI in a subprocess (no fake of anything)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -15,6 +16,7 @@ from typing import Any
 import numpy
 from conftest import ROOT, Warm
 from elf_blobs import LINKED_WORKLOAD, SERVE, shared_object
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def _numpys_library() -> Path:
@@ -119,32 +121,43 @@ print(f"warm-peak {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}", fil
 """
 
 
+@functools.lru_cache(maxsize=1)
+def _keyed(pairs: int, entry: str, tool: str) -> tuple[tuple[int, int, str, str, str], ...]:
+    """(i, j, arch, key, components) of each row `_kernels_of_two_archs` writes, keyed as a
+    reader keys them: the same rows in each bundle of a test, keyed once (most of the
+    writing's time)."""
+    from warmcli.kernel_parts import key_of
+
+    rows = []
+    for i in range(pairs):
+        content = hashlib.sha256(str(i).encode()).hexdigest()
+        for j, arch in enumerate(("x86_64", "aarch64")):
+            parts = {"arch": arch, "entry": entry, "kernel": content, "toolchain": tool}
+            comps = json.dumps(parts, sort_keys=True)
+            rows.append((i, j, arch, key_of(content, arch, "", tool), comps))
+    return tuple(rows)
+
+
 def _kernels_of_two_archs(bundle: Path, pairs: int, twins: bool, blobs: bool = False) -> None:
     """`pairs` kernels built for two archs each, their rows keyed as a reader keys them;
     `twins`: each pair carries one compile's share (as a cubin and its PTX twin do);
     `blobs`: two kernels of one arch share a binary (as a batch's kernels do)."""
-    from warmcli.kernel_parts import key_of
-
     with sqlite3.connect(bundle) as conn:
         device, backend, entry, sha, tool, created = conn.execute(
             "SELECT device, backend, entry, sha256, toolchain, created FROM kernels"
         ).fetchone()
         conn.execute("DELETE FROM tunes")
         conn.execute("DELETE FROM kernels")
-        rows = []
-        for i in range(pairs):
-            content = hashlib.sha256(str(i).encode()).hexdigest()
-            for j, arch in enumerate(("x86_64", "aarch64")):
-                if blobs:  # kernels 2m and 2m + 1 of one arch share one
-                    data = f"{i // 2} {arch}".encode()
-                    sha = hashlib.sha256(data).hexdigest()
-                    held = (sha, len(data), data)
-                    conn.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)", held)
-                key = key_of(content, arch, "", tool)
-                parts = {"arch": arch, "entry": entry, "kernel": content, "toolchain": tool}
-                named = (key, device, backend, arch, entry, f"k{i}", f"warm_{key[:16]}_{entry}")
-                comps, secs = json.dumps(parts, sort_keys=True), 0.5 + j * (not twins)
-                rows.append((*named, sha, tool, comps, "", secs, created, created))
+        rows, held = [], []
+        for i, j, arch, key, comps in _keyed(pairs, entry, tool):
+            if blobs:  # kernels 2m and 2m + 1 of one arch share one
+                data = f"{i // 2} {arch}".encode()
+                sha = hashlib.sha256(data).hexdigest()
+                held.append((sha, len(data), data))
+            named = (key, device, backend, arch, entry, f"k{i}", f"warm_{key[:16]}_{entry}")
+            secs = 0.5 + j * (not twins)
+            rows.append((*named, sha, tool, comps, "", secs, created, created))
+        conn.executemany("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?)", held)
         conn.executemany(f"INSERT INTO kernels VALUES ({','.join('?' * 14)})", rows)
     conn.close()
 

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
@@ -186,14 +187,14 @@ def test_a_process_forked_after_its_bundle_was_deleted_says_so_not_corrupt(
 
 
 def test_a_bundle_named_as_a_folder_is_refused_to_read_as_to_write(
-    two: tuple[Path, Path], tmp_path: Path
+    two: tuple[Path, Path], tmp_path: Path, forked: Any
 ) -> None:
     """`warm run -b b.warm/` is refused (`ends in '/', so names a folder`); `warm stats
     b.warm/` (so verify, check, diff) and `WARM_BUNDLE=b.warm/` read the file: now they
     are refused alike, one line, exit 2 (a production process: the `BundleError` a write
     back gets). The file itself reads as before."""
     bundle, folder = two
-    warm = Warm(_env(tmp_path))
+    warm = forked(Warm(_env(tmp_path)))  # (its verdicts forked; WARM_BUNDLE's started below)
     for named, end in ((f"{bundle}/", "/"), (f"{bundle}/.", ".")):
         for args in (("stats", named), ("verify", named), ("check", named)):
             done = warm(*args)

@@ -33,13 +33,23 @@ def _env(tmp: Path) -> dict[str, str]:
     return dict(env, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
 
 
+@pytest.fixture(scope="module")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`work.py` and `b.warm`, its bundle, warmed once for the module's tests."""
+    tmp = tmp_path_factory.mktemp("review41f")
+    (tmp / "work.py").write_text(WORKLOAD)
+    cmd = [PY, "-m", "warmcli", "run", tmp / "work.py", "-b", tmp / "b.warm", "-q"]
+    assert subprocess.run(cmd, env=_env(tmp), timeout=120).returncode == 0
+    return tmp
+
+
 @pytest.fixture
-def warmed(tmp_path: Path) -> Path:
-    (tmp_path / "work.py").write_text(WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    cmd = [PY, "-m", "warmcli", "run", tmp_path / "work.py", "-b", bundle, "-q"]
-    assert subprocess.run(cmd, env=_env(tmp_path), timeout=120).returncode == 0
-    return bundle
+def warmed(tmp_path: Path, warmed_once: Path) -> Path:
+    """`warmed_once`'s workload and bundle, copied into `tmp_path` (a writer of each test's
+    own holds it): as `warm run work.py -b b.warm -q` there leaves them."""
+    for name in ("work.py", "b.warm"):
+        shutil.copyfile(warmed_once / name, tmp_path / name)
+    return tmp_path / "b.warm"
 
 
 # A live writer (a write-back, a run committing): a transaction large enough that SQLite
@@ -179,7 +189,11 @@ SRC = "void fill(double *o, int n) { for (int i = 0; i < n; i++) o[i] = i / (DIV
 
 
 def workload(rt):
-    time.sleep(float(os.environ.get("PAUSE", "0")))
+    if os.environ.get("MEET"):  # each job, the bundle open, waits for the other to open it
+        open(os.path.join(os.environ["MEET"], os.environ["DIVS"]), "w").close()
+        waited = time.monotonic() + 120
+        while len(os.listdir(os.environ["MEET"])) < 2 and time.monotonic() < waited:
+            time.sleep(0.01)
     outs = []
     for d in os.environ["DIVS"].split(","):
         o = rt.buffer(9, "float64")
@@ -204,8 +218,10 @@ def test_two_signing_runs_at_once_under_trusted_keys_leave_every_row_signed(
     assert subprocess.run([*warm, "keygen", key], env=env, capture_output=True).returncode == 0
     run = [*warm, "run", tmp_path / "jobs.py", "-b", bundle, "-q", "--key", key]
     assert subprocess.run(run, env=dict(env, DIVS="3"), timeout=120).returncode == 0
+    meet = str(tmp_path / "meet")  # (each job's workload, opened, waits there for the other's)
+    os.mkdir(meet)
     jobs = [
-        subprocess.Popen(run, env=dict(env, DIVS=divs, PAUSE="2"), stdout=subprocess.DEVNULL)
+        subprocess.Popen(run, env=dict(env, DIVS=divs, MEET=meet), stdout=subprocess.DEVNULL)
         for divs in ("5,6", "7,8")
     ]
     assert [job.wait(timeout=120) for job in jobs] == [0, 0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -56,13 +57,23 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
     return dict(env, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"), **extra)
 
 
+@pytest.fixture(scope="module")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`work.py` and `b.warm`, its bundle, warmed once for the module's tests."""
+    tmp = tmp_path_factory.mktemp("signals42")
+    (tmp / "work.py").write_text(WORKLOAD)
+    cmd = [PY, "-m", "warmcli", "run", str(tmp / "work.py"), "-b", str(tmp / "b.warm"), "-q"]
+    assert subprocess.run(cmd, env=_env(tmp), capture_output=True).returncode == 0
+    return tmp
+
+
 @pytest.fixture(name="warmed")
-def warmed_bundle(tmp_path: Path) -> Path:
-    (tmp_path / "work.py").write_text(WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    cmd = [PY, "-m", "warmcli", "run", str(tmp_path / "work.py"), "-b", str(bundle), "-q"]
-    assert subprocess.run(cmd, env=_env(tmp_path), capture_output=True).returncode == 0
-    return bundle
+def warmed_bundle(tmp_path: Path, warmed_once: Path) -> Path:
+    """`warmed_once`'s workload and bundle, copied into `tmp_path` (each test locks, writes or
+    cleans its own): as `warm run work.py -b b.warm -q` there leaves them."""
+    for name in ("work.py", "b.warm"):
+        shutil.copyfile(warmed_once / name, tmp_path / name)
+    return tmp_path / "b.warm"
 
 
 def _holder(bundle: Path) -> subprocess.Popen[str]:

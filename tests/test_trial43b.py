@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 KERNELS = """
 import numpy as np
@@ -21,13 +22,17 @@ MUL = Kernel("void mul(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i
              "mul", "PPi")
 """
 
+# Each suite runs without this environment's Hypothesis plugin (pytest loads every plugin
+# installed; importing Hypothesis took 0.8 s of CPU at each run's first `pytest.main`):
+# no project's suite here has a Hypothesis test, and nothing warm does depends on it.
 WARMUP = """
 import os
 import pytest
 
 
 def workload(rt):
-    pytest.main(["-q", "-p", "no:cacheprovider", "--rootdir", os.getcwd(), "tests"])
+    pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                 "--rootdir", os.getcwd(), "tests"])
 """
 
 
@@ -215,8 +220,8 @@ def test_ctrl_c_then_the_warmup_raising_on_pytests_code_is_a_stop(
     for end in ("raise RuntimeError(f'pytest exited {code!r}')", "sys.exit(code)"):
         (project / "warmup.py").write_text(
             "import os, sys\nimport pytest\n\ndef workload(rt):\n"
-            "    code = pytest.main(['-q', '-p', 'no:cacheprovider', '--rootdir', os.getcwd(),"
-            " 'tests'])\n"
+            "    code = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:hypothesispytest',"
+            " '--rootdir', os.getcwd(), 'tests'])\n"
             f"    if code not in (0, 1):\n        {end}\n"
         )
         proc = warm("run", "warmup.py", "-b", "b.warm", cwd=project, timeout=120)
