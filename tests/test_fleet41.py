@@ -52,6 +52,8 @@ bundle_file.LOCK_WAIT_SECONDS = float(sys.argv[2])
 sys.path.insert(0, sys.argv[3])
 import warmcli, work
 start = time.monotonic()
+if len(sys.argv) > 4:  # (a test timing from this start: told so)
+    open(sys.argv[4], "w").close()
 if sys.argv[1] != "-":
     warmcli.use_bundle(sys.argv[1])
 rt = warmcli.runtime("host")
@@ -122,9 +124,11 @@ def cold(warmed_once: Path) -> Callable[[str], str]:
     return digest
 
 
-def _serve(tmp: Path, bundle: Path, wait: float, **extra: str) -> list[str]:
+def _serve(
+    tmp: Path, bundle: Path, wait: float, started: Path | None = None, **extra: str
+) -> list[str]:
     run = subprocess.run(
-        [PY, "-c", SERVE, str(bundle), str(wait), str(tmp)],
+        [PY, "-c", SERVE, str(bundle), str(wait), str(tmp), *([str(started)] if started else [])],
         env=dict(_env(tmp), **extra),
         capture_output=True,
         text=True,
@@ -148,9 +152,15 @@ def test_a_paused_writer_delays_a_new_reader_which_then_serves_everything(
 ) -> None:
     writer = _stopped_writer(warmed, 0.5)
     try:
-        resume = f"import os, signal, time; time.sleep(2); os.kill({writer.pid}, signal.SIGCONT)"
+        # its writer resumes 2 s after the reader's start (not the resumer's: under load a
+        # reader took more than 0.5 s to start), and ends later
+        started = tmp_path / "started"
+        resume = (
+            f"import os, pathlib, signal, time\nwhile not pathlib.Path({str(started)!r}).exists():"
+            f"\n    time.sleep(0.01)\ntime.sleep(2); os.kill({writer.pid}, signal.SIGCONT)"
+        )
         resumer = subprocess.Popen([PY, "-c", resume])
-        served = _serve(tmp_path, warmed, 60.0)  # (its writer resumes after 2 s, ends later)
+        served = _serve(tmp_path, warmed, 60.0, started=started)
         resumer.wait()
     finally:
         writer.kill()
