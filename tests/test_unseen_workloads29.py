@@ -398,14 +398,14 @@ def _serve(warm: Warm, workload: Path, bundle: Path | str) -> dict:
 
 
 def _warmed(warm: Warm, workload: Path, bundle: Path, *more: str, **env: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "-q", *more],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, **env),
-        timeout=120,
-        cwd=ROOT,
-    )
+    """`warm run` of `workload` into `bundle` with `env` added, forked as this module's
+    `warm` is: its workload reads `TRIAL_PART` from the environment a started run has."""
+    saved = warm.env
+    warm.env = dict(saved, **env)
+    try:
+        proc = warm("run", workload, "-b", bundle, "-q", *more, timeout=120)
+    finally:
+        warm.env = saved
     assert proc.returncode == 0, proc.stderr + proc.stdout
     if not more:
         assert "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete" in proc.stdout
