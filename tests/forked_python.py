@@ -1,17 +1,19 @@
-"""Production scripts (`python -c CODE ARGS`) run as forks of one process that imported
-numpy and warmcli once: for a module of many small production processes whose results are
-what is tested (the same bytes cold, hit and missed), where Python's start and those
-imports were most of each one's cost.
+"""Production scripts (`python -c CODE ARGS`, `python SCRIPT ARGS`) run as forks of one
+process that imported numpy and warmcli once: for a module of many small production
+processes whose results are what is tested (the same bytes cold, hit and missed), where
+Python's start and those imports were most of each one's cost.
 
 Each script is still a process of its own: a fork of a server (`_SERVER`, a `python -c`
-started in the module's environment apart from `WARM_*` (and pytest's name of the test
-running), which imports numpy and warmcli
-and makes no runtime), whose child takes the script's whole environment (warm reads every
-setting at call time), working folder, `sys.argv` (`['-c', *args]`, as `python -c` gives),
-stdout and stderr files of its own and /dev/null as stdin, runs CODE as `__main__` and
-ends through the interpreter's own exit (`atexit`: warm's report and write-back). Not for
-a test of how a process starts (its imports, signals, limits, hash seed): those start
-Python themselves, as `tests/forked_cli.py` says of `warm` commands.
+started in the module's environment apart from `WARM_*` and pytest's name of the test
+running, which imports numpy and warmcli and makes no runtime), whose child takes the
+script's whole environment (warm reads every setting at call time), working folder,
+`sys.argv` and `sys.path[0]` as Python gives them (`['-c', *args]` and '', or the
+script's path and folder), stdout and stderr files of its own and /dev/null as stdin, runs
+the code as `__main__` (a script's `__file__` set) and ends through the interpreter's own
+exit (`atexit`: warm's report and write-back). Not for a test of how a process starts
+(its imports, signals, exit codes, limits, hash seed, what it finds imported: numpy and
+`warmcli`'s own are the server's): those start Python themselves, as `tests/forked_cli.py`
+says of `warm` commands.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-# One request a line on stdin ({"code", "args", "env", "cwd", "out", "err"}), answered on
+# One request a line on stdin ({"code" or "path", "args", "env", "cwd", "out", "err"}), answered on
 # the server's own copy of stdout: the child's pid, then its exit code (as subprocess's).
 _SERVER = r"""
-import json, os, sys
+import json, os, runpy, sys
 import numpy, warmcli  # the imports a production script pays, paid once
 reply = os.fdopen(os.dup(1), "w")
 for line in sys.stdin:
@@ -45,9 +48,14 @@ for line in sys.stdin:
         for fd, target in ((null, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)
-        sys.argv = ["-c", *request["args"]]
-        sys.path[0] = ""  # `python -c`'s
-        exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__"})
+        if request["path"] is None:  # `python -c CODE ARGS`
+            sys.argv = ["-c", *request["args"]]
+            sys.path[0] = ""
+            exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__"})
+        else:  # `python PATH ARGS`: its folder first on sys.path, its __file__ set
+            sys.argv = [request["path"], *request["args"]]
+            sys.path[0] = os.path.dirname(request["path"])
+            runpy.run_path(request["path"], run_name="__main__")
         sys.exit(0)
     reply.write(json.dumps(pid) + "\n")
     reply.flush()
@@ -86,13 +94,21 @@ class ForkedPython:
         return json.loads(line)
 
     def run(
-        self, code: str, *args: str, env: dict[str, str], cwd: Path, timeout: float = 120
+        self,
+        code: str | Path,
+        *args: str,
+        env: dict[str, str],
+        cwd: Path,
+        timeout: float = 120,
     ) -> subprocess.CompletedProcess[str]:
-        """`python -c code *args` in `env` (whose `_shared` part must be the server's)."""
+        """`python -c code *args` (`python code *args` where `code` is a script's Path) in
+        `env`, whose `_shared` part must be the server's."""
         assert _shared(env) == self.base
         self.calls += 1
         out, err = (self.scratch / f"{self.calls}.{n}" for n in ("out", "err"))
-        request = {"code": code, "args": list(args), "env": env, "cwd": str(cwd)}
+        path = str(code) if isinstance(code, Path) else None
+        request: dict[str, Any] = {"code": None if path else code, "path": path}
+        request.update(args=list(args), env=env, cwd=str(cwd))
         assert self.server.stdin is not None
         self.server.stdin.write(json.dumps({**request, "out": str(out), "err": str(err)}))
         self.server.stdin.write("\n")
@@ -100,7 +116,7 @@ class ForkedPython:
         pid = self._line(120)
         assert isinstance(pid, int), "the forking server did not fork"
         code_ = self._line(timeout)
-        argv = [sys.executable, "-c", code, *args]
+        argv = [sys.executable, *([path] if path else ["-c", str(code)]), *args]
         if code_ is None:
             os.kill(pid, signal.SIGKILL)
             self._line(60)
