@@ -66,11 +66,10 @@ def produce(
     )
 
 
-def _written_back(warm: Warm, folder: Path, bundle: Path, kernels: tuple[int, ...]) -> None:
-    """`bundle` holding `kernels`, written back by a production process (its scripts in
-    `folder`)."""
+def warmed(warm: Warm, tmp_path: Path, bundle: Path, *kernels: int) -> None:
+    """`bundle` holding `kernels`, written back by a production process."""
     argv = script(
-        folder,
+        tmp_path,
         "import warmcli, kernels\nrt = warmcli.runtime('host')\n"
         f"for i in {kernels!r}: kernels.run(rt, i)\n",
     )
@@ -82,21 +81,21 @@ def _written_back(warm: Warm, folder: Path, bundle: Path, kernels: tuple[int, ..
 def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Folders `k0` and `k01`, each `b.warm` (and what its write-back left beside it)
     holding kernel 0 (and 1), written back by a production process, and `home`, the warm
-    home it ran in: made once for the module, copied by `warmed` for each test."""
+    home it ran in: made once for the module, copied by `copied` for each test."""
     base = tmp_path_factory.mktemp("lifecycle")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     for kernels in ((0,), (0, 1)):
         folder = base / ("k" + "".join(map(str, kernels)))
         folder.mkdir()
         warm = Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200"))
-        _written_back(warm, folder, folder / "b.warm", kernels)
+        warmed(warm, folder, folder / "b.warm", *kernels)
     return base
 
 
-def warmed(warm: Warm, once: Path, bundle: Path, *kernels: int) -> None:
-    """`bundle` holding `kernels`, as a production process writing back leaves it: the one
-    `warmed_once` made (`once`) copied there (with its `-journal`, `.lock` beside it, if
-    any), and its warm home into `warm`'s."""
+def copied(warm: Warm, once: Path, bundle: Path, *kernels: int) -> None:
+    """`bundle` holding `kernels`, as `warmed` leaves it: the one `warmed_once` made
+    (`once`) copied there (with its `-journal`, `.lock` beside it, if any), and its warm
+    home into `warm`'s."""
     folder = once / ("k" + "".join(map(str, kernels)))
     for made in folder.glob("b.warm*"):
         shutil.copy2(made, f"{bundle}{made.name[len('b.warm') :]}")
@@ -145,7 +144,7 @@ if pid == 0:
 def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     argv = script(tmp_path, FORK_WHILE_COMPILING)
     started = tmp_path / "cc-started"
     cc = slow_cc(tmp_path, 1.0, started)
@@ -183,7 +182,7 @@ if pid == 0:
 def test_a_child_forked_while_another_thread_reads_the_bundle_serves(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     done = produce(warm, script(tmp_path, FORK_WHILE_READING), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
@@ -212,7 +211,7 @@ threading.Thread(target=daemon, daemon=True).start()
 def test_a_kernel_compiled_at_interpreter_shutdown_is_right(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     done = produce(warm, script(tmp_path, AT_EXIT), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "at exit done\ndaemon done\n", done.stdout + done.stderr
@@ -234,7 +233,7 @@ print(len(warmcli.report().kernels))
 def test_a_bundle_replaced_by_another_file_is_reported_in_one_line(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     done = produce(
         warm,
         script(tmp_path, REPLACED),
@@ -252,7 +251,7 @@ def test_a_bundle_replaced_by_another_file_is_reported_in_one_line(
 def test_an_interrupt_while_writing_back_at_exit_is_one_line(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     before = bundle_path.read_bytes()
     body = "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\nprint('ran')\n"
     argv = script(tmp_path, body)
@@ -303,7 +302,7 @@ def test_a_bundle_use_bundle_refused_is_not_reported_as_written(warm: Warm, tmp_
 def test_a_write_back_waits_for_another_writer_a_bounded_time(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     before = bundle_path.read_bytes()
     body = (
         "import warmcli, kernels\nfrom warmcli import production\n"
@@ -384,7 +383,7 @@ kernels.run(old, 1)  # in the bundle, which is closed now: compiled
 def test_a_runtime_used_after_use_bundle_closed_it_is_not_called_corrupt(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     done = produce(
         warm, script(tmp_path, OLD_RUNTIME), WARM_BUNDLE=str(bundle_path), WARM_EXPLAIN="1"
     )
@@ -412,7 +411,7 @@ print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 def test_a_child_forked_by_a_thread_holding_the_bundle_lock_goes_on(
     warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, warmed_once, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     done = produce(warm, script(tmp_path, FORK_HOLDING), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
@@ -424,7 +423,7 @@ def test_a_relative_bundle_is_written_back_where_it_was_after_a_chdir(
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    warmed(warm, warmed_once, here / "b.warm", 0)
+    copied(warm, warmed_once, here / "b.warm", 0)
     body = (
         "import os, sys, warmcli, kernels\nrt = warmcli.runtime('host')\n"
         "kernels.run(rt, 6)\nos.chdir(sys.argv[1])  # as a daemon does\n"
