@@ -30,8 +30,27 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.fixture(scope="module")
+def forty(made: tuple[Warm, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`b.warm` (and the `b.warm.lock` its run leaves) of `warm run` of 40 of the many
+    kernels example, in `made`'s warm home, once for the module: what `_forty` copies for
+    each test that starts from it, which then writes only its own copy."""
+    folder = tmp_path_factory.mktemp("forty")
+    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
+    workload = EXAMPLES / "many_kernels_host.py"
+    assert warm("run", workload, "-b", folder / "b.warm", "-q").returncode == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
+    return folder
+
+
+def _forty(forty: Path, bundle: Path) -> None:
+    """`bundle` as `warm run` of the 40 kernels leaves it (`forty`'s, copied with its lock)."""
+    for name in ("b.warm", "b.warm.lock"):
+        shutil.copy(forty / name, bundle.with_name(bundle.name + name[len("b.warm") :]))
+
+
 def test_a_write_the_disk_refuses_mid_transaction_leaves_no_journal(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path
 ) -> None:
     """A re-warm whose transaction met a full disk (here a size limit) said "nothing was
     written, the bundle is unchanged" and left the bundle grown, with a hot `-journal`
@@ -44,7 +63,7 @@ def test_a_write_the_disk_refuses_mid_transaction_leaves_no_journal(
     bundle = folder / "b.warm"
     workload = EXAMPLES / "many_kernels_host.py"
     warm.env["WARM_EXAMPLE_KERNELS"] = "40"
-    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    _forty(forty, bundle)
     before = _digest(bundle)
     # (336 KiB of 40 kernels, some 1.1 KiB a kernel more: 400 pass the limit at commit,
     # within SQLite's page cache, which SQLite rolls back itself: the journal left by a
@@ -105,7 +124,7 @@ def test_a_remote_copy_that_fills_warm_home_is_served(
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_stored(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path
 ) -> None:
     """`warm run` stores what it built (one transaction), then moves the last-used times of
     what the bundle served (another). The disk refusing that second one (a full disk a
@@ -116,7 +135,7 @@ def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_sto
     warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
     bundle = tmp_path / "b.warm"
     workload = EXAMPLES / "many_kernels_host.py"
-    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    _forty(forty, bundle)
     journal = f"{bundle}-journal"  # its 3rd sync: the 2nd transaction's (2 syncs each)
     strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", journal, "-e", "trace=fdatasync"]
     strace += ["-e", "inject=fdatasync:error=ENOSPC:when=3"]
@@ -137,7 +156,7 @@ def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_sto
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path
 ) -> None:
     """`warm run -k KEY` stores, then signs in a transaction of its own. The disk refusing
     the signature (ENOSPC injected into that transaction's journal sync) said "nothing was
@@ -147,7 +166,7 @@ def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
     bundle, key = tmp_path / "b.warm", tmp_path / "k.pem"
     assert warm("keygen", key).returncode == 0
     workload = EXAMPLES / "many_kernels_host.py"
-    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    _forty(forty, bundle)
     journal = f"{bundle}-journal"  # syncs 1-2: the store, 3-4: last-used times, 5: signing
     strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", journal, "-e", "trace=fdatasync"]
     strace += ["-e", "inject=fdatasync:error=ENOSPC:when=5"]
@@ -195,7 +214,7 @@ def test_a_run_whose_second_devices_store_the_disk_refuses_says_what_the_first_k
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path
 ) -> None:
     """Deleting the rollback journal is a transaction's commit. A disk refusing it (a file
     system remounted read-only after an error: EROFS injected into the unlink by strace)
@@ -204,7 +223,7 @@ def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
     warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
     bundle = tmp_path / "b.warm"
     workload = EXAMPLES / "many_kernels_host.py"
-    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    _forty(forty, bundle)
     before = _digest(bundle)
     strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", f"{bundle}-journal"]
     strace += ["-e", "trace=unlink", "-e", "inject=unlink:error=EROFS:when=1"]
@@ -224,7 +243,7 @@ def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path
 ) -> None:
     """`warm clean` removes (one transaction), then vacuums. The disk refusing the vacuum's
     commit (EIO injected into its journal's unlink) left `b.warm-journal` beside the bundle
@@ -232,7 +251,7 @@ def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
     it is rolled back before the one line that says the removal is kept."""
     warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
     bundle = tmp_path / "b.warm"
-    assert warm("run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "-q").returncode == 0
+    _forty(forty, bundle)
     strace = ["strace", "-f", "-qq", "-o", "/dev/null", "-P", f"{bundle}-journal"]
     strace += ["-e", "trace=unlink", "-e", "inject=unlink:error=EIO:when=2"]
     proc = subprocess.run(

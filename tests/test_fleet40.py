@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
@@ -61,7 +62,7 @@ def scheduler(fleet_key: Path) -> Iterator[str]:
 
 
 def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signed(
-    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
+    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path, forked: Any
 ) -> None:
     """README, Trust: "Writing keeps what was signed signed"; `warm run` without a key
     "says the new entries are unsigned". A `--dask` run into the fleet's signed bundle
@@ -78,7 +79,7 @@ def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signe
     before = warm.json("stats", bundle)["tunes"]
     again = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler, "-q")
     assert again.returncode == 0, again.stderr
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = forked(Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub")))
     verified = trusting("verify", bundle)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "unsigned" not in verified.stdout
@@ -96,7 +97,7 @@ def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signe
     assert trusting.production(SERVE, bundle=bundle) == served  # what it held: still served
     # Under keys that do not trust it, the run is refused before any shard runs, as a
     # local run is, and the bundle is left byte for byte (it was merged into, then refused).
-    other = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
+    other = forked(Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub")))
     held = bundle.read_bytes()
     refused = other("run", grown, "-b", bundle, "--dask", scheduler, "-q")
     assert refused.returncode == 2 and refused.stdout == "", refused.stdout
@@ -148,7 +149,7 @@ def test_a_port_that_takes_the_connection_and_never_answers_is_one_line_in_secon
 
 
 def test_a_dask_run_with_a_key_under_trusted_keys_signs_no_row_they_had_not_signed(
-    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path
+    warm: Warm, scheduler: str, fleet_key: Path, tmp_path: Path, forked: Any
 ) -> None:
     """README, Trust: `warm run --key KEY` signs what it stored, "under trusted keys: with
     only what they had signed, never a row it did not check". The `--dask` run's merge
@@ -160,7 +161,7 @@ def test_a_dask_run_with_a_key_under_trusted_keys_signs_no_row_they_had_not_sign
     ("give --key"), `--key` or not, though that bundle is only gathered and merged here,
     where `--key` signs it and the trusted keys judge it."""
     bundle, grown = tmp_path / "fleet.warm", tmp_path / "grown.py"
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub"))
+    trusting = forked(Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{fleet_key}.pub")))
     args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--dask", scheduler)
     first = trusting(*args, "--key", fleet_key, "-q")
     assert first.returncode == 0, first.stderr

@@ -14,10 +14,12 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import Warm, scaled
+from forked_python import ForkedPython
 
 # The library: kernels, a tunable, and the bundle it ships beside its code.
 LIBRARY = (
@@ -149,6 +151,28 @@ def _run(
     )
 
 
+@pytest.fixture(scope="module")
+def producing(lib: tuple[Warm, Path]) -> Iterator[ForkedPython]:
+    """The library's users' processes whose results are what a test looks at, each a fork
+    of one that imported numpy and warmcli (`tests/forked_python.py`); those of how a
+    process ends, forks or starts others (multiprocessing, exit codes, a fork inside) and
+    the one run as another user are started as they always were (`_run`)."""
+    warm, base = lib
+    server = ForkedPython(warm.env, base)
+    yield server
+    server.close()
+
+
+def _forked(
+    producing: ForkedPython, warm: Warm, base: Path, code: str, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """As `_run`: `code` written to a script in `base` and run there with `args`, in
+    `warm`'s environment with `env`; the process a fork of `producing`'s server."""
+    script = base / f"app{abs(hash(code))}.py"
+    script.write_text(code)
+    return producing.run(script, *args, env=dict(warm.env, **env), cwd=base, timeout=120)
+
+
 def _entries(bundle: Path) -> int:
     db = sqlite3.connect(f"file:{bundle}?mode=ro", uri=True)
     try:
@@ -158,10 +182,12 @@ def _entries(bundle: Path) -> int:
         db.close()
 
 
-def _digests(warm: Warm, base: Path, code: str, wheres: list[str], **env: str) -> set[str]:
+def _digests(
+    producing: ForkedPython, warm: Warm, base: Path, code: str, wheres: list[str]
+) -> set[str]:
     seen = set()
     for where in wheres:
-        done = _run(warm, base, code, where, **env)
+        done = _forked(producing, warm, base, code, where)
         assert done.returncode == 0 and len(done.stdout) == 65, (where, done.stderr)
         seen.add(done.stdout)
     return seen
@@ -169,6 +195,7 @@ def _digests(warm: Warm, base: Path, code: str, wheres: list[str], **env: str) -
 
 def test_a_read_only_package_bundle_computes_what_cold_and_partial_do(
     lib: tuple[Warm, Path],
+    producing: ForkedPython,
 ) -> None:
     """The package's folder read-only (as another user, where the tests run as root), the
     bundle also at a path with spaces and non-ASCII letters, relative to the working folder."""
@@ -188,7 +215,7 @@ def test_a_read_only_package_bundle_computes_what_cold_and_partial_do(
         caps = "-dac_override,-dac_read_search,-fowner"
         prefix = ("setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}")
     wheres = ["-", "part.warm", "dir with spå ce/ü/part é.warm", "ship"]
-    seen = _digests(warm, base, APP, wheres)
+    seen = _digests(producing, warm, base, APP, wheres)
     strict = _run(
         warm, base, APP, "ship", prefix=prefix, WARM_STRICT="1", WARM_REPORT="1",
         PYTHONPATH=f"{ro}:{warm.env['PYTHONPATH']}",
@@ -215,10 +242,11 @@ def test_processes_of_a_library_compute_what_a_cold_one_does(
 
 def test_threads_and_coroutines_on_one_runtime_compute_what_cold_does(
     lib: tuple[Warm, Path],
+    producing: ForkedPython,
 ) -> None:
     warm, base = lib
     wheres = ["-", "part.warm", str(base / "site" / "mylib" / "warm.bundle")]
-    assert len(_digests(warm, base, THREADS, wheres)) == 1
+    assert len(_digests(producing, warm, base, THREADS, wheres)) == 1
 
 
 @pytest.mark.parametrize("how", ["exit", "_exit", "raise"])
@@ -256,11 +284,15 @@ print(mylib.digest(out))
 """
 
 
-def test_libraries_taking_use_bundle_in_turn_compute_the_same(lib: tuple[Warm, Path]) -> None:
+def test_libraries_taking_use_bundle_in_turn_compute_the_same(
+    lib: tuple[Warm, Path], producing: ForkedPython
+) -> None:
     warm, base = lib
     full = str(base / "site" / "mylib" / "warm.bundle")
-    done = _run(warm, base, TWO_LIBRARIES, full, "part.warm", WARM_STRICT="warn")
-    cold = _run(warm, base, TWO_LIBRARIES.replace("(sys.argv[1])", "(None)"), full, full)
+    done = _forked(producing, warm, base, TWO_LIBRARIES, full, "part.warm", WARM_STRICT="warn")
+    cold = _forked(
+        producing, warm, base, TWO_LIBRARIES.replace("(sys.argv[1])", "(None)"), full, full
+    )
     assert done.returncode == 0 and cold.returncode == 0, done.stderr + cold.stderr
     assert done.stdout == cold.stdout
     assert "strict: kernel k: absent" in done.stderr, done.stderr  # only the one part lacks
@@ -275,7 +307,7 @@ print(mylib.digest([mylib.one(rt, i) for i in range(6)]))
 
 
 def test_warm_bundle_write_writes_back_what_a_librarys_use_bundle_missed(
-    lib: tuple[Warm, Path], tmp_path: Path
+    lib: tuple[Warm, Path], tmp_path: Path, producing: ForkedPython
 ) -> None:
     """README: `use_bundle(path, write=True)` (or `WARM_BUNDLE_WRITE=1`); `WARM_STRICT`
     reaches `use_bundle(path)` where `strict` is not given, and so should this: the report
@@ -284,11 +316,13 @@ def test_warm_bundle_write_writes_back_what_a_librarys_use_bundle_missed(
     bundle = tmp_path / "b.warm"
     shutil.copy(base / "part.warm", bundle)
     before = _entries(bundle)
-    done = _run(warm, base, LIBRARY_OPENS, str(bundle), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
+    done = _forked(
+        producing, warm, base, LIBRARY_OPENS, str(bundle), WARM_BUNDLE_WRITE="1", WARM_REPORT="1"
+    )
     assert done.returncode == 0, done.stderr
     assert "(written back into it):" in done.stderr, done.stderr
     assert _entries(bundle) == before + 6
-    done = _run(warm, base, LIBRARY_OPENS, str(bundle), WARM_STRICT="1")
+    done = _forked(producing, warm, base, LIBRARY_OPENS, str(bundle), WARM_STRICT="1")
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
@@ -306,13 +340,14 @@ ONE.launch(warmcli.Kernel("void k(int *y) { y[0] = 9; }", "k", "P"), ONE.buffer(
 
 def test_the_report_counts_what_a_runtime_use_bundle_closed_did_cold(
     lib: tuple[Warm, Path],
+    producing: ForkedPython,
 ) -> None:
     """The report said 'served everything: compiled 0 kernels, tuned 0 operations' of a
     process whose first library's runtime, closed by the second library's `use_bundle`,
     measured a tune and compiled a kernel cold."""
     warm, base = lib
     full = str(base / "site" / "mylib" / "warm.bundle")
-    done = _run(warm, base, KEPT_RUNTIME, full, WARM_REPORT="1")
+    done = _forked(producing, warm, base, KEPT_RUNTIME, full, WARM_REPORT="1")
     assert done.returncode == 0, done.stderr
     assert "compiled 0 kernels" not in done.stderr, done.stderr
     # how many kernels it compiled cold depends on what that runtime had loaded: 1 (the
@@ -337,14 +372,14 @@ except TypeError as exc:
 
 
 def test_a_bundle_inside_a_zipped_package_is_refused_naming_what_it_is(
-    lib: tuple[Warm, Path], tmp_path: Path
+    lib: tuple[Warm, Path], tmp_path: Path, producing: ForkedPython
 ) -> None:
     """`importlib.resources.files(pkg) / name` of a zipped package is a `zipfile.Path`, no
     `os.PathLike`: the refusal said 'not Path', of what reads as a path."""
     warm, base = lib
     archive = tmp_path / "lib.zip"
     shutil.make_archive(str(archive.with_suffix("")), "zip", base / "site", "mylib")
-    done = _run(warm, base, ZIPPED, str(archive))
+    done = _forked(producing, warm, base, ZIPPED, str(archive))
     assert done.returncode == 0, done.stderr
     assert done.stdout == (
         "use_bundle: path must be a str or os.PathLike (or None), not zipfile.Path: a file "
@@ -372,13 +407,14 @@ print(rt.read(y)[0])
 
 def test_a_launch_whose_runtime_use_bundle_closes_meanwhile_runs_cold(
     lib: tuple[Warm, Path],
+    producing: ForkedPython,
 ) -> None:
     """A thread's launch or tune, on a runtime another thread's `use_bundle` closed between
     its lookups, raised `BundleError: ...: closed (Cannot operate on a closed database.)`
     (four threads and a `use_bundle` every 0.15 s: once in a few thousand launches)."""
     warm, base = lib
     full = str(base / "site" / "mylib" / "warm.bundle")
-    done = _run(warm, base, CLOSED_WHILE_KEYING, full)
+    done = _forked(producing, warm, base, CLOSED_WHILE_KEYING, full)
     assert done.returncode == 0 and done.stdout == "5\n", done.stderr
     assert done.stderr == ""
 

@@ -8,12 +8,15 @@ a relative bundle path and a process that changes its working folder."""
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
 
 KERNELS = """
@@ -74,6 +77,31 @@ def warmed(warm: Warm, tmp_path: Path, bundle: Path, *kernels: int) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.fixture(scope="module")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folders `k0` and `k01`, each `b.warm` (and what its write-back left beside it)
+    holding kernel 0 (and 1), written back by a production process, and `home`, the warm
+    home it ran in: made once for the module, copied by `copied` for each test."""
+    base = tmp_path_factory.mktemp("lifecycle")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    for kernels in ((0,), (0, 1)):
+        folder = base / ("k" + "".join(map(str, kernels)))
+        folder.mkdir()
+        warm = Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200"))
+        warmed(warm, folder, folder / "b.warm", *kernels)
+    return base
+
+
+def copied(warm: Warm, once: Path, bundle: Path, *kernels: int) -> None:
+    """`bundle` holding `kernels`, as `warmed` leaves it: the one `warmed_once` made
+    (`once`) copied there (with its `-journal`, `.lock` beside it, if any), and its warm
+    home into `warm`'s."""
+    folder = once / ("k" + "".join(map(str, kernels)))
+    for made in folder.glob("b.warm*"):
+        shutil.copy2(made, f"{bundle}{made.name[len('b.warm') :]}")
+    shutil.copytree(folder / "home", warm.env["WARM_HOME"], dirs_exist_ok=True, symlinks=True)
+
+
 # The parent waits 30 s at most for its forked child, and says how it ended (or that it hung).
 CHILD_WAITED = """
 deadline = time.time() + 30
@@ -114,9 +142,9 @@ if pid == 0:
 
 
 def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     argv = script(tmp_path, FORK_WHILE_COMPILING)
     started = tmp_path / "cc-started"
     cc = slow_cc(tmp_path, 1.0, started)
@@ -152,9 +180,9 @@ if pid == 0:
 
 
 def test_a_child_forked_while_another_thread_reads_the_bundle_serves(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     done = produce(warm, script(tmp_path, FORK_WHILE_READING), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
@@ -181,9 +209,9 @@ threading.Thread(target=daemon, daemon=True).start()
 
 
 def test_a_kernel_compiled_at_interpreter_shutdown_is_right(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     done = produce(warm, script(tmp_path, AT_EXIT), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "at exit done\ndaemon done\n", done.stdout + done.stderr
@@ -203,9 +231,9 @@ print(len(warmcli.report().kernels))
 
 
 def test_a_bundle_replaced_by_another_file_is_reported_in_one_line(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     done = produce(
         warm,
         script(tmp_path, REPLACED),
@@ -221,9 +249,9 @@ def test_a_bundle_replaced_by_another_file_is_reported_in_one_line(
 
 
 def test_an_interrupt_while_writing_back_at_exit_is_one_line(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     before = bundle_path.read_bytes()
     body = "import warmcli, kernels\nkernels.run(warmcli.runtime('host'), 6)\nprint('ran')\n"
     argv = script(tmp_path, body)
@@ -272,9 +300,9 @@ def test_a_bundle_use_bundle_refused_is_not_reported_as_written(warm: Warm, tmp_
 
 
 def test_a_write_back_waits_for_another_writer_a_bounded_time(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0)
+    copied(warm, warmed_once, bundle_path, 0)
     before = bundle_path.read_bytes()
     body = (
         "import warmcli, kernels\nfrom warmcli import production\n"
@@ -353,9 +381,9 @@ kernels.run(old, 1)  # in the bundle, which is closed now: compiled
 
 
 def test_a_runtime_used_after_use_bundle_closed_it_is_not_called_corrupt(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     done = produce(
         warm, script(tmp_path, OLD_RUNTIME), WARM_BUNDLE=str(bundle_path), WARM_EXPLAIN="1"
     )
@@ -381,21 +409,21 @@ print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 
 def test_a_child_forked_by_a_thread_holding_the_bundle_lock_goes_on(
-    warm: Warm, tmp_path: Path, bundle_path: Path
+    warm: Warm, tmp_path: Path, bundle_path: Path, warmed_once: Path
 ) -> None:
-    warmed(warm, tmp_path, bundle_path, 0, 1)
+    copied(warm, warmed_once, bundle_path, 0, 1)
     done = produce(warm, script(tmp_path, FORK_HOLDING), WARM_BUNDLE=str(bundle_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
 
 
 def test_a_relative_bundle_is_written_back_where_it_was_after_a_chdir(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, warmed_once: Path
 ) -> None:
     here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
     here.mkdir()
     elsewhere.mkdir()
-    warmed(warm, tmp_path, here / "b.warm", 0)
+    copied(warm, warmed_once, here / "b.warm", 0)
     body = (
         "import os, sys, warmcli, kernels\nrt = warmcli.runtime('host')\n"
         "kernels.run(rt, 6)\nos.chdir(sys.argv[1])  # as a daemon does\n"

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
@@ -80,13 +81,27 @@ if os.environ.get("DONE"):
 """
 
 
-def _bundle(warm: Warm, tmp_path: Path) -> Path:
-    (tmp_path / "app").mkdir()
-    (tmp_path / "app" / "svc.py").write_text(WORKLOAD)
-    bundle = tmp_path / "app.warm"
-    done = warm("run", tmp_path / "app" / "svc.py", "--bundle", bundle, "-q")
+@pytest.fixture(scope="module")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding `app/svc.py` (WORKLOAD), `app.warm` (its bundle, from `warm run`)
+    and `home`, the warm home that warmed it, once for the module: what `_bundle` copies
+    for each test, which may write into its copy."""
+    base = tmp_path_factory.mktemp("trial42b")
+    (base / "app").mkdir()
+    (base / "app" / "svc.py").write_text(WORKLOAD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    done = warm("run", base / "app" / "svc.py", "--bundle", base / "app.warm", "-q")
     assert done.returncode == 0, done.stderr
-    return bundle
+    return base
+
+
+def _bundle(warm: Warm, tmp_path: Path, warmed_once: Path) -> Path:
+    """`app/svc.py` in `tmp_path` and its bundle (returned), `warmed_once`'s copied with
+    the warm home that warmed it as `warm`'s home, as a run there would leave them."""
+    shutil.copytree(warmed_once, tmp_path, dirs_exist_ok=True, symlinks=True)
+    assert warm.env["WARM_HOME"] == str(tmp_path / "home")
+    return tmp_path / "app.warm"
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
@@ -99,9 +114,9 @@ def _wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_while_the_exit_report_waits_for_the_bundle_is_one_line(
-    warm: Warm, tmp_path: Path, stop: signal.Signals
+    warm: Warm, tmp_path: Path, stop: signal.Signals, warmed_once: Path, forked: Any
 ) -> None:
-    bundle = _bundle(warm, tmp_path)
+    bundle = _bundle(warm, tmp_path, warmed_once)
     before = bundle.read_bytes()
     done, go = tmp_path / "done", tmp_path / "go"
     env = dict(
@@ -137,18 +152,18 @@ def test_a_stop_while_the_exit_report_waits_for_the_bundle_is_one_line(
     assert err == "warm: could not write back into the bundle: interrupted\n", err
     assert len(out.split()) == 1
     assert bundle.read_bytes() == before  # nothing written, nothing lost
-    assert warm("verify", bundle).returncode == 0
+    assert forked(warm)("verify", bundle).returncode == 0  # (a verdict: forked)
 
 
 @pytest.mark.parametrize(("home", "planted"), [(None, False), ("/", False), ("/", True)])
 def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
-    warm: Warm, tmp_path: Path, home: str | None, planted: bool
+    warm: Warm, tmp_path: Path, home: str | None, planted: bool, warmed_once: Path
 ) -> None:
     unshare = shutil.which("unshare")
     userns = [unshare or "unshare", "--user", "--map-user=54321", "--map-group=54321"]
     if unshare is None or subprocess.run([*userns, "true"], capture_output=True).returncode:
         pytest.skip("no user namespace here to run as a uid with no passwd entry")
-    bundle = _bundle(warm, tmp_path)
+    bundle = _bundle(warm, tmp_path, warmed_once)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     folder = tmp / "warm-54321"
@@ -179,13 +194,13 @@ def test_a_random_uid_with_no_home_serves_from_a_home_in_tmpdir(
 
 
 def test_a_configmap_volume_swapped_under_a_service_and_a_write_back_on_it(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, warmed_once: Path
 ) -> None:
     """Kubernetes' layout (`..<stamp>/app.warm`, `..data` -> it, `app.warm` ->
     `..data/app.warm`) bind-mounted read-only: a service that opened the bundle keeps
     serving, as cold, after an update swapped `..data` and deleted its folder; a write-back
     there is one line naming the read-only file system once (it named the lock file twice)."""
-    bundle = _bundle(warm, tmp_path)
+    bundle = _bundle(warm, tmp_path, warmed_once)
     extra = Warm(dict(warm.env, EXTRA="late"))  # its blob read only by a later request
     assert extra("run", tmp_path / "app" / "svc.py", "--bundle", bundle, "-q").returncode == 0
     volume, mount = tmp_path / "volume", tmp_path / "mnt"

@@ -145,6 +145,17 @@ def serve(warm: Warm, app: Path, **env: str) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.fixture(scope="module")
+def cold(site: tuple[Path, Path, Warm]) -> dict:
+    """The application served with no bundle (`WARM_BUNDLE=""`), once for the module: what
+    each test compares its served results with (nothing written under `site` meanwhile)."""
+    folder, app, user = site
+    before = tree(folder)
+    served = serve(user, app, WARM_BUNDLE="")
+    assert tree(folder) == before
+    return served
+
+
 def test_ci_warm_up_that_reads_results_needs_allow_discarded_reads(
     site: tuple[Path, Path, Warm], tmp_path: Path
 ) -> None:
@@ -156,11 +167,10 @@ def test_ci_warm_up_that_reads_results_needs_allow_discarded_reads(
 
 
 def test_an_application_opting_in_is_served_the_read_only_package_bundle(
-    site: tuple[Path, Path, Warm],
+    site: tuple[Path, Path, Warm], cold: dict
 ) -> None:
     folder, app, user = site
     before = tree(folder)
-    cold = serve(user, app, WARM_BUNDLE="")
     assert len(cold["kernels"]) == 11 and cold["tunes"] == 2
     # `WARM_BUNDLE=$(python -c 'import liba; print(liba.BUNDLE)')`, as README says
     printed = subprocess.run(
@@ -180,11 +190,10 @@ def test_an_application_opting_in_is_served_the_read_only_package_bundle(
 
 
 def test_two_libraries_bundles_merged_by_the_application_serve_everything(
-    site: tuple[Path, Path, Warm], tmp_path: Path
+    site: tuple[Path, Path, Warm], tmp_path: Path, cold: dict
 ) -> None:
     folder, app, user = site
     before = tree(folder)
-    cold = serve(user, app, WARM_BUNDLE="")
     merged = tmp_path / "app.warm"
     ran = user("run", app / "myapp.py", "-b", merged, "-q")
     assert ran.returncode == 0, ran.stdout + ran.stderr

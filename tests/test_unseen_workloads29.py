@@ -43,13 +43,16 @@ Bugs it found:
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_python import ForkedPython
 
 # A production process: the workload served on the host runtime; what it returns read back
 # (as hex bytes, so equal means bit for bit), and what the process had to compile and tune.
@@ -360,13 +363,6 @@ def workload(rt):
 """
 
 
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
-
 def _files_beside(folder: Path) -> None:
     """What FILES reads: a kernel's body, a header in an include folder, an input array."""
     import numpy as np
@@ -382,30 +378,41 @@ def _files_beside(folder: Path) -> None:
     np.save(folder / "data.npy", np.arange(-5, 20, dtype=np.int32))
 
 
-def _serve(warm: Warm, workload: Path, bundle: Path | str) -> dict:
-    """The workload served by a fresh production process over `bundle` ("" for none)."""
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's production processes, each a fork of one that imported numpy and
+    warmcli (`tests/forked_python.py`): what each serves is tested, not how it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)  # (conftest's `warm`'s, its home aside)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
+def _serve(producing: ForkedPython, warm: Warm, workload: Path, bundle: Path | str) -> dict:
+    """The workload served by a production process of its own (a fork of `producing`'s
+    server) in `warm`'s environment, over `bundle` ("" for none)."""
     env = dict(warm.env, WARM_BUNDLE=str(bundle))
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVE, str(workload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=ROOT,
-    )
+    proc = producing.run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 
 
 def _warmed(warm: Warm, workload: Path, bundle: Path, *more: str, **env: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "-q", *more],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, **env),
-        timeout=120,
-        cwd=ROOT,
-    )
+    """`warm run` of `workload` into `bundle` with `env` added, forked as this module's
+    `warm` is: its workload reads `TRIAL_PART` from the environment a started run has."""
+    saved = warm.env
+    warm.env = dict(saved, **env)
+    try:
+        proc = warm("run", workload, "-b", bundle, "-q", *more, timeout=120)
+    finally:
+        warm.env = saved
     assert proc.returncode == 0, proc.stderr + proc.stdout
     if not more:
         assert "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete" in proc.stdout
@@ -426,21 +433,23 @@ WORKLOADS = {
 
 
 @pytest.mark.parametrize("name", list(WORKLOADS))
-def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, name: str) -> None:
+def test_cold_miss_and_hit_compute_the_same(
+    warm: Warm, tmp_path: Path, name: str, producing: ForkedPython
+) -> None:
     workload = tmp_path / f"{name}.py"
     workload.write_text(HEAD + WORKLOADS[name])
     if name == "files":
         _files_beside(tmp_path)
-    cold = _serve(warm, workload, "")
+    cold = _serve(producing, warm, workload, "")
     assert cold["kernels"] > 0
 
     _warmed(warm, workload, tmp_path / "full.warm")
-    hot = _serve(warm, workload, tmp_path / "full.warm")
+    hot = _serve(producing, warm, workload, tmp_path / "full.warm")
     assert (hot["kernels"], hot["tunes"]) == (0, 0)
     assert hot["out"] == cold["out"]
 
     _warmed(warm, workload, tmp_path / "part.warm", "--no-verify", TRIAL_PART="1")
-    miss = _serve(warm, workload, tmp_path / "part.warm")
+    miss = _serve(producing, warm, workload, tmp_path / "part.warm")
     assert miss["kernels"] + miss["tunes"] > 0
     assert miss["out"] == cold["out"]
 
@@ -573,7 +582,9 @@ print(warmcli.report())
 """
 
 
-def test_a_compile_that_failed_in_production_is_in_its_report(warm: Warm, tmp_path: Path) -> None:
+def test_a_compile_that_failed_in_production_is_in_its_report(
+    warm: Warm, tmp_path: Path, producing: ForkedPython
+) -> None:
     """A workload that falls back when a kernel fails to compile: `warm run` exits 1 (its
     verify pass failed to compile it, so the bundle cannot be complete); a production
     process over that bundle runs the compiler for it at every start, and its report said
@@ -584,7 +595,10 @@ def test_a_compile_that_failed_in_production_is_in_its_report(warm: Warm, tmp_pa
     proc = warm("run", workload, "-b", bundle, "-q")
     assert proc.returncode == 1
     assert "verify: host: 1 kernel(s) failed to compile, not in the bundle" in proc.stdout
-    assert _serve(warm, workload, "")["out"] == _serve(warm, workload, bundle)["out"]
+    assert (
+        _serve(producing, warm, workload, "")["out"]
+        == _serve(producing, warm, workload, bundle)["out"]
+    )
     served = subprocess.run(
         [sys.executable, "-c", REPORT, str(workload)],
         capture_output=True,
@@ -684,7 +698,9 @@ def workload(rt):
 @pytest.mark.parametrize(
     "use", ["myint s = 2;", "int s = SIZE;", "struct pair p = {1, 2}; int s = p.y;"]
 )
-def test_a_kernel_never_sees_a_neighbours_types(warm: Warm, tmp_path: Path, use: str) -> None:
+def test_a_kernel_never_sees_a_neighbours_types(
+    warm: Warm, tmp_path: Path, use: str, producing: ForkedPython
+) -> None:
     """Kernel b uses a typedef, an enumerator or a struct tag that only kernel a declares:
     alone (a cold start, or a miss) it does not compile, but batched after a in one unit it
     did, was stored, and a production process served it: a hit ran what a cold start
@@ -692,7 +708,7 @@ def test_a_kernel_never_sees_a_neighbours_types(warm: Warm, tmp_path: Path, use:
     workload = tmp_path / "w.py"
     workload.write_text(f"USE = {use!r}\n" + LEAK)
     with pytest.raises(AssertionError, match="kernel b failed to compile"):
-        _serve(warm, workload, "")
+        _serve(producing, warm, workload, "")
     proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q", "--jobs", "1")
     assert proc.returncode == 2, proc.stdout
     assert "KernelCompileError: kernel b failed to compile" in proc.stderr.splitlines()[0]
