@@ -2,8 +2,9 @@
 
 Through the real CLI in a subprocess, on a real bundle (warmed once for the module): with
 COLUMNS from 19 down to 1, `warm stats` shows every name with its value beside it (a name
-is cut, `…`, before a value is lost), never blank, no line wider than COLUMNS (10 at least); with COLUMNS=0 or
-not a number it prints as it does with no COLUMNS, and so does an error on stderr.
+is cut, `…`, before a value is lost), never blank, no line wider than COLUMNS (10 at
+least); with COLUMNS=0 or not a number it prints as it does with no COLUMNS, and so does
+an error on stderr.
 """
 
 from __future__ import annotations
