@@ -182,6 +182,10 @@ class Warm:
         assert proc.returncode == 0, proc.stderr + proc.stdout
         return json.loads(proc.stdout)
 
+    def with_env(self, **env: str) -> Warm:
+        """This warm with `env` over its environment (a `ForkedWarm`'s stays forked)."""
+        return Warm(dict(self.env, **env))
+
 
 def this_warms(identity: str) -> str:
     """A toolchain `identity` as this warm's builds name it: with its build recipe's mark

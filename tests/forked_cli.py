@@ -205,6 +205,11 @@ class ForkedWarm:
         assert proc.returncode == 0, proc.stderr + proc.stdout
         return json.loads(proc.stdout)
 
+    def with_env(self, **env: str) -> ForkedWarm:
+        """`Warm.with_env`, forked: `env` over this environment, each command still forked
+        (from this server where `env` sets only `WARM_*` variables)."""
+        return ForkedWarm(self._warm.with_env(**env), self._servers)
+
     def popen(self, *args: Any, **options: Any) -> Any:
         """`Warm.popen`: a command to signal or wait on is a process started as always."""
         return self._warm.popen(*args, **options)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -82,13 +84,27 @@ def _tune_keys(bundle: Path) -> set[str]:
     return {r[0] for r in rows}
 
 
-@pytest.fixture
-def made(warm: Warm, tmp_path: Path) -> tuple[Path, str]:
-    """A bundle a production write-back made cold, and what that cold process computed."""
-    bundle = tmp_path / "app.warm"
-    cold = _serve(warm, bundle, "write")
+@pytest.fixture(scope="module")
+def made_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A folder holding `app.warm`, a bundle a production write-back made cold, and `home`,
+    the warm home it ran with (once per module), and what that cold process computed."""
+    base = tmp_path_factory.mktemp("clean42")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    cold = _serve(Warm(dict(env, WARM_HOME=str(base / "home"))), base / "app.warm", "write")
     assert cold["compiled"] and cold["tuned"]  # it compiled and tuned everything itself
-    return bundle, str(cold["hash"])
+    return base, str(cold["hash"])
+
+
+@pytest.fixture
+def made(warm: Warm, tmp_path: Path, made_once: tuple[Path, str]) -> tuple[Path, str]:
+    """A bundle a production write-back made cold (`made_once`'s, copied with the home it
+    ran with as `warm`'s home, as that run there would leave them), and what that cold
+    process computed. Its rows were used minutes ago at most: "today", as every test's
+    ages are days."""
+    base, cold = made_once
+    shutil.copytree(base, tmp_path, dirs_exist_ok=True, symlinks=True)
+    assert warm.env["WARM_HOME"] == str(tmp_path / "home")
+    return tmp_path / "app.warm", cold
 
 
 def test_older_than_removes_what_was_not_served_and_production_compiles_only_that(

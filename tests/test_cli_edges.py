@@ -1,7 +1,8 @@
 """Rough edges of the CLI found by using it: errors, wording, grouping, 80-column tables.
 
-Every test runs the real CLI in a subprocess on real bundles (the host example's,
-built once per module by `warm run`, and an `sm_80` pre-build made with nvcc).
+Every test runs the real CLI, each command a process of its own (a fork of one that
+imported the CLI once, `tests/forked_cli.py`), on real bundles (the host example's, built
+once per module by `warm run`, and an `sm_80` pre-build made with nvcc).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import ForkedWarm
 
 from warmcli.bundle.file import FORMAT_VERSION
 
@@ -60,17 +63,20 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def host(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def host(
+    env: dict[str, str], tmp_path_factory: pytest.TempPathFactory, forking_servers: Any
+) -> Path:
     path = tmp_path_factory.mktemp("host") / "host.warm"
-    proc = Warm(env)("run", MATMUL, "--bundle", path, "--quiet")
+    proc = ForkedWarm(Warm(env), forking_servers)("run", MATMUL, "--bundle", path, "--quiet")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stored 6 new kernel(s) and 3 new tune(s)" in flat(proc.stdout)
     return path
 
 
 @pytest.fixture
-def warm80(env: dict[str, str]) -> Warm:
-    return Warm(env)
+def warm80(env: dict[str, str], forking_servers: Any) -> Any:
+    """warm at 80 columns, each command forked (`ForkedWarm`)."""
+    return ForkedWarm(Warm(env), forking_servers)
 
 
 def test_a_bad_arch_is_one_line_and_exit_2(warm80: Warm, host: Path, tmp_path: Path) -> None:

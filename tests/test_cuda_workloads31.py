@@ -1,6 +1,7 @@
 """An ML engineer's own CUDA kernels (CuPy RawModule, torch load_inline, PyCUDA) ported to
 warm from the README, pre-built for a named architecture on a CI machine with no GPU
-(round 31): real NVRTC and nvcc, the real CLI in a subprocess.
+(round 31): real NVRTC and nvcc, the real CLI (each command a process of its own, forked
+from one that imported the CLI once: `tests/forked_cli.py`).
 
 Each kernel here compiles as it is with plain nvcc; warm broke some of them: a macro
 named on the command line (`-DN=1024`, as CuPy's `options=` and PyCUDA's `-D` with a
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 

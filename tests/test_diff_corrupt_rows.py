@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 FIRST_TUNE = "WHERE rowid = (SELECT min(rowid) FROM tunes)"
 

@@ -118,7 +118,7 @@ def test_a_size_in_more_digits_than_a_float_holds_is_one_line(
     proc = warm("clean", bundle, "--max-size", "9" * 400)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr and bundle.read_bytes() == before
-    huge = Warm(dict(warm.env, WARM_REMOTE_MAX_SIZE="9" * 5000))
+    huge = warm.with_env(WARM_REMOTE_MAX_SIZE="9" * 5000)
     proc = huge("stats", "http://127.0.0.1:9/fleet.warm")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "WARM_REMOTE_MAX_SIZE" in proc.stderr and "Traceback" not in proc.stderr

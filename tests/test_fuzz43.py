@@ -18,6 +18,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_made  # noqa: F401  (conftest's `made`, commands forked)
 
 INVISIBLE = ["\u034f", "\u115f", "\u1160", "\u17b4", "\u3164", "\ufe0f", "\uffa0", "\U0001bca0",
              "\U0001d173", "\U000e0100"]  # fmt: skip

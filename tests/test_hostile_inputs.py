@@ -100,7 +100,7 @@ def test_diff_names_each_hostile_entry_and_exits_non_zero(
 
 def _pulled_once(warm: Warm, good: Path, store: Store, base: str, tmp_path: Path) -> Warm:
     """`warm` with a home of its own, where a pull of `good` left a last good copy."""
-    warm = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    warm = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     store.files["/b.warm"] = good.read_bytes()
     assert warm("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
     return warm
@@ -120,7 +120,7 @@ def test_pull_refuses_a_hostile_download_and_keeps_the_destination(
     store.files["/b.warm"] = _hostile(good, tmp_path, attack).read_bytes()
     dest.write_bytes(b"what the user had")
     for home in ("home", "fresh-home"):  # with a last good copy, and with none
-        proc = Warm(dict(warm.env, WARM_HOME=str(tmp_path / home)))("pull", f"{base}/b.warm", dest)
+        proc = warm.with_env(WARM_HOME=str(tmp_path / home))("pull", f"{base}/b.warm", dest)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         _one_line(proc.stderr, "download refused")

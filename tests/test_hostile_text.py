@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 from warmcli.bundle.candidates import decode, pack
 from warmcli.printable import printable

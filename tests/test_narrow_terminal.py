@@ -1,18 +1,21 @@
 """Output in a narrow terminal, and under a COLUMNS that is no width.
 
-Through the real CLI in a subprocess, on a real bundle: with COLUMNS from 19 down to 1,
-`warm stats` shows every name with its value beside it (a name is cut, `…`, before a
-value is lost), never blank, no line wider than COLUMNS (10 at least); with COLUMNS=0 or
-not a number it prints as it does with no COLUMNS, and so does an error on stderr.
+Through the real CLI in a subprocess, on a real bundle (warmed once for the module): with
+COLUMNS from 19 down to 1, `warm stats` shows every name with its value beside it (a name
+is cut, `…`, before a value is lost), never blank, no line wider than COLUMNS (10 at
+least); with COLUMNS=0 or not a number it prints as it does with no COLUMNS, and so does
+an error on stderr.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import ForkedWarm, forked_warm  # noqa: F401  (conftest's `warm`, forked)
 
 INC = """\
 import numpy as np
@@ -46,10 +49,15 @@ NAMES = (
 TITLES = ("Contents", "Kernels (1)", "Kernels", "(1)")
 
 
-@pytest.fixture
-def made(warm: Warm, workload_file, bundle_path: Path) -> Path:
-    assert warm("run", workload_file(INC), "-b", bundle_path, "-q").returncode == 0
-    return bundle_path
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
+    """The bundle of `INC`, warmed once for the module (each test only reads it)."""
+    base = tmp_path_factory.mktemp("narrow")
+    (base / "workload.py").write_text(INC)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
+    assert warm("run", base / "workload.py", "-b", base / "bundle.warm", "-q").returncode == 0
+    return base / "bundle.warm"
 
 
 def _with(warm: Warm, columns: str | None) -> Warm:

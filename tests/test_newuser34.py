@@ -138,7 +138,7 @@ def test_a_blank_warm_bundle_is_an_empty_one_not_a_file_named_by_spaces(
     # file named " " in the working folder.
     workload = tmp_path / "host.py"
     workload.write_text(HOST_WORKLOAD)
-    blank = Warm(dict(warm.env, WARM_BUNDLE="  "))
+    blank = warm.with_env(WARM_BUNDLE="  ")
     proc = blank("run", workload, "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "  ").exists()
@@ -203,7 +203,7 @@ def test_check_refuses_an_unsigned_bundle_under_trusted_keys_with_exit_2(
     bundle = tmp_path / "b.warm"
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0
     assert warm("keygen", tmp_path / "ci.key").returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=str(tmp_path / "ci.key.pub")))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=str(tmp_path / "ci.key.pub"))
     proc = trusting("check", bundle)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "unsigned" in proc.stderr, proc.stderr

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet_trial29 import killed_writing, old_and_new, replaced_soundly
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
@@ -47,7 +48,7 @@ def test_a_bundle_put_in_place_of_a_wal_one_is_not_played_the_old_wal(
     store, base, _ = http_store
     source, target = old_and_new(store, built, tmp_path)
     killed_writing(target, _KILLED_AFTER_WAL_COMMIT, "-wal")
-    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    env = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     replaced_soundly(env, command, f"{base}/b.warm", source, target, "-wal")
 
 
@@ -83,7 +84,7 @@ def test_a_journal_that_names_another_file_never_has_it_deleted(
     victim = tmp_path / "victim.txt"
     victim.write_text("the user's data\n")
     _hostile_journal(target, victim)
-    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    env = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     if command == "stats":
         proc = env("stats", target)
     elif command == "run":

@@ -72,7 +72,7 @@ def test_a_foreign_tune_row_stamped_in_the_future_is_measured_again_not_signed(
     with sqlite3.connect(bundle) as conn:  # the same pick, measured elsewhere, "in 2096"
         conn.execute("UPDATE tunes SET seconds = 777.0, measured_at = 1.0, updated = 4e9")
     conn.close()
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     again = trusting("run", workload, "-b", bundle, "-q", "--key", key)
     assert again.returncode == 0, again.stderr
     assert "and 1 new tune(s)" in again.stdout, again.stdout  # measured here, stored

@@ -218,7 +218,7 @@ def test_merge_key_under_trusted_keys_does_not_sign_an_edited_row(
     assert proc.returncode == 0, proc.stderr
     with sqlite3.connect(signed) as db:
         db.execute("UPDATE tunes SET pick = CASE pick WHEN 's1' THEN 's2' ELSE 's1' END")
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     proc = trusting("merge", signed, "-o", merged, "--key", key, "--json")
     assert proc.returncode == 2 and not merged.exists()
     error = json.loads(proc.stdout)["error"]

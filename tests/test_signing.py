@@ -91,8 +91,8 @@ def test_a_signed_bundle_is_served_under_trusted_keys(setup: Setup) -> None:
     assert signature["covers"] == doc["integrity"]["signatures"]["rows"]
     text = setup.ok(setup.warm("verify", setup.signed))  # no trusted keys: reported only
     assert f"signature: key {signature['key_id']}" in text and "valid, covers" in text
-    env = dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub))
-    assert "every entry is servable here" in setup.ok(Warm(env)("check", setup.signed))
+    trusting = setup.warm.with_env(WARM_TRUSTED_KEYS=str(setup.pub))
+    assert "every entry is servable here" in setup.ok(trusting("check", setup.signed))
 
 
 def test_without_trusted_keys_cryptography_is_never_imported(setup: Setup) -> None:
@@ -177,13 +177,12 @@ def test_a_bundle_no_trusted_key_signed_is_refused(setup: Setup, which: str) -> 
     assert verified.returncode == 1 and "not signed by a trusted key" in verified.stdout
     if which == "forged signature":
         assert "INVALID" in verified.stdout
-    env = dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub))
-    checked = Warm(env)("check", path)  # the preflight: refused as production refuses it
+    trusting = setup.warm.with_env(WARM_TRUSTED_KEYS=str(setup.pub))
+    checked = trusting("check", path)  # the preflight: refused as production refuses it
     assert checked.returncode == 2 and "bundle refused" in checked.stderr, checked.stderr
     assert len(checked.stderr.splitlines()) == 1 and setup.ok(setup.warm("check", path))
     if which == "unsigned":  # `warm run` opens the bundle as production does
-        env = dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub))
-        run = Warm(env)("run", MATMUL, "--bundle", setup.copy(path, "run-over.warm"))
+        run = trusting("run", MATMUL, "--bundle", setup.copy(path, "run-over.warm"))
         assert run.returncode == 2 and "bundle refused" in run.stderr
         assert "Traceback" not in run.stderr
 
@@ -200,7 +199,7 @@ def test_vacuum_and_a_read_only_copy_stay_signed(setup: Setup) -> None:
 
 
 def test_run_and_merge_sign_with_a_key_or_say_unsigned(setup: Setup) -> None:
-    trusting = Warm(dict(setup.warm.env, WARM_TRUSTED_KEYS=str(setup.pub)))
+    trusting = setup.warm.with_env(WARM_TRUSTED_KEYS=str(setup.pub))
     fresh = setup.base / "fresh.warm"
     doc = json.loads(
         setup.ok(trusting("run", MATMUL, "--bundle", fresh, "--key", setup.key, "--json"))
@@ -236,7 +235,7 @@ def test_bad_keys_are_one_line_errors(setup: Setup) -> None:
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert proc.stderr.startswith("warm: error: ") and "Traceback" not in proc.stderr
     assert not (setup.base / "missing.warm").exists()
-    bad = Warm(dict(setup.warm.env, WARM_TRUSTED_KEYS=str(not_a_key)))("verify", setup.signed)
+    bad = setup.warm.with_env(WARM_TRUSTED_KEYS=str(not_a_key))("verify", setup.signed)
     assert bad.returncode == 2 and "not a PEM public key" in bad.stderr
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 

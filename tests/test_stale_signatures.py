@@ -50,7 +50,7 @@ def test_push_and_pull_take_a_sound_bundle_with_a_stale_signature(
 
 
 def _trusting(warm: Warm, key: Path) -> Warm:
-    return Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    return warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
 
 
 def test_a_run_under_trusted_keys_never_migrates_a_bundle_it_refuses(
