@@ -207,18 +207,26 @@ def test_a_seed_counts_a_binary_its_kernels_share_once(warm: Warm, tmp_path: Pat
     assert len(warm.json("stats", seeds.paths[0])["kernels"]) == 4
 
 
+# Says it runs (`started` beside it), then runs on until the test says the second fan-out's
+# shards are submitted (`done`), or 3 s at most: a second fan-out handed the first's shards
+# gets their bundles.
 SLOW = """
-import time
+import os, time
 from warmcli import Kernel
 
 DEVICE = "host"
 HALF = Kernel("void half(float *x, int n) { for (int i = 0; i < n; i++) x[i] /= 2; }",
               "half", "Pi")
+STARTED, DONE = (os.path.join(os.path.dirname(os.path.abspath(__file__)), n)
+                 for n in ("started", "done"))
 
 
 def workload(rt):
     rt.launch(HALF, rt.buffer(8, "float32"), 8)
-    time.sleep(3)
+    open(STARTED, "w").close()
+    until = time.monotonic() + 3
+    while not os.path.exists(DONE) and time.monotonic() < until:
+        time.sleep(0.02)
 """
 
 OTHER = """
@@ -242,7 +250,8 @@ def test_two_fan_outs_at_once_from_one_process_id_each_get_their_own_shards(
     on one cluster) while the first ran was handed the first's shards, another workload's
     bundles, and merged them as its own. Each fan-out's keys are now its own."""
     slow, other = tmp_path / "slow.py", tmp_path / "other.py"
-    slow.write_text(SLOW)
+    started, done = tmp_path / "started", tmp_path / "done"
+    slow.write_text(SLOW)  # (which writes `started` and reads `done` beside it)
     other.write_text(OTHER)
     folders = [tmp_path / "a", tmp_path / "b"]
     for folder in folders:
@@ -251,9 +260,16 @@ def test_two_fan_outs_at_once_from_one_process_id_each_get_their_own_shards(
         target=fan_out, args=(scheduler, [str(slow), "--no-verify"], folders[0])
     )
     first.start()
-    time.sleep(1.5)  # the first's shards run
-    second = fan_out(scheduler, [str(other), "--no-verify"], folders[1])
-    first.join()
+    try:
+        _wait_for(started, 120)  # the first's shards run
+        # (`done` once the second's shards are submitted: their workers are the first's)
+        second = fan_out(
+            scheduler, [str(other), "--no-verify"], folders[1],
+            on_shard=lambda result, count: result is None and done.touch(),
+        )  # fmt: skip
+    finally:
+        done.touch()
+        first.join()
     labels = {k["label"] for p in second.paths for k in warm.json("stats", p)["kernels"]}
     assert labels == {"twice"}
 
@@ -377,6 +393,17 @@ def _wait_for(path: Path, seconds: float, run: subprocess.Popen[str] | None = No
         time.sleep(0.1)
 
 
+def _written_whole(file: Path) -> str:
+    """The scheduler's address, once its file reads as whole JSON (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return str(json.loads(file.read_text())["address"])
+        except (ValueError, KeyError):
+            assert time.monotonic() < deadline, file.read_text()
+            time.sleep(0.02)
+
+
 def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
     warm: Warm, tmp_path: Path
 ) -> None:
@@ -396,14 +423,13 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
     worker = run = None
     try:
         _wait_for(file, 120)
-        time.sleep(0.5)  # (the file written whole)
+        address = _written_whole(file)
         worker = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
              "--no-nanny", "--nthreads", "1", "--no-dashboard"],
             env={**os.environ, "WARM_TEST_SHARD_STARTED": str(mark)},
             **quiet,  # type: ignore[call-overload]
         )  # fmt: skip
-        address = json.loads(file.read_text())["address"]
         run = subprocess.Popen(
             [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "--dask",
              address],
