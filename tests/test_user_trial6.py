@@ -1,7 +1,9 @@
 """An adversarial user's trial of the workload side and the process lifecycle (round 6).
 
-Through the real CLI in a subprocess (`warm run`, `warm stats`, `warm verify`) and real
-production subprocesses, with the host backend (the system C compiler):
+Through the real CLI in a subprocess (`warm run`, `warm stats`, `warm verify`: a fork of a
+process that imported the CLI once, `tests/forked_cli.py`, where no signal, limit or pipe
+of the process is tried) and real production subprocesses, with the host backend (the
+system C compiler):
 - a `check=` callable that answers with numpy's `False` (`(a == b).all()`), an array, a
   generator or a coroutine rejects the candidate (it was accepted: a wrong candidate
   could be picked);
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SQUARES, TUNED_READ, Warm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 CHECKS = """
 import numpy as np
@@ -304,8 +307,9 @@ def test_a_workloads_child_stopped_by_sigterm_leaves_the_compilers_alone(
 ) -> None:
     """The child took warm's interrupt handler for its own: SIGTERM made it kill the
     compilers of its parent's run ('kernel slow failed to compile: cc exited with -9',
-    exit 2) and print a KeyboardInterrupt traceback."""
-    proc = warm("run", workload_file(FORK_KILL), "-b", bundle_path, "-q")
+    exit 2) and print a KeyboardInterrupt traceback. (A started `warm run`, never a fork:
+    its signal handlers are what is tried.)"""
+    proc = Warm(warm.env)("run", workload_file(FORK_KILL), "-b", bundle_path, "-q")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
 
