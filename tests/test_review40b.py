@@ -135,12 +135,11 @@ def test_a_dask_run_under_trusted_keys_signs_no_row_they_did_not_sign_of_an_olde
     it signed that tune too ('covers 20 of 20 row(s)'): `run_signs` told the rows the bundle
     held by their hashes as format 2 stores them, and the merge writes format 3, so every
     held row looked new. A local run leaves that tune unsigned; now `--dask` does too."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
     path, key = _partly_signed_format2(tmp_path, plain)
     local = tmp_path / "local.warm"
     shutil.copy(path, local)
-    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = plain.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     before = _unsigned(trusted, path)
     assert before == ["tunes 53d183f6dc1bf059"]
     here = trusted("run", MATMUL, "-b", local, "--key", key, "-q")
@@ -157,15 +156,14 @@ def test_under_trusted_keys_a_pending_tune_a_shard_measured_is_signed_as_the_run
     """A tune the bundle held pending and unsigned, measured by a shard, is what the run
     added: `--key` signs it, as a local run signs what it stores (left unsigned, it was
     not served under the trusted keys and the run's verify pass measured it again)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
     bundle, local, key = tmp_path / "b.warm", tmp_path / "l.warm", tmp_path / "key"
     assert plain("run", MATMUL, "-b", bundle, "-q").returncode == 0
     assert plain("keygen", key).returncode == 0
     assert plain("sign", bundle, "--key", key).returncode == 0
     _make_pending(bundle)  # its tunes no longer signed
     shutil.copy(bundle, local)
-    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = plain.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     assert len(_unsigned(trusted, bundle)[0].split(", ")) == 3
     here = trusted("run", MATMUL, "-b", local, "--key", key, "-q")
     assert here.returncode == 0, here.stdout + here.stderr
@@ -360,11 +358,10 @@ def test_a_dask_run_without_key_leaves_a_signed_older_format_bundle_as_it_was(
     merged into it, and its own verify pass then refused it ('signature ... no longer covers
     the bundle'): a bundle production served under those keys was refused whole from then
     on. Now `--dask` refuses it first, as a local run does."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
     path, key = _signed_format2(tmp_path, plain)
     before = path.read_bytes()
-    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = plain.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     here = trusted("run", MATMUL, "-b", path, "-q")
     fanned = trusted("run", MATMUL, "-b", path, "-q", "--dask", scheduler)
     assert here.returncode == fanned.returncode == 2, fanned.stdout + fanned.stderr
