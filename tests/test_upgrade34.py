@@ -40,7 +40,7 @@ IMPORTED_HELPER = GLOBAL_TOLERANCE.replace(
     np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=RTOL)""",
     """import sys
 sys.path.insert(0, os.path.dirname(__file__))  # (run by path)
-HOW = os.environ.get("HOW", "from")
+HOW = os.environ.get("WARM_TEST_HOW", "from")
 if HOW == "from":
     from checks import close
 else:
@@ -60,7 +60,7 @@ def _served_after_helper_edit(warm: Warm, workload_file, tmp_path: Path, how: st
     path = workload_file(IMPORTED_HELPER)
     helper = path.parent / "checks.py"
     helper.write_text(LOOSE)
-    env = Warm(dict(warm.env, HOW=how))
+    env = warm.with_env(WARM_TEST_HOW=how)  # (forked, as `warm`'s commands)
     bundle = tmp_path / "h.warm"
     done = env("run", path, "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr
@@ -82,15 +82,15 @@ def test_a_check_helper_read_through_a_module_beside_it_is_keyed(
     _served_after_helper_edit(warm, workload_file, tmp_path, "module")
 
 
-# A host kernel whose options make cc read a file: SCALE comes from it (OPTS, as JSON, with
-# HERE for the workload's folder).
+# A host kernel whose options make cc read a file: SCALE comes from it (WARM_TEST_OPTS, as
+# JSON, with HERE for the workload's folder).
 FILE_OPTIONS = """
 import json, os
 from warmcli import Kernel
 
 DEVICE = "host"
 HERE = os.path.dirname(os.path.abspath(__file__))
-OPTS = tuple(o.replace("HERE", HERE) for o in json.loads(os.environ["OPTS"]))
+OPTS = tuple(o.replace("HERE", HERE) for o in json.loads(os.environ["WARM_TEST_OPTS"]))
 K = Kernel('''#include <stdio.h>
 void k(float *y, int n) { for (int i = 0; i < n; i++) y[i] = SCALE; }''', "k", "Pi",
            options=OPTS)
@@ -176,7 +176,7 @@ def test_an_option_file_cc_would_read_fails_the_kernel_naming_it(
     (tmp_path / "flags.txt").write_text("-DSCALE=2\n")
     (tmp_path / "link.txt").write_text("-lm\n")
     opts = [option] if option.startswith("@") else [option, "-DSCALE=2"]
-    done = Warm(dict(warm.env, OPTS=json.dumps(opts)))("run", path, "-b", tmp_path / "f.warm")
+    done = warm.with_env(WARM_TEST_OPTS=json.dumps(opts))("run", path, "-b", tmp_path / "f.warm")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "reads a file" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
