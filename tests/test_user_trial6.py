@@ -407,18 +407,18 @@ class Close:
         return self
 
 
-AS_NUMPY = np.float32(os.environ["TOLERANCE"])
+AS_NUMPY = np.float32(os.environ["WARM_TEST_TOLERANCE"])
 
 
 def by_numpy_global(outputs, inputs):
     return bool(np.abs(outputs[0] - inputs[0] ** 2).max() <= AS_NUMPY)
 
 
-CHECK = Close(float(os.environ["TOLERANCE"]))
-SET = Close(0.5).set_tolerance(float(os.environ["TOLERANCE"]))
+CHECK = Close(float(os.environ["WARM_TEST_TOLERANCE"]))
+SET = Close(0.5).set_tolerance(float(os.environ["WARM_TEST_TOLERANCE"]))
 CHECKS = {"object": CHECK, "method": CHECK.method, "numpy": by_numpy_global, "setter": SET}
 SQ = Tunable("sq", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
-             check=CHECKS[os.environ["KIND"]])
+             check=CHECKS[os.environ["WARM_TEST_KIND"]])
 
 
 def workload(rt):
@@ -438,8 +438,8 @@ def test_a_check_objects_state_keys_its_tune(
     it from a global numpy number: a bundle warmed under a loose one served its pick (the
     fast, wrong candidate) to a process whose check is strict, unchecked."""
     path = workload_file(STATEFUL_CHECK)
-    loose = Warm(dict(warm.env, TOLERANCE="1.0", KIND=kind))
-    strict = Warm(dict(warm.env, TOLERANCE="0.0", KIND=kind))
+    loose = warm.with_env(WARM_TEST_TOLERANCE="1.0", WARM_TEST_KIND=kind)  # (run forked)
+    strict = warm.with_env(WARM_TEST_TOLERANCE="0.0", WARM_TEST_KIND=kind)
     assert loose("run", path, "-b", bundle_path, "-q").returncode == 0
     assert loose.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
     assert strict.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 1}
