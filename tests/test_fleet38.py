@@ -48,8 +48,9 @@ print(json.dumps({{"h": h.hexdigest(), "kernels": len(r.kernels), "tunes": len(r
 """
 
 
-def _machine(warm: Warm, home: Path, **env: str) -> Warm:
-    return Warm(dict(warm.env, WARM_HOME=str(home), **env))
+def _machine(warm: Any, home: Path, **env: str) -> Any:
+    """Another machine's warm (its own home): its commands forked as `warm`'s are."""
+    return warm.with_env(WARM_HOME=str(home), **env)
 
 
 def test_a_write_back_by_another_compiler_leaves_the_signed_tunes_signed(

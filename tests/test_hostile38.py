@@ -7,11 +7,13 @@ escape byte, and production computes the numbers a cold start computes.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fuzz34 import MATMUL, SERVE, matmul_bundle
@@ -95,24 +97,38 @@ def test_check_with_no_compiler_reads_a_kernels_builds_once(warm: Warm, tmp_path
             tunes.append((bytes.fromhex(key), operation, f"{shape} #{i}", device, checksum, *rest))
         conn.executemany("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", tunes)
     conn.close()
-    env = dict(warm.env, WARM_CC=str(tmp_path / "no-cc"))
-    done = subprocess.run(  # a hang: ended after 120 s (seconds, fixed; ~15 minutes, not)
-        [sys.executable, "-m", "warmcli", "check", bundle],
-        capture_output=True, text=True, env=env, timeout=120, cwd=ROOT,
-    )  # fmt: skip
+    no_cc = warm.with_env(WARM_CC=str(tmp_path / "no-cc"))  # (forked, as `warm`'s commands)
+    # a hang: ended after 120 s (seconds, fixed; ~15 minutes, not)
+    done = no_cc("check", bundle, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-800:]
     lines = done.stdout.splitlines()
     assert "no compiler" in lines[0] and "1003 tune(s)" in lines[1], lines[:2]
 
 
-def test_a_huge_manifest_run_is_never_read_whole_by_a_run(warm: Warm, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def run_peak(tmp_path_factory: pytest.TempPathFactory) -> int:
+    """The peak (KiB) of `warm run` of the example over its own bundle, complete: what the
+    huge-value tests compare a run's with (each measured this same command on this same
+    bundle before; measured once for both)."""
+    folder = tmp_path_factory.mktemp("base38")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_HOME=str(folder / "home"), COLUMNS="200")
+    bundle = matmul_bundle(Warm(env), folder / "plain.warm")
+    argv = [sys.executable, "-m", "warmcli", "run", str(MATMUL), "-b", str(bundle)]
+    code, _, err, peak = peak_of(argv, env)
+    assert code == 0, err[-800:]
+    return peak
+
+
+def test_a_huge_manifest_run_is_never_read_whole_by_a_run(
+    warm: Warm, tmp_path: Path, run_peak: int
+) -> None:
     """`warm run -b` records its run in the manifest's `run` row, read again in its last
     transaction whole, whatever its size (every reader refuses one over its bound): a 64 MB
     value made the run hold ~130 MB more. Read within `MAX_NAME_CHARS` now (no record warm
     writes is longer), the run stays flat, and the row is still replaced as before."""
     argv = [sys.executable, "-m", "warmcli", "run", MATMUL, "-b"]
-    base_bundle = matmul_bundle(warm, tmp_path / "plain.warm")
-    _, _, _, base = peak_of([*map(str, argv), str(base_bundle)], warm.env)
+    base = run_peak
     bundle = matmul_bundle(warm, tmp_path / "huge.warm")
     with sqlite3.connect(bundle) as conn:
         conn.execute("UPDATE manifest SET value = printf('%.*c', 64 << 20, 'a') WHERE key = 'run'")
@@ -126,13 +142,15 @@ def test_a_huge_manifest_run_is_never_read_whole_by_a_run(warm: Warm, tmp_path: 
     assert held is None  # (a value no record: no run recorded, as before)
 
 
-def test_a_rows_huge_value_is_never_loaded_to_compare_it(warm: Warm, tmp_path: Path) -> None:
+def test_a_rows_huge_value_is_never_loaded_to_compare_it(
+    warm: Warm, tmp_path: Path, run_peak: int
+) -> None:
     """`warm run -b` keeps a kernel or tune row the bundle holds alike (another writer's),
     compared in SQL, column by column: a 64 MB label or pick was loaded whole to compare it,
     so a bundle with one of each made the run hold ~66 MB more. SQLite refuses a value over
     `MAX_VALUE_BYTES` there now: such a row is no row alike, replaced, never loaded."""
     argv = [sys.executable, "-m", "warmcli", "run", str(MATMUL), "-b"]
-    _, _, _, base = peak_of([*argv, str(matmul_bundle(warm, tmp_path / "plain.warm"))], warm.env)
+    base = run_peak
     bundle = matmul_bundle(warm, tmp_path / "huge.warm")
     with sqlite3.connect(bundle) as conn:
         conn.execute("UPDATE kernels SET label = printf('%.*c', 64 << 20, 'a') WHERE rowid = 1")

@@ -307,9 +307,10 @@ def test_every_reader_gives_a_malformed_row_one_verdict(
 
 
 def _spoiled(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, edit: str
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, edit: str, forked: Any
 ) -> tuple[Warm, Path]:
-    """A copy of the host bundle with the SQL `edit` made, and a `warm` in its environment."""
+    """A copy of the host bundle with the SQL `edit` made, and a `warm` in its environment
+    (each command a fork of one process that imported the CLI once)."""
     sound, env = host_bundle
     bundle = tmp_path / "b.warm"
     bundle.write_bytes(sound.read_bytes())
@@ -317,11 +318,11 @@ def _spoiled(
     conn.execute(edit)
     conn.commit()
     conn.close()
-    return Warm(env), bundle
+    return forked(Warm(env)), bundle
 
 
 def test_clean_removes_kernels_whose_blob_size_lies(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any
 ) -> None:
     """A blob whose size column is not its length is never served (`warm check`: binary,
     verify names it) but `warm clean` kept its kernels ('would remove 0 kernel(s)'), so no
@@ -330,6 +331,7 @@ def test_clean_removes_kernels_whose_blob_size_lies(
         host_bundle,
         tmp_path,
         f"UPDATE blobs SET size = size + 1 WHERE sha256 = (SELECT sha256 FROM kernels {ROW_SUM})",
+        forked,
     )
     assert warm("verify", bundle).returncode == 1
     cleaned = warm("clean", bundle, "--json")
@@ -341,7 +343,7 @@ def test_clean_removes_kernels_whose_blob_size_lies(
 
 
 def test_a_host_kernel_whose_binary_lacks_its_symbol_is_unsound_and_cleaned(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any
 ) -> None:
     """A host kernel row pointed at another kernel's blob (sound, of the right size): its
     symbol is not in that binary, so production never serves it (`dlsym`: a miss, compiled)
@@ -354,6 +356,7 @@ def test_a_host_kernel_whose_binary_lacks_its_symbol_is_unsound_and_cleaned(
         tmp_path,
         f"UPDATE kernels SET sha256 = (SELECT sha256 FROM kernels WHERE entry = 'bias_relu') "
         f"{ROW_SUM}",
+        forked,
     )
     checked = warm("check", bundle, "--json")
     assert checked.returncode == 1 and '"binary"' in checked.stdout, checked.stdout[-800:]

@@ -34,9 +34,9 @@ OPTION_MACROS = r"""
 import json, os
 from warmcli import Kernel
 DEVICE = "host"
-OUT = os.environ["L35_OUT"]
+OUT = os.environ["WARM_TEST_L35_OUT"]
 D = ("-DSCALE=2",)
-PRE = ("-include", os.environ["L35_CFG"])  # it defines SCALE 2
+PRE = ("-include", os.environ["WARM_TEST_L35_CFG"])  # it defines SCALE 2
 IFDEF = "void {0}(double *o) {{\n#ifdef {1}\n o[0] = {1};\n#else\n o[0] = -1;\n#endif\n}}"
 KERNELS = {
     # each group: a kernel naming the option's macro itself, then two that only read it
@@ -75,7 +75,7 @@ def _cold_warm_hit(
     seen = []
     for step in ("cold", "warm", "hit"):
         out = tmp_path / f"{step}.json"
-        warm.env.update(env, L35_OUT=str(out))
+        warm.env.update(env, WARM_TEST_L35_OUT=str(out))
         if step == "warm":
             done = warm("run", workload, "-b", bundle, "-q", "--allow-discarded-reads", "-j", "1")
             assert done.returncode == 0, done.stderr
@@ -92,7 +92,11 @@ def test_a_kernel_naming_its_options_macro_never_takes_it_from_its_neighbours(
     cfg = tmp_path / "cfg.h"
     cfg.write_text("#define SCALE 2\n")
     cold, warmed, hit = _cold_warm_hit(
-        warm, tmp_path, OPTION_MACROS, {"L35_CFG": str(cfg)}, misses=len(OPTION_MACROS_WANT)
+        warm,
+        tmp_path,
+        OPTION_MACROS,
+        {"WARM_TEST_L35_CFG": str(cfg)},
+        misses=len(OPTION_MACROS_WANT),
     )
     assert cold == OPTION_MACROS_WANT
     assert warmed == cold
@@ -144,11 +148,11 @@ ONE_KERNEL = """
 import json, os
 from warmcli import Kernel
 DEVICE = "host"
-K = Kernel(os.environ["L35_SOURCE"], "put", os.environ["L35_PARAMS"])
+K = Kernel(os.environ["WARM_TEST_L35_SOURCE"], "put", os.environ["WARM_TEST_L35_PARAMS"])
 def workload(rt):
     o = rt.buffer(1, "float64")
     rt.launch(K, o, 2.5 if "f" in K.params or "d" in K.params else 7)
-    with open(os.environ["L35_OUT"], "w") as f:
+    with open(os.environ["WARM_TEST_L35_OUT"], "w") as f:
         json.dump(rt.read(o).tolist(), f)
 """
 
@@ -169,7 +173,11 @@ def test_an_entry_whose_definition_declares_no_parameter_types_is_refused_named(
         "void put() { }": ("Pi", "2 letter(s) for 0 declared parameter(s)"),
     }
     for i, (source, (params, said)) in enumerate(cases.items()):
-        warm.env.update(L35_SOURCE=source, L35_PARAMS=params, L35_OUT=str(tmp_path / "o.json"))
+        warm.env.update(
+            WARM_TEST_L35_SOURCE=source,
+            WARM_TEST_L35_PARAMS=params,
+            WARM_TEST_L35_OUT=str(tmp_path / "o.json"),
+        )
         done = warm("run", workload, "-b", tmp_path / f"b{i}.warm", "-q", "--allow-discarded-reads")
         assert done.returncode == 2, (source, done.stderr)
         assert said in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -179,7 +187,11 @@ def test_an_entry_whose_definition_declares_no_parameter_types_is_refused_named(
         "void put(double *o, int n);\nvoid put(double *o, int n) { o[0] = n; }": ("Pi", [7.0]),
     }
     for i, (source, (params, want)) in enumerate(fine.items()):
-        warm.env.update(L35_SOURCE=source, L35_PARAMS=params, L35_OUT=str(tmp_path / "o.json"))
+        warm.env.update(
+            WARM_TEST_L35_SOURCE=source,
+            WARM_TEST_L35_PARAMS=params,
+            WARM_TEST_L35_OUT=str(tmp_path / "o.json"),
+        )
         done = warm("run", workload, "-b", tmp_path / f"f{i}.warm", "-q", "--allow-discarded-reads")
         assert done.returncode == 0, (source, done.stderr)
         assert json.loads((tmp_path / "o.json").read_text()) == want
@@ -193,7 +205,11 @@ def test_a_static_entry_fails_its_compile_named(warm: Warm, tmp_path: Path) -> N
     workload = tmp_path / "w.py"
     workload.write_text(ONE_KERNEL)
     source = "static void put(double *o, int n) { o[0] = n; }"
-    warm.env.update(L35_SOURCE=source, L35_PARAMS="Pi", L35_OUT=str(tmp_path / "o.json"))
+    warm.env.update(
+        WARM_TEST_L35_SOURCE=source,
+        WARM_TEST_L35_PARAMS="Pi",
+        WARM_TEST_L35_OUT=str(tmp_path / "o.json"),
+    )
     bundle = tmp_path / "b.warm"
     done = warm("run", workload, "-b", bundle, "-q", "--allow-discarded-reads")
     assert done.returncode == 2, done.stderr
@@ -211,8 +227,8 @@ def test_an_entry_the_binary_does_not_export_fails_its_compile_named(
     workload = tmp_path / "w.py"
     workload.write_text(
         ONE_KERNEL.replace(
-            '"put", os.environ["L35_PARAMS"]',
-            '"put", "Pi", options=tuple(os.environ["L35_OPTS"].split())',
+            '"put", os.environ["WARM_TEST_L35_PARAMS"]',
+            '"put", "Pi", options=tuple(os.environ["WARM_TEST_L35_OPTS"].split())',
         )
     )
     cases = {
@@ -221,13 +237,17 @@ def test_an_entry_the_binary_does_not_export_fails_its_compile_named(
         ('__attribute__((visibility("hidden"))) void put(double *o, int n) { o[0] = n; }', ""),
     }
     for i, (source, options) in enumerate(sorted(cases)):
-        warm.env.update(L35_SOURCE=source, L35_OPTS=options, L35_OUT=str(tmp_path / "o.json"))
+        warm.env.update(
+            WARM_TEST_L35_SOURCE=source,
+            WARM_TEST_L35_OPTS=options,
+            WARM_TEST_L35_OUT=str(tmp_path / "o.json"),
+        )
         done = warm("run", workload, "-b", tmp_path / f"b{i}.warm", "-q", "--allow-discarded-reads")
         assert done.returncode == 2, (source, done.stderr)
         assert "its entry 'put' is not exported" in done.stderr, done.stderr
         assert "no symbol" not in done.stderr and "Traceback" not in done.stderr
     fine = '__attribute__((visibility("default"))) void put(double *o, int n) { o[0] = n; }'
-    warm.env.update(L35_SOURCE=fine, L35_OPTS="-fvisibility=hidden")
+    warm.env.update(WARM_TEST_L35_SOURCE=fine, WARM_TEST_L35_OPTS="-fvisibility=hidden")
     done = warm("run", workload, "-b", tmp_path / "fine.warm", "-q", "--allow-discarded-reads")
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "o.json").read_text()) == [7.0]
@@ -279,7 +299,7 @@ def workload(rt):
         o = rt.buffer(1, "float64")
         rt.launch(kernel, o)
         out[name] = float(rt.read(o)[0])
-    with open(os.environ["L35_OUT"], "w") as f:
+    with open(os.environ["WARM_TEST_L35_OUT"], "w") as f:
         json.dump(out, f)
 """
 
@@ -313,7 +333,7 @@ mod = SourceModule("__global__ void f(float *d, const float *a) { d[0] = a[0]; }
 f = mod.get_function("f")
 def workload(rt):
     d, a = np.zeros(4, np.float32), np.ones(4, np.float32)
-    f(drv.Out(d), drv.In(a.astype(os.environ["L35_DTYPE"])), block=(1, 1, 1))
+    f(drv.Out(d), drv.In(a.astype(os.environ["WARM_TEST_L35_DTYPE"])), block=(1, 1, 1))
 """
 
 
@@ -330,7 +350,7 @@ def test_a_pycuda_array_of_the_other_byte_order_is_refused_named(
     workload.write_text(PYCUDA_IN)
     swapped = ">f4" if sys.byteorder == "little" else "<f4"
     for dtype, code in ((swapped, 2), ("=f4", 0)):
-        warm.env["L35_DTYPE"] = dtype
+        warm.env["WARM_TEST_L35_DTYPE"] = dtype
         done = warm(
             "run", workload, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q",
             "--allow-discarded-reads",
@@ -350,7 +370,9 @@ def test_a_numpy_array_passed_as_device_memory_is_told_what_to_pass(
 
     nvcc_or_skip()
     workload = tmp_path / "w.py"
-    workload.write_text(PYCUDA_IN.replace('drv.In(a.astype(os.environ["L35_DTYPE"]))', "a"))
+    workload.write_text(
+        PYCUDA_IN.replace('drv.In(a.astype(os.environ["WARM_TEST_L35_DTYPE"]))', "a")
+    )
     done = warm("run", workload, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b.warm", "-q")
     line = done.stderr.strip()
     assert done.returncode == 2 and "\n" not in line, line
@@ -478,17 +500,21 @@ def test_a_host_kernel_option_that_compiles_another_language_is_named(
     workload = tmp_path / "w.py"
     workload.write_text(
         ONE_KERNEL.replace(
-            '"put", os.environ["L35_PARAMS"]',
-            '"put", "Pi", options=tuple(os.environ["L35_OPTS"].split())',
+            '"put", os.environ["WARM_TEST_L35_PARAMS"]',
+            '"put", "Pi", options=tuple(os.environ["WARM_TEST_L35_OPTS"].split())',
         )
     )
     source = "void put(double *o, int n) { o[0] = n; }"
     for i, options in enumerate(("-x c++", "-xc++", "-x assembler")):
-        warm.env.update(L35_SOURCE=source, L35_OPTS=options, L35_OUT=str(tmp_path / "o.json"))
+        warm.env.update(
+            WARM_TEST_L35_SOURCE=source,
+            WARM_TEST_L35_OPTS=options,
+            WARM_TEST_L35_OUT=str(tmp_path / "o.json"),
+        )
         done = warm("run", workload, "-b", tmp_path / f"b{i}.warm", "-q", "--allow-discarded-reads")
         assert done.returncode == 2, done.stderr
         assert "reads the kernel as another language" in done.stderr, done.stderr
         assert "brace" not in done.stderr
-    warm.env.update(L35_OPTS="-x c")
+    warm.env.update(WARM_TEST_L35_OPTS="-x c")
     done = warm("run", workload, "-b", tmp_path / "c.warm", "-q", "--allow-discarded-reads")
     assert done.returncode == 0, done.stderr

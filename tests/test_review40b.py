@@ -135,12 +135,11 @@ def test_a_dask_run_under_trusted_keys_signs_no_row_they_did_not_sign_of_an_olde
     it signed that tune too ('covers 20 of 20 row(s)'): `run_signs` told the rows the bundle
     held by their hashes as format 2 stores them, and the merge writes format 3, so every
     held row looked new. A local run leaves that tune unsigned; now `--dask` does too."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
     path, key = _partly_signed_format2(tmp_path, plain)
     local = tmp_path / "local.warm"
     shutil.copy(path, local)
-    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = plain.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     before = _unsigned(trusted, path)
     assert before == ["tunes 53d183f6dc1bf059"]
     here = trusted("run", MATMUL, "-b", local, "--key", key, "-q")
@@ -157,15 +156,14 @@ def test_under_trusted_keys_a_pending_tune_a_shard_measured_is_signed_as_the_run
     """A tune the bundle held pending and unsigned, measured by a shard, is what the run
     added: `--key` signs it, as a local run signs what it stores (left unsigned, it was
     not served under the trusted keys and the run's verify pass measured it again)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
     bundle, local, key = tmp_path / "b.warm", tmp_path / "l.warm", tmp_path / "key"
     assert plain("run", MATMUL, "-b", bundle, "-q").returncode == 0
     assert plain("keygen", key).returncode == 0
     assert plain("sign", bundle, "--key", key).returncode == 0
     _make_pending(bundle)  # its tunes no longer signed
     shutil.copy(bundle, local)
-    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = plain.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     assert len(_unsigned(trusted, bundle)[0].split(", ")) == 3
     here = trusted("run", MATMUL, "-b", local, "--key", key, "-q")
     assert here.returncode == 0, here.stdout + here.stderr
@@ -207,18 +205,26 @@ def test_a_seed_counts_a_binary_its_kernels_share_once(warm: Warm, tmp_path: Pat
     assert len(warm.json("stats", seeds.paths[0])["kernels"]) == 4
 
 
+# Says it runs (`started` beside it), then runs on until the test says the second fan-out's
+# shards are submitted (`done`), or 3 s at most: a second fan-out handed the first's shards
+# gets their bundles.
 SLOW = """
-import time
+import os, time
 from warmcli import Kernel
 
 DEVICE = "host"
 HALF = Kernel("void half(float *x, int n) { for (int i = 0; i < n; i++) x[i] /= 2; }",
               "half", "Pi")
+STARTED, DONE = (os.path.join(os.path.dirname(os.path.abspath(__file__)), n)
+                 for n in ("started", "done"))
 
 
 def workload(rt):
     rt.launch(HALF, rt.buffer(8, "float32"), 8)
-    time.sleep(3)
+    open(STARTED, "w").close()
+    until = time.monotonic() + 3
+    while not os.path.exists(DONE) and time.monotonic() < until:
+        time.sleep(0.02)
 """
 
 OTHER = """
@@ -242,7 +248,8 @@ def test_two_fan_outs_at_once_from_one_process_id_each_get_their_own_shards(
     on one cluster) while the first ran was handed the first's shards, another workload's
     bundles, and merged them as its own. Each fan-out's keys are now its own."""
     slow, other = tmp_path / "slow.py", tmp_path / "other.py"
-    slow.write_text(SLOW)
+    started, done = tmp_path / "started", tmp_path / "done"
+    slow.write_text(SLOW)  # (which writes `started` and reads `done` beside it)
     other.write_text(OTHER)
     folders = [tmp_path / "a", tmp_path / "b"]
     for folder in folders:
@@ -251,9 +258,16 @@ def test_two_fan_outs_at_once_from_one_process_id_each_get_their_own_shards(
         target=fan_out, args=(scheduler, [str(slow), "--no-verify"], folders[0])
     )
     first.start()
-    time.sleep(1.5)  # the first's shards run
-    second = fan_out(scheduler, [str(other), "--no-verify"], folders[1])
-    first.join()
+    try:
+        _wait_for(started, 120)  # the first's shards run
+        # (`done` once the second's shards are submitted: their workers are the first's)
+        second = fan_out(
+            scheduler, [str(other), "--no-verify"], folders[1],
+            on_shard=lambda result, count: result is None and done.touch(),
+        )  # fmt: skip
+    finally:
+        done.touch()
+        first.join()
     labels = {k["label"] for p in second.paths for k in warm.json("stats", p)["kernels"]}
     assert labels == {"twice"}
 
@@ -344,11 +358,10 @@ def test_a_dask_run_without_key_leaves_a_signed_older_format_bundle_as_it_was(
     merged into it, and its own verify pass then refused it ('signature ... no longer covers
     the bundle'): a bundle production served under those keys was refused whole from then
     on. Now `--dask` refuses it first, as a local run does."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    plain = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
     path, key = _signed_format2(tmp_path, plain)
     before = path.read_bytes()
-    trusted = Warm(dict(plain.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = plain.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     here = trusted("run", MATMUL, "-b", path, "-q")
     fanned = trusted("run", MATMUL, "-b", path, "-q", "--dask", scheduler)
     assert here.returncode == fanned.returncode == 2, fanned.stdout + fanned.stderr
@@ -377,6 +390,17 @@ def _wait_for(path: Path, seconds: float, run: subprocess.Popen[str] | None = No
         time.sleep(0.1)
 
 
+def _written_whole(file: Path) -> str:
+    """The scheduler's address, once its file reads as whole JSON (30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return str(json.loads(file.read_text())["address"])
+        except (ValueError, KeyError):
+            assert time.monotonic() < deadline, file.read_text()
+            time.sleep(0.02)
+
+
 def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
     warm: Warm, tmp_path: Path
 ) -> None:
@@ -396,14 +420,13 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
     worker = run = None
     try:
         _wait_for(file, 120)
-        time.sleep(0.5)  # (the file written whole)
+        address = _written_whole(file)
         worker = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
              "--no-nanny", "--nthreads", "1", "--no-dashboard"],
             env={**os.environ, "WARM_TEST_SHARD_STARTED": str(mark)},
             **quiet,  # type: ignore[call-overload]
         )  # fmt: skip
-        address = json.loads(file.read_text())["address"]
         run = subprocess.Popen(
             [sys.executable, "-m", "warmcli", "run", str(workload), "-b", str(bundle), "--dask",
              address],

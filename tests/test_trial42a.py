@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
@@ -92,11 +93,13 @@ def main():
 
 
 @pytest.fixture
-def build(warm: Warm, tmp_path: Path):
+def build(warm: Warm, tmp_path: Path, forked: Any):
     """`build(case)`: (exit code, stderr, the bundle's kernel keys) of a pre-build of CASE,
-    run in an empty working folder."""
+    run in an empty working folder: `w.py` written with CASE its own (not an environment
+    variable: each `warm run` a fork of one process that imported the CLI once,
+    `tests/forked_cli.py`, whose environment is `warm`'s)."""
     script = tmp_path / "w.py"
-    script.write_text(WORKLOAD)
+    cli = forked(warm)
     for folder, factor in (("incA", 3), ("incB", 5), ("incC", 3)):  # incC: incA's content
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "scale.h").write_text(f"#define FACTOR {factor}.0f\n")
@@ -105,9 +108,8 @@ def build(warm: Warm, tmp_path: Path):
 
     def run(case: str) -> tuple[int, str, set[str]]:
         bundle = tmp_path / f"{case}.warm"
-        proc = Warm(dict(warm.env, CASE=case))(
-            "run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle, cwd=cwd
-        )
+        script.write_text(WORKLOAD.replace('os.environ["CASE"]', repr(case)))
+        proc = cli("run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle, cwd=cwd)
         keys: set[str] = set()
         if bundle.exists():
             with sqlite3.connect(bundle) as db:

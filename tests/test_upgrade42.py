@@ -1,25 +1,32 @@
 """A fleet mid-rollout: stop 42's warm (commit 81fe69a) and today's over one bundle.
 
-Other workloads than `test_upgrade41`'s: several ops' tunes keyed by `key=` dicts (an int
-key, a str key JSON writes as a number's, a numpy number), a frozenset, a tuple of numpy and
-plain scalars, a default key bucketed by `pow2`, two tunables sharing their candidates'
-kernels; host kernels including a header that includes another, through `-I`, with
-defines and `-D`/`-O2` options; NVRTC `--arch sm_90` builds of two entries of one source
-with `-I`, `--use_fast_math` and `-std=c++17`; a PyCUDA script (`include_dirs`,
-`no_extern_c`, `-D` options made defines, `prepare`/`prepared_call`). Every kernel and tune
-key is what stop 42 made, so each warm serves the other's bundle under WARM_STRICT=1
-compiling and measuring nothing, with a cold start's results, and re-warms it storing
-nothing new; `verify`, `check` (also `--device cuda --arch sm_90`), `stats` and `stats
---json` (each kernel's share of its batch as the other counts it), `diff` and `clean` of the
-other's bundle read it as sound, never "corrupt"; a bundle written by either's merge of
-one's PyCUDA bundle and the other's, one cleaned by either's `clean --older-than` (the CUDA
-builds unused for a year) and `clean --tune`, one signed by either (served under
-`WARM_TRUSTED_KEYS` by the other), and production write-backs of both at once serve the
-other alike; shards pre-built one by each merge, by either, into one whole run's bundle.
-A changed nested header is explained as changed by each in the other's bundle. Real CLI
-(each command a fork of a process that imported that warm's CLI once,
-`tests/forked_cli.py`), real production processes, real SQLite files, the system C
-compiler and NVRTC.
+Several ops' tunes keyed by `key=` dicts (an int key, a str key JSON writes as a number's, a
+numpy number), a frozenset, a tuple of numpy and plain scalars, a default key bucketed by
+`pow2`, two tunables sharing their candidates' kernels; host kernels including a header that
+includes another, through `-I`, with defines and `-D`/`-O2` options; NVRTC `--arch sm_90`
+builds of two entries of one source with `-I`, `--use_fast_math` and `-std=c++17`; a PyCUDA
+script (`include_dirs`, `no_extern_c`, `-D` options made defines,
+`prepare`/`prepared_call`). Every kernel and tune key is what stop 42 made, so each warm
+serves the other's bundle under WARM_STRICT=1 compiling and measuring nothing, with a cold
+start's results, and re-warms it storing nothing new; `verify`, `check` (also `--device cuda
+--arch sm_90`), `stats` and `stats --json` (each kernel's share of its batch as the other
+counts it), `diff` and `clean` of the other's bundle read it as sound, never "corrupt"; a
+bundle written by either's merge of one's PyCUDA bundle and the other's, one cleaned by
+either's `clean --older-than` (the CUDA builds unused for a year) and `clean --tune`, one
+signed by either (served under `WARM_TRUSTED_KEYS` by the other), and production write-backs
+of both at once serve the other alike; shards pre-built one by each merge, by either, into
+one whole run's bundle. A changed nested header is explained as changed by each in the
+other's bundle. What `test_upgrade41` (stop 41 beside today's, retired) had that this
+lacked: tunes keyed by strs holding a huge int's hex and kernels pre-including `-include
+/abs/pre.h` key alike (the header named `pre.h`, a changed one explained so by each);
+PyCUDA's `options=None` with `DEFAULT_NVCC_FLAGS` extended keys as the explicit list; rows
+dated a century ahead are stamped now by either's `clean --older-than` and `--max-size`;
+today's write-back stamps what it was served and built at one time; a merge of both warms'
+bundles of one workload tells no binary apart; a URL with a signed query, or one signing
+nothing, is one kept copy to both; stop 41's `<header>` mark is paired by content (pure
+logic). Real CLI (each command a fork of a process that imported that warm's CLI once,
+`tests/forked_cli.py`), real production processes, real SQLite files, the system C compiler
+and NVRTC.
 
 Stop 42's warm is the checkout at `/tmp/base42` where one is, else a `git worktree` of
 81fe69a made in a temporary folder (and removed after); skipped where neither can be had.
@@ -27,12 +34,16 @@ Stop 42's warm is the checkout at `/tmp/base42` where one is, else a `git worktr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from forked_cli import Servers
@@ -184,12 +195,45 @@ def main():
     x, n = drv.mem_alloc(1024 * 4), np.int32(1024)
     bump = SourceModule(BUMP, include_dirs=[INC], options=["-DK=3"]).get_function("bump")
     bump(x, n, block=(256, 1, 1), grid=(4, 1))
-    halve = SourceModule(HALVE, no_extern_c=True, options=["--use_fast_math"])
+    if os.environ.get("FLAGS") == "default":  # options=None, DEFAULT_NVCC_FLAGS extended
+        from pycuda.compiler import DEFAULT_NVCC_FLAGS
+
+        if not DEFAULT_NVCC_FLAGS:
+            DEFAULT_NVCC_FLAGS.append("--use_fast_math")
+        halve = SourceModule(HALVE, no_extern_c=True)
+    else:
+        halve = SourceModule(HALVE, no_extern_c=True, options=["--use_fast_math"])
     halve.get_function("halve")(x, n, block=(256, 1, 1), grid=(4, 1))
     for m in (2, 3):  # -D options made warm defines: one compiler process
         mul = SourceModule(MUL, options=[f"-DM={m}"]).get_function("mul")
         mul.prepare("Pi")
         mul.prepared_call((4, 1), (256, 1, 1), x, n)
+'''
+PRE = '''
+"""A tune keyed by a str spelling a list with an int past 10**4300 in hex, one by a str
+holding that hex not first; their kernels pre-include a header by its absolute path."""
+import os
+import numpy as np
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+PRE = ("-include", os.path.join(os.path.dirname(os.path.abspath(__file__)), "inc", "pre.h"))
+SRC = """void twice(const float *x, float *y, int n) {
+    for (int i = 0; i < n; i += STEP) for (int j = i; j < i + STEP && j < n; j++) y[j] = VAL * x[j];
+}"""
+CANDS = {f"s{s}": Kernel(SRC, "twice", "PPi", defines={"STEP": s}, options=PRE) for s in (1, 2)}
+BIG = "[" + hex(10**4300) + "]"
+RUN = lambda rt, k, x, y, n, *, stream=None: rt.launch(k, x, y, n)
+T = Tunable("t_hex", CANDS, RUN, key=lambda x, y, n: BIG)
+KEPT = Tunable("t_kept", CANDS, RUN, key=lambda x, y, n: "rows" + BIG)  # no [ or { first
+
+
+def workload(rt):
+    x = rt.upload(np.arange(100, dtype=np.float32))
+    ys = [rt.buffer(100, "float32") for _ in range(2)]
+    rt.tune(T, x, ys[0], 100)
+    rt.tune(KEPT, x, ys[1], 100)
+    return ys
 '''
 STRICT = {"WARM_STRICT": "1"}
 TUNED = ["axpy", "rowsum", "rowsum", "rowsum_p2", "scale"]
@@ -198,6 +242,7 @@ HEADERS = {
     "more.h": "#define ALPHA 3.0f\n",
     "cu.h": "__device__ inline float factor() { return 2.0f; }\n",
     "pc.h": "#define BUMP 2.0f\n",
+    "pre.h": "#define VAL 3.0f\n",
 }
 
 
@@ -224,6 +269,7 @@ def fleet(
         fleet.workload.write_text(WORKLOAD)
         fleet.cuda.write_text(CUDA)
         (folder / "pyc.py").write_text(PYCUDA)
+        (folder / "pre.py").write_text(PRE)
         for code, name in ((fleet.new, "new"), (fleet.old, "old")):
             bundle, pyc = folder / f"{name}.warm", folder / f"pyc-{name}.warm"
             assert fleet.warm(code, bundle) == [
@@ -299,6 +345,12 @@ def test_a_merge_of_ones_pycuda_bundle_and_the_others_serves_and_re_warms_as_bot
     # Each re-warms what the other built: nothing new.
     assert f.warm(code, out) == [STORED.format(out, 0, 0)] * 2
     assert f.pycuda(other, out) == STORED.format(out, 0, 0)
+    # Both warms' bundles of one workload: the same rows, no binary told apart.
+    both = f.folder / f"both-{merger}.warm"
+    done = f.ok(code, "merge", f.folder / f"{name}.warm", f.folder / f"{merger}.warm", "-o", both)
+    assert "kept the binary" not in done, done
+    assert keys(both) == keys(f.folder / "new.warm")
+    assert "13 kernel(s)" in f.ok(other, "verify", both)
 
 
 def test_shards_warmed_by_both_merge_by_either_into_one_whole_run(
@@ -324,6 +376,29 @@ def test_shards_warmed_by_both_merge_by_either_into_one_whole_run(
         assert "compiled 0" in f.ok(other, "verify", "--workload", f.workload, merged)
 
 
+def _times(bundle: Path) -> tuple[dict[str, float], dict[str, float]]:
+    """Each kernel's last use and each tune's written time, by key."""
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as db:
+        kernels = dict(db.execute("SELECT key, last_used FROM kernels"))
+        tunes = {bytes(k).hex(): t for k, t in db.execute("SELECT key, updated FROM tunes")}
+    return kernels, tunes
+
+
+def _ahead(bundle: Path, kernels: str) -> None:
+    """The kernels `kernels` selects (a WHERE clause) and every tune dated a century ahead,
+    as a bundle from a machine whose clock was wrong."""
+    ahead = time.time() + 100 * 365 * 86400
+    with sqlite3.connect(bundle) as db:
+        db.execute(f"UPDATE kernels SET last_used = ? {kernels}", (ahead,))
+        db.execute("UPDATE tunes SET updated = ?", (ahead,))
+
+
+def _stamped_now(bundle: Path, started: float) -> None:
+    """A clean begun at `started` took its time as that of every row (each dated ahead)."""
+    stamped = _times(bundle)
+    assert all(started <= t <= time.time() for t in [*stamped[0].values(), *stamped[1].values()])
+
+
 @pytest.mark.parametrize("cleaner", ["new", "old"])
 def test_one_cleans_the_others_bundle_by_age_and_tune_and_the_other_re_warms_it(
     fleet: tuple[Fleet, dict[str, object]], cleaner: str
@@ -337,10 +412,20 @@ def test_one_cleans_the_others_bundle_by_age_and_tune_and_the_other_re_warms_it(
     with sqlite3.connect(bundle) as db:
         db.execute("UPDATE kernels SET last_used = ? WHERE device != 'host'",
                    (time.time() - 365 * 86400,))  # fmt: skip
+    _ahead(bundle, "WHERE device = 'host'")
+    started = time.time()
     f.ok(code, "clean", bundle, "--older-than", "30d")
     assert tuple(map(len, keys(bundle))) == (7, 5)
+    _stamped_now(bundle, started)
     assert "7 kernel(s)" in f.ok(other, "verify", bundle)
     assert f.serve(other, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
+    # Dated ahead again, `--max-size` alone: the other stamps them now too, removing none.
+    _ahead(bundle, "")
+    started = time.time()
+    f.ok(other, "clean", bundle, "--max-size", "1G")
+    assert tuple(map(len, keys(bundle))) == (7, 5)
+    _stamped_now(bundle, started)
+    f.ok(code, "stats", bundle, "--json")
     f.ok(code, "clean", bundle, "--tune", "rowsum")
     assert tuple(map(len, keys(bundle))) == (7, 3)
     assert f.warm(other, bundle) == [STORED.format(bundle, 0, 2), STORED.format(bundle, 6, 0)]
@@ -363,6 +448,17 @@ def test_production_write_backs_of_both_at_once(fleet: tuple[Fleet, dict[str, ob
     for code in (f.old, f.new):
         assert f.serve(code, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
     assert f.warm(f.new, bundle, cuda=False) == [STORED.format(bundle, 0, 0)]
+    # Today's write-back of what it was served (stop 42's ops) and built, at one time.
+    one = f.folder / "one.warm"
+    shutil.copy(f.folder / "pyc-old.warm", one)
+    f.serve(f.old, one, PART="ab", **write)
+    before = _times(one)
+    assert f.serve(f.new, one, **write) == dict(cold, compiled=2, tuned=TUNED[1:4])
+    after = _times(one)
+    moved = {t for k, t in after[0].items() if t != before[0].get(k)}
+    assert len(moved) == 1 and len(after[0]) == 15, (before, after)
+    assert set(after[1].values()) - set(before[1].values()) == moved
+    assert f.serve(f.old, one, **STRICT) == dict(cold, compiled=0, tuned=[])
 
 
 @pytest.mark.parametrize("signer", ["new", "old"])
@@ -407,3 +503,121 @@ def test_a_changed_nested_header_is_a_miss_each_explains_in_the_others_bundle(
         tunes = [ln for ln in lines if ln.startswith("miss: tune")]
         assert [ln.split()[2] for ln in tunes] == ["axpy", "scale"], lines
         assert all("or a header it includes) is not the bundle's" in ln for ln in tunes)
+
+
+def test_hex_str_keys_and_an_absolute_pre_include_key_alike_and_serve_both(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """(From test_upgrade41: stop 42 made both changes since stop 41.) A tune keyed by a str
+    spelling a list with a huge int's hex, one by a str holding it not first, kernels
+    pre-including `-include /abs/pre.h`: the same keys, the header named `pre.h`, each
+    serving and re-warming the other's bundle; a changed `pre.h` explained so by each."""
+    f, _ = fleet
+    pre, made = f.folder / "pre.py", {}
+    cold = f.serve(f.new, None, pre)
+    assert cold["compiled"] == 2 and cold["tuned"] == ["t_hex", "t_kept"], cold
+    assert f.serve(f.old, None, pre) == cold
+    for code, name in ((f.old, "old"), (f.new, "new")):
+        made[name] = f.folder / f"pre-{name}.warm"
+        done = f.ok(code, "run", pre, "-b", made[name], "-q").splitlines()[0]
+        assert done == STORED.format(made[name], 2, 2), done
+    assert keys(made["new"]) == keys(made["old"])
+    for name in ("new", "old"):
+        with sqlite3.connect(made[name]) as db:
+            rows = [json.loads(c) for (c,) in db.execute("SELECT components FROM kernels")]
+        named = sorted(h[0] for c in rows for h in json.loads(c.get("header_files", "[]")))
+        assert named == ["pre.h"] * 2, (name, named)
+    changed = f.folder / "changed-pre"
+    (changed / "inc").mkdir(parents=True)
+    (changed / "inc" / "pre.h").write_text("#define VAL 5.0f\n")
+    shutil.copy(pre, changed / "pre.py")
+    for code, name in ((f.new, "old"), (f.old, "new")):
+        assert f.serve(code, made[name], pre, **STRICT) == dict(cold, compiled=0, tuned=[])
+        done = f.ok(code, "run", pre, "-b", made[name], "-q").splitlines()[0]
+        assert done == STORED.format(made[name], 0, 0), done
+        explained = f.cli(
+            code, "verify", "--workload", changed / "pre.py", made[name], "--explain-misses"
+        )
+        out = explained.stdout + explained.stderr
+        assert explained.returncode == 1 and "Traceback" not in out and "corrupt" not in out
+        misses = [ln for ln in explained.stdout.splitlines() if ln.startswith("miss: kernel")]
+        assert len(misses) == 2 and all(ln.endswith(" (changed: pre.h)") for ln in misses), out
+
+
+def test_pycuda_default_nvcc_flags_extended_key_as_the_explicit_list(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """(From test_upgrade41.) `SourceModule(options=None)` after the script extended
+    `DEFAULT_NVCC_FLAGS` keys as the explicit list the other's bundle holds."""
+    f, _ = fleet
+    for code, name in ((f.new, "old"), (f.old, "new")):
+        bundle = f.folder / f"pyc-flags-{name}.warm"
+        shutil.copy(f.folder / f"pyc-{name}.warm", bundle)
+        assert f.pycuda(code, bundle, FLAGS="default") == STORED.format(bundle, 0, 0)
+
+
+def test_stop_41s_header_mark_is_paired_by_content_else_changed() -> None:
+    """(From test_upgrade41: stop 41's bundles are still about.) Pure logic: a held list
+    naming `<header>` (stop 41's) beside this process's `pre.h`."""
+    from warmcli.runtime.shown import changed_headers
+
+    def files(*pairs: tuple[str, str]) -> dict[str, str]:
+        return {"header_files": json.dumps([list(p) for p in pairs])}
+
+    held = [files(("<header>", "aaaa"), ("x.h", "1111"))]
+    assert changed_headers(held, files(("pre.h", "aaaa"), ("x.h", "2222"))) == " (changed: x.h)"
+    assert changed_headers(held, files(("pre.h", "bbbb"), ("x.h", "1111"))) == " (changed: pre.h)"
+    assert changed_headers(held, files(("pre.h", "aaaa"), ("x.h", "1111"))) == ""
+    both = files(("pre.h", "bbbb"), ("y.h", "3333"), ("x.h", "1111"))
+    assert changed_headers(held, both) == " (changed: pre.h; new: y.h)"
+
+
+class _Store(BaseHTTPRequestHandler):
+    """Serves `body` at any path, with its sha256 as ETag (304 to a matching If-None-Match);
+    counts the downloads (200s) by path, query included."""
+
+    body: ClassVar[bytes] = b""
+    downloads: ClassVar[dict[str, int]] = {}
+
+    def do_GET(self) -> None:
+        etag = '"' + hashlib.sha256(self.body).hexdigest() + '"'
+        if self.headers.get("If-None-Match") == etag:
+            self.send_response(304)
+            self.end_headers()
+            return
+        self.downloads[self.path] = self.downloads.get(self.path, 0) + 1
+        self.send_response(200)
+        self.send_header("ETag", etag)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_url_with_a_query_is_one_kept_copy_to_both(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """(From test_upgrade41, where stop 41 kept a copy by the whole URL.) Both keep a URL's
+    copy by the URL less its query's signing fields: a presigned URL, and one whose query
+    signs nothing (`?name=`), is downloaded once, then each asks and serves the other's
+    kept copy."""
+    f, cold = fleet
+    store = type(
+        "Store", (_Store,), {"body": (f.folder / "new.warm").read_bytes(), "downloads": {}}
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), store)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        signed = "/b.warm?name=fleet&X-Amz-Signature=ab12&X-Amz-Date=20261205T000000Z"
+        for path in (signed, "/c.warm?name=fleet"):
+            seen = []
+            for code in (f.old, f.new, f.old):
+                assert f.serve(code, base + path, **STRICT) == dict(cold, compiled=0, tuned=[])
+                seen.append(store.downloads.get(path, 0))
+            assert seen == [1, 1, 1], (path, seen)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,7 +1,9 @@
 """An adversarial user's trial of the workload side and the process lifecycle (round 6).
 
-Through the real CLI in a subprocess (`warm run`, `warm stats`, `warm verify`) and real
-production subprocesses, with the host backend (the system C compiler):
+Through the real CLI in a subprocess (`warm run`, `warm stats`, `warm verify`: a fork of a
+process that imported the CLI once, `tests/forked_cli.py`, where no signal, limit or pipe
+of the process is tried) and real production subprocesses, with the host backend (the
+system C compiler):
 - a `check=` callable that answers with numpy's `False` (`(a == b).all()`), an array, a
   generator or a coroutine rejects the candidate (it was accepted: a wrong candidate
   could be picked);
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SQUARES, TUNED_READ, Warm
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 
 CHECKS = """
 import numpy as np
@@ -304,8 +307,9 @@ def test_a_workloads_child_stopped_by_sigterm_leaves_the_compilers_alone(
 ) -> None:
     """The child took warm's interrupt handler for its own: SIGTERM made it kill the
     compilers of its parent's run ('kernel slow failed to compile: cc exited with -9',
-    exit 2) and print a KeyboardInterrupt traceback."""
-    proc = warm("run", workload_file(FORK_KILL), "-b", bundle_path, "-q")
+    exit 2) and print a KeyboardInterrupt traceback. (A started `warm run`, never a fork:
+    its signal handlers are what is tried.)"""
+    proc = Warm(warm.env)("run", workload_file(FORK_KILL), "-b", bundle_path, "-q")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr
 
@@ -403,18 +407,18 @@ class Close:
         return self
 
 
-AS_NUMPY = np.float32(os.environ["TOLERANCE"])
+AS_NUMPY = np.float32(os.environ["WARM_TEST_TOLERANCE"])
 
 
 def by_numpy_global(outputs, inputs):
     return bool(np.abs(outputs[0] - inputs[0] ** 2).max() <= AS_NUMPY)
 
 
-CHECK = Close(float(os.environ["TOLERANCE"]))
-SET = Close(0.5).set_tolerance(float(os.environ["TOLERANCE"]))
+CHECK = Close(float(os.environ["WARM_TEST_TOLERANCE"]))
+SET = Close(0.5).set_tolerance(float(os.environ["WARM_TEST_TOLERANCE"]))
 CHECKS = {"object": CHECK, "method": CHECK.method, "numpy": by_numpy_global, "setter": SET}
 SQ = Tunable("sq", {"good": GOOD, "fast": FAST_WRONG}, launch, restore=(1,),
-             check=CHECKS[os.environ["KIND"]])
+             check=CHECKS[os.environ["WARM_TEST_KIND"]])
 
 
 def workload(rt):
@@ -434,8 +438,8 @@ def test_a_check_objects_state_keys_its_tune(
     it from a global numpy number: a bundle warmed under a loose one served its pick (the
     fast, wrong candidate) to a process whose check is strict, unchecked."""
     path = workload_file(STATEFUL_CHECK)
-    loose = Warm(dict(warm.env, TOLERANCE="1.0", KIND=kind))
-    strict = Warm(dict(warm.env, TOLERANCE="0.0", KIND=kind))
+    loose = warm.with_env(WARM_TEST_TOLERANCE="1.0", WARM_TEST_KIND=kind)  # (run forked)
+    strict = warm.with_env(WARM_TEST_TOLERANCE="0.0", WARM_TEST_KIND=kind)
     assert loose("run", path, "-b", bundle_path, "-q").returncode == 0
     assert loose.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
     assert strict.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 1}

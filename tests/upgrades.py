@@ -1,4 +1,4 @@
-"""What the tests of two warms over one bundle share (`test_upgrade41`, `test_upgrade42`):
+"""What the tests of two warms over one bundle share (`test_upgrade42`):
 the production script that serves a workload (`SERVE`: its results' digest, what it compiled
 and tuned, as JSON), a file's digest, a bundle's kernel and tune keys (`keys`), an earlier
 release's checkout (`release`: a folder where one is, else a `git worktree` of its commit
