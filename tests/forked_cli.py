@@ -199,11 +199,6 @@ class ForkedWarm:
         err.unlink()
         return subprocess.CompletedProcess(argv, code, stdout, stderr)
 
-    def with_env(self, **env: str) -> ForkedWarm:
-        """This warm with `env` set in its environment, its commands forked alike (from a
-        server of their own where a variable not warm's own differs, `_key`)."""
-        return ForkedWarm(type(self._warm)(dict(self.env, **env)), self._servers)
-
     def json(self, *args: str | Path) -> Any:
         """As `Warm.json`: the command's `--json` document (asserted exit 0)."""
         proc = self(*args, "--json")
