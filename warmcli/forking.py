@@ -24,16 +24,20 @@ user's own (not a module of warm's, not begun by warm's code) is never waited fo
 last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
 A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork's wait has its Python
 handler run in that wait, inside the fork's function, where what it raises is only printed:
-it is noted instead, ends the wait, and is sent again as the fork returns (`_hold_stops`).
+it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it
+would be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread,
+else at exit where the main code ended first (`_stops_at_exit`: the process then ends as the
+handler asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written,
+as Python shows them); a child another thread forks meanwhile gets the handlers back.
 A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
 whose exit-time finalizer a forked child inherits: a worker forked while another thread
 compiled removed the folder at its own exit, under the parent's compiler. The objects are
-held weakly; a registration and a fork's look at the registry take
-`_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
-that registry only (and, per thread, the locks a fork took and the stop signals' handlers
-its wait replaced); it never forks, and writes
-nothing else but the scratch folders (it reads importlib's module locks and the stacks of
-the threads holding one).
+held weakly; a registration and a fork's look at the registry take `_REGISTRY` in turn (a
+thread that makes a bundle while another forks). This module owns that registry only (and,
+per thread, the locks a fork took and the stop signals' handlers its wait replaced; the main
+thread's hold, the stops not yet sent again); it never forks, and writes nothing else but the
+scratch folders and, at exit, a stop's text (it reads importlib's module locks and the stacks
+of the threads holding one).
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
@@ -59,6 +63,14 @@ _taken = threading.local()  # per forking thread: the held locks its fork took, 
 _UNSAFE = [False]  # this process was forked past a held lock (`sqlite_unsafe`); per fork: `_taken`
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
+_HOLDING: list[Any] = [None]  # the main thread's hold in progress (its `_taken.stops`)
+_UNSENT: dict[int, tuple[Any, Any]] = {}  # a stop a hold noted, not sent again: (answer, handler)
+_STOPPED: list[BaseException] = []  # what a handler raised in Python's end (`_answer`)
+_UNSENT_LOCK = [threading.Lock()]  # around `_UNSENT` and its sending (new in a child)
+# how a stop `_stops_at_exit` answered ends the process (`warmcli.interrupted.end_as_stopped`,
+# put here by `warmcli.bundle.waiting`: this module does not import its neighbour); none: raised
+ENDS_STOPPED: list[Callable[[BaseException], object]] = []
+_AT_EXIT = [False]  # `_stops_at_exit` registered
 
 
 @contextmanager
@@ -179,25 +191,123 @@ def _hold_stops() -> None:
         for s in stops
         if callable(h := signal.getsignal(s)) and not hasattr(h, "_warm_replaced")
     }
-    _taken.stops = (replaced, note, came)
+    wakeup = signal.set_wakeup_fd(-1) if replaced else -1  # (set back after it)
+    _taken.stops = _HOLDING[0] = (replaced, note, came, wakeup)
     _swap({s: note for s in replaced})
 
 
 def _let_stops_go(parent: bool) -> None:
     """After the fork: the handlers `_hold_stops` replaced set back; in the parent each stop
-    noted meanwhile sent again (from a thread: sent from here, its handler would raise here)."""
+    noted meanwhile sent again (from a thread: sent from here, its handler would raise here),
+    answered by `_answer`, installed till then. In a child, the main thread's hold's, whichever
+    thread forked (another thread's fork in the main thread's wait left the child's handlers
+    noting every stop for ever)."""
     held = _taken.__dict__.pop("stops", None)
+    if not parent:
+        held, _HOLDING[0] = held or _HOLDING[0], None
+        _UNSENT.clear()  # (the parent's to send)
+        _UNSENT_LOCK[0] = threading.Lock()
+    elif held is not None:
+        _HOLDING[0] = None
     if held is None:
         return
-    replaced, note, came = held
+    replaced, note, came, wakeup = held
     import signal
 
-    _swap({s: h for s, h in replaced.items() if signal.getsignal(s) is note})
-    for signum in dict.fromkeys(came) if parent else ():
+    if wakeup != -1:  # asyncio's loop's, set aside: a stop noted wrote it, and sent again
+        with suppress(ValueError, OSError):  # would write it again (answered twice)
+            signal.set_wakeup_fd(wakeup)
+    came = dict.fromkeys(came) if parent else {}
+    answers = {s: _answer(h) if s in came else h for s, h in replaced.items()}
+    _swap({s: h for s, h in answers.items() if signal.getsignal(s) is note})
+    for signum in came:
+        with _UNSENT_LOCK[0]:
+            _UNSENT[signum] = (answers[signum], replaced[signum])
+        if not _AT_EXIT[0]:
+            import atexit
+
+            atexit.register(_stops_at_exit)  # (after the program's own: run before them)
+            _AT_EXIT[0] = True
         try:
-            _thread.start_new_thread(os.kill, (os.getpid(), signum))
+            _thread.start_new_thread(_send_again, (signum,))
         except RuntimeError:  # no thread to be had: answered here, as before
+            _send_again(signum)
+
+
+def _answer(handler: Any) -> Callable[[int, Any], None]:
+    """The handler standing for `handler` until a noted stop is sent again: `handler` set back
+    and called, where the main thread is; in Python's end (`threading`'s, where what it raises
+    is only printed: the main code ended as the stop was sent again) what that raises ends the
+    process at exit instead (`_stops_at_exit`)."""
+
+    def answer(signum: int, frame: Any) -> None:
+        with _UNSENT_LOCK[0]:
+            _UNSENT.pop(signum, None)
+        _set_back(signum, answer, handler)
+        if not _within(frame, getattr(sys.modules.get("threading"), "_shutdown", None)):
+            handler(signum, frame)
+            return
+        try:
+            handler(signum, frame)
+        except (KeyboardInterrupt, SystemExit) as stop:
+            _STOPPED.append(stop)
+
+    return answer
+
+
+def _set_back(signum: int, answer: Any, handler: Any) -> None:
+    import signal
+
+    if signal.getsignal(signum) is answer:
+        _swap({signum: handler})
+
+
+def _within(frame: FrameType | None, function: Any) -> bool:
+    """Whether `frame` is in a call of `function` (`threading._shutdown`: the main code ended)."""
+    while frame is not None and frame.f_code is not getattr(function, "__code__", None):
+        frame = frame.f_back
+    return frame is not None
+
+
+def _send_again(signum: int) -> None:
+    """Send `signum` to this process again, if not yet sent nor answered, once the main thread
+    has left the fork's function (in it, the handler would raise there)."""
+    main, frames = threading.main_thread(), getattr(sys, "_current_frames", dict)
+    while main is not threading.current_thread():
+        if not _within(frames().get(main.ident), _after_in_parent):
+            break
+        time.sleep(0.0005)
+    with _UNSENT_LOCK[0]:
+        if _UNSENT.pop(signum, None) is not None:
             os.kill(os.getpid(), signum)
+
+
+def _stops_at_exit() -> None:
+    """At exit: a stop `_answer` kept, else each stop a hold noted that no thread sent again
+    before the main code ended, sent now, its handler set back and run here; what it raises
+    ends the process as it asks, as it would have ended the main code (a traceback shown, a
+    code's text written, as Python does)."""
+    try:
+        if _STOPPED:
+            raise _STOPPED.pop()
+        with _UNSENT_LOCK[0]:
+            unsent = list(_UNSENT.items())
+            _UNSENT.clear()
+        for signum, (answer, handler) in unsent:
+            _set_back(signum, answer, handler)
+            os.kill(os.getpid(), signum)  # (its handler runs at once, in this thread)
+    except (KeyboardInterrupt, SystemExit) as stop:
+        if not ENDS_STOPPED:
+            raise
+        if isinstance(stop, KeyboardInterrupt):  # shown, and noted as the main code's end
+            shown = {"last_type": type(stop), "last_value": stop, "last_exc": stop}
+            vars(sys).update(shown, last_traceback=stop.__traceback__)
+            sys.excepthook(type(stop), stop, stop.__traceback__)
+        elif not isinstance(stop.code, int | None):
+            with suppress(Exception):  # (its str() failing: nothing, as Python writes)
+                sys.stderr.write(f"{stop.code}\n")
+        for end in ENDS_STOPPED:
+            end(stop)
 
 
 def _swap(handlers: dict[int, Any]) -> None:
