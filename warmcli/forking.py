@@ -205,7 +205,7 @@ def _let_stops_go(parent: bool) -> None:
     held = _taken.__dict__.pop("stops", None)
     if not parent:
         held, _HOLDING[0] = held or _HOLDING[0], None
-        _UNSENT.clear()  # (the parent's to send)
+        _UNSENT.clear(), _STOPPED.clear()  # (the parent's to send)
         _UNSENT_LOCK[0] = threading.Lock()
     elif held is not None:
         _HOLDING[0] = None
