@@ -28,16 +28,13 @@ it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside me
 would be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread,
 else at exit where the main code ended first (`_stops_at_exit`: the process then ends as the
 handler asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written,
-as Python shows them); a child another thread forks meanwhile gets the handlers back.
-A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
-whose exit-time finalizer a forked child inherits: a worker forked while another thread
-compiled removed the folder at its own exit, under the parent's compiler. The objects are
-held weakly; a registration and a fork's look at the registry take `_REGISTRY` in turn (a
-thread that makes a bundle while another forks). This module owns that registry only (and,
-per thread, the locks a fork took and the stop signals' handlers its wait replaced; the main
-thread's hold, the stops not yet sent again); it never forks, and writes nothing else but the
-scratch folders and, at exit, a stop's text (it reads importlib's module locks and the stacks
-of the threads holding one).
+as Python shows them); a child another thread forks meanwhile gets the handlers back. The
+objects are held weakly; a registration and a fork's look at the registry take `_REGISTRY` in
+turn (a thread that makes a bundle while another forks). This module owns that registry only
+(and, per thread, the locks a fork took and the stop signals' handlers its wait replaced; the
+main thread's hold, the stops not yet sent again); it never forks, and writes nothing but, at
+exit, a stop's text (it reads importlib's module locks and the stacks of the threads holding
+one). A compile's scratch folder: `warmcli.scratch`.
 """
 
 from __future__ import annotations
@@ -48,8 +45,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
@@ -71,22 +68,6 @@ _UNSENT_LOCK = [threading.Lock()]  # around `_UNSENT` and its sending (new in a 
 # put here by `warmcli.bundle.waiting`: this module does not import its neighbour); none: raised
 ENDS_STOPPED: list[Callable[[BaseException], object]] = []
 _AT_EXIT = [False]  # `_stops_at_exit` registered
-
-
-@contextmanager
-def scratch_folder(prefix: str) -> Iterator[str]:
-    """A new private temporary folder for the `with` block, removed at its end, only by the
-    process that made it (a forked child, which has not the thread in the block, never)."""
-    import shutil
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix=prefix)
-    made_by = os.getpid()
-    try:
-        yield folder
-    finally:
-        if os.getpid() == made_by:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def new_lock(owner: Any) -> threading.Lock:
@@ -173,9 +154,7 @@ def _hold_stops() -> None:
     Python runs a handler in the main thread, here inside the fork's function, where what it
     raises (Ctrl-C's `KeyboardInterrupt`, a server's `sys.exit`) is only printed ("Exception
     ignored in ... _before") and the fork goes on: the stop was lost. One noted ends the wait;
-    in the parent the handlers are set back and each stop noted is sent again by a thread of
-    its own, answered by its handler (once) as the fork has returned; in the child they are
-    set back."""
+    after the fork, `_let_stops_go`."""
     if "stops" in _taken.__dict__ or threading.current_thread() is not threading.main_thread():
         return
     import signal
@@ -186,13 +165,9 @@ def _hold_stops() -> None:
         came.append(signum)
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    replaced = {  # (not a hold's of `warmcli.interrupted`, which only notes one as well)
-        s: h
-        for s in stops
-        if callable(h := signal.getsignal(s)) and not hasattr(h, "_warm_replaced")
-    }
-    wakeup = signal.set_wakeup_fd(-1) if replaced else -1  # (set back after it)
-    _taken.stops = _HOLDING[0] = (replaced, note, came, wakeup)
+    got = {s: signal.getsignal(s) for s in stops}  # (not a hold's: it only notes one as well)
+    replaced = {s: h for s, h in got.items() if callable(h) and not hasattr(h, "_warm_replaced")}
+    _taken.stops = _HOLDING[0] = (replaced, note, came, _aside() if replaced else None)
     _swap({s: note for s in replaced})
 
 
@@ -214,12 +189,11 @@ def _let_stops_go(parent: bool) -> None:
     replaced, note, came, wakeup = held
     import signal
 
-    if wakeup != -1:  # asyncio's loop's, set aside: a stop noted wrote it, and sent again
-        with suppress(ValueError, OSError):  # would write it again (answered twice)
-            signal.set_wakeup_fd(wakeup)
     came = dict.fromkeys(came) if parent else {}
     answers = {s: _answer(h) if s in came else h for s, h in replaced.items()}
     _swap({s: h for s, h in answers.items() if signal.getsignal(s) is note})
+    if wakeup is not None:
+        _pass_on(*wakeup, came if parent else None)  # (a child's are its parent's)
     for signum in came:
         with _UNSENT_LOCK[0]:
             _UNSENT[signum] = (answers[signum], replaced[signum])
@@ -232,6 +206,33 @@ def _let_stops_go(parent: bool) -> None:
             _thread.start_new_thread(_send_again, (signum,))
         except RuntimeError:  # no thread to be had: answered here, as before
             _send_again(signum)
+
+
+def _aside() -> tuple[int, int, int] | None:
+    """The wakeup fd (`signal.set_wakeup_fd`, asyncio's loop's) set aside for a pipe of the
+    hold's: a stop noted, then sent again, wrote it twice (answered twice); `_pass_on`."""
+    import signal
+
+    fd = signal.set_wakeup_fd(-1)
+    try:
+        read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC) if fd != -1 else (-1, -1)
+    except OSError:  # (no descriptor left: left as it was)
+        read = write = -1
+    signal.set_wakeup_fd(fd if write == -1 else write, warn_on_full_buffer=write == -1)
+    return None if write == -1 else (fd, read, write)
+
+
+def _pass_on(fd: int, read: int, write: int, came: dict[int, None] | None) -> None:
+    """The wakeup fd set back (Python cannot say its `warn_on_full_buffer`: the default), and
+    what the signals the hold did not note (each once sent again) wrote meanwhile passed on."""
+    import signal
+
+    with suppress(ValueError, OSError):
+        signal.set_wakeup_fd(fd)
+        if came is not None and (passed := bytes(b for b in os.read(read, 4096) if b not in came)):
+            os.write(fd, passed)
+    os.close(read)
+    os.close(write)
 
 
 def _answer(handler: Any) -> Callable[[int, Any], None]:
