@@ -150,3 +150,25 @@ asyncio.run(main())
 def test_an_asyncio_loops_stop_noted_in_a_forks_wait_is_answered_once() -> None:
     done = _run(ASYNCIO)
     assert done.stdout == "['USR1', 'TERM']\n", done.stdout + done.stderr  # TERM was twice
+
+
+# A second SIGTERM, sent as the fork returns (before the one noted in its wait is sent again):
+# the handler answers both, as it would without warm.
+TWO_STOPS = (
+    HELD
+    + """
+calls = []
+signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+if os.fork() == 0:
+    os._exit(0)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(0.5)
+print(len(calls))
+"""
+)
+
+
+def test_a_stop_sent_after_the_fork_does_not_take_the_place_of_the_one_noted_in_its_wait() -> None:
+    done = _run(TWO_STOPS)
+    assert done.stdout == "2\n", done.stdout + done.stderr

@@ -241,9 +241,7 @@ def _answer(handler: Any) -> Callable[[int, Any], None]:
     is only printed: the main code ended as the stop was sent again) what that raises ends the
     process at exit instead (`_stops_at_exit`)."""
 
-    def answer(signum: int, frame: Any) -> None:
-        with _UNSENT_LOCK[0]:
-            _UNSENT.pop(signum, None)
+    def answer(signum: int, frame: Any) -> None:  # (a stop sent since, or the one sent again)
         _set_back(signum, answer, handler)
         if not _within(frame, getattr(sys.modules.get("threading"), "_shutdown", None)):
             handler(signum, frame)
