@@ -215,7 +215,9 @@ def _aside() -> tuple[int, int, int] | None:
 
     fd = signal.set_wakeup_fd(-1)
     try:
-        read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC) if fd != -1 else (-1, -1)
+        read, write = os.pipe() if fd != -1 else (-1, -1)  # (not inherited by an exec)
+        for end in (read, write) if fd != -1 else ():
+            os.set_blocking(end, False)
     except OSError:  # (no descriptor left: left as it was)
         read = write = -1
     signal.set_wakeup_fd(fd if write == -1 else write, warn_on_full_buffer=write == -1)
