@@ -172,3 +172,33 @@ print(len(calls))
 def test_a_stop_sent_after_the_fork_does_not_take_the_place_of_the_one_noted_in_its_wait() -> None:
     done = _run(TWO_STOPS)
     assert done.stdout == "2\n", done.stdout + done.stderr
+
+
+# A pre-fork server forks its workers one after another: the stop noted in the first fork's wait,
+# sent again as the second fork began, was answered in that fork's function (only printed).
+PRE_FORK_LOOP = (
+    HELD
+    + """
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(3))
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+others = [Owner() for _ in range(3000)]  # bundles: most of a fork's time is in its functions
+for other in others:
+    other._lock = forking.new_rlock(other, held=True)
+pids = []
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    pids.append(pid)
+for pid in pids:
+    os.waitpid(pid, 0)
+time.sleep(1)
+print("went on")
+"""
+)
+
+
+def test_a_stop_noted_in_a_pre_fork_loops_first_fork_stops_the_server() -> None:
+    done = _run(PRE_FORK_LOOP)
+    assert (done.returncode, done.stdout) == (3, ""), done.stdout + done.stderr  # was 0
+    assert "ignored" not in done.stderr, done.stderr

@@ -64,9 +64,8 @@ _HOLDING: list[Any] = [None]  # the main thread's hold in progress (its `_taken.
 _UNSENT: dict[int, tuple[Any, Any]] = {}  # a stop a hold noted, not sent again: (answer, handler)
 _STOPPED: list[BaseException] = []  # what a handler raised in Python's end (`_answer`)
 _UNSENT_LOCK = [threading.Lock()]  # around `_UNSENT` and its sending (new in a child)
-# how a stop `_stops_at_exit` answered ends the process (`warmcli.interrupted.end_as_stopped`,
-# put here by `warmcli.bundle.waiting`: this module does not import its neighbour); none: raised
-ENDS_STOPPED: list[Callable[[BaseException], object]] = []
+ENDS_STOPPED: list[Callable[[BaseException], object]] = []  # `warmcli.bundle.waiting` puts
+# here `warmcli.interrupted.end_as_stopped` (not imported here): none, `_stops_at_exit` raises
 _AT_EXIT = [False]  # `_stops_at_exit` registered
 
 
@@ -144,8 +143,8 @@ def _waited_for(lock: Any, deadline: float) -> bool:
 
 def _stop_came() -> bool:
     """Whether a stop signal came during this fork's wait (`_hold_stops`)."""
-    held = _taken.__dict__.get("stops")
-    return held is not None and bool(held[2])
+    held = _taken.__dict__.get("stops")  # (or one not yet sent again: no wait for a stopping
+    return bool(_UNSENT) or (held is not None and bool(held[2]))  # process's next fork)
 
 
 def _hold_stops() -> None:
@@ -172,11 +171,9 @@ def _hold_stops() -> None:
 
 
 def _let_stops_go(parent: bool) -> None:
-    """After the fork: the handlers `_hold_stops` replaced set back; in the parent each stop
-    noted meanwhile sent again (from a thread: sent from here, its handler would raise here),
-    answered by `_answer`, installed till then. In a child, the main thread's hold's, whichever
-    thread forked (another thread's fork in the main thread's wait left the child's handlers
-    noting every stop for ever)."""
+    """After the fork: the handlers `_hold_stops` replaced set back (in a child, the main
+    thread's hold's, whichever thread forked: else noting every stop for ever); in the parent
+    each stop noted sent again by a thread (`_send_again`), `_answer` standing in till then."""
     held = _taken.__dict__.pop("stops", None)
     if not parent:
         held, _HOLDING[0] = held or _HOLDING[0], None
@@ -239,11 +236,15 @@ def _pass_on(fd: int, read: int, write: int, came: dict[int, None] | None) -> No
 
 def _answer(handler: Any) -> Callable[[int, Any], None]:
     """The handler standing for `handler` until a noted stop is sent again: `handler` set back
-    and called, where the main thread is; in Python's end (`threading`'s, where what it raises
-    is only printed: the main code ended as the stop was sent again) what that raises ends the
-    process at exit instead (`_stops_at_exit`)."""
+    and called; in `threading`'s end (the main code ended first), what it raises (only printed
+    there) kept to end the process at exit (`_stops_at_exit`)."""
 
     def answer(signum: int, frame: Any) -> None:  # (a stop sent since, or the one sent again)
+        if _within(frame, _before, _after_in_parent):  # (a pre-fork loop's next): once out
+            with _UNSENT_LOCK[0]:
+                _UNSENT[signum] = (answer, handler)
+            _thread.start_new_thread(_send_again, (signum,))
+            return
         _set_back(signum, answer, handler)
         if not _within(frame, getattr(sys.modules.get("threading"), "_shutdown", None)):
             handler(signum, frame)
@@ -263,20 +264,22 @@ def _set_back(signum: int, answer: Any, handler: Any) -> None:
         _swap({signum: handler})
 
 
-def _within(frame: FrameType | None, function: Any) -> bool:
-    """Whether `frame` is in a call of `function` (`threading._shutdown`: the main code ended)."""
-    while frame is not None and frame.f_code is not getattr(function, "__code__", None):
+def _within(frame: FrameType | None, *functions: Any) -> bool:
+    """Whether `frame` is in a call of one of `functions` (`threading._shutdown`: the main code
+    ended; `_before`, `_after_in_parent`: a fork's, where what a handler raises is printed)."""
+    codes = [getattr(function, "__code__", None) for function in functions]
+    while frame is not None and frame.f_code not in codes:
         frame = frame.f_back
     return frame is not None
 
 
 def _send_again(signum: int) -> None:
-    """Send `signum` to this process again, if not yet sent nor answered, once the main thread
-    has left the fork's function (in it, the handler would raise there)."""
+    """Send `signum` to this process again, if not yet sent, once the main thread is out of the
+    fork's functions (in them, what the handler raises is only printed: a next fork's too)."""
     main, frames = threading.main_thread(), getattr(sys, "_current_frames", dict)
-    while main is not threading.current_thread():
-        if not _within(frames().get(main.ident), _after_in_parent):
-            break
+    while main is not threading.current_thread() and _within(
+        frames().get(main.ident), _before, _after_in_parent
+    ):
         time.sleep(0.0005)
     with _UNSENT_LOCK[0]:
         if _UNSENT.pop(signum, None) is not None:
@@ -284,10 +287,9 @@ def _send_again(signum: int) -> None:
 
 
 def _stops_at_exit() -> None:
-    """At exit: a stop `_answer` kept, else each stop a hold noted that no thread sent again
-    before the main code ended, sent now, its handler set back and run here; what it raises
-    ends the process as it asks, as it would have ended the main code (a traceback shown, a
-    code's text written, as Python does)."""
+    """At exit: a stop `_answer` kept, else each one not sent again before the main code ended
+    sent now, its handler set back and run here; what it raises ends the process as it would
+    have ended the main code (a traceback shown, a code's text written, as Python does)."""
     try:
         if _STOPPED:
             raise _STOPPED.pop()
