@@ -110,3 +110,37 @@ def test_each_include_chain_drops_what_gcc_drops(tmp_path: Path) -> None:
     (tmp_path / "y" / "val.h").write_text("#define VAL 5\n")
     assert _key(HEADER_SOURCE, ("-I", x, "-I", y, "-isystem", z)) == before
 
+
+def test_bstatic_keys_the_archive_the_linker_links(tmp_path: Path) -> None:
+    """`-L A -L B -Wl,-Bstatic -lX`, `A/libX.so` and `B/libX.a`: the linker takes B's
+    archive (no shared library in static mode); the key covers it, not A's `.so`."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    _helper(a, 1, "so")
+    _helper(b, 2, "a")
+    for options in [
+        (f"-L{a}", f"-L{b}", "-Wl,-Bstatic", "-Wl,-u,helper", "-lX", "-Wl,-Bdynamic"),
+        ("-static", f"-L{a}", f"-L{b}", "-lX"),
+        (f"-L{a}", f"-L{b}", "-Wl,-Bstatic,-Bdynamic", "-lX"),  # dynamic again: A's .so
+    ]:
+        before = _key(LINK_SOURCE, options)
+        _helper(b, 3, "a")
+        changed = _key(LINK_SOURCE, options) != before
+        assert changed == ("-Wl,-Bstatic,-Bdynamic" not in options), options
+        _helper(b, 2, "a")
+
+
+def test_a_thin_archive_keys_its_members_content(tmp_path: Path) -> None:
+    """A thin archive names its members, which the linker reads from their own files: a
+    member rebuilt (same size) was served the old build; now it is a new kernel."""
+    lib = tmp_path / "lib"
+    _helper(lib, 1, "thin")
+    for options in [
+        (f"-L{lib}", "-Wl,-u,helper", "-lX"),
+        ("-Wl,-u,helper", str(lib / "libX.a")),
+    ]:
+        before = _key(LINK_SOURCE, options)
+        size = (lib / "h.o").stat().st_size
+        _helper(lib, 3, "o")  # the member alone rebuilt: the archive unchanged
+        assert (lib / "h.o").stat().st_size == size
+        assert _key(LINK_SOURCE, options) != before, options
+        _helper(lib, 1, "o")

@@ -8,7 +8,9 @@ a linker script (`-T`, `-Wl,--version-script=...`), a plugin
 The key's options hold its path only, so an edited file was served the old build:
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
-`-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there.
+`-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there
+(an archive only where the linker takes no shared library: `-Wl,-Bstatic`, `-static`), and
+of each member a thin archive among them names (read from its own file by the linker).
 An ELF relocatable object or a regular archive named so (a whole option or a `-Wl,` piece)
 is keyed by its content alone, its path `LINKED_MARK` in the key's options too
 (`placeless_options`, as ccache's base folder): no path of it reaches the binary, so a
@@ -40,8 +42,11 @@ _NOT_FILES = (
 )  # fmt: skip
 # cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
 _FLAGS_ALONE = ("-MD", "-MMD")
+_STATIC = ("-Bstatic", "-dn", "-non_shared", "-static")  # the linker's: archives only after
+_DYNAMIC = ("-Bdynamic", "-dy", "-call_shared")  # and shared libraries again
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
+_MAX_THIN = 64 << 20  # the most of a thin archive read for its members' names
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
 _memo: dict[tuple[str, int, int, int, int], str] = {}
 # What a linked file keyed by its content alone is named in the key instead of its path.
@@ -178,19 +183,51 @@ def _linker_words(options: Sequence[str]) -> list[str]:
 
 def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
-    its absolute path (as the linker searches them: the first folder holding it), its name
-    and the file found; a library found only in the system's folders is the toolchain's.
+    its absolute path (as the linker searches them: the first folder holding it; its archive
+    alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
+    library found only in the system's folders is the toolchain's.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
     folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
     folders = [folder for folder in folders if os.path.isabs(folder)]
-    for name in _separate(words, "-l") if folders else ():
+    static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
+    for before, word in zip(("", *words), words, strict=False) if folders else ():
+        static = word in _STATIC or (static and word not in _DYNAMIC)
+        name = word if before == "-l" else word[2:] if word.startswith("-l") else ""
+        if not name or word == "-l":
+            continue
         files = [name[1:]] if name.startswith(":") else [f"lib{name}.so", f"lib{name}.a"]
+        files = [f for f in files if not (static and f.endswith(".so"))]  # -Bstatic: .a only
         for folder in folders:
             found = [p for p in (os.path.join(folder, f) for f in files) if os.path.isfile(p)]
             if found:
                 yield from (f"-l{name}\0{path}" for path in found)
                 break
+
+
+def _thin_members(path: str) -> list[str]:
+    """Each member a thin archive at `path` names (`ar rcsT`: the linker reads them from their
+    own files, its folder's where relative), as `name\0sha256`; [] for any other file."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(_MAX_THIN) if fh.read(8) == b"!<thin>\n" else b""
+    except OSError:
+        return []
+    at, names, found = 0, b"", []
+    while at + 60 <= len(data) and len(found) < _MAX_MEMO:  # a 60-byte header for each
+        name, size = data[at : at + 16].rstrip(b" "), data[at + 48 : at + 58].strip()
+        at += 60
+        if name in (b"/", b"/SYM64/", b"//"):  # the symbol table, the long names: held here
+            if not size.isdigit():
+                return [*found, "\0malformed"]
+            names = data[at : at + int(size)] if name == b"//" else names
+            at += int(size) + (int(size) & 1)
+            continue
+        if name[1:].isdigit():  # `/offset` into the long names, each ending `/\n`
+            name = names[int(name[1:]) :].split(b"/\n", 1)[0]
+        member = os.path.join(os.path.dirname(path), os.fsdecode(name.rstrip(b"/")))
+        found.append(f"{os.fsdecode(name)}\0{_file_digest(member) or '-'}")
+    return found
 
 
 def linked_digest(
@@ -204,10 +241,12 @@ def linked_digest(
     for text in _candidates(options):
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
+            lines += _thin_members(text)
     for library in _libraries(_linker_words(options) if words is None else words, library_path):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
         if (found := _file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
+            lines += _thin_members(path)
     if not lines:
         return ""
     return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
