@@ -144,3 +144,24 @@ def test_a_thin_archive_keys_its_members_content(tmp_path: Path) -> None:
         assert (lib / "h.o").stat().st_size == size
         assert _key(LINK_SOURCE, options) != before, options
         _helper(lib, 1, "o")
+
+
+def test_a_linker_script_keys_the_files_it_names(tmp_path: Path) -> None:
+    """`libX.a` (or a file by path) that is a linker script, `INPUT(libreal.a)`,
+    `GROUP(/abs/libreal.a)`, `GROUP(-lreal)`: the linker links the files it names, which no
+    key covered, so a rebuilt `libreal.a` was served the old build."""
+    lib, value = tmp_path / "lib", 1
+    scripts = ["INPUT(libreal.a)", f"GROUP ( {lib / 'libreal.a'} )", "GROUP(AS_NEEDED(-lreal))"]
+    for script in scripts:
+        for options in [
+            (f"-L{lib}", "-Wl,-u,helper", "-lX"),
+            (f"-L{lib}", "-Wl,-u,helper", str(lib / "libX.a")),
+        ]:
+            keys = []
+            for _ in range(2):
+                value += 1
+                _helper(lib, value, "a")  # libreal.a rebuilt, libX.a the script naming it
+                (lib / "libX.a").replace(lib / "libreal.a")
+                (lib / "libX.a").write_text(f"/* a linker script */\n{script}\n")
+                keys.append(_key(LINK_SOURCE, options))
+            assert keys[0] != keys[1], (script, options)

@@ -10,7 +10,8 @@ The key's options hold its path only, so an edited file was served the old build
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
 `-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there
 (an archive only where the linker takes no shared library: `-Wl,-Bstatic`, `-static`), and
-of each member a thin archive among them names (read from its own file by the linker).
+of each member a thin archive among them names (read from its own file by the linker) and
+each file a linker script among them links (`INPUT(...)`, `GROUP(...)`: as the linker finds it).
 An ELF relocatable object or a regular archive named so (a whole option or a `-Wl,` piece)
 is keyed by its content alone, its path `LINKED_MARK` in the key's options too
 (`placeless_options`, as ccache's base folder): no path of it reaches the binary, so a
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -46,7 +48,10 @@ _STATIC = ("-Bstatic", "-dn", "-non_shared", "-static")  # the linker's: archive
 _DYNAMIC = ("-Bdynamic", "-dy", "-call_shared")  # and shared libraries again
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
-_MAX_THIN = 64 << 20  # the most of a thin archive read for its members' names
+_MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
+_MAX_SCRIPT = 1 << 20
+_COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
+_SCRIPT_TOKEN = re.compile(rb"[()]|[^\s,()]+")  # a linker script's words
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
 _memo: dict[tuple[str, int, int, int, int], str] = {}
 # What a linked file keyed by its content alone is named in the key instead of its path.
@@ -181,6 +186,12 @@ def _linker_words(options: Sequence[str]) -> list[str]:
     ]
 
 
+def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
+    """The folders the linker searches for a library, those given by an absolute path."""
+    folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
+    return [folder for folder in folders if os.path.isabs(folder)]
+
+
 def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it; its archive
@@ -188,8 +199,7 @@ def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     library found only in the system's folders is the toolchain's.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
-    folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
-    folders = [folder for folder in folders if os.path.isabs(folder)]
+    folders = _search_folders(words, library_path)
     static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
     for before, word in zip(("", *words), words, strict=False) if folders else ():
         static = word in _STATIC or (static and word not in _DYNAMIC)
@@ -205,14 +215,19 @@ def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
                 break
 
 
-def _thin_members(path: str) -> list[str]:
-    """Each member a thin archive at `path` names (`ar rcsT`: the linker reads them from their
-    own files, its folder's where relative), as `name\0sha256`; [] for any other file."""
+def _named_inputs(path: str, folders: Sequence[str]) -> list[str]:
+    """Each file the linker reads for the one at `path`, as `name\0sha256` ('-' where none
+    is found): a thin archive's members (`ar rcsT`: from their own files, its folder's where
+    relative) or the files a linker script links (`_script_inputs`); [] for any other."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(_MAX_THIN) if fh.read(8) == b"!<thin>\n" else b""
+            head = fh.read(8)
+            thin, script = head == b"!<thin>\n", head.isascii() and head != b"!<arch>\n"
+            data = fh.read(_MAX_THIN if thin else _MAX_SCRIPT if script else 0)
     except OSError:
         return []
+    if not thin:
+        return _script_inputs(head + data, folders)
     at, names, found = 0, b"", []
     while at + 60 <= len(data) and len(found) < _MAX_MEMO:  # a 60-byte header for each
         name, size = data[at : at + 16].rstrip(b" "), data[at + 48 : at + 58].strip()
@@ -230,6 +245,31 @@ def _thin_members(path: str) -> list[str]:
     return found
 
 
+def _script_inputs(data: bytes, folders: Sequence[str]) -> list[str]:
+    """Each file the linker script `data` links (`INPUT(...)`, `GROUP(...)`, `AS_NEEDED(...)`
+    within them), as `_named_inputs`: by its absolute path, or `-lname` or a file's name
+    searched in `folders` as the linker does (a scratch folder's cc finds none in its own)."""
+    if b"\0" in data or not data.isascii():
+        return []
+    depth, before, found = 0, b"", []
+    for token in _SCRIPT_TOKEN.findall(_COMMENT.sub(b" ", data)):  # one pass: linear
+        if token == b"(":
+            depth += 1 if depth or before in (b"INPUT", b"GROUP") else 0
+        elif token == b")":
+            depth = max(depth - 1, 0)
+        elif depth and token != b"AS_NEEDED" and len(found) < _MAX_MEMO:
+            name = os.fsdecode(token)
+            lib = name[2:] if name.startswith("-l") else ""
+            files = (f"lib{lib}.so", f"lib{lib}.a") if lib else (name,)
+            paths = [os.path.join(f, n) for f in folders for n in files]
+            hit = next(
+                (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
+            )
+            found.append(f"{name}\0{(_file_digest(hit) if hit else None) or '-'}")
+        before = token
+    return found
+
+
 def linked_digest(
     options: Sequence[str], library_path: str = "", words: Sequence[str] | None = None
 ) -> str:
@@ -237,16 +277,17 @@ def linked_digest(
     sha256, in the order named, then each library they link from their `-L` folders (or
     `library_path`, `LIBRARY_PATH`'s); "" where they name none. `words`: `options` as the
     linker reads them, where the caller has them (`_linker_words`)."""
-    lines = []
+    lines, words = [], _linker_words(options) if words is None else words
+    folders = _search_folders(words, library_path)
     for text in _candidates(options):
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
-            lines += _thin_members(text)
-    for library in _libraries(_linker_words(options) if words is None else words, library_path):
+            lines += _named_inputs(text, folders)
+    for library in _libraries(words, library_path):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
         if (found := _file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
-            lines += _thin_members(path)
+            lines += _named_inputs(path, folders)
     if not lines:
         return ""
     return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
