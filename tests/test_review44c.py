@@ -165,3 +165,19 @@ def test_a_linker_script_keys_the_files_it_names(tmp_path: Path) -> None:
                 (lib / "libX.a").write_text(f"/* a linker script */\n{script}\n")
                 keys.append(_key(LINK_SOURCE, options))
             assert keys[0] != keys[1], (script, options)
+
+
+def test_a_library_cc_links_unasked_keys_where_a_folder_holds_it(tmp_path: Path) -> None:
+    """`-L A` with `A/libc.a`: cc links `-lc` after the kernel's options, searched in `A`
+    first, so `A/libc.a`'s `helper` was linked, in no key: a rebuilt one was served old."""
+    lib = tmp_path / "A"
+    _helper(lib, 1, "a")
+    (lib / "libX.a").replace(lib / "libc.a")
+    for options in [(f"-L{lib}",), (f"-L{lib}", "-Wl,-Bstatic")]:
+        before = _key(LINK_SOURCE, options)
+        _helper(lib, 2, "a")
+        (lib / "libX.a").replace(lib / "libc.a")
+        assert _key(LINK_SOURCE, options) != before, options
+        (lib / "libc.a").unlink()
+        _helper(lib, 1, "a")
+        (lib / "libX.a").replace(lib / "libc.a")

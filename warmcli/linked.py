@@ -46,6 +46,7 @@ _NOT_FILES = (
 _FLAGS_ALONE = ("-MD", "-MMD")
 _STATIC = ("-Bstatic", "-dn", "-non_shared", "-static")  # the linker's: archives only after
 _DYNAMIC = ("-Bdynamic", "-dy", "-call_shared")  # and shared libraries again
+_IMPLICIT = ("gcc", "gcc_s", "gcc_eh", "c")  # what cc links after a kernel's options
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
@@ -196,12 +197,16 @@ def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it; its archive
     alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
-    library found only in the system's folders is the toolchain's.
+    library found only in the system's folders is the toolchain's. Those cc links unasked
+    (`-lgcc`, `-lgcc_s`, `-lgcc_eh`, `-lc`) too: a `libc.a` in a `-L` folder is linked.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
     folders = _search_folders(words, library_path)
     static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
-    for before, word in zip(("", *words), words, strict=False) if folders else ():
+    implicit = () if {"-nostdlib", "-nodefaultlibs"} & {*words} else _IMPLICIT  # cc's own
+    implicit = tuple(n for n in implicit if n != "c" or "-nolibc" not in words)
+    given = [*zip(("", *words), words, strict=False), *(("", f"-l{n}") for n in implicit)]
+    for before, word in given if folders else ():
         static = word in _STATIC or (static and word not in _DYNAMIC)
         name = word if before == "-l" else word[2:] if word.startswith("-l") else ""
         if not name or word == "-l":
