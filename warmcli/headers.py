@@ -3,30 +3,28 @@
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`, nvcc's
 `--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
 PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
-`C_INCLUDE_PATH`), or NVRTC's (the system toolkit's include folders, after the toolkit packages':
-`nvrtc_folders`, which NVRTC is given too), reads headers that its source text does not hold:
-`headers_digest` covers them, those a source includes (or asks for) by their absolute path, and
-those `-include`/`--pre-include` (gcc's `--include`, `-imacros`) read before the source (found in
-the working folder first, then as a quoted name is). It reads the `#include "..."` and `#include
-<...>` lines (`#import` alike; and the names `__has_include` asks for) of the source and of every
-header found, however they are spelled (`%:include`, a comment or a line splice inside the
-directive: `warmcli.directives`), and resolves each name as the compiler does, in those folders (a
-quoted name in a header: that header's own folder first, its `..` where a link leads; then gcc's
-order, whatever the options' order: `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`;
+`C_INCLUDE_PATH`), or NVRTC's (a system toolkit's include folders, after the toolkit packages':
+`nvrtc_folders`), reads headers that its source text does not hold: `headers_digest` covers them,
+those a source includes (or asks for) by their absolute path, and those `-include`/`--pre-include`
+(gcc's `--include`, `-imacros`) read before the source (found in the working folder first, then as a
+quoted name is). It reads the `#include "..."` and `#include <...>` lines (`#import`'s,
+`__has_include`'s names) of the source and of every header found, however spelled (`%:include`, a
+comment or line splice inside: `warmcli.directives`), and resolves each name as the compiler does,
+in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
+gcc's order, whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`,
+each folder once, one named `-I` (`-iquote`) and as a system one in its system place, as gcc;
 `#include_next`: every file of its name along them); a relative folder is taken from the working
 folder. The digest is over each name as written and the sha256 of the file it resolved to (or that
 none was found: a header added later changes it), in the order they are reached; the folders' paths
-are not (`keyed_options` takes them out of the key's options), so a checkout at another path keys
-alike, unless a file reached there may compute with them (an `#include` or `__has_include` of a
-macro, which is not followed, `__FILE__`: then they are; for a folder named twice, which named
-folders are one). Headers not found there (the toolkit's, the system's) are left to the toolchain's
-identity. Bounded: at most `MAX_HEADERS` files, each hashed whole, scanned in its first
-`MAX_SCANNED` bytes. State: three per-process memos (each file's digest and includes, by (path,
-mtime_ns, size), of files unchanged in the last seconds; the includes of the last sources; the
-search orders of the last options): a kernel keyed again costs a lookup of each header; `covered`,
-what each digest made lately covers (`kernel_parts.header_files`; a header read first named by its
-path, not `HEADER_MARK`). It runs no compiler, writes nothing, never raises for a missing or
-unreadable file.
+are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
+reached there may compute with them (an `#include` or `__has_include` of a macro, which is not
+followed, `__FILE__`: then they are; for a folder named twice, which named folders are one). Headers
+not found there (the toolkit's, the system's) are the toolchain identity's. Bounded: at most
+`MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes. State: three
+per-process memos (each file's digest and includes, by (path, mtime_ns, size), of files settled; the
+includes of the last sources; the search orders of the last options): a kernel keyed again costs a
+lookup of each header; `covered`, what each digest made lately covers (`kernel_parts.header_files`:
+a header read first by its path). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -94,8 +92,7 @@ covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (
 
 
 def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
-    """Each include folder `options` name, in order: the flag that names it, the folder,
-    the option that holds it (its position) and that option's text before it."""
+    """Each include folder `options` name, in order: flag, folder, option's place, text before."""
     folders: list[tuple[str, str, int, str]] = []
     take_next: str | None = None
     for at, option in enumerate(options):
@@ -149,8 +146,7 @@ def pre_included(options: Sequence[object]) -> list[str]:
 
 
 def absolute_include_options(options: Sequence[str]) -> list[str]:
-    """`options` with each relative include folder, and each header read first found there,
-    taken from the working folder (as the key takes them): cc runs in a scratch folder."""
+    """`options`, relative include folders and headers read first from the working folder."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
@@ -170,9 +166,8 @@ HEADER_MARK = "<header>"  # and in place of a header read first named by its abs
 
 
 def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
-    """`options` as a kernel's key takes them: each include folder's path `FOLDER_MARK`
-    (its flag and place kept), a header read first by its absolute path `HEADER_MARK` (as
-    ccache's base folder): `headers_digest` keys what they hold, by name and content."""
+    """`options` as a key takes them: each include folder's path `FOLDER_MARK` (flag and place
+    kept), a header read first by its path `HEADER_MARK`: `headers_digest` keys their content."""
     keyed = list(options)
     for _, _, at, before in _named_folders(options):
         keyed[at] = before + FOLDER_MARK
@@ -190,28 +185,39 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
 def search_orders(
     options: Sequence[object], cwd: str, env: tuple[str, str] = ("", "")
 ) -> tuple[list[str], list[str]]:
-    """The folders the compiler searches for a quoted name (after the including file's)
-    and for an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s
-    (`env[0]`), `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`; a relative
-    folder from `cwd` (an empty entry of a variable is `cwd`, as cc reads it; an empty
-    variable names nothing)."""
+    """The folders the compiler searches for a quoted name (after the including file's) and for
+    an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s (`env[0]`),
+    `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`, each folder once, a system one
+    not as `-I`/`-iquote` (`-I x -I y -isystem x`: y, x); a relative one from `cwd` (an empty
+    entry of a variable is `cwd`, as cc reads it; an empty variable names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
     cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if text] for text in env)
 
     def of(*flags: str) -> list[str]:
         return [folder for flag, folder in named if flag in flags]
 
-    angled = of(*_AS_I) + cpath + of("-isystem", "--system-include") + system + of(*_AS_DIRAFTER)
-    return of("-iquote") + angled, angled
+    def kept(chain: list[str], dropped: set[object]) -> list[str]:
+        return [f for f in chain if (i := _identity(f)) not in dropped and not dropped.add(i)]
+
+    system = kept(of("-isystem", "--system-include") + system + of(*_AS_DIRAFTER), set())
+    angled = kept(of(*_AS_I) + cpath, {*map(_identity, system)}) + system
+    return kept(of("-iquote"), {*map(_identity, system)}) + angled, angled
+
+
+def _identity(folder: str) -> object:
+    """What gcc tells a folder by (`merge_include_chains`): device and inode, else its path."""
+    try:
+        return (found := os.stat(folder)).st_dev, found.st_ino
+    except (OSError, ValueError):
+        return folder
 
 
 @functools.lru_cache(maxsize=64)
 def _orders(
     options: tuple[object, ...], cwd: str, env: tuple[str, str]
 ) -> tuple[tuple[list[str], list[str]], frozenset[str]]:
-    """`search_orders(options, cwd, env)` and the folders `env[0]` alone adds, once per
-    process per (options, working folder, environment): the variants of a kernel share
-    them, and they name folders, never what is in them (every key still looks there)."""
+    """`search_orders(options, cwd, env)` and the folders `env[0]` alone adds, once per process per
+    (options, working folder, environment): a kernel's variants share them (folders' identities)."""
     return search_orders(options, cwd, env), frozenset(search_orders((), cwd, (env[0], ""))[1])
 
 
@@ -229,15 +235,13 @@ def toolkit_home(homes: Iterable[str | None], search: str) -> str | None:
 
 
 def _is_toolkit(home: str) -> bool:
-    """Whether `home` holds a CUDA toolkit's headers (not /usr/local's own include folder,
-    above a wrapper script named nvcc)."""
+    """Whether `home` holds a CUDA toolkit's headers (not /usr/local's, above a script nvcc)."""
     return os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
 
 
 def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
-    """The include folders NVRTC is given, in its order, those that exist: the toolkit
-    packages' (keyed by NVRTC's identity), and `home`'s `include` and `include/cccl` (a
-    system toolkit's, `toolkit_home`: its headers key a kernel)."""
+    """The include folders NVRTC is given, in its order, those that exist: the toolkit packages'
+    (keyed by NVRTC's identity), `home`'s `include` and `include/cccl` (`toolkit_home`'s)."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -250,9 +254,8 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
 
 
 def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
-    """The includes of `data` as written, then those only its directives as the preprocessor
-    reads them show (`warmcli.directives`: spliced lines, comments); and `BY_FOLDER` last
-    where what it computes may depend on its folder's path (`_PATH_BOUND`)."""
+    """The includes of `data` as written, then those only its directives as read show
+    (`warmcli.directives`); `BY_FOLDER` last where it may compute with its path (`_PATH_BOUND`)."""
     head = data[:MAX_SCANNED]
     found = _INCLUDE.findall(head)
     bound = _PATH_BOUND.search(head) is not None
@@ -269,8 +272,7 @@ def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
 
 @functools.lru_cache(maxsize=64)
 def _by_path(source: str) -> bool:
-    """Whether `source` includes a header by its absolute path (or asks for one), however
-    its directive is spelled: once per source text (its variants share it)."""
+    """Whether `source` includes (or asks for) a header by its absolute path: once per source."""
     if _ABSOLUTE.search(source):
         return True
     text = spliced_text(source)
@@ -294,9 +296,7 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
         return known[2], known[3]
     try:
         with open(path, "rb") as f:
-            digest = hashlib.sha256()
-            head = f.read(MAX_SCANNED)
-            digest.update(head)
+            digest = hashlib.sha256(head := f.read(MAX_SCANNED))
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError:
@@ -309,12 +309,12 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
     return entry[2], entry[3]
 
 
+_Orders, _Shadowed = tuple[list[str], list[str]], tuple[frozenset[str], Sequence[str]]
+_NONE: _Shadowed = (frozenset(), ())
+
+
 def _resolve(
-    name: str,
-    quoted: bool,
-    here: str | None,
-    orders: tuple[list[str], list[str]],
-    shadowed: tuple[frozenset[str], Sequence[str]] = (frozenset(), ()),
+    name: str, quoted: bool, here: str | None, orders: _Orders, shadowed: _Shadowed = _NONE
 ) -> str | None:
     """The file `name` names, as the compiler searches: `here` first for a quoted name; not
     in a folder of `shadowed[0]` when a folder of `shadowed[1]`, searched before, holds it."""

@@ -8,7 +8,10 @@ a linker script (`-T`, `-Wl,--version-script=...`), a plugin
 The key's options hold its path only, so an edited file was served the old build:
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
-`-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there.
+`-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there
+(an archive only where the linker takes no shared library: `-Wl,-Bstatic`, `-static`), and
+of each member a thin archive among them names (read from its own file by the linker) and
+each file a linker script among them links (`INPUT(...)`, `GROUP(...)`: as the linker finds it).
 An ELF relocatable object or a regular archive named so (a whole option or a `-Wl,` piece)
 is keyed by its content alone, its path `LINKED_MARK` in the key's options too
 (`placeless_options`, as ccache's base folder): no path of it reaches the binary, so a
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -40,8 +44,15 @@ _NOT_FILES = (
 )  # fmt: skip
 # cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
 _FLAGS_ALONE = ("-MD", "-MMD")
+_STATIC = ("-Bstatic", "-dn", "-non_shared", "-static")  # the linker's: archives only after
+_DYNAMIC = ("-Bdynamic", "-dy", "-call_shared")  # and shared libraries again
+_IMPLICIT = ("gcc", "gcc_s", "gcc_eh", "c")  # what cc links after a kernel's options
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
+_MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
+_MAX_SCRIPT = 1 << 20
+_COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
+_SCRIPT_TOKEN = re.compile(rb"[()]|[^\s,()]+")  # a linker script's words
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
 _memo: dict[tuple[str, int, int, int, int], str] = {}
 # What a linked file keyed by its content alone is named in the key instead of its path.
@@ -176,21 +187,92 @@ def _linker_words(options: Sequence[str]) -> list[str]:
     ]
 
 
+def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
+    """The folders the linker searches for a library, those given by an absolute path."""
+    folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
+    return [folder for folder in folders if os.path.isabs(folder)]
+
+
 def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
-    its absolute path (as the linker searches them: the first folder holding it), its name
-    and the file found; a library found only in the system's folders is the toolchain's.
+    its absolute path (as the linker searches them: the first folder holding it; its archive
+    alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
+    library found only in the system's folders is the toolchain's. Those cc links unasked
+    (`-lgcc`, `-lgcc_s`, `-lgcc_eh`, `-lc`) too: a `libc.a` in a `-L` folder is linked.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
-    folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
-    folders = [folder for folder in folders if os.path.isabs(folder)]
-    for name in _separate(words, "-l") if folders else ():
+    folders = _search_folders(words, library_path)
+    static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
+    implicit = () if {"-nostdlib", "-nodefaultlibs"} & {*words} else _IMPLICIT  # cc's own
+    implicit = tuple(n for n in implicit if n != "c" or "-nolibc" not in words)
+    given = [*zip(("", *words), words, strict=False), *(("", f"-l{n}") for n in implicit)]
+    for before, word in given if folders else ():
+        static = word in _STATIC or (static and word not in _DYNAMIC)
+        name = word if before == "-l" else word[2:] if word.startswith("-l") else ""
+        if not name or word == "-l":
+            continue
         files = [name[1:]] if name.startswith(":") else [f"lib{name}.so", f"lib{name}.a"]
+        files = [f for f in files if not (static and f.endswith(".so"))]  # -Bstatic: .a only
         for folder in folders:
             found = [p for p in (os.path.join(folder, f) for f in files) if os.path.isfile(p)]
             if found:
                 yield from (f"-l{name}\0{path}" for path in found)
                 break
+
+
+def _named_inputs(path: str, folders: Sequence[str]) -> list[str]:
+    """Each file the linker reads for the one at `path`, as `name\0sha256` ('-' where none
+    is found): a thin archive's members (`ar rcsT`: from their own files, its folder's where
+    relative) or the files a linker script links (`_script_inputs`); [] for any other."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            thin, script = head == b"!<thin>\n", head.isascii() and head != b"!<arch>\n"
+            data = fh.read(_MAX_THIN if thin else _MAX_SCRIPT if script else 0)
+    except OSError:
+        return []
+    if not thin:
+        return _script_inputs(head + data, folders)
+    at, names, found = 0, b"", []
+    while at + 60 <= len(data) and len(found) < _MAX_MEMO:  # a 60-byte header for each
+        name, size = data[at : at + 16].rstrip(b" "), data[at + 48 : at + 58].strip()
+        at += 60
+        if name in (b"/", b"/SYM64/", b"//"):  # the symbol table, the long names: held here
+            if not size.isdigit():
+                return [*found, "\0malformed"]
+            names = data[at : at + int(size)] if name == b"//" else names
+            at += int(size) + (int(size) & 1)
+            continue
+        if name[1:].isdigit():  # `/offset` into the long names, each ending `/\n`
+            name = names[int(name[1:]) :].split(b"/\n", 1)[0]
+        member = os.path.join(os.path.dirname(path), os.fsdecode(name.rstrip(b"/")))
+        found.append(f"{os.fsdecode(name)}\0{_file_digest(member) or '-'}")
+    return found
+
+
+def _script_inputs(data: bytes, folders: Sequence[str]) -> list[str]:
+    """Each file the linker script `data` links (`INPUT(...)`, `GROUP(...)`, `AS_NEEDED(...)`
+    within them), as `_named_inputs`: by its absolute path, or `-lname` or a file's name
+    searched in `folders` as the linker does (a scratch folder's cc finds none in its own)."""
+    if b"\0" in data or not data.isascii():
+        return []
+    depth, before, found = 0, b"", []
+    for token in _SCRIPT_TOKEN.findall(_COMMENT.sub(b" ", data)):  # one pass: linear
+        if token == b"(":
+            depth += 1 if depth or before in (b"INPUT", b"GROUP") else 0
+        elif token == b")":
+            depth = max(depth - 1, 0)
+        elif depth and token != b"AS_NEEDED" and len(found) < _MAX_MEMO:
+            name = os.fsdecode(token)
+            lib = name[2:] if name.startswith("-l") else ""
+            files = (f"lib{lib}.so", f"lib{lib}.a") if lib else (name,)
+            paths = [os.path.join(f, n) for f in folders for n in files]
+            hit = next(
+                (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
+            )
+            found.append(f"{name}\0{(_file_digest(hit) if hit else None) or '-'}")
+        before = token
+    return found
 
 
 def linked_digest(
@@ -200,14 +282,17 @@ def linked_digest(
     sha256, in the order named, then each library they link from their `-L` folders (or
     `library_path`, `LIBRARY_PATH`'s); "" where they name none. `words`: `options` as the
     linker reads them, where the caller has them (`_linker_words`)."""
-    lines = []
+    lines, words = [], _linker_words(options) if words is None else words
+    folders = _search_folders(words, library_path)
     for text in _candidates(options):
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
-    for library in _libraries(_linker_words(options) if words is None else words, library_path):
+            lines += _named_inputs(text, folders)
+    for library in _libraries(words, library_path):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
         if (found := _file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
+            lines += _named_inputs(path, folders)
     if not lines:
         return ""
     return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
