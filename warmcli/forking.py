@@ -24,16 +24,17 @@ user's own (not a module of warm's, not begun by warm's code) is never waited fo
 last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
 A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork's wait has its Python
 handler run in that wait, inside the fork's function, where what it raises is only printed:
-it is noted instead, ends the wait, and is sent again as the fork returns (`_hold_stops`).
-A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
-whose exit-time finalizer a forked child inherits: a worker forked while another thread
-compiled removed the folder at its own exit, under the parent's compiler. The objects are
-held weakly; a registration and a fork's look at the registry take
-`_REGISTRY` in turn (a thread that makes a bundle while another forks). This module owns
-that registry only (and, per thread, the locks a fork took and the stop signals' handlers
-its wait replaced); it never forks, and writes
-nothing else but the scratch folders (it reads importlib's module locks and the stacks of
-the threads holding one).
+it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it
+would be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread,
+else at exit where the main code ended first (`_stops_at_exit`: the process then ends as the
+handler asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written,
+as Python shows them); a child another thread forks meanwhile gets the handlers back. The
+objects are held weakly; a registration and a fork's look at the registry take `_REGISTRY` in
+turn (a thread that makes a bundle while another forks). This module owns that registry only
+(and, per thread, the locks a fork took and the stop signals' handlers its wait replaced; the
+main thread's hold, the stops not yet sent again); it never forks, and writes nothing but, at
+exit, a stop's text (it reads importlib's module locks and the stacks of the threads holding
+one). A compile's scratch folder: `warmcli.scratch`.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
@@ -59,22 +60,13 @@ _taken = threading.local()  # per forking thread: the held locks its fork took, 
 _UNSAFE = [False]  # this process was forked past a held lock (`sqlite_unsafe`); per fork: `_taken`
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
-
-
-@contextmanager
-def scratch_folder(prefix: str) -> Iterator[str]:
-    """A new private temporary folder for the `with` block, removed at its end, only by the
-    process that made it (a forked child, which has not the thread in the block, never)."""
-    import shutil
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix=prefix)
-    made_by = os.getpid()
-    try:
-        yield folder
-    finally:
-        if os.getpid() == made_by:
-            shutil.rmtree(folder, ignore_errors=True)
+_HOLDING: list[Any] = [None]  # the main thread's hold in progress (its `_taken.stops`)
+_UNSENT: dict[int, tuple[Any, Any]] = {}  # a stop a hold noted, not sent again: (answer, handler)
+_STOPPED: list[BaseException] = []  # what a handler raised in Python's end (`_answer`)
+_UNSENT_LOCK = [threading.Lock()]  # around `_UNSENT` and its sending (new in a child)
+ENDS_STOPPED: list[Callable[[BaseException], object]] = []  # `warmcli.bundle.waiting` puts
+# here `warmcli.interrupted.end_as_stopped` (not imported here): none, `_stops_at_exit` raises
+_AT_EXIT = [False]  # `_stops_at_exit` registered
 
 
 def new_lock(owner: Any) -> threading.Lock:
@@ -151,8 +143,8 @@ def _waited_for(lock: Any, deadline: float) -> bool:
 
 def _stop_came() -> bool:
     """Whether a stop signal came during this fork's wait (`_hold_stops`)."""
-    held = _taken.__dict__.get("stops")
-    return held is not None and bool(held[2])
+    held = _taken.__dict__.get("stops")  # (or one not yet sent again: no wait for a stopping
+    return bool(_UNSENT) or (held is not None and bool(held[2]))  # process's next fork)
 
 
 def _hold_stops() -> None:
@@ -161,9 +153,7 @@ def _hold_stops() -> None:
     Python runs a handler in the main thread, here inside the fork's function, where what it
     raises (Ctrl-C's `KeyboardInterrupt`, a server's `sys.exit`) is only printed ("Exception
     ignored in ... _before") and the fork goes on: the stop was lost. One noted ends the wait;
-    in the parent the handlers are set back and each stop noted is sent again by a thread of
-    its own, answered by its handler (once) as the fork has returned; in the child they are
-    set back."""
+    after the fork, `_let_stops_go`."""
     if "stops" in _taken.__dict__ or threading.current_thread() is not threading.main_thread():
         return
     import signal
@@ -174,30 +164,153 @@ def _hold_stops() -> None:
         came.append(signum)
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    replaced = {  # (not a hold's of `warmcli.interrupted`, which only notes one as well)
-        s: h
-        for s in stops
-        if callable(h := signal.getsignal(s)) and not hasattr(h, "_warm_replaced")
-    }
-    _taken.stops = (replaced, note, came)
+    got = {s: signal.getsignal(s) for s in stops}  # (not a hold's: it only notes one as well)
+    replaced = {s: h for s, h in got.items() if callable(h) and not hasattr(h, "_warm_replaced")}
+    _taken.stops = _HOLDING[0] = (replaced, note, came, _aside() if replaced else None)
     _swap({s: note for s in replaced})
 
 
 def _let_stops_go(parent: bool) -> None:
-    """After the fork: the handlers `_hold_stops` replaced set back; in the parent each stop
-    noted meanwhile sent again (from a thread: sent from here, its handler would raise here)."""
+    """After the fork: the handlers `_hold_stops` replaced set back (in a child, the main
+    thread's hold's, whichever thread forked: else noting every stop for ever); in the parent
+    each stop noted sent again by a thread (`_send_again`), `_answer` standing in till then."""
     held = _taken.__dict__.pop("stops", None)
+    if not parent:
+        held, _HOLDING[0] = held or _HOLDING[0], None
+        _UNSENT.clear(), _STOPPED.clear()  # (the parent's to send)
+        _UNSENT_LOCK[0] = threading.Lock()
+    elif held is not None:
+        _HOLDING[0] = None
     if held is None:
         return
-    replaced, note, came = held
+    replaced, note, came, wakeup = held
     import signal
 
-    _swap({s: h for s, h in replaced.items() if signal.getsignal(s) is note})
-    for signum in dict.fromkeys(came) if parent else ():
+    came = dict.fromkeys(came) if parent else {}
+    answers = {s: _answer(h) if s in came else h for s, h in replaced.items()}
+    _swap({s: h for s, h in answers.items() if signal.getsignal(s) is note})
+    if wakeup is not None:
+        _pass_on(*wakeup, came if parent else None)  # (a child's are its parent's)
+    for signum in came:
+        with _UNSENT_LOCK[0]:
+            _UNSENT[signum] = (answers[signum], replaced[signum])
+        if not _AT_EXIT[0]:
+            import atexit
+
+            atexit.register(_stops_at_exit)  # (after the program's own: run before them)
+            _AT_EXIT[0] = True
         try:
-            _thread.start_new_thread(os.kill, (os.getpid(), signum))
+            _thread.start_new_thread(_send_again, (signum,))
         except RuntimeError:  # no thread to be had: answered here, as before
+            _send_again(signum)
+
+
+def _aside() -> tuple[int, int, int] | None:
+    """The wakeup fd (`signal.set_wakeup_fd`, asyncio's loop's) set aside for a pipe of the
+    hold's: a stop noted, then sent again, wrote it twice (answered twice); `_pass_on`."""
+    import signal
+
+    fd = signal.set_wakeup_fd(-1)
+    try:
+        read, write = os.pipe() if fd != -1 else (-1, -1)  # (not inherited by an exec)
+        for end in (read, write) if fd != -1 else ():
+            os.set_blocking(end, False)
+    except OSError:  # (no descriptor left: left as it was)
+        read = write = -1
+    signal.set_wakeup_fd(fd if write == -1 else write, warn_on_full_buffer=write == -1)
+    return None if write == -1 else (fd, read, write)
+
+
+def _pass_on(fd: int, read: int, write: int, came: dict[int, None] | None) -> None:
+    """The wakeup fd set back (Python cannot say its `warn_on_full_buffer`: the default), and
+    what the signals the hold did not note (each once sent again) wrote meanwhile passed on."""
+    import signal
+
+    with suppress(ValueError, OSError):
+        signal.set_wakeup_fd(fd)
+        if came is not None and (passed := bytes(b for b in os.read(read, 4096) if b not in came)):
+            os.write(fd, passed)
+    os.close(read)
+    os.close(write)
+
+
+def _answer(handler: Any) -> Callable[[int, Any], None]:
+    """The handler standing for `handler` until a noted stop is sent again: `handler` set back
+    and called; in `threading`'s end (the main code ended first), what it raises (only printed
+    there) kept to end the process at exit (`_stops_at_exit`)."""
+
+    def answer(signum: int, frame: Any) -> None:  # (a stop sent since, or the one sent again)
+        if _within(frame, _before, _after_in_parent):  # (a pre-fork loop's next): once out
+            with _UNSENT_LOCK[0]:
+                _UNSENT[signum] = (answer, handler)
+            _thread.start_new_thread(_send_again, (signum,))
+            return
+        _set_back(signum, answer, handler)
+        if not _within(frame, getattr(sys.modules.get("threading"), "_shutdown", None)):
+            handler(signum, frame)
+            return
+        try:
+            handler(signum, frame)
+        except (KeyboardInterrupt, SystemExit) as stop:
+            _STOPPED.append(stop)
+
+    return answer
+
+
+def _set_back(signum: int, answer: Any, handler: Any) -> None:
+    import signal
+
+    if signal.getsignal(signum) is answer:
+        _swap({signum: handler})
+
+
+def _within(frame: FrameType | None, *functions: Any) -> bool:
+    """Whether `frame` is in a call of one of `functions` (`threading._shutdown`: the main code
+    ended; `_before`, `_after_in_parent`: a fork's, where what a handler raises is printed)."""
+    codes = [getattr(function, "__code__", None) for function in functions]
+    while frame is not None and frame.f_code not in codes:
+        frame = frame.f_back
+    return frame is not None
+
+
+def _send_again(signum: int) -> None:
+    """Send `signum` to this process again, if not yet sent, once the main thread is out of the
+    fork's functions (in them, what the handler raises is only printed: a next fork's too)."""
+    main, frames = threading.main_thread(), getattr(sys, "_current_frames", dict)
+    while main is not threading.current_thread() and _within(
+        frames().get(main.ident), _before, _after_in_parent
+    ):
+        time.sleep(0.0005)
+    with _UNSENT_LOCK[0]:
+        if _UNSENT.pop(signum, None) is not None:
             os.kill(os.getpid(), signum)
+
+
+def _stops_at_exit() -> None:
+    """At exit: a stop `_answer` kept, else each one not sent again before the main code ended
+    sent now, its handler set back and run here; what it raises ends the process as it would
+    have ended the main code (a traceback shown, a code's text written, as Python does)."""
+    try:
+        if _STOPPED:
+            raise _STOPPED.pop()
+        with _UNSENT_LOCK[0]:
+            unsent = list(_UNSENT.items())
+            _UNSENT.clear()
+        for signum, (answer, handler) in unsent:
+            _set_back(signum, answer, handler)
+            os.kill(os.getpid(), signum)  # (its handler runs at once, in this thread)
+    except (KeyboardInterrupt, SystemExit) as stop:
+        if not ENDS_STOPPED:
+            raise
+        if isinstance(stop, KeyboardInterrupt):  # shown, and noted as the main code's end
+            shown = {"last_type": type(stop), "last_value": stop, "last_exc": stop}
+            vars(sys).update(shown, last_traceback=stop.__traceback__)
+            sys.excepthook(type(stop), stop, stop.__traceback__)
+        elif not isinstance(stop.code, int | None):
+            with suppress(Exception):  # (its str() failing: nothing, as Python writes)
+                sys.stderr.write(f"{stop.code}\n")
+        for end in ENDS_STOPPED:
+            end(stop)
 
 
 def _swap(handlers: dict[int, Any]) -> None:

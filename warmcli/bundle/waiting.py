@@ -23,7 +23,8 @@ a stop signal held all along. A spill refused at once leaves the pages in memory
 after a slice did), and only the commit waits for the readers. A transaction SQLite ended by
 itself (the disk full, an I/O error, an interrupt: no COMMIT or ROLLBACK run) has the next
 statement, or blob, find its slice again (`_zeroed`): it would else wait for nothing in C.
-`busy` says whether an SQLite error is a lock held.
+`busy` says whether an SQLite error is a lock held. A stop a fork's wait for a bundle's lock
+noted, answered only at exit, ends the process as `end_as_stopped` ends one (`forking`'s).
 It owns no state, and never prints.
 """
 
@@ -34,7 +35,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from warmcli.interrupted import held_came
+from warmcli.forking import ENDS_STOPPED
+from warmcli.interrupted import end_as_stopped, held_came
 
 SLICE_SECONDS = 0.05  # the longest SQLite waits in C at a time: the latency of a signal
 _SLICED = f"PRAGMA busy_timeout = {int(SLICE_SECONDS * 1000)}"
@@ -43,6 +45,7 @@ _STEPS = ("BEGIN ", "COMMIT")  # a write's wait to begin (another writer), to co
 _execute = sqlite3.Connection.execute  # (one frame less on the path that serves)
 _blobopen = sqlite3.Connection.blobopen
 _T = TypeVar("_T")
+ENDS_STOPPED.append(end_as_stopped)  # (a stop at exit: see the module doc)
 
 
 def busy(exc: BaseException) -> bool:

@@ -53,7 +53,7 @@ from warmcli.backends.toolchain import (
     remembered,
 )
 from warmcli.errors import ArchError, CubinError
-from warmcli.forking import scratch_folder
+from warmcli.scratch import scratch_folder
 from warmcli.wrapper_script import host_compiler_script
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"

@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
-from warmcli.forking import scratch_folder
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.printable import Pattern
+from warmcli.scratch import scratch_folder
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
     from warmcli.backends.compiler import CompiledGroup, CompileUnit

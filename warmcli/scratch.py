@@ -1,0 +1,30 @@
+"""A compile's scratch folder, removed only by the process that made it.
+
+A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirectory`'s,
+whose exit-time finalizer a forked child inherits: a worker forked while another thread
+compiled removed the folder at its own exit, under the parent's compiler (`warmcli.forking`
+says what else a fork does to warm's state). It owns no state, never prints, and writes
+nothing but the folders.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def scratch_folder(prefix: str) -> Iterator[str]:
+    """A new private temporary folder for the `with` block, removed at its end, only by the
+    process that made it (a forked child, which has not the thread in the block, never)."""
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=prefix)
+    made_by = os.getpid()
+    try:
+        yield folder
+    finally:
+        if os.getpid() == made_by:
+            shutil.rmtree(folder, ignore_errors=True)
