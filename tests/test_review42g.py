@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_signals42 import HOLD, _env, warmed_bundle  # noqa: F401 (the fixture `warmed`)
+from test_signals42 import HOLD, _env, warmed_bundle, warmed_once  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
