@@ -33,8 +33,8 @@ objects are held weakly; a registration and a fork's look at the registry take `
 turn (a thread that makes a bundle while another forks). This module owns that registry only
 (and, per thread, the locks a fork took and the stop signals' handlers its wait replaced; the
 main thread's hold, the stops not yet sent again); it never forks, and writes nothing but, at
-exit, a stop's text (it reads importlib's module locks and the stacks of the threads holding
-one). A compile's scratch folder: `warmcli.scratch`.
+exit, a stop's text. Another thread's import for warm: `warmcli.import_wait`. A compile's
+scratch folder: `warmcli.scratch`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ from contextlib import suppress
 from types import FrameType
 from typing import Any
 
+from warmcli.import_wait import importing_elsewhere
+
 HOLD_SECONDS = 5.0  # the most a fork waits for the `held` locks, all together
 _ROUNDS = 4  # the most times a fork lists them (a thread may open bundle after bundle)
 
@@ -59,7 +61,6 @@ _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _taken = threading.local()  # per forking thread: the held locks its fork took, one `missed`
 _UNSAFE = [False]  # this process was forked past a held lock (`sqlite_unsafe`); per fork: `_taken`
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
-_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 _HOLDING: list[Any] = [None]  # the main thread's hold in progress (its `_taken.stops`)
 _UNSENT: dict[int, tuple[Any, Any]] = {}  # a stop a hold noted, not sent again: (answer, handler)
 _STOPPED: list[BaseException] = []  # what a handler raised in Python's end (`_answer`)
@@ -125,7 +126,7 @@ def _before() -> None:
 
 def _imports_ended(deadline: float) -> None:
     """Wait, until `deadline` at most, for no other thread to be importing for warm."""
-    while _importing_elsewhere() and time.monotonic() < deadline and not _stop_came():
+    while importing_elsewhere() and time.monotonic() < deadline and not _stop_came():
         _hold_stops()
         time.sleep(0.001)
 
@@ -323,47 +324,6 @@ def _swap(handlers: dict[int, Any]) -> None:
             signal.signal(signum, handler)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
-
-
-def _importing_elsewhere() -> bool:
-    """Whether another thread holds a module's import lock (importlib's `_module_locks`,
-    each a weak reference to a lock whose `owner` is the importing thread's id) for warm: a
-    module of warm's, or one that warm's code imports (another module's import, a user's
-    that may last or wait on this thread, is the user's: a fork never waits for it)."""
-    locks = getattr(sys.modules.get("importlib._bootstrap"), "_module_locks", None)
-    if not isinstance(locks, dict):
-        return False
-    me = threading.get_ident()
-    owners: set[int] = set()
-    for ref in list(locks.values()):
-        lock = ref() if callable(ref) else None
-        owner = getattr(lock, "owner", None)
-        if owner not in (None, 0, me):
-            if _warms(getattr(lock, "name", None)):
-                return True
-            owners.add(owner)
-    if not owners:
-        return False
-    frames = getattr(sys, "_current_frames", dict)()
-    return any(_imports_for_warm(frames.get(owner)) for owner in owners)
-
-
-def _imports_for_warm(frame: FrameType | None) -> bool:
-    """Whether the thread at `frame` is in an import begun by warm's code."""
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_find_and_load" and code.co_filename.startswith(_IMPORTLIB):
-            caller = frame.f_back
-            while caller is not None and caller.f_code.co_filename.startswith(_IMPORTLIB):
-                caller = caller.f_back
-            if caller is not None and _warms(caller.f_globals.get("__name__")):
-                return True
-        frame = frame.f_back
-    return False
-
-
-def _warms(name: object) -> bool:
-    return isinstance(name, str) and (name == "warmcli" or name.startswith("warmcli."))
 
 
 def sqlite_unsafe() -> bool:
