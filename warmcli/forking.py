@@ -23,18 +23,19 @@ import may lead to a bundle made and written, whose lock is then taken. An impor
 user's own (not a module of warm's, not begun by warm's code) is never waited for: it may
 last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
 A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork's wait has its Python
-handler run in that wait, inside the fork's function, where what it raises is only printed:
-it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it
-would be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread,
-else at exit where the main code ended first (`_stops_at_exit`: the process then ends as the
-handler asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written,
-as Python shows them); a child another thread forks meanwhile gets the handlers back. The
-objects are held weakly; a registration and a fork's look at the registry take `_REGISTRY` in
-turn (a thread that makes a bundle while another forks). This module owns that registry only
-(and, per thread, the locks a fork took and the stop signals' handlers its wait replaced; the
-main thread's hold, the stops not yet sent again); it never forks, and writes nothing but, at
-exit, a stop's text. Another thread's import for warm: `warmcli.import_wait`. A compile's
-scratch folder: `warmcli.scratch`.
+handler run in that wait, inside the fork's function, where what it raises is only printed: it
+is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it would
+be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread, else at
+exit where the main code ended first (`_stops_at_exit`: the process then ends as the handler
+asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written, as
+Python shows them); a child another thread forks meanwhile gets the handlers back. A fork made
+in the wait (by a handler of another signal) waits for nothing and takes no lock: its child is
+`sqlite_unsafe`; the waiting fork keeps its own. The objects are held weakly; a registration
+and a fork's look at the registry take `_REGISTRY` in turn (a thread that makes a bundle while
+another forks). This module owns that registry only (and, per thread, the locks a fork took and
+the stop signals' handlers its wait replaced; the main thread's hold, the stops not yet sent
+again); it never forks, and writes nothing but, at exit, a stop's text. Another thread's import
+for warm: `warmcli.import_wait`. A compile's scratch folder: `warmcli.scratch`.
 """
 
 from __future__ import annotations
@@ -99,6 +100,9 @@ def _before() -> None:
     `_RENEWED` whole). The held locks are listed again until no new one is registered (a
     bundle another thread opened while they were waited for: its SQLite work is waited for
     too), up to `_ROUNDS` times within the same time."""
+    if _nested():  # (waits for nothing, takes no lock: its child is `sqlite_unsafe`)
+        _REGISTRY.acquire()
+        return
     deadline = time.monotonic() + HOLD_SECONDS
     _imports_ended(deadline)  # first: the import may lead to a bundle made and written
     _taken.missed = False
@@ -265,6 +269,12 @@ def _set_back(signum: int, answer: Any, handler: Any) -> None:
         _swap({signum: handler})
 
 
+def _nested() -> bool:
+    """Whether the fork whose hook calls this was made in a signal handler that a fork's wait
+    ran (in `_before`): that fork's locks and hold are its own, released and let go by it."""
+    return _within(sys._getframe(2), _before)
+
+
 def _within(frame: FrameType | None, *functions: Any) -> bool:
     """Whether `frame` is in a call of one of `functions` (`threading._shutdown`: the main code
     ended; `_before`, `_after_in_parent`: a fork's, where what a handler raises is printed)."""
@@ -333,6 +343,9 @@ def sqlite_unsafe() -> bool:
 
 
 def _after_in_parent() -> None:
+    if _nested():  # (the waiting fork's locks and hold left to it)
+        _REGISTRY.release()
+        return
     _taken.missed = False
     taken = _taken.__dict__.get("locks", [])
     while taken:
@@ -344,7 +357,8 @@ def _renew() -> None:
     """After a fork, in the child: every registered lock anew."""
     global _REGISTRY
     _REGISTRY = threading.RLock()  # the forking thread's, taken in `_before`
-    _UNSAFE[0] = _UNSAFE[0] or getattr(_taken, "missed", False)  # (the forking thread's)
+    missed = getattr(_taken, "missed", False)  # (the forking thread's)
+    _UNSAFE[0] = _UNSAFE[0] or missed or _nested()
     _taken.missed = False
     _taken.__dict__.get("locks", []).clear()
     _let_stops_go(False)
