@@ -227,12 +227,16 @@ def _aside() -> tuple[int, int, int] | None:
 
 
 def _pass_on(fd: int, read: int, write: int, came: dict[int, None] | None) -> None:
-    """The wakeup fd set back (Python cannot say its `warn_on_full_buffer`: the default), and
-    what the signals the hold did not note (each once sent again) wrote meanwhile passed on."""
+    """The wakeup fd set back, and what the signals the hold did not note (each once sent
+    again) wrote meanwhile passed on. Python cannot say its `warn_on_full_buffer`: True where it
+    is asyncio's running loop's (asyncio's default), else False (trio's, uvloop's: True would
+    print a traceback for each signal a full buffer drops)."""
     import signal
 
+    loop = getattr(sys.modules.get("asyncio.events"), "_get_running_loop", lambda: None)()
+    asyncio = getattr(getattr(loop, "_csock", None), "fileno", lambda: -1)() == fd
     with suppress(ValueError, OSError):
-        signal.set_wakeup_fd(fd)
+        signal.set_wakeup_fd(fd, warn_on_full_buffer=asyncio)
         if came is not None and (passed := bytes(b for b in os.read(read, 4096) if b not in came)):
             os.write(fd, passed)
     os.close(read)
