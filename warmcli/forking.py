@@ -276,7 +276,7 @@ def _set_back(signum: int, answer: Any, handler: Any) -> None:
 def _nested() -> bool:
     """Whether the fork whose hook calls this was made in a signal handler that a fork's wait
     ran (in `_before`): that fork's locks and hold are its own, released and let go by it."""
-    return _within(sys._getframe(2), _before)
+    return _within(sys._getframe(1).f_back, _before)  # (the fork's caller on)
 
 
 def _within(frame: FrameType | None, *functions: Any) -> bool:
