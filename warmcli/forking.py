@@ -23,18 +23,19 @@ import may lead to a bundle made and written, whose lock is then taken. An impor
 user's own (not a module of warm's, not begun by warm's code) is never waited for: it may
 last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
 A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork's wait has its Python
-handler run in that wait, inside the fork's function, where what it raises is only printed:
-it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it
-would be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread,
-else at exit where the main code ended first (`_stops_at_exit`: the process then ends as the
-handler asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written,
-as Python shows them); a child another thread forks meanwhile gets the handlers back. The
-objects are held weakly; a registration and a fork's look at the registry take `_REGISTRY` in
-turn (a thread that makes a bundle while another forks). This module owns that registry only
-(and, per thread, the locks a fork took and the stop signals' handlers its wait replaced; the
-main thread's hold, the stops not yet sent again); it never forks, and writes nothing but, at
-exit, a stop's text (it reads importlib's module locks and the stacks of the threads holding
-one). A compile's scratch folder: `warmcli.scratch`.
+handler run in that wait, inside the fork's function, where what it raises is only printed: it
+is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it would
+be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread, else at
+exit where the main code ended first (`_stops_at_exit`: the process then ends as the handler
+asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written, as
+Python shows them); a child another thread forks meanwhile gets the handlers back. A fork made
+in the wait (by a handler of another signal) waits for nothing and takes no lock: its child is
+`sqlite_unsafe`; the waiting fork keeps its own. The objects are held weakly; a registration
+and a fork's look at the registry take `_REGISTRY` in turn (a thread that makes a bundle while
+another forks). This module owns that registry only (and, per thread, the locks a fork took and
+the stop signals' handlers its wait replaced; the main thread's hold, the stops not yet sent
+again); it never forks, and writes nothing but, at exit, a stop's text. Another thread's import
+for warm: `warmcli.import_wait`. A compile's scratch folder: `warmcli.scratch`.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from contextlib import suppress
 from types import FrameType
 from typing import Any
 
+from warmcli.import_wait import importing_elsewhere
+
 HOLD_SECONDS = 5.0  # the most a fork waits for the `held` locks, all together
 _ROUNDS = 4  # the most times a fork lists them (a thread may open bundle after bundle)
 
@@ -59,7 +62,6 @@ _HELD: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _taken = threading.local()  # per forking thread: the held locks its fork took, one `missed`
 _UNSAFE = [False]  # this process was forked past a held lock (`sqlite_unsafe`); per fork: `_taken`
 _REGISTRY = threading.RLock()  # around each change of `_RENEWED` and `_HELD`, and a fork
-_IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 _HOLDING: list[Any] = [None]  # the main thread's hold in progress (its `_taken.stops`)
 _UNSENT: dict[int, tuple[Any, Any]] = {}  # a stop a hold noted, not sent again: (answer, handler)
 _STOPPED: list[BaseException] = []  # what a handler raised in Python's end (`_answer`)
@@ -98,6 +100,9 @@ def _before() -> None:
     `_RENEWED` whole). The held locks are listed again until no new one is registered (a
     bundle another thread opened while they were waited for: its SQLite work is waited for
     too), up to `_ROUNDS` times within the same time."""
+    if _nested():  # (waits for nothing, takes no lock: its child is `sqlite_unsafe`)
+        _REGISTRY.acquire()
+        return
     deadline = time.monotonic() + HOLD_SECONDS
     _imports_ended(deadline)  # first: the import may lead to a bundle made and written
     _taken.missed = False
@@ -125,7 +130,7 @@ def _before() -> None:
 
 def _imports_ended(deadline: float) -> None:
     """Wait, until `deadline` at most, for no other thread to be importing for warm."""
-    while _importing_elsewhere() and time.monotonic() < deadline and not _stop_came():
+    while importing_elsewhere() and time.monotonic() < deadline and not _stop_came():
         _hold_stops()
         time.sleep(0.001)
 
@@ -222,12 +227,16 @@ def _aside() -> tuple[int, int, int] | None:
 
 
 def _pass_on(fd: int, read: int, write: int, came: dict[int, None] | None) -> None:
-    """The wakeup fd set back (Python cannot say its `warn_on_full_buffer`: the default), and
-    what the signals the hold did not note (each once sent again) wrote meanwhile passed on."""
+    """The wakeup fd set back, and what the signals the hold did not note (each once sent
+    again) wrote meanwhile passed on. Python cannot say its `warn_on_full_buffer`: True where it
+    is asyncio's running loop's (asyncio's default), else False (trio's, uvloop's: True would
+    print a traceback for each signal a full buffer drops)."""
     import signal
 
+    loop = getattr(sys.modules.get("asyncio.events"), "_get_running_loop", lambda: None)()
+    asyncio = getattr(getattr(loop, "_csock", None), "fileno", lambda: -1)() == fd
     with suppress(ValueError, OSError):
-        signal.set_wakeup_fd(fd)
+        signal.set_wakeup_fd(fd, warn_on_full_buffer=asyncio)
         if came is not None and (passed := bytes(b for b in os.read(read, 4096) if b not in came)):
             os.write(fd, passed)
     os.close(read)
@@ -262,6 +271,12 @@ def _set_back(signum: int, answer: Any, handler: Any) -> None:
 
     if signal.getsignal(signum) is answer:
         _swap({signum: handler})
+
+
+def _nested() -> bool:
+    """Whether the fork whose hook calls this was made in a signal handler that a fork's wait
+    ran (in `_before`): that fork's locks and hold are its own, released and let go by it."""
+    return _within(sys._getframe(1).f_back, _before)  # (the fork's caller on)
 
 
 def _within(frame: FrameType | None, *functions: Any) -> bool:
@@ -325,47 +340,6 @@ def _swap(handlers: dict[int, Any]) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def _importing_elsewhere() -> bool:
-    """Whether another thread holds a module's import lock (importlib's `_module_locks`,
-    each a weak reference to a lock whose `owner` is the importing thread's id) for warm: a
-    module of warm's, or one that warm's code imports (another module's import, a user's
-    that may last or wait on this thread, is the user's: a fork never waits for it)."""
-    locks = getattr(sys.modules.get("importlib._bootstrap"), "_module_locks", None)
-    if not isinstance(locks, dict):
-        return False
-    me = threading.get_ident()
-    owners: set[int] = set()
-    for ref in list(locks.values()):
-        lock = ref() if callable(ref) else None
-        owner = getattr(lock, "owner", None)
-        if owner not in (None, 0, me):
-            if _warms(getattr(lock, "name", None)):
-                return True
-            owners.add(owner)
-    if not owners:
-        return False
-    frames = getattr(sys, "_current_frames", dict)()
-    return any(_imports_for_warm(frames.get(owner)) for owner in owners)
-
-
-def _imports_for_warm(frame: FrameType | None) -> bool:
-    """Whether the thread at `frame` is in an import begun by warm's code."""
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_find_and_load" and code.co_filename.startswith(_IMPORTLIB):
-            caller = frame.f_back
-            while caller is not None and caller.f_code.co_filename.startswith(_IMPORTLIB):
-                caller = caller.f_back
-            if caller is not None and _warms(caller.f_globals.get("__name__")):
-                return True
-        frame = frame.f_back
-    return False
-
-
-def _warms(name: object) -> bool:
-    return isinstance(name, str) and (name == "warmcli" or name.startswith("warmcli."))
-
-
 def sqlite_unsafe() -> bool:
     """Whether this process was forked (or its parent, so) while another thread held a
     bundle's SQLite lock past `HOLD_SECONDS`: SQLite may not be used here (module doc)."""
@@ -373,6 +347,9 @@ def sqlite_unsafe() -> bool:
 
 
 def _after_in_parent() -> None:
+    if _nested():  # (the waiting fork's locks and hold left to it)
+        _REGISTRY.release()
+        return
     _taken.missed = False
     taken = _taken.__dict__.get("locks", [])
     while taken:
@@ -384,7 +361,8 @@ def _renew() -> None:
     """After a fork, in the child: every registered lock anew."""
     global _REGISTRY
     _REGISTRY = threading.RLock()  # the forking thread's, taken in `_before`
-    _UNSAFE[0] = _UNSAFE[0] or getattr(_taken, "missed", False)  # (the forking thread's)
+    missed = getattr(_taken, "missed", False)  # (the forking thread's)
+    _UNSAFE[0] = _UNSAFE[0] or missed or _nested()
     _taken.missed = False
     _taken.__dict__.get("locks", []).clear()
     _let_stops_go(False)
