@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
+from fork_holds import HOLDER
 
 CHURN_AND_FORK = """
 import os, sys, threading
@@ -98,24 +99,11 @@ def test_an_autotuned_function_forked_while_a_thread_looks_it_up_is_usable() -> 
     assert proc.stdout.split() == ["child", "0"], proc.stdout + proc.stderr
 
 
-CTRL_C_WHILE_A_FORK_WAITS = """
-import os, signal, threading, time
-from warmcli import forking
-
-class Owner:
-    pass
-
-owner = Owner()
-owner._lock = forking.new_rlock(owner, held=True)  # as a bundle's: a fork waits for it
-held = threading.Event()
-
-def hold():
-    with owner._lock:
-        held.set()
-        time.sleep(3)
-
-threading.Thread(target=hold, daemon=True).start()
-held.wait()
+CTRL_C_WHILE_A_FORK_WAITS = (
+    "import os, signal, threading, time\n"
+    + HOLDER
+    + """
+hold(locked(), 3)
 threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 pid = os.fork()
 if pid == 0:
@@ -124,6 +112,7 @@ os.waitpid(pid, 0)
 time.sleep(3)  # (the Ctrl-C, sent again by a thread as the fork returns, is answered here)
 print("forked")
 """
+)
 
 
 def test_a_ctrl_c_while_a_fork_waits_releases_only_what_it_took() -> None:

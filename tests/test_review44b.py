@@ -16,30 +16,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from fork_holds import HOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # A lock a fork waits for, held by a thread for a second (a bundle's, as another thread reads it).
-HELD = """
-import os, signal, sys, threading, time
-import warmcli.bundle.waiting  # (as a bundle's reader imports it)
-from warmcli import forking
-
-class Owner:
-    pass
-
-owner = Owner()
-owner._lock = forking.new_rlock(owner, held=True)
-held = threading.Event()
-
-def hold():
-    with owner._lock:
-        held.set()
-        time.sleep(1)
-
-threading.Thread(target=hold, daemon=True).start()
-held.wait()
-"""
+HELD = (
+    "import os, signal, sys, threading, time\n"
+    "import warmcli.bundle.waiting  # (as a bundle's reader imports it)\n"
+    + HOLDER
+    + "owner = locked()\nhold(owner, 1)\n"
+)
 
 # The main code ends right after the fork: the stop, noted in its wait, is not to be lost.
 ENDS_AFTER_THE_FORK = (

@@ -14,32 +14,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from fork_holds import HOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Lock A free (the outer fork takes it at once), B held by a thread for 1 s: the outer fork
 # waits for B; at 0.1 s a SIGUSR1's handler forks (that fork waits for nothing: its child may not
 # use SQLite), at 0.7 s a SIGTERM comes in what is left of the outer fork's wait.
-NESTED = """
+NESTED = (
+    """
 import os, signal, sys, threading, time
 owned = []
 def check():  # registered before warm's: runs after warm's own `before`
     if "A" in globals():
         owned.append(A._lock._is_owned())
 os.register_at_fork(before=check)
-from warmcli import forking
-class O:
-    pass
-A, B = O(), O()
-A._lock = forking.new_rlock(A, held=True)
-B._lock = forking.new_rlock(B, held=True)
-held = threading.Event()
-def hold():
-    with B._lock:
-        held.set()
-        time.sleep(1)
-threading.Thread(target=hold, daemon=True).start()
-held.wait()
+"""
+    + HOLDER
+    + """
+A, B = locked(), locked()
+hold(B, 1)
 def usr1(signum, frame):
     if os.fork() == 0:
         os.write(1, b"unsafe\\n" if forking.sqlite_unsafe() else b"safe\\n")
@@ -56,6 +50,7 @@ try:
 finally:
     print(owned, flush=True)
 """
+)
 
 
 def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -81,18 +76,13 @@ def test_a_fork_in_a_handler_run_in_a_forks_wait_leaves_that_forks_locks_and_hol
 # (set with Python's default, warn_on_full_buffer=True) has Python print that the signal's byte
 # was dropped; trio's and uvloop's (warn_on_full_buffer=False) print nothing. The fork waits
 # for a held lock (`argv[2]` "held") or not.
-FULL = """
+FULL = (
+    """
 import asyncio, os, signal, socket, sys, threading, time
-from warmcli import forking
-class O:
-    pass
-owner = O()
-owner._lock = forking.new_rlock(owner, held=True)
-held = threading.Event()
-def hold():
-    with owner._lock:
-        held.set()
-        time.sleep(0.2)
+"""
+    + HOLDER
+    + """
+owner = locked()
 signal.signal(signal.SIGUSR1, lambda signum, frame: None)
 def fill(sock):
     sock.setblocking(False)
@@ -104,8 +94,7 @@ def fill(sock):
 def fork_then_signal(sock):
     fill(sock)
     if sys.argv[2] == "held":
-        threading.Thread(target=hold, daemon=True).start()
-        held.wait()
+        hold(owner, 0.2)
     if os.fork() == 0:
         os._exit(0)
     os.wait()
@@ -123,6 +112,7 @@ else:
     signal.signal(signal.SIGINT, lambda signum, frame: None)
     fork_then_signal(write)
 """
+)
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "trio"])
