@@ -1,6 +1,6 @@
 """A host workload of `fill` kernels (one per divisor in `DIVS`, "3" unless set) and a raw
-sqlite3 writer that holds a bundle's exclusive lock for 6 s (it prints "held" once it does):
-what the tests of a production write-back stopped while it waits for a lock share."""
+sqlite3 writer that holds a bundle's exclusive lock for 6 s or as told (it prints "held" once
+it does): what the tests of a production write-back stopped while it waits for a lock share."""
 
 WORKLOAD = """
 import os
@@ -19,12 +19,13 @@ def workload(rt):
     return outs
 """
 
-# A raw sqlite3 writer holding the exclusive lock for 6 s: a write-back waits for it.
+# A raw sqlite3 writer holding the exclusive lock for 6 s (or `argv[2]` s): a write-back waits
+# for it.
 HOLD = """
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None)
 c.execute("BEGIN EXCLUSIVE")
 print("held", flush=True)
-time.sleep(6)
+time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 6)
 c.execute("ROLLBACK")
 """

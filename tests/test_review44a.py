@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from held_lock import HOLD
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,15 +115,6 @@ finally:
     print("handler called", len(calls), flush=True)
 """
 
-HOLDS = """
-import sqlite3, sys, time
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("BEGIN EXCLUSIVE")
-print("held", flush=True)
-time.sleep(2)
-c.execute("ROLLBACK")
-"""
-
 
 @pytest.mark.parametrize("handler", ["", "sys.exit(3)"])
 def test_a_stop_sent_as_a_fork_waits_for_a_bundle_read_is_not_lost(
@@ -143,7 +135,7 @@ def test_a_stop_sent_as_a_fork_waits_for_a_bundle_read_is_not_lost(
     )
     assert service.stdout is not None and service.stdout.readline() == "ready\n"  # bundle open
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDS, str(bundle)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD, str(bundle), "2"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
