@@ -94,9 +94,10 @@ def _rows(bundle: Path) -> list[tuple[object, ...]]:
 def _opened(pid: int, bundle: Path) -> int:
     """How many of process `pid`'s descriptors are open on `bundle` (its SQLite connections)."""
     count = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        with contextlib.suppress(OSError):
-            count += os.readlink(f"/proc/{pid}/fd/{fd}") == str(bundle)
+    with contextlib.suppress(OSError):  # (ended: none)
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                count += os.readlink(f"/proc/{pid}/fd/{fd}") == str(bundle)
     return count
 
 
