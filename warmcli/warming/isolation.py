@@ -28,7 +28,8 @@ SIGINT, SIGTERM and SIGHUP stop every compiler and raise `KeyboardInterrupt` onc
 where Python only prints it is sent again: `warmcli.interrupted`; one the workload catches, as
 pytest does, still ends the run once its entry returns: `stop_signals.stop_sent`; the workload's
 own stop handler's `sys.exit` raised again as warm answers the first, a group's Ctrl-C forwarded
-too, is a stop, not that exit's code).
+too, is a stop, not that exit's code; the code is 130 until the worker judged how `work` ended: a
+stop cutting that short stops too; one in the exit functions after is theirs, the code stands).
 
 State: the excluded candidates and the worker's journal, one of each per process (and the stub
 folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker that needs
@@ -167,46 +168,45 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
     """In the forked worker: run `work` with the journal armed, then the workload's exit
     functions within `output`, then exit with its code, its output made /dev/null and
     `done` closed first (`_let_go`)."""
-    code, unanswered = 1, False
+    code, unanswered = 130, True  # until `work`'s end is judged: a stop cutting that short stops
     try:
         forget_inherited()  # first: the supervisor's exit functions are not the worker's
         for s in _heeded():  # the supervisor's handler must not run here
-            interrupt = s == signal.SIGINT
-            signal.signal(s, signal.default_int_handler if interrupt else signal.SIG_DFL)
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
         _State.journal = journal
         from warmcli.runtime.tune import set_measure_journal  # only a worker measures here
 
         set_measure_journal(_WorkerJournal())
         on_compiler(lambda pgid, started: _write("compiler", pgid=pgid, started=started))
         _arm_parent_death(parent)
-        code = work()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if stopped_by_signal(exc):  # the workload's stop handler's, called again as `work`
-            code, unanswered = 130, True  # answered the first: a stop all the same (not 0)
-    except KeyboardInterrupt:  # `work` said nothing of it: the supervisor says it
+        code, unanswered = work(), False
+    except SystemExit as exc:  # the workload's stop handler's, called again as `work` answered
+        code, unanswered = _judged(exc)  # the first: a stop all the same (130, not its code)
+    except KeyboardInterrupt:  # `work` said nothing of it: the supervisor says it (130)
         code, unanswered = 130, True
     except BrokenPipeError:  # stdout's reader went away (`| head`): exit 1 as Python does
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
+        code, unanswered = 1, False
     except BaseException:
-        import traceback
-
-        traceback.print_exc()
+        with contextlib.suppress(OSError):
+            __import__("traceback").print_exc()
+        code, unanswered = 1, False
     finally:
-        with contextlib.suppress(BaseException):  # the code stands if one ends it (`os._exit`)
-            _write("exit", code=code, unanswered=unanswered)
-        with contextlib.suppress(BaseException), output():  # as Python ends, Ctrl-C or not
-            run_exit_functions()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except KeyboardInterrupt:  # while its output was written out: unanswered
-                code, unanswered = 130, True
-            except BaseException:
-                pass
         try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
+            with contextlib.suppress(BaseException):  # the code stands if one ends it (`os._exit`)
+                _write("exit", code=code, unanswered=unanswered)
+            with contextlib.suppress(BaseException), output():  # as Python ends, Ctrl-C or not
+                run_exit_functions()
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (KeyboardInterrupt, SystemExit) as exc:  # a stop as its output was
+                    was, (code, unanswered) = (code, unanswered), (130, True)  # written out
+                    if isinstance(exc, SystemExit) and not stopped_by_signal(exc):
+                        code, unanswered = was  # (a stop cutting this short is one: 130)
+                except BaseException:
+                    pass
             for s in _heeded():  # its code decided: the stop signals ignored (the module doc)
                 signal.signal(s, signal.SIG_IGN)
             with contextlib.suppress(BaseException):  # past its exit functions: not crashed
@@ -218,6 +218,12 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
             end_pools()  # what the workload's pools leave, as Python ends them
         finally:
             os._exit(code)
+
+
+def _judged(exc: SystemExit) -> tuple[int, bool]:
+    """A `SystemExit` out of `work`: a stop handler's a stop (130, unanswered), else its code."""
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return (130, True) if stopped_by_signal(exc) else (code, False)
 
 
 def _let_go(done: int) -> None:
@@ -236,11 +242,10 @@ def _let_go(done: int) -> None:
 
 def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal | None]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
-    within `KILL_GRACE` of the first. Returns its wait status, whether it was
-    interrupted, and its journal where read here; None for the status where the worker let
-    go (`done` ended) once its `journal` says it returned its code and ran the exit
-    functions: reaped as this process ends (`_reap`). The handler never raises, so no status
-    is ever lost to it."""
+    within `KILL_GRACE` of the first. Returns its wait status, whether it was interrupted,
+    and its journal where read here; None for the status where the worker let go (`done`
+    ended) once its `journal` says it returned its code and ran the exit functions: reaped
+    as this process ends (`_reap`). The handler never raises: no status is lost to it."""
     deadline: list[float] = []
 
     def forward(signum: int, frame: FrameType | None) -> None:
