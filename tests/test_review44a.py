@@ -16,14 +16,9 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from fresh_python import fresh_env as _env
+from fresh_python import fresh_warm as _warm
 from held_lock import HOLD
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _env(tmp: Path) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return dict(base, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
 
 
 def _python(tmp: Path, code: str) -> subprocess.CompletedProcess[str]:
@@ -69,17 +64,6 @@ DEVICE = "host"
 def workload(rt):
     rt.launch(Kernel("{SRC}", "fill", "Pi"), rt.buffer(8, "float64"), 8)
 """
-
-
-def _warm(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "warmcli", *args],
-        env=_env(tmp),
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
 
 
 # A service whose thread reads the bundle (a kernel's first launch) while another process holds

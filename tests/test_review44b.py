@@ -9,16 +9,11 @@ forks and signals; the lock waited for is a held one as a bundle's (as in test_f
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from fork_holds import HOLDER
-
-ROOT = Path(__file__).resolve().parent.parent
+from fresh_python import fresh_code as _run
 
 # A lock a fork waits for, held by a thread for a second (a bundle's, as another thread reads it).
 HELD = (
@@ -40,18 +35,6 @@ if os.fork() == 0:
     os._exit(0)
 """
 )
-
-
-def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=dict(env, PYTHONPATH=str(ROOT)),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.mark.parametrize("stop", ["term", "int"])

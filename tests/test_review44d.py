@@ -8,15 +8,9 @@ forks and signals; the locks waited for are held ones as a bundle's (as in test_
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 from fork_holds import HOLDER
-
-ROOT = Path(__file__).resolve().parent.parent
+from fresh_python import fresh_code as _run
 
 # Lock A free (the outer fork takes it at once), B held by a thread for 1 s: the outer fork
 # waits for B; at 0.1 s a SIGUSR1's handler forks (that fork waits for nothing: its child may not
@@ -51,18 +45,6 @@ finally:
     print(owned, flush=True)
 """
 )
-
-
-def _run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        env=dict(env, PYTHONPATH=str(ROOT)),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_a_fork_in_a_handler_run_in_a_forks_wait_leaves_that_forks_locks_and_hold() -> None:

@@ -10,14 +10,11 @@ point. Real `warm run` processes, the real C compiler."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from fresh_python import fresh_warm
 
 HEAD = """
 import os, signal, sys
@@ -73,16 +70,7 @@ def workload(rt):
 
 def _run(tmp_path: Path, source: str, code: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "w.py").write_text(source.replace("CODE", code))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env.update(PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"))
-    return subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return fresh_warm(tmp_path, "run", "w.py", "-b", "b.warm", "-q", timeout=60)
 
 
 @pytest.mark.parametrize("code", ["", "1"])
