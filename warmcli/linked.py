@@ -32,6 +32,7 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO, TypeVar
 
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
 
@@ -54,12 +55,14 @@ _MAX_SCRIPT = 1 << 20
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _SCRIPT_TOKEN = re.compile(rb"[()]|[^\s,()]+")  # a linker script's words
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
-_memo: dict[tuple[str, int, int, int, int], str] = {}
+_Stamp = tuple[str, int, int, int, int]  # a file's path, size, inode, mtime and ctime
+_T = TypeVar("_T")
+_memo: dict[_Stamp, str] = {}
 # What a linked file keyed by its content alone is named in the key instead of its path.
 LINKED_MARK = "<linked file>"
 FOLDER_MARK = "<library folder>"  # and a library folder's instead of its path
 _ELF_REL = 1  # ELF's e_type of a relocatable object (`.o`)
-_kinds: dict[tuple[str, int, int, int, int], bool] = {}  # whether each is `_placeless`
+_kinds: dict[_Stamp, bool] = {}  # whether each is `_placeless`
 
 
 def _candidates(options: Sequence[str]) -> Iterator[str]:
@@ -85,25 +88,17 @@ def _candidates(options: Sequence[str]) -> Iterator[str]:
 
 def _placeless(path: str) -> bool:
     """Whether the regular file at `path` is an ELF relocatable object or a regular (not
-    thin) archive: linked by its content, its path reaches no binary (memoized by its stat
-    stamp, as `_file_digest` is)."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return False
-        stamp = (path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-        if (known := _kinds.get(stamp)) is not None:
-            return known
-        with open(path, "rb") as fh:
-            head = fh.read(18)
-    except (OSError, ValueError):
-        return False
-    order = "little" if head[5:6] == b"\x01" else "big"
-    elf = len(head) == 18 and head[:4] == b"\x7fELF"
-    found = head.startswith(b"!<arch>\n") or (elf and int.from_bytes(head[16:], order) == _ELF_REL)
-    if len(_kinds) < _MAX_MEMO and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
-        _kinds[stamp] = found
-    return found
+    thin) archive: linked by its content, its path reaches no binary (`_by_stamp`)."""
+
+    def kind(fh: BinaryIO) -> bool:
+        head = fh.read(18)
+        order = "little" if head[5:6] == b"\x01" else "big"
+        elf = len(head) == 18 and head[:4] == b"\x7fELF"
+        return head.startswith(b"!<arch>\n") or (
+            elf and int.from_bytes(head[16:], order) == _ELF_REL
+        )
+
+    return _by_stamp(path, _kinds, kind) or False
 
 
 def _folder_flag(token: str) -> str:
@@ -142,6 +137,20 @@ def placeless_options(options: Sequence[str]) -> tuple[str, ...]:
 
 def _file_digest(path: str) -> str | None:
     """The sha256 of the regular file at `path`, or None where there is none to read."""
+
+    def digest(fh: BinaryIO) -> str:
+        hashed = hashlib.sha256()
+        while chunk := fh.read(1 << 20):
+            hashed.update(chunk)
+        return hashed.hexdigest()
+
+    return _by_stamp(path, _memo, digest)
+
+
+def _by_stamp(path: str, memo: dict[_Stamp, _T], read: Callable[[BinaryIO], _T]) -> _T | None:
+    """`read` of the regular file at `path`, opened, or None where there is none to read;
+    kept in `memo` by the file's stat stamp (path, size, inode, mtime and ctime) once it has
+    not changed in `_SETTLED_NS`, at most `_MAX_MEMO` of them."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
@@ -149,18 +158,15 @@ def _file_digest(path: str) -> str | None:
     if not stat.S_ISREG(st.st_mode):
         return None
     stamp = (path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    if (known := _memo.get(stamp)) is not None:
+    if (known := memo.get(stamp)) is not None:
         return known
-    digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
+            found = read(fh)
     except OSError:
         return None
-    found = digest.hexdigest()
-    if len(_memo) < _MAX_MEMO and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
-        _memo[stamp] = found
+    if len(memo) < _MAX_MEMO and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        memo[stamp] = found
     return found
 
 
