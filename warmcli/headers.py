@@ -363,7 +363,7 @@ def headers_digest(
     written: list[str] = []
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
-    same, bound, shown_as = [*map(os.path.realpath, folders)], False, {}
+    same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
     while pending:
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
