@@ -321,10 +321,7 @@ def _stops_at_exit() -> None:
             shown = {"last_type": type(stop), "last_value": stop, "last_exc": stop}
             vars(sys).update(shown, last_traceback=stop.__traceback__)
             sys.excepthook(type(stop), stop, stop.__traceback__)
-        elif not isinstance(stop.code, int | None):
-            with suppress(Exception):  # (its str() failing: nothing, as Python writes)
-                sys.stderr.write(f"{stop.code}\n")
-        for end in ENDS_STOPPED:
+        for end in ENDS_STOPPED:  # (a code's text written there)
             end(stop)
 
 

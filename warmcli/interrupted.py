@@ -28,7 +28,8 @@ warm's own exit handler short (a write-back) would leave CPython exiting 0, the 
 printed: `end_as_stopped` ends the process by SIGINT instead, and one a stop signal's
 handler's failing SystemExit cut short with that code (CPython would keep the main code's
 0), once every exit handler has run. Its only state is what the holds in progress were sent
-(`_HELD`) and that code (`_EndsAs`, in `sys`); it never prints, and exits itself only there.
+(`_HELD`) and that code (`_EndsAs`, in `sys`); it prints nothing but such a code's text (as
+Python writes `sys.exit("text")`'s), and exits itself only there.
 """
 
 from __future__ import annotations
@@ -76,7 +77,12 @@ def end_as_stopped(stop: BaseException | None) -> None:
     `logging`'s (its handlers flushed), nor the main code's status (0 where it ended
     normally), which CPython keeps for a SystemExit raised in an exit handler. A handler's
     `sys.exit()` or `sys.exit(0)` asks for 0, as it would have had in the main code: left as
-    it is. None: `keep_sigint_exit()`."""
+    it is. A code that is no int (`sys.exit("text")`) is written to stderr first, as Python
+    writes it (nothing where its `str()` fails). None: `keep_sigint_exit()`."""
+    if isinstance(stop, SystemExit) and not isinstance(stop.code, int | None):
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"{stop.code}\n")
+            sys.stderr.flush()
     if isinstance(stop, KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):
             exec(_RAISE)  # a constant: no outside text is executed

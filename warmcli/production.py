@@ -390,9 +390,6 @@ def _at_exit() -> None:
             final.write_error = why
     if final is not None:
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
-    if isinstance(stop, SystemExit) and not isinstance(stop.code, int | None):
-        with contextlib.suppress(Exception):  # its text, as Python prints it (its str() may fail)
-            sys.stderr.write(f"{stop.code}\n")
     sys.stderr.flush()
     end_as_stopped(stop)  # a process stopped (here or before) ends as stopped, not with 0
 
