@@ -86,7 +86,7 @@ def end_as_stopped(stop: BaseException | None) -> None:
     if isinstance(stop, KeyboardInterrupt):
         with contextlib.suppress(KeyboardInterrupt):
             exec(_RAISE)  # a constant: no outside text is executed
-    elif isinstance(stop, SystemExit) and (status := _asked(stop.code)) is not None:
+    elif isinstance(stop, SystemExit) and (status := failing_status(stop.code)) is not None:
         sys.__dict__[_ENDS_AS] = _EndsAs(status)
     else:
         keep_sigint_exit()
@@ -114,7 +114,7 @@ class _EndsAs:
             self.end(self.code)
 
 
-def _asked(code: object) -> int | None:
+def failing_status(code: object) -> int | None:
     """The failing status a `SystemExit` with `code` asks for, judged as CPython judges it (an
     int by its own value, whatever its class overrides; anything else, a text, `0.0`, numpy's
     `int64(0)`, 1, its text unprinted here), or None for `None` and 0: the main code's stays."""

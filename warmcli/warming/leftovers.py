@@ -54,7 +54,7 @@ from warmcli.errors import (
     message_of,
 )
 from warmcli.execution.process_mode import note_reported
-from warmcli.interrupted import exit_status
+from warmcli.interrupted import exit_status, failing_status
 from warmcli.pool_tasks import ended_by_refused, found_in
 from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
@@ -262,14 +262,12 @@ def forked_child_ends(parent: int, end: int | BaseException, said: str = "") -> 
     the status Python ends with for it (its code's, any int; a text's 1, the text said); a
     `KeyboardInterrupt`: ended by SIGINT, as Python ends a process on one."""
     if os.getpid() != parent:
-        code = 1
-        if isinstance(end, SystemExit) and isinstance(end.code, int | None):
-            code = exit_status(end.code or 0)
-        elif isinstance(end, SystemExit):
-            with contextlib.suppress(Exception):  # (its str() may raise: said as Python does)
-                said = said or str(end.code)
-        elif isinstance(end, int):
-            code = exit_status(end)
+        code = exit_status(end) if isinstance(end, int) else 1
+        if isinstance(end, SystemExit):
+            code = failing_status(end.code) or 0  # (judged as CPython judges it)
+            if not isinstance(end.code, int | None):
+                with contextlib.suppress(Exception):  # (its str() may raise: said as Python does)
+                    said = said or str(end.code)
         if said:
             with contextlib.suppress(Exception):
                 sys.stderr.write(printable(said) + "\n")
