@@ -2,6 +2,14 @@
 sqlite3 writer that holds a bundle's exclusive lock for 6 s or as told (it prints "held" once
 it does): what the tests of a production write-back stopped while it waits for a lock share."""
 
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 WORKLOAD = """
 import os
 from warmcli import Kernel
@@ -29,3 +37,22 @@ print("held", flush=True)
 time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 6)
 c.execute("ROLLBACK")
 """
+
+
+def stopped_in_write_back(produce: subprocess.Popen[str], bundle: Path) -> str:
+    """`produce` (a production process waiting on its stdin, write-back on) let end while
+    `HOLD` holds `bundle`'s lock, then sent SIGTERM 1 s into its write-back's wait: its stderr."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(bundle)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert produce.stdin is not None
+        produce.stdin.write("\n")  # it ends: its write-back waits for the holder's lock
+        produce.stdin.flush()
+        time.sleep(1.0)
+        produce.send_signal(signal.SIGTERM)
+        return produce.communicate(timeout=30)[1]
+    finally:
+        holder.kill()
+        holder.wait()

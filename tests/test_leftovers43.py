@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from held_lock import HOLD, WORKLOAD
+from held_lock import WORKLOAD, stopped_in_write_back
 
 from warmcli.errors import CompileFailure, KernelCompileError, StrictMissError
 from warmcli.kernel import Kernel
@@ -144,20 +142,7 @@ def test_sigterm_in_a_write_back_ends_with_its_code_after_the_exit_handlers(tmp_
         text=True,
     )
     assert produce.stdout is not None and produce.stdout.readline() == "served\n"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(bundle)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        assert produce.stdin is not None
-        produce.stdin.write("\n")  # it ends: its write-back waits for the holder's lock
-        produce.stdin.flush()
-        time.sleep(1.0)
-        produce.send_signal(signal.SIGTERM)
-        _, err = produce.communicate(timeout=30)
-    finally:
-        holder.kill()
-        holder.wait()
+    err = stopped_in_write_back(produce, bundle)
     assert err == "warm: could not write back into the bundle: interrupted\n", err
     assert produce.returncode == 3, produce.returncode  # was 0: the main code's status
     assert ran.read_text() == "ran" and "served" in log.read_text()  # they still ran

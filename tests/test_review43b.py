@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-from held_lock import HOLD, WORKLOAD
+from held_lock import WORKLOAD, stopped_in_write_back
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -178,20 +177,7 @@ def test_a_stop_in_the_write_back_keeps_what_c_printed(
     deadline = time.monotonic() + 60
     while "served" not in out.read_text() and time.monotonic() < deadline:
         time.sleep(0.05)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(bundle)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        assert produce.stdin is not None
-        produce.stdin.write("\n")  # it ends: its write-back waits for the holder's lock
-        produce.stdin.flush()
-        time.sleep(1.0)
-        produce.send_signal(signal.SIGTERM)
-        _, err = produce.communicate(timeout=30)
-    finally:
-        holder.kill()
-        holder.wait()
+    err = stopped_in_write_back(produce, bundle)
     # a text's SystemExit: its text printed, as Python prints it (was lost), and status 1
     assert err == "warm: could not write back into the bundle: interrupted\n" + said, err
     assert produce.returncode == status
