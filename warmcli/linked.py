@@ -3,8 +3,9 @@
 A host C kernel's options may name a file that cc builds into the kernel's binary: an
 object or archive to link (`/opt/lib/helper.o`, `-Wl,/opt/lib/helper.o`, `-Xlinker ...`),
 a linker script (`-T`, `-Wl,--version-script=...`), a plugin
-(`-fplugin=...`), a library (`-lhelper`, `-Wl,-lhelper`) found in a folder `-L` (`-Wl,-L`) or
-`LIBRARY_PATH` names.
+(`-fplugin=...`), a library (`-lhelper`, `-Wl,-lhelper`, `-Xlinker -l -Xlinker helper`; and
+warm's `-lm`, cc's `-lc`, `-lgcc` where such a folder holds them) found in a folder `-L`
+(`-Wl,-L`, `-Xlinker -L -Xlinker dir`) or `LIBRARY_PATH` names.
 The key's options hold its path only, so an edited file was served the old build:
 `linked_digest` covers the content of each file the options name by its absolute path (a
 relative one is not found: cc runs in a scratch folder), whole options, each piece of
@@ -48,6 +49,10 @@ _FLAGS_ALONE = ("-MD", "-MMD")
 _STATIC = ("-Bstatic", "-dn", "-non_shared", "-static")  # the linker's: archives only after
 _DYNAMIC = ("-Bdynamic", "-dy", "-call_shared")  # and shared libraries again
 _IMPLICIT = ("gcc", "gcc_s", "gcc_eh", "c")  # what cc links after a kernel's options
+_OWN = "m"  # what warm links after a kernel's source (`-lm`), whatever its options
+# The linker's flags that gcc reads otherwise when given as a whole option (`-Bstatic`: a
+# `-B` prefix, `static`; `-dn`: a dump flag): only a `-Wl,` or `-Xlinker` one is the linker's.
+_LINKER_ONLY = tuple(w for w in (*_STATIC, *_DYNAMIC) if w != "-static")
 _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
@@ -180,17 +185,24 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
 
 
 def _linker_words(options: Sequence[str]) -> list[str]:
-    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`): what the linker reads,
-    its long spellings of `-L` and `-l` (`--library-path=`, `--library=`) as those."""
-    return [
-        f"-L{piece[15:]}"
-        if piece.startswith("--library-path=")
-        else f"-l{piece[10:]}"
-        if piece.startswith("--library=")
-        else piece
-        for option in options
-        for piece in (option[4:].split(",") if option.startswith("-Wl,") else (option,))
-    ]
+    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`) and each `-Xlinker a` as
+    `a`: what the linker reads, its long spellings of `-L` and `-l` (`--library-path=`,
+    `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag given cc left out."""
+    words, handed = [], False
+    for option in options:
+        if option == "-Xlinker" and not handed:
+            handed = True
+            continue
+        wl = option.startswith("-Wl,") and not handed
+        for piece in option[4:].split(",") if wl else (option,):
+            if not (wl or handed) and piece in _LINKER_ONLY:
+                continue
+            if piece.startswith(("--library-path", "--library")):  # `=value` or the next
+                long, _, value = piece.partition("=")
+                piece = {"--library-path": "-L", "--library": "-l"}.get(long, "") + value or piece
+            words.append(piece)
+        handed = False
+    return words
 
 
 def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
@@ -203,14 +215,15 @@ def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it; its archive
     alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
-    library found only in the system's folders is the toolchain's. Those cc links unasked
-    (`-lgcc`, `-lgcc_s`, `-lgcc_eh`, `-lc`) too: a `libc.a` in a `-L` folder is linked.
+    library found only in the system's folders is the toolchain's. Those warm (`-lm`) and cc
+    link unasked (`-lgcc`, `-lgcc_s`, `-lgcc_eh`, `-lc`) too: a `libm.a` in a `-L` folder is
+    linked.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
     folders = _search_folders(words, library_path)
     static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
     implicit = () if {"-nostdlib", "-nodefaultlibs"} & {*words} else _IMPLICIT  # cc's own
-    implicit = tuple(n for n in implicit if n != "c" or "-nolibc" not in words)
+    implicit = (_OWN, *(n for n in implicit if n != "c" or "-nolibc" not in words))
     given = [*zip(("", *words), words, strict=False), *(("", f"-l{n}") for n in implicit)]
     for before, word in given if folders else ():
         static = word in _STATIC or (static and word not in _DYNAMIC)

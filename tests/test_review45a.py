@@ -1,0 +1,117 @@
+"""Review of what a host kernel's key covers of what its build reads (review 45a).
+
+Each case here was a wrong result served from a bundle: the C compiler or its linker read a
+file that an edit changed, and the kernel's key stayed the same (a production process under
+`WARM_STRICT=1` printed the old value where a cold one printed the new):
+- `-L A` with `A/libm.a`: warm links `-lm` after the kernel's source, searched in `A` first,
+  and the key looked for the libraries cc links unasked (`libc`, `libgcc`) but not warm's own;
+- `-Xlinker -L -Xlinker A`, `-Xlinker -l -Xlinker X`: a folder or library handed the linker in
+  two `-Xlinker` options was never searched by the key;
+- `-Bstatic` given cc itself (a `-B` prefix to gcc, no linker flag): the key took the archive
+  a static link would, the linker linked the shared library (or the script) it found first.
+Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli.kernel import Kernel, kernel_key
+
+WORKLOAD = """
+import warmcli
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel({source!r}, "f", "P", options={options!r})
+def workload(rt):
+    rt.launch(K, rt.buffer(1, "float32"))
+if __name__ == "__main__":
+    rt = warmcli.runtime()
+    b = rt.buffer(1, "float32")
+    rt.launch(K, b)
+    print(rt.read(b)[0])
+"""
+LINK_SOURCE = "float helper(void);\nvoid f(float *x) { x[0] = helper(); }\n"
+HEADER_SOURCE = '#include "val.h"\nvoid f(float *x) { x[0] = VAL; }\n'
+
+
+def _key(source: str, options: tuple[str, ...]) -> str:
+    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "cc:test")
+
+
+def _archive(folder: Path, value: int, name: str = "X") -> None:
+    """`folder/lib<name>.a` holding `helper`, which returns `value`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "h.c").write_text(f"float helper(void) {{ return {value}.0f; }}\n")
+    run = {"cwd": folder, "check": True}
+    subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
+    (folder / f"lib{name}.a").unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
+
+
+def _served_and_cold(warm: Warm, tmp_path: Path, script: Path) -> tuple[str, str]:
+    """What a production process under WARM_STRICT=1 prints, then what a cold one prints."""
+
+    def value(**env: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+            env=dict(warm.env, **env), cwd=tmp_path,
+        )  # fmt: skip
+        return done.stdout.strip() + done.stderr.strip()[-300:]
+
+    return value(WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_STRICT="1"), value()
+
+
+def test_a_libm_in_a_library_folder_is_keyed_end_to_end(warm: Warm, tmp_path: Path) -> None:
+    """`-L A`, `A/libm.a` defining `helper`: the kernel's `helper` comes from it (warm's own
+    `-lm`); a rebuilt one was served the old build. Now a miss, refused under strict."""
+    lib = tmp_path / "A"
+    _archive(lib, 1, "m")
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD.format(source=LINK_SOURCE, options=(f"-L{lib}",)))
+    made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
+    _archive(lib, 2, "m")
+    served, cold = _served_and_cold(warm, tmp_path, script)
+    assert cold == "2.0", cold
+    assert served != "1.0", "the old build served for a rebuilt libm.a"
+    assert "strict mode" in served, served
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "-Xlinker|-L|-Xlinker|{lib}|-Wl,-u,helper|-lX",
+        "-L{lib}|-Wl,-u,helper|-Xlinker|-l|-Xlinker|X",
+        "-Xlinker|--library-path|-Xlinker|{lib}|-Wl,-u,helper|-lX",
+        "-L{lib}",  # libm.a there: warm's own `-lm`
+    ],
+)
+def test_a_library_handed_the_linker_keys_its_content(tmp_path: Path, spelling: str) -> None:
+    """Key logic with real files: the archive the linker links changes the key."""
+    lib = tmp_path / "lib"
+    name = "m" if spelling == "-L{lib}" else "X"
+    _archive(lib, 1, name)
+    options = tuple(spelling.format(lib=lib).split("|"))
+    before = _key(LINK_SOURCE, options)
+    _archive(lib, 2, name)
+    assert _key(LINK_SOURCE, options) != before, options
+
+
+def test_bstatic_given_cc_itself_is_no_linker_flag(tmp_path: Path) -> None:
+    """`-Bstatic` given cc itself (not `-Wl,-Bstatic`) is a `-B` prefix, `static`: the linker
+    stays dynamic and links `A/libX.so` (here a linker script naming `A/libreal.a`), not the
+    `B/libX.a` the key covered, so a rebuilt `libreal.a` was served the old build."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    _archive(b, 1)
+    _archive(a, 2, "real")
+    (a / "libX.so").write_text(f"INPUT({a / 'libreal.a'})\n")
+    options = (f"-L{a}", f"-L{b}", "-Bstatic", "-Wl,-u,helper", "-lX")
+    before = _key(LINK_SOURCE, options)
+    _archive(a, 3, "real")
+    assert _key(LINK_SOURCE, options) != before
