@@ -9,6 +9,11 @@ file that an edit changed, and the kernel's key stayed the same (a production pr
   two `-Xlinker` options was never searched by the key;
 - `-Bstatic` given cc itself (a `-B` prefix to gcc, no linker flag): the key took the archive
   a static link would, the linker linked the shared library (or the script) it found first.
+Others make cc read a file no key can follow; they are refused before cc runs, in one line:
+`-Wa,@file` (the assembler's options from a file), `-Xpreprocessor -idirafter -Xpreprocessor
+dir` (an include folder past the key), `-x c /opt/helper.txt` (another source, read as C
+whatever its name), `-I-` (quoted names no longer searched in the including header's
+folder), `-L=/opt/lib` and `-Wl,--sysroot=...` (folders in the linker's system root).
 Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
 """
 
@@ -115,3 +120,32 @@ def test_bstatic_given_cc_itself_is_no_linker_flag(tmp_path: Path) -> None:
     before = _key(LINK_SOURCE, options)
     _archive(a, 3, "real")
     assert _key(LINK_SOURCE, options) != before
+
+
+@pytest.mark.parametrize(
+    ("spelling", "said"),
+    [
+        ("-Wa,@{d}/as.opt", "reads a file"),
+        ("-Xpreprocessor|-idirafter|-Xpreprocessor|{d}", "reads a file"),
+        ("-x|c|{d}/helper.txt|-x|none", "is a source cc would compile"),
+        ("-I{d}|-I-|-I{d}", "reads a file"),
+        ("-L={d}|-lX", "reads a file"),
+        ("-Wl,-L,={d}|-lX", "reads a file"),
+        ("-Wl,--sysroot={d}|-lX", "reads a file"),
+    ],
+)
+def test_an_option_no_key_can_follow_is_refused(
+    warm: Warm, tmp_path: Path, spelling: str, said: str
+) -> None:
+    """Each made cc read a file its key did not follow (an edit there was served the old
+    build: `-Wa,@file`'s `--defsym`, a header of `-idirafter`, `helper.txt`'s `#include`);
+    refused before cc runs, in one line, nothing stored."""
+    (tmp_path / "as.opt").write_text("--defsym VALSYM=5\n")
+    (tmp_path / "helper.txt").write_text("float helper(void) { return 1.0f; }\n")
+    options = tuple(spelling.format(d=tmp_path).split("|"))
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD.format(source=LINK_SOURCE, options=options))
+    run = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert said in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

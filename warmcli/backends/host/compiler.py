@@ -23,8 +23,10 @@ no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopp
 before it linked) is that group's compile failure, never a binary stored and then refused
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
-covers (`@file`, `-iprefix`, `-Wp,-I,folder`, compiler programs from `-B folder/`), another
-source to compile (`/opt/x.c`: its headers unkeyed), a file the kernel's assembly reads
+covers (`@file`, `-Wa,@file`, `-iprefix`, `-Wp,-I,folder`, `-Xpreprocessor -I`, `-I-`, a
+folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from `-B
+folder/`), another source to compile (`/opt/x.c`, any file after `-x c`: its headers
+unkeyed), a file the kernel's assembly reads
 (`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
 refused before cc runs.
 """
@@ -69,10 +71,11 @@ _UNKEYED_FILES = (
 
 
 def unkeyed_file(option: str) -> bool:
-    """Whether `option` makes cc (or its linker) read a file no kernel key covers, or run
-    compiler programs found in a folder it names (`-B folder/`, `--prefix`, `-wrapper`), or
-    hands the preprocessor an include folder or header past the key (`-Wp,-I,folder`)."""
-    pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,")) else (option,)
+    """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
+    key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
+    `-wrapper`), or hands the preprocessor an include folder or header past the key
+    (`-Wp,-I,folder`), or makes quoted names skip the including file's folder (`-I-`)."""
+    pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,", "-Wa,")) else (option,)
     programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
     programs = programs or (option.startswith("-B") and "/" in option)
     passed = option.startswith("-Wp,")  # an include folder or header past the key
@@ -80,9 +83,53 @@ def unkeyed_file(option: str) -> bool:
     return (
         programs
         or headers
+        or option == "-I-"
         or any(p.startswith("@") for p in pieces)
         or option.startswith(_UNKEYED_FILES)
+        or _in_system_root(pieces)
     )
+
+
+# What the linker reads in its system root, unkeyed: a folder `=/lib` or `$SYSROOT/lib`
+# (`-L=/opt/lib`: the sysroot ld was built with), or one named by `--sysroot`.
+_ROOTED = ("=", "$SYSROOT")
+
+
+def _in_system_root(pieces: Sequence[str]) -> bool:
+    """Whether `pieces` (an option, or those `-Wl,` passes on) name a library folder in the
+    linker's system root (`-L=/lib`, `-L`, `=/lib`) or set that root (`--sysroot=`)."""
+    before = ""
+    for piece in pieces:
+        valued = before in ("-L", "--library-path") and piece.startswith(_ROOTED)
+        folder = piece[2:] if piece.startswith("-L") else piece.partition("=")[2]
+        named = piece.startswith(("-L", "--library-path=")) and folder.startswith(_ROOTED)
+        if valued or named or piece.startswith("--sysroot"):
+            return True
+        before = piece
+    return False
+
+
+# How cc hands one option on: `-Xlinker a` is `-Wl,a`, as `-Xpreprocessor`, `-Xassembler`.
+_HANDED = {"-Xlinker": "-Wl,", "-Xpreprocessor": "-Wp,", "-Xassembler": "-Wa,"}
+
+
+def unkeyed_option(options: Sequence[str]) -> str | None:
+    """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
+    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling, a
+    folder after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
+    said = ""  # the linker's word before
+    for before, option in zip(("", *options), options, strict=False):
+        handed = _HANDED.get(before)
+        spelled = f"{handed}{option}" if handed else option
+        if unkeyed_file(spelled):
+            return option
+        if option in _HANDED and not handed:
+            continue
+        pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
+        if not spelled.startswith(("-Wp,", "-Wa,")) and _in_system_root([said, *pieces]):
+            return option
+        said = pieces[-1]
+    return None
 
 
 # What cc compiles (rather than links) when an option names it: C, C++, preprocessed, assembly.
@@ -114,11 +161,15 @@ def reads_assembler_file(source: str) -> bool:
 
 
 def other_source(options: Sequence[str]) -> str | None:
-    """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`), or
-    None: the key holds its content (`warmcli.linked`) but never follows its `#include`s."""
+    """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`, or any
+    file after `-x c`: read as C whatever its name), or None: the key holds its content
+    (`warmcli.linked`) but never follows its `#include`s."""
+    language = "none"
     for before, option in zip(("", *options), options, strict=False):
+        if before == "-x" or (option.startswith("-x") and option != "-x"):
+            language = option if before == "-x" else option[2:]
         named = before not in _VALUED and not option.startswith("-")
-        if named and os.path.splitext(option)[1] in _SOURCES:
+        if named and (language != "none" or os.path.splitext(option)[1] in _SOURCES):
             return option
     return None
 
@@ -238,12 +289,12 @@ class HostCompiler:
         from warmcli.backends import signature
         from warmcli.backends.compiler import CompiledGroup, CompileFailure, run_compiler
 
-        refused = next((o for u in units for o in u.kernel.options if unkeyed_file(o)), None)
+        refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
         if refused is not None:
             raise CompileFailure(
-                f"option {refused!r} reads a file (options, an include prefix or folder, "
-                "compiler programs) no kernel key covers (an edit there would be served the old "
-                "build): give them in options (-D..., -I folder, -include header)",
+                f"option {refused!r} reads a file (options, an include prefix or folder, a "
+                "system root's, compiler programs) no kernel key covers (an edit there would be "
+                "served the old build): give them in options (-D..., -I folder, -L folder)",
                 tuple(units),
             )
         other = next((o for u in units if (o := other_source(u.kernel.options))), None)
