@@ -8,7 +8,9 @@ file that an edit changed, and the kernel's key stayed the same (a production pr
 - `-Xlinker -L -Xlinker A`, `-Xlinker -l -Xlinker X`: a folder or library handed the linker in
   two `-Xlinker` options was never searched by the key;
 - `-Bstatic` given cc itself (a `-B` prefix to gcc, no linker flag): the key took the archive
-  a static link would, the linker linked the shared library (or the script) it found first.
+  a static link would, the linker linked the shared library (or the script) it found first;
+- a precompiled header `val.h.gch` beside the `val.h` a source includes first: gcc reads the
+  `.gch`, the key only `val.h`.
 Others make cc read a file no key can follow; they are refused before cc runs, in one line:
 `-Wa,@file` (the assembler's options from a file), `-Xpreprocessor -idirafter -Xpreprocessor
 dir` (an include folder past the key), `-x c /opt/helper.txt` (another source, read as C
@@ -120,6 +122,52 @@ def test_bstatic_given_cc_itself_is_no_linker_flag(tmp_path: Path) -> None:
     before = _key(LINK_SOURCE, options)
     _archive(a, 3, "real")
     assert _key(LINK_SOURCE, options) != before
+
+
+def _precompile(tmp_path: Path, value: int, gch: Path) -> None:
+    """`gch`, a precompiled `val.h` defining VAL as `value`."""
+    (tmp_path / "other").mkdir(exist_ok=True)
+    (tmp_path / "other" / "val.h").write_text(f"#define VAL {value}\n")
+    made = [str(tmp_path / "other" / "val.h"), "-o", str(gch)]
+    subprocess.run(["cc", "-O2", "-fPIC", "-x", "c-header", *made], check=True)
+
+
+def test_a_precompiled_header_is_keyed_end_to_end(warm: Warm, tmp_path: Path) -> None:
+    """`inc/val.h.gch` beside `inc/val.h`: warm's cc reads the `.gch` for the source's first
+    `#include "val.h"` (its VAL, not `val.h`'s); a rebuilt one was served the old build."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "val.h").write_text("#define VAL 1\n")
+    _precompile(tmp_path, 2, tmp_path / "inc" / "val.h.gch")
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD.format(source=HEADER_SOURCE, options=(f"-I{tmp_path / 'inc'}",)))
+    made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
+    _precompile(tmp_path, 3, tmp_path / "inc" / "val.h.gch")
+    served, cold = _served_and_cold(warm, tmp_path, script)
+    assert cold == "3.0", cold
+    assert served != "2.0", "the old build served for a rebuilt val.h.gch"
+    assert "strict mode" in served, served
+
+
+def test_a_precompiled_header_beside_the_first_include_is_keyed(tmp_path: Path) -> None:
+    """Key logic with real files: a `.gch` beside the header, in a folder searched before it
+    (`-I a -I inc`, `a/val.h.gch` alone), or a folder of them, keys the kernel."""
+    inc, first = tmp_path / "inc", tmp_path / "a"
+    inc.mkdir()
+    first.mkdir()
+    (inc / "val.h").write_text("#define VAL 1\n")
+
+    (first / "val.h.gch").mkdir()
+    for gch, options in [
+        (inc / "val.h.gch", (f"-I{inc}",)),
+        (first / "val.h.gch" / "one.gch", (f"-I{first}", f"-I{inc}")),
+    ]:
+        before = _key(HEADER_SOURCE, options)
+        _precompile(tmp_path, 2, gch)
+        with_pch = _key(HEADER_SOURCE, options)
+        assert with_pch != before, options
+        _precompile(tmp_path, 3, gch)
+        assert _key(HEADER_SOURCE, options) != with_pch, options
 
 
 @pytest.mark.parametrize(

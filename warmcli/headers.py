@@ -24,7 +24,8 @@ not found there (the toolkit's, the system's) are the toolchain identity's. Boun
 per-process memos (each file's digest and includes, by (path, mtime_ns, size), of files settled; the
 includes of the last sources; the search orders of the last options): a kernel keyed again costs a
 lookup of each header; `covered`, what each digest made lately covers (`kernel_parts.header_files`:
-a header read first by its path). It compiles and writes nothing, never raises for a missing file.
+a header read first by its path), and for the first header read, each `.gch` gcc may read
+instead (`warmcli.precompiled`). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -40,19 +41,15 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from warmcli.directives import may_hide, spliced, spliced_text
+from warmcli.precompiled import precompiled
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
-# folder in the next option.
+# folder in the next option; gcc's long spellings of `-idirafter` (before its prefix) and `-I`,
+# nvcc's of `-isystem`.
 INCLUDE_FLAGS = (
-    "--include-path",
-    "--include-directory-after",  # gcc's long spelling of `-idirafter` (before its prefix)
-    "--include-directory",  # gcc's long spelling of `-I`
-    "--system-include",  # nvcc's long spelling of `-isystem`
-    "-isystem",
-    "-iquote",
-    "-idirafter",
-    "-I",
-)
+    "--include-path", "--include-directory-after", "--include-directory", "--system-include",
+    "-isystem", "-iquote", "-idirafter", "-I",
+)  # fmt: skip
 _AS_I = ("-I", "--include-path", "--include-directory")  # the flags searched as `-I`
 _AS_DIRAFTER = ("-idirafter", "--include-directory-after")
 MAX_HEADERS = 512
@@ -359,6 +356,7 @@ def headers_digest(
     pending = deque((n, True, cwd if n in local else here) for n in pre)  # read first, quoted
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
+    primary = [(n.removeprefix(NEXT), q, h) for n, q, h in [*pending][:1]]  # gcc's `.gch` one
     seen: set[str] = set()
     written: list[str] = []
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
@@ -387,6 +385,7 @@ def headers_digest(
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
+    written += precompiled(primary, orders, _read)  # (after the entries `covered` shows)
     if not folders and not seen:  # nothing found where only the environment looks: as before
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)

@@ -1,0 +1,48 @@
+"""The precompiled headers gcc may read instead of the first header a source includes.
+
+For the first header a translation unit reads (the first `-include name`, else the source's
+first `#include name`: gcc takes a precompiled header for no other), gcc looks for
+`name.gch`, a precompiled header (a file, or a folder of them), in each folder it searches
+before it looks for `name` there, and reads a valid one instead (its macros, not the
+header's): `precompiled` names each such file as a line of a headers digest
+(`warmcli.headers`), by its folder's place in the search, its name and its content, so a
+rebuilt `.gch` is another kernel. None found: no line, a key as before. It reads no file's
+content itself (`read`, the headers' memoised reader, does) and keeps no state.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Sequence
+
+MAX_FILES = 512  # the most files of a `.gch` folder keyed
+
+
+def precompiled(
+    includes: Sequence[tuple[str, bool, str | None]],
+    orders: tuple[Sequence[str], Sequence[str]],
+    read: Callable[[str], tuple[str, object] | None],
+) -> list[str]:
+    """For each of `includes` (its name, whether quoted, the folder searched first for a quoted
+    one), searched as `orders` say (quoted, angled: `headers.search_orders`): each `name.gch`
+    file in a folder searched up to the one holding `name` (all, where none does), as `\\0pch`,
+    the folder's place and the file's name under it, and its sha256 (`read`'s first)."""
+    found: list[str] = []
+    for name, quoted, here in includes:
+        if name.startswith("\0"):  # no name (`headers.BY_FOLDER`)
+            continue
+        searched = ([here] if quoted and here else []) + [*orders[0 if quoted else 1]]
+        for at, folder in enumerate([""] if os.path.isabs(name) else searched):
+            pch = os.path.join(folder, name + ".gch")
+            try:
+                is_folder = stat.S_ISDIR(os.stat(pch).st_mode)
+            except (OSError, ValueError):  # none (most kernels): one `stat` a folder searched
+                is_folder = None
+            if is_folder is not None:
+                files = sorted(os.listdir(pch))[:MAX_FILES] if is_folder else [""]
+                paths = [os.path.join(pch, f) if f else pch for f in files]
+                found += [f"\0pch {at}{p[len(folder) :]}\0{r[0]}" for p in paths if (r := read(p))]
+            if os.path.isfile(os.path.join(folder, name)):
+                break
+    return found
