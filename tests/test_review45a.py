@@ -9,6 +9,8 @@ file that an edit changed, and the kernel's key stayed the same (a production pr
   two `-Xlinker` options was never searched by the key;
 - `-Bstatic` given cc itself (a `-B` prefix to gcc, no linker flag): the key took the archive
   a static link would, the linker linked the shared library (or the script) it found first;
+- a linker script among the linked files saying `INCLUDE inner.ld` or `SEARCH_DIR(/other)`:
+  what the included script links, and the libraries found in the folder it adds;
 - a precompiled header `val.h.gch` beside the `val.h` a source includes first: gcc reads the
   `.gch`, the key only `val.h`.
 Others make cc read a file no key can follow; they are refused before cc runs, in one line:
@@ -121,6 +123,29 @@ def test_bstatic_given_cc_itself_is_no_linker_flag(tmp_path: Path) -> None:
     options = (f"-L{a}", f"-L{b}", "-Bstatic", "-Wl,-u,helper", "-lX")
     before = _key(LINK_SOURCE, options)
     _archive(a, 3, "real")
+    assert _key(LINK_SOURCE, options) != before
+
+
+@pytest.mark.parametrize("by", ["include", "search_dir", "search_dir_later"])
+def test_a_linker_script_keys_what_it_includes_and_searches(tmp_path: Path, by: str) -> None:
+    """`libX.a` in a `-L` folder that is a linker script saying `INCLUDE inner.ld` (whose
+    `INPUT(...)` links `libreal.a`), or `SEARCH_DIR(/other)` before `INPUT(-ldeep)` (or before
+    a later `-ldeep`): the linker links what those name; no key covered it, so a rebuilt one
+    was served the old build (checked with the real cc)."""
+    lib, other = tmp_path / "lib", tmp_path / "other"
+    _archive(lib, 1, "real")
+    _archive(other, 1, "deep")
+    later = ("-Wl,-u,helper", "-ldeep") if by == "search_dir_later" else ()
+    script = {
+        "include": f"INCLUDE {lib / 'inner.ld'}\n",
+        "search_dir": f"SEARCH_DIR({other})\nINPUT(-ldeep)\n",
+        "search_dir_later": f"SEARCH_DIR({other})\n",
+    }[by]
+    (lib / "inner.ld").write_text(f"INPUT({lib / 'libreal.a'})\n")
+    (lib / "libX.a").write_text(f"/* a linker script */\n{script}")
+    options = (f"-L{lib}", "-Wl,-u,helper", "-lX", *later)
+    before = _key(LINK_SOURCE, options)
+    _archive(lib if by == "include" else other, 2, "real" if by == "include" else "deep")
     assert _key(LINK_SOURCE, options) != before
 
 

@@ -12,7 +12,8 @@ relative one is not found: cc runs in a scratch folder), whole options, each pie
 `-Wl,`/`-Wa,`/`-Wp,` and the value after an option's `=`, and of each library found there
 (an archive only where the linker takes no shared library: `-Wl,-Bstatic`, `-static`), and
 of each member a thin archive among them names (read from its own file by the linker) and
-each file a linker script among them links (`INPUT(...)`, `GROUP(...)`: as the linker finds it).
+each file a linker script among them links (`INPUT(...)`, `GROUP(...)`: as the linker finds it)
+or includes (`INCLUDE`), in the folders it adds (`SEARCH_DIR`) too.
 An ELF relocatable object or a regular archive named so (a whole option or a `-Wl,` piece)
 is keyed by its content alone, its path `LINKED_MARK` in the key's options too
 (`placeless_options`, as ccache's base folder): no path of it reaches the binary, so a
@@ -57,6 +58,7 @@ _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler
 _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
 _MAX_SCRIPT = 1 << 20
+_MAX_DEPTH = 8  # the most linker scripts `INCLUDE`d one in another followed
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _SCRIPT_TOKEN = re.compile(rb"[()]|[^\s,()]+")  # a linker script's words
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
@@ -211,7 +213,7 @@ def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
     return [folder for folder in folders if os.path.isabs(folder)]
 
 
-def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
+def _libraries(words: Sequence[str], folders: list[str]) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it; its archive
     alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
@@ -219,13 +221,13 @@ def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
     link unasked (`-lgcc`, `-lgcc_s`, `-lgcc_eh`, `-lc`) too: a `libm.a` in a `-L` folder is
     linked.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
-    `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`)."""
-    folders = _search_folders(words, library_path)
+    `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`); `folders` the ones searched
+    (`_search_folders`), which a linker script read meanwhile may add to (`SEARCH_DIR`)."""
     static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
     implicit = () if {"-nostdlib", "-nodefaultlibs"} & {*words} else _IMPLICIT  # cc's own
     implicit = (_OWN, *(n for n in implicit if n != "c" or "-nolibc" not in words))
     given = [*zip(("", *words), words, strict=False), *(("", f"-l{n}") for n in implicit)]
-    for before, word in given if folders else ():
+    for before, word in given:
         static = word in _STATIC or (static and word not in _DYNAMIC)
         name = word if before == "-l" else word[2:] if word.startswith("-l") else ""
         if not name or word == "-l":
@@ -239,7 +241,7 @@ def _libraries(words: Sequence[str], library_path: str) -> Iterator[str]:
                 break
 
 
-def _named_inputs(path: str, folders: Sequence[str]) -> list[str]:
+def _named_inputs(path: str, folders: list[str]) -> list[str]:
     """Each file the linker reads for the one at `path`, as `name\0sha256` ('-' where none
     is found): a thin archive's members (`ar rcsT`: from their own files, its folder's where
     relative) or the files a linker script links (`_script_inputs`); [] for any other."""
@@ -269,19 +271,31 @@ def _named_inputs(path: str, folders: Sequence[str]) -> list[str]:
     return found
 
 
-def _script_inputs(data: bytes, folders: Sequence[str]) -> list[str]:
+def _script_inputs(
+    data: bytes, folders: list[str], found: list[str] | None = None, depth: int = 0
+) -> list[str]:
     """Each file the linker script `data` links (`INPUT(...)`, `GROUP(...)`, `AS_NEEDED(...)`
-    within them), as `_named_inputs`: by its absolute path, or `-lname` or a file's name
-    searched in `folders` as the linker does (a scratch folder's cc finds none in its own)."""
+    within them) or includes (`INCLUDE file`, and what that links, `_MAX_DEPTH` deep), as
+    `_named_inputs`: by its absolute path, or `-lname` or a file's name searched in `folders`
+    as the linker does (a scratch folder's cc finds none in its own), added to `found`; each
+    folder it names by its absolute path, `SEARCH_DIR(/opt/lib)`, added to `folders` (after
+    those named, as the linker searches it: for the libraries named after it too)."""
+    found = [] if found is None else found
     if b"\0" in data or not data.isascii():
-        return []
-    depth, before, found = 0, b"", []
+        return found
+    nest, command, before = 0, b"", b""
     for token in _SCRIPT_TOKEN.findall(_COMMENT.sub(b" ", data)):  # one pass: linear
         if token == b"(":
-            depth += 1 if depth or before in (b"INPUT", b"GROUP") else 0
+            command, nest = command if nest else before, nest + 1  # whose parentheses
         elif token == b")":
-            depth = max(depth - 1, 0)
-        elif depth and token != b"AS_NEEDED" and len(found) < _MAX_MEMO:
+            nest = max(nest - 1, 0)
+        elif nest and command == b"SEARCH_DIR" and os.path.isabs(token):
+            folders.append(os.fsdecode(token))
+        elif len(found) >= _MAX_MEMO:
+            break
+        elif (nest and command in (b"INPUT", b"GROUP") and token != b"AS_NEEDED") or (
+            not nest and before == b"INCLUDE"
+        ):
             name = os.fsdecode(token)
             lib = name[2:] if name.startswith("-l") else ""
             files = (f"lib{lib}.so", f"lib{lib}.a") if lib else (name,)
@@ -290,8 +304,19 @@ def _script_inputs(data: bytes, folders: Sequence[str]) -> list[str]:
                 (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
             )
             found.append(f"{name}\0{(_file_digest(hit) if hit else None) or '-'}")
+            if hit and not nest and depth < _MAX_DEPTH:  # an included script: what it links
+                _script_inputs(_head(hit, _MAX_SCRIPT), folders, found, depth + 1)
         before = token
     return found
+
+
+def _head(path: str, size: int) -> bytes:
+    """The first `size` bytes of the file at `path`, b"" where it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
 
 
 def linked_digest(
@@ -307,7 +332,7 @@ def linked_digest(
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
             lines += _named_inputs(text, folders)
-    for library in _libraries(words, library_path):
+    for library in _libraries(words, folders):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
         if (found := _file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
