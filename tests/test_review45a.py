@@ -12,7 +12,9 @@ file that an edit changed, and the kernel's key stayed the same (a production pr
 - a linker script among the linked files saying `INCLUDE inner.ld` or `SEARCH_DIR(/other)`:
   what the included script links, and the libraries found in the folder it adds;
 - a precompiled header `val.h.gch` beside the `val.h` a source includes first: gcc reads the
-  `.gch`, the key only `val.h`.
+  `.gch`, the key only `val.h`;
+- two copies of one `#pragma once` header: gcc reads the second only where its modification
+  second differs from the first's, the key held their content alone (false sharing).
 Others make cc read a file no key can follow; they are refused before cc runs, in one line:
 `-Wa,@file` (the assembler's options from a file), `-Xpreprocessor -idirafter -Xpreprocessor
 dir` (an include folder past the key), `-x c /opt/helper.txt` (another source, read as C
@@ -23,6 +25,7 @@ Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -193,6 +196,41 @@ def test_a_precompiled_header_beside_the_first_include_is_keyed(tmp_path: Path) 
         assert with_pch != before, options
         _precompile(tmp_path, 3, gch)
         assert _key(HEADER_SOURCE, options) != with_pch, options
+
+
+ONCE = "#pragma once\n#ifdef N\n#undef N\n#define N 2\n#else\n#define N 1\n#endif\n"
+ONCE_SOURCE = '#include "x/h.h"\n#include "y/h.h"\nvoid f(float *x) { x[0] = N; }\n'
+
+
+def test_copies_of_a_pragma_once_header_key_whether_their_times_match(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`x/h.h` and `y/h.h`, one `#pragma once` text: gcc reads the second only where its
+    modification second differs from the first's (N 2, else N 1). The key held their content
+    alone, so a bundle warmed with the copies' times alike served N 1 where a cold build of
+    copies touched apart computed N 2. End to end: warm run, then a served WARM_STRICT=1
+    process against a cold one."""
+    for copy in ("x", "y"):
+        (tmp_path / copy).mkdir()
+        (tmp_path / copy / "h.h").write_text(ONCE)
+        os.utime(tmp_path / copy / "h.h", (1_000_000_000, 1_000_000_000))
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD.format(source=ONCE_SOURCE, options=(f"-I{tmp_path}",)))
+    made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
+    os.utime(tmp_path / "y" / "h.h", (2_000_000_000, 2_000_000_000))
+    served, cold = _served_and_cold(warm, tmp_path, script)
+    assert cold == "2.0", cold
+    assert served != "1.0", "a build of copies read once served where gcc reads both"
+    assert "strict mode" in served, served
+    # copies without a mark gcc reads once are read twice whatever their times: as before
+    plain = ONCE.replace("#pragma once\n", "")
+    for copy in ("x", "y"):
+        (tmp_path / copy / "h.h").write_text(plain)
+    options = (f"-I{tmp_path}",)
+    before = _key(ONCE_SOURCE, options)
+    os.utime(tmp_path / "y" / "h.h", (1_000_000_000, 1_000_000_000))
+    assert _key(ONCE_SOURCE, options) == before
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,8 @@ per-process memos (each file's digest and includes, by (path, mtime_ns, size), o
 includes of the last sources; the search orders of the last options): a kernel keyed again costs a
 lookup of each header; `covered`, what each digest made lately covers (`kernel_parts.header_files`:
 a header read first by its path), and for the first header read, each `.gch` gcc may read
-instead (`warmcli.precompiled`). It compiles and writes nothing, never raises for a missing file.
+instead (`warmcli.precompiled`), and which copies of a once-only header share a time
+(`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from warmcli.directives import may_hide, spliced, spliced_text
+from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
@@ -357,8 +359,7 @@ def headers_digest(
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     primary = [(n.removeprefix(NEXT), q, h) for n, q, h in [*pending][:1]]  # gcc's `.gch` one
-    seen: set[str] = set()
-    written: list[str] = []
+    seen, written = dict[str, str](), list[str]()  # each file read (its sha256), each line
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
     same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
@@ -380,12 +381,12 @@ def headers_digest(
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
         if path is None or read is None or real in seen:
             continue
-        seen.add(real)
+        seen[real] = read[0]
         if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
-    written += precompiled(primary, orders, _read)  # (after the entries `covered` shows)
+    written += precompiled(primary, orders, _read) + once_copies(seen)  # (after `covered`'s)
     if not folders and not seen:  # nothing found where only the environment looks: as before
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
