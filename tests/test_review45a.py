@@ -19,7 +19,8 @@ Others make cc read a file no key can follow; they are refused before cc runs, i
 `-Wa,@file` (the assembler's options from a file), `-Xpreprocessor -idirafter -Xpreprocessor
 dir` (an include folder past the key), `-x c /opt/helper.txt` (another source, read as C
 whatever its name), `-I-` (quoted names no longer searched in the including header's
-folder), `-L=/opt/lib` and `-Wl,--sysroot=...` (folders in the linker's system root).
+folder), `-L=/opt/lib` and `-Wl,--sysroot=...` (folders in the linker's system root),
+`-iplugindir=dir` (where `-fplugin=name` loads a compiler plugin from, its code unkeyed).
 Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
 """
 
@@ -243,6 +244,7 @@ def test_copies_of_a_pragma_once_header_key_whether_their_times_match(
         ("-L={d}|-lX", "reads a file"),
         ("-Wl,-L,={d}|-lX", "reads a file"),
         ("-Wl,--sysroot={d}|-lX", "reads a file"),
+        ("-iplugindir={d}|-fplugin=counter", "reads a file"),  # {d}/counter.so: compiler code
     ],
 )
 def test_an_option_no_key_can_follow_is_refused(

@@ -62,11 +62,12 @@ ALIASES = sys.platform.startswith("linux")
 
 
 # Options that make cc read a file no kernel key covers (more options, an include prefix, a
-# system root's headers, a specs file; a folder of compiler programs, `-B`, in `unkeyed_file`):
+# system root's headers, a specs file, the folder `-fplugin=name` loads a plugin from; a folder
+# of compiler programs, `-B`, in `unkeyed_file`):
 # refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
 _UNKEYED_FILES = (
     "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
-    "--sysroot", "-isysroot", "-specs", "--specs",
+    "--sysroot", "-isysroot", "-specs", "--specs", "-iplugindir",
 )  # fmt: skip
 
 
