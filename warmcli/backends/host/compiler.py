@@ -295,7 +295,8 @@ class HostCompiler:
             raise CompileFailure(
                 f"option {refused!r} reads a file (options, an include prefix or folder, a "
                 "system root's, compiler programs) no kernel key covers (an edit there would be "
-                "served the old build): give them in options (-D..., -I folder, -L folder)",
+                "served the old build): give them in options (-D..., -I folder, -include "
+                "header, -L folder)",
                 tuple(units),
             )
         other = next((o for u in units if (o := other_source(u.kernel.options))), None)
