@@ -59,6 +59,7 @@ _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
 _MAX_SCRIPT = 1 << 20
 _MAX_DEPTH = 8  # the most linker scripts `INCLUDE`d one in another followed
+_MAX_FOLDERS = 256  # the most library folders searched, with those scripts add
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _SCRIPT_TOKEN = re.compile(rb"[()]|[^\s,()]+")  # a linker script's words
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
@@ -290,11 +291,11 @@ def _script_inputs(
         elif token == b")":
             nest = max(nest - 1, 0)
         elif nest and command == b"SEARCH_DIR" and os.path.isabs(token):
-            folders.append(os.fsdecode(token))
-        elif len(found) >= _MAX_MEMO:
-            break
-        elif (nest and command in (b"INPUT", b"GROUP") and token != b"AS_NEEDED") or (
-            not nest and before == b"INCLUDE"
+            added = os.fsdecode(token)  # (each once, at most `_MAX_FOLDERS` in all)
+            folders += [added] if added not in folders and len(folders) < _MAX_FOLDERS else []
+        elif len(found) < _MAX_MEMO and (
+            (nest and command in (b"INPUT", b"GROUP") and token != b"AS_NEEDED")
+            or (not nest and before == b"INCLUDE")
         ):
             name = os.fsdecode(token)
             lib = name[2:] if name.startswith("-l") else ""
