@@ -164,7 +164,7 @@ class _Production:
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
-        if not (any(rt.done_cold()) or rt.tunes.failed):
+        if not (any(rt.done_cold()) or rt.tunes.failed or rt.tunes_cut):
             return []  # a hot runtime: the report's records are not even imported
         from warmcli.production_report import misses_of
 

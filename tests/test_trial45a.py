@@ -1,0 +1,192 @@
+"""trial45a: warm used interactively, a production session in the plain `python` REPL driven
+through a pseudo-terminal, Ctrl-C typed (the terminal's SIGINT to its foreground group) in the
+middle of a tune that the bundle lacked, and at the prompt; the session goes on, its later
+results match a cold process's, its exit report names the tune the Ctrl-C cut short, and the
+bundle verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+WORKLOAD = r'''
+import os
+import numpy as np
+from warmcli import Kernel, Runtime, Tunable
+
+DEVICE = "host"
+
+SCALE = Kernel(
+    "void scale(float *x, int n, float a) { for (int i = 0; i < n; i++) x[i] = x[i] * a + 1.0f; }",
+    "scale", "Pif",
+)
+SRC = r"""
+void rsum(const float *x, float *out, int n, long rep) {
+  for (long r = 0; r < rep; r++) {
+    double acc = 0;
+    for (int i = 0; i < n; i += STEP)
+      for (int j = i; j < i + STEP && j < n; j++) acc += x[j] * (r + 1);
+    out[0] = (float)acc;
+  }
+}
+"""
+
+
+def launch_rsum(rt, k, x, out, n, rep, *, stream=None):
+    if rep > 100 and os.environ.get("MARK"):  # a measuring under way, said to the test
+        open(os.environ["MARK"], "a").close()
+    rt.launch(k, x, out, n, rep, stream=stream)
+
+
+RSUM = Tunable(
+    name="rsum",
+    candidates={
+        f"s{s}": Kernel(SRC, "rsum", "PPil", defines={"STEP": s}, name="rsum") for s in (1, 2)
+    },
+    launch=launch_rsum,
+)
+
+
+def workload(rt: Runtime) -> None:
+    x = rt.upload(np.arange(1024, dtype=np.float32))
+    rt.launch(SCALE, x, 1024, 2.0)
+    out = rt.buffer(1, "float32")
+    rt.tune(RSUM, x, out, 1024, 10)
+'''
+
+SETUP = "import numpy as np, warmcli, wl; rt = warmcli.runtime()"
+# what a cell computes, in the session and in a cold process alike: one line of results
+RESULTS = (
+    "z = rt.upload(np.arange(1024, dtype=np.float32)); rt.launch(wl.SCALE, z, 1024, 3.0); "
+    "o = rt.buffer(1, 'float32'); rt.tune(wl.RSUM, z, o, 1024, 10); "
+    "print('RESULT', rt.read(z).tobytes().hex()[:64], rt.read(z).sum(), rt.read(o)[0])"
+)
+
+
+class Terminal:
+    """A process on a pseudo-terminal: what it writes read until a text appears (never a
+    fixed sleep), what is typed sent to it (Ctrl-C as the terminal's `\\x03`)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: the session's process, its terminal the pty
+            os.chdir(cwd)
+            os.execve(argv[0], argv, env)
+        self.seen = b""
+
+    def _more(self, timeout: float) -> bool:
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # the session ended (EIO)
+            data = b""
+        self.seen += data
+        return bool(data)
+
+    def wait_for(self, text: str, timeout: float = 120) -> str:
+        """What it wrote up to and including `text`'s first appearance since the last."""
+        end, want = time.monotonic() + timeout, text.encode()
+        while want not in self.seen:
+            if time.monotonic() > end or not self._more(min(0.2, end - time.monotonic())):
+                raise AssertionError(f"no {text!r} in: {self.seen.decode(errors='replace')}")
+        cut = self.seen.index(want) + len(want)
+        out, self.seen = self.seen[:cut], self.seen[cut:]
+        return out.decode(errors="replace")
+
+    def type(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def cell(self, line: str) -> str:
+        self.type(line + "\n")
+        return self.wait_for(">>> ")
+
+    def interrupt_prompt(self) -> str:
+        """Ctrl-C at the prompt, typed again where the REPL missed it: CPython's readline loses
+        a SIGINT that lands after the prompt is shown but before it waits for input."""
+        for _ in range(20):
+            self.type("\x03")
+            try:
+                return self.wait_for("KeyboardInterrupt\r\n>>> ", timeout=3)
+            except AssertionError:
+                continue
+        raise AssertionError(f"Ctrl-C at the prompt never answered: {self.seen!r}")
+
+    def end(self, timeout: float = 120) -> tuple[str, int]:
+        """Everything it wrote until it ended, and its wait status."""
+        end = time.monotonic() + timeout
+        while self._more(0.2):
+            assert time.monotonic() < end, self.seen.decode(errors="replace")
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return self.seen.decode(errors="replace"), status
+
+
+@pytest.fixture
+def warmed(warm: Warm, tmp_path: Path) -> Path:
+    """The workload `wl.py` in `tmp_path`, warmed into `tmp_path / 'b.warm'`."""
+    (tmp_path / "wl.py").write_text(WORKLOAD)
+    run = warm("run", tmp_path / "wl.py", "--bundle", tmp_path / "b.warm", "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    return tmp_path / "b.warm"
+
+
+def _env(warm: Warm, folder: Path, **more: str) -> dict[str, str]:
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join([root, str(folder)])
+    return dict(warm.env, PYTHONPATH=path, TERM="dumb", **more)
+
+
+def test_repl_ctrl_c_in_a_tune_is_reported_and_the_session_goes_on(
+    warm: Warm, warmed: Path, tmp_path: Path
+) -> None:
+    """A production REPL with write-back: a Ctrl-C typed while a tune the bundle lacked is
+    measured raises KeyboardInterrupt there, the session goes on (Ctrl-C at the prompt too),
+    its later results are a cold process's, and the exit report names the tune the Ctrl-C cut
+    short, as README says (it said "served everything" of a process that missed nothing else:
+    the hot report's shortcut counted failed tunes, not interrupted ones)."""
+    mark = tmp_path / "measuring"
+    env = _env(warm, tmp_path, WARM_BUNDLE=str(warmed), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
+    cold = subprocess.run(
+        [sys.executable, "-c", f"{SETUP}; {RESULTS}"],
+        env=dict(env, WARM_BUNDLE=""),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cold.returncode == 0, cold.stderr
+    session = Terminal([sys.executable, "-q"], dict(env, MARK=str(mark)), tmp_path)
+    session.wait_for(">>> ")
+    session.cell(f"{SETUP}; wl.workload(rt)")
+    session.cell("big = rt.upload(np.ones(1 << 16, np.float32)); out = rt.buffer(1, 'float32')")
+    session.type("rt.tune(wl.RSUM, big, out, 1 << 16, 5000); print('tuned')\n")
+    deadline = time.monotonic() + 60
+    while not mark.exists():  # its measuring under way
+        assert time.monotonic() < deadline, session.seen
+        session._more(0.05)
+    session.type("\x03")
+    cut = session.wait_for(">>> ")
+    assert "KeyboardInterrupt" in cut and "tuned" not in cut.replace("print('tuned')", "")
+    session.interrupt_prompt()
+    result = session.cell(RESULTS)
+    assert [ln for ln in result.splitlines() if ln.startswith("RESULT")] == [cold.stdout.strip()]
+    session.type("\x04")
+    text, status = session.end()
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "served everything" not in text, text
+    assert "(measuring interrupted: nothing stored)" in text, text
+    assert "tune rsum float32[65536] float32[1] 65536 5000" in text, text
+    check = warm("verify", warmed)
+    assert check.returncode == 0, check.stdout + check.stderr
+    stats = json.loads(warm("stats", warmed, "--json").stdout)
+    assert (len(stats["tunes"]), len(stats["kernels"])) == (1, 3)  # nothing cut short stored
