@@ -190,3 +190,36 @@ def test_repl_ctrl_c_in_a_tune_is_reported_and_the_session_goes_on(
     assert check.returncode == 0, check.stdout + check.stderr
     stats = json.loads(warm("stats", warmed, "--json").stdout)
     assert (len(stats["tunes"]), len(stats["kernels"])) == (1, 3)  # nothing cut short stored
+
+
+def test_a_report_asked_before_exit_says_the_write_back_is_still_to_come(
+    warm: Warm, warmed: Path, tmp_path: Path
+) -> None:
+    """`warmcli.report()` asked in a cell of a session writing back said `(written back into
+    it)` of misses only the exit writes back: a notebook killed after reading it lost them.
+    Before the exit it says they are still to be written; the exit's report, once written,
+    says they were."""
+    code = (
+        f"{SETUP}; from warmcli import Kernel; x = rt.upload(np.ones(8, np.float32)); "
+        "rt.launch(Kernel('void neg(float *x){x[0]=-x[0];}', 'neg', 'P'), x); "
+        "print(warmcli.report(), flush=True); import sys; sys.stdin.readline()"
+    )
+    env = _env(warm, tmp_path, WARM_BUNDLE=str(warmed), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
+    session = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert session.stdout is not None and session.stdin is not None
+    asked = session.stdout.readline()
+    assert "lacked 1 kernel(s)" in asked and "(to be written back into it at exit)" in asked
+    before = json.loads(warm("stats", warmed, "--json").stdout)
+    assert len(before["kernels"]) == 3  # nothing written yet, as the report said
+    _, err = session.communicate("", timeout=120)  # (its stdin closed: the session ends)
+    assert session.returncode == 0, err
+    assert "lacked 1 kernel(s) and 0 tune(s)" in err and "(written back into it)" in err, err
+    assert len(json.loads(warm("stats", warmed, "--json").stdout)["kernels"]) == 4

@@ -389,6 +389,7 @@ def _at_exit() -> None:
         elif _STATE.unstored and final is not None:
             final.write_error = why
     if final is not None:
+        final.pending = 0  # written back by now, or its write_error says why not
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()
     end_as_stopped(stop)  # a process stopped (here or before) ends as stopped, not with 0
