@@ -6,6 +6,7 @@ bundle verifies."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -223,3 +224,53 @@ def test_a_report_asked_before_exit_says_the_write_back_is_still_to_come(
     assert session.returncode == 0, err
     assert "lacked 1 kernel(s) and 0 tune(s)" in err and "(written back into it)" in err, err
     assert len(json.loads(warm("stats", warmed, "--json").stdout)["kernels"]) == 4
+
+
+@pytest.mark.parametrize("ending", ["pass", "sys.exit(0)"])
+def test_ctrl_c_in_the_exit_write_back_ends_by_sigint_however_the_main_code_ended(
+    warm: Warm, warmed: Path, tmp_path: Path, ending: str
+) -> None:
+    """A session ended with `exit()` (SystemExit in the main code, as a REPL's `exit()` or a
+    script's `sys.exit(0)`) whose write-back a Ctrl-C stopped while it waited for another
+    writer's lock ended with status 0, where one that ran to its end (a REPL's Ctrl-D) ended
+    by SIGINT: README says a Ctrl-C that stops a write-back ends the process by SIGINT."""
+    import fcntl
+    import signal
+
+    code = (
+        f"{SETUP}; import sys; from warmcli import Kernel; x = rt.upload(np.ones(8, np.float32))\n"
+        "rt.launch(Kernel('void neg(float *x){x[0]=-x[0];}', 'neg', 'P'), x)\n"
+        f"print('ending', flush=True)\n{ending}\n"
+    )
+    env = _env(warm, tmp_path, WARM_BUNDLE=str(warmed), WARM_BUNDLE_WRITE="1")
+    with open(f"{warmed}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another writer's, held: the write-back waits
+        session = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert session.stdout is not None
+        assert session.stdout.readline() == "ending\n"
+        fds, deadline = Path(f"/proc/{session.pid}/fd"), time.monotonic() + 60
+        while not any(target.endswith(".lock") for target in _links(fds)):
+            assert time.monotonic() < deadline, "its write-back never opened the lock file"
+            time.sleep(0.01)
+        session.send_signal(signal.SIGINT)  # Ctrl-C, in the write-back's wait
+        _, err = session.communicate(timeout=120)
+    assert session.returncode == -signal.SIGINT, err
+    assert "could not write back into the bundle: interrupted" in err, err
+    assert len(json.loads(warm("stats", warmed, "--json").stdout)["kernels"]) == 3
+
+
+def _links(fds: Path) -> list[str]:
+    """The files a process has open (`/proc/PID/fd`): those still open as they are read."""
+    targets = []
+    with contextlib.suppress(OSError):  # (it ended)
+        for fd in fds.iterdir():
+            with contextlib.suppress(OSError):  # (closed meanwhile)
+                targets.append(os.readlink(fd))
+    return targets
