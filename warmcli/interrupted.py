@@ -25,11 +25,11 @@ thread forks meanwhile gets the handlers back, its SIGTERM noted for ever else);
 another process's lock to begin or commit that step (`warmcli.bundle.waiting`) asks
 `held_came` and ends, the step undone, rather than hold a stop that long. A Ctrl-C that cut
 warm's own exit handler short (a write-back) would leave CPython exiting 0, the stop only
-printed: `end_as_stopped` ends the process by SIGINT instead, and one a stop signal's
-handler's failing SystemExit cut short with that code (CPython would keep the main code's
-0), once every exit handler has run. Its only state is what the holds in progress were sent
-(`_HELD`) and that code (`_EndsAs`, in `sys`); it prints nothing but such a code's text (as
-Python writes `sys.exit("text")`'s), and exits itself only there.
+printed: `end_as_stopped` ends the process by SIGINT instead (its main code's `exit()` too),
+and one a stop signal's handler's failing SystemExit cut short with that code (CPython would
+keep the main code's 0), once every exit handler has run. Its only state is what the holds
+in progress were sent (`_HELD`) and that code (`_EndsAs`, in `sys`); it prints nothing but
+such a code's text (as Python writes `sys.exit("text")`'s), and exits itself only there.
 """
 
 from __future__ import annotations
@@ -84,8 +84,14 @@ def end_as_stopped(stop: BaseException | None) -> None:
             sys.stderr.write(f"{stop.code}\n")
             sys.stderr.flush()
     if isinstance(stop, KeyboardInterrupt):
+        from signal import SIGINT  # (at exit only: a serving process never imports it)
+
         with contextlib.suppress(KeyboardInterrupt):
             exec(_RAISE)  # a constant: no outside text is executed
+        # CPython reads that note only where the main code ran to its end or raised: one
+        # that raised SystemExit (`exit()` at a REPL, `sys.exit(0)`) would still end with its
+        # code, so the end is made by SIGINT at the teardown too, as CPython ends the other
+        sys.__dict__[_ENDS_AS] = _EndsAs(-SIGINT)
     elif isinstance(stop, SystemExit) and (status := failing_status(stop.code)) is not None:
         sys.__dict__[_ENDS_AS] = _EndsAs(status)
     else:
@@ -96,7 +102,8 @@ _ENDS_AS = "_warm_ends_as"  # where `_EndsAs` waits: `sys`, whose namespace is c
 
 
 class _EndsAs:
-    """Ends the process with `code` as it is collected: held by `sys` only, that is once
+    """Ends the process with `code` (a negative one: by that signal) as it is collected:
+    held by `sys` only, that is once
     CPython has run every exit handler, flushed stdout and stderr and restored the signals'
     default actions, as it tears the interpreter down (what `__del__` methods of objects
     left alive then would still do is skipped, as Python never promises them at exit). It
@@ -107,7 +114,8 @@ class _EndsAs:
 
     def __init__(self, code: int) -> None:
         # (nothing read from a module's globals as it ends: they are cleared by then)
-        self.code, self.end, self.tearing_down = code, _c_exit(), sys.is_finalizing
+        end = _c_exit() if code >= 0 else _c_kill(-code)  # (a negative code: by that signal)
+        self.code, self.end, self.tearing_down = code, end, sys.is_finalizing
 
     def __del__(self) -> None:
         if self.tearing_down():
@@ -139,6 +147,20 @@ def _c_exit() -> Callable[[int], object]:
         return ctypes.CDLL(None).exit
     except (ImportError, OSError, AttributeError, TypeError):  # (no ctypes, no C library)
         return os._exit
+
+
+def _c_kill(signum: int) -> Callable[[int], object]:
+    """Ends the process by `signum`, its default action restored first, as CPython ends one
+    a KeyboardInterrupt ended (C's `signal` and `kill`, else `os.kill`)."""
+    pid, kill = os.getpid(), os.kill
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        default, kill = libc.signal, libc.kill
+    except (ImportError, OSError, AttributeError, TypeError):  # (no ctypes, no C library)
+        return lambda _code: kill(pid, signum)
+    return lambda _code: (default(signum, 0), kill(pid, signum))  # (0: SIG_DFL)
 
 
 def forget_interrupt() -> None:

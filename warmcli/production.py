@@ -164,7 +164,7 @@ class _Production:
 
     def _own_misses(self, rt: Runtime) -> list[Miss]:
         """`rt`'s misses, but those a forked child's parent had made on it before the fork."""
-        if not (any(rt.done_cold()) or rt.tunes.failed):
+        if not (any(rt.done_cold()) or rt.tunes.failed or rt.tunes_cut):
             return []  # a hot runtime: the report's records are not even imported
         from warmcli.production_report import misses_of
 
@@ -389,6 +389,7 @@ def _at_exit() -> None:
         elif _STATE.unstored and final is not None:
             final.write_error = why
     if final is not None:
+        final.pending = 0  # written back by now, or its write_error says why not
         sys.stderr.write("\n".join(printable_lines(final)) + "\n")
     sys.stderr.flush()
     end_as_stopped(stop)  # a process stopped (here or before) ends as stopped, not with 0

@@ -3,8 +3,9 @@ tune it measured because its bundle lacked them (`Miss`: one whose every candida
 whose measuring a Ctrl-C cut short, too), and what runtimes `use_bundle`
 closed did cold afterwards (counted only: no bundle was theirs to lack it), whether its
 bundle was locked at its open and is not loaded yet (`locked`), what strict mode refused
-(`refused`: a `Miss` whose `pick` is why, `refused_of` reads them off runtimes), and the notes of
-tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
+(`refused`: a `Miss` whose `pick` is why, `refused_of` reads them off runtimes), how many
+misses a write-back at exit is still to store (`pending`: a report asked before it), and the
+notes of tunes it measured whose check told no candidate apart (`judged_nothing`), as the text
 `WARM_REPORT=1` prints at exit (the first `LISTED` misses named, the rest counted; a tune
 measured with the candidate it picked and its median, and how much slower the others were,
 `picked s4, 33.6 µs; s1 1.22×, s16 1.42×`: `tune_pick`, made when first read, so a process
@@ -80,6 +81,8 @@ class ProductionReport(Record, frozen=False):
     # last try failed another way (a file replaced)
     locked: str = ""
     refused: list[Miss] = factory(list)  # what strict mode refused (`StrictMissError`)
+    # how many misses the exit's write-back is still to store (a report asked before it)
+    pending: int = 0
 
     @property
     def kernels(self) -> list[Miss]:
@@ -141,6 +144,8 @@ class ProductionReport(Record, frozen=False):
                 then = f"NOT written back: {printable(self.write_error)}"
             elif all(m.name.endswith(UNSTORED) for m in self.misses):  # cut short or failed
                 then = "none of them stored: each says why"
+            elif self.pending:  # asked before the exit: nothing of them is in the bundle yet
+                then = "to be written back into it at exit"
             else:
                 then = "written back into it"
                 if self.signed:
@@ -270,6 +275,7 @@ def report_of(state: Any, read: bool = True) -> ProductionReport:
         m for rt in state.runtimes.values() for m in state._own_refused(rt)
     ]
     report.refused = list(dict.fromkeys(refused))  # strict mode's (WARM_STRICT=1)
+    report.pending = state._pending()  # (the exit's own report: 0 once it wrote them back)
     if state.path is None and reopening is not None and reopening.bundle is None:
         report.locked = reopening.refused or "locked"  # not opened since: why
     return report
