@@ -1,5 +1,8 @@
 """How a checked tunable's tune key treats each style in which a user holds a check's
-tolerance, through the real CLI (`warm run`, host backend) and fresh production processes.
+tolerance, through the real CLI (`warm run`, host backend) and real production processes
+(each a fork of a process that imported the CLI, or numpy and warmcli, once: one a TOL,
+`tests/forked_cli.py`, `tests/forked_python.py`; what each serves is tested, not how it
+starts). The style each case tries is named in its workload's text (`KIND`).
 
 Each style, warmed with TOL=1.0 (the fast wrong candidate, 0.5 high, passes and wins):
 (A) served: a production process with the same TOL hits the tune (measures nothing),
@@ -10,10 +13,16 @@ re-tunes, never serving the old pick unchecked.
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import SQUARES, TUNED_READ, Warm
+from conftest import ROOT, SQUARES, TUNED_READ, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_python import ForkedPython
 
 STYLES = (
     SQUARES
@@ -175,7 +184,7 @@ def check():
         "dataclass_partial": functools.partial(by_config, cfg=Cfg(tol)),
         "dataclass_default": lambda outputs, inputs, cfg=Cfg(tol): close(outputs, inputs, cfg.tol),
         "array_recorder_attr": RECORDER,
-    }[os.environ["KIND"]]
+    }[KIND]
 
 
 def workload(rt):
@@ -195,20 +204,47 @@ KEPT = [  # A and B both hold
 ]  # fmt: skip
 
 
-def _warmed(warm: Warm, workload_file, bundle: Path, kind: str) -> tuple[Path, Warm, Warm]:
-    path = workload_file(STYLES)
-    loose = Warm(dict(warm.env, TOL="1.0", KIND=kind))
-    strict = Warm(dict(warm.env, TOL="0.0", KIND=kind))
-    proc = loose("run", path, "-b", bundle, "-q")
+TOLS = ("1.0", "0.0")  # the loose TOL warmed, the strict one (its check excludes the fast pick)
+
+
+@pytest.fixture(scope="module")
+def producing() -> Iterator[dict[str, ForkedPython]]:
+    """The production processes' servers, one a TOL (conftest's `warm` environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    servers = {tol: ForkedPython(dict(env, COLUMNS="200", TOL=tol), ROOT) for tol in TOLS}
+    yield servers
+    for server in servers.values():
+        server.close()
+
+
+class _Tol:
+    """`warm` with TOL set, its `production` (as `Warm.production`) forked from `producing`."""
+
+    def __init__(self, warm: Any, producing: dict[str, ForkedPython], tol: str) -> None:
+        self.warm, self.server, self.tol = warm.with_env(TOL=tol), producing[tol], tol
+
+    def production(self, code: str, *args: str | Path | int, bundle: Path | None = None) -> Any:
+        env = dict(self.warm.env, **({"WARM_BUNDLE": str(bundle)} if bundle is not None else {}))
+        done = self.server.run(code, *map(str, args), env=env, cwd=ROOT, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+
+def _warmed(
+    warm: Any, producing: dict[str, ForkedPython], workload_file, bundle: Path, kind: str
+) -> tuple[Path, _Tol, _Tol]:
+    path = workload_file(STYLES + f"\nKIND = {kind!r}\n")
+    loose, strict = (_Tol(warm, producing, tol) for tol in TOLS)
+    proc = loose.warm("run", path, "-b", bundle, "-q")
     assert proc.returncode == 0, proc.stderr
     return path, loose, strict
 
 
 @pytest.mark.parametrize("kind", KEPT)
 def test_a_check_style_is_served_and_never_stale(
-    warm: Warm, workload_file, bundle_path: Path, kind: str
+    warm: Warm, producing: dict[str, ForkedPython], workload_file, bundle_path: Path, kind: str
 ) -> None:
-    path, loose, strict = _warmed(warm, workload_file, bundle_path, kind)
+    path, loose, strict = _warmed(warm, producing, workload_file, bundle_path, kind)
     assert loose.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.5, "tunes": 0}
     served = strict.production(TUNED_READ, path, 1, bundle=bundle_path)
     assert served == {"y": 1.0, "tunes": 1}, "a miss, never the pick made under TOL=1.0"
@@ -216,13 +252,13 @@ def test_a_check_style_is_served_and_never_stale(
 
 @pytest.mark.parametrize("kind", ["environ_at_call", "dict_global"])
 def test_a_tolerance_read_as_the_check_runs_or_from_a_dict_is_served_unkeyed(
-    warm: Warm, workload_file, bundle_path: Path, kind: str
+    warm: Warm, producing: dict[str, ForkedPython], workload_file, bundle_path: Path, kind: str
 ) -> None:
     """What the check reads only as it runs (`os.environ`), or from a dict (which a
     workload may fill as it runs), is no part of the key: served (A); under another TOL a
     bundle serves the pick made under the old one (B is not kept, as the README says:
     hold the tolerance where the Tunable is made, in a default, global or partial)."""
-    path, loose, strict = _warmed(warm, workload_file, bundle_path, kind)
+    path, loose, strict = _warmed(warm, producing, workload_file, bundle_path, kind)
     assert loose.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.5, "tunes": 0}
     assert strict.production(TUNED_READ, path, 1) == {"y": 1.0, "tunes": 1}, "cold"
     assert strict.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0

@@ -201,7 +201,7 @@ def test_the_cuda_compiler_chosen_here_is_the_shards(
     except ToolchainError as exc:  # pragma: no cover - make test installs nvcc
         pytest.skip(f"nvcc not found: {exc}")
     bundle = tmp_path / "nvcc.warm"
-    chosen = Warm(dict(warm.env, WARM_CUDA_COMPILER="nvcc"))
+    chosen = warm.with_env(WARM_CUDA_COMPILER="nvcc")  # (forked, as `warm` is)
     _fanned_out(chosen, scheduler, bundle, EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90")
     with Bundle.open(bundle) as b:
         toolchains = {k.toolchain.split(":", 1)[0] for k in b.kernels()}

@@ -1,6 +1,6 @@
 """Fleet review: a URL's local copy in WARM_HOME/remote/ is believed only when this
 user alone could have written it, against a real HTTP server on 127.0.0.1 and the real
-CLI.
+CLI (each command a fork of a process that imported it once, `tests/forked_cli.py`).
 
 A copy folder others may write (a shared or pre-made WARM_HOME), or a `bundle.warm` /
 `meta.json` in it that is a link or another's, could hold a bundle someone planted with
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import ForkedWarm, forked_warm  # noqa: F401  (conftest's, commands forked)
 from raw_store import RawStore
 from test_remote import PRODUCE, Store, built, http_store  # noqa: F401  (fixtures)
 
@@ -54,7 +55,7 @@ def _plant(home: Path, url: str, planted: bytes, etag_of: bytes, *, link: bool) 
 
 
 def _pull_planted(
-    warm: Warm, tmp_path: Path, bundles: tuple[bytes, bytes], served: tuple, *, link: bool
+    warm: ForkedWarm, tmp_path: Path, bundles: tuple[bytes, bytes], served: tuple, *, link: bool
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path, Path, Store]:
     """`warm pull` of the store's bundle into `out.warm`, with a bundle planted in the copy
     folder (0777 as a pre-made shared folder is, else 0700 holding a link to it)."""
@@ -64,7 +65,7 @@ def _pull_planted(
     folder = _plant(home, url, bundles[1], bundles[0], link=link)
     folder.chmod(0o700 if link else 0o777)
     out = tmp_path / "out.warm"
-    return Warm(dict(warm.env, WARM_HOME=str(home)))("pull", url, out), out, folder, home, store
+    return warm.with_env(WARM_HOME=str(home))("pull", url, out), out, folder, home, store
 
 
 def test_a_copy_folder_others_may_write_is_refused_not_served(
@@ -141,9 +142,9 @@ def test_a_store_that_drips_its_headers_stops_at_the_deadline(
     wait, min(10 s, the deadline))."""
     store = dripping()
     try:
-        env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
+        limited = warm.with_env(WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
         began = time.monotonic()
-        proc = Warm(env)("stats", store.url, timeout=60)
+        proc = limited("stats", store.url, timeout=60)
         took = time.monotonic() - began
     finally:
         store.close()
@@ -199,7 +200,7 @@ def test_what_a_store_says_is_one_inert_line(
     store = _Answers(answer)
     monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
     try:
-        proc = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))("stats", store.url)
+        proc = warm.with_env(WARM_HOME=str(tmp_path / "home"))("stats", store.url)
         with pytest.raises(RemoteError) as caught:  # as production raises it
             fetch(store.url)
     finally:
@@ -256,10 +257,10 @@ def test_an_s3_store_dying_mid_download_is_one_line_or_the_last_good_copy(
     url = "s3://fleet/b.warm"
     try:
         store.mode = mode
-        proc = Warm(env)("stats", url)  # no last good copy: one line, exit 2
+        proc = warm.with_env(**env)("stats", url)  # no last good copy: one line, exit 2
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         store.mode = "ok"
-        assert Warm(env)("stats", url).returncode == 0
+        assert warm.with_env(**env)("stats", url).returncode == 0
         store.mode = mode  # changed, and cut short: production serves the last good copy
         served = subprocess.run(
             [sys.executable, "-c", PRODUCE],
@@ -295,11 +296,11 @@ def test_a_download_lock_held_elsewhere_is_waited_for_no_longer_than_the_deadlin
     folder.mkdir(parents=True, mode=0o700)
     with FileLock(str(folder / "lock")):  # another process, stopped mid-download
         began = time.monotonic()
-        proc = Warm(env)("stats", url, timeout=60)  # no copy yet: one line
+        proc = warm.with_env(**env)("stats", url, timeout=60)  # no copy yet: one line
         took = time.monotonic() - began
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert took < 8, took
-    assert Warm(env)("stats", url).returncode == 0  # a last good copy
+    assert warm.with_env(**env)("stats", url).returncode == 0  # a last good copy
     store.files["/b.warm"] = built[1]
     with FileLock(str(folder / "lock")):
         began = time.monotonic()
@@ -326,7 +327,7 @@ def test_a_deadline_beyond_any_clock_is_no_error_in_a_thread(
     store, base, _ = http_store
     store.files["/b.warm"] = built[0]
     env = dict(warm.env, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1e300")
-    proc = Warm(env)("stats", f"{base}/b.warm")
+    proc = warm.with_env(**env)("stats", f"{base}/b.warm")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
@@ -337,7 +338,9 @@ def test_not_modified_to_a_request_for_the_whole_bundle_is_one_line_naming_the_u
     env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
     try:
         target = tmp_path / "x.warm"
-        procs = [Warm(env)(*a) for a in (("stats", store.url), ("pull", store.url, target))]
+        procs = [
+            warm.with_env(**env)(*a) for a in (("stats", store.url), ("pull", store.url, target))
+        ]
         served = production_runtime(env, store.url, tmp_path)
     finally:
         store.server.close()
@@ -385,7 +388,7 @@ def test_an_s3_store_that_drips_its_headers_stops_at_the_deadline(
     )
     began = time.monotonic()
     try:
-        proc = Warm(env)("stats", "s3://fleet/b.warm", timeout=60)
+        proc = warm.with_env(**env)("stats", "s3://fleet/b.warm", timeout=60)
     finally:
         server.close()
     assert proc.returncode == 2 and time.monotonic() - began < 2.5, proc.stderr
@@ -408,7 +411,10 @@ def test_an_s3_store_that_names_no_etag_is_served_by_its_sha256(
         AWS_DEFAULT_REGION="us-east-1",
     )
     try:
-        pulled = [Warm(env)("pull", "s3://fleet/b.warm", tmp_path / f"p{i}.warm") for i in (0, 1)]
+        pulled = [
+            warm.with_env(**env)("pull", "s3://fleet/b.warm", tmp_path / f"p{i}.warm")
+            for i in (0, 1)
+        ]
     finally:
         store.server.close()
     for i, proc in enumerate(pulled):
@@ -423,6 +429,6 @@ def test_a_refused_download_is_named_by_its_url_not_a_removed_temporary_file(
 ) -> None:
     store, base, _ = http_store
     store.files["/b.warm"] = b"<html>not a bundle</html>"
-    proc = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))("stats", f"{base}/b.warm")
+    proc = warm.with_env(WARM_HOME=str(tmp_path / "home"))("stats", f"{base}/b.warm")
     assert proc.returncode == 2 and "download refused" in proc.stderr, proc.stderr
     assert ".tmp" not in proc.stderr and str(tmp_path) not in proc.stderr, proc.stderr

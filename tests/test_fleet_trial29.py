@@ -1,6 +1,7 @@
 """Fleet trial 29: an operator running warm for a fleet, from the README's object-store
 sections, against real stores on 127.0.0.1 (test_remote's stdlib HTTP store, a raw
-socket store) and the real CLI in subprocesses.
+socket store) and the real CLI in subprocesses (each command a fork of a process that
+imported it once, `tests/forked_cli.py`, where no limit or signal of its own is tried).
 
 - AWS settings an S3 client cannot be made from (a profile that does not exist, an
   endpoint that is no URL, a config file that does not parse, a region that is no
@@ -27,9 +28,11 @@ import subprocess
 import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
 from raw_store import RawStore
 from test_fleet_remote import production_runtime
 from test_live_bundle import Paused
@@ -47,7 +50,7 @@ _S3_SETTINGS = {
 
 @pytest.mark.parametrize("setting", sorted(_S3_SETTINGS))
 def test_aws_settings_no_client_can_be_made_from_are_one_line(
-    warm: Warm, tmp_path: Path, setting: str
+    warm: Warm, forked: Any, tmp_path: Path, setting: str
 ) -> None:
     pytest.importorskip("boto3")
     (tmp_path / "aws-config").write_text("[unclosed\n")
@@ -57,7 +60,7 @@ def test_aws_settings_no_client_can_be_made_from_are_one_line(
     env.update({k: v.format(tmp=tmp_path) for k, v in _S3_SETTINGS[setting].items()})
     url = "s3://fleet/b.warm"
     for args in (("stats", url), ("pull", url, tmp_path / "p.warm")):
-        proc = Warm(env)(*args)
+        proc = forked(Warm(env))(*args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert proc.stderr.startswith(f"warm: error: {url}: "), proc.stderr
     served = production_runtime(env, url, tmp_path)
@@ -103,7 +106,7 @@ def test_a_download_the_disk_refuses_says_so_and_the_last_good_copy_serves(
 
     try:
         first = run()  # no copy yet: one line, exit 2
-        assert Warm(env)("stats", store.url).returncode == 0  # a last good copy
+        assert warm.with_env(**env)("stats", store.url).returncode == 0  # a last good copy
         store.body = built[0]  # changed: its download is refused by the disk
         again = run()
     finally:
@@ -203,7 +206,7 @@ def test_what_a_pull_killed_mid_copy_left_is_removed_by_the_next_write(
     store.files["/b.warm"] = built[0]
     target = tmp_path / "p.warm"
     target.write_bytes(built[1])
-    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    env = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     # stopped with the temporary file made, its bytes not yet copied
     copying = Paused(env, tmp_path / "gate", "shutil:copyfileobj", "pull", f"{base}/b.warm", target)
     copying.proc.send_signal(signal.SIGKILL)
@@ -229,7 +232,7 @@ def test_a_pull_the_disk_refuses_names_path_and_leaves_it_as_it_was(
     store, base, _ = http_store
     store.files["/b.warm"] = built[0]
     env = dict(warm.env, WARM_HOME=str(tmp_path / "home"))
-    assert Warm(env)("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
+    assert warm.with_env(**env)("pull", f"{base}/b.warm", tmp_path / "first.warm").returncode == 0
     target = tmp_path / "p.warm"
     target.write_bytes(built[1])
     limit = len(built[0]) // 2
@@ -289,12 +292,12 @@ def test_a_bundle_put_in_place_of_one_a_killed_writer_left_is_not_rolled_into(
     store, base, _ = http_store
     source, target = old_and_new(store, built, tmp_path)
     killed_writing(target, _KILLED_MID_WRITE, "-journal")
-    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    env = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     replaced_soundly(env, command, f"{base}/b.warm", source, target, "-journal")
 
 
 def replaced_soundly(
-    env: Warm, command: str, url: str, source: Path, target: Path, left: str
+    env: Any, command: str, url: str, source: Path, target: Path, left: str
 ) -> None:
     """`warm pull URL TARGET` or `warm merge SOURCE -o TARGET --force` (`command`) succeeds,
     TARGET verifies sound with the source's three tunes, and nothing named TARGET`left`
@@ -326,7 +329,7 @@ def test_a_pull_into_a_folder_says_it_is_one_and_never_suggests_force(
     store.files["/b.warm"] = built[0]
     folder = tmp_path / "bundles"
     folder.mkdir()
-    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    env = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     proc = env("pull", f"{base}/b.warm", folder, *(["--force"] if force else []))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "a folder" in proc.stderr and "--force" not in proc.stderr, proc.stderr
@@ -363,7 +366,9 @@ def test_a_pulled_bundle_is_readable_as_any_file_the_user_makes(
     assert (new.stat().st_mode & 0o777, kept.stat().st_mode & 0o777) == (0o644, 0o640)
 
 
-def test_no_aws_credentials_are_said_so_not_a_store_unreachable(warm: Warm, tmp_path: Path) -> None:
+def test_no_aws_credentials_are_said_so_not_a_store_unreachable(
+    warm: Warm, forked: Any, tmp_path: Path
+) -> None:
     pytest.importorskip("boto3")
     env = {k: v for k, v in warm.env.items() if not k.startswith("AWS_")}
     env.update(
@@ -375,7 +380,7 @@ def test_no_aws_credentials_are_said_so_not_a_store_unreachable(warm: Warm, tmp_
     )
     (tmp_path / "b.warm").write_bytes(b"")
     for args in (("stats", "s3://fleet/b.warm"), ("pull", "s3://fleet/b.warm", tmp_path / "p")):
-        proc = Warm(env)(*args)
+        proc = forked(Warm(env))(*args)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "no AWS credentials" in proc.stderr and "unreachable" not in proc.stderr, proc.stderr
 
@@ -409,7 +414,7 @@ def test_a_store_misbehaving_is_one_line_or_the_last_good_copy_with_one_warning(
     mode: str,
 ) -> None:
     store = _Misbehaving(built[0])
-    env = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "home")))
+    env = warm.with_env(WARM_HOME=str(tmp_path / "home"))
     try:
         store.mode = mode
         first = env("stats", store.url)

@@ -25,8 +25,9 @@ today's write-back stamps what it was served and built at one time; a merge of b
 bundles of one workload tells no binary apart; a URL with a signed query, or one signing
 nothing, is one kept copy to both; stop 41's `<header>` mark is paired by content (pure
 logic). Real CLI (each command a fork of a process that imported that warm's CLI once,
-`tests/forked_cli.py`), real production processes, real SQLite files, the system C compiler
-and NVRTC.
+`tests/forked_cli.py`), real production processes (each run alone a fork of one that
+imported numpy and that warm's `warmcli` once, `tests/forked_python.py`; those run at once
+started), real SQLite files, the system C compiler and NVRTC.
 
 Stop 42's warm is the checkout at `/tmp/base42` where one is, else a `git worktree` of
 81fe69a made in a temporary folder (and removed after); skipped where neither can be had.
@@ -47,7 +48,8 @@ from typing import ClassVar
 
 import pytest
 from forked_cli import Servers
-from upgrades import STORED, Fleet, digest, keys, release
+from forked_python import ForkedPython
+from upgrades import SERVE, STORED, Fleet, digest, keys, release
 
 BASE = "81fe69a"
 CHECKOUT = Path("/tmp/base42")
@@ -246,6 +248,35 @@ HEADERS = {
 }
 
 
+class _ForkedFleet(Fleet):
+    """`Fleet` whose `serve` (one production process run to its end, what it computed
+    read) is a fork of a process that imported numpy and that warm's `warmcli` once
+    (`tests/forked_python.py`, one a warm and environment); `serving`, processes that run at once
+    (`test_production_write_backs_of_both_at_once`), still starts them."""
+
+    def __init__(self, folder: Path, old: Path, servers: Servers) -> None:
+        super().__init__(folder, old, servers)
+        self.pythons: dict[tuple[object, ...], ForkedPython] = {}
+
+    def serve(
+        self, code: Path, bundle: Path | str | None, workload: Path | None = None, **env: str
+    ) -> dict[str, object]:
+        more = {"WARM_BUNDLE": str(bundle)} if bundle is not None else {}
+        environ = dict(self.env, PYTHONPATH=str(code), **more, **env)
+        own = (code, *sorted((k, v) for k, v in env.items() if not k.startswith("WARM_")))
+        if own not in self.pythons:  # (one a warm and environment apart from WARM_*)
+            self.pythons[own] = ForkedPython(environ, self.folder)
+        done = self.pythons[own].run(
+            SERVE, str(workload or self.workload), env=environ, cwd=self.folder, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for python in self.pythons.values():
+            python.close()
+
+
 @pytest.fixture(scope="module")
 def old() -> Iterator[Path]:
     """Stop 42's warm: `/tmp/base42`, else a worktree of 81fe69a made for this module."""
@@ -256,13 +287,13 @@ def old() -> Iterator[Path]:
 def fleet(
     tmp_path_factory: pytest.TempPathFactory, old: Path
 ) -> Iterator[tuple[Fleet, dict[str, object]]]:
-    """Both warms, each command forked; `new.warm` and `old.warm`, each warm's bundle of the
-    host and CUDA workloads, `pyc-new.warm` and `pyc-old.warm` of the PyCUDA script; a cold
-    start's results."""
+    """Both warms, each command and production process run alone forked; `new.warm` and
+    `old.warm`, each warm's bundle of the host and CUDA workloads, `pyc-new.warm` and
+    `pyc-old.warm` of the PyCUDA script; a cold start's results."""
     folder = tmp_path_factory.mktemp("upgrade42")
     servers = Servers(folder)
+    fleet = _ForkedFleet(folder, old, servers)
     try:
-        fleet = Fleet(folder, old, servers)
         (folder / "inc").mkdir()
         for name, text in HEADERS.items():
             (folder / "inc" / name).write_text(text)
@@ -282,6 +313,7 @@ def fleet(
         assert fleet.serve(fleet.old, None) == cold
         yield fleet, cold
     finally:
+        fleet.close()
         servers.close()
 
 

@@ -2,8 +2,9 @@
 
 Through the real CLI in a subprocess (`warm run`, `warm stats`, `warm verify`: a fork of a
 process that imported the CLI once, `tests/forked_cli.py`, where no signal, limit or pipe
-of the process is tried) and real production subprocesses, with the host backend (the
-system C compiler):
+of the process is tried) and real production processes (each a fork of a process that
+imported numpy and warmcli once, `tests/forked_python.py`, where what it computes or
+raises is tested), with the host backend (the system C compiler):
 - a `check=` callable that answers with numpy's `False` (`(a == b).all()`), an array, a
   generator or a coroutine rejects the candidate (it was accepted: a wrong candidate
   could be picked);
@@ -17,16 +18,41 @@ system C compiler):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, SQUARES, TUNED_READ, Warm
 from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
+from forked_python import ForkedPython
+
+
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The production processes' server (conftest's `warm` environment, `tests/forked_python.py`):
+    what each computes or raises is tested, not how it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    python = ForkedPython(dict(env, COLUMNS="200"), ROOT)
+    yield python
+    python.close()
+
+
+def produced(
+    producing: ForkedPython, warm: Any, code: str, *args: object, bundle: Path | None = None
+) -> Any:
+    """`warm.production(code, *args, bundle=bundle)` (its JSON), forked from `producing`."""
+    env = dict(warm.env, **({"WARM_BUNDLE": str(bundle)} if bundle is not None else {}))
+    done = producing.run(code, *map(str, args), env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
 
 CHECKS = """
 import numpy as np
@@ -182,19 +208,21 @@ else:
     ],
 )
 def test_use_bundle_given_a_wrong_type_names_the_argument(
-    made: tuple[Warm, Path], tmp_path: Path, arguments: str, named: str
+    made: tuple[Warm, Path], producing: ForkedPython, tmp_path: Path, arguments: str, named: str
 ) -> None:
     warm, good = made
     key = tmp_path / "ci.key"
     assert warm("keygen", key).returncode == 0
     call = arguments.replace("BUNDLE", repr(str(good))).replace("KEY", repr(f"{key}.pub"))
-    got = warm.production(USE_BUNDLE, call)
+    got = produced(producing, warm, USE_BUNDLE, call)
     assert got["type"] == "TypeError", got
     assert got["message"].startswith(f"use_bundle: {named} "), got
     assert "\n" not in got["message"]
 
 
-def test_use_bundle_takes_the_types_the_readme_shows(made: tuple[Warm, Path]) -> None:
+def test_use_bundle_takes_the_types_the_readme_shows(
+    made: tuple[Warm, Path], producing: ForkedPython
+) -> None:
     warm, good = made
     for call in (
         f"{str(good)!r}",
@@ -203,7 +231,7 @@ def test_use_bundle_takes_the_types_the_readme_shows(made: tuple[Warm, Path]) ->
         f"{str(good)!r}, write=None",
         "None",
     ):
-        assert warm.production(USE_BUNDLE, call) == {"type": None, "message": ""}, call
+        assert produced(producing, warm, USE_BUNDLE, call) == {"type": None, "message": ""}, call
 
 
 def _children(pid: int) -> list[int]:
@@ -337,14 +365,14 @@ print(json.dumps({"y": old.read(y).tolist()}))
 
 
 def test_a_runtime_kept_past_use_bundle_still_tunes(
-    made: tuple[Warm, Path],
+    made: tuple[Warm, Path], producing: ForkedPython
 ) -> None:
     """`use_bundle` closed the bundle under a runtime still in use: its next tune raised
     `sqlite3.ProgrammingError: Cannot operate on a closed database.`"""
     warm, good = made
     want = {"y": [1.0 + 2 * i for i in range(8)]}
-    assert warm.production(OLD_RUNTIME, "none") == want
-    assert warm.production(OLD_RUNTIME, good) == want
+    assert produced(producing, warm, OLD_RUNTIME, "none") == want
+    assert produced(producing, warm, OLD_RUNTIME, good) == want
 
 
 MISUSE = """
@@ -432,7 +460,7 @@ def workload(rt):
 
 @pytest.mark.parametrize("kind", ["object", "method", "numpy", "setter"])
 def test_a_check_objects_state_keys_its_tune(
-    warm: Warm, workload_file, bundle_path: Path, kind: str
+    warm: Warm, producing: ForkedPython, workload_file, bundle_path: Path, kind: str
 ) -> None:
     """A check that is an object (or its bound method) holding its tolerance, or that reads
     it from a global numpy number: a bundle warmed under a loose one served its pick (the
@@ -441,8 +469,9 @@ def test_a_check_objects_state_keys_its_tune(
     loose = warm.with_env(WARM_TEST_TOLERANCE="1.0", WARM_TEST_KIND=kind)  # (run forked)
     strict = warm.with_env(WARM_TEST_TOLERANCE="0.0", WARM_TEST_KIND=kind)
     assert loose("run", path, "-b", bundle_path, "-q").returncode == 0
-    assert loose.production(TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
-    assert strict.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 1}
+    assert produced(producing, loose, TUNED_READ, path, 1, bundle=bundle_path)["tunes"] == 0
+    served = produced(producing, strict, TUNED_READ, path, 1, bundle=bundle_path)
+    assert served == {"y": 1.0, "tunes": 1}
 
 
 def test_a_first_run_the_file_size_limit_stops_leaves_no_lock(
@@ -512,7 +541,7 @@ def test_a_kernel_failing_to_compile_in_a_thread_is_no_complete_bundle(
 
 @pytest.mark.parametrize("value", ["false", "off", "no", "False", " 0 "])
 def test_warm_bundle_write_false_writes_nothing(
-    made: tuple[Warm, Path], tmp_path: Path, workload_file, value: str
+    made: tuple[Warm, Path], producing: ForkedPython, tmp_path: Path, workload_file, value: str
 ) -> None:
     """`WARM_BUNDLE_WRITE=false` wrote the process's misses back into the bundle (only
     empty and `0` were off, where `WARM_EXPLAIN=false` is off)."""
@@ -525,7 +554,7 @@ def test_warm_bundle_write_false_writes_nothing(
     before = hashlib.sha256(bundle.read_bytes()).hexdigest()
     quiet = Warm(dict(warm.env, WARM_BUNDLE_WRITE=value, WARM_REPORT=value))
     returns = ONE + "    return rt.upload(np.ones(4, np.float32))\n"
-    got = quiet.production(TUNED_READ, workload_file(returns), 0, bundle=bundle)
+    got = produced(producing, quiet, TUNED_READ, workload_file(returns), 0, bundle=bundle)
     assert got == {"y": 1.0, "tunes": 0}
     assert hashlib.sha256(bundle.read_bytes()).hexdigest() == before
 
@@ -631,7 +660,7 @@ def workload(rt):
 
 
 def test_a_checks_recorded_state_does_not_key_its_tune(
-    warm: Warm, workload_file, bundle_path: Path
+    warm: Warm, producing: ForkedPython, workload_file, bundle_path: Path
 ) -> None:
     """A check object that records what it saw (its worst error, a count of calls on its
     class) as it runs: that state is no setting, so a production process, whose served
@@ -639,4 +668,5 @@ def test_a_checks_recorded_state_does_not_key_its_tune(
     took the state the first tune's checks left, and was never served)."""
     path = workload_file(RECORDING_CHECK)
     assert warm("run", path, "-b", bundle_path, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 1, bundle=bundle_path) == {"y": 1.0, "tunes": 0}
+    served = produced(producing, warm, TUNED_READ, path, 1, bundle=bundle_path)
+    assert served == {"y": 1.0, "tunes": 0}
