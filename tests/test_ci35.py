@@ -155,7 +155,7 @@ def test_under_trusted_keys_an_unsigned_bundle_fails_each_ci_gate(
     workload.write_text(HOST_ONLY)
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0
     assert warm("keygen", key).returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     for args, code in (
         (("run", workload, "-b", bundle, "-q"), 2),
         (("check", bundle), 2),
@@ -228,7 +228,7 @@ def test_a_rerun_with_the_key_signs_what_a_cancelled_first_run_left_unsigned(
     workload.write_text(HOST_ONLY)
     assert warm("keygen", key).returncode == 0
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0  # as the cancelled run left it
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     refused = trusting("run", workload, "-b", bundle, "-q")
     assert refused.returncode == 2 and "unsigned" in refused.stderr, refused.stderr
     rerun = trusting("run", workload, "-b", bundle, "-q", "--key", key)
@@ -267,7 +267,7 @@ def test_a_run_signing_with_a_key_its_trusted_keys_lack_is_refused_before_it_war
     workload.write_text(HOST_ONLY)
     ci, prod = tmp_path / "ci.key", tmp_path / "prod.key"
     assert warm("keygen", ci).returncode == 0 and warm("keygen", prod).returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{prod}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{prod}.pub")
     proc = trusting("run", workload, "-b", bundle, "-q", "--key", ci)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "WARM_TRUSTED_KEYS" in proc.stderr, proc.stderr
@@ -427,7 +427,7 @@ def test_a_merge_signing_with_a_key_its_trusted_keys_lack_is_refused(
     assert warm("keygen", ci).returncode == 0 and warm("keygen", prod).returncode == 0
     shard = tmp_path / "s.warm"
     assert warm("run", workload, "-b", shard, "-q", "--key", prod).returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{prod}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{prod}.pub")
     out = tmp_path / "fleet.warm"
     proc = trusting("merge", shard, "-o", out, "--key", ci)
     assert proc.returncode == 2, proc.stdout + proc.stderr
