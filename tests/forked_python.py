@@ -139,3 +139,16 @@ class ForkedPython:
         for left in self.scratch.iterdir():
             left.unlink()
         self.scratch.rmdir()
+
+
+def produced(
+    server: ForkedPython, warm: Any, code: str, *args: object, bundle: Path | None = None
+) -> Any:
+    """conftest's `Warm.production`, forked from `server`: `code` run with `args` in `warm`'s
+    environment (over `bundle` through `WARM_BUNDLE`, if given) in the repository's root,
+    its exit 0 asserted; the JSON it prints."""
+    env = dict(warm.env, **({"WARM_BUNDLE": str(bundle)} if bundle is not None else {}))
+    root = Path(__file__).resolve().parents[1]
+    proc = server.run(code, *map(str, args), env=env, cwd=root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -154,7 +155,7 @@ def test_under_trusted_keys_an_unsigned_bundle_fails_each_ci_gate(
     workload.write_text(HOST_ONLY)
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0
     assert warm("keygen", key).returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     for args, code in (
         (("run", workload, "-b", bundle, "-q"), 2),
         (("check", bundle), 2),
@@ -171,23 +172,39 @@ def test_under_trusted_keys_an_unsigned_bundle_fails_each_ci_gate(
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
 
 
+@pytest.fixture(scope="module")
+def host_only_once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
+    """`b.warm`: `warm run --no-verify` of `HOST_ONLY` once for the module (forked), in a
+    folder of its own with the warm home that made it: what each push test copies."""
+    from forked_cli import ForkedWarm
+
+    base = tmp_path_factory.mktemp("host-only")
+    (base / "w.py").write_text(HOST_ONLY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
+    assert warm("run", base / "w.py", "-b", base / "b.warm", "-q", "--no-verify").returncode == 0
+    return base / "b.warm"
+
+
 @pytest.mark.parametrize("tail", ["/", "/bundles/", "", "/bundles/?X-Amz-Signature=abc"])
-def test_a_push_to_a_folder_url_is_refused_naming_it(warm: Warm, tmp_path: Path, tail: str) -> None:
+def test_a_push_to_a_folder_url_is_refused_naming_it(
+    warm: Warm, tmp_path: Path, tail: str, host_only_once: Path
+) -> None:
     """`warm push app.warm https://store/bundles/` (as `aws s3 cp` takes a prefix) stored an
     object named `bundles/`, exit 0, that no reader of `.../bundles/app.warm` finds: a URL
-    naming a folder is refused before anything is sent, as a bundle path ending in `/` is."""
+    naming a folder is refused before anything is sent, as a bundle path ending in `/` is.
+    (The bundle pushed: `HOST_ONLY`'s, warmed once for the module and copied here.)"""
     import socket
 
-    workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
-    workload.write_text(HOST_ONLY)
-    assert warm("run", workload, "-b", bundle, "-q", "--no-verify").returncode == 0
+    bundle = tmp_path / "b.warm"
+    shutil.copyfile(host_only_once, bundle)
     listener = socket.socket()  # nothing may reach it: the refusal comes first
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     listener.settimeout(0.01)
     try:
         url = f"http://127.0.0.1:{listener.getsockname()[1]}{tail}"
-        proc = Warm(dict(warm.env, WARM_REMOTE_DEADLINE="5"))("push", bundle, url, timeout=60)
+        proc = warm.with_env(WARM_REMOTE_DEADLINE="5")("push", bundle, url, timeout=60)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert proc.stderr.count("\n") == 1 and "folder" in proc.stderr, proc.stderr
         with pytest.raises(TimeoutError):
@@ -211,7 +228,7 @@ def test_a_rerun_with_the_key_signs_what_a_cancelled_first_run_left_unsigned(
     workload.write_text(HOST_ONLY)
     assert warm("keygen", key).returncode == 0
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0  # as the cancelled run left it
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{key}.pub")
     refused = trusting("run", workload, "-b", bundle, "-q")
     assert refused.returncode == 2 and "unsigned" in refused.stderr, refused.stderr
     rerun = trusting("run", workload, "-b", bundle, "-q", "--key", key)
@@ -250,7 +267,7 @@ def test_a_run_signing_with_a_key_its_trusted_keys_lack_is_refused_before_it_war
     workload.write_text(HOST_ONLY)
     ci, prod = tmp_path / "ci.key", tmp_path / "prod.key"
     assert warm("keygen", ci).returncode == 0 and warm("keygen", prod).returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{prod}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{prod}.pub")
     proc = trusting("run", workload, "-b", bundle, "-q", "--key", ci)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "WARM_TRUSTED_KEYS" in proc.stderr, proc.stderr
@@ -410,7 +427,7 @@ def test_a_merge_signing_with_a_key_its_trusted_keys_lack_is_refused(
     assert warm("keygen", ci).returncode == 0 and warm("keygen", prod).returncode == 0
     shard = tmp_path / "s.warm"
     assert warm("run", workload, "-b", shard, "-q", "--key", prod).returncode == 0
-    trusting = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{prod}.pub"))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=f"{prod}.pub")
     out = tmp_path / "fleet.warm"
     proc = trusting("merge", shard, "-o", out, "--key", ci)
     assert proc.returncode == 2, proc.stdout + proc.stderr

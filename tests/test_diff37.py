@@ -4,7 +4,8 @@ Each workload here returns the buffers it computed; a driver process runs it on 
 runtime and writes them to a `.npz`, cold (`WARM_BUNDLE=` empty), served by the bundle
 `warm run` made (`WARM_REPORT=1` says it served everything) and, where a variant is given,
 changed against that bundle (a partial miss, which must compile what changed and serve the
-rest). Every array must match the cold one bit for bit. Real `warm run` and real cc.
+rest). Every array must match the cold one bit for bit. Real `warm run` and real cc (the
+`warm` commands forks of a process that imported the CLI once, `Trial`'s `servers`).
 
 Found here: a C kernel with `__attribute__((constructor))` shared a translation unit (one
 binary) with other kernels, so a hit ran its constructor when any of them loaded, before the
@@ -23,10 +24,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from conftest import Warm
+from forked_cli import ForkedWarm
 
 DRIVE = """
 import os, runpy, sys
@@ -42,9 +47,12 @@ np.savez(sys.argv[2], **{name: rt.read(buffer) for name, buffer in got.items()})
 
 
 class Trial:
-    """One workload in a folder of its own: run cold, warmed, served and changed."""
+    """One workload in a folder of its own: run cold, warmed, served and changed. Given the
+    forking servers (`servers`: conftest's `forking_servers`), its `warm` commands are forks
+    of them (`tests/forked_cli.py`: what each says and stores is what is tested here, not
+    how a process starts); without, each is a process started, as its drivers always are."""
 
-    def __init__(self, folder: Path, source: str, name: str = "w.py") -> None:
+    def __init__(self, folder: Path, source: str, name: str = "w.py", servers: Any = None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.workload, self.bundle = folder, folder / name, folder / "b.warm"
         self.workload.write_text(source, encoding="utf-8")
@@ -52,6 +60,7 @@ class Trial:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
         self.env.update(WARM_HOME=str(folder / "home"), COLUMNS="200")
         self.runs = 0
+        self.servers = servers
 
     def _python(self, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -64,7 +73,10 @@ class Trial:
         )
 
     def warm(self, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
-        return self._python("-m", "warmcli", *args, **env)
+        if self.servers is None:
+            return self._python("-m", "warmcli", *args, **env)
+        forked = ForkedWarm(Warm({**self.env, **env}), self.servers)
+        return forked(*args, cwd=self.folder, timeout=300)
 
     def outputs(self, bundle: str, **env: str) -> tuple[dict[str, np.ndarray], str]:
         """What the workload computed, over `bundle` ('' for none), and the report."""
@@ -88,6 +100,12 @@ class Trial:
 
     def served(self, **env: str) -> tuple[dict[str, np.ndarray], str]:
         return self.outputs(str(self.bundle), **env)
+
+
+@pytest.fixture
+def trial(forking_servers: Any) -> Callable[..., Trial]:
+    """`trial(folder, source)`: a `Trial` whose `warm` commands are forked."""
+    return lambda folder, source: Trial(folder, source, servers=forking_servers)
 
 
 def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
@@ -133,7 +151,7 @@ def workload(rt):
 
 
 def test_relative_and_empty_cpath_entries_are_the_working_folders_as_cc_reads_them(
-    tmp_path: Path,
+    tmp_path: Path, trial: Callable[..., Trial]
 ) -> None:
     """`CPATH=sub` names `./sub` and `CPATH=:` the working folder, as cc reads them (an
     empty entry is the working folder). warm keyed `sub` from the working folder but ran cc
@@ -141,7 +159,7 @@ def test_relative_and_empty_cpath_entries_are_the_working_folders_as_cc_reads_th
     such file or directory`) what a bundle warmed with the same folder named absolutely
     served; and it keyed an empty entry as no folder, so `CPATH=:` was a miss whose compile
     failed."""
-    trial = Trial(tmp_path, CPATH_WORKLOAD)
+    trial = trial(tmp_path, CPATH_WORKLOAD)
     (tmp_path / "cpv.h").write_text("#define CPV 7\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "cpv.h").write_text("#define CPV 2\n")
@@ -156,14 +174,14 @@ def test_relative_and_empty_cpath_entries_are_the_working_folders_as_cc_reads_th
 
 
 # Host workloads, one feature each, that a `suite.py` workload runs one after another (one
-# `warm run`, one cold, one served and one changed process for them all). `D37_VARIANT=1`
+# `warm run`, one cold, one served and one changed process for them all). `WARM_TEST_D37_VARIANT=1`
 # is the changed workload: each feature changes what it says (a define, a shape, an option),
 # and the fixture edits the header `f_headers` includes, so each has a miss and a hit.
 FEATURES: dict[str, str] = {
     "f_types": r'''
 import os
 from warmcli import Kernel
-V = os.environ.get("D37_VARIANT", "0")
+V = os.environ.get("WARM_TEST_D37_VARIANT", "0")
 SRC = r"""
 #include <stdint.h>
 #include <stdbool.h>
@@ -186,7 +204,7 @@ def workload(rt):
     "f_defines": r'''
 import os
 from warmcli import Kernel
-V = os.environ.get("D37_VARIANT", "0") == "1"
+V = os.environ.get("WARM_TEST_D37_VARIANT", "0") == "1"
 SRC = r"""
 void f(double *o, int n) {
     const char *s = LABEL;
@@ -217,7 +235,7 @@ def workload(rt):
     "f_state": r'''
 import os
 from warmcli import Kernel
-STEP = 2 if os.environ.get("D37_VARIANT", "0") == "1" else 1
+STEP = 2 if os.environ.get("WARM_TEST_D37_VARIANT", "0") == "1" else 1
 SRC = r"""
 static int count;
 static long total = 100;
@@ -244,7 +262,7 @@ import threading
 import numpy as np
 import pytest
 from warmcli import Kernel, Tunable
-N = 300 if os.environ.get("D37_VARIANT", "0") == "1" else 200
+N = 300 if os.environ.get("WARM_TEST_D37_VARIANT", "0") == "1" else 200
 SRC = "void axpy(float *y, const float *x, float a, int n) " \
       "{ for (int i = 0; i < n; i++) y[i] += a * x[i] + OFF; }"
 KS = [Kernel(SRC, "axpy", "PPfi", defines={"OFF": i}, name=f"axpy{i}") for i in range(2)]
@@ -279,7 +297,7 @@ import os
 import numpy as np
 import pytest
 from warmcli import Kernel, Tunable
-SHAPES = (6, 9, 64) if os.environ.get("D37_VARIANT", "0") == "1" else (5, 8, 33)
+SHAPES = (6, 9, 64) if os.environ.get("WARM_TEST_D37_VARIANT", "0") == "1" else (5, 8, 33)
 SRC = r"""
 void acc(float *y, const float *x, int n, int reps) {
     for (int r = 0; r < reps * SLOW; r++) { volatile float z = r; (void)z; }
@@ -414,12 +432,12 @@ class Suite:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
+def suite(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Suite:
     """Every feature, in a folder whose name is not ASCII: run cold, warmed (`-j 1`: one
     compiler process, so every kernel that may share a unit shares one), served, then
-    changed (`D37_VARIANT=1`, `f_headers`' header edited) cold and over the bundle."""
+    changed (`WARM_TEST_D37_VARIANT=1`, `f_headers`' header edited) cold and over the bundle."""
     folder = tmp_path_factory.mktemp("d37") / "ünï cødé ☃"
-    trial = Trial(folder, SUITE, name="suite.py")
+    trial = Trial(folder, SUITE, name="suite.py", servers=forking_servers)
     for name, source in FEATURES.items():
         (folder / f"{name}.py").write_text(source, encoding="utf-8")
     headers = folder / "inç ☃"
@@ -434,8 +452,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Suite:
     trial.warmed("-j", "1")
     got.hot, got.hot_report = trial.served()
     (headers / "sub.h").write_text("static double hv(void) { return HV * 3; }\n")
-    got.changed_cold = trial.cold(D37_VARIANT="1")
-    got.changed, got.changed_report = trial.served(D37_VARIANT="1")
+    got.changed_cold = trial.cold(WARM_TEST_D37_VARIANT="1")
+    got.changed, got.changed_report = trial.served(WARM_TEST_D37_VARIANT="1")
     return got
 
 
@@ -502,7 +520,7 @@ def test_verify_and_stats_describe_the_suite_bundle(suite: Suite) -> None:
         for line in misses
     ), verified.stdout
     changed = trial.warm(
-        "verify", trial.bundle, "--workload", trial.workload, "-q", D37_VARIANT="1"
+        "verify", trial.bundle, "--workload", trial.workload, "-q", WARM_TEST_D37_VARIANT="1"
     )
     assert changed.returncode == 1, changed.stderr + changed.stdout
     out = changed.stdout + changed.stderr
@@ -526,13 +544,13 @@ def workload(rt):
 
 
 def test_a_header_read_first_by_a_relative_name_is_the_working_folders_and_keyed(
-    tmp_path: Path,
+    tmp_path: Path, trial: Callable[..., Trial]
 ) -> None:
     """cc reads `-include rv.h` (`-imacros sub/rv2.h`) from its working folder first: warm
     ran cc in a scratch folder, so every such kernel failed to compile (`rv.h: No such file
     or directory`), cold and under `warm run`. It is the working folder's file now, for the
     compiler and the key: an edit of it is a miss, never the old build."""
-    trial = Trial(tmp_path, PRE_INCLUDED)
+    trial = trial(tmp_path, PRE_INCLUDED)
     (tmp_path / "rv.h").write_text("#define RV 3\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "rv2.h").write_text("#define RV2 4\n")
@@ -568,7 +586,9 @@ def workload(rt):
 """
 
 
-def test_an_nvrtc_kernels_relative_pre_included_header_edited_is_a_miss(tmp_path: Path) -> None:
+def test_an_nvrtc_kernels_relative_pre_included_header_edited_is_a_miss(
+    tmp_path: Path, trial: Callable[..., Trial]
+) -> None:
     """NVRTC, in process, reads `-include rv.h` from the working folder, but the key did not
     cover a header read first by a relative name: an edit of it was served the old cubin
     (`warm verify` said the bundle is complete)."""
@@ -576,7 +596,7 @@ def test_an_nvrtc_kernels_relative_pre_included_header_edited_is_a_miss(tmp_path
 
     if find_nvrtc() is None:
         pytest.skip("NVRTC not installed")
-    trial = Trial(tmp_path, CUDA_PRE_INCLUDED)
+    trial = trial(tmp_path, CUDA_PRE_INCLUDED)
     (tmp_path / "rv.h").write_text("#define RV 3\n")
     trial.warmed("--arch", "sm_90")
     (tmp_path / "rv.h").write_text("#define RV 4\n")

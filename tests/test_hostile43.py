@@ -1,5 +1,6 @@
 """Holes hostile43 found in what stop 42 added, each reproduced for real: the real CLI in a
-subprocess, real servers on 127.0.0.1, real SQLite files."""
+subprocess (forked, `tests/forked_cli.py`, but the one signalled, started), real servers on
+127.0.0.1, real SQLite files."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # `urlsplit` reads `[::1]x.invalid` as the host `::1` (this machine: plain http:// taken),
 # but `http.client` connects to the name `[::1]x.invalid` as it is, which a DNS server (or
@@ -163,6 +165,26 @@ time.sleep(60)
 """
 
 
+def _into_the_removal(clean: subprocess.Popen[str], journal: Path) -> None:
+    """Until `clean`'s removal has begun (its rollback journal there: the one write of the
+    command) and its journal has stopped growing (the statement done, the commit waiting for
+    the reader, once it is quick; 3 s at most, as long as the fixed wait this replaced)."""
+    deadline = time.monotonic() + 60  # (generous: a loaded machine's start and imports)
+    while not journal.exists():
+        assert clean.poll() is None, f"ended before its removal: {clean.communicate()}"
+        assert time.monotonic() < deadline, "the removal never began"
+        time.sleep(0.02)
+    settled, size = time.monotonic() + 3, -1
+    while time.monotonic() < settled and size != (size := _size(journal)):
+        time.sleep(0.2)
+
+
+def _size(path: Path) -> int:
+    with contextlib.suppress(OSError):
+        return path.stat().st_size
+    return -1
+
+
 def test_a_big_removal_under_a_reader_ends_at_once_on_sigterm(
     warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
@@ -189,7 +211,7 @@ def test_a_big_removal_under_a_reader_ends_at_once_on_sigterm(
     try:
         assert reader.stdout is not None and reader.stdout.readline() == "held\n"
         clean = warm.popen("clean", "--tune", "bulk", path)
-        time.sleep(3)  # into the removal (its commit, once it is quick)
+        _into_the_removal(clean, Path(f"{path}-journal"))
         clean.send_signal(signal.SIGTERM)
         try:
             _, err = clean.communicate(timeout=5)

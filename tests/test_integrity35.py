@@ -2,7 +2,8 @@
 
 Real bundles made by `warm run` (host cc; CUDA by NVRTC for `--arch`, no GPU) or by
 `big_bundle`'s SQL, edited with plain SQL (an index taken out of the schema while rows
-change, then put back as it was: stale), read by the real CLI in subprocesses.
+change, then put back as it was: stale), read by the real CLI in subprocesses (forked) and
+by production processes (forks of one that imported numpy and warmcli, `producing`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 from conftest import Warm, nvrtc_release_or_skip
+from forked_python import ForkedPython, produced
+from test_keys_exact import keys_producing  # noqa: F401  (`producing`)
 from test_review34b import TWO_FACTORS, _swap_ptx_keys
 
 # -- 1. PTX rows moved under another build's key --------------------------------------------
@@ -253,7 +256,7 @@ SERVED = (
 
 
 def test_every_reader_gives_a_malformed_row_one_verdict(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any, producing: ForkedPython
 ) -> None:
     """Each mutation is one malformed row: stats (exit 2), verify (1), check (1, `corrupt`),
     diff against the sound bundle (1, listed corrupt), merge (2), sign (2) and clean
@@ -267,7 +270,7 @@ def test_every_reader_gives_a_malformed_row_one_verdict(
     sound, env = host_bundle
     warm = Warm(env)
     cli = forked(warm)  # each command a fork of one process that imported the CLI once
-    assert warm.production(SERVED, EXAMPLES, bundle=sound) == {"kernels": 0, "tunes": 0}
+    assert produced(producing, warm, SERVED, EXAMPLES, bundle=sound) == {"kernels": 0, "tunes": 0}
     key = tmp_path / "key"
     assert cli("keygen", key).returncode == 0
     for i, (case, spoil) in enumerate(sorted(MALFORMED.items())):
@@ -302,7 +305,7 @@ def test_every_reader_gives_a_malformed_row_one_verdict(
             assert "corrupt" in said or (timed and name == "check"), (case, name, said[-600:])
         assert not (tmp_path / f"m{i}.warm").exists()
         assert copy.read_bytes() == bundle.read_bytes(), case  # sign refused, wrote nothing
-        served = warm.production(SERVED, EXAMPLES, bundle=bundle)
+        served = produced(producing, warm, SERVED, EXAMPLES, bundle=bundle)
         assert served["kernels"] + served["tunes"] >= (0 if timed else 1), (case, served)
 
 
@@ -343,7 +346,7 @@ def test_clean_removes_kernels_whose_blob_size_lies(
 
 
 def test_a_host_kernel_whose_binary_lacks_its_symbol_is_unsound_and_cleaned(
-    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any
+    host_bundle: tuple[Path, dict[str, str]], tmp_path: Path, forked: Any, producing: ForkedPython
 ) -> None:
     """A host kernel row pointed at another kernel's blob (sound, of the right size): its
     symbol is not in that binary, so production never serves it (`dlsym`: a miss, compiled)
@@ -363,7 +366,7 @@ def test_a_host_kernel_whose_binary_lacks_its_symbol_is_unsound_and_cleaned(
     verified = warm("verify", bundle)
     said = " ".join(verified.stdout.split())  # (lines wrap at the terminal's width)
     assert verified.returncode == 1 and "does not export warm_" in said, verified.stdout
-    served = warm.production(SERVED, EXAMPLES, bundle=bundle)
+    served = produced(producing, warm, SERVED, EXAMPLES, bundle=bundle)
     assert served == {"kernels": 1, "tunes": 0}, served
     cleaned = warm("clean", bundle, "--json")
     assert cleaned.returncode == 0, cleaned.stderr

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
+from forked_python import ForkedPython
+from test_keys_exact import keys_producing  # noqa: F401  (`producing`)
 
 from warmcli.backends.cuda.host_options import hidden_include
 from warmcli.linked import linked_digest
@@ -81,16 +83,25 @@ def _object(folder: Path, scale: int) -> Path:
     return folder / "helper.o"
 
 
-def _serve(warm: Warm, workload: Path, bundle: Path) -> dict[str, object]:
+def _serve(
+    warm: Warm, workload: Path, bundle: Path, producing: ForkedPython | None = None
+) -> dict[str, object]:
+    """What a production process over `bundle` computed and compiled: a fork of `producing`
+    where `warm`'s environment is its own but for WARM_* variables, else a process started
+    (`LIBRARY_PATH`, `COMPILER_PATH` set: read by cc, here and now, either way)."""
     env = dict(warm.env, WARM_BUNDLE=str(bundle))
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(workload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=ROOT,
-    )
+    mine = {k: v for k, v in env.items() if not k.startswith(("WARM_", "PYTEST_CURRENT_TEST"))}
+    if producing is not None and mine == producing.base:
+        done = producing.run(SERVE, str(workload), env=env, cwd=ROOT, timeout=300)
+    else:
+        done = subprocess.run(
+            [sys.executable, "-c", SERVE, str(workload)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            cwd=ROOT,
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -101,7 +112,7 @@ ARCHIVE = "-L{d}|-Wl,-u,helper|-lhelper"
 
 @pytest.mark.parametrize("spelling", ["{o}", "-Wl,{o}", "-Xlinker|{o}", ARCHIVE, "LIBRARY_PATH"])
 def test_an_object_a_kernel_links_rebuilt_with_other_code_is_a_miss(
-    warm: Warm, tmp_path: Path, spelling: str
+    warm: Warm, tmp_path: Path, spelling: str, producing: ForkedPython
 ) -> None:
     obj = _object(tmp_path / "lib", 2)
     if spelling == "LIBRARY_PATH":  # the folder the linker searches named by the environment
@@ -115,12 +126,13 @@ def test_an_object_a_kernel_links_rebuilt_with_other_code_is_a_miss(
     assert run.returncode == 0, run.stdout + run.stderr
     verify = warm("verify", bundle, "--workload", workload, "-q")
     assert verify.returncode == 0, verify.stdout + verify.stderr  # unchanged: a hit
-    assert _serve(warm, workload, bundle) == {"values": [0.0, 2.0, 4.0, 6.0], "compiled": 0}
+    served = _serve(warm, workload, bundle, producing)
+    assert served == {"values": [0.0, 2.0, 4.0, 6.0], "compiled": 0}
 
     _object(tmp_path / "lib", 3)  # the same path, other code
     verify = warm("verify", bundle, "--workload", workload, "-q")
     assert verify.returncode == 1, verify.stdout + verify.stderr
-    served = _serve(warm, workload, bundle)  # what a cold start computes, never the old build
+    served = _serve(warm, workload, bundle, producing)  # as a cold start computes, never stale
     assert served["values"] == [0.0, 3.0, 6.0, 9.0], served
 
 

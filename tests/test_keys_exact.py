@@ -1,23 +1,25 @@
 """A bundle never serves what a cold process would not compute: keys as exact as the work.
 
-Through the real CLI (`warm run`) and fresh production processes, with and without the
-bundle, compared with a cold process: a tune keyed (`key=`) on a float array whose
-elements differ past numpy's 8 printed digits is a miss, not another array's pick; a
-header reached by the compiler's search order (`-iquote` before `-I` for a quoted name,
-`-I` before `-isystem`, `-idirafter` last) is the one keyed, so its edit is a new kernel.
-"""
+Through the real CLI (`warm run`, forked) and production processes (forks of one that
+imported numpy and warmcli, `tests/forked_python.py`; those under another `CPATH` started),
+with and without the bundle, compared with a cold process: a tune keyed (`key=`) on a float
+array whose elements differ past numpy's 8 printed digits is a miss, not another array's
+pick; a header reached by the compiler's search order (`-iquote` before `-I` for a quoted
+name, `-I` before `-isystem`, `-idirafter` last) is the one keyed, so its edit is a new
+kernel."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import TUNED_READ, Warm
+from conftest import ROOT, TUNED_READ, Warm
+from forked_python import ForkedPython, produced
 
 from warmcli import Kernel
 from warmcli.kernel import kernel_key
@@ -29,6 +31,17 @@ def warm(warm: Warm, forked: Any) -> Any:
     """conftest's `warm`, each command a fork of a process that imported the CLI once
     (`tests/forked_cli.py`): no test here is of how a process starts."""
     return forked(warm)
+
+
+@pytest.fixture(name="producing", scope="module")
+def keys_producing() -> Iterator[ForkedPython]:
+    """The server of the module's production processes (`produced`): each a fork of one
+    that imported numpy and warmcli, in its test's environment (its settings, WARM_* and
+    WARM_TEST_* variables, read at call time)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)
+    yield server
+    server.close()
 
 
 ARRAY_KEY = """
@@ -58,7 +71,7 @@ SCALE = Tunable("scale", {"general": GENERAL, "unit": UNIT}, launch,
 
 
 def workload(rt):
-    coeffs = np.array([float(os.environ.get("C0", "1.0")), 2.0])
+    coeffs = np.array([float(os.environ.get("WARM_TEST_C0", "1.0")), 2.0])
     x = rt.upload(np.linspace(1, 2, 4096))
     y = rt.buffer(4096, "float64")
     rt.tune(SCALE, x, y, rt.upload(coeffs), 4096, coeffs)
@@ -67,17 +80,17 @@ def workload(rt):
 
 
 def test_a_key_array_differing_past_eight_digits_is_a_miss_not_another_pick(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     path = workload_file(ARRAY_KEY)
     bundle = tmp_path / "a.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    near = Warm(dict(warm.env, C0="1.000000001"))
-    cold = near.production(TUNED_READ, path, -1)
+    near = warm.with_env(WARM_TEST_C0="1.000000001")
+    cold = produced(producing, near, TUNED_READ, path, -1)
     assert cold["y"] == 2 * 1.000000001, "cold: the check excludes 'unit' at c0 != 1"
-    served = near.production(TUNED_READ, path, -1, bundle=bundle)
+    served = produced(producing, near, TUNED_READ, path, -1, bundle=bundle)
     assert served == {"y": cold["y"], "tunes": 1}, "a miss, never the pick made at 1.0"
-    hit = warm.production(TUNED_READ, path, -1, bundle=bundle)
+    hit = produced(producing, warm, TUNED_READ, path, -1, bundle=bundle)
     assert hit["tunes"] == 0, "what was warmed hits"
 
 
@@ -122,7 +135,7 @@ print(json.dumps({"val": int(x[0]), "kernels": len(warmcli.report().kernels)}))
 
 
 def test_an_edit_of_the_header_the_compiler_reads_first_is_a_new_kernel(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """gcc reads a quoted name from the `-iquote` folder before the `-I` one."""
     for folder, val in (("a", 1), ("b", 2)):
@@ -131,10 +144,10 @@ def test_an_edit_of_the_header_the_compiler_reads_first_is_a_new_kernel(
     path = workload_file(HEADER_WORKLOAD)
     bundle = tmp_path / "h.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(HEADER_SERVE, path, bundle=bundle) == {"val": 2, "kernels": 0}
+    assert produced(producing, warm, HEADER_SERVE, path, bundle=bundle) == {"val": 2, "kernels": 0}
     (tmp_path / "b" / "cfg.h").write_text("#define VAL 3\n")
-    assert warm.production(HEADER_SERVE, path) == {"val": 3, "kernels": 1}, "cold"
-    served = warm.production(HEADER_SERVE, path, bundle=bundle)
+    assert produced(producing, warm, HEADER_SERVE, path) == {"val": 3, "kernels": 1}, "cold"
+    served = produced(producing, warm, HEADER_SERVE, path, bundle=bundle)
     assert served == {"val": 3, "kernels": 1}, "never the stale build"
 
 
@@ -174,7 +187,7 @@ def workload(rt):
 
 
 def test_a_header_found_through_cpath_or_c_include_path_is_keyed(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """gcc reads include folders from `CPATH` and `C_INCLUDE_PATH` too: the header it
     finds there is keyed as one found in an `-I` folder, never served stale."""
@@ -194,11 +207,9 @@ def test_a_header_found_through_cpath_or_c_include_path_is_keyed(
     (tmp_path / "a" / "cfg.h").write_text("#define VAL 3\n")
     served = under_a.production(HEADER_SERVE, path, bundle=bundle)
     assert served == {"val": 3, "kernels": 1}, "an edit there is a new kernel"
-    explained = Warm(dict(warm.env, WARM_EXPLAIN="1"))
-    proc = subprocess.run(  # no CPATH at all: a miss, explained; its compile finds no cfg.h
-        [sys.executable, "-c", HEADER_SERVE, str(path)],
-        capture_output=True, text=True, env=dict(explained.env, WARM_BUNDLE=str(bundle)),
-    )  # fmt: skip
+    explained = dict(warm.env, WARM_EXPLAIN="1", WARM_BUNDLE=str(bundle))
+    # no CPATH at all: a miss, explained; its compile finds no cfg.h
+    proc = producing.run(HEADER_SERVE, str(path), env=explained, cwd=ROOT)
     assert proc.returncode != 0 and "KernelCompileError" in proc.stderr, proc.stderr
     assert "miss: kernel f: headers: bundle has sha256" in proc.stderr, proc.stderr
     assert "no headers from include folders" in proc.stderr, proc.stderr
@@ -238,7 +249,7 @@ def workload(rt):
 
 
 def test_a_candidates_edited_header_is_a_new_tune_its_check_judges_again(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """The pick was checked with the header as it was: after an edit that makes it wrong,
     a hit would run it unchecked (6.5); a cold process checks it and runs 'safe' (6.0)."""
@@ -247,14 +258,14 @@ def test_a_candidates_edited_header_is_a_new_tune_its_check_judges_again(
     path = workload_file(CHECKED_HEADER)
     bundle = tmp_path / "t.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 5, bundle=bundle) == {"y": 6.0, "tunes": 0}
+    assert produced(producing, warm, TUNED_READ, path, 5, bundle=bundle) == {"y": 6.0, "tunes": 0}
     (tmp_path / "inc" / "cfg.h").write_text("#define SHIFT 0.5\n")
-    assert warm.production(TUNED_READ, path, 5) == {"y": 6.0, "tunes": 1}, "cold"
-    assert warm.production(TUNED_READ, path, 5, bundle=bundle) == {"y": 6.0, "tunes": 1}
+    assert produced(producing, warm, TUNED_READ, path, 5) == {"y": 6.0, "tunes": 1}, "cold"
+    assert produced(producing, warm, TUNED_READ, path, 5, bundle=bundle) == {"y": 6.0, "tunes": 1}
 
 
 def test_a_relative_include_folder_is_the_working_folders_as_gcc_takes_it(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """`-I inc` names `./inc` for the key and for the compiler alike (which runs in a
     scratch folder of its own, where `inc` named nothing: every compile failed)."""
@@ -265,11 +276,9 @@ def test_a_relative_include_folder_is_the_working_folders_as_gcc_takes_it(
     run = warm("run", path, "-b", bundle, "-q", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
 
-    def served() -> object:
-        proc = subprocess.run(
-            [sys.executable, "-c", HEADER_SERVE, str(path)], capture_output=True, text=True,
-            env=dict(warm.env, WARM_BUNDLE=str(bundle)), cwd=tmp_path, timeout=120,
-        )  # fmt: skip
+    def served() -> object:  # (in tmp_path: `-I inc` is its `inc`)
+        env = dict(warm.env, WARM_BUNDLE=str(bundle))
+        proc = producing.run(HEADER_SERVE, str(path), env=env, cwd=tmp_path, timeout=120)
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
 
@@ -284,7 +293,7 @@ import numpy as np
 from warmcli import Kernel, Tunable
 
 DEVICE = "host"
-RTOL = float(os.environ.get("RTOL", "0.1"))
+RTOL = float(os.environ.get("WARM_TEST_RTOL", "0.1"))
 GOOD = Kernel("void sq(const float *x, float *y, int n) { for (int r = 0; r < 300; r++) "
               "for (int i = 0; i < n; i++) y[i] = x[i] * x[i]; }", "sq", "PPi")
 OFF = Kernel("void sq(const float *x, float *y, int n) { "
@@ -311,18 +320,18 @@ def workload(rt):
 
 
 CLASS_TOLERANCE = GLOBAL_TOLERANCE.replace(
-    'RTOL = float(os.environ.get("RTOL", "0.1"))',
-    'class Config:\n    RTOL = float(os.environ.get("RTOL", "0.1"))',
+    'RTOL = float(os.environ.get("WARM_TEST_RTOL", "0.1"))',
+    'class Config:\n    RTOL = float(os.environ.get("WARM_TEST_RTOL", "0.1"))',
 ).replace("rtol=RTOL", "rtol=Config.RTOL")
 MODULE_TOLERANCE = GLOBAL_TOLERANCE.replace(
-    'RTOL = float(os.environ.get("RTOL", "0.1"))',
+    'RTOL = float(os.environ.get("WARM_TEST_RTOL", "0.1"))',
     "import sys\nsys.path.insert(0, os.path.dirname(__file__))  # (run by path)\nimport tolerances",
 ).replace("rtol=RTOL", "rtol=tolerances.RTOL")
 
 
 @pytest.mark.parametrize("held_by", ["global", "class", "module"])
 def test_a_tolerance_a_check_reads_keys_its_value(
-    warm: Warm, workload_file, tmp_path: Path, held_by: str
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython, held_by: str
 ) -> None:
     """Warmed with RTOL=0.1 ('off', 1% high, passes and wins); served with RTOL=1e-6, the
     check that would exclude it is another check: a miss, never 'off' unchecked. The
@@ -331,20 +340,23 @@ def test_a_tolerance_a_check_reads_keys_its_value(
     source = sources[held_by]
     path = workload_file(source)
     (path.parent / "tolerances.py").write_text(
-        'import os\nRTOL = float(os.environ.get("RTOL", "0.1"))\n'
+        'import os\nRTOL = float(os.environ.get("WARM_TEST_RTOL", "0.1"))\n'
     )
     bundle = tmp_path / "k.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
-    tight = Warm(dict(warm.env, RTOL="1e-6"))
-    assert tight.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
-    assert tight.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
+    assert produced(producing, warm, TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
+    tight = warm.with_env(WARM_TEST_RTOL="1e-6")
+    assert produced(producing, tight, TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert produced(producing, tight, TUNED_READ, path, 9, bundle=bundle) == {
+        "y": 100.0,
+        "tunes": 1,
+    }
 
 
 HELPER_CHECK = GLOBAL_TOLERANCE.replace(
     """def squares(outputs, inputs):
     np.testing.assert_allclose(outputs[0], inputs[0] ** 2, rtol=RTOL)""",
-    """if os.environ.get("TIGHT"):
+    """if os.environ.get("WARM_TEST_TIGHT"):
     def close(a, b):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 else:
@@ -358,17 +370,20 @@ def squares(outputs, inputs):
 
 
 def test_a_check_calling_a_helper_of_its_module_keys_the_helpers_code(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """The check's tolerance lives in a helper it calls: an edit there is another check."""
     assert "close(outputs[0]" in HELPER_CHECK
     path = workload_file(HELPER_CHECK)
     bundle = tmp_path / "h.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
-    tight = Warm(dict(warm.env, TIGHT="1"))
-    assert tight.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
-    assert tight.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
+    assert produced(producing, warm, TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
+    tight = warm.with_env(WARM_TEST_TIGHT="1")
+    assert produced(producing, tight, TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert produced(producing, tight, TUNED_READ, path, 9, bundle=bundle) == {
+        "y": 100.0,
+        "tunes": 1,
+    }
 
 
 LAUNCH_EDIT = (
@@ -379,7 +394,7 @@ LAUNCH_EDIT = (
     .replace(
         """def launch(rt, k, x, y, n, *, stream=None):
     rt.launch(k, x, y, n, stream=stream)""",
-        """if os.environ.get("MODE"):
+        """if os.environ.get("WARM_TEST_MODE"):
     def launch(rt, k, x, y, n, *, stream=None):
         rt.launch(k, x, y, n, 1, stream=stream)
 else:
@@ -390,7 +405,7 @@ else:
 
 
 def test_an_edited_launch_function_of_a_checked_tunable_is_a_new_tune(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """Warmed with a launch under which 'off' passes the check (and wins); served with a
     launch under which it computes 1% high: the check that excluded it cold must judge it
@@ -399,7 +414,10 @@ def test_an_edited_launch_function_of_a_checked_tunable_is_a_new_tune(
     path = workload_file(LAUNCH_EDIT)
     bundle = tmp_path / "l.warm"
     assert warm("run", path, "-b", bundle, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
-    edited = Warm(dict(warm.env, MODE="1"))
-    assert edited.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
-    assert edited.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
+    assert produced(producing, warm, TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
+    edited = warm.with_env(WARM_TEST_MODE="1")
+    assert produced(producing, edited, TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    assert produced(producing, edited, TUNED_READ, path, 9, bundle=bundle) == {
+        "y": 100.0,
+        "tunes": 1,
+    }

@@ -152,7 +152,7 @@ def test_check_under_trusted_keys_fails_what_production_would_not_serve(
     assert warm("keygen", tmp_path / "ci.key").returncode == 0
     assert warm("sign", bundle, "--key", tmp_path / "ci.key").returncode == 0
     assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0  # 6 kernels, 3 tunes: unsigned
-    trusted = Warm(dict(warm.env, WARM_TRUSTED_KEYS=str(tmp_path / "ci.key.pub")))
+    trusted = warm.with_env(WARM_TRUSTED_KEYS=str(tmp_path / "ci.key.pub"))
     proc = trusted("check", bundle, "--device", "host", "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
@@ -274,7 +274,7 @@ def test_a_new_compiler_s_note_does_not_say_the_old_builds_are_not_served(
     version = '[ "$1" = --version ] && { echo "othercc 9.9"; exit 0; }'
     cc.write_text(f'#!/bin/sh\n{version}\nexec cc "$@"\n')
     cc.chmod(0o755)
-    proc = Warm(dict(warm.env, WARM_CC=str(cc)))("run", MATMUL, "-b", bundle, "-q")
+    proc = warm.with_env(WARM_CC=str(cc))("run", MATMUL, "-b", bundle, "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout + proc.stderr
     assert "built by" in text and "not served on host" not in text, text

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_made  # noqa: F401  (conftest's `made`, commands forked)
 
 
 class _Serve:
@@ -80,7 +81,7 @@ def served(made: tuple[Warm, Path]) -> Iterator[tuple[_Serve, str]]:
 
 def _bounded(made: tuple[Warm, Path], tmp_path: Path, **env: str) -> tuple[Warm, Path]:
     home = tmp_path / "home"
-    return Warm(dict(made[0].env, WARM_HOME=str(home), **env)), home
+    return made[0].with_env(WARM_HOME=str(home), **env), home  # (forked, as `made`'s)
 
 
 def _temporaries(home: Path) -> list[Path]:
@@ -121,7 +122,7 @@ def test_a_dripping_download_stops_at_the_deadline_and_the_last_good_copy_serves
         assert time.monotonic() - began < 30
         assert _temporaries(home) == []
     serve.mode = "drip"
-    fresh = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "fresh")))
+    fresh = warm.with_env(WARM_HOME=str(tmp_path / "fresh"))
     proc = fresh("stats", url, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()

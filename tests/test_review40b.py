@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -76,7 +76,7 @@ def _make_pending(path: Path) -> None:
 
 
 def test_a_dask_rerun_measures_the_tunes_a_gpu_less_prebuild_left_pending(
-    warm: Warm, scheduler: str, tmp_path: Path
+    warm: Warm, scheduler: str, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """A bundle pre-built without a GPU holds its tunes pending; the README says `warm run`
     on a machine that can measure them measures them. Locally it does. With `--dask` the
@@ -84,8 +84,7 @@ def test_a_dask_rerun_measures_the_tunes_a_gpu_less_prebuild_left_pending(
     kept the bundle's own tune over every shard's (`as_run`: a held tune is a hit), so the
     bundle stayed pending and the run's own verify pass failed (exit 1: '3 tune(s) measured,
     not in the bundle'). A measured tune now replaces a pending one held, as locally."""
-    bundle, local = tmp_path / "b.warm", tmp_path / "l.warm"
-    assert warm("run", MATMUL, "-b", bundle, "-q").returncode == 0
+    bundle, local = host_bundle(tmp_path / "b.warm"), tmp_path / "l.warm"  # MATMUL's, warmed
     _make_pending(bundle)
     assert {s for s, _ in _tunes(warm, bundle)} == {"pending"}
     shutil.copy(bundle, local)
@@ -151,15 +150,14 @@ def test_a_dask_run_under_trusted_keys_signs_no_row_they_did_not_sign_of_an_olde
 
 
 def test_under_trusted_keys_a_pending_tune_a_shard_measured_is_signed_as_the_runs(
-    warm: Warm, scheduler: str, tmp_path: Path
+    warm: Warm, scheduler: str, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """A tune the bundle held pending and unsigned, measured by a shard, is what the run
     added: `--key` signs it, as a local run signs what it stores (left unsigned, it was
     not served under the trusted keys and the run's verify pass measured it again)."""
     plain = warm  # (conftest's: no WARM_ variable but WARM_HOME in tmp_path; forked)
-    bundle, local, key = tmp_path / "b.warm", tmp_path / "l.warm", tmp_path / "key"
-    assert plain("run", MATMUL, "-b", bundle, "-q").returncode == 0
-    assert plain("keygen", key).returncode == 0
+    bundle, local, key = host_bundle(tmp_path / "b.warm"), tmp_path / "l.warm", tmp_path / "key"
+    assert plain("keygen", key).returncode == 0  # (the bundle: MATMUL's, warmed)
     assert plain("sign", bundle, "--key", key).returncode == 0
     _make_pending(bundle)  # its tunes no longer signed
     shutil.copy(bundle, local)

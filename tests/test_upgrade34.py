@@ -1,9 +1,10 @@
 """Upgrades under a warm bundle: what a fleet changes between warming and serving.
 
-Through the real CLI (`warm run`) and fresh production processes compared with a cold
-process: a check's helper that lives in a module beside the workload (`from checks import
-close`), edited after warming, is another check, never the old pick served unchecked.
-"""
+Through the real CLI (`warm run`, forked) and production processes (forks of one that
+imported numpy and warmcli, `tests/forked_python.py`, where only WARM_* variables differ;
+else started) compared with a cold process: a check's helper that lives in a module beside
+the workload (`from checks import close`), edited after warming, is another check, never the
+old pick served unchecked."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, TUNED_READ, Warm
+from forked_python import ForkedPython, produced
 from test_compact_tunes import _format1
-from test_keys_exact import GLOBAL_TOLERANCE
+from test_keys_exact import GLOBAL_TOLERANCE, keys_producing  # noqa: F401  (`producing`)
 from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
 
 from warmcli import Kernel, Tunable
@@ -56,7 +58,9 @@ def squares(outputs, inputs):
 LOOSE = "import numpy as np\n\n\ndef close(a, b):\n    np.testing.assert_allclose(a, b, rtol=0.1)\n"
 
 
-def _served_after_helper_edit(warm: Warm, workload_file, tmp_path: Path, how: str) -> None:
+def _served_after_helper_edit(
+    warm: Warm, workload_file, tmp_path: Path, how: str, producing: ForkedPython
+) -> None:
     path = workload_file(IMPORTED_HELPER)
     helper = path.parent / "checks.py"
     helper.write_text(LOOSE)
@@ -64,22 +68,23 @@ def _served_after_helper_edit(warm: Warm, workload_file, tmp_path: Path, how: st
     bundle = tmp_path / "h.warm"
     done = env("run", path, "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr
-    assert env.production(TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
+    assert produced(producing, env, TUNED_READ, path, 9, bundle=bundle)["tunes"] == 0
     helper.write_text(LOOSE.replace("rtol=0.1", "rtol=1e-6"))  # the helper edited
-    assert env.production(TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
-    assert env.production(TUNED_READ, path, 9, bundle=bundle) == {"y": 100.0, "tunes": 1}
+    assert produced(producing, env, TUNED_READ, path, 9) == {"y": 100.0, "tunes": 1}, "cold"
+    served = produced(producing, env, TUNED_READ, path, 9, bundle=bundle)
+    assert served == {"y": 100.0, "tunes": 1}
 
 
 def test_a_check_helper_imported_by_name_from_a_module_beside_it_is_keyed(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
-    _served_after_helper_edit(warm, workload_file, tmp_path, "from")
+    _served_after_helper_edit(warm, workload_file, tmp_path, "from", producing)
 
 
 def test_a_check_helper_read_through_a_module_beside_it_is_keyed(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
-    _served_after_helper_edit(warm, workload_file, tmp_path, "module")
+    _served_after_helper_edit(warm, workload_file, tmp_path, "module", producing)
 
 
 # A host kernel whose options make cc read a file: SCALE comes from it (WARM_TEST_OPTS, as
@@ -139,7 +144,7 @@ EVERY_READ = TUNED_READ.replace("float(y[int(sys.argv[2])])", "[float(v) for v i
 
 
 def test_a_header_cc_reads_before_the_source_in_any_spelling_is_keyed(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """gcc's other spellings of `-include`, `-I` and `-idirafter`, and `-imacros`: the
     header edited after warming is another kernel (a miss, 3.0), never the old build (2.0).
@@ -154,11 +159,14 @@ def test_a_header_cc_reads_before_the_source_in_any_spelling_is_keyed(
     done = warm("run", path, "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr
     count = len(SPELLINGS)
-    assert warm.production(EVERY_READ, path, bundle=bundle) == {"y": [2.0] * count, "tunes": 0}
+    served = produced(producing, warm, EVERY_READ, path, bundle=bundle)
+    assert served == {"y": [2.0] * count, "tunes": 0}
     for header in headers:
         header.write_text("#define SCALE 3\n")
-    assert warm.production(EVERY_READ, path) == {"y": [3.0] * count, "tunes": 0}, "cold"
-    assert warm.production(EVERY_READ, path, bundle=bundle) == {"y": [3.0] * count, "tunes": 0}
+    cold = produced(producing, warm, EVERY_READ, path)
+    assert cold == {"y": [3.0] * count, "tunes": 0}, "cold"
+    served = produced(producing, warm, EVERY_READ, path, bundle=bundle)
+    assert served == {"y": [3.0] * count, "tunes": 0}
 
 
 @pytest.mark.parametrize(
