@@ -18,7 +18,6 @@ raises is tested), with the host backend (the system C compiler):
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,12 +25,11 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import ROOT, SQUARES, TUNED_READ, Warm
 from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
-from forked_python import ForkedPython
+from forked_python import ForkedPython, produced
 
 
 @pytest.fixture(scope="module")
@@ -42,16 +40,6 @@ def producing() -> Iterator[ForkedPython]:
     python = ForkedPython(dict(env, COLUMNS="200"), ROOT)
     yield python
     python.close()
-
-
-def produced(
-    producing: ForkedPython, warm: Any, code: str, *args: object, bundle: Path | None = None
-) -> Any:
-    """`warm.production(code, *args, bundle=bundle)` (its JSON), forked from `producing`."""
-    env = dict(warm.env, **({"WARM_BUNDLE": str(bundle)} if bundle is not None else {}))
-    done = producing.run(code, *map(str, args), env=env, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
 
 
 CHECKS = """
