@@ -1,7 +1,9 @@
 """A bundle reached through a symbolic link is the file the link leads to: one write lock
 (beside that file) for every writer, whichever name it was given, and a merge (or pull)
 whose output is a link writes the file it leads to, keeping the link. Through the real
-CLI in subprocesses, on real files.
+CLI in subprocesses, on real files (the `warm` fixture's commands each a fork of a process
+that imported the CLI once, `tests/forked_cli.py`; the run that waits for the merge's lock
+a started one).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/locks")
 

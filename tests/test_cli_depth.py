@@ -77,8 +77,14 @@ def foreign_cc(tmp_path: Path) -> Path:
 
 
 def run_picky(warm: Warm, workload: Path, bundle: Path, slow: str) -> None:
-    env = dict(warm.env, SLOW=slow)
-    Warm(env).json("run", workload, "--bundle", bundle)
+    """`warm run` of PICKY with SLOW=`slow`: set by a copy of the workload (its name kept,
+    in a folder of its own) as its first line, not in warm's environment, where a variable
+    of its own would start a forking server of its own (`tests/forked_cli.py`)."""
+    folder = workload.parent / f"slow-{slow}"
+    folder.mkdir()
+    slowed = folder / workload.name
+    slowed.write_text(f"import os; os.environ['SLOW'] = {slow!r}\n" + workload.read_text())
+    warm.json("run", slowed, "--bundle", bundle)
 
 
 def test_diff_reports_a_changed_pick_and_merge_keeps_the_newer(
@@ -123,7 +129,7 @@ def test_merge_holds_both_and_clean_removes_the_foreign_toolchain(
 ) -> None:
     here, there, merged = tmp_path / "here.warm", tmp_path / "there.warm", tmp_path / "m.warm"
     host_bundle(here)  # as `warm run MATMUL --bundle here` makes it
-    Warm(dict(warm.env, WARM_CC=str(foreign_cc))).json("run", MATMUL, "--bundle", there)
+    warm.with_env(WARM_CC=str(foreign_cc)).json("run", MATMUL, "--bundle", there)
     warm.json("merge", here, there, "-o", merged)
     kernels = warm.json("stats", merged)["kernels"]
     assert len(kernels) == 12

@@ -1,17 +1,23 @@
 """A CUDA build for a driver older than its compiler: a cubin is served on any driver of its
 major release (minor version compatibility), PTX only on one of its release; a refusal
-names the fix."""
+names the fix. The real CLI, each command forked (`tests/forked_cli.py`); the example's
+`--json` pre-build by each compiler is made once for the module, read by the test of its
+`--json` and copied by the test of `check --driver`."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip, this_warms
+from forked_cli import ForkedWarm
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 from warmcli.backends.serving import Target, choose, why_not
@@ -85,11 +91,36 @@ def _prebuild(
     )
 
 
+@pytest.fixture(scope="module")
+def prebuilt(
+    tmp_path_factory: pytest.TempPathFactory, forking_servers: Any
+) -> Callable[[str], tuple[subprocess.CompletedProcess[str], Path]]:
+    """`prebuilt(compiler)`: the CUDA example's `--json` pre-build by that compiler (as
+    `_prebuild` runs it, forked as `warm` is) and its bundle, made once for the module: what
+    the test of its `--json` reads, and what the test of `check --driver` copies."""
+    folder = tmp_path_factory.mktemp("prebuilt30")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(
+        Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")), forking_servers
+    )
+    made: dict[str, tuple[subprocess.CompletedProcess[str], Path]] = {}
+
+    def get(compiler: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+        if compiler not in made:
+            made[compiler] = (
+                _prebuild(warm, folder, compiler, "--json"),
+                folder / f"{compiler}.warm",
+            )
+        return made[compiler]
+
+    return get
+
+
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
 def test_prebuild_json_names_the_driver_its_cuda_builds_need(
-    warm: Warm, tmp_path: Path, compiler: str
+    prebuilt: Callable[[str], tuple[subprocess.CompletedProcess[str], Path]], compiler: str
 ) -> None:
-    proc = _prebuild(warm, tmp_path, compiler, "--json")
+    proc, _ = prebuilt(compiler)
     assert proc.returncode == 0, proc.stderr
     (info,) = json.loads(proc.stdout)["compilers"]
     release = re.search(r"release (\d+\.\d+)", info["version"])
@@ -128,9 +159,16 @@ def _kernel_refusals(warm: Warm, bundle: Path, *driver: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("compiler", ["nvrtc", "nvcc"])
-def test_check_answers_for_a_stated_fleet_driver(warm: Warm, tmp_path: Path, compiler: str) -> None:
-    assert _prebuild(warm, tmp_path, compiler, "--quiet").returncode == 0
+def test_check_answers_for_a_stated_fleet_driver(
+    warm: Warm,
+    tmp_path: Path,
+    compiler: str,
+    prebuilt: Callable[[str], tuple[subprocess.CompletedProcess[str], Path]],
+) -> None:
+    proc, made = prebuilt(compiler)  # (the module's pre-build, as _prebuild makes it here)
+    assert proc.returncode == 0, proc.stderr
     bundle = tmp_path / f"{compiler}.warm"
+    shutil.copyfile(made, bundle)
     version = json.loads(warm("devices", "--compiler", compiler, "--json").stdout)
     cuda = next(c for c in version["compilers"] if c["device"] != "host")
     found = re.search(r"release (\d+\.\d+)", cuda["version"])

@@ -27,10 +27,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import (
+    ForkedWarm,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 
 # Runs `warm ARGS...` with a hook that has the process send itself WARM_TEST_SIGNAL at a
@@ -66,11 +70,13 @@ main()
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def shards(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> tuple[Path, Path]:
+    """Shards 0/2 and 1/2 of the host example, warmed once for the module (each run a fork
+    of a process that imported the CLI, `tests/forked_cli.py`: they only make the inputs)."""
     folder = tmp_path_factory.mktemp("shards")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env["WARM_HOME"] = str(folder / "home")
-    warm = Warm(env)
+    env.update(WARM_HOME=str(folder / "home"), COLUMNS="200")  # (as `warm`'s: one server)
+    warm = ForkedWarm(Warm(env), forking_servers)
     made = []
     for i in (0, 1):
         path = folder / f"s{i}.warm"

@@ -12,10 +12,14 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import (
+    ForkedWarm,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 
 SMALL = {"WARM_EXAMPLE_KERNELS": "5"}  # one tunable operation of three, two plain kernels
@@ -34,11 +38,15 @@ print(len(r.kernels), len(r.tunes))
 
 
 @pytest.fixture(scope="module")
-def signed_small(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """The small host example warmed and signed by `ci.key`; the same bundle unsigned."""
+def signed_small(
+    tmp_path_factory: pytest.TempPathFactory, forking_servers: Any
+) -> tuple[Path, Path, Path]:
+    """The small host example warmed and signed by `ci.key`; the same bundle unsigned (each
+    command forked from the server the tests' warm uses: they only make the inputs)."""
     folder = tmp_path_factory.mktemp("small39")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(folder / "home"), **SMALL))
+    env.update(WARM_HOME=str(folder / "home"), COLUMNS="200", **SMALL)
+    warm = ForkedWarm(Warm(env), forking_servers)
     key, bundle, unsigned = folder / "ci.key", folder / "signed.warm", folder / "unsigned.warm"
     assert warm("keygen", key).returncode == 0
     done = warm("run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "--key", key, "-q")
@@ -74,7 +82,7 @@ def test_a_command_without_trusted_keys_never_replaces_the_copy_production_serve
     first = _serve(keyed, url)
     assert first.returncode == 0 and first.stdout == "0 0\n" and not first.stderr, first.stderr
     held.files["/fleet.warm"] = unsigned.read_bytes()
-    stats = Warm(machine)("stats", url)
+    stats = warm.with_env(WARM_HOME=machine["WARM_HOME"])("stats", url)  # (machine's env)
     assert stats.returncode == 0, stats.stdout + stats.stderr
     again = _serve(keyed, url)
     assert again.returncode == 0, again.stderr
@@ -85,12 +93,15 @@ def test_a_command_without_trusted_keys_never_replaces_the_copy_production_serve
 
 
 @pytest.fixture(scope="module")
-def cuda_small(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The CUDA example warmed for sm_90 without a GPU (compile-only, NVRTC), made once."""
+def cuda_small(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
+    """The CUDA example warmed for sm_90 without a GPU (compile-only, NVRTC), made once
+    (forked from the server the tests' warm uses)."""
     nvrtc_release_or_skip()
     folder = tmp_path_factory.mktemp("cuda39")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(folder / "home")))
+    warm = ForkedWarm(
+        Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")), forking_servers
+    )
     bundle = folder / "cuda.warm"
     done = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
     assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]

@@ -13,6 +13,7 @@ app.warmup -- 8`), refused without saying a workload takes no arguments; and `wa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,14 @@ def _kernel_bytes(stdout: str) -> list[int]:
     return [int(r.split()[3].replace(",", "")) for r in table.splitlines()[2:] if r.strip()]
 
 
-def test_stats_explain_contents_bytes_are_its_kernels_shares(warm: Warm, tmp_path: Path) -> None:
+def test_stats_explain_contents_bytes_are_its_kernels_shares(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """`warm stats --explain matmul` on the host example's bundle said `4 kernels, 21,808
     bytes`: the whole batch binary (six kernels') beside four of them. The Contents row's
     bytes are the shares of the kernels listed (they add up to the binary bytes, as the
     README says), in `warm stats` (the whole binary) and under `--explain` alike."""
-    bundle = tmp_path / "m.warm"
-    done = warm("run", ROOT / "examples" / "matmul_host.py", "-b", bundle, "--quiet")
-    assert done.returncode == 0, done.stderr
+    bundle = host_bundle(tmp_path / "m.warm")  # as `warm run examples/matmul_host.py -q` makes it
     for extra in ([], ["--explain", "matmul"]):
         done = warm("stats", bundle, *extra)
         assert done.returncode == 0, done.stderr

@@ -55,9 +55,15 @@ def test_pycuda_refuses_a_struct_by_value_a_string_and_a_complex_for_a_number(
     from conftest import nvrtc_release_or_skip
 
     nvrtc_release_or_skip()
-    script = tmp_path / "pyc.py"
-    script.write_text(PYCUDA)
-    base = dict(warm.env, PREPARED=prepared)
+
+    def script(case: str) -> Path:
+        """The workload of one case (CASE and PREPARED written in its text, not read from
+        the environment: every run here forked from one server, `tests/forked_cli.py`)."""
+        path = tmp_path / f"pyc_{case}.py"
+        text = PYCUDA.replace('os.environ["CASE"]', repr(case))
+        path.write_text(text.replace('os.environ.get("PREPARED")', repr(prepared)))
+        return path
+
     wanted = {
         "struct": "struct passed by value",
         "struct_int": "struct passed by value",
@@ -68,14 +74,15 @@ def test_pycuda_refuses_a_struct_by_value_a_string_and_a_complex_for_a_number(
     if not prepared:  # a call's numpy scalar is packed as its bytes; prepare's letter converts
         wanted["half"] = "float16 scalar has no kernel letter"
     for case, says in wanted.items():
-        run = Warm({**base, "CASE": case})
-        done = run("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "p.warm", "-q")
+        args = ("--pycuda", "--arch", "sm_90", "-b", tmp_path / "p.warm", "-q")
+        done = warm("run", script(case), *args)
         assert done.returncode == 2, (case, done.stdout, done.stderr)
         position = "argument 3" if case in ("complex", "half") else "argument 2"
         assert says in done.stderr and position in done.stderr, (case, done.stderr)
         assert "Traceback" not in done.stderr, done.stderr
-    run = Warm({**base, "CASE": "fine"})
-    done = run("run", script, "--pycuda", "--arch", "sm_90", "-b", tmp_path / "p.warm", "-q")
+    done = warm(
+        "run", script("fine"), "--pycuda", "--arch", "sm_90", "-b", tmp_path / "p.warm", "-q"
+    )
     assert done.returncode == 0, done.stderr
 
 

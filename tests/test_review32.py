@@ -1,7 +1,9 @@
 """A senior review of round 32's changes: what they broke for a legitimate user.
 
 Through the real CLI in subprocesses and real cc on the host backend (pure logic where
-only a digest is compared).
+only a digest is compared); a production script whose result is what is tested (served
+strict or not) runs as a fork of one process that imported numpy and warmcli
+(`tests/forked_python.py`).
 
 Bugs it found:
 - the new code digest of a check's and launch function's code (`code_digest`, keyed by
@@ -48,12 +50,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT, Warm
+from forked_python import ForkedPython
 from test_unseen32 import STRICT_SERVE
 
 from warmcli.runtime.check_keys import check_identity
@@ -65,6 +69,16 @@ def warm(warm: Warm, forked: Any) -> Any:
     """conftest's `warm`, each command a fork of a process that imported the CLI once
     (`tests/forked_cli.py`): no test here is of how a process starts."""
     return forked(warm)
+
+
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's production processes whose result is what is tested (served strict, or
+    not), each a fork of one that imported numpy and warmcli (`tests/forked_python.py`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)  # (conftest's `warm`'s, its home aside)
+    yield server
+    server.close()
 
 
 def _out_first(out, inp):  # type: ignore[no-untyped-def]
@@ -184,7 +198,11 @@ SAME = "bool(out[0][0] == 1.0)"
     ],
 )
 def test_a_check_computing_otherwise_is_not_served_the_others_pick(
-    warm: Warm, tmp_path: Path, warmed_with: tuple[str, str], served_with: tuple[str, str]
+    warm: Warm,
+    tmp_path: Path,
+    warmed_with: tuple[str, str],
+    served_with: tuple[str, str],
+    producing: ForkedPython,
 ) -> None:
     """A bundle warmed with one check is a strict miss for a check of the same text but
     for its parameters' order, or a keyword's name: that one judges otherwise (it was
@@ -198,10 +216,7 @@ def test_a_check_computing_otherwise_is_not_served_the_others_pick(
     for (params, body), served_strict in ((warmed_with, True), (served_with, False)):
         served = tmp_path / f"served{served_strict}.py"
         served.write_text(CHECKED.format(params=params, body=body))
-        ran = subprocess.run(
-            [sys.executable, "-c", SERVE, served],
-            capture_output=True, text=True, env=env, timeout=300,
-        )  # fmt: skip
+        ran = producing.run(SERVE, str(served), env=env, cwd=ROOT, timeout=300)
         assert (ran.returncode == 0) is served_strict, (params, ran.stdout, ran.stderr)
 
 
@@ -234,7 +249,7 @@ print(rt.read(dict_job.workload(rt))[0])
 
 
 def test_a_check_kept_in_a_dict_calling_a_helper_is_served_strict(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """The workload known by its file's name renamed its module's functions, but not a
     lambda kept in a dict: its helper was no longer of its module, dropped from its key
@@ -244,10 +259,7 @@ def test_a_check_kept_in_a_dict_calling_a_helper_is_served_strict(
     done = warm("run", tmp_path / "dict_job.py", "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
-    served = subprocess.run(
-        [sys.executable, "-c", IMPORTED, tmp_path],
-        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+    served = producing.run(IMPORTED, str(tmp_path), env=env, cwd=tmp_path, timeout=300)
     assert served.returncode == 0, served.stderr
     assert served.stdout.strip() == "1.0", served.stdout
 
@@ -401,7 +413,7 @@ def check(out, inp):
 
 
 def test_a_check_calling_a_library_function_by_another_global_is_keyed_apart(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """A module global naming a library's function (`compare = np.greater`), called by the
     check: what it names was no part of the key, so a bundle warmed with `np.greater` was
@@ -415,8 +427,5 @@ def test_a_check_calling_a_library_function_by_another_global_is_keyed_apart(
     for name, served_strict in (("greater", True), ("less", False)):
         served = tmp_path / f"served_{name}.py"
         served.write_text(ALIASED.format(name=name))
-        ran = subprocess.run(
-            [sys.executable, "-c", SERVE, served],
-            capture_output=True, text=True, env=env, timeout=300,
-        )  # fmt: skip
+        ran = producing.run(SERVE, str(served), env=env, cwd=ROOT, timeout=300)
         assert (ran.returncode == 0) is served_strict, (name, ran.stdout, ran.stderr)

@@ -7,6 +7,7 @@ import fcntl
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import Warm
@@ -110,14 +111,13 @@ def workload(rt):
 """
 
 
-def _missed_beside_tunes_of(warm: Warm, tmp_path: Path, devices: list[str]) -> str:
-    """What a run with one new kernel says over the example's bundle given one more tune
-    measured on each of `devices` (a copy of one of its own, keyed apart)."""
-    from conftest import EXAMPLES
-
-    bundle = tmp_path / "b.warm"
-    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
-    assert done.returncode == 0, done.stdout + done.stderr
+def _missed_beside_tunes_of(
+    warm: Warm, tmp_path: Path, devices: list[str], host_bundle: Callable[[Path], Path]
+) -> str:
+    """What a run with one new kernel says over the example's bundle (`host_bundle`'s: as
+    `warm run examples/matmul_host.py -q` makes it) given one more tune measured on each of
+    `devices` (a copy of one of its own, keyed apart)."""
+    bundle = host_bundle(tmp_path / "b.warm")
     with sqlite3.connect(bundle) as conn:
         row = list(conn.execute("SELECT * FROM tunes LIMIT 1").fetchone())
         marks = ", ".join("?" * len(row))
@@ -130,24 +130,27 @@ def _missed_beside_tunes_of(warm: Warm, tmp_path: Path, devices: list[str]) -> s
     return done.stdout + done.stderr
 
 
-def test_another_cpus_tunes_are_noted_beside_many_gpus_tunes(warm: Warm, tmp_path: Path) -> None:
+def test_another_cpus_tunes_are_noted_beside_many_gpus_tunes(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """A bundle of this machine's host tunes, 64 GPUs' (a fleet's fingerprints) and another
     CPU's: a host run's first miss notes the other CPU's tunes. `grouped` kept the first 64
     distinct devices of every backend, this machine's own first, so the GPUs took every
     place and the other CPU's tunes were never said (a GROUP BY said them)."""
     devices = [f"cuda|forged GPU {i}|sm_90|none" for i in range(64)] + ["host|other CPU"]
-    out = _missed_beside_tunes_of(warm, tmp_path, devices)
+    out = _missed_beside_tunes_of(warm, tmp_path, devices, host_bundle)
     assert "tune(s) measured on 'host|other CPU'" in out, out
     assert "forged GPU" not in out, out  # not this backend's: never said to a host run
 
 
 def test_past_64_other_devices_the_rest_of_their_tunes_are_counted(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """70 other CPUs' tunes: the first 64 devices are noted one by one and the tunes of the
     other 6 counted together (`grouped` dropped them: the notes said 6 tunes fewer than the
     bundle holds, with nothing saying more were left out)."""
-    out = _missed_beside_tunes_of(warm, tmp_path, [f"host|other CPU {i}" for i in range(70)])
+    others = [f"host|other CPU {i}" for i in range(70)]
+    out = _missed_beside_tunes_of(warm, tmp_path, others, host_bundle)
     assert out.count("bundle holds 1 tune(s) measured on 'host|other CPU") == 64, out
     assert "bundle holds 6 more tune(s) measured on other devices" in out, out
 

@@ -1,6 +1,7 @@
 """review40d: the disk40 and judged40 merges, read again. Each test names what was wrong;
 real parts only (the CLI in a subprocess, real SQLite files, the C compiler, a tmpfs
-mounted in a mount namespace of the command's own, skipped where none can be)."""
+mounted in a mount namespace of the command's own, skipped where none can be); the noting
+test's runs forked from a server that imported the CLI (`tests/forked_cli.py`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from big_bundle import build_big
 from conftest import ROOT, Warm
+from forked_cli import ForkedWarm
 from full_disk import in_private_mount, one_line
 
 
@@ -193,7 +196,11 @@ def workload(rt):
     ids=["fill", "one-value-from-data", "zeros", "zeros-plus-one"],
 )
 def test_one_value_out_is_noted_only_where_what_went_in_told_nothing(
-    made: tuple[Warm, Path], tmp_path: Path, env: dict[str, str], noted: bool
+    made: tuple[Warm, Path],
+    tmp_path: Path,
+    env: dict[str, str],
+    noted: bool,
+    forking_servers: Any,
 ) -> None:
     """judged40 noted every check whose outputs held one value throughout as judging
     nothing ("warm it on inputs that tell them apart (random data)"): a tuned fill of 3.0
@@ -203,9 +210,9 @@ def test_one_value_out_is_noted_only_where_what_went_in_told_nothing(
     (zeros in: a wrong candidate makes the same value), as before; a left-as-it-was still."""
     from test_judged40 import WARNING
 
-    script = tmp_path / "fill.py"
-    script.write_text(FILL)
-    warm = Warm(dict(made[0].env, **env))
+    script = tmp_path / "fill.py"  # the case's variables set by its first line, not in warm's
+    script.write_text(f"import os; os.environ.update({env!r})\n" + FILL)  # (one server: forked)
+    warm = ForkedWarm(Warm(dict(made[0].env)), forking_servers)
     done = warm("run", script, "-b", tmp_path / "f.warm", "--json")
     assert done.returncode == 0, done.stderr
     notes = [n for p in json.loads(done.stdout)["passes"] for n in p["notes"] if WARNING in n]

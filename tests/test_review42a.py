@@ -1,6 +1,7 @@
 """Review of leftovers42a (review42a): a late launch under way while its pass's runtime is
 retired, a process reopening a bundle locked at its open, key= values wide or cyclic, and
-errors that reach the terminal on one line."""
+errors that reach the terminal on one line. Its `warm` commands each a fork of a process
+that imported the CLI once (`tests/forked_cli.py`): none is of how a process starts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_leftovers42a import FILLS, HOLD  # the workload and the lock holder
 
 from warmcli import Bundle, Kernel, ProcessMode, ProcessModeOverride, Runtime

@@ -3,17 +3,21 @@ empty bundle name is refused in one line by every command (it named the user's d
 bundle, which `warm clean ""` then emptied); a malformed URL is one line, never a
 traceback; a workload that removes the folder warm run started in still has its kernels
 stored; a workload that closes `sys.stdout` under `--json` still gets one JSON object.
+The default bundle the empty-name cases guard is warmed once for the module, its home
+copied to each case.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import ForkedWarm
 
 ONE_KERNEL = """\
 import os, shutil
@@ -36,12 +40,25 @@ def warm(warm: Warm, forked: Any) -> Any:
     return forked(warm)
 
 
-def _home_bundle(warm: Warm, tmp_path: Path) -> Path:
-    """The default bundle (WARM_HOME/bundle.warm), warmed by the host example."""
-    home = Path(warm.env["WARM_HOME"])
-    home.mkdir(parents=True, exist_ok=True)
+@pytest.fixture(scope="module")
+def home_warmed(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
+    """A warm home whose default bundle the host example warmed (`warm run matmul_host.py
+    -q`, forked as `warm` is), once for the module: what `_home_bundle` copies."""
+    folder = tmp_path_factory.mktemp("home-warmed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    home = folder / "home"
+    home.mkdir()
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(home), COLUMNS="200")), forking_servers)
     proc = warm("run", EXAMPLES / "matmul_host.py", "-q")
     assert proc.returncode == 0, proc.stderr
+    return home
+
+
+def _home_bundle(warm: Warm, home_warmed: Path) -> Path:
+    """The default bundle (WARM_HOME/bundle.warm), warmed by the host example: the
+    module's warmed home copied as the test's WARM_HOME, as that run there leaves it."""
+    home = Path(warm.env["WARM_HOME"])
+    shutil.copytree(home_warmed, home, symlinks=True)
     return home / "bundle.warm"
 
 
@@ -56,9 +73,9 @@ def _home_bundle(warm: Warm, tmp_path: Path) -> Path:
     ],
 )
 def test_an_empty_bundle_name_is_refused_and_the_default_bundle_kept(
-    warm: Warm, tmp_path: Path, args: tuple[str, ...]
+    warm: Warm, home_warmed: Path, args: tuple[str, ...]
 ) -> None:
-    default = _home_bundle(warm, tmp_path)
+    default = _home_bundle(warm, home_warmed)
     before = default.read_bytes()
     proc = warm(*args)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
