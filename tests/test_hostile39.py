@@ -84,17 +84,18 @@ def test_a_remembered_record_nested_deep_or_huge_is_forgotten_not_a_traceback(
     s3_like: tuple[S3Like, str],  # noqa: F811
 ) -> None:
     """What a fetch remembers beside a copy (`meta.json`) was read whole and parsed with
-    `json.loads`, catching only OSError and ValueError: one nested 200,000 deep raised
+    `json.loads`, catching only OSError and ValueError: one nested 50,000 deep raised
     RecursionError, a traceback from `warm stats URL` and from a keyed production start
     (whose first fetch reads the old shared folder's record to seed its copy); one of 2 GiB
     was read whole (MemoryError under a 1.5 GiB limit). Such a record is believed in
     nothing now (the copy is downloaded afresh): each ends well, memory bounded."""
     key, bundle, _ = signed_small
     machine, url, plain = _plain_copy(warm, tmp_path, bundle, s3_like)
-    (plain / "meta.json").write_text("[" * 200_000)
+    deep = "[" * 50_000  # under MAX_META_BYTES (64 KiB): parsed, and too deep for json
+    (plain / "meta.json").write_text(deep)
     stats = Warm(machine)("stats", url)
     assert stats.returncode == 0 and "Traceback" not in stats.stderr, stats.stderr[-800:]
-    (plain / "meta.json").write_text("[" * 200_000)
+    (plain / "meta.json").write_text(deep)
     keyed = _serve(dict(machine, WARM_TRUSTED_KEYS=f"{key}.pub"), url)
     assert keyed.returncode == 0 and keyed.stdout == "0 0\n", keyed.stderr[-800:]
     with open(plain / "meta.json", "wb") as huge:  # sparse: no disk, 2 GiB to read
