@@ -30,15 +30,15 @@ from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from forked_python import ForkedPython
 
-# The environment of conftest's `warm` apart from its home: the scripts' own (`producing`).
-BASE = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")} | {"COLUMNS": "200"}
-
 
 @pytest.fixture(scope="module")
 def producing() -> Iterator[ForkedPython]:
     """The module's scripts and production processes, each a fork of one process that
-    imported numpy and warmcli: what they print is tested, not how they start."""
-    server = ForkedPython(BASE, ROOT)
+    imported numpy and warmcli: what they print is tested, not how they start. Its `base`
+    is conftest's `warm`'s environment apart from its home (the scripts' own), as it is
+    when the module's first test runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)
     yield server
     server.close()
 
@@ -87,7 +87,7 @@ def test_a_define_of_a_huge_int_is_refused_naming_the_kernel(producing: ForkedPy
         "except ValueError as e:\n"
         "    print(e)\n"
     )
-    done = producing.run(code, env=BASE, cwd=ROOT, timeout=60)
+    done = producing.run(code, env=producing.base, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("kernel f: define BIG: "), done.stdout
     assert "4,300" in done.stdout
@@ -189,7 +189,7 @@ def test_a_numpy_float_define_is_the_text_numpy_writes(value: str, producing: Fo
         f"k = Kernel('void f(float *x) {{ }}', 'f', 'P', defines={{'V': {value}}})\n"
         "print(k.define('V'))\n"
     )
-    done = producing.run(code, env=BASE, cwd=ROOT, timeout=60)
+    done = producing.run(code, env=producing.base, cwd=ROOT, timeout=60)
     assert done.stdout.strip() == "0.1", done.stderr
 
 
@@ -330,7 +330,7 @@ def test_an_input_the_default_tune_key_cannot_read_names_the_tunable_and_input(
         "    except TypeError as e:\n"
         "        print(e)\n"
     )
-    done = producing.run(code, env=BASE, cwd=ROOT, timeout=60)
+    done = producing.run(code, env=producing.base, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert said == [
