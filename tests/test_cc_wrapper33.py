@@ -61,7 +61,7 @@ def test_a_wrapper_script_keys_apart_from_the_compiler_it_runs(warm: Warm, tmp_p
     bundle = tmp_path / "b.warm"
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0  # plain cc: SCALE 1
     wrapper = _wrapper(tmp_path / "fast-cc", 3)
-    into = Warm(dict(warm.env, WARM_CC=str(wrapper)))
+    into = warm.with_env(WARM_CC=str(wrapper))  # (its commands forked, as warm's)
     doc = into.json("run", workload, "-b", bundle)
     assert doc["stored"]["kernels"] == 1, doc["stored"]
     assert into.production(PRODUCTION, workload, bundle=bundle) == {"y": 3.0, "compiled": 0}

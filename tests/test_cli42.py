@@ -314,14 +314,7 @@ def test_a_bad_warm_shard_is_named_as_the_variable(warm: Warm, tmp_path: Path) -
     a user who gave no --shard (RANK=5 is named: `RANK=5 is outside 0..1`)."""
     bundle = tmp_path / "b.warm"
     for value, said in (("bad", "is not I/N"), ("0/0", "N must be at least 1")):
-        env = dict(warm.env, WARM_SHARD=value)
-        proc = subprocess.run(
-            [sys.executable, "-m", "warmcli", "run", MATMUL, "-b", bundle, "-q"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = warm.with_env(WARM_SHARD=value)("run", MATMUL, "-b", bundle, "-q", timeout=120)
         line = _one_line(proc)
         assert f"WARM_SHARD {value!r}" in line and said in line, line
         assert not bundle.exists()

@@ -1,6 +1,8 @@
-"""What the CLI shows, read as a script or a CI log reads it: the real CLI in a subprocess
-(stdout a pipe, not a terminal), on a real bundle built once by `warm run`; one test runs
-`warm run` under a pseudo-terminal for the progress bars.
+"""What the CLI shows, read as a script or a CI log reads it: the real CLI, each command a
+process of its own forked from one that imported the CLI once (`tests/forked_cli.py`: stdout
+a file, not a terminal), on a real bundle built once by `warm run`; one test runs `warm run`
+under a pseudo-terminal for the progress bars, and one writes into a pipe its reader closed
+(both started as `python -m warmcli`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import ForkedWarm, Servers
 
 # Candidates that differ only by a number (BLOCK=128 / 1024) or only by options, two shapes
 # whose text sorts the wrong way (200x200 before 64x64), a kernel whose label is long.
@@ -60,16 +63,16 @@ def workload(rt):
 
 
 @pytest.fixture(scope="module")
-def piped(tmp_path_factory: pytest.TempPathFactory) -> Warm:
-    """The CLI with stdout a pipe and no COLUMNS: nothing may wrap."""
+def piped(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> ForkedWarm:
+    """The CLI with stdout no terminal and no COLUMNS: nothing may wrap (commands forked)."""
     home = tmp_path_factory.mktemp("home")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_") and k != "COLUMNS"}
     env["WARM_HOME"] = str(home)
-    return Warm(env)
+    return ForkedWarm(Warm(env), forking_servers)
 
 
 @pytest.fixture(scope="module")
-def named(piped: Warm, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def named(piped: ForkedWarm, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("named")
     (base / "named.py").write_text(NAMED)
     path = base / "named.warm"
@@ -83,7 +86,7 @@ def rows(text: str) -> list[str]:
     return text.splitlines()
 
 
-def test_piped_output_has_one_line_per_row_and_no_padding(piped: Warm, named: Path) -> None:
+def test_piped_output_has_one_line_per_row_and_no_padding(piped: ForkedWarm, named: Path) -> None:
     run_text = (named.parent / "run.txt").read_text()
     stats = piped("stats", named).stdout
     for text in (run_text, stats):
@@ -96,18 +99,11 @@ def test_piped_output_has_one_line_per_row_and_no_padding(piped: Warm, named: Pa
     for i, line in enumerate(lines):  # a table's rule is as wide as its header
         if line.strip() and set(line.strip()) == {"─"}:
             assert len(line.rstrip()) >= len(lines[i - 1].rstrip())
-    narrow = dict(piped.env, COLUMNS="60")
-    shown = subprocess.run(
-        [sys.executable, "-m", "warmcli", "stats", str(named)],
-        capture_output=True,
-        text=True,
-        env=narrow,
-        cwd=ROOT,
-    ).stdout
+    shown = piped.with_env(COLUMNS="60")("stats", named).stdout
     assert max(len(line) for line in rows(shown)) <= 60  # COLUMNS, when set, is honoured
 
 
-def test_numbers_sort_as_numbers(piped: Warm, named: Path) -> None:
+def test_numbers_sort_as_numbers(piped: ForkedWarm, named: Path) -> None:
     doc = piped.json("stats", named)
     shapes = [t["shape"] for t in doc["tunes"]]
     assert shapes[0].startswith("float32[64x64]") and shapes[1].startswith("float32[200x200]")
@@ -118,7 +114,7 @@ def test_numbers_sort_as_numbers(piped: Warm, named: Path) -> None:
     assert text.index("scale[BLOCK=128]") < text.index("scale[BLOCK=1024]")
 
 
-def test_kernels_are_named_apart_and_picks_link_to_them(piped: Warm, named: Path) -> None:
+def test_kernels_are_named_apart_and_picks_link_to_them(piped: ForkedWarm, named: Path) -> None:
     doc = piped.json("stats", named)
     kernels = {k["key"]: k for k in doc["kernels"]}
     same_defines = [k for k in kernels.values() if k["defines"] == {"BLOCK": "128"}]
@@ -143,7 +139,7 @@ def test_kernels_are_named_apart_and_picks_link_to_them(piped: Warm, named: Path
 
 
 def test_explain_narrows_kernels_and_diff_json_has_usage(
-    piped: Warm, named: Path, tmp_path: Path
+    piped: ForkedWarm, named: Path, tmp_path: Path
 ) -> None:
     explained = piped.json("stats", named, "--explain", "scale")
     assert len(explained["kernels"]) == 3  # its three candidates, not the other kernel
@@ -155,7 +151,7 @@ def test_explain_narrows_kernels_and_diff_json_has_usage(
     assert all(k["created"] and k["last_used"] for k in doc["kernels"]["only_b"])
 
 
-def test_compact_tunes_table_has_a_device_column(piped: Warm, tmp_path: Path) -> None:
+def test_compact_tunes_table_has_a_device_column(piped: ForkedWarm, tmp_path: Path) -> None:
     many = "\n".join(NAMED.splitlines()[:-4]) + (
         "\ndef workload(rt):\n    for m in range(1, 13):\n        rt.tune(OP, rt.buffer(m), m)\n"
     )
@@ -171,26 +167,14 @@ def test_compact_tunes_table_has_a_device_column(piped: Warm, tmp_path: Path) ->
     assert shapes == sorted(shapes)
 
 
-def test_help_shows_flags_and_usage_as_typed(piped: Warm, named: Path) -> None:
-    env = dict(piped.env, COLUMNS="80")
+def test_help_shows_flags_and_usage_as_typed(piped: ForkedWarm, named: Path) -> None:
+    wide80 = piped.with_env(COLUMNS="80")
     for command in ("run", "stats", "verify", "merge", "diff"):
-        text = subprocess.run(
-            [sys.executable, "-m", "warmcli", command, "--help"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        ).stdout
+        text = wide80(command, "--help").stdout
         assert "<bool>" not in text and "{" not in text and "…" not in text, text
         assert max(len(line) for line in rows(text)) <= 80
         assert "--json" in text
-    run_help = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    ).stdout
+    run_help = wide80("run", "--help").stdout
     assert "Usage: warm run [OPTIONS] [WORKLOAD]" in run_help  # optional: or -m MODULE
     assert "--allow-discarded-reads" in run_help
     quiet = piped("verify", named, "-q")
@@ -230,7 +214,7 @@ def test_progress_shows_only_the_bars_a_pass_can_advance(tmp_path: Path) -> None
     assert "0/?" not in shown
 
 
-def test_messages_say_what_happened(piped: Warm, tmp_path: Path) -> None:
+def test_messages_say_what_happened(piped: ForkedWarm, tmp_path: Path) -> None:
     from warmcli.backends.opening import cuda_available
 
     if not cuda_available():  # a CUDA workload here: the error says how to build without a GPU
@@ -285,7 +269,7 @@ def workload(rt):
 '''
 
 
-def test_a_failed_compile_names_which_candidate(piped: Warm, tmp_path: Path) -> None:
+def test_a_failed_compile_names_which_candidate(piped: ForkedWarm, tmp_path: Path) -> None:
     """Two candidates with the same defines, one with an option that breaks it: the note
     says which one (its options and key), and the key is the failed candidate's kernel."""
     (tmp_path / "broken.py").write_text(BROKEN)
@@ -301,7 +285,7 @@ def test_a_failed_compile_names_which_candidate(piped: Warm, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("args", [("stats", "--json"), ("stats",), ("verify", "--json")])
 def test_a_reader_that_goes_away_is_no_error(
-    piped: Warm, named: Path, args: tuple[str, ...]
+    piped: ForkedWarm, named: Path, args: tuple[str, ...]
 ) -> None:
     """`warm stats --json | head`: the pipe closed before warm writes is exit 1 with nothing
     on stderr (no traceback, no `Broken pipe` error line), as Python's own tools do."""
@@ -317,16 +301,11 @@ def test_a_reader_that_goes_away_is_no_error(
     assert proc.wait(timeout=60) == 1 and err == "", err
 
 
-def test_a_compiler_named_wrong_is_one_line(piped: Warm) -> None:
+def test_a_compiler_named_wrong_is_one_line(piped: ForkedWarm) -> None:
     """`warm devices` with a CUDA compiler warm does not know: one line, exit 2, text or JSON."""
-    env = dict(piped.env, WARM_CUDA_COMPILER="foo")
+    foo = piped.with_env(WARM_CUDA_COMPILER="foo")
     for extra in ((), ("--json",)):
-        proc = subprocess.run(
-            [sys.executable, "-m", "warmcli", "devices", *extra],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
+        proc = foo("devices", *extra)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert "'foo' is not a CUDA compiler" in proc.stderr + proc.stdout
 

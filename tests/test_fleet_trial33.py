@@ -186,12 +186,11 @@ def workload(rt):
 
 
 def test_kernels_another_writer_stored_meanwhile_are_not_counted_as_new(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """Shards writing into one bundle at once each build the candidates their tunes share:
     the one storing a kernel the bundle already holds (same binary) did not add it."""
-    full = tmp_path / "full.warm"
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", full, "-q").returncode == 0
+    full = host_bundle(tmp_path / "full.warm")  # `warm run matmul_host.py -b full.warm -q`'s
     workload = tmp_path / "meanwhile.py"
     workload.write_text(MERGED_MEANWHILE)
     bundle = tmp_path / "fleet.warm"

@@ -205,7 +205,7 @@ class _Hostile(BaseHTTPRequestHandler):
 def hostile_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
     monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -9,7 +9,6 @@ refused by its length, never read. Real parts: a bundle from
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -62,24 +61,12 @@ def warm(warm: Warm, forked: Any) -> Any:
     return forked(warm)
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return {**env, "WARM_HOME": str(home), "COLUMNS": "200"}
-
-
 @pytest.fixture(scope="module")
-def warmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("malformed")
-    path = tmp / "sound.warm"
-    ran = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", EXAMPLE, "--bundle", path, "--quiet"],
-        env=_env(tmp / "home"),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
+def warmed(tmp_path_factory: pytest.TempPathFactory, made_once: Path) -> Path:
+    """The example's bundle, as `warm run matmul_host.py --bundle sound.warm --quiet` makes
+    it (conftest's `made_once`, which runs that command once a test process, copied)."""
+    path = tmp_path_factory.mktemp("malformed") / "sound.warm"
+    shutil.copyfile(made_once / "good.warm", path)
     return path
 
 

@@ -107,7 +107,7 @@ def stores(tmp_path: Path) -> Iterator[Stores]:
     for name in ("auth", "other"):
         server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(found, name))
         found.base[name] = f"http://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
         running.append(server)
     yield found
     for server in running:

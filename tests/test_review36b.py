@@ -2,18 +2,21 @@
 SQLite files): a run into a bundle whose manifest warm cannot read stores, verifies and
 signs as before the record (it ended in exit 2, unsigned, after storing); a whole run into
 a bundle holding another run's shard records no run it cannot vouch for (a merge then said
-a shard it held was missing, exit 1).
+a shard it held was missing, exit 1). Shard 0/2 of the example, where a test starts from
+it alone, is warmed once for the module and copied.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import ForkedWarm, Servers
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MANY = EXAMPLES / "many_kernels_host.py"
@@ -25,6 +28,17 @@ def warm(tmp_path: Path, forked: Any) -> Any:
     once (`tests/forked_cli.py`): no test here is of how a process starts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     return forked(Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200")))
+
+
+@pytest.fixture(scope="module")
+def shard_once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> Path:
+    """`warm run MATMUL --shard 0/2 -b x.warm -q` once for the module (forked, a home of its
+    own): the bundle a test copies where it ran that first."""
+    base = tmp_path_factory.mktemp("shard")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
+    ok(warm("run", MATMUL, "--shard", "0/2", "-b", base / "x.warm", "-q"))
+    return base / "x.warm"
 
 
 def ok(proc: object) -> None:
@@ -46,17 +60,19 @@ def test_run_into_a_bundle_with_an_unreadable_manifest_row_stores_and_signs(
     proc = warm("run", MATMUL, "--shard", "1/2", "-b", bundle, "--key", private)
     ok(proc)
     assert "verify:" in proc.stdout and "signed by key" in proc.stdout, proc.stdout
-    trusted = Warm(dict(warm.env, WARM_TRUSTED_KEYS=f"{private}.pub"))
+    trusted = warm.with_env(WARM_TRUSTED_KEYS=f"{private}.pub")
     proc = trusted("verify", bundle)
     assert "not signed by a trusted key" not in proc.stdout, proc.stdout
 
 
-def test_whole_run_into_a_bundle_holding_a_shard_records_no_run(warm: Warm, tmp_path: Path) -> None:
+def test_whole_run_into_a_bundle_holding_a_shard_records_no_run(
+    warm: Warm, tmp_path: Path, shard_once: Path
+) -> None:
     """x holds shard 0/2 of matmul, then a whole run of another workload: merged with shard
     1/2, matmul is whole, yet the merge said 'shard 0/2 missing' (x recorded the other run
     as all it held) and exited 1."""
     x, y, out = tmp_path / "x.warm", tmp_path / "y.warm", tmp_path / "xy.warm"
-    ok(warm("run", MATMUL, "--shard", "0/2", "-b", x, "-q"))
+    shutil.copyfile(shard_once, x)  # shard 0/2 of MATMUL, warmed
     ok(warm("run", MANY, "-b", x, "-q"))
     ok(warm("run", MATMUL, "--shard", "1/2", "-b", y, "-q"))
     proc = warm("merge", x, y, "-o", out)
@@ -64,10 +80,12 @@ def test_whole_run_into_a_bundle_holding_a_shard_records_no_run(warm: Warm, tmp_
     assert "missing" not in proc.stderr, proc.stderr
 
 
-def test_whole_run_again_into_its_own_bundle_stays_whole(warm: Warm, tmp_path: Path) -> None:
+def test_whole_run_again_into_its_own_bundle_stays_whole(
+    warm: Warm, tmp_path: Path, shard_once: Path
+) -> None:
     """The same run again (or after its shards) still records the run, whole."""
     x, y, out = tmp_path / "x.warm", tmp_path / "y.warm", tmp_path / "xy.warm"
-    ok(warm("run", MATMUL, "--shard", "0/2", "-b", x, "-q"))
+    shutil.copyfile(shard_once, x)  # shard 0/2 of MATMUL, warmed
     ok(warm("run", MATMUL, "-b", x, "-q"))
     ok(warm("run", MATMUL, "--shard", "1/3", "-b", y, "-q"))
     proc = warm("merge", x, y, "-o", out)

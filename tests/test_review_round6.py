@@ -1,16 +1,20 @@
 """What a README trial of the whole tool found (round 6), through the real CLI on real
 files: a workload's forked child that returns from `workload()` ends there, never
-running warm's passes a second time beside its parent.
+running warm's passes a second time beside its parent. `REPLACED_WORKLOAD`'s bundle is
+warmed once for the module and copied by each test that starts from it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm, Servers
 
 
 @pytest.fixture
@@ -274,8 +278,27 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.fixture(scope="module")
+def replaced_once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> Path:
+    """A folder holding `wl.py` (`REPLACED_WORKLOAD`) and `b.warm`, from `warm run wl.py -b
+    b.warm -q` (forked, in a home of its own) once for the module: what a test copies."""
+    base = tmp_path_factory.mktemp("replaced")
+    (base / "wl.py").write_text(REPLACED_WORKLOAD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
+    assert warm("run", base / "wl.py", "-b", base / "b.warm", "-q").returncode == 0
+    return base
+
+
+def _replaced(replaced_once: Path, tmp_path: Path, name: str) -> Path:
+    """`wl.py` and its bundle (as `name`, returned) in `tmp_path`, as `warm run wl.py -b
+    NAME -q` there leaves them: `replaced_once`'s copied."""
+    shutil.copyfile(replaced_once / "wl.py", tmp_path / "wl.py")
+    return shutil.copyfile(replaced_once / "b.warm", tmp_path / name)
+
+
 def test_a_write_back_process_whose_bundle_was_replaced_never_touches_the_new_files_journal(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, replaced_once: Path
 ) -> None:
     """A process that writes back serves a bundle that is then replaced (a merge publishes
     a new file over it), and a writer of the new file dies mid-transaction, leaving its
@@ -287,9 +310,7 @@ def test_a_write_back_process_whose_bundle_was_replaced_never_touches_the_new_fi
     import sys
     import time
 
-    (tmp_path / "wl.py").write_text(REPLACED_WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    assert warm("run", tmp_path / "wl.py", "-b", bundle, "-q").returncode == 0
+    bundle = _replaced(replaced_once, tmp_path, "b.warm")
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1", WL_N="301")
     server = subprocess.Popen(
         [sys.executable, "-c", SERVE_THEN_WAIT, str(tmp_path)],
@@ -316,7 +337,7 @@ def test_a_write_back_process_whose_bundle_was_replaced_never_touches_the_new_fi
 
 
 def test_clean_keeps_another_toolchains_builds_where_this_machines_are_corrupt(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, replaced_once: Path
 ) -> None:
     """`warm clean` removes another toolchain's build as superseded only by a build of
     this machine's toolchain that can be served: superseded by corrupt ones, both went
@@ -325,17 +346,16 @@ def test_clean_keeps_another_toolchains_builds_where_this_machines_are_corrupt(
     import sqlite3
     import stat
 
-    (tmp_path / "wl.py").write_text(REPLACED_WORKLOAD)
+    here = _replaced(replaced_once, tmp_path, "here.warm")  # this machine's toolchain's
     fake = tmp_path / "mycc"
     fake.write_text(
         '#!/bin/sh\nfor a in "$@"; do [ "$a" = "--version" ] && '
         '{ echo "mycc (Fake) 9.9.9"; exit 0; }; done\nexec cc "$@"\n'
     )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    other, here, both = tmp_path / "other.warm", tmp_path / "here.warm", tmp_path / "both.warm"
-    env = dict(warm.env, WARM_CC=str(fake))
-    assert Warm(env)("run", tmp_path / "wl.py", "-b", other, "-q").returncode == 0
-    assert warm("run", tmp_path / "wl.py", "-b", here, "-q").returncode == 0
+    other, both = tmp_path / "other.warm", tmp_path / "both.warm"
+    mycc = warm.with_env(WARM_CC=str(fake))
+    assert mycc("run", tmp_path / "wl.py", "-b", other, "-q").returncode == 0
     assert warm("merge", other, here, "-o", both).returncode == 0
     with sqlite3.connect(both) as db:
         shas = {
@@ -355,7 +375,7 @@ def test_clean_keeps_another_toolchains_builds_where_this_machines_are_corrupt(
 
 
 def test_clean_to_a_size_never_keeps_a_tune_whose_pick_it_evicted(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, replaced_once: Path
 ) -> None:
     """`warm clean --max-size` evicting a tune's pick kernel removes that tune too: kept,
     `warm check` called it servable while a strict production process missed its pick."""
@@ -363,9 +383,7 @@ def test_clean_to_a_size_never_keeps_a_tune_whose_pick_it_evicted(
 
     from warmcli.bundle.store import Bundle
 
-    (tmp_path / "wl.py").write_text(REPLACED_WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    assert warm("run", tmp_path / "wl.py", "-b", bundle, "-q").returncode == 0
+    bundle = _replaced(replaced_once, tmp_path, "b.warm")
     with Bundle.open(bundle) as opened:
         blobs = sorted({k.size for k in opened.kernels()})
         (tune,) = opened.each_tune()

@@ -1,11 +1,14 @@
 """What warm reports is true: `warm stats` (tables and `--json`), `warm run --json`'s and
 `warm verify`'s counts and `WARM_REPORT`'s lines, each checked against what really happened,
 counted apart from warm (a `cc` wrapper on PATH that logs each kernel it is handed, the
-rows another process committed), with the real CLI in subprocesses, real cc and real files."""
+rows another process committed), with the real CLI in subprocesses, real cc and real files;
+`TWO`'s bundle warmed once for the module and copied by each test that starts from it."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -15,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT, Warm
+from tests.forked_cli import ForkedWarm, Servers
 
 
 @pytest.fixture
@@ -37,6 +41,20 @@ T = Tunable("op", {"a": Kernel(SRC, "k", "Pi", defines={"STEP": 1}),
 def workload(rt):
     rt.tune(T, rt.upload(np.zeros(4, dtype=np.float32)), 4)
 """
+
+
+@pytest.fixture(scope="module")
+def two_once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> Path:
+    """`TWO` warmed once for the module (`warm run two.py -b two.warm -q`, forked, in a
+    home of its own): the bundle a test copies where it warmed `TWO` itself."""
+    base = tmp_path_factory.mktemp("two")
+    (base / "two.py").write_text(TWO)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
+    done = warm("run", base / "two.py", "-b", base / "two.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    return base / "two.warm"
+
 
 # Another process writing the bundle as a production write-back does (`Bundle.put`: two
 # kernels and the tune that picks between them, in one transaction), one tune after
@@ -82,11 +100,10 @@ def _consistent(doc: dict[str, Any]) -> list[str]:
 
 
 def test_stats_of_a_bundle_another_process_writes_is_one_state(
-    warm: Warm, tmp_path: Path, workload_file: Any
+    warm: Warm, tmp_path: Path, two_once: Path
 ) -> None:
     src, dst, ready = tmp_path / "src.warm", tmp_path / "dst.warm", tmp_path / "ready"
-    done = warm("run", workload_file(TWO), "-b", src, "-q")
-    assert done.returncode == 0, done.stderr
+    shutil.copyfile(two_once, src)  # TWO's bundle
     env = dict(warm.env, PYTHONPATH=str(ROOT))
     writer = subprocess.Popen([sys.executable, "-c", WRITER, src, dst, ready, "1", "2000"], env=env)
     try:
@@ -257,15 +274,13 @@ def workload(rt):
 
 
 def test_check_fails_a_tune_whose_pick_kernel_clean_removed(
-    warm: Warm, tmp_path: Path, workload_file: Any
+    warm: Warm, tmp_path: Path, workload_file: Any, two_once: Path
 ) -> None:
     """`warm clean` removed a corrupt kernel that a tune picks (the tune kept): production
     hits the tune, then compiles its pick. `warm check` must not call every entry servable."""
     import sqlite3
 
-    bundle = tmp_path / "b.warm"
-    done = warm("run", workload_file(TWO), "-b", bundle, "-q")
-    assert done.returncode == 0, done.stderr
+    bundle = shutil.copyfile(two_once, tmp_path / "b.warm")  # TWO's bundle
     (tune,) = warm.json("stats", bundle)["tunes"]
     with sqlite3.connect(bundle) as conn:  # the pick's binary rots on disk
         (sha,) = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (tune["pick_kernel"],))
@@ -290,12 +305,12 @@ def test_check_fails_a_tune_whose_pick_kernel_clean_removed(
 
 
 def test_stats_of_a_small_bundle_holds_no_writer_while_its_reader_waits(
-    warm: Warm, tmp_path: Path, workload_file: Any
+    warm: Warm, tmp_path: Path, two_once: Path
 ) -> None:
     """Its snapshot ends once all is read: a `warm stats --json | less` left open never
     keeps a production write-back (or `warm run`) from committing."""
     src, dst, ready = tmp_path / "src.warm", tmp_path / "dst.warm", tmp_path / "ready"
-    assert warm("run", workload_file(TWO), "-b", src, "-q").returncode == 0
+    shutil.copyfile(two_once, src)  # TWO's bundle
     env = dict(warm.env, PYTHONPATH=str(ROOT))
 
     def write(first: int, last: int) -> subprocess.CompletedProcess[str]:
@@ -332,12 +347,11 @@ except warmcli.errors.ToolchainError as exc:
 
 
 def test_report_names_a_kernel_it_lacked_where_no_compiler_is(
-    warm: Warm, tmp_path: Path, workload_file: Any
+    warm: Warm, tmp_path: Path, workload_file: Any, two_once: Path
 ) -> None:
     """A serving machine with no compiler: the bundle serves what it holds; a kernel it
     lacks cannot be built, and the report says so, never that it served everything."""
-    bundle, workload = tmp_path / "b.warm", workload_file(TWO)
-    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    bundle, workload = shutil.copyfile(two_once, tmp_path / "b.warm"), workload_file(TWO)
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1", WARM_CC=str(tmp_path / "no"))
     got = subprocess.run(
         [sys.executable, "-c", SERVE_WITHOUT_CC, workload],

@@ -11,18 +11,37 @@
   tunable whose candidates include one that fails to compile and one that computes another
   answer, 0-sized tunes, a seeded RNG: cold, a hit and a miss give the same bytes.
 
-Real parts throughout: the CLI in a subprocess, the system C compiler, SQLite bundles.
+Real parts throughout: the CLI in a subprocess, the system C compiler, SQLite bundles; the
+scripts and production processes whose output is tested each a process of its own forked
+from one that imported numpy and warmcli (`tests/forked_python.py`) where their environment
+is the module's (`producing`), started afresh where it sets variables of its own.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_python import ForkedPython
+
+
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's scripts and production processes, each a fork of one process that
+    imported numpy and warmcli: what they print is tested, not how they start. Its `base`
+    is conftest's `warm`'s environment apart from its home (the scripts' own), as it is
+    when the module's first test runs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)
+    yield server
+    server.close()
+
 
 NOTEBOOK = """
 import numpy as np
@@ -60,7 +79,7 @@ def test_a_script_without_runtime_at_import_gets_no_such_hint(warm: Warm, tmp_pa
     assert done.stderr.strip() == f"warm: error: {script}: defines no function workload(runtime)"
 
 
-def test_a_define_of_a_huge_int_is_refused_naming_the_kernel() -> None:
+def test_a_define_of_a_huge_int_is_refused_naming_the_kernel(producing: ForkedPython) -> None:
     code = (
         "from warmcli import Kernel\n"
         "try:\n"
@@ -68,9 +87,7 @@ def test_a_define_of_a_huge_int_is_refused_naming_the_kernel() -> None:
         "except ValueError as e:\n"
         "    print(e)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    done = producing.run(code, env=producing.base, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("kernel f: define BIG: "), done.stdout
     assert "4,300" in done.stdout
@@ -130,7 +147,9 @@ if __name__ == "__main__":
 """
 
 
-def test_cold_hit_and_miss_give_the_same_bytes(warm: Warm, tmp_path: Path) -> None:
+def test_cold_hit_and_miss_give_the_same_bytes(
+    warm: Warm, tmp_path: Path, producing: ForkedPython
+) -> None:
     script = tmp_path / "research.py"
     script.write_text(RESEARCH)
     full, half = tmp_path / "full.warm", tmp_path / "half.warm"
@@ -148,9 +167,7 @@ def test_cold_hit_and_miss_give_the_same_bytes(warm: Warm, tmp_path: Path) -> No
 
     def digest(bundle: str, strict: str = "0") -> tuple[str, str]:
         env = dict(warm.env, WARM_BUNDLE=bundle, WARM_STRICT=strict, WARM_REPORT="1")
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
-        )
+        done = producing.run(script, env=env, cwd=ROOT, timeout=120)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip(), done.stderr
 
@@ -163,7 +180,7 @@ def test_cold_hit_and_miss_give_the_same_bytes(warm: Warm, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("value", ["np.float32(0.1)", "np.float16(0.1)"])
-def test_a_numpy_float_define_is_the_text_numpy_writes(value: str) -> None:
+def test_a_numpy_float_define_is_the_text_numpy_writes(value: str, producing: ForkedPython) -> None:
     """As the README now says: a float32 or float16 define is numpy's shortest text
     (`0.1`), which C reads as the double 0.1, not the float32 the value holds."""
     code = (
@@ -172,9 +189,7 @@ def test_a_numpy_float_define_is_the_text_numpy_writes(value: str) -> None:
         f"k = Kernel('void f(float *x) {{ }}', 'f', 'P', defines={{'V': {value}}})\n"
         "print(k.define('V'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    done = producing.run(code, env=producing.base, cwd=ROOT, timeout=60)
     assert done.stdout.strip() == "0.1", done.stderr
 
 
@@ -204,7 +219,9 @@ if __name__ == "__main__":
 """
 
 
-def test_a_check_judges_only_the_inputs_it_was_measured_on(warm: Warm, tmp_path: Path) -> None:
+def test_a_check_judges_only_the_inputs_it_was_measured_on(
+    warm: Warm, tmp_path: Path, producing: ForkedPython
+) -> None:
     """Warmed on zeros, where every candidate agrees, the wrong one passes the check and
     is served for real data: the README now says so (it said only that a cold start, a
     tune miss and a hot start give the same numbers)."""
@@ -214,9 +231,7 @@ def test_a_check_judges_only_the_inputs_it_was_measured_on(warm: Warm, tmp_path:
 
     def served(over: str) -> str:
         env = dict(warm.env, WARM_BUNDLE=over)
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=60
-        )
+        done = producing.run(script, env=env, cwd=ROOT, timeout=60)
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
@@ -295,7 +310,9 @@ def test_a_pick_that_rounds_otherwise_differs_in_the_low_bits_unless_checked_exa
     assert "check with `check_tolerance=(0, 0)`" in readme
 
 
-def test_an_input_the_default_tune_key_cannot_read_names_the_tunable_and_input() -> None:
+def test_an_input_the_default_tune_key_cannot_read_names_the_tunable_and_input(
+    producing: ForkedPython,
+) -> None:
     """A researcher passing a config dict through a tune: the error said only `cannot
     derive a tune key from a dict; pass key=`, naming neither the tunable nor which input."""
     code = (
@@ -313,9 +330,7 @@ def test_an_input_the_default_tune_key_cannot_read_names_the_tunable_and_input()
         "    except TypeError as e:\n"
         "        print(e)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
-    )
+    done = producing.run(code, env=producing.base, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()
     assert said == [

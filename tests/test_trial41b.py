@@ -92,7 +92,7 @@ def served_folder(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     folder = tmp_path / "www"
     folder.mkdir()
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield folder, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

@@ -3,9 +3,11 @@
 Today's warm raised its build recipe (`warmcli.backends.toolchain.BUILD_RECIPE`), so every
 kernel an older warm built misses once. The older warm is this one with its recipe lowered
 by one (`OLDER`: the recipe is all that tells their builds apart), run through the real CLI
-and fresh production processes over one bundle it warmed (`examples/matmul_host.py`, once
-per module): a miss, `warm check` and `warm run`'s re-warm each say that an older (or a
-newer) warm built what is not served, and what to do, never that production serves it.
+(today's commands forked, `tests/forked_cli.py`) and fresh production processes over one
+bundle it warmed (`examples/matmul_host.py`, once per module; re-warmed by today's warm once,
+copied by each test of the re-warm): a miss, `warm check` and `warm run`'s re-warm each say
+that an older (or a newer) warm built what is not served, and what to do, never that
+production serves it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
+from forked_cli import ForkedWarm, Servers, forked_warm  # noqa: F401  (`warm`, commands forked)
 
 from warmcli.backends.toolchain import BUILD_RECIPE
 
@@ -45,18 +47,32 @@ def _run(warm: Warm, older: bool, *args: object, **env: str) -> subprocess.Compl
 
 
 @pytest.fixture(scope="module")
-def yesterday(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
-    """warm, and a folder holding `old.warm` (the older warm's bundle of the example) and
-    `new.warm` (today's, made afresh)."""
+def yesterday(
+    tmp_path_factory: pytest.TempPathFactory, made_once: Path, forking_servers: Servers
+) -> tuple[ForkedWarm, Path]:
+    """warm (its commands forked), and a folder holding `old.warm` (the older warm's bundle
+    of the example) and `new.warm` (today's: conftest's `made_once` bundle of the example,
+    copied)."""
     import os
 
     base = tmp_path_factory.mktemp("upgrade37")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
-    for older, name in ((True, "old.warm"), (False, "new.warm")):
-        done = _run(warm, older, "run", EXAMPLES / "matmul_host.py", "-b", base / name, "-q")
-        assert done.returncode == 0, done.stderr[-2000:]
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
+    done = _run(warm, True, "run", EXAMPLES / "matmul_host.py", "-b", base / "old.warm", "-q")
+    assert done.returncode == 0, done.stderr[-2000:]
+    shutil.copyfile(made_once / "good.warm", base / "new.warm")
     return warm, base
+
+
+@pytest.fixture(scope="module")
+def rewarmed(yesterday: tuple[ForkedWarm, Path]) -> tuple[Path, str]:
+    """`old.warm` re-warmed by today's `warm run` of the example (`rewarmed.warm`, beside
+    it), and what that run printed: what each test re-warming it copies."""
+    warm, base = yesterday
+    bundle = shutil.copyfile(base / "old.warm", base / "rewarmed.warm")
+    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    return bundle, done.stdout + done.stderr
 
 
 def test_an_older_warms_build_is_a_miss_that_says_an_older_warm_built_it_and_to_re_warm(
@@ -85,14 +101,13 @@ def test_an_older_warms_build_is_a_miss_that_says_an_older_warm_built_it_and_to_
 
 
 def test_re_warming_an_older_warms_bundle_never_says_production_serves_its_builds(
-    yesterday: tuple[Warm, Path], tmp_path: Path
+    yesterday: tuple[Warm, Path], rewarmed: tuple[Path, str], tmp_path: Path
 ) -> None:
-    warm, base = yesterday
-    bundle = shutil.copyfile(base / "old.warm", tmp_path / "b.warm")
-    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
-    assert done.returncode == 0, done.stderr[-2000:]
-    notes = [ln for ln in (done.stdout + done.stderr).splitlines() if "bundle holds" in ln]
-    assert notes, done.stdout + done.stderr
+    warm, _ = yesterday
+    bundle = shutil.copyfile(rewarmed[0], tmp_path / "b.warm")  # re-warmed from old.warm
+    said_by_run = rewarmed[1]
+    notes = [ln for ln in said_by_run.splitlines() if "bundle holds" in ln]
+    assert notes, said_by_run
     assert not any("production serves either" in ln for ln in notes), notes
     said = f"built by an older warm (build recipe {BUILD_RECIPE - 1})"
     assert any(said in ln and "never serves" in ln for ln in notes), notes
@@ -102,17 +117,15 @@ def test_re_warming_an_older_warms_bundle_never_says_production_serves_its_build
 
 
 def test_a_re_warmed_bundle_passes_warm_check_before_and_after_warm_clean(
-    yesterday: tuple[Warm, Path], tmp_path: Path
+    yesterday: tuple[Warm, Path], rewarmed: tuple[Path, str], tmp_path: Path
 ) -> None:
     """The re-warm README prescribes after an upgrade leaves a bundle `warm check` passes: the
     tunes' candidates built by this warm too (not only by the older one, which this warm never
     serves), and, once `warm clean` removed the older builds, picks naming this warm's builds
     (`warm check` said `its pick 'tile16' is kernel …, which the bundle does not serve`, a
     kernel production compiled nothing for)."""
-    warm, base = yesterday
-    bundle = shutil.copyfile(base / "old.warm", tmp_path / "b.warm")
-    done = warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
-    assert done.returncode == 0, done.stdout + done.stderr
+    warm, _ = yesterday
+    bundle = shutil.copyfile(rewarmed[0], tmp_path / "b.warm")  # re-warmed from old.warm
     done = warm("check", bundle)
     assert done.returncode == 0, done.stdout + done.stderr
     done = warm("clean", bundle, "--json")
