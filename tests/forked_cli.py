@@ -32,8 +32,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -145,11 +146,25 @@ def _end(server: subprocess.Popen[str]) -> None:
 
 def _line(server: subprocess.Popen[str], timeout: float | None) -> Any:
     assert server.stdout is not None
-    ready, _, _ = select.select([server.stdout], [], [], timeout)
-    if not ready:
-        return None
-    line = server.stdout.readline()
-    assert line, "the forking server ended"
+    return read_line(server.stdout, timeout)
+
+
+def read_line(stream: IO[str], timeout: float | None) -> Any:
+    """The next JSON line a server writes on `stream` (a pipe), waited for at most `timeout`
+    seconds in all (None: no line by then). Read a byte at a time from its descriptor, never
+    through the file object: its `readline` reads ahead, so a child's exit-code line written
+    just after its pid line (a command done before the test read the pid) sat in the
+    object's buffer while `select` waited on the empty pipe for the whole timeout, the kill
+    then went to a reaped pid and every later call read the other's line."""
+    fd, line = stream.fileno(), b""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not line.endswith(b"\n"):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not select.select([fd], [], [], left)[0]:
+            return None
+        byte = os.read(fd, 1)
+        assert byte, "the forking server ended"
+        line += byte
     return json.loads(line)
 
 

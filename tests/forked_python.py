@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from forked_cli import read_line
 
 # One request a line on stdin ({"code" or "path", "args", "env", "cwd", "out", "err"}), answered on
 # the server's own copy of stdout: the child's pid, then its exit code (as subprocess's).
@@ -86,12 +87,7 @@ class ForkedPython:
 
     def _line(self, timeout: float) -> object:
         assert self.server.stdout is not None
-        ready, _, _ = select.select([self.server.stdout], [], [], timeout)
-        if not ready:
-            return None
-        line = self.server.stdout.readline()
-        assert line, "the forking server ended"
-        return json.loads(line)
+        return read_line(self.server.stdout, timeout)  # (never `readline`: it reads ahead)
 
     def run(
         self,
