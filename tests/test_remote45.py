@@ -34,7 +34,9 @@ class _S3(RawStore):
     """One S3 object on 127.0.0.1 (`body`, its ETag the mode's name) answered as `mode`
     says: "ok" whole; "drip-head" every answer's headers a byte at a time; "drip-get"
     a whole HEAD, then the GET's headers dripped; "drip-body" the GET's headers whole,
-    then its body a byte at a time; "late-body" 1000 bytes, 1.5 s of silence, the rest."""
+    then its body a byte at a time; "late-body" 1000 bytes, 1.5 s of silence, the rest;
+    "drip-put" nothing there (a HEAD's 404), a PUT's body taken whole (`put`), then its
+    answer dripped; "drip-expect" the PUT's answer dripped as its headers arrive."""
 
     threaded = True
 
@@ -44,11 +46,18 @@ class _S3(RawStore):
 
     def answer(self, conn: socket.socket, request: bytes) -> None:
         head = request.startswith(b"HEAD")
+        if self.mode in ("drip-put", "drip-expect") and head:
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        if self.mode == "drip-put":
+            self.put = self._body(conn, request)
         lines = b'HTTP/1.1 200 OK\r\nETag: "%s"\r\nContent-Length: %d\r\n\r\n' % (
             self.mode.encode(),
             len(self.body),
         )
-        if self.mode == "drip-head" or (self.mode == "drip-get" and not head):
+        if self.mode in ("drip-head", "drip-put", "drip-expect") or (
+            self.mode == "drip-get" and not head
+        ):
             conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
             for _ in range(DRIPS):
                 time.sleep(DRIP)
@@ -68,6 +77,19 @@ class _S3(RawStore):
             self.sent_all.set()
         else:
             conn.sendall(self.body)
+
+    @staticmethod
+    def _body(conn: socket.socket, request: bytes) -> bytes:
+        """A PUT's body, read whole (a `100 Continue` first, where it is expected)."""
+        headers, _, body = request.partition(b"\r\n\r\n")
+        fields = dict(
+            line.split(b":", 1) for line in headers.lower().split(b"\r\n")[1:] if b":" in line
+        )
+        if fields.get(b"expect", b"").strip() == b"100-continue":
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        while len(body) < int(fields[b"content-length"]):
+            body += conn.recv(65536) or b"x" * (1 << 30)  # (closed: ends the loop)
+        return body
 
 
 def _aws(store: _S3, home: Path, **more: str) -> dict[str, str]:
@@ -204,3 +226,30 @@ def test_a_fetch_with_no_copy_raises_at_the_deadline(
     finally:
         store.close()
     assert took < 1.5, took
+
+
+@pytest.mark.parametrize("mode", ["drip-put", "drip-expect"])
+def test_a_push_whose_put_answer_drips_stops_at_the_deadline(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+    mode: str,
+) -> None:
+    """Its answer once the upload is sent, or before (to `Expect: 100-continue`): waited
+    for the deadline at most, as an https:// store's; the upload itself is not bounded."""
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    store = _S3(b"")
+    store.mode = mode
+    env = _aws(store, tmp_path / "home", WARM_REMOTE_DEADLINE="1")
+    try:
+        began = time.monotonic()
+        proc = warm.with_env(**env)("push", bundle, URL, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
+    assert took < 4, took
+    if mode == "drip-put":  # the upload was sent whole before its answer was waited for
+        assert store.put.endswith(built[0][-1000:]) or built[0] in store.put

@@ -5,11 +5,13 @@ made from are a `RemoteError`). A download is checked against the sha256 `push` 
 the object's metadata; a push sends nothing where the object is this bundle already
 (`push_copy.held`). boto3 reads the store's answers on sockets warm cannot reach (each
 read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
-headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD run in a
-daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most (`_within`); past
-it, the download's `Gate` is shut (its temporary file removed, nothing written after) and
-the thread is left to end with its socket. The PUT runs in the caller's thread: the
-upload takes the time it takes. It owns no state beyond its client and never prints.
+headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT
+run in a daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most
+(`_within`; a PUT's body is read through `_Sent`, which says when it is sent: the upload
+itself takes the time it takes, the request's making and its answer the deadline); past
+it, the download's `Gate` is shut (its temporary file removed, nothing written after), an
+upload's body refuses to be read further, and the thread is left to end with its socket.
+It owns no state beyond its client and never prints.
 """
 
 from __future__ import annotations
@@ -91,8 +93,17 @@ class S3:
         if head and held(sha, head.get("ETag"), head.get("ContentLength"), digest, md5, size):
             return False
         stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
-        self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=copy, **stated))
-        self.sent = True  # the store answered the upload: it holds it
+        body, event = _Sent(copy), "before-send.s3.PutObject"
+
+        def put(gate: Gate) -> None:
+            self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=body, **stated))
+            self.sent = True  # the store answered the upload: it holds it
+
+        self.client.meta.events.register(event, body.asked)
+        try:  # answered (or, before the body, to `Expect: 100-continue`) within the deadline
+            self._within(self.seconds, late, put, body)
+        finally:
+            self.client.meta.events.unregister(event, body.asked)
         return True
 
     def _head(self) -> dict[str, Any]:
@@ -115,12 +126,16 @@ class S3:
             limits.seconds, late, lambda gate: self._download(etag, folder, limits, gate)
         )
 
-    def _within(self, seconds: float, late: str, work: Callable[[Gate], T]) -> T:
+    def _within(
+        self, seconds: float, late: str, work: Callable[[Gate], T], body: _Sent | None = None
+    ) -> T:
         """`work(gate)` run in a daemon thread, its result (or error) waited for `seconds`
-        at most; past them (or interrupted) the gate is shut, and `late` raised: the thread
-        makes and writes no file after, and ends with its socket (at the store's next
-        silence of a read's wait, or the process's end)."""
-        gate, done, outcome = Gate(self.url), threading.Event(), []
+        at most (with an upload's `body`: while its request is made and answered, never
+        while the body is sent); past them (or interrupted) the gate is shut (and the
+        body's reads refused), and `late` raised: the thread makes and writes no file
+        after, and ends with its socket (at the store's next silence of a read's wait, or
+        the process's end)."""
+        gate, outcome, moved = Gate(self.url), [], body.moved if body else threading.Condition()
 
         def run() -> None:
             try:
@@ -128,15 +143,27 @@ class S3:
             except BaseException as exc:  # given to the caller, never a thread's traceback
                 outcome.append((False, exc))
             finally:
-                done.set()
+                with moved:
+                    moved.notify_all()
+
+        def waited(seconds: float | None, state: str = "") -> bool:  # done, or at `state`
+            at = (lambda: body.state >= state) if body and state else (lambda: False)
+            with moved:  # a wait past the platform's clock is an error: ~3 years will do
+                return moved.wait_for(lambda: bool(outcome) or at(), seconds and min(seconds, 1e8))
 
         threading.Thread(target=run, name="warm-s3", daemon=True).start()
         finished = False
-        try:  # a wait past the platform's clock is an error: ~3 years will do
-            finished = done.wait(min(seconds, 1e8))
+        try:
+            # an upload's body: made (signed, checksummed) | asked | sending | sent
+            sent = body is None or (
+                waited(None, "1") and waited(seconds, "2") and waited(None, "3")
+            )
+            finished = sent and waited(seconds)
         finally:
             if not finished:
                 gate.shut()
+                if body is not None:
+                    body.given_up = True
         if not finished:
             raise RemoteError(late)
         ok, value = outcome[0]
@@ -166,3 +193,35 @@ class S3:
         stated = (got.get("Metadata") or {}).get(SHA_META)
         etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
         return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
+
+
+class _Sent:
+    """A push's body as boto3 reads it, saying how far its PUT went (`state`): "" made,
+    "1" asked (botocore's `before-send`: connecting, its headers, `Expect: 100-continue`),
+    "2" sending (read since), "3" sent (read to its end: its answer awaited). Once
+    `given_up` a read raises: the upload stops there."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh, self.state, self.given_up = fh, "", False
+        self.moved = threading.Condition()
+
+    def __getattr__(self, name: str) -> Any:  # seek, tell, fileno: the file's
+        return getattr(self._fh, name)
+
+    def asked(self, **_: Any) -> None:
+        self._to("1")
+
+    def read(self, size: int = -1) -> bytes:
+        if self.given_up:
+            raise OSError("the push was given up (WARM_REMOTE_DEADLINE)")
+        data: bytes = self._fh.read(size)
+        if self.state == "1":
+            self._to("2")
+        if self.state == "2" and not data:
+            self._to("3")
+        return data
+
+    def _to(self, state: str) -> None:
+        with self.moved:
+            self.state = state
+            self.moved.notify_all()
