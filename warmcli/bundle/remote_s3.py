@@ -81,8 +81,9 @@ class S3:
 
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
-        the object is this copy already (`held`: False, nothing sent). The HEAD is answered
-        within `WARM_REMOTE_DEADLINE`, else nothing is sent (`RemoteError`)."""
+        the object is this copy already (`held`: False, nothing sent). The HEAD, and the PUT
+        once its body is sent (or before, while it is asked), are answered within
+        `WARM_REMOTE_DEADLINE`, else `RemoteError` (not pushed)."""
         late = (
             f"{self.url}: not pushed: the store did not answer in {self.seconds:g} s "
             "(WARM_REMOTE_DEADLINE)"
