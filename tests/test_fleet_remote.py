@@ -351,15 +351,11 @@ def test_not_modified_to_a_request_for_the_whole_bundle_is_one_line_naming_the_u
     assert list(tmp_path.glob("x.warm*")) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an S3 store's answer is read by botocore, whose sockets warm cannot shut: each "
-    "read waits at most 10 s, but headers dripped within that wait run past "
-    "WARM_REMOTE_DEADLINE (bounding it needs the S3 exchange on sockets warm holds)",
-)
 def test_an_s3_store_that_drips_its_headers_stops_at_the_deadline(
     warm: Warm, tmp_path: Path
 ) -> None:
+    """botocore reads the answer on sockets warm cannot shut: the exchange runs in a
+    thread given up on at the deadline (`remote_s3.S3._within`)."""
     pytest.importorskip("boto3")
     server = socket.create_server(("127.0.0.1", 0))
 
@@ -391,7 +387,10 @@ def test_an_s3_store_that_drips_its_headers_stops_at_the_deadline(
         proc = warm.with_env(**env)("stats", "s3://fleet/b.warm", timeout=60)
     finally:
         server.close()
-    assert proc.returncode == 2 and time.monotonic() - began < 2.5, proc.stderr
+    took = time.monotonic() - began
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 2.5, (took, proc.stderr)
+    assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
 
 
 def test_an_s3_store_that_names_no_etag_is_served_by_its_sha256(

@@ -8,10 +8,13 @@ copies a stream into a unique temporary file in the URL's cache folder, stopping
 that drips stops at the deadline, not once per full chunk); `checked` holds the file to
 the size and sha256 the store announced. A write the local disk refuses is said so
 (the copy cannot be kept), never taken for the store's failure. On every failure the
-temporary file is removed before the error leaves; `remove_temporaries` removes those
-a killed fetch left (its caller holds the folder's lock, so none is another fetch's).
-`believed` (by `own_file`), `copy_identity` and `read_meta` say what of a published copy, and
-of what is remembered beside it, a fetch may believe. It owns no state and never prints.
+temporary file is removed before the error leaves; a download read in a thread that may be
+given up on (an `s3://` one, at the deadline) writes through a `Gate`: once shut, by
+whoever gave up, its temporary file is removed and it makes or writes no other.
+`remove_temporaries` removes those a killed fetch left (its caller holds the folder's
+lock, so none is another fetch's). `believed` (by `own_file`), `copy_identity` and
+`read_meta` say what of a published copy, and of what is remembered beside it, a fetch may
+believe. It owns no state beyond a `Gate`'s and never prints.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import json
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,17 +75,46 @@ def bounds() -> Bounds:
     return Bounds(max_bytes, deadline)
 
 
+class Gate:
+    """What a download read in a thread may still write: `shut` by whoever gave up on it
+    (under its lock: the temporary file it made removed, none made or written after)."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self._shut, self._made = url, False, ""
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def open(self) -> Iterator[None]:
+        """Held while the file is made or written; `RemoteError` once shut."""
+        with self._lock:
+            if self._shut:
+                raise RemoteError(f"{self.url}: download given up (WARM_REMOTE_DEADLINE)")
+            yield
+
+    def made(self, name: str) -> None:  # (within `open`)
+        self._made = name
+
+    def shut(self) -> None:
+        with self._lock:
+            self._shut = True
+            if self._made:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._made)
+
+
 def receive(
-    url: str, stream: BinaryIO | Any, folder: Path, limits: Bounds
+    url: str, stream: BinaryIO | Any, folder: Path, limits: Bounds, gate: Gate | None = None
 ) -> tuple[Path, str, int]:
-    """Copy `stream` into a unique temporary file in `folder`, within `limits`; its path,
-    sha256 and size."""
+    """Copy `stream` into a unique temporary file in `folder`, within `limits` (each write
+    through `gate`, if given); its path, sha256 and size."""
     import tempfile  # imported on first use: only a download writes one
 
     read = getattr(stream, "read1", None) or stream.read  # read1: what has arrived
     stop = time.monotonic() + limits.seconds
-    with _kept(url, folder):
+    gate = gate or Gate(url)
+    with _kept(url, folder), gate.open():
         fd, name = tempfile.mkstemp(dir=folder, suffix=TMP_SUFFIX)
+        gate.made(name)
     digest, length = hashlib.sha256(), 0
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -95,9 +128,9 @@ def receive(
                         "not done (WARM_REMOTE_DEADLINE)"
                     )
                 digest.update(chunk)
-                with _kept(url, folder):
+                with _kept(url, folder), gate.open():
                     fh.write(chunk)
-            with _kept(url, folder):
+            with _kept(url, folder), gate.open():
                 fh.flush()
     except BaseException:
         with contextlib.suppress(OSError):

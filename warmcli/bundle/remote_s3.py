@@ -3,24 +3,35 @@ warmcli[s3]`), imported only for such a URL, its endpoint and credentials from t
 AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...; settings no client can be
 made from are a `RemoteError`). A download is checked against the sha256 `push` put in
 the object's metadata; a push sends nothing where the object is this bundle already
-(`push_copy.held`). It owns no state beyond its client and never prints.
+(`push_copy.held`). boto3 reads the store's answers on sockets warm cannot reach (each
+read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
+headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT
+run in a daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most
+(`_within`; a PUT's body is read through `_Sent`, which says when it is sent: the upload
+itself takes the time it takes, the request's making and its answer the deadline); past
+it, the download's `Gate` is shut (its temporary file removed, nothing written after), an
+upload's body refuses to be read further, and the thread is left to end with its socket.
+It owns no state beyond its client and never prints.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
 
 from warmcli.bundle.http_open import TIMEOUT, failed, said
 from warmcli.bundle.location import shown
 from warmcli.bundle.push_copy import held
-from warmcli.bundle.received import Bounds, checked, receive
+from warmcli.bundle.received import Bounds, Gate, bounds, checked, receive
 from warmcli.errors import RemoteError
 
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
+T = TypeVar("T")
 
 
 class S3:
@@ -40,7 +51,9 @@ class S3:
         from botocore.config import Config
         from botocore.exceptions import BotoCoreError
 
-        config = Config(connect_timeout=TIMEOUT, read_timeout=TIMEOUT, retries={"max_attempts": 1})
+        self.seconds = bounds().seconds  # a bad WARM_REMOTE_* is an error, never a fall-back
+        wait = min(TIMEOUT, self.seconds)  # each read's, as an https:// store's
+        config = Config(connect_timeout=wait, read_timeout=wait, retries={"max_attempts": 1})
         try:  # a profile or config file that is not there, an endpoint that is no URL
             self.client = boto3.client("s3", config=config)
         except (BotoCoreError, ValueError) as exc:
@@ -68,22 +81,99 @@ class S3:
 
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
-        the object is this copy already (`held`: False, nothing sent)."""
-        try:  # nothing there, or no HEAD allowed: the PUT says what is wrong
-            head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
-        except RemoteError:
-            head = {}
+        the object is this copy already (`held`: False, nothing sent). The HEAD, and the PUT
+        once its body is sent (or before, while it is asked), are answered within
+        `WARM_REMOTE_DEADLINE`, else `RemoteError` (not pushed)."""
+        late = (
+            f"{self.url}: not pushed: the store did not answer in {self.seconds:g} s "
+            "(WARM_REMOTE_DEADLINE)"
+        )
+        head = self._within(self.seconds, late, lambda gate: self._head())
         size = os.fstat(copy.fileno()).st_size
         sha = (head.get("Metadata") or {}).get(SHA_META)
         if head and held(sha, head.get("ETag"), head.get("ContentLength"), digest, md5, size):
             return False
         stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
-        self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=copy, **stated))
-        self.sent = True  # the store answered the upload: it holds it
+        body, event = _Sent(copy), "before-send.s3.PutObject"
+
+        def put(gate: Gate) -> None:
+            self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=body, **stated))
+            self.sent = True  # the store answered the upload: it holds it
+
+        self.client.meta.events.register(event, body.asked)
+        try:  # answered (or, before the body, to `Expect: 100-continue`) within the deadline
+            self._within(self.seconds, late, put, body)
+        finally:
+            self.client.meta.events.unregister(event, body.asked)
         return True
+
+    def _head(self) -> dict[str, Any]:
+        """What the store says of the object; {} where nothing is there, or no HEAD is
+        allowed (the PUT says what is wrong)."""
+        try:
+            return dict(self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key)))
+        except RemoteError:
+            return {}
 
     def download(
         self, etag: str | None, folder: Path, limits: Bounds
+    ) -> tuple[Path, str, str] | None:
+        """The object, unless its ETag is `etag` (None): its HEAD, GET and body read within
+        `limits` (in all: `_within`), into a temporary file in `folder`."""
+        late = (
+            f"{self.url}: download stopped: not done in {limits.seconds:g} s (WARM_REMOTE_DEADLINE)"
+        )
+        return self._within(
+            limits.seconds, late, lambda gate: self._download(etag, folder, limits, gate)
+        )
+
+    def _within(
+        self, seconds: float, late: str, work: Callable[[Gate], T], body: _Sent | None = None
+    ) -> T:
+        """`work(gate)` run in a daemon thread, its result (or error) waited for `seconds`
+        at most (with an upload's `body`: while its request is made and answered, never
+        while the body is sent); past them (or interrupted) the gate is shut (and the
+        body's reads refused), and `late` raised: the thread makes and writes no file
+        after, and ends with its socket (at the store's next silence of a read's wait, or
+        the process's end)."""
+        gate, outcome, moved = Gate(self.url), [], body.moved if body else threading.Condition()
+
+        def run() -> None:
+            try:
+                outcome.append((True, work(gate)))
+            except BaseException as exc:  # given to the caller, never a thread's traceback
+                outcome.append((False, exc))
+            finally:
+                with moved:
+                    moved.notify_all()
+
+        def waited(seconds: float | None, state: str = "") -> bool:  # done, or at `state`
+            at = (lambda: body.state >= state) if body and state else (lambda: False)
+            with moved:  # a wait past the platform's clock is an error: ~3 years will do
+                return moved.wait_for(lambda: bool(outcome) or at(), seconds and min(seconds, 1e8))
+
+        threading.Thread(target=run, name="warm-s3", daemon=True).start()
+        finished = False
+        try:
+            # an upload's body: made (signed, checksummed) | asked | sending | sent
+            sent = body is None or (
+                waited(None, "1") and waited(seconds, "2") and waited(None, "3")
+            )
+            finished = sent and waited(seconds)
+        finally:
+            if not finished:
+                gate.shut()
+                if body is not None:
+                    body.given_up = True
+        if not finished:
+            raise RemoteError(late)
+        ok, value = outcome[0]
+        if not ok:
+            raise value.with_traceback(None)
+        return value  # type: ignore[no-any-return]
+
+    def _download(
+        self, etag: str | None, folder: Path, limits: Bounds, gate: Gate
     ) -> tuple[Path, str, str] | None:
         head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
         if etag is not None and head.get("ETag") == etag:
@@ -94,7 +184,7 @@ class S3:
         got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
         body = got["Body"]
         try:
-            tmp, digest, length = receive(self.url, body, folder, limits)
+            tmp, digest, length = receive(self.url, body, folder, limits, gate)
         except RemoteError:  # a bound passed
             raise
         except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
@@ -104,3 +194,35 @@ class S3:
         stated = (got.get("Metadata") or {}).get(SHA_META)
         etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
         return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
+
+
+class _Sent:
+    """A push's body as boto3 reads it, saying how far its PUT went (`state`): "" made,
+    "1" asked (botocore's `before-send`: connecting, its headers, `Expect: 100-continue`),
+    "2" sending (read since), "3" sent (read to its end: its answer awaited). Once
+    `given_up` a read raises: the upload stops there."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh, self.state, self.given_up = fh, "", False
+        self.moved = threading.Condition()
+
+    def __getattr__(self, name: str) -> Any:  # seek, tell, fileno: the file's
+        return getattr(self._fh, name)
+
+    def asked(self, **_: Any) -> None:
+        self._to("1")
+
+    def read(self, size: int = -1) -> bytes:
+        if self.given_up:
+            raise OSError("the push was given up (WARM_REMOTE_DEADLINE)")
+        data: bytes = self._fh.read(size)
+        if self.state == "1":
+            self._to("2")
+        if self.state == "2" and not data:
+            self._to("3")
+        return data
+
+    def _to(self, state: str) -> None:
+        with self.moved:
+            self.state = state
+            self.moved.notify_all()
