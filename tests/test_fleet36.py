@@ -91,7 +91,7 @@ def _handler(store: S3Like) -> type[BaseHTTPRequestHandler]:
 def s3_like() -> Iterator[tuple[S3Like, str]]:
     store = S3Like()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
     thread.start()
     yield store, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

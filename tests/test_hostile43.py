@@ -61,7 +61,7 @@ def redirecting() -> Iterator[list[str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,)).start()
     where.append(f"http://127.0.0.1:{server.server_address[1]}/b.warm")
     try:
         yield where

@@ -108,7 +108,7 @@ def _handler(store: Store) -> type[BaseHTTPRequestHandler]:
 def http_store() -> Iterator[tuple[Store, str, ThreadingHTTPServer]]:
     store = Store()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
     thread.start()
     yield store, f"http://127.0.0.1:{server.server_address[1]}", server
     server.shutdown()

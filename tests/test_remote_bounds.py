@@ -72,7 +72,7 @@ def _handler(serve: _Serve) -> type[BaseHTTPRequestHandler]:
 def served(made: tuple[Warm, Path]) -> Iterator[tuple[_Serve, str]]:
     serve = _Serve(made[1].read_bytes())
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(serve))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,)).start()
     yield serve, f"http://127.0.0.1:{server.server_address[1]}/b.warm"
     serve.stop.set()
     server.shutdown()

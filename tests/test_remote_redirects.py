@@ -106,7 +106,7 @@ def servers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Servers
             context.load_cert_chain(cert, key)
             server.socket = context.wrap_socket(server.socket, server_side=True)
         found.base[scheme] = f"{scheme}://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,)).start()
         running.append(server)
     yield found
     for server in running:

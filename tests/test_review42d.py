@@ -38,7 +38,7 @@ class Server:
         self.seen: list[tuple[str, str | None]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, daemon=True, args=(0.05,)).start()
 
     def close(self) -> None:
         self.server.shutdown()

@@ -21,7 +21,7 @@ def test_stats_of_a_url_names_the_url_and_its_copy(
     store = Store()
     store.files["/b.warm"] = made.read_bytes()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(store))
-    Thread(target=server.serve_forever, daemon=True).start()
+    Thread(target=server.serve_forever, daemon=True, args=(0.05,)).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/b.warm"
         proc = warm("stats", url)

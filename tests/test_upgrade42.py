@@ -640,7 +640,7 @@ def test_a_url_with_a_query_is_one_kept_copy_to_both(
         "Store", (_Store,), {"body": (f.folder / "new.warm").read_bytes(), "downloads": {}}
     )
     server = ThreadingHTTPServer(("127.0.0.1", 0), store)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,)).start()
     try:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         signed = "/b.warm?name=fleet&X-Amz-Signature=ab12&X-Amz-Date=20261205T000000Z"
