@@ -253,3 +253,28 @@ def test_a_push_whose_put_answer_drips_stops_at_the_deadline(
     assert took < 4, took
     if mode == "drip-put":  # the upload was sent whole before its answer was waited for
         assert store.put.endswith(built[0][-1000:]) or built[0] in store.put
+
+
+def test_a_push_to_an_https_store_that_drips_its_handshake_stops_at_the_deadline(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    """A push's HEAD waited each socket read 10 s (`TIMEOUT`), its TLS handshake included,
+    whatever the deadline: a store dripping its handshake took 10.4 s at a 1 s deadline.
+    Each wait is min(10 s, the deadline) now, as a fetch's is."""
+    from test_fleet_remote import _DripHandshake
+
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    store = _DripHandshake()
+    try:
+        limited = warm.with_env(WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
+        began = time.monotonic()
+        proc = limited("push", bundle, store.url, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
+    assert took < 8, took

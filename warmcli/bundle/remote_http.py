@@ -163,7 +163,8 @@ class Http:
         self.head = None
         with Deadline(seconds) as deadline:
             try:
-                with urlopen(request, TIMEOUT, deadline, self.name) as response:
+                wait = min(TIMEOUT, seconds)  # each wait, the TLS handshake's too, as a fetch's
+                with urlopen(request, wait, deadline, self.name) as response:
                     etag: str | None = response.headers.get("ETag")
                     self.head = response.headers
             except urllib.error.HTTPError as exc:
