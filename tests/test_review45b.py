@@ -7,9 +7,15 @@ served at all:
   edited `inc/val.h` was served the old build; now a macro the kernel's own `-D`, defines or
   `#define` lines give a plain `"x"` or `<x>` is followed as that include, and one warm cannot
   resolve makes the kernel unkeyed (built in each process, never served: `warmcli.unkeyed`);
-- past a bound of the key's scan (more than 512 headers, a header over 4 MB scanned in part)
-  the rest was not keyed: an edit there was served the old build; now unkeyed, the miss saying
-  which bound.
+- past a bound of the key's scan (more than 512 headers, a header over 4 MB scanned in part, a
+  thin archive of more than 1,024 members, a linker script naming more than 1,024 inputs) the
+  rest was not keyed: an edit there was served the old build; now unkeyed, the miss saying
+  which bound;
+- `-Wl,-Map=/abs/out.map` (a file the linker writes) was keyed by its content as an input,
+  so the map each build wrote made the kernel miss in every later process;
+- `-Wl,-static` (the linker's, from its place) was taken as cc's whole-link `-static`: the key
+  covered `libX.a` where the linker linked `libX.so` (a library named before it), whose rebuild
+  was then served the old build.
 Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
 """
 
@@ -177,6 +183,54 @@ def test_a_header_over_the_scanned_size_is_never_served(tmp_path: Path) -> None:
     assert "over 4 MB" in _unkeyed(source, (f"-I{inc}",))
     (inc / "big.h").write_text('#include "late.h"\n')  # a small one keys as ever
     assert _unkeyed(source, (f"-I{inc}",)) == ""
+
+
+def test_past_a_linked_bound_the_kernel_is_never_served(tmp_path: Path) -> None:
+    """A thin archive of more than 1,024 members, a linker script naming more than 1,024
+    inputs: the rest were not keyed; now unkeyed; fewer key as ever."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "m.c").write_text("int one(void) { return 1; }\n")
+    subprocess.run(["cc", "-c", "m.c", "-o", "m.o"], cwd=lib, check=True)
+    names = []
+    for i in range(1030):
+        (lib / f"m{i}.o").write_bytes((lib / "m.o").read_bytes())
+        names.append(f"m{i}.o")
+    subprocess.run(["ar", "rcsT", "libthin.a", *names], cwd=lib, check=True)
+    thin = (f"{lib / 'libthin.a'}",)
+    assert "1,024 members" in _unkeyed(LINK_SOURCE, thin)
+    (lib / "big.ld").write_text("INPUT(" + " ".join(f"{lib}/m{i}.o" for i in range(1030)) + ")\n")
+    script = (f"-Wl,-T,{lib / 'big.ld'}",)
+    assert "1,024 inputs" in _unkeyed(LINK_SOURCE, script)
+    (lib / "small.ld").write_text(f"INPUT({lib}/m1.o)\n")
+    small = (f"-Wl,-T,{lib / 'small.ld'}",)
+    assert _unkeyed(LINK_SOURCE, small) == ""
+
+
+def test_a_linker_map_is_an_output_not_an_input(warm: Warm, tmp_path: Path) -> None:
+    """`-Wl,-Map=/abs/out.map`: the map the build wrote was keyed as an input, so the kernel
+    missed in every later process (a fresh map each build); now served."""
+    source = "void f(float *x) { x[0] = 1.0f; }\n"
+    for spelling in (
+        f"-Wl,-Map={tmp_path / 'out.map'}",
+        f"-Wl,--Map,{tmp_path / 'out.map'}",
+        f"-Wl,--dependency-file={tmp_path / 'deps.d'}",
+    ):
+        script = _warmed(warm, tmp_path, source, (spelling,))
+        served, cold = _served_and_cold(warm, tmp_path, script)
+        assert served == cold == "1.0", (spelling, served)
+
+
+def test_wl_static_applies_from_its_place(warm: Warm, tmp_path: Path) -> None:
+    """`-L A -lX -Wl,-static`: the linker links `A/libX.so` (before `-static`), the key took
+    `A/libX.a`: a rebuilt `libX.so` was served the old build."""
+    lib = tmp_path / "A"
+    _archive(lib, 1, shared=True)
+    _archive(lib, 9)
+    options = (f"-L{lib}", "-Wl,--no-as-needed", "-lX", f"-Wl,-rpath,{lib}", "-Wl,-static")
+    before = _key(LINK_SOURCE, options)
+    _archive(lib, 2, shared=True)
+    assert _key(LINK_SOURCE, options) != before
 
 
 def test_has_include_keys_a_header_appearing_in_an_earlier_folder(tmp_path: Path) -> None:
