@@ -14,8 +14,8 @@ served at all:
 - `-Wl,-Map=/abs/out.map` (a file the linker writes) was keyed by its content as an input,
   so the map each build wrote made the kernel miss in every later process;
 - `-Wl,-static` (the linker's, from its place) was taken as cc's whole-link `-static`: the key
-  covered `libX.a` where the linker linked `libX.so` (a library named before it), whose rebuild
-  was then served the old build.
+  covered `libX.a` where the linker took `libX.so` (a library named before it; a linker script
+  naming `libreal.a`), whose rebuilt archive was then served the old build.
 Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
 """
 
@@ -84,15 +84,12 @@ def _served_and_cold(warm: Warm, tmp_path: Path, script: Path) -> tuple[str, str
     return value(WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_STRICT="1"), value()
 
 
-def _archive(folder: Path, value: int, name: str = "X", shared: bool = False) -> None:
-    """`folder/lib<name>.a` (or `.so`) holding `helper`, which returns `value`."""
+def _archive(folder: Path, value: int, name: str = "X") -> None:
+    """`folder/lib<name>.a` holding `helper`, which returns `value`."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "h.c").write_text(f"float helper(void) {{ return {value}.0f; }}\n")
     run = {"cwd": folder, "check": True}
     subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
-    if shared:
-        subprocess.run(["cc", "-shared", "h.o", "-o", f"lib{name}.so"], **run)  # type: ignore[call-overload]
-        return
     (folder / f"lib{name}.a").unlink(missing_ok=True)
     subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
 
@@ -222,15 +219,21 @@ def test_a_linker_map_is_an_output_not_an_input(warm: Warm, tmp_path: Path) -> N
 
 
 def test_wl_static_applies_from_its_place(warm: Warm, tmp_path: Path) -> None:
-    """`-L A -lX -Wl,-static`: the linker links `A/libX.so` (before `-static`), the key took
-    `A/libX.a`: a rebuilt `libX.so` was served the old build."""
+    """`-L A -lX -Wl,-static ... -Wl,-Bdynamic`: the linker takes `A/libX.so` (named before
+    `-static`; here a linker script naming `A/libreal.a`), the key took `A/libX.a`: a rebuilt
+    `libreal.a` was served the old build. End to end: warm run, rebuild, a served
+    WARM_STRICT=1 process against a cold one."""
     lib = tmp_path / "A"
-    _archive(lib, 1, shared=True)
     _archive(lib, 9)
-    options = (f"-L{lib}", "-Wl,--no-as-needed", "-lX", f"-Wl,-rpath,{lib}", "-Wl,-static")
-    before = _key(LINK_SOURCE, options)
-    _archive(lib, 2, shared=True)
-    assert _key(LINK_SOURCE, options) != before
+    _archive(lib, 1, "real")
+    (lib / "libX.so").write_text(f"INPUT({lib / 'libreal.a'})\n")
+    options = ("-Wl,-u,helper", f"-L{lib}", "-lX", "-Wl,-static", "-Wl,-Bdynamic")
+    script = _warmed(warm, tmp_path, LINK_SOURCE, options)
+    _archive(lib, 2, "real")
+    served, cold = _served_and_cold(warm, tmp_path, script)
+    assert cold == "2.0", cold
+    assert served != "1.0", "the old build served for a rebuilt libreal.a"
+    assert "strict mode" in served, served
 
 
 def test_has_include_keys_a_header_appearing_in_an_earlier_folder(tmp_path: Path) -> None:
