@@ -11,8 +11,9 @@ served at all:
   thin archive of more than 1,024 members, a linker script naming more than 1,024 inputs) the
   rest was not keyed: an edit there was served the old build; now unkeyed, the miss saying
   which bound;
-- `-Wl,-Map=/abs/out.map` (a file the linker writes) was keyed by its content as an input,
-  so the map each build wrote made the kernel miss in every later process;
+- `-Wl,-Map=/abs/out.map` (a file the linker writes; cc's `-fopt-info-all=/abs/opt.txt` alike)
+  was keyed by its content as an input, so the file each build wrote made the kernel miss in
+  every later process (warm run's own verify pass failed);
 - `-Wl,-static` (the linker's, from its place) was taken as cc's whole-link `-static`: the key
   covered `libX.a` where the linker took `libX.so` (a library named before it; a linker script
   naming `libreal.a`), whose rebuilt archive was then served the old build.
@@ -212,6 +213,7 @@ def test_a_linker_map_is_an_output_not_an_input(warm: Warm, tmp_path: Path) -> N
         f"-Wl,-Map={tmp_path / 'out.map'}",
         f"-Wl,--Map,{tmp_path / 'out.map'}",
         f"-Wl,--dependency-file={tmp_path / 'deps.d'}",
+        f"-fopt-info-all={tmp_path / 'opt.txt'}",  # cc's own report
     ):
         script = _warmed(warm, tmp_path, source, (spelling,))
         served, cold = _served_and_cold(warm, tmp_path, script)

@@ -20,13 +20,14 @@ is keyed by its content alone, its path `LINKED_MARK` in the key's options too
 checkout at another path (a CI cache restored elsewhere) is served; a shared library (the
 binary may name it by that path) and a thin archive (its members found by path) keep it.
 Include folders, headers read first (`warmcli.headers` keys those by content), defines and what cc
-or its linker writes (`-o`, `-MF`, `-Wl,-Map=`, `-Wl,--dependency-file=`) are not looked at, so the
-keys of kernels naming no such file are as before; cc's `-static` links no shared library, the
-linker's (`-Wl,-static`) none from its place on. Past a bound (a thin archive's 1,024 members or 64
-MB, a script's 1,024 inputs or 1 MB, 8 `INCLUDE`s deep, 256 folders) the digest holds
-`warmcli.unkeyed`'s marker, its reason noted. State: one per-process memo of each file's digest (and
-kind) by its stat stamp (path, size, inode, mtime and ctime), of files unchanged in the last
-seconds. It never runs a compiler, never writes and never raises for a missing or unreadable file.
+or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
+`-Wl,--dependency-file=`) are not looked at, so the keys of kernels naming no such file are as
+before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
+Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8 `INCLUDE`s
+deep, 256 folders) the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one
+per-process memo of each file's digest (and kind) by its stat stamp (path, size, inode, mtime and
+ctime), of files unchanged in the last seconds. It never runs a compiler, never writes and never
+raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ from warmcli.unkeyed import marker, note, reason_in, reason_of
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
 # content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
-# its content changes with each build) and what its linker writes (`-Wl,-Map=out.map`,
+# its content changes with each build; cc's reports: `-fopt-info-all=opt.txt`, `-fdump-tree-all=f`,
+# `-aux-info f`, `-dumpdir d/`) and what its linker writes (`-Wl,-Map=out.map`,
 # `-Wl,--dependency-file=deps.d`). The next option (or piece) is their value where given alone.
 _NOT_FILES = (
     *INCLUDE_PREFIXES, *PRE_INCLUDE_PREFIXES, "-D", "-U", "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD",
-    "-Map", "--Map", "--dependency-file",
+    "-fopt-info", "-fdump-", "-aux-info", "-dumpdir", "-dumpbase", "-fprofile-note=",
+    "-Map", "--Map", "--dependency-file", "--out-implib",
 )  # fmt: skip
 # cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
 _FLAGS_ALONE = ("-MD", "-MMD")
