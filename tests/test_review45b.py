@@ -8,9 +8,9 @@ served at all:
   `#define` lines give a plain `"x"` or `<x>` is followed as that include, and one warm cannot
   resolve makes the kernel unkeyed (built in each process, never served: `warmcli.unkeyed`);
 - past a bound of the key's scan (more than 512 headers, a header over 4 MB scanned in part, a
-  thin archive of more than 1,024 members, a linker script naming more than 1,024 inputs) the
-  rest was not keyed: an edit there was served the old build; now unkeyed, the miss saying
-  which bound;
+  folder of more than 512 `.gch` files, a thin archive of more than 1,024 members, a linker
+  script naming more than 1,024 inputs) the rest was not keyed: an edit there was served the
+  old build; now unkeyed, the miss saying which bound;
 - `-Wl,-Map=/abs/out.map` (a file the linker writes; cc's `-fopt-info-all=/abs/opt.txt` alike)
   was keyed by its content as an input, so the file each build wrote made the kernel miss in
   every later process (warm run's own verify pass failed);
@@ -255,3 +255,17 @@ def test_has_include_keys_a_header_appearing_in_an_earlier_folder(tmp_path: Path
     second = _key(source, options)
     (b / "opt.h").write_text("\n")
     assert len({first, second, _key(source, options)}) == 3
+
+
+def test_a_folder_of_too_many_precompiled_headers_is_never_served(tmp_path: Path) -> None:
+    """`inc/val.h.gch/` holding more than 512 files: only the first 512 were keyed (gcc may
+    read any valid one); now unkeyed, the reason named; 512 key as ever."""
+    inc = tmp_path / "inc"
+    (inc / "val.h.gch").mkdir(parents=True)
+    (inc / "val.h").write_text("#define VAL 1\n")
+    for i in range(512):
+        (inc / "val.h.gch" / f"{i:04}.gch").write_bytes(b"x")
+    source = '#include "val.h"\nvoid f(float *x) { x[0] = VAL; }\n'
+    assert _unkeyed(source, (f"-I{inc}",)) == ""
+    (inc / "val.h.gch" / "9999.gch").write_bytes(b"y")
+    assert "more than 512 .gch files" in _unkeyed(source, (f"-I{inc}",))
