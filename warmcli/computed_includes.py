@@ -9,8 +9,10 @@ defines, and each object-like `#define` line of its source and of the headers it
 `named_headers` says what a computed include names: each plain `"x"` or `<x>` value (each is
 followed: one a branch does not take costs a miss at most), or why it cannot be told (a value
 made by another macro, `STR(val.h)`, or none found: then the kernel is unkeyed,
-`warmcli.unkeyed`). Pure functions over text, but `macro_values`, which reads the files it is
-handed (at most `MAX_SCANNED` bytes each); no state.
+`warmcli.unkeyed`); `computed_headers` does it for the computed includes a headers digest met,
+its marker in that digest's lines where one cannot be told. Pure functions over text, but
+`computed_headers`, which reads the files reached (`file_head`: at most `MAX_SCANNED` bytes
+each); no state.
 """
 
 from __future__ import annotations
