@@ -2,31 +2,35 @@
 
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`, nvcc's
 `--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
-PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
-`C_INCLUDE_PATH`), or NVRTC's (a system toolkit's include folders, after the toolkit packages':
-`nvrtc_folders`), reads headers that its source text does not hold: `headers_digest` covers them,
-those a source includes (or asks for) by their absolute path, and those `-include`/`--pre-include`
-(gcc's `--include`, `-imacros`) read before the source (found in the working folder first, then as a
-quoted name is). It reads the `#include "..."` and `#include <...>` lines (`#import`'s,
-`__has_include`'s names) of the source and of every header found, however spelled (`%:include`, a
-comment or line splice inside: `warmcli.directives`), and resolves each name as the compiler does,
-in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
-gcc's order, whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`,
-each folder once, one named `-I` (`-iquote`) and as a system one in its system place, as gcc;
-`#include_next`: every file of its name along them); a relative folder is taken from the working
-folder. The digest is over each name as written and the sha256 of the file it resolved to (or that
-none was found: a header added later changes it), in the order they are reached; the folders' paths
-are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
-reached there may compute with them (an `#include` or `__has_include` of a macro, which is not
-followed, `__FILE__`: then they are; for a folder named twice, which named folders are one). Headers
-not found there (the toolkit's, the system's) are the toolchain identity's. Bounded: at most
-`MAX_HEADERS` files, each hashed whole, scanned in its first `MAX_SCANNED` bytes. State: three
-per-process memos (each file's digest and includes, by (path, mtime_ns, size), of files settled; the
-includes of the last sources; the search orders of the last options): a kernel keyed again costs a
-lookup of each header; `covered`, what each digest made lately covers (`kernel_parts.header_files`:
-a header read first by its path), and for the first header read, each `.gch` gcc may read
-instead (`warmcli.precompiled`), and which copies of a once-only header share a time
-(`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
+PyCUDA's `include_dirs` become `-I`: `warmcli.include_options` reads them), or whose C compiler's
+environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's (a system toolkit's include folders, after
+the toolkit packages': `nvrtc_folders`), reads headers that its source text does not hold:
+`headers_digest` covers them, those a source includes (or asks for) by their absolute path, and
+those `-include`/`--pre-include` (gcc's `--include`, `-imacros`) read before the source (found in
+the working folder first, then as a quoted name is). It reads the `#include "..."` and `#include
+<...>` lines (`#import`'s, `__has_include`'s names) of the source and of every header found, however
+spelled (`%:include`, a comment or line splice inside: `warmcli.directives`; an `#include CFG` as
+the names the kernel's `-D` options, defines and `#define` lines give CFG:
+`warmcli.computed_includes`), and resolves each name as the compiler does, in those folders (a
+quoted name in a header: its own folder first, its `..` where a link leads; then gcc's order,
+whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`, each folder
+once, one named `-I` (`-iquote`) and as a system one in its system place, as gcc; `#include_next`:
+every file of its name along them); a relative folder is taken from the working folder. The digest
+is over each name as written and the sha256 of the file it resolved to (or that none was found: a
+header added later changes it), in the order they are reached; the folders' paths are not
+(`keyed_options` drops them), so a checkout at another path keys alike, unless a file reached there
+may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then they are; for a
+folder named twice, which named folders are one). Headers not found there (the toolkit's, the
+system's) are the toolchain identity's. Bounded: at most `MAX_HEADERS` files, each hashed whole,
+scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot
+be told (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker,
+its reason noted. State: three per-process memos (each file's digest and includes, by (path,
+mtime_ns, size), of files settled; the includes of the last sources; the search orders of the last
+options): a kernel keyed again costs a lookup of each header; `covered`, what each digest made
+lately covers (`kernel_parts.header_files`: a header read first by its path), and for the first
+header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
+once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
+for a missing file.
 """
 
 from __future__ import annotations
@@ -41,27 +45,34 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
+from warmcli.computed_includes import computed_headers, macro_includes
 from warmcli.directives import may_hide, spliced, spliced_text
+from warmcli.include_options import (
+    _AS_DIRAFTER,
+    _AS_I,
+    HEADER_MARK,
+    _named_folders,
+    include_folders,
+    pre_included,
+)
+from warmcli.include_options import FOLDER_MARK as FOLDER_MARK  # (named here as before)
+from warmcli.include_options import INCLUDE_FLAGS as INCLUDE_FLAGS
+from warmcli.include_options import PRE_INCLUDE_FLAGS as PRE_INCLUDE_FLAGS
+from warmcli.include_options import absolute_include_options as absolute_include_options
+from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
+from warmcli.unkeyed import marker, note, reason_in
 
-# Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
-# folder in the next option; gcc's long spellings of `-idirafter` (before its prefix) and `-I`,
-# nvcc's of `-isystem`.
-INCLUDE_FLAGS = (
-    "--include-path", "--include-directory-after", "--include-directory", "--system-include",
-    "-isystem", "-iquote", "-idirafter", "-I",
-)  # fmt: skip
-_AS_I = ("-I", "--include-path", "--include-directory")  # the flags searched as `-I`
-_AS_DIRAFTER = ("-idirafter", "--include-directory-after")
 MAX_HEADERS = 512
 MAX_SCANNED = 4 << 20
 _MAX_MEMO = 4096
 # A file changed this recently is read again each time (an edit may keep mtime and size).
 _SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
-    r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
-    r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/',
+    r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"
+    r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])'  # or by a macro
+    r'|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))',
     re.MULTILINE,
 )
 # An `#include` line's name (`#import`'s; `_next` kept), or one `__has_include` asks for. No
@@ -81,6 +92,7 @@ _PATH_BOUND = re.compile(
     re.MULTILINE,
 )
 BY_FOLDER = ("\0by folder", False)
+COMPUTED, OVER = "\0computed:", ("\0over", False)  # `#include CFG`'s CFG; a file scanned in part
 # The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
 TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
@@ -88,97 +100,6 @@ DEFAULT_TOOLKIT = "/usr/local/cuda"
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
-
-
-def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
-    """Each include folder `options` name, in order: flag, folder, option's place, text before."""
-    folders: list[tuple[str, str, int, str]] = []
-    take_next: str | None = None
-    for at, option in enumerate(options):
-        if take_next is not None or type(option) is not str:  # a folder, or no option's
-            if take_next is not None and type(option) is str:
-                folders.append((take_next, option, at, ""))
-            take_next = None
-            continue
-        for flag in INCLUDE_FLAGS:
-            if option.startswith(flag):
-                rest = option[len(flag) :]
-                if flag.startswith("--") and rest.startswith("="):
-                    rest = rest[1:]
-                elif flag.startswith("--") and rest:  # another option (`--include-paths`)
-                    break
-                if rest:
-                    folders.append((flag, rest, at, option[: len(option) - len(rest)]))
-                else:
-                    take_next = flag
-                break
-    return folders
-
-
-# A header read before the source: its flags as gcc and nvcc spell them (`-imacros` reads
-# one's macros alone), each with the file in the next option or after `=`; gcc's short ones
-# also joined (`-includeh.h`).
-PRE_INCLUDE_FLAGS = ("--pre-include", "-include", "--include", "-imacros", "--imacros")
-_JOINED_PRE_INCLUDES = ("-include", "-imacros")
-
-
-def _pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
-    """Each header `options` read before the source: its option's position, text before it, name."""
-    found: list[tuple[int, str, str]] = []
-    for at, (before, option) in enumerate(zip(("", *options), options, strict=False)):
-        if type(option) is not str:
-            continue
-        if before in PRE_INCLUDE_FLAGS:
-            found.append((at, "", option))
-        elif option.startswith(tuple(f + "=" for f in PRE_INCLUDE_FLAGS)):
-            flag = option.split("=", 1)[0] + "="
-            found.append((at, flag, option[len(flag) :]))
-        elif option.startswith(_JOINED_PRE_INCLUDES) and option not in PRE_INCLUDE_FLAGS:
-            joined = next(f for f in _JOINED_PRE_INCLUDES if option.startswith(f))
-            found.append((at, joined, option[len(joined) :]))
-    return found
-
-
-def pre_included(options: Sequence[object]) -> list[str]:
-    """The headers `options` read first (`-include h`, `--pre-include=h`, `-imacros h`...)."""
-    return [name for _, _, name in _pre_included_at(options)]
-
-
-def absolute_include_options(options: Sequence[str]) -> list[str]:
-    """`options`, relative include folders and headers read first from the working folder."""
-    try:
-        cwd = os.getcwd()
-    except OSError:  # the working folder was removed: relative folders name nothing
-        return list(options)
-    made = list(options)
-    for _, folder, at, before in _named_folders(options):
-        made[at] = before + os.path.join(cwd, folder)
-    for at, before, name in _pre_included_at(options):  # cc's working folder, first
-        if os.path.isfile(os.path.join(cwd, name)):
-            made[at] = before + os.path.join(cwd, name)
-    return made
-
-
-# What a keyed option says in place of the include folder it names (`keyed_options`).
-FOLDER_MARK = "<include folder>"
-HEADER_MARK = "<header>"  # and in place of a header read first named by its absolute path
-
-
-def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
-    """`options` as a key takes them: each include folder's path `FOLDER_MARK` (flag and place
-    kept), a header read first by its path `HEADER_MARK`: `headers_digest` keys their content."""
-    keyed = list(options)
-    for _, _, at, before in _named_folders(options):
-        keyed[at] = before + FOLDER_MARK
-    for at, before, name in _pre_included_at(options):
-        if os.path.isabs(name):
-            keyed[at] = before + HEADER_MARK
-    return tuple(keyed)
-
-
-def include_folders(options: Sequence[object]) -> tuple[str, ...]:
-    """The include folders `options` name, in order (empty for most kernels)."""
-    return tuple(folder for _, folder, _, _ in _named_folders(options))
 
 
 def search_orders(
@@ -252,9 +173,11 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
     return packages, [f for f in own if os.path.isdir(f) and f not in packages]
 
 
-def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
+def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
     """The includes of `data` as written, then those only its directives as read show
-    (`warmcli.directives`); `BY_FOLDER` last where it may compute with its path (`_PATH_BOUND`)."""
+    (`warmcli.directives`), each macro it includes by name (`COMPUTED` and it, whether
+    `_next`), `OVER` where it is longer than scanned (`over`), `BY_FOLDER` last where it may
+    compute with its path (`_PATH_BOUND`)."""
     head = data[:MAX_SCANNED]
     found = _INCLUDE.findall(head)
     bound = _PATH_BOUND.search(head) is not None
@@ -266,6 +189,8 @@ def _includes(data: bytes) -> tuple[tuple[str, bool], ...]:
         (NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
         for n, m, quoted, angled in found
     )
+    names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(head)) if bound else ()
+    names += (OVER,) if over or len(data) > MAX_SCANNED else ()
     return (*names, BY_FOLDER) if bound else names
 
 
@@ -300,7 +225,12 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
                 digest.update(chunk)
     except OSError:
         return None
-    entry = (st.st_mtime_ns, st.st_size, digest.hexdigest(), _includes(head))
+    entry = (
+        st.st_mtime_ns,
+        st.st_size,
+        digest.hexdigest(),
+        _includes(head, st.st_size > len(head)),
+    )
     if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:  # else an edit may keep mtime and size
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()
@@ -331,12 +261,17 @@ def _resolve(
 
 
 def headers_digest(
-    source: str, options: Sequence[object], env: tuple[str, str] = ("", ""), nvrtc: bool = False
+    source: str,
+    options: Sequence[object],
+    env: tuple[str, str] = ("", ""),
+    nvrtc: bool = False,
+    defines: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name, or `env`'s
     (`search_orders`; the module doc); "" where none is named, or found in `env`'s only. For
     `nvrtc`, `env` is `kernel._env_includes`': the system toolkit's folders (`toolkit_home`)
-    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first)."""
+    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first).
+    An `#include` of a macro follows what `options`, `defines` and the text give it."""
     before = env[1].split(os.pathsep) if nvrtc and env[1] else []
     env = (env[0], "") if nvrtc else env
     try:
@@ -363,10 +298,19 @@ def headers_digest(
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
     same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
-    while pending:
+    computed, done = list[tuple[str, bool, str | None, bool]](), set[object]()  # `#include CFG`
+    while pending or (computed and (pending := computed_headers(
+        computed, done, (given, defines, source, seen), written, primary, NEXT))):  # fmt: skip
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
             bound = bound or here is None or here.startswith(own)
+            continue
+        if name.startswith(COMPUTED):  # (a toolkit's own, NVRTC's: as before, by its folders)
+            strict = not (nvrtc and here is not None and not here.startswith(own))
+            computed.append((name[len(COMPUTED) :], quoted, here, strict))
+            continue
+        if (name, quoted) == OVER:
+            written.append(marker(f"a file over {MAX_SCANNED >> 20} MB, scanned in part"))
             continue
         if name.startswith(NEXT):  # each file of its name along the chain (one is read)
             name, chain = name[len(NEXT) :], dict.fromkeys([here, *orders[0], *orders[1]])
@@ -381,14 +325,15 @@ def headers_digest(
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
         if path is None or read is None or real in seen:
             continue
-        seen[real] = read[0]
-        if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:
-            written.append("\0more")
+        if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:  # past: unkeyed
+            written.append(marker(f"more than {MAX_HEADERS} headers"))
             break
+        seen[real] = read[0]
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
     written += precompiled(primary, orders, _read) + once_copies(seen)  # (after `covered`'s)
-    if not folders and not seen:  # nothing found where only the environment looks: as before
-        return ""
+    why = reason_in(written)
+    if not folders and not seen and not why:  # nothing found where only the environment looks
+        return ""  # (as before)
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
         written += ["\0folders", *own]
     elif len({*same}) < len(same):  # each folder as the first one that is the same folder
@@ -397,4 +342,5 @@ def headers_digest(
     for i, name in enumerate(pre[: len(written)]):  # keyed `<header>`, shown by its path
         written[i] = written[i].replace(HEADER_MARK, name, 1) if name in marked else written[i]
     covered[digest] = written if len(covered) < 256 else covered.clear() or written  # bounded
+    note(digest, why)
     return digest

@@ -268,10 +268,10 @@ class Kernel(Record):
 
 # An option (or a part of a joined one) that tunes for the building CPU.
 _NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
-# An `#include` of a header by its absolute path, or a `__has_include` asking for one.
+# An `#include` of a header by its absolute path or a macro, or a `__has_include` of one.
 _ABSOLUTE_INCLUDE = Pattern(
-    r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)[ \t]*"
-    r'|__has_include(?:_next)?[ \t]*\([ \t]*)["<]/'
+    r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"
+    r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))'
 )
 
 
@@ -350,7 +350,7 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     if kernel.reads_headers or (env != ("", "") and _may_include(kernel.source)):
         from warmcli.headers import headers_digest
 
-        headers = headers_digest(kernel.source, kernel.options, env, nvrtc=nvrtc)
+        headers = headers_digest(kernel.source, kernel.options, env, nvrtc, kernel.defines)
     if kernel.language != "c" or not kernel.options:  # no option names a file to link
         return headers
     from warmcli.linked import with_linked  # a host kernel: with the files it links

@@ -19,11 +19,15 @@ is keyed by its content alone, its path `LINKED_MARK` in the key's options too
 (`placeless_options`, as ccache's base folder): no path of it reaches the binary, so a
 checkout at another path (a CI cache restored elsewhere) is served; a shared library (the
 binary may name it by that path) and a thin archive (its members found by path) keep it.
-Include folders, headers read first (`warmcli.headers` keys those by content), defines and
-what cc writes (`-o`, `-MF`) are not looked at, so the keys of kernels naming no such file
-are as before. State: one per-process memo of each file's digest (and kind) by its stat stamp (path,
-size, inode, mtime and ctime), of files unchanged in the last seconds. It never runs a
-compiler, never writes and never raises for a missing or unreadable file.
+Include folders, headers read first (`warmcli.headers` keys those by content), defines and what cc
+or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
+`-Wl,--dependency-file=`) are not looked at, so the keys of kernels naming no such file are as
+before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
+Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8 `INCLUDE`s
+deep, 256 folders) the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one
+per-process memo of each file's digest (and kind) by its stat stamp (path, size, inode, mtime and
+ctime), of files unchanged in the last seconds. It never runs a compiler, never writes and never
+raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -37,13 +41,17 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, TypeVar
 
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
+from warmcli.unkeyed import marker, note, reason_in, reason_of
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
 # content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
-# its content changes with each build). The next option (or piece) is their value where given
-# alone.
+# its content changes with each build; cc's reports: `-fopt-info-all=opt.txt`, `-fdump-tree-all=f`,
+# `-aux-info f`, `-dumpdir d/`) and what its linker writes (`-Wl,-Map=out.map`,
+# `-Wl,--dependency-file=deps.d`). The next option (or piece) is their value where given alone.
 _NOT_FILES = (
     *INCLUDE_PREFIXES, *PRE_INCLUDE_PREFIXES, "-D", "-U", "-o", "-MF", "-MT", "-MQ", "-MD", "-MMD",
+    "-fopt-info", "-fdump-", "-aux-info", "-dumpdir", "-dumpbase", "-fprofile-note=",
+    "-Map", "--Map", "--dependency-file", "--out-implib",
 )  # fmt: skip
 # cc's `-MD` and `-MMD` take no value (cc names the file); given through `-Wp,` they do.
 _FLAGS_ALONE = ("-MD", "-MMD")
@@ -214,7 +222,7 @@ def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
     return [folder for folder in folders if os.path.isabs(folder)]
 
 
-def _libraries(words: Sequence[str], folders: list[str]) -> Iterator[str]:
+def _libraries(words: Sequence[str], folders: list[str], static: bool) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it; its archive
     alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
@@ -223,8 +231,9 @@ def _libraries(words: Sequence[str], folders: list[str]) -> Iterator[str]:
     linked.
     `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`); `folders` the ones searched
-    (`_search_folders`), which a linker script read meanwhile may add to (`SEARCH_DIR`)."""
-    static = "-static" in words or "-static-pie" in words  # gcc's: no shared library linked
+    (`_search_folders`), which a linker script read meanwhile may add to (`SEARCH_DIR`);
+    `static`: cc's own `-static` (`-static-pie`), no shared library linked at all (the
+    linker's, `-Wl,-static`, from its place on, as `-Bstatic`)."""
     implicit = () if {"-nostdlib", "-nodefaultlibs"} & {*words} else _IMPLICIT  # cc's own
     implicit = (_OWN, *(n for n in implicit if n != "c" or "-nolibc" not in words))
     given = [*zip(("", *words), words, strict=False), *(("", f"-l{n}") for n in implicit)]
@@ -251,10 +260,13 @@ def _named_inputs(path: str, folders: list[str]) -> list[str]:
             head = fh.read(8)
             thin, script = head == b"!<thin>\n", head.isascii() and head != b"!<arch>\n"
             data = fh.read(_MAX_THIN if thin else _MAX_SCRIPT if script else 0)
+            cut = bool(data) and fh.read(1) != b""  # longer than read: past a bound
     except OSError:
         return []
     if not thin:
-        return _script_inputs(head + data, folders)
+        found = _script_inputs(head + data, folders)
+        cut = cut and b"\0" not in data and data.isascii()  # a script's text, not a binary's
+        return [*found, marker(f"a linker script over {_MAX_SCRIPT >> 20} MB")] if cut else found
     at, names, found = 0, b"", []
     while at + 60 <= len(data) and len(found) < _MAX_MEMO:  # a 60-byte header for each
         name, size = data[at : at + 16].rstrip(b" "), data[at + 48 : at + 58].strip()
@@ -269,6 +281,8 @@ def _named_inputs(path: str, folders: list[str]) -> list[str]:
             name = names[int(name[1:]) :].split(b"/\n", 1)[0]
         member = os.path.join(os.path.dirname(path), os.fsdecode(name.rstrip(b"/")))
         found.append(f"{os.fsdecode(name)}\0{_file_digest(member) or '-'}")
+    if at + 60 <= len(data) or cut:  # members past the bound: not keyed
+        found.append(marker(f"a thin archive of more than {_MAX_MEMO:,} members"))
     return found
 
 
@@ -292,11 +306,15 @@ def _script_inputs(
             nest = max(nest - 1, 0)
         elif nest and command == b"SEARCH_DIR" and os.path.isabs(token):
             added = os.fsdecode(token)  # (each once, at most `_MAX_FOLDERS` in all)
+            if added not in folders and len(folders) >= _MAX_FOLDERS:
+                found.append(marker(f"more than {_MAX_FOLDERS} library folders"))
             folders += [added] if added not in folders and len(folders) < _MAX_FOLDERS else []
-        elif len(found) < _MAX_MEMO and (
-            (nest and command in (b"INPUT", b"GROUP") and token != b"AS_NEEDED")
-            or (not nest and before == b"INCLUDE")
+        elif (nest and command in (b"INPUT", b"GROUP") and token != b"AS_NEEDED") or (
+            not nest and before == b"INCLUDE"
         ):
+            if len(found) >= _MAX_MEMO:  # the rest not keyed
+                found.append(marker(f"a linker script naming more than {_MAX_MEMO:,} inputs"))
+                break
             name = os.fsdecode(token)
             lib = name[2:] if name.startswith("-l") else ""
             files = (f"lib{lib}.so", f"lib{lib}.a") if lib else (name,)
@@ -305,7 +323,9 @@ def _script_inputs(
                 (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
             )
             found.append(f"{name}\0{(_file_digest(hit) if hit else None) or '-'}")
-            if hit and not nest and depth < _MAX_DEPTH:  # an included script: what it links
+            if hit and not nest and depth >= _MAX_DEPTH:  # what it links: not keyed
+                found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
+            elif hit and not nest:  # an included script: what it links
                 _script_inputs(_head(hit, _MAX_SCRIPT), folders, found, depth + 1)
         before = token
     return found
@@ -333,14 +353,18 @@ def linked_digest(
         if os.path.isabs(text) and (found := _file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
             lines += _named_inputs(text, folders)
-    for library in _libraries(words, folders):
+    pairs = zip(("", *options), options, strict=False)  # cc's own `-static`, not `-Xlinker`'s
+    static = any(o in ("-static", "-static-pie") and b != "-Xlinker" for b, o in pairs)
+    for library in _libraries(words, folders, static):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
         if (found := _file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
             lines += _named_inputs(path, folders)
     if not lines:
         return ""
-    return hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
+    digest = hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
+    note(digest, reason_in(lines))  # (`warmcli.unkeyed`: past a bound)
+    return digest
 
 
 def with_linked(headers: str, options: Sequence[str], library_path: Callable[[], str]) -> str:
@@ -353,4 +377,6 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     linked = linked_digest(options, library_path() if libraries else "", words) if named else ""
     if not linked:
         return headers
-    return hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
+    note(digest, reason_of(headers) or reason_of(linked))
+    return digest

@@ -6,7 +6,8 @@ first `#include name`: gcc takes a precompiled header for no other), gcc looks f
 before it looks for `name` there, and reads a valid one instead (its macros, not the
 header's): `precompiled` names each such file as a line of a headers digest
 (`warmcli.headers`), by its folder's place in the search, its name and its content, so a
-rebuilt `.gch` is another kernel. None found: no line, a key as before. It reads no file's
+rebuilt `.gch` is another kernel (a folder of more than `MAX_FILES`: `warmcli.unkeyed`'s
+marker). None found: no line, a key as before. It reads no file's
 content itself (`read`, the headers' memoised reader, does) and keeps no state.
 """
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Sequence
+
+from warmcli.unkeyed import marker
 
 MAX_FILES = 512  # the most files of a `.gch` folder keyed
 
@@ -40,7 +43,9 @@ def precompiled(
             except (OSError, ValueError):  # none (most kernels): one `stat` a folder searched
                 is_folder = None
             if is_folder is not None:
-                files = sorted(os.listdir(pch))[:MAX_FILES] if is_folder else [""]
+                files = sorted(os.listdir(pch)) if is_folder else [""]
+                if len(files) > MAX_FILES:  # the rest not keyed: the kernel never served
+                    found, files = [*found, marker(f"more than {MAX_FILES} .gch files")], []
                 paths = [os.path.join(pch, f) if f else pch for f in files]
                 found += [f"\0pch {at}{p[len(folder) :]}\0{r[0]}" for p in paths if (r := read(p))]
             if os.path.isfile(os.path.join(folder, name)):

@@ -13,7 +13,7 @@ name, made alike), and those the build did not read at all (one an earlier warm'
 named as changed); a bundle's build keyed before warm kept them, or whose list is malformed or
 far longer than warm writes, names none (the first few nearest builds are looked at: a miss costs
 little whatever the bundle holds). Only this process's own header names are shown (escaped:
-`printable`), never a bundle's text.
+`printable`), never a bundle's text; for a kernel unkeyed here (`warmcli.unkeyed`), why.
 Pure: it reads its arguments only and never prints.
 """
 
@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from warmcli.headers import HEADER_MARK
 from warmcli.kernel_parts import MAX_HEADER_FILES, stored
 from warmcli.printable import cut, printable
+from warmcli.unkeyed import reason_of
 
 SHOWN_CHARS = 200  # of a component's text that is not what warm writes
 # Of one held value (a bundle's, however well-formed: megabytes of defines, a toolchain, a
@@ -74,7 +75,10 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     nearest of `held` with a list of its own read with other contents, or did not read; ""
     where neither list is known, or none differs by name. A held `<header>` (stop 41's name
     for a header read by its absolute path, today's is its file name) is one of ours of its
-    contents, else one of ours it did not name, changed."""
+    contents, else one of ours it did not name, changed. A kernel this process keyed unkeyed
+    (`warmcli.unkeyed`): why it is never served instead."""
+    if why := reason_of(wanted.get("headers", "")):  # (`warmcli.unkeyed`: built in each process)
+        return f" (never served: its key cannot cover what its build reads: {why})"
     ours = _files(wanted.get("header_files", ""))
     if not ours:  # (a bundle's lists are not read then)
         return ""

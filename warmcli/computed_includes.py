@@ -1,0 +1,132 @@
+"""The headers an `#include` of a macro names, where a kernel's own options, defines and text tell.
+
+`#include CFG` (a computed include; `#include_next CFG`, `__has_include(CFG)` alike) reads the
+header CFG's value names: with `-DCFG="val.h"` that is `val.h`, which a key must cover as if the
+source said `#include "val.h"`. `macro_includes` finds such lines in a file's text (the names
+they give, for `warmcli.headers` to queue); `macro_values` gathers every value a macro is
+given where warm can read it: the kernel's `-D` options (joined, next, `--define-macro`), its
+defines, and each object-like `#define` line of its source and of the headers its key reached;
+`named_headers` says what a computed include names: each plain `"x"` or `<x>` value (each is
+followed: one a branch does not take costs a miss at most), or why it cannot be told (a value
+made by another macro, `STR(val.h)`, or none found: then the kernel is unkeyed,
+`warmcli.unkeyed`); `computed_headers` does it for the computed includes a headers digest met,
+its marker in that digest's lines where one cannot be told. Pure functions over text, but
+`computed_headers`, which reads the files reached (`file_head`: at most `MAX_SCANNED` bytes
+each); no state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Sequence
+
+from warmcli.directives import may_hide, spliced
+from warmcli.unkeyed import marker, reason_in
+
+MAX_SCANNED = 4 << 20  # as `warmcli.headers` scans a file
+# An `#include` (`_next`, `#import`) or `__has_include` of a name, not a "..." or <...> one.
+_MACRO_INCLUDE = re.compile(
+    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(_next)?|import)[ \t]+"
+    rb"|__has_include(_next)?[ \t]*\([ \t]*)([A-Za-z_]\w*)",
+    re.MULTILINE,
+)
+# An object-like macro's `#define` and its value (a function-like one's name is followed by `(`).
+_DEFINE = re.compile(
+    rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n]*)$",
+    re.MULTILINE,
+)
+_HEADER_NAME = re.compile(r'[ \t]*(?:"([^"\n]+)"|<([^<>\n]+)>)[ \t]*')  # a value that is one
+_DEFINE_FLAGS = ("-D", "--define-macro")
+
+
+def macro_includes(data: bytes) -> list[tuple[str, bool]]:
+    """Each macro `data` includes (or asks `__has_include` for) by name, with whether it is an
+    `#include_next` (`__has_include_next`), in order (its directives as read: `directives`)."""
+    head = data[:MAX_SCANNED]
+    if may_hide(head):
+        head = spliced(head)
+    return [(name.decode(), bool(n or m)) for n, m, name in _MACRO_INCLUDE.findall(head)]
+
+
+def macro_values(
+    options: Sequence[str], defines: Iterable[tuple[str, str]], texts: Iterable[bytes]
+) -> dict[str, set[str]]:
+    """Every value each macro is given: by the `-D` options in `options` (`-DN` is `1`), by
+    `defines`, and by the object-like `#define` lines of `texts` (a file's first bytes)."""
+    values: dict[str, set[str]] = {}
+    for before, option in zip(("", *options), options, strict=False):
+        if before in _DEFINE_FLAGS:
+            text = option
+        elif option.startswith("--define-macro="):
+            text = option.split("=", 1)[1]
+        elif option.startswith("-D") and option not in _DEFINE_FLAGS:
+            text = option[2:]
+        else:
+            continue
+        name, is_set, value = text.partition("=")
+        values.setdefault(name.strip(), set()).add(value if is_set else "1")
+    for name, value in defines:
+        values.setdefault(name, set()).add(value)
+    for data in texts:
+        head = data[:MAX_SCANNED]
+        for name, value in _DEFINE.findall(spliced(head) if may_hide(head) else head):
+            values.setdefault(name.decode(), set()).add(value.decode(errors="replace").strip())
+    return values
+
+
+def named_headers(name: str, values: dict[str, set[str]]) -> tuple[list[tuple[str, bool]], str]:
+    """The headers `#include name` may read, as (name, quoted) for each value `values` give the
+    macro, and "", or [] and why they cannot be told."""
+    given = values.get(name)
+    if not given:
+        return [], f"an #include of a macro no option, define or #define gives ({name})"
+    found = []
+    for value in sorted(given):
+        header = _HEADER_NAME.fullmatch(value)
+        if header is None:
+            return [], f"an #include of a macro that is no plain header name ({name})"
+        found.append((header[1] or header[2], header[1] is not None))
+    return found, ""
+
+
+def computed_headers(
+    wanted: Iterable[tuple[str, bool, str | None, bool]],
+    done: set[object],
+    kernel: tuple[Sequence[object], Iterable[tuple[str, str]], str, Iterable[str]],
+    written: list[str],
+    primary: list[tuple[str, bool, str | None]],
+    next_mark: str,
+) -> deque[tuple[str, bool, str | None]]:
+    """The includes the computed ones `wanted` name (macro, whether `_next`, the including
+    file's folder, whether one not told counts), by the values `kernel`'s options, defines,
+    source and the files read so far give them (`macro_values`), none twice (`done`), as
+    (name, quoted, folder), `next_mark` before an `_next` one's name; the source's own also
+    among `primary` (gcc's `.gch` may stand for them); `warmcli.unkeyed`'s marker in `written`
+    for the first counted one that cannot be told (`named_headers`)."""
+    options, defines, source, paths = kernel
+    texts = [source.encode(errors="surrogatepass"), *map(file_head, paths)]
+    values = macro_values([o for o in options if type(o) is str], defines, texts)
+    found: deque[tuple[str, bool, str | None]] = deque()
+    why = ""
+    for macro, is_next, here, counts in wanted:
+        headers, reason = named_headers(macro, values)
+        why = why or (reason if counts else "")
+        for header, quoted in headers:
+            entry = (next_mark * is_next + header, quoted, here)
+            if entry not in done:
+                done.add(entry)
+                found.append(entry)
+                primary += [(header, quoted, here)] if here is None else []
+    if why and not reason_in(written):
+        written.append(marker(why))
+    return found
+
+
+def file_head(path: str) -> bytes:
+    """The first `MAX_SCANNED` bytes of the file at `path`, b"" where it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(MAX_SCANNED)
+    except OSError:
+        return b""
