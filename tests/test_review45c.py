@@ -1,0 +1,90 @@
+"""Review of this stop's key changes for host kernels (review 45c): linker scripts and once-only
+header copies.
+
+Each case here was a wrong result a bundle could serve (the key stayed the same where what cc
+builds changed), or a key that took a minute to compute:
+- a linker script's quoted names, `SEARCH_DIR("/opt/lib")`, `INCLUDE "/opt/inner.ld"`,
+  `INPUT("/opt/libdeep.a")` (as `ld --verbose` writes its own, and as a path with a space must
+  be): the linker reads them, the key followed only unquoted ones;
+- a linker script that `INCLUDE`s itself twice: each inclusion was followed again, 2^8 parses
+  of up to 1 MiB each (a minute for one key), where ld itself stops at once;
+Real files, the system C compiler, `ar` and `ld`; keys by `warmcli.kernel.kernel_key`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from warmcli.kernel import Kernel, kernel_key
+
+LINK_SOURCE = "float helper(void);\nvoid f(float *x) { x[0] = helper(); }\n"
+
+
+def _key(source: str, options: tuple[str, ...]) -> str:
+    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "cc:test")
+
+
+def _archive(folder: Path, value: int, name: str) -> None:
+    """`folder/lib<name>.a` holding `helper`, which returns `value`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "h.c").write_text(f"float helper(void) {{ return {value}.0f; }}\n")
+    run = {"cwd": folder, "check": True}
+    subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
+    (folder / f"lib{name}.a").unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
+
+
+def _linked_value(tmp_path: Path, options: tuple[str, ...]) -> str:
+    """What `helper` returns in the library the real cc links with `options`."""
+    made = tmp_path / "k.so"
+    build = ["cc", "-shared", "-fPIC", "-x", "c", "-", "-o", str(made), *options]
+    subprocess.run(build, input=LINK_SOURCE, text=True, check=True, capture_output=True)
+    probe = tmp_path / "probe.c"
+    probe.write_text(
+        "#include <dlfcn.h>\n#include <stdio.h>\nint main(int c, char **v) {\n"
+        '  float (*h)(void) = (float (*)(void))dlsym(dlopen(v[1], RTLD_NOW), "helper");\n'
+        '  printf("%g", h()); return 0; }\n'
+    )
+    subprocess.run(["cc", str(probe), "-o", str(tmp_path / "probe"), "-ldl"], check=True)
+    return subprocess.run(
+        [str(tmp_path / "probe"), str(made)], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.mark.parametrize("by", ["search_dir", "search_dir_space", "include", "input"])
+def test_a_linker_scripts_quoted_names_are_keyed(tmp_path: Path, by: str) -> None:
+    """`libX.a` in a `-L` folder is a linker script naming a folder, a script or an archive
+    in double quotes: the real linker links the rebuilt `libdeep.a` there, the key stayed."""
+    lib, other = tmp_path / "lib", tmp_path / ("other dir" if by == "search_dir_space" else "o")
+    lib.mkdir()
+    _archive(other, 1, "deep")
+    (lib / "inner.ld").write_text(f'INPUT("{other / "libdeep.a"}")\n')
+    script = {
+        "search_dir": f'SEARCH_DIR("{other}")\nINPUT(-ldeep)\n',
+        "search_dir_space": f'SEARCH_DIR("{other}")\nINPUT(-ldeep)\n',
+        "include": f'INCLUDE "{lib / "inner.ld"}"\n',
+        "input": f'INPUT("{other / "libdeep.a"}")\n',
+    }[by]
+    (lib / "libX.a").write_text(f"/* a linker script */\n{script}")
+    options = (f"-L{lib}", "-Wl,-u,helper", "-lX")
+    before = _key(LINK_SOURCE, options)
+    assert _linked_value(tmp_path, options) == "1"
+    _archive(other, 2, "deep")
+    assert _linked_value(tmp_path, options) == "2"  # what cc links changed
+    assert _key(LINK_SOURCE, options) != before
+
+
+def test_a_linker_script_including_itself_is_keyed_in_bounded_time(tmp_path: Path) -> None:
+    """A 1 MiB linker script saying `INCLUDE` of itself twice (ld: "nested too deeply"): each
+    inclusion was followed again to depth 8 (511 parses, about a minute for one key)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    script = lib / "libX.a"
+    script.write_text(f"INCLUDE {script}\n" * 2 + "SECTIONS { . = 0x1000; }\n" * 40000)
+    begun = time.monotonic()
+    _key(LINK_SOURCE, (f"-L{lib}", "-lX"))
+    assert time.monotonic() - begun < 5
