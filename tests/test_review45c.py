@@ -8,11 +8,14 @@ builds changed), or a key that took a minute to compute:
   be): the linker reads them, the key followed only unquoted ones;
 - a linker script that `INCLUDE`s itself twice: each inclusion was followed again, 2^8 parses
   of up to 1 MiB each (a minute for one key), where ld itself stops at once;
+- a source that `#import`s the second of two copies of one header: gcc skips it where the
+  copies share their modification second, the key looked for `#import` in the headers only.
 Real files, the system C compiler, `ar` and `ld`; keys by `warmcli.kernel.kernel_key`.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -88,3 +91,29 @@ def test_a_linker_script_including_itself_is_keyed_in_bounded_time(tmp_path: Pat
     begun = time.monotonic()
     _key(LINK_SOURCE, (f"-L{lib}", "-lX"))
     assert time.monotonic() - begun < 5
+
+
+def test_a_source_importing_a_copy_keys_whether_the_copies_share_a_second(
+    tmp_path: Path,
+) -> None:
+    """`#include "c.h"` (found in `a/`) then `#import <c.h>` (found in `b/`, the same text, no
+    `#pragma once`): gcc skips `b/c.h` where both share their modification second, reads it
+    where they differ (checked with the real cc's preprocessor); the key was the same."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "c.h").write_text("+1\n")
+        os.utime(tmp_path / folder / "c.h", (1577836800, 1577836800))
+    source = 'float v = 0\n#include "c.h"\n#import <c.h>\n;\nvoid f(float *x) { x[0] = v; }\n'
+    options = (f"-iquote{tmp_path / 'a'}", f"-I{tmp_path / 'b'}")
+    (tmp_path / "s.c").write_text(source)
+
+    def expanded() -> str:
+        cpp = ["cc", "-E", "-P", "-Wno-deprecated", *options, str(tmp_path / "s.c")]
+        return " ".join(
+            subprocess.run(cpp, capture_output=True, text=True, check=True).stdout.split()
+        )
+
+    alike, alike_key = expanded(), _key(source, options)
+    os.utime(tmp_path / "b" / "c.h", (1577836805, 1577836805))
+    assert expanded() != alike  # `b/c.h` read once more
+    assert _key(source, options) != alike_key

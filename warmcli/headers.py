@@ -386,7 +386,7 @@ def headers_digest(
             written.append("\0more")
             break
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
-    written += precompiled(primary, orders, _read) + once_copies(seen)  # (after `covered`'s)
+    written += precompiled(primary, orders, _read) + once_copies(seen, source)  # (`covered`'s 1st)
     if not folders and not seen:  # nothing found where only the environment looks: as before
         return ""
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out)

@@ -20,18 +20,19 @@ _MARKS = (b"once", b"import")  # what may make gcc read a file once: `#pragma on
 _MAX_READ = 4 << 20  # the most of a file read for a mark
 
 
-def once_copies(reached: Mapping[str, str]) -> list[str]:
+def once_copies(reached: Mapping[str, str], source: str = "") -> list[str]:
     """For each sha256 more than one file of `reached` (each file's real path and sha256, in the
-    order reached) holds, where one of them is marked or a reached file imports (`_MARKS`): a
-    line of each copy's place among them as the first copy sharing its modification second
-    (`0 0`: alike, `0 1`: apart)."""
+    order reached) holds, where one of them is marked or the `source` or a reached file imports
+    (`_MARKS`: gcc compares an `#import`ed file with every one read before): a line of each
+    copy's place among them as the first copy sharing its modification second (`0 0`: alike,
+    `0 1`: apart)."""
     copies: dict[str, list[str]] = {}
     for path, digest in reached.items():
         copies.setdefault(digest, []).append(path)
     found = [paths for paths in copies.values() if len(paths) > 1]
     if not found:
         return []
-    imports = any(b"import" in _text(path) for path in reached)
+    imports = "import" in source or any(b"import" in _text(path) for path in reached)
     lines = []
     for paths in found:
         if imports or any(mark in _text(paths[0]) for mark in _MARKS):
