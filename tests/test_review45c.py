@@ -10,17 +10,24 @@ builds changed), or a key that took a minute to compute:
   of up to 1 MiB each (a minute for one key), where ld itself stops at once;
 - a source that `#import`s the second of two copies of one header: gcc skips it where the
   copies share their modification second, the key looked for `#import` in the headers only.
+And one of how a process a Ctrl-C stopped ends: a child forked by an exit handler run after
+warm's, once a Ctrl-C cut warm's write-back short, sent its end's SIGINT to its parent.
 Real files, the system C compiler, `ar` and `ld`; keys by `warmcli.kernel.kernel_key`.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import test_trial45a as T45A
+from conftest import Warm
 
 from warmcli.kernel import Kernel, kernel_key
 
@@ -117,3 +124,50 @@ def test_a_source_importing_a_copy_keys_whether_the_copies_share_a_second(
     os.utime(tmp_path / "b" / "c.h", (1577836805, 1577836805))
     assert expanded() != alike  # `b/c.h` read once more
     assert _key(source, options) != alike_key
+
+
+def test_a_child_forked_after_a_ctrl_c_in_the_write_back_ends_by_sigint_itself(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """An exit handler registered before warm's import (run after warm's) forks; the child
+    ends as its parent would. A Ctrl-C stopped the parent's write-back (in its lock's wait):
+    the child's teardown sent SIGINT to the parent's pid, taken when the stop was noted, so the
+    parent's wait for the child was cut ("Exception ignored in atexit callback") and the child
+    itself ended with 0, where CPython ends a process by SIGINT with its own pid."""
+    (tmp_path / "wl.py").write_text(T45A.WORKLOAD)
+    made = warm("run", tmp_path / "wl.py", "--bundle", tmp_path / "b.warm", "-q", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    warmed = tmp_path / "b.warm"
+    code = (
+        "import atexit, os\n"
+        "def forks():\n"
+        "    child = os.fork()\n"
+        "    if child:\n"
+        "        print('child ended', os.waitpid(child, 0)[1], flush=True)\n"
+        "atexit.register(forks)\n"
+        f"{T45A.SETUP}; from warmcli import Kernel; x = rt.upload(np.ones(8, np.float32))\n"
+        "rt.launch(Kernel('void neg(float *x){x[0]=-x[0];}', 'neg', 'P'), x)\n"
+        "print('ending', flush=True)\n"
+    )
+    env = T45A._env(warm, tmp_path, WARM_BUNDLE=str(warmed), WARM_BUNDLE_WRITE="1")
+    with open(f"{warmed}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another writer's, held: the write-back waits
+        session = subprocess.Popen(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert session.stdout is not None
+        assert session.stdout.readline() == "ending\n"
+        fds, deadline = Path(f"/proc/{session.pid}/fd"), time.monotonic() + 60
+        while not any(target.endswith(".lock") for target in T45A._links(fds)):
+            assert time.monotonic() < deadline, "its write-back never opened the lock file"
+            time.sleep(0.01)
+        session.send_signal(signal.SIGINT)  # Ctrl-C, in the write-back's wait
+        out, err = session.communicate(timeout=120)
+    assert session.returncode == -signal.SIGINT, err
+    assert f"child ended {signal.SIGINT}\n" in out, out + err  # by SIGINT (status 2), itself
+    assert "Exception ignored" not in err, err
