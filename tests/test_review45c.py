@@ -10,6 +10,8 @@ builds changed), or a key that took a minute to compute:
   of up to 1 MiB each (a minute for one key), where ld itself stops at once;
 - a source that `#import`s the second of two copies of one header: gcc skips it where the
   copies share their modification second, the key looked for `#import` in the headers only.
+A kernel's `-x c --param max-unroll-times=4` (`-A system=linux`) was refused: the value after
+`--param` taken for another source to compile (any word after `-x c` is one).
 And one of how a process a Ctrl-C stopped ends: a child forked by an exit handler run after
 warm's, once a Ctrl-C cut warm's write-back short, sent its end's SIGINT to its parent.
 Real files, the system C compiler, `ar` and `ld`; keys by `warmcli.kernel.kernel_key`.
@@ -171,3 +173,21 @@ def test_a_child_forked_after_a_ctrl_c_in_the_write_back_ends_by_sigint_itself(
     assert session.returncode == -signal.SIGINT, err
     assert f"child ended {signal.SIGINT}\n" in out, out + err  # by SIGINT (status 2), itself
     assert "Exception ignored" not in err, err
+
+
+@pytest.mark.parametrize("valued", [("--param", "max-unroll-times=4"), ("-A", "system=linux")])
+def test_an_options_value_after_x_c_is_no_other_source(
+    warm: Warm, tmp_path: Path, valued: tuple[str, str]
+) -> None:
+    """`-x c --param max-unroll-times=4` (cc compiles it, the value is no file): since `-x c`
+    made any later word a source to refuse, the value of an option cc reads in the next word
+    (`--param`, `-A`) was refused as "another source" and the kernel never built."""
+    script = tmp_path / "w.py"
+    options = ("-x", "c", *valued)
+    script.write_text(
+        "import warmcli\nfrom warmcli import Kernel\nDEVICE = 'host'\n"
+        f"K = Kernel('void f(float *x) {{ x[0] = 2.0f; }}', 'f', 'P', options={options!r})\n"
+        "def workload(rt):\n    rt.launch(K, rt.buffer(1, 'float32'))\n"
+    )
+    made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
