@@ -12,6 +12,7 @@ builds changed), or a key that took a minute to compute:
   copies share their modification second, the key looked for `#import` in the headers only.
 A kernel's `-x c --param max-unroll-times=4` (`-A system=linux`) was refused: the value after
 `--param` taken for another source to compile (any word after `-x c` is one).
+A precompiled header folder (`x.h.gch/`) the process may not list: keying raised.
 And one of how a process a Ctrl-C stopped ends: a child forked by an exit handler run after
 warm's, once a Ctrl-C cut warm's write-back short, sent its end's SIGINT to its parent.
 Real files, the system C compiler, `ar` and `ld`; keys by `warmcli.kernel.kernel_key`.
@@ -191,3 +192,31 @@ def test_an_options_value_after_x_c_is_no_other_source(
     )
     made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
     assert made.returncode == 0, made.stdout + made.stderr
+
+
+def test_an_unreadable_precompiled_header_folder_keys_as_none(tmp_path: Path) -> None:
+    """`inc/x.h.gch` a folder the process may not list (mode 000; root made to lack the
+    capabilities that pass it): gcc opens it, fails and reads `x.h`; `precompiled` listed it
+    unguarded, so keying the kernel raised PermissionError (a traceback in a production
+    process) where a key never raises for a file it cannot read."""
+    (tmp_path / "inc" / "x.h.gch").mkdir(parents=True)
+    (tmp_path / "inc" / "x.h").write_text("#define VAL 1\n")
+    (tmp_path / "inc" / "x.h.gch").chmod(0)
+    unprivileged = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    if os.geteuid() == 0 and subprocess.run([*unprivileged, "true"]).returncode != 0:
+        pytest.skip("root, and setpriv cannot drop the capabilities that read any folder")
+    code = (
+        "from warmcli.kernel import Kernel, kernel_key\n"
+        "k = Kernel('#include \"x.h\"\\nvoid f(float *x) { x[0] = VAL; }\\n', 'f', 'P', "
+        f"options=('-I{tmp_path / 'inc'}',))\n"
+        "print(len(kernel_key(k, 'x86_64', 'cc:test')))\n"
+    )
+    keyed = subprocess.run(
+        [*(unprivileged if os.geteuid() == 0 else []), sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])),
+        timeout=60,
+    )
+    (tmp_path / "inc" / "x.h.gch").chmod(0o755)  # (for pytest's clean-up)
+    assert keyed.returncode == 0 and keyed.stdout == "64\n", keyed.stderr[-500:]

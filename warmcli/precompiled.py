@@ -40,9 +40,18 @@ def precompiled(
             except (OSError, ValueError):  # none (most kernels): one `stat` a folder searched
                 is_folder = None
             if is_folder is not None:
-                files = sorted(os.listdir(pch))[:MAX_FILES] if is_folder else [""]
+                files = sorted(_listed(pch))[:MAX_FILES] if is_folder else [""]
                 paths = [os.path.join(pch, f) if f else pch for f in files]
                 found += [f"\0pch {at}{p[len(folder) :]}\0{r[0]}" for p in paths if (r := read(p))]
             if os.path.isfile(os.path.join(folder, name)):
                 break
     return found
+
+
+def _listed(folder: str) -> list[str]:
+    """The names in `folder`, none where it cannot be listed (gcc, failing to open it, reads
+    the header instead): a key never raises for a file it cannot read."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
