@@ -8,6 +8,8 @@ builds changed), or a key that took a minute to compute:
   be): the linker reads them, the key followed only unquoted ones;
 - a linker script that `INCLUDE`s itself twice: each inclusion was followed again, 2^8 parses
   of up to 1 MiB each (a minute for one key), where ld itself stops at once;
+- a chain of 9 linker scripts each `INCLUDE`ing the next, as deep as ld follows: the key
+  followed 8;
 - a source that `#import`s the second of two copies of one header: gcc skips it where the
   copies share their modification second, the key looked for `#import` in the headers only.
 A kernel's `-x c --param max-unroll-times=4` (`-A system=linux`) was refused: the value after
@@ -220,3 +222,22 @@ def test_an_unreadable_precompiled_header_folder_keys_as_none(tmp_path: Path) ->
     )
     (tmp_path / "inc" / "x.h.gch").chmod(0o755)  # (for pytest's clean-up)
     assert keyed.returncode == 0 and keyed.stdout == "64\n", keyed.stderr[-500:]
+
+
+def test_a_linker_script_chain_as_deep_as_ld_follows_is_keyed(tmp_path: Path) -> None:
+    """`libX.a`, a linker script, INCLUDEs s2.ld, which INCLUDEs s3.ld, ... s10.ld, whose
+    `INPUT` links `libdeep.a`: ld follows 9 nested INCLUDEs (10 files on its include stack; one
+    more: "includes nested too deeply"), the key followed 8 and so missed a rebuilt libdeep.a."""
+    lib, other = tmp_path / "lib", tmp_path / "o"
+    lib.mkdir()
+    _archive(other, 1, "deep")
+    for at in range(1, 10):
+        (lib / f"s{at}.ld").write_text(f"INCLUDE {lib / f's{at + 1}.ld'}\n")
+    (lib / "s10.ld").write_text(f"INPUT({other / 'libdeep.a'})\n")
+    (lib / "libX.a").write_text((lib / "s1.ld").read_text())
+    options = (f"-L{lib}", "-Wl,-u,helper", "-lX")
+    before = _key(LINK_SOURCE, options)
+    assert _linked_value(tmp_path, options) == "1"
+    _archive(other, 2, "deep")
+    assert _linked_value(tmp_path, options) == "2"  # what cc links changed
+    assert _key(LINK_SOURCE, options) != before

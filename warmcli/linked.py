@@ -58,7 +58,8 @@ _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler
 _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
 _MAX_SCRIPT = 1 << 20
-_MAX_DEPTH = 8  # the most linker scripts `INCLUDE`d one in another followed
+_MAX_DEPTH = 9  # the most linker scripts `INCLUDE`d one in another followed (as ld: its stack
+# holds 10 files, the first script and 9 it includes one in another)
 _MAX_FOLDERS = 256  # the most library folders searched, with those scripts add
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _SCRIPT_TOKEN = re.compile(rb'"[^"]*"|[()]|[^\s,()]+')  # a linker script's words, a
