@@ -241,3 +241,29 @@ def test_a_linker_script_chain_as_deep_as_ld_follows_is_keyed(tmp_path: Path) ->
     _archive(other, 2, "deep")
     assert _linked_value(tmp_path, options) == "2"  # what cc links changed
     assert _key(LINK_SOURCE, options) != before
+
+
+def test_keying_again_rereads_no_header_for_copies(tmp_path: Path) -> None:
+    """Two copies of a `#pragma once` header among 40 headers of 256 KiB: each key of the kernel
+    read the first 4 MiB of every header reached again (looking for `import`), 10 MiB per key in
+    a process keying it once more, where the headers' own digests are memoised (measured by the
+    bytes this process reads, `/proc/self/io`'s rchar)."""
+    names = [f"h{at}.h" for at in range(40)]
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "c.h").write_text("#pragma once\n#define C 1\n")
+    for name in names:
+        (tmp_path / "a" / name).write_text(f"int {name[:-2]};\n" + "// filler line\n" * 17476)
+    for file in [*(tmp_path / "a").iterdir(), tmp_path / "b" / "c.h"]:
+        os.utime(file, (1577836800, 1577836800))  # settled: memoised
+    source = "".join(f'#include "{n}"\n' for n in names) + '#include "c.h"\n#include <c.h>\n'
+    options = (f"-iquote{tmp_path / 'a'}", f"-I{tmp_path / 'b'}")
+    first = _key(source + "void f(float *x) { x[0] = C; }\n", options)
+
+    def read_so_far() -> int:
+        io = Path("/proc/self/io").read_text()
+        return int(next(line for line in io.splitlines() if line.startswith("rchar:")).split()[1])
+
+    before = read_so_far()
+    assert _key(source + "void f(float *x) { x[0] = C; }\n", options) == first
+    assert read_so_far() - before < 1 << 20
