@@ -151,16 +151,18 @@ def _c_exit() -> Callable[[int], object]:
 
 def _c_kill(signum: int) -> Callable[[int], object]:
     """Ends the process by `signum`, its default action restored first, as CPython ends one
-    a KeyboardInterrupt ended (C's `signal` and `kill`, else `os.kill`)."""
-    pid, kill = os.getpid(), os.kill
+    a KeyboardInterrupt ended (C's `signal`, `getpid` and `kill`, else `os.kill`): the process
+    that ends, asked then (a child an exit handler after warm's forked ends itself, not its
+    parent)."""
+    pid, kill = os.getpid, os.kill
     try:
         import ctypes
 
         libc = ctypes.CDLL(None)
-        default, kill = libc.signal, libc.kill
+        default, pid, kill = libc.signal, libc.getpid, libc.kill
     except (ImportError, OSError, AttributeError, TypeError):  # (no ctypes, no C library)
-        return lambda _code: kill(pid, signum)
-    return lambda _code: (default(signum, 0), kill(pid, signum))  # (0: SIG_DFL)
+        return lambda _code: kill(pid(), signum)
+    return lambda _code: (default(signum, 0), kill(pid(), signum))  # (0: SIG_DFL)
 
 
 def forget_interrupt() -> None:

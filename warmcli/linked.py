@@ -66,10 +66,12 @@ _PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler
 _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
 _MAX_SCRIPT = 1 << 20
-_MAX_DEPTH = 8  # the most linker scripts `INCLUDE`d one in another followed
+_MAX_DEPTH = 9  # the most linker scripts `INCLUDE`d one in another followed (as ld: its stack
+# holds 10 files, the first script and 9 it includes one in another)
 _MAX_FOLDERS = 256  # the most library folders searched, with those scripts add
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
-_SCRIPT_TOKEN = re.compile(rb"[()]|[^\s,()]+")  # a linker script's words
+_SCRIPT_TOKEN = re.compile(rb'"[^"]*"|[()]|[^\s,()]+')  # a linker script's words, a
+# quoted one whole (`SEARCH_DIR("/opt/my lib")`, as `ld --verbose` writes its own: a name)
 _SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
 _Stamp = tuple[str, int, int, int, int]  # a file's path, size, inode, mtime and ctime
 _T = TypeVar("_T")
@@ -287,29 +289,38 @@ def _named_inputs(path: str, folders: list[str]) -> list[str]:
 
 
 def _script_inputs(
-    data: bytes, folders: list[str], found: list[str] | None = None, depth: int = 0
+    data: bytes,
+    folders: list[str],
+    found: list[str] | None = None,
+    depth: int = 0,
+    followed: set[str] | None = None,
 ) -> list[str]:
     """Each file the linker script `data` links (`INPUT(...)`, `GROUP(...)`, `AS_NEEDED(...)`
     within them) or includes (`INCLUDE file`, and what that links, `_MAX_DEPTH` deep), as
     `_named_inputs`: by its absolute path, or `-lname` or a file's name searched in `folders`
     as the linker does (a scratch folder's cc finds none in its own), added to `found`; each
     folder it names by its absolute path, `SEARCH_DIR(/opt/lib)`, added to `folders` (after
-    those named, as the linker searches it: for the libraries named after it too)."""
+    those named, as the linker searches it: for the libraries named after it too). A name
+    may be quoted (`INCLUDE "/opt/a b.ld"`); each included script is followed once (`followed`:
+    one that includes itself, an error to ld, is not read again and again)."""
     found = [] if found is None else found
+    followed = set() if followed is None else followed
     if b"\0" in data or not data.isascii():
         return found
     nest, command, before = 0, b"", b""
-    for token in _SCRIPT_TOKEN.findall(_COMMENT.sub(b" ", data)):  # one pass: linear
-        if token == b"(":
+    for word in _SCRIPT_TOKEN.findall(_COMMENT.sub(b" ", data)):  # one pass: linear
+        quoted = len(word) > 1 and word[:1] == word[-1:] == b'"'  # (`"("`: a name)
+        token = word[1:-1] if quoted else word
+        if word == b"(":
             command, nest = command if nest else before, nest + 1  # whose parentheses
-        elif token == b")":
+        elif word == b")":
             nest = max(nest - 1, 0)
         elif nest and command == b"SEARCH_DIR" and os.path.isabs(token):
             added = os.fsdecode(token)  # (each once, at most `_MAX_FOLDERS` in all)
             if added not in folders and len(folders) >= _MAX_FOLDERS:
                 found.append(marker(f"more than {_MAX_FOLDERS} library folders"))
             folders += [added] if added not in folders and len(folders) < _MAX_FOLDERS else []
-        elif (nest and command in (b"INPUT", b"GROUP") and token != b"AS_NEEDED") or (
+        elif (nest and command in (b"INPUT", b"GROUP") and word != b"AS_NEEDED") or (
             not nest and before == b"INCLUDE"
         ):
             if len(found) >= _MAX_MEMO:  # the rest not keyed
@@ -325,9 +336,10 @@ def _script_inputs(
             found.append(f"{name}\0{(_file_digest(hit) if hit else None) or '-'}")
             if hit and not nest and depth >= _MAX_DEPTH:  # what it links: not keyed
                 found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
-            elif hit and not nest:  # an included script: what it links
-                _script_inputs(_head(hit, _MAX_SCRIPT), folders, found, depth + 1)
-        before = token
+            elif hit and not nest and hit not in followed:  # an included script: what it
+                followed.add(hit)  # links (once: one that includes itself is not read again)
+                _script_inputs(_head(hit, _MAX_SCRIPT), folders, found, depth + 1, followed)
+        before = word
     return found
 
 

@@ -8,45 +8,63 @@ times (a header that counts how often it is read). `once_copies` names, for each
 headers a digest reached (`warmcli.headers`) hold more than once, where gcc may read one once,
 which copies share a modification second, by their places among the copies (not their paths):
 a build whose copies' times are alike keys apart from one whose differ. No copies (most
-kernels): no line, no file read, a key as before. It keeps no state.
+kernels): no line, no file read, a key as before. Its state: a per-process memo of the marks
+each file holds, by (path, mtime_ns, size), of files settled (as `warmcli.headers`' own), so a
+kernel keyed again reads no header again.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 
 _MARKS = (b"once", b"import")  # what may make gcc read a file once: `#pragma once`, `#import`
 _MAX_READ = 4 << 20  # the most of a file read for a mark
+_MAX_MEMO = 4096
+_SETTLED_NS = 2_000_000_000  # a file changed this recently is read again each time
+_memo: dict[str, tuple[int, int, tuple[bytes, ...]]] = {}  # path: mtime_ns, size, its marks
 
 
-def once_copies(reached: Mapping[str, str]) -> list[str]:
+def once_copies(reached: Mapping[str, str], source: str = "") -> list[str]:
     """For each sha256 more than one file of `reached` (each file's real path and sha256, in the
-    order reached) holds, where one of them is marked or a reached file imports (`_MARKS`): a
-    line of each copy's place among them as the first copy sharing its modification second
-    (`0 0`: alike, `0 1`: apart)."""
+    order reached) holds, where one of them is marked or the `source` or a reached file imports
+    (`_MARKS`: gcc compares an `#import`ed file with every one read before): a line of each
+    copy's place among them as the first copy sharing its modification second (`0 0`: alike,
+    `0 1`: apart)."""
     copies: dict[str, list[str]] = {}
     for path, digest in reached.items():
         copies.setdefault(digest, []).append(path)
     found = [paths for paths in copies.values() if len(paths) > 1]
     if not found:
         return []
-    imports = any(b"import" in _text(path) for path in reached)
+    imports = "import" in source or any(b"import" in _marks(path) for path in reached)
     lines = []
     for paths in found:
-        if imports or any(mark in _text(paths[0]) for mark in _MARKS):
+        if imports or _marks(paths[0]):
             seconds = [_second(path) for path in paths]
             lines.append("\0once " + " ".join(str(seconds.index(s)) for s in seconds))
     return lines
 
 
-def _text(path: str) -> bytes:
-    """The first `_MAX_READ` bytes of the file at `path`, b"" where it cannot be read."""
+def _marks(path: str) -> tuple[bytes, ...]:
+    """The `_MARKS` found in the first `_MAX_READ` bytes of the file at `path` (memoised once
+    it is settled), none where it cannot be read."""
     try:
+        st = os.stat(path)
+        known = _memo.get(path)
+        if known is not None and known[:2] == (st.st_mtime_ns, st.st_size):
+            return known[2]
         with open(path, "rb") as fh:
-            return fh.read(_MAX_READ)
+            text = fh.read(_MAX_READ)
     except OSError:
-        return b""
+        return ()
+    marks = tuple(mark for mark in _MARKS if mark in text)
+    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:  # else an edit may keep mtime and size
+        if len(_memo) >= _MAX_MEMO:
+            _memo.clear()
+        _memo[path] = (st.st_mtime_ns, st.st_size, marks)
+    return marks
 
 
 def _second(path: str) -> int | None:

@@ -43,7 +43,7 @@ def precompiled(
             except (OSError, ValueError):  # none (most kernels): one `stat` a folder searched
                 is_folder = None
             if is_folder is not None:
-                files = sorted(os.listdir(pch)) if is_folder else [""]
+                files = sorted(_listed(pch)) if is_folder else [""]
                 if len(files) > MAX_FILES:  # the rest not keyed: the kernel never served
                     found, files = [*found, marker(f"more than {MAX_FILES} .gch files")], []
                 paths = [os.path.join(pch, f) if f else pch for f in files]
@@ -51,3 +51,12 @@ def precompiled(
             if os.path.isfile(os.path.join(folder, name)):
                 break
     return found
+
+
+def _listed(folder: str) -> list[str]:
+    """The names in `folder`, none where it cannot be listed (gcc, failing to open it, reads
+    the header instead): a key never raises for a file it cannot read."""
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []

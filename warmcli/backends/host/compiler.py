@@ -140,6 +140,7 @@ _VALUED = (
     "-include", "-imacros", "-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-x",
     "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-L", "-l", "-u",
     "-T", "-z", "-e", "-aux-info", "--include-directory", "--include-directory-after",
+    "--param", "-A", "-imultilib", "-iwithprefixbefore", "-dumpbase", "-dumpdir",
 )  # fmt: skip
 
 
