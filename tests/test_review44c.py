@@ -19,28 +19,8 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
-
-from warmcli.kernel import Kernel, kernel_key
-
-WORKLOAD = """
-import warmcli
-from warmcli import Kernel
-DEVICE = "host"
-K = Kernel({source!r}, "f", "P", options={options!r})
-def workload(rt):
-    rt.launch(K, rt.buffer(1, "float32"))
-if __name__ == "__main__":
-    rt = warmcli.runtime()
-    b = rt.buffer(1, "float32")
-    rt.launch(K, b)
-    print(rt.read(b)[0])
-"""
-HEADER_SOURCE = '#include "val.h"\nvoid f(float *x) { x[0] = VAL; }\n'
-LINK_SOURCE = "float helper(void);\nvoid f(float *x) { x[0] = helper(); }\n"
-
-
-def _key(source: str, options: tuple[str, ...]) -> str:
-    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "cc:test")
+from host_keys import HEADER_SOURCE, LINK_SOURCE, workload
+from host_keys import key as _key
 
 
 def _helper(folder: Path, value: int, kind: str) -> None:
@@ -69,7 +49,7 @@ def test_a_folder_named_as_i_and_as_system_is_searched_where_gcc_keeps_it(
     (tmp_path / "y" / "val.h").write_text("#define VAL 2\n")
     options = (f"-I{tmp_path / 'x'}", f"-I{tmp_path / 'y'}", "-isystem", str(tmp_path / "x"))
     script = tmp_path / "w.py"
-    script.write_text(WORKLOAD.format(source=HEADER_SOURCE, options=options))
+    script.write_text(workload(HEADER_SOURCE, options))
     bundle = tmp_path / "b.warm"
     made = warm("run", script, "-b", bundle, "-q")
     assert made.returncode == 0, made.stdout + made.stderr

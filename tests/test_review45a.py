@@ -28,56 +28,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import Warm
-
-from warmcli.kernel import Kernel, kernel_key
-
-WORKLOAD = """
-import warmcli
-from warmcli import Kernel
-DEVICE = "host"
-K = Kernel({source!r}, "f", "P", options={options!r})
-def workload(rt):
-    rt.launch(K, rt.buffer(1, "float32"))
-if __name__ == "__main__":
-    rt = warmcli.runtime()
-    b = rt.buffer(1, "float32")
-    rt.launch(K, b)
-    print(rt.read(b)[0])
-"""
-LINK_SOURCE = "float helper(void);\nvoid f(float *x) { x[0] = helper(); }\n"
-HEADER_SOURCE = '#include "val.h"\nvoid f(float *x) { x[0] = VAL; }\n'
-
-
-def _key(source: str, options: tuple[str, ...]) -> str:
-    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "cc:test")
-
-
-def _archive(folder: Path, value: int, name: str = "X") -> None:
-    """`folder/lib<name>.a` holding `helper`, which returns `value`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "h.c").write_text(f"float helper(void) {{ return {value}.0f; }}\n")
-    run = {"cwd": folder, "check": True}
-    subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
-    (folder / f"lib{name}.a").unlink(missing_ok=True)
-    subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
-
-
-def _served_and_cold(warm: Warm, tmp_path: Path, script: Path) -> tuple[str, str]:
-    """What a production process under WARM_STRICT=1 prints, then what a cold one prints."""
-
-    def value(**env: str) -> str:
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-            env=dict(warm.env, **env), cwd=tmp_path,
-        )  # fmt: skip
-        return done.stdout.strip() + done.stderr.strip()[-300:]
-
-    return value(WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_STRICT="1"), value()
+from host_keys import HEADER_SOURCE, LINK_SOURCE, workload
+from host_keys import archive as _archive
+from host_keys import key as _key
+from host_keys import served_and_cold as _served_and_cold
 
 
 def test_a_libm_in_a_library_folder_is_keyed_end_to_end(warm: Warm, tmp_path: Path) -> None:
@@ -86,7 +44,7 @@ def test_a_libm_in_a_library_folder_is_keyed_end_to_end(warm: Warm, tmp_path: Pa
     lib = tmp_path / "A"
     _archive(lib, 1, "m")
     script = tmp_path / "w.py"
-    script.write_text(WORKLOAD.format(source=LINK_SOURCE, options=(f"-L{lib}",)))
+    script.write_text(workload(LINK_SOURCE, (f"-L{lib}",)))
     made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
     assert made.returncode == 0, made.stdout + made.stderr
     _archive(lib, 2, "m")
@@ -168,7 +126,7 @@ def test_a_precompiled_header_is_keyed_end_to_end(warm: Warm, tmp_path: Path) ->
     (tmp_path / "inc" / "val.h").write_text("#define VAL 1\n")
     _precompile(tmp_path, 2, tmp_path / "inc" / "val.h.gch")
     script = tmp_path / "w.py"
-    script.write_text(WORKLOAD.format(source=HEADER_SOURCE, options=(f"-I{tmp_path / 'inc'}",)))
+    script.write_text(workload(HEADER_SOURCE, (f"-I{tmp_path / 'inc'}",)))
     made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
     assert made.returncode == 0, made.stdout + made.stderr
     _precompile(tmp_path, 3, tmp_path / "inc" / "val.h.gch")
@@ -216,7 +174,7 @@ def test_copies_of_a_pragma_once_header_key_whether_their_times_match(
         (tmp_path / copy / "h.h").write_text(ONCE)
         os.utime(tmp_path / copy / "h.h", (1_000_000_000, 1_000_000_000))
     script = tmp_path / "w.py"
-    script.write_text(WORKLOAD.format(source=ONCE_SOURCE, options=(f"-I{tmp_path}",)))
+    script.write_text(workload(ONCE_SOURCE, (f"-I{tmp_path}",)))
     made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
     assert made.returncode == 0, made.stdout + made.stderr
     os.utime(tmp_path / "y" / "h.h", (2_000_000_000, 2_000_000_000))
@@ -257,7 +215,7 @@ def test_an_option_no_key_can_follow_is_refused(
     (tmp_path / "helper.txt").write_text("float helper(void) { return 1.0f; }\n")
     options = tuple(spelling.format(d=tmp_path).split("|"))
     script = tmp_path / "w.py"
-    script.write_text(WORKLOAD.format(source=LINK_SOURCE, options=options))
+    script.write_text(workload(LINK_SOURCE, options))
     run = warm("run", script, "-b", tmp_path / "b.warm", "-q")
     assert run.returncode == 2, run.stdout + run.stderr
     assert said in run.stderr, run.stderr

@@ -23,76 +23,22 @@ Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from conftest import Warm
+from host_keys import LINK_SOURCE
+from host_keys import archive as _archive
+from host_keys import key as _key
+from host_keys import served_and_cold as _served_and_cold
+from host_keys import warmed as _warmed
 
-from warmcli.kernel import Kernel, included_headers, kernel_key
+from warmcli.kernel import Kernel, included_headers
 from warmcli.unkeyed import reason_of
-
-WORKLOAD = """
-import warmcli
-from warmcli import Kernel
-DEVICE = "host"
-K = Kernel({source!r}, "f", "P", options={options!r}, defines={defines!r})
-def workload(rt):
-    rt.launch(K, rt.buffer(1, "float32"))
-if __name__ == "__main__":
-    rt = warmcli.runtime()
-    b = rt.buffer(1, "float32")
-    rt.launch(K, b)
-    print(rt.read(b)[0])
-"""
-LINK_SOURCE = "float helper(void);\nvoid f(float *x) { x[0] = helper(); }\n"
-
-
-def _key(source: str, options: tuple[str, ...], defines: dict[str, str] | None = None) -> str:
-    kernel = Kernel(source, "f", "P", options=options, defines=defines or {})
-    return kernel_key(kernel, "x86_64", "cc:test")
 
 
 def _unkeyed(source: str, options: tuple[str, ...]) -> str:
     """Why this process keys the kernel unkeyed (its key its own: never served), or ""."""
     return reason_of(included_headers(Kernel(source, "f", "P", options=options), "cc:test"))
-
-
-def _warmed(
-    warm: Warm,
-    tmp_path: Path,
-    source: str,
-    options: tuple[str, ...],
-    defines: dict[str, str] | None = None,
-) -> Path:
-    """`w.py` launching the kernel, warmed into `b.warm` (exit 0 asserted)."""
-    script = tmp_path / "w.py"
-    script.write_text(WORKLOAD.format(source=source, options=options, defines=defines or {}))
-    made = warm("run", script, "-b", tmp_path / "b.warm", "-q")
-    assert made.returncode == 0, made.stdout + made.stderr
-    return script
-
-
-def _served_and_cold(warm: Warm, tmp_path: Path, script: Path) -> tuple[str, str]:
-    """What a production process under WARM_STRICT=1 prints, then what a cold one prints."""
-
-    def value(**env: str) -> str:
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-            env=dict(warm.env, **env), cwd=tmp_path,
-        )  # fmt: skip
-        return done.stdout.strip() + done.stderr.strip()[-600:]
-
-    return value(WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_STRICT="1"), value()
-
-
-def _archive(folder: Path, value: int, name: str = "X") -> None:
-    """`folder/lib<name>.a` holding `helper`, which returns `value`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "h.c").write_text(f"float helper(void) {{ return {value}.0f; }}\n")
-    run = {"cwd": folder, "check": True}
-    subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
-    (folder / f"lib{name}.a").unlink(missing_ok=True)
-    subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
 
 
 COMPUTED = "#include CFG\nvoid f(float *x) { x[0] = VAL; }\n"

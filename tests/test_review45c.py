@@ -33,24 +33,9 @@ from pathlib import Path
 import pytest
 import test_trial45a as T45A
 from conftest import Warm
-
-from warmcli.kernel import Kernel, kernel_key
-
-LINK_SOURCE = "float helper(void);\nvoid f(float *x) { x[0] = helper(); }\n"
-
-
-def _key(source: str, options: tuple[str, ...]) -> str:
-    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "cc:test")
-
-
-def _archive(folder: Path, value: int, name: str) -> None:
-    """`folder/lib<name>.a` holding `helper`, which returns `value`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "h.c").write_text(f"float helper(void) {{ return {value}.0f; }}\n")
-    run = {"cwd": folder, "check": True}
-    subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
-    (folder / f"lib{name}.a").unlink(missing_ok=True)
-    subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
+from host_keys import LINK_SOURCE
+from host_keys import archive as _archive
+from host_keys import key as _key
 
 
 def _linked_value(tmp_path: Path, options: tuple[str, ...]) -> str:
