@@ -125,7 +125,7 @@ def test_a_pull_from_an_s3_store_that_drips_stops_at_the_deadline(
     finally:
         store.close()
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 4, (took, proc.stderr)
+    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 6, (took, proc.stderr)
     assert not out.exists()
     _no_temporaries(tmp_path / "home")
 
@@ -183,31 +183,10 @@ def test_a_fetch_given_up_writes_nothing_after_the_deadline(
     finally:
         store.close()
     assert not got.downloaded and got.warning and "WARM_REMOTE_DEADLINE" in got.warning
-    assert took < 2, took
+    assert took < 4.5, took  # (boto3's import too, under load; the drip lasts 8 s)
     folder = cache_dir(URL)
     assert sorted(p.name for p in folder.iterdir()) == ["bundle.warm", "lock", "meta.json"]
     assert (folder / "bundle.warm").read_bytes() == built[0]
-
-
-def test_a_push_to_an_s3_store_whose_head_drips_stops_at_the_deadline(
-    warm: Warm,
-    tmp_path: Path,
-    built: tuple[bytes, bytes],  # noqa: F811
-) -> None:
-    bundle = tmp_path / "b.warm"
-    bundle.write_bytes(built[0])
-    store = _S3(b"")
-    store.mode = "drip-head"
-    env = _aws(store, tmp_path / "home", WARM_REMOTE_DEADLINE="1")
-    try:
-        began = time.monotonic()
-        proc = warm.with_env(**env)("push", bundle, URL, timeout=60)
-        took = time.monotonic() - began
-    finally:
-        store.close()
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
-    assert took < 4, took
 
 
 def test_a_fetch_with_no_copy_raises_at_the_deadline(
@@ -225,32 +204,38 @@ def test_a_fetch_with_no_copy_raises_at_the_deadline(
         took = time.monotonic() - began
     finally:
         store.close()
-    assert took < 1.5, took
+    assert took < 4, took  # (boto3's import too, under load; the drip lasts 8 s)
 
 
-@pytest.mark.parametrize("mode", ["drip-put", "drip-expect"])
-def test_a_push_whose_put_answer_drips_stops_at_the_deadline(
+def _pushed_late(push: Warm, bundle: Path, url: str, bound: float) -> None:
+    """`warm push bundle url` stopped at a 1 s deadline: one line, exit 2, within `bound` s."""
+    began = time.monotonic()
+    proc = push("push", bundle, url, timeout=60)
+    took = time.monotonic() - began
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
+    assert took < bound, took
+
+
+@pytest.mark.parametrize("mode", ["drip-head", "drip-put", "drip-expect"])
+def test_a_push_to_an_s3_store_that_drips_stops_at_the_deadline(
     warm: Warm,
     tmp_path: Path,
     built: tuple[bytes, bytes],  # noqa: F811
     mode: str,
 ) -> None:
-    """Its answer once the upload is sent, or before (to `Expect: 100-continue`): waited
-    for the deadline at most, as an https:// store's; the upload itself is not bounded."""
+    """Its HEAD's answer (on main it hung ~8 s, then said "pushed", exit 0), or its PUT's
+    once the upload is sent, or before (to `Expect: 100-continue`): waited for the deadline
+    at most, as an https:// store's; the upload itself is not bounded."""
     bundle = tmp_path / "b.warm"
     bundle.write_bytes(built[0])
     store = _S3(b"")
     store.mode = mode
     env = _aws(store, tmp_path / "home", WARM_REMOTE_DEADLINE="1")
     try:
-        began = time.monotonic()
-        proc = warm.with_env(**env)("push", bundle, URL, timeout=60)
-        took = time.monotonic() - began
+        _pushed_late(warm.with_env(**env), bundle, URL, 6)
     finally:
         store.close()
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
-    assert took < 4, took
     if mode == "drip-put":  # the upload was sent whole before its answer was waited for
         assert store.put.endswith(built[0][-1000:]) or built[0] in store.put
 
@@ -270,11 +255,6 @@ def test_a_push_to_an_https_store_that_drips_its_handshake_stops_at_the_deadline
     store = _DripHandshake()
     try:
         limited = warm.with_env(WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
-        began = time.monotonic()
-        proc = limited("push", bundle, store.url, timeout=60)
-        took = time.monotonic() - began
+        _pushed_late(limited, bundle, store.url, 8)
     finally:
         store.close()
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
-    assert took < 8, took
