@@ -10,8 +10,9 @@ could serve a binary this process would not build; so did a header included by i
 absolute path, one only `__has_include` asks for, and nvcc's `--options-file`. An
 `sm_90a` build kept `sm_90a` PTX under the `compute_90` PTX's key, and options that make
 a compiler write no cubin (`--keep-dir`, `--dryrun`, `-dlto`) raised from the batch.
-Left as strict xfails: the host compiler nvcc finds on `PATH`, a `CUDA_HOME` header
-shadowing an `-I` folder's for NVRTC, and a header nvcc's gcc finds through `CPATH` or
+So did a `CUDA_HOME` header shadowing an `-I` folder's for NVRTC (the key searched the
+`-I` folder first: since warm 45, `tests/test_cuda45.py`). Left as strict xfails: the host
+compiler nvcc finds on `PATH`, and a header nvcc's gcc finds through `CPATH` or
 `CPLUS_INCLUDE_PATH`.
 """
 
@@ -395,13 +396,6 @@ def test_a_header_asked_for_by_its_absolute_path_with_has_include_is_keyed(
     assert key5 != key3, "a header that appeared, one key"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NVRTC is given the toolkit folders (packages', CUDA_HOME's) before the kernel's "
-    "-I folders, while the key searches the kernel's first (gcc's and nvcc's order): a "
-    "header in both is CUDA_HOME's to NVRTC, the -I folder's to the key. Putting the "
-    "kernel's -I first would change what existing keys of such kernels build",
-)
 def test_a_cuda_home_header_shadowing_an_include_folders_is_keyed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

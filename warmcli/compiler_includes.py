@@ -1,0 +1,43 @@
+"""Where a CUDA compiler searches for headers around a kernel's own include folders.
+
+NVRTC is given the toolkit packages' include folders, then a system toolkit's (`CUDA_HOME`'s:
+`headers.nvrtc_folders`), before a kernel's `-I` folders: a header found in the packages' is the
+toolchain identity's (not keyed), one found in another folder is keyed by content
+(`headers.headers_digest`). cc searches `CPATH` and `C_INCLUDE_PATH` after a kernel's folders;
+nvcc's are not keyed. It holds no state.
+"""
+
+from __future__ import annotations
+
+import os
+
+Around = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def environment_includes(language: str) -> tuple[str, str]:
+    """`kernel._env_includes(language)`, read anew: `CPATH` and `C_INCLUDE_PATH` ("c") or
+    `CPLUS_INCLUDE_PATH` ("cuda"), or NVRTC's system toolkit's folders and its packages'."""
+    from warmcli.config import compiler_include_paths, cuda_homes, path
+
+    if language != "nvrtc":
+        return compiler_include_paths(cxx=language != "c")
+    from warmcli.headers import nvrtc_folders, toolkit_home
+
+    packages, homes = nvrtc_folders(toolkit_home(cuda_homes().values(), path()))
+    return os.pathsep.join(homes), os.pathsep.join(packages)
+
+
+def compiler_search(
+    compiler: str, env: tuple[str, str], toolchain: str
+) -> tuple[tuple[str, str], Around, frozenset[str], bool]:
+    """For `compiler` ("c", "nvrtc"; another: none) with `env` the folders it takes from
+    the environment (`kernel._env_includes`): the `env`, the options around a kernel's and the
+    identity's folders `headers.headers_digest` takes, and whether a kernel naming no folder
+    may reach a keyed header (NVRTC: where a system toolkit is; else where `env` is set)."""
+    if compiler == "nvrtc":  # the packages', then the system toolkit's, then the kernel's
+        homes, packages = (e.split(os.pathsep) if e else [] for e in env)
+        before = tuple(f"-I{f}" for f in packages + homes)
+        return ("", ""), (before, ()), frozenset(packages), bool(homes)
+    if compiler != "c":
+        return ("", ""), ((), ()), frozenset(), False
+    return env, ((), ()), frozenset(), env != ("", "")
