@@ -2,15 +2,22 @@
 compile-only: no GPU).
 
 NVRTC reads the toolkit packages' folders, then `CUDA_HOME`'s, before a kernel's `-I` ones:
-a header the packages hold is theirs (NVRTC's identity), whatever a `-I` folder holds.
+a header the packages hold is theirs (NVRTC's identity), whatever a `-I` folder holds. nvcc's
+gcc reads `CPATH` and `CPLUS_INCLUDE_PATH` after nvcc's own toolkit folders: a header found
+only there keys its kernel, one the toolkit holds (`module load cuda` points `CPATH` at its
+`include`) does not, and where the nvcc that built a kernel is not this process's, a kernel
+reaching a header there is a miss, never another build served.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
+from warmcli import compiler_includes
 from warmcli import kernel as kernel_module
 from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileUnit
@@ -21,6 +28,7 @@ if NVRTC.find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
     pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)", allow_module_level=True)
 
 HALF = '#include <cuda_fp16.h>\nextern "C" __global__ void h(__half *x) { x[0] = 1; }\n'
+CFG = '#include "cfg.h"\nextern "C" __global__ void k(float *y) { y[0] = VAL; }\n'
 CLEARED = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "CUDA_HOME", "CUDA_PATH")
 
 
@@ -49,3 +57,93 @@ def test_a_header_the_nvrtc_packages_hold_is_theirs_whatever_an_include_folder_h
     assert key in built.built, "NVRTC read the packages' cuda_fp16.h"
     (tmp_path / "cuda_fp16.h").write_text("#error still not this one\n")
     assert _build(compiler, kernel)[0] == key, "an edit NVRTC never reads: one kernel"
+
+
+def _nvcc():
+    from tests.conftest import nvcc_or_skip
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+
+    return NvccCompiler(nvcc_or_skip(), ptx="auto")
+
+
+def test_a_toolkit_header_nvcc_reads_before_cpath_keys_as_without_cpath(
+    tmp_path: Path, clean: pytest.MonkeyPatch
+) -> None:
+    """`CPATH` at the toolkit's own `include` (`module load cuda`), or at a folder holding a
+    header of a toolkit's name (which nvcc reads from its toolkit first): keyed as unset."""
+    from warmcli.backends.cuda.host_options import toolkit_includes
+
+    compiler = _nvcc()
+    kernel = Kernel(HALF, "h", "P", language="cuda")
+    plain = _build(compiler, kernel)[0]
+    own = toolkit_includes(compiler.path)
+    assert own is not None and Path(own[0], "cuda_fp16.h").is_file(), own
+    (tmp_path / "cuda_fp16.h").write_text("#error not this one\n")
+    for cpath in (own[0], str(tmp_path)):
+        clean.setenv("CPATH", cpath)
+        clean.setattr(kernel_module, "_ENV_INCLUDES", {})
+        key, built = _build(compiler, kernel)
+        assert key == plain and key in built.built, cpath
+    # Another nvcc's build (a bundle's, no nvcc here): its folders unknown, the header keyed
+    # (a miss where the variable differs from the warming's, never another build served).
+    other = "nvcc:another release"
+    clean.setenv("CPATH", own[0])
+    clean.setattr(kernel_module, "_ENV_INCLUDES", {})
+    with_cpath = kernel_key(kernel, "sm_90", other)
+    clean.delenv("CPATH")
+    clean.setattr(kernel_module, "_ENV_INCLUDES", {})
+    assert kernel_key(kernel, "sm_90", other) != with_cpath
+
+
+def test_a_cpath_header_unknown_toolkit_is_keyed_so_a_bundle_build_is_a_miss(
+    tmp_path: Path, clean: pytest.MonkeyPatch
+) -> None:
+    """Keyed by a process that does not know which folders are nvcc's (no nvcc: the bundle's
+    toolchain), a kernel reaching a header through `CPATH` keys by that header's content."""
+    clean.setenv("CPATH", str(tmp_path))
+    (tmp_path / "cfg.h").write_text("#define VAL 3.0f\n")
+    kernel = Kernel(CFG, "k", "P", language="cuda")
+    identity = "nvcc:Cuda compilation tools, release 13.0, V13.0.0 [none here]"
+    assert identity not in compiler_includes.NVCC_TOOLKITS
+    three = kernel_key(kernel, "sm_90", identity)
+    (tmp_path / "cfg.h").write_text("#define VAL 5.0f\n")
+    assert kernel_key(kernel, "sm_90", identity) != three
+    reaching_none = Kernel(
+        CFG.replace('#include "cfg.h"', "#define VAL 1"), "k", "P", language="cuda"
+    )
+    assert "headers" not in kernel_module.key_components(reaching_none, "sm_90", identity)
+
+
+CLI_WORKLOAD = f"""\
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel({CFG!r}, "k", "P", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), grid=1, block=1)
+"""
+
+
+def test_an_edited_cpath_header_is_a_miss_through_the_cli(warm, tmp_path: Path) -> None:
+    """Warmed with `CPATH` naming the header's folder, verified after an edit there: the
+    kernel is a `headers` miss (before: served the old build, the key blind to it)."""
+    from tests.conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text("#define VAL 3.0f\n")
+    (tmp_path / "w.py").write_text(CLI_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    for name in (*CLEARED, "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"):
+        warm.env.pop(name, None)
+    warm.env["CPATH"] = str(tmp_path / "inc")
+    args = ("--arch", "sm_90", "--compiler", "nvcc")
+    run = warm("run", tmp_path / "w.py", *args, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stderr + run.stdout
+    verify = ("verify", bundle, "--workload", tmp_path / "w.py", *args, "--json")
+    same = warm(*verify)
+    assert json.loads(same.stdout)["compilation"]["compiled"] == 0, same.stdout
+    (tmp_path / "inc" / "cfg.h").write_text("#define VAL 5.0f\n")
+    edited = warm(*verify, "--explain-misses")
+    report = json.loads(edited.stdout)
+    assert not report["verified"] and report["compilation"]["queued"] == 1, edited.stdout
+    assert [e["reason"] for e in report["explanations"]] == ["headers"], report["explanations"]

@@ -11,9 +11,9 @@ absolute path, one only `__has_include` asks for, and nvcc's `--options-file`. A
 `sm_90a` build kept `sm_90a` PTX under the `compute_90` PTX's key, and options that make
 a compiler write no cubin (`--keep-dir`, `--dryrun`, `-dlto`) raised from the batch.
 So did a `CUDA_HOME` header shadowing an `-I` folder's for NVRTC (the key searched the
-`-I` folder first: since warm 45, `tests/test_cuda45.py`). Left as strict xfails: the host
-compiler nvcc finds on `PATH`, and a header nvcc's gcc finds through `CPATH` or
-`CPLUS_INCLUDE_PATH`.
+`-I` folder first) and a header nvcc's gcc finds through `CPATH` or `CPLUS_INCLUDE_PATH`
+(since warm 45, `tests/test_cuda45.py`). Left as a strict xfail: the host compiler nvcc
+finds on `PATH`.
 """
 
 from __future__ import annotations
@@ -91,14 +91,6 @@ SCALED = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nvcc's gcc reads CPATH and CPLUS_INCLUDE_PATH, and no nvcc key covers a header "
-    "found there: 'module load cuda' points them at the toolkit's include folder, which "
-    "nvcc's own -I searches first, so keying them as cc's are would key toolkit headers and "
-    "miss wherever the variables differ (and a serving process without nvcc cannot tell "
-    "which folder is its toolkit's); README says to name such folders with -I",
-)
 @pytest.mark.parametrize("variable", ["CPATH", "CPLUS_INCLUDE_PATH"])
 def test_a_header_nvcc_finds_through_cpath_keys_its_kernel(
     variable: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

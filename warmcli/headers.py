@@ -3,7 +3,7 @@
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`, nvcc's
 `--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
 PyCUDA's `include_dirs` become `-I`), or whose C compiler's environment does (`CPATH`,
-`C_INCLUDE_PATH`), or NVRTC's (a system toolkit's: `nvrtc_folders`;
+`C_INCLUDE_PATH`; nvcc's `CPLUS_INCLUDE_PATH`), or NVRTC's (a system toolkit's: `nvrtc_folders`;
 `warmcli.compiler_includes` says where each is searched), reads headers that its source text does
 not hold: `headers_digest` covers them, those a source includes (or asks for) by their absolute
 path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`) read before the source
