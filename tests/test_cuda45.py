@@ -6,7 +6,8 @@ a header the packages hold is theirs (NVRTC's identity), whatever a `-I` folder 
 gcc reads `CPATH` and `CPLUS_INCLUDE_PATH` after nvcc's own toolkit folders: a header found
 only there keys its kernel, one the toolkit holds (`module load cuda` points `CPATH` at its
 `include`) does not, and where the nvcc that built a kernel is not this process's, a kernel
-reaching a header there is a miss, never another build served.
+reaching a header there is a miss, never another build served. The `gcc` nvcc runs from
+`PATH` is in nvcc's identity: another one's builds are not served where a compiler is.
 """
 
 from __future__ import annotations
@@ -147,3 +148,70 @@ def test_an_edited_cpath_header_is_a_miss_through_the_cli(warm, tmp_path: Path) 
     report = json.loads(edited.stdout)
     assert not report["verified"] and report["compilation"]["queued"] == 1, edited.stdout
     assert [e["reason"] for e in report["explanations"]] == ["headers"], report["explanations"]
+
+
+SCALED = (
+    "#ifndef SCALE\n#define SCALE 3.0f\n#endif\n"
+    'extern "C" __global__ void sc(float *y) { y[0] = SCALE; }\n'
+)
+SCALED_WORKLOAD = CLI_WORKLOAD.replace(repr(CFG), repr(SCALED)).replace('"k"', '"sc"')
+
+
+def _wrapped_gcc(folder: Path) -> None:
+    """A `gcc` (and `g++`) that defines SCALE: another host compiler, on `PATH` first."""
+    import shutil
+
+    for name in ("gcc", "g++"):
+        real = shutil.which(name) or pytest.skip(f"no {name}")
+        (folder / name).write_text(f'#!/bin/sh\nexec {real} -DSCALE=5.0f "$@"\n')
+        (folder / name).chmod(0o755)
+
+
+def test_a_build_by_another_host_compiler_on_path_is_not_served(warm, tmp_path: Path) -> None:
+    """Warmed with the system gcc, verified with a wrapper gcc first on `PATH` (which nvcc
+    runs, and which changes what it builds): a `toolchain` miss, naming both compilers."""
+    from tests.conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    (tmp_path / "w.py").write_text(SCALED_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    for name in (*CLEARED, "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"):
+        warm.env.pop(name, None)
+    args = ("--arch", "sm_90", "--compiler", "nvcc")
+    run = warm("run", tmp_path / "w.py", *args, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stderr + run.stdout
+    verify = ("verify", bundle, "--workload", tmp_path / "w.py", *args, "--json")
+    same = warm(*verify)
+    assert json.loads(same.stdout)["compilation"]["compiled"] == 0, same.stdout
+    (tmp_path / "bin").mkdir()
+    _wrapped_gcc(tmp_path / "bin")
+    warm.env["PATH"] = f"{tmp_path / 'bin'}:{warm.env.get('PATH', '')}"
+    other = warm(*verify, "--explain-misses")
+    report = json.loads(other.stdout)
+    assert not report["verified"] and report["compilation"]["queued"] == 1, other.stdout
+    (explained,) = report["explanations"]
+    assert explained["reason"] == "toolchain" and "host compiler" in str(explained), explained
+
+
+def test_an_older_warms_nvcc_build_is_not_served_to_an_nvcc_naming_its_host_compiler() -> None:
+    """Pure logic (fake records): a build whose nvcc identity names no host compiler (an older
+    warm's) is not served where nvcc names one (built once more); NVRTC's builds and nvcc's
+    are served for each other as before, and a process without a compiler serves either."""
+    from warmcli.backends.serving import Target, nvcc_host, why_not
+    from warmcli.records import KernelRecord
+
+    release = "Cuda compilation tools, release 13.0, V13.0.88"
+    ours = f"nvcc:{release}; host compiler gcc 12.2.0 [warm build recipe 4]"
+    assert nvcc_host(ours) == "host compiler gcc 12.2.0"
+
+    def fake(toolchain: str) -> KernelRecord:
+        return KernelRecord("k" * 64, "d", "cuda", "sm_90", "sc", "sc", "s", "0", toolchain)
+
+    target = Target("cuda", "sm_90", "13.0", ours)
+    older = fake(f"nvcc:{release} [warm build recipe 4]")
+    assert why_not(older, target) is not None and why_not(older, target)[0] == "toolchain"
+    other_gcc = fake(ours.replace("12.2.0", "13.1.0"))
+    assert why_not(other_gcc, target)[0] == "toolchain"
+    assert why_not(fake(ours), target) is None
+    assert why_not(fake("nvrtc:13.0 [warm build recipe 4]"), target) is None
+    assert why_not(older, Target("cuda", "sm_90", "13.0", None)) is None  # no compiler here

@@ -11,9 +11,8 @@ absolute path, one only `__has_include` asks for, and nvcc's `--options-file`. A
 `sm_90a` build kept `sm_90a` PTX under the `compute_90` PTX's key, and options that make
 a compiler write no cubin (`--keep-dir`, `--dryrun`, `-dlto`) raised from the batch.
 So did a `CUDA_HOME` header shadowing an `-I` folder's for NVRTC (the key searched the
-`-I` folder first) and a header nvcc's gcc finds through `CPATH` or `CPLUS_INCLUDE_PATH`
-(since warm 45, `tests/test_cuda45.py`). Left as a strict xfail: the host compiler nvcc
-finds on `PATH`.
+`-I` folder first), a header nvcc's gcc finds through `CPATH` or `CPLUS_INCLUDE_PATH`, and
+the host compiler nvcc finds on `PATH` (since warm 45, `tests/test_cuda45.py`).
 """
 
 from __future__ import annotations
@@ -241,11 +240,6 @@ def test_an_nvcc_options_file_no_key_reads_is_refused_naming_it(
     assert spelling[0].split("=")[0] in built.failures[key].log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the host compiler nvcc finds on PATH (whose macros and headers device code "
-    "sees) is not in nvcc's identity: keying its version would change every nvcc key",
-)
 def test_the_host_compiler_nvcc_finds_on_path_keys_its_kernels(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -11,7 +11,9 @@ edit there was served the old build. `hidden_include` finds those, for nvcc to r
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line
 is (`toolchain.remembered`) and once per process: a header found there is its identity's
-(`warmcli.compiler_includes`). Nothing else is kept or read.
+(`warmcli.compiler_includes`); `host_compiler` names the `gcc` nvcc runs from `PATH` by its
+version line (`toolchain.probe`: remembered by its stamp, a script's by its digest), once per
+process per `PATH`. Nothing else is kept or read.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import shutil
 from collections.abc import Sequence
 
 from warmcli.backends import processes
-from warmcli.backends.toolchain import ToolchainError, remembered
+from warmcli.backends.serving import NVCC_HOST
+from warmcli.backends.toolchain import ToolchainError, probe, remembered
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 
 _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
@@ -85,3 +89,15 @@ def _dryrun_includes(name: str, nvcc: str) -> str:
     if out.timed_out or len(include) != 1 or len(cccl) != 1 or "\n" in include[0] + cccl[0]:
         raise ToolchainError(f"{name}: no include folders in its --dryrun")
     return f"{include[0]}\n{cccl[0]}"
+
+
+@functools.lru_cache(maxsize=8)
+def host_compiler(search: str) -> str:
+    """What an nvcc identity says of the host compiler nvcc runs to preprocess device code
+    where no `-ccbin`/`NVCC_CCBIN` names one: the first `gcc` on `search` (`PATH`), its
+    version line (a wrapper script's digest after it), after `NVCC_HOST`; "" where none is."""
+    found = shutil.which("gcc", path=search)
+    try:
+        return f"{NVCC_HOST}{probe('gcc', found).version}" if found else ""
+    except ToolchainError:
+        return ""

@@ -39,7 +39,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, toolkit_includes
+from warmcli.backends.cuda.host_options import hidden_include, host_compiler, toolkit_includes
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
@@ -319,13 +319,15 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """nvcc and its version, and what it reads from the environment (options, its host
-        compiler, a script's digest after it) where set (`config.nvcc_flags`; a long one by its
-        digest): they change what it builds, so they key."""
+        """nvcc and its version, the `gcc` it runs from `PATH` (`host_compiler`), and what it
+        reads from the environment (options, its host compiler, a script's digest after it) where
+        set (`config.nvcc_flags`; a long one by its digest): they change what it builds, so they
+        key."""
         found = probe("nvcc", self.path)
         flags = config.nvcc_flags()
-        if flags:
-            added = "".join(
+        host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path())
+        if flags or host:
+            added = host + "".join(
                 f"; {name}={environment_named(v)}"
                 + (host_compiler_script(v)[len(v) :] if name == "NVCC_CCBIN" else "")  # a script's
                 for name, v in flags.items()
