@@ -215,3 +215,27 @@ def test_an_older_warms_nvcc_build_is_not_served_to_an_nvcc_naming_its_host_comp
     assert why_not(fake(ours), target) is None
     assert why_not(fake("nvrtc:13.0 [warm build recipe 4]"), target) is None
     assert why_not(older, Target("cuda", "sm_90", "13.0", None)) is None  # no compiler here
+
+
+def test_clean_keeps_another_gcc_nvcc_build_and_drops_an_older_warms() -> None:
+    """Pure logic (fake records and machine): beside this machine's own nvcc build, a build
+    by nvcc with another `gcc` is another configuration (kept, as `NVCC_APPEND_FLAGS`'), one
+    whose older warm named no `gcc` is superseded (dropped)."""
+    from warmcli.ops.foreign import Machine, kernel_foreign, local_builds
+    from warmcli.records import KernelRecord
+
+    release = "nvcc:Cuda compilation tools, release 13.0, V13.0.88"
+    ours = f"{release}; host compiler gcc 12.2.0 [warm build recipe 4]"
+
+    def fake(toolchain: str) -> KernelRecord:
+        key = str(abs(hash(toolchain)) % 10**60).rjust(64, "0")
+        return KernelRecord(key, "d", "cuda", "sm_90", "sc", "sc", "s", key, toolchain)
+
+    machine = Machine({"nvcc": ours}, "x86_64", frozenset(), frozenset({"cuda"}),
+                      frozenset({("sm_90", "13.0")}))  # fmt: skip
+    local = local_builds([fake(ours)], machine)
+    assert local, "this machine's own build, served here"
+    older = kernel_foreign(fake(f"{release} [warm build recipe 4]"), machine, local)
+    assert older[0] is not None and "superseded" in older[0], older
+    other = kernel_foreign(fake(ours.replace("12.2.0", "13.1.0")), machine, local)
+    assert other == (None, None), other
