@@ -10,9 +10,9 @@ could serve a binary this process would not build; so did a header included by i
 absolute path, one only `__has_include` asks for, and nvcc's `--options-file`. An
 `sm_90a` build kept `sm_90a` PTX under the `compute_90` PTX's key, and options that make
 a compiler write no cubin (`--keep-dir`, `--dryrun`, `-dlto`) raised from the batch.
-Left as strict xfails: the host compiler nvcc finds on `PATH`, a `CUDA_HOME` header
-shadowing an `-I` folder's for NVRTC, and a header nvcc's gcc finds through `CPATH` or
-`CPLUS_INCLUDE_PATH`.
+So did a `CUDA_HOME` header shadowing an `-I` folder's for NVRTC (the key searched the
+`-I` folder first), a header nvcc's gcc finds through `CPATH` or `CPLUS_INCLUDE_PATH`, and
+the host compiler nvcc finds on `PATH` (since warm 45, `tests/test_cuda45.py`).
 """
 
 from __future__ import annotations
@@ -90,14 +90,6 @@ SCALED = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nvcc's gcc reads CPATH and CPLUS_INCLUDE_PATH, and no nvcc key covers a header "
-    "found there: 'module load cuda' points them at the toolkit's include folder, which "
-    "nvcc's own -I searches first, so keying them as cc's are would key toolkit headers and "
-    "miss wherever the variables differ (and a serving process without nvcc cannot tell "
-    "which folder is its toolkit's); README says to name such folders with -I",
-)
 @pytest.mark.parametrize("variable", ["CPATH", "CPLUS_INCLUDE_PATH"])
 def test_a_header_nvcc_finds_through_cpath_keys_its_kernel(
     variable: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -248,11 +240,6 @@ def test_an_nvcc_options_file_no_key_reads_is_refused_naming_it(
     assert spelling[0].split("=")[0] in built.failures[key].log
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the host compiler nvcc finds on PATH (whose macros and headers device code "
-    "sees) is not in nvcc's identity: keying its version would change every nvcc key",
-)
 def test_the_host_compiler_nvcc_finds_on_path_keys_its_kernels(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -395,13 +382,6 @@ def test_a_header_asked_for_by_its_absolute_path_with_has_include_is_keyed(
     assert key5 != key3, "a header that appeared, one key"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="NVRTC is given the toolkit folders (packages', CUDA_HOME's) before the kernel's "
-    "-I folders, while the key searches the kernel's first (gcc's and nvcc's order): a "
-    "header in both is CUDA_HOME's to NVRTC, the -I folder's to the key. Putting the "
-    "kernel's -I first would change what existing keys of such kernels build",
-)
 def test_a_cuda_home_header_shadowing_an_include_folders_is_keyed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

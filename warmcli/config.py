@@ -352,11 +352,11 @@ def caller_values(names: Sequence[str], environ: Environ | None = None) -> dict[
     return {name: env.get(name) for name in names}
 
 
-def compiler_include_paths(environ: Environ | None = None) -> tuple[str, str]:
-    """The include folders the host C compiler takes from the environment, as set:
-    `CPATH`, then `C_INCLUDE_PATH`; "" for one unset."""
+def compiler_include_paths(environ: Environ | None = None, cxx: bool = False) -> tuple[str, str]:
+    """The include folders the host C compiler (`cxx`: C++, as nvcc's) takes from the
+    environment, as set: `CPATH`, then `C_INCLUDE_PATH` (`CPLUS_INCLUDE_PATH`); "" unset."""
     env = os.environ if environ is None else environ
-    return env.get("CPATH", ""), env.get("C_INCLUDE_PATH", "")
+    return env.get("CPATH", ""), env.get("CPLUS_INCLUDE_PATH" if cxx else "C_INCLUDE_PATH", "")
 
 
 def library_path(environ: Environ | None = None) -> str:

@@ -3,34 +3,34 @@
 A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`, nvcc's
 `--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
 PyCUDA's `include_dirs` become `-I`: `warmcli.include_options` reads them), or whose C compiler's
-environment does (`CPATH`, `C_INCLUDE_PATH`), or NVRTC's (a system toolkit's include folders, after
-the toolkit packages': `nvrtc_folders`), reads headers that its source text does not hold:
-`headers_digest` covers them, those a source includes (or asks for) by their absolute path, and
-those `-include`/`--pre-include` (gcc's `--include`, `-imacros`) read before the source (found in
-the working folder first, then as a quoted name is). It reads the `#include "..."` and `#include
-<...>` lines (`#import`'s, `__has_include`'s names) of the source and of every header found, however
-spelled (`%:include`, a comment or line splice inside: `warmcli.directives`; an `#include CFG` as
-the names the kernel's `-D` options, defines and `#define` lines give CFG:
-`warmcli.computed_includes`), and resolves each name as the compiler does, in those folders (a
-quoted name in a header: its own folder first, its `..` where a link leads; then gcc's order,
-whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`, each folder
-once, one named `-I` (`-iquote`) and as a system one in its system place, as gcc; `#include_next`:
-every file of its name along them); a relative folder is taken from the working folder. The digest
-is over each name as written and the sha256 of the file it resolved to (or that none was found: a
-header added later changes it), in the order they are reached; the folders' paths are not
-(`keyed_options` drops them), so a checkout at another path keys alike, unless a file reached there
-may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then they are; for a
-folder named twice, which named folders are one). Headers not found there (the toolkit's, the
-system's) are the toolchain identity's. Bounded: at most `MAX_HEADERS` files, each hashed whole,
-scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot
-be told (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker,
-its reason noted. State: three per-process memos (each file's digest and includes, by (path,
-mtime_ns, size), of files settled; the includes of the last sources; the search orders of the last
-options): a kernel keyed again costs a lookup of each header; `covered`, what each digest made
-lately covers (`kernel_parts.header_files`: a header read first by its path), and for the first
-header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
-once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
-for a missing file.
+environment does (`CPATH`, `C_INCLUDE_PATH`; nvcc's `CPLUS_INCLUDE_PATH`), or NVRTC's (a system
+toolkit's: `nvrtc_folders`; `warmcli.compiler_includes` says where each is searched), reads headers
+that its source text does not hold: `headers_digest` covers them, those a source includes (or asks
+for) by their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
+read before the source (found in the working folder first, then as a quoted name is). It reads the
+`#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names) of the source and
+of every header found, however spelled (`%:include`, a comment or line splice inside:
+`warmcli.directives`; an `#include CFG` as the names the kernel's `-D` options, defines and
+`#define` lines give CFG: `warmcli.computed_includes`), and resolves each name as the compiler does,
+in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
+gcc's order, whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`,
+each folder once, one named `-I` (`-iquote`) and as a system one in its system place, as gcc;
+`#include_next`: every file of its name along them); a relative folder is taken from the working
+folder. The digest is over each name as written and the sha256 of the file it resolved to (or that
+none was found: a header added later changes it), in the order they are reached; the folders' paths
+are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
+reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
+they are; for a folder named twice, which named folders are one). Headers not found there, or found
+in a toolkit's own folders (`toolkit`), are the toolchain identity's. Bounded: at most `MAX_HEADERS`
+files, each hashed whole, scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed
+include whose header cannot be told (but in NVRTC's system toolkit's own headers), the digest holds
+`warmcli.unkeyed`'s marker, its reason noted. State: three per-process memos (each file's digest and
+includes, by (path, mtime_ns, size), of files settled; the includes of the last sources; the search
+orders of the last options): a kernel keyed again costs a lookup of each header; `covered`, what
+each digest made lately covers (`kernel_parts.header_files`: a header read first by its path), and
+for the first header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which
+copies of a once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing,
+never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -135,10 +135,10 @@ def _identity(folder: str) -> object:
 @functools.lru_cache(maxsize=64)
 def _orders(
     options: tuple[object, ...], cwd: str, env: tuple[str, str]
-) -> tuple[tuple[list[str], list[str]], frozenset[str]]:
-    """`search_orders(options, cwd, env)` and the folders `env[0]` alone adds, once per process per
-    (options, working folder, environment): a kernel's variants share them (folders' identities)."""
-    return search_orders(options, cwd, env), frozenset(search_orders((), cwd, (env[0], ""))[1])
+) -> tuple[list[str], list[str]]:
+    """`search_orders(options, cwd, env)`, once per process per (options, working folder,
+    environment): a kernel's variants share them (folders' identities)."""
+    return search_orders(options, cwd, env)
 
 
 def toolkit_home(homes: Iterable[str | None], search: str) -> str | None:
@@ -238,25 +238,20 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
     return entry[2], entry[3]
 
 
-_Orders, _Shadowed = tuple[list[str], list[str]], tuple[frozenset[str], Sequence[str]]
-_NONE: _Shadowed = (frozenset(), ())
+_Orders = tuple[list[str], list[str]]
 
 
 def _resolve(
-    name: str, quoted: bool, here: str | None, orders: _Orders, shadowed: _Shadowed = _NONE
+    name: str, quoted: bool, here: str | None, orders: _Orders, toolkit: frozenset[str]
 ) -> str | None:
-    """The file `name` names, as the compiler searches: `here` first for a quoted name; not
-    in a folder of `shadowed[0]` when a folder of `shadowed[1]`, searched before, holds it."""
+    """The file `name` names, as the compiler searches: `here` first for a quoted name; None
+    where it is in a folder of `toolkit` (its headers are the toolchain identity's)."""
     if os.path.isabs(name):
         return name if os.path.isfile(name) else None
     for folder in ([here] if quoted and here else []) + orders[0 if quoted else 1]:
         path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            if folder in shadowed[0] and any(
-                os.path.isfile(os.path.join(f, name)) for f in shadowed[1]
-            ):
-                return None
-            return path  # as spelled: its `..` taken where a link leads, as the compiler does
+        if os.path.isfile(path):  # as spelled: its `..` taken where a link leads, as the compiler
+            return None if folder in toolkit else path
     return None
 
 
@@ -264,30 +259,32 @@ def headers_digest(
     source: str,
     options: Sequence[object],
     env: tuple[str, str] = ("", ""),
-    nvrtc: bool = False,
+    around: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+    toolkit: frozenset[str] = frozenset(),
     defines: Sequence[tuple[str, str]] = (),
+    nvrtc: bool = False,
 ) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name, or `env`'s
-    (`search_orders`; the module doc); "" where none is named, or found in `env`'s only. For
-    `nvrtc`, `env` is `kernel._env_includes`': the system toolkit's folders (`toolkit_home`)
-    searched as `CPATH`'s, never for a name a toolkit package's folder holds (NVRTC's first).
-    An `#include` of a macro follows what `options`, `defines` and the text give it."""
-    before = env[1].split(os.pathsep) if nvrtc and env[1] else []
-    env = (env[0], "") if nvrtc else env
+    (`search_orders`; the module doc); "" where none is named, or found in `env`'s only. The
+    compiler's own options come `around` the kernel's (NVRTC's folders before them, nvcc's
+    after: `warmcli.compiler_includes`), and a header found in a folder of `toolkit` is the
+    toolchain identity's: not keyed (it shadows those searched after it). An `#include` of a
+    macro follows what `options`, `defines` and the text give it (in a header of NVRTC's
+    system toolkit, `nvrtc`, by its folders, as before)."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     given = tuple(options)
+    searched = (*around[0], *given, *around[1])
     if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process
-        orders, shadowed_by = _orders(given, cwd, env)
+        orders = _orders(searched, cwd, env)
     else:
-        orders, shadowed_by = _orders.__wrapped__(given, cwd, env)
+        orders = _orders.__wrapped__(searched, cwd, env)
     pre = pre_included(given)
     local = {n for n in pre if not os.path.isabs(n) and os.path.isfile(os.path.join(cwd, n))}
     if not (orders[0] or _by_path(source) or local or any(map(os.path.isabs, pre))):
         return ""
-    shadowed = (shadowed_by, before)
     folders = [os.path.join(cwd, f) for f in include_folders(options)]  # none: `env`'s only
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((n, True, cwd if n in local else here) for n in pre)  # read first, quoted
@@ -313,12 +310,13 @@ def headers_digest(
             written.append(marker(f"a file over {MAX_SCANNED >> 20} MB, scanned in part"))
             continue
         if name.startswith(NEXT):  # each file of its name along the chain (one is read)
-            name, chain = name[len(NEXT) :], dict.fromkeys([here, *orders[0], *orders[1]])
+            chain = [f for f in dict.fromkeys([here, *orders[0], *orders[1]]) if f not in toolkit]
+            name = name[len(NEXT) :]
             found = [p for p in (os.path.join(f, name) for f in chain if f) if os.path.isfile(p)]
             shown_as.update(dict.fromkeys(found, NEXT + name))  # keyed by place, not path
             pending.extendleft((p, False, here) for p in reversed(found))
             continue
-        path = _resolve(name, quoted, here, orders, shadowed)
+        path = _resolve(name, quoted, here, orders, toolkit)
         real = os.path.realpath(path) if path is not None else ""  # the file read (once)
         read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)

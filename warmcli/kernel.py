@@ -13,15 +13,15 @@ of identifiers to a `str`, bool, int or float (numpy's too: a bool is 1 or 0, a 
 number it holds). A host kernel whose options tune for the building CPU (`tunes_native`) is keyed
 with that CPU by its callers, in the toolchain identity they pass (`warmcli.backends.native`). For a
 kernel whose options name include folders (`-I`) or a header read first (`-include`), or that
-reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system toolkit),
-or includes one by its absolute path, the key covers the headers it reaches there
-(`warmcli.headers`), by their names and content, not the include folders' paths (`keyed_options`),
-and the files a host kernel's options link (`warmcli.linked`: an object's or archive's content, not
-its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest
-beside it (`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
-the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content
-hash's text after its defines), and of whether a source includes a header by its path, and those
-variables, read once; it compiles nothing.
+reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system toolkit:
+`warmcli.compiler_includes`), or includes one by its absolute path, the key covers the headers it
+reaches there (`warmcli.headers`), by their names and content, not the include folders' paths
+(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`: an object's or
+archive's content, not its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path,
+and a script's digest beside it (`warmcli.wrapper_script`); any other's is as before. Its only state
+is bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
+share, a content hash's text after its defines), and of whether a source includes a header by its
+path, and those variables, read once; it compiles nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -324,33 +323,33 @@ def _digest(payload: object) -> str:
 
 
 def _env_includes(language: str) -> tuple[str, str]:
-    """The include folders `cc` (`CPATH`, `C_INCLUDE_PATH`) or "nvrtc" takes from the
-    environment, read once per process; ("", "") where none is set, and for nvcc. NVRTC's:
-    the system toolkit's folders it reads (`headers.nvrtc_folders`), then the packages' it
-    reads first, each joined by `os.pathsep` (`headers_digest`'s `env` for such a kernel)."""
+    """The include folders `cc` ("c": `CPATH`, `C_INCLUDE_PATH`), nvcc's gcc ("cuda": `CPATH`,
+    `CPLUS_INCLUDE_PATH`) or "nvrtc" (a system toolkit's, `headers.nvrtc_folders`, then the
+    packages', each joined by `os.pathsep`) takes from the environment, once per process."""
     if (found := _ENV_INCLUDES.get(language)) is None:
-        from warmcli.config import compiler_include_paths, cuda_homes, path
+        from warmcli.compiler_includes import environment_includes
 
-        found = compiler_include_paths() if language == "c" else ("", "")
-        if language == "nvrtc":
-            from warmcli.headers import nvrtc_folders, toolkit_home
-
-            packages, homes = nvrtc_folders(toolkit_home(cuda_homes().values(), path()))
-            found = (os.pathsep.join(homes), os.pathsep.join(packages)) if homes else ("", "")
-        _ENV_INCLUDES[language] = found
+        found = _ENV_INCLUDES[language] = environment_includes(language)
     return found
 
 
 def included_headers(kernel: Kernel, toolchain: str = "") -> str:
-    """The digest of the headers a kernel reaches in the include folders its options name, or
-    its compiler's (`toolchain`) from the environment, and of the files it links, or ""."""
-    nvrtc = kernel.language == "cuda" and toolchain.startswith("nvrtc:")
-    env = _env_includes("nvrtc" if nvrtc else kernel.language)
+    """The digest of the headers a kernel reaches in the include folders its options name, or its
+    compiler's (`toolchain`: `warmcli.compiler_includes`), and of the files it links, or ""."""
+    compiler = "c" if kernel.language == "c" else toolchain.partition(":")[0]
+    env = _env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
     headers = ""  # reaches no header: a serving process never imports `warmcli.headers`
     if kernel.reads_headers or (env != ("", "") and _may_include(kernel.source)):
-        from warmcli.headers import headers_digest
+        from warmcli.compiler_includes import compiler_search
 
-        headers = headers_digest(kernel.source, kernel.options, env, nvrtc, kernel.defines)
+        env, around, toolkit, reach = compiler_search(compiler, env, toolchain)
+        if kernel.reads_headers or reach:
+            from warmcli.headers import headers_digest
+
+            nvrtc = compiler == "nvrtc"
+            headers = headers_digest(
+                kernel.source, kernel.options, env, around, toolkit, kernel.defines, nvrtc
+            )
     if kernel.language != "c" or not kernel.options:  # no option names a file to link
         return headers
     from warmcli.linked import with_linked  # a host kernel: with the files it links
@@ -363,9 +362,8 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly (every kernel
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    # Beside the rest only where there are any (no other key changes); most host kernels name
-    # no options, include nothing and find no include folder in the environment, and are told
-    # so here (no call: what `included_headers` would answer for them).
+    # Beside the rest only where there are any; most host kernels name no options, include
+    # nothing, find no folder in the environment: told so here (no `included_headers` call).
     if (
         kernel.language == "c"
         and not kernel.options

@@ -2,25 +2,25 @@
 and `warm explain` share.
 
 A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new
-compiler builds afresh. Serving is looser: a build is served wherever its binary runs.
-A cubin runs on a device of its SM architecture whose driver supports the CUDA
-major release that built it (CUDA's minor version compatibility: a cubin by CUDA 13.5 loads
-on a driver for CUDA 13.0; one the driver still refuses is a `binary` miss, rebuilt),
-whichever nvcc (or none) that machine has, unless the nvcc of
-either read options or a host compiler from the environment (`NVCC_APPEND_FLAGS`...)
-that the other did not; a host object runs (whichever C compiler that machine has, unless
+compiler builds afresh. Serving is looser: a build is served wherever its binary runs. A
+cubin runs on a device of its SM architecture whose driver supports the CUDA major release
+that built it (CUDA's minor version compatibility: a cubin by CUDA 13.5 loads on a driver
+for CUDA 13.0; one the driver still refuses is a `binary` miss, rebuilt), whichever nvcc (or
+none) that machine has, unless the nvcc of either read options or a host compiler from the
+environment (`NVCC_APPEND_FLAGS`...) that the other did not, or ran another host compiler
+from `PATH` (`nvcc_host`); a host object runs (whichever C compiler that machine has, unless
 either is a wrapper script, which may add options, and not the other's same script, or
-either ran the programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not)
-on a CPU of its architecture (one of another OS fails to load, and is a `binary`
-miss, rebuilt), and one tuned for its building CPU (`-march=native`) on that CPU only
-(`warmcli.backends.native`). PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by
-the driver's JIT (`virtual_sm` reads XX; whether that driver knows its ISA is read from
-the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its
-key, recomputed, says so, and PTX only when its symbol is that of the kernel's own
-cubin too (`of_kernel`). Among a kernel's builds that run on a device, a
-cubin for its arch is preferred to PTX, the device's own toolchain's build to
-another's, and a cubin of a CUDA release the driver supports to a newer one's. This
-module holds no state; it never opens a bundle, compiles, loads or prints.
+either ran the programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of
+its architecture (one of another OS fails to load, and is a `binary` miss, rebuilt), and one
+tuned for its building CPU (`-march=native`) on that CPU only (`warmcli.backends.native`).
+PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by the driver's JIT
+(`virtual_sm` reads XX; whether that driver knows its ISA is read from the PTX itself:
+`warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its key, recomputed,
+says so, and PTX only when its symbol is that of the kernel's own cubin too (`of_kernel`).
+Among a kernel's builds that run on a device, a cubin for its arch is preferred to PTX, the
+device's own toolchain's build to another's, and a cubin of a CUDA release the driver
+supports to a newer one's. This module holds no state; it never opens a bundle, compiles,
+loads or prints.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's bu
 _SM = Pattern(r"sm_([0-9]{2,3})")
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
 NVCC_ENVIRONMENT = "; NVCC_"
+# Where an nvcc identity names the host compiler nvcc runs from `PATH` (`gcc`'s version line).
+NVCC_HOST = "; host compiler "
 # Where a cc identity names the folders cc runs its programs from (`HostCompiler.toolchain`).
 HOST_PROGRAMS = tuple(f"; {name}=" for name in COMPILER_PROGRAMS)
 
@@ -177,6 +179,13 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, {here} "
                 f"with {ours[2:] or 'nothing'}"
             )
+        theirs, ours = nvcc_host(record.toolchain), nvcc_host(target.toolchain or "")
+        if theirs != ours and _both_nvcc(record, target):  # another gcc: another kernel
+            here = "this compiler" if target.own else "the build served here by nvcc"
+            return "toolchain", (
+                f"built by nvcc with {theirs or 'no host compiler named (an older warm)'}, "
+                f"{here} with {ours or 'none named'}"
+            )
         built, driver = cuda_release(record.toolchain), driver_release(target.driver)
         ptx = virtual_sm(record.arch) is not None  # JIT: the driver must know its ISA
         if built and driver and (built > driver if ptx else built[0] > driver[0]):
@@ -207,6 +216,22 @@ def nvcc_environment(identity: str) -> str:
     they change what it builds), "" for none."""
     at = identity.find(NVCC_ENVIRONMENT)
     return identity[at:] if at >= 0 else ""
+
+
+def nvcc_host(identity: str) -> str:
+    """The host compiler an nvcc identity says nvcc ran from `PATH` (`host compiler gcc ...`),
+    "" for none named (another compiler's, an older warm's, or one `NVCC_CCBIN` named)."""
+    at = identity.find(NVCC_HOST)
+    if at < 0:
+        return ""
+    ends = [i for m in (NVCC_ENVIRONMENT, RECIPE_MARK) if (i := identity.find(m, at + 2)) >= 0]
+    return identity[at + 2 : min(ends, default=len(identity))]
+
+
+def _both_nvcc(record: KernelRecord, target: Target) -> bool:
+    """Whether a build and the compiler it would be served to are both nvcc's (NVRTC names
+    no host compiler: its builds and nvcc's are served for each other as before)."""
+    return record.toolchain.startswith("nvcc:") and (target.toolchain or "").startswith("nvcc:")
 
 
 def host_programs(identity: str) -> str:

@@ -5,7 +5,8 @@ host object of another CPU arch; a cubin of an arch, or a CUDA major release, no
 takes; PTX no GPU here can JIT, or of a CUDA release newer than its driver's), or when
 another toolchain built it and the bundle also holds a build of it by this machine's
 toolchain that runs here (superseded; not a build whose nvcc read other options from the
-environment, `NVCC_APPEND_FLAGS`...: another configuration), or when another warm's build
+environment, `NVCC_APPEND_FLAGS`..., or ran another `gcc` from `PATH`: another configuration;
+one whose older warm named no `gcc` is superseded), or when another warm's build
 recipe built it (served by no device, so judged with none here). A tune is foreign when
 measured on a device whose fingerprint is none of this machine's. What cannot be judged
 (a backend with no device listed here, a pending tune) is said, not judged. `Machine` is
@@ -24,6 +25,7 @@ from warmcli.backends.machine import Inventory
 from warmcli.backends.serving import (
     Target,
     nvcc_environment,
+    nvcc_host,
     recipe_differs,
     same_kernel,
     why_not,
@@ -107,6 +109,7 @@ def kernel_foreign(
         current is not None
         and k.toolchain != current
         and nvcc_environment(k.toolchain) == nvcc_environment(current)  # else: another config
+        and nvcc_host(k.toolchain) in ("", nvcc_host(current))  # another gcc's too (none: older)
         and _build_of(k) in local
     ):
         return f"toolchain {k.toolchain} (superseded by this machine's {current})", None

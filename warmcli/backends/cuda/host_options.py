@@ -7,14 +7,26 @@ and headers from the kernel's own options only (`warmcli.headers`): one option g
 after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling
 (joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
 is the next option) is not, and an
-edit there was served the old build. `hidden_include` finds those, for nvcc to refuse. This
-module holds no state and reads no file.
+edit there was served the old build. `hidden_include` finds those, for nvcc to refuse.
+`toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
+`nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line
+is (`toolchain.remembered`) and once per process: a header found there is its identity's
+(`warmcli.compiler_includes`); `host_compiler` names the `gcc` nvcc runs from `PATH` by its
+version line (`toolchain.probe`: remembered by its stamp, a script's by its digest), once per
+process per `PATH`. Nothing else is kept or read.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import shlex
+import shutil
 from collections.abc import Sequence
 
+from warmcli.backends import processes
+from warmcli.backends.serving import NVCC_HOST
+from warmcli.backends.toolchain import ToolchainError, probe, remembered
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 
 _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
@@ -39,3 +51,53 @@ def hidden_include(options: Sequence[str]) -> str | None:
         if not alone or len(pieces) > 1 or pieces[0].lstrip("-") in _BARE:
             return f"{before} {option}" if alone else option
     return None
+
+
+_DRYRUN = "nvcc --dryrun includes"  # what `toolchains.json` remembers them under
+
+
+@functools.cache
+def toolkit_includes(nvcc: str) -> tuple[str, str] | None:
+    """The folders nvcc gives its host compiler after a kernel's: `-I` its `include`, `-isystem`
+    its `include/cccl`; None where it does not say (a kernel reaching `CPATH` is then a miss
+    where served, never another build: `warmcli.compiler_includes`)."""
+    try:
+        said = remembered(_DRYRUN, nvcc, os.stat(nvcc), _dryrun_includes).version
+    except (OSError, ToolchainError):
+        return None
+    include, _, cccl = said.partition("\n")
+    return include, cccl
+
+
+def _dryrun_includes(name: str, nvcc: str) -> str:
+    """`INCLUDES`' `-I` folder and `SYSTEM_INCLUDES`' `-isystem` one, as `nvcc --dryrun`
+    prints them, joined by a line break; ToolchainError where it prints no such pair."""
+    try:
+        out = processes.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], timeout=60)
+    except OSError as exc:
+        raise ToolchainError(f"{name}: {exc}") from exc
+    found: dict[str, list[str]] = {}
+    for line in (out.out + "\n" + out.err).splitlines():
+        variable, equals, value = line.removeprefix("#$ ").partition("=")
+        if equals and variable in ("INCLUDES", "SYSTEM_INCLUDES") and variable not in found:
+            try:
+                found[variable] = shlex.split(value)
+            except ValueError:
+                break
+    include = [w[2:] for w in found.get("INCLUDES", []) if w.startswith("-I") and w[2:]]
+    cccl = found.get("SYSTEM_INCLUDES", [])[1:2]
+    if out.timed_out or len(include) != 1 or len(cccl) != 1 or "\n" in include[0] + cccl[0]:
+        raise ToolchainError(f"{name}: no include folders in its --dryrun")
+    return f"{include[0]}\n{cccl[0]}"
+
+
+@functools.lru_cache(maxsize=8)
+def host_compiler(search: str) -> str:
+    """What an nvcc identity says of the host compiler nvcc runs to preprocess device code
+    where no `-ccbin`/`NVCC_CCBIN` names one: the first `gcc` on `search` (`PATH`), its
+    version line (a wrapper script's digest after it), after `NVCC_HOST`; "" where none is."""
+    found = shutil.which("gcc", path=search)
+    try:
+        return f"{NVCC_HOST}{probe('gcc', found).version}" if found else ""
+    except ToolchainError:
+        return ""

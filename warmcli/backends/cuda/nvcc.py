@@ -1,21 +1,19 @@
 """nvcc: finding it, checking architectures, and compiling many kernels in one process.
 
 `locate_nvcc` looks in a fixed order (an explicit `--nvcc` path, `WARM_NVCC`,
-`CUDA_HOME`/`CUDA_PATH`, `PATH`, then the `nvidia-cuda-nvcc` package inside
-site-packages), says where it found it, and fails with one line saying what to
-install. `NvccCompiler` implements the `Compiler` protocol: a group of units
-becomes ONE translation unit (each kernel in its own namespace with its defines set
-and undone, its entry renamed to the unit's symbol and its signature probe after it,
-`warmcli.backends.signature`; a kernel that needs a unit of its own,
-`warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by
-one `nvcc --cubin` in a temporary folder and killed with its children on timeout; with
-`--keep` the PTX it made on the way is kept beside the cubin; its toolchain names the
-options and host compiler nvcc reads from the environment, where set. The group checks
-(`group_target`, `check_options`, `built_group`) serve NVRTC too.
-It owns no kernel cache (only which SMs each nvcc builds, asked once a process and
-remembered across processes beside its version line) and never
-imports `pycuda`; the toolkit's own `nvcc.profile`
-supplies the include path, so no `-I` is passed.
+`CUDA_HOME`/`CUDA_PATH`, `PATH`, then the `nvidia-cuda-nvcc` package inside site-packages), says
+where it found it, and fails with one line saying what to install. `NvccCompiler` implements the
+`Compiler` protocol: a group of units becomes ONE translation unit (each kernel in its own namespace
+with its defines set and undone, its entry renamed to the unit's symbol and its signature probe
+after it, `warmcli.backends.signature`; a kernel that needs a unit of its own,
+`warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by one `nvcc
+--cubin` in a temporary folder and killed with its children on timeout; with `--keep` the PTX it
+made on the way is kept beside the cubin; its toolchain names the options and host compiler nvcc
+reads from the environment, where set (and where `CPATH` or `CPLUS_INCLUDE_PATH` is, tells the key
+its toolkit's include folders: `host_options`). The group checks (`group_target`, `check_options`,
+`built_group`) serve NVRTC too. It owns no kernel cache (only which SMs each nvcc builds, asked once
+a process and remembered across processes beside its version line) and never imports `pycuda`; the
+toolkit's own `nvcc.profile` supplies the include path, so no `-I` is passed.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include
+from warmcli.backends.cuda.host_options import hidden_include, host_compiler, toolkit_includes
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
@@ -52,6 +50,7 @@ from warmcli.backends.toolchain import (
     probe,
     remembered,
 )
+from warmcli.compiler_includes import NVCC_TOOLKITS
 from warmcli.errors import ArchError, CubinError
 from warmcli.scratch import scratch_folder
 from warmcli.wrapper_script import host_compiler_script
@@ -299,6 +298,12 @@ def _written(folder: str, name: str, options: Sequence[str], units: Sequence[Com
         raise CompileFailure(f"nvcc wrote no {name} (options: {shown})", tuple(units)) from None
 
 
+def _know_includes(identity: str, nvcc: str) -> None:
+    """Tell the key where `nvcc` searches its toolkit's headers (`toolkit_includes`)."""
+    if identity not in NVCC_TOOLKITS and (folders := toolkit_includes(nvcc)) is not None:
+        NVCC_TOOLKITS[identity] = folders
+
+
 class NvccCompiler:
     """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out.
 
@@ -314,19 +319,23 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """nvcc and its version, and what it reads from the environment (options, its host
-        compiler, a script's digest after it) where set (`config.nvcc_flags`; a long one by its
-        digest): they change what it builds, so they key."""
+        """nvcc and its version, the `gcc` it runs from `PATH` (`host_compiler`), and what it
+        reads from the environment (options, its host compiler, a script's digest after it) where
+        set (`config.nvcc_flags`; a long one by its digest): they change what it builds, so they
+        key."""
         found = probe("nvcc", self.path)
         flags = config.nvcc_flags()
-        if not flags:
-            return found
-        added = "".join(
-            f"; {name}={environment_named(v)}"
-            + (host_compiler_script(v)[len(v) :] if name == "NVCC_CCBIN" else "")  # a script's
-            for name, v in flags.items()
-        )
-        return Toolchain(name=found.name, path=found.path, version=found.version + added)
+        host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path())
+        if flags or host:
+            added = host + "".join(
+                f"; {name}={environment_named(v)}"
+                + (host_compiler_script(v)[len(v) :] if name == "NVCC_CCBIN" else "")  # a script's
+                for name, v in flags.items()
+            )
+            found = Toolchain(name=found.name, path=found.path, version=found.version + added)
+        if config.compiler_include_paths(cxx=True) != ("", ""):  # its folders, for the key
+            _know_includes(found.identity, self.path)
+        return found
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` and check this nvcc builds it; returns the SM number."""
