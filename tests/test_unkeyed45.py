@@ -1,0 +1,127 @@
+"""An unkeyed kernel (`warmcli.unkeyed`) is never stored nor failed by verify; once-only copies
+are told by real directives (unkeyed 45).
+
+- Each `warm run` (and each production process writing its misses back) stored another build
+  of a kernel whose key holds its process's token, rows no other process can ever hit: a
+  bundle grew without bound. Now it is never stored, and the run and the report say why.
+- `warm verify --workload` (and `warm run`'s own verify pass, once nothing unkeyed is stored)
+  builds it again, a miss: verify failed (exit 1) for a valid workload. Now it is listed as
+  built in each process and never served, not as a miss; any other miss still fails.
+- `once_copies` took any header whose text held `once` or `import` ("important",
+  "call_once") as once-only, so two identical copies keyed by their files' modification
+  seconds: a checkout whose copies fell in other seconds missed at random. Now only a real
+  `#pragma once` or `#import` directive (a comment holds none), or a `_Pragma` that may say
+  `once` (a macro of another header may give it), counts.
+Real CLI, real SQLite bundles, the system C compiler; no fakes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+from warmcli.kernel import Kernel, kernel_key
+
+WORKLOAD = """
+import os
+import warmcli
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel({source!r}, "f", "P", options={options!r})
+OTHER = Kernel("void g(float *x) {{ x[0] = 7.0f; }}\\n", "g", "P")
+def workload(rt):
+    rt.launch(K, rt.buffer(1, "float32"))
+    if os.environ.get("OTHER"):
+        rt.launch(OTHER, rt.buffer(1, "float32"))
+if __name__ == "__main__":
+    rt = warmcli.runtime()
+    b = rt.buffer(1, "float32")
+    rt.launch(K, b)
+    print(rt.read(b)[0])
+"""
+UNKEYED = "#define STR(x) #x\n#define CFG STR(val.h)\n#include CFG\n"
+UNKEYED += "void f(float *x) { x[0] = VAL; }\n"
+WHY = "an #include of a macro that is no plain header name (CFG)"
+
+
+def _script(tmp_path: Path, source: str = UNKEYED) -> Path:
+    (tmp_path / "inc").mkdir(exist_ok=True)
+    (tmp_path / "inc" / "val.h").write_text("#define VAL 1\n")
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD.format(source=source, options=(f"-I{tmp_path / 'inc'}",)))
+    return script
+
+
+def _rows(bundle: Path) -> int:
+    with sqlite3.connect(bundle) as conn:
+        return int(conn.execute("SELECT count(*) FROM kernels").fetchone()[0])
+
+
+def _production(
+    warm: Warm, tmp_path: Path, script: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        env=dict(warm.env, WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_REPORT="1", **env),
+        cwd=tmp_path,
+    )  # fmt: skip
+
+
+def _copies(tmp_path: Path, text: str, extra: str = "") -> tuple[str, tuple[str, ...]]:
+    """`a/c.h` and `b/c.h` (`text`, one second), a source including both; its options."""
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        (tmp_path / folder / "c.h").write_text(text)
+        os.utime(tmp_path / folder / "c.h", (1577836800, 1577836800))
+    (tmp_path / "o.h").write_text(extra)
+    source = 'float v = 0\n#include "o.h"\n#include "a/c.h"\n#include "b/c.h"\n;\n'
+    source += "void f(float *x) { x[0] = v; }\n"
+    return source, (f"-I{tmp_path}",)
+
+
+def _expanded(tmp_path: Path, source: str, options: tuple[str, ...]) -> str:
+    (tmp_path / "s.c").write_text(source)
+    cpp = ["cc", "-E", "-P", *options, str(tmp_path / "s.c")]
+    return " ".join(subprocess.run(cpp, capture_output=True, text=True, check=True).stdout.split())
+
+
+def _key(source: str, options: tuple[str, ...]) -> str:
+    return kernel_key(Kernel(source, "f", "P", options=options), "x86_64", "cc:test")
+
+
+def test_copies_are_once_only_by_real_directives_only(tmp_path: Path) -> None:
+    """A word holding `once` or `import`, or a directive in a comment, made the key follow the
+    copies' seconds, where cc reads both copies either way; `#pragma once` (spliced too),
+    `#import`, `_Pragma("once")` and a macro of another header giving it still do."""
+    cases = {
+        "+1 /* important: call_once */\n// #pragma once\n/* #import <x.h> */\n": False,
+        "#pra\\\ngma once\n+1\n": True,
+        "%:pragma once\n+1\n": True,
+        '_Pragma("once")\n+1\n': True,
+        "ONCE\n+1\n": True,  # `o.h` defines ONCE as `_Pragma("once")`
+    }
+    for text, once in cases.items():
+        extra = '#define ONCE _Pragma("once")\n' if "ONCE" in text else ""
+        source, options = _copies(tmp_path, text, extra)
+        alike, alike_key = _expanded(tmp_path, source, options), _key(source, options)
+        os.utime(tmp_path / "b" / "c.h", (1577836805, 1577836805))
+        assert (_expanded(tmp_path, source, options) != alike) is once, text  # what cc does
+        assert (_key(source, options) != alike_key) is once, text
+
+
+def test_copies_in_other_seconds_are_served_end_to_end(warm: Warm, tmp_path: Path) -> None:
+    """Copies of a header that says `important`, warmed, then restored in other seconds (a CI
+    cache): a production process under WARM_STRICT=1 was refused; now it is served."""
+    source, options = _copies(tmp_path, "+1 /* important */\n")
+    script = tmp_path / "w.py"
+    script.write_text(WORKLOAD.format(source=source, options=options))
+    assert warm("run", script, "-b", tmp_path / "b.warm", "-q").returncode == 0
+    os.utime(tmp_path / "b" / "c.h", (1577836805, 1577836805))
+    done = _production(warm, tmp_path, script, WARM_STRICT="1")
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and done.stdout.strip() == "2.0", said  # both copies read
