@@ -72,6 +72,53 @@ def _production(
     )  # fmt: skip
 
 
+def test_an_unkeyed_kernel_is_never_stored(warm: Warm, tmp_path: Path) -> None:
+    """Two `warm run`s and a production process writing back stored 3 builds nobody can hit;
+    now none, each run saying why and its verify pass passing."""
+    script, bundle = _script(tmp_path), tmp_path / "b.warm"
+    for _ in range(2):
+        made = Warm(dict(warm.env, OTHER="1"))("run", script, "-b", bundle)
+        said = made.stdout + made.stderr
+        assert made.returncode == 0, said
+        assert f"kernel f: not stored: never served ({WHY})" in said, said
+        assert "the bundle is complete" in said, said
+    assert "stored 0 new kernel(s)" in said, said  # the second run: `g` stored by the first
+    assert _rows(bundle) == 1  # `g` only
+    done = _production(warm, tmp_path, script, WARM_BUNDLE_WRITE="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1.0"
+    assert _rows(bundle) == 1
+    assert f"kernel f (never served: {WHY}: nothing stored)" in done.stderr, done.stderr
+    assert "none of them stored: each says why" in done.stderr, done.stderr
+    done = _production(warm, tmp_path, script)  # not writing: no re-warm would serve it
+    assert "warm never serves them: each says why" in done.stderr, done.stderr
+    stats = warm("stats", bundle)
+    assert "Kernels (1)" in stats.stdout, stats.stdout
+
+
+def test_verify_passes_a_workload_whose_only_misses_are_never_served(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify --workload` failed (exit 1) for a kernel warm says it never serves; it is
+    listed as such now, and any other miss still fails."""
+    script, bundle = _script(tmp_path), tmp_path / "b.warm"
+    assert warm("run", script, "-b", bundle, "-q").returncode == 0
+    done = warm("verify", bundle, "--workload", script)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"host: kernel f is built in each process, never served ({WHY})" in said, said
+    assert "miss:" not in said, said
+    other = dict(warm.env, OTHER="1")  # `g`, which the bundle lacks: a miss
+    failed = Warm(other)("verify", bundle, "--workload", script)
+    said = failed.stdout + failed.stderr
+    assert failed.returncode == 1, said
+    assert "host: 1 kernel(s) compiled, not in the bundle" in said, said
+    assert "miss: kernel g" in said and "miss: kernel f" not in said, said
+    as_json = warm("verify", bundle, "--workload", script, "--json")
+    assert as_json.returncode == 0, as_json.stdout + as_json.stderr
+    assert '"never_served"' in as_json.stdout and WHY in as_json.stdout
+
+
 def _copies(tmp_path: Path, text: str, extra: str = "") -> tuple[str, tuple[str, ...]]:
     """`a/c.h` and `b/c.h` (`text`, one second), a source including both; its options."""
     for folder in ("a", "b"):

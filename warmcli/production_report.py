@@ -138,7 +138,9 @@ class ProductionReport(Record, frozen=False):
             served = "served everything: compiled 0 kernels, tuned 0 operations"
             return f"warm: bundle {bundle} {served}"
         else:
-            if not self.write:
+            if not self.write and all(NEVER_SERVED in m.name for m in self.misses):
+                then = "warm never serves them: each says why"  # built in each process
+            elif not self.write:
                 then = self._rewarm()
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
@@ -231,6 +233,7 @@ def tune_pick(tune: TuneRecord) -> str:
 
 # how the name of a miss that left nothing to store ends (`misses_of`, `KernelCache.missed`)
 UNSTORED = (": nothing stored)", ": nothing compiled)")
+NEVER_SERVED = " (never served: "  # in the name of one no bundle serves (`warmcli.unkeyed`)
 
 
 def misses_of(rt: Runtime) -> list[Miss]:
