@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 from warmcli.kernel import Kernel, kernel_key
@@ -172,3 +173,18 @@ def test_copies_in_other_seconds_are_served_end_to_end(warm: Warm, tmp_path: Pat
     done = _production(warm, tmp_path, script, WARM_STRICT="1")
     said = done.stdout + done.stderr
     assert done.returncode == 0 and done.stdout.strip() == "2.0", said  # both copies read
+
+
+def test_a_dask_run_stores_and_fails_no_unkeyed_kernel(warm: Warm, tmp_path: Path) -> None:
+    """`warm run --dask`: its shard stored the kernel under the worker's token and its verify,
+    in the caller's process, failed on it (exit 1); now neither."""
+    pytest.importorskip("distributed")
+    from dask_cluster import local_cluster
+
+    script, bundle = _script(tmp_path), tmp_path / "b.warm"
+    with local_cluster(1) as address:
+        done = warm("run", script, "-b", bundle, "--dask", address, "-q")
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"host: kernel f is built in each process, never served ({WHY})" in said, said
+    assert "stored 0 new kernel(s)" in said and _rows(bundle) == 0, said
