@@ -188,3 +188,34 @@ def test_a_dask_run_stores_and_fails_no_unkeyed_kernel(warm: Warm, tmp_path: Pat
     assert done.returncode == 0, said
     assert f"host: kernel f is built in each process, never served ({WHY})" in said, said
     assert "stored 0 new kernel(s)" in said and _rows(bundle) == 0, said
+
+
+CUDA = """
+import warmcli
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel({source!r}, "f", "P", language="cuda", options={options!r})
+def workload(rt):
+    rt.launch(K, rt.buffer(1, "float32"), grid=1, block=1)
+"""
+
+
+def test_a_compile_only_verify_lists_a_queued_unkeyed_kernel(warm: Warm, tmp_path: Path) -> None:
+    """`--arch sm_90` (no GPU): the verify pass only queues, and an unkeyed NVRTC kernel it
+    queued was `1 kernel(s) queued, not in the bundle` (exit 1), once none is stored."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed")
+    _script(tmp_path)
+    source = UNKEYED.replace("void f", 'extern "C" __global__ void f')
+    script = tmp_path / "c.py"
+    script.write_text(CUDA.format(source=source, options=(f"-I{tmp_path / 'inc'}",)))
+    bundle = tmp_path / "c.warm"
+    made = warm("run", script, "-b", bundle, "--arch", "sm_90", "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
+    done = warm("verify", bundle, "-w", script, "--arch", "sm_90", "-q")
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"sm_90: kernel f is built in each process, never served ({WHY})" in said, said
+    assert _rows(bundle) == 0
