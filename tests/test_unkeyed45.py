@@ -93,6 +93,9 @@ def test_an_unkeyed_kernel_is_never_stored(warm: Warm, tmp_path: Path) -> None:
     assert "none of them stored: each says why" in done.stderr, done.stderr
     done = _production(warm, tmp_path, script)  # not writing: no re-warm would serve it
     assert "warm never serves them: each says why" in done.stderr, done.stderr
+    done = _production(warm, tmp_path, script, WARM_STRICT="1")  # refused: nor here
+    assert done.returncode == 1, done.stderr
+    assert "(StrictMissError): warm never serves them: each says why" in done.stderr
     stats = warm("stats", bundle)
     assert "Kernels (1)" in stats.stdout, stats.stdout
 
