@@ -7,19 +7,33 @@ times are alike and twice where they differ, so what a build computes may follow
 times (a header that counts how often it is read). `once_copies` names, for each content the
 headers a digest reached (`warmcli.headers`) hold more than once, where gcc may read one once,
 which copies share a modification second, by their places among the copies (not their paths):
-a build whose copies' times are alike keys apart from one whose differ. No copies (most
-kernels): no line, no file read, a key as before. Its state: a per-process memo of the marks
-each file holds, by (path, mtime_ns, size), of files settled (as `warmcli.headers`' own), so a
-kernel keyed again reads no header again.
+a build whose copies' times are alike keys apart from one whose differ. A mark is a real
+directive, as the preprocessor reads it (`warmcli.directives`: a comment holds none, a
+spliced line does): `#pragma once`, `#import`, or a `_Pragma` that may say `once` (any but
+one of a plain literal without it: a macro of another header may give it), never a word
+(`important`, `call_once`), which kept the copies' seconds in a key where gcc reads them all.
+No copies (most kernels): no line, no file read, a key as before. Its state: a per-process
+memo of the marks each file holds, by (path, mtime_ns, size), of files settled (as
+`warmcli.headers`' own), so a kernel keyed again reads no header again.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping
 
-_MARKS = (b"once", b"import")  # what may make gcc read a file once: `#pragma once`, `#import`
+from warmcli.directives import may_hide, spliced
+
+# What may make gcc read a file once: `#pragma once`, `#import`, a `_Pragma` that may say
+# `once` (all but `_Pragma("...")` of a literal without it), as its directives read.
+_DIRECTIVE = re.compile(
+    rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:pragma[ \t]+(once)|(import))\b"
+    rb'|\b_Pragma\b(?![ \t]*\([ \t]*"(?:(?!\bonce\b)[^"\\\n]|\\.)*"[ \t]*\))',
+    re.MULTILINE,
+)
+_WORDS = (b"once", b"import", b"_Pragma")  # one of them, where no line is spliced: else none
 _MAX_READ = 4 << 20  # the most of a file read for a mark
 _MAX_MEMO = 4096
 _SETTLED_NS = 2_000_000_000  # a file changed this recently is read again each time
@@ -29,7 +43,8 @@ _memo: dict[str, tuple[int, int, tuple[bytes, ...]]] = {}  # path: mtime_ns, siz
 def once_copies(reached: Mapping[str, str], source: str = "") -> list[str]:
     """For each sha256 more than one file of `reached` (each file's real path and sha256, in the
     order reached) holds, where one of them is marked or the `source` or a reached file imports
-    (`_MARKS`: gcc compares an `#import`ed file with every one read before): a line of each
+    (`_found`: gcc compares an `#import`ed file with every one read before; a `_Pragma` may say
+    `once` where a macro of it is used): a line of each
     copy's place among them as the first copy sharing its modification second (`0 0`: alike,
     `0 1`: apart)."""
     copies: dict[str, list[str]] = {}
@@ -38,17 +53,19 @@ def once_copies(reached: Mapping[str, str], source: str = "") -> list[str]:
     found = [paths for paths in copies.values() if len(paths) > 1]
     if not found:
         return []
-    imports = "import" in source or any(b"import" in _marks(path) for path in reached)
+    source_marks = _found(source.encode(errors="surrogatepass"))
+    anywhere = (b"import", b"_Pragma")  # of any file read: it may mark another one
+    imports = any(m in source_marks or any(m in _marks(p) for p in reached) for m in anywhere)
     lines = []
     for paths in found:
-        if imports or _marks(paths[0]):
+        if imports or b"once" in _marks(paths[0]):
             seconds = [_second(path) for path in paths]
             lines.append("\0once " + " ".join(str(seconds.index(s)) for s in seconds))
     return lines
 
 
 def _marks(path: str) -> tuple[bytes, ...]:
-    """The `_MARKS` found in the first `_MAX_READ` bytes of the file at `path` (memoised once
+    """The marks (`_found`) in the first `_MAX_READ` bytes of the file at `path` (memoised once
     it is settled), none where it cannot be read."""
     try:
         st = os.stat(path)
@@ -59,12 +76,22 @@ def _marks(path: str) -> tuple[bytes, ...]:
             text = fh.read(_MAX_READ)
     except OSError:
         return ()
-    marks = tuple(mark for mark in _MARKS if mark in text)
+    marks = _found(text)
     if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:  # else an edit may keep mtime and size
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()
         _memo[path] = (st.st_mtime_ns, st.st_size, marks)
     return marks
+
+
+def _found(text: bytes) -> tuple[bytes, ...]:
+    """The marks `text`'s directives hold: `once`, `import`, `_Pragma` (`_DIRECTIVE`)."""
+    if b"\\" not in text and not any(word in text for word in _WORDS):
+        return ()  # (a comment is a space: it splits no word; a line splice may)
+    found = _DIRECTIVE.findall(spliced(text) if may_hide(text) else text)
+    once, imports = any(o for o, _ in found), any(i for _, i in found)
+    pragma = any(not (o or i) for o, i in found)
+    return (b"once",) * once + (b"import",) * imports + (b"_Pragma",) * pragma
 
 
 def _second(path: str) -> int | None:

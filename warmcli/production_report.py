@@ -127,10 +127,11 @@ class ProductionReport(Record, frozen=False):
             ]
         elif self.refused and not self.misses:
             kernels = sum(m.kind == "kernel" for m in self.refused)
+            never = all(NEVER_SERVED in m.pick for m in self.refused)  # no re-warm serves them
             lines = [
                 f"warm: bundle {bundle} lacked {kernels} kernel(s) and "
                 f"{len(self.refused) - kernels} tune(s), which strict mode refused "
-                f"(StrictMissError): {self._rewarm()}:"
+                f"(StrictMissError): {NEVER if never else self._rewarm()}:"
             ]
         elif not self.misses:
             if cold:
@@ -138,7 +139,9 @@ class ProductionReport(Record, frozen=False):
             served = "served everything: compiled 0 kernels, tuned 0 operations"
             return f"warm: bundle {bundle} {served}"
         else:
-            if not self.write:
+            if not self.write and all(NEVER_SERVED in m.name for m in self.misses):
+                then = NEVER  # built in each process
+            elif not self.write:
                 then = self._rewarm()
             elif self.write_error:
                 then = f"NOT written back: {printable(self.write_error)}"
@@ -231,6 +234,8 @@ def tune_pick(tune: TuneRecord) -> str:
 
 # how the name of a miss that left nothing to store ends (`misses_of`, `KernelCache.missed`)
 UNSTORED = (": nothing stored)", ": nothing compiled)")
+NEVER_SERVED = " (never served: "  # in the name of one no bundle serves (`warmcli.unkeyed`)
+NEVER = "warm never serves them: each says why"  # (where re-warming would serve none)
 
 
 def misses_of(rt: Runtime) -> list[Miss]:

@@ -9,8 +9,10 @@ key and be served the old build: instead `marker(reason)` is put among the lines
 digest is made of. It holds this process's own random token, so the kernel's key differs in
 every process (a `warm run`'s passes, one process, serve each other): another process never
 finds it in a bundle, builds it itself (a miss; refused under `WARM_STRICT=1`), and the miss
-says why (`reason_of`: the digests made here that hold a marker, and their reasons). State: the
-token (made once a process) and those reasons (bounded). It reads and writes no file.
+says why (`reason_of`: the digests made here that hold a marker, and their reasons): such a
+build is never stored (`warmcli.runtime.kernel_cache`), nor a verify's failure. State: the
+token (made once a process) and those reasons (bounded, the oldest dropped). It reads and
+writes no file.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ def note(digest: str, reason: str) -> None:
     """Remember that `digest` holds a marker of `reason` (a digest made of another that does:
     `warmcli.linked.with_linked`'s too), for `reason_of`."""
     if reason:
-        if len(_reasons) >= _MAX_REASONS:
-            _reasons.clear()
+        if len(_reasons) >= _MAX_REASONS:  # the oldest goes: one just noted is still there
+            _reasons.pop(next(iter(_reasons), ""), None)
         _reasons[digest] = reason
 
 

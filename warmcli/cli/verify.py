@@ -180,6 +180,7 @@ def _report(
             report = replayed[0]
             doc.update(mode=report.mode, seconds=report.seconds, **stats_json(report.total))
             doc["explanations"] = [m.as_dict() for m in report.misses]
+            doc["never_served"] = report.never_served  # built in each process: no miss
         emit_json(doc)
     else:
         out.print(integrity_renderable(integrity))

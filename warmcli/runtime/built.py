@@ -1,16 +1,19 @@
 """What a kernel cache keeps of a kernel its batch compiled (`warmcli.runtime.kernel_cache`):
 a `Built`, its `KernelRecord` (the row the bundle will hold: key, symbol, hash, toolchain, key
 components, log, time, size) and its binary, and, where the group kept PTX, the same kernel
-built for `compute_XX` under a key of its own (`kept_of`). Imported where a miss compiles: a
-serving process never does. Plain records; it owns no state, never compiles nor stores.
+built for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this
+process's own, `warmcli.unkeyed`), why it is never served (`never_served`, `unkeyed_reason`).
+Imported where a miss compiles: a serving process never does. Plain records; it owns no state,
+never compiles nor stores.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from warmcli.kernel import kernel_key, key_components
+from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
 from warmcli.records import KernelRecord, Record
+from warmcli.unkeyed import reason_of
 
 if TYPE_CHECKING:
     from warmcli.backends.base import Device
@@ -22,6 +25,12 @@ class Built(Record, frozen=False):
 
     record: KernelRecord
     binary: bytes
+    never_served: str = ""  # why: its key is this process's own (`warmcli.unkeyed`): not stored
+
+
+def unkeyed_reason(kernel: Kernel, identity: str) -> str:
+    """Why `kernel`, keyed by the toolchain `identity`, is unkeyed here; "" if it is not."""
+    return reason_of(included_headers(kernel, identity))
 
 
 def kept_of(
@@ -49,7 +58,8 @@ def kept_of(
         seconds=built.seconds / max(1, len(built.symbols)),
         size=len(built.binary),
     )
-    kept = [(unit.key, Built(record, built.binary))]
+    why = reason_of(record.components.get("headers", ""))  # (just noted: `key_components`)
+    kept = [(unit.key, Built(record, built.binary, why))]
     if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
         key = kernel_key(kernel, built.ptx_arch, identity)
         from dataclasses import replace  # on first use: a serving process never compiles
@@ -62,5 +72,5 @@ def kept_of(
             components=key_components(kernel, built.ptx_arch, identity),
             size=len(built.ptx),
         )
-        kept.append((key, Built(ptx, built.ptx)))
+        kept.append((key, Built(ptx, built.ptx, why)))
     return kept

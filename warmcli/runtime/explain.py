@@ -211,10 +211,9 @@ def explain_kernel(
     held = listed.rows
     if isinstance(held, str):
         return corrupt_entry("kernel", key, kernel.label, held)
-    if not held:
-        return MissExplanation(
-            "kernel", key, kernel.label, "absent", f"bundle holds no kernel {kernel.entry!r}"
-        )
+    if not held:  # (one never served, `warmcli.unkeyed`, says so: `changed_headers`)
+        absent = f"bundle holds no kernel {kernel.entry!r}" + changed_headers((), wanted)
+        return MissExplanation("kernel", key, kernel.label, "absent", absent)
     # Serving takes any toolchain's build, but not one tuned for another CPU: its toolchain
     # names that CPU (`warmcli.backends.native`), so then it is a reason; nor one by an nvcc
     # that read options from the environment where the other did not.

@@ -21,7 +21,9 @@ stored into the bundle). A kernel the loaded bundle lacks is handed to the runti
 (a global variable). The cache owns the queue, the loaded handles and the binaries built here
 (`unpersisted` hands them to `warmcli.runtime.persist`, whose `Ledger` keeps what was stored and
 served; what it keeps of each build is `warmcli.runtime.built`'s, imported where a miss
-compiles); it never writes the bundle itself.
+compiles); it never writes the bundle itself. A build whose key is this process's own
+(`warmcli.unkeyed`: no other process can be served it) is never handed to be stored:
+`never_stored` names those built or queued here, and why, and `missed` says so of each.
 """
 
 from __future__ import annotations
@@ -317,15 +319,44 @@ class KernelCache:
     # -- what persist reads (`warmcli.runtime.persist`) -------------------------------------
 
     def unpersisted(self) -> list[tuple[KernelRecord, bytes]]:
-        """Kernels built here that the bundle does not hold yet."""
+        """Kernels built here that the bundle does not hold yet, but those it never serves
+        (`never_stored`): what a store writes, a write-back waits for and a report counts."""
         with self._lock:
-            built = [(b.record, b.binary) for b in self._built.values()]
+            built = [(b.record, b.binary) for b in self._built.values() if not b.never_served]
         return self.ledger.unpersisted(built)
+
+    def never_stored(self, queued: bool = False) -> list[tuple[str, str, str]]:
+        """(label, key, why) of each kernel built here (or, `queued`, on the queue) whose key
+        holds this process's token (`warmcli.unkeyed`): no bundle ever serves it, so none is
+        stored (nor its PTX)."""
+        if not queued:
+            return self._never_built()
+        with self._lock:
+            units = list(self._queue.values())
+        never: list[tuple[str, str, str]] = []
+        if units:  # (a compile-only pass: keyed again to tell why)
+            from warmcli.runtime.built import unkeyed_reason
+
+            for unit in units:
+                try:
+                    identity = self.device.compiler(unit.kernel.language).toolchain.identity
+                except ToolchainError:
+                    continue
+                if why := unkeyed_reason(unit.kernel, identity):
+                    never.append((unit.kernel.label, unit.key, why))
+        return never
+
+    def _never_built(self) -> list[tuple[str, str, str]]:
+        """`never_stored`'s of the kernels built here (their PTX not again)."""
+        with self._lock:
+            built = [(b.record.label, k, b.never_served) for k, b in self._built.items()]
+            return [(n, k, why) for n, k, why in built if why and k not in self._ptx_of]
 
     def missed(self) -> list[tuple[str, str]]:
         """(label, key) of each kernel compiled here that the bundle does not hold yet, and of
         each whose compile failed or was interrupted here, or that no compiler here could
-        build (its label says so; its key then its content hash): what a miss cost."""
+        build, or built here that no bundle serves (`never_stored`) (its label says so; its
+        key then its content hash): what a miss cost."""
         built = [(record.label, record.key) for record, _ in self.unpersisted()]
         with self._lock:
             failed = [(f.units[0].kernel.label, k) for k, f in self._failed.items() if f.units]
@@ -335,7 +366,9 @@ class KernelCache:
         failed = [(f"{name} (failed to compile: nothing stored)", k) for name, k in failed]
         none = [(f"{n} (no compiler here: nothing compiled)", h) for n, h in none]
         cut = [(f"{n} (compile interrupted: nothing stored)", k) for n, k in cut]
-        return built + failed + cut + none
+        never = self._never_built()  # (`production_report.NEVER_SERVED`: how its name tells it)
+        unkeyed = [(f"{n} (never served: {why}: nothing stored)", k) for n, k, why in never]
+        return built + unkeyed + failed + cut + none
 
     def mark_persisted(
         self, keys: list[str], held: set[str] | frozenset[str] = frozenset()

@@ -44,6 +44,8 @@ class PassReport:
     # The pass's collector, read later: what it registered settles there even after it ends.
     reader: StatisticsReader | None = field(default=None, repr=False, compare=False)
     forked: list[int] = field(default_factory=list)  # the children that launched (their note)
+    # a verify pass's kernels built in each process, never served (`warmcli.unkeyed`): no miss
+    never_served: list[str] = field(default_factory=list)
 
 
 def did_something(stats: DeviceStatistics) -> bool:
@@ -126,4 +128,5 @@ def merged(reports: list[PassReport]) -> PassReport:
         [m for r in reports for m in r.misses],
         [c for r in reports for c in r.commands],
         forked=[pid for r in reports for pid in r.forked],
+        never_served=[n for r in reports for n in r.never_served],
     )

@@ -6,7 +6,9 @@ one batch, every tune measures), writes what was built and measured into the bun
 runs a verify pass with fresh runtimes over the freshly opened bundle: under `Execute` on
 devices that can execute (it must compile 0 kernels and measure 0 tunes, nor fail to), under
 `CompileOnly` on compile-only devices (it must queue 0 kernels); each miss there is explained
-(`PassReport.misses`). Under trusted keys the bundle is opened trusting only them
+(`PassReport.misses`), but a kernel no bundle ever serves (its key this process's own,
+`warmcli.unkeyed`): never stored (a note says so), it is built in each process, no miss
+(`never_served`). Under trusted keys the bundle is opened trusting only them
 (`warmcli.bundle.signing`); with a signing key, what the run stored (its own builds, `own_builds`)
 is signed before the verify pass (with what trusted keys had signed, or everything when no keys are
 trusted). Given a `Shard`, every pass does only that shard's part (`warmcli.runtime.shard`), and the
@@ -44,7 +46,7 @@ from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import WorkloadError
-from warmcli.execution.process_mode import ProcessMode
+from warmcli.execution.process_mode import ProcessMode, note_reported
 from warmcli.execution.statistics import DeviceStatistics
 from warmcli.interrupted import held_interrupts
 from warmcli.records import Record, factory
@@ -125,22 +127,33 @@ def verify_pass(
                 late = extra.close()  # (made once the pass's statistics were read)
             report.notes += late
             reports.append(report)
+            never: set[str] = set()  # keys
             for runtime in runtimes + extra.runtimes:
-                stats = report.per_device.get(runtime.device.id, DeviceStatistics())
-                missing += _missed(runtime.device.id, stats, executing)
+                device = runtime.device.id
+                stats = report.per_device.get(device, DeviceStatistics())
+                unkeyed = runtime.kernels.never_stored(queued=not executing)
+                report.never_served += [
+                    f"{device}: kernel {label} is built in each process, never served ({why})"
+                    for label, _, why in unkeyed
+                ]
+                never.update(key for _, key, _ in unkeyed)
+                missing += _missed(device, stats, executing, len(unkeyed))
+            report.misses = [m for m in report.misses if m.key not in never]
     report = reports[0] if len(reports) == 1 else merged(reports)
     return report, missing
 
 
-def _missed(device: str, stats: DeviceStatistics, executing: bool) -> list[str]:
+def _missed(device: str, stats: DeviceStatistics, executing: bool, never: int) -> list[str]:
+    """What the verify pass on `device` missed: but `never` kernels it built (`executing`) or
+    queued that no bundle serves (`warmcli.unkeyed`)."""
     c, a = stats.compilation, stats.autotune
-    out = []
-    if executing and c.compiled:
-        out.append(f"{device}: {c.compiled} kernel(s) compiled, not in the bundle")
+    out, compiled, queued = [], c.compiled - never, c.queued - never
+    if executing and compiled > 0:
+        out.append(f"{device}: {compiled} kernel(s) compiled, not in the bundle")
     if executing and c.failed:  # launched where its error did not end the workload (a thread)
         out.append(f"{device}: {c.failed} kernel(s) failed to compile, not in the bundle")
-    if not executing and c.queued:
-        out.append(f"{device}: {c.queued} kernel(s) queued, not in the bundle")
+    if not executing and queued > 0:
+        out.append(f"{device}: {queued} kernel(s) queued, not in the bundle")
     if not executing and a.unrecorded:
         out.append(f"{device}: {a.unrecorded} tune(s) reached, not recorded in the bundle")
     if a.measured:
@@ -280,6 +293,8 @@ def _warm(
                         note_stored(k, t)
                         report.stored_kernels += k
                         report.stored_tunes += t
+                    for label, _, why in runtime.kernels.never_stored():  # (in its pass's notes)
+                        note_reported(f"kernel {label}: not stored: never served ({why})")
             except BundleError as exc:  # an earlier device's store stands: said so
                 raise kept_before(exc, warming, report) from None
             finally:

@@ -101,6 +101,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "signature": report.signature,
         "shard": report.shard or None,
         "explanations": [m.as_dict() for m in verify_misses(report)],
+        "never_served": never_served(report),
         "launched_nothing": launched_nothing(report) and not report.shard,
     }
 
@@ -108,6 +109,11 @@ def run_json(report: RunReport) -> dict[str, Any]:
 def verify_misses(report: RunReport) -> list[MissExplanation]:
     """Every kernel and tune the verify pass(es) missed, each with its reason."""
     return [m for p in report.passes if p.mode.startswith("Verify") for m in p.misses]
+
+
+def never_served(report: RunReport) -> list[str]:
+    """The kernels the verify pass(es) built that no bundle serves (`warmcli.unkeyed`)."""
+    return [n for p in report.passes if p.mode.startswith("Verify") for n in p.never_served]
 
 
 def miss_lines(misses: list[MissExplanation]) -> list[Text]:
@@ -221,16 +227,15 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts.append(line(f"bundle {report.bundle}: {report.signature}", style="yellow"))
     if report.shard:
         parts.append(line(f"shard {report.shard}: this shard's part only; warm merge joins them"))
+    never = never_served(report)  # not misses: said as such, whatever the verdict
+    parts += [line(f"verify: {printable(n)}", style="yellow") for n in never]
+    none = "0 kernels" + (f" a bundle can serve ({len(never)} never served)" if never else "")
     if report.verified is True and report.children_launched:  # theirs is not in it
         said = "the bundle is complete for what this process launched, not for what the"
-        parts.append(line(f"verify: compiled 0 kernels, measured 0 tunes: {said} {CHILDREN}"))
+        parts.append(line(f"verify: compiled {none}, measured 0 tunes: {said} {CHILDREN}"))
     elif report.verified is True:
-        parts.append(
-            line(
-                "verify: compiled 0 kernels, measured 0 tunes: the bundle is complete",
-                style="green",
-            )
-        )
+        said = f"verify: compiled {none}, measured 0 tunes: the bundle is complete"
+        parts.append(line(said, style="green"))
     elif report.verified is False:
         parts += [line(f"verify: {m}", style="red") for m in report.missing]
         parts += miss_lines(verify_misses(report))
