@@ -5,14 +5,16 @@ header CFG's value names: with `-DCFG="val.h"` that is `val.h`, which a key must
 source said `#include "val.h"`. `macro_includes` finds such lines in a file's text (the names
 they give, for `warmcli.headers` to queue); `macro_values` gathers every value a macro is
 given where warm can read it: the kernel's `-D` options (joined, next, `--define-macro`), its
-defines, and each object-like `#define` line of its source and of the headers its key reached;
+defines, and each `#define` line of its source and of the headers its key reached;
 `named_headers` says what a computed include names: each plain `"x"` or `<x>` value (each is
 followed: one a branch does not take costs a miss at most), or why it cannot be told (a value
 made by another macro, `STR(val.h)`, or none found: then the kernel is unkeyed,
 `warmcli.unkeyed`); `computed_headers` does it for the computed includes a headers digest met,
-its marker in that digest's lines where one cannot be told. Pure functions over text, but
-`computed_headers`, which reads the files reached (`file_head`: at most `MAX_SCANNED` bytes
-each); no state.
+its marker in that digest's lines where one cannot be told. A function-like macro's `#define`
+(or `-D'CFG(x)=x'`) gives its name a value that is no header name: `#include CFG("b.h")` reads
+what its argument makes. Pure functions over text, but `computed_headers`, which reads each
+file reached once (`file_head`: at most `MAX_SCANNED` bytes), its values kept in the digest's
+`Scanned` (a chain of headers each computing the next was read again at each link: quadratic).
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ _MACRO_INCLUDE = re.compile(
     rb"|__has_include(_next)?[ \t]*\([ \t]*)([A-Za-z_]\w*)",
     re.MULTILINE,
 )
-# An object-like macro's `#define` and its value (a function-like one's name is followed by `(`).
+# A macro's `#define` and its value; a function-like one's name is followed by `(` (kept).
 _DEFINE = re.compile(
-    rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n]*)$",
+    rb"^[ \t]*(?:#|%:|\?\?=)[ \t]*define[ \t]+([A-Za-z_]\w*)(?!\w)(\(?)[ \t]*([^\n]*)$",
     re.MULTILINE,
 )
 _HEADER_NAME = re.compile(r'[ \t]*(?:"([^"\n]+)"|<([^<>\n]+)>)[ \t]*')  # a value that is one
@@ -50,11 +52,15 @@ def macro_includes(data: bytes) -> list[tuple[str, bool]]:
 
 
 def macro_values(
-    options: Sequence[str], defines: Iterable[tuple[str, str]], texts: Iterable[bytes]
+    options: Sequence[str],
+    defines: Iterable[tuple[str, str]],
+    texts: Iterable[bytes],
+    values: dict[str, set[str]] | None = None,
 ) -> dict[str, set[str]]:
-    """Every value each macro is given: by the `-D` options in `options` (`-DN` is `1`), by
-    `defines`, and by the object-like `#define` lines of `texts` (a file's first bytes)."""
-    values: dict[str, set[str]] = {}
+    """Every value each macro is given (added to `values`): by the `-D` options in `options`
+    (`-DN` is `1`), by `defines`, and by the `#define` lines of `texts` (a file's first bytes);
+    a function-like macro's value is its `(` and what follows (no header name)."""
+    values = {} if values is None else values
     for before, option in zip(("", *options), options, strict=False):
         if before in _DEFINE_FLAGS:
             text = option
@@ -65,13 +71,16 @@ def macro_values(
         else:
             continue
         name, is_set, value = text.partition("=")
-        values.setdefault(name.strip(), set()).add(value if is_set else "1")
+        name, paren, params = name.partition("(")  # `-D'CFG(x)=x'`: function-like
+        value = paren + params + "=" + value if paren else value if is_set else "1"
+        values.setdefault(name.strip(), set()).add(value)
     for name, value in defines:
         values.setdefault(name, set()).add(value)
     for data in texts:
         head = data[:MAX_SCANNED]
-        for name, value in _DEFINE.findall(spliced(head) if may_hide(head) else head):
-            values.setdefault(name.decode(), set()).add(value.decode(errors="replace").strip())
+        for name, paren, value in _DEFINE.findall(spliced(head) if may_hide(head) else head):
+            said = (paren + value).decode(errors="replace").strip()
+            values.setdefault(name.decode(), set()).add(said)
     return values
 
 
@@ -97,16 +106,24 @@ def computed_headers(
     written: list[str],
     primary: list[tuple[str, bool, str | None]],
     next_mark: str,
+    scanned: Scanned,
 ) -> deque[tuple[str, bool, str | None]]:
     """The includes the computed ones `wanted` name (macro, whether `_next`, the including
     file's folder, whether one not told counts), by the values `kernel`'s options, defines,
     source and the files read so far give them (`macro_values`), none twice (`done`), as
     (name, quoted, folder), `next_mark` before an `_next` one's name; the source's own also
     among `primary` (gcc's `.gch` may stand for them); `warmcli.unkeyed`'s marker in `written`
-    for the first counted one that cannot be told (`named_headers`)."""
+    for the first counted one that cannot be told (`named_headers`); the kernel and each of
+    `kernel`'s files read once, into `scanned` (the files in the order reached)."""
     options, defines, source, paths = kernel
-    texts = [source.encode(errors="surrogatepass"), *map(file_head, paths)]
-    values = macro_values([o for o in options if type(o) is str], defines, texts)
+    values = scanned.values
+    if scanned.files < 0:
+        texts = [source.encode(errors="surrogatepass")]
+        macro_values([o for o in options if type(o) is str], defines, texts, values)
+        scanned.files = 0
+    for path in list(paths)[scanned.files :]:  # (a dict's keys: those added since, last)
+        macro_values((), (), [file_head(path)], values)
+        scanned.files += 1
     found: deque[tuple[str, bool, str | None]] = deque()
     why = ""
     for macro, is_next, here, counts in wanted:
@@ -121,6 +138,15 @@ def computed_headers(
     if why and not reason_in(written):
         written.append(marker(why))
     return found
+
+
+class Scanned:
+    """What one headers digest's `computed_headers` read: each macro's values, and how many of
+    the files reached (-1: not even the kernel's own options, defines and source yet)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, set[str]] = {}
+        self.files = -1
 
 
 def file_head(path: str) -> bytes:

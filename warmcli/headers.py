@@ -45,7 +45,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from warmcli.computed_includes import computed_headers, macro_includes
+from warmcli.computed_includes import Scanned, computed_headers, macro_includes
 from warmcli.directives import may_hide, spliced, spliced_text
 from warmcli.include_options import (
     _AS_DIRAFTER,
@@ -299,8 +299,9 @@ def headers_digest(
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
     same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
     computed, done = list[tuple[str, bool, str | None, bool]](), set[object]()  # `#include CFG`
+    kernel, scanned = (given, defines, source, seen), Scanned()  # (each file read once)
     while pending or (computed and (pending := computed_headers(
-        computed, done, (given, defines, source, seen), written, primary, NEXT))):  # fmt: skip
+        computed, done, kernel, written, primary, NEXT, scanned))):  # fmt: skip
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
             bound = bound or here is None or here.startswith(own)

@@ -1,0 +1,76 @@
+"""Hostile review of review 45b's computed includes and remote 45's s3:// deadline (review 45d).
+
+Each case here was a wrong result served from a bundle, or keying that grew without bound:
+- a function-like macro: `-DCFG="a.h"` then, in the source, `#undef CFG`, `#define CFG(x) x`,
+  `#include CFG("b.h")` (gcc reads `b.h`), or `-D'CFG(x)=x'` with the source's fallback
+  `#define CFG "a.h"`: the key followed `a.h` only (the function-like definition was skipped),
+  so an edited `b.h` was served the old build; now a function-like definition of the macro
+  (a `#define` line or a `-D` option) makes the kernel unkeyed, never served;
+- a chain of headers each computing the next (`#define H1 "h1.h"`, `#include H1`, ...): each
+  link read every header reached so far again, all at once in memory (200 headers of 100 kB
+  took 22 s to key, 400 took 87 s: quadratic); now each file is read once.
+Real CLI, real SQLite bundles, the system C compiler; no fakes.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from conftest import Warm
+from test_review45b import _served_and_cold, _unkeyed, _warmed
+
+from warmcli.headers import headers_digest
+
+REDEFINED = '#undef CFG\n#define CFG(x) x\n#include CFG("b.h")\nvoid f(float *x) { x[0] = VAL; }\n'
+
+
+def _headers(tmp_path: Path) -> Path:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "a.h").write_text("#define VAL 1\n")
+    (inc / "b.h").write_text("#define VAL 2\n")
+    return inc
+
+
+def test_a_function_like_redefinition_is_never_served(warm: Warm, tmp_path: Path) -> None:
+    """`-DCFG="a.h"`, the source's `#define CFG(x) x` and `#include CFG("b.h")`: gcc reads
+    b.h, the key followed a.h: an edited b.h was served the old build."""
+    inc = _headers(tmp_path)
+    script = _warmed(warm, tmp_path, REDEFINED, ('-DCFG="a.h"', f"-I{inc}"))
+    (inc / "b.h").write_text("#define VAL 3\n")
+    served, cold = _served_and_cold(warm, tmp_path, script)
+    assert cold == "3.0", cold
+    assert served != "2.0", "the old build served for an edited header a macro's argument names"
+    assert "strict mode" in served and "no plain header name (CFG)" in served, served
+
+
+def test_a_function_like_define_option_is_never_keyed(tmp_path: Path) -> None:
+    """`-D'CFG(x)=x'` and the source's fallback `#define CFG "a.h"`: gcc reads b.h; the
+    option's value was kept under the name `CFG(x)`, so the key followed a.h alone."""
+    inc = _headers(tmp_path)
+    source = '#ifndef CFG\n#define CFG "a.h"\n#endif\n#include CFG("b.h")\n'
+    assert "no plain header name (CFG)" in _unkeyed(source, ("-DCFG(x)=x", f"-I{inc}"))
+    assert "no plain header name (CFG)" in _unkeyed(REDEFINED, ('-DCFG="a.h"', f"-I{inc}"))
+    # an object-like one (`#define CFG "a.h"`, `-DCFG="a.h"`) keys as before
+    assert _unkeyed('#define CFG "a.h"\n#include CFG\n', (f"-I{inc}",)) == ""
+    assert _unkeyed("#include CFG\n", ('-DCFG="a.h"', f"-I{inc}")) == ""
+
+
+def test_a_chain_of_computed_includes_keys_in_linear_time(tmp_path: Path) -> None:
+    """150 headers of 100 kB, each `#include`ing the next by a macro it defines: each link read
+    every header reached so far again (~12 s here); once each now (well under a second)."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    count, filler = 150, "/*" + "x" * 100_000 + "*/\n"
+    for i in range(count):
+        link = f'#define H{i + 1} "h{i + 1}.h"\n#include H{i + 1}\n' if i + 1 < count else ""
+        (inc / f"h{i}.h").write_text(link + filler + f"#define VAL{i} {i}\n")
+    source = '#define H0 "h0.h"\n#include H0\n'
+    start = time.monotonic()
+    first = headers_digest(source, (f"-I{inc}",))
+    took = time.monotonic() - start
+    assert first and _unkeyed(source, (f"-I{inc}",)) == ""
+    assert took < 5, f"{took:.1f} s to key a chain of {count} computed includes"
+    (inc / f"h{count - 1}.h").write_text("#define VAL 0\n")  # the last link is followed
+    assert headers_digest(source, (f"-I{inc}",)) != first
