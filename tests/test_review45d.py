@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from conftest import Warm
-from test_review45b import _served_and_cold, _unkeyed, _warmed
+from test_review45b import _key, _served_and_cold, _unkeyed, _warmed
 
 from warmcli.headers import headers_digest
 
@@ -74,3 +74,28 @@ def test_a_chain_of_computed_includes_keys_in_linear_time(tmp_path: Path) -> Non
     assert took < 5, f"{took:.1f} s to key a chain of {count} computed includes"
     (inc / f"h{count - 1}.h").write_text("#define VAL 0\n")  # the last link is followed
     assert headers_digest(source, (f"-I{inc}",)) != first
+
+
+def test_directives_spelled_with_a_lone_carriage_return_or_form_feed_are_keyed(
+    tmp_path: Path,
+) -> None:
+    """GCC ends a line at a lone `\\r` and reads `\\f`, `\\v` in a directive as blanks (it
+    builds each of these, reading b.h): `int y;\\r#include "b.h"`, `#include\\f"b.h"`,
+    `#\\vdefine CFG "b.h"` past `-DCFG="a.h"`: the scans read one line, or no directive, and
+    the key did not follow b.h: an edited b.h was served the old build."""
+    inc = _headers(tmp_path)
+    given = ('-DCFG="a.h"', f"-I{inc}")
+    cases: list[tuple[str, tuple[str, ...]]] = [
+        ('int y;\r#include "b.h"\n', (f"-I{inc}",)),
+        ('#include\f"b.h"\n', (f"-I{inc}",)),
+        ('\v#include "b.h"\n', (f"-I{inc}",)),
+        ('#\vdefine CFG "b.h"\n#include CFG\n', given),
+        ('\f#define CFG "b.h"\n#include CFG\n', given),
+        ('int y;\r#define CFG "b.h"\n#include CFG\n', given),
+        ("int y;\r#include CFG\n", ('-DCFG="b.h"', f"-I{inc}")),
+    ]
+    before = [_key(source, options) for source, options in cases]
+    (inc / "b.h").write_text("#define VAL 3\n")
+    after = [_key(source, options) for source, options in cases]
+    same = [source for (source, _), b, a in zip(cases, before, after, strict=True) if b == a]
+    assert not same, f"an edited b.h kept the key of {same}"
