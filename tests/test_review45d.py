@@ -99,3 +99,41 @@ def test_directives_spelled_with_a_lone_carriage_return_or_form_feed_are_keyed(
     after = [_key(source, options) for source, options in cases]
     same = [source for (source, _), b, a in zip(cases, before, after, strict=True) if b == a]
     assert not same, f"an edited b.h kept the key of {same}"
+
+
+def test_a_macro_of_many_values_keys_within_bounds(tmp_path: Path) -> None:
+    """A header giving CFG 40,000 values no file has (`#define CFG "xN.h"`): each was looked
+    up in each folder with no bound (the 512-header bound counted files found); now past
+    32,768 names the kernel is unkeyed. A chain of 300 computed links beside 30,000 values of
+    one macro told each of them again at each link (7.6 s); once now."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    many = "".join(f'#define CFG "x{i}.h"\n' for i in range(40_000)) + "#include CFG\n"
+    (inc / "many.h").write_text(many)
+    assert "more than 512 headers" in _unkeyed('#include "many.h"\n', (f"-I{inc}",))
+    count = 300
+    for i in range(count):
+        link = f'#define H{i + 1} "h{i + 1}.h"\n#include H{i + 1}\n' if i + 1 < count else ""
+        (inc / f"h{i}.h").write_text(link)
+    values = "".join(f'#define CFG "x{i}.h"\n' for i in range(30_000))
+    (inc / "v.h").write_text(values + "#include CFG\n")
+    source = '#include "v.h"\n#define H0 "h0.h"\n#include H0\n'
+    start = time.monotonic()
+    assert headers_digest(source, (f"-I{inc}",))
+    took = time.monotonic() - start
+    assert took < 4, f"{took:.1f} s to key 300 computed links beside 30,000 values"
+
+
+def test_past_the_define_bound_a_computed_include_is_unkeyed(tmp_path: Path) -> None:
+    """Four headers of 150,000 `#define` lines each, one computing an include: their values
+    were all held (hundreds of MB for 512 such headers); past 524,288 the kernel is unkeyed."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    for f in range(4):
+        link = f'#include "m{f + 1}.h"\n' if f < 3 else '#define CFG "a.h"\n#include CFG\n'
+        lines = "".join(f"#define V{f}_{i} {i}\n" for i in range(150_000))
+        (inc / f"m{f}.h").write_text(link + lines)
+    assert "past 524,288 #define lines" in _unkeyed('#include "m0.h"\n', (f"-I{inc}",))
+    (inc / "m3.h").write_text('#define CFG "a.h"\n#include CFG\n')  # fewer: keyed
+    (inc / "a.h").write_text("#define VAL 1\n")
+    assert _unkeyed('#include "m0.h"\n', (f"-I{inc}",)) == ""

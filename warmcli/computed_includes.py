@@ -14,7 +14,8 @@ its marker in that digest's lines where one cannot be told. A function-like macr
 (or `-D'CFG(x)=x'`) gives its name a value that is no header name: `#include CFG("b.h")` reads
 what its argument makes. Pure functions over text, but `computed_headers`, which reads each
 file reached once (`file_head`: at most `MAX_SCANNED` bytes), its values kept in the digest's
-`Scanned` (a chain of headers each computing the next was read again at each link: quadratic).
+`Scanned` (a chain of headers each computing the next was read again at each link: quadratic);
+past `MAX_DEFINES` `#define` lines in them (memory a hostile header would take) it is unkeyed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from warmcli.directives import may_hide, spliced
 from warmcli.unkeyed import marker, reason_in
 
 MAX_SCANNED = 4 << 20  # as `warmcli.headers` scans a file
+MAX_DEFINES = 1 << 19  # `#define` lines read for a kernel's values: past them, it is unkeyed
 # An `#include` (`_next`, `#import`) or `__has_include` of a name, not a "..." or <...> one.
 _MACRO_INCLUDE = re.compile(
     rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(_next)?|import)[ \t]+"
@@ -122,11 +124,22 @@ def computed_headers(
         macro_values([o for o in options if type(o) is str], defines, texts, values)
         scanned.files = 0
     for path in list(paths)[scanned.files :]:  # (a dict's keys: those added since, last)
-        macro_values((), (), [file_head(path)], values)
+        if scanned.defines > MAX_DEFINES:
+            break
+        head = file_head(path)
+        scanned.defines += head.count(b"define")  # (at least its `#define` lines: cheap)
+        macro_values((), (), [head] if scanned.defines <= MAX_DEFINES else [], values)
         scanned.files += 1
+    if scanned.defines > MAX_DEFINES:  # a hostile header's values would take memory unbounded
+        if not reason_in(written):
+            written.append(marker(f"an #include of a macro past {MAX_DEFINES:,} #define lines"))
+        return deque()
     found: deque[tuple[str, bool, str | None]] = deque()
     why = ""
-    for macro, is_next, here, counts in wanted:
+    for at, (macro, is_next, here, counts) in enumerate(wanted):
+        if scanned.told.get(at, -1) == len(values.get(macro, ())):
+            continue  # (told already, its values as then: a chain's links each tell once)
+        scanned.told[at] = len(values.get(macro, ()))
         headers, reason = named_headers(macro, values)
         why = why or (reason if counts else "")
         for header, quoted in headers:
@@ -141,12 +154,15 @@ def computed_headers(
 
 
 class Scanned:
-    """What one headers digest's `computed_headers` read: each macro's values, and how many of
-    the files reached (-1: not even the kernel's own options, defines and source yet)."""
+    """What one headers digest's `computed_headers` read: each macro's values, how many of the
+    files reached (-1: not even the kernel's own options, defines and source yet), and how
+    many values each computed include had when its headers were told (told again on more)."""
 
     def __init__(self) -> None:
         self.values: dict[str, set[str]] = {}
         self.files = -1
+        self.told: dict[int, int] = {}  # each computed include's number of values when told
+        self.defines = 0  # `#define`s in the files read (at most: the word's count)
 
 
 def file_head(path: str) -> bytes:

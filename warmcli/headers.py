@@ -21,16 +21,16 @@ header added later changes it), in the order they are reached; the folders' path
 (`keyed_options` drops them), so a checkout at another path keys alike, unless a file reached there
 may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then they are; for a
 folder named twice, which named folders are one). Headers not found there (the toolkit's, the
-system's) are the toolchain identity's. Bounded: at most `MAX_HEADERS` files, each hashed whole,
-scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot
-be told (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker,
-its reason noted. State: three per-process memos (each file's digest and includes, by (path,
-mtime_ns, size), of files settled; the includes of the last sources; the search orders of the last
-options): a kernel keyed again costs a lookup of each header; `covered`, what each digest made
-lately covers (`kernel_parts.header_files`: a header read first by its path), and for the first
-header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
-once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
-for a missing file.
+system's) are the toolchain identity's. Bounded: at most `MAX_HEADERS` files (64 times as many
+names, found or not), each hashed whole, scanned in its first `MAX_SCANNED` bytes: past a bound, or
+at a computed include whose header cannot be told (but in NVRTC's system toolkit's own headers), the
+digest holds `warmcli.unkeyed`'s marker, its reason noted. State: three per-process memos (each
+file's digest and includes, by (path, mtime_ns, size), of files settled; the includes of the last
+sources; the search orders of the last options): a kernel keyed again costs a lookup of each header;
+`covered`, what each digest made lately covers (`kernel_parts.header_files`: a header read first by
+its path), and for the first header read, each `.gch` gcc may read instead (`warmcli.precompiled`),
+and which copies of a once-only header share a time (`warmcli.once_copies`). It compiles and writes
+nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -324,9 +324,10 @@ def headers_digest(
         read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
-        if path is None or read is None or real in seen:
+        past = len(written) > MAX_HEADERS * 64  # names, found or not (a macro's many values)
+        if not past and (path is None or read is None or real in seen):
             continue
-        if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:  # past: unkeyed
+        if past or len(seen) >= MAX_HEADERS:  # past: unkeyed
             written.append(marker(f"more than {MAX_HEADERS} headers"))
             break
         seen[real] = read[0]
