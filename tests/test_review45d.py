@@ -137,3 +137,19 @@ def test_past_the_define_bound_a_computed_include_is_unkeyed(tmp_path: Path) -> 
     (inc / "m3.h").write_text('#define CFG "a.h"\n#include CFG\n')  # fewer: keyed
     (inc / "a.h").write_text("#define VAL 1\n")
     assert _unkeyed('#include "m0.h"\n', (f"-I{inc}",)) == ""
+
+
+def test_a_macro_a_computed_header_defines_is_followed(tmp_path: Path) -> None:
+    """`-DCFG="b.h"`, `#include CFG`, `#include CFG2`, where b.h (reached only through CFG)
+    defines CFG2 "c.h": the first pass found no value of CFG2 and marked the kernel unkeyed
+    (never served) though b.h then told it; now the marker waits until nothing more is found."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "b.h").write_text('#define CFG2 "c.h"\n')
+    (inc / "c.h").write_text("#define VAL 1\n")
+    source, options = "#include CFG\n#include CFG2\n", ('-DCFG="b.h"', f"-I{inc}")
+    assert _unkeyed(source, options) == ""
+    first = _key(source, options)
+    (inc / "c.h").write_text("#define VAL 2\n")
+    assert _key(source, options) != first
+    assert "(CFG3)" in _unkeyed(source + "#include CFG3\n", options)  # none gives it: unkeyed

@@ -115,7 +115,8 @@ def computed_headers(
     source and the files read so far give them (`macro_values`), none twice (`done`), as
     (name, quoted, folder), `next_mark` before an `_next` one's name; the source's own also
     among `primary` (gcc's `.gch` may stand for them); `warmcli.unkeyed`'s marker in `written`
-    for the first counted one that cannot be told (`named_headers`); the kernel and each of
+    for the first counted one that cannot be told (`named_headers`) once none is found (a
+    header a computed include reached may define a macro another names); the kernel and each of
     `kernel`'s files read once, into `scanned` (the files in the order reached)."""
     options, defines, source, paths = kernel
     values = scanned.values
@@ -135,20 +136,20 @@ def computed_headers(
             written.append(marker(f"an #include of a macro past {MAX_DEFINES:,} #define lines"))
         return deque()
     found: deque[tuple[str, bool, str | None]] = deque()
-    why = ""
     for at, (macro, is_next, here, counts) in enumerate(wanted):
         if scanned.told.get(at, -1) == len(values.get(macro, ())):
             continue  # (told already, its values as then: a chain's links each tell once)
         scanned.told[at] = len(values.get(macro, ()))
         headers, reason = named_headers(macro, values)
-        why = why or (reason if counts else "")
+        scanned.why[at] = reason if counts else ""  # (a header read later may tell it)
         for header, quoted in headers:
             entry = (next_mark * is_next + header, quoted, here)
             if entry not in done:
                 done.add(entry)
                 found.append(entry)
                 primary += [(header, quoted, here)] if here is None else []
-    if why and not reason_in(written):
+    why = next(filter(None, scanned.why.values()), "")  # once no more is found: at the end
+    if why and not found and not reason_in(written):
         written.append(marker(why))
     return found
 
@@ -162,6 +163,7 @@ class Scanned:
         self.values: dict[str, set[str]] = {}
         self.files = -1
         self.told: dict[int, int] = {}  # each computed include's number of values when told
+        self.why: dict[int, str] = {}  # and why it could not be told then ("" where it could)
         self.defines = 0  # `#define`s in the files read (at most: the word's count)
 
 
