@@ -153,3 +153,19 @@ def test_a_macro_a_computed_header_defines_is_followed(tmp_path: Path) -> None:
     (inc / "c.h").write_text("#define VAL 2\n")
     assert _key(source, options) != first
     assert "(CFG3)" in _unkeyed(source + "#include CFG3\n", options)  # none gives it: unkeyed
+
+
+def test_a_define_cc_hands_its_preprocessor_is_followed(tmp_path: Path) -> None:
+    """`-Wp,-DCFG="b.h"` (or `-Xpreprocessor -D -Xpreprocessor CFG="b.h"`) and the source's
+    fallback `#define CFG "a.h"`: gcc reads b.h, the key followed a.h only (those options were
+    not read for values): an edited b.h was served the old build."""
+    inc = _headers(tmp_path)
+    source = '#ifndef CFG\n#define CFG "a.h"\n#endif\n#include CFG\n'
+    handed = [
+        ('-Wp,-DCFG="b.h"', f"-I{inc}"),
+        ("-Xpreprocessor", "-D", "-Xpreprocessor", 'CFG="b.h"', f"-I{inc}"),
+    ]
+    before = [_key(source, options) for options in handed]
+    (inc / "b.h").write_text("#define VAL 3\n")
+    after = [_key(source, options) for options in handed]
+    assert before[0] != after[0] and before[1] != after[1], "an edited b.h kept the key"

@@ -4,8 +4,9 @@
 header CFG's value names: with `-DCFG="val.h"` that is `val.h`, which a key must cover as if the
 source said `#include "val.h"`. `macro_includes` finds such lines in a file's text (the names
 they give, for `warmcli.headers` to queue); `macro_values` gathers every value a macro is
-given where warm can read it: the kernel's `-D` options (joined, next, `--define-macro`), its
-defines, and each `#define` line of its source and of the headers its key reached;
+given where warm can read it: the kernel's `-D` options (joined, next, `--define-macro`; cc's
+`-Wp,` and `-Xpreprocessor` ones too), its defines, and each `#define` line of its source and
+of the headers its key reached;
 `named_headers` says what a computed include names: each plain `"x"` or `<x>` value (each is
 followed: one a branch does not take costs a miss at most), or why it cannot be told (a value
 made by another macro, `STR(val.h)`, or none found: then the kernel is unkeyed,
@@ -62,7 +63,7 @@ def macro_values(
     """Every value each macro is given (added to `values`): by the `-D` options in `options`
     (`-DN` is `1`), by `defines`, and by the `#define` lines of `texts` (a file's first bytes);
     a function-like macro's value is its `(` and what follows (no header name)."""
-    values = {} if values is None else values
+    values, options = {} if values is None else values, _as_preprocessor_reads(options)
     for before, option in zip(("", *options), options, strict=False):
         if before in _DEFINE_FLAGS:
             text = option
@@ -84,6 +85,22 @@ def macro_values(
             said = (paren + value).decode(errors="replace").strip()
             values.setdefault(name.decode(), set()).add(said)
     return values
+
+
+def _as_preprocessor_reads(options: Sequence[str]) -> list[str]:
+    """`options` as cc hands them to its preprocessor: `-Wp,-DCFG="b.h"`'s pieces (split at
+    its commas, as cc does), `-Xpreprocessor`'s next option, each an option of its own."""
+    read: list[str] = []
+    handed = False
+    for option in options:
+        if handed:
+            read.append(option)
+        elif option.startswith("-Wp,"):
+            read += option[4:].split(",")
+        elif option != "-Xpreprocessor":
+            read.append(option)
+        handed = option == "-Xpreprocessor" and not handed
+    return read
 
 
 def named_headers(name: str, values: dict[str, set[str]]) -> tuple[list[tuple[str, bool]], str]:
