@@ -169,3 +169,21 @@ def test_a_define_cc_hands_its_preprocessor_is_followed(tmp_path: Path) -> None:
     (inc / "b.h").write_text("#define VAL 3\n")
     after = [_key(source, options) for options in handed]
     assert before[0] != after[0] and before[1] != after[1], "an edited b.h kept the key"
+
+
+def test_a_computed_include_a_raw_string_hides_from_the_spliced_scan_is_followed(
+    tmp_path: Path,
+) -> None:
+    """gcc's C raw string `R"(` with `/*)"` on its next line: no comment to gcc (it builds it,
+    reading b.h), but the spliced scan took `/*` for one and saw neither `#define CFG "b.h"`
+    nor `#include CFG` below it: the key followed nothing (not even unkeyed), so an edited
+    b.h was served the old build. Now what is written is read too."""
+    inc = _headers(tmp_path)
+    source = 'const char *s = R"(\n/*)";\n#define CFG "b.h"\n#include CFG\n/* */\n'
+    options = ('-DCFG="a.h"', f"-I{inc}")
+    first = _key(source, options)
+    (inc / "b.h").write_text("#define VAL 3\n")
+    assert _key(source, options) != first, "an edited b.h kept the key"
+    # a define's own comment, or its value on a spliced line, still keys as one plain value
+    for spelled in ('#define CFG "a.h" /* the config */\n', '#define CFG \\\n  "a.h"\n'):
+        assert _unkeyed(spelled + "#include CFG\n", (f"-I{inc}",)) == "", spelled

@@ -47,11 +47,14 @@ _DEFINE_FLAGS = ("-D", "--define-macro")
 
 def macro_includes(data: bytes) -> list[tuple[str, bool]]:
     """Each macro `data` includes (or asks `__has_include` for) by name, with whether it is an
-    `#include_next` (`__has_include_next`), in order (its directives as read: `directives`)."""
+    `#include_next` (`__has_include_next`), in order: those written, then those only its
+    directives as read show (`directives`; a `/*` in a C raw string hides no line from gcc)."""
     head = data[:MAX_SCANNED]
+    found = _MACRO_INCLUDE.findall(head)
     if may_hide(head):
-        head = spliced(head)
-    return [(name.decode(), bool(n or m)) for n, m, name in _MACRO_INCLUDE.findall(head)]
+        plain = set(found)
+        found += [f for f in dict.fromkeys(_MACRO_INCLUDE.findall(spliced(head))) if f not in plain]
+    return [(name.decode(), bool(n or m)) for n, m, name in found]
 
 
 def macro_values(
@@ -61,8 +64,9 @@ def macro_values(
     values: dict[str, set[str]] | None = None,
 ) -> dict[str, set[str]]:
     """Every value each macro is given (added to `values`): by the `-D` options in `options`
-    (`-DN` is `1`), by `defines`, and by the `#define` lines of `texts` (a file's first bytes);
-    a function-like macro's value is its `(` and what follows (no header name)."""
+    (`-DN` is `1`), by `defines`, and by the `#define` lines of `texts` (a file's first bytes:
+    as written, and as its directives are read); a function-like macro's value is its `(` and
+    what follows (no header name)."""
     values, options = {} if values is None else values, _as_preprocessor_reads(options)
     for before, option in zip(("", *options), options, strict=False):
         if before in _DEFINE_FLAGS:
@@ -81,7 +85,12 @@ def macro_values(
         values.setdefault(name, set()).add(value)
     for data in texts:
         head = data[:MAX_SCANNED]
-        for name, paren, value in _DEFINE.findall(spliced(head) if may_hide(head) else head):
+        hides = may_hide(head)
+        for name, paren, value in _DEFINE.findall(head):  # as written, each line's comments gone
+            if not (hides and value.rstrip().endswith(b"\\")):  # (spliced: read whole below)
+                said = (paren + (spliced(value) if hides else value)).decode(errors="replace")
+                values.setdefault(name.decode(), set()).add(said.strip())
+        for name, paren, value in _DEFINE.findall(spliced(head)) if hides else ():  # as read
             said = (paren + value).decode(errors="replace").strip()
             values.setdefault(name.decode(), set()).add(said)
     return values

@@ -189,7 +189,7 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
         (NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
         for n, m, quoted, angled in found
     )
-    names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(head)) if bound else ()
+    names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
     return (*names, BY_FOLDER) if bound else names
 
