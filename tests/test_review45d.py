@@ -14,13 +14,20 @@ Real CLI, real SQLite bundles, the system C compiler; no fakes.
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Warm
+from raw_store import RawStore
 from test_review45b import _key, _served_and_cold, _unkeyed, _warmed
 
+from warmcli.bundle.remote import RemoteError, fetch
 from warmcli.headers import headers_digest
+
+MAX_GIVEN_UP = 16  # (warmcli.bundle.remote_s3's: threads given up on alive at once)
 
 REDEFINED = '#undef CFG\n#define CFG(x) x\n#include CFG("b.h")\nvoid f(float *x) { x[0] = VAL; }\n'
 
@@ -187,3 +194,53 @@ def test_a_computed_include_a_raw_string_hides_from_the_spliced_scan_is_followed
     # a define's own comment, or its value on a spliced line, still keys as one plain value
     for spelled in ('#define CFG "a.h" /* the config */\n', '#define CFG \\\n  "a.h"\n'):
         assert _unkeyed(spelled + "#include CFG\n", (f"-I{inc}",)) == "", spelled
+
+
+class _Dripping(RawStore):
+    """An S3-speaking store whose every answer's headers drip a byte each 0.1 s (faster than
+    any read's wait) until `stop` is set."""
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        super().__init__()
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+        while not self.stop.wait(0.1):
+            conn.sendall(b"a")
+
+
+def test_fetches_given_up_on_a_dripping_s3_store_hold_bounded_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running process whose s3:// fetches were each given up at the deadline: each
+    left its thread and socket waiting on the store for as long as it dripped (20 fetches:
+    20 threads, 20 sockets, growing without bound); now at most MAX_GIVEN_UP, past them a
+    fetch is refused at once (one line), and asked again once they ended."""
+    pytest.importorskip("boto3")
+    store = _Dripping()
+    env = {
+        "WARM_HOME": str(tmp_path / "home"), "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1", "WARM_REMOTE_DEADLINE": "0.3",
+    }  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    said = []
+    try:
+        for i in range(MAX_GIVEN_UP + 3):
+            with pytest.raises(RemoteError) as caught:
+                fetch(f"s3://fleet/b{i}.warm")
+            said.append(str(caught.value))
+        left = [t for t in threading.enumerate() if t.name.startswith("warm-s3")]
+        assert len(left) <= MAX_GIVEN_UP, f"{len(left)} threads left waiting on the store"
+        assert "WARM_REMOTE_DEADLINE" in said[0] and "not asked" in said[-1], said[-1]
+    finally:
+        store.stop.set()
+        store.close()
+    for thread in left:  # each ends at its next read's wait
+        thread.join(15)
+    with pytest.raises(RemoteError, match=r"unreachable|not done"):  # asked again
+        fetch("s3://fleet/again.warm")
