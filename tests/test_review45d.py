@@ -244,3 +244,36 @@ def test_fetches_given_up_on_a_dripping_s3_store_hold_bounded_threads(
         thread.join(15)
     with pytest.raises(RemoteError, match=r"unreachable|not done"):  # asked again
         fetch("s3://fleet/again.warm")
+
+
+class _Garbled(RawStore):
+    """An S3-speaking store whose answers hold a header botocore cannot parse (`field`)."""
+
+    threaded = True
+    field = b""
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        body = b"" if request.startswith(b"HEAD") else b"hello"
+        head = b'HTTP/1.1 200 OK\r\nETag: "x"\r\nContent-Length: 5\r\n%s\r\n\r\n' % self.field
+        conn.sendall(head + body)
+
+
+def test_an_s3_answer_botocore_cannot_parse_is_one_line(warm: Warm, tmp_path: Path) -> None:
+    """A store answering `x-amz-missing-meta: abc` (or `Last-Modified: garbage`): botocore's
+    ValueError (no BotoCoreError) left `warm pull` with a traceback (exit 1), and a production
+    process's fetch with an error no caller expects; now a one-line RemoteError (exit 2)."""
+    pytest.importorskip("boto3")
+    store = _Garbled()
+    env = {
+        "WARM_HOME": str(tmp_path / "home"), "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1", "WARM_REMOTE_DEADLINE": "5",
+    }  # fmt: skip
+    try:
+        for field in (b"x-amz-missing-meta: abc", b"Last-Modified: garbage"):
+            store.field = field
+            proc = warm.with_env(**env)("pull", "s3://fleet/b.warm", tmp_path / "o.warm")
+            assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-800:]
+            assert "answer is unreadable" in proc.stderr, proc.stderr
+    finally:
+        store.close()

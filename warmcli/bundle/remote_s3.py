@@ -83,6 +83,10 @@ class S3:
             raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
+        except (ValueError, TypeError, LookupError) as exc:  # botocore reading a field of its
+            # answer: `x-amz-missing-meta: abc`, `Last-Modified: garbage` (no BotoCoreError)
+            why = f"the store's answer is unreadable ({said(exc)})"
+            raise RemoteError(f"{self.url}: {why}") from None
 
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
