@@ -1,12 +1,15 @@
 """A C or CUDA source as its preprocessor reads its directives: lines spliced, comments gone.
 
-Before it reads a directive, the preprocessor joins a line ending in a backslash to the
-next (`#inc\\<newline>lude`) and makes each comment one space (`#/**/include`, a block
-comment across lines inside a directive): `spliced` does the same to a source's bytes, its
-string and character literals kept, so the scans of `warmcli.headers` and `warmcli.kernel`
-find an include however it is spelled. `may_hide` says cheaply whether a source holds
-anything that could hide one (a backslash, a comment, a digraph or trigraph `#`); where it
-does not, the plain text is what the preprocessor reads. State: none. It never reads a file.
+Before it reads a directive, the preprocessor ends a line at a lone carriage return as at a
+newline (`int y;\\r#include "b.h"`), joins a line ending in a backslash to the next
+(`#inc\\<newline>lude`), reads a form feed or vertical tab as a blank (`#include\\f"b.h"`)
+and makes each comment one space (`#/**/include`, a block comment across lines inside a
+directive): `spliced` does the same to a source's bytes, its string and character literals
+kept, so the scans of `warmcli.headers` and `warmcli.kernel` find an include however it is
+spelled. `may_hide` says cheaply whether a source holds anything that could hide one (a
+backslash, a comment, a digraph or trigraph `#`, a carriage return, a form feed or vertical
+tab); where it does not, the plain text is what the preprocessor reads. State: none. It
+never reads a file.
 """
 
 from __future__ import annotations
@@ -25,26 +28,28 @@ _LITERAL_OR_COMMENT = re.compile(
     rb"(?<![\w.])\.?[0-9](?:[eEpP][+-]|[\w.]|'\w)*"
     rb'|"(?:\\.|[^"\\\n])*"?'
     rb"|'(?:\\.|[^'\\\n])*'?"
-    rb"|/\*.*?(?:\*/|\Z)|//[^\n]*",
+    rb"|/\*.*?(?:\*/|\Z)|//[^\n]*|[\f\v]",  # (a form feed, a vertical tab: one blank)
     re.DOTALL,
 )
+_LONE_CR = re.compile(rb"\r(?!\n)")  # a line's end, as GCC reads it
 
 
 def may_hide(data: bytes) -> bool:
     """Whether `data` holds what could hide an include from a plain scan: a line splice,
-    a comment, the digraph `%:` or the trigraph `??=` (both `#`)."""
-    return b"\\" in data or b"/*" in data or b"%:" in data or b"??=" in data
+    a comment, the digraph `%:` or the trigraph `??=` (both `#`), a carriage return (a lone
+    one ends a line), a form feed or a vertical tab (a blank)."""
+    return any(mark in data for mark in (b"\\", b"/*", b"%:", b"??=", b"\r", b"\f", b"\v"))
 
 
 def _keep_literal(match: re.Match[bytes]) -> bytes:
     text = match[0]
-    return b" " if text[:1] == b"/" else text
+    return b" " if text[:1] in (b"/", b"\f", b"\v") else text
 
 
 def spliced(data: bytes) -> bytes:
-    """`data` with its line splices joined and each comment made one space, its literals
-    kept as written."""
-    return _LITERAL_OR_COMMENT.sub(_keep_literal, _SPLICE.sub(b"", data))
+    """`data` with each lone carriage return a newline, its line splices joined and each
+    comment, form feed and vertical tab made one space, its literals kept as written."""
+    return _LITERAL_OR_COMMENT.sub(_keep_literal, _SPLICE.sub(b"", _LONE_CR.sub(b"\n", data)))
 
 
 def spliced_text(source: str) -> str | None:

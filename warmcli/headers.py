@@ -22,15 +22,15 @@ are not (`keyed_options` drops them), so a checkout at another path keys alike, 
 reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
 they are; for a folder named twice, which named folders are one). Headers not found there, or found
 in a toolkit's own folders (`toolkit`), are the toolchain identity's. Bounded: at most `MAX_HEADERS`
-files, each hashed whole, scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed
-include whose header cannot be told (but in NVRTC's system toolkit's own headers), the digest holds
-`warmcli.unkeyed`'s marker, its reason noted. State: three per-process memos (each file's digest and
-includes, by (path, mtime_ns, size), of files settled; the includes of the last sources; the search
-orders of the last options): a kernel keyed again costs a lookup of each header; `covered`, what
-each digest made lately covers (`kernel_parts.header_files`: a header read first by its path), and
-for the first header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which
-copies of a once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing,
-never raises for a missing file.
+files (64 times as many names, found or not), each hashed whole, scanned in its first `MAX_SCANNED`
+bytes: past a bound, or at a computed include whose header cannot be told (but in NVRTC's system
+toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: three
+per-process memos (each file's digest and includes, by (path, mtime_ns, size), of files settled; the
+includes of the last sources; the search orders of the last options): a kernel keyed again costs a
+lookup of each header; `covered`, what each digest made lately covers (`kernel_parts.header_files`:
+a header read first by its path), and for the first header read, each `.gch` gcc may read instead
+(`warmcli.precompiled`), and which copies of a once-only header share a time
+(`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from warmcli.computed_includes import computed_headers, macro_includes
+from warmcli.computed_includes import Scanned, computed_headers, macro_includes
 from warmcli.directives import may_hide, spliced, spliced_text
 from warmcli.include_options import (
     _AS_DIRAFTER,
@@ -189,7 +189,7 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
         (NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
         for n, m, quoted, angled in found
     )
-    names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(head)) if bound else ()
+    names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
     return (*names, BY_FOLDER) if bound else names
 
@@ -296,8 +296,9 @@ def headers_digest(
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
     same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
     computed, done = list[tuple[str, bool, str | None, bool]](), set[object]()  # `#include CFG`
+    kernel, scanned = (given, defines, source, seen), Scanned()  # (each file read once)
     while pending or (computed and (pending := computed_headers(
-        computed, done, (given, defines, source, seen), written, primary, NEXT))):  # fmt: skip
+        computed, done, kernel, written, primary, NEXT, scanned))):  # fmt: skip
         name, quoted, here = pending.popleft()
         if (name, quoted) == BY_FOLDER:
             bound = bound or here is None or here.startswith(own)
@@ -321,9 +322,10 @@ def headers_digest(
         read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
-        if path is None or read is None or real in seen:
+        past = len(written) > MAX_HEADERS * 64  # names, found or not (a macro's many values)
+        if not past and (path is None or read is None or real in seen):
             continue
-        if len(seen) >= MAX_HEADERS or len(written) >= MAX_HEADERS * 64:  # past: unkeyed
+        if past or len(seen) >= MAX_HEADERS:  # past: unkeyed
             written.append(marker(f"more than {MAX_HEADERS} headers"))
             break
         seen[real] = read[0]

@@ -10,8 +10,11 @@ run in a daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most
 (`_within`; a PUT's body is read through `_Sent`, which says when it is sent: the upload
 itself takes the time it takes, the request's making and its answer the deadline); past
 it, the download's `Gate` is shut (its temporary file removed, nothing written after), an
-upload's body refuses to be read further, and the thread is left to end with its socket.
-It owns no state beyond its client and never prints.
+upload's body refuses to be read further, and the thread is left to end with its socket (at
+the store's next silence of a read's wait: one that drips faster keeps it, for days); while
+`MAX_GIVEN_UP` such threads are alive in the process no exchange is begun (`RemoteError`), so
+a long-running process asking a store that drips holds a bounded number of threads and sockets.
+It owns no state beyond its client (and the names of the threads it starts) and never prints.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from warmcli.bundle.received import Bounds, Gate, bounds, checked, receive
 from warmcli.errors import RemoteError
 
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
+GIVEN_UP = "warm-s3 (given up)"  # a thread `_within` left to end with its socket
+MAX_GIVEN_UP = 16  # such threads alive at once: past them, no exchange is begun
 T = TypeVar("T")
 
 
@@ -78,6 +83,10 @@ class S3:
             raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
+        except (ValueError, TypeError, LookupError) as exc:  # botocore reading a field of its
+            # answer: `x-amz-missing-meta: abc`, `Last-Modified: garbage` (no BotoCoreError)
+            why = f"the store's answer is unreadable ({said(exc)})"
+            raise RemoteError(f"{self.url}: {why}") from None
 
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
@@ -135,7 +144,14 @@ class S3:
         while the body is sent); past them (or interrupted) the gate is shut (and the
         body's reads refused), and `late` raised: the thread makes and writes no file
         after, and ends with its socket (at the store's next silence of a read's wait, or
-        the process's end)."""
+        the process's end), named `GIVEN_UP` until then; `RemoteError` at once where
+        `MAX_GIVEN_UP` of those are alive."""
+        left = sum(thread.name == GIVEN_UP for thread in threading.enumerate())
+        if left >= MAX_GIVEN_UP:  # each holds a socket a store that drips may keep for days
+            raise RemoteError(
+                f"{self.url}: not asked: {left} exchanges given up at WARM_REMOTE_DEADLINE "
+                "still wait on their stores' answers (a store that drips them)"
+            )
         gate, outcome, moved = Gate(self.url), [], body.moved if body else threading.Condition()
 
         def run() -> None:
@@ -152,7 +168,8 @@ class S3:
             with moved:  # a wait past the platform's clock is an error: ~3 years will do
                 return moved.wait_for(lambda: bool(outcome) or at(), seconds and min(seconds, 1e8))
 
-        threading.Thread(target=run, name="warm-s3", daemon=True).start()
+        thread = threading.Thread(target=run, name="warm-s3", daemon=True)
+        thread.start()
         finished = False
         try:
             # an upload's body: made (signed, checksummed) | asked | sending | sent
@@ -162,6 +179,7 @@ class S3:
             finished = sent and waited(seconds)
         finally:
             if not finished:
+                thread.name = GIVEN_UP  # (counted until it ends)
                 gate.shut()
                 if body is not None:
                     body.given_up = True
