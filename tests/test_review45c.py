@@ -22,7 +22,6 @@ Real files, the system C compiler, `ar` and `ld`; keys by `warmcli.kernel.kernel
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import subprocess
@@ -139,25 +138,7 @@ def test_a_child_forked_after_a_ctrl_c_in_the_write_back_ends_by_sigint_itself(
         "rt.launch(Kernel('void neg(float *x){x[0]=-x[0];}', 'neg', 'P'), x)\n"
         "print('ending', flush=True)\n"
     )
-    env = T45A._env(warm, tmp_path, WARM_BUNDLE=str(warmed), WARM_BUNDLE_WRITE="1")
-    with open(f"{warmed}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another writer's, held: the write-back waits
-        session = subprocess.Popen(
-            [sys.executable, "-c", code],
-            env=env,
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert session.stdout is not None
-        assert session.stdout.readline() == "ending\n"
-        fds, deadline = Path(f"/proc/{session.pid}/fd"), time.monotonic() + 60
-        while not any(target.endswith(".lock") for target in T45A._links(fds)):
-            assert time.monotonic() < deadline, "its write-back never opened the lock file"
-            time.sleep(0.01)
-        session.send_signal(signal.SIGINT)  # Ctrl-C, in the write-back's wait
-        out, err = session.communicate(timeout=120)
+    session, out, err = T45A.ctrl_c_in_write_back(warm, tmp_path, warmed, code)
     assert session.returncode == -signal.SIGINT, err
     assert f"child ended {signal.SIGINT}\n" in out, out + err  # by SIGINT (status 2), itself
     assert "Exception ignored" not in err, err

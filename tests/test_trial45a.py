@@ -234,7 +234,6 @@ def test_ctrl_c_in_the_exit_write_back_ends_by_sigint_however_the_main_code_ende
     script's `sys.exit(0)`) whose write-back a Ctrl-C stopped while it waited for another
     writer's lock ended with status 0, where one that ran to its end (a REPL's Ctrl-D) ended
     by SIGINT: README says a Ctrl-C that stops a write-back ends the process by SIGINT."""
-    import fcntl
     import signal
 
     code = (
@@ -242,6 +241,21 @@ def test_ctrl_c_in_the_exit_write_back_ends_by_sigint_however_the_main_code_ende
         "rt.launch(Kernel('void neg(float *x){x[0]=-x[0];}', 'neg', 'P'), x)\n"
         f"print('ending', flush=True)\n{ending}\n"
     )
+    session, _, err = ctrl_c_in_write_back(warm, tmp_path, warmed, code)
+    assert session.returncode == -signal.SIGINT, err
+    assert "could not write back into the bundle: interrupted" in err, err
+    assert len(json.loads(warm("stats", warmed, "--json").stdout)["kernels"]) == 3
+
+
+def ctrl_c_in_write_back(
+    warm: Warm, tmp_path: Path, warmed: Path, code: str
+) -> tuple[subprocess.Popen[str], str, str]:
+    """`python -c code` over `warmed` with write-back on, sent SIGINT (a Ctrl-C) once it has
+    printed `ending` and its exit's write-back has opened the lock file, which another writer
+    holds: the process, its stdout and its stderr."""
+    import fcntl
+    import signal
+
     env = _env(warm, tmp_path, WARM_BUNDLE=str(warmed), WARM_BUNDLE_WRITE="1")
     with open(f"{warmed}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another writer's, held: the write-back waits
@@ -260,10 +274,8 @@ def test_ctrl_c_in_the_exit_write_back_ends_by_sigint_however_the_main_code_ende
             assert time.monotonic() < deadline, "its write-back never opened the lock file"
             time.sleep(0.01)
         session.send_signal(signal.SIGINT)  # Ctrl-C, in the write-back's wait
-        _, err = session.communicate(timeout=120)
-    assert session.returncode == -signal.SIGINT, err
-    assert "could not write back into the bundle: interrupted" in err, err
-    assert len(json.loads(warm("stats", warmed, "--json").stdout)["kernels"]) == 3
+        out, err = session.communicate(timeout=120)
+    return session, out, err
 
 
 def _links(fds: Path) -> list[str]:
