@@ -1,0 +1,107 @@
+"""Review of cuda45 (the `gcc` nvcc runs in nvcc's identity), with real nvcc, compile-only.
+
+nvcc puts its own folders (its `nvvm/bin` and the folder it was started from, `nvcc.profile`'s
+`PATH +=`) before `PATH` when it runs `gcc`: a `gcc` in the toolkit's `bin` (NVIDIA's advice for
+picking a host compiler: `ln -s /usr/bin/gcc-12 /usr/local/cuda/bin/gcc`) is the one it runs,
+whatever `PATH` holds first. The identity named `PATH`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import nvcc_or_skip
+
+SCALED = (
+    "#ifndef SCALE\n#define SCALE 3.0f\n#endif\n"
+    'extern "C" __global__ void sc(float *y) { y[0] = SCALE; }\n'
+)
+WORKLOAD = f"""\
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel({SCALED!r}, "sc", "P", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), grid=1, block=1)
+"""
+CLEARED = ("CPATH", "CPLUS_INCLUDE_PATH", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN")
+
+
+def _toolkit_bin(nvcc: str) -> Path:
+    """The folder of the nvcc binary `nvcc` runs (`_HERE_` in its `--dryrun`)."""
+    import subprocess
+
+    dryrun = [nvcc, "--dryrun", "-E", "-x", "cu", os.devnull]
+    out = subprocess.run(dryrun, capture_output=True, text=True)
+    for line in (out.stdout + out.stderr).splitlines():
+        if line.startswith("#$ _HERE_="):
+            return Path(line.partition("=")[2])
+    pytest.skip("nvcc --dryrun names no _HERE_")
+
+
+def _toolkit_copy(folder: Path, real_bin: Path, gcc: str | None) -> str:
+    """A toolkit of links to the real one's files (`bin/nvcc` a link: nvcc takes its folder
+    from the name it was started by), with `gcc` in its `bin` where given: its nvcc."""
+    (folder / "bin").mkdir(parents=True)
+    for entry in real_bin.parent.iterdir():
+        if entry.name != "bin":
+            (folder / entry.name).symlink_to(entry)
+    for entry in real_bin.iterdir():
+        (folder / "bin" / entry.name).symlink_to(entry)
+    if gcc is not None:
+        (folder / "bin" / "gcc").write_text(gcc)
+        (folder / "bin" / "gcc").chmod(0o755)
+    return str(folder / "bin" / "nvcc")
+
+
+def test_a_gcc_in_the_toolkits_bin_is_the_one_nvcc_runs_and_keys(warm, tmp_path: Path) -> None:
+    """Warmed by a toolkit with no `gcc` of its own, verified by the same nvcc release whose
+    `bin` holds a `gcc` that defines SCALE (nvcc runs it, before `PATH`'s): a `toolchain`
+    miss. Before: one identity (`PATH`'s gcc named for both), the SCALE 3 cubin served where
+    nvcc builds SCALE 5."""
+    real_bin = _toolkit_bin(nvcc_or_skip())
+    system_gcc = shutil.which("gcc") or pytest.skip("no gcc")
+    plain = _toolkit_copy(tmp_path / "plain", real_bin, None)
+    scaled = _toolkit_copy(
+        tmp_path / "scaled", real_bin, f'#!/bin/sh\nexec {system_gcc} -DSCALE=5.0f "$@"\n'
+    )
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    for name in CLEARED:
+        warm.env.pop(name, None)
+    args = ("--arch", "sm_90", "--compiler", "nvcc")
+    run = warm("run", tmp_path / "w.py", *args, "--nvcc", plain, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stderr + run.stdout
+    verify = ("verify", bundle, "--workload", tmp_path / "w.py", *args, "--json")
+    other = warm(*verify, "--nvcc", scaled, "--explain-misses")
+    report = json.loads(other.stdout)
+    assert not report["verified"] and report["compilation"]["queued"] == 1, other.stdout
+    (explained,) = report["explanations"]
+    assert explained["reason"] == "toolchain" and "wrapper script" in str(explained), explained
+    same = warm(*verify, "--nvcc", plain)
+    assert json.loads(same.stdout)["compilation"]["compiled"] == 0, same.stdout
+
+
+def test_the_toolkit_path_is_read_once_and_remembered(tmp_path: Path) -> None:
+    """nvcc's own folders come from its `--dryrun` once per nvcc, remembered in warm's home as
+    its version line is: a second process (the memo cleared) runs no nvcc for them."""
+    from warmcli.backends.cuda import host_options
+
+    nvcc = nvcc_or_skip()
+    first = host_options.toolkit_path(nvcc)
+    assert first and all(os.path.isabs(f) for f in first.split(os.pathsep)), first
+    host_options.toolkit_path.cache_clear()
+    from warmcli.backends import processes
+
+    ran: list[object] = []
+    real_run = processes.run
+    try:  # a fake only to count: any subprocess here would be a hot path's cost
+        processes.run = lambda *a, **k: ran.append(a) or real_run(*a, **k)  # type: ignore[assignment]
+        assert host_options.toolkit_path(nvcc) == first
+    finally:
+        processes.run = real_run  # type: ignore[assignment]
+    assert ran == []
