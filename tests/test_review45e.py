@@ -105,3 +105,23 @@ def test_the_toolkit_path_is_read_once_and_remembered(tmp_path: Path) -> None:
     finally:
         processes.run = real_run  # type: ignore[assignment]
     assert ran == []
+
+
+def test_an_nvcc_with_no_gcc_to_run_is_served_the_bundles_build(warm, tmp_path: Path) -> None:
+    """A production machine whose nvcc finds no `gcc` (a slim image: the toolkit, no host
+    compiler) can build nothing: the bundle's nvcc build is served there, as where no compiler
+    is. Before: refused (`built by nvcc with host compiler gcc ..., this compiler with none
+    named`), then rebuilt by an nvcc that cannot run: every kernel failed to compile."""
+    nvcc = nvcc_or_skip()
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    for name in CLEARED:
+        warm.env.pop(name, None)
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc)
+    run = warm("run", tmp_path / "w.py", *args, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stderr + run.stdout
+    (tmp_path / "no-gcc").mkdir()
+    warm.env["PATH"] = str(tmp_path / "no-gcc")
+    verify = warm("verify", bundle, "--workload", tmp_path / "w.py", *args, "--json")
+    report = json.loads(verify.stdout)
+    assert report["verified"] and report["compilation"]["compiled"] == 0, verify.stdout

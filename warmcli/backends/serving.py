@@ -8,11 +8,12 @@ minor version compatibility: a cubin by CUDA 13.5 loads on a driver for CUDA 13.
 driver still refuses is a `binary` miss, rebuilt), whichever nvcc (or none) that machine has,
 unless the nvcc of either read options or a host compiler from the environment
 (`NVCC_APPEND_FLAGS`...) that the other did not, or ran another host compiler (`nvcc_host`: its
-toolkit's `gcc`, else `PATH`'s); a host object runs (whichever C compiler that machine has,
-unless either is a wrapper script, which may add options, and not the other's same script, or
-either ran the programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of its
-architecture (one of another OS fails to load, and is a `binary` miss, rebuilt), and one tuned
-for its building CPU (`-march=native`) on that CPU only (`warmcli.backends.native`). PTX (arch
+toolkit's `gcc`, else `PATH`'s; an nvcc that finds none builds nothing: served, as where no
+compiler is); a host object runs (whichever C compiler that machine has, unless either is a
+wrapper script, which may add options, and not the other's same script, or either ran the
+programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of its architecture
+(one of another OS fails to load, and is a `binary` miss, rebuilt), and one tuned for its
+building CPU (`-march=native`) on that CPU only (`warmcli.backends.native`). PTX (arch
 `compute_XX`) runs on a GPU whose SM is at least XX, by the driver's JIT (`virtual_sm` reads XX;
 whether that driver knows its ISA is read from the PTX itself:
 `warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its key, recomputed,
@@ -179,7 +180,9 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"with {ours[2:] or 'nothing'}"
             )
         theirs, ours = nvcc_host(record.toolchain), nvcc_host(target.toolchain or "")
-        if theirs != ours and _both_nvcc(record, target):  # another gcc: another kernel
+        # Another gcc: another kernel. Where this nvcc finds none (and `NVCC_CCBIN` names none,
+        # `nvcc_environment`), it builds nothing: served, as where no compiler is.
+        if theirs != ours and (ours or not target.own) and _both_nvcc(record, target):
             here = "this compiler" if target.own else "the build served here by nvcc"
             return "toolchain", (
                 f"built by nvcc with {theirs or 'no host compiler named (an older warm)'}, "
