@@ -125,3 +125,49 @@ def test_an_nvcc_with_no_gcc_to_run_is_served_the_bundles_build(warm, tmp_path: 
     verify = warm("verify", bundle, "--workload", tmp_path / "w.py", *args, "--json")
     report = json.loads(verify.stdout)
     assert report["verified"] and report["compilation"]["compiled"] == 0, verify.stdout
+
+
+LAUNCHER = """#include <unistd.h>
+int main(int argc, char **argv) { (void)argc; argv[0] = "gcc"; execv(REAL, argv); return 127; }
+"""
+
+
+def test_a_ccache_gcc_keys_the_compiler_it_runs_not_its_own_stamp(tmp_path: Path) -> None:
+    """`/usr/lib/ccache/gcc` (a link to the `ccache` binary, first on `PATH`) runs the next
+    `gcc` on `PATH`. Before: nvcc's identity read the version line through it and remembered
+    it by ccache's stamp, so a gcc upgraded behind it (ccache untouched) kept the old line:
+    the new gcc's builds keyed, and served, as the old one's. Now ccache is looked through:
+    the compiler it runs is probed (and keys as it does without ccache)."""
+    import subprocess
+    import time
+
+    from warmcli.backends import toolchain
+    from warmcli.backends.cuda import host_options
+
+    system_gcc = shutil.which("gcc") or pytest.skip("no gcc")
+    for name in ("launch", "launch-bin", "real"):
+        (tmp_path / name).mkdir()
+    real = tmp_path / "real" / "gcc"
+    (tmp_path / "ccache.c").write_text(LAUNCHER)
+    build = [system_gcc, f'-DREAL="{real}"', "-o", str(tmp_path / "launch-bin" / "ccache")]
+    subprocess.run([*build, str(tmp_path / "ccache.c")], check=True)
+    (tmp_path / "launch" / "gcc").symlink_to(tmp_path / "launch-bin" / "ccache")
+    real.symlink_to(system_gcc)
+    time.sleep(toolchain.RACY_SECONDS)  # the launcher's stamp settled: remembered
+
+    def named(search: str) -> str:
+        toolchain.probe.cache_clear()  # as a new process: only warm's home remembers
+        host_options.host_compiler.cache_clear()
+        return host_options.host_compiler(search)
+
+    search = f"{tmp_path / 'launch'}{os.pathsep}{tmp_path / 'real'}"
+    before = named(search)
+    assert before and before == named(str(tmp_path / "real")), before
+    real.unlink()  # gcc upgraded in place: ccache's file untouched
+    real.write_text(
+        '#!/bin/sh\n[ "$1" = --version ] && { echo "gcc (Upgraded) 13.1.0"; exit 0; }\n'
+        f'exec {system_gcc} -DSCALE=5.0f "$@"\n'
+    )
+    real.chmod(0o755)
+    after = named(search)
+    assert "(Upgraded) 13.1.0" in after, (before, after)

@@ -15,7 +15,8 @@ is (`toolchain.remembered`) and once per process: a header found there is its id
 (`toolchain.probe`: remembered by its stamp, a script's by its digest), once per process per
 `PATH`: the first on nvcc's own folders (`toolkit_path`: its `nvcc.profile`'s `PATH +=`, its
 `nvvm/bin` and the folder it was started from, where NVIDIA's advice links a `gcc`), then on
-`PATH`, as nvcc searches. One `nvcc --dryrun` per process tells both, remembered as they are.
+`PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `LAUNCHERS`). One
+`nvcc --dryrun` per process tells both, remembered as they are.
 Nothing else is kept or read.
 """
 
@@ -133,10 +134,26 @@ def host_compiler(search: str, nvcc: str = "") -> str:
     """What an nvcc identity says of the host compiler `nvcc` runs to preprocess device code
     where no `-ccbin`/`NVCC_CCBIN` names one: the first `gcc` on its own folders
     (`toolkit_path`), then on `search` (`PATH`), its version line (a wrapper script's digest
-    after it), after `NVCC_HOST`; "" where none is."""
+    after it), after `NVCC_HOST`; "" where none is. A compiler launcher (`/usr/lib/ccache/gcc`,
+    a link to `ccache`) runs the next `gcc` on the search: that one is named (ccache's own
+    stamp would remember the line of a gcc since upgraded behind it)."""
     own = toolkit_path(nvcc) if nvcc else ""
-    found = shutil.which("gcc", path=f"{own}{os.pathsep}{search}" if own else search)
+    found = _compiler("gcc", f"{own}{os.pathsep}{search}" if own else search)
     try:
         return f"{NVCC_HOST}{probe('gcc', found).version}" if found else ""
     except ToolchainError:
         return ""
+
+
+# Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
+LAUNCHERS = frozenset({"ccache", "sccache", "buildcache", "distcc", "icecc"})
+
+
+def _compiler(name: str, search: str) -> str | None:
+    """The first `name` on `search` that is no launcher (`LAUNCHERS`, by the file it
+    resolves to), as a launcher found first finds it; None where there is none."""
+    for folder in dict.fromkeys(search.split(os.pathsep)):
+        found = shutil.which(name, path=folder or os.curdir)
+        if found and os.path.basename(os.path.realpath(found)) not in LAUNCHERS:
+            return found
+    return None
