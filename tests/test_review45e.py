@@ -171,3 +171,38 @@ def test_a_ccache_gcc_keys_the_compiler_it_runs_not_its_own_stamp(tmp_path: Path
     real.chmod(0o755)
     after = named(search)
     assert "(Upgraded) 13.1.0" in after, (before, after)
+
+
+HALF = '#include <cuda_fp16.h>\nextern "C" __global__ void h(__half *x) { x[0] = 1; }\n'
+
+
+@pytest.mark.parametrize("variable", ["CPATH", "CPLUS_INCLUDE_PATH"])
+def test_the_toolkit_include_by_another_name_in_either_variable_keys_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """`CPLUS_INCLUDE_PATH` (or `CPATH`) at nvcc's own `include` by another spelling
+    (`$CUDA_HOME/include`; nvcc names it `.../bin/../targets/x86_64-linux/include`): gcc keeps
+    that folder once, in the variable's place (a system folder's, for `CPLUS_INCLUDE_PATH`),
+    and it is still the toolkit's. Before: keyed by its headers' content there (a miss beside
+    a machine where it is unset)."""
+    from warmcli import kernel as kernel_module
+    from warmcli.backends.cuda.host_options import toolkit_includes
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+    from warmcli.kernel import Kernel, kernel_key
+
+    compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
+    own = toolkit_includes(compiler.path) or pytest.skip("nvcc names no include folders")
+    (tmp_path / "alias").symlink_to(own[0])
+    kernel = Kernel(HALF, "h", "P", language="cuda")
+
+    def key(value: str | None) -> str:
+        for name in CLEARED:
+            monkeypatch.delenv(name, raising=False)
+        if value is not None:
+            monkeypatch.setenv(variable, value)
+        monkeypatch.setattr(kernel_module, "_ENV_INCLUDES", {})
+        return kernel_key(kernel, "sm_90", compiler.toolchain.identity)
+
+    plain = key(None)
+    for alias in (os.path.realpath(own[0]), str(tmp_path / "alias")):
+        assert key(alias) == plain, alias
