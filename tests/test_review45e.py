@@ -206,3 +206,31 @@ def test_the_toolkit_include_by_another_name_in_either_variable_keys_as_unset(
     plain = key(None)
     for alias in (os.path.realpath(own[0]), str(tmp_path / "alias")):
         assert key(alias) == plain, alias
+
+
+def test_an_nvcc_build_by_a_gcc_wrapper_script_is_not_served_to_nvrtc(warm, tmp_path: Path) -> None:
+    """Warmed by nvcc whose `gcc` on `PATH` is a script adding `-DSCALE=5.0f` (which may add
+    options, as `NVCC_APPEND_FLAGS` may, whose builds NVRTC is not served), verified by NVRTC:
+    a `toolchain` miss. Before: served, NVRTC's process given the SCALE 5 cubin where it builds
+    SCALE 3 (NVRTC names no host compiler: only nvcc's were compared)."""
+    nvcc_or_skip()
+    pytest.importorskip("warmcli.backends.cuda.nvrtc")
+    system_gcc = shutil.which("gcc") or pytest.skip("no gcc")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "gcc").write_text(f'#!/bin/sh\nexec {system_gcc} -DSCALE=5.0f "$@"\n')
+    (tmp_path / "bin" / "gcc").chmod(0o755)
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    for name in CLEARED:
+        warm.env.pop(name, None)
+    path = warm.env.get("PATH", "")
+    warm.env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{path}"
+    run = warm("run", tmp_path / "w.py", "--arch", "sm_90", "--compiler", "nvcc", "-b", bundle)
+    assert run.returncode == 0, run.stderr + run.stdout
+    warm.env["PATH"] = path
+    verify = ("verify", bundle, "--workload", tmp_path / "w.py", "--arch", "sm_90", "--json")
+    nvrtc = warm(*verify, "--compiler", "nvrtc", "--explain-misses")
+    report = json.loads(nvrtc.stdout)
+    assert not report["verified"] and report["compilation"]["queued"] == 1, nvrtc.stdout
+    (explained,) = report["explanations"]
+    assert explained["reason"] == "toolchain" and "wrapper script" in str(explained), explained

@@ -9,18 +9,19 @@ driver still refuses is a `binary` miss, rebuilt), whichever nvcc (or none) that
 unless the nvcc of either read options or a host compiler from the environment
 (`NVCC_APPEND_FLAGS`...) that the other did not, or ran another host compiler (`nvcc_host`: its
 toolkit's `gcc`, else `PATH`'s; an nvcc that finds none builds nothing: served, as where no
-compiler is); a host object runs (whichever C compiler that machine has, unless either is a
-wrapper script, which may add options, and not the other's same script, or either ran the
-programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of its architecture
-(one of another OS fails to load, and is a `binary` miss, rebuilt), and one tuned for its
-building CPU (`-march=native`) on that CPU only (`warmcli.backends.native`). PTX (arch
-`compute_XX`) runs on a GPU whose SM is at least XX, by the driver's JIT (`virtual_sm` reads XX;
-whether that driver knows its ISA is read from the PTX itself:
-`warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its key, recomputed,
-says so, and PTX only when its symbol is that of the kernel's own cubin too (`of_kernel`). Among
-a kernel's builds that run on a device, a cubin for its arch is preferred to PTX, the device's
-own toolchain's build to another's, and a cubin of a CUDA release the driver supports to a newer
-one's. This module holds no state; it never opens a bundle, compiles, loads or prints.
+compiler is; one that is a script, which may add options, not for NVRTC's either); a host object
+runs (whichever C compiler that machine has, unless either is a wrapper script, which may add
+options, and not the other's same script, or either ran the programs of
+`GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of its architecture (one of
+another OS fails to load, and is a `binary` miss, rebuilt), and one tuned for its building CPU
+(`-march=native`) on that CPU only (`warmcli.backends.native`). PTX (arch `compute_XX`) runs on
+a GPU whose SM is at least XX, by the driver's JIT (`virtual_sm` reads XX; whether that driver
+knows its ISA is read from the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a
+kernel's only when its key, recomputed, says so, and PTX only when its symbol is that of the
+kernel's own cubin too (`of_kernel`). Among a kernel's builds that run on a device, a cubin for
+its arch is preferred to PTX, the device's own toolchain's build to another's, and a cubin of a
+CUDA release the driver supports to a newer one's. This module holds no state; it never opens a
+bundle, compiles, loads or prints.
 """
 
 from __future__ import annotations
@@ -187,6 +188,16 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
             return "toolchain", (
                 f"built by nvcc with {theirs or 'no host compiler named (an older warm)'}, "
                 f"{here} with {ours or 'none named'}"
+            )
+        if (  # a gcc that is a script may add options (as `NVCC_APPEND_FLAGS`): not NVRTC's
+            target.toolchain is not None
+            and (WRAPPER_MARK in theirs or WRAPPER_MARK in ours)
+            and not _both_nvcc(record, target)
+        ):
+            return "toolchain", (
+                f"built by {record.toolchain.partition(':')[0]} with "
+                f"{theirs or 'no host compiler'}, served here to "
+                f"{target.toolchain.partition(':')[0]} with {ours or 'none'}"
             )
         built, driver = cuda_release(record.toolchain), driver_release(target.driver)
         ptx = virtual_sm(record.arch) is not None  # JIT: the driver must know its ISA
