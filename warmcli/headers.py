@@ -21,16 +21,16 @@ none was found: a header added later changes it), in the order they are reached;
 are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
 reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
 they are; for a folder named twice, which named folders are one). Headers not found there, or found
-in a toolkit's own folders (`toolkit`), are the toolchain identity's. Bounded: at most `MAX_HEADERS`
-files (64 times as many names, found or not), each hashed whole, scanned in its first `MAX_SCANNED`
-bytes: past a bound, or at a computed include whose header cannot be told (but in NVRTC's system
-toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: three
-per-process memos (each file's digest and includes, by (path, mtime_ns, size), of files settled; the
-includes of the last sources; the search orders of the last options): a kernel keyed again costs a
-lookup of each header; `covered`, what each digest made lately covers (`kernel_parts.header_files`:
-a header read first by its path), and for the first header read, each `.gch` gcc may read instead
-(`warmcli.precompiled`), and which copies of a once-only header share a time
-(`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
+in a toolkit's own folders (`toolkit`, by any name), are the toolchain identity's. Bounded: at most
+`MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in its first
+`MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot be told (but in
+NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its reason
+noted. State: three per-process memos (each file's digest and includes, by (path, mtime_ns, size),
+of files settled; the includes of the last sources; the search orders of the last options): a kernel
+keyed again costs a lookup of each header; `covered`, what each digest made lately covers
+(`kernel_parts.header_files`: a header read first by its path), and for the first header read, each
+`.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a once-only header share a
+time (`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -139,6 +139,15 @@ def _orders(
     """`search_orders(options, cwd, env)`, once per process per (options, working folder,
     environment): a kernel's variants share them (folders' identities)."""
     return search_orders(options, cwd, env)
+
+
+@functools.lru_cache(maxsize=16)
+def _as_toolkit(toolkit: frozenset[str], searched: tuple[str, ...]) -> frozenset[str]:
+    """`toolkit` and each folder of `searched` that is one of them by another name (`_identity`:
+    gcc keeps a folder named twice once, `CPLUS_INCLUDE_PATH` at nvcc's `include` in its system
+    place, not as nvcc's `-I`), once per process per pair."""
+    ids = {*map(_identity, toolkit)}
+    return toolkit | {f for f in searched if _identity(f) in ids}
 
 
 def toolkit_home(homes: Iterable[str | None], search: str) -> str | None:
@@ -281,6 +290,8 @@ def headers_digest(
         orders = _orders(searched, cwd, env)
     else:
         orders = _orders.__wrapped__(searched, cwd, env)
+    if toolkit:  # by another name too, kept once in its place (`_as_toolkit`)
+        toolkit = _as_toolkit(toolkit, tuple(dict.fromkeys([*orders[0], *orders[1]])))
     pre = pre_included(given)
     local = {n for n in pre if not os.path.isabs(n) and os.path.isfile(os.path.join(cwd, n))}
     if not (orders[0] or _by_path(source) or local or any(map(os.path.isabs, pre))):

@@ -1,26 +1,27 @@
 """Where a build may be served: the one rule production, `warm check`, `warm clean`
 and `warm explain` share.
 
-A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new
-compiler builds afresh. Serving is looser: a build is served wherever its binary runs. A
-cubin runs on a device of its SM architecture whose driver supports the CUDA major release
-that built it (CUDA's minor version compatibility: a cubin by CUDA 13.5 loads on a driver
-for CUDA 13.0; one the driver still refuses is a `binary` miss, rebuilt), whichever nvcc (or
-none) that machine has, unless the nvcc of either read options or a host compiler from the
-environment (`NVCC_APPEND_FLAGS`...) that the other did not, or ran another host compiler
-from `PATH` (`nvcc_host`); a host object runs (whichever C compiler that machine has, unless
-either is a wrapper script, which may add options, and not the other's same script, or
-either ran the programs of `GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of
-its architecture (one of another OS fails to load, and is a `binary` miss, rebuilt), and one
-tuned for its building CPU (`-march=native`) on that CPU only (`warmcli.backends.native`).
-PTX (arch `compute_XX`) runs on a GPU whose SM is at least XX, by the driver's JIT
-(`virtual_sm` reads XX; whether that driver knows its ISA is read from the PTX itself:
-`warmcli.backends.cuda.ptx.check_ptx`). A build is a kernel's only when its key, recomputed,
-says so, and PTX only when its symbol is that of the kernel's own cubin too (`of_kernel`).
-Among a kernel's builds that run on a device, a cubin for its arch is preferred to PTX, the
-device's own toolchain's build to another's, and a cubin of a CUDA release the driver
-supports to a newer one's. This module holds no state; it never opens a bundle, compiles,
-loads or prints.
+A kernel's key holds the toolchain that built it, so warming (`warm run`) with a new compiler
+builds afresh. Serving is looser: a build is served wherever its binary runs. A cubin runs on a
+device of its SM architecture whose driver supports the CUDA major release that built it (CUDA's
+minor version compatibility: a cubin by CUDA 13.5 loads on a driver for CUDA 13.0; one the
+driver still refuses is a `binary` miss, rebuilt), whichever nvcc (or none) that machine has,
+unless the nvcc of either read options or a host compiler from the environment
+(`NVCC_APPEND_FLAGS`...) that the other did not, or ran another host compiler (`nvcc_host`: its
+toolkit's `gcc`, else `PATH`'s; an nvcc that finds none builds nothing: served, as where no
+compiler is; one that is a script, which may add options, not for NVRTC's either); a host object
+runs (whichever C compiler that machine has, unless either is a wrapper script, which may add
+options, and not the other's same script, or either ran the programs of
+`GCC_EXEC_PREFIX`/`COMPILER_PATH` the other did not) on a CPU of its architecture (one of
+another OS fails to load, and is a `binary` miss, rebuilt), and one tuned for its building CPU
+(`-march=native`) on that CPU only (`warmcli.backends.native`). PTX (arch `compute_XX`) runs on
+a GPU whose SM is at least XX, by the driver's JIT (`virtual_sm` reads XX; whether that driver
+knows its ISA is read from the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`). A build is a
+kernel's only when its key, recomputed, says so, and PTX only when its symbol is that of the
+kernel's own cubin too (`of_kernel`). Among a kernel's builds that run on a device, a cubin for
+its arch is preferred to PTX, the device's own toolchain's build to another's, and a cubin of a
+CUDA release the driver supports to a newer one's. This module holds no state; it never opens a
+bundle, compiles, loads or prints.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's bu
 _SM = Pattern(r"sm_([0-9]{2,3})")
 # Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
 NVCC_ENVIRONMENT = "; NVCC_"
-# Where an nvcc identity names the host compiler nvcc runs from `PATH` (`gcc`'s version line).
+# Where an nvcc identity names the `gcc` nvcc runs (its toolkit's, else `PATH`'s): its version line.
 NVCC_HOST = "; host compiler "
 # Where a cc identity names the folders cc runs its programs from (`HostCompiler.toolchain`).
 HOST_PROGRAMS = tuple(f"; {name}=" for name in COMPILER_PROGRAMS)
@@ -180,11 +181,23 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
                 f"with {ours[2:] or 'nothing'}"
             )
         theirs, ours = nvcc_host(record.toolchain), nvcc_host(target.toolchain or "")
-        if theirs != ours and _both_nvcc(record, target):  # another gcc: another kernel
+        # Another gcc: another kernel. Where this nvcc finds none (and `NVCC_CCBIN` names none,
+        # `nvcc_environment`), it builds nothing: served, as where no compiler is.
+        if theirs != ours and (ours or not target.own) and _both_nvcc(record, target):
             here = "this compiler" if target.own else "the build served here by nvcc"
             return "toolchain", (
                 f"built by nvcc with {theirs or 'no host compiler named (an older warm)'}, "
                 f"{here} with {ours or 'none named'}"
+            )
+        if (  # a gcc that is a script may add options (as `NVCC_APPEND_FLAGS`): not NVRTC's
+            target.toolchain is not None
+            and (WRAPPER_MARK in theirs or WRAPPER_MARK in ours)
+            and not _both_nvcc(record, target)
+        ):
+            return "toolchain", (
+                f"built by {record.toolchain.partition(':')[0]} with "
+                f"{theirs or 'no host compiler'}, served here to "
+                f"{target.toolchain.partition(':')[0]} with {ours or 'none'}"
             )
         built, driver = cuda_release(record.toolchain), driver_release(target.driver)
         ptx = virtual_sm(record.arch) is not None  # JIT: the driver must know its ISA
@@ -219,7 +232,7 @@ def nvcc_environment(identity: str) -> str:
 
 
 def nvcc_host(identity: str) -> str:
-    """The host compiler an nvcc identity says nvcc ran from `PATH` (`host compiler gcc ...`),
+    """The host compiler an nvcc identity says nvcc ran (`gcc ...`),
     "" for none named (another compiler's, an older warm's, or one `NVCC_CCBIN` named)."""
     at = identity.find(NVCC_HOST)
     if at < 0:

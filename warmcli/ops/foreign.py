@@ -5,7 +5,7 @@ host object of another CPU arch; a cubin of an arch, or a CUDA major release, no
 takes; PTX no GPU here can JIT, or of a CUDA release newer than its driver's), or when
 another toolchain built it and the bundle also holds a build of it by this machine's
 toolchain that runs here (superseded; not a build whose nvcc read other options from the
-environment, `NVCC_APPEND_FLAGS`..., or ran another `gcc` from `PATH`: another configuration;
+environment, `NVCC_APPEND_FLAGS`..., or ran another `gcc`: another configuration;
 one whose older warm named no `gcc` is superseded), or when another warm's build
 recipe built it (served by no device, so judged with none here). A tune is foreign when
 measured on a device whose fingerprint is none of this machine's. What cannot be judged

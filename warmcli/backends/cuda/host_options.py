@@ -11,9 +11,13 @@ edit there was served the old build. `hidden_include` finds those, for nvcc to r
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line
 is (`toolchain.remembered`) and once per process: a header found there is its identity's
-(`warmcli.compiler_includes`); `host_compiler` names the `gcc` nvcc runs from `PATH` by its
-version line (`toolchain.probe`: remembered by its stamp, a script's by its digest), once per
-process per `PATH`. Nothing else is kept or read.
+(`warmcli.compiler_includes`); `host_compiler` names the `gcc` nvcc runs by its version line
+(`toolchain.probe`: remembered by its stamp, a script's by its digest), once per process per
+`PATH`: the first on nvcc's own folders (`toolkit_path`: its `nvcc.profile`'s `PATH +=`, its
+`nvvm/bin` and the folder it was started from, where NVIDIA's advice links a `gcc`), then on
+`PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `LAUNCHERS`). One
+`nvcc --dryrun` per process tells both, remembered as they are.
+Nothing else is kept or read.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import shlex
 import shutil
 from collections.abc import Sequence
 
+from warmcli import config
 from warmcli.backends import processes
 from warmcli.backends.serving import NVCC_HOST
 from warmcli.backends.toolchain import ToolchainError, probe, remembered
@@ -69,15 +74,22 @@ def toolkit_includes(nvcc: str) -> tuple[str, str] | None:
     return include, cccl
 
 
-def _dryrun_includes(name: str, nvcc: str) -> str:
-    """`INCLUDES`' `-I` folder and `SYSTEM_INCLUDES`' `-isystem` one, as `nvcc --dryrun`
-    prints them, joined by a line break; ToolchainError where it prints no such pair."""
+@functools.cache
+def _dryrun(name: str, nvcc: str) -> tuple[str, bool]:
+    """What `nvcc --dryrun` prints (and whether it timed out), once per process per nvcc."""
     try:
         out = processes.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], timeout=60)
     except OSError as exc:
         raise ToolchainError(f"{name}: {exc}") from exc
+    return out.out + "\n" + out.err, out.timed_out
+
+
+def _dryrun_includes(name: str, nvcc: str) -> str:
+    """`INCLUDES`' `-I` folder and `SYSTEM_INCLUDES`' `-isystem` one, as `nvcc --dryrun`
+    prints them, joined by a line break; ToolchainError where it prints no such pair."""
+    printed, timed_out = _dryrun(name, nvcc)
     found: dict[str, list[str]] = {}
-    for line in (out.out + "\n" + out.err).splitlines():
+    for line in printed.splitlines():
         variable, equals, value = line.removeprefix("#$ ").partition("=")
         if equals and variable in ("INCLUDES", "SYSTEM_INCLUDES") and variable not in found:
             try:
@@ -86,18 +98,62 @@ def _dryrun_includes(name: str, nvcc: str) -> str:
                 break
     include = [w[2:] for w in found.get("INCLUDES", []) if w.startswith("-I") and w[2:]]
     cccl = found.get("SYSTEM_INCLUDES", [])[1:2]
-    if out.timed_out or len(include) != 1 or len(cccl) != 1 or "\n" in include[0] + cccl[0]:
+    if timed_out or len(include) != 1 or len(cccl) != 1 or "\n" in include[0] + cccl[0]:
         raise ToolchainError(f"{name}: no include folders in its --dryrun")
     return f"{include[0]}\n{cccl[0]}"
 
 
+_DRYRUN_PATH = "nvcc --dryrun PATH"  # what `toolchains.json` remembers them under
+
+
+@functools.cache
+def toolkit_path(nvcc: str) -> str:
+    """The folders nvcc puts before `PATH` where it runs its host compiler, joined by
+    `os.pathsep`, as its `--dryrun` prints them; "" where it does not say (`PATH` alone)."""
+    try:
+        return remembered(_DRYRUN_PATH, nvcc, os.stat(nvcc), _dryrun_path).version
+    except (OSError, ToolchainError):
+        return ""
+
+
+def _dryrun_path(name: str, nvcc: str) -> str:
+    """The `PATH` `nvcc --dryrun` prints, less this process's `PATH` after it (the folders it
+    adds: they do not depend on it); ToolchainError where it prints none so made."""
+    printed, timed_out = _dryrun(name, nvcc)
+    ours = config.path()  # as the dryrun inherits it
+    for line in printed.splitlines():
+        variable, equals, value = line.removeprefix("#$ ").partition("=")
+        if equals and variable == "PATH" and not timed_out and value.endswith(ours):
+            added = value[: len(value) - len(ours)].split(os.pathsep)
+            return os.pathsep.join(f for f in added if f and "\n" not in f)
+    raise ToolchainError(f"{name}: no PATH in its --dryrun")
+
+
 @functools.lru_cache(maxsize=8)
-def host_compiler(search: str) -> str:
-    """What an nvcc identity says of the host compiler nvcc runs to preprocess device code
-    where no `-ccbin`/`NVCC_CCBIN` names one: the first `gcc` on `search` (`PATH`), its
-    version line (a wrapper script's digest after it), after `NVCC_HOST`; "" where none is."""
-    found = shutil.which("gcc", path=search)
+def host_compiler(search: str, nvcc: str = "") -> str:
+    """What an nvcc identity says of the host compiler `nvcc` runs to preprocess device code
+    where no `-ccbin`/`NVCC_CCBIN` names one: the first `gcc` on its own folders
+    (`toolkit_path`), then on `search` (`PATH`), its version line (a wrapper script's digest
+    after it), after `NVCC_HOST`; "" where none is. A compiler launcher (`/usr/lib/ccache/gcc`,
+    a link to `ccache`) runs the next `gcc` on the search: that one is named (ccache's own
+    stamp would remember the line of a gcc since upgraded behind it)."""
+    own = toolkit_path(nvcc) if nvcc else ""
+    found = _compiler("gcc", f"{own}{os.pathsep}{search}" if own else search)
     try:
         return f"{NVCC_HOST}{probe('gcc', found).version}" if found else ""
     except ToolchainError:
         return ""
+
+
+# Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
+LAUNCHERS = frozenset({"ccache", "sccache", "buildcache", "distcc", "icecc"})
+
+
+def _compiler(name: str, search: str) -> str | None:
+    """The first `name` on `search` that is no launcher (`LAUNCHERS`, by the file it
+    resolves to), as a launcher found first finds it; None where there is none."""
+    for folder in dict.fromkeys(search.split(os.pathsep)):
+        found = shutil.which(name, path=folder or os.curdir)
+        if found and os.path.basename(os.path.realpath(found)) not in LAUNCHERS:
+            return found
+    return None

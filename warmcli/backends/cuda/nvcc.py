@@ -319,13 +319,13 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """nvcc and its version, the `gcc` it runs from `PATH` (`host_compiler`), and what it
+        """nvcc and its version, the `gcc` it runs (`host_compiler`), and what it
         reads from the environment (options, its host compiler, a script's digest after it) where
         set (`config.nvcc_flags`; a long one by its digest): they change what it builds, so they
         key."""
         found = probe("nvcc", self.path)
         flags = config.nvcc_flags()
-        host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path())
+        host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path(), self.path)
         if flags or host:
             added = host + "".join(
                 f"; {name}={environment_named(v)}"
