@@ -101,12 +101,36 @@ class Toolchain(Record):
 
 @functools.cache
 def probe(name: str, path: str) -> Toolchain:
-    """Find `path` (a name on PATH, or a file) and read its version line."""
+    """Find `path` (a name on PATH, or a file) and read its version line: where it is a compiler
+    launcher (`/usr/lib/ccache/cc`, a link to `ccache`), that of the compiler of its name the
+    launcher runs, the next on PATH that is none (`past_launchers`): the launcher's own stamp
+    would remember the line of a compiler since upgraded behind it, and a machine without it
+    would key the same compiler apart."""
     found = _find(path)
     if found is None:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
     where, st = found
+    if os.path.basename(os.path.realpath(where)) in LAUNCHERS:  # (once a process per path)
+        runs = past_launchers(os.path.basename(where), config.path())
+        if runs is not None and (real := _find(runs)) is not None:
+            where, st = real
     return remembered(name, where, st, _version_line)
+
+
+# Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
+LAUNCHERS = frozenset({"ccache", "sccache", "buildcache", "distcc", "icecc"})
+
+
+def past_launchers(name: str, search: str) -> str | None:
+    """The first `name` on `search` that is no launcher (`LAUNCHERS`, by the file it
+    resolves to), as a launcher found first finds it; None where there is none."""
+    import shutil
+
+    for folder in dict.fromkeys(search.split(os.pathsep)):
+        found = shutil.which(name, path=folder or os.curdir)
+        if found and os.path.basename(os.path.realpath(found)) not in LAUNCHERS:
+            return found
+    return None
 
 
 def remembered(

@@ -15,7 +15,7 @@ is (`toolchain.remembered`) and once per process: a header found there is its id
 (`toolchain.probe`: remembered by its stamp, a script's by its digest), once per process per
 `PATH`: the first on nvcc's own folders (`toolkit_path`: its `nvcc.profile`'s `PATH +=`, its
 `nvvm/bin` and the folder it was started from, where NVIDIA's advice links a `gcc`), then on
-`PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `LAUNCHERS`). One
+`PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `toolchain.LAUNCHERS`). One
 `nvcc --dryrun` per process tells both, remembered as they are.
 Nothing else is kept or read.
 """
@@ -25,13 +25,12 @@ from __future__ import annotations
 import functools
 import os
 import shlex
-import shutil
 from collections.abc import Sequence
 
 from warmcli import config
 from warmcli.backends import processes
 from warmcli.backends.serving import NVCC_HOST
-from warmcli.backends.toolchain import ToolchainError, probe, remembered
+from warmcli.backends.toolchain import ToolchainError, past_launchers, probe, remembered
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 
 _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
@@ -138,22 +137,8 @@ def host_compiler(search: str, nvcc: str = "") -> str:
     a link to `ccache`) runs the next `gcc` on the search: that one is named (ccache's own
     stamp would remember the line of a gcc since upgraded behind it)."""
     own = toolkit_path(nvcc) if nvcc else ""
-    found = _compiler("gcc", f"{own}{os.pathsep}{search}" if own else search)
+    found = past_launchers("gcc", f"{own}{os.pathsep}{search}" if own else search)
     try:
         return f"{NVCC_HOST}{probe('gcc', found).version}" if found else ""
     except ToolchainError:
         return ""
-
-
-# Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
-LAUNCHERS = frozenset({"ccache", "sccache", "buildcache", "distcc", "icecc"})
-
-
-def _compiler(name: str, search: str) -> str | None:
-    """The first `name` on `search` that is no launcher (`LAUNCHERS`, by the file it
-    resolves to), as a launcher found first finds it; None where there is none."""
-    for folder in dict.fromkeys(search.split(os.pathsep)):
-        found = shutil.which(name, path=folder or os.curdir)
-        if found and os.path.basename(os.path.realpath(found)) not in LAUNCHERS:
-            return found
-    return None
