@@ -4,16 +4,24 @@ bundle for its whole life while other processes write it, crash writing it, or r
 Each test is a real production process (`python -c`, a real bundle made by a real
 write-back, the real cc) whose output, report and bundle are checked afterwards; what
 happens to the bundle meanwhile is done by a real process at a fixed point of the worker's
-life (a line of its code), so no test depends on timing.
+life (a line of its code), so no test depends on timing. The production processes are
+forks of one that imported numpy and warmcli (`tests/forked_python.py`): what they print,
+report and leave in the bundle is the point, not how they start; the made bundle is made
+once for the module and copied for each test that serves it.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm, scaled
+from forked_python import ForkedPython
 
 # A service: `argv[1]` the bundle, `argv[2]` `make` (write every miss back: makes the
 # bundle), else `serve`: request 0 is served, then the command in `argv[3:]` runs (another
@@ -52,26 +60,49 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def _service(warm: Warm, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", SERVICE, *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, **env),
-        timeout=300,
-        cwd=ROOT,
-    )
+@pytest.fixture(scope="module")
+def python() -> Iterator[ForkedPython]:
+    """The module's production processes, each a fork of one that imported numpy and
+    warmcli; its environment is conftest's `warm`'s apart from its home (the scripts' own)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)
+    yield server
+    server.close()
 
 
-def _made(warm: Warm, bundle: Path) -> str:
-    """Make `bundle` by a write-back of every request; returns what a cold process computes."""
-    proc = _service(warm, bundle, "make")
+def _script(
+    python: ForkedPython, warm: Warm, code: str, *args: str | Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`python -c code args` in `warm`'s environment (and `env`), in the repository's root."""
+    return python.run(code, *map(str, args), env=dict(warm.env, **env), cwd=ROOT, timeout=300)
+
+
+def _service(
+    python: ForkedPython, warm: Warm, *args: str | Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return _script(python, warm, SERVICE, *args, **env)
+
+
+@pytest.fixture(scope="module")
+def made_app(python: ForkedPython, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A bundle made by a write-back of every request, once; and what a cold process computes."""
+    base = tmp_path_factory.mktemp("app")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    bundle = base / "app.warm"
+    proc = _service(python, warm, bundle, "make")
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return bundle, proc.stdout
+
+
+def _made(made_app: tuple[Path, str], bundle: Path) -> str:
+    """`bundle`, a copy of the module's made one; returns what a cold process computes."""
+    shutil.copyfile(made_app[0], bundle)
+    return made_app[1]
 
 
 def test_a_worker_serving_when_a_writer_crashed_mid_write_still_serves_the_bundle(
-    warm: Warm, tmp_path: Path
+    python: ForkedPython, warm: Warm, tmp_path: Path, made_app: tuple[Path, str]
 ) -> None:
     # A worker that had the bundle open when another process died inside its write-back
     # (SIGKILL, leaving a hot journal) read nothing more for the rest of its life: every
@@ -79,9 +110,9 @@ def test_a_worker_serving_when_a_writer_crashed_mid_write_still_serves_the_bundl
     # bundle (attempt to write a readonly database)", compiled and tuned cold, and
     # WARM_REPORT told to re-warm a bundle that held them all (a new process served it all).
     bundle = tmp_path / "app.warm"
-    cold = _made(warm, bundle)
+    cold = _made(made_app, bundle)
     crash = [sys.executable, "-c", CRASHED_WRITER, str(bundle)]
-    proc = _service(warm, bundle, "serve", *crash, WARM_REPORT="1", WARM_EXPLAIN="1")
+    proc = _service(python, warm, bundle, "serve", *crash, WARM_REPORT="1", WARM_EXPLAIN="1")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == cold
     assert "corrupt" not in proc.stderr and "Traceback" not in proc.stderr
@@ -124,22 +155,15 @@ print(dict(misses))
 
 
 def test_a_miss_six_request_threads_meet_at_once_is_explained_and_counted_once(
-    warm: Warm, tmp_path: Path
+    python: ForkedPython, warm: Warm, tmp_path: Path, made_app: tuple[Path, str]
 ) -> None:
     # A tune that six request threads of a worker asked for at once was explained six times
     # (six `warm: miss:` lines under WARM_EXPLAIN, six `warm: strict:` under warn) and
     # counted six times in the miss statistics, though "each key is explained once".
     bundle = tmp_path / "app.warm"
-    _made(warm, bundle)
+    _made(made_app, bundle)
     for strict, line in (("0", "warm: miss: tune"), ("warn", "warm: strict: tune")):
-        proc = subprocess.run(
-            [sys.executable, "-c", SIX_AT_ONCE, str(bundle)],
-            capture_output=True,
-            text=True,
-            env=dict(warm.env, WARM_EXPLAIN="1", WARM_STRICT=strict),
-            timeout=300,
-            cwd=ROOT,
-        )
+        proc = _script(python, warm, SIX_AT_ONCE, bundle, WARM_EXPLAIN="1", WARM_STRICT=strict)
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr.count(line) == 1, proc.stderr
         assert proc.stdout.strip() == "{'shape': 1}"
@@ -174,20 +198,13 @@ warmcli.use_bundle(sys.argv[1], write=True)
 
 
 def test_a_sigterm_during_a_reloads_write_back_reports_each_miss_once(
-    warm: Warm, tmp_path: Path
+    python: ForkedPython, warm: Warm, tmp_path: Path
 ) -> None:
     # The report at exit named every kernel and tune twice ("lacked 12 kernel(s) and 6
     # tune(s)" of 6 and 3): the interrupted reload had counted them as its closed runtimes'
     # and left the runtimes in use, whose misses the exit's report counted again.
     bundle = tmp_path / "app.warm"
-    proc = subprocess.run(
-        [sys.executable, "-c", RELOAD_INTERRUPTED, str(bundle)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, WARM_REPORT="1"),
-        timeout=300,
-        cwd=ROOT,
-    )
+    proc = _script(python, warm, RELOAD_INTERRUPTED, bundle, WARM_REPORT="1")
     assert proc.returncode == 0, proc.stderr
     assert "lacked 6 kernel(s) and 3 tune(s)" in proc.stderr, proc.stderr
     assert "(written back into it)" in proc.stderr
@@ -221,7 +238,7 @@ gc.collect()
 
 
 def test_a_request_a_hot_reload_cut_still_counts_once_its_runtime_is_gone(
-    warm: Warm, tmp_path: Path
+    python: ForkedPython, warm: Warm, tmp_path: Path
 ) -> None:
     # What a runtime did cold after a hot reload closed it was counted by the report at
     # exit only while that runtime was still referenced: a request handler that dropped it
@@ -229,23 +246,9 @@ def test_a_request_a_hot_reload_cut_still_counts_once_its_runtime_is_gone(
     # compiled and tuned cold.
     short = tmp_path / "short.warm"
     code = SERVICE.replace("range(1, 6)", "range(1, 5)")  # requests 0..4 only
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(short), "make"],
-        capture_output=True,
-        text=True,
-        env=warm.env,
-        timeout=300,
-        cwd=ROOT,
-    )
+    proc = _script(python, warm, code, short, "make")
     assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run(
-        [sys.executable, "-c", LATE_REQUEST, str(short)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, WARM_REPORT="1"),
-        timeout=300,
-        cwd=ROOT,
-    )
+    proc = _script(python, warm, LATE_REQUEST, short, WARM_REPORT="1")
     assert proc.returncode == 0, proc.stderr
     assert "served everything" not in proc.stderr, proc.stderr
     # its kernel, and the tune's 3 candidates: a closed runtime serves nothing from the bundle

@@ -29,10 +29,10 @@ def _written(path: Path, text: str) -> Path:
 
 
 def test_a_write_back_writes_what_it_built_once_at_the_time_of_what_it_served(
-    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    forked: Callable[[Warm], Any], warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "b.warm"
-    proc = warm("run", "-q", "--bundle", path, generated.write(tmp_path / "two.py", 2))
+    proc = forked(warm)("run", "-q", "--bundle", path, generated.write(tmp_path / "two.py", 2))
     assert proc.returncode == 0, proc.stderr
     monkeypatch.setenv("WARM_HOME", warm.env["WARM_HOME"])
     with Bundle.open(path, write=True) as bundle:
@@ -113,10 +113,10 @@ def test_a_deeply_nested_key_is_a_tune_spec_error_naming_the_tunable() -> None:
 LATE_OPEN = """
 import sys, time
 import warmcli.bundle.file as bundle_file
-bundle_file.LOCK_WAIT_SECONDS = 1.0
+bundle_file.LOCK_WAIT_SECONDS = 0.3
 try:
     import warmcli.bundle.reopening as reopening
-    reopening.REOPEN_SECONDS = 0.5
+    reopening.REOPEN_SECONDS = 0.1
 except ImportError:  # (before leftovers42a: no retry at all)
     pass
 from warmcli import Kernel
@@ -129,7 +129,7 @@ def launch(d):
     return rt.read(o).tolist()
 print(launch(3), len(warmcli.report().kernels), flush=True)
 input()  # the lock is free now
-time.sleep(0.6)
+time.sleep(0.2)  # (past REOPEN_SECONDS: its next read tries the bundle again)
 served = launch(5), launch(6)
 print(served, str(warmcli.report()).split(" ")[:3], len(warmcli.report().kernels), flush=True)
 """
@@ -152,10 +152,10 @@ c.execute("ROLLBACK")
 
 
 def test_a_process_started_during_a_long_commit_serves_once_the_lock_is_free(
-    warm: Warm, tmp_path: Path
+    forked: Callable[[Warm], Any], warm: Warm, tmp_path: Path
 ) -> None:
     path = tmp_path / "b.warm"
-    proc = warm("run", "-q", "--bundle", path, _written(tmp_path / "fills.py", FILLS))
+    proc = forked(warm)("run", "-q", "--bundle", path, _written(tmp_path / "fills.py", FILLS))
     assert proc.returncode == 0, proc.stderr
     env = dict(warm.env, WARM_BUNDLE=str(path), PYTHONPATH=str(ROOT))
     run = [sys.executable, "-c"]
@@ -183,9 +183,9 @@ def test_a_process_started_during_a_long_commit_serves_once_the_lock_is_free(
 # ended (a bound method, as `functools.partial(rt.launch, k)` holds), and launches once the
 # next pass began: pass 2's thread, in the verify pass, on pass 2's retired runtime.
 LATE_BOUND = """
-import threading, time
+import threading
 from warmcli import Kernel
-CALLS, NEXT = [0], {}
+CALLS, NEXT, LATE = [0], {}, {}
 def workload(rt):
     CALLS[0] += 1
     p = CALLS[0]
@@ -197,8 +197,10 @@ def workload(rt):
         NEXT[p].wait()
         go(k, rt.buffer(1, "int32"))
         print("LAUNCHED LATE", p, flush=True)
-    threading.Thread(target=bg, name="late", daemon=True).start()
-    time.sleep(0.5)  # (what it does lands in this pass)
+    LATE[p] = threading.Thread(target=bg, name="late", daemon=True)
+    LATE[p].start()
+    if p - 1 in LATE:  # what the last pass's thread does lands in this pass: waited for
+        LATE[p - 1].join(timeout=60)  # (stopped or done, it ends)
 """
 
 

@@ -6,7 +6,10 @@ pool task ended by a GPU-less pre-build's want of a GPU, its future unread; a pr
 whose SIGTERM handler's `sys.exit(3)` cut its write-back short ends with 3 once every exit
 function has run, where it ended with its main code's 0; a run whose workload forked children
 that launched says so in a note of each pass (nothing of theirs is stored); ARCHITECTURE.md
-lists every module. The real CLI in subprocesses, real SQLite files, the real C compiler."""
+lists every module. The real CLI, real SQLite files, the real C compiler; each `warm`
+command a fork of a process that imported the CLI once (`tests/forked_cli.py`: none here is
+of how warm starts; the SIGTERM'd production process is started), so a workload's
+parameters are written into its source, not its environment (one server an environment)."""
 
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import Warm
 from held_lock import WORKLOAD, stopped_in_write_back
 
 from warmcli.errors import CompileFailure, KernelCompileError, StrictMissError
@@ -27,17 +32,23 @@ from warmcli.records import MissExplanation
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _warm(tmp: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def warm(forked: Any, tmp_path: Path) -> Any:
+    """`python -m warmcli` in `tmp_path` (its home there), each command forked."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    environ = dict(base, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"), **env)
-    return subprocess.run(
-        [sys.executable, "-m", "warmcli", *args],
-        env=environ,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=90,
-    )
+    environ = dict(base, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"))
+    return forked(Warm(environ))
+
+
+def _warm(warm: Any, tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return warm(*args, cwd=tmp, timeout=90)  # type: ignore[no-any-return]
+
+
+def _written(path: Path, source: str, **params: str) -> None:
+    """`source` with each `params` name (`METHOD`) replaced by its value, quoted."""
+    for name, value in params.items():
+        source = source.replace(name, repr(value))
+    path.write_text(source)
 
 
 POOLED = """
@@ -60,8 +71,8 @@ def work(i):
 
 
 def workload(rt):
-    ctx = mp.get_context(os.environ["METHOD"])
-    if os.environ["KIND"] == "executor":
+    ctx = mp.get_context(METHOD)
+    if KIND == "executor":
         with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
             list(pool.map(work, range(2)))
     else:
@@ -87,10 +98,10 @@ def test_warm_errors_survive_pickling() -> None:
     ("method", "kind"), [("fork", "pool"), ("spawn", "executor"), ("fork", "executor")]
 )
 def test_a_compile_error_in_a_process_pools_task_fails_the_prebuild(
-    tmp_path: Path, method: str, kind: str
+    warm: Any, tmp_path: Path, method: str, kind: str
 ) -> None:
-    (tmp_path / "pooled.py").write_text(POOLED)
-    done = _warm(tmp_path, "run", "pooled.py", "-b", "p.warm", "-q", METHOD=method, KIND=kind)
+    _written(tmp_path / "pooled.py", POOLED, METHOD=method, KIND=kind)
+    done = _warm(warm, tmp_path, "run", "pooled.py", "-b", "p.warm", "-q")
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.startswith("warm: error: workload raised during "), done.stderr
     assert "KernelCompileError: kernel f1 failed to compile" in done.stderr, done.stderr
@@ -123,10 +134,12 @@ def _rows(bundle: Path) -> list[tuple[object, ...]]:
         return sorted(conn.execute("SELECT key, sha256 FROM kernels").fetchall())
 
 
-def test_sigterm_in_a_write_back_ends_with_its_code_after_the_exit_handlers(tmp_path: Path) -> None:
+def test_sigterm_in_a_write_back_ends_with_its_code_after_the_exit_handlers(
+    warm: Any, tmp_path: Path
+) -> None:
     (tmp_path / "work.py").write_text(WORKLOAD)
     bundle = tmp_path / "b.warm"
-    made = _warm(tmp_path, "run", "work.py", "-b", str(bundle), "-q")
+    made = _warm(warm, tmp_path, "run", "work.py", "-b", str(bundle), "-q")
     assert made.returncode == 0, made.stderr
     before = _rows(bundle)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
@@ -147,7 +160,7 @@ def test_sigterm_in_a_write_back_ends_with_its_code_after_the_exit_handlers(tmp_
     assert produce.returncode == 3, produce.returncode  # was 0: the main code's status
     assert ran.read_text() == "ran" and "served" in log.read_text()  # they still ran
     assert _rows(bundle) == before  # nothing written, nothing lost
-    verified = _warm(tmp_path, "verify", str(bundle))
+    verified = _warm(warm, tmp_path, "verify", str(bundle))
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -167,7 +180,7 @@ def test_the_module_map_lists_every_module_and_no_other() -> None:
     assert len(listed) == len(set(listed))
 
 
-CHILDREN = """
+CHILDREN_SOURCE = """
 import multiprocessing as mp
 import os
 
@@ -187,7 +200,7 @@ def work(i):
 def workload(rt):
     o = rt.buffer(4, "float64")
     rt.launch(Kernel("void own(double *o, int n) { o[0] = 2; }", "own", "Pi"), o, 4)
-    if os.environ.get("CHILDREN"):
+    if CHILDREN:
         with mp.get_context("fork").Pool(2) as pool:
             pool.map(work, range(2))
 """
@@ -195,10 +208,10 @@ def workload(rt):
 
 @pytest.mark.parametrize("children", ["", "1"])
 def test_a_run_says_what_children_it_forked_launched_is_not_stored(
-    tmp_path: Path, children: str
+    warm: Any, tmp_path: Path, children: str
 ) -> None:
-    (tmp_path / "kids.py").write_text(CHILDREN)
-    done = _warm(tmp_path, "run", "kids.py", "-b", "k.warm", "-q", CHILDREN=children)
+    _written(tmp_path / "kids.py", CHILDREN_SOURCE, CHILDREN=children)
+    done = _warm(warm, tmp_path, "run", "kids.py", "-b", "k.warm", "-q")
     assert done.returncode == 0, done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
     if not children:
@@ -230,7 +243,7 @@ def work(i):
     try:
         drv.get_driver_version()
     except RuntimeError:
-        if not os.environ.get("CAUGHT"):
+        if not CAUGHT:
             raise
 
 
@@ -244,11 +257,11 @@ def main():
 
 @pytest.mark.parametrize("caught", ["", "1"])
 def test_a_process_pool_task_ended_by_a_gpu_less_prebuilds_want_of_a_gpu_fails_it(
-    tmp_path: Path, caught: str
+    warm: Any, tmp_path: Path, caught: str
 ) -> None:
-    (tmp_path / "pool.py").write_text(PROCESS_POOL)
+    _written(tmp_path / "pool.py", PROCESS_POOL, CAUGHT=caught)
     args = ("run", "pool.py", "--entry", "main", "--pycuda", "--arch", "sm_80", "-q")
-    done = _warm(tmp_path, *args, "-b", "p.warm", CAUGHT=caught)
+    done = _warm(warm, tmp_path, *args, "-b", "p.warm")
     if caught:  # a task that caught it and went on: as a thread that does
         assert done.returncode == 0, done.stderr
         return

@@ -9,17 +9,18 @@ process printed the old value where a cold one printed the new):
   `B/libX.a`, the key covered `A/libX.so` (the first folder holding either);
 - a thin archive (`ar rcsT`, by path or through `-L`): its members, linked from their own
   files, were in no key, so a rebuilt member of the same size was served the old build.
-Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
+Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes (`warm run` and the
+production processes forked: what they compute is the point, not how they start).
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from conftest import Warm
-from host_keys import HEADER_SOURCE, LINK_SOURCE, workload
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from host_keys import HEADER_SOURCE, LINK_SOURCE, served_and_cold, workload
 from host_keys import key as _key
 
 
@@ -54,16 +55,8 @@ def test_a_folder_named_as_i_and_as_system_is_searched_where_gcc_keeps_it(
     made = warm("run", script, "-b", bundle, "-q")
     assert made.returncode == 0, made.stdout + made.stderr
     (tmp_path / "y" / "val.h").write_text("#define VAL 3\n")
-
-    def value(**env: str) -> str:
-        done = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-            env=dict(warm.env, **env), cwd=tmp_path,
-        )  # fmt: skip
-        return done.stdout.strip() + done.stderr.strip()[-300:]
-
-    assert value() == "3.0"
-    served = value(WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    served, cold = served_and_cold(warm, tmp_path, script)  # (each a forked process)
+    assert cold == "3.0", cold
     assert served != "2.0", "the old build served for an edited header"
     assert "strict mode" in served  # a miss, refused: never the old build
 

@@ -2,18 +2,22 @@
 signature vouches for, so `warm verify` under WARM_TRUSTED_KEYS says in one line that
 the signature no longer covers it (non-zero exit) and a production process under
 WARM_TRUSTED_KEYS refuses it, until the bundle is signed again. Real files, the real
-CLI, real processes."""
+CLI, real processes: each `warm` command and production process a fork of one that imported
+the CLI, or numpy and warmcli, once (`tests/forked_cli.py`, `tests/forked_python.py`): what
+they say is the point, not how they start."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 import subprocess
-import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import ROOT, Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_python import ForkedPython
 from test_format3 import _format2, _tune, sign_as_format2
 
 from warmcli.bundle.file import FORMAT_VERSION
@@ -37,25 +41,36 @@ def _signed_format2(base: Path, warm: Warm) -> tuple[Path, Path]:
     return path, key
 
 
-def _verify(warm: Warm, path: Path, pub: Path) -> subprocess.CompletedProcess[str]:
-    return Warm(dict(warm.env, WARM_TRUSTED_KEYS=str(pub)))("verify", path)
+def _verify(warm: Any, path: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+    return warm.with_env(WARM_TRUSTED_KEYS=str(pub))("verify", path)  # type: ignore[no-any-return]
 
 
-def _serve(warm: Warm, path: Path, pub: Path) -> subprocess.CompletedProcess[str]:
+def _serve(
+    python: ForkedPython, warm: Any, path: Path, pub: Path
+) -> subprocess.CompletedProcess[str]:
     env = dict(warm.env, WARM_BUNDLE=str(path), WARM_TRUSTED_KEYS=str(pub))
-    return subprocess.run(
-        [sys.executable, "-c", SERVE], env=env, cwd=ROOT, capture_output=True, text=True
-    )
+    return python.run(SERVE, env=env, cwd=ROOT)
 
 
-def test_a_signed_bundle_migrated_since_is_refused_until_signed_again(tmp_path: Path) -> None:
+@pytest.fixture
+def python() -> Iterator[ForkedPython]:
+    """The production processes' server, in the test's environment but for warm's own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200"))
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)
+    yield server
+    server.close()
+
+
+def test_a_signed_bundle_migrated_since_is_refused_until_signed_again(
+    forked: Callable[[Warm], Any], python: ForkedPython, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = forked(Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200")))
     path, key = _signed_format2(tmp_path, warm)
     pub = Path(f"{key}.pub")
     before = _verify(warm, path, pub)  # read as it is: format 2, as signed
     assert before.returncode == 0, before.stdout + before.stderr
-    assert _serve(warm, path, pub).stdout.split() == ["2"]
+    assert _serve(python, warm, path, pub).stdout.split() == ["2"]
 
     assert warm("clean", path).returncode == 0  # a write open: migrated to format 3
     conn = sqlite3.connect(path)
@@ -68,10 +83,10 @@ def test_a_signed_bundle_migrated_since_is_refused_until_signed_again(tmp_path: 
     said = [ln for ln in (after.stdout + after.stderr).splitlines() if "no longer covers" in ln]
     assert len(said) == 1, after.stdout + after.stderr
     assert f"signed at format 2, it is format {FORMAT_VERSION} now" in said[0]
-    refused = _serve(warm, path, pub)
+    refused = _serve(python, warm, path, pub)
     assert refused.returncode != 0 and "no longer covers" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) <= 2 or "Traceback" in refused.stderr
 
     assert warm("sign", path, "--key", key).returncode == 0  # signed again: served again
     assert _verify(warm, path, pub).returncode == 0
-    assert _serve(warm, path, pub).stdout.split() == ["2"]
+    assert _serve(python, warm, path, pub).stdout.split() == ["2"]
