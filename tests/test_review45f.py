@@ -1,0 +1,124 @@
+"""Hostile review of unkeyed 45's never-stored kernels and review 45d (review 45f).
+
+- A tunable whose candidate is unkeyed (`warmcli.unkeyed`: `#include` of a macro warm cannot
+  tell): its checksum holds the candidate's headers digest, so this process's token, and its
+  tune key differs in every process. Each `warm run` stored another pick nobody could hit
+  (the bundle grew by one tune row a run), `warm verify --workload` failed (exit 1) on it
+  for a valid workload, and production said `re-warm it with warm run`, which serves it
+  no better. Now it is never stored, listed as measured in each process, never served, and
+  the report says warm never serves it; a miss of another tune still fails verify.
+Real CLI, real SQLite bundles, the system C compiler; no fakes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+WHY = "an #include of a macro that is no plain header name (CFG)"
+TUNED = """
+import os
+import warmcli
+from warmcli import Kernel, Tunable
+SRC = {source!r}
+OPTS = ({inc!r},)
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, n, stream=stream)
+TUNE = Tunable("t", {{f"v{{t}}": Kernel(SRC, "f", "Pi", options=OPTS, defines={{"T": t}})
+                     for t in (1, 2)}}, launch)
+PLAIN = Tunable("p", {{f"w{{t}}": Kernel("void g(float *x, int n) {{ x[0] = T; }}", "g", "Pi",
+                      defines={{"T": t}}) for t in (1, 2)}}, launch)
+def workload(rt):
+    rt.tune(TUNE, rt.buffer(4, "float32"), 4)
+    if os.environ.get("OTHER"):
+        rt.tune(PLAIN, rt.buffer(4, "float32"), 4)
+if __name__ == "__main__":
+    workload(warmcli.runtime())
+    print("ok")
+"""
+UNKEYED = "#define STR(x) #x\n#define CFG STR(val.h)\n#include CFG\n"
+UNKEYED += "void f(float *x, int n) { x[0] = VAL * T; }\n"
+
+
+def _tunes(bundle: Path) -> int:
+    with sqlite3.connect(bundle) as conn:
+        return int(conn.execute("SELECT count(*) FROM tunes").fetchone()[0])
+
+
+def test_a_tune_of_unkeyed_candidates_is_never_stored_nor_failed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Two runs stored two picks nobody hits; verify failed; production said re-warm."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "val.h").write_text("#define VAL 1\n")
+    script, bundle = tmp_path / "w.py", tmp_path / "b.warm"
+    script.write_text(TUNED.format(source=UNKEYED, inc=f"-I{tmp_path / 'inc'}"))
+    for _ in range(2):
+        made = warm("run", script, "-b", bundle)
+        said = made.stdout + made.stderr
+        assert made.returncode == 0, said
+        assert f"tune t float32[4] 4: not stored: never served ({WHY})" in said, said
+    assert _tunes(bundle) == 0, "a pick stored under a key no other process has"
+    done = warm("verify", bundle, "--workload", script)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"host: tune t float32[4] 4 is measured in each process, never served ({WHY})" in said
+    assert "miss:" not in said, said
+    failed = Warm(dict(warm.env, OTHER="1"))("verify", bundle, "--workload", script)
+    said = failed.stdout + failed.stderr
+    assert failed.returncode == 1, said  # another tune's miss still fails
+    assert "host: 1 tune(s) measured, not in the bundle" in said, said
+    assert "miss: tune p" in said and "miss: tune t" not in said, said
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1")
+    ran = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
+    assert "warm never serves them: each says why" in ran.stderr, ran.stderr
+    assert f"tune t float32[4] 4 (never served: {WHY}: nothing stored)" in ran.stderr
+    strict = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        env=dict(env, WARM_STRICT="1"),
+    )  # fmt: skip
+    assert strict.returncode == 1, strict.stderr
+    assert "(StrictMissError): warm never serves them: each says why" in strict.stderr
+
+
+CUDA = """
+import warmcli
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = {source!r}
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(kernel, x, n, grid=1, block=1, stream=stream)
+TUNE = Tunable("t", {{f"v{{t}}": Kernel(SRC, "f", "Pi", language="cuda", options=({inc!r},),
+                     defines={{"T": t}}) for t in (1, 2)}}, launch)
+def workload(rt):
+    rt.tune(TUNE, rt.buffer(4, "float32"), 4)
+"""
+
+
+def test_a_compile_only_verify_lists_a_reached_unkeyed_tune(warm: Warm, tmp_path: Path) -> None:
+    """`--arch sm_90` (no GPU): `warm verify -w` failed on the tune the run had stored as
+    pending under its own process's key: `1 tune(s) reached, not recorded in the bundle`."""
+    from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed")
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "val.h").write_text("#define VAL 1\n")
+    source = UNKEYED.replace("void f", 'extern "C" __global__ void f')
+    script, bundle = tmp_path / "c.py", tmp_path / "c.warm"
+    script.write_text(CUDA.format(source=source, inc=f"-I{tmp_path / 'inc'}"))
+    made = warm("run", script, "-b", bundle, "--arch", "sm_90", "-q")
+    assert made.returncode == 0, made.stdout + made.stderr
+    done = warm("verify", bundle, "-w", script, "--arch", "sm_90", "-q")
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert f"sm_90: tune t float32[4] 4 is measured in each process, never served ({WHY})" in said
+    assert _tunes(bundle) == 0, "a pending pick stored under a key no other process has"
