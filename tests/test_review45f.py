@@ -6,7 +6,9 @@
   (the bundle grew by one tune row a run), `warm verify --workload` failed (exit 1) on it
   for a valid workload, and production said `re-warm it with warm run`, which serves it
   no better. Now it is never stored, listed as measured in each process, never served, and
-  the report says warm never serves it; a miss of another tune still fails verify.
+  the report says warm never serves it; a miss of another tune still fails verify. (Its
+  count was said among the kernels': `compiled 0 kernels a bundle can serve (3 never served),
+  measured 0 tunes` for two kernels and the tune.)
 Real CLI, real SQLite bundles, the system C compiler; no fakes.
 """
 
@@ -69,6 +71,7 @@ def test_a_tune_of_unkeyed_candidates_is_never_stored_nor_failed(
     assert done.returncode == 0, said
     assert f"host: tune t float32[4] 4 is measured in each process, never served ({WHY})" in said
     assert "miss:" not in said, said
+    assert "(2 never served), measured 0 tunes a bundle can serve (1 never served)" in said
     failed = Warm(dict(warm.env, OTHER="1"))("verify", bundle, "--workload", script)
     said = failed.stdout + failed.stderr
     assert failed.returncode == 1, said  # another tune's miss still fails
