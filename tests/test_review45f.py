@@ -125,3 +125,57 @@ def test_a_compile_only_verify_lists_a_reached_unkeyed_tune(warm: Warm, tmp_path
     assert done.returncode == 0, said
     assert f"sm_90: tune t float32[4] 4 is measured in each process, never served ({WHY})" in said
     assert _tunes(bundle) == 0, "a pending pick stored under a key no other process has"
+
+
+SHARDED = """
+import warmcli
+from warmcli import Kernel, Tunable
+SRC = {source!r}
+ZERO = Kernel("void z(float *x, int n) {{ x[0] = 0; }}\\n", "z", "Pi")
+def launch(rt, kernel, x, n, *, stream=None):
+    rt.launch(ZERO, x, n, stream=stream)
+    rt.launch(kernel, x, n, stream=stream)
+TUNE = Tunable("t", {{f"v{{t}}": Kernel(SRC, "f", "Pi", options=({inc!r},), defines={{"T": t}})
+                     for t in (1, 2)}}, launch)
+def workload(rt):
+    rt.tune(TUNE, rt.buffer(4, "float32"), 4)
+"""
+OWNER = """
+import runpy, sys
+from warmcli.runtime.shard import Shard, shard_checksum, tune_token
+T = runpy.run_path(sys.argv[1])["TUNE"]
+token = tune_token("t", "float32[4] 4", shard_checksum(T))
+print([Shard(i, 8).owns(token) for i in range(8)])
+"""
+
+
+def test_shards_agree_on_the_shard_of_an_unkeyed_tune(warm: Warm, tmp_path: Path) -> None:
+    """Each shard's process told the tune's shard by its checksum, its own (the candidate's
+    token): about one run in four of two shards, no shard measured it, so none built `z`,
+    the normal kernel its launch function launches: the merged bundle lacked it, its verify
+    failed (exit 1) and production built it every time. Now every process tells one shard."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "val.h").write_text("#define VAL 1\n")
+    script = tmp_path / "s.py"
+    script.write_text(SHARDED.format(source=UNKEYED, inc=f"-I{tmp_path / 'inc'}"))
+    owners = [
+        subprocess.run(
+            [sys.executable, "-c", OWNER, str(script)],
+            capture_output=True,
+            text=True,
+            env=warm.env,
+            timeout=60,
+            check=True,
+        ).stdout
+        for _ in range(2)
+    ]
+    assert owners[0] == owners[1] and owners[0].count("True") == 1, owners
+    parts = [tmp_path / f"s{i}.warm" for i in range(2)]
+    for i, part in enumerate(parts):
+        assert warm("run", script, "-b", part, "--shard", f"{i}/2", "-q").returncode == 0
+    merged = tmp_path / "m.warm"
+    assert warm("merge", "-o", merged, *parts).returncode == 0
+    done = warm("verify", merged, "-w", script, "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(merged) as conn:
+        assert conn.execute("SELECT count(*) FROM kernels").fetchone()[0] == 1  # `z`

@@ -241,9 +241,9 @@ class Runtime:
         collector = active_collector()
         shape_key = tunable.shape_key(inputs)
         if self.shard is not None:
-            from warmcli.runtime.shard import tune_token  # only a sharded warming pass
+            from warmcli.runtime.shard import shard_checksum, tune_token  # (sharded warming)
 
-            if not self.shard.owns(tune_token(tunable.name, shape_key, tunable.checksum)):
+            if not self.shard.owns(tune_token(tunable.name, shape_key, shard_checksum(tunable))):
                 return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
         record = self.tunes.get(key)
