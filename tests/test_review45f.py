@@ -179,3 +179,23 @@ def test_shards_agree_on_the_shard_of_an_unkeyed_tune(warm: Warm, tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(merged) as conn:
         assert conn.execute("SELECT count(*) FROM kernels").fetchone()[0] == 1  # `z`
+
+
+def test_an_include_a_raw_string_hides_from_both_scans_is_keyed(tmp_path: Path) -> None:
+    """`R"x(a"/*)x";` then `#/**/include "b.h"`: gcc (GNU C, C++) reads a raw string and then
+    the include; the plain scan misses `#/**/include` and the spliced one read `"x(a"` as a
+    string and `/*)x"; ... #/**/` as a comment: b.h unkeyed, an edited b.h served the old
+    build. Now the spliced scan reads raw strings too (and as C without them reads them)."""
+    from warmcli.kernel import Kernel, kernel_key
+
+    (tmp_path / "inc").mkdir()
+    header = tmp_path / "inc" / "b.h"
+    options = (f"-I{tmp_path / 'inc'}",)
+    body = "// */\nvoid f(float *x) { x[0] = VAL; }\n"
+    for spelled in ('#/**/include "b.h"\n', '#inc\\\nlude "b.h"\n', '%:/**/include "b.h"\n'):
+        for raw in ('R"x(a"/*)x";', 'u8R"(a"/*)";', 'LR"--(")--" "/*)--";'):
+            kernel = Kernel(f"const char *s = {raw}\n{spelled}{body}", "f", "P", options=options)
+            header.write_text("#define VAL 1\n")
+            first = kernel_key(kernel, "x86_64", "cc:test")
+            header.write_text("#define VAL 2\n")
+            assert kernel_key(kernel, "x86_64", "cc:test") != first, (raw, spelled)
