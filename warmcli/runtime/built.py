@@ -4,8 +4,9 @@ components, log, time, size) and its binary, and, where the group kept PTX, the 
 built for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this
 process's own, `warmcli.unkeyed`), why it is never served (`never_served`, `unkeyed_reason`),
 and why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
-compiles: a serving process never does. Plain records; it owns no state, never compiles nor
-stores.
+compiles: a serving process never does. Plain records; its one state is a bounded memo of
+those reasons of tunables, by their checksums (which cover their candidates and headers); it
+never compiles nor stores.
 """
 
 from __future__ import annotations
@@ -39,8 +40,17 @@ def tune_unkeyed_reason(tunable: Tunable) -> str:
     """Why `tunable`'s picks are never served: a candidate is unkeyed, and its checksum holds
     that candidate's headers digest (`Tunable.checksum`), so its tune keys are this process's
     own; "" where none is."""
-    heads = (included_headers(kernel) for kernel in tunable.candidates.values())
-    return next((why for head in heads if head and (why := reason_of(head))), "")
+    if (why := _TUNE_REASONS.get(tunable.checksum)) is None:  # (a tune reached or measured)
+        heads = (included_headers(kernel) for kernel in tunable.candidates.values())
+        why = next((why for head in heads if head and (why := reason_of(head))), "")
+        if len(_TUNE_REASONS) >= _MAX_TUNE_REASONS:
+            _TUNE_REASONS.clear()
+        _TUNE_REASONS[tunable.checksum] = why
+    return why
+
+
+_TUNE_REASONS: dict[str, str] = {}  # a tunable's checksum -> `tune_unkeyed_reason`'s
+_MAX_TUNE_REASONS = 4096
 
 
 def kept_of(
