@@ -21,6 +21,7 @@ already owns (PyCUDA's, or anything with `__cuda_array_interface__`) becomes a `
 kernels it owns (`warmcli.runtime.shard`), but those a tune's launch function launches while a
 pre-build checks it (`warmcli.runtime.tune_check`: a GPU's measurement runs them); everything else
 it skips. A tunable with a single candidate is answered with it, never measured nor registered.
+A tune of a tunable with an unkeyed candidate (its key this process's own) is never stored.
 While warming, a measured pick whose kernel is recorded as a build not served here as this process's
 (flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its timing and
 check were of that binary); one of another warm's build recipe is served as it is, and measured
