@@ -32,6 +32,14 @@ _LITERAL_OR_COMMENT = re.compile(
     re.DOTALL,
 )
 _LONE_CR = re.compile(rb"\r(?!\n)")  # a line's end, as GCC reads it
+# A raw string (GNU C's, C++'s: `R"x(...)x"`, its prefix `u8`, `u`, `U` or `L`), kept as
+# written up to its `)x"` (one never closed runs to the end, as GCC reads it: never scanned
+# again from a later `R"`), then the rest as `_LITERAL_OR_COMMENT` reads it.
+_RAW_LITERAL_OR_COMMENT = re.compile(
+    rb'(?<!\w)(?:u8|[uUL])?R"([^ ()\\\t\v\f\n]{0,16})\((?:.*?\)\1"|.*\Z)|'
+    + _LITERAL_OR_COMMENT.pattern,
+    re.DOTALL,
+)
 
 
 def may_hide(data: bytes) -> bool:
@@ -48,8 +56,15 @@ def _keep_literal(match: re.Match[bytes]) -> bytes:
 
 def spliced(data: bytes) -> bytes:
     """`data` with each lone carriage return a newline, its line splices joined and each
-    comment, form feed and vertical tab made one space, its literals kept as written."""
-    return _LITERAL_OR_COMMENT.sub(_keep_literal, _SPLICE.sub(b"", _LONE_CR.sub(b"\n", data)))
+    comment, form feed and vertical tab made one space, its literals kept as written; where
+    it may hold a raw string (`R"`), followed by a line of its own and the same read with raw
+    strings (`_RAW_LITERAL_OR_COMMENT`): as C reads it and as GNU C and C++ do, either of
+    which may see a directive the other reads as inside a comment."""
+    joined = _SPLICE.sub(b"", _LONE_CR.sub(b"\n", data))
+    read = _LITERAL_OR_COMMENT.sub(_keep_literal, joined)
+    if b'R"' not in joined:
+        return read
+    return read + b"\n" + _RAW_LITERAL_OR_COMMENT.sub(_keep_literal, joined)
 
 
 def spliced_text(source: str) -> str | None:

@@ -260,7 +260,8 @@ def _notes_from_now(state: _Production) -> None:
 def _gone(into: list[tuple[int, int]], kernels: Any, tunes: Any, then: list[int]) -> None:
     """A closed runtime collected: what it did cold since closed, for the report (no lock:
     a collection may run where this thread holds one); most did nothing: no entry."""
-    if any(cold := (len(kernels.missed()) - then[0], len(tunes.unpersisted()) - then[1])):
+    tuned = len(tunes.unpersisted()) + len(tunes.never)  # (never stored: cold all the same)
+    if any(cold := (len(kernels.missed()) - then[0], tuned - then[1])):
         into.append(cold)
 
 

@@ -243,6 +243,9 @@ def misses_of(rt: Runtime) -> list[Miss]:
     device = rt.device.id
     kernels = [Miss("kernel", device, label, key) for label, key in rt.kernels.missed()]
     tunes = [Miss.measured(device, t) for t in rt.tunes.unpersisted()]
+    never = [(key, f"{label}{NEVER_SERVED}{why}: nothing stored)") for key, (label, why) in
+             list(rt.tunes.never.items())]  # fmt: skip
+    tunes += [Miss("tune", device, name, key) for key, name in never]
     failed = "(every candidate failed: nothing stored)"
     tunes += [Miss("tune", device, f"{n} {failed}", k) for k, n in list(rt.tunes.failed.items())]
     cut_short = "(measuring interrupted: nothing stored)"  # by a Ctrl-C

@@ -2,8 +2,10 @@
 a `Built`, its `KernelRecord` (the row the bundle will hold: key, symbol, hash, toolchain, key
 components, log, time, size) and its binary, and, where the group kept PTX, the same kernel
 built for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this
-process's own, `warmcli.unkeyed`), why it is never served (`never_served`, `unkeyed_reason`).
-Imported where a miss compiles: a serving process never does. Plain records; it owns no state,
+process's own, `warmcli.unkeyed`), why it is never served (`never_served`, `unkeyed_reason`),
+and why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
+compiles: a serving process never does. Plain records; its one state is a bounded memo of
+those reasons of tunables, by their checksums (which cover their candidates and headers); it
 never compiles nor stores.
 """
 
@@ -12,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
-from warmcli.records import KernelRecord, Record
+from warmcli.records import KernelRecord, MissExplanation, Record
 from warmcli.unkeyed import reason_of
 
 if TYPE_CHECKING:
     from warmcli.backends.base import Device
     from warmcli.backends.compiler import CompiledGroup, CompileUnit
+    from warmcli.runtime.tune import Tunable
 
 
 class Built(Record, frozen=False):
@@ -31,6 +34,23 @@ class Built(Record, frozen=False):
 def unkeyed_reason(kernel: Kernel, identity: str) -> str:
     """Why `kernel`, keyed by the toolchain `identity`, is unkeyed here; "" if it is not."""
     return reason_of(included_headers(kernel, identity))
+
+
+def tune_unkeyed_reason(tunable: Tunable) -> str:
+    """Why `tunable`'s picks are never served: a candidate is unkeyed, and its checksum holds
+    that candidate's headers digest (`Tunable.checksum`), so its tune keys are this process's
+    own; "" where none is."""
+    if (why := _TUNE_REASONS.get(tunable.checksum)) is None:  # (a tune reached or measured)
+        heads = (included_headers(kernel) for kernel in tunable.candidates.values())
+        why = next((why for head in heads if head and (why := reason_of(head))), "")
+        if len(_TUNE_REASONS) >= _MAX_TUNE_REASONS:
+            _TUNE_REASONS.clear()
+        _TUNE_REASONS[tunable.checksum] = why
+    return why
+
+
+_TUNE_REASONS: dict[str, str] = {}  # a tunable's checksum -> `tune_unkeyed_reason`'s
+_MAX_TUNE_REASONS = 4096
 
 
 def kept_of(
@@ -74,3 +94,12 @@ def kept_of(
         )
         kept.append((key, Built(ptx, built.ptx, why)))
     return kept
+
+
+def unkeyed_tune(tunable: Tunable, found: MissExplanation) -> MissExplanation:
+    """`found`, the miss of a tune of `tunable`, saying why it is never served where it is not
+    (`tune_unkeyed_reason`; as `warmcli.runtime.shown.changed_headers` says it of a kernel)."""
+    if not (why := tune_unkeyed_reason(tunable)):
+        return found
+    never = f" (never served: a candidate's key cannot cover what its build reads: {why})"
+    return MissExplanation(**{**found.as_fields(), "detail": found.detail + never})

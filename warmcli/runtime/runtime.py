@@ -21,6 +21,7 @@ already owns (PyCUDA's, or anything with `__cuda_array_interface__`) becomes a `
 kernels it owns (`warmcli.runtime.shard`), but those a tune's launch function launches while a
 pre-build checks it (`warmcli.runtime.tune_check`: a GPU's measurement runs them); everything else
 it skips. A tunable with a single candidate is answered with it, never measured nor registered.
+A tune of a tunable with an unkeyed candidate (its key this process's own) is never stored.
 While warming, a measured pick whose kernel is recorded as a build not served here as this process's
 (flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its timing and
 check were of that binary); one of another warm's build recipe is served as it is, and measured
@@ -241,9 +242,9 @@ class Runtime:
         collector = active_collector()
         shape_key = tunable.shape_key(inputs)
         if self.shard is not None:
-            from warmcli.runtime.shard import tune_token  # only a sharded warming pass
+            from warmcli.runtime.shard import shard_checksum, tune_token  # (sharded warming)
 
-            if not self.shard.owns(tune_token(tunable.name, shape_key, tunable.checksum)):
+            if not self.shard.owns(tune_token(tunable.name, shape_key, shard_checksum(tunable))):
                 return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
         record = self.tunes.get(key)
@@ -264,6 +265,7 @@ class Runtime:
             gathering = record is None or self.device.can_execute  # for a pass that measures
             if gathering and self._register_tune(tunable, key) and record is None:
                 collector.count(device_id, "autotune", "unrecorded")  # a tune, counted once
+                self._unkeyed(tunable, key, shape_key)  # (no record would serve it: said so)
             elif record is not None and not gathering and record.status == "pending":
                 self.tune_registrations.register_settled(collector, key, "pending")  # reached
                 check_pending(record, tunable.candidates, go, stream, "queued")  # what they launch
@@ -285,6 +287,7 @@ class Runtime:
             self._tune_miss(tunable, key, shape_key, record or built_otherwise)
             self._register_tune(tunable, key)
             record = self._measure(tunable, inputs, stream, key, shape_key)
+            self._unkeyed(tunable, key, shape_key)  # before its put: never stored
             self.tunes.put(record)
             if record.pick is None:
                 return None
@@ -343,32 +346,31 @@ class Runtime:
         self.tunes_cut.pop(key, None)
         return record
 
+    def _unkeyed(self, tunable: Tunable, key: str, shape_key: str) -> None:
+        """A tune of `tunable` keyed as this process's own (a candidate unkeyed): `never`."""
+        from warmcli.runtime.built import tune_unkeyed_reason  # (on a miss: as it compiles)
+
+        if why := tune_unkeyed_reason(tunable):
+            self.tunes.never[key] = (f"{tunable.name} {shape_key}", why)
+
     def _tune_miss(
         self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
     ) -> None:
         """A tune the loaded bundle lacks: to the miss policy, as a kernel's miss is."""
 
         def explain() -> MissExplanation:
+            from warmcli.runtime.built import unkeyed_tune  # (a candidate's key our own)
             from warmcli.runtime.explain import corrupt_entry, explain_tune, listed_tunes
 
             corrupt = self.tunes.corrupt(key)
             if corrupt is not None:
                 return corrupt_entry("tune", key, label, corrupt)
-            bundle, name = self.bundle, tunable.name
+            bundle, name, misses = self.bundle, tunable.name, self.misses
             assert bundle is not None
-            misses = self.misses
             listed = lambda: misses.listing("tune", name, lambda: listed_tunes(bundle, name))  # noqa: E731
-            return explain_tune(
-                bundle,
-                tunable.name,
-                tunable.checksum,
-                tunable.candidates,
-                key,
-                shape_key,
-                self.device.fingerprint.identity,
-                record,
-                listed,
-            )
+            spec = (name, tunable.checksum, tunable.candidates, key, shape_key)
+            found = explain_tune(bundle, *spec, self.device.fingerprint.identity, record, listed)
+            return unkeyed_tune(tunable, found)
 
         label = f"{tunable.name} {shape_key}"
         self.misses.miss("tune", key, label, explain)
@@ -384,7 +386,7 @@ class Runtime:
 
     def done_cold(self) -> tuple[int, int]:
         """How many kernels it compiled and tunes it measured that its bundle does not hold."""
-        return len(self.kernels.missed()), len(self.tunes.unpersisted())
+        return len(self.kernels.missed()), len(self.tunes.unpersisted()) + len(self.tunes.never)
 
     def unstored(self) -> int:
         """How many kernels and tunes this runtime built or measured that no write stored."""

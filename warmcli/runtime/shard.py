@@ -15,18 +15,27 @@ The shard comes from `--shard I/N`, else from the launcher's variables:
 Slurm arrays' `SLURM_ARRAY_TASK_ID`/`SLURM_ARRAY_TASK_COUNT` (counted from
 `SLURM_ARRAY_TASK_MIN` by `SLURM_ARRAY_TASK_STEP`), torchrun's `RANK`/`WORLD_SIZE` (read
 by `warmcli.config`).
-This module holds no state and never prints.
+A tunable with an unkeyed candidate (`warmcli.unkeyed`) has a checksum of its process's
+own: its tunes are told their shard by its candidates' names and kernels instead
+(`shard_checksum`), so that some shard measures them and builds what their launch
+function launches beside the candidate. Its state: a bounded memo of those; it never
+prints.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.config import LAUNCHERS
 from warmcli.errors import ShardError
 from warmcli.records import Record
+
+if TYPE_CHECKING:
+    from warmcli.runtime.tune import Tunable
 
 
 class Shard(Record):
@@ -47,6 +56,26 @@ class Shard(Record):
         is this shard's."""
         digest = hashlib.sha256(token.encode()).digest()
         return int.from_bytes(digest[:8], "big") % self.count == self.index
+
+
+_STABLE: dict[str, str] = {}  # a tunable's checksum -> what tells its tunes' shard
+_MAX_STABLE = 4096
+
+
+def shard_checksum(tunable: Tunable) -> str:
+    """The checksum that tells the shard of `tunable`'s tunes: its own, or where it is this
+    process's own (a candidate unkeyed) a digest of its candidates' names and kernels."""
+    stable = _STABLE.get(checksum := tunable.checksum)
+    if stable is None:
+        from warmcli.runtime.built import tune_unkeyed_reason  # (a sharded warming pass)
+
+        named = sorted((n, k.content_hash) for n, k in tunable.candidates.items())
+        unkeyed = json.dumps(["unkeyed", named]).encode()
+        stable = hashlib.sha256(unkeyed).hexdigest() if tune_unkeyed_reason(tunable) else checksum
+        if len(_STABLE) >= _MAX_STABLE:
+            _STABLE.clear()
+        _STABLE[checksum] = stable
+    return stable
 
 
 def tune_token(operation: str, shape_key: str, checksum: str) -> str:

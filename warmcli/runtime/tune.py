@@ -15,13 +15,13 @@ worker (as the installed `MeasureJournal` says: `warm run`'s crash isolation ins
 worker; the default journals nothing) is excluded with its reason; the fastest wins and every
 measurement is kept (on a device that cannot execute, `--arch`, each candidate's launch runs once
 discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one it refuses is
-excluded, the others pending). A
-check that told no candidate apart (`judged_nothing`) is noted. `measure` is handed the device, its
-`CandidateKernels` (the kernel cache) and a `CandidateRun` (the runtime's launch of one candidate),
-never the runtime itself. The `TuneCache` owns the records of one device and reads the bundle on
-demand (a malformed row is no record: it remembers what is wrong, for the runtime to explain the
-miss as `corrupt`), and the tunes whose every candidate failed here (`failed`: no record, for a
-report to name); it never writes the bundle itself.
+excluded, the others pending). A check that told no candidate apart (`judged_nothing`) is noted.
+`measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (the
+runtime's launch of one candidate), never the runtime itself. The `TuneCache` owns the records of
+one device and reads the bundle on demand (a malformed row is no record: it remembers what is
+wrong, for the runtime to explain the miss as `corrupt`), the tunes whose every candidate failed
+here (`failed`: no record, for a report to name) and those reached here that no bundle serves
+(`never`: a candidate unkeyed, `warmcli.unkeyed`: never stored); it never writes the bundle itself.
 """
 
 from __future__ import annotations
@@ -159,6 +159,7 @@ class TuneCache:
         self._new: dict[str, TuneRecord] = {}
         self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
         self.failed: dict[str, str] = {}  # key -> label: every candidate failed here, no record
+        self.never: dict[str, tuple[str, str]] = {}  # key -> label, why: never served nor stored
 
     def get(self, key: str) -> TuneRecord | None:
         """The record under `key`; None when there is none, or the bundle's is malformed
@@ -185,12 +186,12 @@ class TuneCache:
     def put(self, record: TuneRecord) -> None:
         with self._lock:
             self._records[record.key] = record
-            self._new[record.key] = record
+            self._new[record.key] = record  # (but one `never` served: never stored)
             self.failed.pop(record.key, None)
 
     def unpersisted(self) -> list[TuneRecord]:
         with self._lock:
-            return list(self._new.values())
+            return [record for key, record in self._new.items() if key not in self.never]
 
     def mark_persisted(self, keys: list[str]) -> None:
         with self._lock:

@@ -7,7 +7,8 @@ runs a verify pass with fresh runtimes over the freshly opened bundle: under `Ex
 devices that can execute (it must compile 0 kernels and measure 0 tunes, nor fail to), under
 `CompileOnly` on compile-only devices (it must queue 0 kernels); each miss there is explained
 (`PassReport.misses`), but a kernel no bundle ever serves (its key this process's own,
-`warmcli.unkeyed`): never stored (a note says so), it is built in each process, no miss
+`warmcli.unkeyed`), nor a tune of a tunable with such a candidate (its checksum holds its
+headers): never stored (a note says so), built or measured in each process, no miss
 (`never_served`). Under trusted keys the bundle is opened trusting only them
 (`warmcli.bundle.signing`); with a signing key, what the run stored (its own builds, `own_builds`)
 is signed before the verify pass (with what trusted keys had signed, or everything when no keys are
@@ -137,15 +138,23 @@ def verify_pass(
                     for label, _, why in unkeyed
                 ]
                 never.update(key for _, key, _ in unkeyed)
-                missing += _missed(device, stats, executing, len(unkeyed))
+                tuned = list(runtime.tunes.never.items())  # measured here: never served either
+                report.never_served += [
+                    f"{device}: tune {label} is measured in each process, never served ({why})"
+                    for _, (label, why) in tuned
+                ]
+                never.update(key for key, _ in tuned)
+                missing += _missed(device, stats, executing, len(unkeyed), len(tuned))
             report.misses = [m for m in report.misses if m.key not in never]
     report = reports[0] if len(reports) == 1 else merged(reports)
     return report, missing
 
 
-def _missed(device: str, stats: DeviceStatistics, executing: bool, never: int) -> list[str]:
+def _missed(
+    device: str, stats: DeviceStatistics, executing: bool, never: int, tunes: int = 0
+) -> list[str]:
     """What the verify pass on `device` missed: but `never` kernels it built (`executing`) or
-    queued that no bundle serves (`warmcli.unkeyed`)."""
+    queued, and `tunes` it measured or reached, that no bundle serves (`warmcli.unkeyed`)."""
     c, a = stats.compilation, stats.autotune
     out, compiled, queued = [], c.compiled - never, c.queued - never
     if executing and compiled > 0:
@@ -154,10 +163,10 @@ def _missed(device: str, stats: DeviceStatistics, executing: bool, never: int) -
         out.append(f"{device}: {c.failed} kernel(s) failed to compile, not in the bundle")
     if not executing and queued > 0:
         out.append(f"{device}: {queued} kernel(s) queued, not in the bundle")
-    if not executing and a.unrecorded:
-        out.append(f"{device}: {a.unrecorded} tune(s) reached, not recorded in the bundle")
-    if a.measured:
-        out.append(f"{device}: {a.measured} tune(s) measured, not in the bundle")
+    if not executing and a.unrecorded - tunes > 0:
+        out.append(f"{device}: {a.unrecorded - tunes} tune(s) reached, not recorded in the bundle")
+    if a.measured - tunes > 0:
+        out.append(f"{device}: {a.measured - tunes} tune(s) measured, not in the bundle")
     if a.failed:  # reached where its error did not end the workload (a thread): none stored
         out.append(f"{device}: {a.failed} tune(s) failed (every candidate), not in the bundle")
     return out
@@ -295,6 +304,8 @@ def _warm(
                         report.stored_tunes += t
                     for label, _, why in runtime.kernels.never_stored():  # (in its pass's notes)
                         note_reported(f"kernel {label}: not stored: never served ({why})")
+                    for label, why in list(runtime.tunes.never.values()):
+                        note_reported(f"tune {label}: not stored: never served ({why})")
             except BundleError as exc:  # an earlier device's store stands: said so
                 raise kept_before(exc, warming, report) from None
             finally:

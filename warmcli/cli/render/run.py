@@ -229,12 +229,16 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts.append(line(f"shard {report.shard}: this shard's part only; warm merge joins them"))
     never = never_served(report)  # not misses: said as such, whatever the verdict
     parts += [line(f"verify: {printable(n)}", style="yellow") for n in never]
-    none = "0 kernels" + (f" a bundle can serve ({len(never)} never served)" if never else "")
+    tunes = sum(TUNE_NEVER in n for n in never)  # (`warming.passes.verify_pass`'s words)
+    none = "0 kernels" + (
+        f" a bundle can serve ({n} never served)" if (n := len(never) - tunes) else ""
+    )
+    none += ", measured 0 tunes" + (f" a bundle can serve ({tunes} never served)" if tunes else "")
     if report.verified is True and report.children_launched:  # theirs is not in it
         said = "the bundle is complete for what this process launched, not for what the"
-        parts.append(line(f"verify: compiled {none}, measured 0 tunes: {said} {CHILDREN}"))
+        parts.append(line(f"verify: compiled {none}: {said} {CHILDREN}"))
     elif report.verified is True:
-        said = f"verify: compiled {none}, measured 0 tunes: the bundle is complete"
+        said = f"verify: compiled {none}: the bundle is complete"
         parts.append(line(said, style="green"))
     elif report.verified is False:
         parts += [line(f"verify: {m}", style="red") for m in report.missing]
@@ -242,4 +246,5 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
     return Group(*parts)
 
 
+TUNE_NEVER = " is measured in each process, never served ("  # a tune's, not a kernel's
 CHILDREN = "children it forked launched (the note above)"  # (`RunReport.children_launched`)
