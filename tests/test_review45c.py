@@ -69,6 +69,12 @@ def test_a_linker_scripts_quoted_names_are_keyed(tmp_path: Path, by: str) -> Non
         "input": f'INPUT("{other / "libdeep.a"}")\n',
     }[by]
     (lib / "libX.a").write_text(f"/* a linker script */\n{script}")
+    _deep_rebuilt_is_keyed(tmp_path, lib, other)
+
+
+def _deep_rebuilt_is_keyed(tmp_path: Path, lib: Path, other: Path) -> None:
+    """`-L lib -lX` (`lib/libX.a` a linker script reaching `other/libdeep.a`, whose `helper`
+    returns 1): cc links the rebuilt `libdeep.a`'s 2, and the key changes with it."""
     options = (f"-L{lib}", "-Wl,-u,helper", "-lX")
     before = _key(LINK_SOURCE, options)
     assert _linked_value(tmp_path, options) == "1"
@@ -201,12 +207,7 @@ def test_a_linker_script_chain_as_deep_as_ld_follows_is_keyed(tmp_path: Path) ->
         (lib / f"s{at}.ld").write_text(f"INCLUDE {lib / f's{at + 1}.ld'}\n")
     (lib / "s10.ld").write_text(f"INPUT({other / 'libdeep.a'})\n")
     (lib / "libX.a").write_text((lib / "s1.ld").read_text())
-    options = (f"-L{lib}", "-Wl,-u,helper", "-lX")
-    before = _key(LINK_SOURCE, options)
-    assert _linked_value(tmp_path, options) == "1"
-    _archive(other, 2, "deep")
-    assert _linked_value(tmp_path, options) == "2"  # what cc links changed
-    assert _key(LINK_SOURCE, options) != before
+    _deep_rebuilt_is_keyed(tmp_path, lib, other)
 
 
 def test_keying_again_rereads_no_header_for_copies(tmp_path: Path) -> None:
