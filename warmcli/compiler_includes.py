@@ -20,13 +20,11 @@ Around = tuple[tuple[str, ...], tuple[str, ...]]
 NVCC_TOOLKITS: dict[str, tuple[str, str]] = {}
 
 
-def environment_includes(language: str) -> tuple[str, str]:
-    """`kernel._env_includes(language)`, read anew: `CPATH` and `C_INCLUDE_PATH` ("c") or
-    `CPLUS_INCLUDE_PATH` ("cuda"), or NVRTC's system toolkit's folders and its packages'."""
-    from warmcli.config import compiler_include_paths, cuda_homes, path
-
-    if language != "nvrtc":
-        return compiler_include_paths(cxx=language != "c")
+def nvrtc_includes() -> tuple[str, str]:
+    """`kernel._env_includes("nvrtc")`, read anew: NVRTC's system toolkit's folders and its
+    packages', each joined by `os.pathsep` (cc's and nvcc's gcc's are `CPATH`'s and its kin's:
+    `config.compiler_include_paths`)."""
+    from warmcli.config import cuda_homes, path
     from warmcli.headers import nvrtc_folders, toolkit_home
 
     packages, homes = nvrtc_folders(toolkit_home(cuda_homes().values(), path()))

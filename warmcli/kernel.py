@@ -324,12 +324,13 @@ def _digest(payload: object) -> str:
 
 def _env_includes(language: str) -> tuple[str, str]:
     """The include folders `cc` ("c": `CPATH`, `C_INCLUDE_PATH`), nvcc's gcc ("cuda": `CPATH`,
-    `CPLUS_INCLUDE_PATH`) or "nvrtc" (a system toolkit's, `headers.nvrtc_folders`, then the
-    packages', each joined by `os.pathsep`) takes from the environment, once per process."""
-    if (found := _ENV_INCLUDES.get(language)) is None:
-        from warmcli.compiler_includes import environment_includes
+    `CPLUS_INCLUDE_PATH`) or "nvrtc" (`compiler_includes.nvrtc_includes`) takes, once a process."""
+    if (found := _ENV_INCLUDES.get(language)) is None and language == "nvrtc":
+        from warmcli.compiler_includes import nvrtc_includes  # (a host start: nothing imported)
 
-        found = _ENV_INCLUDES[language] = environment_includes(language)
+        found = _ENV_INCLUDES[language] = nvrtc_includes()
+    elif found is None:
+        found = _ENV_INCLUDES[language] = config.compiler_include_paths(cxx=language != "c")
     return found
 
 
