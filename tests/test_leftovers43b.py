@@ -60,13 +60,18 @@ def test_a_buffer_made_at_a_dead_kept_buffers_id_is_still_put_back(warm: Warm) -
     """The tune guard kept buffers by id in a set, each removed by its weakref callback: a
     KeyboardInterrupt raised there was only printed ("Exception ignored in") and left the
     id, so an accumulator the app made at that id was not put back between candidate runs
-    (9 where a cold run's pick makes 1). Kept buffers are now found by identity."""
-    proc = _python(STALE_ID, warm)
-    assert proc.returncode == 0, proc.stderr
-    assert "Exception ignored" not in proc.stderr, proc.stderr
-    got = json.loads(proc.stdout)
-    assert got["reused"], got  # (CPython gave the accumulator a dead workspace's id)
-    assert got["acc"] == 1, got
+    (9 where a cold run's pick makes 1). Kept buffers are now found by identity. Whether
+    CPython gives the accumulator a dead workspace's id follows the process's hash seed
+    (about 1 run in 5 it does not): run again until one does, each run's sum checked."""
+    for _ in range(8):
+        proc = _python(STALE_ID, warm)
+        assert proc.returncode == 0, proc.stderr
+        assert "Exception ignored" not in proc.stderr, proc.stderr
+        got = json.loads(proc.stdout)
+        assert got["acc"] == 1, got
+        if got["reused"]:  # (CPython gave the accumulator a dead workspace's id)
+            break
+    assert got["reused"], got
 
 
 # Two kernels and a tune; `first` launches one (the runtime prefetches the bundle's rows for
