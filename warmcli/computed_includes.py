@@ -193,10 +193,11 @@ class Scanned:
         self.defines = 0  # `#define`s in the files read (at most: the word's count)
 
 
-def file_head(path: str) -> bytes:
-    """The first `MAX_SCANNED` bytes of the file at `path`, b"" where it cannot be read."""
+def file_head(path: str, size: int = MAX_SCANNED) -> bytes:
+    """The first `size` bytes of the file at `path`, b"" where it cannot be read (a header's
+    here, a linker script's in `warmcli.linked`)."""
     try:
         with open(path, "rb") as fh:
-            return fh.read(MAX_SCANNED)
+            return fh.read(size)
     except OSError:
         return b""

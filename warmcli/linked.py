@@ -338,18 +338,11 @@ def _script_inputs(
                 found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
             elif hit and not nest and hit not in followed:  # an included script: what it
                 followed.add(hit)  # links (once: one that includes itself is not read again)
-                _script_inputs(_head(hit, _MAX_SCRIPT), folders, found, depth + 1, followed)
+                from warmcli.computed_includes import file_head  # (a script includes one)
+
+                _script_inputs(file_head(hit, _MAX_SCRIPT), folders, found, depth + 1, followed)
         before = word
     return found
-
-
-def _head(path: str, size: int) -> bytes:
-    """The first `size` bytes of the file at `path`, b"" where it cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(size)
-    except OSError:
-        return b""
 
 
 def linked_digest(
