@@ -41,8 +41,8 @@ def tune_unkeyed_reason(tunable: Tunable) -> str:
     that candidate's headers digest (`Tunable.checksum`), so its tune keys are this process's
     own; "" where none is."""
     if (why := _TUNE_REASONS.get(tunable.checksum)) is None:  # (a tune reached or measured)
-        heads = (included_headers(kernel) for kernel in tunable.candidates.values())
-        why = next((why for head in heads if head and (why := reason_of(head))), "")
+        kernels = tunable.candidates.values()  # (keyed as its checksum keys them: no toolchain)
+        why = next((why for kernel in kernels if (why := unkeyed_reason(kernel, ""))), "")
         if len(_TUNE_REASONS) >= _MAX_TUNE_REASONS:
             _TUNE_REASONS.clear()
         _TUNE_REASONS[tunable.checksum] = why
