@@ -7,12 +7,20 @@ preprocessor, `-Wa,`/`-Xassembler` the assembler. Three readers read them: the l
 the first option reading a file no key covers (`warmcli.backends.host.compiler.unkeyed_option`).
 `TABLE` holds what each returned for many spellings before the three were folded into one
 reader (`warmcli.handed_on`): the fold changes no output. Pure-logic unit tests: no fakes, no
-compiler run.
+compiler run; but one bug the table found, with the real CLI and the system C compiler:
+`unkeyed_option` took an `-X` flag handed on by another (`-Xlinker -Xlinker -specs=f`: cc hands
+the linker `-Xlinker` and reads the specs file `f` itself) for one handing the next option on,
+so a specs file, an include prefix or a folder of compiler programs (`-B dir/`) read so was
+never refused: an edit there was served the old build.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from conftest import Warm
+from host_keys import LINK_SOURCE, workload
 
 from warmcli.backends.host.compiler import unkeyed_option
 from warmcli.computed_includes import _as_preprocessor_reads
@@ -190,6 +198,37 @@ TABLE: list[Row] = [
         ["-Wl,-rpath,/opt", "-Xlinker", "-rpath", "-Xlinker", "/opt"],
         None,
     ),
+    # an `-X` flag handed on by another hands nothing on: the option after it is cc's own
+    (
+        ["-Xlinker", "-Xlinker", "-specs=/f"],
+        ["-Xlinker", "-specs=/f"],
+        ["-Xlinker", "-Xlinker", "-specs=/f"],
+        "-specs=/f",
+    ),
+    (
+        ["-Xpreprocessor", "-Xlinker", "-specs=/f"],
+        ["-Xpreprocessor", "-specs=/f"],
+        ["-Xlinker", "-specs=/f"],
+        "-specs=/f",
+    ),
+    (
+        ["-Xlinker", "-Xlinker", "-B/opt/bin/"],
+        ["-Xlinker", "-B/opt/bin/"],
+        ["-Xlinker", "-Xlinker", "-B/opt/bin/"],
+        "-B/opt/bin/",
+    ),
+    (
+        ["-Xassembler", "-Xassembler", "-iprefix", "/x"],
+        ["-Xassembler", "-Xassembler", "-iprefix", "/x"],
+        ["-Xassembler", "-Xassembler", "-iprefix", "/x"],
+        "-iprefix",
+    ),
+    (
+        ["-Xlinker", "-Xlinker", "a,@b"],
+        ["-Xlinker", "a,@b"],
+        ["-Xlinker", "-Xlinker", "a,@b"],
+        None,
+    ),
 ]
 
 
@@ -202,3 +241,16 @@ def test_each_reader_reads_each_spelling_as_before(
     assert _linker_words(options) == words
     assert _as_preprocessor_reads(options) == read
     assert unkeyed_option(options) == refused
+
+
+def test_a_specs_file_after_a_flag_handed_on_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """`-Xlinker -Xlinker -specs=FILE`: cc reads FILE's specs (which may add any option), the
+    key does not; refused before cc runs, in one line, nothing stored."""
+    specs = tmp_path / "s.specs"
+    specs.write_text("*cc1_options:\n+ -DVAL=2\n\n")
+    script = tmp_path / "w.py"
+    script.write_text(workload(LINK_SOURCE, ("-Xlinker", "-Xlinker", f"-specs={specs}")))
+    run = warm("run", script, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "reads a file" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

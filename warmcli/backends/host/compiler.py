@@ -116,16 +116,17 @@ _HANDED = {"-Xlinker": "-Wl,", "-Xpreprocessor": "-Wp,", "-Xassembler": "-Wa,"}
 
 def unkeyed_option(options: Sequence[str]) -> str | None:
     """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
-    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling, a
-    folder after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
-    said = ""  # the linker's word before
-    for before, option in zip(("", *options), options, strict=False):
-        handed = _HANDED.get(before)
-        spelled = f"{handed}{option}" if handed else option
+    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
+    flag handed on hands nothing: `-Xlinker -Xlinker -specs=f` is cc's `-specs=f`), a folder
+    after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
+    said, handed = "", ""  # the linker's word before; the tool a flag hands this option to
+    for option in options:
+        if option in _HANDED and not handed:
+            handed = _HANDED[option]
+            continue
+        spelled, handed = f"{handed}{option}", ""
         if unkeyed_file(spelled):
             return option
-        if option in _HANDED and not handed:
-            continue
         pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
         if not spelled.startswith(("-Wp,", "-Wa,")) and _in_system_root([said, *pieces]):
             return option
