@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, TypeVar
 
+from warmcli.handed_on import tool_words
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
 from warmcli.unkeyed import marker, note, reason_in, reason_of
 
@@ -199,22 +200,17 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
 
 def _linker_words(options: Sequence[str]) -> list[str]:
     """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`) and each `-Xlinker a` as
-    `a`: what the linker reads, its long spellings of `-L` and `-l` (`--library-path=`,
-    `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag given cc left out."""
-    words, handed = [], False
-    for option in options:
-        if option == "-Xlinker" and not handed:
-            handed = True
+    `a` (`tool_words`): what the linker reads, its long spellings of `-L` and `-l`
+    (`--library-path=`, `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag
+    given cc left out."""
+    words = []
+    for piece, handed in tool_words(options, "-Xlinker"):
+        if not handed and piece in _LINKER_ONLY:
             continue
-        wl = option.startswith("-Wl,") and not handed
-        for piece in option[4:].split(",") if wl else (option,):
-            if not (wl or handed) and piece in _LINKER_ONLY:
-                continue
-            if piece.startswith(("--library-path", "--library")):  # `=value` or the next
-                long, _, value = piece.partition("=")
-                piece = {"--library-path": "-L", "--library": "-l"}.get(long, "") + value or piece
-            words.append(piece)
-        handed = False
+        if piece.startswith(("--library-path", "--library")):  # `=value` or the next
+            long, _, value = piece.partition("=")
+            piece = {"--library-path": "-L", "--library": "-l"}.get(long, "") + value or piece
+        words.append(piece)
     return words
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
+from warmcli.handed_on import handed_on
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.printable import Pattern
 from warmcli.scratch import scratch_folder
@@ -110,21 +111,14 @@ def _in_system_root(pieces: Sequence[str]) -> bool:
     return False
 
 
-# How cc hands one option on: `-Xlinker a` is `-Wl,a`, as `-Xpreprocessor`, `-Xassembler`.
-_HANDED = {"-Xlinker": "-Wl,", "-Xpreprocessor": "-Wp,", "-Xassembler": "-Wa,"}
-
-
 def unkeyed_option(options: Sequence[str]) -> str | None:
     """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
     handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
     flag handed on hands nothing: `-Xlinker -Xlinker -specs=f` is cc's `-specs=f`), a folder
     after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
-    said, handed = "", ""  # the linker's word before; the tool a flag hands this option to
-    for option in options:
-        if option in _HANDED and not handed:
-            handed = _HANDED[option]
-            continue
-        spelled, handed = f"{handed}{option}", ""
+    said = ""  # the linker's word before
+    for option, handed in handed_on(options):  # `-Xlinker a` is `-Wl,a`
+        spelled = handed + option
         if unkeyed_file(spelled):
             return option
         pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
