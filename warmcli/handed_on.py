@@ -4,10 +4,11 @@ cc hands its linker each piece of `-Wl,a,b` (split at its commas) and the option
 `-Xlinker` whole; its preprocessor those of `-Wp,` and `-Xpreprocessor`, its assembler those of
 `-Wa,` and `-Xassembler`. An `-X` flag's value is the next option whatever it is: in
 `-Xlinker -Xlinker -specs=f` the linker is handed `-Xlinker` and cc reads `-specs=f` itself.
-`handed_on` reads a kernel's options so, and `tool_words` gives what one tool reads, for the
-three readers of them: the linker's words (`warmcli.linked`), the preprocessor's options
-(`warmcli.computed_includes`) and the options refused before cc runs
-(`warmcli.backends.host.compiler`). Pure functions over text: no state; it never runs a tool.
+`handed_on` reads a kernel's options so, `tool_words` gives what one tool reads and
+`handed_pieces` what one option hands on, for their readers: the linker's words and the files
+they name (`warmcli.linked`), the preprocessor's options (`warmcli.computed_includes`) and the
+options refused before cc runs (`warmcli.backends.host.compiler`). Pure functions over text: no
+state; it never runs a tool.
 """
 
 from __future__ import annotations
@@ -16,6 +17,13 @@ from collections.abc import Collection, Iterator, Sequence
 
 # Each flag that hands the next option on, and the prefix that hands its pieces to that tool.
 HANDED = {"-Xlinker": "-Wl,", "-Xpreprocessor": "-Wp,", "-Xassembler": "-Wa,"}
+PREFIXES = tuple(HANDED.values())
+
+
+def handed_pieces(option: str) -> list[str]:
+    """What `option` hands on, split at its commas as cc splits it (`-Wl,a,b`: `a`, `b`; `-Wp,`
+    and `-Wa,` alike), or the option alone where it hands nothing on."""
+    return option[4:].split(",") if option.startswith(PREFIXES) else [option]
 
 
 def handed_on(
@@ -42,4 +50,4 @@ def tool_words(options: Sequence[str], flag: str) -> Iterator[tuple[str, bool]]:
         if handed or not option.startswith(prefix):
             yield option, bool(handed)
         else:
-            yield from ((piece, True) for piece in option[len(prefix) :].split(","))
+            yield from ((piece, True) for piece in handed_pieces(option))

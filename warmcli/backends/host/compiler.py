@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
-from warmcli.handed_on import handed_on
+from warmcli.handed_on import handed_on, handed_pieces
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.printable import Pattern
 from warmcli.scratch import scratch_folder
@@ -77,7 +77,7 @@ def unkeyed_file(option: str) -> bool:
     key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
     `-wrapper`), or hands the preprocessor an include folder or header past the key
     (`-Wp,-I,folder`), or makes quoted names skip the including file's folder (`-I-`)."""
-    pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,", "-Wa,")) else (option,)
+    pieces = handed_pieces(option)
     programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
     programs = programs or (option.startswith("-B") and "/" in option)
     passed = option.startswith("-Wp,")  # an include folder or header past the key
