@@ -42,7 +42,6 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
-from warmcli.handed_on import handed_on, handed_pieces
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.printable import Pattern
 from warmcli.scratch import scratch_folder
@@ -77,6 +76,8 @@ def unkeyed_file(option: str) -> bool:
     key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
     `-wrapper`), or hands the preprocessor an include folder or header past the key
     (`-Wp,-I,folder`), or makes quoted names skip the including file's folder (`-I-`)."""
+    from warmcli.handed_on import handed_pieces  # on first use: a serving process never compiles
+
     pieces = handed_pieces(option)
     programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
     programs = programs or (option.startswith("-B") and "/" in option)
@@ -116,6 +117,8 @@ def unkeyed_option(options: Sequence[str]) -> str | None:
     handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
     flag handed on hands nothing: `-Xlinker -Xlinker -specs=f` is cc's `-specs=f`), a folder
     after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
+    from warmcli.handed_on import handed_on  # on first use: a serving process never compiles
+
     said = ""  # the linker's word before
     for option, handed in handed_on(options):  # `-Xlinker a` is `-Wl,a`
         spelled = handed + option
