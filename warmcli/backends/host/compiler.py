@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
+from warmcli.backends.host.programs import programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
@@ -247,19 +248,19 @@ class HostCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
-        environment says (`config.compiler_programs`): they change what it builds, so they
-        key (`serving.host_programs`; a long one by its digest)."""
+        """cc and its version, those of the `as` and `ld` it runs (`host.programs`), and where
+        it finds its programs (`cc1`, `as`, `ld`) where the environment says
+        (`config.compiler_programs`): they change what it builds, so they key
+        (`serving.host_programs`; a long one by its digest)."""
         try:
             found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
         programs = config.compiler_programs()
-        if not programs:
-            return found
         added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
-        return Toolchain(name=found.name, path=found.path, version=found.version + added)
+        version = found.version + programs_line(found) + added  # the `as` and `ld` it runs
+        return Toolchain(name=found.name, path=found.path, version=version)
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []

@@ -1,0 +1,194 @@
+"""What a kernel's key says about the tools that build it: the assembler and linker cc runs.
+
+A host kernel's identity keyed cc's version line but not the `as` and `ld` cc runs (from its
+own program folders, `COMPILER_PATH`, else `PATH`), so a wrapper `as` that edits a constant,
+or an `ld` that adds `--defsym`, found first on `PATH` built other code under the same key:
+a process with it was served the plain build (a stale hit: not what it computes cold), and
+a process without it the wrapper's. Real wrappers, the real cc and binutils, the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel(
+    "extern char warm_marker[] __attribute__((weak));\\n"
+    "void f(long *o, int n) { o[0] = 12345; o[1] = (long)warm_marker; }\\n",
+    "f", "Pi", options=OPTIONS,
+)
+
+def values(rt):
+    b = rt.buffer(2, "int64")
+    rt.launch(K, b, 2)
+    return b
+
+def workload(rt):
+    values(rt)
+"""
+
+SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+print(json.dumps({"values": [int(v) for v in rt.read(module["values"](rt))],
+                  "compiled": len(warmcli.report().kernels)}))
+"""
+
+# An `as` that edits the constant in the assembly cc hands it; an `ld` that defines a symbol.
+AS_WRAPPER = """#!/bin/sh
+for a in "$@"; do case "$a" in *.s) sed -i 's/[$]12345/$54321/g' "$a";; esac; done
+exec {real} "$@"
+"""
+LD_WRAPPER = """#!/bin/sh
+exec {real} --defsym=warm_marker=7 "$@"
+"""
+PLAIN = [12345, 0]
+
+
+def _real(program: str) -> str:
+    """The program cc runs by that name here (its own, else PATH's), as a path."""
+    named = subprocess.run(
+        ["cc", f"-print-prog-name={program}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    import shutil
+
+    found = named if os.sep in named else shutil.which(named)
+    assert found, program
+    return found
+
+
+def _wrappers(folder: Path, which: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    text = AS_WRAPPER if which == "as" else LD_WRAPPER
+    (folder / which).write_text(text.format(real=_real(which)))
+    (folder / which).chmod(0o755)
+    return folder
+
+
+def _workload(tmp_path: Path, options: tuple[str, ...] = ()) -> Path:
+    path = tmp_path / "w.py"
+    path.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    return path
+
+
+def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, object]:
+    """What a production process computed and compiled (over `bundle`, strict, if given)."""
+    env = {k: v for k, v in env.items() if k not in ("WARM_BUNDLE", "WARM_STRICT")}
+    if bundle is not None:
+        env.update(WARM_BUNDLE=str(bundle), WARM_STRICT="1")
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    if done.returncode != 0:
+        assert "Traceback" in done.stderr and "toolchain" in done.stderr, done.stderr
+        return {"refused": True}
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _never_stale(env: dict[str, str], workload: Path, bundle: Path) -> dict[str, object]:
+    """A strict served process either refuses (a miss) or computes what a cold one does."""
+    cold = _serve(env, workload, None)
+    served = _serve(env, workload, bundle)
+    assert served.get("refused") or served["values"] == cold["values"], (served, cold)
+    return cold
+
+
+@pytest.mark.parametrize("which", ["as", "ld"])
+def test_a_wrapper_as_or_ld_first_on_path_builds_another_kernel(
+    warm: Warm, tmp_path: Path, which: str
+) -> None:
+    workload = _workload(tmp_path)
+    bundle = tmp_path / "b.warm"
+    run = warm("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _serve(warm.env, workload, bundle) == {"values": PLAIN, "compiled": 0}
+
+    wrapped = dict(
+        warm.env, PATH=f"{_wrappers(tmp_path / 'wrap', which)}{os.pathsep}{warm.env['PATH']}"
+    )
+    cold = _never_stale(wrapped, workload, bundle)
+    assert cold["values"] == ([54321, 0] if which == "as" else [12345, 7]), cold
+    # warming with the wrapper builds its own, and each is served only its own
+    run = Warm(wrapped)("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _serve(wrapped, workload, bundle) == {**cold, "compiled": 0}
+    assert _serve(warm.env, workload, bundle) == {"values": PLAIN, "compiled": 0}
+
+
+def test_an_as_in_compiler_path_replaced_is_another_kernel(warm: Warm, tmp_path: Path) -> None:
+    """`COMPILER_PATH` was keyed by its text alone: the `as` there replaced by one that edits
+    the constant otherwise was served the build of the first."""
+    folder = _wrappers(tmp_path / "programs", "as")
+    env = dict(warm.env, COMPILER_PATH=str(folder))
+    workload = _workload(tmp_path)
+    bundle = tmp_path / "b.warm"
+    run = Warm(env)("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _serve(env, workload, bundle) == {"values": [54321, 0], "compiled": 0}
+    edited = (folder / "as").read_text().replace("54321", "11111")
+    (folder / "as").unlink()  # replaced behind the same name
+    (folder / "as").write_text(edited)
+    (folder / "as").chmod(0o755)
+    cold = _never_stale(env, workload, bundle)
+    assert cold["values"] == [11111, 0], cold
+
+
+BINARY = r"""
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--version")) { puts(VERSION); return 0; }
+    execv(REAL, argv);
+    return 127;
+}
+"""
+
+
+def _binary(path: Path, version: str, real: str) -> None:
+    """A program answering `--version` with `version` that otherwise runs `real`: binutils
+    of another version, moved over `path` (a new file, as an upgrade writes it)."""
+    source = path.with_name("prog.c")
+    source.write_text(BINARY)
+    new = path.with_name("prog.new")
+    defines = [f"-DVERSION={json.dumps(version)}", f"-DREAL={json.dumps(real)}"]
+    subprocess.run(["cc", *defines, "-o", str(new), str(source)], check=True)
+    os.replace(new, path)
+
+
+@pytest.mark.parametrize("which", ["as", "ld"])
+def test_binutils_upgraded_behind_the_same_name_builds_again(
+    warm: Warm, tmp_path: Path, which: str
+) -> None:
+    """The `as` (`ld`) cc runs from `PATH` upgraded in place: `warm run` builds again, where it
+    was a hit (its key held cc's version alone); the older build is still served (it runs
+    here, as one of an older cc is)."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    real = _real(which)
+    _binary(folder / which, f"GNU {which} 2.40", real)
+    into = Warm(dict(warm.env, PATH=f"{folder}{os.pathsep}{warm.env['PATH']}"))
+    workload = _workload(tmp_path)
+    bundle = tmp_path / "b.warm"
+    assert into.json("run", workload, "-b", bundle)["stored"]["kernels"] == 1
+    assert into.json("run", workload, "-b", bundle)["stored"]["kernels"] == 0  # a hit
+    _binary(folder / which, f"GNU {which} 2.41", real)
+    assert _serve(into.env, workload, bundle) == {"values": PLAIN, "compiled": 0}
+    assert into.json("run", workload, "-b", bundle)["stored"]["kernels"] == 1
