@@ -192,3 +192,18 @@ def test_binutils_upgraded_behind_the_same_name_builds_again(
     _binary(folder / which, f"GNU {which} 2.41", real)
     assert _serve(into.env, workload, bundle) == {"values": PLAIN, "compiled": 0}
     assert into.json("run", workload, "-b", bundle)["stored"]["kernels"] == 1
+
+
+@pytest.mark.parametrize("option", ["-B..", "-B", "-Bx"])
+def test_every_b_prefix_is_refused(warm: Warm, tmp_path: Path, option: str) -> None:
+    """`-B..` (no `/`) was let through: cc makes a folder's name a prefix (`../as`), here the
+    temporary folder the compile's scratch folder is made in, whose `as` no key covers."""
+    options = (option, "..") if option == "-B" else (option,)
+    workload = _workload(tmp_path, options)
+    temporary = tmp_path / "tmp"
+    _wrappers(temporary, "as")
+    env = dict(warm.env, TMPDIR=str(temporary))
+    run = Warm(env)("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"option {option!r} reads a file" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
