@@ -13,10 +13,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+
+from warmcli.backends import toolchain
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -207,3 +210,61 @@ def test_every_b_prefix_is_refused(warm: Warm, tmp_path: Path, option: str) -> N
     assert run.returncode == 2, run.stdout + run.stderr
     assert f"option {option!r} reads a file" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+CUDA_WORKLOAD = """\
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel("extern \\"C\\" __global__ void k(float *o) { o[0] = 3.0f; }", "k", "P",
+           language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), grid=1, block=1)
+"""
+
+
+def _toolkits() -> list[Path]:
+    """Two toolkit folders of other nvcc releases found here (each `bin/nvcc` a binary, as the
+    package's and `/usr/local/cuda-*`'s are), or the test is skipped."""
+    from warmcli.backends.cuda.nvcc import nvcc_candidates
+
+    found: dict[str, Path] = {}
+    for _, path in nvcc_candidates():
+        with open(path, "rb") as head:
+            if head.read(2) == b"#!":  # a script: the toolkit it runs
+                words = head.read(4096).decode(errors="replace").split()
+                path = next((w for w in words if w.endswith("/bin/nvcc")), path)
+        done = subprocess.run([path, "--version"], capture_output=True, text=True)
+        release = done.stdout.strip().splitlines()[-1:] if done.returncode == 0 else []
+        if release and os.path.isfile(path):
+            found.setdefault(release[0], Path(path).resolve().parent.parent)
+    if len(found) < 2:
+        pytest.skip("needs two nvcc releases (the package's and a toolkit's)")
+    return list(found.values())[:2]
+
+
+def test_an_nvcc_script_is_keyed_by_the_toolkit_behind_it(warm: Warm, tmp_path: Path) -> None:
+    """An `nvcc` that is a script (`exec /opt/cuda/bin/nvcc "$@"`): its version line was
+    remembered by the script's stamp, so a toolkit upgraded behind it (`/opt/cuda` repointed)
+    kept the old release in every key: `warm run` built nothing, calling the new release's
+    kernels the old one's. Now it is remembered by the stamp of the nvcc the script runs too
+    (two real toolkits: `/usr/local/cuda-13.0`'s and the package's, 13.5)."""
+    older, newer = _toolkits()
+    (tmp_path / "cuda").symlink_to(older)
+    script = tmp_path / "script" / "nvcc"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\nexec {tmp_path / "cuda" / "bin" / "nvcc"} "$@"\n')
+    script.chmod(0o755)
+    time.sleep(toolchain.RACY_SECONDS)  # a file changed since is never remembered
+    (tmp_path / "w.py").write_text(CUDA_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    into = warm.with_env(WARM_NVCC=str(script))
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-b", bundle)
+    built = into.json("run", tmp_path / "w.py", *args)["stored"]["kernels"]
+    assert built == 2  # its cubin and its PTX
+    assert into.json("run", tmp_path / "w.py", *args)["stored"]["kernels"] == 0  # a hit
+    (tmp_path / "cuda").unlink()  # the toolkit upgraded behind the same script
+    (tmp_path / "cuda").symlink_to(newer)
+    said = subprocess.run([script, "--version"], capture_output=True, text=True).stdout
+    devices = into("devices", "--compiler", "nvcc")
+    assert said.splitlines()[-2] in devices.stdout, devices.stdout + devices.stderr
+    assert into.json("run", tmp_path / "w.py", *args)["stored"]["kernels"] == built
