@@ -27,7 +27,8 @@ from warmcli import Kernel
 DEVICE = "host"
 K = Kernel(
     "extern char warm_marker[] __attribute__((weak));\\n"
-    "void f(long *o, int n) { o[0] = 12345; o[1] = (long)warm_marker; }\\n",
+    "#ifndef EXTRA\\n#define EXTRA 0\\n#endif\\n"
+    "void f(long *o, int n) { o[0] = 12345; o[1] = (long)warm_marker + EXTRA; }\\n",
     "f", "Pi", options=OPTIONS,
 )
 
@@ -268,3 +269,32 @@ def test_an_nvcc_script_is_keyed_by_the_toolkit_behind_it(warm: Warm, tmp_path: 
     devices = into("devices", "--compiler", "nvcc")
     assert said.splitlines()[-2] in devices.stdout, devices.stdout + devices.stderr
     assert into.json("run", tmp_path / "w.py", *args)["stored"]["kernels"] == built
+
+
+@pytest.mark.parametrize("program", ["cc1", "collect2"])
+def test_a_cc1_or_collect2_in_compiler_path_replaced_is_another_kernel(
+    warm: Warm, tmp_path: Path, program: str
+) -> None:
+    """`COMPILER_PATH` was keyed by its text alone: a `cc1` there that defines a macro (or a
+    `collect2` that hands ld a `--defsym`) replaced by another behind the same name was
+    served the first one's build (`as` and `ld` there: above)."""
+    real = _real(program)
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    adds = {"cc1": "-DEXTRA=3", "collect2": "--defsym=warm_marker=3"}[program]
+
+    def wrapper(value: str) -> None:
+        (folder / program).unlink(missing_ok=True)  # replaced behind the same name
+        (folder / program).write_text(f'#!/bin/sh\nexec {real} {adds.replace("3", value)} "$@"\n')
+        (folder / program).chmod(0o755)
+
+    wrapper("3")
+    env = dict(warm.env, COMPILER_PATH=str(folder))
+    workload = _workload(tmp_path)
+    bundle = tmp_path / "b.warm"
+    run = Warm(env)("run", workload, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _serve(env, workload, bundle) == {"values": [12345, 3], "compiled": 0}
+    wrapper("5")
+    cold = _never_stale(env, workload, bundle)
+    assert cold["values"] == [12345, 5], cold

@@ -203,13 +203,13 @@ def recipe_of(identity: str) -> int:
 
 def wrapper_named(identity: str) -> str:
     """The wrapper scripts a toolchain's identity (or version) names, as `_wrapper` wrote
-    them (`wrapper script sha256:…`; the `as` or `ld` cc runs, `as wrapper script …`), "" for
-    none."""
+    them (`wrapper script sha256:…`; a program cc runs by its name, `as wrapper script …`), ""
+    for none."""
     named = []
-    for part in identity.split("; "):
+    for n, part in enumerate(identity.split("; ")):
         at = part.find(WRAPPER_MARK) + len(WRAPPER_MARK)
         if at >= len(WRAPPER_MARK):
-            who = part[:3] if part.startswith(("as ", "ld ")) else ""
+            who = f"{part.partition(' ')[0]} " if n else ""
             named.append(f"{who}wrapper script sha256:{part[at : at + 16]}")
     return ", ".join(named)
 

@@ -7,10 +7,12 @@ install's, `GCC_EXEC_PREFIX`'s, `COMPILER_PATH`'s: the `programs` line of `cc
 same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`, binutils replaced
 behind the same names), so each one's version line follows cc's in its identity (`; as GNU
 assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, as a wrapper cc's:
-`warmcli.backends.toolchain`). A hot start pays one `access` per folder and `PATH` entry: cc's
-program folders are remembered in warm's home by cc's stamp and the variables that move them
-(read anew in each process for a cc that is a wrapper script), each program's version line by
-its own stamp, as cc's is. Its state: a per-process memo of each cc's line, by the variables
+`warmcli.backends.toolchain`); where `COMPILER_PATH` or `GCC_EXEC_PREFIX` is set, so are those
+of the `cc1` and `collect2` found first in cc's folders (`cc1` prints none: its name, and a
+script's digest). A hot start pays one `access` per folder and `PATH` entry: cc's program
+folders are remembered in warm's home by cc's stamp and the variables that move them (read
+anew in each process for a cc that is a wrapper script), each program's version line by its
+own stamp, as cc's is. Its state: a per-process memo of each cc's line, by the variables
 read. Nothing here compiles or prints.
 """
 
@@ -25,6 +27,7 @@ from warmcli.backends.toolchain import (
     WRAPPER_MARK,
     Toolchain,
     _version_line,
+    _wrapper,
     environment_named,
     remembered,
 )
@@ -32,6 +35,8 @@ from warmcli.errors import ToolchainError
 
 ASSEMBLER = ("as",)
 LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (`PATH`: `ld`)
+# Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own.
+MOVED_PROGRAMS = ("cc1", "collect2")
 FOLDERS_TIMEOUT = 60.0  # seconds cc may take to answer `-print-search-dirs`
 
 
@@ -47,7 +52,10 @@ def _line(cc: str, script: bool, moved: tuple[tuple[str, str], ...], search: str
     folders = _folders(cc, script, moved)
     assembler = _version("as", _first(folders, ASSEMBLER) or _on_path("as", search))
     linker = _version("ld", _first(folders, LINKER) or _on_path("ld", search))
-    return f"; as {assembler}; ld {linker}"
+    line = f"; as {assembler}; ld {linker}"
+    for name in MOVED_PROGRAMS if moved else ():  # else cc's own, of its version
+        line += f"; {name} {_version(name, _first(folders, (name,)))}"
+    return line
 
 
 def _folders(cc: str, script: bool, moved: tuple[tuple[str, str], ...]) -> list[str]:
@@ -116,6 +124,15 @@ def _version(name: str, where: str | None) -> str:
     if where is None:
         return "none"
     try:
-        return remembered(name, where, os.stat(where), _version_line).version
+        return remembered(name, where, os.stat(where), _answered).version
     except (OSError, ToolchainError):
         return f"{os.path.basename(where)} (no version line)"
+
+
+def _answered(name: str, where: str) -> str:
+    """`where --version`'s line, or where it prints none (`cc1`) its name: remembered so
+    too (a script's, with its digest, never), so no process asks it again."""
+    try:
+        return _version_line(name, where)
+    except ToolchainError:
+        return f"{os.path.basename(where)} (no version line){_wrapper(where)}"
