@@ -198,10 +198,14 @@ def test_binutils_upgraded_behind_the_same_name_builds_again(
     assert into.json("run", workload, "-b", bundle)["stored"]["kernels"] == 1
 
 
-@pytest.mark.parametrize("option", ["-B..", "-B", "-Bx"])
-def test_every_b_prefix_is_refused(warm: Warm, tmp_path: Path, option: str) -> None:
+@pytest.mark.parametrize("option", ["-B..", "-B", "-Bx", "-fuse-ld=gold", "--ld-path=/bin/ld"])
+def test_every_b_prefix_and_linker_choice_is_refused(
+    warm: Warm, tmp_path: Path, option: str
+) -> None:
     """`-B..` (no `/`) was let through: cc makes a folder's name a prefix (`../as`), here the
-    temporary folder the compile's scratch folder is made in, whose `as` no key covers."""
+    temporary folder the compile's scratch folder is made in, whose `as` no key covers; and
+    `-fuse-ld=gold` runs the `ld.gold` found first (a wrapper on `PATH` adding `--defsym`
+    built other code under the same key), which the identity (`ld`'s) does not name."""
     options = (option, "..") if option == "-B" else (option,)
     workload = _workload(tmp_path, options)
     temporary = tmp_path / "tmp"

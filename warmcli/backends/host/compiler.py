@@ -24,10 +24,10 @@ before it linked) is that group's compile failure, never a binary stored and the
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
 covers (`@file`, `-Wa,@file`, `-iprefix`, `-Wp,-I,folder`, `-Xpreprocessor -I`, `-I-`, a
-folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from any `-B
-prefix`: `-B..` runs `../as`), another source to compile (`/opt/x.c`, any file after `-x c`: its
-headers unkeyed), a file the kernel's assembly reads
-(`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
+folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from any
+`-B prefix`, `-B..` running `../as`, or the linker `-fuse-ld=` picks), another source to
+compile (`/opt/x.c`, any file after `-x c`: its headers unkeyed), a file the kernel's assembly
+reads (`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
 refused before cc runs.
 """
 
@@ -75,12 +75,16 @@ _UNKEYED_FILES = (
 def unkeyed_file(option: str) -> bool:
     """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
     key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
-    `-wrapper`), or hands the preprocessor an include folder or header past the key
-    (`-Wp,-I,folder`), or makes quoted names skip the including file's folder (`-I-`)."""
+    `-wrapper`) or a linker it picks (`-fuse-ld=gold`), or hands the preprocessor an include
+    folder or header past the key (`-Wp,-I,folder`), or makes quoted names skip the including
+    file's folder (`-I-`)."""
     pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,", "-Wa,")) else (option,)
     # Every `-B`: cc makes a folder's name a prefix (`-B..`: `../as`, from its scratch folder
     # the temporary folder), and reads `-Bstatic` so too (a `-B` prefix: the linker's is `-Wl,`).
-    programs = option.startswith(("-B", "--prefix")) or option == "-wrapper"
+    # `-fuse-ld=gold` (clang's `--ld-path=`): the `ld.gold` found first, which no identity names.
+    programs = (
+        option.startswith(("-B", "--prefix", "-fuse-ld=", "--ld-path")) or option == "-wrapper"
+    )
     passed = option.startswith("-Wp,")  # an include folder or header past the key
     headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
     return (
