@@ -77,7 +77,7 @@ TABLE: list[Row] = [
         ["-Xlinker", "-Bstatic", "-Bstatic", "-Wl,-Bdynamic"],
         ["-Bstatic", "-Bdynamic"],
         ["-Xlinker", "-Bstatic", "-Bstatic", "-Wl,-Bdynamic"],
-        None,
+        "-Bstatic",  # cc's own second one: a `-B` prefix, refused since toolid46
     ),
     (["-Xlinker", "-Xpreprocessor", "-DX"], ["-Xpreprocessor", "-DX"], ["-Xlinker", "-DX"], None),
     (
@@ -104,7 +104,7 @@ TABLE: list[Row] = [
         ["-Bstatic", "-dn", "-static", "-Bdynamic", "-call_shared"],
         ["-static"],
         ["-Bstatic", "-dn", "-static", "-Bdynamic", "-call_shared"],
-        None,
+        "-Bstatic",  # a `-B` prefix to cc: refused since toolid46
     ),
     (["-L", "=/lib"], ["-L", "=/lib"], ["-L", "=/lib"], "=/lib"),
     (["-L=/lib"], ["-L=/lib"], ["-L=/lib"], "-L=/lib"),

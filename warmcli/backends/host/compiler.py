@@ -24,10 +24,10 @@ before it linked) is that group's compile failure, never a binary stored and the
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
 covers (`@file`, `-Wa,@file`, `-iprefix`, `-Wp,-I,folder`, `-Xpreprocessor -I`, `-I-`, a
-folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from `-B
-folder/`), another source to compile (`/opt/x.c`, any file after `-x c`: its headers
-unkeyed), a file the kernel's assembly reads
-(`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
+folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from any
+`-B prefix`, `-B..` running `../as`, or the linker `-fuse-ld=` picks), another source to
+compile (`/opt/x.c`, any file after `-x c`: its headers unkeyed), a file the kernel's assembly
+reads (`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
 refused before cc runs.
 """
 
@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
+from warmcli.backends.host.programs import programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
@@ -74,13 +75,18 @@ _UNKEYED_FILES = (
 def unkeyed_file(option: str) -> bool:
     """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
     key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
-    `-wrapper`), or hands the preprocessor an include folder or header past the key
-    (`-Wp,-I,folder`), or makes quoted names skip the including file's folder (`-I-`)."""
+    `-wrapper`) or a linker it picks (`-fuse-ld=gold`), or hands the preprocessor an include
+    folder or header past the key (`-Wp,-I,folder`), or makes quoted names skip the including
+    file's folder (`-I-`)."""
     from warmcli.handed_on import handed_pieces  # on first use: a serving process never compiles
 
     pieces = handed_pieces(option)
-    programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
-    programs = programs or (option.startswith("-B") and "/" in option)
+    # Every `-B`: cc makes a folder's name a prefix (`-B..`: `../as`, from its scratch folder
+    # the temporary folder), and reads `-Bstatic` so too (a `-B` prefix: the linker's is `-Wl,`).
+    # `-fuse-ld=gold` (clang's `--ld-path=`): the `ld.gold` found first, which no identity names.
+    programs = (
+        option.startswith(("-B", "--prefix", "-fuse-ld=", "--ld-path")) or option == "-wrapper"
+    )
     passed = option.startswith("-Wp,")  # an include folder or header past the key
     headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
     return (
@@ -245,19 +251,19 @@ class HostCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
-        environment says (`config.compiler_programs`): they change what it builds, so they
-        key (`serving.host_programs`; a long one by its digest)."""
+        """cc and its version, those of the `as` and `ld` it runs (`host.programs`), and where
+        it finds its programs (`cc1`, `as`, `ld`) where the environment says
+        (`config.compiler_programs`): they change what it builds, so they key
+        (`serving.host_programs`; a long one by its digest)."""
         try:
             found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
         programs = config.compiler_programs()
-        if not programs:
-            return found
         added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
-        return Toolchain(name=found.name, path=found.path, version=found.version + added)
+        version = found.version + programs_line(found) + added  # the `as` and `ld` it runs
+        return Toolchain(name=found.name, path=found.path, version=version)
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
