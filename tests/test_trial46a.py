@@ -146,3 +146,77 @@ def test_a_ctrl_c_landing_in_a_forks_hook_still_stops(tmp_path: Path) -> None:
     assert proc.stdout.split("\n")[:2] == ["supervisor interrupted", "worker interrupted"], (
         proc.stdout + proc.stderr
     )
+
+
+# Ctrl-C landing in a C extension's init, under the import of warm's command module, where the
+# extension turns it into an ImportError after printing it (as numpy's `import_array()` does:
+# `numpy._core.multiarray failed to import`, seen in a trial, Ctrl-C sent 0.2 s after `warm run`
+# began). A real C extension, built here, does that; a `sitecustomize` loads it as
+# `warmcli.cli.run` makes its first import, and the module its init imports sends SIGINT.
+MANGLER_C = r"""
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "mangler", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_mangler(void) {
+    PyObject *core = PyImport_ImportModule("mangler_core");  /* as numpy's import_array() */
+    if (core == NULL) {
+        PyErr_Print();
+        PyErr_SetString(PyExc_ImportError, "mangler_core failed to import");
+        return NULL;
+    }
+    Py_DECREF(core);
+    return PyModule_Create(&def);
+}
+"""
+MANGLER_CORE = """
+import signal
+signal.raise_signal(signal.SIGINT)
+len("the handler runs here, in this module's import")
+"""
+SITECUSTOMIZE = """
+import builtins
+
+_import = builtins.__import__
+
+
+def _importing(name, globals=None, *args, **kwargs):
+    if (globals or {}).get("__name__") == "warmcli.cli.run":
+        builtins.__import__ = _import
+        import mangler  # noqa: F401
+    return _import(name, globals, *args, **kwargs)
+
+
+builtins.__import__ = _importing
+"""
+
+
+def test_ctrl_c_in_a_c_extensions_import_is_one_line_and_130(tmp_path: Path) -> None:
+    """README (Exit codes): interrupted is `warm: interrupted`, exit 130; none is a traceback.
+    Ctrl-C landing in a C extension's init as the command module was imported (numpy's, by
+    `warmcli.cli.run`) was printed as a traceback by the extension and turned into an
+    ImportError, which left warm with its own traceback, exit 1. The command module's import
+    now holds a stop until it has finished, then answers it as before (one line, 130)."""
+    import sysconfig
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (site / "mangler_core.py").write_text(MANGLER_CORE)
+    (tmp_path / "mangler.c").write_text(MANGLER_C)
+    built = site / ("mangler" + sysconfig.get_config_var("EXT_SUFFIX"))
+    include = sysconfig.get_paths()["include"]
+    cc = ["cc", "-shared", "-fPIC", f"-I{include}", str(tmp_path / "mangler.c"), "-o", str(built)]
+    subprocess.run(cc, check=True, capture_output=True, timeout=120)
+    (tmp_path / "w.py").write_text('DEVICE = "host"\ndef workload(rt):\n    pass\n')
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PYTHONPATH=f"{site}{os.pathsep}{root}", WARM_HOME=str(tmp_path / "h"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "w.warm"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert (proc.returncode, proc.stderr) == (130, "warm: interrupted\n"), proc.stderr
+    assert not (tmp_path / "w.warm").exists()
