@@ -220,3 +220,45 @@ def test_ctrl_c_in_a_c_extensions_import_is_one_line_and_130(tmp_path: Path) -> 
     )
     assert (proc.returncode, proc.stderr) == (130, "warm: interrupted\n"), proc.stderr
     assert not (tmp_path / "w.warm").exists()
+
+
+CATCHES = r"""
+from warmcli import Kernel
+
+K = Kernel("void k(float *x, int n) { x[0] = 1; }", "k", "Pi")
+
+
+def workload(rt):
+    b = rt.buffer(4, "float32")
+    try:  # as pytest does with each test's error
+        rt.launch(K, b, 4)
+    except Exception as exc:
+        print("caught", type(exc).__name__)
+"""
+
+
+def test_a_missing_compiler_stops_the_run_though_the_workload_caught_it(tmp_path: Path) -> None:
+    """README (Environment variables): a `WARM_CC` not found "stops `warm run` with `warm:
+    error: cc: compiler '...' not found ...; needed at FILE:LINE during CompileOnly`" (exit 2:
+    no compiler). Warming a pytest suite (each test's error caught), the run instead went on:
+    `the workload launched nothing`, `stored 0`, `verify: ... the bundle is complete`, exit 0,
+    an empty bundle left for CI to cache and serve. The pass now fails on it once the entry
+    returns, as where the workload lets it out (a compile that fails is a verify miss, exit 1)."""
+    (tmp_path / "w.py").write_text(CATCHES)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_HOME=str(tmp_path / "h"), WARM_CC="nosuchcc")
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = str(root)
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "w.warm"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    said = "warm: error: cc: compiler 'nosuchcc' not found (the host backend's C compiler: "
+    said += f"named by WARM_CC); needed at {tmp_path / 'w.py'}:10 during CompileOnly\n"
+    assert (proc.returncode, proc.stderr) == (2, said), proc.stdout + proc.stderr
+    assert "complete" not in proc.stdout
+    assert not (tmp_path / "w.warm").exists() and not (tmp_path / "w.warm.lock").exists()
