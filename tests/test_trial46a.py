@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,20 @@ def test_a_missing_compiler_stops_the_run_though_the_workload_caught_it(tmp_path
     assert (proc.returncode, proc.stderr) == (2, said), proc.stdout + proc.stderr
     assert "complete" not in proc.stdout
     assert not (tmp_path / "w.warm").exists() and not (tmp_path / "w.warm.lock").exists()
+
+
+def test_a_narrow_terminal_cuts_a_name_before_its_value(tmp_path: Path) -> None:
+    """README: in a terminal too narrow, "where a name and its value do not both fit, the name
+    is cut (`…`), never the value". At 12 columns a pass table's list kept each name 5 cells
+    wide (half the width) and folded the value: `seco…  0.000` over a line `s`. A value that
+    fits once the name is cut further is now shown whole (`s…  0.000 s`)."""
+    (tmp_path / "w.py").write_text(LINGERING.replace("time.sleep(0.6)", "pass"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_HOME=str(tmp_path / "home"), COLUMNS="12", LINES="40", TERM="dumb")
+    code, shown = _in_terminal(["run", "w.py", "--bundle", "w.warm"], tmp_path, env)
+    assert code == 0, shown
+    lines = [ln.rstrip() for ln in shown.replace("\r", "").split("\n")]
+    assert "s" not in [ln.strip() for ln in lines], lines  # no value's unit folded apart
+    whole = [ln for ln in lines if re.fullmatch(r"\S+…  \d+\.\d{3} s", ln)]
+    assert len(whole) == 6, lines  # each pass's compilation and autotune seconds
+    assert max(len(ln) for ln in lines if "…" in ln) <= 12, lines
