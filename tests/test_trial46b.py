@@ -45,3 +45,15 @@ def test_changed_import_autoinit_prebuilds_and_verifies_without_a_gpu(
     assert "the bundle is complete" in run.stdout
     verify = warm("verify", bundle, "--workload", tmp_path / "app.py", "--arch", "sm_90")
     assert verify.returncode == 0, verify.stderr + verify.stdout
+
+
+def test_warm_explain_points_at_the_commands_that_explain(warm: Warm) -> None:
+    """README's "Explaining misses and strict mode" names no `warm explain`; a user who types
+    it was told only Click's `No such command 'explain'`: now one line naming where misses
+    are explained (warm verify --workload, WARM_EXPLAIN=1) and a tune (warm stats --explain)."""
+    done = warm("explain", "b.warm")
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "warm verify" in line and "--workload" in line and "WARM_EXPLAIN=1" in line
+    assert "warm stats" in line and "--explain" in line

@@ -131,7 +131,7 @@ def verify(
         interrupt_on_signals()  # a stop the workload catches (pytest's) still stops the replay
 
         def replayed_here() -> tuple[PassReport, list[str]]:
-            return with_pycuda(False, bool(arch), loaded_and_replayed)  # (warm's autoinit, GPU-less)
+            return with_pycuda(False, bool(arch), loaded_and_replayed)  # (GPU-less: autoinit)
 
         def loaded_and_replayed() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
