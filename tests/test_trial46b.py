@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Warm, nvrtc_release_or_skip
+from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip
 
 # The README's changed-import form of a PyCUDA program (`import warmcli.pycuda.autoinit`,
 # `from warmcli.pycuda import SourceModule`), its GPU work in `workload(rt)`.
@@ -57,3 +57,45 @@ def test_warm_explain_points_at_the_commands_that_explain(warm: Warm) -> None:
     assert "\n" not in line and "Traceback" not in line
     assert "warm verify" in line and "--workload" in line and "WARM_EXPLAIN=1" in line
     assert "warm stats" in line and "--explain" in line
+
+
+KERNEL_API = '''
+from warmcli import Kernel
+
+NEG = Kernel("""
+extern "C" __global__ void negate(float *x, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = -x[i];
+}
+""", "negate", "Pi", language="cuda")
+
+def workload(rt):
+    x = rt.buffer(256, "float32")
+    rt.launch(NEG, x, 256, grid=(1,), block=(256,))
+'''
+
+
+def test_stats_tells_apart_one_kernels_builds_by_nvcc_and_nvrtc(warm: Warm, tmp_path: Path) -> None:
+    """README, CUDA compilers: a bundle warmed with NVRTC and then `--compiler nvcc` holds a
+    build of each kernel by each (a `toolchain` miss while warming). `warm stats` listed them
+    as rows alike but for their key (same device, kernel, options, source): now a `built by`
+    column names each one's compiler and CUDA release where one kernel has several."""
+    nvrtc = nvrtc_release_or_skip()
+    nvcc_or_skip()
+    (tmp_path / "k.py").write_text(KERNEL_API)
+    bundle = tmp_path / "b.warm"
+    for compiler in ("nvrtc", "nvcc"):
+        done = warm("run", tmp_path / "k.py", "--arch", "sm_90", "--no-ptx", "--compiler",
+                    compiler, "-q", "-b", bundle)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    stats = warm("stats", bundle).stdout
+    header = next(line for line in stats.splitlines() if "kernel" in line and "key" in line)
+    assert "built by" in header
+    rows = [line for line in stats.splitlines() if " negate " in line]
+    assert len(rows) == 2
+    assert any(f"nvrtc {nvrtc[0]}.{nvrtc[1]}" in row for row in rows)
+    assert any("nvcc 1" in row for row in rows)
+    single = tmp_path / "single.warm"
+    assert warm("run", tmp_path / "k.py", "--arch", "sm_90", "-q", "-b", single).returncode == 0
+    assert "built by" not in warm("stats", single).stdout  # one toolchain: no such column
