@@ -99,3 +99,19 @@ def test_stats_tells_apart_one_kernels_builds_by_nvcc_and_nvrtc(warm: Warm, tmp_
     single = tmp_path / "single.warm"
     assert warm("run", tmp_path / "k.py", "--arch", "sm_90", "-q", "-b", single).returncode == 0
     assert "built by" not in warm("stats", single).stdout  # one toolchain: no such column
+
+
+def test_devices_names_a_cuda_home_that_holds_no_nvcc(warm: Warm, tmp_path: Path) -> None:
+    """README, CUDA compilers: nvcc is looked for in CUDA_HOME/CUDA_PATH, then PATH..., and
+    `warm devices` names the one picked and the others it passed over. A CUDA_HOME set to a
+    folder with no bin/nvcc (a typo, another machine's path) was passed over unsaid: the line
+    read `found by PATH` as if CUDA_HOME were unset. Now it says CUDA_HOME names no nvcc."""
+    nvcc_or_skip()
+    elsewhere = tmp_path / "cuda-12.8"
+    elsewhere.mkdir()
+    done = warm.with_env(CUDA_HOME=str(elsewhere))("devices", "--compiler", "nvcc")
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("compiler: cuda:"))
+    assert f"CUDA_HOME={elsewhere} holds no bin/nvcc" in line
+    plain = warm("devices", "--compiler", "nvcc").stdout
+    assert "holds no bin/nvcc" not in plain
