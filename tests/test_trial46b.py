@@ -115,3 +115,39 @@ def test_devices_names_a_cuda_home_that_holds_no_nvcc(warm: Warm, tmp_path: Path
     assert f"CUDA_HOME={elsewhere} holds no bin/nvcc" in line
     plain = warm("devices", "--compiler", "nvcc").stdout
     assert "holds no bin/nvcc" not in plain
+
+
+PYCUDA_SCRIPT = '''
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+MOD = SourceModule("""
+__global__ void multiply_them(float *dest, float *a, float *b)
+{
+  const int i = threadIdx.x;
+  dest[i] = a[i] * b[i];
+}
+""")
+
+def workload(rt):
+    a = np.ones(64, dtype=np.float32); b = np.ones(64, dtype=np.float32)
+    dest = np.zeros_like(a)
+    MOD.get_function("multiply_them")(drv.Out(dest), drv.In(a), drv.In(b), block=(64, 1, 1),
+                                      grid=(1, 1))
+'''
+
+
+def test_a_refused_read_names_the_flag_that_lets_the_run_go_on(warm: Warm, tmp_path: Path) -> None:
+    """README's first GPU-less pre-build of a PyCUDA script (`drv.Out`, as its own example)
+    ends on `DiscardedReadError: read of drv.Out(...) under CompileOnly: ... meaningless`,
+    which said nothing of `--allow-discarded-reads`, the flag README's example passes; the
+    note that names it is dropped where the error ends the run. Now the error names it."""
+    nvrtc_release_or_skip()
+    (tmp_path / "app.py").write_text(PYCUDA_SCRIPT)
+    done = warm("run", tmp_path / "app.py", "--pycuda", "--arch", "sm_90", "-b", tmp_path / "b")
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert "\n" not in line and "DiscardedReadError: read of drv.Out(float32[64])" in line
+    assert "--allow-discarded-reads" in line
