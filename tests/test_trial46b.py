@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip
 
 # The README's changed-import form of a PyCUDA program (`import warmcli.pycuda.autoinit`,
@@ -151,3 +152,18 @@ def test_a_refused_read_names_the_flag_that_lets_the_run_go_on(warm: Warm, tmp_p
     line = done.stderr.strip()
     assert "\n" not in line and "DiscardedReadError: read of drv.Out(float32[64])" in line
     assert "--allow-discarded-reads" in line
+
+
+def test_no_gpu_hint_of_warm_verify_names_its_arch_too(warm: Warm, tmp_path: Path) -> None:
+    """`warm verify B --workload app.py` of a CUDA workload on a machine with no GPU said
+    `to compile without a GPU, give `warm run` the architecture: --arch sm_90`: the command
+    the user ran, which takes --arch too for its replay, was not the one named."""
+    (tmp_path / "app.py").write_text(CHANGED_IMPORTS)
+    nvrtc_release_or_skip()
+    bundle = tmp_path / "b.warm"
+    assert warm("run", tmp_path / "app.py", "--arch", "sm_90", "-q", "-b", bundle).returncode == 0
+    done = warm("verify", bundle, "--workload", tmp_path / "app.py")
+    if "no CUDA device found" not in done.stderr:
+        pytest.skip("a CUDA device is here")
+    assert done.returncode == 2
+    assert "warm verify --workload" in done.stderr and "--arch sm_90" in done.stderr
