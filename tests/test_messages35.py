@@ -32,7 +32,9 @@ def test_a_library_caller_without_a_gpu_is_told_which_command_takes_arch() -> No
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
-    assert "give `warm run` the architecture: --arch sm_90" in proc.stdout, proc.stdout
+    assert "give `warm run` (or `warm verify --workload`) the architecture: --arch sm_90" in (
+        proc.stdout
+    ), proc.stdout
 
 
 KERNEL = 'from warmcli import Kernel\nK = Kernel("void k(float *x) { x[0] = 1; }", "k", "P")\n'

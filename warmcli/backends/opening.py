@@ -69,7 +69,8 @@ def open_devices(
         _refuse_stand_in()
         raise DeviceError(
             f"no CUDA device found: {_why_no_cuda()}; to compile without a GPU, give "
-            "`warm run` the architecture: --arch sm_90 (repeat for several)"
+            "`warm run` (or `warm verify --workload`) the architecture: --arch sm_90 (repeat "
+            "for several)"
         )
     if spec == "cuda" or spec.startswith("cuda:"):
         from warmcli.backends.cuda.device import open_cuda_devices

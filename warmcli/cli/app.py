@@ -29,6 +29,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
 from warmcli.cli.common import exit_interrupted, out
+from warmcli.cli.not_commands import not_a_command
 from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
 from warmcli.printable import printable
@@ -210,13 +211,10 @@ class WarmGroup(_PlainParams, TyperGroup):
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """`warm help [COMMAND]` and `warm version` point at `--help` and `--version` (Click
-        guessed `verify`); `warm STATS` at `stats`."""
-        name = args[0] if args and not ctx.resilient_parsing else ""  # (completion: as Click)
-        if name in ("help", "version") and name not in COMMANDS:
-            command = f"{args[1]} " if name == "help" and args[1:2] and args[1] in COMMANDS else ""
-            ctx.fail(f"warm has no '{name}' command: warm {command}--{name}")
-        if name not in COMMANDS and name.lower() in COMMANDS:
-            ctx.fail(f"No such command {name!r}. Did you mean {name.lower()!r}?")
+        guessed `verify`); `warm explain` at what explains; `warm STATS` at `stats`."""
+        said = None if ctx.resilient_parsing else not_a_command(args, COMMANDS)  # (completion)
+        if said is not None:
+            ctx.fail(said)
         return super().resolve_command(ctx, args)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:

@@ -5,7 +5,9 @@ process (`warmcli.pycuda.hook`); a `spawn` or `forkserver` worker the workload s
 none, so `pycuda` there is a package that says so as it is imported
 (`warmcli.warming.worker_names.lacking_in_workers`), and the run's error says so too where a
 worker imported it but its error did not come back whole (a process pool broken by a worker
-that failed to unpickle its task, importing the workload file). It prints nothing.
+that failed to unpickle its task, importing the workload file). Without `--pycuda`, a GPU-less
+run (and `warm verify --workload --arch`'s replay) still takes `warmcli.pycuda.autoinit` as the
+stand-in's, which needs no GPU. It prints nothing.
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ NO_STANDINS = (
 def with_pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any:
     """`action` with PyCUDA's modules resolving to warm's (`--pycuda`), else as it is; with
     `gpu_less`, a worker the workload starts by `spawn` or `forkserver`, which has none of
-    them, says so where it imports pycuda, and so does the run's error once one did."""
+    them, says so where it imports pycuda, and so does the run's error once one did. Without
+    `--pycuda`, a `gpu_less` action still finds `warmcli.pycuda.autoinit` a stand-in."""
+    from warmcli.pycuda.hook import own_autoinit, pycuda_modules
+
     if not enabled:
+        if gpu_less:
+            with own_autoinit():
+                return action()
         return action()
-    from warmcli.pycuda.hook import pycuda_modules
     from warmcli.warming.worker_names import lacking_imported, lacking_in_workers
 
     if gpu_less:

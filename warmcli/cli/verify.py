@@ -47,6 +47,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
+from warmcli.cli.run_pycuda import with_pycuda
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.crashes import WorkerCrash
@@ -130,6 +131,9 @@ def verify(
         interrupt_on_signals()  # a stop the workload catches (pytest's) still stops the replay
 
         def replayed_here() -> tuple[PassReport, list[str]]:
+            return with_pycuda(False, bool(arch), loaded_and_replayed)  # (GPU-less: autoinit)
+
+        def loaded_and_replayed() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
                 loaded = (
                     load_module(module, entry, gpu_less=bool(arch))

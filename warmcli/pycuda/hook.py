@@ -8,8 +8,10 @@ PyCUDA's, as their kernels are not warm's: `_for_the_script`) and `pycuda.autoin
 binds its device's primary context while the workload runs, so the script's
 allocations and warm's launches share memory). With `--arch` (no GPU, maybe no
 pycuda), every PyCUDA module the script imports is a shape-only stand-in
-(`warmcli.pycuda.standins`). Whatever `sys.modules` and `pycuda.compiler` held
-before is put back afterwards. The module owns nothing beyond that span.
+(`warmcli.pycuda.standins`). Without `--pycuda`, a GPU-less run still takes
+`warmcli.pycuda.autoinit` (the README's changed import) as the stand-in's, which makes no
+context (`own_autoinit`). Whatever `sys.modules` and `pycuda.compiler` held before is put
+back afterwards. The module owns nothing beyond that span.
 """
 
 from __future__ import annotations
@@ -107,3 +109,25 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
+
+
+@contextlib.contextmanager
+def own_autoinit() -> Iterator[None]:
+    """`import warmcli.pycuda.autoinit` in the block, a GPU-less run without `--pycuda`
+    (`warm run --arch`, `warm verify --workload --arch`), is the stand-in's `autoinit`: no
+    GPU, so no context to make current (the real one would open the process's CUDA runtime
+    at import, which has none)."""
+    from warmcli.pycuda.standin_device import _Context, _Device
+
+    name = "warmcli.pycuda.autoinit"
+    saved = sys.modules.get(name)
+    stand_in = types.ModuleType(name, "warm: a GPU-less pre-build's autoinit: no context")
+    stand_in.device, stand_in.context = _Device(), _Context()  # type: ignore[attr-defined]
+    sys.modules[name] = stand_in
+    try:
+        yield
+    finally:
+        if saved is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = saved

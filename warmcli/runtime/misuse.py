@@ -44,8 +44,9 @@ def refuse_device_data(call: str, array: object) -> None:
 
 def discarded_read(what: str, device_id: str, executes: bool, allowed: bool, level: int) -> None:
     """A read of `what` under a discarding pass on device `device_id` (one that `executes`,
-    or not): `DiscardedReadError`, or where reads are `allowed` a `DiscardedReadWarning`
-    (`level`: its stack level, from the caller's caller), counted and noted."""
+    or not): `DiscardedReadError` (naming the flag that allows it), or where reads are
+    `allowed` a `DiscardedReadWarning` (`level`: its stack level, from the caller's caller),
+    counted and noted."""
     import warnings
 
     from warmcli.errors import DiscardedReadError, DiscardedReadWarning
@@ -60,7 +61,7 @@ def discarded_read(what: str, device_id: str, executes: bool, allowed: bool, lev
     )
     if not allowed:  # noted too: a workload that catches it (pytest) goes on silently
         process_mode.note_reported(refused_read_note(mode, "DiscardedReadError", ALLOW))
-        raise DiscardedReadError(message)
+        raise DiscardedReadError(f"{message}; {ALLOW}")  # (the note is dropped where it ends)
     try:
         warnings.warn(message, DiscardedReadWarning, stacklevel=level + 2)
     except DiscardedReadWarning:  # a warnings filter made it an error (pytest.ini's `error`)

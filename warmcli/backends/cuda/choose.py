@@ -22,6 +22,7 @@ from warmcli.backends.cuda.nvrtc import supported_sms as nvrtc_sms
 from warmcli.backends.serving import virtual_sm
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.errors import ArchError
+from warmcli.printable import printable
 
 CudaCompiler = NvccCompiler | NvrtcCompiler
 NAMES = ("nvrtc", "nvcc")
@@ -72,10 +73,16 @@ def make_compiler(choice: CompilerChoice, nvcc: str | None, ptx: str | None) -> 
 
 
 def why_this_nvcc(compiler: NvccCompiler) -> str:
-    """Where the search order found this nvcc, and any other nvcc it passed over."""
+    """Where the search order found this nvcc, any other nvcc it passed over, and a
+    `CUDA_HOME`/`CUDA_PATH` set to a folder with no `bin/nvcc`, which it passed over too."""
     others = [f"{path} ({where})" for where, path in nvcc_candidates() if path != compiler.path]
     found = f"found by {compiler.found_by}"
-    return f"{found}; also here: {', '.join(dict.fromkeys(others))}" if others else found
+    found += f"; also here: {', '.join(dict.fromkeys(others))}" if others else ""
+    named = {home for home, _ in nvcc_candidates()}
+    for home, folder in config.cuda_homes().items():
+        if folder and home not in named:  # set, but no nvcc there
+            found += f"; {home}={printable(folder)} holds no bin/nvcc"
+    return found
 
 
 def check_ptx_target(compiler: CudaCompiler, ptx: str) -> None:

@@ -2,7 +2,8 @@
 and the columns that tell apart kernels of one label (their compile options; their source
 text's digest, where one label stands for several sources on one device and arch, as a
 string template formatted with different values makes: `sources_apart`, the rule `warm
-check`'s table follows too). Pure presentation over `kernel_json` documents
+check`'s table follows too; the compiler that built each, where one kernel has builds by
+several: `kernel_toolchains`). Pure presentation over `kernel_json` documents
 (`warmcli.cli.render.stats`); it owns no state and never prints.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from warmcli.backends.serving import cuda_release
 from warmcli.cli.render import add_row, listing, when
 from warmcli.records import where
 
@@ -58,19 +60,43 @@ def sources_apart(kernels: Iterable[tuple[object, object, object, object]]) -> b
     return any(len(s) > 1 for s in sources.values())
 
 
+def kernel_toolchains(kernels: list[dict[str, Any]]) -> list[str] | None:
+    """Each kernel's toolchain, shown in a `built by` column where one kernel of `kernels`
+    (one device, arch, label, source and options) has builds by several (nvcc's and NVRTC's,
+    warmed with each): a CUDA compiler by its name and release (`nvcc 13.0`), any other, or
+    two that would read alike so, whole; None where no kernel has two."""
+    made: dict[tuple[object, ...], set[str]] = {}
+    for k in kernels:
+        twin = (k["device"], k["arch"], k["label"], k.get("source_sha256"), str(k.get("options")))
+        made.setdefault(twin, set()).add(str(k.get("toolchain") or "-"))
+    if all(len(toolchains) < 2 for toolchains in made.values()):
+        return None
+    shown: dict[str, str] = {}
+    for toolchains in made.values():
+        release = {t: cuda_release(t) for t in toolchains}
+        short = {t: f"{t.partition(':')[0]} {r[0]}.{r[1]}" if r else t for t, r in release.items()}
+        alike = len(set(short.values())) < len(toolchains)  # (two builds by one release)
+        shown.update({t: t if alike else short[t] for t in toolchains})
+    return [shown[str(k.get("toolchain") or "-")] for k in kernels]
+
+
 def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
     """One row per kernel (its `kernel_json`): where, what (with its options and source
-    where they tell kernels of one label apart), its share of its binary's size (a batch's
+    where they tell kernels of one label apart, and the compiler that built it where one
+    kernel has builds by several), its share of its binary's size (a batch's
     kernels share one binary) and its part of the compile time (`seconds`: each compile
     counted once), its key, its last use."""
     table = listing(title)
     options, sources = kernel_options(kernels), kernel_sources(kernels)
+    built = kernel_toolchains(kernels)
     table.add_column("device", no_wrap=True)
     table.add_column("kernel", overflow="fold")
     if options is not None:
         table.add_column("options", overflow="fold")
     if sources is not None:
         table.add_column("source", no_wrap=True)
+    if built is not None:
+        table.add_column("built by", overflow="fold")
     table.add_column("bytes", justify="right", no_wrap=True)
     table.add_column("compile", justify="right", no_wrap=True)
     table.add_column("key", no_wrap=True)
@@ -83,6 +109,7 @@ def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
             kernel_name(k),
             *([] if options is None else [options[i]]),
             *([] if sources is None else [sources[i]]),
+            *([] if built is None else [built[i]]),
             f"{k['bytes']:,}",
             f"{k['seconds']:.3f}",
             k["key"][:8],
