@@ -28,10 +28,10 @@ process start; a note that names the URL otherwise than `shown` does (an earlier
 may hold its password) is never said: asked afresh.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
 that state of the file, writers waiting, while it is copied into an anonymous temporary file,
-`warmcli.bundle.push_copy`: the upload holds up no writer and no reader; a store's answers,
-to its HEAD and once the upload is sent to its PUT, are waited for `WARM_REMOTE_DEADLINE` at
-most) whole, in one request, so a reader never sees a torn object and
-of two concurrent pushes one wins whole; its sha256 and MD5 are read as it is copied, in one
+`warmcli.bundle.push_copy`: the upload holds up no writer and no reader; its exchanges with
+the store, its HEAD and its PUT, body and answer, each end within `WARM_REMOTE_DEADLINE`)
+whole, in one request, so a reader never sees a torn object and of two concurrent pushes
+one wins whole; its sha256 and MD5 are read as it is copied, in one
 streamed pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
 body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://` URL as an
 HTTP PUT, the way a presigned object-store URL takes an upload, with the sha256 in

@@ -7,10 +7,10 @@ the object's metadata; a push sends nothing where the object is this bundle alre
 read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
 headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT
 run in a daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most
-(`_within`; a PUT's body is read through `_Sent`, which says when it is sent: the upload
-itself takes the time it takes, the request's making and its answer the deadline); past
-it, the download's `Gate` is shut (its temporary file removed, nothing written after), an
-upload's body refuses to be read further, and the thread is left to end with its socket (at
+(`_within`: each exchange whole, a PUT's body's upload included; that body is read
+through `_Sent`, which says how far it was sent when the deadline passed); past it, the
+download's `Gate` is shut (its temporary file removed, nothing written after), an upload's
+body refuses to be read further, and the thread is left to end with its socket (at
 the store's next silence of a read's wait: one that drips faster keeps it, for days); while
 `MAX_GIVEN_UP` such threads are alive in the process no exchange is begun (`RemoteError`), so
 a long-running process asking a store that drips holds a bounded number of threads and sockets.
@@ -91,8 +91,8 @@ class S3:
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
         the object is this copy already (`held`: False, nothing sent). The HEAD, and the PUT
-        once its body is sent (or before, while it is asked), are answered within
-        `WARM_REMOTE_DEADLINE`, else `RemoteError` (not pushed)."""
+        (its body sent and answered), each end within `WARM_REMOTE_DEADLINE`, else
+        `RemoteError` (not pushed, or not known to be: `_late_put`)."""
         late = (
             f"{self.url}: not pushed: the store did not answer in {self.seconds:g} s "
             "(WARM_REMOTE_DEADLINE)"
@@ -140,9 +140,9 @@ class S3:
         self, seconds: float, late: str, work: Callable[[Gate], T], body: _Sent | None = None
     ) -> T:
         """`work(gate)` run in a daemon thread, its result (or error) waited for `seconds`
-        at most (with an upload's `body`: while its request is made and answered, never
-        while the body is sent); past them (or interrupted) the gate is shut (and the
-        body's reads refused), and `late` raised: the thread makes and writes no file
+        at most (an upload's `body` sent too); past them (or interrupted) the gate is shut
+        (and the body's reads refused), and `late` raised (for an upload, as far as its body
+        went: `_late_put`): the thread makes and writes no file
         after, and ends with its socket (at the store's next silence of a read's wait, or
         the process's end), named `GIVEN_UP` until then; `RemoteError` at once where
         `MAX_GIVEN_UP` of those are alive."""
@@ -152,7 +152,7 @@ class S3:
                 f"{self.url}: not asked: {left} exchanges given up at WARM_REMOTE_DEADLINE "
                 "still wait on their stores' answers (a store that drips them)"
             )
-        gate, outcome, moved = Gate(self.url), [], body.moved if body else threading.Condition()
+        gate, outcome, moved = Gate(self.url), [], threading.Condition()
 
         def run() -> None:
             try:
@@ -163,20 +163,15 @@ class S3:
                 with moved:
                     moved.notify_all()
 
-        def waited(seconds: float | None, state: str = "") -> bool:  # done, or at `state`
-            at = (lambda: body.state >= state) if body and state else (lambda: False)
+        def waited(seconds: float) -> bool:  # done
             with moved:  # a wait past the platform's clock is an error: ~3 years will do
-                return moved.wait_for(lambda: bool(outcome) or at(), seconds and min(seconds, 1e8))
+                return moved.wait_for(lambda: bool(outcome), min(seconds, 1e8))
 
         thread = threading.Thread(target=run, name="warm-s3", daemon=True)
         thread.start()
         finished = False
-        try:
-            # an upload's body: made (signed, checksummed) | asked | sending | sent
-            sent = body is None or (
-                waited(None, "1") and waited(seconds, "2") and waited(None, "3")
-            )
-            finished = sent and waited(seconds)
+        try:  # the whole exchange: an upload's body too
+            finished = waited(seconds)
         finally:
             if not finished:
                 thread.name = GIVEN_UP  # (counted until it ends)
@@ -184,7 +179,7 @@ class S3:
                 if body is not None:
                     body.given_up = True
         if not finished:
-            raise RemoteError(late)
+            raise RemoteError(late if body is None else _late_put(self.url, seconds, body, late))
         ok, value = outcome[0]
         if not ok:
             raise value.with_traceback(None)
@@ -215,32 +210,46 @@ class S3:
 
 
 class _Sent:
-    """A push's body as boto3 reads it, saying how far its PUT went (`state`): "" made,
-    "1" asked (botocore's `before-send`: connecting, its headers, `Expect: 100-continue`),
-    "2" sending (read since), "3" sent (read to its end: its answer awaited). Once
-    `given_up` a read raises: the upload stops there."""
+    """A push's body as boto3 reads it, saying how far its PUT went (`state`): "" made (or
+    rewound, as for a retry), "1" asked (botocore's `before-send`), "2" sending (read
+    since), "3" sent (read to its end: its answer awaited). Once `given_up` a read raises:
+    the upload stops there, its body never sent whole."""
 
     def __init__(self, fh: BinaryIO) -> None:
         self._fh, self.state, self.given_up = fh, "", False
-        self.moved = threading.Condition()
 
-    def __getattr__(self, name: str) -> Any:  # seek, tell, fileno: the file's
+    def __getattr__(self, name: str) -> Any:  # tell, fileno: the file's
         return getattr(self._fh, name)
 
     def asked(self, **_: Any) -> None:
-        self._to("1")
+        self.state = "1"
+
+    def seek(self, *args: Any) -> int:
+        self.state = ""  # rewound: read again (a checksum, a retry) before it is asked
+        return self._fh.seek(*args)
 
     def read(self, size: int = -1) -> bytes:
         if self.given_up:
             raise OSError("the push was given up (WARM_REMOTE_DEADLINE)")
         data: bytes = self._fh.read(size)
-        if self.state == "1":
-            self._to("2")
-        if self.state == "2" and not data:
-            self._to("3")
+        if self.state == "1" and data:
+            self.state = "2"
+        elif self.state == "2" and not data:
+            self.state = "3"
         return data
 
-    def _to(self, state: str) -> None:
-        with self.moved:
-            self.state = state
-            self.moved.notify_all()
+
+def _late_put(url: str, seconds: float, body: _Sent, late: str) -> str:
+    """A PUT the deadline ended: unanswered before its body was read (`late`), while it was
+    sent (never whole: the store holds what it held), or once it was read whole (the store
+    may hold it: a push again says so, sending nothing)."""
+    if body.state == "2":
+        return f"{url}: not pushed: the upload was not sent whole in {seconds:g} s " + (
+            "(WARM_REMOTE_DEADLINE)"
+        )
+    if body.state == "3":
+        return (
+            f"{url}: not known to be pushed: sent, but the store did not answer in {seconds:g} s "
+            "(WARM_REMOTE_DEADLINE): push again (it sends nothing where the store holds it)"
+        )
+    return late

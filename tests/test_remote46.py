@@ -1,0 +1,155 @@
+"""Object stores under a hostile or slow server (remote46), against raw servers on 127.0.0.1
+started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py`).
+
+`warm push`'s upload is bounded by `WARM_REMOTE_DEADLINE` in all, `https://` as `s3://`: a
+store that reads the PUT's body slowly (64 kB a `DRIP`) stops it there (one line, exit 2, the old
+object kept: the body never sent whole), as does one that drips the PUT's TLS handshake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from big_bundle import build_big
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from raw_store import RawStore
+
+DRIP = 0.2  # seconds between the bytes a slow store reads or sends
+DRIPS = 40  # then it stops: 8 s, far past a deadline of 1 s
+OLD = b"the old object"
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A sound bundle of 15 MB: more than a slow store takes in `DRIPS`."""
+    return build_big(tmp_path_factory.mktemp("big") / "big.warm", 20000, 20000)
+
+
+def _fields(head: bytes) -> dict[bytes, bytes]:
+    lines = head.lower().split(b"\r\n")[1:]
+    return {k.strip(): v.strip() for k, _, v in (line.partition(b":") for line in lines)}
+
+
+class _SlowReader(RawStore):
+    """An object store (`https://`'s PUT, or S3's path-style one) holding `OLD`, whose
+    HEAD answers at once and whose PUT's body it reads 64 kB every `DRIP` s (each of the
+    client's writes taken well within its wait: 320 kB/s), `DRIPS` times, then hangs up;
+    a body read whole would replace the object."""
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self.held, self.received = OLD, 0
+        super().__init__()
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        head, _, body = request.partition(b"\r\n\r\n")
+        if request.startswith(b"HEAD"):
+            conn.sendall(
+                b'HTTP/1.1 200 OK\r\nETag: "old"\r\nContent-Length: 14\r\nConnection: close\r\n\r\n'
+            )
+            return
+        fields = _fields(head)
+        if fields.get(b"expect") == b"100-continue":
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        size, got = int(fields[b"content-length"]), len(body)
+        for _ in range(DRIPS):
+            if got >= size:
+                break
+            time.sleep(DRIP)
+            got += len(conn.recv(65536))
+        self.received = got
+        if got >= size:
+            self.held = b"new"
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+
+def _aws(store: RawStore, home: Path, **more: str) -> dict[str, str]:
+    return {
+        "WARM_HOME": str(home),
+        "AWS_ENDPOINT_URL": store.endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        **more,
+    }
+
+
+def _stopped(proc: object, took: float, bound: float) -> None:
+    out, err, code = proc.stdout, proc.stderr, proc.returncode  # type: ignore[attr-defined]
+    assert code == 2 and err.count("\n") == 1, out + err
+    assert "not pushed" in err and "WARM_REMOTE_DEADLINE" in err, err
+    assert took < bound, (took, err)
+
+
+@pytest.mark.parametrize("scheme", ["https", "s3"])
+def test_a_store_reading_the_upload_a_byte_at_a_time_stops_the_push_at_the_deadline(
+    warm: Warm, tmp_path: Path, big: Path, scheme: str
+) -> None:
+    """On main the upload had no deadline: the push waited for the store (8 s here, for
+    as long as it likes), then said "store unreachable"."""
+    if scheme == "s3":
+        pytest.importorskip("boto3")
+    before = big.read_bytes()
+    store = _SlowReader()
+    url = store.url if scheme == "https" else "s3://fleet/b.warm"
+    env = _aws(store, tmp_path / "home", WARM_REMOTE_DEADLINE="1")
+    try:
+        began = time.monotonic()
+        proc = warm.with_env(**env)("push", big, url, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        store.close()
+    _stopped(proc, took, 5)
+    assert store.held == OLD and store.received < big.stat().st_size
+    assert big.read_bytes() == before  # nothing local lost
+
+
+class _DripPutHandshake(RawStore):
+    """An https:// store whose HEAD (plain, refused: not TLS) fails at once, then whose
+    PUT's connection drips its TLS handshake: a record header of 16 kB, a byte a `DRIP`."""
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self.stop, self.connections = threading.Event(), 0
+        super().__init__()
+        self.url = self.url.replace("http://", "https://", 1)
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        self.connections += 1
+        if self.connections == 1:  # the HEAD: no TLS, the push goes on to its PUT
+            return
+        conn.sendall(b"\x16\x03\x03\x40\x00")
+        for _ in range(DRIPS):
+            if self.stop.wait(DRIP):
+                return
+            with contextlib.suppress(OSError):
+                conn.sendall(b"\x02")
+
+    def close(self) -> None:
+        self.stop.set()
+        super().close()
+
+
+def test_a_put_whose_tls_handshake_drips_stops_at_the_deadline(
+    warm: Warm, tmp_path: Path, big: Path
+) -> None:
+    """The PUT's connection waited each read 10 s (`TIMEOUT`), whatever the deadline."""
+    store = _DripPutHandshake()
+    try:
+        limited = warm.with_env(WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
+        began = time.monotonic()
+        proc = limited("push", big, store.url, timeout=60)
+        took = time.monotonic() - began
+    finally:
+        store.close()
+    assert store.connections == 2, store.connections
+    _stopped(proc, took, 5)
