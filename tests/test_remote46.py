@@ -20,6 +20,8 @@ from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
 from raw_store import RawStore
 
+from warmcli.bundle.remote import RemoteError, fetch
+
 DRIP = 0.2  # seconds between the bytes a slow store reads or sends
 DRIPS = 40  # then it stops: 8 s, far past a deadline of 1 s
 OLD = b"the old object"
@@ -153,3 +155,37 @@ def test_a_put_whose_tls_handshake_drips_stops_at_the_deadline(
         store.close()
     assert store.connections == 2, store.connections
     _stopped(proc, took, 5)
+
+
+class _Says(RawStore):
+    """A store on 127.0.0.1 answering every request with `said` (raw bytes); the requests
+    it was sent in `asked`."""
+
+    threaded = True
+
+    def __init__(self, said: bytes) -> None:
+        self.said, self.asked = said, []
+        super().__init__()
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        self.asked.append(request)
+        conn.sendall(self.said)
+
+
+def test_a_length_of_thousands_of_digits_is_one_line_not_a_traceback(
+    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Content-Length: 999...` (5,000 digits): Python makes no int of it (its 4,300-digit
+    limit): `warm pull` was a ValueError traceback (exit 1), a production fetch raised it."""
+    store = _Says(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\nabc")
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    try:
+        proc = warm.with_env(WARM_HOME=str(tmp_path / "home"))("pull", store.url, tmp_path / "o")
+        with pytest.raises(RemoteError) as caught:  # as production raises it
+            fetch(store.url)
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "bytes announced" in proc.stderr and len(proc.stderr) < 300, proc.stderr
+    assert "bytes announced" in str(caught.value)
+    assert not (tmp_path / "o").exists()
