@@ -9,7 +9,9 @@ object kept: the body never sent whole), as does one that drips the PUT's TLS ha
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
@@ -189,3 +191,39 @@ def test_a_length_of_thousands_of_digits_is_one_line_not_a_traceback(
     assert "bytes announced" in proc.stderr and len(proc.stderr) < 300, proc.stderr
     assert "bytes announced" in str(caught.value)
     assert not (tmp_path / "o").exists()
+
+
+class _ErrorFlood(RawStore):
+    """An S3 endpoint whose HEAD names an object and whose GET answers 500 announcing 4 GB
+    of error text, sending `FLOOD` MiB of it (as fast as loopback takes it), then hanging up."""
+
+    threaded = True
+    FLOOD = 200
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        if request.startswith(b"HEAD"):
+            conn.sendall(b'HTTP/1.1 200 OK\r\nETag: "e"\r\nContent-Length: 10\r\n\r\n')
+            return
+        conn.sendall(b"HTTP/1.1 500 Oops\r\nContent-Length: 4000000000\r\n\r\n<Error>")
+        chunk = b"a" * (1 << 20)
+        for _ in range(self.FLOOD):
+            conn.sendall(chunk)
+
+
+def test_an_s3_error_body_sets_no_memory(tmp_path: Path) -> None:
+    """botocore read an error's body whole: `warm pull` peaked at ~3 GB in 3 s against a
+    store announcing 4 GB of it (here: 2.4 GB for a flood of 400 MB). Read 1 MiB at most."""
+    pytest.importorskip("boto3")
+    from big_bundle import peak_rss
+    from conftest import ROOT
+
+    store = _ErrorFlood()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(_aws(store, tmp_path / "home", WARM_REMOTE_DEADLINE="5"), PYTHONPATH=str(ROOT))
+    try:
+        args = [sys.executable, "-m", "warmcli", "pull", "s3://fleet/b.warm", str(tmp_path / "o")]
+        proc, peak = peak_rss(args, env, timeout=60)
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert peak < 200, peak  # MiB: Python, boto3 and warm

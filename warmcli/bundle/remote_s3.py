@@ -14,6 +14,8 @@ body refuses to be read further, and the thread is left to end with its socket (
 the store's next silence of a read's wait: one that drips faster keeps it, for days); while
 `MAX_GIVEN_UP` such threads are alive in the process no exchange is begun (`RemoteError`), so
 a long-running process asking a store that drips holds a bounded number of threads and sockets.
+botocore reads an answer's body whole into memory (an error's, a PUT's): at most
+`MAX_ANSWER` bytes of it are read (`_Capped`), whatever length the store says or sends.
 It owns no state beyond its client (and the names of the threads it starts) and never prints.
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import base64
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
@@ -36,6 +38,7 @@ from warmcli.errors import RemoteError
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 GIVEN_UP = "warm-s3 (given up)"  # a thread `_within` left to end with its socket
 MAX_GIVEN_UP = 16  # such threads alive at once: past them, no exchange is begun
+MAX_ANSWER = 1 << 20  # bytes of an answer's body botocore reads whole (an error's: ~300)
 T = TypeVar("T")
 
 
@@ -64,6 +67,11 @@ class S3:
         except (BotoCoreError, ValueError) as exc:
             why = f"no S3 client from the AWS settings ({said(exc)})"
             raise RemoteError(f"{self.url}: {why}") from None
+        # botocore reads an answer's body whole into memory (an error's, a PUT's: all but a
+        # GET's object, which `receive` reads bounded): at most MAX_ANSWER bytes of it here
+        session = self.client._endpoint.http_session  # (no public hook comes before that read)
+        send = session.send
+        session.send = lambda request: _capped(send(request), request.method)
 
     def call(self, action: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -207,6 +215,35 @@ class S3:
         stated = (got.get("Metadata") or {}).get(SHA_META)
         etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
         return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
+
+
+def _capped(response: Any, method: str) -> Any:
+    """botocore's `response` (an `AWSResponse`), its body read by botocore at most
+    `MAX_ANSWER` bytes, unless it is a GET's object (2xx), which is read as a stream."""
+    if not (method == "GET" and response.status_code < 300):
+        response.raw = _Capped(response.raw)
+    return response
+
+
+class _Capped:
+    """An answer's raw stream (urllib3's) that botocore reads whole (`stream`): at most
+    `MAX_ANSWER` bytes, then its connection dropped (a store that said 4 GB of an error
+    took 3 GB of memory in 3 s, and a thread given up on read on)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def stream(self, amt: int = 1 << 16, decode_content: Any = None) -> Iterator[bytes]:
+        left = MAX_ANSWER
+        for chunk in self._raw.stream(amt, decode_content=decode_content):
+            yield chunk[:left]
+            left -= len(chunk)
+            if left <= 0:
+                self._raw.close()  # the rest unread: the connection is not reused
+                return
 
 
 class _Sent:
