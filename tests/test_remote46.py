@@ -227,3 +227,43 @@ def test_an_s3_error_body_sets_no_memory(tmp_path: Path) -> None:
         store.close()
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert peak < 200, peak  # MiB: Python, boto3 and warm
+
+
+def _evil_bundle(path: Path) -> bytes:
+    """A bundle whose first blob's sha256 is named with terminal escapes (an OSC title, a
+    BEL): `warm verify`'s integrity check refuses it, naming that text."""
+    import sqlite3
+
+    build_big(path, 10, 10)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(
+            "UPDATE blobs SET sha256 = char(27) || ']0;owned' || char(7) || substr(sha256, 9) "
+            "WHERE rowid = (SELECT min(rowid) FROM blobs)"
+        )
+        conn.commit()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("hostile", ["stated-sha256", "bundle-text"])
+def test_a_refusal_said_in_production_holds_no_terminal_escape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hostile: str
+) -> None:
+    """What production raises or warns (no CLI escapes it there): the sha256 a store states
+    (`X-Warm-Sha256: ESC]0;...BEL`) and a downloaded bundle's own text in the integrity
+    check's refusal reached it raw (its terminal's title set, its screen cleared)."""
+    if hostile == "stated-sha256":
+        body = build_big(tmp_path / "b.warm", 10, 10).read_bytes()
+        extra = b"X-Warm-Sha256: \x1b]0;owned\x07\x9b2J\r\n"
+    else:
+        body, extra = _evil_bundle(tmp_path / "b.warm"), b""
+    head = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (extra, len(body))
+    store = _Says(head + body)
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    try:
+        with pytest.raises(RemoteError) as caught:
+            fetch(store.url)
+    finally:
+        store.close()
+    text = str(caught.value)
+    assert "download refused" in text and "owned" in text, text
+    assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in text), repr(text)

@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 from warmcli import config
 from warmcli.errors import RemoteError
 from warmcli.home import TMP_SUFFIX, private
+from warmcli.printable import printable
 
 MAX_BYTES = 4 << 30  # the most a download may take, unless WARM_REMOTE_MAX_SIZE says
 DEADLINE = 300.0  # seconds a download may take in all, unless WARM_REMOTE_DEADLINE says
@@ -180,7 +181,7 @@ def checked(
     elif size is not None and size_of(size) != length:
         problem = f"{length} bytes received, {short(announced)} announced"
     elif stated is not None and stated != digest:
-        problem = f"sha256 {digest[:16]} differs from the stated {stated[:16]}"
+        problem = f"sha256 {digest[:16]} differs from the stated {printable(stated[:16])}"
     if problem:
         tmp.unlink(missing_ok=True)
         raise RemoteError(f"{url}: download refused: {problem}")
