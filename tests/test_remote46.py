@@ -2,8 +2,13 @@
 started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py`).
 
 `warm push`'s upload is bounded by `WARM_REMOTE_DEADLINE` in all, `https://` as `s3://`: a
-store that reads the PUT's body slowly (64 kB a `DRIP`) stops it there (one line, exit 2, the old
-object kept: the body never sent whole), as does one that drips the PUT's TLS handshake.
+store that reads the PUT's body slowly (64 kB a `DRIP`) stops it there (one line, exit 2, the
+old object kept: the body never sent whole), as does one that drips the PUT's TLS handshake.
+A `Content-Length` of 5,000 digits is one line (it was a ValueError traceback); an S3 error
+body announced as 4 GB is read 1 MiB at most (it was read whole into memory); what a store
+states (a sha256) or a downloaded bundle says in a refusal reaches production inert. Guards
+that held already: a store that kept less than the PUT it answered 200 to is never pulled,
+and a push redirected to another host takes no credentials there.
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ def _stopped(proc: object, took: float, bound: float) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["https", "s3"])
-def test_a_store_reading_the_upload_a_byte_at_a_time_stops_the_push_at_the_deadline(
+def test_a_store_reading_the_upload_slowly_stops_the_push_at_the_deadline(
     warm: Warm, tmp_path: Path, big: Path, scheme: str
 ) -> None:
     """On main the upload had no deadline: the push waited for the store (8 s here, for
@@ -267,3 +272,118 @@ def test_a_refusal_said_in_production_holds_no_terminal_escape(
     text = str(caught.value)
     assert "download refused" in text and "owned" in text, text
     assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in text), repr(text)
+
+
+class _Keeps(RawStore):
+    """An https:// store (plain, on this machine) that answers 200 to a PUT but keeps `kept`
+    of its body (`"half"`, `"none"`), and serves it: under the sha256 the PUT stated where
+    `stated`, with a `Content-Length` a kilobyte longer than it sends where `cut`."""
+
+    threaded = True
+
+    def __init__(self, kept: str, stated: bool, cut: bool) -> None:
+        self.kept, self.stated, self.cut = kept, stated, cut
+        self.body: bytes | None = None
+        self.sha = b""
+        super().__init__()
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        head, _, body = request.partition(b"\r\n\r\n")
+        fields = _fields(head)
+        if request.startswith(b"PUT"):
+            while len(body) < int(fields[b"content-length"]):
+                body += conn.recv(1 << 16)
+            self.sha = fields[b"x-warm-sha256"]
+            self.body = body[: len(body) // 2] if self.kept == "half" else None
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            return
+        if self.body is None:
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        said = b"X-Warm-Sha256: %s\r\n" % self.sha if self.stated else b""
+        length = len(self.body) + (1024 if self.cut else 0)
+        conn.sendall(b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n" % (said, length))
+        if not request.startswith(b"HEAD"):
+            conn.sendall(self.body)
+
+
+@pytest.mark.parametrize(
+    ("kept", "stated", "cut", "said"),
+    [
+        ("half", True, False, "differs from the stated"),
+        ("half", False, False, "download refused"),
+        ("half", False, True, "bytes received"),
+        ("none", False, False, "no bundle there"),
+    ],
+    ids=["half-stated", "half", "half-cut", "nothing"],
+)
+def test_a_store_that_kept_less_than_it_took_is_never_pulled(
+    warm: Warm, tmp_path: Path, kept: str, stated: bool, cut: bool, said: str
+) -> None:
+    """It answered 200 to the PUT: `warm push` says pushed (it cannot know); a later pull
+    of what it kept is refused in one line (its sha256, its length, or the integrity
+    check), nothing written where it was to go."""
+    bundle = build_big(tmp_path / "b.warm", 10, 10)
+    store = _Keeps(kept, stated, cut)
+    home = warm.with_env(WARM_HOME=str(tmp_path / "home"))
+    try:
+        pushed = home("push", bundle, store.url)
+        pulled = home("pull", store.url, tmp_path / "o.warm")
+    finally:
+        store.close()
+    assert pushed.returncode == 0 and "pushed" in pushed.stdout, pushed.stdout + pushed.stderr
+    assert pulled.returncode == 2 and pulled.stderr.count("\n") == 1, pulled.stderr
+    assert said in pulled.stderr, pulled.stderr
+    assert not (tmp_path / "o.warm").exists()
+    assert not list((tmp_path / "home" / "remote").glob("*/bundle.warm"))
+
+
+class _Elsewhere(RawStore):
+    """Where a redirect leads: what it was asked, headers included (`asked`)."""
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self.asked: list[bytes] = []
+        super().__init__()
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        self.asked.append(request.partition(b"\r\n\r\n")[0].lower())
+        conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+
+class _Redirects(_Says):
+    """A store that takes a request whole (a PUT's body read), then answers 307 to `to`."""
+
+    def __init__(self, to: bytes) -> None:
+        super().__init__(b"HTTP/1.1 307 Moved\r\nLocation: %s\r\nContent-Length: 0\r\n\r\n" % to)
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        head, _, body = request.partition(b"\r\n\r\n")
+        size = int(_fields(head).get(b"content-length", b"0"))
+        while len(body) < size and (more := conn.recv(1 << 16)):
+            body += more
+        super().answer(conn, head)
+
+
+def test_a_push_redirected_to_another_host_takes_no_credentials_there(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The HEAD and the PUT answered 307 to another host (localhost, not 127.0.0.1): the
+    HEAD followed without the URL's password, the PUT not followed (urllib redirects no
+    upload): one line, exit 2, nothing sent elsewhere that names the credentials."""
+    bundle = build_big(tmp_path / "b.warm", 10, 10)
+    other = _Elsewhere()
+    origin = _Redirects(b"http://localhost:%d/b.warm" % other.port)
+    url = origin.url.replace("http://", "http://user:s3cret@", 1)
+    try:
+        proc = warm.with_env(WARM_HOME=str(tmp_path / "home"))("push", bundle, url)
+    finally:
+        origin.close()
+        other.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "s3cret" not in proc.stderr and "307" in proc.stderr, proc.stderr
+    assert [r.split(b" ")[0] for r in origin.asked] == [b"HEAD", b"PUT"]
+    assert all(b"authorization: basic" in r.lower() for r in origin.asked)
+    assert other.asked and not any(b"authorization" in r for r in other.asked), other.asked
+    assert not any(r.startswith(b"put") for r in other.asked)

@@ -69,9 +69,11 @@ class S3:
             raise RemoteError(f"{self.url}: {why}") from None
         # botocore reads an answer's body whole into memory (an error's, a PUT's: all but a
         # GET's object, which `receive` reads bounded): at most MAX_ANSWER bytes of it here
-        session = self.client._endpoint.http_session  # (no public hook comes before that read)
-        send = session.send
-        session.send = lambda request: _capped(send(request), request.method)
+        endpoint = getattr(self.client, "_endpoint", None)  # (no public hook comes before it)
+        session = getattr(endpoint, "http_session", None)
+        if session is not None:
+            send = session.send
+            session.send = lambda request: _capped(send(request), request.method)
 
     def call(self, action: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
