@@ -4,7 +4,8 @@ started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py
 `warm push`'s upload is bounded by `WARM_REMOTE_DEADLINE` in all, `https://` as `s3://`: a
 store that reads the PUT's body slowly (64 kB a `DRIP`) stops it there (one line, exit 2, the
 old object kept: the body never sent whole), as does one that drips the PUT's TLS handshake.
-A `Content-Length` of 5,000 digits is one line (it was a ValueError traceback); an S3 error
+A `Content-Length` of 5,000 digits is one line (it was a ValueError traceback), as is an S3
+`Last-Modified` botocore cannot place (a RuntimeError traceback); an S3 error
 body announced as 4 GB is read 1 MiB at most (it was read whole into memory); what a store
 states (a sha256) or a downloaded bundle says in a refusal reaches production inert. Guards
 that held already: a store that kept less than the PUT it answered 200 to is never pulled,
@@ -387,3 +388,50 @@ def test_a_push_redirected_to_another_host_takes_no_credentials_there(
     assert all(b"authorization: basic" in r.lower() for r in origin.asked)
     assert other.asked and not any(b"authorization" in r for r in other.asked), other.asked
     assert not any(r.startswith(b"put") for r in other.asked)
+
+
+class _S3Object(RawStore):
+    """An S3 endpoint serving one object (`body`, ETag `etag`) with `Last-Modified` as
+    `modified` says (raw bytes)."""
+
+    threaded = True
+
+    def __init__(self, body: bytes) -> None:
+        self.body, self.etag, self.modified = body, b"one", b"Wed, 21 Oct 2015 07:28:00 GMT"
+        super().__init__()
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        head = b'HTTP/1.1 200 OK\r\nETag: "%s"\r\nLast-Modified: %s\r\nContent-Length: %d\r\n\r\n'
+        conn.sendall(head % (self.etag, self.modified, len(self.body)))
+        if not request.startswith(b"HEAD"):
+            conn.sendall(self.body)
+
+
+@pytest.mark.parametrize("modified", [b"99999999999999999999", b"1e400"])
+def test_an_s3_date_botocore_cannot_place_is_one_line_or_the_last_good_copy(
+    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, modified: bytes
+) -> None:
+    """`Last-Modified: 99999999999999999999` (or `1e400`): botocore raises RuntimeError
+    ("Unable to calculate correct timezone offset"), which left `warm pull` and `warm
+    push` as tracebacks (exit 1), and `fetch` (production's) raised it, a last good copy
+    or not."""
+    pytest.importorskip("boto3")
+    body = build_big(tmp_path / "b.warm", 10, 10).read_bytes()
+    store = _S3Object(body)
+    for key, value in _aws(store, tmp_path / "home").items():
+        monkeypatch.setenv(key, value)
+    aws = warm.with_env(**_aws(store, tmp_path / "cli"))
+    try:
+        first = fetch("s3://fleet/b.warm")  # a last good copy
+        store.etag, store.modified = b"two", modified
+        again = fetch("s3://fleet/b.warm")
+        pulled = aws("pull", "s3://fleet/b.warm", tmp_path / "o.warm")
+        pushed = aws("push", tmp_path / "b.warm", "s3://fleet/b.warm")
+    finally:
+        store.close()
+    assert first.downloaded and not again.downloaded and again.path == first.path
+    assert again.warning and "unreadable" in again.warning, again.warning
+    for proc in (pulled, pushed):
+        assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr, proc.stderr
+        assert proc.stderr.count("\n") <= 1, proc.stderr
+    assert pulled.returncode == 2 and "unreadable" in pulled.stderr, pulled.stderr

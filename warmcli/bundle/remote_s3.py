@@ -93,8 +93,10 @@ class S3:
             raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
-        except (ValueError, TypeError, LookupError) as exc:  # botocore reading a field of its
-            # answer: `x-amz-missing-meta: abc`, `Last-Modified: garbage` (no BotoCoreError)
+        except (ValueError, TypeError, LookupError, ArithmeticError, RuntimeError) as exc:
+            # botocore reading a field of its answer (no BotoCoreError): `x-amz-missing-meta:
+            # abc`, `Last-Modified: garbage`; `Last-Modified: 99999999999999999999` or `1e400`
+            # (a RuntimeError: "Unable to calculate correct timezone offset")
             why = f"the store's answer is unreadable ({said(exc)})"
             raise RemoteError(f"{self.url}: {why}") from None
 
