@@ -392,17 +392,18 @@ def test_a_push_redirected_to_another_host_takes_no_credentials_there(
 
 class _S3Object(RawStore):
     """An S3 endpoint serving one object (`body`, ETag `etag`) with `Last-Modified` as
-    `modified` says (raw bytes)."""
+    `modified` says (raw bytes), and the header lines `extra`."""
 
     threaded = True
 
     def __init__(self, body: bytes) -> None:
         self.body, self.etag, self.modified = body, b"one", b"Wed, 21 Oct 2015 07:28:00 GMT"
+        self.extra = b""  # more header lines
         super().__init__()
 
     def answer(self, conn: socket.socket, request: bytes) -> None:
-        head = b'HTTP/1.1 200 OK\r\nETag: "%s"\r\nLast-Modified: %s\r\nContent-Length: %d\r\n\r\n'
-        conn.sendall(head % (self.etag, self.modified, len(self.body)))
+        head = b'HTTP/1.1 200 OK\r\nETag: "%s"\r\nLast-Modified: %s\r\n%sContent-Length: %d\r\n\r\n'
+        conn.sendall(head % (self.etag, self.modified, self.extra, len(self.body)))
         if not request.startswith(b"HEAD"):
             conn.sendall(self.body)
 
@@ -435,3 +436,31 @@ def test_an_s3_date_botocore_cannot_place_is_one_line_or_the_last_good_copy(
         assert proc.returncode in (0, 2) and "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.count("\n") <= 1, proc.stderr
     assert pulled.returncode == 2 and "unreadable" in pulled.stderr, pulled.stderr
+
+
+@pytest.mark.parametrize(
+    "checksum", [b"x-amz-checksum-crc32: nan", b"x-amz-checksum-sha256: 1e400"]
+)
+def test_an_s3_checksum_that_is_no_base64_is_one_line_or_the_last_good_copy(
+    warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checksum: bytes
+) -> None:
+    """botocore checks a GET's body against the checksum its answer names: one that is no
+    base64 raised binascii.Error (a ValueError) from the body's read, where warm took only
+    OSError and botocore's own: `warm pull` a traceback, `fetch` raised it to production."""
+    pytest.importorskip("boto3")
+    body = build_big(tmp_path / "b.warm", 10, 10).read_bytes()
+    store = _S3Object(body)
+    for key, value in _aws(store, tmp_path / "home").items():
+        monkeypatch.setenv(key, value)
+    try:
+        first = fetch("s3://fleet/b.warm")  # a last good copy
+        store.etag, store.extra = b"two", checksum + b"\r\n"
+        again = fetch("s3://fleet/b.warm")
+        aws = warm.with_env(**_aws(store, tmp_path / "cli"))
+        pulled = aws("pull", "s3://fleet/b.warm", tmp_path / "o.warm")
+    finally:
+        store.close()
+    assert first.downloaded and not again.downloaded and again.path == first.path
+    assert again.warning and "unreadable" in again.warning, again.warning
+    assert pulled.returncode == 2 and pulled.stderr.count("\n") == 1, pulled.stderr
+    assert "unreadable" in pulled.stderr, pulled.stderr

@@ -40,6 +40,8 @@ GIVEN_UP = "warm-s3 (given up)"  # a thread `_within` left to end with its socke
 MAX_GIVEN_UP = 16  # such threads alive at once: past them, no exchange is begun
 MAX_ANSWER = 1 << 20  # bytes of an answer's body botocore reads whole (an error's: ~300)
 T = TypeVar("T")
+# What botocore raises reading a field of a store's answer it cannot parse (no BotoCoreError)
+_UNREADABLE = (ValueError, TypeError, LookupError, ArithmeticError, RuntimeError)
 
 
 class S3:
@@ -93,7 +95,7 @@ class S3:
             raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
-        except (ValueError, TypeError, LookupError, ArithmeticError, RuntimeError) as exc:
+        except _UNREADABLE as exc:
             # botocore reading a field of its answer (no BotoCoreError): `x-amz-missing-meta:
             # abc`, `Last-Modified: garbage`; `Last-Modified: 99999999999999999999` or `1e400`
             # (a RuntimeError: "Unable to calculate correct timezone offset")
@@ -214,6 +216,9 @@ class S3:
             raise
         except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
+        except _UNREADABLE as exc:  # a checksum botocore checks the body by that is no base64
+            why = f"the store's answer is unreadable ({said(exc)})"
+            raise RemoteError(f"{self.url}: {why}") from None
         finally:
             body.close()
         stated = (got.get("Metadata") or {}).get(SHA_META)
