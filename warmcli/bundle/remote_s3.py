@@ -22,6 +22,7 @@ It owns no state beyond its client (and the names of the threads it starts) and 
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -74,8 +75,7 @@ class S3:
         endpoint = getattr(self.client, "_endpoint", None)  # (no public hook comes before it)
         session = getattr(endpoint, "http_session", None)
         if session is not None:
-            send = session.send
-            session.send = lambda request: _capped(send(request), request.method)
+            session.send = functools.partial(_capped, session.send)
 
     def call(self, action: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -226,11 +226,19 @@ class S3:
         return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
 
 
-def _capped(response: Any, method: str) -> Any:
-    """botocore's `response` (an `AWSResponse`), its body read by botocore at most
-    `MAX_ANSWER` bytes, unless it is a GET's object (2xx), which is read as a stream."""
-    if not (method == "GET" and response.status_code < 300):
+def _capped(send: Callable[[Any], Any], request: Any) -> Any:
+    """botocore's `send(request)`, the body of its answer (an `AWSResponse`) read at most
+    `MAX_ANSWER` bytes, but for a streamed GET's object (2xx), which `receive` reads. (botocore
+    reads a body it does not stream inside `send`: it is asked to stream it, then read here.)"""
+    streamed, request.stream_output = request.stream_output, True
+    try:
+        response = send(request)
+    finally:
+        request.stream_output = streamed
+    if not (streamed and response.status_code < 300):
         response.raw = _Capped(response.raw)
+        if not streamed:
+            response.content  # noqa: B018 (read now, as botocore does: capped)
     return response
 
 
