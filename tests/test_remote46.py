@@ -484,3 +484,30 @@ def test_an_s3_checksum_that_is_no_base64_is_one_line_or_the_last_good_copy(
     assert again.warning and "unreadable" in again.warning, again.warning
     assert pulled.returncode == 2 and pulled.stderr.count("\n") == 1, pulled.stderr
     assert "unreadable" in pulled.stderr, pulled.stderr
+
+
+class _RefusesEarly(RawStore):
+    """A store that reads a PUT's headers and answers 403 at once (an expired presigned
+    URL), hanging up without reading its body; a HEAD: 404."""
+
+    threaded = True
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        if request.startswith(b"HEAD"):
+            conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            return
+        conn.sendall(b"HTTP/1.1 403 Request has expired\r\nContent-Length: 0\r\n\r\n")
+
+
+def test_a_store_refusing_the_upload_before_its_body_is_said_as_it_answered(
+    warm: Warm, tmp_path: Path, big: Path
+) -> None:
+    """It answered 403 and hung up while the body was sent: `warm push` said "store
+    unreachable ([Errno 32] Broken pipe)", its answer unread. The answer is read now."""
+    store = _RefusesEarly()
+    try:
+        proc = warm.with_env(WARM_HOME=str(tmp_path / "home"))("push", big, store.url)
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "HTTP 403 Request has expired" in proc.stderr, proc.stderr

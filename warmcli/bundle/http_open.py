@@ -14,7 +14,9 @@ left it), never through a proxy to this machine (`http_proxy` would take a plain
 request, and its password, off it), each wait (the connection, the answer, a read) `timeout`
 seconds at most; under a `Deadline`, every connection it opens is shut when the deadline
 passes, whatever it waits for (a store that drips its headers a byte at a time, each byte
-within the wait, is stopped there too; an upload's body, a TLS handshake, its answer).
+within the wait, is stopped there too; an upload's body, a TLS handshake, its answer); a
+store that answers and hangs up while the request is sent is read (its refusal said, a
+success never taken: the body was not sent whole).
 A `Deadline` owns its timer and the sockets it watches; this module never prints.
 """
 
@@ -248,14 +250,34 @@ def urlopen(
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, **kwargs)
                 self._create_connection = made
+                self.cut: OSError | None = None  # the store hung up on the request
 
             def connect(self) -> None:
                 super().connect()
                 deadline.watch(self.sock)
 
+            def send(self, data: Any) -> None:
+                """The request, until the store hangs up on it (then its answer, sent
+                before, is read: an upload refused before its body is said as refused)."""
+                if self.cut is None:
+                    try:
+                        super().send(data)
+                    except (BrokenPipeError, ConnectionResetError) as exc:
+                        self.cut = exc
+
             def getresponse(self) -> Any:
-                deadline.answer_awaited()
-                return super().getresponse()
+                if self.cut is None:
+                    deadline.answer_awaited()
+                try:
+                    response = super().getresponse()
+                except (OSError, http.client.HTTPException):
+                    if self.cut is not None:  # no answer: the hang-up is what is said
+                        raise self.cut from None
+                    raise
+                if self.cut is not None and response.status < 400:  # never taken as done
+                    response.close()
+                    raise self.cut
+                return response
 
         class Https(Watched, http.client.HTTPSConnection):
             pass
