@@ -300,15 +300,17 @@ class _Sent:
 
 def _late_put(url: str, seconds: float, body: _Sent, late: str) -> str:
     """A PUT the deadline ended: unanswered before its body was read (`late`), while it was
-    sent (never whole: the store holds what it held), or once it was read whole (the store
-    may hold it: a push again says so, sending nothing)."""
+    sent (never whole: the store holds what it held), or once botocore read it whole (sent,
+    or, to an early answer to `Expect: 100-continue`, not: the store may hold it, and a
+    push again says so, sending nothing)."""
     if body.state == "2":
         return f"{url}: not pushed: the upload was not sent whole in {seconds:g} s " + (
             "(WARM_REMOTE_DEADLINE)"
         )
     if body.state == "3":
         return (
-            f"{url}: not known to be pushed: sent, but the store did not answer in {seconds:g} s "
-            "(WARM_REMOTE_DEADLINE): push again (it sends nothing where the store holds it)"
+            f"{url}: not known to be pushed: the store did not answer in {seconds:g} s once "
+            "the upload was read (WARM_REMOTE_DEADLINE): push again (it sends nothing where "
+            "the store holds it)"
         )
     return late
