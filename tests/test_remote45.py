@@ -213,7 +213,9 @@ def _pushed_late(push: Warm, bundle: Path, url: str, bound: float) -> None:
     proc = push("push", bundle, url, timeout=60)
     took = time.monotonic() - began
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert "not pushed" in proc.stderr and "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
+    said = proc.stderr  # once the body is sent, the store may hold it (remote46): unknown
+    assert "not pushed" in said or "not known to be pushed" in said, said
+    assert "WARM_REMOTE_DEADLINE" in said, said
     assert took < bound, took
 
 

@@ -14,8 +14,9 @@ left it), never through a proxy to this machine (`http_proxy` would take a plain
 request, and its password, off it), each wait (the connection, the answer, a read) `timeout`
 seconds at most; under a `Deadline`, every connection it opens is shut when the deadline
 passes, whatever it waits for (a store that drips its headers a byte at a time, each byte
-within the wait, is stopped there too); an upload's deadline bounds only the wait for its
-answer.
+within the wait, is stopped there too; an upload's body, a TLS handshake, its answer); a
+store that answers and hangs up while the request is sent is read (its refusal said, a
+success never taken: the body was not sent whole).
 A `Deadline` owns its timer and the sockets it watches; this module never prints.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,12 +37,13 @@ PLAIN = "http:// is taken only for this machine (localhost, or a loopback addres
 
 
 class Deadline:
-    """Shuts every connection `watch`ed, `seconds` after it is entered (`answer_only`: after
-    the request was sent whole, when its answer is first waited for: an upload's own time
-    is not bounded); `passed` says whether it did."""
+    """Shuts every connection `watch`ed, `seconds` after it is entered: the whole exchange
+    (connecting, a TLS handshake, an upload's body, the answer) is bounded; `passed` says
+    whether it did, `sent` whether the request was sent whole by then (its answer awaited)."""
 
-    def __init__(self, seconds: float, *, answer_only: bool = False) -> None:
-        self.seconds, self.passed, self.answer_only = seconds, False, answer_only
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self._passed, self.sent = seconds, False, False
+        self._end = float("inf")
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         # a wait past the platform's clock is an error in the timer's thread: ~3 years will do
@@ -48,18 +51,30 @@ class Deadline:
         self._timer.daemon = True
 
     def __enter__(self) -> Deadline:
-        if not self.answer_only:
-            self._timer.start()
+        self._end = time.monotonic() + self.seconds
+        self._timer.start()
         return self
 
+    def within(self, wait: float) -> float:
+        """`wait`, cut to what is left of the deadline (passed: shut now, a wait of 0.01 s)."""
+        left = self._end - time.monotonic()
+        if left <= 0:
+            self._shut()
+        return max(0.01, min(wait, left))
+
+    @property
+    def passed(self) -> bool:
+        """Whether the deadline passed (its timer, or a wait `within` it, ran out)."""
+        return self._passed or time.monotonic() >= self._end - 0.01
+
     def answer_awaited(self) -> None:
-        """The request was sent: an `answer_only` deadline starts now (once)."""
+        """The request was sent whole: its answer is awaited."""
         with self._lock:
-            if self.answer_only and not self._timer.is_alive() and not self.passed:
-                self._timer.start()
+            self.sent = not self.passed
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
+        self._end = float("inf")  # after it, `passed` says whether a connection was shut
 
     def watch(self, sock: socket.socket) -> None:
         with self._lock:
@@ -69,7 +84,7 @@ class Deadline:
 
     def _shut(self) -> None:
         with self._lock:
-            self.passed = True
+            self._passed = True
             for sock in self._sockets:
                 _shut(sock)
 
@@ -223,14 +238,46 @@ def urlopen(
     handlers: list[Any] = [Redirects, Proxies]
     if deadline is not None:
 
+        def made(address: Any, wait: float, *rest: Any) -> socket.socket:
+            """A connection's socket, watched from its start: its connecting and its TLS
+            handshake (whose socket this one becomes) wait within the deadline."""
+            sock = socket.create_connection(address, deadline.within(wait), *rest)
+            sock.settimeout(deadline.within(wait))
+            deadline.watch(sock)
+            return sock
+
         class Watched(http.client.HTTPConnection):  # its socket watched, its answer timed
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self._create_connection = made
+                self.cut: OSError | None = None  # the store hung up on the request
+
             def connect(self) -> None:
                 super().connect()
                 deadline.watch(self.sock)
 
+            def send(self, data: Any) -> None:
+                """The request, until the store hangs up on it (then its answer, sent
+                before, is read: an upload refused before its body is said as refused)."""
+                if self.cut is None:
+                    try:
+                        super().send(data)
+                    except (BrokenPipeError, ConnectionResetError) as exc:
+                        self.cut = exc
+
             def getresponse(self) -> Any:
-                deadline.answer_awaited()
-                return super().getresponse()
+                if self.cut is None:
+                    deadline.answer_awaited()
+                try:
+                    response = super().getresponse()
+                except (OSError, http.client.HTTPException):
+                    if self.cut is not None:  # no answer: the hang-up is what is said
+                        raise self.cut from None
+                    raise
+                if self.cut is not None and response.status < 400:  # never taken as done
+                    response.close()
+                    raise self.cut
+                return response
 
         class Https(Watched, http.client.HTTPSConnection):
             pass

@@ -6,8 +6,10 @@
 copies a stream into a unique temporary file in the URL's cache folder, stopping with
 `RemoteError` at either bound (the stream is read a chunk as it arrives, so a store
 that drips stops at the deadline, not once per full chunk); `checked` holds the file to
-the size and sha256 the store announced. A write the local disk refuses is said so
-(the copy cannot be kept), never taken for the store's failure. On every failure the
+the size and sha256 the store announced (`size_of` reads a length: one of thousands of
+digits is one too long, never a traceback, and is said short, `short`). A write the
+local disk refuses is said so (the copy cannot be kept), never taken for the store's
+failure. On every failure the
 temporary file is removed before the error leaves; a download read in a thread that may be
 given up on (an `s3://` one, at the deadline) writes through a `Gate`: once shut, by
 whoever gave up, its temporary file is removed and it makes or writes no other.
@@ -34,11 +36,13 @@ from typing import Any, BinaryIO
 from warmcli import config
 from warmcli.errors import RemoteError
 from warmcli.home import TMP_SUFFIX, private
+from warmcli.printable import printable
 
 MAX_BYTES = 4 << 30  # the most a download may take, unless WARM_REMOTE_MAX_SIZE says
 DEADLINE = 300.0  # seconds a download may take in all, unless WARM_REMOTE_DEADLINE says
 CHUNK = 1 << 20
 MAX_META_BYTES = 1 << 16  # what is remembered beside a copy: a few short texts
+TOO_MANY = 10**30  # bytes: a length announced beyond any file's
 
 
 @dataclass(frozen=True)
@@ -51,14 +55,30 @@ class Bounds:
     def too_long(self, url: str, announced: Any) -> None:
         """`RemoteError` where the store announces more than `max_bytes` (before a byte
         is kept); a length that is no number is `checked`'s to refuse."""
-        text = str(announced)
-        number = announced is not None and text.isascii() and text.isdigit()
-        if number and int(text) > self.max_bytes:
-            raise RemoteError(f"{url}: download refused: {text} bytes announced, {self.over}")
+        number = size_of(announced)
+        if number is not None and number > self.max_bytes:
+            said = short(str(announced))
+            raise RemoteError(f"{url}: download refused: {said} bytes announced, {self.over}")
 
     @property
     def over(self) -> str:
         return f"more than the {self.max_bytes} allowed (WARM_REMOTE_MAX_SIZE)"
+
+
+def size_of(announced: Any) -> int | None:
+    """The length a store announced (a header's text, or S3's number), or None where it is
+    none or no number. One longer than any file is `TOO_MANY` (Python makes no int of more
+    than 4,300 digits of text: a store's `Content-Length: 999...` was a traceback)."""
+    text = str(announced)
+    if announced is None or not (text.isascii() and text.isdigit()):
+        return None
+    digits = text.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 30 else TOO_MANY
+
+
+def short(text: str) -> str:
+    """A store's number as said in one short line: at most 24 characters."""
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
 
 
 def bounds() -> Bounds:
@@ -156,12 +176,12 @@ def checked(
     (the temporary file removed)."""
     problem = None
     announced = str(size)  # a header's text (any text), or S3's number
-    if size is not None and not (announced.isascii() and announced.isdigit()):
+    if size is not None and size_of(size) is None:
         problem = f"{length} bytes received, {announced[:20]!r} announced"
-    elif size is not None and int(announced) != length:
-        problem = f"{length} bytes received, {size} announced"
+    elif size is not None and size_of(size) != length:
+        problem = f"{length} bytes received, {short(announced)} announced"
     elif stated is not None and stated != digest:
-        problem = f"sha256 {digest[:16]} differs from the stated {stated[:16]}"
+        problem = f"sha256 {digest[:16]} differs from the stated {printable(stated[:16])}"
     if problem:
         tmp.unlink(missing_ok=True)
         raise RemoteError(f"{url}: download refused: {problem}")

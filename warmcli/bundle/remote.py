@@ -28,10 +28,10 @@ process start; a note that names the URL otherwise than `shown` does (an earlier
 may hold its password) is never said: asked afresh.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
 that state of the file, writers waiting, while it is copied into an anonymous temporary file,
-`warmcli.bundle.push_copy`: the upload holds up no writer and no reader; a store's answers,
-to its HEAD and once the upload is sent to its PUT, are waited for `WARM_REMOTE_DEADLINE` at
-most) whole, in one request, so a reader never sees a torn object and
-of two concurrent pushes one wins whole; its sha256 and MD5 are read as it is copied, in one
+`warmcli.bundle.push_copy`: the upload holds up no writer and no reader; its exchanges with
+the store, its HEAD and its PUT, body and answer, each end within `WARM_REMOTE_DEADLINE`)
+whole, in one request, so a reader never sees a torn object and of two concurrent pushes
+one wins whole; its sha256 and MD5 are read as it is copied, in one
 streamed pass, and stated with it (`Content-MD5`, which S3, GCS and Azure check against the
 body): to an `s3://` URL with its sha256 in the object's metadata; to an `https://` URL as an
 HTTP PUT, the way a presigned object-store URL takes an upload, with the sha256 in
@@ -46,15 +46,17 @@ bundle (by the sha256 stated with it, or an MD5 ETag: see `push_copy.held`) is s
 URL with nothing there (HTTP 404) is said as never pushed, distinct from a store that fails. The
 S3 client is boto3 (`pip install warmcli[s3]`), imported only for an `s3://` URL; its endpoint
 and credentials come from the usual AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...;
-settings no client can be made from are a `RemoteError`). A download is a bundle from elsewhere:
-untrusted input, opened by `warmcli.bundle.store` like any other. Plain `http://` is refused
-unless the host is this machine (`localhost`, a loopback address): anyone on the path could
-change the bundle or the sha256 announced beside it, as pip refuses an untrusted plain-http
-index; a redirect is followed only where it names such a URL, and never from https:// down to
-plain http:// (not even to this machine: one line of `RemoteError` says so);
-`warmcli.bundle.http_open` opens them, a download's connections shut at its deadline. A length
-announced that is no number is a download refused, as a wrong one is. An ETag memo that cannot
-be written (a full disk) is not kept: the copy is served, and the next fetch downloads it again.
+settings no client can be made from are a `RemoteError`). A download is a bundle from
+elsewhere: untrusted input, opened by `warmcli.bundle.store` like any other (why it is
+refused, its own text included, is said inert, `printable`: production shows it unescaped).
+Plain `http://` is refused unless the host is this machine (`localhost`, a loopback
+address): anyone on the path could change the bundle or the sha256 announced beside it, as
+pip refuses an untrusted plain-http index; a redirect is followed only where it names such a
+URL, and never from https:// down to plain http:// (not even to this machine: one line of
+`RemoteError` says so); `warmcli.bundle.http_open` opens them, a download's connections shut
+at its deadline. A length announced that is no number is a download refused, as a wrong one
+is. An ETag memo that cannot be written (a full disk) is not kept: the copy is served, and
+the next fetch downloads it again.
 This module never prints.
 """
 
@@ -87,6 +89,7 @@ from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import PushInterrupted, RemoteError
 from warmcli.home import make_folder, no_home_why, private, warm_home, write_private
+from warmcli.printable import printable
 
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
 # reads (a build of one version that reads a newer format downloads it anew).
@@ -183,14 +186,14 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
                 raise RemoteError(f"{exc}; {seeded}" if seeded else str(exc)) from None
             return Fetched(local, False, f"{exc}; using the last good copy {local}", str(exc))
         if got is None:  # unchanged, or still the one refused (said again)
-            why = meta.get("refused_why") if refused else None
+            why = printable(meta["refused_why"]) if refused else None  # (an older warm's)
             warning = f"{why}; using the last good copy {local}" if why else None
             return Fetched(local, False, warning, why)
         tmp, etag, digest = got
         try:
             problem = not_a_bundle(tmp) or (untrusted(tmp, keys) if have else None)
             if problem:  # said of the URL: the temporary file it names is removed
-                problem = problem.removeprefix(f"{tmp}: ")
+                problem = printable(problem.removeprefix(f"{tmp}: "))  # the bundle's text
                 reason = f"{name}: download refused: {problem}"
                 if not have:
                     raise RemoteError(f"{reason}; {seeded}" if seeded else reason)

@@ -129,27 +129,27 @@ class Http:
         elif etag == "":
             headers["If-None-Match"] = "*"
         request = self._request(data=fh, headers=headers, method="PUT")
-        try:  # the upload takes its time; the answer to it, the deadline at most
-            with Deadline(seconds, answer_only=True) as deadline:
-                answer = urlopen(request, TIMEOUT, deadline, self.name)  # (an error answer raises)
-                self.sent = True
+        with Deadline(seconds) as deadline:  # the whole exchange: the body's upload too
+            try:
+                answer = urlopen(request, min(TIMEOUT, seconds), deadline, self.name)
+                self.sent = True  # (an error answer raises)
                 answer.close()
-            if deadline.passed:  # an answer cut short at the deadline reads as whole
-                raise late
-        except urllib.error.HTTPError as exc:
-            if exc.code == 412:
-                raise RemoteError(
-                    f"{self.name}: not pushed: the object changed since this push began "
-                    "(another push won); push again to replace it"
-                ) from None
-            raise RemoteError(f"{self.name}: HTTP {exc.code} {said(exc.reason)}") from None
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-            if deadline.passed:
-                raise late from None
-            if isinstance(exc, RemoteError):  # `late`, or a redirect refused: said as it is
-                raise
-            reason = said(getattr(exc, "reason", exc))
-            raise RemoteError(f"{self.name}: store unreachable ({reason})") from None
+            except urllib.error.HTTPError as exc:
+                if exc.code == 412:
+                    raise RemoteError(
+                        f"{self.name}: not pushed: the object changed since this push began "
+                        "(another push won); push again to replace it"
+                    ) from None
+                raise RemoteError(f"{self.name}: HTTP {exc.code} {said(exc.reason)}") from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if deadline.passed:
+                    raise _unsent(self.name, seconds, deadline.sent) from None
+                if isinstance(exc, RemoteError):  # a redirect refused: said as it is
+                    raise
+                reason = said(getattr(exc, "reason", exc))
+                raise RemoteError(f"{self.name}: store unreachable ({reason})") from None
+        if deadline.passed:  # an answer cut short at the deadline reads as whole
+            raise _unsent(self.name, seconds, deadline.sent)
         return True
 
     def _etag(self, seconds: float, late: RemoteError) -> str | None:
@@ -178,6 +178,21 @@ class Http:
         if deadline.passed:  # headers cut short at the deadline read as whole
             raise late
         return etag
+
+
+def _unsent(name: str, seconds: float, sent: bool) -> RemoteError:
+    """A PUT the deadline ended: before its body was sent whole (the store holds what it
+    held: a PUT publishes a body only whole), or while its answer was awaited (the store
+    may hold it: a push again says so, sending nothing)."""
+    if not sent:
+        return RemoteError(
+            f"{name}: not pushed: the upload was not sent whole in {seconds:g} s "
+            "(WARM_REMOTE_DEADLINE)"
+        )
+    return RemoteError(
+        f"{name}: not known to be pushed: sent, but the store did not answer in {seconds:g} s "
+        "(WARM_REMOTE_DEADLINE): push again (it sends nothing where the store holds it)"
+    )
 
 
 def _stated(headers: Any) -> str | None:

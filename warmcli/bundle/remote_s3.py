@@ -7,22 +7,25 @@ the object's metadata; a push sends nothing where the object is this bundle alre
 read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
 headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT
 run in a daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most
-(`_within`; a PUT's body is read through `_Sent`, which says when it is sent: the upload
-itself takes the time it takes, the request's making and its answer the deadline); past
-it, the download's `Gate` is shut (its temporary file removed, nothing written after), an
-upload's body refuses to be read further, and the thread is left to end with its socket (at
+(`_within`: each exchange whole, a PUT's body's upload included; that body is read
+through `_Sent`, which says how far it was sent when the deadline passed); past it, the
+download's `Gate` is shut (its temporary file removed, nothing written after), an upload's
+body refuses to be read further, and the thread is left to end with its socket (at
 the store's next silence of a read's wait: one that drips faster keeps it, for days); while
 `MAX_GIVEN_UP` such threads are alive in the process no exchange is begun (`RemoteError`), so
 a long-running process asking a store that drips holds a bounded number of threads and sockets.
+botocore reads an answer's body whole into memory (an error's, a PUT's): at most
+`MAX_ANSWER` bytes of it are read (`_Capped`), whatever length the store says or sends.
 It owns no state beyond its client (and the names of the threads it starts) and never prints.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlsplit
@@ -36,7 +39,10 @@ from warmcli.errors import RemoteError
 SHA_META = "sha256"  # the S3 metadata field `push` writes (x-amz-meta-sha256)
 GIVEN_UP = "warm-s3 (given up)"  # a thread `_within` left to end with its socket
 MAX_GIVEN_UP = 16  # such threads alive at once: past them, no exchange is begun
+MAX_ANSWER = 1 << 20  # bytes of an answer's body botocore reads whole (an error's: ~300)
 T = TypeVar("T")
+# What botocore raises reading a field of a store's answer it cannot parse (no BotoCoreError)
+_UNREADABLE = (ValueError, TypeError, LookupError, ArithmeticError, RuntimeError)
 
 
 class S3:
@@ -64,6 +70,12 @@ class S3:
         except (BotoCoreError, ValueError) as exc:
             why = f"no S3 client from the AWS settings ({said(exc)})"
             raise RemoteError(f"{self.url}: {why}") from None
+        # botocore reads an answer's body whole into memory (an error's, a PUT's: all but a
+        # GET's object, which `receive` reads bounded): at most MAX_ANSWER bytes of it here
+        endpoint = getattr(self.client, "_endpoint", None)  # (no public hook comes before it)
+        session = getattr(endpoint, "http_session", None)
+        if session is not None:
+            session.send = functools.partial(_capped, session.send)
 
     def call(self, action: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -83,16 +95,18 @@ class S3:
             raise RemoteError(f"{self.url}: {code}: {message}") from None
         except BotoCoreError as exc:
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
-        except (ValueError, TypeError, LookupError) as exc:  # botocore reading a field of its
-            # answer: `x-amz-missing-meta: abc`, `Last-Modified: garbage` (no BotoCoreError)
+        except _UNREADABLE as exc:
+            # botocore reading a field of its answer (no BotoCoreError): `x-amz-missing-meta:
+            # abc`, `Last-Modified: garbage`; `Last-Modified: 99999999999999999999` or `1e400`
+            # (a RuntimeError: "Unable to calculate correct timezone offset")
             why = f"the store's answer is unreadable ({said(exc)})"
             raise RemoteError(f"{self.url}: {why}") from None
 
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
         the object is this copy already (`held`: False, nothing sent). The HEAD, and the PUT
-        once its body is sent (or before, while it is asked), are answered within
-        `WARM_REMOTE_DEADLINE`, else `RemoteError` (not pushed)."""
+        (its body sent and answered), each end within `WARM_REMOTE_DEADLINE`, else
+        `RemoteError` (not pushed, or not known to be: `_late_put`)."""
         late = (
             f"{self.url}: not pushed: the store did not answer in {self.seconds:g} s "
             "(WARM_REMOTE_DEADLINE)"
@@ -140,9 +154,9 @@ class S3:
         self, seconds: float, late: str, work: Callable[[Gate], T], body: _Sent | None = None
     ) -> T:
         """`work(gate)` run in a daemon thread, its result (or error) waited for `seconds`
-        at most (with an upload's `body`: while its request is made and answered, never
-        while the body is sent); past them (or interrupted) the gate is shut (and the
-        body's reads refused), and `late` raised: the thread makes and writes no file
+        at most (an upload's `body` sent too); past them (or interrupted) the gate is shut
+        (and the body's reads refused), and `late` raised (for an upload, as far as its body
+        went: `_late_put`): the thread makes and writes no file
         after, and ends with its socket (at the store's next silence of a read's wait, or
         the process's end), named `GIVEN_UP` until then; `RemoteError` at once where
         `MAX_GIVEN_UP` of those are alive."""
@@ -152,7 +166,7 @@ class S3:
                 f"{self.url}: not asked: {left} exchanges given up at WARM_REMOTE_DEADLINE "
                 "still wait on their stores' answers (a store that drips them)"
             )
-        gate, outcome, moved = Gate(self.url), [], body.moved if body else threading.Condition()
+        gate, outcome, moved = Gate(self.url), [], threading.Condition()
 
         def run() -> None:
             try:
@@ -163,20 +177,15 @@ class S3:
                 with moved:
                     moved.notify_all()
 
-        def waited(seconds: float | None, state: str = "") -> bool:  # done, or at `state`
-            at = (lambda: body.state >= state) if body and state else (lambda: False)
+        def waited(seconds: float) -> bool:  # done
             with moved:  # a wait past the platform's clock is an error: ~3 years will do
-                return moved.wait_for(lambda: bool(outcome) or at(), seconds and min(seconds, 1e8))
+                return moved.wait_for(lambda: bool(outcome), min(seconds, 1e8))
 
         thread = threading.Thread(target=run, name="warm-s3", daemon=True)
         thread.start()
         finished = False
-        try:
-            # an upload's body: made (signed, checksummed) | asked | sending | sent
-            sent = body is None or (
-                waited(None, "1") and waited(seconds, "2") and waited(None, "3")
-            )
-            finished = sent and waited(seconds)
+        try:  # the whole exchange: an upload's body too
+            finished = waited(seconds)
         finally:
             if not finished:
                 thread.name = GIVEN_UP  # (counted until it ends)
@@ -184,7 +193,7 @@ class S3:
                 if body is not None:
                     body.given_up = True
         if not finished:
-            raise RemoteError(late)
+            raise RemoteError(late if body is None else _late_put(self.url, seconds, body, late))
         ok, value = outcome[0]
         if not ok:
             raise value.with_traceback(None)
@@ -207,6 +216,9 @@ class S3:
             raise
         except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
+        except _UNREADABLE as exc:  # a checksum botocore checks the body by that is no base64
+            why = f"the store's answer is unreadable ({said(exc)})"
+            raise RemoteError(f"{self.url}: {why}") from None
         finally:
             body.close()
         stated = (got.get("Metadata") or {}).get(SHA_META)
@@ -214,33 +226,91 @@ class S3:
         return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
 
 
+def _capped(send: Callable[[Any], Any], request: Any) -> Any:
+    """botocore's `send(request)`, the body of its answer (an `AWSResponse`) read at most
+    `MAX_ANSWER` bytes, but for a streamed GET's object (2xx), which `receive` reads. (botocore
+    reads a body it does not stream inside `send`: it is asked to stream it, then read here.)"""
+    streamed, request.stream_output = request.stream_output, True
+    try:
+        response = send(request)
+    finally:
+        request.stream_output = streamed
+    if not (streamed and response.status_code < 300):
+        response.raw = _Capped(response.raw)
+        if not streamed:
+            from botocore.exceptions import ConnectionClosedError
+
+            try:  # read now, as botocore's send does (capped), its failure said as there
+                response.content  # noqa: B018
+            except Exception as exc:  # urllib3's (a connection reset): botocore's own
+                raise ConnectionClosedError(endpoint_url=request.url, error=exc) from None
+    return response
+
+
+class _Capped:
+    """An answer's raw stream (urllib3's) that botocore reads whole (`stream`): at most
+    `MAX_ANSWER` bytes, then its connection dropped (a store that said 4 GB of an error
+    took 3 GB of memory in 3 s, and a thread given up on read on)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+    def stream(self, amt: int = 1 << 16, decode_content: Any = None) -> Iterator[bytes]:
+        left = MAX_ANSWER
+        for chunk in self._raw.stream(amt, decode_content=decode_content):
+            yield chunk[:left]
+            left -= len(chunk)
+            if left <= 0:
+                self._raw.close()  # the rest unread: the connection is not reused
+                return
+
+
 class _Sent:
-    """A push's body as boto3 reads it, saying how far its PUT went (`state`): "" made,
-    "1" asked (botocore's `before-send`: connecting, its headers, `Expect: 100-continue`),
-    "2" sending (read since), "3" sent (read to its end: its answer awaited). Once
-    `given_up` a read raises: the upload stops there."""
+    """A push's body as boto3 reads it, saying how far its PUT went (`state`): "" made (or
+    rewound, as for a retry), "1" asked (botocore's `before-send`), "2" sending (read
+    since), "3" sent (read to its end: its answer awaited). Once `given_up` a read raises:
+    the upload stops there, its body never sent whole."""
 
     def __init__(self, fh: BinaryIO) -> None:
         self._fh, self.state, self.given_up = fh, "", False
-        self.moved = threading.Condition()
 
-    def __getattr__(self, name: str) -> Any:  # seek, tell, fileno: the file's
+    def __getattr__(self, name: str) -> Any:  # tell, fileno: the file's
         return getattr(self._fh, name)
 
     def asked(self, **_: Any) -> None:
-        self._to("1")
+        self.state = "1"
+
+    def seek(self, *args: Any) -> int:
+        self.state = ""  # rewound: read again (a checksum, a retry) before it is asked
+        return self._fh.seek(*args)
 
     def read(self, size: int = -1) -> bytes:
         if self.given_up:
             raise OSError("the push was given up (WARM_REMOTE_DEADLINE)")
         data: bytes = self._fh.read(size)
-        if self.state == "1":
-            self._to("2")
-        if self.state == "2" and not data:
-            self._to("3")
+        if self.state == "1" and data:
+            self.state = "2"
+        elif self.state == "2" and not data:
+            self.state = "3"
         return data
 
-    def _to(self, state: str) -> None:
-        with self.moved:
-            self.state = state
-            self.moved.notify_all()
+
+def _late_put(url: str, seconds: float, body: _Sent, late: str) -> str:
+    """A PUT the deadline ended: unanswered before its body was read (`late`), while it was
+    sent (never whole: the store holds what it held), or once botocore read it whole (sent,
+    or, to an early answer to `Expect: 100-continue`, not: the store may hold it, and a
+    push again says so, sending nothing)."""
+    if body.state == "2":
+        return f"{url}: not pushed: the upload was not sent whole in {seconds:g} s " + (
+            "(WARM_REMOTE_DEADLINE)"
+        )
+    if body.state == "3":
+        return (
+            f"{url}: not known to be pushed: the store did not answer in {seconds:g} s once "
+            "the upload was read (WARM_REMOTE_DEADLINE): push again (it sends nothing where "
+            "the store holds it)"
+        )
+    return late
