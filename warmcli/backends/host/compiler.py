@@ -6,7 +6,9 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 `#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, its source
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
 entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
-text names a visibility, which an alias would not share), exactly as alone. Each is
+text names a visibility, which an alias would not share), exactly as alone, its
+`__BASE_FILE__` made `"<entry>.c"` where it may read it (`base_file`), not the scratch file's
+path, another in every build. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -205,17 +207,36 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
+    first = "" if shared else base_file(units[0].kernel)
     if not shared and ALIASES and not static_entry(units[0].kernel) and not _visibility(units[0]):
         (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
         entry, symbol = unit.kernel.entry, unit.symbol
         source = unit.kernel.source + signature.probe(unit)
         section = isolated_section(unit, source, entry_macro=False, rename_helpers=False)
-        return f'{section}extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
+        alias = f'extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
+        return first + section + alias
     sections = [
         isolated_section(unit, unit.kernel.source + signature.probe(unit), rename_helpers=shared)
         for unit in units
     ]
-    return "\n".join(sections)
+    return first + "\n".join(sections)
+
+
+def base_file(kernel: Kernel) -> str:
+    """For a kernel alone in its unit that may read `__BASE_FILE__` (its text names it, or it
+    may reach a header that does: an `#include`, `-include`, `-imacros`), lines making it
+    `"<entry>.c"`, as `__FILE__` is (`#line`): else it is warm's temporary file's path, another
+    in every build, so a hit, a miss and a cold start computed three texts. The compiler's
+    warning on redefining it is silenced there (`-Werror` kernels); "" for any other kernel."""
+    texts = (kernel.source, *kernel.options, *(f"{n} {v}" for n, v in kernel.defines))
+    if not any("__BASE_FILE__" in text or "include" in text or "imacros" in text for text in texts):
+        return ""
+    return (
+        "#pragma GCC diagnostic push\n"
+        '#pragma GCC diagnostic ignored "-Wbuiltin-macro-redefined"\n'
+        f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
+        "#pragma GCC diagnostic pop\n"
+    )
 
 
 def static_entry(kernel: Kernel) -> bool:
