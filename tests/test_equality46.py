@@ -7,6 +7,11 @@ real bundle made by `warm run`.
   (`/tmp/warm-cc-x1y2/batch.c`), another in every build: a hit, a miss and a cold start each
   computed another text. It reads `<entry>.c` now, as `__FILE__` does (README: the compiler sees
   the file as `<entry>.c`), and is built in a unit of its own.
+- A header a system header includes (`<stddef.h>`, which `<stdlib.h>` includes), added to a
+  kernel's `-I` folder after `warm run`, was served the old build: the compiler reads the new one
+  (it searches `-I` first for a system header's includes too), the key never looked. The key now
+  follows a system header's includes through cc's own folders (`cc -E -v`, remembered) and keys
+  those the kernel's folders hold; a kernel whose folders shadow none keys as before.
 """
 
 from __future__ import annotations
@@ -109,3 +114,63 @@ def test_the_generator_writes_a_workload_that_imports(tmp_path: Path) -> None:
     assert (tmp_path / "w.py").is_file() and case.parts
     compile((tmp_path / "w.py").read_text(), "w.py", "exec")
     assert os.listdir(tmp_path)
+
+
+SHADOWED = """
+import os
+from warmcli import Kernel
+HERE = os.path.dirname(os.path.abspath(__file__))
+K = Kernel('#include <stdlib.h>\\nvoid sysk(int *out) {\\n#ifdef SHADOWED\\n out[0] = SHADOWED;\\n'
+           '#else\\n out[0] = 1;\\n#endif\\n}\\n', 'sysk', 'P', options=(f"-I{HERE}/inc",))
+
+def workload(rt):
+    b = rt.buffer(1, 'int32'); rt.launch(K, b)
+    return {'sys': b}, []
+"""
+
+
+def test_a_header_a_system_header_includes_added_to_an_include_folder_is_a_new_kernel(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "inc").mkdir()
+    w = tmp_path / "w.py"
+    w.write_text(SHADOWED)
+    assert warm("run", w, "-b", tmp_path / "b.warm").returncode == 0
+    bundle = str(tmp_path / "b.warm")
+    assert _served(warm, w, bundle, WARM_STRICT="1") == _served(warm, w, "")
+    (tmp_path / "inc" / "stddef.h").write_text("#define SHADOWED 42\n#include_next <stddef.h>\n")
+    cold = _served(warm, w, "")
+    assert cold["sys"] == "2a000000"  # the compiler read inc/stddef.h
+    assert _served(warm, w, bundle) == cold  # was 01000000: the old build served
+    strict = subprocess.run(
+        [sys.executable, "-c", DRIVE, str(w)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=bundle, WARM_STRICT="1"),
+        timeout=120,
+    )
+    assert strict.returncode == 1 and "StrictMissError" in strict.stderr
+    assert "headers" in strict.stderr and "stddef.h" in strict.stderr, strict.stderr
+
+
+def test_a_kernel_whose_folders_shadow_no_system_include_keys_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warmcli.backends.host.system_folders import system_folders
+    from warmcli.backends.toolchain import probe
+    from warmcli.headers import headers_digest
+
+    monkeypatch.chdir(tmp_path)
+    folders = system_folders(probe("cc", "cc").path)
+    assert any(os.path.isfile(os.path.join(f, "stdlib.h")) for f in folders), folders
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "own.h").write_text("#define OWN 1\n")
+    source = '#include <stdlib.h>\n#include "own.h"\nvoid k(int *o) { o[0] = OWN; }\n'
+    options = (f"-I{tmp_path}/inc",)
+    before = headers_digest(source, options)  # as an earlier warm keyed it
+    assert headers_digest(source, options, system=lambda: folders) == before
+    (tmp_path / "inc" / "stddef.h").write_text("#define SHADOWED 1\n")
+    assert headers_digest(source, options, system=lambda: folders) != before
+    assert headers_digest(source, (*options, "-nostdinc"), system=lambda: folders) == (
+        headers_digest(source, (*options, "-nostdinc"))
+    )

@@ -35,6 +35,7 @@ refused before cc runs.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
+from warmcli.kernel import CC_SYSTEM
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.printable import Pattern
 from warmcli.scratch import scratch_folder
@@ -239,6 +241,13 @@ def base_file(kernel: Kernel) -> str:
     )
 
 
+def _system_folders(cc: str) -> tuple[str, ...]:
+    """`cc`'s own include folders (`system_folders`, imported where a key first asks)."""
+    from warmcli.backends.host.system_folders import system_folders
+
+    return system_folders(cc)
+
+
 def static_entry(kernel: Kernel) -> bool:
     """Whether the kernel's entry looks `static` (cc exports no such function: an alias would
     export it, so it is renamed as in a shared unit and, as there, not found)."""
@@ -277,10 +286,12 @@ class HostCompiler:
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
         programs = config.compiler_programs()
-        if not programs:
-            return found
         added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
-        return Toolchain(name=found.name, path=found.path, version=found.version + added)
+        if added:
+            found = Toolchain(name=found.name, path=found.path, version=found.version + added)
+        if found.identity not in CC_SYSTEM:  # how the key asks for its own folders
+            CC_SYSTEM[found.identity] = functools.partial(_system_folders, found.path)
+        return found
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []
