@@ -9,7 +9,8 @@ one edited with its size and times put back, one an `#include_next` finds in ano
 once a file is renamed), a define the workload reads from an environment variable, the
 predefined macros `__FILE__`, `__BASE_FILE__`, `__LINE__`, `__COUNTER__` in a kernel, one
 source launched on buffers of several dtypes, scalars of every numpy dtype (the refused ones
-compared as refusals), empty and non-contiguous arrays, `-mfma` kernels whose helpers gcc may
+compared as refusals), empty and non-contiguous arrays, a system header whose own include an
+`-I` folder later shadows, `-mfma` kernels whose helpers gcc may
 inline or not, and tunables whose candidates compute different results checked with
 `check_tolerance=(0, 0)`. Its `workload(rt)` returns `(buffers, notes)`: what the process
 compared reads back, and the text of every launch refused.
@@ -168,6 +169,33 @@ def _include_next(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str,
     case.edits.append((f"next{i}", edit))
     defs = f"NEXT{i} = Kernel({src!r}, 'next{i}', 'P', options=inc('nxa{i}', 'nxb{i}', 'nxc{i}'))\n"
     use = f"    b = rt.buffer(1, 'int32'); rt.launch(NEXT{i}, b); bufs['next{i}'] = b\n"
+    return defs, use
+
+
+_SYSTEM = {"stdlib.h": ["stddef.h", "features.h"], "limits.h": ["features.h"],
+           "math.h": ["features.h", "bits/wordsize.h"], "string.h": ["stddef.h"],
+           "stdint.h": ["bits/wordsize.h", "features.h"]}  # fmt: skip
+
+
+def _system_shadow(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]:
+    """A system header included with an -I folder; the edit adds to that folder a header the
+    system header includes in turn (the compiler reads it: `-I` is searched first)."""
+    header = rng.choice(sorted(_SYSTEM))
+    shadow = rng.choice(_SYSTEM[header])
+    (d / f"sy{i}").mkdir()
+    src = (
+        f"#include <{header}>\nvoid sys{i}(int *out) {{\n#ifdef SHADOWED\nout[0] = SHADOWED;"
+        f"\n#else\nout[0] = -1;\n#endif\n}}\n"
+    )
+
+    def edit(d: Path) -> None:
+        path = d / f"sy{i}" / shadow
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"#define SHADOWED {rng.randint(1, 99)}\n#include_next <{shadow}>\n")
+
+    case.edits.append((f"sys{i}:{header}>{shadow}", edit))
+    defs = f"SYS{i} = Kernel({src!r}, 'sys{i}', 'P', options=inc('sy{i}'))\n"
+    use = f"    b = rt.buffer(1, 'int32'); rt.launch(SYS{i}, b); bufs['sys{i}'] = b\n"
     return defs, use
 
 
@@ -349,6 +377,7 @@ PARTS: dict[str, Callable[[random.Random, Path, int, Case], tuple[str, str]]] = 
     "shadow": _header_shadow, "symlink": _header_symlink, "utime": _header_utime,
     "env": _env_define, "next": _include_next, "predefined": _predefined, "dtypes": _dtypes,
     "scalars": _scalars, "views": _views, "fma": _fma, "tune_differ": _tune_differ,
+    "system": _system_shadow,
 }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from equality_gen import DRIVE, differences, make_case
 
 # (seed, parts): each part of the generator at least once, in a few workloads.
 FIXED = [
-    (1, ["shadow", "symlink", "utime", "env"]),
+    (1, ["shadow", "symlink", "utime", "env", "system"]),
     (2, ["next", "predefined", "dtypes", "scalars"]),
     (3, ["views", "fma", "tune_differ", "predefined"]),
 ]

@@ -29,53 +29,58 @@ _Reached = tuple[tuple[Edge, ...], tuple[dict[str, set[str]], dict[str, set[str]
 _memo: dict[tuple[str, tuple[str, ...]], _Reached] = {}
 
 
-def _find(name: str, folders: Sequence[str]) -> str | None:
-    for folder in folders:
-        path = os.path.join(folder, name)
+def _find(name: str, folders: Sequence[str], start: int = 0) -> tuple[str, int] | None:
+    """The file `name` names in `folders` from `start` on, and its folder's place; None."""
+    for at in range(start, len(folders)):
+        path = os.path.join(folders[at], name)
         if os.path.isfile(path):
-            return path
+            return path, at
     return None
 
 
-# An include a system header makes (not `_next`, which searches past the kernel's folders), and a
-# name its `__has_include` asks for: its headers are well-formed, read line by line.
-_INCLUDE = re.compile(rb'#[ \t]*include[ \t]*(["<])([^">\n]+)[">]')  # (a `#` anywhere: more)
+# An include a system header makes (`_next` too: it searches the system folders after its own
+# header's), and a name its `__has_include` asks for: its headers are well-formed.
+_INCLUDE = re.compile(rb'#[ \t]*include(_next)?[ \t]*(["<])([^">\n]+)[">]')  # (`#` anywhere: more)
 _HAS_INCLUDE = re.compile(rb'__has_include[ \t]*\([ \t]*(["<])([^">\n]+)')
 
 
-def _includes(path: str) -> list[tuple[str, bool]]:
-    """The names the system header `path` includes (or asks for), whether quoted; [] unread."""
+def _includes(path: str) -> list[tuple[str, bool, bool]]:
+    """The names the system header `path` includes (or asks for): whether quoted, whether
+    `#include_next`; [] unread."""
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_SCANNED)
     except OSError:
         return []
     found = _INCLUDE.findall(data)
-    found += _HAS_INCLUDE.findall(data) if b"__has_include" in data else []
-    return [(os.fsdecode(name), mark == b'"') for mark, name in found]
+    found += [(b"", *m) for m in _HAS_INCLUDE.findall(data)] if b"__has_include" in data else []
+    return [(os.fsdecode(name), mark == b'"', bool(nx)) for nx, mark, name in found]
 
 
-def _edges(root: str, system: tuple[str, ...]) -> _Reached:
-    """Each include the system header `root` reaches through `system` that its including
-    header's own folder does not answer (a quoted one found there is read there), once each
-    (name, quoted), with the folder of the first header including it, and those names by
-    whether quoted, then by subfolder (`bits/`); memoised per process."""
+def _edges(root: str, at: int, system: tuple[str, ...]) -> _Reached:
+    """Each include the system header `root` (found in `system[at]`) reaches through `system`
+    that its including header's own folder does not answer (a quoted one found there is read
+    there), once each (name, quoted), with the folder of the first header including it, and
+    those names by whether quoted, then by subfolder (`bits/`); memoised per process. An
+    `#include_next` searches the folders after its header's only: the kernel's come first."""
     known = _memo.get((root, system))
     if known is not None:
         return known
-    seen, pending, edges = {root}, deque([root]), dict[tuple[str, bool], str]()
+    seen, pending, edges = {root}, deque([(root, at)]), dict[tuple[str, bool], str]()
     while pending and len(seen) < MAX_SYSTEM:
-        path = pending.popleft()
+        path, at = pending.popleft()
         here = os.path.dirname(path)
-        for name, quoted in _includes(path):
+        for name, quoted, after in _includes(path):
             if os.path.isabs(name):
                 continue
-            found = os.path.join(here, name) if quoted else None
-            if found is None or not os.path.isfile(found):
+            found = (os.path.join(here, name), at) if quoted and not after else None
+            if after:
+                found = _find(name, system, at + 1)
+            elif found is None or not os.path.isfile(found[0]):
                 edges.setdefault((name, quoted), here)
                 found = _find(name, system)
-            if found is not None and found not in seen:
-                seen.add(found)
+            if found is not None and found[0] not in seen:
+                seen.add(found[0])
                 pending.append(found)
     groups: tuple[dict[str, set[str]], dict[str, set[str]]] = ({}, {})
     for name, quoted in edges:
@@ -96,7 +101,7 @@ def shadowed(name: str, orders: tuple[list[str], list[str]], system: tuple[str, 
     root = _find(name, system) if system and not os.path.isabs(name) else None
     if root is None:
         return []
-    edges, groups = _edges(root, system)
+    edges, groups = _edges(*root, system)
     held = (_held(orders[1], groups[False]), _held(orders[0], groups[True]))
     return [e for e in edges if e[0] in held[e[1]]] if held[0] or held[1] else []
 
