@@ -16,8 +16,10 @@ inline or not, and tunables whose candidates compute different results checked w
 compared reads back, and the text of every launch refused.
 
 `differences(case, env)` runs the cold process, `warm run`, a strict served process, one served
-a copy of the bundle with some kernel and tune rows deleted, then applies the case's edits and
-runs a cold process and a served one again: it returns every comparison that differs. Run it
+a copy of the bundle with some kernel, tune and blob rows deleted (or a blob rewritten), then
+applies the case's edits and runs a cold process, a served one writing its misses back
+(`WARM_BUNDLE_WRITE=1`) and a strict one over what it wrote: it returns every comparison that
+differs. Run it
 by hand over many seeds: `python tests/equality_gen.py FIRST LAST`. Owns only its folders.
 """
 
@@ -417,6 +419,14 @@ def partial_copy(bundle: Path, dest: Path, rng: random.Random) -> list[str]:
     ops = [r[0] for r in conn.execute("SELECT operation FROM tunes ORDER BY operation")]
     gone_ops = [x for x in ops if rng.random() < 0.5]
     conn.executemany("DELETE FROM tunes WHERE operation = ?", [(x,) for x in gone_ops])
+    if rng.random() < 0.5:  # a kept kernel's binary gone too (`binary`), or its bytes changed
+        sha = conn.execute("SELECT sha256 FROM kernels ORDER BY label LIMIT 1").fetchone()
+        if sha is not None and rng.random() < 0.5:
+            conn.execute("DELETE FROM blobs WHERE sha256 = ?", sha)
+            gone.append(f"blob {sha[0][:8]}")
+        elif sha is not None:
+            conn.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (b"\x7fELF" * 64, sha[0]))
+            gone.append(f"blob {sha[0][:8]} rewritten")
     conn.commit()
     conn.close()
     return gone + gone_ops
@@ -446,8 +456,11 @@ def differences(case: Case, env: dict[str, str], seed: int = 0) -> list[str]:
             edit(case.folder)
         after = dict(env, **case.env_after)
         cold2 = _drive(dict(after, WARM_BUNDLE=""), w)
-        served2 = _drive(dict(after, WARM_BUNDLE=str(bundle)), w)
-        found += _compare(f"after edits {[n for n, _ in case.edits]}", cold2, served2)
+        served2 = _drive(dict(after, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1"), w)
+        edits = [n for n, _ in case.edits]
+        found += _compare(f"after edits {edits}", cold2, served2)
+        strict2 = _drive(dict(after, WARM_BUNDLE=str(bundle), WARM_STRICT="1"), w)
+        found += _compare(f"after edits {edits}, strict on what was written back", cold2, strict2)
     return found
 
 
