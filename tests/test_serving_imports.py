@@ -59,6 +59,7 @@ NOT_WHILE_SERVING = (
     "warmcli.runtime.lookup_ptx",  # PTX served and kept: a CUDA device's lookup only
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
+    "warmcli.handed_on",  # what cc hands its linker, preprocessor, assembler: read to key, compile
     "warmcli.wrapper_script",  # a compiler that is a script: read by a probe, nvcc's options
     "warmcli.warming",
     "warmcli.ops",

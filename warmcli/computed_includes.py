@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from warmcli.directives import may_hide, spliced
+from warmcli.handed_on import tool_words
 from warmcli.unkeyed import marker, reason_in
 
 MAX_SCANNED = 4 << 20  # as `warmcli.headers` scans a file
@@ -97,19 +98,10 @@ def macro_values(
 
 
 def _as_preprocessor_reads(options: Sequence[str]) -> list[str]:
-    """`options` as cc hands them to its preprocessor: `-Wp,-DCFG="b.h"`'s pieces (split at
-    its commas, as cc does), `-Xpreprocessor`'s next option, each an option of its own."""
-    read: list[str] = []
-    handed = False
-    for option in options:
-        if handed:
-            read.append(option)
-        elif option.startswith("-Wp,"):
-            read += option[4:].split(",")
-        elif option != "-Xpreprocessor":
-            read.append(option)
-        handed = option == "-Xpreprocessor" and not handed
-    return read
+    """`options` as cc hands them to its preprocessor (`tool_words`): `-Wp,-DCFG="b.h"`'s
+    pieces (split at its commas, as cc does), `-Xpreprocessor`'s next option, each an option
+    of its own."""
+    return [option for option, _ in tool_words(options, "-Xpreprocessor")]
 
 
 def named_headers(name: str, values: dict[str, set[str]]) -> tuple[list[tuple[str, bool]], str]:

@@ -13,11 +13,11 @@ class, escaping the program's outermost frame), no REPL run since. The other way
 namedtuple's, a dataclass's methods made at an import) and was caught and answered (`warm`
 exits 130), which `python -m` would else end by SIGINT all the same.
 A handler raising KeyboardInterrupt where Python only prints it (importlib's weakref
-callback, the hit table's, `in_quiet_callback`: "Exception ignored in ...", and the program
-goes on) has
-the signal sent again instead (`send_again`), by a thread of its own, so that it is
-handled once the callback has returned (sent from the handler, Python would handle it at
-once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
+callback, the hit table's, warm's hooks of a fork, `in_quiet_callback`:
+"Exception ignored in ...", and the program goes on) has
+the signal sent again instead (`send_again`), by a thread of its own, once the main thread
+has left the callback, so that it is handled then (sent from the handler, Python would
+handle it at once, still inside the callback). `held_interrupts()` blocks SIGINT, SIGTERM and SIGHUP
 while a step that must not be cut in two (a commit and its count, a file moved into place)
 runs: one sent meanwhile is delivered as the block ends, and one sent as it swaps their
 handlers once they all are (`swap_handlers`: blocked in the thread meanwhile; a child another
@@ -174,29 +174,50 @@ def forget_interrupt() -> None:
 _HELD: list[list[tuple[int, Any]]] = []  # the signals each hold in progress was sent
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 _HITS = os.path.join("warmcli", "runtime", "hits.py")  # the hit table's callback's file
+_FORK_HOOKS = (  # the `os.register_at_fork` hooks of warm's, by file: their functions' names
+    (os.path.join("warmcli", "forking.py"), ("_before", "_after_in_parent", "_renew")),
+    (os.path.join("warmcli", "warming", "child_signals.py"), ("_before", "_after", "<lambda>")),
+)
+_OUT_WAIT = 1.0  # the most seconds a signal sent again waits for the main thread to leave
 
 
 def in_quiet_callback(frame: object) -> bool:
-    """Whether a signal handler was called in a weakref callback where what it raises is
-    only printed: importlib's (a module lock collected), or the launch hit table's (a
-    kernel object gone: `warmcli.runtime.hits._gone`)."""
-    code = getattr(frame, "f_code", None)
-    if code is None:
-        return False
-    name, file = code.co_name, code.co_filename
-    return (name == "cb" and file.startswith(_IMPORTLIB)) or (
-        name == "_gone" and file.endswith(_HITS)
-    )
+    """Whether a signal handler was called, at `frame` or a call it made, in a callback where
+    what it raises is only printed: importlib's weakref callback (a module lock collected),
+    the launch hit table's (a kernel object gone: `warmcli.runtime.hits._gone`), or a fork's
+    hooks (`warmcli.forking`'s, as `warm run` forks its worker: the stop was lost there; and
+    `warmcli.warming.child_signals`')."""
+    while (code := getattr(frame, "f_code", None)) is not None:
+        name, file = code.co_name, code.co_filename
+        if (
+            (name == "cb" and file.startswith(_IMPORTLIB))
+            or (name == "_gone" and file.endswith(_HITS))
+            or any(name in names and file.endswith(at) for at, names in _FORK_HOOKS)
+        ):
+            return True
+        frame = getattr(frame, "f_back", None)
+    return False
 
 
 def send_again(signum: int) -> bool:
-    """Send `signum` to this process again, from a new thread (handled once the frame it
-    interrupted has gone on); False when no thread can be started."""
+    """Send `signum` to this process again, from a new thread, once the main thread is out of
+    the callback (`_OUT_WAIT` at most: handled once it has gone on); False when no thread can
+    be started."""
     try:
-        _thread.start_new_thread(os.kill, (os.getpid(), signum))
+        _thread.start_new_thread(_send_once_out, (os.getpid(), signum))
     except RuntimeError:
         return False
     return True
+
+
+def _send_once_out(pid: int, signum: int) -> None:
+    import threading
+    import time
+
+    main, deadline = threading.main_thread().ident, time.monotonic() + _OUT_WAIT
+    while in_quiet_callback(sys._current_frames().get(main)) and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    os.kill(pid, signum)
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, TypeVar
 
+from warmcli.handed_on import PREFIXES, handed_pieces, tool_words
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
 from warmcli.unkeyed import marker, note, reason_in, reason_of
 
@@ -62,7 +63,6 @@ _OWN = "m"  # what warm links after a kernel's source (`-lm`), whatever its opti
 # The linker's flags that gcc reads otherwise when given as a whole option (`-Bstatic`: a
 # `-B` prefix, `static`; `-dn`: a dump flag): only a `-Wl,` or `-Xlinker` one is the linker's.
 _LINKER_ONLY = tuple(w for w in (*_STATIC, *_DYNAMIC) if w != "-static")
-_PIECES = ("-Wl,", "-Wa,", "-Wp,")  # options passed on to the linker, assembler, preprocessor
 _MAX_MEMO = 1024
 _MAX_THIN = 64 << 20  # the most of a thin archive (or linker script) read for what it names
 _MAX_SCRIPT = 1 << 20
@@ -87,9 +87,7 @@ def _candidates(options: Sequence[str]) -> Iterator[str]:
     """Each text of `options` that may name a file cc or its linker reads: each option, or
     each piece of one passed on (`-Wl,a,b`), and the value after a `=` or `-T`."""
     tokens = (
-        (piece, option.startswith("-Wp,"))
-        for option in options
-        for piece in (option[4:].split(",") if option.startswith(_PIECES) else (option,))
+        (piece, option.startswith("-Wp,")) for option in options for piece in handed_pieces(option)
     )
     skip_next = False
     for token, preprocessor in tokens:
@@ -133,7 +131,7 @@ def placeless_options(options: Sequence[str]) -> tuple[str, ...]:
     skip_next, before = False, ""
     for at, option in enumerate(options):
         wl = option.startswith("-Wl,")
-        pieces = option[4:].split(",") if option.startswith(_PIECES) else [option]
+        pieces = handed_pieces(option)
         for i, token in enumerate(pieces):
             if skip_next or token.startswith(_NOT_FILES):
                 preprocessor = option.startswith("-Wp,")
@@ -148,7 +146,7 @@ def placeless_options(options: Sequence[str]) -> tuple[str, ...]:
             elif (flag := _folder_flag(token)) and os.path.isabs(token[len(flag) :]):
                 pieces[i] = flag + FOLDER_MARK
             before = token
-        if wl or not option.startswith(_PIECES):
+        if wl or not option.startswith(PREFIXES):
             keyed[at] = "-Wl," + ",".join(pieces) if wl else pieces[0]
     return tuple(keyed)
 
@@ -199,22 +197,17 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
 
 def _linker_words(options: Sequence[str]) -> list[str]:
     """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`) and each `-Xlinker a` as
-    `a`: what the linker reads, its long spellings of `-L` and `-l` (`--library-path=`,
-    `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag given cc left out."""
-    words, handed = [], False
-    for option in options:
-        if option == "-Xlinker" and not handed:
-            handed = True
+    `a` (`tool_words`): what the linker reads, its long spellings of `-L` and `-l`
+    (`--library-path=`, `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag
+    given cc left out."""
+    words = []
+    for piece, handed in tool_words(options, "-Xlinker"):
+        if not handed and piece in _LINKER_ONLY:
             continue
-        wl = option.startswith("-Wl,") and not handed
-        for piece in option[4:].split(",") if wl else (option,):
-            if not (wl or handed) and piece in _LINKER_ONLY:
-                continue
-            if piece.startswith(("--library-path", "--library")):  # `=value` or the next
-                long, _, value = piece.partition("=")
-                piece = {"--library-path": "-L", "--library": "-l"}.get(long, "") + value or piece
-            words.append(piece)
-        handed = False
+        if piece.startswith(("--library-path", "--library")):  # `=value` or the next
+            long, _, value = piece.partition("=")
+            piece = {"--library-path": "-L", "--library": "-l"}.get(long, "") + value or piece
+        words.append(piece)
     return words
 
 

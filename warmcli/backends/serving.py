@@ -146,19 +146,6 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     recipe = None if served else recipe_differs(record.toolchain)
     if recipe is not None:
         return "toolchain", recipe
-    if (  # a wrapper's options; tested without a call where neither is one (every launch)
-        record.backend == "host"
-        and target.toolchain is not None
-        and record.toolchain != target.toolchain
-        and (WRAPPER_MARK in record.toolchain or WRAPPER_MARK in target.toolchain)
-    ):
-        theirs, ours = wrapper_named(record.toolchain), wrapper_named(target.toolchain)
-        if theirs != ours:
-            here = "this C compiler" if target.own else "the build served here"
-            return "toolchain", (
-                f"built through {theirs or 'no wrapper script'}, {here} through "
-                f"{ours or 'no wrapper script'}: a wrapper may add options"
-            )
     if (  # another cc1, as or ld (tested without a call where the toolchains are one)
         record.backend == "host"
         and target.toolchain is not None
@@ -171,6 +158,19 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
             return "toolchain", (
                 f"built by cc with {theirs or 'its own programs'}, {here} with "
                 f"{ours or 'its own programs'}"
+            )
+    if (  # a wrapper's options; tested without a call where neither is one (every launch)
+        record.backend == "host"
+        and target.toolchain is not None
+        and record.toolchain != target.toolchain
+        and (WRAPPER_MARK in record.toolchain or WRAPPER_MARK in target.toolchain)
+    ):
+        theirs, ours = wrapper_named(record.toolchain), wrapper_named(target.toolchain)
+        if theirs != ours:
+            here = "this C compiler" if target.own else "the build served here"
+            return "toolchain", (
+                f"built through {theirs or 'no wrapper script'}, {here} through "
+                f"{ours or 'no wrapper script'}: a wrapper may add options"
             )
     if record.backend == "cuda":
         theirs, ours = nvcc_environment(record.toolchain), nvcc_environment(target.toolchain or "")

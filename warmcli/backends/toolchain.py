@@ -202,10 +202,16 @@ def recipe_of(identity: str) -> int:
 
 
 def wrapper_named(identity: str) -> str:
-    """The wrapper script a toolchain's identity (or version) names, as `_wrapper` wrote
-    it (`wrapper script sha256:…`), "" for none."""
-    at = identity.find(WRAPPER_MARK) + len(WRAPPER_MARK)
-    return "wrapper script sha256:" + identity[at : at + 16] if at >= len(WRAPPER_MARK) else ""
+    """The wrapper scripts a toolchain's identity (or version) names, as `_wrapper` wrote
+    them (`wrapper script sha256:…`; a program cc runs by its name, `as wrapper script …`), ""
+    for none."""
+    named = []
+    for n, part in enumerate(identity.split("; ")):
+        at = part.find(WRAPPER_MARK) + len(WRAPPER_MARK)
+        if at >= len(WRAPPER_MARK):
+            who = f"{part.partition(' ')[0]} " if n else ""
+            named.append(f"{who}wrapper script sha256:{part[at : at + 16]}")
+    return ", ".join(named)
 
 
 def _wrapper(where: str) -> str:

@@ -7,7 +7,9 @@ and prints: all work is in the library (`warmcli.warming`, `warmcli.ops` and bel
 `main` turns Python's cyclic garbage collector on again once the command's modules are
 imported (the entry point pauses it for them), what they made frozen; an option typed with a
 typographic dash (`—json`) is one line naming it; a `TrustedKeyWarning` is one warning line;
-it holds no state.
+a stop signal while the command's modules are imported is held until they are, then answered
+(`warm: interrupted`, 130): a C extension's init (numpy's) turns a `KeyboardInterrupt` raised in
+its own imports into an ImportError, after printing its traceback. It holds no state.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from warmcli.cli.app import app
 from warmcli.cli.common import exit_interrupted, exit_now
+from warmcli.interrupted import held_interrupts
 from warmcli.printable import printable
 
 __all__ = ["app", "main"]
@@ -29,7 +32,8 @@ def main() -> None:
     `--json`), never the parser's usage block, a URL it names shown as every message shows
     one (`_shown_urls`); Ctrl-C while parsing exits 130."""
     _typographic_dash(sys.argv[1:])
-    app.load(sys.argv[1:2])
+    with held_interrupts():  # (answered as it ends: the module doc)
+        app.load(sys.argv[1:2])
     _collect_from_here()
     _warn_in_one_line()
     try:

@@ -74,7 +74,12 @@ class RunProgress:
     def refresh(self) -> None:
         with self._lock:
             label, first, reader = self._label, self._first, self._reader
-        if reader is None or label.startswith("Verify"):
+        if reader is None:
+            return
+        if label.startswith("Verify"):  # it compiles and measures nothing: no bar is shown
+            for task in (self._compile, self._tune):  # (hidden now: the workload's next print
+                self._progress.update(task, visible=False)  # redraws what was last drawn)
+            self._progress.refresh()
             return
         compiled, to_compile, measured, to_measure = bar_counts(
             first.total() if first is not None and first is not reader else None, reader.total()

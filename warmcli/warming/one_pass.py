@@ -3,7 +3,9 @@ host runtime it asks for besides: `warmcli.warming.companions`), inside that mod
 a collector of its own, which an observer may read while it runs, and returns a `PassReport`
 (its time, its statistics in all and per device, its notes, misses and compiler commands);
 `did_something` says whether a pass registered or launched anything, `merged` makes several
-passes' reports one. What children the workload forked launched is said in a note
+passes' reports one. A kernel no compiler here could build fails the pass once its entry
+returned, where the workload caught that error (`_refused`). What children the workload forked
+launched is said in a note
 (`warmcli.warming.forked_launches`: not stored). `warmcli.warming.passes` runs the warming
 passes and the verify pass with it. A pass ended by warm's own error hands that error the notes
 the pass had made (`WarmError.notes_before`). It owns no state and never prints.
@@ -17,7 +19,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from warmcli.errors import DiscardedReadWarning, WarmError
+from warmcli.errors import DiscardedReadWarning, WarmError, WorkloadError, message_of
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride, note_reported
 from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
@@ -27,6 +29,7 @@ from warmcli.warming.companions import Companions
 from warmcli.warming.forked_launches import note as forked_note
 from warmcli.warming.forked_launches import watching
 from warmcli.warming.isolation import note_pass
+from warmcli.warming.leftovers import where
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]
@@ -87,6 +90,7 @@ def run_pass(
                     runtime.synchronize()
                 for runtime in extra.runtimes if extra else ():
                     runtime.synchronize()
+                _refused([*runtimes, *(extra.runtimes if extra else ())], workload, label)
             if children:  # what a child it forked launched: said, as nothing of it is stored
                 note_reported(forked_note(label, children))
             completed = True
@@ -109,6 +113,16 @@ def run_pass(
         reader,
         children,
     )
+
+
+def _refused(runtimes: Sequence[Runtime], workload: Workload, label: str) -> None:
+    """A kernel the pass had to build that no compiler here could (`WARM_CC` not found), its
+    error caught by the workload (pytest's test): the run fails as where it was let out."""
+    for runtime in runtimes:
+        if refused := runtime.kernels.refused:
+            exc = refused.pop()
+            at = where(exc, workload.path).rstrip(": ")
+            raise WorkloadError(f"{message_of(exc).strip()}; needed at {at} during {label}")
 
 
 def merged(reports: list[PassReport]) -> PassReport:

@@ -16,13 +16,18 @@ is (`toolchain.remembered`) and once per process: a header found there is its id
 `PATH`: the first on nvcc's own folders (`toolkit_path`: its `nvcc.profile`'s `PATH +=`, its
 `nvvm/bin` and the folder it was started from, where NVIDIA's advice links a `gcc`), then on
 `PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `toolchain.LAUNCHERS`). One
-`nvcc --dryrun` per process tells both, remembered as they are.
+`nvcc --dryrun` per process tells both, remembered as they are. Each is remembered by the stamp
+of the nvcc binary that answers: an `nvcc` that is a script (`exec /usr/local/cuda/bin/nvcc
+"$@"`) by that of the binary it runs (`runs`: its `--dryrun`'s `_HERE_`, remembered by the
+script's stamp, its digest with the values of the variables it names, and `PATH`), so a
+toolkit upgraded behind an unchanged script (`/usr/local/cuda` repointed) is read again.
 Nothing else is kept or read.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shlex
 from collections.abc import Sequence
@@ -32,6 +37,7 @@ from warmcli.backends import processes
 from warmcli.backends.serving import NVCC_HOST
 from warmcli.backends.toolchain import ToolchainError, past_launchers, probe, remembered
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
+from warmcli.wrapper_script import script_digest
 
 _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
 # A flag that takes its value from the next option, given alone (`-Xcompiler -include`).
@@ -66,7 +72,8 @@ def toolkit_includes(nvcc: str) -> tuple[str, str] | None:
     its `include/cccl`; None where it does not say (a kernel reaching `CPATH` is then a miss
     where served, never another build: `warmcli.compiler_includes`)."""
     try:
-        said = remembered(_DRYRUN, nvcc, os.stat(nvcc), _dryrun_includes).version
+        binary = runs(nvcc, config.path())
+        said = remembered(_DRYRUN, binary, os.stat(binary), _dryrun_includes).version
     except (OSError, ToolchainError):
         return None
     include, _, cccl = said.partition("\n")
@@ -110,7 +117,8 @@ def toolkit_path(nvcc: str) -> str:
     """The folders nvcc puts before `PATH` where it runs its host compiler, joined by
     `os.pathsep`, as its `--dryrun` prints them; "" where it does not say (`PATH` alone)."""
     try:
-        return remembered(_DRYRUN_PATH, nvcc, os.stat(nvcc), _dryrun_path).version
+        binary = runs(nvcc, config.path())
+        return remembered(_DRYRUN_PATH, binary, os.stat(binary), _dryrun_path).version
     except (OSError, ToolchainError):
         return ""
 
@@ -126,6 +134,40 @@ def _dryrun_path(name: str, nvcc: str) -> str:
             added = value[: len(value) - len(ours)].split(os.pathsep)
             return os.pathsep.join(f for f in added if f and "\n" not in f)
     raise ToolchainError(f"{name}: no PATH in its --dryrun")
+
+
+@functools.lru_cache(maxsize=8)
+def runs(nvcc: str, search: str) -> str:
+    """The nvcc binary the file `nvcc` runs: itself, or where it is a script (a wrapper that
+    only finds the real one) the `nvcc` in the folder its `--dryrun` names `_HERE_` (as the
+    script names it: a link there repointed is another file's stamp), remembered by the
+    script's stamp, digest and `search` (`PATH`); the script itself where that is none."""
+    digest = script_digest(nvcc)
+    if not digest:
+        return nvcc
+    moved = hashlib.sha256(search.encode(errors="surrogateescape")).hexdigest()[:16]
+    try:
+        here = remembered(f"{_RUNS} {digest} {moved}", nvcc, os.stat(nvcc), _here).version
+    except (OSError, ToolchainError):
+        return nvcc
+    binary = os.path.join(here, "nvcc")
+    return binary if here and os.path.isfile(binary) and not script_digest(binary) else nvcc
+
+
+_RUNS = "nvcc script runs"  # what `toolchains.json` remembers it under
+
+
+def _here(name: str, nvcc: str) -> str:
+    """The folder `nvcc --dryrun` names `_HERE_` (absolute), "" where it names none (a script
+    that is no nvcc's: remembered so too); ToolchainError where it timed out."""
+    printed, timed_out = _dryrun(name, nvcc)
+    if timed_out:
+        raise ToolchainError(f"{name}: --dryrun timed out")
+    for line in printed.splitlines():
+        variable, equals, value = line.removeprefix("#$ ").partition("=")
+        if equals and variable == "_HERE_" and value:
+            return os.path.abspath(value)
+    return ""
 
 
 @functools.lru_cache(maxsize=8)

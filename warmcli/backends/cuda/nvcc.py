@@ -39,7 +39,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, host_compiler, toolkit_includes
+from warmcli.backends.cuda.host_options import hidden_include, host_compiler, runs, toolkit_includes
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
@@ -158,8 +158,9 @@ def supported_sms(nvcc: str) -> frozenset[int]:
     """SM numbers this nvcc builds cubins for (`--list-gpu-code`); empty if it cannot say.
     Remembered across processes as its version line is (`toolchain.remembered`, by the
     binary's stamp), so a hot start keying its kernels starts no nvcc."""
-    try:
-        listed = remembered(_LISTED, nvcc, os.stat(nvcc), _list_gpu_code).version
+    try:  # (a script's by the binary it runs: `runs`)
+        binary = runs(nvcc, config.path())
+        listed = remembered(_LISTED, binary, os.stat(binary), _list_gpu_code).version
     except (OSError, ToolchainError):
         return frozenset()
     return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", listed))
@@ -323,7 +324,8 @@ class NvccCompiler:
         reads from the environment (options, its host compiler, a script's digest after it) where
         set (`config.nvcc_flags`; a long one by its digest): they change what it builds, so they
         key."""
-        found = probe("nvcc", self.path)
+        found = probe("nvcc", runs(self.path, config.path()))  # a script's: the binary it runs
+        found = Toolchain(name=found.name, path=self.path, version=found.version)
         flags = config.nvcc_flags()
         host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path(), self.path)
         if flags or host:

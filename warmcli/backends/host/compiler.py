@@ -26,10 +26,10 @@ before it linked) is that group's compile failure, never a binary stored and the
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
 covers (`@file`, `-Wa,@file`, `-iprefix`, `-Wp,-I,folder`, `-Xpreprocessor -I`, `-I-`, a
-folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from `-B
-folder/`), another source to compile (`/opt/x.c`, any file after `-x c`: its headers
-unkeyed), a file the kernel's assembly reads
-(`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
+folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler programs from any
+`-B prefix`, `-B..` running `../as`, or the linker `-fuse-ld=` picks), another source to
+compile (`/opt/x.c`, any file after `-x c`: its headers unkeyed), a file the kernel's assembly
+reads (`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
 refused before cc runs.
 """
 
@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
+from warmcli.backends.host.programs import programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.kernel import CC_SYSTEM
@@ -78,11 +79,18 @@ _UNKEYED_FILES = (
 def unkeyed_file(option: str) -> bool:
     """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
     key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
-    `-wrapper`), or hands the preprocessor an include folder or header past the key
-    (`-Wp,-I,folder`), or makes quoted names skip the including file's folder (`-I-`)."""
-    pieces = option[4:].split(",") if option.startswith(("-Wl,", "-Wp,", "-Wa,")) else (option,)
-    programs = option in ("-B", "-wrapper") or option.startswith("--prefix")
-    programs = programs or (option.startswith("-B") and "/" in option)
+    `-wrapper`) or a linker it picks (`-fuse-ld=gold`), or hands the preprocessor an include
+    folder or header past the key (`-Wp,-I,folder`), or makes quoted names skip the including
+    file's folder (`-I-`)."""
+    from warmcli.handed_on import handed_pieces  # on first use: a serving process never compiles
+
+    pieces = handed_pieces(option)
+    # Every `-B`: cc makes a folder's name a prefix (`-B..`: `../as`, from its scratch folder
+    # the temporary folder), and reads `-Bstatic` so too (a `-B` prefix: the linker's is `-Wl,`).
+    # `-fuse-ld=gold` (clang's `--ld-path=`): the `ld.gold` found first, which no identity names.
+    programs = (
+        option.startswith(("-B", "--prefix", "-fuse-ld=", "--ld-path")) or option == "-wrapper"
+    )
     passed = option.startswith("-Wp,")  # an include folder or header past the key
     headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
     return (
@@ -114,22 +122,18 @@ def _in_system_root(pieces: Sequence[str]) -> bool:
     return False
 
 
-# How cc hands one option on: `-Xlinker a` is `-Wl,a`, as `-Xpreprocessor`, `-Xassembler`.
-_HANDED = {"-Xlinker": "-Wl,", "-Xpreprocessor": "-Wp,", "-Xassembler": "-Wa,"}
-
-
 def unkeyed_option(options: Sequence[str]) -> str | None:
     """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
-    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling, a
-    folder after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
+    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
+    flag handed on hands nothing: `-Xlinker -Xlinker -specs=f` is cc's `-specs=f`), a folder
+    after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
+    from warmcli.handed_on import handed_on  # on first use: a serving process never compiles
+
     said = ""  # the linker's word before
-    for before, option in zip(("", *options), options, strict=False):
-        handed = _HANDED.get(before)
-        spelled = f"{handed}{option}" if handed else option
+    for option, handed in handed_on(options):  # `-Xlinker a` is `-Wl,a`
+        spelled = handed + option
         if unkeyed_file(spelled):
             return option
-        if option in _HANDED and not handed:
-            continue
         pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
         if not spelled.startswith(("-Wp,", "-Wa,")) and _in_system_root([said, *pieces]):
             return option
@@ -224,21 +228,18 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     return first + "\n".join(sections)
 
 
+_PUSH = "#pragma GCC diagnostic push\n#pragma GCC diagnostic "
+
+
 def base_file(kernel: Kernel) -> str:
-    """For a kernel alone in its unit that may read `__BASE_FILE__` (its text names it, or it
-    may reach a header that does: an `#include`, `-include`, `-imacros`), lines making it
-    `"<entry>.c"`, as `__FILE__` is (`#line`): else it is warm's temporary file's path, another
-    in every build, so a hit, a miss and a cold start computed three texts. The compiler's
-    warning on redefining it is silenced there (`-Werror` kernels); "" for any other kernel."""
+    """For a kernel alone in its unit that may read `__BASE_FILE__` (its text, or a header it
+    includes), lines making it `"<entry>.c"` as `__FILE__` is, not the scratch file's path (each
+    build another), its redefinition's warning silenced (`-Werror`); "" for any other kernel."""
     texts = (kernel.source, *kernel.options, *(f"{n} {v}" for n, v in kernel.defines))
     if not any("__BASE_FILE__" in text or "include" in text or "imacros" in text for text in texts):
         return ""
-    return (
-        "#pragma GCC diagnostic push\n"
-        '#pragma GCC diagnostic ignored "-Wbuiltin-macro-redefined"\n'
-        f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
-        "#pragma GCC diagnostic pop\n"
-    )
+    said = f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
+    return f'{_PUSH}ignored "-Wbuiltin-macro-redefined"\n{said}#pragma GCC diagnostic pop\n'
 
 
 def _system_folders(cc: str) -> tuple[str, ...]:
@@ -277,9 +278,10 @@ class HostCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """cc and its version, and where it finds its programs (`cc1`, `as`, `ld`) where the
-        environment says (`config.compiler_programs`): they change what it builds, so they
-        key (`serving.host_programs`; a long one by its digest)."""
+        """cc and its version, those of the `as` and `ld` it runs (`host.programs`), and where
+        it finds its programs (`cc1`, `as`, `ld`) where the environment says
+        (`config.compiler_programs`): they change what it builds, so they key
+        (`serving.host_programs`; a long one by its digest)."""
         try:
             found = probe("cc", self._cc)
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
@@ -287,11 +289,11 @@ class HostCompiler:
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
         programs = config.compiler_programs()
         added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
-        if added:
-            found = Toolchain(name=found.name, path=found.path, version=found.version + added)
-        if found.identity not in CC_SYSTEM:  # how the key asks for its own folders
-            CC_SYSTEM[found.identity] = functools.partial(_system_folders, found.path)
-        return found
+        version = found.version + programs_line(found) + added  # the `as` and `ld` it runs
+        toolchain = Toolchain(name=found.name, path=found.path, version=version)
+        if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
+            CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, found.path)
+        return toolchain
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []

@@ -100,7 +100,9 @@ class Listing(Table):
 class Pairs(Table):
     """A grid of names and their values (`pairs`). Where a name and its value do not both
     fit, the names are cut (`…`) so that the values keep `VALUE` cells (at least half the
-    width): a value is never squeezed to nothing by the names beside it."""
+    width): a value is never squeezed to nothing by the names beside it; values all narrower
+    than that are kept whole, the names cut to a letter and `…` at the least (`se…  0.000 s`
+    at 12 columns)."""
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         names, values = self.columns
@@ -110,7 +112,8 @@ class Pairs(Table):
         widest = _widest(names)
         names.max_width = None
         if widest + need > room:
-            names.max_width = max(1, min(widest, max(room - need, room // 2)))
+            whole = room - need if need < VALUE else max(room - need, room // 2)
+            names.max_width = max(2, min(widest, whole))  # (a letter and `…`, at the least)
         yield from super().__rich_console__(console, options)
 
 

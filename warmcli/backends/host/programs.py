@@ -1,0 +1,138 @@
+"""The assembler and linker the host C compiler runs, named in its identity.
+
+cc (GCC) runs `as`, and `ld` through `collect2`: the first found in its program folders (its
+install's, `GCC_EXEC_PREFIX`'s, `COMPILER_PATH`'s: the `programs` line of `cc
+-print-search-dirs`; for the linker `real-ld`, then `collect-ld`, then `ld` there, as
+`collect2` looks), else the first on `PATH`. Another one there builds other code under the
+same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`, binutils replaced
+behind the same names), so each one's version line follows cc's in its identity (`; as GNU
+assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, as a wrapper cc's:
+`warmcli.backends.toolchain`); where `COMPILER_PATH` or `GCC_EXEC_PREFIX` is set, so are those
+of the `cc1` and `collect2` found first in cc's folders (`cc1` prints none: its name, and a
+script's digest). A hot start pays one `access` per folder and `PATH` entry: cc's program
+folders are remembered in warm's home by cc's stamp and the variables that move them (read
+anew in each process for a cc that is a wrapper script), each program's version line by its
+own stamp, as cc's is. Its state: a per-process memo of each cc's line, by the variables
+read. Nothing here compiles or prints.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat
+
+from warmcli import config
+from warmcli.backends.toolchain import (
+    WRAPPER_MARK,
+    Toolchain,
+    _version_line,
+    _wrapper,
+    environment_named,
+    remembered,
+)
+from warmcli.errors import ToolchainError
+
+ASSEMBLER = ("as",)
+LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (`PATH`: `ld`)
+# Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own.
+MOVED_PROGRAMS = ("cc1", "collect2")
+FOLDERS_TIMEOUT = 60.0  # seconds cc may take to answer `-print-search-dirs`
+
+
+def programs_line(found: Toolchain) -> str:
+    """What follows cc's version line in its identity: `; as <line>; ld <line>` of the
+    programs the cc of `found` runs here (`none` for one not found)."""
+    moved = tuple(config.compiler_programs().items())
+    return _line(found.path, WRAPPER_MARK in found.version, moved, config.path())
+
+
+@functools.cache
+def _line(cc: str, script: bool, moved: tuple[tuple[str, str], ...], search: str) -> str:
+    folders = _folders(cc, script, moved)
+    assembler = _version("as", _first(folders, ASSEMBLER) or _on_path("as", search))
+    linker = _version("ld", _first(folders, LINKER) or _on_path("ld", search))
+    line = f"; as {assembler}; ld {linker}"
+    for name in MOVED_PROGRAMS if moved else ():  # else cc's own, of its version
+        line += f"; {name} {_version(name, _first(folders, (name,)))}"
+    return line
+
+
+def _folders(cc: str, script: bool, moved: tuple[tuple[str, str], ...]) -> list[str]:
+    """cc's program folders, remembered by its stamp and the variables that move them."""
+    try:
+        st = os.stat(cc)
+    except OSError:
+        return []
+    if script:  # the compiler a script runs may change while the script does not
+        text = _read_folders("", cc)
+    else:
+        moving = environment_named(repr(moved))  # (no digest unless long: no first sha256)
+        text = remembered(f"cc programs {moving}", cc, st, _read_folders).version
+    return [folder for folder in dict.fromkeys(text.split(os.pathsep)) if folder]
+
+
+def _read_folders(name: str, cc: str) -> str:
+    """The `programs` line of `cc -print-search-dirs` (none where cc prints none)."""
+    from warmcli.backends import processes  # on first use: a serving process runs no compiler
+
+    try:
+        out = processes.run([cc, "-print-search-dirs"], FOLDERS_TIMEOUT)
+    except OSError:
+        return ""
+    if out.timed_out or out.returncode != 0:
+        return ""
+    for line in out.out.splitlines():
+        if line.startswith("programs: "):
+            return line[len("programs: ") :].removeprefix("=")
+    return ""
+
+
+def _first(folders: list[str], names: tuple[str, ...]) -> str | None:
+    """The first of `names` that is an executable file, name by name, folder by folder."""
+    for name in names:
+        for folder in folders:
+            found = _executable(os.path.join(folder, name))
+            if found:
+                return found
+    return None
+
+
+def _on_path(name: str, search: str) -> str | None:
+    """The first executable file `name` on `search` (PATH), as cc's `execvp` finds it."""
+    if not search:
+        return None
+    for folder in dict.fromkeys(search.split(os.pathsep)):
+        found = _executable(os.path.join(folder or os.curdir, name))
+        if found:
+            return found
+    return None
+
+
+def _executable(place: str) -> str | None:
+    if not os.access(place, os.X_OK):
+        return None
+    try:
+        return os.path.abspath(place) if stat.S_ISREG(os.stat(place).st_mode) else None
+    except OSError:
+        return None
+
+
+def _version(name: str, where: str | None) -> str:
+    """The version line of the program `where` (a script's with its digest), remembered by
+    its stamp; `none` where there is none, and what it says where it answers no version."""
+    if where is None:
+        return "none"
+    try:
+        return remembered(name, where, os.stat(where), _answered).version
+    except (OSError, ToolchainError):
+        return f"{os.path.basename(where)} (no version line)"
+
+
+def _answered(name: str, where: str) -> str:
+    """`where --version`'s line, or where it prints none (`cc1`) its name: remembered so
+    too (a script's, with its digest, never), so no process asks it again."""
+    try:
+        return _version_line(name, where)
+    except ToolchainError:
+        return f"{os.path.basename(where)} (no version line){_wrapper(where)}"
