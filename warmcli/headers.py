@@ -21,16 +21,19 @@ none was found: a header added later changes it), in the order they are reached;
 are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
 reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
 they are; for a folder named twice, which named folders are one). Headers not found there, or found
-in a toolkit's own folders (`toolkit`, by any name), are the toolchain identity's. Bounded: at most
-`MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in its first
-`MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot be told (but in
-NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its reason
-noted. State: three per-process memos (each file's digest and includes, by (path, mtime_ns, size),
-of files settled; the includes of the last sources; the search orders of the last options): a kernel
-keyed again costs a lookup of each header; `covered`, what each digest made lately covers
-(`kernel_parts.header_files`: a header read first by its path), and for the first header read, each
-`.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a once-only header share a
-time (`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
+in a toolkit's own folders (`toolkit`, by any name), are the toolchain identity's; but a host
+compiler's system header's own includes that those folders hold are keyed as the kernel's
+(`warmcli.system_shadows`: a `stddef.h` added to `-I` after a build changes the next one).
+Bounded: at most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole,
+scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot
+be told (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker,
+its reason noted. State: three per-process memos (each file's digest and includes, by (path,
+mtime_ns, size), of files settled; the includes of the last sources; the search orders of the last
+options): a kernel keyed again costs a lookup of each header; `covered`, what each digest made
+lately covers (`kernel_parts.header_files`: a header read first by its path), and for the first
+header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
+once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
+for a missing file.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import re
 import shutil
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from warmcli.computed_includes import Scanned, computed_headers, macro_includes
 from warmcli.directives import may_hide, spliced, spliced_text
@@ -62,6 +65,7 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
+from warmcli.system_shadows import shadowed
 from warmcli.unkeyed import marker, note, reason_in
 
 MAX_HEADERS = 512
@@ -272,6 +276,7 @@ def headers_digest(
     toolkit: frozenset[str] = frozenset(),
     defines: Sequence[tuple[str, str]] = (),
     nvrtc: bool = False,
+    system: Callable[[], tuple[str, ...]] | None = None,
 ) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name, or `env`'s
     (`search_orders`; the module doc); "" where none is named, or found in `env`'s only. The
@@ -279,12 +284,15 @@ def headers_digest(
     after: `warmcli.compiler_includes`), and a header found in a folder of `toolkit` is the
     toolchain identity's: not keyed (it shadows those searched after it). An `#include` of a
     macro follows what `options`, `defines` and the text give it (in a header of NVRTC's
-    system toolkit, `nvrtc`, by its folders, as before)."""
+    system toolkit, `nvrtc`, by its folders, as before). `system`: the compiler's own folders
+    (a host kernel's), where a header not found in the kernel's is followed for the names it
+    includes that the kernel's folders shadow (`warmcli.system_shadows`)."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     given = tuple(options)
+    system = None if "-nostdinc" in given else system  # (cc searches no folder of its own)
     searched = (*around[0], *given, *around[1])
     if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process
         orders = _orders(searched, cwd, env)
@@ -308,6 +316,7 @@ def headers_digest(
     same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
     computed, done = list[tuple[str, bool, str | None, bool]](), set[object]()  # `#include CFG`
     kernel, scanned = (given, defines, source, seen), Scanned()  # (each file read once)
+    shadows = set[tuple[str, bool]]()  # a system header's includes the folders hold
     while pending or (computed and (pending := computed_headers(
         computed, done, kernel, written, primary, NEXT, scanned))):  # fmt: skip
         name, quoted, here = pending.popleft()
@@ -329,6 +338,11 @@ def headers_digest(
             pending.extendleft((p, False, here) for p in reversed(found))
             continue
         path = _resolve(name, quoted, here, orders, toolkit)
+        if path is None and system is not None:  # a system header's: what it includes, shadowed
+            for edge in shadowed(name, orders, system()):
+                if edge[:2] not in shadows:  # (each once)
+                    shadows.add(edge[:2])
+                    pending.append(edge)
         real = os.path.realpath(path) if path is not None else ""  # the file read (once)
         read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)

@@ -19,7 +19,8 @@ global scope (`::twice(v)`, `using ::ops::f;`: in warm's namespace the source's 
 around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` would be one
 function defined twice, a group failing until bisected to single kernels; a variable, in a
 namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
-`__COUNTER__` (it counts across the unit), an `asm` in C, (C) the word `constructor`,
+`__COUNTER__` (it counts across the unit), `__BASE_FILE__` (the unit's file: a kernel alone
+reads its own, `<entry>.c`), an `asm` in C, (C) the word `constructor`,
 `destructor`, `ifunc` or `section`, in its options too (`__attribute__((constructor))`, a
 function's pointer put in `.init_array` from a function's body: code the loader runs when the
 binary loads, so a hit would run it when any neighbour loads, before the kernels launched
@@ -94,7 +95,7 @@ _GAP = r"(?:[ \t\f\v]|/\*[\s\S]*?\*/)*"  # blanks and comments, which a directiv
 # A directive: `#` first on a line or right after a comment's end, then its name.
 _DIRECTIVE = Pattern(rf"(?:^|\*/){_GAP}#{_GAP}(\w*)([^\n]*)", re.MULTILINE)
 _MACRO_NAME = Pattern(rf"{_GAP}([A-Za-z_]\w*)")
-_UNIT_WIDE = Pattern(r"[Pp]ragma|__COUNTER__")
+_UNIT_WIDE = Pattern(r"[Pp]ragma|__COUNTER__|__BASE_FILE__")
 # With token pasting, a piece of `_Pragma`, `__pragma`, `__func__` or `__FUNCTION__` (a
 # paste may make one).
 _PRAGMA_PIECE = Pattern(r"gma|_P|__p|unc|UNC")
@@ -258,8 +259,8 @@ def _options_kept_apart(kernel: Kernel) -> bool:
 
 
 # Words a paste must not spell (each refused where written whole): a pragma, `__COUNTER__`,
-# and (C) a function's name as a string, an `asm`, code the loader runs.
-_PASTED = ("_Pragma", "__pragma", "__COUNTER__")
+# `__BASE_FILE__`, and (C) a function's name as a string, an `asm`, code the loader runs.
+_PASTED = ("_Pragma", "__pragma", "__COUNTER__", "__BASE_FILE__")
 _PASTED_IN_C = ("__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "asm", "__asm", "__asm__")
 _PASTED_IN_C += ("constructor", "destructor", "ifunc", "section")
 _TOKEN = Pattern(r"\w+")

@@ -6,7 +6,9 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 `#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, its source
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
 entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
-text names a visibility, which an alias would not share), exactly as alone. Each is
+text names a visibility, which an alias would not share), exactly as alone, its
+`__BASE_FILE__` made `"<entry>.c"` where it may read it (`base_file`), not the scratch file's
+path, another in every build. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -33,6 +35,7 @@ refused before cc runs.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -43,6 +46,7 @@ from warmcli import config
 from warmcli.backends.host.programs import programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
+from warmcli.kernel import CC_SYSTEM
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.printable import Pattern
 from warmcli.scratch import scratch_folder
@@ -209,17 +213,40 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
+    first = "" if shared else base_file(units[0].kernel)
     if not shared and ALIASES and not static_entry(units[0].kernel) and not _visibility(units[0]):
         (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
         entry, symbol = unit.kernel.entry, unit.symbol
         source = unit.kernel.source + signature.probe(unit)
         section = isolated_section(unit, source, entry_macro=False, rename_helpers=False)
-        return f'{section}extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
+        alias = f'extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
+        return first + section + alias
     sections = [
         isolated_section(unit, unit.kernel.source + signature.probe(unit), rename_helpers=shared)
         for unit in units
     ]
-    return "\n".join(sections)
+    return first + "\n".join(sections)
+
+
+_PUSH = "#pragma GCC diagnostic push\n#pragma GCC diagnostic "
+
+
+def base_file(kernel: Kernel) -> str:
+    """For a kernel alone in its unit that may read `__BASE_FILE__` (its text, or a header it
+    includes), lines making it `"<entry>.c"` as `__FILE__` is, not the scratch file's path (each
+    build another), its redefinition's warning silenced (`-Werror`); "" for any other kernel."""
+    texts = (kernel.source, *kernel.options, *(f"{n} {v}" for n, v in kernel.defines))
+    if not any("__BASE_FILE__" in text or "include" in text or "imacros" in text for text in texts):
+        return ""
+    said = f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
+    return f'{_PUSH}ignored "-Wbuiltin-macro-redefined"\n{said}#pragma GCC diagnostic pop\n'
+
+
+def _system_folders(cc: str) -> tuple[str, ...]:
+    """`cc`'s own include folders (`system_folders`, imported where a key first asks)."""
+    from warmcli.backends.host.system_folders import system_folders
+
+    return system_folders(cc)
 
 
 def static_entry(kernel: Kernel) -> bool:
@@ -263,7 +290,10 @@ class HostCompiler:
         programs = config.compiler_programs()
         added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
         version = found.version + programs_line(found) + added  # the `as` and `ld` it runs
-        return Toolchain(name=found.name, path=found.path, version=version)
+        toolchain = Toolchain(name=found.name, path=found.path, version=version)
+        if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
+            CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, found.path)
+        return toolchain
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []

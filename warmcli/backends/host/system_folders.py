@@ -1,0 +1,58 @@
+"""The host C compiler's own include folders: where it finds `<stdlib.h>`, after a kernel's.
+
+`cc -E -v` prints them (`#include <...> search starts here:`), run with `CPATH` and
+`C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on
+a machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the
+binary's stamp), so a hot start runs no compiler for them. The host compiler tells the key how
+to ask for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported
+where a key first asks: a kernel's include folders lack a header it includes
+(`warmcli.system_shadows`). A compiler that does not say (another than GCC or Clang, one that
+fails) names none: such a kernel keys as before. State: the per-process memo of each compiler's
+folders.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from warmcli.backends.toolchain import remembered
+from warmcli.errors import ToolchainError
+
+_SEARCH = "cc -E -v includes"  # what `toolchains.json` remembers them under
+_UNSET = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH")
+
+
+@functools.cache
+def system_folders(cc: str) -> tuple[str, ...]:
+    """`cc`'s own `<...>` folders, in its order; () where it does not say."""
+    try:
+        said = remembered(_SEARCH, cc, os.stat(cc), _search_list).version
+    except (OSError, ToolchainError):
+        return ()
+    return tuple(said.split("\n"))
+
+
+def _search_list(name: str, cc: str) -> str:
+    """The folders `cc -E -v` lists for `<...>`, joined by line breaks; ToolchainError where
+    it lists none."""
+    import subprocess  # on first use: a hot start finds them remembered
+
+    unset = [w for name in _UNSET for w in ("-u", name)]  # (`env`: warm's own left as it is)
+    command = ["env", *unset, cc, "-E", "-v", "-x", "c", os.devnull]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolchainError(f"{name}: {exc}") from exc
+    lines = out.stderr.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("#include <...>")), None)
+    folders = []
+    for line in lines[start + 1 :] if start is not None else []:
+        if not line.startswith(" "):  # `End of search list.`
+            break
+        folder = line.strip().removesuffix(" (framework directory)")
+        if folder and "\n" not in folder:
+            folders.append(os.path.normpath(folder))
+    if out.returncode != 0 or not folders:
+        raise ToolchainError(f"{name}: {cc} -E -v lists no include folders")
+    return "\n".join(folders)
