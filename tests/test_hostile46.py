@@ -1,0 +1,65 @@
+"""Holes hostile46 found, each reproduced for real: the real CLI in a subprocess, real SQLite
+files (a bundle from `warm run`, edited with sqlite3 as an attacker would)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+from test_blob_memory import _PEAK
+
+
+def _with_blobs(source: Path, path: Path, cache_pages: int = 0) -> Path:
+    """`source` with 48 MiB more of well-formed blobs (each under its own sha256); with
+    `cache_pages`, its header's suggested cache size set to that many pages, as `PRAGMA
+    default_cache_size` writes it (offset 48: a number in the file, nothing more)."""
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        for _ in range(6):
+            data = os.urandom(8 << 20)
+            digest = hashlib.sha256(data).hexdigest()
+            conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (digest, len(data), data))
+    if cache_pages:
+        conn.execute(f"PRAGMA default_cache_size = {cache_pages}")
+    conn.close()
+    return path
+
+
+def _peak(warm: Warm, *args: object) -> int:
+    """The peak RSS, in bytes, of `warm *args` (its exit code 0 or 1)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK, *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+    return int(proc.stderr.rsplit("peak ", 1)[1].split()[0])
+
+
+def test_a_cache_size_in_the_bundles_header_never_sets_warms_memory(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """SQLite takes a file's suggested cache size (the deprecated `default_cache_size`, in its
+    header) as the connection's: a bundle saying 2,000,000,000 pages had every page warm read
+    kept in memory, so `warm verify` (and `warm push`, which checks what it sends) held the
+    whole bundle (a 315 MB one: 47 → 358 MB peak), and `warm clean`'s vacuum too (46 → 357
+    MB). Every connection warm opens on a bundle now sets SQLite's own default cache
+    (2,000 KiB) after the file's schema is checked."""
+    warm, good = made
+    plain = _with_blobs(good, tmp_path / "plain.warm")
+    hostile = _with_blobs(good, tmp_path / "hostile.warm", cache_pages=2_000_000_000)
+    for command in (("verify",), ("clean", "--older-than", "0s")):
+        flat = _peak(warm, command[0], plain, *command[1:])
+        grown = _peak(warm, command[0], hostile, *command[1:]) - flat
+        assert grown < 16 << 20, f"warm {command[0]}: {grown >> 20} MiB more"
+
