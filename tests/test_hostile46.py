@@ -63,3 +63,19 @@ def test_a_cache_size_in_the_bundles_header_never_sets_warms_memory(
         grown = _peak(warm, command[0], hostile, *command[1:]) - flat
         assert grown < 16 << 20, f"warm {command[0]}: {grown >> 20} MiB more"
 
+
+def test_merge_refusing_an_existing_out_leaves_no_lock_beside_it(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm merge A -o notes.txt` (a file that is there, no --force) is refused, as it should
+    be, but took OUT's write lock first and left `notes.txt.lock` in the user's folder (`warm
+    pull` refuses such a PATH before its lock: none left)."""
+    warm, good = made
+    out = tmp_path / "notes.txt"
+    out.write_text("mine\n")
+    for json in ((), ("--json",)):
+        proc = warm("merge", good, "-o", out, *json)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "exists: name it as an input to merge into it, or pass --force" in proc.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+        assert out.read_text() == "mine\n"
