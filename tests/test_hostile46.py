@@ -7,8 +7,10 @@ import hashlib
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 from conftest import ROOT, Warm
@@ -79,3 +81,47 @@ def test_merge_refusing_an_existing_out_leaves_no_lock_beside_it(
         assert "exists: name it as an input to merge into it, or pass --force" in proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
         assert out.read_text() == "mine\n"
+
+
+def _tunes_of_many_candidates(source: Path, path: Path, tunes: int, candidates: int) -> Path:
+    """`source` with `tunes` more tunes of its first (keyed as warm keys them), each holding
+    `candidates` nameless, unmeasured candidates, packed as warm packs them (17 bytes each,
+    deflated: ~100 KB of them in a row of ~100 bytes), its pick the one named ''."""
+    from warmcli.records import tune_key
+
+    raw = struct.pack("<I", candidates) + (b"\0" + struct.pack("<4I", 0, 0, 0, 0)) * candidates
+    packed = b"\1" + zlib.compress(raw, 9)  # format 2's tag: deflated, kernel keys whole
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
+        operation, shape, device, checksum = row[1], row[2], row[3], row[4]
+        for i in range(tunes):
+            key = bytes.fromhex(tune_key(operation, f"{shape} {i}", device, checksum.hex()))
+            values = (key, operation, f"{shape} {i}", device, checksum, row[5], "", packed)
+            conn.execute(
+                "INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values + row[8:]
+            )
+    conn.close()
+    return path
+
+
+def test_stats_of_tunes_of_many_candidates_holds_and_shows_a_bounded_part(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A tune's packed candidates may inflate to 4 MiB: 246,000 of 17 bytes, from a row of
+    4 KB. `warm stats` held every tune of a listing (up to 20,000) with all of them, as
+    records and then as dicts, and a table of a tune's candidates rendered every one: 13
+    such tunes (a 393 KB bundle) took 2.2 GB and 41 s, one tune shown alone 1 GB and 97 s.
+    Each tune is now made into what the tables show as it is read (its pick's figures from
+    all its candidates, its first 1,000 by median listed, the rest counted)."""
+    warm, good = made
+    many = _tunes_of_many_candidates(good, tmp_path / "many.warm", tunes=12, candidates=40_000)
+    flat = _peak(warm, "stats", good)
+    grown = _peak(warm, "stats", many) - flat
+    assert grown < 48 << 20, f"{grown >> 20} MiB more"
+    one = _tunes_of_many_candidates(good, tmp_path / "one.warm", tunes=1, candidates=40_000)
+    shown = warm("stats", one, "--explain", "matmul")
+    assert shown.returncode == 0, shown.stderr
+    assert "and 39,000 more candidate(s) not listed" in shown.stdout, shown.stdout[-2000:]
+    assert len(shown.stdout.splitlines()) < 5_000

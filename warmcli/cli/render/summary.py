@@ -15,8 +15,8 @@ from warmcli.cli.render.stats import (
     contents_table,
     manifest_grid,
     tunable_row,
-    tune_json,
     tune_order,
+    tune_shown,
     tunes_table,
 )
 from warmcli.ops.stats import BundleSummary
@@ -39,10 +39,10 @@ def summary_renderable(path: str, summary: BundleSummary, copy: str | None = Non
         tunable_row(contents, operation, device, f"{n:,}", f"{pending:,}")
     title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
     if summary.operation is None:
-        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
+        shown = tunes_table(title, [tune_shown(t) for t in sorted(summary.sample, key=tune_order)])
         return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
     every: list[Any] = []
     for t in sorted(summary.sample, key=tune_order):
-        every += candidates_table(tune_json(t))
+        every += candidates_table(tune_shown(t))
     more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
     return Group(head, contents, *every, line(more, style="dim"))
