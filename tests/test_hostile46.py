@@ -125,3 +125,27 @@ def test_stats_of_tunes_of_many_candidates_holds_and_shows_a_bounded_part(
     assert shown.returncode == 0, shown.stderr
     assert "and 39,000 more candidate(s) not listed" in shown.stdout, shown.stdout[-2000:]
     assert len(shown.stdout.splitlines()) < 5_000
+
+
+def test_stats_explain_of_a_large_bundle_holds_its_sampled_tunes_as_shown(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A bundle of more than 200 tunes is summarised: the first 100 tunes of the operation
+    `--explain` names (20 of its operations without it) were read whole and held as records,
+    every candidate of each (30 tunes of 246,000: 2.6 GB). Each is made into what the
+    tables show (`tune_shown`) as it is read now (203 MB)."""
+    from warmcli.records import tune_key
+
+    warm, good = made
+    many = _tunes_of_many_candidates(good, tmp_path / "many.warm", tunes=12, candidates=40_000)
+    conn = sqlite3.connect(many)
+    with conn:  # 201 more tunes, of another operation: a bundle too large to list
+        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
+        for i in range(201):
+            key = bytes.fromhex(tune_key("other", f"s{i}", row[3], row[4].hex()))
+            values = (key, "other", f"s{i}", *row[3:])
+            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+    conn.close()
+    flat = _peak(warm, "stats", good, "--explain", "matmul")
+    grown = _peak(warm, "stats", many, "--explain", "matmul") - flat
+    assert grown < 48 << 20, f"{grown >> 20} MiB more"

@@ -156,7 +156,9 @@ def _stats(
             stream_json(doc)
         return
     with bundle.snapshot():
-        summary = summarise(bundle, operation=operation)
+        from warmcli.cli.render.stats import tune_shown
+
+        summary = summarise(bundle, operation=operation, shown=tune_shown)  # (docs, not records)
         if summary is None:
             doc = {
                 key: list(v) if isinstance(v, Iterator) else v
