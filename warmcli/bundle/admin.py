@@ -19,7 +19,6 @@ from __future__ import annotations
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.blobs import digest
@@ -55,7 +54,7 @@ class BundleAdmin(SignedRows):
     """Maintenance and aggregates of an open bundle; see the module doc."""
 
     if TYPE_CHECKING:  # what `Bundle` provides (see there)
-        transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        transaction: Callable[[], contextlib.AbstractContextManager[sqlite3.Connection]]
         writable: bool
         _follow_replacement: Callable[[], None]
         tune: Callable[[str], TuneRecord | None]
@@ -290,12 +289,12 @@ class BundleAdmin(SignedRows):
 
     # -- aggregates (`warm stats` on a bundle too large to list) ----------------------------
     def aggregate(
-        self, sample: int = 0, operation: str | None = None
-    ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[TuneRecord]]:
+        self, sample: int = 0, operation: str | None = None, shown: Any = None
+    ) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int, int]], list[Any]]:
         """Counts by SQL, without reading every entry: (device, arch, kernels, bytes of their
-        distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read
-        whole: of `operation` only, by shape, if given; else as many of each operation as fit,
-        by shape (a malformed one is left out)."""
+        distinct blobs) and (operation, device, tunes, pending), plus `sample` tunes read whole
+        (each as `shown(tune)` if given): of `operation` only, by shape, if given; else as
+        many of each operation as fit, by shape (a malformed one is left out)."""
         from warmcli.bundle.oversize import refused
 
         def group(row: tuple[Any, ...]) -> tuple[str, str, int, int]:
@@ -317,12 +316,12 @@ class BundleAdmin(SignedRows):
             return (
                 [self._parse("kernel group", r[0], lambda r=r: group(r)) for r in kernel_rows],
                 [self._parse("tune group", r[0], lambda r=r: group(r)) for r in tune_rows],
-                self._sample_tunes(sample, operation),
+                self._sample_tunes(sample, operation, shown),
             )
         except BundleError as exc:
             raise refused(self, exc) from None
 
-    def _sample_tunes(self, sample: int, operation: str | None) -> list[TuneRecord]:
+    def _sample_tunes(self, sample: int, operation: str | None, shown: Any = None) -> list[Any]:
         """`sample` tunes by shape, numbers as numbers (`natural`): of `operation` if given,
         else of the first operations by name, each one's first, then second, ..."""
         shapes = f"SELECT substr(shape_key, 1, {MAX_NAME_CHARS}), {KEY_HEX} FROM tunes WHERE "
@@ -331,10 +330,11 @@ class BundleAdmin(SignedRows):
         firsts = [
             first_naturally(sample, r, key=lambda r: (natural(r[0]), str(r[1]))) for r in rows
         ]
-        found: list[TuneRecord] = []
+        found: list[Any] = []
         for key in [each[n][1] for n in range(sample) for each in firsts if n < len(each)]:
             with contextlib.suppress(BundleError):  # a malformed one is not shown
-                found += filter(None, [self.tune(str(key)[:MAX_NAME_CHARS])])
+                got = filter(None, [self.tune(str(key)[:MAX_NAME_CHARS])])
+                found += map(shown, got) if shown else got
             if len(found) == sample:
                 break
         return found

@@ -13,20 +13,20 @@ made before it existed has no such table and opens as unsigned). A bundle is unt
 its schema is exactly warm's (`sqlite_master` equal to the rows warm's schema declares,
 `declared_schema`, else compared row by row with what SQLite makes of it by `schema_problems`, so
 no trigger, view, extra index or generated column of a bundle ever runs), with `trusted_schema` off
-(a journal warm rolls back, `recover`, has the schema it restores checked again), and every SQLite
-failure becomes a one-line `BundleError` (`_sqlite_errors`; a full disk, or a write the system
-refused otherwise, is named so: the write was rolled back). The file stays in rollback-journal mode
-(a file switched to WAL is switched back on open, or refused where it cannot be written or its
-`-wal` or `-shm` is a link, `journal.check_wal_files`, even with no WAL header: SQLite opens
-them), so a read-only copy opens, and a write a crash interrupted is rolled back by the next
-open, or read of a process that had it open. "Database is locked" is waited for
-`LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`: a signal stops the
-wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash too). Writers
-take a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers`
-removes, under it, the temporary files, journals and locks a killed create or merge left beside
-the bundle. State: warm's schemas (read once) and `_lock` (held around an open or a create: a fork
-waits for it; a child forked while another thread read past that wait opens none,
-`forking.sqlite_unsafe`); reads no kernel, tune, blob.
+(a journal warm rolls back, `recover`, has the schema it restores checked again) and SQLite's own
+page cache (`OWN_CACHE`, never one the file's header asks for), and every SQLite failure becomes a
+one-line `BundleError` (`_sqlite_errors`; a full disk or another write the system refused is named
+so: rolled back). The file stays in rollback-journal mode (a file switched to WAL is switched back
+on open, or refused where it cannot be written or its `-wal` or `-shm` is a link,
+`journal.check_wal_files`, even with no WAL header: SQLite opens them), so a read-only copy opens,
+and a write a crash interrupted is rolled back by the next open, or read of a process that had it
+open. "Database is locked" is waited for `LOCK_WAIT_SECONDS` at most, a slice at a time
+(`warmcli.bundle.waiting`: a signal stops the wait), then a one-line `BundleLocked` (`_retrying`,
+which rolls back that crash too). Writers take a file lock (`warmcli.bundle.lock`, which readers
+never take); `journal.remove_leftovers` removes, under it, the temporary files, journals and locks a
+killed create or merge left beside the bundle. State: warm's schemas (read once) and `_lock` (held
+around an open or a create: a fork waits for it; a child forked while another thread read past that
+wait opens none, `forking.sqlite_unsafe`); reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ APPLICATION_ID = 0x5741524D  # "WARM"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_BYTES = 100
 WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rollback journal)
+OWN_CACHE = "PRAGMA cache_size = -2000"  # SQLite's default (2,000 KiB), whatever the file says
 LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite lock (as a write-back)
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
@@ -226,8 +227,7 @@ def settle_journal(path: str | Path, sides: bool = True) -> None:
     planted beside it since is rolled back here and what it restored checked (`recover`),
     never by SQLite, where a restored trigger would run; with `sides`, a `-wal` or `-shm`
     that is a link is refused (`check_wal_files`: the journal's page 1 may say WAL)."""
-    if check_journal(path):
-        recover(path, judged=True)
+    recover(path, judged=True) if check_journal(path) else None
     check_wal_files(path) if sides else None
 
 
@@ -236,8 +236,7 @@ def rolled_back(conn: sqlite3.Connection) -> None:
     hot in its error state (a write the disk refused: the file grown, the journal beside it)
     played back now, by a read on the same connection under the writer's lock, never left
     for the next open; a playback refused too (the disk) leaves it to that open, as before."""
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
+    conn.execute("ROLLBACK") if conn.in_transaction else None
     with contextlib.suppress(sqlite3.Error):
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
@@ -359,6 +358,7 @@ def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     schema, base = SCHEMAS[version]
     select = f"{SCHEMA_SELECT} LIMIT {len(declared_schema(schema)) + 8}"
     rows = _retrying(path, lambda: conn.execute(select).fetchall())
+    conn.execute(OWN_CACHE)  # SQLite takes a header's (2e9 pages: all read kept); no I/O here
     if frozenset(rows) in (declared_schema(schema), declared_schema(base)):
         return  # exactly warm's schema (or, made before signatures existed, its base)
     expected = warm_schema(schema)

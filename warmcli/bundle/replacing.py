@@ -40,6 +40,7 @@ from pathlib import Path
 
 from warmcli.bundle.file import (
     FORMAT_VERSION,
+    OWN_CACHE,
     _connect,
     _read_only_uri,
     _validate,
@@ -149,6 +150,8 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
                 _validate(path, conn, FORMAT_VERSION)
         with contextlib.closing(_connect(_read_only_uri(new), uri=True)) as conn:
             conn.execute("ATTACH DATABASE ? AS old", (_read_only_uri(old),))
+            for name in ("main", "old"):  # SQLite's page cache, never a file header's (`OWN_CACHE`)
+                conn.execute(OWN_CACHE.replace("PRAGMA ", f"PRAGMA {name}."))
             kernels, tunes = conn.execute(query).fetchone()
             return int(kernels), int(tunes)
     except (BundleError, OSError, sqlite3.Error, TypeError, ValueError):

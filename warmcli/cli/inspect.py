@@ -41,7 +41,7 @@ from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line
 from warmcli.ops.stats import summarise
-from warmcli.printable import cut, lone_surrogate, printable
+from warmcli.printable import LISTED, cut, lone_surrogate, printable
 from warmcli.records import KernelRecord
 
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
@@ -60,12 +60,12 @@ def stats_stream(
     processes, in the same order, `warmcli.bundle.listing`, each range's as bytes written
     as they are, `tune_bytes`; that listing is closed, its
     processes stopped, when `live` ends: before the bundle closes, however it ends)."""
-    from warmcli.cli.render.stats import kernel_order, stats_document, tune_json, tune_order
+    from warmcli.cli.render.stats import kernel_order, stats_document, tune_order, tune_shown
 
     named: dict[str, set[str]] = {}
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[Any] = bundle.each_tune(operation)
-    tune: Callable[[Any], Any] = tune_line if as_text else tune_json
+    tune: Callable[[Any], Any] = tune_line if as_text else tune_shown  # (a table's part)
     large = _streamed(bundle)
     lines = None
     if large and as_text and not operation:
@@ -79,10 +79,13 @@ def stats_stream(
     if not large:
         # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
         for t in bundle.each_tune(on_error=lambda *_: None):
-            for c in t.candidates:
-                named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
+            for c in t.candidates:  # (the first `LISTED` of a kernel's: a row may hold 246,000)
+                names = named.setdefault(c.kernel_key, set())
+                names.add(f"{t.operation}/{c.name}") if len(names) < LISTED else None
         kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
-        tunes = sorted(tunes, key=tune_order)
+        # each tune converted as it is read, then sorted: never every tune's candidates held
+        ordered = sorted(((tune_order(t), tune(t)) for t in tunes), key=lambda pair: pair[0])
+        tunes, tune = (doc for _, doc in ordered), _as_given
     if operation is not None:  # its candidates' kernels only
         ours = {
             c.kernel_key
@@ -153,7 +156,9 @@ def _stats(
             stream_json(doc)
         return
     with bundle.snapshot():
-        summary = summarise(bundle, operation=operation)
+        from warmcli.cli.render.stats import tune_shown
+
+        summary = summarise(bundle, operation=operation, shown=tune_shown)  # (docs, not records)
         if summary is None:
             doc = {
                 key: list(v) if isinstance(v, Iterator) else v

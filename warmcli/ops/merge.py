@@ -151,6 +151,7 @@ def merge_bundles(
         raise MergeError(f"{out}: is a directory: name the bundle file to write")
     _refuse_special(out)
     check_format_versions(paths)
+    _refuse_taken(out, paths, overwrite)  # first without its lock: none left beside a refused OUT
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -160,11 +161,7 @@ def merge_bundles(
     with holding:
         with write_lock(out):  # OUT's writers wait from the first read to the publish
             remove_leftovers(out)
-            in_sources = out.exists() and any(p.samefile(out) for p in paths)
-            if out.exists() and not (overwrite or in_sources):
-                raise MergeError(
-                    f"{out} exists: name it as an input to merge into it, or pass --force"
-                )
+            _refuse_taken(out, paths, overwrite)  # (made since)
             kept = _attributes_to_keep(out)
             with contextlib.ExitStack() as stack:
                 bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
@@ -286,6 +283,12 @@ def _attributes_to_keep(out: Path) -> os.stat_result | None:
     return st
 
 
+def _refuse_taken(out: Path, paths: Sequence[Path], overwrite: bool) -> None:
+    """OUT, where it is there, is replaced only when it is an input or `overwrite` says so."""
+    if out.exists() and not (overwrite or any(p.samefile(out) for p in paths)):
+        raise MergeError(f"{out} exists: name it as an input to merge into it, or pass --force")
+
+
 def _refuse_special(out: Path) -> None:
     """OUT, where it is a FIFO or a device (or a link to one), is never replaced, even
     under `--force`: a merge writes a bundle file, it never turns /dev/null into one."""
@@ -372,8 +375,6 @@ def _choose(
 
 
 _SKEW = 86400.0  # how far ahead of this machine's clock another's may be, in seconds
-
-
 _Rank = tuple[bool, bool, float]  # measured, dated sanely, when (`_rank`)
 
 

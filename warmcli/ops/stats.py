@@ -24,7 +24,6 @@ from typing import Any
 
 from warmcli.bundle.consistency import require_well_formed
 from warmcli.bundle.store import Bundle
-from warmcli.records import TuneRecord
 
 LARGE_KERNELS = 1_000
 LARGE_TUNES = 200
@@ -40,7 +39,7 @@ class BundleSummary:
     fingerprints: list[dict[str, Any]]
     kernels: list[tuple[str, str, int, int]]  # device, arch, kernels, blob bytes
     tunes: list[tuple[str, str, int, int]]  # operation, device, tunes, pending
-    sample: list[TuneRecord]
+    sample: list[Any]  # TuneRecords, or what `summarise`'s `shown` made of each as it was read
     operation: str | None = None  # `--explain`: the tunes are this operation's only
     format_version: int | None = None  # the file's own (its header's), not the manifest's claim
 
@@ -64,10 +63,11 @@ def large_summary(path: Path, sample: int = SAMPLE_TUNES) -> BundleSummary | Non
 
 
 def summarise(
-    bundle: Bundle, sample: int = SAMPLE_TUNES, operation: str | None = None
+    bundle: Bundle, sample: int = SAMPLE_TUNES, operation: str | None = None, shown: Any = None
 ) -> BundleSummary | None:
     """`large_summary` of an open bundle; of one `operation`'s tunes only, if given (then
-    its first `SAMPLE_EXPLAINED`)."""
+    its first `SAMPLE_EXPLAINED`); each sampled tune as `shown(tune)`, if given, made as it
+    is read (a tune may hold 246,000 candidates: 100 of them held would take gigabytes)."""
     if not is_large(bundle.counts()):
         return None
     if operation is not None:
@@ -75,7 +75,7 @@ def summarise(
     # What a listing of each row would say: of every kernel row; of the tunes, where one
     # operation's are explained (100,000 tunes take 1.5 s to parse: counted by SQL here).
     require_well_formed(bundle, operation, tunes=operation is not None)
-    kernels, tunes, first = bundle.aggregate(sample, operation)
+    kernels, tunes, first = bundle.aggregate(sample, operation, shown)
     if operation is not None:
         tunes = [t for t in tunes if t[0] == operation]
     return BundleSummary(

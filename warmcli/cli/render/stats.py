@@ -19,6 +19,7 @@ from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
+from warmcli.cli.render.shown import by_median, figures, first_shown, micros
 from warmcli.errors import headline
 from warmcli.kernel_parts import source_digest, stored
 from warmcli.printable import natural, printable, visible
@@ -141,6 +142,19 @@ def tune_json(t: TuneRecord) -> dict[str, Any]:
     }
 
 
+def tune_shown(t: TuneRecord) -> dict[str, Any]:
+    """`tune_json(t)` as the tables show it, made as the tune is read: its pick's figures
+    from all its candidates, its first `LISTED` by median (and its pick), the rest counted
+    (`more`). A packed row of 4 KB may hold 246,000 candidates: a listing held them all, in
+    every tune, and a table rendered every one (13 such tunes: 2.2 GB, 41 s)."""
+    first = first_shown(t.candidates, t.pick)
+    fields = (t.key, t.operation, t.shape_key, t.device, t.checksum, t.status, t.pick)
+    doc = tune_json(TuneRecord(*fields, tuple(first), t.seconds, t.measured_at))
+    doc["more"] = len(t.candidates) - len(first)
+    doc["figures"] = figures(t.pick, ((c.name, c.status, c.seconds) for c in t.candidates))
+    return doc
+
+
 def tune_order(t: TuneRecord) -> tuple[Any, ...]:
     """Tunes by operation, then shape (numbers as numbers), then device."""
     return (natural(t.operation), natural(t.shape_key), t.device, t.key)
@@ -220,12 +234,10 @@ TUNE_TABLES = 10  # more tunes than this are listed one line each (--explain: ev
 
 
 def pick_figures(t: dict[str, Any]) -> tuple[str, str]:
-    """A tune's (`tune_json`) pick median, and how much slower its runner-up is."""
-    ok = [c for c in t["candidates"] if c["status"] == "ok" and c["seconds"] is not None]
-    times = sorted(c["seconds"] for c in ok)
-    picked = next((c["seconds"] for c in ok if c["name"] == t["pick"]), None)
-    runner = f"{times[1] / times[0]:.2f}×" if len(times) > 1 and times[0] > 0 else "-"
-    return micros(picked), runner
+    """A tune's (`tune_json`, `tune_shown`) pick median, and how much slower its runner-up is."""
+    if "figures" in t:  # (`tune_shown`'s: of every candidate, not only those it keeps)
+        return t["figures"]  # type: ignore[no-any-return]
+    return figures(t["pick"], ((c["name"], c["status"], c["seconds"]) for c in t["candidates"]))
 
 
 def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
@@ -249,7 +261,7 @@ def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
             pick,
             median,
             runner,
-            str(len(t["candidates"])),
+            str(len(t["candidates"]) + t.get("more", 0)),
         )
     return table
 
@@ -268,11 +280,14 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
     table = listing()
     for col in ("candidate", "median", "vs pick", "status"):
         table.add_column(col, justify="right" if col in ("median", "vs pick") else "left")
-    for c in sorted(t["candidates"], key=lambda c: (c["seconds"] is None, c["seconds"] or 0)):
+    for c in sorted(t["candidates"], key=by_median):
         ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
         status = c["status"] if not c["reason"] else f"{c['status']}: {headline(c['reason'])}"
         style = "bold green" if c["name"] == t["pick"] else None
         add_row(table, c["name"], micros(c["seconds"]), ratio, status, style=style)
+    if t.get("more"):  # (`tune_shown`'s)
+        said = f"and {t['more']:,} more candidate(s) not listed: warm stats --json lists every one"
+        return [heading, table, line(said, style="dim")]
     return [heading, table]
 
 
@@ -375,7 +390,3 @@ def summary_table(doc: dict[str, Any]) -> Table:
         pending = sum(1 for t in ts if t["status"] == "pending")
         tunable_row(table, operation, device, str(len(ts)), str(pending))
     return table
-
-
-def micros(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e6:,.1f} µs"

@@ -1,5 +1,6 @@
 """How `warm stats` shows a bundle too large to list (`warmcli.ops.stats.BundleSummary`):
-its manifest, its contents counted by SQL, and the few tunes read whole. Pure
+its manifest, its contents counted by SQL, and the few tunes read whole (each as the tables
+show it, `tune_shown`, made as it was read). Pure
 presentation over the summary (Rich imported when it is built); it owns no state, never
 opens a bundle and never prints.
 """
@@ -15,8 +16,6 @@ from warmcli.cli.render.stats import (
     contents_table,
     manifest_grid,
     tunable_row,
-    tune_json,
-    tune_order,
     tunes_table,
 )
 from warmcli.ops.stats import BundleSummary
@@ -39,10 +38,15 @@ def summary_renderable(path: str, summary: BundleSummary, copy: str | None = Non
         tunable_row(contents, operation, device, f"{n:,}", f"{pending:,}")
     title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
     if summary.operation is None:
-        shown = tunes_table(title, [tune_json(t) for t in sorted(summary.sample, key=tune_order)])
+        shown = tunes_table(title, sorted(summary.sample, key=_order))
         return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
     every: list[Any] = []
-    for t in sorted(summary.sample, key=tune_order):
-        every += candidates_table(tune_json(t))
+    for t in sorted(summary.sample, key=_order):
+        every += candidates_table(t)
     more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
     return Group(head, contents, *every, line(more, style="dim"))
+
+
+def _order(t: dict[str, Any]) -> tuple[Any, ...]:
+    """A sampled tune's place (its `tune_shown`): as `tune_order` places its record."""
+    return (natural(t["operation"]), natural(t["shape"]), t["device"], t["key"])

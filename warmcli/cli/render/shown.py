@@ -1,0 +1,48 @@
+"""What a table shows of a tune's candidates (`warm stats`): their order (`by_median`), the
+first of them a table lists (`first_shown`: `LISTED` by median and the pick, however many a
+tune holds: a packed row of 4 KB may hold 246,000), and the pick's figures, read from all
+of them (`figures`). Pure presentation over candidates, records' or their JSON documents';
+it owns no state and never prints.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from warmcli.printable import LISTED
+from warmcli.records import CandidateMeasurement
+
+
+def by_median(c: Any) -> tuple[bool, float]:
+    """A candidate's place in a table (a record's, or its JSON document's): by median,
+    those with none last."""
+    seconds = c["seconds"] if isinstance(c, dict) else c.seconds
+    return seconds is None, seconds or 0
+
+
+def first_shown(
+    candidates: Sequence[CandidateMeasurement], pick: str | None
+) -> list[CandidateMeasurement]:
+    """The candidates a table lists: the first `LISTED` by median, and the pick where it is
+    not among them (a table lists the pick)."""
+    first = heapq.nsmallest(LISTED, candidates, key=by_median)
+    if pick is None or any(c.name == pick for c in first):
+        return first
+    return first + [c for c in candidates if c.name == pick][:1]
+
+
+def figures(
+    pick: str | None, candidates: Iterable[tuple[str, str, float | None]]
+) -> tuple[str, str]:
+    """The pick's median, and how much slower the runner-up is, of (name, status, median)."""
+    ok = [(name, s) for name, status, s in candidates if status == "ok" and s is not None]
+    times = heapq.nsmallest(2, (s for _, s in ok))
+    picked = next((s for name, s in ok if name == pick), None)
+    runner = f"{times[1] / times[0]:.2f}×" if len(times) > 1 and times[0] > 0 else "-"
+    return micros(picked), runner
+
+
+def micros(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:,.1f} µs"
