@@ -3,17 +3,18 @@
 cc (GCC) runs `as`, and `ld` through `collect2`: the first found in its program folders (its
 install's, `GCC_EXEC_PREFIX`'s, `COMPILER_PATH`'s: the `programs` line of `cc
 -print-search-dirs`; for the linker `real-ld`, then `collect-ld`, then `ld` there, as
-`collect2` looks), else the first on `PATH`. Another one there builds other code under the
-same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`, binutils replaced
-behind the same names), so each one's version line follows cc's in its identity (`; as GNU
-assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, as a wrapper cc's:
-`warmcli.backends.toolchain`); where `COMPILER_PATH` or `GCC_EXEC_PREFIX` is set, so are those
-of the `cc1` and `collect2` found first in cc's folders (`cc1` prints none: its name, and a
-script's digest). A hot start pays one `access` per folder and `PATH` entry: cc's program
-folders are remembered in warm's home by cc's stamp and the variables that move them (read
-anew in each process for a cc that is a wrapper script), each program's version line by its
-own stamp, as cc's is. Its state: a per-process memo of each cc's line, by the variables
-read. Nothing here compiles or prints.
+`collect2` looks), else the first on `PATH`; a relative folder read, as cc reads it, from
+its scratch folder in the temporary folder (`_placed`). Another one there builds other code
+under the same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`,
+binutils replaced behind the same names), so each one's version line follows cc's in its
+identity (`; as GNU assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, one
+with no `#!` too, as a wrapper cc's: `warmcli.backends.toolchain`); where `COMPILER_PATH` or
+`GCC_EXEC_PREFIX` is set, so are those of the `cc1` and `collect2` found first in cc's
+folders (`cc1` prints none: its name, and a script's digest). A hot start pays one `access`
+per folder and `PATH` entry: cc's program folders are remembered in warm's home by cc's
+stamp and the variables that move them (read anew in each process for a cc that is a wrapper
+script), each program's version line by its own stamp, as cc's is. Its state: a per-process
+memo of each cc's line, by the variables read. Nothing here compiles or prints.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from warmcli.backends.toolchain import (
     WRAPPER_MARK,
     Toolchain,
     _version_line,
-    _wrapper,
     environment_named,
     remembered,
 )
@@ -89,9 +89,10 @@ def _read_folders(name: str, cc: str) -> str:
 
 
 def _first(folders: list[str], names: tuple[str, ...]) -> str | None:
-    """The first of `names` that is an executable file, name by name, folder by folder."""
+    """The first of `names` that is an executable file, name by name, folder by folder (a
+    relative one read from cc's scratch folder: `_placed`)."""
     for name in names:
-        for folder in folders:
+        for folder in filter(None, map(_placed, folders)):
             found = _executable(os.path.join(folder, name))
             if found:
                 return found
@@ -102,11 +103,27 @@ def _on_path(name: str, search: str) -> str | None:
     """The first executable file `name` on `search` (PATH), as cc's `execvp` finds it."""
     if not search:
         return None
-    for folder in dict.fromkeys(search.split(os.pathsep)):
-        found = _executable(os.path.join(folder or os.curdir, name))
+    for folder in filter(None, map(_placed, dict.fromkeys(search.split(os.pathsep)))):
+        found = _executable(os.path.join(folder, name))
         if found:
             return found
     return None
+
+
+def _placed(folder: str) -> str | None:
+    """The folder cc reads as `folder` (`PATH`'s "" is `.`): cc runs in a fresh scratch folder
+    of the temporary folder (`warmcli.scratch`), never in warm's, so a relative one is read
+    from there: None where it stays inside (`.`, `bin`: it holds no program), the temporary
+    folder's for `..` (`../x`: a folder beside the scratch folder)."""
+    if os.path.isabs(folder):
+        return folder
+    relative = os.path.normpath(folder or os.curdir)
+    if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+        return None
+    import tempfile  # on first use: only a relative folder that leaves the scratch folder
+
+    scratch = os.path.join(os.path.realpath(tempfile.gettempdir()), "scratch")
+    return os.path.normpath(os.path.join(scratch, relative))
 
 
 def _executable(place: str) -> str | None:
@@ -134,5 +151,10 @@ def _answered(name: str, where: str) -> str:
     too (a script's, with its digest, never), so no process asks it again."""
     try:
         return _version_line(name, where)
-    except ToolchainError:
-        return f"{os.path.basename(where)} (no version line){_wrapper(where)}"
+    except ToolchainError:  # a script's by its digest, one with no `#!` too (the shell runs it)
+        from warmcli.wrapper_script import script_digest  # (as `toolchain._wrapper`'s)
+
+        digest = script_digest(where, bare=True)
+        return f"{os.path.basename(where)} (no version line)" + (
+            f"{WRAPPER_MARK}{digest})" if digest else ""
+        )

@@ -1,0 +1,143 @@
+"""Review of warm 46's host identity (`warmcli.backends.host.programs`): the `as` cc runs.
+
+cc runs in a scratch folder warm makes in the temporary folder, so a relative `PATH` entry
+(`..`, `.`, `bin`) is read from there, never from the folder `warm` was started in: `..:$PATH`
+ran the temporary folder's `as`, which no key named (a plain process was then served that
+wrapper's build), and an `as` in the folder warm ran from was keyed though cc never ran it (a
+rebuild after a `cd`). A wrapper `as` with no `#!` line (the shell runs it) answers no
+`--version`: it was keyed by its name alone, so an edit to it was served the old build. Real
+wrappers, the real cc and binutils, the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Warm
+
+WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void f(long *o, int n) { o[0] = 12345; }\\n", "f", "Pi")
+
+def values(rt):
+    b = rt.buffer(1, "int64")
+    rt.launch(K, b, 1)
+    return b
+
+def workload(rt):
+    values(rt)
+"""
+
+SERVE = """
+import json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+print(json.dumps([int(v) for v in rt.read(module["values"](rt))]))
+"""
+
+# An `as` that edits the constant in the assembly cc hands it (`#!` line or none).
+EDITS = """for a in "$@"; do case "$a" in *.s) sed -i 's/[$]12345/$54321/g' "$a";; esac; done
+exec {real} "$@"
+"""
+
+
+def _real_as() -> str:
+    import shutil
+
+    named = subprocess.run(
+        ["cc", "-print-prog-name=as"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    found = named if os.sep in named else shutil.which(named)
+    assert found
+    return found
+
+
+def _as(folder: Path, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "as").write_text(text)
+    (folder / "as").chmod(0o755)
+
+
+def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> list[int]:
+    env = {k: v for k, v in env.items() if k != "WARM_BUNDLE"}
+    if bundle is not None:
+        env["WARM_BUNDLE"] = str(bundle)
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _run(warm: Warm, workload: Path, bundle: Path, cwd: Path = ROOT) -> int:
+    """`warm run`: the kernels it stored."""
+    done = warm("run", workload, "-b", bundle, "--json", cwd=cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return int(json.loads(done.stdout)["stored"]["kernels"])
+
+
+def test_a_parent_path_entry_runs_the_temporary_folders_as_which_keys(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`PATH=..:$PATH`: cc, in its scratch folder, runs `$TMPDIR/as`; warm looked for `../as`
+    beside the folder it ran in, found none and keyed the plain `as`, so a plain process
+    was served the wrapper's build (54321 where cold computes 12345)."""
+    temporary, started = tmp_path / "tmp", tmp_path / "project" / "here"
+    started.mkdir(parents=True)
+    _as(temporary, "#!/bin/sh\n" + EDITS.format(real=_real_as()))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    dotted = warm.with_env(PATH=f"..{os.pathsep}{warm.env['PATH']}", TMPDIR=str(temporary))
+    assert _serve(dotted.env, workload, None) == [54321]  # what cc runs there
+    assert _run(dotted, workload, bundle, cwd=started) == 1
+    plain = dict(warm.env, TMPDIR=str(temporary))
+    assert _serve(plain, workload, None) == [12345]
+    assert _serve(plain, workload, bundle) == [12345]  # a miss, never the wrapper's build
+
+
+def test_an_as_beside_the_folder_warm_runs_in_is_not_what_cc_runs(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`PATH=.:$PATH` with an `as` in the folder warm starts in: cc's `./as` is its scratch
+    folder's (none), yet that `as` was keyed, so the same build from another folder was
+    another key, built and stored again."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    _as(here, "#!/bin/sh\n" + EDITS.format(real=_real_as()))
+    there.mkdir()
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    dotted = warm.with_env(PATH=f".{os.pathsep}{warm.env['PATH']}")
+    assert _run(dotted, workload, bundle, cwd=here) == 1
+    assert _run(dotted, workload, bundle, cwd=there) == 0  # the same cc, as, ld: a hit
+    assert _serve(warm.env, workload, bundle) == [12345]
+
+
+def test_an_as_script_without_a_shebang_is_keyed_by_its_text(warm: Warm, tmp_path: Path) -> None:
+    """A wrapper `as` with no `#!` (cc's exec runs it with /bin/sh) was keyed `as (no version
+    line)` whatever it held: edited not to edit the constant, the old build was served."""
+    folder = tmp_path / "bin"
+    _as(folder, EDITS.format(real=_real_as()))
+    env = warm.with_env(PATH=f"{folder}{os.pathsep}{warm.env['PATH']}")
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert _serve(env.env, workload, None) == [54321]
+    assert _run(env, workload, bundle) == 1
+    assert _serve(env.env, workload, bundle) == [54321]
+    _as(folder, f'exec {_real_as()} "$@"\n')
+    assert _serve(env.env, workload, None) == [12345]
+    assert _serve(env.env, workload, bundle) == [12345]  # its edit is another key
