@@ -141,3 +141,19 @@ def test_an_as_script_without_a_shebang_is_keyed_by_its_text(warm: Warm, tmp_pat
     _as(folder, f'exec {_real_as()} "$@"\n')
     assert _serve(env.env, workload, None) == [12345]
     assert _serve(env.env, workload, bundle) == [12345]  # its edit is another key
+
+
+def test_a_linker_or_program_option_refused_says_what_to_do(warm: Warm, tmp_path: Path) -> None:
+    """`-fuse-ld=lld` and a bare `-Bsymbolic` (cc's `-B symbolic`, a prefix of the programs
+    it runs) were refused as reading "a file (options, an include prefix or folder, ...)",
+    told to "give them in options (-D..., -I folder, ...)", which neither can be: each is
+    now named for what it is, with what to write instead."""
+    said = {}
+    for option in ("-fuse-ld=lld", "-Bsymbolic"):
+        workload = tmp_path / "w.py"
+        workload.write_text(WORKLOAD.replace('"Pi")', f'"Pi", options=[{option!r}])'))
+        done = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        said[option] = done.stderr
+    assert "linker" in said["-fuse-ld=lld"] and "-D..." not in said["-fuse-ld=lld"]
+    assert "-Wl,-Bsymbolic" in said["-Bsymbolic"] and "-D..." not in said["-Bsymbolic"]
