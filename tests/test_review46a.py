@@ -157,3 +157,19 @@ def test_a_linker_or_program_option_refused_says_what_to_do(warm: Warm, tmp_path
         said[option] = done.stderr
     assert "linker" in said["-fuse-ld=lld"] and "-D..." not in said["-fuse-ld=lld"]
     assert "-Wl,-Bsymbolic" in said["-Bsymbolic"] and "-D..." not in said["-Bsymbolic"]
+
+
+def test_a_compiler_failing_version_silently_is_named_with_its_exit_status(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A compiler (`WARM_CC`, an nvcc) exiting 3, printing nothing, was said `--version failed: ;
+    needed at ...`: the reason left blank. Now its exit status."""
+    silent = tmp_path / "nvcc"
+    silent.write_text("#!/bin/sh\nexit 3\n")
+    silent.chmod(0o755)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    done = warm.with_env(WARM_CC=str(silent))("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "--version failed (exit status 3)" in done.stderr, done.stderr
+    assert not (tmp_path / "b.warm").exists()

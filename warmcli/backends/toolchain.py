@@ -183,7 +183,10 @@ def _version_line(name: str, where: str) -> str:
         )
     lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
-        raise ToolchainError(f"{name}: {where} --version failed: {out.err.strip()[:200]}")
+        said = out.err.strip()[:200]  # else its exit status: never a reason left blank
+        status = f"exit status {out.returncode}" if out.returncode else "printed nothing"
+        failed = f": {said}" if said else f" ({status})"
+        raise ToolchainError(f"{name}: {where} --version failed{failed}")
     return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
 
 
