@@ -173,3 +173,86 @@ def test_a_compiler_failing_version_silently_is_named_with_its_exit_status(
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "--version failed (exit status 3)" in done.stderr, done.stderr
     assert not (tmp_path / "b.warm").exists()
+
+
+def _program(name: str) -> str:
+    """cc's own `name` (`cc1`, `lto1`), as a path."""
+    found = subprocess.run(
+        ["cc", f"-print-prog-name={name}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert os.path.isabs(found), found
+    return found
+
+
+# An `lto1` that edits the constant in the assembly it writes (`-o FILE`).
+LTO1 = """#!/bin/sh
+{real} "$@" || exit $?
+out=""; prev=""; for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+[ -n "$out" ] && sed -i 's/[$]12345/$VALUE/g' "$out"
+exit 0
+"""
+
+
+def test_an_lto1_in_compiler_path_edited_is_another_kernel(warm: Warm, tmp_path: Path) -> None:
+    """With `-flto` cc runs the `lto1` (and `lto-wrapper`) found first in `COMPILER_PATH`,
+    which the identity did not name (only `cc1`, `collect2`, `as`, `ld`): edited, a process
+    was served the build of the first."""
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    lto1 = folder / "lto1"
+    lto1.write_text(LTO1.format(real=_program("lto1")).replace("VALUE", "54321"))
+    lto1.chmod(0o755)
+    env = warm.with_env(COMPILER_PATH=str(folder))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace('"Pi")', '"Pi", options=["-flto", "-O2"])'))
+    bundle = tmp_path / "b.warm"
+    assert _run(env, workload, bundle) == 1
+    assert _serve(env.env, workload, bundle) == [54321]
+    lto1.write_text(LTO1.format(real=_program("lto1")).replace("VALUE", "11111"))
+    assert _serve(env.env, workload, None) == [11111]
+    assert _serve(env.env, workload, bundle) == [11111]
+
+
+# A `cc1` binary that runs cc's own with a macro defined: it prints no version line.
+CC1 = r"""
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char *args[argc + 2];
+    for (int i = 0; i < argc; i++) args[i] = argv[i];
+    args[argc] = DEFINE; args[argc + 1] = 0;
+    execv(REAL, args);
+    return 127;
+}
+"""
+
+
+def _cc1(folder: Path, extra: int) -> None:
+    source = folder / "cc1.c"
+    source.write_text(CC1)
+    new = folder / "cc1.new"
+    defines = [f'-DDEFINE="-DEXTRA={extra}"', f"-DREAL={json.dumps(_program('cc1'))}"]
+    subprocess.run(["cc", *defines, "-o", str(new), str(source)], check=True)
+    os.replace(new, folder / "cc1")
+
+
+def test_a_cc1_binary_replaced_in_compiler_path_is_another_kernel(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A `cc1` prints no version line: keyed `cc1 (no version line)` by its name alone, a
+    binary replaced behind it in `COMPILER_PATH` (another GCC's, one defining a macro) was
+    the same toolchain: `warm run` built nothing again, and a process was served the first's
+    build (as one of another cc is, where its own is not in the bundle). Keyed by its
+    content's digest now, remembered by its stamp: built again, and its own build served."""
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    _cc1(folder, 0)
+    env = warm.with_env(COMPILER_PATH=str(folder))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("o[0] = 12345;", "o[0] = 12345 + EXTRA;"))
+    bundle = tmp_path / "b.warm"
+    assert _run(env, workload, bundle) == 1
+    assert _serve(env.env, workload, bundle) == [12345]
+    _cc1(folder, 7)
+    assert _serve(env.env, workload, None) == [12352]
+    assert _run(env, workload, bundle) == 1  # (stored 0: the same identity)
+    assert _serve(env.env, workload, bundle) == [12352]

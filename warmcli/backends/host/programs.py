@@ -9,12 +9,12 @@ under the same cc (a wrapper `as` that edits a constant, an `ld` that adds `--de
 binutils replaced behind the same names), so each one's version line follows cc's in its
 identity (`; as GNU assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, one
 with no `#!` too, as a wrapper cc's: `warmcli.backends.toolchain`); where `COMPILER_PATH` or
-`GCC_EXEC_PREFIX` is set, so are those of the `cc1` and `collect2` found first in cc's
-folders (`cc1` prints none: its name, and a script's digest). A hot start pays one `access`
-per folder and `PATH` entry: cc's program folders are remembered in warm's home by cc's
-stamp and the variables that move them (read anew in each process for a cc that is a wrapper
-script), each program's version line by its own stamp, as cc's is. Its state: a per-process
-memo of each cc's line, by the variables read. Nothing here compiles or prints.
+`GCC_EXEC_PREFIX` is set, so are those of the `cc1`, `collect2`, `lto1` and `lto-wrapper`
+found first in cc's folders (`cc1` prints none: its name and its content's digest). A hot
+start pays one `access` per folder and `PATH` entry: cc's program folders are remembered in
+warm's home by cc's stamp and the variables that move them (read anew in each process for a
+cc that is a wrapper script), each program's version line by its own stamp, as cc's is. Its
+state: a per-process memo of each cc's line, by the variables read. Nothing here compiles or prints.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from warmcli.errors import ToolchainError
 
 ASSEMBLER = ("as",)
 LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (`PATH`: `ld`)
-# Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own.
-MOVED_PROGRAMS = ("cc1", "collect2")
+# Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own (`-flto`
+# runs `lto-wrapper` and `lto1`).
+MOVED_PROGRAMS = ("cc1", "collect2", "lto1", "lto-wrapper")
 FOLDERS_TIMEOUT = 60.0  # seconds cc may take to answer `-print-search-dirs`
 
 
@@ -147,14 +148,30 @@ def _version(name: str, where: str | None) -> str:
 
 
 def _answered(name: str, where: str) -> str:
-    """`where --version`'s line, or where it prints none (`cc1`) its name: remembered so
-    too (a script's, with its digest, never), so no process asks it again."""
+    """`where --version`'s line, or where it prints none (`cc1`) its name and its content's
+    digest (a script's, one with no `#!` too, with the values of the variables it names: then
+    read in each process): remembered so, by its stamp, so no process asks it again."""
     try:
         return _version_line(name, where)
-    except ToolchainError:  # a script's by its digest, one with no `#!` too (the shell runs it)
+    except ToolchainError:
         from warmcli.wrapper_script import script_digest  # (as `toolchain._wrapper`'s)
 
-        digest = script_digest(where, bare=True)
-        return f"{os.path.basename(where)} (no version line)" + (
-            f"{WRAPPER_MARK}{digest})" if digest else ""
-        )
+        said = f"{os.path.basename(where)} (no version line)"
+        if digest := script_digest(where, bare=True):
+            return f"{said}{WRAPPER_MARK}{digest})"
+        return f"{said} (sha256:{_content_digest(where)})"
+
+
+def _content_digest(where: str) -> str:
+    """The first 16 hex digits of the digest of the file `where` ("" where it cannot be read):
+    another binary behind the same name (another GCC's `cc1`) is another program."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(where, "rb") as binary:
+            while chunk := binary.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()[:16]
