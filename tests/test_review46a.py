@@ -137,6 +137,7 @@ def test_an_as_script_without_a_shebang_is_keyed_by_its_text(warm: Warm, tmp_pat
     bundle = tmp_path / "b.warm"
     assert _serve(env.env, workload, None) == [54321]
     assert _run(env, workload, bundle) == 1
+    assert _run(env, workload, bundle) == 0  # read again in each process: the same key
     assert _serve(env.env, workload, bundle) == [54321]
     _as(folder, f'exec {_real_as()} "$@"\n')
     assert _serve(env.env, workload, None) == [12345]
