@@ -257,3 +257,46 @@ def test_a_cc1_binary_replaced_in_compiler_path_is_another_kernel(
     assert _serve(env.env, workload, None) == [12352]
     assert _run(env, workload, bundle) == 1  # (stored 0: the same identity)
     assert _serve(env.env, workload, bundle) == [12352]
+
+
+CUDA_WORKLOAD = """
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel("#ifndef EXTRA\\n#define EXTRA 0\\n#endif\\n"
+           "extern \\"C\\" __global__ void k(float *o) { o[0] = 3.0f + EXTRA; }", "k", "P",
+           language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(4), grid=1, block=1)
+"""
+
+
+def test_nvccs_gcc_from_a_parent_path_entry_is_keyed(warm: Warm, tmp_path: Path) -> None:
+    """nvcc, run in its scratch folder, finds its host compiler on `PATH=..:$PATH` in the
+    temporary folder (a `gcc` adding `-DEXTRA=7` built another cubin); warm looked for it
+    from the folder it ran in and keyed the plain `gcc`: the same key for both builds, so
+    `warm run` without that `gcc` built nothing again and a process was served its cubin."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    temporary, started = tmp_path / "tmp", tmp_path / "project" / "here"
+    started.mkdir(parents=True)
+    temporary.mkdir()
+    import shutil
+
+    real = shutil.which("gcc", path=warm.env["PATH"])
+    assert real
+    (temporary / "gcc").write_text(f'#!/bin/sh\nexec {real} -DEXTRA=7 "$@"\n')
+    (temporary / "gcc").chmod(0o755)
+    workload = tmp_path / "w.py"
+    workload.write_text(CUDA_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    nvcc = warm.with_env(WARM_CUDA_COMPILER="nvcc", TMPDIR=str(temporary))
+    dotted = nvcc.with_env(PATH=f"..{os.pathsep}{warm.env['PATH']}")
+
+    def stored(who: Warm, cwd: Path) -> int:
+        done = who("run", workload, "--arch", "sm_90", "-b", bundle, "--json", cwd=cwd)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return int(json.loads(done.stdout)["stored"]["kernels"])
+
+    assert stored(dotted, started) > 0
+    assert stored(nvcc, started) > 0  # another host compiler: built again (stored 0 before)

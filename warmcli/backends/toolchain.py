@@ -39,6 +39,7 @@ from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
 from warmcli.records import Record
+from warmcli.scratch import seen_from_scratch
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -126,8 +127,8 @@ def past_launchers(name: str, search: str) -> str | None:
     resolves to), as a launcher found first finds it; None where there is none."""
     import shutil
 
-    for folder in dict.fromkeys(search.split(os.pathsep)):
-        found = shutil.which(name, path=folder or os.curdir)
+    for folder in dict.fromkeys(search.split(os.pathsep)):  # (as the launcher, in a scratch one)
+        found = (at := seen_from_scratch(folder)) and shutil.which(name, path=at)
         if found and os.path.basename(os.path.realpath(found)) not in LAUNCHERS:
             return found
     return None

@@ -4,7 +4,7 @@ cc (GCC) runs `as`, and `ld` through `collect2`: the first found in its program 
 install's, `GCC_EXEC_PREFIX`'s, `COMPILER_PATH`'s: the `programs` line of `cc
 -print-search-dirs`; for the linker `real-ld`, then `collect-ld`, then `ld` there, as
 `collect2` looks), else the first on `PATH`; a relative folder read, as cc reads it, from
-its scratch folder in the temporary folder (`_placed`). Another one there builds other code
+its scratch folder (`warmcli.scratch.seen_from_scratch`). Another one there builds other code
 under the same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`,
 binutils replaced behind the same names), so each one's version line follows cc's in its
 identity (`; as GNU assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, one
@@ -32,6 +32,7 @@ from warmcli.backends.toolchain import (
     remembered,
 )
 from warmcli.errors import ToolchainError
+from warmcli.scratch import seen_from_scratch
 
 ASSEMBLER = ("as",)
 LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (`PATH`: `ld`)
@@ -91,9 +92,9 @@ def _read_folders(name: str, cc: str) -> str:
 
 def _first(folders: list[str], names: tuple[str, ...]) -> str | None:
     """The first of `names` that is an executable file, name by name, folder by folder (a
-    relative one read from cc's scratch folder: `_placed`)."""
+    relative one read from cc's scratch folder: `seen_from_scratch`)."""
     for name in names:
-        for folder in filter(None, map(_placed, folders)):
+        for folder in filter(None, map(seen_from_scratch, folders)):
             found = _executable(os.path.join(folder, name))
             if found:
                 return found
@@ -104,27 +105,11 @@ def _on_path(name: str, search: str) -> str | None:
     """The first executable file `name` on `search` (PATH), as cc's `execvp` finds it."""
     if not search:
         return None
-    for folder in filter(None, map(_placed, dict.fromkeys(search.split(os.pathsep)))):
+    for folder in filter(None, map(seen_from_scratch, dict.fromkeys(search.split(os.pathsep)))):
         found = _executable(os.path.join(folder, name))
         if found:
             return found
     return None
-
-
-def _placed(folder: str) -> str | None:
-    """The folder cc reads as `folder` (`PATH`'s "" is `.`): cc runs in a fresh scratch folder
-    of the temporary folder (`warmcli.scratch`), never in warm's, so a relative one is read
-    from there: None where it stays inside (`.`, `bin`: it holds no program), the temporary
-    folder's for `..` (`../x`: a folder beside the scratch folder)."""
-    if os.path.isabs(folder):
-        return folder
-    relative = os.path.normpath(folder or os.curdir)
-    if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
-        return None
-    import tempfile  # on first use: only a relative folder that leaves the scratch folder
-
-    scratch = os.path.join(os.path.realpath(tempfile.gettempdir()), "scratch")
-    return os.path.normpath(os.path.join(scratch, relative))
 
 
 def _executable(place: str) -> str | None:
