@@ -300,3 +300,27 @@ def test_nvccs_gcc_from_a_parent_path_entry_is_keyed(warm: Warm, tmp_path: Path)
 
     assert stored(dotted, started) > 0
     assert stored(nvcc, started) > 0  # another host compiler: built again (stored 0 before)
+
+
+def test_the_linker_plugin_in_compiler_path_replaced_builds_again(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """cc hands `ld` the `liblto_plugin.so` found first in its folders (`-plugin`, on every
+    link, `-flto` or not): one in `COMPILER_PATH` is code run in the linker, which no identity
+    named, so another there built nothing again. Keyed by its content's digest now."""
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    plugin = folder / "liblto_plugin.so"
+    own = subprocess.run(
+        ["cc", "-print-file-name=liblto_plugin.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    plugin.write_bytes(Path(own).read_bytes())
+    env = warm.with_env(COMPILER_PATH=str(folder))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert _run(env, workload, bundle) == 1
+    assert _run(env, workload, bundle) == 0
+    plugin.write_bytes(plugin.read_bytes() + b"\0another build")  # still loads
+    assert _serve(env.env, workload, None) == [12345]
+    assert _run(env, workload, bundle) == 1  # (stored 0: the same identity)

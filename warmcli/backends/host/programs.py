@@ -10,7 +10,8 @@ binutils replaced behind the same names), so each one's version line follows cc'
 identity (`; as GNU assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, one
 with no `#!` too, as a wrapper cc's: `warmcli.backends.toolchain`); where `COMPILER_PATH` or
 `GCC_EXEC_PREFIX` is set, so are those of the `cc1`, `collect2`, `lto1` and `lto-wrapper`
-found first in cc's folders (`cc1` prints none: its name and its content's digest). A hot
+found first in cc's folders (`cc1` prints none: its name and its content's digest), and the
+digest of the linker plugin there (`liblto_plugin.so`, loaded by `ld` on every link). A hot
 start pays one `access` per folder and `PATH` entry: cc's program folders are remembered in
 warm's home by cc's stamp and the variables that move them (read anew in each process for a
 cc that is a wrapper script), each program's version line by its own stamp, as cc's is. Its
@@ -39,6 +40,7 @@ LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (
 # Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own (`-flto`
 # runs `lto-wrapper` and `lto1`).
 MOVED_PROGRAMS = ("cc1", "collect2", "lto1", "lto-wrapper")
+PLUGIN = "liblto_plugin.so"  # cc hands `ld` the first in its folders (`-plugin`): linker code
 FOLDERS_TIMEOUT = 60.0  # seconds cc may take to answer `-print-search-dirs`
 
 
@@ -57,7 +59,26 @@ def _line(cc: str, script: bool, moved: tuple[tuple[str, str], ...], search: str
     line = f"; as {assembler}; ld {linker}"
     for name in MOVED_PROGRAMS if moved else ():  # else cc's own, of its version
         line += f"; {name} {_version(name, _first(folders, (name,)))}"
-    return line
+    return line + (f"; {PLUGIN} {_plugin(folders)}" if moved else "")
+
+
+def _plugin(folders: list[str]) -> str:
+    """The digest of the linker plugin cc finds first in `folders` (a readable file), by its
+    stamp; `none` where there is none."""
+    for folder in filter(None, map(seen_from_scratch, folders)):
+        where = os.path.join(folder, PLUGIN)
+        try:
+            st = os.stat(where)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(where, os.R_OK):
+            read = remembered(PLUGIN, os.path.abspath(where), st, _digest_line)
+            return read.version
+    return "none"
+
+
+def _digest_line(name: str, where: str) -> str:
+    return f"sha256:{_content_digest(where)}"
 
 
 def _folders(cc: str, script: bool, moved: tuple[tuple[str, str], ...]) -> list[str]:
