@@ -1,6 +1,7 @@
 """A compiler that is a script (a wrapper, which may add flags): the digest that keys it.
 
-`script_digest` reads a file that starts with `#!` (its first `MAX_WRAPPER` bytes) and
+`script_digest` reads a file that starts with `#!` (its first `MAX_WRAPPER` bytes; or, asked,
+one with none that is no ELF binary, which `execvp` has the shell run: cc's `as`, `ld`) and
 digests its text with the values of the environment variables it names (`exec gcc $CFLAGS
 "$@"`, a Python one's `os.environ["CFLAGS"]`; but `UNBUILT`), so an edit, or another value
 there, keys another kernel; a binary, a folder or no file is "". A C compiler's identity
@@ -38,16 +39,23 @@ UNBUILT = frozenset(
 HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
 
 
-def script_digest(where: str) -> str:
+def script_digest(where: str, bare: bool = False) -> str:
     """The first 16 hex digits of the digest of the script `where` (its text and the values
-    of the variables it names), "" where it is no script (no `#!`) or cannot be read."""
+    of the variables it names), "" where it is no script (no `#!`; with `bare`, a file with
+    none that is no ELF binary is one: `execvp` has the shell run it, as cc runs its `as`)
+    or cannot be read."""
     try:
         with open(where, "rb") as script:
-            if script.read(2) != b"#!":
+            head = script.read(2)
+            if head != b"#!" and not bare:
                 return ""
             text = script.read(MAX_WRAPPER)
     except OSError:
         return ""
+    if head != b"#!":  # (`bare`)
+        text = head + text
+        if not text or text.startswith(b"\x7fELF"):
+            return ""
     digest = hashlib.sha256(text)
     named = {b"".join(n).decode() for n in NAMED.findall(text)}
     values = config.named_variables(sorted(named - UNBUILT))  # one unset adds nothing

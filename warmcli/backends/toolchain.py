@@ -39,6 +39,7 @@ from warmcli.errors import ToolchainError
 from warmcli.home import in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
 from warmcli.records import Record
+from warmcli.scratch import seen_from_scratch
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -126,8 +127,8 @@ def past_launchers(name: str, search: str) -> str | None:
     resolves to), as a launcher found first finds it; None where there is none."""
     import shutil
 
-    for folder in dict.fromkeys(search.split(os.pathsep)):
-        found = shutil.which(name, path=folder or os.curdir)
+    for folder in dict.fromkeys(search.split(os.pathsep)):  # (as the launcher, in a scratch one)
+        found = (at := seen_from_scratch(folder)) and shutil.which(name, path=at)
         if found and os.path.basename(os.path.realpath(found)) not in LAUNCHERS:
             return found
     return None
@@ -183,7 +184,10 @@ def _version_line(name: str, where: str) -> str:
         )
     lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
-        raise ToolchainError(f"{name}: {where} --version failed: {out.err.strip()[:200]}")
+        said = out.err.strip()[:200]  # else its exit status: never a reason left blank
+        status = f"exit status {out.returncode}" if out.returncode else "printed nothing"
+        failed = f": {said}" if said else f" ({status})"
+        raise ToolchainError(f"{name}: {where} --version failed{failed}")
     return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
 
 

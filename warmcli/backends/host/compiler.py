@@ -122,6 +122,26 @@ def _in_system_root(pieces: Sequence[str]) -> bool:
     return False
 
 
+def _refusal(option: str) -> str:
+    """Why `option` (`unkeyed_option`'s) is refused, and what to write instead."""
+    said = f"option {option!r} reads a file no kernel key covers"
+    if option.startswith(("-fuse-ld=", "--ld-path")):
+        return (
+            f"{said}, the linker it makes cc run (the first of its name found): leave it out "
+            "(the ld cc runs by default is named in the key)"
+        )
+    if option.startswith("-B") and option[2:].isalpha():  # `-Bsymbolic`: the linker's, meant
+        return (
+            f"{said}, a compiler program (to cc it is -B, a prefix of the programs it runs): "
+            f"leave it out, or hand it to the linker as -Wl,{option}"
+        )
+    return (
+        f"{said} (options, an include prefix or folder, a system root's, compiler programs; an "
+        "edit there would be served the old build): give them in options (-D..., -I folder, "
+        "-include header, -L folder)"
+    )
+
+
 def unkeyed_option(options: Sequence[str]) -> str | None:
     """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
     handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
@@ -327,13 +347,7 @@ class HostCompiler:
 
         refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
         if refused is not None:
-            raise CompileFailure(
-                f"option {refused!r} reads a file (options, an include prefix or folder, a "
-                "system root's, compiler programs) no kernel key covers (an edit there would be "
-                "served the old build): give them in options (-D..., -I folder, -include "
-                "header, -L folder)",
-                tuple(units),
-            )
+            raise CompileFailure(_refusal(refused), tuple(units))
         other = next((o for u in units if (o := other_source(u.kernel.options))), None)
         if other is not None:
             raise CompileFailure(

@@ -3,17 +3,19 @@
 cc (GCC) runs `as`, and `ld` through `collect2`: the first found in its program folders (its
 install's, `GCC_EXEC_PREFIX`'s, `COMPILER_PATH`'s: the `programs` line of `cc
 -print-search-dirs`; for the linker `real-ld`, then `collect-ld`, then `ld` there, as
-`collect2` looks), else the first on `PATH`. Another one there builds other code under the
-same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`, binutils replaced
-behind the same names), so each one's version line follows cc's in its identity (`; as GNU
-assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, as a wrapper cc's:
-`warmcli.backends.toolchain`); where `COMPILER_PATH` or `GCC_EXEC_PREFIX` is set, so are those
-of the `cc1` and `collect2` found first in cc's folders (`cc1` prints none: its name, and a
-script's digest). A hot start pays one `access` per folder and `PATH` entry: cc's program
-folders are remembered in warm's home by cc's stamp and the variables that move them (read
-anew in each process for a cc that is a wrapper script), each program's version line by its
-own stamp, as cc's is. Its state: a per-process memo of each cc's line, by the variables
-read. Nothing here compiles or prints.
+`collect2` looks), else the first on `PATH`; a relative folder read, as cc reads it, from
+its scratch folder (`warmcli.scratch.seen_from_scratch`). Another one there builds other code
+under the same cc (a wrapper `as` that edits a constant, an `ld` that adds `--defsym`,
+binutils replaced behind the same names), so each one's version line follows cc's in its
+identity (`; as GNU assembler ... 2.40; ld GNU ld ... 2.40`; a script's with its digest, one
+with no `#!` too, as a wrapper cc's: `warmcli.backends.toolchain`); where `COMPILER_PATH` or
+`GCC_EXEC_PREFIX` is set, so are those of the `cc1`, `collect2`, `lto1` and `lto-wrapper`
+found first in cc's folders (`cc1` prints none: its name and its content's digest), and the
+digest of the linker plugin there (`liblto_plugin.so`, loaded by `ld` on every link). A hot
+start pays one `access` per folder and `PATH` entry: cc's program folders are remembered in
+warm's home by cc's stamp and the variables that move them (read anew in each process for a
+cc that is a wrapper script), each program's version line by its own stamp, as cc's is. Its
+state: a per-process memo of each cc's line, by the variables read. Nothing here compiles or prints.
 """
 
 from __future__ import annotations
@@ -27,16 +29,18 @@ from warmcli.backends.toolchain import (
     WRAPPER_MARK,
     Toolchain,
     _version_line,
-    _wrapper,
     environment_named,
     remembered,
 )
 from warmcli.errors import ToolchainError
+from warmcli.scratch import seen_from_scratch
 
 ASSEMBLER = ("as",)
 LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (`PATH`: `ld`)
-# Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own.
-MOVED_PROGRAMS = ("cc1", "collect2")
+# Named too where `COMPILER_PATH` or `GCC_EXEC_PREFIX` may put others before cc's own (`-flto`
+# runs `lto-wrapper` and `lto1`).
+MOVED_PROGRAMS = ("cc1", "collect2", "lto1", "lto-wrapper")
+PLUGIN = "liblto_plugin.so"  # cc hands `ld` the first in its folders (`-plugin`): linker code
 FOLDERS_TIMEOUT = 60.0  # seconds cc may take to answer `-print-search-dirs`
 
 
@@ -55,7 +59,26 @@ def _line(cc: str, script: bool, moved: tuple[tuple[str, str], ...], search: str
     line = f"; as {assembler}; ld {linker}"
     for name in MOVED_PROGRAMS if moved else ():  # else cc's own, of its version
         line += f"; {name} {_version(name, _first(folders, (name,)))}"
-    return line
+    return line + (f"; {PLUGIN} {_plugin(folders)}" if moved else "")
+
+
+def _plugin(folders: list[str]) -> str:
+    """The digest of the linker plugin cc finds first in `folders` (a readable file), by its
+    stamp; `none` where there is none."""
+    for folder in filter(None, map(seen_from_scratch, folders)):
+        where = os.path.join(folder, PLUGIN)
+        try:
+            st = os.stat(where)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(where, os.R_OK):
+            read = remembered(PLUGIN, os.path.abspath(where), st, _digest_line)
+            return read.version
+    return "none"
+
+
+def _digest_line(name: str, where: str) -> str:
+    return f"sha256:{_content_digest(where)}"
 
 
 def _folders(cc: str, script: bool, moved: tuple[tuple[str, str], ...]) -> list[str]:
@@ -89,9 +112,10 @@ def _read_folders(name: str, cc: str) -> str:
 
 
 def _first(folders: list[str], names: tuple[str, ...]) -> str | None:
-    """The first of `names` that is an executable file, name by name, folder by folder."""
+    """The first of `names` that is an executable file, name by name, folder by folder (a
+    relative one read from cc's scratch folder: `seen_from_scratch`)."""
     for name in names:
-        for folder in folders:
+        for folder in filter(None, map(seen_from_scratch, folders)):
             found = _executable(os.path.join(folder, name))
             if found:
                 return found
@@ -102,8 +126,8 @@ def _on_path(name: str, search: str) -> str | None:
     """The first executable file `name` on `search` (PATH), as cc's `execvp` finds it."""
     if not search:
         return None
-    for folder in dict.fromkeys(search.split(os.pathsep)):
-        found = _executable(os.path.join(folder or os.curdir, name))
+    for folder in filter(None, map(seen_from_scratch, dict.fromkeys(search.split(os.pathsep)))):
+        found = _executable(os.path.join(folder, name))
         if found:
             return found
     return None
@@ -130,9 +154,30 @@ def _version(name: str, where: str | None) -> str:
 
 
 def _answered(name: str, where: str) -> str:
-    """`where --version`'s line, or where it prints none (`cc1`) its name: remembered so
-    too (a script's, with its digest, never), so no process asks it again."""
+    """`where --version`'s line, or where it prints none (`cc1`) its name and its content's
+    digest (a script's, one with no `#!` too, with the values of the variables it names: then
+    read in each process): remembered so, by its stamp, so no process asks it again."""
     try:
         return _version_line(name, where)
     except ToolchainError:
-        return f"{os.path.basename(where)} (no version line){_wrapper(where)}"
+        from warmcli.wrapper_script import script_digest  # (as `toolchain._wrapper`'s)
+
+        said = f"{os.path.basename(where)} (no version line)"
+        if digest := script_digest(where, bare=True):
+            return f"{said}{WRAPPER_MARK}{digest})"
+        return f"{said} (sha256:{_content_digest(where)})"
+
+
+def _content_digest(where: str) -> str:
+    """The first 16 hex digits of the digest of the file `where` ("" where it cannot be read):
+    another binary behind the same name (another GCC's `cc1`) is another program."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    try:
+        with open(where, "rb") as binary:
+            while chunk := binary.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return ""
+    return digest.hexdigest()[:16]
