@@ -174,3 +174,22 @@ def test_a_kernel_whose_folders_shadow_no_system_include_keys_as_before(
     assert headers_digest(source, (*options, "-nostdinc"), system=lambda: folders) == (
         headers_digest(source, (*options, "-nostdinc"))
     )
+
+
+def test_a_kernel_alone_with_an_entry_too_long_for_a_file_name_still_compiles(
+    tmp_path: Path,
+) -> None:
+    """A kernel alone in its unit is compiled from `<entry>.c` (its `__BASE_FILE__`); an entry
+    past a file name's 255 bytes (entries may have 4,074 characters) is `batch.c`."""
+    import numpy as np
+
+    from warmcli import Kernel, Runtime
+    from warmcli.backends.host import HostDevice
+
+    entry = "e" * 300
+    source = f"void {entry}(char *out) {{ const char *s = __BASE_FILE__; out[0] = s[0]; }}"
+    out = np.zeros(1, dtype=np.uint8)
+    rt = Runtime(HostDevice())
+    buf = rt.upload(out)
+    rt.launch(Kernel(source, entry, "P"), buf)
+    assert bytes(rt.read(buf)) == b"b"

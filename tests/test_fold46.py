@@ -4,7 +4,7 @@
 preprocessor, `-Wa,`/`-Xassembler` the assembler. Three readers read them: the linker's words
 (`warmcli.linked._linker_words`, for the linked digest), the preprocessor's options
 (`warmcli.computed_includes._as_preprocessor_reads`, for a computed include's macro values) and
-the first option reading a file no key covers (`warmcli.backends.host.compiler.unkeyed_option`).
+the first option reading a file no key covers (`warmcli.backends.host.refused.unkeyed_option`).
 `TABLE` holds what each returned for many spellings before the three were folded into one
 reader (`warmcli.handed_on`): the fold changes no output. Pure-logic unit tests: no fakes, no
 compiler run; but one bug the table found, with the real CLI and the system C compiler:
@@ -22,7 +22,7 @@ import pytest
 from conftest import Warm
 from host_keys import LINK_SOURCE, workload
 
-from warmcli.backends.host.compiler import unkeyed_option
+from warmcli.backends.host.refused import unkeyed_option
 from warmcli.computed_includes import _as_preprocessor_reads
 from warmcli.linked import _linker_words
 

@@ -6,9 +6,9 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 `#include`, a pragma, ...: `warmcli.backends.sharing`) is a group of its own, its source
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
 entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
-text names a visibility, which an alias would not share), exactly as alone, its
-`__BASE_FILE__` made `"<entry>.c"` where it may read it (`base_file`), not the scratch file's
-path, another in every build. Each is
+text names a visibility, which an alias would not share), exactly as alone,
+compiled from `<entry>.c` named relative to cc's scratch folder (`unit_file`): its
+`__BASE_FILE__` is that name, not a scratch path, another in every build. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -30,7 +30,7 @@ folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler progra
 `-B prefix`, `-B..` running `../as`, or the linker `-fuse-ld=` picks), another source to
 compile (`/opt/x.c`, any file after `-x c`: its headers unkeyed), a file the kernel's assembly
 reads (`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
-refused before cc runs.
+refused before cc runs (`warmcli.backends.host.refused`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ from warmcli.backends.host.programs import programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.kernel import CC_SYSTEM
-from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
-from warmcli.printable import Pattern
 from warmcli.scratch import scratch_folder
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
@@ -64,154 +62,6 @@ FAST_LOAD_FLAGS: tuple[str, ...] = ("-Wl,-z,norelro",) if sys.platform.startswit
 STRIP_FLAGS: tuple[str, ...] = ("-s",) if sys.platform.startswith("linux") else ()
 # ELF: a kernel alone keeps its entry's name and exports its symbol as an alias of it.
 ALIASES = sys.platform.startswith("linux")
-
-
-# Options that make cc read a file no kernel key covers (more options, an include prefix, a
-# system root's headers, a specs file, the folder `-fplugin=name` loads a plugin from; a folder
-# of compiler programs, `-B`, in `unkeyed_file`):
-# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
-_UNKEYED_FILES = (
-    "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
-    "--sysroot", "-isysroot", "-specs", "--specs", "-iplugindir",
-)  # fmt: skip
-
-
-def unkeyed_file(option: str) -> bool:
-    """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
-    key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
-    `-wrapper`) or a linker it picks (`-fuse-ld=gold`), or hands the preprocessor an include
-    folder or header past the key (`-Wp,-I,folder`), or makes quoted names skip the including
-    file's folder (`-I-`)."""
-    from warmcli.handed_on import handed_pieces  # on first use: a serving process never compiles
-
-    pieces = handed_pieces(option)
-    # Every `-B`: cc makes a folder's name a prefix (`-B..`: `../as`, from its scratch folder
-    # the temporary folder), and reads `-Bstatic` so too (a `-B` prefix: the linker's is `-Wl,`).
-    # `-fuse-ld=gold` (clang's `--ld-path=`): the `ld.gold` found first, which no identity names.
-    programs = (
-        option.startswith(("-B", "--prefix", "-fuse-ld=", "--ld-path")) or option == "-wrapper"
-    )
-    passed = option.startswith("-Wp,")  # an include folder or header past the key
-    headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
-    return (
-        programs
-        or headers
-        or option == "-I-"
-        or any(p.startswith("@") for p in pieces)
-        or option.startswith(_UNKEYED_FILES)
-        or _in_system_root(pieces)
-    )
-
-
-# What the linker reads in its system root, unkeyed: a folder `=/lib` or `$SYSROOT/lib`
-# (`-L=/opt/lib`: the sysroot ld was built with), or one named by `--sysroot`.
-_ROOTED = ("=", "$SYSROOT")
-
-
-def _in_system_root(pieces: Sequence[str]) -> bool:
-    """Whether `pieces` (an option, or those `-Wl,` passes on) name a library folder in the
-    linker's system root (`-L=/lib`, `-L`, `=/lib`) or set that root (`--sysroot=`)."""
-    before = ""
-    for piece in pieces:
-        valued = before in ("-L", "--library-path") and piece.startswith(_ROOTED)
-        folder = piece[2:] if piece.startswith("-L") else piece.partition("=")[2]
-        named = piece.startswith(("-L", "--library-path=")) and folder.startswith(_ROOTED)
-        if valued or named or piece.startswith("--sysroot"):
-            return True
-        before = piece
-    return False
-
-
-def _refusal(option: str) -> str:
-    """Why `option` (`unkeyed_option`'s) is refused, and what to write instead."""
-    said = f"option {option!r} reads a file no kernel key covers"
-    if option.startswith(("-fuse-ld=", "--ld-path")):
-        return (
-            f"{said}, the linker it makes cc run (the first of its name found): leave it out "
-            "(the ld cc runs by default is named in the key)"
-        )
-    if option.startswith("-B") and option[2:].isalpha():  # `-Bsymbolic`: the linker's, meant
-        return (
-            f"{said}, a compiler program (to cc it is -B, a prefix of the programs it runs): "
-            f"leave it out, or hand it to the linker as -Wl,{option}"
-        )
-    return (
-        f"{said} (options, an include prefix or folder, a system root's, compiler programs; an "
-        "edit there would be served the old build): give them in options (-D..., -I folder, "
-        "-include header, -L folder)"
-    )
-
-
-def unkeyed_option(options: Sequence[str]) -> str | None:
-    """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
-    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
-    flag handed on hands nothing: `-Xlinker -Xlinker -specs=f` is cc's `-specs=f`), a folder
-    after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
-    from warmcli.handed_on import handed_on  # on first use: a serving process never compiles
-
-    said = ""  # the linker's word before
-    for option, handed in handed_on(options):  # `-Xlinker a` is `-Wl,a`
-        spelled = handed + option
-        if unkeyed_file(spelled):
-            return option
-        pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
-        if not spelled.startswith(("-Wp,", "-Wa,")) and _in_system_root([said, *pieces]):
-            return option
-        said = pieces[-1]
-    return None
-
-
-# What cc compiles (rather than links) when an option names it: C, C++, preprocessed, assembly.
-_SOURCES = (".c", ".i", ".cc", ".cp", ".cxx", ".cpp", ".c++", ".C", ".ii", ".s", ".S", ".sx")
-# Options whose value is the next option (a header, a folder, a macro...): no input file.
-_VALUED = (
-    "-include", "-imacros", "-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-x",
-    "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-L", "-l", "-u",
-    "-T", "-z", "-e", "-aux-info", "--include-directory", "--include-directory-after",
-    "--param", "-A", "-imultilib", "-iwithprefixbefore", "-dumpbase", "-dumpdir",
-)  # fmt: skip
-
-
-# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
-# case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
-_ASSEMBLER_READS = Pattern(  # compiled on first use: a served process compiles nothing
-    r'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
-)
-# A C comment, or a string or character literal (kept: an `__asm__`'s text is one).
-_COMMENT_OR_LITERAL = Pattern(
-    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL
-)
-
-
-def reads_assembler_file(source: str) -> bool:
-    """Whether `source` holds an assembler directive reading a file (`.incbin "..."`)
-    outside its C comments (one that only mentions it reads nothing)."""
-    code = _COMMENT_OR_LITERAL.sub(lambda m: m[0] if m[0][0] in "\"'" else " ", source)
-    return _ASSEMBLER_READS.search(code) is not None
-
-
-def other_source(options: Sequence[str]) -> str | None:
-    """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`, or any
-    file after `-x c`: read as C whatever its name), or None: the key holds its content
-    (`warmcli.linked`) but never follows its `#include`s."""
-    language = "none"
-    for before, option in zip(("", *options), options, strict=False):
-        if before == "-x" or (option.startswith("-x") and option != "-x"):
-            language = option if before == "-x" else option[2:]
-        named = before not in _VALUED and not option.startswith("-")
-        if named and (language != "none" or os.path.splitext(option)[1] in _SOURCES):
-            return option
-    return None
-
-
-def other_language(options: Sequence[str]) -> str | None:
-    """The language other than C that `options` make cc read the source as (`-x c++`,
-    `-xc++`), or None."""
-    for before, option in zip(("", *options), options, strict=False):
-        language = option if before == "-x" else option[2:] if option.startswith("-x") else None
-        if language is not None and option != "-x" and language not in ("c", "none"):
-            return language
-    return None
 
 
 def load_flags(options: Sequence[str]) -> list[str]:
@@ -233,33 +83,28 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
-    first = "" if shared else base_file(units[0].kernel)
     if not shared and ALIASES and not static_entry(units[0].kernel) and not _visibility(units[0]):
         (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
         entry, symbol = unit.kernel.entry, unit.symbol
         source = unit.kernel.source + signature.probe(unit)
         section = isolated_section(unit, source, entry_macro=False, rename_helpers=False)
         alias = f'extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
-        return first + section + alias
+        return section + alias
     sections = [
         isolated_section(unit, unit.kernel.source + signature.probe(unit), rename_helpers=shared)
         for unit in units
     ]
-    return first + "\n".join(sections)
+    return "\n".join(sections)
 
 
-_PUSH = "#pragma GCC diagnostic push\n#pragma GCC diagnostic "
-
-
-def base_file(kernel: Kernel) -> str:
-    """For a kernel alone in its unit that may read `__BASE_FILE__` (its text, or a header it
-    includes), lines making it `"<entry>.c"` as `__FILE__` is, not the scratch file's path (each
-    build another), its redefinition's warning silenced (`-Werror`); "" for any other kernel."""
-    texts = (kernel.source, *kernel.options, *(f"{n} {v}" for n, v in kernel.defines))
-    if not any("__BASE_FILE__" in text or "include" in text or "imacros" in text for text in texts):
-        return ""
-    said = f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
-    return f'{_PUSH}ignored "-Wbuiltin-macro-redefined"\n{said}#pragma GCC diagnostic pop\n'
+def unit_file(units: Sequence[CompileUnit]) -> str:
+    """The name of the file cc compiles `units` from, relative to its scratch folder (its
+    `__BASE_FILE__`): `<entry>.c` for a kernel alone in its unit (as `__FILE__` is, whatever
+    the folder), `batch.c` for a group (which no kernel reading `__BASE_FILE__` joins) or an
+    entry too long for a file's name (over 250 characters)."""
+    entry = units[0].kernel.entry if len(units) == 1 else ""
+    named = entry.isidentifier() and entry.isascii() and len(entry) <= 250
+    return f"{entry}.c" if named else "batch.c"
 
 
 def _system_folders(cc: str) -> tuple[str, ...]:
@@ -344,10 +189,17 @@ class HostCompiler:
     ) -> CompiledGroup:
         from warmcli.backends import signature
         from warmcli.backends.compiler import CompiledGroup, CompileFailure, run_compiler
+        from warmcli.backends.host.refused import (  # (what compiles: on first use)
+            other_language,
+            other_source,
+            reads_assembler_file,
+            refusal,
+            unkeyed_option,
+        )
 
         refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
         if refused is not None:
-            raise CompileFailure(_refusal(refused), tuple(units))
+            raise CompileFailure(refusal(refused), tuple(units))
         other = next((o for u in units if (o := other_source(u.kernel.options))), None)
         if other is not None:
             raise CompileFailure(
@@ -372,10 +224,10 @@ class HostCompiler:
                 tuple(units),
             )
         with scratch_folder("warm-cc-") as scratch:  # (a forked child's exit never removes it)
-            source = os.path.join(scratch, "batch.c")
+            source = unit_file(units)  # named relative to cc's folder, the scratch one
             output = os.path.join(scratch, "batch.so")
-            with open(source, "w", encoding="utf-8") as fh:  # as the key reads it, any locale
-                fh.write(translation_unit(units))
+            with open(os.path.join(scratch, source), "w", encoding="utf-8") as fh:  # (as the
+                fh.write(translation_unit(units))  # key reads it, in any locale)
             command = self.command(units, source, output)
             try:
                 log, seconds = run_compiler(command, units, timeout, scratch)

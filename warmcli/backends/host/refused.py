@@ -1,0 +1,167 @@
+"""What a host kernel's options or source make cc read or run that no kernel key covers: refused.
+
+An option reading more options or a file (`@file`, `-Wa,@file`, `-specs=`, `-iprefix`), an include
+folder or header handed past the key (`-Wp,-I,folder`, `-Xpreprocessor -I`), `-I-`, a folder in the
+linker's system root (`-L=/lib`, `-Wl,--sysroot=`), compiler programs from a `-B` prefix or the
+linker `-fuse-ld=` picks (`unkeyed_option`, `refusal` saying what to write instead); another
+source cc would compile (`other_source`), the source as another language (`other_language`), an
+assembler directive reading a file (`reads_assembler_file`). `warmcli.backends.host.compiler`
+asks these before cc runs, imported there on first use: a served process compiles nothing. Pure
+functions of the text given; it owns no state, reads no file and never raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
+from warmcli.printable import Pattern
+
+# Options that make cc read a file no kernel key covers (more options, an include prefix, a
+# system root's headers, a specs file, the folder `-fplugin=name` loads a plugin from; a folder
+# of compiler programs, `-B`, in `unkeyed_file`):
+# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
+_UNKEYED_FILES = (
+    "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
+    "--sysroot", "-isysroot", "-specs", "--specs", "-iplugindir",
+)  # fmt: skip
+
+
+def unkeyed_file(option: str) -> bool:
+    """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
+    key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
+    `-wrapper`) or a linker it picks (`-fuse-ld=gold`), or hands the preprocessor an include
+    folder or header past the key (`-Wp,-I,folder`), or makes quoted names skip the including
+    file's folder (`-I-`)."""
+    from warmcli.handed_on import handed_pieces  # on first use: a serving process never compiles
+
+    pieces = handed_pieces(option)
+    # Every `-B`: cc makes a folder's name a prefix (`-B..`: `../as`, from its scratch folder
+    # the temporary folder), and reads `-Bstatic` so too (a `-B` prefix: the linker's is `-Wl,`).
+    # `-fuse-ld=gold` (clang's `--ld-path=`): the `ld.gold` found first, which no identity names.
+    programs = (
+        option.startswith(("-B", "--prefix", "-fuse-ld=", "--ld-path")) or option == "-wrapper"
+    )
+    passed = option.startswith("-Wp,")  # an include folder or header past the key
+    headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
+    return (
+        programs
+        or headers
+        or option == "-I-"
+        or any(p.startswith("@") for p in pieces)
+        or option.startswith(_UNKEYED_FILES)
+        or _in_system_root(pieces)
+    )
+
+
+# What the linker reads in its system root, unkeyed: a folder `=/lib` or `$SYSROOT/lib`
+# (`-L=/opt/lib`: the sysroot ld was built with), or one named by `--sysroot`.
+_ROOTED = ("=", "$SYSROOT")
+
+
+def _in_system_root(pieces: Sequence[str]) -> bool:
+    """Whether `pieces` (an option, or those `-Wl,` passes on) name a library folder in the
+    linker's system root (`-L=/lib`, `-L`, `=/lib`) or set that root (`--sysroot=`)."""
+    before = ""
+    for piece in pieces:
+        valued = before in ("-L", "--library-path") and piece.startswith(_ROOTED)
+        folder = piece[2:] if piece.startswith("-L") else piece.partition("=")[2]
+        named = piece.startswith(("-L", "--library-path=")) and folder.startswith(_ROOTED)
+        if valued or named or piece.startswith("--sysroot"):
+            return True
+        before = piece
+    return False
+
+
+def refusal(option: str) -> str:
+    """Why `option` (`unkeyed_option`'s) is refused, and what to write instead."""
+    said = f"option {option!r} reads a file no kernel key covers"
+    if option.startswith(("-fuse-ld=", "--ld-path")):
+        return (
+            f"{said}, the linker it makes cc run (the first of its name found): leave it out "
+            "(the ld cc runs by default is named in the key)"
+        )
+    if option.startswith("-B") and option[2:].isalpha():  # `-Bsymbolic`: the linker's, meant
+        return (
+            f"{said}, a compiler program (to cc it is -B, a prefix of the programs it runs): "
+            f"leave it out, or hand it to the linker as -Wl,{option}"
+        )
+    return (
+        f"{said} (options, an include prefix or folder, a system root's, compiler programs; an "
+        "edit there would be served the old build): give them in options (-D..., -I folder, "
+        "-include header, -L folder)"
+    )
+
+
+def unkeyed_option(options: Sequence[str]) -> str | None:
+    """The first of `options` that reads a file no key covers (`unkeyed_file`), an option
+    handed on (`-Xpreprocessor -idirafter`) read as its `-Wp,` (`-Wl,`, `-Wa,`) spelling (a
+    flag handed on hands nothing: `-Xlinker -Xlinker -specs=f` is cc's `-specs=f`), a folder
+    after a lone `-L` (`-L =/lib`, `-Xlinker -L -Xlinker =/lib`) with it; else None."""
+    from warmcli.handed_on import handed_on  # on first use: a serving process never compiles
+
+    said = ""  # the linker's word before
+    for option, handed in handed_on(options):  # `-Xlinker a` is `-Wl,a`
+        spelled = handed + option
+        if unkeyed_file(spelled):
+            return option
+        pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
+        if not spelled.startswith(("-Wp,", "-Wa,")) and _in_system_root([said, *pieces]):
+            return option
+        said = pieces[-1]
+    return None
+
+
+# What cc compiles (rather than links) when an option names it: C, C++, preprocessed, assembly.
+_SOURCES = (".c", ".i", ".cc", ".cp", ".cxx", ".cpp", ".c++", ".C", ".ii", ".s", ".S", ".sx")
+# Options whose value is the next option (a header, a folder, a macro...): no input file.
+_VALUED = (
+    "-include", "-imacros", "-I", "-isystem", "-iquote", "-idirafter", "-D", "-U", "-x",
+    "-MF", "-MT", "-MQ", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-L", "-l", "-u",
+    "-T", "-z", "-e", "-aux-info", "--include-directory", "--include-directory-after",
+    "--param", "-A", "-imultilib", "-iwithprefixbefore", "-dumpbase", "-dumpdir",
+)  # fmt: skip
+
+
+# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
+# case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
+_ASSEMBLER_READS = Pattern(  # compiled on first use: a served process compiles nothing
+    r'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
+)
+# A C comment, or a string or character literal (kept: an `__asm__`'s text is one).
+_COMMENT_OR_LITERAL = Pattern(
+    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL
+)
+
+
+def reads_assembler_file(source: str) -> bool:
+    """Whether `source` holds an assembler directive reading a file (`.incbin "..."`)
+    outside its C comments (one that only mentions it reads nothing)."""
+    code = _COMMENT_OR_LITERAL.sub(lambda m: m[0] if m[0][0] in "\"'" else " ", source)
+    return _ASSEMBLER_READS.search(code) is not None
+
+
+def other_source(options: Sequence[str]) -> str | None:
+    """The option naming a source file cc would compile beside the kernel's (`/opt/x.c`, or any
+    file after `-x c`: read as C whatever its name), or None: the key holds its content
+    (`warmcli.linked`) but never follows its `#include`s."""
+    language = "none"
+    for before, option in zip(("", *options), options, strict=False):
+        if before == "-x" or (option.startswith("-x") and option != "-x"):
+            language = option if before == "-x" else option[2:]
+        named = before not in _VALUED and not option.startswith("-")
+        if named and (language != "none" or os.path.splitext(option)[1] in _SOURCES):
+            return option
+    return None
+
+
+def other_language(options: Sequence[str]) -> str | None:
+    """The language other than C that `options` make cc read the source as (`-x c++`,
+    `-xc++`), or None."""
+    for before, option in zip(("", *options), options, strict=False):
+        language = option if before == "-x" else option[2:] if option.startswith("-x") else None
+        if language is not None and option != "-x" and language not in ("c", "none"):
+            return language
+    return None
