@@ -7,8 +7,8 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
 entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
 text names a visibility, which an alias would not share), exactly as alone, its
-`__BASE_FILE__` made `"<entry>.c"` where it may read it (`base_file`), not the scratch file's
-path, another in every build. Each is
+`__BASE_FILE__` made `"<entry>.c"` (`base_file`, in every unit of one kernel), not the scratch
+file's path, another in every build. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -232,12 +232,10 @@ _PUSH = "#pragma GCC diagnostic push\n#pragma GCC diagnostic "
 
 
 def base_file(kernel: Kernel) -> str:
-    """For a kernel alone in its unit that may read `__BASE_FILE__` (its text, or a header it
-    includes), lines making it `"<entry>.c"` as `__FILE__` is, not the scratch file's path (each
-    build another), its redefinition's warning silenced (`-Werror`); "" for any other kernel."""
-    texts = (kernel.source, *kernel.options, *(f"{n} {v}" for n, v in kernel.defines))
-    if not any("__BASE_FILE__" in text or "include" in text or "imacros" in text for text in texts):
-        return ""
+    """For a kernel alone in its unit, lines making `__BASE_FILE__` `"<entry>.c"` as `__FILE__`
+    is, not the scratch file's path (each build another), its redefinition's warning silenced
+    (`-Werror`): for every one, as a paste spells it unwritten (`C(__BASE, _FILE__)`), and so
+    may a header or a wrapper script's options (`WARM_CC`: `-DWHO=__BASE_FILE__`)."""
     said = f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
     return f'{_PUSH}ignored "-Wbuiltin-macro-redefined"\n{said}#pragma GCC diagnostic pop\n'
 

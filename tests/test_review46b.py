@@ -1,0 +1,67 @@
+"""Review of stop 46's merges (trial46b, remote46, equality46), each finding through real parts:
+the real CLI in subprocesses, real production processes (`equality_gen.DRIVE`), the real C
+compiler and NVRTC, real files.
+
+- A host kernel whose `__BASE_FILE__` comes by a paste (`C(__BASE, _FILE__)`), its options
+  (`-DWHO=__BASE_FILE__`) or a wrapper script's (`WARM_CC`) still read warm's temporary build
+  file's path, another in every build: `base_file` redefined it only where the kernel's own
+  text, options or defines spelt it (or an include), and `sharing` put a kernel whose options
+  name it in a shared unit, where none is redefined. Such a kernel is alone now, and every
+  kernel alone has it redefined.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+from equality_gen import DRIVE
+
+WHO = """
+from warmcli import Kernel
+K = Kernel(SOURCE, 'who', 'P', options=OPTIONS)
+
+def workload(rt):
+    b = rt.buffer(64, 'int8'); rt.launch(K, b)
+    return {'who': b}, []
+"""
+_COPY = " int n = 0; while (s[n] && n < 63) { out[n] = s[n]; n++; } }"
+PASTED = "#define C(a, b) a##b\nvoid who(char *out) { const char *s = C(__BASE, _FILE__);" + _COPY
+BY_WRAPPER = "void who(char *out) { const char *s = WHO;" + _COPY
+
+
+def _computed(warm: Warm, w: Path, **env: str) -> bytes:
+    """What the workload `w` writes in a cold production process (no bundle)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVE, str(w)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE="", **env),
+        timeout=120,
+        cwd=w.parent,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return bytes.fromhex(dict(json.loads(proc.stdout)["out"])["who"]).rstrip(b"\0")
+
+
+@pytest.mark.parametrize("how", ["paste", "option", "wrapper"])
+def test_base_file_unwritten_in_the_kernel_reads_the_entry(
+    warm: Warm, tmp_path: Path, how: str
+) -> None:
+    """Was `/tmp/warm-cc-x1y2/batch.c`, another in each build: a hit and a cold start read
+    two texts."""
+    env, source, options = {}, PASTED, []
+    if how == "option":  # (it shared a unit: `sharing` read no option for it)
+        source, options = BY_WRAPPER, ["-DWHO=__BASE_FILE__"]
+    if how == "wrapper":
+        script = tmp_path / "wrap.sh"
+        script.write_text('#!/bin/sh\nexec cc -DWHO=__BASE_FILE__ "$@"\n')
+        script.chmod(0o755)
+        env, source = {"WARM_CC": str(script)}, BY_WRAPPER
+    w = tmp_path / "w.py"
+    w.write_text(f"SOURCE = {source!r}\nOPTIONS = {options!r}\n{WHO}")
+    assert _computed(warm, w, **env) == b"who.c"
