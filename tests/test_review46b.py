@@ -8,6 +8,9 @@ compiler and NVRTC, real files.
   text, options or defines spelt it (or an include), and `sharing` put a kernel whose options
   name it in a shared unit, where none is redefined. Such a kernel is alone now, and every
   kernel alone has it redefined.
+- A system header reaching more than `system_shadows.MAX_SYSTEM` headers had the rest silently
+  not followed: a header added to the kernel's `-I` folder that one of those includes kept the
+  key (a stale hit). Such a kernel is unkeyed now, as past the key's other bounds.
 """
 
 from __future__ import annotations
@@ -65,3 +68,34 @@ def test_base_file_unwritten_in_the_kernel_reads_the_entry(
     w = tmp_path / "w.py"
     w.write_text(f"SOURCE = {source!r}\nOPTIONS = {options!r}\n{WHO}")
     assert _computed(warm, w, **env) == b"who.c"
+
+
+def _chain(folder: Path, count: int) -> None:
+    """System headers h0.h .. h{count-1}.h, each including the next."""
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"h{i}.h").write_text(f"#include <h{i + 1}.h>\n")
+
+
+def test_a_system_header_past_the_bound_leaves_its_kernel_unkeyed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `MAX_SYSTEM` the walk stopped and said nothing: `h2100.h` added to `-I` after a
+    build kept the key, the old build served."""
+    from warmcli.headers import headers_digest
+    from warmcli.system_shadows import MAX_SYSTEM
+    from warmcli.unkeyed import reason_of
+
+    monkeypatch.chdir(tmp_path)
+    count = MAX_SYSTEM + 50
+    _chain(tmp_path / "sys", count)
+    (tmp_path / "inc").mkdir()
+    source, options = "#include <h0.h>\nvoid k(int *o) { o[0] = 1; }\n", (f"-I{tmp_path}/inc",)
+    system = (str(tmp_path / "sys"),)
+    digest = headers_digest(source, options, system=lambda: system)
+    assert "more than 2048 system headers" in reason_of(digest)
+    # Within the bound, and without folders of its own to shadow anything, it keys as before.
+    _chain(tmp_path / "few", 10)
+    few = (str(tmp_path / "few"),)
+    assert reason_of(headers_digest(source, options, system=lambda: few)) == ""
+    assert reason_of(headers_digest(source, (), system=lambda: system)) == ""

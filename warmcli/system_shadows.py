@@ -10,8 +10,10 @@ and names each of them that a kernel's folders now hold, for `warmcli.headers` t
 kernel's own header: where none does, nothing is added, so a kernel's key is as before (and the
 same on a machine without a compiler, which names no system folder). The includes a system header
 reaches are read once per process per header (`_edges`, bounded by `MAX_SYSTEM` files, past which
-the rest is not followed: the toolchain's own headers); the kernel's folders are looked in at each
-keying. Pure over the files it reads; compiles and writes nothing, never raises for a missing file.
+the rest is not followed: a kernel with folders of its own that includes such a header is then
+unkeyed, `warmcli.unkeyed`, as past the key's other bounds); the kernel's folders are looked in at
+each keying. Pure over the files it reads; compiles and writes nothing, never raises for a missing
+file.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ MAX_SCANNED = 4 << 20  # a system header's includes are read in its first 4 MB
 MAX_SYSTEM = 2048  # system headers followed from one (glibc's <stdlib.h> reaches about 30)
 _MAX_MEMO = 256
 Edge = tuple[str, bool, str]  # an include's name, whether quoted, its including header's folder
-_Reached = tuple[tuple[Edge, ...], tuple[dict[str, set[str]], dict[str, set[str]]]]
+_Reached = tuple[tuple[Edge, ...], tuple[dict[str, set[str]], dict[str, set[str]]], bool]
 _memo: dict[tuple[str, tuple[str, ...]], _Reached] = {}
 
 
@@ -61,8 +63,9 @@ def _edges(root: str, at: int, system: tuple[str, ...]) -> _Reached:
     """Each include the system header `root` (found in `system[at]`) reaches through `system`
     that its including header's own folder does not answer (a quoted one found there is read
     there), once each (name, quoted), with the folder of the first header including it, and
-    those names by whether quoted, then by subfolder (`bits/`); memoised per process. An
-    `#include_next` searches the folders after its header's only: the kernel's come first."""
+    those names by whether quoted, then by subfolder (`bits/`), and whether `MAX_SYSTEM` cut
+    the walk short; memoised per process. An `#include_next` searches the folders after its
+    header's only: the kernel's come first."""
     known = _memo.get((root, system))
     if known is not None:
         return known
@@ -86,22 +89,27 @@ def _edges(root: str, at: int, system: tuple[str, ...]) -> _Reached:
     for name, quoted in edges:
         sub, _, leaf = name.rpartition("/")
         groups[quoted].setdefault(sub, set()).add(leaf)
-    result = (tuple((n, q, here) for (n, q), here in edges.items()), groups)
+    result = (tuple((n, q, here) for (n, q), here in edges.items()), groups, bool(pending))
     if len(_memo) >= _MAX_MEMO:
         _memo.clear()
     _memo[(root, system)] = result
     return result
 
 
-def shadowed(name: str, orders: tuple[list[str], list[str]], system: tuple[str, ...]) -> list[Edge]:
+def shadowed(
+    name: str, orders: tuple[list[str], list[str]], system: tuple[str, ...]
+) -> list[Edge] | None:
     """The includes that the system header `name` (found in none of the kernel's folders,
     `orders` as `headers.search_orders` gives them) reaches and that those folders now hold:
     (name, quoted, the including header's folder), as the compiler would read them; [] where
-    `name` is no system header or none is shadowed."""
+    `name` is no system header or none is shadowed; None where it reaches more than
+    `MAX_SYSTEM` headers and the kernel has folders: the rest, not followed, may be shadowed."""
     root = _find(name, system) if system and not os.path.isabs(name) else None
     if root is None:
         return []
-    edges, groups = _edges(*root, system)
+    edges, groups, cut = _edges(*root, system)
+    if cut and (orders[0] or orders[1]):
+        return None
     held = (_held(orders[1], groups[False]), _held(orders[0], groups[True]))
     return [e for e in edges if e[0] in held[e[1]]] if held[0] or held[1] else []
 
