@@ -11,6 +11,10 @@ compiler and NVRTC, real files.
 - A system header reaching more than `system_shadows.MAX_SYSTEM` headers had the rest silently
   not followed: a header added to the kernel's `-I` folder that one of those includes kept the
   key (a stale hit). Such a kernel is unkeyed now, as past the key's other bounds.
+- `import warmcli.pycuda.autoinit` then `warmcli.pycuda.autoinit.context.synchronize()` (PyCUDA's
+  `pycuda.autoinit.context` idiom) failed a GPU-less `warm run --arch` and `warm verify
+  --workload --arch` (and `--pycuda` runs): the stand-in was put in `sys.modules` only, so the
+  package `warmcli.pycuda` had no attribute `autoinit`.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm
+from conftest import ROOT, Warm, nvrtc_release_or_skip
 from equality_gen import DRIVE
 
 WHO = """
@@ -99,3 +103,37 @@ def test_a_system_header_past_the_bound_leaves_its_kernel_unkeyed(
     few = (str(tmp_path / "few"),)
     assert reason_of(headers_digest(source, options, system=lambda: few)) == ""
     assert reason_of(headers_digest(source, (), system=lambda: system)) == ""
+
+
+AUTOINIT_CONTEXT = '''
+import numpy as np
+import warmcli.pycuda.autoinit  # was: import pycuda.autoinit
+from warmcli.pycuda import SourceModule
+
+MOD = SourceModule("""
+__global__ void twice(float *x, int n)
+{
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = 2.0f * x[i];
+}
+""")
+
+def workload(rt):
+    x = rt.buffer(256, "float32")
+    MOD.get_function("twice")(x, np.int32(256), block=(256, 1, 1), grid=(1, 1))
+    warmcli.pycuda.autoinit.context.synchronize()  # was: pycuda.autoinit.context
+'''
+
+
+def test_autoinit_named_by_its_package_in_a_gpu_less_prebuild(warm: Warm, tmp_path: Path) -> None:
+    """Was `AttributeError: module 'warmcli.pycuda' has no attribute 'autoinit'`, in each."""
+    nvrtc_release_or_skip()
+    w = tmp_path / "app.py"
+    w.write_text(AUTOINIT_CONTEXT)
+    bundle = tmp_path / "b.warm"
+    run = warm("run", "--arch", "sm_90", w, "-b", bundle)
+    assert run.returncode == 0, run.stderr
+    pycuda = warm("run", "--pycuda", "--arch", "sm_90", w, "-b", tmp_path / "p.warm")
+    assert pycuda.returncode == 0, pycuda.stderr
+    verify = warm("verify", bundle, "--workload", w, "--arch", "sm_90")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
