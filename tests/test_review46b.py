@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm, nvrtc_release_or_skip
+from conftest import ROOT, Warm, nvcc_or_skip, nvrtc_release_or_skip
 from equality_gen import DRIVE
 
 WHO = """
@@ -137,3 +137,15 @@ def test_autoinit_named_by_its_package_in_a_gpu_less_prebuild(warm: Warm, tmp_pa
     assert pycuda.returncode == 0, pycuda.stderr
     verify = warm("verify", bundle, "--workload", w, "--arch", "sm_90")
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_a_cuda_home_too_long_to_name_a_file_is_passed_over(warm: Warm) -> None:
+    """`warm devices --compiler nvcc` with `CUDA_HOME` of a 300-byte name (a typo, a value
+    meant for something else) ended on `[Errno 36] File name too long: '/AAAA…/bin/nvcc'`
+    (pathlib's `is_file` raises for it): it is passed over, and said, as a folder without
+    nvcc is."""
+    nvcc_or_skip()
+    home = "/" + "A" * 300
+    proc = warm.with_env(CUDA_HOME=home)("devices", "--compiler", "nvcc")
+    assert proc.returncode == 0, proc.stderr
+    assert f"CUDA_HOME={home} holds no bin/nvcc" in proc.stdout, proc.stdout
