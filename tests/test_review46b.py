@@ -20,8 +20,10 @@ compiler and NVRTC, real files.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,27 @@ def test_a_cuda_home_too_long_to_name_a_file_is_passed_over(warm: Warm) -> None:
     proc = warm.with_env(CUDA_HOME=home)("devices", "--compiler", "nvcc")
     assert proc.returncode == 0, proc.stderr
     assert f"CUDA_HOME={home} holds no bin/nvcc" in proc.stdout, proc.stdout
+
+
+def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(tmp_path: Path) -> None:
+    """A cc that answers `cc -E -v` with no search list (another than GCC or Clang) was run
+    again in every process that keyed a host kernel with folders of its own, production's hot
+    start too (the module doc: 'a hot start runs no compiler for them'): only a list was
+    remembered. Its answer, none, is remembered now."""
+    log = tmp_path / "asked"
+    script = tmp_path / "cc"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    script.chmod(0o755)
+    time.sleep(2.1)  # (`toolchain.RACY_SECONDS`: a file just written is never remembered)
+    ask = "import sys; from warmcli.backends.host.system_folders import system_folders as f; "
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"))
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-c", ask + "print(f(sys.argv[1]))", str(script)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert proc.stdout == "()\n", proc.stderr
+    assert log.read_text().count("-E -v") == 1, log.read_text()

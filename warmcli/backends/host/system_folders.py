@@ -6,8 +6,9 @@ a machine: remembered in warm's home beside its version line (`toolchain.remembe
 binary's stamp), so a hot start runs no compiler for them. The host compiler tells the key how
 to ask for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported
 where a key first asks: a kernel's include folders lack a header it includes
-(`warmcli.system_shadows`). A compiler that does not say (another than GCC or Clang, one that
-fails) names none: such a kernel keys as before. State: the per-process memo of each compiler's
+(`warmcli.system_shadows`). A compiler that does not say (another than GCC or Clang: remembered
+so too; one that fails, asked again in the next process) names none: such a kernel keys as
+before. State: the per-process memo of each compiler's
 folders.
 """
 
@@ -30,12 +31,13 @@ def system_folders(cc: str) -> tuple[str, ...]:
         said = remembered(_SEARCH, cc, os.stat(cc), _search_list).version
     except (OSError, ToolchainError):
         return ()
-    return tuple(said.split("\n"))
+    return tuple(said.split("\n")) if said else ()
 
 
 def _search_list(name: str, cc: str) -> str:
-    """The folders `cc -E -v` lists for `<...>`, joined by line breaks; ToolchainError where
-    it lists none."""
+    """The folders `cc -E -v` lists for `<...>`, joined by line breaks; "" where it answers
+    and lists none (remembered so: a compiler that never says is not asked again in every
+    process, as it was); ToolchainError where it fails."""
     import subprocess  # on first use: a hot start finds them remembered
 
     unset = [w for name in _UNSET for w in ("-u", name)]  # (`env`: warm's own left as it is)
@@ -53,6 +55,6 @@ def _search_list(name: str, cc: str) -> str:
         folder = line.strip().removesuffix(" (framework directory)")
         if folder and "\n" not in folder:
             folders.append(os.path.normpath(folder))
-    if out.returncode != 0 or not folders:
-        raise ToolchainError(f"{name}: {cc} -E -v lists no include folders")
+    if out.returncode != 0:
+        raise ToolchainError(f"{name}: {cc} -E -v failed")
     return "\n".join(folders)
