@@ -3,11 +3,12 @@ the real CLI in subprocesses, real production processes (`equality_gen.DRIVE`), 
 compiler and NVRTC, real files.
 
 - A host kernel whose `__BASE_FILE__` comes by a paste (`C(__BASE, _FILE__)`), its options
-  (`-DWHO=__BASE_FILE__`) or a wrapper script's (`WARM_CC`) still read warm's temporary build
-  file's path, another in every build: `base_file` redefined it only where the kernel's own
-  text, options or defines spelt it (or an include), and `sharing` put a kernel whose options
-  name it in a shared unit, where none is redefined. Such a kernel is alone now, and every
-  kernel alone has it redefined.
+  (`-DWHO=__BASE_FILE__`), a wrapper script's (`WARM_CC`) or a header its options pre-include
+  (`-include pre.h`) still read warm's temporary build file's path, another in every build:
+  `base_file` redefined it only where the kernel's own text, options or defines spelt it (or an
+  include), in the unit's first line (after any pre-included header), and `sharing` put a
+  kernel whose options name it in a shared unit, where none is redefined. Such a kernel is
+  alone now, and every kernel alone has it redefined in a header cc reads first.
 - A system header reaching more than `system_shadows.MAX_SYSTEM` headers had the rest silently
   not followed: a header added to the kernel's `-I` folder that one of those includes kept the
   key (a stale hit). Such a kernel is unkeyed now, as past the key's other bounds.
@@ -57,7 +58,7 @@ def _computed(warm: Warm, w: Path, **env: str) -> bytes:
     return bytes.fromhex(dict(json.loads(proc.stdout)["out"])["who"]).rstrip(b"\0")
 
 
-@pytest.mark.parametrize("how", ["paste", "option", "wrapper"])
+@pytest.mark.parametrize("how", ["paste", "option", "wrapper", "pre-included"])
 def test_base_file_unwritten_in_the_kernel_reads_the_entry(
     warm: Warm, tmp_path: Path, how: str
 ) -> None:
@@ -66,6 +67,10 @@ def test_base_file_unwritten_in_the_kernel_reads_the_entry(
     env, source, options = {}, PASTED, []
     if how == "option":  # (it shared a unit: `sharing` read no option for it)
         source, options = BY_WRAPPER, ["-DWHO=__BASE_FILE__"]
+    if how == "pre-included":  # (read before the unit's first line, which redefined it)
+        (tmp_path / "pre.h").write_text("static const char *who_ = __BASE_FILE__;\n")
+        source = BY_WRAPPER.replace("WHO", "who_")
+        options = ["-include", str(tmp_path / "pre.h")]
     if how == "wrapper":
         script = tmp_path / "wrap.sh"
         script.write_text('#!/bin/sh\nexec cc -DWHO=__BASE_FILE__ "$@"\n')

@@ -7,10 +7,10 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
 entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
 text names a visibility, which an alias would not share), exactly as alone, its
-`__BASE_FILE__` made `"<entry>.c"` (`base_file`, in every unit of one kernel), not the scratch
-file's path, another in every build. Each is
-followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
-the entry's declaration fail its compile with a clear message. On
+`__BASE_FILE__` made `"<entry>.c"` (`base_file`, read first in every unit of one kernel), not
+the scratch file's path, another in every build. Each is followed by its signature probe
+(`warmcli.backends.signature`), so letters that do not match the entry's declaration fail its
+compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
 `dlopen`: no RELRO (no `mprotect` after relocation) and stripped of its static
 symbol table (`dlsym` reads the dynamic one; a kernel built with `-g` keeps it),
@@ -213,31 +213,29 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     from warmcli.backends.sharing import alone_in
 
     shared = not alone_in(units)
-    first = "" if shared else base_file(units[0].kernel)
     if not shared and ALIASES and not static_entry(units[0].kernel) and not _visibility(units[0]):
         (unit,) = units  # its entry keeps its name (`__func__`), exported as its symbol
         entry, symbol = unit.kernel.entry, unit.symbol
         source = unit.kernel.source + signature.probe(unit)
         section = isolated_section(unit, source, entry_macro=False, rename_helpers=False)
         alias = f'extern __typeof__({entry}) {symbol} __attribute__((alias("{entry}")));\n'
-        return first + section + alias
+        return section + alias
     sections = [
         isolated_section(unit, unit.kernel.source + signature.probe(unit), rename_helpers=shared)
         for unit in units
     ]
-    return first + "\n".join(sections)
-
-
-_PUSH = "#pragma GCC diagnostic push\n#pragma GCC diagnostic "
+    return "\n".join(sections)
 
 
 def base_file(kernel: Kernel) -> str:
     """For a kernel alone in its unit, lines making `__BASE_FILE__` `"<entry>.c"` as `__FILE__`
     is, not the scratch file's path (each build another), its redefinition's warning silenced
     (`-Werror`): for every one, as a paste spells it unwritten (`C(__BASE, _FILE__)`), and so
-    may a header or a wrapper script's options (`WARM_CC`: `-DWHO=__BASE_FILE__`)."""
+    may a wrapper script's options (`WARM_CC`: `-DWHO=__BASE_FILE__`). cc reads them first
+    (`-include`, before a header the kernel's options pre-include, which may read it)."""
     said = f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
-    return f'{_PUSH}ignored "-Wbuiltin-macro-redefined"\n{said}#pragma GCC diagnostic pop\n'
+    quiet = '#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored "-Wbuiltin-macro-'
+    return f'{quiet}redefined"\n{said}#pragma GCC diagnostic pop\n'
 
 
 def _system_folders(cc: str) -> tuple[str, ...]:
@@ -322,6 +320,7 @@ class HostCompiler:
     ) -> CompiledGroup:
         from warmcli.backends import signature
         from warmcli.backends.compiler import CompiledGroup, CompileFailure, run_compiler
+        from warmcli.backends.sharing import alone_in
 
         refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
         if refused is not None:
@@ -361,6 +360,10 @@ class HostCompiler:
             with open(source, "w", encoding="utf-8") as fh:  # as the key reads it, any locale
                 fh.write(translation_unit(units))
             command = self.command(units, source, output)
+            if alone_in(units):  # (`base_file`, read before any header the options name)
+                with open(first := os.path.join(scratch, "base.h"), "w", encoding="utf-8") as fh:
+                    fh.write(base_file(units[0].kernel))
+                command[1:1] = ["-include", first]
             try:
                 log, seconds = run_compiler(command, units, timeout, scratch)
             except CompileFailure as failure:
