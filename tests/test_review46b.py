@@ -180,3 +180,32 @@ def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(tmp_path:
         )
         assert proc.stdout == "()\n", proc.stderr
     assert log.read_text().count("-E -v") == 1, log.read_text()
+
+
+def test_an_include_folder_cc_can_search_but_not_list_still_shadows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An `-I` folder of mode 0111 (searchable, not listable: cc opens `inc/stddef.h` in it)
+    made `_held`'s listing fail, and the shadowing header added there kept the key. Root
+    lists any folder, so the refusal a user meets is a fake here (`os.listdir` raising
+    PermissionError for that folder); the files and the system folders are real."""
+    from warmcli.backends.host.system_folders import system_folders
+    from warmcli.backends.toolchain import probe
+    from warmcli.headers import headers_digest
+
+    monkeypatch.chdir(tmp_path)
+    folders = system_folders(probe("cc", "cc").path)
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    listdir = os.listdir
+
+    def fake_listdir(path: str | os.PathLike[str] = ".") -> list[str]:
+        if os.fspath(path).startswith(str(inc)):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", fake_listdir)
+    source, options = "#include <stdlib.h>\nint k;\n", (f"-I{inc}",)
+    before = headers_digest(source, options, system=lambda: folders)
+    (inc / "stddef.h").write_text("#define SHADOWED 1\n")
+    assert headers_digest(source, options, system=lambda: folders) != before

@@ -116,13 +116,16 @@ def shadowed(
 
 def _held(folders: list[str], groups: dict[str, set[str]]) -> set[str]:
     """Which of the names `groups` holds (by subfolder) a file of `folders` answers: each
-    folder (and subfolder the names go through) listed once, not each name looked for."""
+    folder (and subfolder the names go through) listed once, not each name looked for; one
+    that cannot be listed but searched (`chmod 111`: cc opens its files) looked in by name."""
     held = set[str]()
     for folder in folders:
         for sub, leaves in groups.items():
             place = os.path.join(folder, sub) if sub else folder
             try:
                 present = leaves.intersection(os.listdir(place))
+            except PermissionError:  # (each name: a stale hit else)
+                present = leaves
             except OSError:
                 continue
             for leaf in present:
