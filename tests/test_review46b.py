@@ -209,3 +209,43 @@ def test_an_include_folder_cc_can_search_but_not_list_still_shadows(
     before = headers_digest(source, options, system=lambda: folders)
     (inc / "stddef.h").write_text("#define SHADOWED 1\n")
     assert headers_digest(source, options, system=lambda: folders) != before
+
+
+def _folders_in_a_process(cc: str, home: Path, **env: str) -> list[str]:
+    """`system_folders(cc)` as a fresh process with `env` finds them (warm's home `home`)."""
+    ask = "import sys; from warmcli.backends.host.system_folders import system_folders as f; "
+    proc = subprocess.run(
+        [sys.executable, "-c", ask + "print('\\n'.join(f(sys.argv[1])))", cc],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(home), **env),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_cc_folders_under_gcc_exec_prefix_are_not_another_process_s(tmp_path: Path) -> None:
+    """`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/` moves cc's own `include` folder (and keys the
+    toolchain), but the folders were remembered by the binary's stamp alone: a process with
+    the variable was given those a process without it remembered, and followed another
+    `stddef.h`'s includes than cc reads. A real gcc tree: the machine's, linked, its `include`
+    a folder of its own."""
+    from warmcli.backends.toolchain import probe
+
+    cc = probe("cc", "cc").path
+    said = subprocess.run([cc, "-print-libgcc-file-name"], capture_output=True, text=True)
+    own = Path(said.stdout.strip()).parent  # /usr/lib/gcc/x86_64-linux-gnu/12
+    if not (own / "include" / "stddef.h").is_file():
+        pytest.skip(f"no gcc tree here: {own}")
+    alt = tmp_path / "alt" / own.parent.name / own.name
+    alt.mkdir(parents=True)
+    for entry in own.iterdir():
+        if entry.name != "include":
+            (alt / entry.name).symlink_to(entry)
+    (alt / "include").mkdir()
+    (alt / "include" / "stddef.h").write_text("#include <extra.h>\n")
+    home = tmp_path / "home"
+    assert str(own / "include") in _folders_in_a_process(cc, home)
+    moved = _folders_in_a_process(cc, home, GCC_EXEC_PREFIX=f"{tmp_path / 'alt'}/")
+    assert str(alt / "include") in moved, moved

@@ -3,13 +3,13 @@
 `cc -E -v` prints them (`#include <...> search starts here:`), run with `CPATH` and
 `C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on
 a machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the
-binary's stamp), so a hot start runs no compiler for them. The host compiler tells the key how
-to ask for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported
-where a key first asks: a kernel's include folders lack a header it includes
-(`warmcli.system_shadows`). A compiler that does not say (another than GCC or Clang: remembered
-so too; one that fails, asked again in the next process) names none: such a kernel keys as
-before. State: the per-process memo of each compiler's
-folders.
+binary's stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key the compiler too), so a hot
+start runs no compiler for them. The host compiler tells the key how to ask for them
+(`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported where a key first
+asks: a kernel's include folders lack a header it includes (`warmcli.system_shadows`). A
+compiler that does not say (another than GCC or Clang: remembered so too; one that fails, asked
+again in the next process) names none: such a kernel keys as before. State: the per-process
+memo of each compiler's folders.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 
+from warmcli import config
 from warmcli.backends.toolchain import remembered
 from warmcli.errors import ToolchainError
 
@@ -27,8 +28,11 @@ _UNSET = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH")
 @functools.cache
 def system_folders(cc: str) -> tuple[str, ...]:
     """`cc`'s own `<...>` folders, in its order; () where it does not say."""
+    # Asked, and remembered, under the variables that move cc's own folders as they key it
+    # (`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/`: its `include`): else another's were kept.
+    named = "".join(f"; {k}={v}" for k, v in config.compiler_programs().items())
     try:
-        said = remembered(_SEARCH, cc, os.stat(cc), _search_list).version
+        said = remembered(_SEARCH + named, cc, os.stat(cc), _search_list).version
     except (OSError, ToolchainError):
         return ()
     return tuple(said.split("\n")) if said else ()
