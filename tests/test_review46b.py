@@ -164,9 +164,14 @@ def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(tmp_path:
     start too (the module doc: 'a hot start runs no compiler for them'): only a list was
     remembered. Its answer, none, is remembered now."""
     log = tmp_path / "asked"
+    program = tmp_path / "asked.c"  # a compiler binary that answers, listing nothing
+    program.write_text(
+        "#include <stdio.h>\nint main(int n, char **v) {\n"
+        f'  FILE *f = fopen("{log}", "a"); for (int i = 1; i < n; i++) fprintf(f, "%s ", v[i]);\n'
+        '  fprintf(f, "\\n"); return 0;\n}\n'
+    )
     script = tmp_path / "cc"
-    script.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    script.chmod(0o755)
+    subprocess.run(["cc", "-o", str(script), str(program)], check=True, timeout=60)
     time.sleep(2.1)  # (`toolchain.RACY_SECONDS`: a file just written is never remembered)
     ask = "import sys; from warmcli.backends.host.system_folders import system_folders as f; "
     env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"))
@@ -225,17 +230,14 @@ def _folders_in_a_process(cc: str, home: Path, **env: str) -> list[str]:
     return proc.stdout.split()
 
 
-def test_cc_folders_under_gcc_exec_prefix_are_not_another_process_s(tmp_path: Path) -> None:
-    """`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/` moves cc's own `include` folder (and keys the
-    toolchain), but the folders were remembered by the binary's stamp alone: a process with
-    the variable was given those a process without it remembered, and followed another
-    `stddef.h`'s includes than cc reads. A real gcc tree: the machine's, linked, its `include`
-    a folder of its own."""
+def _another_gcc_tree(tmp_path: Path) -> tuple[str, Path, Path]:
+    """cc, its gcc folder (`/usr/lib/gcc/x86_64-linux-gnu/12`) and another under `tmp_path/alt`
+    for `GCC_EXEC_PREFIX`: the machine's, linked, its `include` a folder of its own."""
     from warmcli.backends.toolchain import probe
 
     cc = probe("cc", "cc").path
     said = subprocess.run([cc, "-print-libgcc-file-name"], capture_output=True, text=True)
-    own = Path(said.stdout.strip()).parent  # /usr/lib/gcc/x86_64-linux-gnu/12
+    own = Path(said.stdout.strip()).parent
     if not (own / "include" / "stddef.h").is_file():
         pytest.skip(f"no gcc tree here: {own}")
     alt = tmp_path / "alt" / own.parent.name / own.name
@@ -244,8 +246,36 @@ def test_cc_folders_under_gcc_exec_prefix_are_not_another_process_s(tmp_path: Pa
         if entry.name != "include":
             (alt / entry.name).symlink_to(entry)
     (alt / "include").mkdir()
+    return cc, own, alt
+
+
+def test_cc_folders_under_gcc_exec_prefix_are_not_another_process_s(tmp_path: Path) -> None:
+    """`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/` moves cc's own `include` folder (and keys the
+    toolchain), but the folders were remembered by the binary's stamp alone: a process with
+    the variable was given those a process without it remembered, and followed another
+    `stddef.h`'s includes than cc reads. A real gcc tree: the machine's, linked, its `include`
+    a folder of its own."""
+    cc, own, alt = _another_gcc_tree(tmp_path)
     (alt / "include" / "stddef.h").write_text("#include <extra.h>\n")
     home = tmp_path / "home"
     assert str(own / "include") in _folders_in_a_process(cc, home)
     moved = _folders_in_a_process(cc, home, GCC_EXEC_PREFIX=f"{tmp_path / 'alt'}/")
+    assert str(alt / "include") in moved, moved
+
+
+def test_a_wrapper_cc_s_folders_are_asked_in_each_process(tmp_path: Path) -> None:
+    """A wrapper script (`exec "${REAL_CC:-cc}" "$@"`) runs what the environment names, its
+    own stamp unchanged: its version line is read in each process for that (never
+    remembered), but its folders were remembered by its stamp, so a process whose script ran
+    a gcc with another `include` folder was given the first one's."""
+    cc, own, alt = _another_gcc_tree(tmp_path)
+    wrapper, other = tmp_path / "wrap.sh", tmp_path / "other.sh"
+    wrapper.write_text('#!/bin/sh\nexec "${REAL_CC:-cc}" "$@"\n')
+    other.write_text(f'#!/bin/sh\nGCC_EXEC_PREFIX={tmp_path / "alt"}/ exec {cc} "$@"\n')
+    for script in (wrapper, other):
+        script.chmod(0o755)
+    time.sleep(2.1)  # (`toolchain.RACY_SECONDS`: a file just written is never remembered)
+    home = tmp_path / "home"
+    assert str(own / "include") in _folders_in_a_process(str(wrapper), home)
+    moved = _folders_in_a_process(str(wrapper), home, REAL_CC=str(other))
     assert str(alt / "include") in moved, moved

@@ -1,15 +1,16 @@
 """The host C compiler's own include folders: where it finds `<stdlib.h>`, after a kernel's.
 
 `cc -E -v` prints them (`#include <...> search starts here:`), run with `CPATH` and
-`C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on
-a machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the
-binary's stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key the compiler too), so a hot
-start runs no compiler for them. The host compiler tells the key how to ask for them
-(`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported where a key first
-asks: a kernel's include folders lack a header it includes (`warmcli.system_shadows`). A
+`C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on a
+machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the binary's
+stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key the compiler too), so a hot start runs no
+compiler for them (but for a wrapper script, asked in each process as its version line is: the
+compiler it runs may change while its stamp does not). The host compiler tells the key how to ask
+for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported where a key
+first asks: a kernel's include folders lack a header it includes (`warmcli.system_shadows`). A
 compiler that does not say (another than GCC or Clang: remembered so too; one that fails, asked
-again in the next process) names none: such a kernel keys as before. State: the per-process
-memo of each compiler's folders.
+again in the next process) names none: such a kernel keys as before. State: the per-process memo of
+each compiler's folders.
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ def system_folders(cc: str) -> tuple[str, ...]:
     # Asked, and remembered, under the variables that move cc's own folders as they key it
     # (`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/`: its `include`): else another's were kept.
     named = "".join(f"; {k}={v}" for k, v in config.compiler_programs().items())
-    try:
-        said = remembered(_SEARCH + named, cc, os.stat(cc), _search_list).version
+    from warmcli.wrapper_script import script_digest  # (a probe's: imported with the toolchain)
+
+    try:  # a wrapper script's asked in each process, as its version: what it runs may change
+        if script_digest(cc):  # (`exec "$REAL_CC" "$@"`) while its own stamp does not
+            said = _search_list(_SEARCH, cc)
+        else:
+            said = remembered(_SEARCH + named, cc, os.stat(cc), _search_list).version
     except (OSError, ToolchainError):
         return ()
     return tuple(said.split("\n")) if said else ()
