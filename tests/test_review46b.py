@@ -104,7 +104,7 @@ def test_a_system_header_past_the_bound_leaves_its_kernel_unkeyed(
     source, options = "#include <h0.h>\nvoid k(int *o) { o[0] = 1; }\n", (f"-I{tmp_path}/inc",)
     system = (str(tmp_path / "sys"),)
     digest = headers_digest(source, options, system=lambda: system)
-    assert "more than 2048 system headers" in reason_of(digest)
+    assert "over 2048 system headers" in reason_of(digest)
     # Within the bound, and without folders of its own to shadow anything, it keys as before.
     _chain(tmp_path / "few", 10)
     few = (str(tmp_path / "few"),)
@@ -185,6 +185,26 @@ def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(tmp_path:
         )
         assert proc.stdout == "()\n", proc.stderr
     assert log.read_text().count("-E -v") == 1, log.read_text()
+
+
+def test_a_system_header_over_4_mb_leaves_its_kernel_unkeyed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A system header's includes were read in its first 4 MB and the rest passed over
+    unsaid: `late.h`, included past them, added to `-I` kept the key."""
+    from warmcli.headers import headers_digest
+    from warmcli.system_shadows import MAX_SCANNED
+    from warmcli.unkeyed import reason_of
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sys").mkdir()
+    (tmp_path / "sys" / "h0.h").write_text("#include <big.h>\n")
+    with open(tmp_path / "sys" / "big.h", "w") as f:
+        f.write("/*" + " " * MAX_SCANNED + "*/\n#include <late.h>\n")
+    (tmp_path / "inc").mkdir()
+    source, options = "#include <h0.h>\nint k;\n", (f"-I{tmp_path}/inc",)
+    system = (str(tmp_path / "sys"),)
+    assert "or 4 MB" in reason_of(headers_digest(source, options, system=lambda: system))
 
 
 def test_an_include_folder_cc_can_search_but_not_list_still_shadows(

@@ -341,7 +341,8 @@ def headers_digest(
         if path is None and system is not None:  # a system header's: what it includes, shadowed
             edges = shadowed(name, orders, system())
             if edges is None:  # past its bound: what it reaches, unfollowed, is unkeyed
-                written.append(marker(f"<{name}> reaching more than {MAX_SYSTEM} system headers"))
+                reach = f"over {MAX_SYSTEM} system headers or 4 MB"
+                written.append(marker(f"<{name}> reaching {reach}"))
             for edge in edges or ():
                 if edge[:2] not in shadows:  # (each once)
                     shadows.add(edge[:2])

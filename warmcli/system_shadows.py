@@ -2,18 +2,18 @@
 
 A header the compiler finds in its own folders (`<stdlib.h>` in `/usr/include`) is the toolchain
 identity's, not keyed; but the names that header includes in turn (`<stddef.h>`, `<features.h>`)
-are searched in the kernel's folders first (`-iquote` for a quoted one, `-I`, `-isystem`), as
-any include is: a `stddef.h` added to a kernel's `-I` folder after a build changes what the next
-build reads. `shadowed` follows a system header's includes through the compiler's system folders
+are searched in the kernel's folders first (`-iquote` for a quoted one, `-I`, `-isystem`), as any
+include is: a `stddef.h` added to a kernel's `-I` folder after a build changes what the next build
+reads. `shadowed` follows a system header's includes through the compiler's system folders
 (`system`: as the host compiler's `cc -E -v` prints them, `warmcli.backends.host.system_folders`)
 and names each of them that a kernel's folders now hold, for `warmcli.headers` to key as the
 kernel's own header: where none does, nothing is added, so a kernel's key is as before (and the
 same on a machine without a compiler, which names no system folder). The includes a system header
 reaches are read once per process per header (`_edges`, bounded by `MAX_SYSTEM` files, past which
-the rest is not followed: a kernel with folders of its own that includes such a header is then
-unkeyed, `warmcli.unkeyed`, as past the key's other bounds); the kernel's folders are looked in at
-each keying. Pure over the files it reads; compiles and writes nothing, never raises for a missing
-file.
+the rest is not followed, as past the first `MAX_SCANNED` bytes of one: a kernel with folders of
+its own that includes such a header is then unkeyed, `warmcli.unkeyed`, as past the key's other
+bounds); the kernel's folders are looked in at each keying. Pure over the files it reads; compiles
+and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -46,14 +46,16 @@ _INCLUDE = re.compile(rb'#[ \t]*include(_next)?[ \t]*(["<])([^">\n]+)[">]')  # (
 _HAS_INCLUDE = re.compile(rb'__has_include[ \t]*\([ \t]*(["<])([^">\n]+)')
 
 
-def _includes(path: str) -> list[tuple[str, bool, bool]]:
+def _includes(path: str) -> list[tuple[str, bool, bool]] | None:
     """The names the system header `path` includes (or asks for): whether quoted, whether
-    `#include_next`; [] unread."""
+    `#include_next`; [] unread; None where it is over `MAX_SCANNED` (the rest unread)."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_SCANNED)
+            data = f.read(MAX_SCANNED + 1)
     except OSError:
         return []
+    if len(data) > MAX_SCANNED:
+        return None
     found = _INCLUDE.findall(data)
     found += [(b"", *m) for m in _HAS_INCLUDE.findall(data)] if b"__has_include" in data else []
     return [(os.fsdecode(name), mark == b'"', bool(nx)) for nx, mark, name in found]
@@ -61,19 +63,22 @@ def _includes(path: str) -> list[tuple[str, bool, bool]]:
 
 def _edges(root: str, at: int, system: tuple[str, ...]) -> _Reached:
     """Each include the system header `root` (found in `system[at]`) reaches through `system`
-    that its including header's own folder does not answer (a quoted one found there is read
-    there), once each (name, quoted), with the folder of the first header including it, and
-    those names by whether quoted, then by subfolder (`bits/`), and whether `MAX_SYSTEM` cut
-    the walk short; memoised per process. An `#include_next` searches the folders after its
-    header's only: the kernel's come first."""
+    that its including header's own folder does not answer (a quoted one found there is read there),
+    once each (name, quoted), with the folder of the first header including it, and those names
+    by whether quoted, then by subfolder (`bits/`), and whether `MAX_SYSTEM` cut the walk short
+    (or a header over `MAX_SCANNED` was met); memoised per process. An `#include_next` searches
+    the folders after its header's only: the kernel's come first."""
     known = _memo.get((root, system))
     if known is not None:
         return known
     seen, pending, edges = {root}, deque([(root, at)]), dict[tuple[str, bool], str]()
+    cut = False  # a header over `MAX_SCANNED` met
     while pending and len(seen) < MAX_SYSTEM:
         path, at = pending.popleft()
         here = os.path.dirname(path)
-        for name, quoted, after in _includes(path):
+        names = _includes(path)
+        cut = cut or names is None
+        for name, quoted, after in names or ():
             if os.path.isabs(name):
                 continue
             found = (os.path.join(here, name), at) if quoted and not after else None
@@ -89,7 +94,7 @@ def _edges(root: str, at: int, system: tuple[str, ...]) -> _Reached:
     for name, quoted in edges:
         sub, _, leaf = name.rpartition("/")
         groups[quoted].setdefault(sub, set()).add(leaf)
-    result = (tuple((n, q, here) for (n, q), here in edges.items()), groups, bool(pending))
+    result = (tuple((n, q, here) for (n, q), here in edges.items()), groups, cut or bool(pending))
     if len(_memo) >= _MAX_MEMO:
         _memo.clear()
     _memo[(root, system)] = result
@@ -103,7 +108,8 @@ def shadowed(
     `orders` as `headers.search_orders` gives them) reaches and that those folders now hold:
     (name, quoted, the including header's folder), as the compiler would read them; [] where
     `name` is no system header or none is shadowed; None where it reaches more than
-    `MAX_SYSTEM` headers and the kernel has folders: the rest, not followed, may be shadowed."""
+    `MAX_SYSTEM` headers (or one over `MAX_SCANNED`) and the kernel has folders: the rest, not
+    followed, may be shadowed."""
     root = _find(name, system) if system and not os.path.isabs(name) else None
     if root is None:
         return []
