@@ -65,7 +65,7 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
-from warmcli.system_shadows import shadowed
+from warmcli.system_shadows import MAX_SYSTEM, shadowed
 from warmcli.unkeyed import marker, note, reason_in
 
 MAX_HEADERS = 512
@@ -339,7 +339,11 @@ def headers_digest(
             continue
         path = _resolve(name, quoted, here, orders, toolkit)
         if path is None and system is not None:  # a system header's: what it includes, shadowed
-            for edge in shadowed(name, orders, system()):
+            edges = shadowed(name, orders, system())
+            if edges is None:  # past its bound: what it reaches, unfollowed, is unkeyed
+                reach = f"over {MAX_SYSTEM} system headers or 4 MB"
+                written.append(marker(f"<{name}> reaching {reach}"))
+            for edge in edges or ():
                 if edge[:2] not in shadows:  # (each once)
                     shadows.add(edge[:2])
                     pending.append(edge)

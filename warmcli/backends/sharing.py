@@ -20,7 +20,8 @@ around a helper, as CuPy's sources and PyCUDA's wrap have: two kernels' `act` wo
 function defined twice, a group failing until bisected to single kernels; a variable, in a
 namespace too, that no `#define` of the source renames: `c_linkage.unrenamed_c_names`),
 `__COUNTER__` (it counts across the unit), `__BASE_FILE__` (the unit's file: a kernel alone
-reads its own, `<entry>.c`), an `asm` in C, (C) the word `constructor`,
+reads its own, `<entry>.c`), each in a C kernel's options too (`-DWHO=__BASE_FILE__`, a
+wrapper script's), an `asm` in C, (C) the word `constructor`,
 `destructor`, `ifunc` or `section`, in its options too (`__attribute__((constructor))`, a
 function's pointer put in `.init_array` from a function's body: code the loader runs when the
 binary loads, so a hit would run it when any neighbour loads, before the kernels launched
@@ -103,6 +104,7 @@ _ASM = Pattern(r"\b(?:__)?asm(?:__)?\b")
 # Code the dynamic loader runs as a binary loads (or unloads): a C constructor or destructor
 # function, an ifunc resolver (what it calls, `srand(1)`, reaches the whole process), a
 # pointer put in a section it runs (`section(".init_array")`, from a function's body too).
+_OPTION_WIDE = Pattern(r"__COUNTER__|__BASE_FILE__")  # (an option's `pragma`: a warning's name)
 _LOAD_TIME = Pattern(r"\b(?:__)?(?:constructor|destructor|ifunc|section)(?:__)?\b")
 _SECTION_PIECE = Pattern(r"sec|cti")  # a paste's piece of it: any cut leaves one whole
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
@@ -216,6 +218,8 @@ def shares_unit(kernel: Kernel) -> bool:
     if kernel.language == "c":  # a macro its options set may declare, where used at file scope
         given = _c_options(kernel)  # or put code the loader runs in a function's body
         if _LOAD_TIME.search(" ".join(given)):  # (`-DS=__attribute__((section(...)))`)
+            return False
+        if _OPTION_WIDE.search(" ".join(given)):  # (`-DWHO=__BASE_FILE__`: the unit's file)
             return False
         set_by_options = option_macros(preprocessor_options(given))
         if set_by_options is None:

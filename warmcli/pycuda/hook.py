@@ -10,8 +10,10 @@ allocations and warm's launches share memory). With `--arch` (no GPU, maybe no
 pycuda), every PyCUDA module the script imports is a shape-only stand-in
 (`warmcli.pycuda.standins`). Without `--pycuda`, a GPU-less run still takes
 `warmcli.pycuda.autoinit` (the README's changed import) as the stand-in's, which makes no
-context (`own_autoinit`). Whatever `sys.modules` and `pycuda.compiler` held before is put
-back afterwards. The module owns nothing beyond that span.
+context (`own_autoinit`). Each `autoinit` put in `sys.modules` is its package's attribute
+too, as an import makes it (`warmcli.pycuda.autoinit.context`). Whatever `sys.modules`,
+`pycuda.compiler` and those packages held before is put back afterwards. The module owns
+nothing beyond that span.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
     saved = {name: sys.modules.get(name) for name in NAMES}
     patched: Any = None
     finder: Any = None
+    named: list[tuple[Any, str, Any]] = []
     try:
         if gpu_less:
             from warmcli.pycuda.lacking import LackingFinder
@@ -97,8 +100,10 @@ def pycuda_modules(gpu_less: bool) -> Iterator[None]:
             original = patched.SourceModule
             patched.SourceModule = _for_the_script(original)
             sys.modules["pycuda.autoinit"] = sys.modules["warmcli.pycuda.autoinit"] = _autoinit()
+        named = _named_by_packages()
         yield
     finally:
+        _put_back(named)
         if patched is not None:
             patched.SourceModule = original
         if finder is not None:
@@ -124,10 +129,38 @@ def own_autoinit() -> Iterator[None]:
     stand_in = types.ModuleType(name, "warm: a GPU-less pre-build's autoinit: no context")
     stand_in.device, stand_in.context = _Device(), _Context()  # type: ignore[attr-defined]
     sys.modules[name] = stand_in
+    named = _named_by_packages()
     try:
         yield
     finally:
+        _put_back(named)
         if saved is None:
             sys.modules.pop(name, None)
         else:
             sys.modules[name] = saved
+
+
+_NONE = object()  # a package's attribute that was not there
+
+
+def _named_by_packages() -> list[tuple[Any, str, Any]]:
+    """Each `autoinit` module `sys.modules` holds now made its package's attribute too, as an
+    import that loads it makes it (an import found in `sys.modules` sets none: `import
+    warmcli.pycuda.autoinit` then `warmcli.pycuda.autoinit.context` was an AttributeError):
+    what each package held before, for `_put_back`."""
+    named = []
+    for name in ("pycuda.autoinit", "warmcli.pycuda.autoinit"):
+        package = sys.modules.get(name.rpartition(".")[0])
+        if package is not None and name in sys.modules:
+            named.append((package, "autoinit", package.__dict__.get("autoinit", _NONE)))
+            package.autoinit = sys.modules[name]
+    return named
+
+
+def _put_back(named: list[tuple[Any, str, Any]]) -> None:
+    """Each package's attribute as `_named_by_packages` found it."""
+    for package, attribute, held in reversed(named):
+        if held is _NONE:
+            package.__dict__.pop(attribute, None)
+        else:
+            setattr(package, attribute, held)

@@ -86,9 +86,10 @@ def _package_roots() -> list[Path]:
 def _executable(path: str | os.PathLike[str]) -> str | None:
     """`path` made absolute, where it is an executable file (a relative `./nvcc` stays the
     file it names: `str(Path(...))` dropped its `./`, and the bare name was looked up on
-    PATH)."""
-    p = Path(path)
-    return os.path.abspath(p) if p.is_file() and os.access(p, os.X_OK) else None
+    PATH); None for any other, one the system cannot look at too (`CUDA_HOME` of a name over 255
+    bytes: pathlib's `is_file` raised `File name too long`, `warm devices --compiler nvcc`'s
+    only line, the 3,000-character path in it)."""
+    return os.path.abspath(path) if os.path.isfile(path) and os.access(path, os.X_OK) else None
 
 
 def _candidates() -> Iterator[tuple[str, str | None]]:

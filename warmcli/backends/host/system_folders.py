@@ -1,14 +1,16 @@
 """The host C compiler's own include folders: where it finds `<stdlib.h>`, after a kernel's.
 
 `cc -E -v` prints them (`#include <...> search starts here:`), run with `CPATH` and
-`C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on
-a machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the
-binary's stamp), so a hot start runs no compiler for them. The host compiler tells the key how
-to ask for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported
-where a key first asks: a kernel's include folders lack a header it includes
-(`warmcli.system_shadows`). A compiler that does not say (another than GCC or Clang, one that
-fails) names none: such a kernel keys as before. State: the per-process memo of each compiler's
-folders.
+`C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on a
+machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the binary's
+stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key the compiler too), so a hot start runs no
+compiler for them (but for a wrapper script, asked in each process as its version line is: the
+compiler it runs may change while its stamp does not). The host compiler tells the key how to ask
+for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported where a key
+first asks: a kernel's include folders lack a header it includes (`warmcli.system_shadows`). A
+compiler that does not say (another than GCC or Clang: remembered so too; one that fails, asked
+again in the next process) names none: such a kernel keys as before. State: the per-process memo of
+each compiler's folders.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 
+from warmcli import config
 from warmcli.backends.toolchain import remembered
 from warmcli.errors import ToolchainError
 
@@ -26,16 +29,25 @@ _UNSET = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH")
 @functools.cache
 def system_folders(cc: str) -> tuple[str, ...]:
     """`cc`'s own `<...>` folders, in its order; () where it does not say."""
-    try:
-        said = remembered(_SEARCH, cc, os.stat(cc), _search_list).version
+    # Asked, and remembered, under the variables that move cc's own folders as they key it
+    # (`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/`: its `include`): else another's were kept.
+    named = "".join(f"; {k}={v}" for k, v in config.compiler_programs().items())
+    from warmcli.wrapper_script import script_digest  # (a probe's: imported with the toolchain)
+
+    try:  # a wrapper script's asked in each process, as its version: what it runs may change
+        if script_digest(cc):  # (`exec "$REAL_CC" "$@"`) while its own stamp does not
+            said = _search_list(_SEARCH, cc)
+        else:
+            said = remembered(_SEARCH + named, cc, os.stat(cc), _search_list).version
     except (OSError, ToolchainError):
         return ()
-    return tuple(said.split("\n"))
+    return tuple(said.split("\n")) if said else ()
 
 
 def _search_list(name: str, cc: str) -> str:
-    """The folders `cc -E -v` lists for `<...>`, joined by line breaks; ToolchainError where
-    it lists none."""
+    """The folders `cc -E -v` lists for `<...>`, joined by line breaks; "" where it answers
+    and lists none (remembered so: a compiler that never says is not asked again in every
+    process, as it was); ToolchainError where it fails."""
     import subprocess  # on first use: a hot start finds them remembered
 
     unset = [w for name in _UNSET for w in ("-u", name)]  # (`env`: warm's own left as it is)
@@ -53,6 +65,6 @@ def _search_list(name: str, cc: str) -> str:
         folder = line.strip().removesuffix(" (framework directory)")
         if folder and "\n" not in folder:
             folders.append(os.path.normpath(folder))
-    if out.returncode != 0 or not folders:
-        raise ToolchainError(f"{name}: {cc} -E -v lists no include folders")
+    if out.returncode != 0:
+        raise ToolchainError(f"{name}: {cc} -E -v failed")
     return "\n".join(folders)
