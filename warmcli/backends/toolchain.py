@@ -169,22 +169,12 @@ def _stamp_now(name: str, where: str) -> str | None:
 
 
 def _version_line(name: str, where: str) -> str:
-    """A compiler's `--version` banner, reduced to its version line."""
-    from warmcli.backends import processes  # on first use: a serving process runs no compiler
+    """A compiler's `--version` banner, reduced to its version line (a C compiler script's
+    with its digest, `_wrapper`)."""
+    from warmcli.backends.version_line import version_line  # run on a miss only
 
     script = "" if name == "nvcc" else _wrapper(where)  # read first: the file that answers
-    try:
-        out = processes.run([where, "--version"], VERSION_TIMEOUT)
-    except OSError as exc:
-        raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
-    if out.timed_out:
-        raise ToolchainError(
-            f"{name}: {where} did not answer --version within {VERSION_TIMEOUT:g} s"
-        )
-    lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
-    if out.returncode != 0 or not lines:
-        raise ToolchainError(f"{name}: {where} --version failed: {out.err.strip()[:200]}")
-    return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
+    return version_line(name, where, VERSION_TIMEOUT) + script
 
 
 def recipe_of(identity: str) -> int:
@@ -368,16 +358,6 @@ def _remember(stamp: str, version: str) -> None:
         make_folder(path.parent)
         text = json.dumps(versions, indent=0)
         write_private(str(path.parent), str(path), text.encode())
-
-
-def _nvcc_version(lines: list[str]) -> str:
-    """nvcc's banner reduced to its release line and its build line, joined by "; ".
-
-    ("Cuda compilation tools, release 13.5, V13.5.37; Build cuda_13.5.r13.5/...").
-    The release alone misses rebuilds, the build alone hides the version a user reads.
-    """
-    keep = [ln for ln in lines if "release" in ln or ln.startswith("Build")]
-    return "; ".join(keep) or lines[-1]
 
 
 # A variable's value (`COMPILER_PATH`, `NVCC_APPEND_FLAGS`) longer than this is named in a
