@@ -25,6 +25,7 @@ in warm's home. Nothing here compiles and nothing prints.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -110,7 +111,7 @@ def probe(name: str, path: str) -> Toolchain:
     if found is None:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
     where, st = found
-    if os.path.basename(os.path.realpath(where)) in LAUNCHERS:  # (once a process per path)
+    if resolved_name(where) in LAUNCHERS:  # (once a process per path)
         runs = past_launchers(os.path.basename(where), config.path())
         if runs is not None and (real := _find(runs)) is not None:
             where, st = real
@@ -119,6 +120,22 @@ def probe(name: str, path: str) -> Toolchain:
 
 # Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
 LAUNCHERS = frozenset({"ccache", "sccache", "buildcache", "distcc", "icecc"})
+
+
+def resolved_name(where: str) -> str:
+    """`os.path.basename(os.path.realpath(where))`, read from the links alone (`/usr/bin/cc`,
+    `/etc/alternatives/cc`, `/usr/bin/gcc`, `gcc-12`: four `readlink`s, where `realpath` asks
+    about every folder of the way): a link's folders lead where they lead, its last name is
+    the file's."""
+    for _ in range(40):  # (the kernel's limit on links: past it, as `realpath` answers)
+        try:
+            target = os.readlink(where)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or os.path.basename(where) in ("", ".", ".."):
+                break  # (none there, a folder's name: as `realpath` answers)
+            return os.path.basename(where)  # no link: the file's own name
+        where = target if os.path.isabs(target) else f"{os.path.dirname(where)}/{target}"
+    return os.path.basename(os.path.realpath(where))
 
 
 def past_launchers(name: str, search: str) -> str | None:
@@ -267,8 +284,7 @@ def _as_binary(version: str, where: str) -> str:
             return version
     except OSError:
         pass
-    resolved = os.path.basename(os.path.realpath(where))
-    return f"{resolved}{sep}{rest}"
+    return f"{resolved_name(where)}{sep}{rest}"
 
 
 def versions_file() -> Path:
