@@ -1,7 +1,8 @@
 """A hot host start's compiler identity, made with fewer calls: the same identity.
 
 The name of the file cc resolves to (is it a launcher?) is read from its links alone, as
-`realpath` names it. Real files, real links.
+`realpath` names it; cc's program folders that cannot be searched are asked about no program,
+and hide none in the folders after them. Real files, real links, the real cc.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from warmcli.backends import toolchain
+from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.toolchain import resolved_name
 
 
@@ -49,3 +52,23 @@ def _links(root: Path) -> dict[str, Path]:
 def test_the_resolved_name_is_realpaths(tmp_path: Path, case: str) -> None:
     where = str(_links(tmp_path)[case])
     assert resolved_name(where) == os.path.basename(os.path.realpath(where))
+
+
+def test_a_program_folder_that_cannot_be_searched_hides_none_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders not there, one below them, a file named as a folder: passed over, and the
+    wrapper `as` in the folder after them is the one keyed, as cc runs it."""
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    wrapper = programs / "as"
+    wrapper.write_text('#!/bin/sh\nexec as "$@"\n')
+    wrapper.chmod(0o755)
+    (tmp_path / "file").write_text("")
+    gone = tmp_path / "gone"
+    folders = [f"{gone}/", f"{gone}/sub/", f"{tmp_path}/file/", f"{programs}/"]
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COMPILER_PATH", os.pathsep.join(folders))
+    version = HostCompiler().toolchain.version
+    assembler = version.split("; as ", 1)[1].split("; ", 1)[0]
+    assert toolchain.WRAPPER_MARK in assembler, version

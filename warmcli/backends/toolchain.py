@@ -151,16 +151,21 @@ def past_launchers(name: str, search: str) -> str | None:
 
 
 def remembered(
-    name: str, where: str, st: os.stat_result, read_version: Callable[[str, str], str]
+    name: str,
+    where: str,
+    st: os.stat_result,
+    read_version: Callable[[str, str], str],
+    versions: dict[str, str] | None = None,
 ) -> Toolchain:
     """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp, else `read_version(name, where)` (which raises ToolchainError),
+    the file's stamp (in `versions`, where the caller has just read them: cc's programs look
+    up three at once), else `read_version(name, where)` (which raises ToolchainError),
     remembered only if the file's stamp is the same after it ran as before (a binary
     swapped in meanwhile is never stored under the old one's stamp), and never for a
     wrapper script: the compiler it runs may change while its own stamp does not (read in
     each process, then)."""
     stamp = _stamp(name, where, st)
-    known = _read_versions().get(stamp) if stamp else None
+    known = (_read_versions() if versions is None else versions).get(stamp) if stamp else None
     if known is not None:  # remembered as the binary named it: no link walked again
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = _as_binary(read_version(name, where), where)
