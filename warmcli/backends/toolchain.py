@@ -25,6 +25,7 @@ in warm's home. Nothing here compiles and nothing prints.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -111,7 +112,7 @@ def probe(name: str, path: str) -> Toolchain:
     if found is None:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
     where, st = found
-    if os.path.basename(os.path.realpath(where)) in LAUNCHERS:  # (once a process per path)
+    if resolved_name(where) in LAUNCHERS:  # (once a process per path)
         runs = past_launchers(os.path.basename(where), config.path())
         if runs is not None and (real := _find(runs)) is not None:
             where, st = real
@@ -120,6 +121,22 @@ def probe(name: str, path: str) -> Toolchain:
 
 # Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
 LAUNCHERS = frozenset({"ccache", "sccache", "buildcache", "distcc", "icecc"})
+
+
+def resolved_name(where: str) -> str:
+    """`os.path.basename(os.path.realpath(where))`, read from the links alone (`/usr/bin/cc`,
+    `/etc/alternatives/cc`, `/usr/bin/gcc`, `gcc-12`: four `readlink`s, where `realpath` asks
+    about every folder of the way): a link's folders lead where they lead, its last name is
+    the file's."""
+    for _ in range(40):  # (the kernel's limit on links: past it, as `realpath` answers)
+        try:
+            target = os.readlink(where)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL or os.path.basename(where) in ("", ".", ".."):
+                break  # (none there, a folder's name: as `realpath` answers)
+            return os.path.basename(where)  # no link: the file's own name
+        where = target if os.path.isabs(target) else f"{os.path.dirname(where)}/{target}"
+    return os.path.basename(os.path.realpath(where))
 
 
 def past_launchers(name: str, search: str) -> str | None:
@@ -135,16 +152,21 @@ def past_launchers(name: str, search: str) -> str | None:
 
 
 def remembered(
-    name: str, where: str, st: os.stat_result, read_version: Callable[[str, str], str]
+    name: str,
+    where: str,
+    st: os.stat_result,
+    read_version: Callable[[str, str], str],
+    versions: dict[str, str] | None = None,
 ) -> Toolchain:
     """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp, else `read_version(name, where)` (which raises ToolchainError),
+    the file's stamp (in `versions`, where the caller has just read them: cc's programs look
+    up three at once), else `read_version(name, where)` (which raises ToolchainError),
     remembered only if the file's stamp is the same after it ran as before (a binary
     swapped in meanwhile is never stored under the old one's stamp), and never for a
     wrapper script: the compiler it runs may change while its own stamp does not (read in
     each process, then)."""
     stamp = _stamp(name, where, st)
-    known = _read_versions().get(stamp) if stamp else None
+    known = (_read_versions() if versions is None else versions).get(stamp) if stamp else None
     if known is not None:  # remembered as the binary named it: no link walked again
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = _as_binary(read_version(name, where), where)
@@ -170,25 +192,12 @@ def _stamp_now(name: str, where: str) -> str | None:
 
 
 def _version_line(name: str, where: str) -> str:
-    """A compiler's `--version` banner, reduced to its version line."""
-    from warmcli.backends import processes  # on first use: a serving process runs no compiler
+    """A compiler's `--version` banner, reduced to its version line (a C compiler script's
+    with its digest, `_wrapper`)."""
+    from warmcli.backends.version_line import version_line  # run on a miss only
 
     script = "" if name == "nvcc" else _wrapper(where)  # read first: the file that answers
-    try:
-        out = processes.run([where, "--version"], VERSION_TIMEOUT)
-    except OSError as exc:
-        raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
-    if out.timed_out:
-        raise ToolchainError(
-            f"{name}: {where} did not answer --version within {VERSION_TIMEOUT:g} s"
-        )
-    lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
-    if out.returncode != 0 or not lines:
-        said = out.err.strip()[:200]  # else its exit status: never a reason left blank
-        status = f"exit status {out.returncode}" if out.returncode else "printed nothing"
-        failed = f": {said}" if said else f" ({status})"
-        raise ToolchainError(f"{name}: {where} --version failed{failed}")
-    return _nvcc_version(lines) if name == "nvcc" else lines[0] + script
+    return version_line(name, where, VERSION_TIMEOUT) + script
 
 
 def recipe_of(identity: str) -> int:
@@ -281,8 +290,7 @@ def _as_binary(version: str, where: str) -> str:
             return version
     except OSError:
         pass
-    resolved = os.path.basename(os.path.realpath(where))
-    return f"{resolved}{sep}{rest}"
+    return f"{resolved_name(where)}{sep}{rest}"
 
 
 def versions_file() -> Path:
@@ -372,16 +380,6 @@ def _remember(stamp: str, version: str) -> None:
         make_folder(path.parent)
         text = json.dumps(versions, indent=0)
         write_private(str(path.parent), str(path), text.encode())
-
-
-def _nvcc_version(lines: list[str]) -> str:
-    """nvcc's banner reduced to its release line and its build line, joined by "; ".
-
-    ("Cuda compilation tools, release 13.5, V13.5.37; Build cuda_13.5.r13.5/...").
-    The release alone misses rebuilds, the build alone hides the version a user reads.
-    """
-    keep = [ln for ln in lines if "release" in ln or ln.startswith("Build")]
-    return "; ".join(keep) or lines[-1]
 
 
 # A variable's value (`COMPILER_PATH`, `NVCC_APPEND_FLAGS`) longer than this is named in a

@@ -19,9 +19,10 @@ nothing defines is a link error naming it, never a stored binary that cannot loa
 The compiler is `WARM_CC`, else `cc`, run in a scratch directory (a relative include
 folder, a header read first by a relative name found in the working folder, `-include h`,
 and the relative entries of `CPATH` are given as the working folder's, as the key reads
-them). This module owns that scratch directory per call and nothing else: it never loads
-what it builds and keeps no cache, but reads its ELF header: a compile that exits 0 with
-no loadable shared object (a kernel option such as `-c` or `-fsyntax-only` stopped cc
+them). This module owns that scratch directory per call and, per process, the identity of
+each cc it was asked for (as `probe` remembers cc's line): it never loads what it builds and
+keeps no cache of it, but reads its ELF header: a compile that exits 0 with no loadable
+shared object (a kernel option such as `-c` or `-fsyntax-only` stopped cc
 before it linked) is that group's compile failure, never a binary stored and then refused
 at load; so is a library that does not export a kernel's symbol (an `inline` entry,
 `-fvisibility=hidden`: that kernel's, named), and an option that reads a file no key
@@ -43,7 +44,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.backends.host.programs import programs_line
+from warmcli.backends.host.programs import Moved, programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
 from warmcli.kernel import CC_SYSTEM
@@ -133,6 +134,19 @@ def _visibility(unit: CompileUnit) -> bool:
     return any("visibility" in text for text in texts)
 
 
+@functools.cache  # (once a process, as `probe` and `programs_line` are)
+def _toolchain(cc: str, moved: Moved, search: str) -> Toolchain:
+    """`HostCompiler.toolchain` of the C compiler `cc` where the variables `moved` are set and
+    `PATH` is `search`."""
+    found = probe("cc", cc)
+    added = "".join(f"; {name}={environment_named(v)}" for name, v in moved)
+    version = found.version + programs_line(found, moved, search) + added  # its `as` and `ld`
+    toolchain = Toolchain(name=found.name, path=found.path, version=version)
+    if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
+        CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, found.path)
+    return toolchain
+
+
 class HostCompiler:
     """Builds a shared object from a group of C kernels."""
 
@@ -147,18 +161,12 @@ class HostCompiler:
         it finds its programs (`cc1`, `as`, `ld`) where the environment says
         (`config.compiler_programs`): they change what it builds, so they key
         (`serving.host_programs`; a long one by its digest)."""
+        moved = tuple(config.compiler_programs().items())
         try:
-            found = probe("cc", self._cc)
+            return _toolchain(self._cc, moved, config.path())
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
-        programs = config.compiler_programs()
-        added = "".join(f"; {name}={environment_named(v)}" for name, v in programs.items())
-        version = found.version + programs_line(found) + added  # the `as` and `ld` it runs
-        toolchain = Toolchain(name=found.name, path=found.path, version=version)
-        if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
-            CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, found.path)
-        return toolchain
 
     def command(self, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
         options = list(units[0].kernel.options) if units else []

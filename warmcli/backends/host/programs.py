@@ -12,10 +12,12 @@ with no `#!` too, as a wrapper cc's: `warmcli.backends.toolchain`); where `COMPI
 `GCC_EXEC_PREFIX` is set, so are those of the `cc1`, `collect2`, `lto1` and `lto-wrapper`
 found first in cc's folders (`cc1` prints none: its name and its content's digest), and the
 digest of the linker plugin there (`liblto_plugin.so`, loaded by `ld` on every link). A hot
-start pays one `access` per folder and `PATH` entry: cc's program folders are remembered in
-warm's home by cc's stamp and the variables that move them (read anew in each process for a
-cc that is a wrapper script), each program's version line by its own stamp, as cc's is. Its
-state: a per-process memo of each cc's line, by the variables read. Nothing here compiles or prints.
+start pays one `access` per folder of cc's, one per name in each it can search, one per `PATH`
+entry and name (`PATH` walked once for both), a `stat` per program found (its stamp), and one
+read of `toolchains.json` for all: cc's program folders are remembered in warm's home by cc's
+stamp and the variables that move them (read anew in each process for a cc that is a wrapper
+script), each program's version line by its own stamp, as cc's is. Its state: a per-process
+memo of each cc's line, by the variables read. Nothing here compiles or prints.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import functools
 import os
 import stat
 
-from warmcli import config
 from warmcli.backends.toolchain import (
     WRAPPER_MARK,
     Toolchain,
+    _joined,
+    _read_versions,
     _version_line,
     environment_named,
     remembered,
@@ -44,35 +47,44 @@ PLUGIN = "liblto_plugin.so"  # cc hands `ld` the first in its folders (`-plugin`
 FOLDERS_TIMEOUT = 60.0  # seconds cc may take to answer `-print-search-dirs`
 
 
-def programs_line(found: Toolchain) -> str:
+def programs_line(found: Toolchain, moved: Moved, search: str) -> str:
     """What follows cc's version line in its identity: `; as <line>; ld <line>` of the
-    programs the cc of `found` runs here (`none` for one not found)."""
-    moved = tuple(config.compiler_programs().items())
-    return _line(found.path, WRAPPER_MARK in found.version, moved, config.path())
+    programs the cc of `found` runs here (`none` for one not found), where the variables
+    `moved` (`config.compiler_programs`) are set and `PATH` is `search`."""
+    return _line(found.path, WRAPPER_MARK in found.version, moved, search)
+
+
+Moved = tuple[tuple[str, str], ...]  # `config.compiler_programs()`'s items
 
 
 @functools.cache
-def _line(cc: str, script: bool, moved: tuple[tuple[str, str], ...], search: str) -> str:
-    folders = _folders(cc, script, moved)
-    assembler = _version("as", _first(folders, ASSEMBLER) or _on_path("as", search))
-    linker = _version("ld", _first(folders, LINKER) or _on_path("ld", search))
-    line = f"; as {assembler}; ld {linker}"
+def _line(cc: str, script: bool, moved: Moved, search: str) -> str:
+    versions = _read_versions()  # (once for all: each line below is looked up in it)
+    # cc's folders one can search (no other holds a program): each is looked in for up to four
+    # names, and on most machines some are not there (Debian's `.../x86_64-linux-gnu/bin/`)
+    found = filter(None, map(seen_from_scratch, _folders(cc, script, moved, versions)))
+    folders = [folder for folder in found if os.access(folder, os.X_OK)]
+    assembler, linker = _first(folders, ASSEMBLER), _first(folders, LINKER)
+    if assembler is None or linker is None:  # `PATH` read once for both
+        on_path = _on_path([n for n, f in (("as", assembler), ("ld", linker)) if not f], search)
+        assembler, linker = assembler or on_path.get("as"), linker or on_path.get("ld")
+    line = f"; as {_version('as', assembler, versions)}; ld {_version('ld', linker, versions)}"
     for name in MOVED_PROGRAMS if moved else ():  # else cc's own, of its version
-        line += f"; {name} {_version(name, _first(folders, (name,)))}"
-    return line + (f"; {PLUGIN} {_plugin(folders)}" if moved else "")
+        line += f"; {name} {_version(name, _first(folders, (name,)), versions)}"
+    return line + (f"; {PLUGIN} {_plugin(folders, versions)}" if moved else "")
 
 
-def _plugin(folders: list[str]) -> str:
+def _plugin(folders: list[str], versions: dict[str, str]) -> str:
     """The digest of the linker plugin cc finds first in `folders` (a readable file), by its
-    stamp; `none` where there is none."""
-    for folder in filter(None, map(seen_from_scratch, folders)):
+    stamp (in `versions`, as read); `none` where there is none."""
+    for folder in folders:
         where = os.path.join(folder, PLUGIN)
         try:
             st = os.stat(where)
         except OSError:
             continue
         if stat.S_ISREG(st.st_mode) and os.access(where, os.R_OK):
-            read = remembered(PLUGIN, os.path.abspath(where), st, _digest_line)
+            read = remembered(PLUGIN, os.path.abspath(where), st, _digest_line, versions)
             return read.version
     return "none"
 
@@ -81,8 +93,9 @@ def _digest_line(name: str, where: str) -> str:
     return f"sha256:{_content_digest(where)}"
 
 
-def _folders(cc: str, script: bool, moved: tuple[tuple[str, str], ...]) -> list[str]:
-    """cc's program folders, remembered by its stamp and the variables that move them."""
+def _folders(cc: str, script: bool, moved: Moved, versions: dict[str, str]) -> list[str]:
+    """cc's program folders, remembered by its stamp and the variables that move them (in
+    `versions`, as read)."""
     try:
         st = os.stat(cc)
     except OSError:
@@ -91,7 +104,7 @@ def _folders(cc: str, script: bool, moved: tuple[tuple[str, str], ...]) -> list[
         text = _read_folders("", cc)
     else:
         moving = environment_named(repr(moved))  # (no digest unless long: no first sha256)
-        text = remembered(f"cc programs {moving}", cc, st, _read_folders).version
+        text = remembered(f"cc programs {moving}", cc, st, _read_folders, versions).version
     return [folder for folder in dict.fromkeys(text.split(os.pathsep)) if folder]
 
 
@@ -111,44 +124,57 @@ def _read_folders(name: str, cc: str) -> str:
     return ""
 
 
-def _first(folders: list[str], names: tuple[str, ...]) -> str | None:
-    """The first of `names` that is an executable file, name by name, folder by folder (a
-    relative one read from cc's scratch folder: `seen_from_scratch`)."""
+Found = tuple[str, os.stat_result]  # a program's absolute path, and its stat
+
+
+def _first(folders: list[str], names: tuple[str, ...]) -> Found | None:
+    """The first of `names` that is an executable file, name by name, folder by folder (each
+    as cc's scratch folder reads it: `_line`)."""
+    access, executable = os.access, os.X_OK
     for name in names:
-        for folder in filter(None, map(seen_from_scratch, folders)):
-            found = _executable(os.path.join(folder, name))
-            if found:
+        for folder in folders:
+            place = _joined(folder, name)
+            if access(place, executable) and (found := _file(place)):
                 return found
     return None
 
 
-def _on_path(name: str, search: str) -> str | None:
-    """The first executable file `name` on `search` (PATH), as cc's `execvp` finds it."""
-    if not search:
-        return None
-    for folder in filter(None, map(seen_from_scratch, dict.fromkeys(search.split(os.pathsep)))):
-        found = _executable(os.path.join(folder, name))
-        if found:
-            return found
-    return None
+def _on_path(names: list[str], search: str) -> dict[str, Found]:
+    """The first executable file of each of `names` on `search` (PATH), as cc's `execvp`
+    finds it (those found: none where `search` is empty), one pass over `PATH` for all."""
+    found: dict[str, Found] = {}
+    access, executable = os.access, os.X_OK
+    folders = dict.fromkeys(search.split(os.pathsep)) if search else {}
+    for folder in filter(None, map(seen_from_scratch, folders)):  # (as cc's scratch folder)
+        for name in names:
+            if name in found:
+                continue
+            place = _joined(folder, name)
+            if access(place, executable) and (hit := _file(place)):
+                found[name] = hit
+        if len(found) == len(names):
+            break
+    return found
 
 
-def _executable(place: str) -> str | None:
-    if not os.access(place, os.X_OK):
-        return None
+def _file(place: str) -> Found | None:
+    """The executable `place` found, where it is a file (a folder named so is passed over)."""
     try:
-        return os.path.abspath(place) if stat.S_ISREG(os.stat(place).st_mode) else None
+        st = os.stat(place)
     except OSError:
         return None
+    return (os.path.abspath(place), st) if stat.S_ISREG(st.st_mode) else None
 
 
-def _version(name: str, where: str | None) -> str:
-    """The version line of the program `where` (a script's with its digest), remembered by
-    its stamp; `none` where there is none, and what it says where it answers no version."""
-    if where is None:
+def _version(name: str, found: Found | None, versions: dict[str, str]) -> str:
+    """The version line of the program `found` (a script's with its digest), remembered by
+    its stamp (the stat it was found by; in `versions`, as read); `none` where there is none,
+    and what it says where it answers no version."""
+    if found is None:
         return "none"
+    where, st = found
     try:
-        return remembered(name, where, os.stat(where), _answered).version
+        return remembered(name, where, st, _answered, versions).version
     except (OSError, ToolchainError):
         return f"{os.path.basename(where)} (no version line)"
 

@@ -1,0 +1,41 @@
+"""A compiler's version line, as it answers `--version`: what a probe runs where none is remembered.
+
+`warmcli.backends.toolchain` remembers each compiler's line by its file's stamp, so a hot start
+never runs a compiler nor imports this module: it runs one (`warmcli.backends.processes`)
+and reduces its banner to the line that keys its builds (nvcc's: its release and build
+lines). This module owns no state and prints nothing.
+"""
+
+from __future__ import annotations
+
+from warmcli.errors import ToolchainError
+
+
+def version_line(name: str, where: str, timeout: float) -> str:
+    """The first line `where --version` prints (nvcc's: `nvcc_version`); ToolchainError
+    where it cannot run, answers nothing within `timeout` seconds, or fails."""
+    from warmcli.backends import processes  # on first use: a serving process runs no compiler
+
+    try:
+        out = processes.run([where, "--version"], timeout)
+    except OSError as exc:
+        raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
+    if out.timed_out:
+        raise ToolchainError(f"{name}: {where} did not answer --version within {timeout:g} s")
+    lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
+    if out.returncode != 0 or not lines:
+        said = out.err.strip()[:200]  # else its exit status: never a reason left blank
+        status = f"exit status {out.returncode}" if out.returncode else "printed nothing"
+        failed = f": {said}" if said else f" ({status})"
+        raise ToolchainError(f"{name}: {where} --version failed{failed}")
+    return nvcc_version(lines) if name == "nvcc" else lines[0]
+
+
+def nvcc_version(lines: list[str]) -> str:
+    """nvcc's banner reduced to its release line and its build line, joined by "; ".
+
+    ("Cuda compilation tools, release 13.5, V13.5.37; Build cuda_13.5.r13.5/...").
+    The release alone misses rebuilds, the build alone hides the version a user reads.
+    """
+    keep = [ln for ln in lines if "release" in ln or ln.startswith("Build")]
+    return "; ".join(keep) or lines[-1]
