@@ -1,0 +1,94 @@
+"""A new user's fleet trial (stop 46): shards merged, signed, pushed to an object store,
+pulled and served by URL, keys rotated, versions diffed, the store broken.
+
+Real parts only: the CLI in subprocesses, the system cc, SQLite files and moto's S3 server
+on 127.0.0.1 (a versioned bucket, as a fleet keeping its published bundles has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Warm
+
+
+@pytest.fixture
+def store(warm: Warm) -> Iterator[Any]:
+    """moto's S3 server on 127.0.0.1 with a versioned bucket `fleet`, warm's environment
+    naming it; yields boto3's client of it."""
+    boto3 = pytest.importorskip("boto3")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    aws = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    warm.env.update(aws)
+    client = boto3.client(
+        "s3",
+        endpoint_url=aws["AWS_ENDPOINT_URL"],
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket="fleet")
+    client.put_bucket_versioning(Bucket="fleet", VersioningConfiguration={"Status": "Enabled"})
+    yield client
+    server.stop()
+
+
+def _signed(warm: Warm, host_bundle: Callable[[Path], Path], tmp_path: Path) -> tuple[Path, Path]:
+    """The host example's bundle and a copy of it signed by a new key: (signed, its .pub)."""
+    key = tmp_path / "keys" / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    signed = host_bundle(tmp_path / "signed.warm")
+    done = warm("sign", signed, "--key", key)
+    assert done.returncode == 0, done.stderr
+    return signed, Path(f"{key}.pub")
+
+
+def _one_line(proc: Any, code: int = 2) -> str:
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, (
+        proc.stderr
+    )
+    return str(proc.stderr)
+
+
+def test_s3_version_id_names_that_version_and_any_other_query_is_refused(
+    store: Any, warm: Warm, host_bundle: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    """`warm diff 's3://fleet/b.warm?versionId=OLD' s3://fleet/b.warm` compared the newest
+    object with itself: the query was dropped, `?versionId=` (and any typo) served the
+    newest version, and the diff said the two versions held the same."""
+    plain = host_bundle(tmp_path / "plain.warm")
+    signed, _ = _signed(warm, host_bundle, tmp_path)
+    assert warm("push", plain, "s3://fleet/b.warm").returncode == 0
+    old = store.head_object(Bucket="fleet", Key="b.warm")["VersionId"]
+    assert warm("push", signed, "s3://fleet/b.warm").returncode == 0
+    assert store.head_object(Bucket="fleet", Key="b.warm")["VersionId"] != old
+
+    got = tmp_path / "got" / "old.warm"
+    proc = warm("pull", f"s3://fleet/b.warm?versionId={old}", got)
+    assert proc.returncode == 0, proc.stderr
+    assert got.read_bytes() == plain.read_bytes()  # that version, not the newest
+    proc = warm("pull", "s3://fleet/b.warm", tmp_path / "got" / "new.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "got" / "new.warm").read_bytes() == signed.read_bytes()
+    doc = warm.json("verify", f"s3://fleet/b.warm?versionId={old}")
+    assert not doc["integrity"]["signatures"]["signatures"], doc  # the old one: unsigned
+
+    for url in ("s3://fleet/b.warm?versionId=nosuch", "s3://fleet/b.warm?version=1"):
+        said = _one_line(warm("stats", url))
+        assert "?***" in said and "nosuch" not in said
+    said = _one_line(warm("stats", "s3://fleet/b.warm?version=1"))
+    assert "versionId" in said, said
+    said = _one_line(warm("push", plain, f"s3://fleet/b.warm?versionId={old}"))
+    assert "versionId" in said and "not pushed" in said, said
