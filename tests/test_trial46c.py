@@ -7,6 +7,7 @@ on 127.0.0.1 (a versioned bucket, as a fleet keeping its published bundles has).
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,27 @@ def test_s3_version_id_names_that_version_and_any_other_query_is_refused(
     assert "versionId" in said, said
     said = _one_line(warm("push", plain, f"s3://fleet/b.warm?versionId={old}"))
     assert "versionId" in said and "not pushed" in said, said
+
+
+def test_pull_under_trusted_keys_refuses_a_bundle_they_did_not_sign_with_no_copy_kept(
+    store: Any, warm: Warm, host_bundle: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    """README: under trusted keys a download they did not sign is refused, `warm pull`
+    pulling nothing (exit 2). With no last good copy in WARM_HOME, `pull` copied the
+    unsigned bundle over PATH, a bundle they signed, and said `pulled` (exit 0)."""
+    signed, pub = _signed(warm, host_bundle, tmp_path)
+    plain = host_bundle(tmp_path / "plain.warm")
+    assert warm("push", plain, "s3://fleet/team.warm").returncode == 0
+    here = tmp_path / "prod" / "app.warm"
+    here.parent.mkdir()
+    shutil.copyfile(signed, here)
+    keyed = warm.with_env(WARM_TRUSTED_KEYS=str(pub))
+    for _ in range(2):  # the download refused, then the copy kept of it: refused both times
+        said = _one_line(keyed("pull", "s3://fleet/team.warm", here))
+        assert "not signed" in said or "unsigned" in said, said
+        assert "nothing pulled" in said, said
+        assert here.read_bytes() == signed.read_bytes()  # as it was
+    assert not (tmp_path / "prod" / "team.warm").exists()
+    # without the keys, it is pulled as before
+    assert warm("pull", "s3://fleet/team.warm", here).returncode == 0
+    assert here.read_bytes() == plain.read_bytes()
