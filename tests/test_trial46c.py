@@ -7,13 +7,14 @@ on 127.0.0.1 (a versioned bucket, as a fleet keeping its published bundles has).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Warm
+from conftest import EXAMPLES, Warm
 
 
 @pytest.fixture
@@ -117,3 +118,36 @@ def test_pull_under_trusted_keys_refuses_a_bundle_they_did_not_sign_with_no_copy
     # without the keys, it is pulled as before
     assert warm("pull", "s3://fleet/team.warm", here).returncode == 0
     assert here.read_bytes() == plain.read_bytes()
+
+
+def test_merge_of_urls_names_each_input_by_its_url_in_every_line(
+    store: Any, warm: Warm, host_bundle: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    """`warm merge s3://.../shard0.warm s3://.../shard1.warm -o fleet.warm` named its inputs
+    by URL (`from s3://...`) but a kernel built to two binaries by the local copies in
+    WARM_HOME (`kept the binary ... of /home/.../remote/809b.../bundle.warm, dropped ... of
+    .../remote/c15a.../bundle.warm`): which shard's was kept could not be told."""
+    whole = host_bundle(tmp_path / "whole.warm")
+    shard = tmp_path / "shard0.warm"  # built in other batches: other binaries, same keys
+    done = warm("run", EXAMPLES / "matmul_host.py", "--shard", "0/2", "-b", shard, "-q")
+    assert done.returncode == 0, done.stderr
+    for name, bundle in (("whole", whole), ("shard0", shard)):
+        assert warm("push", bundle, f"s3://fleet/{name}.warm").returncode == 0
+    urls = ["s3://fleet/whole.warm", "s3://fleet/shard0.warm"]
+    proc = warm("merge", *urls, "-o", tmp_path / "fleet.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert "kept the binary" in proc.stdout  # (what this test is of)
+    assert "/remote/" not in proc.stdout.replace("\n", "") + proc.stderr
+    doc = warm.json("merge", *urls, "-o", tmp_path / "again.warm")
+    kept = [line for line in doc["mended"] if "kept the binary" in line]
+    assert kept, doc
+    for line in kept:
+        assert f"of {urls[0]}, dropped" in line and line.endswith(f"of {urls[1]}"), line
+    assert "/remote/" not in json.dumps(doc)
+    # refused under trusted keys: the input named by its URL, not by its local copy
+    _, pub = _signed(warm, host_bundle, tmp_path)
+    keyed = warm.with_env(WARM_TRUSTED_KEYS=str(pub))
+    key = pub.with_suffix("")
+    said = _one_line(keyed("merge", *urls, "-o", tmp_path / "keyed.warm", "--key", key))
+    assert said.startswith(f"warm: error: {urls[0]}: not signed by a trusted key"), said
+    assert not (tmp_path / "keyed.warm").exists()
