@@ -18,9 +18,16 @@ from conftest import EXAMPLES, Warm
 
 
 @pytest.fixture
-def store(warm: Warm) -> Iterator[Any]:
-    """moto's S3 server on 127.0.0.1 with a versioned bucket `fleet`, warm's environment
-    naming it; yields boto3's client of it."""
+def warm(warm: Warm, forked: Any) -> Any:
+    """conftest's `warm`, each command a fork of a process that imported the CLI once
+    (`tests/forked_cli.py`): no test here is of how a process starts."""
+    return forked(warm)
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[tuple[dict[str, str], Any]]:
+    """moto's S3 server on 127.0.0.1 (one for this module) with a versioned bucket `fleet`:
+    the AWS variables naming it, and boto3's client of it."""
     boto3 = pytest.importorskip("boto3")
     moto_server = pytest.importorskip("moto.server")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -32,7 +39,6 @@ def store(warm: Warm) -> Iterator[Any]:
         "AWS_SECRET_ACCESS_KEY": "test",
         "AWS_DEFAULT_REGION": "us-east-1",
     }
-    warm.env.update(aws)
     client = boto3.client(
         "s3",
         endpoint_url=aws["AWS_ENDPOINT_URL"],
@@ -42,8 +48,17 @@ def store(warm: Warm) -> Iterator[Any]:
     )
     client.create_bucket(Bucket="fleet")
     client.put_bucket_versioning(Bucket="fleet", VersioningConfiguration={"Status": "Enabled"})
-    yield client
+    yield aws, client
     server.stop()
+
+
+@pytest.fixture
+def store(warm: Warm, moto: tuple[dict[str, str], Any]) -> Any:
+    """boto3's client of `moto`'s store, warm's environment naming it (each test its own
+    objects in the bucket)."""
+    aws, client = moto
+    warm.env.update(aws)
+    return client
 
 
 def _signed(warm: Warm, host_bundle: Callable[[Path], Path], tmp_path: Path) -> tuple[Path, Path]:
@@ -81,17 +96,10 @@ def test_s3_version_id_names_that_version_and_any_other_query_is_refused(
     proc = warm("pull", f"s3://fleet/b.warm?versionId={old}", got)
     assert proc.returncode == 0, proc.stderr
     assert got.read_bytes() == plain.read_bytes()  # that version, not the newest
-    proc = warm("pull", "s3://fleet/b.warm", tmp_path / "got" / "new.warm")
-    assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "got" / "new.warm").read_bytes() == signed.read_bytes()
-    doc = warm.json("verify", f"s3://fleet/b.warm?versionId={old}")
-    assert not doc["integrity"]["signatures"]["signatures"], doc  # the old one: unsigned
-
     for url in ("s3://fleet/b.warm?versionId=nosuch", "s3://fleet/b.warm?version=1"):
         said = _one_line(warm("stats", url))
         assert "?***" in said and "nosuch" not in said
-    said = _one_line(warm("stats", "s3://fleet/b.warm?version=1"))
-    assert "versionId" in said, said
+    assert "versionId" in said, said  # what it takes
     said = _one_line(warm("push", plain, f"s3://fleet/b.warm?versionId={old}"))
     assert "versionId" in said and "not pushed" in said, said
 
