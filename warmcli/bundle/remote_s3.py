@@ -94,6 +94,11 @@ class S3:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code, message = said(error.get("Code")), said(error.get("Message"))
+            if code in ("404", "NoSuchKey", "NoSuchVersion") and self.version:  # (of one key)
+                raise RemoteError(
+                    f"{self.url}: no such version of the object ({code}): name one the bucket "
+                    "holds (aws s3api list-object-versions)"
+                ) from None
             if code in ("404", "NoSuchKey"):
                 raise RemoteError(failed(self.url, 404, message)) from None
             raise RemoteError(f"{self.url}: {code}: {message}") from None
