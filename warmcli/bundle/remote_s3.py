@@ -3,7 +3,10 @@ warmcli[s3]`), imported only for such a URL, its endpoint and credentials from t
 AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...; settings no client can be
 made from are a `RemoteError`). A download is checked against the sha256 `push` put in
 the object's metadata; a push sends nothing where the object is this bundle already
-(`push_copy.held`). boto3 reads the store's answers on sockets warm cannot reach (each
+(`push_copy.held`). `s3://bucket/key?versionId=ID` reads that version of the object (a push
+to it is refused: a PUT makes a new version); any other query, or a fragment, is refused
+(`_version`), never dropped to read the newest object in place of the one named.
+boto3 reads the store's answers on sockets warm cannot reach (each
 read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
 headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT
 run in a daemon thread whose result is waited for `WARM_REMOTE_DEADLINE` at most
@@ -28,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from warmcli.bundle.http_open import TIMEOUT, failed, said
 from warmcli.bundle.location import shown
@@ -53,6 +56,7 @@ class S3:
         self.sent = False  # the store answered the upload: it holds it
         if not self.bucket or not self.key:
             raise RemoteError(f"{self.url}: an S3 URL is s3://bucket/key")
+        self.version = _version(self.url, parts.query, parts.fragment)  # {"VersionId": ...}
         try:
             import boto3
         except ImportError:
@@ -90,6 +94,11 @@ class S3:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code, message = said(error.get("Code")), said(error.get("Message"))
+            if code in ("404", "NoSuchKey", "NoSuchVersion") and self.version:  # (of one key)
+                raise RemoteError(
+                    f"{self.url}: no such version of the object ({code}): name one the bucket "
+                    "holds (aws s3api list-object-versions)"
+                ) from None
             if code in ("404", "NoSuchKey"):
                 raise RemoteError(failed(self.url, 404, message)) from None
             raise RemoteError(f"{self.url}: {code}: {message}") from None
@@ -107,6 +116,11 @@ class S3:
         the object is this copy already (`held`: False, nothing sent). The HEAD, and the PUT
         (its body sent and answered), each end within `WARM_REMOTE_DEADLINE`, else
         `RemoteError` (not pushed, or not known to be: `_late_put`)."""
+        if self.version:  # a PUT makes a new version: it never writes an old one
+            raise RemoteError(
+                f"{self.url}: not pushed: a push makes a new version of the object; name it "
+                "without ?versionId= (s3://bucket/key)"
+            )
         late = (
             f"{self.url}: not pushed: the store did not answer in {self.seconds:g} s "
             "(WARM_REMOTE_DEADLINE)"
@@ -202,13 +216,13 @@ class S3:
     def _download(
         self, etag: str | None, folder: Path, limits: Bounds, gate: Gate
     ) -> tuple[Path, str, str] | None:
-        head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key))
+        head = self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key, **self.version))
         if etag is not None and head.get("ETag") == etag:
             return None
         limits.too_long(self.url, head.get("ContentLength"))
         from botocore.exceptions import BotoCoreError
 
-        got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key))
+        got = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=self.key, **self.version))
         body = got["Body"]
         try:
             tmp, digest, length = receive(self.url, body, folder, limits, gate)
@@ -224,6 +238,20 @@ class S3:
         stated = (got.get("Metadata") or {}).get(SHA_META)
         etag = got.get("ETag") or digest  # a store that names none: its sha256 stands in
         return checked(self.url, tmp, digest, length, got.get("ContentLength"), stated, etag)
+
+
+def _version(url: str, query: str, fragment: str) -> dict[str, str]:
+    """The object version an `s3://bucket/key?versionId=ID` URL names, as boto3's
+    `VersionId` ({} for the newest); any other query or a fragment is a `RemoteError` (S3
+    takes none: dropped, it would serve the newest object in place of the one named)."""
+    fields = parse_qsl(query, keep_blank_values=True)
+    named = len(fields) == 1 and fields[0][0] == "versionId" and fields[0][1]
+    if fragment or (query and not named):
+        raise RemoteError(
+            f"{url}: an s3:// URL takes no query but ?versionId=ID, an object's version "
+            "(s3://bucket/key?versionId=ID), nor a #fragment"
+        )
+    return {"VersionId": fields[0][1]} if fields else {}
 
 
 def _capped(send: Callable[[Any], Any], request: Any) -> Any:

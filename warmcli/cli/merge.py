@@ -2,12 +2,14 @@
 are not one whole run said (one line on stderr, exit 1; OUT is written). An interrupt once
 OUT was moved into place (`MergeInterrupted`), or as the report is handed back or shown,
 says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
-is there (`warmcli.cli.committed`). The merging is `warmcli.ops.merge`'s; this module parses
+is there (`warmcli.cli.committed`). An input given by URL is named by it in every line,
+never by its local copy in WARM_HOME. The merging is `warmcli.ops.merge`'s; this module parses
 and prints, and owns no state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
@@ -31,6 +33,7 @@ from warmcli.cli.common import (
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
 from warmcli.cli.sign import private_key_of
+from warmcli.errors import WarmError
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.printable import printable
 
@@ -79,13 +82,16 @@ def merge(
     report = kept_on_interrupt(
         target,
         lambda merged: guarded(
-            lambda: merge_bundles(
-                paths,
-                target,
-                overwrite=force,
-                signing_key=signing_key,
-                trusted_keys=trusted,
-                merged=merged,
+            lambda: _urls_said(
+                names,
+                lambda: merge_bundles(
+                    paths,
+                    target,
+                    overwrite=force,
+                    signing_key=signing_key,
+                    trusted_keys=trusted,
+                    merged=merged,
+                ),
             )
         ),
         show,
@@ -115,3 +121,24 @@ def _named_as_given(report: MergeReport, names: dict[str, str]) -> None:
         replace(c, kept=names.get(c.kept, c.kept), dropped=names.get(c.dropped, c.dropped))
         for c in report.choices
     ]
+    # a kernel's binary kept of one input and dropped of another
+    report.mended = [_as_given(line, names) for line in report.mended]
+
+
+def _as_given(text: str, names: dict[str, str]) -> str:
+    """`text` naming each URL's local copy in WARM_HOME by its URL (as `shown` shows it)."""
+    for path, name in names.items():
+        text = text.replace(path, name) if path != name else text
+    return text
+
+
+def _urls_said(names: dict[str, str], work: Callable[[], MergeReport]) -> MergeReport:
+    """`work()`, an error it raises naming an input by its URL, not by its local copy (a
+    URL's input refused under WARM_TRUSTED_KEYS, say)."""
+    try:
+        return work()
+    except WarmError as exc:
+        said = _as_given(str(exc), names)
+        if said != str(exc):
+            exc.args = (said,)
+        raise

@@ -2,8 +2,8 @@
 
 Both are thin: `warmcli.bundle.remote` uploads, downloads, checks and caches; these
 commands name what they did in one line (or one JSON object). `pull` copies only what
-the URL holds now, checked (under `WARM_TRUSTED_KEYS`, one they did not sign is refused
-where a last good copy stands in): never the last good copy a reader falls back to; an interrupt
+the URL holds now, checked (under `WARM_TRUSTED_KEYS`, one they did not sign is refused,
+a last good copy standing in or not): never the last good copy a reader falls back to; an interrupt
 once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
 and what the bundle it replaced held that is gone, exit 130; `push` interrupted once the
 store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130.
@@ -21,6 +21,7 @@ import typer
 from warmcli.bundle.location import is_url, not_a_file, shown, url_text
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
+from warmcli.bundle.remote_seed import untrusted
 from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import new_file_path
@@ -108,6 +109,12 @@ def pull(
     got = guarded(lambda: fetch(url, keys))
     if got.reason:  # the last good copy is no pull of what the URL holds now
         fail(f"{got.reason}; nothing pulled ({target} is as it was)")
+    # With no last good copy, a download they refuse is kept there (production refuses it
+    # as it opens it): a pull under them refuses it too, never putting it over PATH.
+    refused = guarded(lambda: untrusted(got.path, keys))
+    if refused:
+        why = printable(refused.removeprefix(f"{got.path}: "))
+        fail(f"{shown(url)}: download refused: {why}; nothing pulled ({target} is as it was)")
     # Once PATH is in place, an interrupt however late says it was pulled (kept).
     kept_on_interrupt(
         target,
