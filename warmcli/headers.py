@@ -65,7 +65,7 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
-from warmcli.system_shadows import MAX_SYSTEM, shadowed
+from warmcli.system_shadows import MAX_SYSTEM, Listed, shadowed
 from warmcli.unkeyed import marker, note, reason_in
 
 MAX_HEADERS = 512
@@ -317,6 +317,7 @@ def headers_digest(
     computed, done = list[tuple[str, bool, str | None, bool]](), set[object]()  # `#include CFG`
     kernel, scanned = (given, defines, source, seen), Scanned()  # (each file read once)
     shadows = set[tuple[str, bool]]()  # a system header's includes the folders hold
+    listed: Listed = {}  # the folders listed for them (each once)
     while pending or (computed and (pending := computed_headers(
         computed, done, kernel, written, primary, NEXT, scanned))):  # fmt: skip
         name, quoted, here = pending.popleft()
@@ -339,7 +340,7 @@ def headers_digest(
             continue
         path = _resolve(name, quoted, here, orders, toolkit)
         if path is None and system is not None:  # a system header's: what it includes, shadowed
-            edges = shadowed(name, orders, system())
+            edges = shadowed(name, orders, system(), listed)
             if edges is None:  # past its bound: what it reaches, unfollowed, is unkeyed
                 reach = f"over {MAX_SYSTEM} system headers or 4 MB"
                 written.append(marker(f"<{name}> reaching {reach}"))

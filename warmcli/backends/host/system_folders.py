@@ -9,20 +9,30 @@ compiler it runs may change while its stamp does not). The host compiler tells t
 for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported where a key
 first asks: a kernel's include folders lack a header it includes (`warmcli.system_shadows`). A
 compiler that does not say (another than GCC or Clang: remembered so too; one that fails, asked
-again in the next process) names none: such a kernel keys as before. State: the per-process memo of
-each compiler's folders.
+again in the next process) names none: such a kernel keys as before. It lends `system_shadows`
+warm's home to remember the includes each system header reaches (`system-headers/`, a file per
+header and compiler's folders, read only where this user alone may write it, as `toolchains.json`;
+where it cannot be read, or is odd, they are read again). State: the per-process memo of each
+compiler's folders.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import json
 import os
+import stat
 
-from warmcli import config
+from warmcli import config, system_shadows
 from warmcli.backends.toolchain import remembered
 from warmcli.errors import ToolchainError
+from warmcli.home import in_home, make_folder, private, write_private
 
 _SEARCH = "cc -E -v includes"  # what `toolchains.json` remembers them under
+FOLDER = "system-headers"  # in warm's home: the includes each system header reaches
+MAX_FILE_BYTES = 1 << 20  # one larger than this was not written by warm
 _UNSET = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH")
 
 
@@ -68,3 +78,48 @@ def _search_list(name: str, cc: str) -> str:
     if out.returncode != 0:
         raise ToolchainError(f"{name}: {cc} -E -v failed")
     return "\n".join(folders)
+
+
+def _file(key: str) -> str:
+    """The file in warm's home that remembers `key`'s entry."""
+    digest = hashlib.sha256(key.encode(errors="surrogatepass")).hexdigest()[:32]
+    return os.path.join(_folder(), f"{digest}.json")
+
+
+@functools.cache
+def _folder() -> str:
+    """`system-headers/` in warm's home, named once per process (naming the user's cache
+    directory costs ~35 µs a time)."""
+    return in_home(FOLDER)
+
+
+def recall(key: str) -> object:
+    """The entry remembered for `key` (as JSON read it: `system_shadows` checks it); None
+    where none is, or the file is no regular file this user alone may write, or too large."""
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(_file(key), flags)  # (a FIFO opens at once, and is no regular file)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) and private(st) and st.st_size <= MAX_FILE_BYTES):
+            return None
+        return json.loads(os.read(fd, st.st_size + 1).decode())
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def keep(key: str, entry: system_shadows.Entry) -> None:
+    """Remember `entry` for `key` (0600, written whole); a home that cannot be written only
+    costs the next process the reads."""
+    path = _file(key)
+    with contextlib.suppress(OSError, ValueError):
+        make_folder(os.path.dirname(path))
+        if os.access(os.path.dirname(path), os.W_OK):  # (a read-only home: no writer imported)
+            write_private(os.path.dirname(path), path, json.dumps(entry).encode())
+
+
+system_shadows.store[:] = [(recall, keep)]  # (imported where a key first asks for the folders)
