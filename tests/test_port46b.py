@@ -1,0 +1,120 @@
+"""speed46b's remembered system-header walk (`warmcli.system_shadows`' `store`, in warm's home)
+ported onto review46b's bounds: a walk cut past `MAX_SYSTEM` headers or a header over
+`MAX_SCANNED` is remembered as cut, so a kernel with folders of its own that includes such a
+header stays unkeyed in the next process too (which reads no system header); and an `-I` folder
+that can be searched but not listed is still looked in by name where the walk is remembered.
+Each step is a real process over real files in a real warm home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import ROOT
+
+# One process: the key of a kernel including <argv[3]> with `-I argv[2]` through the system
+# folder(s) argv[1] (":"), why it is unkeyed, and which files under argv[4] it opened. With
+# argv[5], `os.listdir` refuses folders under it as a mode 0111 folder refuses another user
+# (a fake: root lists any folder).
+SCRIPT = r"""
+import json, os, sys
+opened = []
+sys.addaudithook(lambda e, a: opened.append(a[0]) if e == "open" and type(a[0]) is str else None)
+import warmcli.backends.host.system_folders  # (it lends `system_shadows` warm's home)
+from warmcli.headers import headers_digest
+from warmcli.unkeyed import reason_of
+system, kernel, name, tree = tuple(sys.argv[1].split(":")), sys.argv[2], sys.argv[3], sys.argv[4]
+if len(sys.argv) > 5:
+    listdir = os.listdir
+    def fake_listdir(path="."):
+        if os.fspath(path).startswith(sys.argv[5]):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return listdir(path)
+    os.listdir = fake_listdir
+key = headers_digest(f"#include <{name}>\nint k;\n", ("-I" + kernel,), system=lambda: system)
+print(json.dumps({"key": key, "why": reason_of(key),
+                  "opened": sorted({p for p in opened if p.startswith(tree)})}))
+"""
+
+
+def _run(tmp: Path, system: str, name: str, *refused: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
+    args = [system, str(tmp / "inc"), name, str(tmp / "sys"), *refused]
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args],
+        capture_output=True, text=True, env=env, timeout=60, cwd=tmp,
+    )  # fmt: skip
+    assert proc.returncode == 0 and not proc.stderr, proc.stderr
+    return dict(json.loads(proc.stdout))
+
+
+def _settled() -> None:
+    """A file changed in the last `RACY_NS` is not remembered: wait it out."""
+    time.sleep(2.1)
+
+
+def test_a_walk_past_the_bound_is_remembered_as_cut(tmp_path: Path) -> None:
+    """speed46b remembered a walk's edges alone: a second process believed the edges of a walk
+    `MAX_SYSTEM` had cut and keyed the kernel (a header past the bound added to `-I` then kept
+    the key, the stale build served), where review46b unkeys it."""
+    from warmcli.system_shadows import MAX_SYSTEM
+
+    chain = tmp_path / "sys" / "chain"
+    chain.mkdir(parents=True)
+    for i in range(MAX_SYSTEM + 50):
+        (chain / f"h{i}.h").write_text(f"#include <h{i + 1}.h>\n")
+    (tmp_path / "inc").mkdir()
+    _settled()
+    first = _run(tmp_path, str(chain), "h0.h")
+    assert "over 2048 system headers" in first["why"]
+    assert len(list((tmp_path / "home" / "system-headers").glob("*.json"))) == 1
+    second = _run(tmp_path, str(chain), "h0.h")  # remembered: no system header read
+    assert second["opened"] == [] and second["why"] == first["why"]  # (its key: this process's)
+
+
+def test_a_header_over_4_mb_is_remembered_as_cut(tmp_path: Path) -> None:
+    from warmcli.system_shadows import MAX_SCANNED
+
+    big = tmp_path / "sys" / "big"
+    big.mkdir(parents=True)
+    (big / "h0.h").write_text("#include <big.h>\n")
+    with open(big / "big.h", "w") as f:
+        f.write("/*" + " " * MAX_SCANNED + "*/\n#include <late.h>\n")
+    (tmp_path / "inc").mkdir()
+    _settled()
+    first = _run(tmp_path, str(big), "h0.h")
+    assert "or 4 MB" in first["why"]
+    second = _run(tmp_path, str(big), "h0.h")
+    assert second["opened"] == [] and second["why"] == first["why"]
+
+
+def test_a_search_only_folder_is_looked_in_by_name_where_the_walk_is_remembered(
+    tmp_path: Path,
+) -> None:
+    """speed46b's per-keying listing passed over a folder that cannot be listed (as main did
+    before review46b): `stddef.h` or `bits/x.h` added to a mode 0111 `-I` folder kept the key."""
+    sys1, sys2, inc = tmp_path / "sys" / "1", tmp_path / "sys" / "2", tmp_path / "inc"
+    for folder in (sys1, sys2 / "bits", inc):
+        folder.mkdir(parents=True)
+    (sys1 / "stddef.h").write_text("#define SD 1\n")
+    (sys2 / "top.h").write_text("#include <mid.h>\n#include <bits/x.h>\n")
+    (sys2 / "mid.h").write_text("#include <stddef.h>\n")
+    (sys2 / "bits" / "x.h").write_text("#define X 1\n")
+    _settled()
+    system = f"{sys1}:{sys2}"
+    before = _run(tmp_path, system, "top.h", str(inc))
+    assert before["why"] == "" and str(sys2 / "top.h") in before["opened"]
+    (inc / "stddef.h").write_text("#define SD 2\n")
+    shadowed = _run(tmp_path, system, "top.h", str(inc))
+    assert shadowed["opened"] == [] and shadowed["key"] != before["key"]
+    assert shadowed["key"] == _run(tmp_path, system, "top.h")["key"]  # as where it is listed
+    (inc / "stddef.h").unlink()
+    (inc / "bits").mkdir()
+    (inc / "bits" / "x.h").write_text("#define X 2\n")
+    deeper = _run(tmp_path, system, "top.h", str(inc))
+    assert deeper["opened"] == [] and deeper["key"] not in (before["key"], shadowed["key"])
+    assert deeper["key"] == _run(tmp_path, system, "top.h")["key"]
