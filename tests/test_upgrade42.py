@@ -6,9 +6,17 @@ numpy number), a frozenset, a tuple of numpy and plain scalars, a default key bu
 includes another, through `-I`, with defines and `-D`/`-O2` options; NVRTC `--arch sm_90`
 builds of two entries of one source with `-I`, `--use_fast_math` and `-std=c++17`; a PyCUDA
 script (`include_dirs`, `no_extern_c`, `-D` options made defines,
-`prepare`/`prepared_call`). Every kernel and tune key is what stop 42 made, so each warm
-serves the other's bundle under WARM_STRICT=1 compiling and measuring nothing, with a cold
-start's results, and re-warms it storing nothing new; `verify`, `check` (also `--device cuda
+`prepare`/`prepared_call`). Every NVRTC kernel key (PyCUDA's too) and every tune key is
+what stop 42 made: a tune's key holds no toolchain. A host kernel's is not: since warm 46
+(toolid46) a host compiler's identity holds the `as` and `ld` cc runs beside its version line
+(`cc:...; as GNU assembler ... 2.40; ld GNU ld ... 2.40`), so that a wrapper `as` or `ld`, or
+binutils replaced, is not served another's build; each host kernel is keyed anew, building
+what it did. A build is served wherever its binary runs (README, "Where a build is served"),
+so each warm serves the other's bundle under WARM_STRICT=1 compiling and measuring nothing,
+with a cold start's results; a re-warm by either of the other's bundle stores its own builds
+of the host kernels the workload launches (each tune's pick and what it launches itself, not
+a tune's unpicked candidates) beside the other's, and no NVRTC build or tune, and a second
+re-warm stores nothing; `verify`, `check` (also `--device cuda
 --arch sm_90`), `stats` and `stats --json` (each kernel's share of its batch as the other
 counts it), `diff` and `clean` of the other's bundle read it as sound, never "corrupt"; a
 bundle written by either's merge of one's PyCUDA bundle and the other's, one cleaned by
@@ -17,17 +25,18 @@ signed by either (served under `WARM_TRUSTED_KEYS` by the other), and production
 of both at once serve the other alike; shards pre-built one by each merge, by either, into
 one whole run's bundle. A changed nested header is explained as changed by each in the
 other's bundle. What `test_upgrade41` (stop 41 beside today's, retired) had that this
-lacked: tunes keyed by strs holding a huge int's hex and kernels pre-including `-include
-/abs/pre.h` key alike (the header named `pre.h`, a changed one explained so by each);
-PyCUDA's `options=None` with `DEFAULT_NVCC_FLAGS` extended keys as the explicit list; rows
-dated a century ahead are stamped now by either's `clean --older-than` and `--max-size`;
-today's write-back stamps what it was served and built at one time; a merge of both warms'
-bundles of one workload tells no binary apart; a URL with a signed query, or one signing
-nothing, is one kept copy to both; stop 41's `<header>` mark is paired by content (pure
-logic). Real CLI (each command a fork of a process that imported that warm's CLI once,
-`tests/forked_cli.py`), real production processes (each run alone a fork of one that
-imported numpy and that warm's `warmcli` once, `tests/forked_python.py`; those run at once
-started), real SQLite files, the system C compiler and NVRTC.
+lacked: tunes keyed by strs holding a huge int's hex key alike, and kernels pre-including
+`-include /abs/pre.h` build alike (the header named `pre.h`, a changed one explained so by
+each); PyCUDA's `options=None` with `DEFAULT_NVCC_FLAGS` extended keys as the explicit list;
+rows dated a century ahead are stamped now by either's `clean --older-than` and
+`--max-size`; today's write-back stamps what it was served and built at one time; a merge of
+both warms' bundles of one workload holds each's host builds and tells no NVRTC binary
+apart; a URL with a signed query, or one signing nothing, is one kept copy to both; stop
+41's `<header>` mark is paired by content (pure logic). Real CLI (each command a fork of a
+process that imported that warm's CLI once, `tests/forked_cli.py`), real production
+processes (each run alone a fork of one that imported numpy and that warm's `warmcli` once,
+`tests/forked_python.py`; those run at once started), real SQLite files, the system C
+compiler and NVRTC.
 
 Stop 42's warm is the checkout at `/tmp/base42` where one is, else a `git worktree` of
 81fe69a made in a temporary folder (and removed after); skipped where neither can be had.
@@ -37,6 +46,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sqlite3
 import threading
@@ -49,7 +59,7 @@ from typing import ClassVar
 import pytest
 from forked_cli import Servers
 from forked_python import ForkedPython
-from upgrades import SERVE, STORED, Fleet, digest, keys, release
+from upgrades import SERVE, STORED, Fleet, digest, keys, release, stored
 
 BASE = "81fe69a"
 CHECKOUT = Path("/tmp/base42")
@@ -322,10 +332,64 @@ def _other(f: Fleet, name: str) -> tuple[Path, Path, str]:
     return (f.new, f.old, "old") if name == "new" else (f.old, f.new, "new")
 
 
-def test_every_kernel_and_tune_key_is_unchanged(fleet: tuple[Fleet, dict[str, object]]) -> None:
+def _built(bundle: Path) -> dict[str, tuple[str, str, str]]:
+    """Each kernel's key to its device, what it builds but for the toolchain (its key's
+    components less `toolchain`: its content hash, arch, options ...) and its toolchain."""
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT key, device, components FROM kernels").fetchall()
+    built = {}
+    for key, device, components in rows:
+        parts = json.loads(components)
+        toolchain = parts.pop("toolchain")
+        built[key] = (device, json.dumps(parts, sort_keys=True), toolchain)
+    return built
+
+
+def _what(bundle: Path, device: str = "host") -> list[str]:
+    """What `bundle`'s kernels of `device` build, toolchain aside, sorted (one a build)."""
+    return sorted(b[1] for b in _built(bundle).values() if b[0] == device)
+
+
+def _launched(bundle: Path, *also: str) -> int:
+    """How many host kernels a workload launches served `bundle`'s tunes: their picks (a
+    candidate's name names one kernel in these workloads: `rowsum` and `rowsum_p2` pick among
+    the same ones) and `also`, those it launches itself. A re-warm by the warm that built
+    none of them builds just these: a tune's unpicked candidates are not launched."""
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as db:
+        picks = {str(pick) for (pick,) in db.execute("SELECT pick FROM tunes")}
+    return len(picks | set(also))
+
+
+LAUNCHED = ("zero", "l1")  # what WORKLOAD launches beside its tunes' picks
+
+
+def _host_keys_apart(one: Path, other: Path) -> None:
+    """`one` and `other` (one by each warm) build the same host kernels under keys none
+    shared, and the same NVRTC kernels and tunes under the same keys."""
+    mine, theirs = keys(one), keys(other)
+    assert mine[1] == theirs[1], (mine, theirs)
+    host = [{k for k, b in _built(x).items() if b[0] == "host"} for x in (one, other)]
+    assert host[0] and not host[0] & host[1], host
+    assert set(mine[0]) - host[0] == set(theirs[0]) - host[1]
+    assert _what(one) == _what(other)
+
+
+def test_nvrtc_and_tune_keys_are_unchanged_host_keys_name_as_and_ld(
+    fleet: tuple[Fleet, dict[str, object]],
+) -> None:
+    """Since warm 46 a host kernel's key holds the `as` and `ld` cc runs, beside cc's version
+    line: each of the 7 is keyed anew, building what it did; NVRTC's 6 and the 5 tunes (a
+    tune's key holds no toolchain) are stop 42's."""
     f, _ = fleet
-    made = keys(f.folder / "new.warm")
-    assert made == keys(f.folder / "old.warm") and tuple(map(len, made)) == (13, 5), made
+    new, old = f.folder / "new.warm", f.folder / "old.warm"
+    made = keys(new)
+    assert tuple(map(len, made)) == tuple(map(len, keys(old))) == (13, 5), made
+    _host_keys_apart(new, old)
+    assert _what(new, "sm_90") == _what(old, "sm_90") and len(_what(new, "sm_90")) == 6
+    toolchains = [{b[2] for b in _built(x).values() if b[0] == "host"} for x in (new, old)]
+    ((today,), (then,)) = toolchains
+    cc, recipe = re.fullmatch(r"(cc:.+?)( \[warm build recipe \d+\])", then).groups()
+    assert re.fullmatch(re.escape(cc) + r"; as .+; ld .+" + re.escape(recipe), today), today
     pyc = keys(f.folder / "pyc-new.warm")
     assert pyc == keys(f.folder / "pyc-old.warm") and tuple(map(len, pyc)) == (8, 0), pyc
 
@@ -369,36 +433,50 @@ def test_a_merge_of_ones_pycuda_bundle_and_the_others_serves_and_re_warms_as_bot
     code, other, name = _other(f, merger)
     out = f.folder / f"merged-{merger}.warm"
     f.ok(code, "merge", f.folder / f"pyc-{merger}.warm", f.folder / f"{name}.warm", "-o", out)
-    parts = [keys(f.folder / b) for b in ("pyc-new.warm", "new.warm")]
+    parts = [keys(f.folder / b) for b in (f"pyc-{merger}.warm", f"{name}.warm")]
     assert keys(out) == tuple(sorted({*a, *b}) for a, b in zip(*parts, strict=True))
     for reader in (code, other):
         assert f.serve(reader, out, **STRICT) == dict(cold, compiled=0, tuned=[])
         assert "21 kernel(s)" in f.ok(reader, "verify", out)
-    # Each re-warms what the other built: nothing new.
+    # Each re-warms what the other built: the host kernels it launches once more, its own
+    # builds beside the other's (keyed by another toolchain since warm 46), then nothing;
+    # NVRTC's and the tunes are the other's.
+    more = _launched(out, *LAUNCHED)
+    assert f.warm(code, out) == [STORED.format(out, more, 0), STORED.format(out, 0, 0)]
     assert f.warm(code, out) == [STORED.format(out, 0, 0)] * 2
+    assert f.warm(other, out, cuda=False) == [STORED.format(out, 0, 0)]
     assert f.pycuda(other, out) == STORED.format(out, 0, 0)
-    # Both warms' bundles of one workload: the same rows, no binary told apart.
+    for reader in (code, other):
+        assert f.serve(reader, out, **STRICT) == dict(cold, compiled=0, tuned=[])
+        assert f"{21 + more} kernel(s)" in f.ok(reader, "verify", out)
+    # Both warms' bundles of one workload: each's host builds, the NVRTC builds and tunes
+    # both made, no binary told apart.
     both = f.folder / f"both-{merger}.warm"
     done = f.ok(code, "merge", f.folder / f"{name}.warm", f.folder / f"{merger}.warm", "-o", both)
     assert "kept the binary" not in done, done
-    assert keys(both) == keys(f.folder / "new.warm")
-    assert "13 kernel(s)" in f.ok(other, "verify", both)
+    parts = [keys(f.folder / b) for b in ("new.warm", "old.warm")]
+    assert keys(both) == tuple(sorted({*a, *b}) for a, b in zip(*parts, strict=True))
+    assert tuple(map(len, keys(both))) == (20, 5)
+    assert "20 kernel(s)" in f.ok(other, "verify", both)
 
 
 def test_shards_warmed_by_both_merge_by_either_into_one_whole_run(
     fleet: tuple[Fleet, dict[str, object]],
 ) -> None:
     """Shard 0/2 pre-built by stop 42, 1/2 by today's: each split the work as the other
-    does, and recorded the same run, so either's merge is one whole run's bundle."""
+    does (by content hash and tune key, no toolchain in either), and recorded the same run,
+    so either's merge is one whole run's bundle, each kernel built by its shard's warm under
+    that warm's key."""
     f, cold = fleet
     shards = [f.folder / f"shard{i}.warm" for i in (0, 1)]
     for code, i in ((f.old, 0), (f.new, 1)):
         f.ok(code, "run", f.workload, "--shard", f"{i}/2", "-b", shards[i], "-q")
     assert all(keys(s)[0] for s in shards), "a shard of none"
     host = tuple(sorted({*a, *b}) for a, b in zip(*map(keys, shards), strict=True))
-    with sqlite3.connect(f"file:{f.folder / 'new.warm'}?mode=ro", uri=True) as db:
-        built = sorted(k for (k,) in db.execute("SELECT key FROM kernels WHERE device = 'host'"))
-    assert host == (built, keys(f.folder / "new.warm")[1])
+    for shard, name in zip(shards, ("old", "new"), strict=True):
+        assert set(keys(shard)[0]) <= set(keys(f.folder / f"{name}.warm")[0]), name
+    assert sorted({*_what(shards[0]), *_what(shards[1])}) == _what(f.folder / "new.warm")
+    assert host[1] == keys(f.folder / "new.warm")[1]
     for code, name in ((f.new, "new"), (f.old, "old")):
         merged = f.folder / f"shards-{name}.warm"
         f.ok(code, "merge", *shards, "-o", merged)  # (exit 1: not one whole run)
@@ -461,7 +539,7 @@ def test_one_cleans_the_others_bundle_by_age_and_tune_and_the_other_re_warms_it(
     f.ok(code, "clean", bundle, "--tune", "rowsum")
     assert tuple(map(len, keys(bundle))) == (7, 3)
     assert f.warm(other, bundle) == [STORED.format(bundle, 0, 2), STORED.format(bundle, 6, 0)]
-    assert keys(bundle) == keys(f.folder / "new.warm")
+    assert keys(bundle) == keys(f.folder / f"{name}.warm")  # (the other's own, whole again)
     assert f.serve(code, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
 
 
@@ -476,9 +554,11 @@ def test_production_write_backs_of_both_at_once(fleet: tuple[Fleet, dict[str, ob
     ]
     ab, c = map(f.served, started)
     assert ab["tuned"] == ["axpy", "scale"] and c["tuned"] == TUNED[1:4], (ab, c)
-    assert tuple(map(len, keys(bundle))) == (15, 5)
+    assert tuple(map(len, keys(bundle))) == (16, 5)  # `zero` built by each, under its key
     for code in (f.old, f.new):
         assert f.serve(code, bundle, **STRICT) == dict(cold, compiled=0, tuned=[])
+    # Today's re-warm builds the picks of `axpy` and `scale`, which stop 42 alone built.
+    assert f.warm(f.new, bundle, cuda=False) == [STORED.format(bundle, 2, 0)]
     assert f.warm(f.new, bundle, cuda=False) == [STORED.format(bundle, 0, 0)]
     # Today's write-back of what it was served (stop 42's ops) and built, at one time.
     one = f.folder / "one.warm"
@@ -507,10 +587,13 @@ def test_signed_by_one_served_trusted_by_the_other(
     assert "valid, trusted" in f.ok(other, "verify", bundle, **trusted)
     f.ok(other, "check", bundle, **trusted)
     assert f.serve(other, bundle, **STRICT, **trusted) == dict(cold, compiled=0, tuned=[])
-    # Each re-warming it in turn, signing: nothing new, still wholly trusted.
-    for warm in (other, code):
-        stored = f.warm(warm, bundle, "--key", key, cuda=False, **trusted)
-        assert stored == [STORED.format(bundle, 0, 0)]
+    # Each re-warming it in turn, signing: the other, whose bundle it is, stores nothing;
+    # the signer builds the host kernels it launches once more (its own keys since warm 46),
+    # then nothing new; still wholly trusted.
+    more = _launched(bundle, *LAUNCHED)
+    for warm, new in ((other, 0), (code, more), (code, 0)):
+        done = f.warm(warm, bundle, "--key", key, cuda=False, **trusted)
+        assert done == [STORED.format(bundle, new, 0)]
         assert "valid, trusted" in f.ok(warm, "verify", bundle, **trusted)
 
 
@@ -542,8 +625,10 @@ def test_hex_str_keys_and_an_absolute_pre_include_key_alike_and_serve_both(
 ) -> None:
     """(From test_upgrade41: stop 42 made both changes since stop 41.) A tune keyed by a str
     spelling a list with a huge int's hex, one by a str holding it not first, kernels
-    pre-including `-include /abs/pre.h`: the same keys, the header named `pre.h`, each
-    serving and re-warming the other's bundle; a changed `pre.h` explained so by each."""
+    pre-including `-include /abs/pre.h`: the same tune keys, the same kernels (keyed apart by
+    toolchain since warm 46), the header named `pre.h`, each serving the other's bundle and
+    re-warming it (its own builds of the picks, then nothing); a changed `pre.h` explained so
+    by each."""
     f, _ = fleet
     pre, made = f.folder / "pre.py", {}
     cold = f.serve(f.new, None, pre)
@@ -553,7 +638,7 @@ def test_hex_str_keys_and_an_absolute_pre_include_key_alike_and_serve_both(
         made[name] = f.folder / f"pre-{name}.warm"
         done = f.ok(code, "run", pre, "-b", made[name], "-q").splitlines()[0]
         assert done == STORED.format(made[name], 2, 2), done
-    assert keys(made["new"]) == keys(made["old"])
+    _host_keys_apart(made["new"], made["old"])
     for name in ("new", "old"):
         with sqlite3.connect(made[name]) as db:
             rows = [json.loads(c) for (c,) in db.execute("SELECT components FROM kernels")]
@@ -565,8 +650,11 @@ def test_hex_str_keys_and_an_absolute_pre_include_key_alike_and_serve_both(
     shutil.copy(pre, changed / "pre.py")
     for code, name in ((f.new, "old"), (f.old, "new")):
         assert f.serve(code, made[name], pre, **STRICT) == dict(cold, compiled=0, tuned=[])
-        done = f.ok(code, "run", pre, "-b", made[name], "-q").splitlines()[0]
-        assert done == STORED.format(made[name], 0, 0), done
+        # Re-warmed, its own builds of the picks beside the other's, then nothing.
+        more = _launched(made[name])
+        for new in (more, 0):
+            done = stored(f.ok(code, "run", pre, "-b", made[name], "-q"))
+            assert done == STORED.format(made[name], new, 0), done
         explained = f.cli(
             code, "verify", "--workload", changed / "pre.py", made[name], "--explain-misses"
         )

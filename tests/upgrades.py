@@ -1,12 +1,13 @@
-"""What the tests of two warms over one bundle share (`test_upgrade42`):
-the production script that serves a workload (`SERVE`: its results' digest, what it compiled
-and tuned, as JSON), a file's digest, a bundle's kernel and tune keys (`keys`), an earlier
-release's checkout (`release`: a folder where one is, else a `git worktree` of its commit
-made for the test module, or skipped), `TwoWarms`, the CLI of either warm (the checkout
-given) run from a folder that is no warm checkout, so `python -m warmcli` is the one on
-PYTHONPATH (or, given `Servers`, a fork of a process that imported that warm's CLI once,
-`tests/forked_cli.py`), and `Fleet`, both warms over one folder: their CLI, production
-processes and pre-builds. Real processes throughout; nothing here is a fake."""
+"""What the tests of two warms over one bundle share (`test_upgrade42`): the production
+script that serves a workload (`SERVE`: its results' digest, what it compiled and tuned, as
+JSON), a `warm run -q`'s `stored` line (`stored`), a file's digest, a bundle's kernel and
+tune keys (`keys`), an earlier release's checkout (`release`: a folder where one is, else a
+`git worktree` of its commit made for the test module, or skipped), `TwoWarms`, the CLI of
+either warm (the checkout given) run from a folder that is no warm checkout, so `python -m
+warmcli` is the one on PYTHONPATH (or, given `Servers`, a fork of a process that imported
+that warm's CLI once, `tests/forked_cli.py`), and `Fleet`, both warms over one folder: their
+CLI, production processes and pre-builds. Real processes throughout; nothing here is a
+fake."""
 
 from __future__ import annotations
 
@@ -36,6 +37,16 @@ print(json.dumps({"digest": digest, "compiled": len(done.kernels),
 
 
 STORED = "bundle {}: stored {} new kernel(s) and {} new tune(s)"
+
+
+def stored(out: str) -> str:
+    """The `stored` line of a `warm run -q`'s output: its first but for the notes before it
+    (`  note: bundle holds 7 kernel(s) ... built by '<another cc>': this run builds its own`,
+    where the bundle holds another toolchain's builds of what it runs)."""
+    lines = out.splitlines()
+    done = [ln for ln in lines if not ln.startswith("  note: ")]
+    assert done and done[0].startswith("bundle "), out
+    return done[0]
 
 
 def digest(path: Path) -> str:
@@ -138,8 +149,7 @@ class Fleet(TwoWarms):
         """The `stored` lines of a host and (`cuda`) an `--arch sm_90` run into `bundle`."""
         runs = [(self.workload,), (self.cuda, "--arch", "sm_90")][: 2 if cuda else 1]
         return [
-            self.ok(code, "run", *run, "-b", bundle, "-q", *more, **env).splitlines()[0]
-            for run in runs
+            stored(self.ok(code, "run", *run, "-b", bundle, "-q", *more, **env)) for run in runs
         ]
 
     def pycuda(self, code: Path, bundle: Path, **env: str) -> str:
@@ -148,4 +158,4 @@ class Fleet(TwoWarms):
         done = self.ok(
             code, "run", script, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle, **env
         )
-        return done.splitlines()[0]
+        return stored(done)
