@@ -10,7 +10,8 @@ its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kerne
 `warmcli.kernel.key_components` writes them, and `source_digest` its source's digest;
 `key_of` recomputes a kernel's key from the parts such a row keeps (its content hash,
 arch, headers, toolchain; `arch_keys` for many archs at once), and `cubin_archs` names the
-archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM);
+archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM;
+`cuda_release`: the CUDA release a toolchain identity names, for `warm stats` too);
 `INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders and
 headers read first; `header_files` lists the headers a headers digest this process made lately
 covers (`warmcli.headers.covered`, the one thing here read but its arguments), kept beside a key
@@ -185,6 +186,7 @@ def define_value(entry: str, name: str, value: object) -> str:
 
 PTX_SMS = range(10, 200)  # the SMs a PTX row's cubin is looked for in (`cubin_archs`)
 _VIRTUAL = Pattern(r"compute_([1-9][0-9]{1,2})\Z")  # no compiler takes compute_090
+_RELEASE = Pattern(r"release ([0-9]+)\.([0-9]+)")  # a toolchain identity's CUDA release
 _STRING = json.encoder.encode_basestring_ascii  # one string as `warmcli.kernel` quotes it
 
 
@@ -215,6 +217,12 @@ def virtual_sm(arch: str) -> int | None:
     """The SM number of a virtual architecture (`compute_90` → 90), else None."""
     m = _VIRTUAL.match(arch)
     return int(m.group(1)) if m else None
+
+
+def cuda_release(identity: str) -> tuple[int, int] | None:
+    """The CUDA release an nvcc identity names (`nvcc:Cuda compilation tools, release 13.0, …`)."""
+    found = _RELEASE.search(identity)
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def key_of(content: str, arch: str, headers: str, toolchain_identity: str) -> str:

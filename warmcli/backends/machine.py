@@ -27,8 +27,8 @@ from warmcli import config
 from warmcli.backends.base import Device, DeviceError, DeviceFingerprint
 from warmcli.backends.host import HostDevice
 from warmcli.backends.opening import cuda_available, open_devices
-from warmcli.backends.serving import cuda_release
 from warmcli.backends.toolchain import ToolchainError
+from warmcli.kernel_parts import cuda_release
 from warmcli.records import Record
 
 LANGUAGE = {"host": "c", "cuda": "cuda"}  # the language each backend's compiler builds

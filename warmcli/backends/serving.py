@@ -32,11 +32,10 @@ from warmcli.backends import toolchain
 from warmcli.backends.toolchain import NATIVE, RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
 from warmcli.config import COMPILER_PROGRAMS
 from warmcli.kernel import Kernel, kernel_key
-from warmcli.kernel_parts import cubin_archs, virtual_sm
+from warmcli.kernel_parts import cubin_archs, cuda_release, virtual_sm
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
-_RELEASE = Pattern(r"release ([0-9]+)\.([0-9]+)")
 _VERSION = Pattern(r"([0-9]+)\.([0-9]+)\Z")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"sm_([0-9]{2,3})")
@@ -80,12 +79,6 @@ def _ptx_symbol_fits(kernel: Kernel, record: KernelRecord) -> bool:
     return any(
         kernel_key(kernel, arch, record.toolchain)[:16] == tag for arch in cubin_archs(record.arch)
     )
-
-
-def cuda_release(identity: str) -> tuple[int, int] | None:
-    """The CUDA release an nvcc identity names (`nvcc:Cuda compilation tools, release 13.0, …`)."""
-    found = _RELEASE.search(identity)
-    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def jits_on(record: KernelRecord, arch: str) -> bool:

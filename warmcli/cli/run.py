@@ -26,7 +26,6 @@ from warmcli.backends.base import Device
 from warmcli.backends.batch import JOBS_PER_CPU
 from warmcli.backends.compiler import DEFAULT_COMPILE_TIMEOUT
 from warmcli.backends.opening import open_devices
-from warmcli.backends.serving import cuda_release
 from warmcli.bundle.file import recover
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
@@ -60,6 +59,7 @@ from warmcli.cli.run_pycuda import with_pycuda
 from warmcli.cli.sign import private_key_of
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError, RunInterrupted, WarmError
+from warmcli.kernel_parts import cuda_release
 from warmcli.printable import printable
 from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.crashes import CrashedCandidate, WorkerCrash

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from warmcli.backends.base import DeviceError
-from warmcli.backends.serving import cuda_release
+from warmcli.kernel_parts import cuda_release
 from warmcli.pool_tasks import note_refused
 from warmcli.printable import cut
 from warmcli.pycuda import context

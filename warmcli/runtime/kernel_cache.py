@@ -83,8 +83,7 @@ class KernelCache:
         self._lock = new_rlock(self)
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
-        # The hit path of a launch: kernel object id -> a weak reference to the kernel holding
-        # its function and the collector it was registered in. Read without the lock (`hits`).
+        # A launch's hit path, read unlocked (`hits`): kernel id -> its function and collector.
         self._hits: Hits = {}
         self._modules: dict[str, Any] = {}
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
@@ -102,16 +101,16 @@ class KernelCache:
     def _count(self, name: str, amount: float = 1) -> None:
         active_collector().count(self.device.id, "compilation", name, amount)
 
-    def _keyed(self, kernel: Kernel) -> str:
-        try:
-            return self.key(kernel)
-        except ToolchainError as exc:  # no compiler here, nor a build of it the bundle serves
-            if not self.refused and active_collector() is not default_collector():  # a pass's
-                self.refused.append(exc)  # (though the workload caught it: pytest's tests)
-            raise
+    def _refuse(self, exc: ToolchainError) -> None:  # where lookup.key raised it
+        if not self.refused and active_collector() is not default_collector():  # a pass's
+            self.refused.append(exc)  # (though the workload caught it: pytest's tests)
 
     def _register(self, kernel: Kernel) -> str:
-        key = self._keyed(kernel)
+        try:
+            key = self.lookup.key(kernel)
+        except ToolchainError as exc:  # no compiler here, nor a build of it the bundle serves
+            self._refuse(exc)
+            raise
         if key not in self._loaded and key not in self._built and key not in self._failed:
             self.registrations.register(active_collector(), key)  # obtained: counts nowhere
         return key
@@ -237,9 +236,10 @@ class KernelCache:
         if args is not None:
             check_before_load(kernel, self.device.id, args)
         lookup = self.lookup
-        try:
-            key = self._keyed(kernel)
-        except ToolchainError:  # no compiler here, nor a build of it the bundle serves
+        try:  # (lookup's own key: a launch pays no frame of this cache's for a refusal)
+            key = lookup.key(kernel)
+        except ToolchainError as exc:  # no compiler here, nor a build of it the bundle serves
+            self._refuse(exc)
             with self._lock:
                 self._uncompiled[kernel.content_hash] = kernel.label
             raise

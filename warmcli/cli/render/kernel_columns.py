@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from warmcli.backends.serving import cuda_release
 from warmcli.cli.render import add_row, listing, when
+from warmcli.kernel_parts import cuda_release
 from warmcli.records import where
 
 if TYPE_CHECKING:  # (Rich: imported when a table is built)
