@@ -28,7 +28,7 @@ from warmcli.backends.base import Device, DeviceError, DeviceFingerprint
 from warmcli.backends.host import HostDevice
 from warmcli.backends.opening import cuda_available, open_devices
 from warmcli.backends.serving import cuda_release
-from warmcli.backends.toolchain import ToolchainError, probe
+from warmcli.backends.toolchain import ToolchainError
 from warmcli.records import Record
 
 LANGUAGE = {"host": "c", "cuda": "cuda"}  # the language each backend's compiler builds
@@ -129,7 +129,7 @@ class Inventory(Record):
         """This machine's identity of `cc`, `nvcc` and NVRTC, where found (of the CUDA
         compiler asked for only, when one is); `ToolchainError` for a `compiler` that is
         neither `nvrtc` nor `nvcc`."""
-        from warmcli.backends.host.compiler import host_cc
+        from warmcli.backends.host.compiler import HostCompiler
 
         asked = (self.compiler or "").strip()
         if asked not in ("", "auto"):
@@ -138,7 +138,7 @@ class Inventory(Record):
             check_name(asked)
         found: dict[str, str] = {}
         with contextlib.suppress(ToolchainError):
-            found["cc"] = probe("cc", self.cc or host_cc()).identity
+            found["cc"] = HostCompiler(self.cc).toolchain.identity  # as a build keys it
         if asked in ("", "auto", "nvcc"):
             try:
                 from warmcli.backends.cuda.nvcc import NvccCompiler
