@@ -127,8 +127,9 @@ class Inventory(Record):
     @functools.cached_property
     def toolchains(self) -> dict[str, str]:
         """This machine's identity of `cc`, `nvcc` and NVRTC, where found (of the CUDA
-        compiler asked for only, when one is); `ToolchainError` for a `compiler` that is
-        neither `nvrtc` nor `nvcc`."""
+        compiler asked for only, when one is), each as its builds name it (cc's with the
+        `as` and `ld` it runs: `HostCompiler.toolchain`); `ToolchainError` for a `compiler`
+        that is neither `nvrtc` nor `nvcc`."""
         from warmcli.backends.host.compiler import HostCompiler
 
         asked = (self.compiler or "").strip()
@@ -138,7 +139,7 @@ class Inventory(Record):
             check_name(asked)
         found: dict[str, str] = {}
         with contextlib.suppress(ToolchainError):
-            found["cc"] = HostCompiler(self.cc).toolchain.identity  # as a build keys it
+            found["cc"] = HostCompiler(self.cc).toolchain.identity
         if asked in ("", "auto", "nvcc"):
             try:
                 from warmcli.backends.cuda.nvcc import NvccCompiler
