@@ -73,7 +73,8 @@ def test_warm_report_at_exit_is_the_readmes_on_stderr_only(
     assert quiet.returncode == 0 and quiet.stdout == "done\n" and quiet.stderr == ""
 
 
-# A C compiler that answers `--version` as cc does and takes a minute to build anything,
+# A C compiler that answers `--version` and `-print-search-dirs` (the host identity's probes)
+# as cc does and takes a minute to build anything,
 # noting its pid in `<its path>.pids`: a binary, as cc's builds are served to cc's binary (a
 # wrapper script's identity is its own: it may add options).
 SLOW_CC = r"""#include <stdio.h>
@@ -82,7 +83,7 @@ SLOW_CC = r"""#include <stdio.h>
 int main(int argc, char **argv) {
   char pids[4096];
   FILE *f;
-  if (argc > 1 && !strcmp(argv[1], "--version")) {
+  if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-print-search-dirs"))) {
     argv[0] = "cc";
     execvp("cc", argv);
     return 127;

@@ -126,11 +126,13 @@ def alive(pid: int) -> bool:
 
 
 def compiler_wrapper(tmp_path: Path, before: str, after: str = "") -> Path:
-    """A `WARM_CC` that runs `before`, then the real cc on the same arguments, then `after`."""
+    """A `WARM_CC` that runs `before`, then the real cc on the same arguments, then `after`;
+    asked what it is (`--version`, and `-print-search-dirs` for the `as`/`ld` it runs: the
+    host identity's probes, no compile), it is the real cc alone."""
     script = tmp_path / "cc-wrapper.sh"
     script.write_text(
         "#!/bin/sh\n"
-        'for a in "$@"; do [ "$a" = --version ] && exec cc "$@"; done\n'
+        'for a in "$@"; do case "$a" in --version|-print-search-dirs) exec cc "$@";; esac; done\n'
         'for a in "$@"; do case "$a" in *.c) src="$a";; esac; done\n'
         f'{before}\ncc "$@"\nrc=$?\n{after}\nexit $rc\n'
     )

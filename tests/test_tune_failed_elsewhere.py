@@ -1,12 +1,13 @@
 """A tune's candidate recorded as failed to compile is not queued again by a compile-only
 pass only where it failed with the very kernel key it has now: built by another
 toolchain (another key), an `--arch` pre-build compiles it and stores it. The real CLI,
-the real nvcc behind a wrapper that says it is another release and cannot build one
-variant."""
+the real nvcc, first with `NVCC_APPEND_FLAGS=-DTOOLCHAIN_A` (another configuration, keyed
+apart: `config.nvcc_flags`), under which one variant cannot build. (A wrapper script that
+said another release on `--version` was the other toolchain until an nvcc script was keyed
+by the binary it runs, whose line is the real nvcc's: the same key.)"""
 
 from __future__ import annotations
 
-import stat
 from pathlib import Path
 
 from conftest import Warm, nvcc_or_skip
@@ -39,20 +40,11 @@ def test_a_candidate_failed_under_another_toolchain_is_built_by_this_one(
     warm: Warm, tmp_path: Path
 ) -> None:
     nvcc = nvcc_or_skip()
-    other = tmp_path / "toolchain-a" / "nvcc"
-    other.parent.mkdir()
-    other.write_text(
-        "#!/bin/bash\n"
-        'for a in "$@"; do if [ "$a" = "--version" ]; then\n'
-        f"  {nvcc} --version | sed 's/^Build /Build toolchain-a-/'; exit 0; fi; done\n"
-        f'exec {nvcc} -DTOOLCHAIN_A "$@"\n'
-    )
-    other.chmod(other.stat().st_mode | stat.S_IXUSR)
     script = tmp_path / "tc.py"
     script.write_text(WORKLOAD)
     bundle = tmp_path / "b.warm"
     common = ("run", script, "-b", bundle, "--arch", "sm_90", "--compiler", "nvcc", "--no-ptx")
-    first = warm(*common, "--nvcc", other, "--json")
+    first = warm.with_env(NVCC_APPEND_FLAGS="-DTOOLCHAIN_A")(*common, "--nvcc", nvcc, "--json")
     assert first.returncode in (0, 1), first.stdout[-2000:] + first.stderr
     stats = warm.json("stats", bundle)
     assert {c["name"]: c["status"] for c in stats["tunes"][0]["candidates"]}["v1"] == "failed"
@@ -60,5 +52,5 @@ def test_a_candidate_failed_under_another_toolchain_is_built_by_this_one(
     second = warm(*common, "--nvcc", nvcc, "--json")
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr
     stats = warm.json("stats", bundle)
-    built = sorted((k["label"], "toolchain-a" in k["toolchain"]) for k in stats["kernels"])
+    built = sorted((k["label"], "TOOLCHAIN_A" in k["toolchain"]) for k in stats["kernels"])
     assert built == [("k[VARIANT=0]", False), ("k[VARIANT=0]", True), ("k[VARIANT=1]", False)]
