@@ -9,12 +9,14 @@ import json
 import os
 import shutil
 import sqlite3
+import zlib
 from pathlib import Path
 
 from conftest import Warm
-from test_hostile46 import _peak
+from test_hostile46 import _peak, _tunes_of_many_candidates
+from test_production_defaults import serve
 
-from warmcli.bundle.candidates import pack
+from warmcli.bundle.candidates import pack, unpack
 from warmcli.records import CandidateMeasurement, tune_key
 
 
@@ -85,3 +87,45 @@ def test_a_checksum_twin_names_the_same_kernels_only_where_it_does(
         assert shown.returncode == 0, shown.stderr
         [twin] = json.loads(shown.stdout)["tunes"]["checksum_differs"]
         assert twin["same_kernels"] is same
+
+
+def test_a_tune_of_more_candidates_than_its_stored_bytes_is_refused(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A tune's packed candidates inflating to 4 MiB of 246,000 candidates from a row of 4 KB
+    cost every reading command 0.7 s and ~90 MB to decode (an 80 MB bundle of them: hours).
+    warm never writes more candidates than the document has bytes (its own rows: at most
+    0.6 a byte, measured), so a row saying more is malformed: refused before one is read."""
+    warm, good = made
+    one = _tunes_of_many_candidates(
+        good, tmp_path / "one.warm", tunes=1, candidates=246_000, named=False
+    )
+    verified = warm("verify", one)
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    said = verified.stdout + verified.stderr
+    assert "(warm writes one a byte at most)" in said and "Traceback" not in said, said[-1500:]
+    for command in (("verify",), ("check",), ("clean", "--dry-run")):
+        flat = _peak(warm, command[0], good, *command[1:])
+        grown = _peak(warm, command[0], one, *command[1:]) - flat
+        assert grown < 24 << 20, f"warm {command[0]}: {grown >> 20} MiB more"
+    # in production the same row, under the key the example looks up, is a miss
+    served = tmp_path / "served.warm"
+    shutil.copyfile(good, served)
+    raw = (246_000).to_bytes(4, "little") + (b"\0" + bytes(16)) * 246_000
+    with sqlite3.connect(served) as conn:
+        conn.execute("UPDATE tunes SET candidates = ?", (b"\1" + zlib.compress(raw, 9),))
+    conn.close()
+    hot = serve(warm, WARM_BUNDLE=str(served))
+    assert hot.returncode == 0 and "Traceback" not in hot.stderr, hot.stderr[-1500:]
+
+
+def test_warms_writer_never_writes_what_its_reader_refuses() -> None:
+    """Pure logic, no fakes needed: a document of candidates deflating to fewer bytes than
+    it has candidates (here 20,000 alike) is written as it is, undeflated, so the reader's
+    rule (no more candidates than stored bytes) never refuses a row warm wrote."""
+    kernel = hashlib.sha256(b"k").hexdigest()
+    alike = tuple(CandidateMeasurement("", kernel, "pending", None, (), "") for _ in range(20_000))
+    for intern in (None, lambda key: 7):
+        packed = pack(alike, intern)
+        assert len(packed) >= len(alike)
+        assert unpack(packed, lambda i: kernel) == alike

@@ -9,14 +9,16 @@ sha256 in hex is written as its 32 bytes (format 2), or, given `intern` (format 
 as its index in the document's head: the uint32 ids under which the bundle holds
 each kernel's 32 bytes once (`tune_kernels`: a tune's candidates name the same few
 kernels as thousands of others). The fields are stored deflated when that is
-shorter (format 3: raw deflate, no zlib header; its head of ids never deflated); a
-leading tag byte says which form. `signed_form` is what a signature covers of a
-format-3 document: it, and the kernel keys its ids stand for, read from the head
-without inflating anything. `unpack` reads every form back as untrusted input (an
-id through `kernel_key`):
+shorter and it keeps at most one candidate a stored byte (format 3: raw deflate, no
+zlib header; its head of ids never deflated); a leading tag byte says which form.
+`signed_form` is what a signature covers of a format-3 document: it, and the kernel
+keys its ids stand for, read from the head without inflating anything. `unpack` reads
+every form back as untrusted input (an id through `kernel_key`):
 the inflated size is bounded (`MAX_PACKED_BYTES`, so no size in a bundle sets
-warm's memory), every count and length is checked against the bytes that remain
-before anything is read, and anything that is not what `pack` writes is a
+warm's memory), as is the count of candidates (at most the document's stored bytes,
+`_counted`: read before the rest is inflated, so decoding costs in proportion to the
+bundle's size, not to what its rows say), every count and length is checked against
+the bytes that remain before anything is read, and anything that is not what `pack` writes is a
 `ValueError` (the row reader names it as a corrupt entry). Format 1 stored the same
 candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
 `_parts` is a document's fields as `pack` writes them, its times apart (where they lie:
@@ -118,8 +120,8 @@ def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = Non
         head = _U32.pack(len(ids)) + struct.pack(f"<{len(ids)}I", *ids)
         packer = zlib.compressobj(9, zlib.DEFLATED, _RAW_DEFLATE)
         deflated, tags = packer.compress(raw) + packer.flush(), (INTERNED, INTERNED_DEFLATED)
-    if len(deflated) < len(raw):
-        return bytes((tags[1],)) + head + deflated
+    if len(deflated) < len(raw) and len(items) <= 1 + len(head) + len(deflated):
+        return bytes((tags[1],)) + head + deflated  # (else refused: `_counted`)
     return bytes((tags[0],)) + head + raw
 
 
@@ -185,18 +187,31 @@ def _inflate(data: bytes, at: int = 1) -> bytes:
     if not data:
         raise ValueError("an empty document")
     if data[0] in (RAW, INTERNED):
-        return data[at:]
+        return _counted(data[at:], len(data))
     if data[0] not in (DEFLATED, INTERNED_DEFLATED):
         raise ValueError(f"tag {data[0]} is not a candidates encoding")
     inflater = zlib.decompressobj(zlib.MAX_WBITS if data[0] == DEFLATED else _RAW_DEFLATE)
-    try:
-        raw = inflater.decompress(data[at:], MAX_PACKED_BYTES)
+    try:  # its count first: a count past the rule is refused with nothing more inflated
+        raw = _counted(inflater.decompress(data[at:], 4), len(data))
+        raw += inflater.decompress(inflater.unconsumed_tail, MAX_PACKED_BYTES - len(raw))
     except zlib.error as exc:
         if "Error -4 " in str(exc):  # Z_MEM_ERROR: zlib ran out of memory, the data is not bad
             raise MemoryError(str(exc)) from None
         raise ValueError(f"not deflated ({exc})") from None
     if inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise ValueError(f"over {MAX_PACKED_BYTES} bytes inflated, or cut short")
+    return raw
+
+
+def _counted(raw: bytes, stored: int) -> bytes:
+    """`raw`, a document's fields; `ValueError` where their count of candidates (its first
+    4 bytes) is more than the `stored` bytes of the document (`pack` never writes that:
+    its own run at most 0.6 a byte, so a row's decoding is bounded by its size)."""
+    count = _U32.unpack_from(raw)[0] if len(raw) >= 4 else 0
+    if count > stored:
+        raise ValueError(
+            f"{count:,} candidates in {stored:,} bytes (warm writes one a byte at most)"
+        )
     return raw
 
 
