@@ -40,6 +40,7 @@ from warmcli.records import CandidateMeasurement, TuneRecord
 MAX_PACKED_BYTES = 4 << 20  # a document inflating past this is refused, not read
 RAW, DEFLATED = 0, 1  # the tag byte of format 2: kernel keys whole
 INTERNED, INTERNED_DEFLATED = 2, 3  # format 3: kernel keys as ids, raw deflate
+_FIRST = 64 << 10  # bytes inflated before a document's count of candidates is checked
 _RAW_DEFLATE = -15  # zlib's window bits for a raw deflate stream (no header, no checksum)
 _STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text follows
 _SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
@@ -202,9 +203,10 @@ def _inflate(data: bytes, at: int = 1) -> bytes:
     if data[0] not in (DEFLATED, INTERNED_DEFLATED):
         raise ValueError(f"tag {data[0]} is not a candidates encoding")
     inflater = zlib.decompressobj(zlib.MAX_WBITS if data[0] == DEFLATED else _RAW_DEFLATE)
-    try:  # its count first: a count past the rule is refused with nothing more inflated
-        raw = _counted(inflater.decompress(data[at:], 4), len(data))
-        raw += inflater.decompress(inflater.unconsumed_tail, MAX_PACKED_BYTES - len(raw))
+    try:  # its count first: a count past the rule is refused with no more than 64 KiB inflated
+        raw = _counted(inflater.decompress(data[at:], _FIRST), len(data))
+        if not inflater.eof:  # (nearly every tune is inflated whole by then)
+            raw += inflater.decompress(inflater.unconsumed_tail, MAX_PACKED_BYTES - len(raw))
     except zlib.error as exc:
         if "Error -4 " in str(exc):  # Z_MEM_ERROR: zlib ran out of memory, the data is not bad
             raise MemoryError(str(exc)) from None
