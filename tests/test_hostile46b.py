@@ -9,10 +9,12 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
-from conftest import Warm
+from conftest import EXAMPLES, ROOT, Warm
 from test_hostile46 import _peak, _tunes_of_many_candidates
 from test_production_defaults import serve
 
@@ -49,10 +51,10 @@ def test_diff_keeps_no_candidates_of_the_tunes_it_lists(
     candidate (only their names, picks and whether two such tunes name the same kernels are
     shown): 12 tunes of 40,000 candidates, a 3 MB bundle, held 298 MiB more than a diff of
     the bundle with itself, where `warm verify`, which reads one tune at a time, holds 52;
-    1,000 of them (a 250 MB bundle) would hold GBs. A listed tune keeps its pick's
-    candidate and a digest of its candidates' names and kernels now."""
+    1,000 of them (a 250 MB bundle) would hold GBs (here: 12 of 12,000). A listed tune
+    keeps its pick's candidate and a digest of its candidates' names and kernels now."""
     warm, good = made
-    many = _tunes_of_random_names(good, tmp_path / "many.warm", tunes=12, candidates=20_000)
+    many = _tunes_of_random_names(good, tmp_path / "many.warm", tunes=12, candidates=12_000)
     one_at_a_time = _peak(warm, "verify", many) - _peak(warm, "verify", good)
     grown = _peak(warm, "diff", good, many) - _peak(warm, "diff", good, good)
     assert grown < one_at_a_time + (16 << 20), f"{grown >> 20} MiB more"
@@ -145,3 +147,62 @@ def test_reading_a_tune_of_many_candidates_costs_their_bytes_not_a_dict_each(
         flat = _peak(warm, command[0], good, *command[1:])
         grown = _peak(warm, command[0], big, *command[1:]) - flat
         assert grown < 40 << 20, f"warm {command[0]}: {grown >> 20} MiB more"
+
+
+_SERVED_PEAK = """
+import runpy, sys, warmcli
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
+status = open("/proc/self/status").read().splitlines()
+print("peak", int(next(s for s in status if s.startswith("VmHWM:")).split()[1]) << 10)
+"""
+
+
+def _served_peak(warm: Warm, bundle: Path) -> int:
+    """The peak RSS, in bytes, of the host example served from `bundle` (misses explained)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _SERVED_PEAK, str(EXAMPLES / "matmul_host.py")],
+        env={**warm.env, "WARM_BUNDLE": str(bundle), "WARM_EXPLAIN": "1"},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+    assert "warm: miss: tune matmul" in proc.stderr, proc.stderr[-1500:]
+    return int(proc.stdout.rsplit("peak ", 1)[1].split()[0])
+
+
+def test_a_tune_miss_holds_no_candidates_of_the_tunes_it_compares(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A production process's tune miss is explained by the bundle's nearest tune of the
+    operation: every tune of it was read and held with every candidate, and their names
+    joined, for the process's life (12 tunes of 120,000 candidates, a 3.9 MB bundle: 358
+    MB peak and 7 s where the example alone takes 39 MB). Each is held without its
+    candidates now, their names as a bounded text, and the one whose kernels are compared
+    is read again."""
+    warm, good = made
+    peaks = []
+    for tunes in (1, 6):
+        held = _tunes_of_many_candidates(
+            good, tmp_path / f"held{tunes}.warm", tunes=tunes, candidates=120_000
+        )
+        with sqlite3.connect(held) as conn:  # the example's own tunes gone: each a miss
+            conn.execute("DELETE FROM tunes WHERE rowid <= 3")
+        conn.close()
+        peaks.append(_served_peak(warm, held))
+    grown = peaks[1] - peaks[0]
+    assert grown < 24 << 20, f"{grown >> 20} MiB more"
+
+
+def test_a_miss_holds_candidate_names_bounded_and_still_told_apart() -> None:
+    """Pure logic, no fakes: a held tune's candidate names, joined, were held whole for an
+    explanation's comparison (names of 4,096 characters each, deflated: megabytes from a row
+    of kilobytes). Past 4,096 characters they are cut and told apart by a digest."""
+    from warmcli.runtime.tune_listing import names_text
+
+    long = ["x" * 4096 + str(i) for i in range(1000)]
+    assert len(names_text(long)) < 400
+    assert names_text(long) == names_text(reversed(long))
+    assert names_text(long) != names_text([*long[:-1], "y"])
+    assert names_text(["b", "a"]) == "a, b"  # short: whole, as before
