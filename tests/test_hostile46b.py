@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sqlite3
+import struct
 import subprocess
 import sys
 import zlib
@@ -206,3 +207,28 @@ def test_a_miss_holds_candidate_names_bounded_and_still_told_apart() -> None:
     assert names_text(long) == names_text(reversed(long))
     assert names_text(long) != names_text([*long[:-1], "y"])
     assert names_text(["b", "a"]) == "a, b"  # short: whole, as before
+
+
+def test_diff_keeps_no_reason_of_a_listed_tunes_pick(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A listed tune kept its pick's candidate whole: its reason may inflate to 4 MiB from a
+    row of 4 KB, and a diff lists 1,000 tunes (12 such, a 400 KB bundle: 71 MiB more;
+    1,000: 4 GB). Its pick is kept without samples or reason now."""
+    warm, good = made
+    many = tmp_path / "reasons.warm"
+    shutil.copyfile(good, many)
+    conn = sqlite3.connect(many)
+    with conn:
+        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
+        reason = b"x" * ((4 << 20) - 128)  # its fields as warm packs them, then deflated
+        raw = struct.pack("<IBI", 1, 3, 1) + b"p" + bytes(32) + struct.pack("<dId", 1e-5, 1, 1e-5)
+        packed = b"\1" + zlib.compress(raw + struct.pack("<I", len(reason)) + reason, 9)
+        assert len(packed) < 8192
+        for i in range(12):
+            key = bytes.fromhex(tune_key(row[1], f"{row[2]} w{i}", row[3], row[4].hex()))
+            values = (key, row[1], f"{row[2]} w{i}", *row[3:6], "p", packed, *row[8:])
+            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+    conn.close()
+    grown = _peak(warm, "diff", good, many) - _peak(warm, "diff", good, good)
+    assert grown < 40 << 20, f"{grown >> 20} MiB more"  # (one tune read: ~20 MiB)

@@ -39,7 +39,7 @@ from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord
 
 Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole (None: malformed)
 
@@ -131,16 +131,20 @@ def pick_seconds(tune: TuneRecord) -> float | None:
 
 
 def listed_tune(diff: BundleDiff, tune: TuneRecord | None) -> TuneRecord | None:
-    """`tune` as `diff` lists it: its pick's candidate alone (a tune's candidates may number
-    246,000, and a diff lists 1,000 tunes), the set of its candidates' names and kernels
-    kept as a digest in `diff.candidate_kernels` (what `checksum_twins` compares)."""
+    """`tune` as `diff` lists it: its pick's candidate alone, without its samples and reason
+    (a tune's candidates may number 200,000, a reason inflate to 4 MiB from a row of 4 KB, and
+    a diff lists 1,000 tunes), the set of its candidates' names and kernels kept as a digest
+    in `diff.candidate_kernels` (what `checksum_twins` compares)."""
     if tune is None:
         return None
     pairs = sorted({(c.name, c.kernel_key) for c in tune.candidates})
     digest = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()  # (ASCII: surrogates too)
     diff.candidate_kernels[tune.key] = digest
-    picked = next((c for c in tune.candidates if c.name == tune.pick), None)
-    t, kept = tune, () if picked is None else (picked,)
+    p = next((c for c in tune.candidates if c.name == tune.pick), None)
+    t, kept = (
+        tune,
+        () if p is None else (CandidateMeasurement(p.name, p.kernel_key, p.status, p.seconds),),
+    )
     return TuneRecord(t.key, t.operation, t.shape_key, t.device, t.checksum, t.status,
                       t.pick, kept, t.seconds, t.measured_at)  # fmt: skip
 
