@@ -209,6 +209,25 @@ def test_a_miss_holds_candidate_names_bounded_and_still_told_apart() -> None:
     assert names_text(["b", "a"]) == "a, b"  # short: whole, as before
 
 
+def _tunes_of_long_reasons(source: Path, path: Path, tunes: int) -> Path:
+    """`source` with `tunes` more tunes of its first, each of one candidate (its pick) whose
+    reason is 4 MiB of one letter: a row of 4 KB."""
+    shutil.copyfile(source, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
+        reason = b"x" * ((4 << 20) - 128)  # its fields as warm packs them, then deflated
+        raw = struct.pack("<IBI", 1, 3, 1) + b"p" + bytes(32) + struct.pack("<dId", 1e-5, 1, 1e-5)
+        packed = b"\1" + zlib.compress(raw + struct.pack("<I", len(reason)) + reason, 9)
+        assert len(packed) < 8192
+        for i in range(tunes):
+            key = bytes.fromhex(tune_key(row[1], f"{row[2]} w{i}", row[3], row[4].hex()))
+            values = (key, row[1], f"{row[2]} w{i}", *row[3:6], "p", packed, *row[8:])
+            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+    conn.close()
+    return path
+
+
 def test_diff_keeps_no_reason_of_a_listed_tunes_pick(
     made: tuple[Warm, Path], tmp_path: Path
 ) -> None:
@@ -216,19 +235,22 @@ def test_diff_keeps_no_reason_of_a_listed_tunes_pick(
     row of 4 KB, and a diff lists 1,000 tunes (12 such, a 400 KB bundle: 71 MiB more;
     1,000: 4 GB). Its pick is kept without samples or reason now."""
     warm, good = made
-    many = tmp_path / "reasons.warm"
-    shutil.copyfile(good, many)
-    conn = sqlite3.connect(many)
-    with conn:
-        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
-        reason = b"x" * ((4 << 20) - 128)  # its fields as warm packs them, then deflated
-        raw = struct.pack("<IBI", 1, 3, 1) + b"p" + bytes(32) + struct.pack("<dId", 1e-5, 1, 1e-5)
-        packed = b"\1" + zlib.compress(raw + struct.pack("<I", len(reason)) + reason, 9)
-        assert len(packed) < 8192
-        for i in range(12):
-            key = bytes.fromhex(tune_key(row[1], f"{row[2]} w{i}", row[3], row[4].hex()))
-            values = (key, row[1], f"{row[2]} w{i}", *row[3:6], "p", packed, *row[8:])
-            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
-    conn.close()
+    many = _tunes_of_long_reasons(good, tmp_path / "reasons.warm", tunes=12)
     grown = _peak(warm, "diff", good, many) - _peak(warm, "diff", good, good)
     assert grown < 40 << 20, f"{grown >> 20} MiB more"  # (one tune read: ~20 MiB)
+
+
+def test_stats_holds_the_line_of_a_reason_a_table_shows(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm stats` made each tune into what its table shows as it was read (hostile46), but
+    kept each shown candidate's reason whole, where the table shows one line of it: 100
+    tunes of a 4 MiB reason each, an 870 KB bundle, took 463 MB (30 here: ~120 MiB more).
+    The line shown is kept, cut to 1,000 characters, read from the first 64 KiB."""
+    warm, good = made
+    many = _tunes_of_long_reasons(good, tmp_path / "reasons.warm", tunes=30)
+    grown = _peak(warm, "stats", many) - _peak(warm, "stats", good)
+    assert grown < 40 << 20, f"{grown >> 20} MiB more"
+    shown = warm("stats", many, "--explain", "matmul")
+    assert shown.returncode == 0 and "x" * 100 in shown.stdout, shown.stderr[-1500:]
+    assert len(shown.stdout) < 1 << 20
