@@ -245,10 +245,10 @@ def test_stats_holds_the_line_of_a_reason_a_table_shows(
 ) -> None:
     """`warm stats` made each tune into what its table shows as it was read (hostile46), but
     kept each shown candidate's reason whole, where the table shows one line of it: 100
-    tunes of a 4 MiB reason each, an 870 KB bundle, took 463 MB (30 here: ~120 MiB more).
+    tunes of a 4 MiB reason each, an 870 KB bundle, took 463 MB (20 here: ~87 MiB more).
     The line shown is kept, cut to 1,000 characters, read from the first 64 KiB."""
     warm, good = made
-    many = _tunes_of_long_reasons(good, tmp_path / "reasons.warm", tunes=30)
+    many = _tunes_of_long_reasons(good, tmp_path / "reasons.warm", tunes=20)
     grown = _peak(warm, "stats", many) - _peak(warm, "stats", good)
     assert grown < 40 << 20, f"{grown >> 20} MiB more"
     shown = warm("stats", many, "--explain", "matmul")
