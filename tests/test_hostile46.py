@@ -83,13 +83,21 @@ def test_merge_refusing_an_existing_out_leaves_no_lock_beside_it(
         assert out.read_text() == "mine\n"
 
 
-def _tunes_of_many_candidates(source: Path, path: Path, tunes: int, candidates: int) -> Path:
+def _tunes_of_many_candidates(
+    source: Path, path: Path, tunes: int, candidates: int, named: bool = True
+) -> Path:
     """`source` with `tunes` more tunes of its first (keyed as warm keys them), each holding
-    `candidates` nameless, unmeasured candidates, packed as warm packs them (17 bytes each,
-    deflated: ~100 KB of them in a row of ~100 bytes), its pick the one named ''."""
+    `candidates` unmeasured candidates, packed as warm packs them, its pick the one named
+    '': each named by its index in hex (at most 0.4 a stored byte, as warm's own tunes
+    are: see tests/test_hostile46b.py), or, not `named`, all named '' (17 bytes each,
+    deflated: ~100 KB of them in a row of ~100 bytes, which warm refuses now)."""
     from warmcli.records import tune_key
 
-    raw = struct.pack("<I", candidates) + (b"\0" + struct.pack("<4I", 0, 0, 0, 0)) * candidates
+    def one(i: int) -> bytes:
+        name = f"{i:x}".encode() if named and i else b""
+        return b"\0" + struct.pack("<I", len(name)) + name + struct.pack("<3I", 0, 0, 0)
+
+    raw = struct.pack("<I", candidates) + b"".join(map(one, range(candidates)))
     packed = b"\1" + zlib.compress(raw, 9)  # format 2's tag: deflated, kernel keys whole
     shutil.copyfile(source, path)
     conn = sqlite3.connect(path)

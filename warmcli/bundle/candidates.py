@@ -9,14 +9,16 @@ sha256 in hex is written as its 32 bytes (format 2), or, given `intern` (format 
 as its index in the document's head: the uint32 ids under which the bundle holds
 each kernel's 32 bytes once (`tune_kernels`: a tune's candidates name the same few
 kernels as thousands of others). The fields are stored deflated when that is
-shorter (format 3: raw deflate, no zlib header; its head of ids never deflated); a
-leading tag byte says which form. `signed_form` is what a signature covers of a
-format-3 document: it, and the kernel keys its ids stand for, read from the head
-without inflating anything. `unpack` reads every form back as untrusted input (an
-id through `kernel_key`):
+shorter and it keeps at most one candidate a stored byte (format 3: raw deflate, no
+zlib header; its head of ids never deflated); a leading tag byte says which form.
+`signed_form` is what a signature covers of a format-3 document: it, and the kernel
+keys its ids stand for, read from the head without inflating anything. `unpack` reads
+every form back as untrusted input (an id through `kernel_key`):
 the inflated size is bounded (`MAX_PACKED_BYTES`, so no size in a bundle sets
-warm's memory), every count and length is checked against the bytes that remain
-before anything is read, and anything that is not what `pack` writes is a
+warm's memory), as is the count of candidates (at most the document's stored bytes,
+`_counted`: read before the rest is inflated, so decoding costs in proportion to the
+bundle's size, not to what its rows say), every count and length is checked against
+the bytes that remain before anything is read, and anything that is not what `pack` writes is a
 `ValueError` (the row reader names it as a corrupt entry). Format 1 stored the same
 candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
 `_parts` is a document's fields as `pack` writes them, its times apart (where they lie:
@@ -30,7 +32,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeGuard
 
 from warmcli.records import CandidateMeasurement, TuneRecord
@@ -38,6 +40,7 @@ from warmcli.records import CandidateMeasurement, TuneRecord
 MAX_PACKED_BYTES = 4 << 20  # a document inflating past this is refused, not read
 RAW, DEFLATED = 0, 1  # the tag byte of format 2: kernel keys whole
 INTERNED, INTERNED_DEFLATED = 2, 3  # format 3: kernel keys as ids, raw deflate
+_FIRST = 64 << 10  # bytes inflated before a document's count of candidates is checked
 _RAW_DEFLATE = -15  # zlib's window bits for a raw deflate stream (no header, no checksum)
 _STATUSES = ("ok", "failed", "pending")  # codes 0..2; code 3: the status's text follows
 _SECONDS, _HEX_KEY, _STATUS_SHIFT = 1, 2, 2
@@ -74,29 +77,40 @@ def _parts(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> lis
     """The fields of `items` in order: bytes, or a tuple of times where times go (each a
     float64); a kernel key in hex as its 32 bytes, or as `index` of them. `_encode` joins
     them; `warmcli.bundle.tune_layout` reads where the times of a document lie from them."""
-    parts: list[Part] = [_U32.pack(len(items))]
+    return list(_each_part(items, index))
+
+
+def _each_part(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> Iterator[Part]:
+    """`_parts`, one at a time."""
+    yield _U32.pack(len(items))
     for c in items:
         hex_key = is_hex64(c.kernel_key)
         code = _STATUSES.index(c.status) if c.status in _STATUSES else len(_STATUSES)
         flags = (_SECONDS if c.seconds is not None else 0) | (_HEX_KEY if hex_key else 0)
-        parts += (_FLAGS.pack(flags | code << _STATUS_SHIFT), _text(c.name))
+        yield _FLAGS.pack(flags | code << _STATUS_SHIFT)
+        yield _text(c.name)
         if not hex_key:
-            parts.append(_text(c.kernel_key))
+            yield _text(c.kernel_key)
         elif index is None:
-            parts.append(bytes.fromhex(c.kernel_key))
+            yield bytes.fromhex(c.kernel_key)
         else:
-            parts.append(_U32.pack(index(bytes.fromhex(c.kernel_key))))
+            yield _U32.pack(index(bytes.fromhex(c.kernel_key)))
         if code == len(_STATUSES):
-            parts.append(_text(c.status))
+            yield _text(c.status)
         if c.seconds is not None:
-            parts.append((c.seconds,))
-        parts += (_U32.pack(len(c.samples)), tuple(c.samples), _text(c.reason))
-    return parts
+            yield (c.seconds,)
+        yield _U32.pack(len(c.samples))
+        yield tuple(c.samples)
+        yield _text(c.reason)
 
 
 def _encode(items: tuple[CandidateMeasurement, ...], index: Intern | None) -> bytes:
-    """The fields of `items` as `_parts` has them, times packed."""
-    return joined(_parts(items, index))
+    """The fields of `items` as `_parts` has them, times packed: made as they come, never
+    held as parts (seven objects a candidate, and a tune may hold 200,000 candidates)."""
+    out = bytearray()
+    for p in _each_part(items, index):
+        out += p if type(p) is bytes else struct.pack(f"<{len(p)}d", *p)
+    return bytes(out)
 
 
 def joined(parts: Iterable[Part]) -> bytes:
@@ -118,8 +132,8 @@ def pack(candidates: Iterable[CandidateMeasurement], intern: Intern | None = Non
         head = _U32.pack(len(ids)) + struct.pack(f"<{len(ids)}I", *ids)
         packer = zlib.compressobj(9, zlib.DEFLATED, _RAW_DEFLATE)
         deflated, tags = packer.compress(raw) + packer.flush(), (INTERNED, INTERNED_DEFLATED)
-    if len(deflated) < len(raw):
-        return bytes((tags[1],)) + head + deflated
+    if len(deflated) < len(raw) and len(items) <= 1 + len(head) + len(deflated):
+        return bytes((tags[1],)) + head + deflated  # (else refused: `_counted`)
     return bytes((tags[0],)) + head + raw
 
 
@@ -185,18 +199,32 @@ def _inflate(data: bytes, at: int = 1) -> bytes:
     if not data:
         raise ValueError("an empty document")
     if data[0] in (RAW, INTERNED):
-        return data[at:]
+        return _counted(data[at:], len(data))
     if data[0] not in (DEFLATED, INTERNED_DEFLATED):
         raise ValueError(f"tag {data[0]} is not a candidates encoding")
     inflater = zlib.decompressobj(zlib.MAX_WBITS if data[0] == DEFLATED else _RAW_DEFLATE)
-    try:
-        raw = inflater.decompress(data[at:], MAX_PACKED_BYTES)
+    try:  # its count first: a count past the rule is refused with no more than 64 KiB inflated
+        raw = _counted(inflater.decompress(data[at:], _FIRST), len(data))
+        if not inflater.eof:  # (nearly every tune is inflated whole by then)
+            raw += inflater.decompress(inflater.unconsumed_tail, MAX_PACKED_BYTES - len(raw))
     except zlib.error as exc:
         if "Error -4 " in str(exc):  # Z_MEM_ERROR: zlib ran out of memory, the data is not bad
             raise MemoryError(str(exc)) from None
         raise ValueError(f"not deflated ({exc})") from None
     if inflater.unconsumed_tail or not inflater.eof or inflater.unused_data:
         raise ValueError(f"over {MAX_PACKED_BYTES} bytes inflated, or cut short")
+    return raw
+
+
+def _counted(raw: bytes, stored: int) -> bytes:
+    """`raw`, a document's fields; `ValueError` where their count of candidates (its first
+    4 bytes) is more than the `stored` bytes of the document (`pack` never writes that:
+    its own run at most 0.6 a byte, so a row's decoding is bounded by its size)."""
+    count = _U32.unpack_from(raw)[0] if len(raw) >= 4 else 0
+    if count > stored:
+        raise ValueError(
+            f"{count:,} candidates in {stored:,} bytes (warm writes one a byte at most)"
+        )
     return raw
 
 

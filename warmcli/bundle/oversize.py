@@ -64,6 +64,7 @@ def each_named(
             on_error(str(row[0])[:MAX_NAME_CHARS], _corrupt(what, row[0], exc))
             continue
         yield record
+        del record  # not held while the next is made (a tune's may be 30 MB)
 
 
 def _named(reader: RowReader, what: str, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:

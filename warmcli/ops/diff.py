@@ -17,14 +17,17 @@ there too), nor counted in both, as a kernel with no blob is not (of the first `
 corrupt entries of each bundle). Both bundles' keys (and picks) are read as two streams
 ordered by key and joined as they go, so memory does not grow with their size: a
 `BundleDiff` counts everything and keeps the first `LISTED` entries of each kind, whose
-rows alone are read whole. A bundle whose SQL
+rows alone are read whole (a tune kept as `listed_tune` makes it: no candidate but its
+pick's, its candidates' names and kernels as a digest). A bundle whose SQL
 indexes disagree with its rows is refused first (`warmcli.bundle.consistency`). This
 module reads both bundles; it never writes or prints.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +39,7 @@ from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
-from warmcli.records import KernelRecord, TuneRecord
+from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord
 
 Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole (None: malformed)
 
@@ -94,6 +97,8 @@ class BundleDiff:
     users_b: dict[str, int] = field(default_factory=dict)
     compiles_a: dict[Compile, int] = field(default_factory=dict)  # the rows each compile made
     compiles_b: dict[Compile, int] = field(default_factory=dict)
+    # a listed tune's candidates, of names and kernels, as a digest (`listed_tune`)
+    candidate_kernels: dict[str, str] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -123,6 +128,25 @@ class BundleDiff:
 def pick_seconds(tune: TuneRecord) -> float | None:
     """The median time of the picked candidate, if it was measured."""
     return next((c.seconds for c in tune.candidates if c.name == tune.pick), None)
+
+
+def listed_tune(diff: BundleDiff, tune: TuneRecord | None) -> TuneRecord | None:
+    """`tune` as `diff` lists it: its pick's candidate alone, without its samples and reason
+    (a tune's candidates may number 200,000, a reason inflate to 4 MiB from a row of 4 KB, and
+    a diff lists 1,000 tunes), the set of its candidates' names and kernels kept as a digest
+    in `diff.candidate_kernels` (what `checksum_twins` compares)."""
+    if tune is None:
+        return None
+    pairs = sorted({(c.name, c.kernel_key) for c in tune.candidates})
+    digest = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()  # (ASCII: surrogates too)
+    diff.candidate_kernels[tune.key] = digest
+    p = next((c for c in tune.candidates if c.name == tune.pick), None)
+    t, kept = (
+        tune,
+        () if p is None else (CandidateMeasurement(p.name, p.kernel_key, p.status, p.seconds),),
+    )
+    return TuneRecord(t.key, t.operation, t.shape_key, t.device, t.checksum, t.status,
+                      t.pick, kept, t.seconds, t.measured_at)  # fmt: skip
 
 
 def joined(a: Iterable[_K], b: Iterable[_K]) -> Iterator[tuple[_K | None, _K | None]]:
@@ -160,7 +184,11 @@ def diff_keys(
                 side, entry, reader = ("b", y, rb) if x is None else ("a", x, ra)
                 assert entry is not None
                 key = entry.key
-                diff.keep(f"{kind}s_only_{side}", lambda r=reader, w=kind, k=key: r(w, k))
+                if kind == "tune":  # kept without its candidates
+                    read_one = lambda r=reader, k=key: listed_tune(diff, r("tune", k))  # noqa: E731
+                else:
+                    read_one = lambda r=reader, k=key: r("kernel", k)  # noqa: E731
+                diff.keep(f"{kind}s_only_{side}", read_one)
                 continue
             shared[kind] += 1
             key = x.key

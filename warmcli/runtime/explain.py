@@ -23,11 +23,12 @@ an entry's row or a build's blob alike (`_not_read`). Held values are shown cut,
 (`_first`: the rest counted), options or defines not the JSON warm writes as the bundle's text
 (never raised into the launch that missed). What a runtime does with an explanation (count, log,
 refuse with `StrictMissError`) is the miss policy's, `warmcli.runtime.misses`, which also keeps
-an entry's listing (`listed_kernels`, `listed_tunes`: `warmcli.runtime.nearest.Listed`) for its
-next miss, so that many misses of one entry read its rows once (another process's rows written
-meanwhile are not seen by the later ones). This module is pure: it only reads the bundle it is
-handed, owns no state, counts nothing and never prints or logs; it is imported at the first miss
-(a process its bundle serves wholly never loads it).
+an entry's listing (`listed_kernels`, `warmcli.runtime.tune_listing`'s `listed_tunes`: a
+`warmcli.runtime.nearest.Listed`) for its next miss, so that many misses of one entry read
+its rows once (another process's rows written meanwhile are not seen by the later ones). This
+module is pure: it only reads the bundle it is handed, owns no state, counts nothing and never
+prints or logs; it is imported at the first miss (a process its bundle serves wholly never
+loads it).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from warmcli.errors import FORKED_READING, LOCKED, REMOVED, BundleError
 from warmcli.records import MissExplanation
 from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
 from warmcli.runtime.shown import changed_headers, held_text, memo_show, show
+from warmcli.runtime.tune_listing import listed_tunes, names_text
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -79,7 +81,7 @@ REMOVED_DETAIL = "the bundle's file was deleted while its parent served it (a fo
 opens it anew): replace a served bundle by a rename, as warm run does, never delete it"
 PROCESS = "this process wants"
 _SHOWN = 3
-_Row = TypeVar("_Row")  # what `_held` lists: a kernel's components, a tune's record
+_Row = TypeVar("_Row")  # what `_held` lists: a kernel's components
 
 
 # -- finding the nearest entry -----------------------------------------------------------------
@@ -98,13 +100,6 @@ def _compared(components: Mapping[str, str]) -> dict[str, str]:
         for c, v in components.items()
         if c in KERNEL_COMPONENTS or c == "header_files"  # (which headers: `changed_headers`)
     }
-
-
-def listed_tunes(bundle: Store, operation: str) -> Listed[TuneRecord]:
-    """The bundle's tunes of the tunable `operation`, for its misses."""
-    records = _held(lambda: list(bundle.tunes(operation, _skip)))
-    held = None if isinstance(records, str) else [tune_components(r) for r in records]
-    return Listed(records, held)
 
 
 def _values(
@@ -281,15 +276,6 @@ def unusable_binary(kernel: Kernel, key: str, error: str) -> MissExplanation:
     return MissExplanation("kernel", key, kernel.label, "binary", f"bundle's build: {error}")
 
 
-def tune_components(record: TuneRecord) -> dict[str, str]:
-    return {
-        "device": record.device,
-        "checksum": record.checksum,
-        "shape": record.shape_key,
-        "candidates": ", ".join(sorted(c.name for c in record.candidates)),
-    }
-
-
 def explain_tune(
     bundle: Store,
     operation: str,
@@ -326,7 +312,7 @@ def explain_tune(
         "device": device_identity,
         "checksum": checksum,
         "shape": shape_key,
-        "candidates": ", ".join(sorted(candidates)),
+        "candidates": names_text(candidates),
     }
     listed = listing() if listing is not None else listed_tunes(bundle, operation)
     records = listed.rows
@@ -339,7 +325,7 @@ def explain_tune(
         detail = "bundle holds it now: another process wrote it after this one looked"
         return MissExplanation("tune", key, label, "absent", detail)
     if found.reason == "checksum" and isinstance(candidates, Mapping):
-        return _which_part(bundle, found, records, wanted, candidates)
+        return _which_part(bundle, found, listed, wanted, candidates)
     if found.reason == "shape" and (hint := key_form_hint(listed, shape_key)):
         return MissExplanation("tune", key, label, "shape", found.detail + hint, found.differs)
     return found
@@ -348,23 +334,25 @@ def explain_tune(
 def _which_part(
     bundle: Store,
     found: MissExplanation,
-    records: Sequence[TuneRecord],
+    listed: Listed[TuneRecord],
     wanted: Mapping[str, str],
     kernels: Mapping[str, Kernel],
 ) -> MissExplanation:
     """A checksum miss among the same candidate names, told apart: a candidate whose kernel
     is not the bundle's build of it (its key recomputed), or, every kernel the bundle's, the
     output check or launch function (keyed by their code: a Python upgrade changes it)."""
-    same = [r for r in records if tune_components(r)["candidates"] == wanted["candidates"]]
+    pairs = zip(listed.rows, listed.held, strict=True)
+    same = [r for r, h in pairs if h["candidates"] == wanted["candidates"]]
     near = [r for r in same if r.device == wanted["device"]] or same
     record = next((r for r in near if r.shape_key == wanted["shape"]), near[0] if near else None)
     if record is None:
         return found
-    try:
-        differs = _differing_kernel(bundle, record, kernels)
+    try:  # listed without its candidates (`tune_listing`): read whole again
+        whole = bundle.tune(record.key)
+        differs = None if whole is None else _differing_kernel(bundle, whole, kernels)
     except BundleError:  # a malformed kernel row: said as before
         return found
-    if differs is None:
+    if differs is None or whole is None:
         return found
     what = (
         f"same candidate names, the kernel of candidate {differs!r} (or a header it includes) "

@@ -62,6 +62,12 @@ class Store(Protocol):
         """Every tune of one operation (nearest entries, to explain a miss)."""
         ...
 
+    def each_tune(
+        self, operation: str | None = None, on_error: OnError | None = None
+    ) -> Iterator[TuneRecord]:
+        """`tunes`, streamed."""
+        ...
+
     def refused(self, key: str) -> bool:
         """Whether the store holds `key` but must not serve it (no trusted signature)."""
         ...

@@ -163,14 +163,14 @@ def checksum_twins(diff: BundleDiff) -> list[dict[str, Any]]:
     """The listed tunes only in A and only in B for the same operation, shapes and device:
     their candidate sets' checksums differ (`same_kernels`: their candidates name the same
     kernel keys, so the output check or the launch function does: an edit, or another
-    Python, whose bytecode keys a check's code)."""
+    Python, whose bytecode keys a check's code; read as `listed_tune`'s digests)."""
     theirs = {(t.operation, t.shape_key, t.device): t for t in diff.tunes_only_b}
     twins = []
     for t in sorted(diff.tunes_only_a, key=tune_order):
         other = theirs.get((t.operation, t.shape_key, t.device))
         if other is not None:
-            kernels = {(c.name, c.kernel_key) for c in t.candidates}
-            same = kernels == {(c.name, c.kernel_key) for c in other.candidates}
+            kernels = diff.candidate_kernels
+            same = kernels[t.key] == kernels[other.key]
             twins.append(
                 {"operation": t.operation, "shape": t.shape_key, "device": t.device,
                  "same_kernels": same}

@@ -1,7 +1,8 @@
 """What a table shows of a tune's candidates (`warm stats`): their order (`by_median`), the
 first of them a table lists (`first_shown`: `LISTED` by median and the pick, however many a
 tune holds: a packed row of 4 KB may hold 246,000), and the pick's figures, read from all
-of them (`figures`). Pure presentation over candidates, records' or their JSON documents';
+of them (`figures`), and the line of a candidate's reason it shows (`reason_shown`). Pure
+presentation over candidates, records' or their JSON documents';
 it owns no state and never prints.
 """
 
@@ -11,8 +12,12 @@ import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from warmcli.errors import headline
 from warmcli.printable import LISTED
 from warmcli.records import CandidateMeasurement
+
+SHOWN_REASON = 1000  # characters of a reason's line a table shows
+SCANNED_REASON = 64 << 10  # characters of a reason read for that line
 
 
 def by_median(c: Any) -> tuple[bool, float]:
@@ -31,6 +36,14 @@ def first_shown(
     if pick is None or any(c.name == pick for c in first):
         return first
     return first + [c for c in candidates if c.name == pick][:1]
+
+
+def reason_shown(reason: str) -> str:
+    """The line of a candidate's reason a table shows (`headline`, of its first
+    `SCANNED_REASON` characters), cut to `SHOWN_REASON` characters: a reason may inflate to
+    4 MiB from a row of 4 KB, and a listing holds 20,000 tunes' shown candidates."""
+    said = headline(reason[:SCANNED_REASON]) if reason else ""
+    return said if len(said) <= SHOWN_REASON else f"{said[:SHOWN_REASON]}..."
 
 
 def figures(

@@ -19,7 +19,7 @@ from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
-from warmcli.cli.render.shown import by_median, figures, first_shown, micros
+from warmcli.cli.render.shown import by_median, figures, first_shown, micros, reason_shown
 from warmcli.errors import headline
 from warmcli.kernel_parts import source_digest, stored
 from warmcli.printable import natural, printable, visible
@@ -150,6 +150,8 @@ def tune_shown(t: TuneRecord) -> dict[str, Any]:
     first = first_shown(t.candidates, t.pick)
     fields = (t.key, t.operation, t.shape_key, t.device, t.checksum, t.status, t.pick)
     doc = tune_json(TuneRecord(*fields, tuple(first), t.seconds, t.measured_at))
+    for c in doc["candidates"]:
+        c["reason"] = reason_shown(c["reason"])
     doc["more"] = len(t.candidates) - len(first)
     doc["figures"] = figures(t.pick, ((c.name, c.status, c.seconds) for c in t.candidates))
     return doc
