@@ -18,7 +18,8 @@ corrupt entries of each bundle). Both bundles' keys (and picks) are read as two 
 ordered by key and joined as they go, so memory does not grow with their size: a
 `BundleDiff` counts everything and keeps the first `LISTED` entries of each kind, whose
 rows alone are read whole (a tune kept as `listed_tune` makes it: no candidate but its
-pick's, its candidates' names and kernels as a digest). A bundle whose SQL
+pick's, its candidates' names and kernels as a digest, and the listed kernels it names by
+their candidates' names, as `warm stats` names them). A bundle whose SQL
 indexes disagree with its rows is refused first (`warmcli.bundle.consistency`). This
 module reads both bundles; it never writes or prints.
 """
@@ -41,6 +42,7 @@ from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
 from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord
 
+NAMED_CHARS = 16 << 20  # characters of the listed kernels' candidate names a diff holds
 Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole (None: malformed)
 
 
@@ -99,6 +101,10 @@ class BundleDiff:
     compiles_b: dict[Compile, int] = field(default_factory=dict)
     # a listed tune's candidates, of names and kernels, as a digest (`listed_tune`)
     candidate_kernels: dict[str, str] = field(default_factory=dict)
+    # the tunable candidates each listed kernel is, of the listed tunes (`listed_tune`)
+    named_a: dict[str, set[str]] = field(default_factory=dict)
+    named_b: dict[str, set[str]] = field(default_factory=dict)
+    named_chars: int = 0  # the characters of their names held (`NAMED_CHARS` at most)
 
     @property
     def same(self) -> bool:
@@ -130,13 +136,22 @@ def pick_seconds(tune: TuneRecord) -> float | None:
     return next((c.seconds for c in tune.candidates if c.name == tune.pick), None)
 
 
-def listed_tune(diff: BundleDiff, tune: TuneRecord | None) -> TuneRecord | None:
-    """`tune` as `diff` lists it: its pick's candidate alone, without its samples and reason
-    (a tune's candidates may number 200,000, a reason inflate to 4 MiB from a row of 4 KB, and
-    a diff lists 1,000 tunes), the set of its candidates' names and kernels kept as a digest
-    in `diff.candidate_kernels` (what `checksum_twins` compares)."""
+def listed_tune(diff: BundleDiff, tune: TuneRecord | None, side: str) -> TuneRecord | None:
+    """`tune`, of bundle `side`, as `diff` lists it: its pick's candidate alone, without its
+    samples and reason (a tune's candidates may number 200,000, a reason inflate to 4 MiB from
+    a row of 4 KB, and a diff lists 1,000 tunes), the set of its candidates' names and kernels
+    kept as a digest in `diff.candidate_kernels` (what `checksum_twins` compares), and each
+    candidate whose kernel that side lists as `operation/name` in `diff.named_<side>` (the
+    first `LISTED` of a kernel's, as `warm stats` names it; `NAMED_CHARS` in all: names of
+    4,096 characters deflate to nothing)."""
     if tune is None:
         return None
+    named = diff.named_a if side == "a" else diff.named_b
+    for c in tune.candidates:
+        names = named.get(c.kernel_key)
+        if names is not None and len(names) < LISTED and diff.named_chars < NAMED_CHARS:
+            names.add(f"{tune.operation}/{c.name}")
+            diff.named_chars += len(tune.operation) + len(c.name)
     pairs = sorted({(c.name, c.kernel_key) for c in tune.candidates})
     digest = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()  # (ASCII: surrogates too)
     diff.candidate_kernels[tune.key] = digest
@@ -179,13 +194,16 @@ def diff_keys(
     ra, rb = read
     shared = {"kernel": 0, "tune": 0}
     for kind, (xs, ys) in (("kernel", kernels), ("tune", tunes)):
+        if kind == "tune":  # the kernels listed, named by the listed tunes' candidates
+            diff.named_a = {k.key: set() for k in diff.kernels_only_a}
+            diff.named_b = {k.key: set() for k in diff.kernels_only_b}
         for x, y in joined(xs, ys):
             if x is None or y is None:
                 side, entry, reader = ("b", y, rb) if x is None else ("a", x, ra)
                 assert entry is not None
                 key = entry.key
                 if kind == "tune":  # kept without its candidates
-                    read_one = lambda r=reader, k=key: listed_tune(diff, r("tune", k))  # noqa: E731
+                    read_one = lambda r=reader, k=key, s=side: listed_tune(diff, r("tune", k), s)  # noqa: E731
                 else:
                     read_one = lambda r=reader, k=key: r("kernel", k)  # noqa: E731
                 diff.keep(f"{kind}s_only_{side}", read_one)

@@ -129,10 +129,10 @@ def diff_json(diff: BundleDiff) -> dict[str, Any]:
         "same": diff.same,
         "kernels": {
             "only_a": kernels_json(
-                diff.kernels_only_a, diff.tunes_only_a, diff.usage_a, diff.users_a, diff.compiles_a
+                diff.kernels_only_a, diff.named_a, diff.usage_a, diff.users_a, diff.compiles_a
             ),
             "only_b": kernels_json(
-                diff.kernels_only_b, diff.tunes_only_b, diff.usage_b, diff.users_b, diff.compiles_b
+                diff.kernels_only_b, diff.named_b, diff.usage_b, diff.users_b, diff.compiles_b
             ),
             "shared": diff.kernels_shared,
             "only_a_count": diff.count("kernels_only_a"),

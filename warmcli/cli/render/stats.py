@@ -80,19 +80,16 @@ def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
 
 def kernels_json(
     kernels: list[KernelRecord],
-    tunes: list[TuneRecord],
+    named: dict[str, set[str]],
     usage: dict[str, tuple[float, float]],
     users: dict[str, int] | None = None,
     compiles: dict[Compile, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Every kernel's `kernel_json`, by device, arch and label (numbers as numbers): each
-    named by the tunable candidates it is, and given its share of a shared binary (`users`:
-    how many kernels of the bundle share each, where `kernels` are only some of them) and
-    its part of its compile's time (`compiles`: how many rows of the bundle each made)."""
-    named: dict[str, set[str]] = {}
-    for t in tunes:
-        for c in t.candidates:
-            named.setdefault(c.kernel_key, set()).add(f"{t.operation}/{c.name}")
+    named by the tunable candidates it is (`named`: by kernel key, `operation/name`), and
+    given its share of a shared binary (`users`: how many kernels of the bundle share each,
+    where `kernels` are only some of them) and its part of its compile's time (`compiles`:
+    how many rows of the bundle each made)."""
     listed = Counter(k.sha256 for k in kernels)
     users = listed if users is None else Counter({**listed, **users})
     built = Counter(map(compile_of, kernels)) | Counter(compiles or {})
