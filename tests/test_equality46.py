@@ -179,8 +179,8 @@ def test_a_kernel_whose_folders_shadow_no_system_include_keys_as_before(
 def test_a_kernel_alone_with_an_entry_too_long_for_a_file_name_still_compiles(
     tmp_path: Path,
 ) -> None:
-    """A kernel alone in its unit is compiled from `<entry>.c` (its `__BASE_FILE__`); an entry
-    past a file name's 255 bytes (entries may have 4,074 characters) is `batch.c`."""
+    """A kernel alone in its unit reads `__BASE_FILE__` as `"<entry>.c"`, for an entry past a
+    file name's 255 bytes too (entries may have 4,074 characters): no file is named so."""
     import numpy as np
 
     from warmcli import Kernel, Runtime
@@ -192,4 +192,4 @@ def test_a_kernel_alone_with_an_entry_too_long_for_a_file_name_still_compiles(
     rt = Runtime(HostDevice())
     buf = rt.upload(out)
     rt.launch(Kernel(source, entry, "P"), buf)
-    assert bytes(rt.read(buf)) == b"b"
+    assert bytes(rt.read(buf)) == b"e"

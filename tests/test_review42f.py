@@ -95,7 +95,9 @@ def test_a_forked_run_shows_its_workload_what_a_started_one_does(
     forked even with the bug it guards (warm's tuning importing `statistics`) back."""
     (tmp_path / "probe.py").write_text(PROBE)
     (tmp_path / "cwd").mkdir()
-    views = []
+    views = []  # (the home's remembered compiler lines first filled, as each way then finds
+    warm.env["PROBE_OUT"] = str(tmp_path / "first")  # them: a first probe imports what runs it)
+    assert warm("run", tmp_path / "probe.py", "-b", tmp_path / "first.warm", "-q").returncode == 0
     for way in ("real", "forked"):
         warm.env["PROBE_OUT"] = str(tmp_path / way)
         run = warm if way == "real" else forked(warm)

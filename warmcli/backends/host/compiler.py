@@ -7,8 +7,8 @@ entry and helpers are renamed to unique symbols, so a group of kernels shares on
 as written after its defines (nothing renamed: on Linux its symbol is an alias of its
 entry, so `__func__` is the entry's name; its entry renamed where it is `static` or its
 text names a visibility, which an alias would not share), exactly as alone,
-compiled from `<entry>.c` named relative to cc's scratch folder (`unit_file`): its
-`__BASE_FILE__` is that name, not a scratch path, another in every build. Each is
+its `__BASE_FILE__` made `"<entry>.c"` (`base_file`, read first in every unit of one
+kernel), not the scratch file's path, another in every build. Each is
 followed by its signature probe (`warmcli.backends.signature`), so letters that do not match
 the entry's declaration fail its compile with a clear message. On
 Linux the object is linked to load fast, since a hot start pays for every
@@ -98,14 +98,18 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     return "\n".join(sections)
 
 
-def unit_file(units: Sequence[CompileUnit]) -> str:
-    """The name of the file cc compiles `units` from, relative to its scratch folder (its
-    `__BASE_FILE__`): `<entry>.c` for a kernel alone in its unit (as `__FILE__` is, whatever
-    the folder), `batch.c` for a group (which no kernel reading `__BASE_FILE__` joins) or an
-    entry too long for a file's name (over 250 characters)."""
-    entry = units[0].kernel.entry if len(units) == 1 else ""
-    named = entry.isidentifier() and entry.isascii() and len(entry) <= 250
-    return f"{entry}.c" if named else "batch.c"
+def base_file(kernel: Kernel) -> str:
+    """For a kernel alone in its unit, lines making `__BASE_FILE__` `"<entry>.c"` as `__FILE__`
+    is, not the scratch file's path (each build another), its redefinition's warning silenced
+    (`-Werror`): for every one, as a paste spells it unwritten (`C(__BASE, _FILE__)`), and so
+    may a wrapper script's options (`WARM_CC`: `-DWHO=__BASE_FILE__`). cc reads them first
+    (`-include`, before a header the kernel's options pre-include, which may read it): so gcc
+    reads no precompiled header (`.gch`) for the kernel's first `#include` (its text, not the
+    `.gch`, is what a build reads). The unit's file is not named `<entry>.c`: gcc would show
+    its lines (warm's, above the kernel's `#line`) as the kernel's in a compile error."""
+    said = f'#undef __BASE_FILE__\n#define __BASE_FILE__ "{kernel.entry}.c"\n'
+    quiet = '#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored "-Wbuiltin-macro-'
+    return f'{quiet}redefined"\n{said}#pragma GCC diagnostic pop\n'
 
 
 def _system_folders(cc: str) -> tuple[str, ...]:
@@ -204,6 +208,7 @@ class HostCompiler:
             refusal,
             unkeyed_option,
         )
+        from warmcli.backends.sharing import alone_in
 
         refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
         if refused is not None:
@@ -232,11 +237,15 @@ class HostCompiler:
                 tuple(units),
             )
         with scratch_folder("warm-cc-") as scratch:  # (a forked child's exit never removes it)
-            source = unit_file(units)  # named relative to cc's folder, the scratch one
+            source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")
-            with open(os.path.join(scratch, source), "w", encoding="utf-8") as fh:  # (as the
-                fh.write(translation_unit(units))  # key reads it, in any locale)
+            with open(source, "w", encoding="utf-8") as fh:  # as the key reads it, any locale
+                fh.write(translation_unit(units))
             command = self.command(units, source, output)
+            if alone_in(units):  # (`base_file`, read before any header the options name)
+                with open(first := os.path.join(scratch, "base.h"), "w", encoding="utf-8") as fh:
+                    fh.write(base_file(units[0].kernel))
+                command[1:1] = ["-include", first]
             try:
                 log, seconds = run_compiler(command, units, timeout, scratch)
             except CompileFailure as failure:
