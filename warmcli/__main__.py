@@ -12,7 +12,8 @@ closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes esc
 (`_open_standard_streams`); production's at-exit report (`WARM_REPORT`) is never printed
 by a command; output that cannot be written (`| false`, `> /dev/full`) is
 answered by `warmcli.cli.output`. A finalizer out of memory says nothing beside the
-command's one line (`_unraisable`)."""
+command's one line (`_unraisable`); out of memory as CPython's C code may say it under an
+address-space limit (a SystemError or RecursionError: `_out_of_memory`) is that one line too."""
 
 from __future__ import annotations
 
@@ -75,8 +76,10 @@ def main() -> None:
         from warmcli.cli.common import answer
 
         code = answer(exc)
-    except MemoryError:  # out of memory where no command answered it (an import): one line
-        _Ended.now = True
+    except (MemoryError, RecursionError, SystemError) as exc:  # out of memory where no
+        _Ended.now = True  # command answered it (an import): one line (`_out_of_memory`)
+        if not _out_of_memory(exc):
+            raise
         from warmcli.cli.common import OUT_OF_MEMORY, exit_now
 
         try:
@@ -150,6 +153,22 @@ def _unraisable(unraisable: Any) -> None:
         sys.__unraisablehook__(unraisable)
     except MemoryError:
         pass
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is running out of memory: a MemoryError, or what CPython's C code raises
+    instead where an allocation failed under an address-space limit (`ulimit -v`): a
+    RecursionError ("while calling a Python object") or a SystemError ("error return without
+    exception set"), seen at the limit's edge, which else escaped as a fatal dump."""
+    if isinstance(exc, MemoryError):
+        return True
+    import resource
+
+    try:
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (OSError, ValueError, MemoryError):
+        return False
+    return limit != resource.RLIM_INFINITY
 
 
 class _Ended:
