@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from warmcli.system_shadows import _entry, _stamp
@@ -49,64 +50,76 @@ def _run(tmp: Path, name: str = "top.h") -> dict[str, object]:
 
 def _tree(tmp: Path) -> None:
     """sys2/top.h includes <mid.h> and <bits/x.h>; mid.h includes <stddef.h> (in sys1); the
-    kernel's folder `k` holds nothing yet. Settled: a file changed in the last seconds is not
-    remembered (its stamp may not tell the next change)."""
+    kernel's folder `k` holds nothing yet."""
     for folder in ("sys1", "sys2/bits", "k"):
         (tmp / folder).mkdir(parents=True)
     (tmp / "sys1" / "stddef.h").write_text("#define SD 1\n")
     (tmp / "sys2" / "top.h").write_text("#include <mid.h>\n#include <bits/x.h>\n")
     (tmp / "sys2" / "mid.h").write_text('#include <stddef.h>\n#include "near.h"\n')
     (tmp / "sys2" / "bits" / "x.h").write_text("#define X 1\n")
+
+
+@pytest.fixture(scope="module")
+def _trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each test's `_tree`, made at once and settled by one wait (a file changed in the last
+    `RACY_NS` is not remembered: its stamp may not tell the next change)."""
+    trees = {name: tmp_path_factory.mktemp("tree") for name in globals() if name[:5] == "test_"}
+    for tree in trees.values():
+        _tree(tree)
     time.sleep(2.1)
+    return trees
+
+
+@pytest.fixture
+def tree(_trees: dict[str, Path], request: pytest.FixtureRequest) -> Path:
+    """This test's settled `_tree` (its own folder, its own warm home)."""
+    return _trees[request.node.name]
 
 
 def _stored(tmp: Path) -> list[Path]:
     return sorted((tmp / "home" / "system-headers").glob("*.json"))
 
 
-def test_a_second_process_reads_no_system_header_and_keys_alike(tmp_path: Path) -> None:
-    _tree(tmp_path)
-    first = _run(tmp_path)
-    assert first["found"] == [] and str(tmp_path / "sys2" / "top.h") in first["opened"]
-    assert len(_stored(tmp_path)) == 1
-    second = _run(tmp_path)
+def test_a_second_process_reads_no_system_header_and_keys_alike(tree: Path) -> None:
+    first = _run(tree)
+    assert first["found"] == [] and str(tree / "sys2" / "top.h") in first["opened"]
+    assert len(_stored(tree)) == 1
+    second = _run(tree)
     assert second["opened"] == [] and second["found"] == [] and second["key"] == first["key"]
-    (tmp_path / "k" / "stddef.h").write_text("#define SD 2\n")  # the kernel's folder: looked in
-    third = _run(tmp_path)
-    assert third["found"] == [["stddef.h", False, str(tmp_path / "sys2")]]
+    (tree / "k" / "stddef.h").write_text("#define SD 2\n")  # the kernel's folder: looked in
+    third = _run(tree)
+    assert third["found"] == [["stddef.h", False, str(tree / "sys2")]]
     assert third["opened"] == [] and third["key"] != first["key"]
-    (tmp_path / "home").rename(tmp_path / "away")  # nothing remembered: the same key
-    assert _run(tmp_path)["key"] == third["key"]
-    (tmp_path / "home").rename(tmp_path / "again")
-    (tmp_path / "home").write_text("")  # a home that is no folder: nothing kept, the same key
-    assert _run(tmp_path)["key"] == third["key"]
+    (tree / "home").rename(tree / "away")  # nothing remembered: the same key
+    assert _run(tree)["key"] == third["key"]
+    (tree / "home").rename(tree / "again")
+    (tree / "home").write_text("")  # a home that is no folder: nothing kept, the same key
+    assert _run(tree)["key"] == third["key"]
 
 
-def test_a_system_header_added_or_changed_is_followed_again(tmp_path: Path) -> None:
-    _tree(tmp_path)
-    (tmp_path / "k" / "new.h").write_text("#define N 1\n")
-    (tmp_path / "k" / "deep.h").write_text("#define D 1\n")
-    assert _run(tmp_path)["found"] == []
+def test_a_system_header_added_or_changed_is_followed_again(tree: Path) -> None:
+    (tree / "k" / "new.h").write_text("#define N 1\n")
+    (tree / "k" / "deep.h").write_text("#define D 1\n")
+    assert _run(tree)["found"] == []
     # An earlier system folder now holds mid.h (it shadows sys2's), which includes <new.h>.
-    (tmp_path / "sys1" / "mid.h").write_text("#include <new.h>\n")
-    found = _run(tmp_path)["found"]
-    assert found == [["new.h", False, str(tmp_path / "sys1")]]
-    (tmp_path / "sys1" / "mid.h").unlink()
-    assert _run(tmp_path)["found"] == []
-    with open(tmp_path / "sys2" / "bits" / "x.h", "a") as header:  # edited in place
+    (tree / "sys1" / "mid.h").write_text("#include <new.h>\n")
+    found = _run(tree)["found"]
+    assert found == [["new.h", False, str(tree / "sys1")]]
+    (tree / "sys1" / "mid.h").unlink()
+    assert _run(tree)["found"] == []
+    with open(tree / "sys2" / "bits" / "x.h", "a") as header:  # edited in place
         header.write("#include <deep.h>\n")
-    found = _run(tmp_path)["found"]
-    assert found == [["deep.h", False, str(tmp_path / "sys2" / "bits")]]
-    (tmp_path / "sys2" / "near.h").write_text("#include <new.h>\n")  # a quoted one, found
-    assert ["new.h", False, str(tmp_path / "sys2")] in _run(tmp_path)["found"]
+    found = _run(tree)["found"]
+    assert found == [["deep.h", False, str(tree / "sys2" / "bits")]]
+    (tree / "sys2" / "near.h").write_text("#include <new.h>\n")  # a quoted one, found
+    assert ["new.h", False, str(tree / "sys2")] in _run(tree)["found"]
 
 
-def test_an_odd_or_hostile_remembered_file_is_not_believed(tmp_path: Path) -> None:
-    _tree(tmp_path)
-    (tmp_path / "k" / "stddef.h").write_text("#define SD 2\n")
-    truth = _run(tmp_path)
-    assert truth["found"] == [["stddef.h", False, str(tmp_path / "sys2")]]
-    [path] = _stored(tmp_path)
+def test_an_odd_or_hostile_remembered_file_is_not_believed(tree: Path) -> None:
+    (tree / "k" / "stddef.h").write_text("#define SD 2\n")
+    truth = _run(tree)
+    assert truth["found"] == [["stddef.h", False, str(tree / "sys2")]]
+    [path] = _stored(tree)
     good = json.loads(path.read_text())
     odd: list[bytes | None] = [
         json.dumps(dict(good, edges="")).encode(),  # its digest no longer matches
@@ -129,7 +142,7 @@ def test_an_odd_or_hostile_remembered_file_is_not_believed(tmp_path: Path) -> No
         else:
             path.write_bytes(data)
             path.chmod(0o600)
-        assert _run(tmp_path)["found"] == truth["found"], data and data[:80]
+        assert _run(tree)["found"] == truth["found"], data and data[:80]
     # An entry sealed for the files as they are, without the edge: believed only where this
     # user alone may write the file (as `toolchains.json`); another user may write this one.
     paths = good["paths"].split("\0")
@@ -137,10 +150,10 @@ def test_an_odd_or_hostile_remembered_file_is_not_believed(tmp_path: Path) -> No
     path.unlink()
     path.write_text(json.dumps(forged))
     path.chmod(0o622)
-    assert _run(tmp_path)["found"] == truth["found"]
+    assert _run(tree)["found"] == truth["found"]
     path.write_text(json.dumps(forged))  # (written again: that process kept the truth)
     path.chmod(0o600)  # this user's alone: believed, as a version line there is
-    assert _run(tmp_path)["found"] == []
+    assert _run(tree)["found"] == []
 
 
 # In one process, with no descriptor left while it walks: each system header is unread, as
@@ -162,14 +175,13 @@ print(json.dumps({"found": found, "kept": kept}))
 """
 
 
-def test_a_system_header_that_could_not_be_read_is_not_remembered(tmp_path: Path) -> None:
-    _tree(tmp_path)
-    (tmp_path / "k" / "stddef.h").write_text("#define SD 2\n")
-    system = f"{tmp_path / 'sys1'}:{tmp_path / 'sys2'}"
+def test_a_system_header_that_could_not_be_read_is_not_remembered(tree: Path) -> None:
+    (tree / "k" / "stddef.h").write_text("#define SD 2\n")
+    system = f"{tree / 'sys1'}:{tree / 'sys2'}"
     proc = subprocess.run(
-        [sys.executable, "-c", UNREAD, system, str(tmp_path / "k")],
+        [sys.executable, "-c", UNREAD, system, str(tree / "k")],
         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"found": [], "kept": []}
-    assert _run(tmp_path)["found"] == [["stddef.h", False, str(tmp_path / "sys2")]]
+    assert _run(tree)["found"] == [["stddef.h", False, str(tree / "sys2")]]
