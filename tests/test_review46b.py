@@ -160,21 +160,58 @@ def test_a_cuda_home_too_long_to_name_a_file_is_passed_over(warm: Warm) -> None:
     assert f"CUDA_HOME={home} holds no bin/nvcc" in proc.stdout, proc.stdout
 
 
-def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(tmp_path: Path) -> None:
-    """A cc that answers `cc -E -v` with no search list (another than GCC or Clang) was run
-    again in every process that keyed a host kernel with folders of its own, production's hot
-    start too (the module doc: 'a hot start runs no compiler for them'): only a list was
-    remembered. Its answer, none, is remembered now."""
+def _listing_nothing(tmp_path: Path) -> None:
+    """`tmp_path/cc`: a compiler binary that answers, listing nothing (each call's arguments
+    appended to `tmp_path/asked`)."""
     log = tmp_path / "asked"
-    program = tmp_path / "asked.c"  # a compiler binary that answers, listing nothing
+    program = tmp_path / "asked.c"
     program.write_text(
         "#include <stdio.h>\nint main(int n, char **v) {\n"
         f'  FILE *f = fopen("{log}", "a"); for (int i = 1; i < n; i++) fprintf(f, "%s ", v[i]);\n'
         '  fprintf(f, "\\n"); return 0;\n}\n'
     )
-    script = tmp_path / "cc"
-    subprocess.run(["cc", "-o", str(script), str(program)], check=True, timeout=60)
-    time.sleep(2.1)  # (`toolchain.RACY_SECONDS`: a file just written is never remembered)
+    subprocess.run(["cc", "-o", str(tmp_path / "cc"), str(program)], check=True, timeout=60)
+
+
+def _wrappers(tmp_path: Path) -> None:
+    """`_another_gcc_tree(tmp_path)`, and `wrap.sh` (`exec "${REAL_CC:-cc}" "$@"`) and
+    `other.sh` (cc with `GCC_EXEC_PREFIX` the other tree's) beside it; a gcc tree's absence
+    is kept as `skip` there."""
+    try:
+        cc, own, alt = _another_gcc_tree(tmp_path)
+    except pytest.skip.Exception as exc:
+        (tmp_path / "skip").write_text(str(exc))
+        return
+    (tmp_path / "trees").write_text(json.dumps([str(own), str(alt)]))
+    wrapper, other = tmp_path / "wrap.sh", tmp_path / "other.sh"
+    wrapper.write_text('#!/bin/sh\nexec "${REAL_CC:-cc}" "$@"\n')
+    other.write_text(f'#!/bin/sh\nGCC_EXEC_PREFIX={tmp_path / "alt"}/ exec {cc} "$@"\n')
+    for script in (wrapper, other):
+        script.chmod(0o755)
+
+
+@pytest.fixture(scope="module")
+def _settled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The files of the tests that need them settled, made at once and settled by one wait
+    (`toolchain.RACY_SECONDS`: a file just written is never remembered), each in its own
+    folder (its own warm home)."""
+    made = {}
+    for name, make in (("listing_nothing", _listing_nothing), ("wrappers", _wrappers)):
+        made[name] = tmp_path_factory.mktemp(name)
+        make(made[name])
+    time.sleep(2.1)
+    return made
+
+
+def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(
+    _settled: dict[str, Path],
+) -> None:
+    """A cc that answers `cc -E -v` with no search list (another than GCC or Clang) was run
+    again in every process that keyed a host kernel with folders of its own, production's hot
+    start too (the module doc: 'a hot start runs no compiler for them'): only a list was
+    remembered. Its answer, none, is remembered now."""
+    tmp_path = _settled["listing_nothing"]
+    log, script = tmp_path / "asked", tmp_path / "cc"
     ask = "import sys; from warmcli.backends.host.system_folders import system_folders as f; "
     env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"))
     for _ in range(2):
@@ -285,18 +322,16 @@ def test_cc_folders_under_gcc_exec_prefix_are_not_another_process_s(tmp_path: Pa
     assert str(alt / "include") in moved, moved
 
 
-def test_a_wrapper_cc_s_folders_are_asked_in_each_process(tmp_path: Path) -> None:
+def test_a_wrapper_cc_s_folders_are_asked_in_each_process(_settled: dict[str, Path]) -> None:
     """A wrapper script (`exec "${REAL_CC:-cc}" "$@"`) runs what the environment names, its
     own stamp unchanged: its version line is read in each process for that (never
     remembered), but its folders were remembered by its stamp, so a process whose script ran
     a gcc with another `include` folder was given the first one's."""
-    cc, own, alt = _another_gcc_tree(tmp_path)
+    tmp_path = _settled["wrappers"]
+    if (tmp_path / "skip").exists():
+        pytest.skip((tmp_path / "skip").read_text())
+    own, alt = (Path(p) for p in json.loads((tmp_path / "trees").read_text()))
     wrapper, other = tmp_path / "wrap.sh", tmp_path / "other.sh"
-    wrapper.write_text('#!/bin/sh\nexec "${REAL_CC:-cc}" "$@"\n')
-    other.write_text(f'#!/bin/sh\nGCC_EXEC_PREFIX={tmp_path / "alt"}/ exec {cc} "$@"\n')
-    for script in (wrapper, other):
-        script.chmod(0o755)
-    time.sleep(2.1)  # (`toolchain.RACY_SECONDS`: a file just written is never remembered)
     home = tmp_path / "home"
     assert str(own / "include") in _folders_in_a_process(str(wrapper), home)
     moved = _folders_in_a_process(str(wrapper), home, REAL_CC=str(other))
