@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_python import ForkedPython, _shared
 
 from warmcli.backends import toolchain
 
@@ -87,19 +88,30 @@ def _workload(tmp_path: Path, options: tuple[str, ...] = ()) -> Path:
     return path
 
 
+_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_serve`'s forking servers, ended with the module."""
+    yield
+    for python in _PYTHONS.values():
+        python.close()
+    _PYTHONS.clear()
+
+
 def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, object]:
-    """What a production process computed and compiled (over `bundle`, strict, if given)."""
+    """What a production process computed and compiled (over `bundle`, strict, if given): a
+    fork of a process of `env`'s `PATH` and `COMPILER_PATH` that imported numpy and warmcli
+    once (`tests/forked_python.py`; `import warmcli` imports no backend and runs no tool, so
+    each child finds the `as`, `ld`, `cc1` there as a started process does)."""
     env = {k: v for k, v in env.items() if k not in ("WARM_BUNDLE", "WARM_STRICT")}
     if bundle is not None:
         env.update(WARM_BUNDLE=str(bundle), WARM_STRICT="1")
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(workload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=ROOT,
-    )
+    shared = json.dumps(_shared(env), sort_keys=True)
+    if shared not in _PYTHONS:
+        _PYTHONS[shared] = ForkedPython(env, ROOT)
+    done = _PYTHONS[shared].run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     if done.returncode != 0:
         assert "Traceback" in done.stderr and "toolchain" in done.stderr, done.stderr
         return {"refused": True}
