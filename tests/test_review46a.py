@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
+from forked_python import ForkedPython, _shared
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -65,18 +67,30 @@ def _as(folder: Path, text: str) -> None:
     (folder / "as").chmod(0o755)
 
 
+_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_serve`'s forking servers, ended with the module."""
+    yield
+    for python in _PYTHONS.values():
+        python.close()
+    _PYTHONS.clear()
+
+
 def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> list[int]:
+    """What a production process computes (over `bundle`, if given): a fork of a process of
+    `env`'s `PATH`, `TMPDIR`, `COMPILER_PATH` that imported numpy and warmcli once
+    (`tests/forked_python.py`; `import warmcli` imports no backend and runs no tool, so each
+    child finds the `as`, `cc1`, `lto1` there as a started process does)."""
     env = {k: v for k, v in env.items() if k != "WARM_BUNDLE"}
     if bundle is not None:
         env["WARM_BUNDLE"] = str(bundle)
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(workload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=ROOT,
-    )
+    shared = json.dumps(_shared(env), sort_keys=True)
+    if shared not in _PYTHONS:
+        _PYTHONS[shared] = ForkedPython(env, ROOT)
+    done = _PYTHONS[shared].run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
