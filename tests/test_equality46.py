@@ -20,11 +20,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
 from equality_gen import DRIVE, differences, make_case
+from forked_python import ForkedPython, _shared
 
 # (seed, parts): each part of the generator at least once, in a few workloads.
 FIXED = [
@@ -55,16 +57,27 @@ def workload(rt):
 """
 
 
+_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_served`'s forking servers, ended with the module."""
+    yield
+    for python in _PYTHONS.values():
+        python.close()
+    _PYTHONS.clear()
+
+
 def _served(warm: Warm, w: Path, bundle: str, **env: str) -> dict[str, str]:
-    """What the workload `w` computes (each buffer's bytes in hex) in a production process."""
-    proc = subprocess.run(
-        [sys.executable, "-c", DRIVE, str(w)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=bundle, **env),
-        timeout=120,
-        cwd=w.parent,
-    )
+    """What the workload `w` computes (each buffer's bytes in hex) in a production process:
+    a fork of a process that imported numpy and warmcli once (`tests/forked_python.py`;
+    `import warmcli` imports no backend and runs no tool)."""
+    environ = dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=bundle, **env)
+    shared = json.dumps(_shared(environ), sort_keys=True)
+    if shared not in _PYTHONS:
+        _PYTHONS[shared] = ForkedPython(environ, ROOT)
+    proc = _PYTHONS[shared].run(DRIVE, str(w), env=environ, cwd=w.parent, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout)["out"])
 
