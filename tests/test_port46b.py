@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from forked_python import ForkedPython, _shared
 
 # One process: the key of a kernel including <argv[3]> with `-I argv[2]` through the system
 # folder(s) argv[1] (":"), why it is unkeyed, and which files under argv[4] it opened. With
@@ -42,13 +42,32 @@ print(json.dumps({"key": key, "why": reason_of(key),
 """
 
 
+_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_run`'s forking servers, ended with the module."""
+    yield
+    for python in _PYTHONS.values():
+        python.close()
+    _PYTHONS.clear()
+
+
+def _python(env: dict[str, str]) -> ForkedPython:
+    """A server forking each `_run`'s process (`tests/forked_python.py`): it imported numpy
+    and warmcli alone (no backend, no `system_shadows`: nothing of a walk found or
+    remembered), so each child walks and opens as a started process does."""
+    shared = json.dumps(_shared(env), sort_keys=True)
+    if shared not in _PYTHONS:
+        _PYTHONS[shared] = ForkedPython(env, ROOT)
+    return _PYTHONS[shared]
+
+
 def _run(tmp: Path, system: str, name: str, *refused: str) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
     args = [system, str(tmp / "inc"), name, str(tmp / "sys"), *refused]
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, *args],
-        capture_output=True, text=True, env=env, timeout=60, cwd=tmp,
-    )  # fmt: skip
+    proc = _python(env).run(SCRIPT, *args, env=env, cwd=tmp, timeout=60)
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return dict(json.loads(proc.stdout))
 

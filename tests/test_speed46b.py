@@ -12,10 +12,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from forked_python import ForkedPython, _shared
 
 from warmcli.system_shadows import _entry, _stamp
 
@@ -37,13 +39,34 @@ print(json.dumps({"found": found, "opened": sorted({p for p in opened if p.start
 """
 
 
+_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_run`'s forking servers, ended with the module."""
+    yield
+    for python in _PYTHONS.values():
+        python.close()
+    _PYTHONS.clear()
+
+
+def _python(env: dict[str, str]) -> ForkedPython:
+    """A server forking each `_run`'s process (`tests/forked_python.py`): it imported numpy
+    and warmcli alone (no backend, no `system_shadows`: nothing of a walk found or
+    remembered), so each child walks and opens as a started process does."""
+    shared = json.dumps(_shared(env), sort_keys=True)
+    if shared not in _PYTHONS:
+        _PYTHONS[shared] = ForkedPython(env, ROOT)
+    return _PYTHONS[shared]
+
+
 def _run(tmp: Path, name: str = "top.h") -> dict[str, object]:
     system = f"{tmp / 'sys1'}:{tmp / 'sys2'}"
     env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp / "home"))
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, system, str(tmp / "k"), name, str(tmp / "sys")],
-        capture_output=True, text=True, env=env, timeout=60, cwd=tmp,
-    )  # fmt: skip
+    proc = _python(env).run(
+        SCRIPT, system, str(tmp / "k"), name, str(tmp / "sys"), env=env, cwd=tmp, timeout=60
+    )
     assert proc.returncode == 0 and not proc.stderr, proc.stderr
     return dict(json.loads(proc.stdout))
 
