@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
@@ -46,7 +47,7 @@ def _tunes_of_random_names(source: Path, path: Path, tunes: int, candidates: int
 
 
 def test_diff_keeps_no_candidates_of_the_tunes_it_lists(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """`warm diff` kept up to 1,000 tunes found in one bundle only as records with every
     candidate (only their names, picks and whether two such tunes name the same kernels are
@@ -59,7 +60,7 @@ def test_diff_keeps_no_candidates_of_the_tunes_it_lists(
     one_at_a_time = _peak(warm, "verify", many) - _peak(warm, "verify", good)
     grown = _peak(warm, "diff", good, many) - _peak(warm, "diff", good, good)
     assert grown < one_at_a_time + (16 << 20), f"{grown >> 20} MiB more"
-    shown = warm("diff", good, many, "--json")
+    shown = forked(warm)("diff", good, many, "--json")  # (its output: forked)
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["tunes"]["only_b_count"] == 12
 
@@ -93,7 +94,7 @@ def test_a_checksum_twin_names_the_same_kernels_only_where_it_does(
 
 
 def test_a_tune_of_more_candidates_than_its_stored_bytes_is_refused(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """A tune's packed candidates inflating to 4 MiB of 246,000 candidates from a row of 4 KB
     cost every reading command 0.7 s and ~90 MB to decode (an 80 MB bundle of them: hours).
@@ -103,7 +104,7 @@ def test_a_tune_of_more_candidates_than_its_stored_bytes_is_refused(
     one = _tunes_of_many_candidates(
         good, tmp_path / "one.warm", tunes=1, candidates=246_000, named=False
     )
-    verified = warm("verify", one)
+    verified = forked(warm)("verify", one)  # (its output: forked)
     assert verified.returncode == 1, verified.stdout + verified.stderr
     said = verified.stdout + verified.stderr
     assert "(warm writes one a byte at most)" in said and "Traceback" not in said, said[-1500:]
@@ -241,7 +242,7 @@ def test_diff_keeps_no_reason_of_a_listed_tunes_pick(
 
 
 def test_stats_holds_the_line_of_a_reason_a_table_shows(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """`warm stats` made each tune into what its table shows as it was read (hostile46), but
     kept each shown candidate's reason whole, where the table shows one line of it: 100
@@ -251,6 +252,6 @@ def test_stats_holds_the_line_of_a_reason_a_table_shows(
     many = _tunes_of_long_reasons(good, tmp_path / "reasons.warm", tunes=20)
     grown = _peak(warm, "stats", many) - _peak(warm, "stats", good)
     assert grown < 40 << 20, f"{grown >> 20} MiB more"
-    shown = warm("stats", many, "--explain", "matmul")
+    shown = forked(warm)("stats", many, "--explain", "matmul")  # (its output: forked)
     assert shown.returncode == 0 and "x" * 100 in shown.stdout, shown.stderr[-1500:]
     assert len(shown.stdout) < 1 << 20
