@@ -399,14 +399,20 @@ def make_case(seed: int, folder: Path, parts: list[str] | None = None) -> Case:
     return case
 
 
-def _drive(env: dict[str, str], w: Path) -> dict[str, object]:
+def _started(env: dict[str, str], w: Path) -> dict[str, object]:
+    """What `python -c DRIVE w` in `env`, in `w`'s folder, printed, or its error's last line."""
     proc = subprocess.run(
         [sys.executable, "-c", DRIVE, str(w)], capture_output=True, text=True, env=env,
         timeout=300, cwd=w.parent,
     )  # fmt: skip
+    return driven(proc)
+
+
+def driven(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    """What a DRIVE process printed, or `{"error": [its stderr's last line]}` where it failed."""
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1:]}
-    return json.loads(proc.stdout)
+    return dict(json.loads(proc.stdout))
 
 
 def partial_copy(bundle: Path, dest: Path, rng: random.Random) -> list[str]:
@@ -432,8 +438,15 @@ def partial_copy(bundle: Path, dest: Path, rng: random.Random) -> list[str]:
     return gone + gone_ops
 
 
-def differences(case: Case, env: dict[str, str], seed: int = 0) -> list[str]:
-    """Every comparison of `case` whose outputs differ from a cold process's."""
+def differences(
+    case: Case,
+    env: dict[str, str],
+    seed: int = 0,
+    drive: Callable[[dict[str, str], Path], dict[str, object]] | None = None,
+) -> list[str]:
+    """Every comparison of `case` whose outputs differ from a cold process's, each process
+    run by `drive` (`_started`'s `python -c DRIVE` unless a test gives a forked one)."""
+    _drive = drive or _started
     w, bundle = case.folder / "w.py", case.folder / "b.warm"
     env = dict(env, PYTHONPATH=str(ROOT))
     cold = _drive(dict(env, WARM_BUNDLE=""), w)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from equality_gen import DRIVE, differences, make_case
+from equality_gen import DRIVE, differences, driven, make_case
 from forked_python import ForkedPython, _shared
 
 # (seed, parts): each part of the generator at least once, in a few workloads.
@@ -41,7 +41,12 @@ def test_cold_hit_partial_and_edited_compute_the_same_bits(
     warm: Warm, tmp_path: Path, seed: int, parts: list[str]
 ) -> None:
     case = make_case(seed, tmp_path, parts)
-    assert differences(case, warm.env, seed) == []
+    assert differences(case, warm.env, seed, _forked_drive) == []
+
+
+def _forked_drive(env: dict[str, str], w: Path) -> dict[str, object]:
+    """`equality_gen`'s DRIVE process, forked (`_python`), in `w`'s folder."""
+    return driven(_python(env).run(DRIVE, str(w), env=env, cwd=w.parent, timeout=300))
 
 
 BASE_FILE = """
@@ -69,15 +74,21 @@ def _pythons() -> Iterator[None]:
     _PYTHONS.clear()
 
 
+def _python(env: dict[str, str]) -> ForkedPython:
+    """The server forking production processes of `env` (one an environment apart from
+    WARM_*: `tests/forked_python.py`; `import warmcli` imports no backend, runs no tool)."""
+    shared = json.dumps(_shared(env), sort_keys=True)
+    if shared not in _PYTHONS:
+        _PYTHONS[shared] = ForkedPython(env, ROOT)
+    return _PYTHONS[shared]
+
+
 def _served(warm: Warm, w: Path, bundle: str, **env: str) -> dict[str, str]:
     """What the workload `w` computes (each buffer's bytes in hex) in a production process:
     a fork of a process that imported numpy and warmcli once (`tests/forked_python.py`;
     `import warmcli` imports no backend and runs no tool)."""
     environ = dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=bundle, **env)
-    shared = json.dumps(_shared(environ), sort_keys=True)
-    if shared not in _PYTHONS:
-        _PYTHONS[shared] = ForkedPython(environ, ROOT)
-    proc = _PYTHONS[shared].run(DRIVE, str(w), env=environ, cwd=w.parent, timeout=120)
+    proc = _python(environ).run(DRIVE, str(w), env=environ, cwd=w.parent, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return dict(json.loads(proc.stdout)["out"])
 
