@@ -259,19 +259,39 @@ def _toolkits() -> list[Path]:
     return list(found.values())[:2]
 
 
-def test_an_nvcc_script_is_keyed_by_the_toolkit_behind_it(warm: Warm, tmp_path: Path) -> None:
+@pytest.fixture(scope="module", autouse=True)
+def _nvcc_script(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float] | str:
+    """The nvcc script's folder (`cuda`, a link to the older toolkit, and `script/nvcc`
+    running `cuda/bin/nvcc`), the newer toolkit and when the script was written, or why the
+    test is skipped: made as the module starts, so the wait for it to settle
+    (`toolchain.RACY_SECONDS`) passes while the tests before it run."""
+    try:
+        older, newer = _toolkits()
+    except pytest.skip.Exception as exc:
+        return str(exc)
+    folder = tmp_path_factory.mktemp("nvcc-script")
+    (folder / "cuda").symlink_to(older)
+    script = folder / "script" / "nvcc"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\nexec {folder / "cuda" / "bin" / "nvcc"} "$@"\n')
+    script.chmod(0o755)
+    return folder, newer, time.time()
+
+
+def test_an_nvcc_script_is_keyed_by_the_toolkit_behind_it(
+    warm: Warm, tmp_path: Path, _nvcc_script: tuple[Path, Path, float] | str
+) -> None:
     """An `nvcc` that is a script (`exec /opt/cuda/bin/nvcc "$@"`): its version line was
     remembered by the script's stamp, so a toolkit upgraded behind it (`/opt/cuda` repointed)
     kept the old release in every key: `warm run` built nothing, calling the new release's
     kernels the old one's. Now it is remembered by the stamp of the nvcc the script runs too
     (two real toolkits: `/usr/local/cuda-13.0`'s and the package's, 13.5)."""
-    older, newer = _toolkits()
-    (tmp_path / "cuda").symlink_to(older)
-    script = tmp_path / "script" / "nvcc"
-    script.parent.mkdir()
-    script.write_text(f'#!/bin/sh\nexec {tmp_path / "cuda" / "bin" / "nvcc"} "$@"\n')
-    script.chmod(0o755)
-    time.sleep(toolchain.RACY_SECONDS)  # a file changed since is never remembered
+    if isinstance(_nvcc_script, str):
+        pytest.skip(_nvcc_script)
+    folder, newer, written = _nvcc_script
+    script = folder / "script" / "nvcc"
+    # a file changed since is never remembered: what is left of that wait
+    time.sleep(max(0.0, written + toolchain.RACY_SECONDS - time.time()))
     (tmp_path / "w.py").write_text(CUDA_WORKLOAD)
     bundle = tmp_path / "b.warm"
     into = warm.with_env(WARM_NVCC=str(script))
@@ -279,8 +299,8 @@ def test_an_nvcc_script_is_keyed_by_the_toolkit_behind_it(warm: Warm, tmp_path: 
     built = into.json("run", tmp_path / "w.py", *args)["stored"]["kernels"]
     assert built == 2  # its cubin and its PTX
     assert into.json("run", tmp_path / "w.py", *args)["stored"]["kernels"] == 0  # a hit
-    (tmp_path / "cuda").unlink()  # the toolkit upgraded behind the same script
-    (tmp_path / "cuda").symlink_to(newer)
+    (folder / "cuda").unlink()  # the toolkit upgraded behind the same script
+    (folder / "cuda").symlink_to(newer)
     said = subprocess.run([script, "--version"], capture_output=True, text=True).stdout
     devices = into("devices", "--compiler", "nvcc")
     assert said.splitlines()[-2] in devices.stdout, devices.stdout + devices.stderr
