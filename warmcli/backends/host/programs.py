@@ -78,14 +78,9 @@ def _plugin(folders: list[str], versions: dict[str, str]) -> str:
     """The digest of the linker plugin cc finds first in `folders` (a readable file), by its
     stamp (in `versions`, as read); `none` where there is none."""
     for folder in folders:
-        where = os.path.join(folder, PLUGIN)
-        try:
-            st = os.stat(where)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode) and os.access(where, os.R_OK):
-            read = remembered(PLUGIN, os.path.abspath(where), st, _digest_line, versions)
-            return read.version
+        found = _file(_joined(folder, PLUGIN))
+        if found and os.access(found[0], os.R_OK):
+            return remembered(PLUGIN, *found, _digest_line, versions).version
     return "none"
 
 
@@ -158,7 +153,8 @@ def _on_path(names: list[str], search: str) -> dict[str, Found]:
 
 
 def _file(place: str) -> Found | None:
-    """The executable `place` found, where it is a file (a folder named so is passed over)."""
+    """`place` as absolute path and stat, where it is a file (a folder named so is passed
+    over; the caller asks whether it may run or read it)."""
     try:
         st = os.stat(place)
     except OSError:
