@@ -148,3 +148,22 @@ def produced(
     proc = server.run(code, *map(str, args), env=env, cwd=root, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+class ForkedPythons:
+    """A test module's `ForkedPython` servers, one per environment (`_shared`: one apart from
+    WARM_*), made on first use; `close` ends them all (a module fixture's teardown)."""
+
+    def __init__(self, cwd: Path) -> None:
+        self.cwd, self._servers = cwd, dict[str, ForkedPython]()
+
+    def __call__(self, env: dict[str, str]) -> ForkedPython:
+        shared = json.dumps(_shared(env), sort_keys=True)
+        if shared not in self._servers:
+            self._servers[shared] = ForkedPython(env, self.cwd)
+        return self._servers[shared]
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            server.close()
+        self._servers.clear()

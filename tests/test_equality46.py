@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from equality_gen import DRIVE, differences, driven, make_case
-from forked_python import ForkedPython, _shared
+from forked_python import ForkedPythons
 
 # (seed, parts): each part of the generator at least once, in a few workloads.
 FIXED = [
@@ -62,25 +62,14 @@ def workload(rt):
 """
 
 
-_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+_python = ForkedPythons(ROOT)  # this module's servers, one an environment apart from WARM_*
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _pythons() -> Iterator[None]:
     """`_served`'s forking servers, ended with the module."""
     yield
-    for python in _PYTHONS.values():
-        python.close()
-    _PYTHONS.clear()
-
-
-def _python(env: dict[str, str]) -> ForkedPython:
-    """The server forking production processes of `env` (one an environment apart from
-    WARM_*: `tests/forked_python.py`; `import warmcli` imports no backend, runs no tool)."""
-    shared = json.dumps(_shared(env), sort_keys=True)
-    if shared not in _PYTHONS:
-        _PYTHONS[shared] = ForkedPython(env, ROOT)
-    return _PYTHONS[shared]
+    _python.close()
 
 
 def _served(warm: Warm, w: Path, bundle: str, **env: str) -> dict[str, str]:

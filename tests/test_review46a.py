@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from forked_python import ForkedPython, _shared
+from forked_python import ForkedPythons
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -67,16 +67,14 @@ def _as(folder: Path, text: str) -> None:
     (folder / "as").chmod(0o755)
 
 
-_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+_python = ForkedPythons(ROOT)  # this module's servers, one an environment apart from WARM_*
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _pythons() -> Iterator[None]:
     """`_serve`'s forking servers, ended with the module."""
     yield
-    for python in _PYTHONS.values():
-        python.close()
-    _PYTHONS.clear()
+    _python.close()
 
 
 def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> list[int]:
@@ -87,10 +85,7 @@ def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> list[int
     env = {k: v for k, v in env.items() if k != "WARM_BUNDLE"}
     if bundle is not None:
         env["WARM_BUNDLE"] = str(bundle)
-    shared = json.dumps(_shared(env), sort_keys=True)
-    if shared not in _PYTHONS:
-        _PYTHONS[shared] = ForkedPython(env, ROOT)
-    done = _PYTHONS[shared].run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
+    done = _python(env).run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 

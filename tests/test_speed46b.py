@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from forked_python import ForkedPython, _shared
+from forked_python import ForkedPythons
 
 from warmcli.system_shadows import _entry, _stamp
 
@@ -39,26 +39,14 @@ print(json.dumps({"found": found, "opened": sorted({p for p in opened if p.start
 """
 
 
-_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+_python = ForkedPythons(ROOT)  # this module's servers, one an environment apart from WARM_*
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _pythons() -> Iterator[None]:
     """`_run`'s forking servers, ended with the module."""
     yield
-    for python in _PYTHONS.values():
-        python.close()
-    _PYTHONS.clear()
-
-
-def _python(env: dict[str, str]) -> ForkedPython:
-    """A server forking each `_run`'s process (`tests/forked_python.py`): it imported numpy
-    and warmcli alone (no backend, no `system_shadows`: nothing of a walk found or
-    remembered), so each child walks and opens as a started process does."""
-    shared = json.dumps(_shared(env), sort_keys=True)
-    if shared not in _PYTHONS:
-        _PYTHONS[shared] = ForkedPython(env, ROOT)
-    return _PYTHONS[shared]
+    _python.close()
 
 
 def _run(tmp: Path, name: str = "top.h") -> dict[str, object]:

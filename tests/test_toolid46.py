@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from forked_python import ForkedPython, _shared
+from forked_python import ForkedPythons
 
 from warmcli.backends import toolchain
 
@@ -88,16 +88,14 @@ def _workload(tmp_path: Path, options: tuple[str, ...] = ()) -> Path:
     return path
 
 
-_PYTHONS: dict[str, ForkedPython] = {}  # this module's, one an environment apart from WARM_*
+_python = ForkedPythons(ROOT)  # this module's servers, one an environment apart from WARM_*
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _pythons() -> Iterator[None]:
     """`_serve`'s forking servers, ended with the module."""
     yield
-    for python in _PYTHONS.values():
-        python.close()
-    _PYTHONS.clear()
+    _python.close()
 
 
 def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, object]:
@@ -108,10 +106,7 @@ def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str
     env = {k: v for k, v in env.items() if k not in ("WARM_BUNDLE", "WARM_STRICT")}
     if bundle is not None:
         env.update(WARM_BUNDLE=str(bundle), WARM_STRICT="1")
-    shared = json.dumps(_shared(env), sort_keys=True)
-    if shared not in _PYTHONS:
-        _PYTHONS[shared] = ForkedPython(env, ROOT)
-    done = _PYTHONS[shared].run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
+    done = _python(env).run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     if done.returncode != 0:
         assert "Traceback" in done.stderr and "toolchain" in done.stderr, done.stderr
         return {"refused": True}
