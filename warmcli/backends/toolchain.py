@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler binary)
 VERSIONS_FILE = "toolchains.json"  # in warm's home: the remembered version lines
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
+MAX_FOLDERS = 256  # a remembered list of more folders (cc says ~10) was forged: read again
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that is a script
@@ -89,11 +90,9 @@ class Toolchain(Record):
     @property
     def identity(self) -> str:
         """What keys a kernel: the compiler and its version, not where it is installed.
-
         The path differs between a CI checkout's venv and a GPU machine's toolkit while
         the output is the same; keying on it would make every bundle miss everywhere
-        but where it was built. The path is kept beside the bundle's fingerprints.
-        """
+        but where it was built. The path is kept beside the bundle's fingerprints."""
         recipe = f"{RECIPE_MARK}{BUILD_RECIPE}]" if BUILD_RECIPE != 1 else ""
         return f"{self.name}:{self.version}{recipe}"
 
@@ -276,11 +275,9 @@ _WORDS = Pattern(r"[^\s'\"]+")  # a script's words, as its quotes would split th
 
 def _as_binary(version: str, where: str) -> str:
     """The version line as the binary `where` resolves to would print it.
-
     GCC starts its line with the name it was started by (`cc (Debian 12.2.0) 12.2.0`,
     `gcc (Debian 12.2.0) 12.2.0`), so `cc`, `gcc` and `gcc-12`, one binary, would be
-    three toolchains; the leading name is replaced by the resolved binary's.
-    """
+    three toolchains; the leading name is replaced by the resolved binary's."""
     invoked = os.path.basename(where)
     first, sep, rest = version.partition(" ")
     if first != invoked:  # named otherwise already (as remembered: resolved when it was)
@@ -364,7 +361,11 @@ def _read_versions() -> dict[str, str]:
         os.close(fd)
     if not isinstance(data, dict):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+    return {k: v for k, v in data.items() if type(k) is str and type(v) is str and _said(v)}
+
+
+def _said(value: str) -> bool:  # else read again, remembered over (a NUL raised ValueError)
+    return "\0" not in value and value.count("\n") + value.count(os.pathsep) < MAX_FOLDERS
 
 
 def _remember(stamp: str, version: str) -> None:

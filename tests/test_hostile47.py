@@ -1,0 +1,99 @@
+"""What hostile47 found in warm's home (`warmcli.home`): the files warm trusts besides the
+bundle, attacked by another user who may write the home, and corrupted by hand. Each case is
+the real CLI in a subprocess over a real bundle, a real home and the real C compiler."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from conftest import Warm
+
+WORKLOAD = """\
+from warmcli import Kernel
+
+SRC = ('#include <stdlib.h>\\n#include "loc.h"\\n'
+       "void fill(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 2.0f + LOC; }")
+FILL = Kernel(SRC, "fill", "Pi", options=["-I{inc}"])
+
+def workload(rt):
+    x = rt.buffer(16)
+    rt.launch(FILL, x, 16)
+"""
+
+SERVE = """\
+import json, sys, warmcli
+sys.path.insert(0, sys.argv[1])
+import w
+rt = warmcli.runtime("host")
+x = rt.buffer(16)
+rt.launch(w.FILL, x, 16)
+print(json.dumps({"x": rt.read(x).tolist(), "misses": len(warmcli.report().misses)}))
+"""
+
+
+def _warmed(warm: Warm, tmp_path: Path) -> tuple[Path, Path]:
+    """The workload `w.py` (a host kernel with an include folder, reaching `<stdlib.h>`)
+    warmed into `b.warm`, and warm's home as that left it."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "loc.h").write_text("#define LOC 1.0f\n")
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("{inc}", str(inc)))
+    done = warm("run", workload, "--bundle", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    return workload, Path(warm.env["WARM_HOME"])
+
+
+def _edited(home: Path, starts: str, edit: object) -> str:
+    """`toolchains.json` with the value of its entry starting `starts` edited (`edit` of the
+    value), written back 0600 as warm writes it; the value warm had remembered."""
+    path = home / "toolchains.json"
+    lines = json.loads(path.read_text())
+    (stamp,) = (k for k in lines if k.startswith(starts + "|"))
+    real = lines[stamp]
+    lines[stamp] = edit(real)  # type: ignore[operator]
+    path.write_text(json.dumps(lines))
+    path.chmod(0o600)
+    return real
+
+
+def _remembered(home: Path, starts: str) -> str:
+    lines = json.loads((home / "toolchains.json").read_text())
+    return next(v for k, v in lines.items() if k.startswith(starts + "|"))
+
+
+def test_a_nul_in_a_remembered_program_folder_is_no_traceback(warm: Warm, tmp_path: Path) -> None:
+    """cc's program folders remembered with a NUL in one (a corrupted home): a production
+    process raised `ValueError: embedded null byte` from `os.access`, and `warm run` failed
+    (exit 2); such a line is not believed: cc is asked again, and the build served."""
+    workload, home = _warmed(warm, tmp_path)
+    real = _edited(home, "cc programs ()", lambda v: v + ":/usr/bin\0")
+    done = warm("run", workload, "--bundle", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "stored 0 new kernel(s)" in done.stdout
+    assert _remembered(home, "cc programs ()") == real  # asked again, remembered over
+    _edited(home, "cc programs ()", lambda v: v + ":/usr/bin\0")
+    served = warm.production(SERVE, tmp_path, bundle=tmp_path / "b.warm")
+    assert served == {"x": [3.0] * 16, "misses": 0}
+
+
+def test_a_forged_list_of_many_folders_is_not_believed(warm: Warm, tmp_path: Path) -> None:
+    """cc's own include folders (`cc -E -v`) and its program folders remembered as 90,000
+    folders each (the user's own file, 0600, under its 1 MiB cap): each process keying a
+    kernel with include folders stat'ed them all, per system header's include (3.6 s a
+    process, where 0.3 s is the norm). A list past `MAX_FOLDERS` is not believed: cc is asked
+    again, and its answer remembered over it."""
+    workload, home = _warmed(warm, tmp_path)
+    many = [f"/nx/{i}" for i in range(45_000)]
+    includes = _edited(home, "cc -E -v includes", lambda v: "\n".join([*many, v]))
+    programs = _edited(home, "cc programs ()", lambda v: ":".join([*many, v]))
+    assert (home / "toolchains.json").stat().st_size < 1 << 20  # (read: under the cap)
+    started = time.monotonic()
+    done = warm("run", workload, "--bundle", tmp_path / "b.warm", "-q")
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert "stored 0 new kernel(s)" in done.stdout
+    assert _remembered(home, "cc -E -v includes") == includes, took
+    assert _remembered(home, "cc programs ()") == programs, took
