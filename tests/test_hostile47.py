@@ -5,6 +5,7 @@ the real CLI in a subprocess over a real bundle, a real home and the real C comp
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -97,3 +98,42 @@ def test_a_forged_list_of_many_folders_is_not_believed(warm: Warm, tmp_path: Pat
     assert "stored 0 new kernel(s)" in done.stdout
     assert _remembered(home, "cc -E -v includes") == includes, took
     assert _remembered(home, "cc programs ()") == programs, took
+
+
+def test_a_host_library_folder_linked_by_another_user_is_not_pruned(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A home others may write (0777: `WARM_HOME` named a shared folder), where another user
+    put `host-libraries` as a link to a folder of this user's (0755, its own: `private`):
+    warm wrote its libraries there and pruned it, removing the user's own `*.so` past 512
+    and a `*.tmp` over an hour old (217 of 601 files). Such a folder is not used (a private
+    temporary one is, as where the home cannot be written); the kernel still serves."""
+    workload, home = _warmed(warm, tmp_path)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    for name in ("toolchains.json", "system-headers"):
+        os.rename(home / name, shared / name)
+    victim = tmp_path / "mine"
+    victim.mkdir()
+    old = time.time() - 2 * 86400
+    for i in range(600):
+        (victim / f"lib{i}.so").write_text(f"lib {i}\n")
+    (victim / "notes.tmp").write_text("precious\n")
+    for each in victim.iterdir():
+        os.utime(each, (old, old))
+    (shared / "host-libraries").symlink_to(victim)
+    there = warm.with_env(WARM_HOME=str(shared))
+    done = there("run", workload, "--bundle", tmp_path / "b2.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in victim.iterdir()) == sorted(
+        [*(f"lib{i}.so" for i in range(600)), "notes.tmp"]
+    )
+    served = there.production(SERVE, tmp_path, bundle=tmp_path / "b2.warm")
+    assert served == {"x": [3.0] * 16, "misses": 0}
+    if os.geteuid() == 0:  # a sticky home (`/tmp`): the link is another user's own
+        shared.chmod(0o1777)
+        os.lchown(shared / "host-libraries", 12345, 12345)
+        done = there("run", workload, "--bundle", tmp_path / "b3.warm", "-q")
+        assert done.returncode == 0, done.stderr
+        assert len(list(victim.iterdir())) == 601

@@ -7,8 +7,10 @@ then a rename), as `<sha256>.so` in `host-libraries/` under warm's home
 loads the file already there: no write, no temporary directory. This is what
 Triton's and CuPy's kernel caches do. Native code is loaded from it, so the
 directory and each file must belong to this user with nobody else allowed to
-write them, and a file is loaded only from a descriptor opened without following
-links, after its bytes were compared with the binary (hashed to its name): a file not so
+write them (nor the home it is in, nor a link another user made in its place: they
+would point it at a folder of this user's, which the prune empties), and a file is
+loaded only from a descriptor opened without following links, after its bytes were
+compared with the binary (hashed to its name): a file not so
 (a link, a hard link, another size, other bytes) is written again, and one the
 loader refuses is written again once. The directory
 keeps at most `MAX_LIBRARIES` files: past that, the least recently used are
@@ -42,7 +44,14 @@ import time
 from typing import Any
 
 from warmcli.forking import renew_on_fork
-from warmcli.home import TMP_SUFFIX, in_home, make_folder, private, write_private
+from warmcli.home import (
+    TMP_SUFFIX,
+    in_home,
+    make_folder,
+    others_may_write,
+    private,
+    write_private,
+)
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
@@ -264,16 +273,27 @@ def _prune(directory: str) -> None:
 
 
 def _usable_directory(path: str) -> str | None:
-    """`path`, created if need be, when it is this user's alone; else None."""
+    """`path`, created if need be, when it is this user's alone, and no other user could
+    have put it there: not a link another made, nor in a home others may write
+    (`others_may_write`: one could put a link to a folder of this user's there, whose `*.so`
+    and `*.tmp` files `_prune` would remove); else None."""
     try:
-        st = os.stat(path)
+        link = os.lstat(path)
     except FileNotFoundError:
         try:
             make_folder(os.path.dirname(path))  # warm's home: never writable by all
             os.makedirs(path, mode=0o700, exist_ok=True)
-            st = os.stat(path)
+            link = os.lstat(path)
         except OSError:
             return None
     except OSError:
         return None
-    return path if stat.S_ISDIR(st.st_mode) and private(st) else None
+    another = hasattr(os, "getuid") and link.st_uid not in (os.getuid(), 0)
+    if stat.S_ISLNK(link.st_mode) and another:  # (a sticky home, `/tmp`: their link to one
+        return None  # of this user's folders)
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    usable = stat.S_ISDIR(st.st_mode) and private(st) and not others_may_write(path)
+    return path if usable else None
