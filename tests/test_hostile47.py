@@ -137,3 +137,36 @@ def test_a_host_library_folder_linked_by_another_user_is_not_pruned(
         done = there("run", workload, "--bundle", tmp_path / "b3.warm", "-q")
         assert done.returncode == 0, done.stderr
         assert len(list(victim.iterdir())) == 601
+
+
+CUDA_WORKLOAD = """\
+from warmcli import Kernel
+
+K = Kernel('extern "C" __global__ void k(float *x) { x[threadIdx.x] = 1.0f; }', "k", "P",
+           language="cuda")
+
+def workload(rt):
+    x = rt.buffer(32)
+    rt.launch(K, x, grid=1, block=32)
+"""
+
+
+def test_a_remembered_nvcc_arch_list_of_a_huge_number_is_no_traceback(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """nvcc's `--list-gpu-code` remembered naming `sm_` and 5,000 digits (a corrupted
+    home): `int()` past Python's 4,300 digits raised `ValueError` out of `warm run` (its
+    traceback, exit 1); such a number is no SM: the others are read, the kernel built."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    workload = tmp_path / "cw.py"
+    workload.write_text(CUDA_WORKLOAD)
+    nvcc = warm.with_env(WARM_CUDA_COMPILER="nvcc")
+    done = nvcc("run", workload, "--bundle", tmp_path / "b.warm", "--arch", "sm_90", "-q")
+    assert done.returncode == 0, done.stderr
+    home = Path(warm.env["WARM_HOME"])
+    _edited(home, "nvcc --list-gpu-code", lambda v: f"sm_{'9' * 5000} {v}")
+    done = nvcc("run", workload, "--bundle", tmp_path / "b.warm", "--arch", "sm_90", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "stored 0 new kernel(s)" in done.stdout

@@ -164,7 +164,7 @@ def supported_sms(nvcc: str) -> frozenset[int]:
         listed = remembered(_LISTED, binary, os.stat(binary), _list_gpu_code).version
     except (OSError, ToolchainError):
         return frozenset()
-    return frozenset(int(n) for n in re.findall(r"\bsm_(\d+)", listed))
+    return frozenset(int(n) for n in re.findall(r"\bsm_(\d{1,9})(?!\d)", listed))  # (no SM else)
 
 
 _LISTED = "nvcc --list-gpu-code"  # what `toolchains.json` remembers it under
