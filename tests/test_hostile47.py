@@ -4,9 +4,12 @@ the real CLI in a subprocess over a real bundle, a real home and the real C comp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import threading
 import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import Warm
@@ -170,3 +173,34 @@ def test_a_remembered_nvcc_arch_list_of_a_huge_number_is_no_traceback(
     done = nvcc("run", workload, "--bundle", tmp_path / "b.warm", "--arch", "sm_90", "-q")
     assert done.returncode == 0, done.stderr
     assert "stored 0 new kernel(s)" in done.stdout
+
+
+def test_a_remembered_etag_no_header_may_hold_is_not_sent(warm: Warm, tmp_path: Path) -> None:
+    """`remote/<url>/meta.json` (warm's own, 0600) whose ETag holds a line break, or a
+    character latin-1 has not (a corrupted home): `http.client` refused it as
+    `If-None-Match` with `ValueError`, a traceback out of `warm pull` and of a production
+    process over the URL; such an ETag is not sent: the bundle is downloaded afresh."""
+    _, home = _warmed(warm, tmp_path)
+    served = tmp_path / "served"
+    served.mkdir()
+    os.rename(tmp_path / "b.warm", served / "app.warm")
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/app.warm"
+        assert warm("pull", url).returncode == 0
+        (meta,) = home.glob("remote/*/meta.json")
+        for bad in ("\r\nX-Evil: 1", "\u20ac"):
+            memo = json.loads(meta.read_text())
+            meta.write_text(json.dumps({**memo, "etag": memo["etag"] + bad}))
+            meta.chmod(0o600)
+            done = warm("pull", url)
+            assert done.returncode == 0, done.stderr
+            assert "Traceback" not in done.stderr
+        meta.write_text(json.dumps({**memo, "etag": memo["etag"] + "\n"}))
+        assert warm.production(SERVE, tmp_path, bundle=url) == {"x": [3.0] * 16, "misses": 0}
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,12 +1,13 @@
 """The `https://` store of `warmcli.bundle.remote` (plain `http://` only to this machine):
-a download is one GET, conditional on the ETag remembered (`If-None-Match`), bounded in
-size and time (`warmcli.bundle.received`), checked against the length and the sha256 its
-answer states (`_stated`); a push is one PUT of the whole file, conditional on what the
-store's HEAD says it holds (`If-Match` its ETag, `If-None-Match: *` where there is none),
-none where it holds this very file (`push_copy.held`). Credentials a URL names
-(`https://user:pass@host/`, `https://token@host/`) are sent as HTTP Basic auth to its own
-origin only (`http_open.urlopen`), and never shown: every message names the URL as
-`location.shown` does. It owns no state beyond the last HEAD's answer and never prints.
+a download is one GET, conditional on the ETag remembered (`If-None-Match`; not one that no
+header may hold: `_sendable`), bounded in size and time (`warmcli.bundle.received`), checked
+against the length and the sha256 its answer states (`_stated`); a push is one PUT of the
+whole file, conditional on what the store's HEAD says it holds (`If-Match` its ETag,
+`If-None-Match: *` where there is none), none where it holds this very file
+(`push_copy.held`). Credentials a URL names (`https://user:pass@host/`, `https://token@host/`)
+are sent as HTTP Basic auth to its own origin only (`http_open.urlopen`), and never shown:
+every message names the URL as `location.shown` does. It owns no state beyond the last HEAD's
+answer and never prints.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Http:
         import http.client  # here: a process that names no URL never imports them
         import urllib.error
 
+        etag = _sendable(etag)  # (one remembered that no header holds: downloaded afresh)
         request = self._request(headers={"If-None-Match": etag} if etag else {})
         late = RemoteError(
             f"{self.name}: download stopped: not done in {limits.seconds:g} s "
@@ -201,3 +203,16 @@ def _stated(headers: Any) -> str | None:
     https push sent, where the store gives it back."""
     value = headers.get("x-amz-meta-sha256") or headers.get("X-Warm-Sha256")
     return str(value).strip().lower() if value else None
+
+
+def _sendable(etag: str | None) -> str | None:
+    """`etag` where `http.client` may send it back (printable latin-1: a store's own is), else
+    None: one remembered beside the copy with a line break or another character (a
+    corrupted `meta.json`) raised `ValueError` out of `putheader`."""
+    if not etag or not etag.isprintable():
+        return None
+    try:
+        etag.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+    return etag
