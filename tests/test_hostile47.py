@@ -190,13 +190,13 @@ def test_a_remembered_etag_no_header_may_hold_is_not_sent(warm: Warm, tmp_path: 
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/app.warm"
-        assert warm("pull", url).returncode == 0
+        assert warm("pull", url, tmp_path / "got.warm").returncode == 0
         (meta,) = home.glob("remote/*/meta.json")
         for bad in ("\r\nX-Evil: 1", "\u20ac"):
             memo = json.loads(meta.read_text())
             meta.write_text(json.dumps({**memo, "etag": memo["etag"] + bad}))
             meta.chmod(0o600)
-            done = warm("pull", url)
+            done = warm("pull", url, tmp_path / "got.warm")
             assert done.returncode == 0, done.stderr
             assert "Traceback" not in done.stderr
         meta.write_text(json.dumps({**memo, "etag": memo["etag"] + "\n"}))
