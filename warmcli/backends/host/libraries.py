@@ -44,14 +44,7 @@ import time
 from typing import Any
 
 from warmcli.forking import renew_on_fork
-from warmcli.home import (
-    TMP_SUFFIX,
-    in_home,
-    make_folder,
-    others_may_write,
-    private,
-    write_private,
-)
+from warmcli.home import TMP_SUFFIX, in_home, make_folder, private, write_private
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
@@ -273,27 +266,33 @@ def _prune(directory: str) -> None:
 
 
 def _usable_directory(path: str) -> str | None:
-    """`path`, created if need be, when it is this user's alone, and no other user could
-    have put it there: not a link another made, nor in a home others may write
-    (`others_may_write`: one could put a link to a folder of this user's there, whose `*.so`
-    and `*.tmp` files `_prune` would remove); else None."""
+    """`path`, created if need be, when it is this user's alone and no other user could have
+    put it there: in a home of another user's, or one all may write without the sticky bit,
+    or as a link another user made (in `/tmp`), they could point it at a folder of this
+    user's, whose `*.so` and `*.tmp` files `_prune` would remove; else None."""
     try:
-        link = os.lstat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         try:
             make_folder(os.path.dirname(path))  # warm's home: never writable by all
             os.makedirs(path, mode=0o700, exist_ok=True)
-            link = os.lstat(path)
+            st = os.lstat(path)
         except OSError:
             return None
     except OSError:
         return None
-    another = hasattr(os, "getuid") and link.st_uid not in (os.getuid(), 0)
-    if stat.S_ISLNK(link.st_mode) and another:  # (a sticky home, `/tmp`: their link to one
-        return None  # of this user's folders)
     try:
-        st = os.stat(path)
+        home = os.stat(os.path.dirname(path))
+        if stat.S_ISLNK(st.st_mode) and _others(st):  # (else the user's own: followed)
+            return None
+        st = os.stat(path) if stat.S_ISLNK(st.st_mode) else st
     except OSError:
         return None
-    usable = stat.S_ISDIR(st.st_mode) and private(st) and not others_may_write(path)
-    return path if usable else None
+    if _others(home) or home.st_mode & 0o1002 == 0o002:  # (group write: the user's own)
+        return None
+    return path if stat.S_ISDIR(st.st_mode) and private(st) else None
+
+
+def _others(st: os.stat_result) -> bool:
+    """Whether another user than this one (or root) owns what `st` describes."""
+    return hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0)
