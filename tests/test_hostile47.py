@@ -204,3 +204,26 @@ def test_a_remembered_etag_no_header_may_hold_is_not_sent(warm: Warm, tmp_path: 
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_compiler_with_a_version_line_of_5000_characters_stores_what_warm_reads(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A C compiler (a binary, its version line remembered in warm's home) whose `--version`
+    line is 5,000 characters long: `warm run` stored a kernel row and a fingerprint whose
+    toolchain was over the 4,096 characters a bundle holds, which its own readers call
+    corrupt (`verify`: 2 problems; the run's check: a miss, exit 1). A line over 1,024
+    characters is named by its length and digest, as a long environment value is."""
+    from conftest import cc_binary
+
+    workload, _ = _warmed(warm, tmp_path)
+    cc = cc_binary(tmp_path / "longcc", "longcc (X) 1.0 " + "y" * 5000)
+    time.sleep(2.1)  # (a binary changed this lately has no stamp: its line is not remembered)
+    other = warm.with_env(WARM_CC=str(cc))
+    bundle = tmp_path / "long.warm"
+    for _ in range(2):  # its line read, then remembered
+        done = other("run", workload, "--bundle", bundle, "-q")
+        assert done.returncode == 0, done.stderr + done.stdout
+    checked = other("verify", bundle)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "corrupt" not in checked.stdout + checked.stderr

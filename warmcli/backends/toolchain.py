@@ -192,11 +192,12 @@ def _stamp_now(name: str, where: str) -> str | None:
 
 def _version_line(name: str, where: str) -> str:
     """A compiler's `--version` banner, reduced to its version line (a C compiler script's
-    with its digest, `_wrapper`)."""
+    with its digest, `_wrapper`); one over `ENVIRONMENT_CHARS` by its length and digest (a
+    bundle's toolchain holds 4,096: a 5,000-character line stored rows warm called corrupt)."""
     from warmcli.backends.version_line import version_line  # run on a miss only
 
     script = "" if name == "nvcc" else _wrapper(where)  # read first: the file that answers
-    return version_line(name, where, VERSION_TIMEOUT) + script
+    return environment_named(version_line(name, where, VERSION_TIMEOUT)) + script
 
 
 def recipe_of(identity: str) -> int:
