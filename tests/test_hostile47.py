@@ -227,3 +227,20 @@ def test_a_compiler_with_a_version_line_of_5000_characters_stores_what_warm_read
     checked = other("verify", bundle)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "corrupt" not in checked.stdout + checked.stderr
+
+
+def test_a_toolchains_file_of_more_lines_than_warm_keeps_is_not_believed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A `toolchains.json` of 60,000 lines (the user's own, under its 1 MiB cap; warm keeps
+    64): each hot process parsed them all, twice (+0.1 s and 10 MB a start), for good, since
+    a process that finds its lines remembered writes nothing. It is not believed: the lines
+    are read again and the file written anew, of warm's own."""
+    workload, home = _warmed(warm, tmp_path)
+    path = home / "toolchains.json"
+    lines = json.loads(path.read_text())
+    path.write_text(json.dumps({**{f"k{i}": "v" for i in range(60_000)}, **lines}))
+    done = warm("run", workload, "--bundle", tmp_path / "b.warm", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "stored 0 new kernel(s)" in done.stdout
+    assert json.loads(path.read_text()) == lines

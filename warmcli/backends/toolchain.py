@@ -360,7 +360,7 @@ def _read_versions() -> dict[str, str]:
         return {}
     finally:
         os.close(fd)
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or len(data) > MAX_REMEMBERED:  # (more: not warm's, nor read)
         return {}
     return {k: v for k, v in data.items() if type(k) is str and type(v) is str and _said(v)}
 
