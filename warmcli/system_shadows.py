@@ -5,7 +5,7 @@ identity's, not keyed; but the names that header includes in turn (`<stddef.h>`,
 are searched in the kernel's folders first (`-iquote` for a quoted one, `-I`, `-isystem`), as
 any include is: a `stddef.h` added to a kernel's `-I` folder after a build changes what the next
 build reads. `shadowed` follows a system header's includes through the compiler's system folders
-(`system`: as the host compiler's `cc -E -v` prints them, `warmcli.backends.host.system_folders`)
+(`system`: as the host compiler's `cc -E -v` prints them, `warmcli.backends.system_folders`)
 and names each of them that a kernel's folders now hold, for `warmcli.headers` to key as the
 kernel's own header: where none does, nothing is added, so a kernel's key is as before (and the
 same on a machine without a compiler, which names no system folder). The includes a system header
@@ -47,7 +47,7 @@ _stamps: dict[str, str] = {}  # a remembered path's stamp, as first asked in thi
 # headers its system headers share: read once per process, as before, not once per header)
 Entry = dict[str, object]  # what `store` keeps for a key: `_entry`
 # Where edges are remembered across processes: (read a key's entry, None where none; keep one),
-# lent by the host backend (`warmcli.backends.host.system_folders`: in warm's home).
+# lent by the host backend (`warmcli.backends.system_folders`: in warm's home).
 store: list[tuple[Callable[[str], object], Callable[[str, Entry], None]]] = []
 # A folder's names and casefolded; None: not listed; True: searched but not listed (`chmod 111`)
 Listed = dict[str, tuple[frozenset[str], frozenset[str]] | bool | None]
