@@ -1,7 +1,7 @@
 """A host compiler's own include folders: where it finds `<stdlib.h>`, after a kernel's.
 
-`cc -E -v` prints them (`#include <...> search starts here:`; `-x c++` where asked for C++'s),
-run with `CPATH`
+`cc -E -v` prints them (`#include <...> search starts here:`; `-x c++` for nvcc's `gcc`, which
+reads a CUDA kernel as C++: `warmcli.backends.cuda.own_folders`), run with `CPATH`
 and its kin unset (their folders are keyed as a kernel's own), once per compiler binary and
 language on a machine: remembered in warm's home beside its version line
 (`toolchain.remembered`, by the binary's stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key
