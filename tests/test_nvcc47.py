@@ -18,6 +18,8 @@ include it is keyed, as stop 46 keyed it for host kernels.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -178,6 +180,11 @@ def test_nvcc_whose_gcc_cannot_be_found_tells_no_folders(tmp_path: Path) -> None
     nvcc = nvcc_or_skip()
     assert nvcc_system(nvcc, str(tmp_path / "none")) == ()
     assert nvcc_system(nvcc, str(tmp_path / "none"), str(tmp_path / "no-gcc")) == ()
+    gcc = shutil.which("gcc")
+    if gcc is not None:  # `NVCC_CCBIN`'s file, or its folder's `gcc`: its C++ folders after nvcc's
+        for ccbin in (gcc, os.path.dirname(gcc)):
+            told = nvcc_system(nvcc, str(tmp_path / "none"), ccbin)
+            assert len(told) > 2 and any(os.path.isfile(os.path.join(f, "cstdlib")) for f in told)
 
 
 def test_a_name_nvccs_toolkit_answers_before_cpath_is_not_keyed_from_cpath(
