@@ -1,0 +1,98 @@
+"""trial47a: a host (C) project adopting warm from the README alone, in awkward environments: an
+optional kernel (a fast path whose compiler may be missing, a numpy fallback), odd paths and
+environment variables, two warmings of one bundle at once. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+# A fast path the workload can do without: where no compiler builds it, nor the bundle serves
+# it, `rt.can_build` says so before any launch, and the workload takes its numpy fallback.
+OPTIONAL = """
+import numpy as np
+from warmcli import Kernel
+
+FAST = Kernel("void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = x[i] * 2 + 1; }",
+              "scale", "Pi")
+
+
+def compute(rt):
+    x = np.arange(16, dtype=np.float32) / 3
+    if not rt.can_build(FAST):
+        return x * np.float32(2) + np.float32(1)
+    buf = rt.upload(x)
+    rt.launch(FAST, buf, 16)
+    return rt.read(buf)
+
+
+def workload(rt):
+    print("path", "fast" if rt.can_build(FAST) else "fallback")
+    print("result", compute(rt).tobytes().hex())
+"""
+
+# A workload that catches the launch's ToolchainError itself, as pytest does a test's error.
+CATCHING = """
+from warmcli import Kernel
+from warmcli.errors import ToolchainError
+
+K = Kernel("void k(float *x) { x[0] = 1; }", "k", "P")
+
+
+def workload(rt):
+    try:
+        rt.launch(K, rt.buffer(1))
+    except ToolchainError:
+        pass
+"""
+
+COLD = """
+import runpy, sys, warmcli
+module = runpy.run_path(sys.argv[1])
+print(module["compute"](warmcli.runtime("host")).tobytes().hex())
+"""
+
+
+def _cold(warm: Warm, workload: Path, **env: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", COLD, str(workload)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, WARM_BUNDLE="", **env),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_optional_kernel_without_its_compiler(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "opt.py"
+    workload.write_text(OPTIONAL)
+    bundle = tmp_path / "opt.warm"
+    missing = warm.with_env(WARM_CC=str(tmp_path / "no-such-cc"))
+    done = missing("run", workload, "--bundle", bundle, "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    assert "path fast" not in done.stdout and "Traceback" not in done.stderr
+    results = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("result")}
+    assert results == {_cold(missing, workload, WARM_CC=str(tmp_path / "no-such-cc"))}
+    done = missing("verify", bundle, "--workload", workload, "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    # With its compiler, the same workload warms the fast path, served after.
+    done = warm("run", workload, "--bundle", bundle, "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    assert "path fallback" not in done.stdout
+    assert "stored 1 new kernel(s)" in done.stdout
+
+
+def test_caught_toolchain_error_still_fails_the_run(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "catching.py"
+    workload.write_text(CATCHING)
+    done = warm.with_env(WARM_CC=str(tmp_path / "no-such-cc"))(
+        "run", workload, "--bundle", tmp_path / "c.warm", "--json"
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "not found" in json.loads(done.stdout)["error"]
