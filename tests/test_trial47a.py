@@ -96,3 +96,44 @@ def test_caught_toolchain_error_still_fails_the_run(warm: Warm, tmp_path: Path) 
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "not found" in json.loads(done.stdout)["error"]
+
+
+# A CUDA fast path pre-built for sm_90 beside a host kernel, nvcc missing: the host kernel is
+# stored, the CUDA launch skipped, and the run exits 0.
+CUDA_OPTIONAL = """
+import numpy as np
+import warmcli
+from warmcli import Kernel
+
+DEVICE = "cuda"
+CU = Kernel('extern "C" __global__ void twice(float *x) { x[threadIdx.x] *= 2; }', "twice", "P",
+            language="cuda")
+H = Kernel("void inc(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+
+def workload(rt):
+    host = warmcli.runtime("host")
+    host.launch(H, host.upload(np.ones(8, np.float32)), 8)
+    if rt.can_build(CU):
+        rt.launch(CU, rt.upload(np.ones(8, np.float32)), block=8)
+    else:
+        print("fallback")
+"""
+
+
+def test_optional_cuda_kernel_without_nvcc(warm: Warm, tmp_path: Path) -> None:
+    workload = tmp_path / "cu.py"
+    workload.write_text(CUDA_OPTIONAL)
+    missing = warm.with_env(WARM_CUDA_COMPILER="nvcc", WARM_NVCC=str(tmp_path / "no-nvcc"))
+    done = missing("run", workload, "--arch", "sm_90", "--bundle", tmp_path / "cu.warm")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("fallback") == 3
+    assert "stored 1 new kernel(s)" in done.stdout
+
+
+def test_can_build_refuses_what_is_no_kernel(warm: Warm) -> None:
+    code = "import warmcli; warmcli.runtime('host').can_build('scale')"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=warm.env, timeout=60
+    )
+    assert "TypeError: rt.can_build: kernel must be a Kernel, not str" in done.stderr

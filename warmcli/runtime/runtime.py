@@ -110,6 +110,7 @@ class Runtime:
 
     def can_build(self, kernel: Kernel) -> bool:
         """False where a launch of `kernel` raises `ToolchainError`: none builds or serves it."""
+        refuse_wrong_kinds("rt.can_build", kernel=kernel)
         try:  # asked, not launched: no refusal of the pass (`KernelCache.refused`)
             return bool(self.kernels.key(kernel))
         except ToolchainError:
