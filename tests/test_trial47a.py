@@ -137,3 +137,38 @@ def test_can_build_refuses_what_is_no_kernel(warm: Warm) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=warm.env, timeout=60
     )
     assert "TypeError: rt.can_build: kernel must be a Kernel, not str" in done.stderr
+
+
+# A workload that moves to its data folder as it is imported, as scripts that read files
+# beside them do: the paths warm's command line and environment named are the caller's.
+CHDIR = """
+import os
+from warmcli import Kernel
+
+os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+K = Kernel("void k(float *x) { x[0] = 7; }", "k", "P")
+
+
+def workload(rt):
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_relative_paths_are_the_callers_though_the_workload_moves(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "app" / "data").mkdir(parents=True)
+    (tmp_path / "app" / "w.py").write_text(CHDIR)
+    done = warm("run", "app/w.py", "--bundle", "rel.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "bundle rel.warm: stored 1 new kernel(s)" in done.stdout
+    assert (tmp_path / "rel.warm").is_file()
+    done = warm("verify", "rel.warm", "--workload", "app/w.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = warm.with_env(WARM_BUNDLE="env.warm", WARM_HOME="home")("run", "app/w.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "env.warm").is_file()
+    done = warm.with_env(WARM_HOME="home")("run", "app/w.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "home" / "bundle.warm").is_file()
+    assert not list((tmp_path / "app" / "data").glob("**/*.warm"))

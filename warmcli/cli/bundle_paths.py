@@ -1,7 +1,8 @@
 """Where a command's bundle is: the one named (`--bundle`, an argument, `WARM_BUNDLE`), else
 the default one; a path to write checked before anything is written (`new_file_path`), one to
-read fetched first where it is a URL (`readable_bundle`). A name warm refuses is one line and
-exit 2 (`fail`). Split from `warmcli.cli.common`, which every command shares."""
+read fetched first where it is a URL (`readable_bundle`), both made absolute before a workload's
+import may change the working folder (`pinned`). A name warm refuses is one line and exit 2
+(`fail`). Split from `warmcli.cli.common`, which every command shares."""
 
 from __future__ import annotations
 
@@ -109,3 +110,15 @@ def shown_name(given: str | None, path: Path) -> str:
     back, as `location.shown` shows it (no password, token or query); else the path."""
     named = given or config.bundle()
     return shown(named) if named and is_url(named) else str(path)
+
+
+def pinned(path: Path) -> Path:
+    """`path` absolute in the working folder now: called before the workload is imported,
+    which may move (`os.chdir` to its data folder), so that the bundle warm's command line or
+    environment named stays the caller's (written there, not in the workload's folder). A
+    working folder removed under the caller leaves it as it is: a relative name finds
+    nothing there anyway."""
+    try:
+        return Path(os.path.abspath(path))
+    except OSError:  # no working folder (`os.getcwd` fails)
+        return path
