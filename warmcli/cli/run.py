@@ -233,8 +233,7 @@ def run(
     shard = guarded(lambda: resolve_shard(shard_text))
 
     def action(progress: RunProgress | None) -> Any:
-        written = pinned(path)  # the caller's, though the workload moves as it is imported
-        loaded = loader()
+        written, loaded = pinned(path, loader)  # the caller's bundle, though the workload moves
         if loaded.unbound:
             err.print(f"warm: warning: {loaded.unbound}: {UNBOUND}", markup=False, highlight=False)
         hint = loaded.device_hint or ("cuda" if pycuda else None)

@@ -125,9 +125,9 @@ def dask_run(
             hooked, loader, *rest = verify_args  # `hooked`: under --pycuda, warm's PyCUDA
 
             def replayed() -> tuple[PassReport, list[str]]:
-                read = pinned(path)  # the caller's, though the workload moves as it is imported
                 with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                    return hooked(lambda: replay(read, loader(), *rest))
+                    # the caller's bundle, though the workload moves as it is imported
+                    return hooked(lambda: replay(*pinned(path, loader), *rest))
 
             verified, report.missing = guarded(replayed)  # (Ctrl-C: `_kept_on_interrupt`)
             report.passes.append(verified)

@@ -134,12 +134,14 @@ def verify(
             return with_pycuda(False, bool(arch), loaded_and_replayed)  # (GPU-less: autoinit)
 
         def loaded_and_replayed() -> tuple[PassReport, list[str]]:
-            read = pinned(path)  # the caller's, though the workload moves as it is imported
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                loaded = (
-                    load_module(module, entry, gpu_less=bool(arch))
-                    if module is not None
-                    else load_workload(workload or "", entry, gpu_less=bool(arch))
+                read, loaded = pinned(  # the caller's bundle, though the workload moves
+                    path,
+                    lambda: (
+                        load_module(module, entry, gpu_less=bool(arch))
+                        if module is not None
+                        else load_workload(workload or "", entry, gpu_less=bool(arch))
+                    ),
                 )
                 return replay(
                     read, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
