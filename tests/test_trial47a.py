@@ -183,3 +183,47 @@ def test_a_dask_run_verifies_the_callers_bundle(warm: Warm, tmp_path: Path) -> N
         done = warm("run", "app/w.py", "-b", "dk.warm", "--dask", address, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "verify: compiled 0 kernels" in done.stdout
+
+
+SUITE_TEST = """
+import numpy as np
+import pytest
+import warmcli
+from warmcli import Kernel
+
+FAST = Kernel("void s(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "s", "Pi")
+
+
+def test_fast_path():
+    rt = warmcli.runtime("host")
+    if not rt.can_build(FAST):
+        pytest.skip("no C compiler here")
+    rt.launch(FAST, rt.upload(np.zeros(4, np.float32)), 4)
+"""
+
+SUITE = """
+import pytest
+
+
+def workload(rt):
+    code = pytest.main(["-q", "-p", "no:cacheprovider", FOLDER])
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        raise RuntimeError(f"pytest exited {code!r}")
+"""
+
+
+def test_a_suite_skipping_its_optional_kernel_warms_and_one_not_asking_fails(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_fast.py").write_text(SUITE_TEST)
+    (tmp_path / "warm_tests.py").write_text(SUITE.replace("FOLDER", repr(str(tmp_path / "tests"))))
+    missing = warm.with_env(WARM_CC=str(tmp_path / "no-such-cc"))
+    done = missing("run", tmp_path / "warm_tests.py", "-b", tmp_path / "s.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("1 skipped") == 3
+    unasked = SUITE_TEST.replace("if not rt.can_build(FAST):", "if False:")
+    (tmp_path / "tests" / "test_fast.py").write_text(unasked)
+    done = missing("run", tmp_path / "warm_tests.py", "-b", tmp_path / "s.warm", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "not found" in done.stderr
