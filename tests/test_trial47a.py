@@ -227,3 +227,16 @@ def test_a_suite_skipping_its_optional_kernel_warms_and_one_not_asking_fails(
     done = missing("run", tmp_path / "warm_tests.py", "-b", tmp_path / "s.warm", cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "not found" in done.stderr
+
+
+def test_a_file_named_like_an_option_is_told_how_to_name_it(warm: Warm, tmp_path: Path) -> None:
+    (tmp_path / "-w.py").write_text(CATCHING.replace("except ToolchainError", "except OSError"))
+    done = warm("run", "-w.py", "-b", "w.warm", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "-w.py is a file here: name it ./-w.py" in done.stderr, done.stderr
+    (tmp_path / "-b.warm").write_bytes(b"")
+    done = warm("stats", "-b.warm", cwd=tmp_path)
+    assert "-b.warm is a file here: name it ./-b.warm" in done.stderr, done.stderr
+    done = warm("run", "./-w.py", "-b", "w.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
