@@ -169,7 +169,7 @@ def test_a_header_a_system_header_includes_added_to_an_include_folder_is_a_new_k
 def test_a_kernel_whose_folders_shadow_no_system_include_keys_as_before(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from warmcli.backends.host.system_folders import system_folders
+    from warmcli.backends.system_folders import system_folders
     from warmcli.backends.toolchain import probe
     from warmcli.headers import headers_digest
 

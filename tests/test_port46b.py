@@ -25,7 +25,7 @@ SCRIPT = r"""
 import json, os, sys
 opened = []
 sys.addaudithook(lambda e, a: opened.append(a[0]) if e == "open" and type(a[0]) is str else None)
-import warmcli.backends.host.system_folders  # (it lends `system_shadows` warm's home)
+import warmcli.backends.system_folders  # (it lends `system_shadows` warm's home)
 from warmcli.headers import headers_digest
 from warmcli.unkeyed import reason_of
 system, kernel, name, tree = tuple(sys.argv[1].split(":")), sys.argv[2], sys.argv[3], sys.argv[4]

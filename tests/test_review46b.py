@@ -212,7 +212,7 @@ def test_a_cc_that_lists_no_folders_is_asked_once_not_in_every_process(
     remembered. Its answer, none, is remembered now."""
     tmp_path = _settled["listing_nothing"]
     log, script = tmp_path / "asked", tmp_path / "cc"
-    ask = "import sys; from warmcli.backends.host.system_folders import system_folders as f; "
+    ask = "import sys; from warmcli.backends.system_folders import system_folders as f; "
     env = dict(os.environ, PYTHONPATH=str(ROOT), WARM_HOME=str(tmp_path / "home"))
     for _ in range(2):
         proc = subprocess.run(
@@ -253,7 +253,7 @@ def test_an_include_folder_cc_can_search_but_not_list_still_shadows(
     made `_held`'s listing fail, and the shadowing header added there kept the key. Root
     lists any folder, so the refusal a user meets is a fake here (`os.listdir` raising
     PermissionError for that folder); the files and the system folders are real."""
-    from warmcli.backends.host.system_folders import system_folders
+    from warmcli.backends.system_folders import system_folders
     from warmcli.backends.toolchain import probe
     from warmcli.headers import headers_digest
 
@@ -277,7 +277,7 @@ def test_an_include_folder_cc_can_search_but_not_list_still_shadows(
 
 def _folders_in_a_process(cc: str, home: Path, **env: str) -> list[str]:
     """`system_folders(cc)` as a fresh process with `env` finds them (warm's home `home`)."""
-    ask = "import sys; from warmcli.backends.host.system_folders import system_folders as f; "
+    ask = "import sys; from warmcli.backends.system_folders import system_folders as f; "
     proc = subprocess.run(
         [sys.executable, "-c", ask + "print('\\n'.join(f(sys.argv[1])))", cc],
         capture_output=True,

@@ -21,9 +21,10 @@ none was found: a header added later changes it), in the order they are reached;
 are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
 reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
 they are; for a folder named twice, which named folders are one). Headers not found there, or found
-in a toolkit's own folders (`toolkit`, by any name), are the toolchain identity's; but a host
+in a toolkit's own folders (`toolkit`, by any name), are the toolchain identity's; but a
 compiler's system header's own includes that those folders hold are keyed as the kernel's
-(`warmcli.system_shadows`: a `stddef.h` added to `-I` after a build changes the next one).
+(`warmcli.system_shadows`: a `stddef.h` added to `-I` after a build changes the next one), and
+so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`; itself, where they hold it).
 Bounded: at most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole,
 scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot
 be told (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker,
@@ -65,7 +66,7 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
-from warmcli.system_shadows import MAX_SYSTEM, Listed, shadowed
+from warmcli.system_shadows import MAX_SYSTEM, Listed, placed, shadowed
 from warmcli.unkeyed import marker, note, reason_in
 
 MAX_HEADERS = 512
@@ -96,6 +97,7 @@ _PATH_BOUND = re.compile(
     re.MULTILINE,
 )
 BY_FOLDER = ("\0by folder", False)
+IMPLIED, IMPLIED_MARK = ("cuda_runtime.h",), "\0implied:"  # what nvcc reads first (`-include`)
 COMPUTED, OVER = "\0computed:", ("\0over", False)  # `#include CFG`'s CFG; a file scanned in part
 # The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
@@ -275,7 +277,7 @@ def headers_digest(
     around: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
     toolkit: frozenset[str] = frozenset(),
     defines: Sequence[tuple[str, str]] = (),
-    nvrtc: bool = False,
+    compiler: str = "",
     system: Callable[[], tuple[str, ...]] | None = None,
 ) -> str:
     """The sha256 of the headers `source` reaches in the include folders `options` name, or `env`'s
@@ -284,15 +286,18 @@ def headers_digest(
     after: `warmcli.compiler_includes`), and a header found in a folder of `toolkit` is the
     toolchain identity's: not keyed (it shadows those searched after it). An `#include` of a
     macro follows what `options`, `defines` and the text give it (in a header of NVRTC's
-    system toolkit, `nvrtc`, by its folders, as before). `system`: the compiler's own folders
-    (a host kernel's), where a header not found in the kernel's is followed for the names it
-    includes that the kernel's folders shadow (`warmcli.system_shadows`)."""
+    system toolkit, `compiler` "nvrtc", by its folders, as before). `system`: the compiler's
+    own folders (`kernel.CC_SYSTEM`), where a header not found in the kernel's is followed for
+    the names it includes that the kernel's folders shadow (`warmcli.system_shadows`; NVRTC's,
+    searched before the kernel's: those none of them holds), and for nvcc's ("nvcc") what it
+    reads first itself (`IMPLIED`: keyed only where they shadow one)."""
     try:
         cwd = os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     given = tuple(options)
     system = None if "-nostdinc" in given else system  # (cc searches no folder of its own)
+    nvrtc, implied = compiler == "nvrtc", IMPLIED if compiler == "nvcc" and system else ()
     searched = (*around[0], *given, *around[1])
     if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process
         orders = _orders(searched, cwd, env)
@@ -310,6 +315,7 @@ def headers_digest(
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     primary = [(n.removeprefix(NEXT), q, h) for n, q, h in [*pending][:1]]  # gcc's `.gch` one
+    pending.extendleft((IMPLIED_MARK + name, True, None) for name in implied)  # (first)
     seen, written = dict[str, str](), list[str]()  # each file read (its sha256), each line
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
@@ -318,6 +324,7 @@ def headers_digest(
     kernel, scanned = (given, defines, source, seen), Scanned()  # (each file read once)
     shadows = set[tuple[str, bool]]()  # a system header's includes the folders hold
     listed: Listed = {}  # the folders listed for them (each once)
+    mine = ([f for f in orders[0] if f not in toolkit], [f for f in orders[1] if f not in toolkit])
     while pending or (computed and (pending := computed_headers(
         computed, done, kernel, written, primary, NEXT, scanned))):  # fmt: skip
         name, quoted, here = pending.popleft()
@@ -338,9 +345,12 @@ def headers_digest(
             shown_as.update(dict.fromkeys(found, NEXT + name))  # keyed by place, not path
             pending.extendleft((p, False, here) for p in reversed(found))
             continue
+        by_compiler, name = name.startswith(IMPLIED_MARK), name.removeprefix(IMPLIED_MARK)
         path = _resolve(name, quoted, here, orders, toolkit)
         if path is None and system is not None:  # a system header's: what it includes, shadowed
-            edges = shadowed(name, orders, system(), listed)
+            edges = shadowed(name, mine, system(), listed)
+            if edges and compiler in ("nvcc", "nvrtc"):  # its own folders may come first
+                edges = placed(edges, orders, system(), toolkit | frozenset(system()))
             if edges is None:  # past its bound: what it reaches, unfollowed, is unkeyed
                 reach = f"over {MAX_SYSTEM} system headers or 4 MB"
                 written.append(marker(f"<{name}> reaching {reach}"))
@@ -348,6 +358,8 @@ def headers_digest(
                 if edge[:2] not in shadows:  # (each once)
                     shadows.add(edge[:2])
                     pending.append(edge)
+        if by_compiler and path is None:  # (not the kernel's: keyed as before)
+            continue
         real = os.path.realpath(path) if path is not None else ""  # the file read (once)
         read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)

@@ -21,7 +21,7 @@ archive's content, not its path); nvcc's host compiler a CUDA kernel names (`-cc
 and a script's digest beside it (`warmcli.wrapper_script`); any other's is as before. Its only state
 is bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
 share, a content hash's text after its defines), and of whether a source includes a header by its
-path, those variables, read once, and `CC_SYSTEM` (a host cc's own folders); it compiles nothing.
+path, those variables, read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -307,7 +307,7 @@ _TAILS: dict[tuple[str, str, tuple[str, ...], str, str], str] = {}
 _MAX_QUOTED = 128
 _MAX_QUOTED_CHARS = 16 << 10
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
-CC_SYSTEM: dict[str, Callable[[], tuple[str, ...]]] = {}  # a host cc's own folders, as it tells
+CC_SYSTEM: dict[str, Callable[[], tuple[str, ...]]] = {}  # a compiler's own folders, as told
 
 
 def _quote(text: str) -> str:
@@ -348,10 +348,9 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
         if kernel.reads_headers or reach:
             from warmcli.headers import headers_digest
 
-            nvrtc, system = compiler == "nvrtc", CC_SYSTEM.get(toolchain.partition(" +native ")[0])
-            headers = headers_digest(
-                kernel.source, kernel.options, env, around, toolkit, kernel.defines, nvrtc, system
-            )
+            system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])
+            given = (env, around, toolkit, kernel.defines, compiler, system)
+            headers = headers_digest(kernel.source, kernel.options, *given)
     if kernel.language != "c" or not kernel.options:  # no option names a file to link
         return headers
     from warmcli.linked import with_linked  # a host kernel: with the files it links

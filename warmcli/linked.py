@@ -151,7 +151,7 @@ def placeless_options(options: Sequence[str]) -> tuple[str, ...]:
     return tuple(keyed)
 
 
-def _file_digest(path: str) -> str | None:
+def file_digest(path: str) -> str | None:
     """The sha256 of the regular file at `path`, or None where there is none to read."""
 
     def digest(fh: BinaryIO) -> str:
@@ -275,7 +275,7 @@ def _named_inputs(path: str, folders: list[str]) -> list[str]:
         if name[1:].isdigit():  # `/offset` into the long names, each ending `/\n`
             name = names[int(name[1:]) :].split(b"/\n", 1)[0]
         member = os.path.join(os.path.dirname(path), os.fsdecode(name.rstrip(b"/")))
-        found.append(f"{os.fsdecode(name)}\0{_file_digest(member) or '-'}")
+        found.append(f"{os.fsdecode(name)}\0{file_digest(member) or '-'}")
     if at + 60 <= len(data) or cut:  # members past the bound: not keyed
         found.append(marker(f"a thin archive of more than {_MAX_MEMO:,} members"))
     return found
@@ -326,7 +326,7 @@ def _script_inputs(
             hit = next(
                 (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
             )
-            found.append(f"{name}\0{(_file_digest(hit) if hit else None) or '-'}")
+            found.append(f"{name}\0{(file_digest(hit) if hit else None) or '-'}")
             if hit and not nest and depth >= _MAX_DEPTH:  # what it links: not keyed
                 found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
             elif hit and not nest and hit not in followed:  # an included script: what it
@@ -348,14 +348,14 @@ def linked_digest(
     lines, words = [], _linker_words(options) if words is None else words
     folders = _search_folders(words, library_path)
     for text in _candidates(options):
-        if os.path.isabs(text) and (found := _file_digest(text)) is not None:
+        if os.path.isabs(text) and (found := file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
             lines += _named_inputs(text, folders)
     pairs = zip(("", *options), options, strict=False)  # cc's own `-static`, not `-Xlinker`'s
     static = any(o in ("-static", "-static-pie") and b != "-Xlinker" for b, o in pairs)
     for library in _libraries(words, folders, static):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
-        if (found := _file_digest(path)) is not None:
+        if (found := file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
             lines += _named_inputs(path, folders)
     if not lines:

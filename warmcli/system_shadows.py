@@ -5,10 +5,13 @@ identity's, not keyed; but the names that header includes in turn (`<stddef.h>`,
 are searched in the kernel's folders first (`-iquote` for a quoted one, `-I`, `-isystem`), as
 any include is: a `stddef.h` added to a kernel's `-I` folder after a build changes what the next
 build reads. `shadowed` follows a system header's includes through the compiler's system folders
-(`system`: as the host compiler's `cc -E -v` prints them, `warmcli.backends.host.system_folders`)
-and names each of them that a kernel's folders now hold, for `warmcli.headers` to key as the
-kernel's own header: where none does, nothing is added, so a kernel's key is as before (and the
-same on a machine without a compiler, which names no system folder). The includes a system header
+(`system`: as the host compiler's `cc -E -v` prints them, `warmcli.backends.system_folders`;
+nvcc's toolkit's and its `gcc`'s, NVRTC's own: `warmcli.backends.cuda.own_folders`) and names
+each of them that a kernel's folders now hold, for `warmcli.headers` to key as the kernel's own
+header: where none does, nothing is added, so a kernel's key is as before (and the same on a
+machine without a compiler, which names no system folder). Where the compiler's own folders
+are searched among the kernel's (NVRTC's before them; nvcc's toolkit before `CPATH`), `placed`
+keeps those a kernel's folder answers first. The includes a system header
 reaches (`_edges`, bounded by `MAX_SYSTEM` files, past which the rest is not followed, as past
 the first `MAX_SCANNED` bytes of one: a kernel with folders of its own that includes such a header
 is then unkeyed, `warmcli.unkeyed`, as past the key's other bounds) are found once per process per
@@ -47,7 +50,7 @@ _stamps: dict[str, str] = {}  # a remembered path's stamp, as first asked in thi
 # headers its system headers share: read once per process, as before, not once per header)
 Entry = dict[str, object]  # what `store` keeps for a key: `_entry`
 # Where edges are remembered across processes: (read a key's entry, None where none; keep one),
-# lent by the host backend (`warmcli.backends.host.system_folders`: in warm's home).
+# lent by the backends (`warmcli.backends.system_folders`: in warm's home).
 store: list[tuple[Callable[[str], object], Callable[[str, Entry], None]]] = []
 # A folder's names and casefolded; None: not listed; True: searched but not listed (`chmod 111`)
 Listed = dict[str, tuple[frozenset[str], frozenset[str]] | bool | None]
@@ -289,6 +292,25 @@ def shadowed(
     listed = {} if listed is None else listed
     held = (_held(orders[1], groups[False], listed), _held(orders[0], groups[True], listed))
     return [e for e in edges if e[0] in held[e[1]]] if held[0] or held[1] else []
+
+
+def placed(
+    edges: Sequence[Edge],
+    orders: tuple[list[str], list[str]],
+    system: Sequence[str],
+    theirs: frozenset[str],
+) -> list[Edge]:
+    """Those of `edges` (`shadowed`'s) the compiler reads from a kernel's folder where its own
+    are searched among them (NVRTC's before them, nvcc's toolkit before `CPATH`): the first
+    folder holding the name along `orders` (quoted or angled), then `system`, is none of
+    `theirs` (the compiler's own)."""
+    kept = []
+    for edge in edges:
+        chain = [*orders[not edge[1]], *system]
+        found = _first(edge[0], chain)
+        if found is not None and chain[found[1]] not in theirs:
+            kept.append(edge)
+    return kept
 
 
 def _names(folder: str, listed: Listed) -> tuple[frozenset[str], frozenset[str]] | bool | None:

@@ -29,7 +29,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
 from warmcli.cli.common import exit_interrupted, out
-from warmcli.cli.not_commands import not_a_command
+from warmcli.cli.not_commands import not_a_command, refuse_a_file
 from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
 from warmcli.printable import printable
@@ -88,12 +88,14 @@ class WarmCommand(_PlainParams, TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """`warm`'s own option after a command (`warm stats --version`): one line saying
         where it goes (Click guessed `--json`); any usage error names this command's help."""
+        given = list(args)  # (the parser consumes the list it is given)
         try:
             return self._parse_args(ctx, args)
         except NoSuchOption as exc:
             group = ctx.parent.command if ctx.parent is not None else None
             option = exc.option_name
             if group is None or not any(option in param.opts for param in group.params):
+                refuse_a_file(given, option, ctx)  # `-w.py`, read as `-w`: said so
                 raise
             raise UsageError(f"{option} is an option of warm itself: warm {option}", ctx) from None
         except UsageError as exc:  # (`--explain` with no value: the parser's, with no context)

@@ -1,18 +1,22 @@
 """Where a command's bundle is: the one named (`--bundle`, an argument, `WARM_BUNDLE`), else
 the default one; a path to write checked before anything is written (`new_file_path`), one to
-read fetched first where it is a URL (`readable_bundle`). A name warm refuses is one line and
-exit 2 (`fail`). Split from `warmcli.cli.common`, which every command shares."""
+read fetched first where it is a URL (`readable_bundle`), both made absolute before a workload's
+import may change the working folder (`pinned`: the caller's then, absolute). A name warm refuses
+is one line and exit 2 (`fail`). Split from `warmcli.cli.common`, which every command shares."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from warmcli import config
 from warmcli.bundle.location import is_url, shown
 from warmcli.cli.common import err, fail, guarded
 from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
+
+Loaded = TypeVar("Loaded")
 
 
 def default_bundle(given: str | None = None) -> Path:
@@ -109,3 +113,23 @@ def shown_name(given: str | None, path: Path) -> str:
     back, as `location.shown` shows it (no password, token or query); else the path."""
     named = given or config.bundle()
     return shown(named) if named and is_url(named) else str(path)
+
+
+def pinned(path: Path, load: Callable[[], Loaded]) -> tuple[Path, Loaded]:
+    """`load()` (a workload's import, which may move: `os.chdir` to its data folder) and
+    `path` as it names the caller's bundle after it: as given, unless the import moved the
+    working folder, then absolute in the folder warm was started in (written there, never in
+    the workload's folder). A working folder removed under the caller leaves it as given: a
+    relative name finds nothing there anyway."""
+    before = _working_folder()
+    loaded = load()
+    if before is None or path.is_absolute() or _working_folder() == before:
+        return path, loaded
+    return Path(os.path.normpath(os.path.join(before, path))), loaded
+
+
+def _working_folder() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # removed under this process
+        return None

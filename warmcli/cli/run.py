@@ -31,7 +31,7 @@ from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.signing import is_trusted, trusted_keys
 from warmcli.cli.app import app
-from warmcli.cli.bundle_paths import bundle_to_write
+from warmcli.cli.bundle_paths import bundle_to_write, pinned
 from warmcli.cli.common import (
     AllowReadsOpt,
     ArchOpt,
@@ -233,7 +233,7 @@ def run(
     shard = guarded(lambda: resolve_shard(shard_text))
 
     def action(progress: RunProgress | None) -> Any:
-        loaded = loader()
+        written, loaded = pinned(path, loader)  # the caller's bundle, though the workload moves
         if loaded.unbound:
             err.print(f"warm: warning: {loaded.unbound}: {UNBOUND}", markup=False, highlight=False)
         hint = loaded.device_hint or ("cuda" if pycuda else None)
@@ -249,10 +249,10 @@ def run(
                 builds=True,
             )
 
-        return warm_bundle(
+        report = warm_bundle(
             loaded,
             opener,
-            path,
+            written,
             verify=not no_verify,
             jobs=jobs,
             compile_timeout=compile_timeout,
@@ -262,6 +262,8 @@ def run(
             signing_key=signing_key,
             shard=shard,
         )
+        report.bundle = path  # named as the caller named it
+        return report
 
     def _passes(as_json: bool, pycuda: bool, gpu_less: bool, progress: Any) -> Any:
         with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object

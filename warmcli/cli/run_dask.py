@@ -22,6 +22,7 @@ from warmcli.bundle.file import check_header
 from warmcli.bundle.replacing import is_empty_file
 from warmcli.bundle.signing import judged_before_migration
 from warmcli.bundle.store import Bundle
+from warmcli.cli.bundle_paths import pinned
 from warmcli.cli.common import emit_json, err, guarded, interrupted, out
 from warmcli.cli.progress import ShardProgress
 from warmcli.cli.render.ops import merge_json, merge_renderable
@@ -125,7 +126,8 @@ def dask_run(
 
             def replayed() -> tuple[PassReport, list[str]]:
                 with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                    return hooked(lambda: replay(path, loader(), *rest))
+                    # the caller's bundle, though the workload moves as it is imported
+                    return hooked(lambda: replay(*pinned(path, loader), *rest))
 
             verified, report.missing = guarded(replayed)  # (Ctrl-C: `_kept_on_interrupt`)
             report.passes.append(verified)

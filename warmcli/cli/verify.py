@@ -24,7 +24,7 @@ import typer
 from warmcli.backends.opening import open_devices
 from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
-from warmcli.cli.bundle_paths import readable_bundle, shown_name
+from warmcli.cli.bundle_paths import pinned, readable_bundle, shown_name
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
     AllowReadsOpt,
@@ -135,13 +135,16 @@ def verify(
 
         def loaded_and_replayed() -> tuple[PassReport, list[str]]:
             with workload_output_on_stderr(as_json):  # stdout keeps the one JSON object
-                loaded = (
-                    load_module(module, entry, gpu_less=bool(arch))
-                    if module is not None
-                    else load_workload(workload or "", entry, gpu_less=bool(arch))
+                read, loaded = pinned(  # the caller's bundle, though the workload moves
+                    path,
+                    lambda: (
+                        load_module(module, entry, gpu_less=bool(arch))
+                        if module is not None
+                        else load_workload(workload or "", entry, gpu_less=bool(arch))
+                    ),
                 )
                 return replay(
-                    path, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
+                    read, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
                 )
 
         replayed = guarded(replayed_here)

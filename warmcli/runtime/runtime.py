@@ -31,7 +31,7 @@ registrations (`tune_registrations`): a tune settles measured, pending, failed o
 measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
 ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
 thread's late launch is stopped there). A buffer's shape and dtype and a launch's configuration are
-read by `warmcli.runtime.launch_sizes`."""
+read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip."""
 
 from __future__ import annotations
 
@@ -100,15 +100,21 @@ class Runtime:
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
-        # A kernel's (content hash, name) -> its checker: never its object's id, which kept
-        # every kernel a warming pass checked (a workload making one per launch grew with each).
+        # A kernel's (content hash, name) -> its checker (by id, one kernel made a launch grew it)
         self._checks: dict[tuple[str, str], Converter] = {}
-        # Its passes ended: asked first at each launch or tune whether it goes on (`retired`).
         self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
 
     @property
     def arch(self) -> str:
         return self.device.arch
+
+    def can_build(self, kernel: Kernel) -> bool:
+        """False where a launch of `kernel` raises `ToolchainError`: none builds or serves it."""
+        refuse_wrong_kinds("rt.can_build", kernel=kernel)
+        try:  # asked, not launched: no refusal of the pass (`KernelCache.refused`)
+            return bool(self.kernels.key(kernel))
+        except ToolchainError:
+            return False
 
     # -- buffers ---------------------------------------------------------------------------
 
@@ -130,11 +136,10 @@ class Runtime:
     def wrap(
         self, obj: Any, shape: Sequence[int] | None = None, dtype: str | None = None
     ) -> Buffer:
-        """Memory the caller already owns on this device as a `Buffer` for `launch`: a
-        PyCUDA `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or
-        anything with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays). The host
-        device launches on its own buffers only: there, anything else is refused, as no
-        host launch or read could use it."""
+        """Memory the caller already owns on this device as a `Buffer` for `launch`: a PyCUDA
+        `DeviceAllocation` (bytes unless `shape`/`dtype` are given) or `GPUArray`, or anything
+        with `__cuda_array_interface__` (CuPy, PyTorch, Numba arrays); the host device launches
+        on its own buffers only (anything else refused: no host launch or read could use it)."""
         from warmcli.backends.cuda.foreign import wrap
 
         if self.device.backend != "cuda" and not isinstance(obj, Buffer):
@@ -217,13 +222,12 @@ class Runtime:
             raise
 
     def _check_arguments(self, kernel: Kernel, args: tuple[Any, ...]) -> None:
-        """A discarded or queued launch's arguments are checked as an executed one's are
-        (the device checks those), so a mistake shows in the first pass that makes it."""
+        """A discarded or queued launch's arguments, checked as an executed one's (the device's)."""
         key = (kernel.content_hash, kernel.name)  # its letters and label: its checker's
         check = self._checks.get(key)
         if check is None:
-            check = converter(kernel, self.device.id, any_buffer_of(self.device.id))
-            self._checks[key] = check
+            device = self.device.id
+            check = self._checks[key] = converter(kernel, device, any_buffer_of(device))
         check(args)
 
     # -- tunes -----------------------------------------------------------------------------
@@ -296,10 +300,8 @@ class Runtime:
         return pick
 
     def _built_otherwise(self, tunable: Tunable, record: TuneRecord) -> bool:
-        """Whether a measured pick's kernel is recorded as a build that is not served here
-        as this process's (`BundleLookup.measured_otherwise`: a wrapper `WARM_CC` with other
-        `$CFLAGS`, say): its timing and any check's verdict are of that binary, so the tune is
-        measured again on this build, serving or warming (a record kept is asked once)."""
+        """Whether a measured pick's kernel is recorded as a build not served here as this one's
+        (`BundleLookup.measured_otherwise`): measured again, serving or warming (asked once)."""
         if self._kept.get(record.key) is record:  # (the hot path: one dict read)
             return False
         recorded = next((c.kernel_key for c in record.candidates if c.name == record.pick), "")
@@ -374,8 +376,6 @@ class Runtime:
 
         label = f"{tunable.name} {shape_key}"
         self.misses.miss("tune", key, label, explain)
-
-    # -- persistence -----------------------------------------------------------------------
 
     def persist(self, bundle: Store) -> tuple[int, int]:
         """Write what this runtime built and measured into `bundle`; counts `persisted`."""

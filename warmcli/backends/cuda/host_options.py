@@ -9,18 +9,18 @@ after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any othe
 is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse.
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
-`nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line
-is (`toolchain.remembered`) and once per process: a header found there is its identity's
-(`warmcli.compiler_includes`); `host_compiler` names the `gcc` nvcc runs by its version line
-(`toolchain.probe`: remembered by its stamp, a script's by its digest), once per process per
+`nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
+(`toolchain.remembered`) and once per process: a header found there is its identity's
+(`warmcli.compiler_includes`); `host_compiler` names the `gcc` nvcc runs (`gcc_of`) by its version
+line (`toolchain.probe`: remembered by its stamp, a script's by its digest), once per process per
 `PATH`: the first on nvcc's own folders (`toolkit_path`: its `nvcc.profile`'s `PATH +=`, its
 `nvvm/bin` and the folder it was started from, where NVIDIA's advice links a `gcc`), then on
 `PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `toolchain.LAUNCHERS`). One
-`nvcc --dryrun` per process tells both, remembered as they are. Each is remembered by the stamp
-of the nvcc binary that answers: an `nvcc` that is a script (`exec /usr/local/cuda/bin/nvcc
-"$@"`) by that of the binary it runs (`runs`: its `--dryrun`'s `_HERE_`, remembered by the
-script's stamp, its digest with the values of the variables it names, and `PATH`), so a
-toolkit upgraded behind an unchanged script (`/usr/local/cuda` repointed) is read again.
+`nvcc --dryrun` per process tells both, remembered as they are. Each is remembered by the stamp of
+the nvcc binary that answers: an `nvcc` that is a script (`exec /usr/local/cuda/bin/nvcc "$@"`) by
+that of the binary it runs (`runs`: its `--dryrun`'s `_HERE_`, remembered by the script's stamp,
+its digest with the values of the variables it names, and `PATH`), so a toolkit upgraded behind an
+unchanged script (`/usr/local/cuda` repointed) is read again.
 Nothing else is kept or read.
 """
 
@@ -170,6 +170,13 @@ def _here(name: str, nvcc: str) -> str:
     return ""
 
 
+def gcc_of(search: str, nvcc: str = "") -> str | None:
+    """The `gcc` `nvcc` runs where no `-ccbin` names one: the first on its own folders
+    (`toolkit_path`), then on `search`, past a launcher (`host_compiler`); None where none is."""
+    own = toolkit_path(nvcc) if nvcc else ""
+    return past_launchers("gcc", f"{own}{os.pathsep}{search}" if own else search)
+
+
 @functools.lru_cache(maxsize=8)
 def host_compiler(search: str, nvcc: str = "") -> str:
     """What an nvcc identity says of the host compiler `nvcc` runs to preprocess device code
@@ -178,8 +185,7 @@ def host_compiler(search: str, nvcc: str = "") -> str:
     after it), after `NVCC_HOST`; "" where none is. A compiler launcher (`/usr/lib/ccache/gcc`,
     a link to `ccache`) runs the next `gcc` on the search: that one is named (ccache's own
     stamp would remember the line of a gcc since upgraded behind it)."""
-    own = toolkit_path(nvcc) if nvcc else ""
-    found = past_launchers("gcc", f"{own}{os.pathsep}{search}" if own else search)
+    found = gcc_of(search, nvcc)
     try:
         return f"{NVCC_HOST}{probe('gcc', found).version}" if found else ""
     except ToolchainError:

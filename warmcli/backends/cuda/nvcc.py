@@ -9,8 +9,8 @@ after it, `warmcli.backends.signature`; a kernel that needs a unit of its own,
 `warmcli.backends.sharing`, is alone in it as written, in no namespace), compiled by one `nvcc
 --cubin` in a temporary folder and killed with its children on timeout; with `--keep` the PTX it
 made on the way is kept beside the cubin; its toolchain names the options and host compiler nvcc
-reads from the environment, where set (and where `CPATH` or `CPLUS_INCLUDE_PATH` is, tells the key
-its toolkit's include folders: `host_options`). The group checks (`group_target`, `check_options`,
+reads from the environment, where set, and tells the key the folders nvcc and its host compiler
+search after a kernel's (`own_folders`). The group checks (`group_target`, `check_options`,
 `built_group`) serve NVRTC too. It owns no kernel cache (only which SMs each nvcc builds, asked once
 a process and remembered across processes beside its version line) and never imports `pycuda`; the
 toolkit's own `nvcc.profile` supplies the include path, so no `-I` is passed.
@@ -39,7 +39,8 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, host_compiler, runs, toolkit_includes
+from warmcli.backends.cuda.host_options import hidden_include, host_compiler, runs
+from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
@@ -50,7 +51,6 @@ from warmcli.backends.toolchain import (
     probe,
     remembered,
 )
-from warmcli.compiler_includes import NVCC_TOOLKITS
 from warmcli.errors import ArchError, CubinError
 from warmcli.scratch import scratch_folder
 from warmcli.wrapper_script import host_compiler_script
@@ -300,12 +300,6 @@ def _written(folder: str, name: str, options: Sequence[str], units: Sequence[Com
         raise CompileFailure(f"nvcc wrote no {name} (options: {shown})", tuple(units)) from None
 
 
-def _know_includes(identity: str, nvcc: str) -> None:
-    """Tell the key where `nvcc` searches its toolkit's headers (`toolkit_includes`)."""
-    if identity not in NVCC_TOOLKITS and (folders := toolkit_includes(nvcc)) is not None:
-        NVCC_TOOLKITS[identity] = folders
-
-
 class NvccCompiler:
     """The `Compiler` for `language = "cuda"`: one nvcc process per group, cubin out.
 
@@ -336,8 +330,7 @@ class NvccCompiler:
                 for name, v in flags.items()
             )
             found = Toolchain(name=found.name, path=found.path, version=found.version + added)
-        if config.compiler_include_paths(cxx=True) != ("", ""):  # its folders, for the key
-            _know_includes(found.identity, self.path)
+        know_cuda(found.identity, self.path)  # its folders, for the key (`own_folders`)
         return found
 
     def check_arch(self, arch: str) -> int:

@@ -49,6 +49,7 @@ from warmcli.backends.cuda.nvcc import (
     translation_unit,
 )
 from warmcli.backends.cuda.nvrtc_log import hint
+from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders, toolkit_home
@@ -302,8 +303,9 @@ class NvrtcCompiler:
 
     @once
     def toolchain(self) -> Toolchain:
-        """NVRTC's identity; read once per compiler (a hot start keys every kernel by it)."""
-        return identity(self.path)
+        """NVRTC's identity; read once per compiler (a hot start keys every kernel by it), its
+        folders told the key (`own_folders`)."""
+        return know_cuda((found := identity(self.path)).identity) or found
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` (which NVRTC builds is asked at the first compile: asking needs

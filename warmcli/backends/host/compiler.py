@@ -114,7 +114,7 @@ def base_file(kernel: Kernel) -> str:
 
 def _system_folders(cc: str) -> tuple[str, ...]:
     """`cc`'s own include folders (`system_folders`, imported where a key first asks)."""
-    from warmcli.backends.host.system_folders import system_folders
+    from warmcli.backends.system_folders import system_folders
 
     return system_folders(cc)
 

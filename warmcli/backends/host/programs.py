@@ -193,13 +193,6 @@ def _answered(name: str, where: str) -> str:
 def _content_digest(where: str) -> str:
     """The first 16 hex digits of the digest of the file `where` ("" where it cannot be read):
     another binary behind the same name (another GCC's `cc1`) is another program."""
-    import hashlib
+    from warmcli.linked import file_digest  # (kept by the file's stamp, as a linked library's)
 
-    digest = hashlib.sha256()
-    try:
-        with open(where, "rb") as binary:
-            while chunk := binary.read(1 << 20):
-                digest.update(chunk)
-    except OSError:
-        return ""
-    return digest.hexdigest()[:16]
+    return (file_digest(where) or "")[:16]

@@ -1,19 +1,20 @@
-"""The host C compiler's own include folders: where it finds `<stdlib.h>`, after a kernel's.
+"""A host compiler's own include folders: where it finds `<stdlib.h>`, after a kernel's.
 
-`cc -E -v` prints them (`#include <...> search starts here:`), run with `CPATH` and
-`C_INCLUDE_PATH` unset (their folders are keyed as a kernel's own), once per compiler binary on a
-machine: remembered in warm's home beside its version line (`toolchain.remembered`, by the binary's
-stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key the compiler too), so a hot start runs no
-compiler for them (but for a wrapper script, asked in each process as its version line is: the
-compiler it runs may change while its stamp does not). The host compiler tells the key how to ask
-for them (`kernel.CC_SYSTEM`, by its toolchain's identity); this module is imported where a key
-first asks: a kernel's include folders lack a header it includes (`warmcli.system_shadows`). A
-compiler that does not say (another than GCC or Clang: remembered so too; one that fails, asked
-again in the next process) names none: such a kernel keys as before. It lends `system_shadows`
-warm's home to remember the includes each system header reaches (`system-headers/`, a file per
-header and compiler's folders, read only where this user alone may write it, as `toolchains.json`;
-where it cannot be read, or is odd, they are read again). State: the per-process memo of each
-compiler's folders.
+`cc -E -v` prints them (`#include <...> search starts here:`; `-x c++` for nvcc's `gcc`, which
+reads a CUDA kernel as C++: `warmcli.backends.cuda.own_folders`), run with `CPATH`
+and its kin unset (their folders are keyed as a kernel's own), once per compiler binary and
+language on a machine: remembered in warm's home beside its version line
+(`toolchain.remembered`, by the binary's stamp and `GCC_EXEC_PREFIX`/`COMPILER_PATH`, which key
+the compiler too), so a hot start runs no compiler for them (but for a wrapper script, asked in
+each process as its version line is: the compiler it runs may change while its stamp does not).
+The backends tell the key how to ask for them (`kernel.CC_SYSTEM`, by their toolchain's
+identity); this module is imported where a key first asks: a kernel's include folders lack a
+header it includes (`warmcli.system_shadows`). A compiler that does not say (another than GCC or
+Clang: remembered so too; one that fails, asked again in the next process) names none: such a
+kernel keys as before. It lends `system_shadows` warm's home to remember the includes each
+system header reaches (`system-headers/`, a file per header and compiler's folders, read only
+where this user alone may write it, as `toolchains.json`; where it cannot be read, or is odd,
+they are read again). State: the per-process memo of each compiler's folders.
 """
 
 from __future__ import annotations
@@ -37,31 +38,34 @@ _UNSET = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "OBJC_INCLUDE_PATH")
 
 
 @functools.cache
-def system_folders(cc: str) -> tuple[str, ...]:
-    """`cc`'s own `<...>` folders, in its order; () where it does not say."""
+def system_folders(cc: str, language: str = "c") -> tuple[str, ...]:
+    """`cc`'s own `<...>` folders for `language` ("c", "c++"), in its order; () where it does
+    not say."""
     # Asked, and remembered, under the variables that move cc's own folders as they key it
     # (`GCC_EXEC_PREFIX=/opt/gcc/lib/gcc/`: its `include`): else another's were kept.
     named = "".join(f"; {k}={v}" for k, v in config.compiler_programs().items())
+    asked = _SEARCH if language == "c" else f"{_SEARCH} -x {language}"  # (C's: as before)
+    search = functools.partial(_search_list, language=language)
     from warmcli.wrapper_script import script_digest  # (a probe's: imported with the toolchain)
 
     try:  # a wrapper script's asked in each process, as its version: what it runs may change
         if script_digest(cc):  # (`exec "$REAL_CC" "$@"`) while its own stamp does not
-            said = _search_list(_SEARCH, cc)
+            said = search(asked, cc)
         else:
-            said = remembered(_SEARCH + named, cc, os.stat(cc), _search_list).version
+            said = remembered(asked + named, cc, os.stat(cc), search).version
     except (OSError, ToolchainError):
         return ()
     return tuple(said.split("\n")) if said else ()
 
 
-def _search_list(name: str, cc: str) -> str:
+def _search_list(name: str, cc: str, language: str = "c") -> str:
     """The folders `cc -E -v` lists for `<...>`, joined by line breaks; "" where it answers
     and lists none (remembered so: a compiler that never says is not asked again in every
     process, as it was); ToolchainError where it fails."""
     import subprocess  # on first use: a hot start finds them remembered
 
     unset = [w for name in _UNSET for w in ("-u", name)]  # (`env`: warm's own left as it is)
-    command = ["env", *unset, cc, "-E", "-v", "-x", "c", os.devnull]
+    command = ["env", *unset, cc, "-E", "-v", "-x", language, os.devnull]
     try:
         out = subprocess.run(command, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as exc:
