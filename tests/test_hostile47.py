@@ -244,3 +244,30 @@ def test_a_toolchains_file_of_more_lines_than_warm_keeps_is_not_believed(
     assert done.returncode == 0, done.stderr
     assert "stored 0 new kernel(s)" in done.stdout
     assert json.loads(path.read_text()) == lines
+
+
+def test_a_forged_list_of_nvcc_gcc_folders_is_not_believed(warm: Warm, tmp_path: Path) -> None:
+    """The C++ folders of the `gcc` nvcc runs (`cc -E -v includes -x c++`, since warm 47
+    followed for a CUDA kernel with include folders) remembered as 45,000 folders: `warm run`
+    of one such kernel took 53 s (80,000: 0.5 s with the list cc said). Not believed: cc is
+    asked again, and its answer remembered over it."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "loc.h").write_text("#define LOC 1.0f\n")
+    workload = tmp_path / "cw.py"
+    source = '#include <stdint.h>\\n#include "loc.h"\\n' + CUDA_WORKLOAD.split("'")[1]
+    text = CUDA_WORKLOAD.replace(CUDA_WORKLOAD.split("'")[1], source)
+    workload.write_text(text.replace('language="cuda"', f'language="cuda", options=["-I{inc}"]'))
+    nvcc = warm.with_env(WARM_CUDA_COMPILER="nvcc")
+    args = ("run", workload, "--bundle", tmp_path / "b.warm", "--arch", "sm_90", "-q")
+    assert nvcc(*args).returncode == 0
+    home = Path(warm.env["WARM_HOME"])
+    many = [f"/nx/{i}" for i in range(45_000)]
+    said = _edited(home, "cc -E -v includes -x c++", lambda v: "\n".join([*many, v]))
+    done = nvcc(*args)
+    assert done.returncode == 0, done.stderr
+    assert "stored 0 new kernel(s)" in done.stdout
+    assert _remembered(home, "cc -E -v includes -x c++") == said
