@@ -6,10 +6,11 @@ one binary, are one toolchain); its `identity` is part of every kernel key, so u
 compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
 the version line is remembered in `toolchains.json` (in warm's home; believed only
-when this user alone may write it, as the host library cache) by the binary's
-path, size, inode, mtime and ctime, named as the binary it resolved to then, so a hot
-start keys its kernels without starting a compiler nor walking links again: finding
-the compiler costs a `stat` per PATH entry, its identity one read of that file.
+when this user alone may write it, as the host library cache, and as warm writes it: at most
+64 lines, none with a NUL or listing 256 folders; one over 1,024 characters by its digest)
+by the binary's path, size, inode, mtime and ctime, named as the binary it resolved to
+then, so a hot start keys its kernels without starting a compiler nor walking links
+again: finding the compiler costs a `stat` per PATH entry, its identity one read of it.
 A C compiler that is a script (a wrapper, which may add flags) has its text's digest in
 its version too, with the values of the environment variables it names (`$CFLAGS`), and
 its version line is read in each process, never remembered (the compiler it runs, or what
