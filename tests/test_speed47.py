@@ -197,7 +197,15 @@ def test_relative_folders_are_never_remembered(cases: dict[str, Path]) -> None:
 
 
 @pytest.mark.parametrize(
-    "held", ["[", '["/usr/bin/cc", 3]', '["/usr/bin/cc", "forged", "/", "stamp"]', "{}"]
+    "held",
+    [
+        "[",
+        '["/usr/bin/cc", 3]',
+        '["/usr/bin/cc", "forged", "/", "stamp"]',
+        '{"/usr/bin/cc": 1, "forged": 2}',  # (its keys a path and a version: no stamps)
+        '["/usr/bin/cc", "forged"]',
+        "7",
+    ],
 )
 def test_a_remembered_identity_not_as_written_is_none(
     cases: dict[str, Path], tmp_path: Path, held: str

@@ -85,11 +85,18 @@ def recalled(cc: str, moved: Moved, search: str) -> Toolchain | None:
     if held is None:
         return None
     try:
-        path, version, *checks = json.loads(held)
-    except (ValueError, TypeError, RecursionError):
+        held = json.loads(held)
+    except (ValueError, RecursionError):
         return None
-    if len(checks) % 2 or not all(isinstance(v, str) for v in (path, version, *checks)):
+    # As written: a list of strings, the path and version, then places and stamps (some)
+    if (
+        type(held) is not list
+        or len(held) < 4
+        or len(held) % 2
+        or not all(type(v) is str for v in held)
+    ):
         return None
+    path, version, *checks = held
     for at in range(0, len(checks), 2):
         if _stamp(checks[at]) != checks[at + 1]:
             return None
