@@ -199,12 +199,12 @@ def test_relative_folders_are_never_remembered(cases: dict[str, Path]) -> None:
 @pytest.mark.parametrize(
     "held",
     [
-        "[",
-        '["/usr/bin/cc", 3]',
+        "",
+        "/usr/bin/cc\x00forged",  # (no NUL after its last part)
+        "/usr/bin/cc\x00forged\x00/\x00stamp\x00",  # a stamp no place has
+        "/usr/bin/cc\x00forged\x00",  # no place at all: believed of nothing
+        "/usr/bin/cc\x00forged\x00/\x00",  # a place and no stamp
         '["/usr/bin/cc", "forged", "/", "stamp"]',
-        '{"/usr/bin/cc": 1, "forged": 2}',  # (its keys a path and a version: no stamps)
-        '["/usr/bin/cc", "forged"]',
-        "7",
     ],
 )
 def test_a_remembered_identity_not_as_written_is_none(

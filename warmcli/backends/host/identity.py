@@ -21,7 +21,6 @@ Its state: none (the per-process memo is `compiler._toolchain`'s). Nothing here 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 import time
@@ -55,6 +54,7 @@ ON_PATH = ("as", "ld")  # the names `PATH` is searched for (with cc's, where it 
 IN_FOLDERS = (*ASSEMBLER, *LINKER)  # those cc's own folders are (and `MOVED`, where moved)
 MOVED = (*MOVED_PROGRAMS, PLUGIN)
 ENOENT = f"errno {errno.ENOENT}"  # the stamp of a place not there
+SEPARATOR = "\x00"  # after each part of a remembered identity (one string: no JSON in it)
 # The modules whose code makes the identity (their files' stamps are among the memo's).
 MAKERS = (
     "warmcli.backends.toolchain",
@@ -82,21 +82,12 @@ def recalled(cc: str, moved: Moved, search: str) -> Toolchain | None:
     """The identity of the cc `cc` where the variables `moved` are set and `PATH` is `search`,
     as remembered, where every place it was found by is as it was then; else None."""
     held = _read_versions().get(_key(cc, moved, search))
-    if held is None:
+    # As written: the path and version, then places and stamps (some), each ended by a NUL
+    # (which no path, stamp or version line holds: one that did was never remembered)
+    parts = held.split(SEPARATOR) if held else ()
+    if len(parts) < 5 or len(parts) % 2 == 0 or parts[-1]:
         return None
-    try:
-        held = json.loads(held)
-    except (ValueError, RecursionError):
-        return None
-    # As written: a list of strings, the path and version, then places and stamps (some)
-    if (
-        type(held) is not list
-        or len(held) < 4
-        or len(held) % 2
-        or not all(type(v) is str for v in held)
-    ):
-        return None
-    path, version, *checks = held
+    path, version, *checks = parts[:-1]
     for at in range(0, len(checks), 2):
         if _stamp(checks[at]) != checks[at + 1]:
             return None
@@ -144,8 +135,9 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
     now = time.time()
     if any(_racy(stamp, now) for stamp in checks.values()):
         return
-    flat = [text for check in checks.items() for text in check]
-    _remember(_key(cc, moved, search), json.dumps([toolchain.path, version, *flat]))
+    texts = [toolchain.path, version, *(text for check in checks.items() for text in check)]
+    if not any(SEPARATOR in text for text in texts):
+        _remember(_key(cc, moved, search), "".join(text + SEPARATOR for text in texts))
 
 
 def _stamp_folders(folders: list[str], names: tuple[str, ...], checks: dict[str, str]) -> None:
