@@ -35,13 +35,13 @@ opened = []
 sys.addaudithook(lambda e, a: opened.append(1) if e == "open" and "toolchains" in str(a[0]) else 0)
 from warmcli import config
 from warmcli.backends.host import identity
-from warmcli.backends.host.compiler import HostCompiler, found_anew
+from warmcli.backends.host.compiler import HostCompiler, found_anew, host_cc
 moved, search = tuple(config.compiler_programs().items()), config.path()
-held = identity.recalled("cc", moved, search)
+held = identity.recalled(host_cc(), moved, search)
 n = len(opened)
 hot = HostCompiler().toolchain
 reads = len(opened) - n
-cold = found_anew("cc", moved, search)
+cold = found_anew(host_cc(), moved, search)
 print(json.dumps({"held": held.version if held else "", "hot": hot.version, "reads": reads,
                   "cold": cold.version, "identity": [hot.identity, cold.identity]}))
 """
@@ -56,7 +56,17 @@ int main(int argc, char **argv) {
     return 127;
 }
 """
-CASES = ("plain", "wrapper", "in place", "replaced", "made executable", "made", "moved", "relative")
+CASES = (
+    "plain",
+    "wrapper",
+    "in place",
+    "replaced",
+    "made executable",
+    "made",
+    "moved",
+    "relative",
+    "none found",
+)
 
 
 def _binary(out: Path, version: str, real: str) -> None:
@@ -85,6 +95,8 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         folder.mkdir()
         if case != "made":  # (a folder on `PATH` not there yet)
             (folder / "bin").mkdir()
+        if case == "none found":
+            (folder / "later").mkdir()
         if case in ("in place", "replaced", "moved"):
             shutil.copy2(root / "as-2.40", folder / "bin" / "as")
         if case == "made executable":
@@ -185,6 +197,30 @@ def test_an_as_in_compiler_path_replaced_is_seen(cases: dict[str, Path]) -> None
     os.replace(shutil.copy2(cases["root"] / "as-2.41", folder / "as.new"), folder / "as")
     seen = _process(env)
     assert seen["held"] == "" and _assembler(seen["hot"]).endswith("2.41"), seen
+
+
+def test_an_as_put_in_the_last_folder_on_path_is_seen_where_none_was_found(
+    cases: dict[str, Path],
+) -> None:
+    """`WARM_CC` a path, `PATH` two folders with no `as` nor `ld` (nor cc's own): every folder
+    was asked about them, so the last one too is stamped."""
+    folder = cases["none found"]
+    env = _env(
+        folder, WARM_CC=shutil.which("cc") or "", PATH=f"{folder / 'bin'}:{folder / 'later'}"
+    )
+    assert _assembler(_remembered(env)["hot"]) == "none"
+    _script(folder / "later" / "as")
+    seen = _process(env)
+    assert seen["held"] == "" and toolchain.WRAPPER_MARK in _assembler(seen["hot"]), seen
+    # where all were found, the folders after the last one asked are not stamped: one made
+    # there (after `/usr/bin`'s cc, as and ld) leaves the identity believed
+    later = folder / "after"
+    env = _env(folder, PATH=f"{os.environ['PATH']}{os.pathsep}{later}")
+    _remembered(env)
+    later.mkdir()
+    _script(later / "as")
+    seen = _process(env)
+    assert seen["held"] == seen["cold"] and toolchain.WRAPPER_MARK not in str(seen["hot"]), seen
 
 
 def test_relative_folders_are_never_remembered(cases: dict[str, Path]) -> None:

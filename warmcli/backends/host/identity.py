@@ -6,7 +6,8 @@ about every folder of `PATH` and of cc's own, read `toolchains.json` twice and w
 links: ~300 µs of a process's first launch. Here the identity is remembered in
 `toolchains.json` (one entry per cc name, those variables and `PATH`), with the stamp (`stat`:
 mode, size, device, inode, mtime, ctime; or the error it gave) of every place its finding read:
-each folder searched (`PATH`'s, cc's own; one not there is stamped by its error), each entry
+each folder searched (`PATH`'s up to the last that held a name first, all where one was in
+none; cc's own; one not there by its error, and none below it), each entry
 there of a name it looked for (cc's, `as`, `real-ld`, `collect-ld`, `ld`, and the moved
 programs and linker plugin), the file `WARM_CC` names, and warm's own modules that make the
 identity. It is believed only while every stamp is the same: a program added, removed or
@@ -31,6 +32,7 @@ from warmcli.backends.host.programs import (
     MOVED_PROGRAMS,
     PLUGIN,
     Moved,
+    _file,
     program_folders,
 )
 from warmcli.backends.toolchain import (
@@ -123,8 +125,9 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
     if not all(os.path.isabs(folder) for folder in (*path_folders, *folders)):
         return  # read from the working folder, or a scratch one
     checks = {cc: _stamp(cc)} if not name_only else {}
+    on_path = (cc, *ON_PATH) if name_only else ON_PATH
     for names, among in (
-        ((cc, *ON_PATH) if name_only else ON_PATH, path_folders),
+        (on_path, _consulted(path_folders, on_path)),
         ((*IN_FOLDERS, *(MOVED if moved else ())), folders),
     ):
         _stamp_folders(among, names, checks)
@@ -138,6 +141,22 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
     texts = [toolchain.path, version, *(text for check in checks.items() for text in check)]
     if not any(SEPARATOR in text for text in texts):
         _remember(_key(cc, moved, search), "".join(text + SEPARATOR for text in texts))
+
+
+def _consulted(folders: list[str], names: tuple[str, ...]) -> list[str]:
+    """`folders` (`PATH`'s) up to the last that holds one of `names` found first there (an
+    executable file, as `toolchain._find` and `programs._on_path` find it): none after it is
+    asked about any of them; all where one of them is in none."""
+    last = -1
+    for name in names:
+        for at, folder in enumerate(folders):
+            place = _joined(folder, name)
+            if os.access(place, os.X_OK) and _file(place):
+                last = max(last, at)
+                break
+        else:
+            return folders
+    return folders[: last + 1]
 
 
 def _stamp_folders(folders: list[str], names: tuple[str, ...], checks: dict[str, str]) -> None:
