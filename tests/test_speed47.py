@@ -257,3 +257,37 @@ def test_a_remembered_identity_not_as_written_is_none(
     seen = _process(env)
     assert seen["held"] == "" and "forged" not in str(seen["hot"]), seen
     assert json.loads(path.read_text())["other"] == "kept"
+
+
+READ_ONLY = """
+import json, sys
+from warmcli.backends.host.compiler import HostCompiler
+version = HostCompiler().toolchain.version
+imported = sorted({"tempfile", "pathlib"} & set(sys.modules))
+print(json.dumps({"version": version, "imported": imported}))
+"""
+
+
+def test_a_home_mounted_read_only_is_not_written_each_time(
+    cases: dict[str, Path], tmp_path: Path
+) -> None:
+    """A home of remembered version lines and no remembered identity (an older warm's),
+    mounted read-only: each process found the identity anew and then tried to remember it,
+    importing pathlib and tempfile (some ms) to fail; now it asks whether it may write first."""
+    env = _remembered(_env(cases["plain"], WARM_HOME=str(tmp_path / "home")))
+    versions = tmp_path / "home" / "toolchains.json"
+    held = json.loads(versions.read_text())
+    kept = {k: v for k, v in held.items() if not k.startswith(identity.KEY)}
+    versions.write_text(json.dumps(kept))
+    home, script = str(tmp_path / "home"), f"mount --bind -o ro {tmp_path}/home {tmp_path}/home"
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f'{script} && exec "$0" -c "$1"', sys.executable, READ_ONLY],
+        env={**_env(cases["plain"]), "WARM_HOME": home},
+        capture_output=True,
+        text=True,
+    )
+    if "mount" in done.stderr or "unshare" in done.stderr:
+        pytest.skip(f"no read-only mount here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"version": env["cold"], "imported": []}, seen

@@ -47,6 +47,7 @@ from warmcli.backends.toolchain import (
     environment_named,
     resolved_name,
 )
+from warmcli.home import home_dir
 
 # Raised where what an identity names or how it is found changes (the stamps of warm's own
 # modules below name an upgraded or edited warm too): a remembered one of another form is none.
@@ -114,6 +115,8 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
         part.endswith("(no version line)") for part in version.split("; ")
     ):
         return  # read anew in each process (a script reads the environment), or asked again
+    if not os.access(home_dir(), os.W_OK):
+        return  # a home no process may write (mounted read-only): nothing more asked each time
     name_only = os.sep not in cc
     first = _find(cc)
     if first is None or first[0] != toolchain.path or resolved_name(first[0]) in LAUNCHERS:
