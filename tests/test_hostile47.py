@@ -52,9 +52,12 @@ def _warmed(warm: Warm, tmp_path: Path) -> tuple[Path, Path]:
 
 def _edited(home: Path, starts: str, edit: object) -> str:
     """`toolchains.json` with the value of its entry starting `starts` edited (`edit` of the
-    value), written back 0600 as warm writes it; the value warm had remembered."""
+    value), written back 0600 as warm writes it; the value warm had remembered. cc's whole
+    identity remembered (`host.identity`, believed while its places keep their stamps) is
+    dropped, so that the next process reads the entry edited, as one finding cc anew does."""
     path = home / "toolchains.json"
     lines = json.loads(path.read_text())
+    lines = {k: v for k, v in lines.items() if not k.startswith("cc identity|")}
     (stamp,) = (k for k in lines if k.startswith(starts + "|"))
     real = lines[stamp]
     lines[stamp] = edit(real)  # type: ignore[operator]

@@ -241,6 +241,8 @@ def test_relative_folders_are_never_remembered(cases: dict[str, Path]) -> None:
         "/usr/bin/cc\x00forged\x00",  # no place at all: believed of nothing
         "/usr/bin/cc\x00forged\x00/\x00",  # a place and no stamp
         '["/usr/bin/cc", "forged", "/", "stamp"]',
+        # each place's stamp true, but more of them than an identity has (forged to be slow)
+        "/usr/bin/cc\x00forged\x00" + f"/\x00{identity._stamp('/')}\x00" * 2100,
     ],
 )
 def test_a_remembered_identity_not_as_written_is_none(

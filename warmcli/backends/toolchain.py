@@ -7,20 +7,20 @@ compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
 the version line is remembered in `toolchains.json` (in warm's home; believed only
 when this user alone may write it, as the host library cache, and as warm writes it: at most
-64 lines, none with a NUL or listing 256 folders; one over 1,024 characters by its digest)
+64 lines, none listing 256 folders or with a NUL, but between a cc identity's places;
+one over 1,024 characters by its digest)
 by the binary's path, size, inode, mtime and ctime, named as the binary it resolved to
 then, so a hot start keys its kernels without starting a compiler nor walking links
 again: finding the compiler costs a `stat` per PATH entry, its identity one read of it.
-A C compiler that is a script (a wrapper, which may add flags) has its text's digest in
-its version too, with the values of the environment variables it names (`$CFLAGS`), and
-its version line is read in each process, never remembered (the compiler it runs, or what
-it reads from the environment, may change while the script does not). `remembered` does the
-same for a compiler that is a library (NVRTC): its version is read once per library file on a
-machine (`is_remembered` says whether a process would find it). The marks an identity
-carries are here (`RECIPE_MARK`, `WRAPPER_MARK`, and `NATIVE` before the CPU a kernel tuned
-for its builder is keyed with: `warmcli.backends.native`, which only such a kernel imports).
-Its state: the per-process memos of each path's toolchain, and the version lines remembered
-in warm's home. Nothing here compiles and nothing prints.
+A C compiler that is a script (a wrapper, which may add flags) has its text's digest in its
+version too, with the values of the environment variables it names (`$CFLAGS`), its version
+line read in each process, never remembered (what it runs or reads from the environment may
+change while the script does not). `remembered` does the same for a compiler that is a library
+(NVRTC): read once per library file on a machine (`is_remembered` says whether a process would
+find it). The marks an identity carries are here (`RECIPE_MARK`, `WRAPPER_MARK`, and `NATIVE`
+before the CPU a kernel tuned for its builder is keyed with: `warmcli.backends.native`). State:
+the per-process memos of each path's toolchain, the lines remembered in warm's home. Nothing
+here compiles and nothing prints.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ MAX_REMEMBERED = 64  # version lines kept across processes (one per compiler bin
 VERSIONS_FILE = "toolchains.json"  # in warm's home: the remembered version lines
 MAX_FILE_BYTES = 1 << 20  # a `toolchains.json` larger than this was not written by warm
 MAX_FOLDERS = 256  # a remembered list of more folders (cc says ~10) was forged: read again
+PARTED, MAX_PARTS = "cc identity|", 4096  # `host.identity`'s: NUL-ended parts, at most so many
 RACY_SECONDS = 2.0
 VERSION_TIMEOUT = 60.0  # seconds a compiler may take to answer `--version`
 WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that is a script
@@ -159,12 +160,10 @@ def remembered(
     versions: dict[str, str] | None = None,
 ) -> Toolchain:
     """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp (in `versions`, where the caller has just read them: cc's programs look
-    up three at once), else `read_version(name, where)` (which raises ToolchainError),
-    remembered only if the file's stamp is the same after it ran as before (a binary
-    swapped in meanwhile is never stored under the old one's stamp), and never for a
-    wrapper script: the compiler it runs may change while its own stamp does not (read in
-    each process, then)."""
+    the file's stamp (in `versions`, where the caller has just read them), else
+    `read_version(name, where)` (which raises ToolchainError), remembered only if the file's
+    stamp is the same after it ran as before (a binary swapped in meanwhile is never stored
+    under the old one's stamp), never for a wrapper script (what it runs may change)."""
     stamp = _stamp(name, where, st)
     known = (_read_versions() if versions is None else versions).get(stamp) if stamp else None
     if known is not None:  # remembered as the binary named it: no link walked again
@@ -177,8 +176,7 @@ def remembered(
 
 
 def is_remembered(name: str, where: str) -> bool:
-    """Whether the version line of the file `where` is remembered in warm's home for its
-    present stamp: a process probing it then neither runs nor loads that compiler."""
+    """Whether the version line of the file `where` is remembered for its present stamp."""
     stamp = _stamp_now(name, where)
     return stamp is not None and stamp in _read_versions()
 
@@ -363,10 +361,12 @@ def _read_versions() -> dict[str, str]:
         os.close(fd)
     if not isinstance(data, dict) or len(data) > MAX_REMEMBERED:  # (more: not warm's, nor read)
         return {}
-    return {k: v for k, v in data.items() if type(k) is str and type(v) is str and _said(v)}
+    return {k: v for k, v in data.items() if type(k) is str and type(v) is str and _said(k, v)}
 
 
-def _said(value: str) -> bool:  # else read again, remembered over (a NUL raised ValueError)
+def _said(key: str, value: str) -> bool:  # else read again, remembered over (a NUL raised
+    if key.startswith(PARTED):  # ValueError), but in an identity's parts, each a path or stamp
+        return value.count("\0") <= MAX_PARTS  # (more: forged; cc's are ~60)
     return "\0" not in value and value.count("\n") + value.count(os.pathsep) < MAX_FOLDERS
 
 

@@ -37,6 +37,7 @@ from warmcli.backends.host.programs import (
 )
 from warmcli.backends.toolchain import (
     LAUNCHERS,
+    PARTED,
     RACY_SECONDS,
     WRAPPER_MARK,
     Toolchain,
@@ -52,7 +53,7 @@ from warmcli.home import home_dir
 # Raised where what an identity names or how it is found changes (the stamps of warm's own
 # modules below name an upgraded or edited warm too): a remembered one of another form is none.
 IDENTITY_FORM = 1
-KEY = "cc identity"
+KEY = PARTED.rstrip("|")  # (`toolchain` believes NULs in such an entry only)
 ON_PATH = ("as", "ld")  # the names `PATH` is searched for (with cc's, where it has no folder)
 IN_FOLDERS = (*ASSEMBLER, *LINKER)  # those cc's own folders are (and `MOVED`, where moved)
 MOVED = (*MOVED_PROGRAMS, PLUGIN)
