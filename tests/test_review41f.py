@@ -245,12 +245,14 @@ print("done", flush=True)
 input()
 """
 
-# A serving process (the lock wait shortened to 2 s, as test_fleet41 does), its bundle open:
-# one kernel read while the lock is held, then two more once told the writer is done.
+# A serving process (the lock wait shortened to 0.5 s, as test_review41i's locked read does:
+# the writer holds the lock until told, so any wait is waited out; nothing here is timed),
+# its bundle open: one kernel read while the lock is held, then two more once told the
+# writer is done.
 READ_LATER = """
 import os, sys
 import warmcli.bundle.file as bundle_file
-bundle_file.LOCK_WAIT_SECONDS = 2.0
+bundle_file.LOCK_WAIT_SECONDS = 0.5
 sys.path.insert(0, sys.argv[2])
 import warmcli, jobs
 warmcli.use_bundle(sys.argv[1])

@@ -93,7 +93,9 @@ def forked(name, then=None, k=1):
         time.sleep(0.05)
 
 
-slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 15000000) "
+# a read of ~1.5 s (6M rows; 4 s loaded): past the 0.3 s sleep and the fork's 0.2 s wait with
+# room, not the 15M rows (5 to 10 s) `reading.join()` waited out after the unsafe fork
+slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 6000000) "
 reading = threading.Thread(target=production.bundle()._one, args=(slow + "SELECT count(*) FROM c",))
 reading.start()
 time.sleep(0.3)
