@@ -296,7 +296,9 @@ def headers_digest(
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     given = tuple(options)
-    system = None if "-nostdinc" in given else system  # (cc searches no folder of its own)
+    # cc searches no folder of its own; nvcc still gives its gcc its toolkit's, where its
+    # `cuda_runtime.h` is, whose includes the kernel's folders answer (followed through all)
+    system = None if "-nostdinc" in given and compiler != "nvcc" else system
     nvrtc, implied = compiler == "nvrtc", IMPLIED if compiler == "nvcc" and system else ()
     searched = (*around[0], *given, *around[1])
     if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process

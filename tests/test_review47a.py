@@ -1,0 +1,102 @@
+"""Review of stop 47 (nvcc47): where a CUDA kernel's folders shadow what nvcc's own headers
+include, and nvcc still built something else under the same key.
+
+- `-Xcompiler -nostdinc`: `headers_digest` dropped the compiler's own folders for any kernel
+  naming `-nostdinc`, so nvcc's `cuda_runtime.h` (which nvcc still reads from its toolkit,
+  given by nvcc itself) was not followed: an `inc/stdlib.h` added to the kernel's first folder
+  changed the cubin while the key stayed.
+- `CPATH` (or `CPLUS_INCLUDE_PATH`) at a folder, a kernel that includes nothing: its headers were
+  not looked at (no `include` in its text), though nvcc reads `cuda_runtime.h` before it and
+  finds `stdlib.h` in `CPATH` first: the same key for another cubin.
+
+Real nvcc and gcc; each key and cubin made in a fresh process (`CPATH` is read once a process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, nvcc_or_skip
+
+SHADOW = "#define SHADOWED 42\n#include_next <stdlib.h>\n"
+PLAIN = (
+    '#ifndef SHADOWED\n#define SHADOWED 1\n#endif\nextern "C" __global__ void k(int *o) '
+    "{ o[0] = SHADOWED; }\n"
+)
+KEY_AND_CUBIN = """
+import hashlib, json, sys
+from warmcli import Kernel
+from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.cuda.nvcc import NvccCompiler
+from warmcli.kernel import included_headers, kernel_key
+compiler = NvccCompiler()
+identity = compiler.toolchain.identity
+kernel = Kernel(sys.argv[1], "k", "P", language="cuda", options=tuple(json.loads(sys.argv[2])))
+key = kernel_key(kernel, "sm_90", identity)
+built = compiler.compile_group([CompileUnit(key, kernel, "sm_90")]).binary
+print(json.dumps([key, hashlib.sha256(built).hexdigest(), included_headers(kernel, identity)]))
+"""
+
+
+def _key_and_cubin(
+    options: list[str], env: dict[str, str], home: Path, source: str = PLAIN
+) -> tuple[str, str, str]:
+    """The kernel's key, its cubin's sha256 and its headers' digest, in a fresh process."""
+    run_env = {k: v for k, v in os.environ.items() if k not in ("CPATH", "CPLUS_INCLUDE_PATH")}
+    run_env.update(env, WARM_HOME=str(home), PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", KEY_AND_CUBIN, source, json.dumps(options)],
+        capture_output=True,
+        text=True,
+        env=run_env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    key, cubin, headers = json.loads(done.stdout)
+    return key, cubin, headers
+
+
+@pytest.mark.nvcc
+def test_nostdinc_given_to_nvccs_gcc_still_follows_cuda_runtime(tmp_path: Path) -> None:
+    """`-Xcompiler -nostdinc` with gcc's own folders named as the kernel's `-I`, after
+    `inc`: nvcc still reads its toolkit's `cuda_runtime.h`, whose `<stdlib.h>` is `inc`'s."""
+    nvcc_or_skip()
+    from warmcli.backends.system_folders import system_folders
+
+    gxx = shutil.which("g++")
+    own = system_folders(gxx, "c++") if gxx else ()
+    if not own:
+        pytest.skip("no g++ that lists its folders")
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    options = ["-Xcompiler", "-nostdinc", f"-I{inc}", *(f"-I{f}" for f in own)]
+    before = _key_and_cubin(options, {}, tmp_path / "home")
+    (inc / "stdlib.h").write_text(SHADOW)
+    after = _key_and_cubin(options, {}, tmp_path / "home")
+    assert after[1] != before[1]  # nvcc read it: another cubin
+    assert after[0] != before[0]  # another key (was the same)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("variable", ["CPATH", "CPLUS_INCLUDE_PATH"])
+def test_a_kernel_including_nothing_with_cpath_at_a_shadowing_folder_is_keyed(
+    tmp_path: Path, variable: str
+) -> None:
+    """nvcc's `cuda_runtime.h` includes `<stdlib.h>`: one `CPATH`'s folder holds is read
+    there, though the kernel names no folder and includes nothing."""
+    nvcc_or_skip()
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    env = {variable: str(inc)}
+    before = _key_and_cubin([], env, tmp_path / "home")
+    assert before[2] == ""  # nothing shadowed: no headers keyed, as before
+    (inc / "stdlib.h").write_text(SHADOW)
+    after = _key_and_cubin([], env, tmp_path / "home")
+    assert after[1] != before[1]  # nvcc read it: another cubin
+    assert after[0] != before[0]  # another key (was the same)
