@@ -8,6 +8,9 @@ include, and nvcc still built something else under the same key.
 - `CPATH` (or `CPLUS_INCLUDE_PATH`) at a folder, a kernel that includes nothing: its headers were
   not looked at (no `include` in its text), though nvcc reads `cuda_runtime.h` before it and
   finds `stdlib.h` in `CPATH` first: the same key for another cubin.
+- Hot start: the remembered walk of nvcc's `cuda_runtime.h` listed 521 paths to `stat`, 77 of
+  them subfolders found missing (each `stat` raising, ~10 us); the folder each was looked in is
+  stamped too and vouches for it, so they are not kept (a link pointing nowhere is).
 
 Real nvcc and gcc; each key and cubin made in a fresh process (`CPATH` is read once a process).
 """
@@ -100,3 +103,78 @@ def test_a_kernel_including_nothing_with_cpath_at_a_shadowing_folder_is_keyed(
     after = _key_and_cubin([], env, tmp_path / "home")
     assert after[1] != before[1]  # nvcc read it: another cubin
     assert after[0] != before[0]  # another key (was the same)
+
+
+@pytest.fixture
+def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    """A fake of warm's home for `system_shadows` (a dict), nothing racy, memos cleared."""
+    from warmcli import system_shadows
+
+    kept: dict[str, object] = {}
+    monkeypatch.setattr(system_shadows, "RACY_NS", 0)
+    monkeypatch.setattr(system_shadows, "store", [(kept.get, kept.__setitem__)])
+    for memo in ("_memo", "_roots", "_stamps"):  # (this process's put back after)
+        monkeypatch.setattr(system_shadows, memo, {})
+    return kept
+
+
+def _new_process() -> None:
+    """What a fresh process has: no memo of a walk, a place or a stamp."""
+    from warmcli import system_shadows
+
+    for memo in (system_shadows._memo, system_shadows._roots, system_shadows._stamps):
+        memo.clear()
+
+
+def test_a_missing_subfolder_is_not_stamped_but_vouched_for_by_its_folder(
+    tmp_path: Path, fake_store: dict[str, object]
+) -> None:
+    """A remembered walk of a system header lists no subfolder it found missing (`stat`ing
+    one raises: ~10 us a path at a hot start, 77 of cuda_runtime.h's 521): the folder's stamp
+    it was looked in vouches for it. Made later, the walk is not believed: what it includes,
+    a kernel's folder shadows, is keyed."""
+    from warmcli.system_shadows import shadowed
+
+    system, kernel = tmp_path / "sys", tmp_path / "inc"
+    system.mkdir()
+    kernel.mkdir()
+    (system / "root.h").write_text("#include <sub/x.h>\n#include <plain.h>\n")
+    (system / "plain.h").write_text("#define PLAIN 1\n")
+    (kernel / "y.h").write_text("#define Y 1\n")
+    orders = ([str(kernel)], [str(kernel)])
+    assert shadowed("root.h", orders, (str(system),)) == []
+    (entry,) = fake_store.values()
+    assert isinstance(entry, dict)
+    paths = entry["paths"].split("\0")
+    assert str(system / "plain.h") in paths and str(system) in paths
+    assert str(system / "sub") not in paths  # (was stamped "-": a raise in each process)
+    _new_process()
+    assert shadowed("root.h", orders, (str(system),)) == []  # believed: nothing changed
+    (system / "sub").mkdir()
+    (system / "sub" / "x.h").write_text("#include <y.h>\n")
+    _new_process()
+    assert shadowed("root.h", orders, (str(system),)) == [("y.h", False, str(system / "sub"))]
+
+
+def test_a_link_to_a_missing_subfolder_stays_stamped(
+    tmp_path: Path, fake_store: dict[str, object]
+) -> None:
+    """A subfolder that is a link pointing nowhere: what it points at may be made while its
+    folder stays as it was, so its own stamp is kept and checked."""
+    from warmcli.system_shadows import shadowed
+
+    system, kernel, there = tmp_path / "sys", tmp_path / "inc", tmp_path / "there"
+    system.mkdir()
+    kernel.mkdir()
+    (system / "root.h").write_text("#include <sub/x.h>\n")
+    (system / "sub").symlink_to(there)
+    (kernel / "y.h").write_text("#define Y 1\n")
+    orders = ([str(kernel)], [str(kernel)])
+    assert shadowed("root.h", orders, (str(system),)) == []
+    (entry,) = fake_store.values()
+    assert isinstance(entry, dict)
+    assert str(system / "sub") in entry["paths"].split("\0")
+    there.mkdir()
+    (there / "x.h").write_text("#include <y.h>\n")
+    _new_process()
+    assert shadowed("root.h", orders, (str(system),)) == [("y.h", False, str(system / "sub"))]
