@@ -8,6 +8,9 @@ include, and nvcc still built something else under the same key.
 - `CPATH` (or `CPLUS_INCLUDE_PATH`) at a folder, a kernel that includes nothing: its headers were
   not looked at (no `include` in its text), though nvcc reads `cuda_runtime.h` before it and
   finds `stdlib.h` in `CPATH` first: the same key for another cubin.
+- `-I$CUDA_HOME/include` (nvcc's own `include` named by the kernel): the `cuda_runtime.h` nvcc
+  reads there was keyed as the kernel's header with all it reaches: another key than before,
+  and ~500 ms at each process's first key. It is nvcc's own (by the folder's identity) now.
 - Hot start: the remembered walk of nvcc's `cuda_runtime.h` listed 521 paths to `stat`, 77 of
   them subfolders found missing (each `stat` raising, ~10 us); the folder each was looked in is
   stamped too and vouches for it, so they are not kept (a link pointing nowhere is).
@@ -178,3 +181,38 @@ def test_a_link_to_a_missing_subfolder_stays_stamped(
     (there / "x.h").write_text("#include <y.h>\n")
     _new_process()
     assert shadowed("root.h", orders, (str(system),)) == [("y.h", False, str(system / "sub"))]
+
+
+@pytest.mark.nvcc
+def test_a_kernel_naming_nvccs_own_include_folder_keys_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-I$CUDA_HOME/include` (nvcc's own `include`, spelled otherwise): the `cuda_runtime.h`
+    nvcc reads there is its own, not the kernel's header: the key is as where no folders are
+    told (stop 47 keyed all it reaches, ~500 ms at each process's first key, and another key);
+    a `stdlib.h` a later folder of the kernel's holds is still keyed."""
+    nvcc = nvcc_or_skip()
+    from warmcli import Kernel
+    from warmcli.backends.cuda.host_options import toolkit_includes
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+    from warmcli.kernel import CC_SYSTEM, included_headers
+
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    own = toolkit_includes(nvcc)
+    assert own
+    include = os.path.realpath(own[0])
+    identity = NvccCompiler().toolchain.identity
+    kernel = Kernel(PLAIN, "k", "P", language="cuda", options=(f"-I{include}",))
+    told = included_headers(kernel, identity)
+    system = CC_SYSTEM.pop(identity)
+    try:
+        assert included_headers(kernel, identity) == told
+    finally:
+        CC_SYSTEM[identity] = system
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    options = [f"-I{include}", f"-I{inc}"]
+    before = _key_and_cubin(options, {}, tmp_path / "home")
+    (inc / "stdlib.h").write_text(SHADOW)
+    after = _key_and_cubin(options, {}, tmp_path / "home")
+    assert after[1] != before[1] and after[0] != before[0]
