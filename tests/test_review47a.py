@@ -216,3 +216,28 @@ def test_a_kernel_naming_nvccs_own_include_folder_keys_as_before(
     (inc / "stdlib.h").write_text(SHADOW)
     after = _key_and_cubin(options, {}, tmp_path / "home")
     assert after[1] != before[1] and after[0] != before[0]
+
+
+def test_a_system_header_edited_with_its_mtime_put_back_is_walked_again(
+    tmp_path: Path, fake_store: dict[str, object]
+) -> None:
+    """A toolkit header edited after `warm run`, its mtime put back (`touch -r`): its ctime
+    moved, so the remembered walk is not believed and the name it includes now is keyed."""
+    from warmcli.system_shadows import shadowed
+
+    system, kernel = tmp_path / "sys", tmp_path / "inc"
+    system.mkdir()
+    kernel.mkdir()
+    root = system / "root.h"
+    root.write_text("#include <plain.h>\n")
+    (system / "plain.h").write_text("#define PLAIN 1\n")
+    (kernel / "y.h").write_text("#define Y 1\n")
+    orders = ([str(kernel)], [str(kernel)])
+    assert shadowed("root.h", orders, (str(system),)) == []
+    assert len(fake_store) == 1
+    was = root.stat()
+    root.write_text("#include <y.h>\n//a\n")  # (as long: the size the same)
+    assert root.stat().st_size == was.st_size
+    os.utime(root, ns=(was.st_atime_ns, was.st_mtime_ns))
+    _new_process()
+    assert shadowed("root.h", orders, (str(system),)) == [("y.h", False, str(system))]
