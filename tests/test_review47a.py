@@ -241,3 +241,28 @@ def test_a_system_header_edited_with_its_mtime_put_back_is_walked_again(
     os.utime(root, ns=(was.st_atime_ns, was.st_mtime_ns))
     _new_process()
     assert shadowed("root.h", orders, (str(system),)) == [("y.h", False, str(system))]
+
+
+@pytest.mark.nvcc
+def test_a_kernel_folder_gcc_drops_as_its_own_does_not_hide_a_later_ones_header(
+    tmp_path: Path,
+) -> None:
+    """`-I/usr/include -I inc`: gcc drops a `-I` folder that is one of its system folders
+    ("ignoring duplicate directory"), so `inc`'s `stdlib.h` is read before `/usr/include`'s,
+    where nvcc's `cuda_runtime.h` includes it: keyed (stop 47 counted `/usr/include` first)."""
+    nvcc_or_skip()
+    from warmcli.backends.system_folders import system_folders
+
+    gxx = shutil.which("g++")
+    own = system_folders(gxx, "c++") if gxx else ()
+    first = next((f for f in own if os.path.isfile(os.path.join(f, "stdlib.h"))), None)
+    if first is None:
+        pytest.skip("no g++ folder holding stdlib.h")
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    options = [f"-I{first}", f"-I{inc}"]
+    before = _key_and_cubin(options, {}, tmp_path / "home")
+    (inc / "stdlib.h").write_text(SHADOW)
+    after = _key_and_cubin(options, {}, tmp_path / "home")
+    assert after[1] != before[1]  # gcc read it: another cubin
+    assert after[0] != before[0]  # another key (was the same)

@@ -357,7 +357,8 @@ def headers_digest(
         if path is None and system is not None:  # a system header's: what it includes, shadowed
             edges = shadowed(name, mine, system(), listed)
             if edges and compiler in ("nvcc", "nvrtc"):  # its own folders may come first
-                edges = placed(edges, orders, system(), theirs | frozenset(system()))
+                ours = system()  # (nvcc's: its toolkit's `-I` first, then gcc's system ones)
+                edges = placed(edges, orders, ours, theirs | {*ours}, ours[1:] if implied else ())
             if edges is None:  # past its bound: what it reaches, unfollowed, is unkeyed
                 reach = f"over {MAX_SYSTEM} system headers or 4 MB"
                 written.append(marker(f"<{name}> reaching {reach}"))

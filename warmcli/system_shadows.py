@@ -313,18 +313,29 @@ def placed(
     orders: tuple[list[str], list[str]],
     system: Sequence[str],
     theirs: frozenset[str],
+    dropped: Sequence[str] = (),
 ) -> list[Edge]:
     """Those of `edges` (`shadowed`'s) the compiler reads from a kernel's folder where its own
     are searched among them (NVRTC's before them, nvcc's toolkit before `CPATH`): the first
     folder holding the name along `orders` (quoted or angled), then `system`, is none of
-    `theirs` (the compiler's own)."""
+    `theirs` (the compiler's own). A folder of `orders` that is one of `dropped` (gcc's system
+    folders: it drops a `-I` naming one, "ignoring duplicate directory") is searched there."""
+    ids = {_identity(f) for f in dropped}
     kept = []
     for edge in edges:
-        chain = [*orders[not edge[1]], *system]
+        chain = [*(f for f in orders[not edge[1]] if _identity(f) not in ids), *system]
         found = _first(edge[0], chain)
         if found is not None and chain[found[1]] not in theirs:
             kept.append(edge)
     return kept
+
+
+def _identity(folder: str) -> object:
+    """A folder's device and inode, else its path (as gcc tells a folder named twice)."""
+    try:
+        return (found := os.stat(folder)).st_dev, found.st_ino
+    except (OSError, ValueError):
+        return folder
 
 
 def _names(folder: str, listed: Listed) -> tuple[frozenset[str], frozenset[str]] | bool | None:
