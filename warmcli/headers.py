@@ -296,7 +296,9 @@ def headers_digest(
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     given = tuple(options)
-    system = None if "-nostdinc" in given else system  # (cc searches no folder of its own)
+    # cc searches no folder of its own; nvcc still gives its gcc its toolkit's, where its
+    # `cuda_runtime.h` is, whose includes the kernel's folders answer (followed through all)
+    system = None if "-nostdinc" in given and compiler != "nvcc" else system
     nvrtc, implied = compiler == "nvrtc", IMPLIED if compiler == "nvcc" and system else ()
     searched = (*around[0], *given, *around[1])
     if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process
@@ -324,7 +326,10 @@ def headers_digest(
     kernel, scanned = (given, defines, source, seen), Scanned()  # (each file read once)
     shadows = set[tuple[str, bool]]()  # a system header's includes the folders hold
     listed: Listed = {}  # the folders listed for them (each once)
-    mine = ([f for f in orders[0] if f not in toolkit], [f for f in orders[1] if f not in toolkit])
+    theirs, chains = toolkit, tuple(dict.fromkeys([*orders[0], *orders[1]]))
+    if implied and system is not None:  # nvcc's own, by another name too: `-I$CUDA_HOME/include`
+        theirs = _as_toolkit(toolkit | {*system()}, chains)
+    mine = ([f for f in orders[0] if f not in theirs], [f for f in orders[1] if f not in theirs])
     while pending or (computed and (pending := computed_headers(
         computed, done, kernel, written, primary, NEXT, scanned))):  # fmt: skip
         name, quoted, here = pending.popleft()
@@ -347,10 +352,13 @@ def headers_digest(
             continue
         by_compiler, name = name.startswith(IMPLIED_MARK), name.removeprefix(IMPLIED_MARK)
         path = _resolve(name, quoted, here, orders, toolkit)
+        if by_compiler and path is not None and os.path.dirname(path) in theirs:
+            path = None  # (the compiler's own, found where the kernel names its folder)
         if path is None and system is not None:  # a system header's: what it includes, shadowed
             edges = shadowed(name, mine, system(), listed)
             if edges and compiler in ("nvcc", "nvrtc"):  # its own folders may come first
-                edges = placed(edges, orders, system(), toolkit | frozenset(system()))
+                ours = system()  # (nvcc's: its toolkit's `-I` first, then gcc's system ones)
+                edges = placed(edges, orders, ours, theirs | {*ours}, ours[1:] if implied else ())
             if edges is None:  # past its bound: what it reaches, unfollowed, is unkeyed
                 reach = f"over {MAX_SYSTEM} system headers or 4 MB"
                 written.append(marker(f"<{name}> reaching {reach}"))

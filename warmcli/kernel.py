@@ -341,7 +341,8 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     compiler = "c" if kernel.language == "c" else toolchain.partition(":")[0]
     env = _env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
     headers = ""  # reaches no header: a serving process never imports `warmcli.headers`
-    if kernel.reads_headers or (env != ("", "") and _may_include(kernel.source)):
+    may = compiler == "nvcc" or _may_include(kernel.source)  # (nvcc's cuda_runtime.h: CPATH's)
+    if kernel.reads_headers or (env != ("", "") and may):
         from warmcli.compiler_includes import compiler_search
 
         env, around, toolkit, reach = compiler_search(compiler, env, toolchain)

@@ -17,8 +17,9 @@ the first `MAX_SCANNED` bytes of one: a kernel with folders of its own that incl
 is then unkeyed, `warmcli.unkeyed`, as past the key's other bounds) are found once per process per
 header, and remembered across processes (that cut too) where the host backend lends a `store`
 (warm's home): with the stamp of each file read and each folder looked in (mode, device, inode,
-size, mtime, ctime; a folder's changes where a name in it is added, removed or renamed), taken
-before it was read, believed only while each is the same (one `stat` each instead of a read), and
+size, mtime, ctime; a folder's changes where a name in it is added, removed or renamed: so it
+vouches for a subfolder missing there, not kept), taken before it was read, believed only while
+each is the same (one `stat` each instead of a read), and
 never kept where one changed in the last `RACY_NS`, a header could not be read, or a name looked
 for is there but no file (a link that may come to point at one). A system header's place is found
 once per process, as its edges. The kernel's folders are looked in at each keying (each listed
@@ -114,6 +115,18 @@ class _Walk:
                 return path, at
         return None
 
+    def vouched(self) -> dict[str, str]:
+        """What it met, less each path missing in a folder met there: that folder's stamp
+        (its mtime and ctime change where a name in it is added) vouches for it, as for each
+        name looked for there (a missing path's `stat` raising costs ~10 us); not a link
+        that points nowhere (what it points at may come while its folder stays)."""
+        met = self.met
+        return {
+            p: s
+            for p, s in met.items()
+            if s != "-" or met.get(os.path.dirname(p), "-") == "-" or os.path.lexists(p)
+        }
+
     def settled(self) -> bool:
         """Whether what it met may be remembered: nothing odd, nothing changed lately."""
         now = time.time_ns()
@@ -156,7 +169,8 @@ def _edges(root: str, at: int, system: tuple[str, ...]) -> _Reached:
         walk = _Walk()
         edges, cut = _walk(root, at, system, walk)
         if store and _keepable(walk, edges):
-            entry = _entry(key, list(walk.met), list(walk.met.values()), edges, cut=cut)
+            met = walk.vouched()
+            entry = _entry(key, list(met), list(met.values()), edges, cut=cut)
             for _, keep in store:
                 keep(key, entry)
     else:
@@ -299,18 +313,29 @@ def placed(
     orders: tuple[list[str], list[str]],
     system: Sequence[str],
     theirs: frozenset[str],
+    dropped: Sequence[str] = (),
 ) -> list[Edge]:
     """Those of `edges` (`shadowed`'s) the compiler reads from a kernel's folder where its own
     are searched among them (NVRTC's before them, nvcc's toolkit before `CPATH`): the first
     folder holding the name along `orders` (quoted or angled), then `system`, is none of
-    `theirs` (the compiler's own)."""
+    `theirs` (the compiler's own). A folder of `orders` that is one of `dropped` (gcc's system
+    folders: it drops a `-I` naming one, "ignoring duplicate directory") is searched there."""
+    ids = {_identity(f) for f in dropped}
     kept = []
     for edge in edges:
-        chain = [*orders[not edge[1]], *system]
+        chain = [*(f for f in orders[not edge[1]] if _identity(f) not in ids), *system]
         found = _first(edge[0], chain)
         if found is not None and chain[found[1]] not in theirs:
             kept.append(edge)
     return kept
+
+
+def _identity(folder: str) -> object:
+    """A folder's device and inode, else its path (as gcc tells a folder named twice)."""
+    try:
+        return (found := os.stat(folder)).st_dev, found.st_ino
+    except (OSError, ValueError):
+        return folder
 
 
 def _names(folder: str, listed: Listed) -> tuple[frozenset[str], frozenset[str]] | bool | None:

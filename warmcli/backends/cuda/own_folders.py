@@ -30,7 +30,9 @@ from warmcli.kernel import CC_SYSTEM
 @functools.lru_cache(maxsize=8)
 def nvcc_system(nvcc: str, search: str, ccbin: str = "") -> tuple[str, ...]:
     """The folders `nvcc`'s host compiler searches after a kernel's (the module doc), with
-    `PATH` `search` and `NVCC_CCBIN` `ccbin`; () where its toolkit's or its `gcc`'s are not told."""
+    `PATH` `search` and `NVCC_CCBIN` `ccbin`; () where its toolkit's or its `gcc`'s are not told.
+    The first, its `include`, is given as `-I`; gcc searches the rest as system folders (a
+    kernel's `-I` naming one is dropped: `system_shadows.placed`)."""
     own = toolkit_includes(nvcc)
     if ccbin:  # (a folder: its `gcc`, as nvcc runs it)
         gcc: str | None = os.path.join(ccbin, "gcc") if os.path.isdir(ccbin) else ccbin
