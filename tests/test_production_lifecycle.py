@@ -159,14 +159,18 @@ import os, sys, threading, time, warmcli, kernels
 from warmcli import production
 rt = warmcli.runtime("host")
 kernels.run(rt, 0)  # served: the bundle is open
-# A read of a second or more (6,000,000 rows; 15,000,000 held each run's fork seconds more,
-# proving nothing more), still running as the fork begins, which waits for it to end (up
-# to `forking.HOLD_SECONDS`, 5 s; a read that outlasts the wait, on a loaded machine, is
-# test_fork41's case: the child serves either way).
-slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 6000000) "
+# A read still running as the fork begins, which waits for it to end (up to
+# `forking.HOLD_SECONDS`, 5 s; a read that outlasts the wait is test_fork41's case): the fork
+# comes once the read holds the bundle (its lock taken), so the read need only outlast that
+# instant (3,000,000 rows: a fraction of a second to seconds; 15,000,000 after a fixed
+# 0.5 s sleep held every run's fork for seconds more).
+slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+held = production.bundle()._lock
 reading = threading.Thread(target=production.bundle()._one, args=(slow + "SELECT count(*) FROM c",))
 reading.start()  # a long read: SQLite holds the connection for it
-time.sleep(0.5)
+while reading.is_alive() and held.acquire(blocking=False):  # not taken by the read yet
+    held.release()
+    time.sleep(0.001)
 if not reading.is_alive():
     print("the read ended before the fork")
 pid = os.fork()
