@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +35,10 @@ print(json.dumps({"ptx_jit": c.ptx_jit, "queued": c.queued, "loaded": c.loaded})
 """
 
 
-def _replay(warm: Warm, bundle: Path, workload: Path) -> dict[str, int]:
-    done = subprocess.run(
-        [sys.executable, "-c", REPLAY, str(bundle), str(workload)],
-        capture_output=True, text=True, env=warm.env, timeout=300,
-    )  # fmt: skip
+def _replay(producing: ForkedPython, warm: Warm, bundle: Path, workload: Path) -> dict[str, int]:
+    """`REPLAY` of `workload` over `bundle`, a fork of `producing` (one that imported numpy
+    and warmcli) in `warm`'s environment."""
+    done = producing.run(REPLAY, str(bundle), str(workload), env=warm.env, cwd=Path.cwd())
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -58,7 +55,7 @@ def _swap_ptx_builds(bundle: Path) -> None:
 
 
 def test_ptx_rows_swapped_are_unsound_to_every_reader_and_never_served(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython, forked: Any
 ) -> None:
     """A cubin row's symbol ties its key, a PTX row's symbol is its cubin's: two PTX rows
     with their keys swapped (each keeping its blob) passed `warm check --arch sm_90`
@@ -67,13 +64,14 @@ def test_ptx_rows_swapped_are_unsound_to_every_reader_and_never_served(
     recomputed by every reader: such a row is corrupt to check, verify and stats alike, and
     production compiles the kernel (never JITs the other's PTX)."""
     nvrtc_release_or_skip()
+    warm = forked(warm)  # each command a fork of one process that imported the CLI once
     workload = workload_file(TWO_FACTORS)
     sound = tmp_path / "sound.warm"
     built = warm("run", workload, "--arch", "sm_80", "-b", sound, "-q")
     assert built.returncode == 0, built.stderr
     assert warm("verify", sound).returncode == 0
     assert warm("check", sound, "--arch", "sm_90").returncode == 0
-    assert _replay(warm, sound, workload)["ptx_jit"] == 2
+    assert _replay(producing, warm, sound, workload)["ptx_jit"] == 2
     for name, spoil, problem in (
         ("keys", lambda p: _swap_ptx_keys(p, "scale[FACTOR=2]", "scale[FACTOR=3]"), "key: not"),
         ("builds", _swap_ptx_builds, "is the symbol of no cubin"),
@@ -91,7 +89,7 @@ def test_ptx_rows_swapped_are_unsound_to_every_reader_and_never_served(
         listed = warm("stats", bundle)
         assert listed.returncode == 2 and problem in listed.stderr, listed.stderr
         assert "Traceback" not in verified.stderr + done.stderr + listed.stderr
-        replayed = _replay(warm, bundle, workload)
+        replayed = _replay(producing, warm, bundle, workload)
         assert replayed["ptx_jit"] == 0 and replayed["queued"] == 2, replayed
 
 

@@ -1,6 +1,7 @@
 """Five small things today's reviews left (polish39).
 
-Real parts only: the CLI in subprocesses, the system cc, NVRTC for `--arch sm_90` (no
+Real parts only: the CLI in subprocesses (each `warm` command a fork of a process that
+imported the CLI once, `tests/forked_cli.py`), the system cc, NVRTC for `--arch sm_90` (no
 GPU), real SQLite files; driver processes that land a signal with `sys.settrace`.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_leftovers39 import cuda_small  # noqa: F401  (the CUDA example warmed for sm_90, once)
 
 

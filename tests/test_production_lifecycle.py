@@ -147,7 +147,7 @@ def test_a_child_forked_while_another_thread_compiles_serves_and_compiles(
     copied(warm, warmed_once, bundle_path, 0, 1)
     argv = script(tmp_path, FORK_WHILE_COMPILING)
     started = tmp_path / "cc-started"
-    cc = slow_cc(tmp_path, 1.0, started)
+    cc = slow_cc(tmp_path, 0.5, started)  # (the fork 0.1 s into it; the child's compile too)
     done = produce(warm, argv, WARM_BUNDLE=str(bundle_path), WARM_CC=cc, CC_STARTED=str(started))
     assert done.returncode == 0, done.stderr
     assert done.stdout == "child exit 0\n", done.stdout + done.stderr
@@ -159,10 +159,18 @@ import os, sys, threading, time, warmcli, kernels
 from warmcli import production
 rt = warmcli.runtime("host")
 kernels.run(rt, 0)  # served: the bundle is open
-slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 15000000) "
+# A read still running as the fork begins, which waits for it to end (up to
+# `forking.HOLD_SECONDS`, 5 s; a read that outlasts the wait is test_fork41's case): the fork
+# comes once the read holds the bundle (its lock taken), so the read need only outlast that
+# instant (3,000,000 rows: a fraction of a second to seconds; 15,000,000 after a fixed
+# 0.5 s sleep held every run's fork for seconds more).
+slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+held = production.bundle()._lock
 reading = threading.Thread(target=production.bundle()._one, args=(slow + "SELECT count(*) FROM c",))
 reading.start()  # a long read: SQLite holds the connection for it
-time.sleep(0.5)
+while reading.is_alive() and held.acquire(blocking=False):  # not taken by the read yet
+    held.release()
+    time.sleep(0.001)
 if not reading.is_alive():
     print("the read ended before the fork")
 pid = os.fork()

@@ -1,7 +1,10 @@
 """Bundles by URL against real servers on 127.0.0.1: a stdlib HTTP server with ETags,
 and moto's S3 server (`ThreadedMotoServer`: a real HTTP implementation of the S3
 API, installable from the package registries; SeaweedFS and MinIO are not). The
-production side and the CLI run in subprocesses, as users run them.
+production side and the CLI run in processes of their own, as users run them: each command
+a fork of a process that imported the CLI once (`tests/forked_cli.py`), each production
+process one of a process that imported numpy and warmcli once (`tests/forked_python.py`),
+but the pushes started at once.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+from forked_python import ForkedPythons
 
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
 
@@ -131,11 +135,21 @@ def built(tmp_path_factory: pytest.TempPathFactory, made_once: Path) -> tuple[by
     return full.read_bytes(), other.read_bytes()
 
 
+_python = ForkedPythons(ROOT)  # `_production`'s servers, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_production`'s forking servers, ended with the module."""
+    yield
+    _python.close()
+
+
 def _production(warm: Warm, url: str) -> tuple[dict[str, int], str]:
+    """A production process served by `url` (`PRODUCE`): a fork of one that imported numpy
+    and warmcli once; its counts of kernels and tunes compiled, and its stderr."""
     env = dict(warm.env, WARM_BUNDLE=url)
-    proc = subprocess.run(
-        [sys.executable, "-c", PRODUCE], capture_output=True, text=True, env=env, cwd=ROOT
-    )
+    proc = _python(env).run(PRODUCE, env=env, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), proc.stderr
 

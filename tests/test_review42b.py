@@ -6,6 +6,7 @@ bundle (the host example's, `host_bundle`)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import subprocess
 import sys
@@ -251,29 +252,43 @@ def test_max_size_alone_reads_the_keys_of_no_tune_but_those_ahead(
         assert len(old_and_future_tunes(opened, now, now)[0]) == 3  # an age of 0s: all
 
 
-MANY = """\
-import numpy as np
-from warmcli import Kernel
-SRC = ("void scale(const float *x, float *y, int n) "
-       "{ for (int i = 0; i < n; i++) y[i] = x[i] * SC; }")
-KS = [Kernel(SRC, "scale", "PPi", defines={"SC": f"{i}.5f"}, name="scale") for i in range(1010)]
-def workload(rt):
-    x, y = rt.upload(np.arange(8, dtype=np.float32)), rt.buffer(8, "float32")
-    for k in KS:
-        rt.launch(k, x, y, 8)
-"""
+def _copied_to(bundle: Path, count: int) -> None:
+    """`bundle`'s first kernel row copied until it holds `count` kernels, each copy another
+    kernel (a content hash of its own in its components) under that kernel's key and symbol,
+    as warm writes them (`key_of`, `warm_<key[:16]>_<entry>`), sharing the row's blob: as
+    many kernel keys as a workload of `count` kernels stores, without its `warm run` (1,010
+    kernels: 6 s of compiles). A copy's blob is the first's, which exports no symbol of the
+    copy's (`warm verify` says so): a merge reads rows and blobs, never a binary's symbols."""
+    from warmcli.kernel_parts import key_of
+
+    with sqlite3.connect(bundle) as conn:
+        held = int(conn.execute("SELECT count(*) FROM kernels").fetchone()[0])
+        row = conn.execute("SELECT * FROM kernels LIMIT 1").fetchone()
+        names = [d[0] for d in conn.execute("SELECT * FROM kernels LIMIT 0").description]
+        first = dict(zip(names, row, strict=True))
+        parts = json.loads(first["components"])
+        copies = []
+        for i in range(count - held):
+            parts["kernel"] = hashlib.sha256(f"copy {i}".encode()).hexdigest()
+            key = key_of(parts["kernel"], first["arch"], parts.get("headers", ""),
+                         first["toolchain"])  # fmt: skip
+            symbol = f"warm_{key[:16]}_{first['entry']}"
+            copy = dict(first, key=key, symbol=symbol, components=json.dumps(parts))
+            copies.append(tuple(copy[n] for n in names))
+        marks = ", ".join("?" * len(names))
+        conn.executemany(f"INSERT INTO kernels VALUES ({marks})", copies)
+    conn.close()
 
 
 def test_merge_says_the_first_thousand_later_builds_taken_and_counts_the_rest(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: object
 ) -> None:
     """A first input holding none of its blobs, merged with another build of every one of
     its kernels: one `mended` line per kernel key, however many (100,000 kernels: 100,000
     lines, 10 MB on the terminal and in memory), where a later input's other binary is said
     for the first 1,000 and the rest counted: said so alike now."""
-    (tmp_path / "many.py").write_text(MANY)
-    good = tmp_path / "good.warm"
-    assert warm("run", tmp_path / "many.py", "-b", good, "-q").returncode == 0
+    good = host_bundle(tmp_path / "good.warm")  # type: ignore[operator]
+    _copied_to(good, 1010)
     bad, other = tmp_path / "bad.warm", tmp_path / "other.warm"
     bad.write_bytes(good.read_bytes())
     other.write_bytes(good.read_bytes())

@@ -17,7 +17,9 @@ served at all:
 - `-Wl,-static` (the linker's, from its place) was taken as cc's whole-link `-static`: the key
   covered `libX.a` where the linker took `libX.so` (a library named before it; a linker script
   naming `libreal.a`), whose rebuilt archive was then served the old build.
-Real CLI, real SQLite bundles, the system C compiler and `ar`; no fakes.
+Real CLI (each `warm` command a fork of a process that imported the CLI once,
+`tests/forked_cli.py`: an unkeyed kernel's token is made on first use, in the fork), real
+SQLite bundles, the system C compiler and `ar`; no fakes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from host_keys import LINK_SOURCE
 from host_keys import archive as _archive
 from host_keys import key as _key

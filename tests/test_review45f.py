@@ -9,7 +9,9 @@
   the report says warm never serves it; a miss of another tune still fails verify. (Its
   count was said among the kernels': `compiled 0 kernels a bundle can serve (3 never served),
   measured 0 tunes` for two kernels and the tune.)
-Real CLI, real SQLite bundles, the system C compiler; no fakes.
+Real CLI (each `warm` command a fork of a process that imported the CLI once,
+`tests/forked_cli.py`: an unkeyed kernel's token is made on first use, in the fork), real
+SQLite bundles, the system C compiler; no fakes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WHY = "an #include of a macro that is no plain header name (CFG)"
 TUNED = """

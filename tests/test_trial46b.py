@@ -1,6 +1,8 @@
 """Trial 46b: a CUDA developer with no GPU pre-builds a PyCUDA project for sm_80 and sm_90 in
 CI, following the README's "PyCUDA code", "CUDA compilers" and "Explaining misses" alone.
-Real CLI in subprocesses, real NVRTC (the venv's) and real bundles; nothing faked."""
+Real CLI (each command a fork of a process that imported the CLI once, `tests/forked_cli.py`:
+no test here is of how a process starts), real NVRTC (the venv's) and real bundles; nothing
+faked."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # The README's changed-import form of a PyCUDA program (`import warmcli.pycuda.autoinit`,
 # `from warmcli.pycuda import SourceModule`), its GPU work in `workload(rt)`.

@@ -12,7 +12,9 @@ are told by real directives (unkeyed 45).
   seconds: a checkout whose copies fell in other seconds missed at random. Now only a real
   `#pragma once` or `#import` directive (a comment holds none), or a `_Pragma` that may say
   `once` (a macro of another header may give it), counts.
-Real CLI, real SQLite bundles, the system C compiler; no fakes.
+Real CLI (each `warm` command a fork of a process that imported the CLI once,
+`tests/forked_cli.py`: an unkeyed kernel's token is made on first use, in the fork), real
+SQLite bundles, the system C compiler; no fakes.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.kernel import Kernel, kernel_key
 
