@@ -1,0 +1,72 @@
+"""review47b: a hostile review of `rt.can_build`, `pinned` (a relative bundle where a workload
+changes folder), and hostile47's hardening of warm's home (`toolchains.json`'s remembered lines,
+`host-libraries/`). Each test failed before its fix."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+# A fast path the workload can do without (README's "the workload contract"), a numpy fallback
+# computing the same bytes.
+OPTIONAL = """
+import numpy as np
+from warmcli import Kernel
+
+FAST = Kernel("void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] = x[i] * 2 + 1; }",
+              "scale", "Pi")
+
+
+def workload(rt):
+    x = np.arange(16, dtype=np.float32) / 3
+    if rt.can_build(FAST):
+        buf = rt.upload(x)
+        rt.launch(FAST, buf, 16)
+        x = rt.read(buf)
+    else:
+        x = x * np.float32(2) + np.float32(1)
+    print("fast" if rt.can_build(FAST) else "fallback", x.tobytes().hex())
+"""
+
+SERVE = """
+import runpy, sys, warmcli
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
+"""
+
+
+def _serve(
+    warm: Warm, workload: Path, bundle: Path | str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, WARM_BUNDLE=str(bundle), **env),
+        timeout=120,
+    )
+
+
+def test_can_build_is_false_where_the_bundles_build_cannot_be_served(
+    warm: Warm, tmp_path: Path
+) -> None:
+    workload = tmp_path / "opt.py"
+    workload.write_text(OPTIONAL)
+    bundle = tmp_path / "opt.warm"
+    done = warm("run", workload, "--bundle", bundle, "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    no_cc = {"WARM_CC": str(tmp_path / "no-such-cc")}
+    cold = _serve(warm, workload, "", **no_cc)
+    assert cold.stdout.startswith("fallback"), cold.stderr
+    served = _serve(warm, workload, bundle, **no_cc)
+    assert served.stdout.startswith("fast"), served.stderr
+    assert served.stdout.split()[1] == cold.stdout.split()[1]
+    # Its blob damaged (a disk's, a copy's): not served, so no build of it here either.
+    with sqlite3.connect(bundle) as db:
+        db.execute("UPDATE blobs SET data = zeroblob(size)")
+    damaged = _serve(warm, workload, bundle, **no_cc)
+    assert damaged.returncode == 0, damaged.stderr
+    assert damaged.stdout == cold.stdout
