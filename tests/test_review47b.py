@@ -70,3 +70,29 @@ def test_can_build_is_false_where_the_bundles_build_cannot_be_served(
     damaged = _serve(warm, workload, bundle, **no_cc)
     assert damaged.returncode == 0, damaged.stderr
     assert damaged.stdout == cold.stdout
+
+
+def test_a_remembered_version_line_longer_than_warm_writes_is_read_again(
+    warm: Warm, tmp_path: Path
+) -> None:
+    import json
+
+    workload = tmp_path / "opt.py"
+    workload.write_text(OPTIONAL)
+    done = warm("run", workload, "-b", tmp_path / "a.warm", "--allow-discarded-reads")
+    assert done.returncode == 0, done.stderr
+    remembered = Path(warm.env["WARM_HOME"]) / "toolchains.json"
+    lines = json.loads(remembered.read_text())
+    forged = {
+        k: v + " " + "x" * (4100 - len(v)) if k.startswith("cc|") else v for k, v in lines.items()
+    }
+    assert forged != lines
+    remembered.write_text(json.dumps(forged, indent=0))
+    remembered.chmod(0o600)
+    done = warm("run", workload, "-b", tmp_path / "b.warm", "--allow-discarded-reads")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = warm("check", tmp_path / "b.warm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(tmp_path / "a.warm") as a, sqlite3.connect(tmp_path / "b.warm") as b:
+        sql = "SELECT key, toolchain FROM kernels"
+        assert a.execute(sql).fetchall() == b.execute(sql).fetchall()
