@@ -96,3 +96,30 @@ def test_a_remembered_version_line_longer_than_warm_writes_is_read_again(
     with sqlite3.connect(tmp_path / "a.warm") as a, sqlite3.connect(tmp_path / "b.warm") as b:
         sql = "SELECT key, toolchain FROM kernels"
         assert a.execute(sql).fetchall() == b.execute(sql).fetchall()
+
+
+# A workload that moves to its data folder as it is imported (trial47a's).
+CHDIR = """
+import os
+from warmcli import Kernel
+
+os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
+K = Kernel("void k(float *x) { x[0] = 7; }", "k", "P")
+
+
+def workload(rt):
+    rt.launch(K, rt.buffer(1))
+"""
+
+
+def test_a_relative_warm_home_is_the_callers_though_the_workload_moves(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "app" / "data").mkdir(parents=True)
+    (tmp_path / "app" / "w.py").write_text(CHDIR)
+    done = warm.with_env(WARM_HOME="home")("run", "app/w.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = warm.with_env(WARM_HOME="home")("verify", "--workload", "app/w.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not list((tmp_path / "app" / "data").iterdir())  # its remembered lines, libraries
+    assert (tmp_path / "home" / "toolchains.json").is_file()
