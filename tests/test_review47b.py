@@ -123,3 +123,34 @@ def test_a_relative_warm_home_is_the_callers_though_the_workload_moves(
     assert done.returncode == 0, done.stdout + done.stderr
     assert not list((tmp_path / "app" / "data").iterdir())  # its remembered lines, libraries
     assert (tmp_path / "home" / "toolchains.json").is_file()
+
+
+STILL = CHDIR.replace(
+    'os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))', ""
+)
+
+
+def test_a_bundle_named_through_a_linked_folders_parent_is_the_one_the_system_names(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "app" / "data").mkdir(parents=True)
+    (tmp_path / "app" / "w.py").write_text(CHDIR)
+    (tmp_path / "app" / "still.py").write_text(STILL)
+    (tmp_path / "other" / "dir").mkdir(parents=True)
+    (tmp_path / "sub").symlink_to(tmp_path / "other" / "dir")  # sub/.. is other, not here
+    for workload, name in (("app/still.py", "s.warm"), ("app/w.py", "m.warm")):
+        done = warm("run", workload, "-b", f"sub/../{name}", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (tmp_path / "other" / name).is_file() and not (tmp_path / name).exists()
+        done = warm("verify", f"sub/../{name}", "--workload", workload, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE, "app/still.py"],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, WARM_BUNDLE="sub/../s.warm", WARM_REPORT="1"),
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert served.returncode == 0, served.stderr
+    assert "compiled 0 kernel" in served.stderr, served.stderr

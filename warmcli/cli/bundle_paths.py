@@ -129,7 +129,7 @@ def pinned(path: Path, load: Callable[[], Loaded]) -> tuple[Path, Loaded]:
     loaded = load()
     if before is None or path.is_absolute() or _working_folder() == before:
         return path, loaded
-    return Path(os.path.normpath(os.path.join(before, path))), loaded
+    return Path(before, path), loaded  # (not normalized: `link/..` is where the link leads)
 
 
 def _working_folder() -> str | None:
