@@ -154,3 +154,14 @@ def test_a_bundle_named_through_a_linked_folders_parent_is_the_one_the_system_na
     )
     assert served.returncode == 0, served.stderr
     assert "compiled 0 kernel" in served.stderr, served.stderr
+
+
+def test_a_workload_working_in_a_folder_it_removed_still_warms(warm: Warm, tmp_path: Path) -> None:
+    gone = CHDIR.replace(
+        'os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))',
+        "import tempfile; gone = tempfile.mkdtemp(); os.chdir(gone); os.rmdir(gone)",
+    )
+    (tmp_path / "gone.py").write_text(gone)
+    done = warm("run", "gone.py", "-b", "g.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verify: compiled 0 kernels" in done.stdout

@@ -202,7 +202,7 @@ def absolute(path: str) -> str:
     normalized: `link/..` is the folder above the one the link leads to, as the system (and
     SQLite) open it, not the one holding the link (a bundle named so was not found, or another
     one there read); its `.` parts and doubled `/` dropped, as it is shown."""
-    joined = os.path.join(os.getcwd(), path)
+    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     if "/." not in joined and "//" not in joined:
         return joined
     return "/" + "/".join(part for part in joined.split("/") if part not in ("", "."))
