@@ -165,3 +165,39 @@ def test_a_workload_working_in_a_folder_it_removed_still_warms(warm: Warm, tmp_p
     done = warm("run", "gone.py", "-b", "g.warm", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "verify: compiled 0 kernels" in done.stdout
+
+
+# The workload moves, then starts a process of its own that serves `WARM_BUNDLE` (spawned: it
+# starts in the workload's folder, with warm's environment).
+SPAWNING = (
+    CHDIR
+    + """
+
+def child():
+    import warmcli
+
+    rt = warmcli.runtime("host")
+    rt.launch(K, rt.buffer(1))
+
+
+def workload(rt):
+    import multiprocessing
+
+    rt.launch(K, rt.buffer(1))
+    spawned = multiprocessing.get_context("spawn").Process(target=child)
+    spawned.start()
+    spawned.join()
+    assert spawned.exitcode == 0, spawned.exitcode
+"""
+)
+
+
+def test_a_child_the_moved_workload_spawns_serves_the_callers_bundle(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "app" / "data").mkdir(parents=True)
+    (tmp_path / "app" / "w.py").write_text(SPAWNING)
+    done = warm.with_env(WARM_BUNDLE="rel.warm")("run", "app/w.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "rel.warm").is_file()
+    assert not list((tmp_path / "app" / "data").iterdir())

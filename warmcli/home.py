@@ -15,9 +15,7 @@ written all or none (`write_new`: a key pair); the default
 bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
 folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
-reads them; its only state is platformdirs' answer, once per value of what it reads, and the
-folder a relative `WARM_HOME` is read in once a command pinned it (`pin_home`: `warm run` and
-`warm verify --workload`, before a workload's import moves the working folder).
+reads them; its only state is platformdirs' answer, once per value of what it reads.
 """
 
 from __future__ import annotations
@@ -48,18 +46,7 @@ def warm_home() -> Path:
 def home_dir() -> str:
     """`warm_home()` as a string, without importing pathlib (what a serving process reads)."""
     home = config.home()
-    if home and _PINNED and not os.path.isabs(home):
-        return os.path.join(_PINNED[0], home)
     return home if home else _user_cache(config.xdg_cache_home())
-
-
-_PINNED: list[str] = []  # the folder a relative `WARM_HOME` is read in, once pinned
-
-
-def pin_home(folder: str) -> None:
-    """A relative `WARM_HOME` read in `folder` from now on (the caller's, where a workload's
-    import moves the working folder: its remembered lines and libraries went there)."""
-    _PINNED[:] = [folder]
 
 
 def in_home(name: str) -> str:

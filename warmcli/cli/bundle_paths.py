@@ -14,7 +14,7 @@ from typing import TypeVar
 from warmcli import config
 from warmcli.bundle.location import is_url, shown
 from warmcli.cli.common import err, fail, guarded
-from warmcli.home import default_bundle_path, make_folder, pin_home, refuse_no_directory
+from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
 
 Loaded = TypeVar("Loaded")
 
@@ -120,12 +120,12 @@ def pinned(path: Path, load: Callable[[], Loaded]) -> tuple[Path, Loaded]:
     `path` as it names the caller's bundle after it: as given, unless the import moved the
     working folder, then absolute in the folder warm was started in (written there, never in
     the workload's folder). A working folder removed under the caller leaves it as given: a
-    relative name finds nothing there anyway. A relative `WARM_HOME` is made the caller's for
-    what follows (its remembered compiler lines and host libraries were kept in the workload's
-    data folder, apart from its bundle)."""
+    relative name finds nothing there anyway. A relative `WARM_BUNDLE` and `WARM_HOME` are made
+    the caller's for what follows, children included (its remembered compiler lines and host
+    libraries went to the workload's data folder; a spawned child found no bundle there)."""
     before = _working_folder()
     if before is not None:
-        pin_home(before)
+        config.pin_relative(before)  # (a spawned child opening `WARM_BUNDLE`: the caller's)
     loaded = load()
     if before is None or path.is_absolute() or _working_folder() == before:
         return path, loaded
