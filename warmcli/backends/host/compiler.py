@@ -20,7 +20,8 @@ The compiler is `WARM_CC`, else `cc`, run in a scratch directory (a relative inc
 folder, a header read first by a relative name found in the working folder, `-include h`,
 and the relative entries of `CPATH` are given as the working folder's, as the key reads
 them). This module owns that scratch directory per call and, per process, the identity of
-each cc it was asked for (as `probe` remembers cc's line): it never loads what it builds and
+each cc it was asked for (as `probe` remembers cc's line; across processes, whole, while
+nothing it was found by moved: `host.identity`): it never loads what it builds and
 keeps no cache of it, but reads its ELF header: a compile that exits 0 with no loadable
 shared object (a kernel option such as `-c` or `-fsyntax-only` stopped cc
 before it linked) is that group's compile failure, never a binary stored and then refused
@@ -44,6 +45,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
+from warmcli.backends.host.identity import recalled, remember
 from warmcli.backends.host.programs import Moved, programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
@@ -141,14 +143,24 @@ def _visibility(unit: CompileUnit) -> bool:
 @functools.cache  # (once a process, as `probe` and `programs_line` are)
 def _toolchain(cc: str, moved: Moved, search: str) -> Toolchain:
     """`HostCompiler.toolchain` of the C compiler `cc` where the variables `moved` are set and
-    `PATH` is `search`."""
+    `PATH` is `search`: as remembered while nothing it was found by moved (`host.identity`),
+    else found anew (and remembered so)."""
+    toolchain = recalled(cc, moved, search)
+    if toolchain is None:
+        toolchain = found_anew(cc, moved, search)
+        remember(cc, moved, search, toolchain)
+    if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
+        CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, toolchain.path)
+    return toolchain
+
+
+def found_anew(cc: str, moved: Moved, search: str) -> Toolchain:
+    """`_toolchain`'s identity found by asking every folder (none remembered whole): cc's
+    version line, then those of the programs it runs (`host.programs`) and the variables."""
     found = probe("cc", cc)
     added = "".join(f"; {name}={environment_named(v)}" for name, v in moved)
     version = found.version + programs_line(found, moved, search) + added  # its `as` and `ld`
-    toolchain = Toolchain(name=found.name, path=found.path, version=version)
-    if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
-        CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, found.path)
-    return toolchain
+    return Toolchain(name=found.name, path=found.path, version=version)
 
 
 class HostCompiler:

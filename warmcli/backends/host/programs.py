@@ -12,11 +12,13 @@ with no `#!` too, as a wrapper cc's: `warmcli.backends.toolchain`); where `COMPI
 `GCC_EXEC_PREFIX` is set, so are those of the `cc1`, `collect2`, `lto1` and `lto-wrapper`
 found first in cc's folders (`cc1` prints none: its name and its content's digest), and the
 digest of the linker plugin there (`liblto_plugin.so`, loaded by `ld` on every link). A hot
-start pays one `access` per folder of cc's, one per name in each it can search, one per `PATH`
-entry and name (`PATH` walked once for both), a `stat` per program found (its stamp), and one
-read of `toolchains.json` for all: cc's program folders are remembered in warm's home by cc's
-stamp and the variables that move them (read anew in each process for a cc that is a wrapper
-script), each program's version line by its own stamp, as cc's is. Its state: a per-process
+start whose cc's identity is remembered whole (`host.identity`: believed while each place it
+was found by keeps its stamp) asks nothing here; else it pays one `access` per folder of
+cc's, one per name in each it can search, one per `PATH` entry and name (`PATH` walked once
+for both), a `stat` per program found (its stamp), and one read of `toolchains.json` for all:
+cc's program folders are remembered in warm's home by cc's stamp and the variables that move
+them (read anew in each process for a cc that is a wrapper script), each program's version
+line by its own stamp, as cc's is. Its state: a per-process
 memo of each cc's line, by the variables read. Nothing here compiles or prints.
 """
 
@@ -102,6 +104,12 @@ def _folders(cc: str, script: bool, moved: Moved, versions: dict[str, str]) -> l
         moving = environment_named(repr(moved))  # (no digest unless long: no first sha256)
         text = remembered(f"cc programs {moving}", cc, st, _read_folders, versions).version
     return [folder for folder in dict.fromkeys(text.split(os.pathsep)) if folder]
+
+
+def program_folders(cc: str, moved: Moved) -> list[str]:
+    """The program folders of the cc `cc` (no script), as `programs_line` reads them (before
+    `seen_from_scratch`): the places its identity's memo stamps (`host.identity`)."""
+    return _folders(cc, False, moved, _read_versions())
 
 
 def _read_folders(name: str, cc: str) -> str:

@@ -1,0 +1,180 @@
+"""The host C compiler's whole identity, remembered across processes while nothing it names moved.
+
+A hot start's identity of cc (its version line, those of the `as` and `ld` it runs and, where
+`COMPILER_PATH` or `GCC_EXEC_PREFIX` is set, of its other programs: `host.programs`) asked
+about every folder of `PATH` and of cc's own, read `toolchains.json` twice and walked cc's
+links: ~300 µs of a process's first launch. Here the identity is remembered in
+`toolchains.json` (one entry per cc name, those variables and `PATH`), with the stamp (`stat`:
+mode, size, device, inode, mtime, ctime; or the error it gave) of every place its finding read:
+each folder searched (`PATH`'s up to the last that held a name first, all where one was in
+none; cc's own; one not there by its error, and none below it), each entry
+there of a name it looked for (cc's, `as`, `real-ld`, `collect-ld`, `ld`, and the moved
+programs and linker plugin), the file `WARM_CC` names, and warm's own modules that make the
+identity. It is believed only while every stamp is the same: a program added, removed or
+renamed in a folder changes the folder's mtime and ctime, a file rewritten, replaced or made
+executable changes its own, so the identity changes exactly when finding it anew would. One
+read of the file and a `stat` per place, then; never remembered where a stamp is racy (changed
+in the last `RACY_SECONDS`), a folder searched is relative (read from the working or scratch
+folder), cc is a launcher (`ccache`) or a script, or a program answered no version line.
+Its state: none (the per-process memo is `compiler._toolchain`'s). Nothing here compiles.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import time
+
+from warmcli.backends.host.programs import (
+    ASSEMBLER,
+    LINKER,
+    MOVED_PROGRAMS,
+    PLUGIN,
+    Moved,
+    _file,
+    program_folders,
+)
+from warmcli.backends.toolchain import (
+    LAUNCHERS,
+    RACY_SECONDS,
+    WRAPPER_MARK,
+    Toolchain,
+    _find,
+    _joined,
+    _read_versions,
+    _remember,
+    environment_named,
+    resolved_name,
+)
+from warmcli.home import home_dir
+
+# Raised where what an identity names or how it is found changes (the stamps of warm's own
+# modules below name an upgraded or edited warm too): a remembered one of another form is none.
+IDENTITY_FORM = 1
+KEY = "cc identity"
+ON_PATH = ("as", "ld")  # the names `PATH` is searched for (with cc's, where it has no folder)
+IN_FOLDERS = (*ASSEMBLER, *LINKER)  # those cc's own folders are (and `MOVED`, where moved)
+MOVED = (*MOVED_PROGRAMS, PLUGIN)
+ENOENT = f"errno {errno.ENOENT}"  # the stamp of a place not there
+SEPARATOR = "\x00"  # after each part of a remembered identity (one string: no JSON in it)
+# The modules whose code makes the identity (their files' stamps are among the memo's).
+MAKERS = (
+    "warmcli.backends.toolchain",
+    "warmcli.backends.host.programs",
+    "warmcli.backends.host.compiler",
+    "warmcli.backends.host.identity",
+)
+
+
+def _key(cc: str, moved: Moved, search: str) -> str:
+    named = environment_named(repr(moved))
+    return f"{KEY}|{IDENTITY_FORM}|{cc}|{named}|{environment_named(search)}"
+
+
+def _stamp(place: str) -> str:
+    """`place`'s stat as the memo holds it (links followed), or the error it gives."""
+    try:
+        st = os.stat(place)
+    except OSError as exc:
+        return f"errno {exc.errno}"
+    return f"{st.st_mode}|{st.st_size}|{st.st_dev}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+
+
+def recalled(cc: str, moved: Moved, search: str) -> Toolchain | None:
+    """The identity of the cc `cc` where the variables `moved` are set and `PATH` is `search`,
+    as remembered, where every place it was found by is as it was then; else None."""
+    held = _read_versions().get(_key(cc, moved, search))
+    # As written: the path and version, then places and stamps (some), each ended by a NUL
+    # (which no path, stamp or version line holds: one that did was never remembered)
+    parts = held.split(SEPARATOR) if held else ()
+    if len(parts) < 5 or len(parts) % 2 == 0 or parts[-1]:
+        return None
+    path, version, *checks = parts[:-1]
+    for at in range(0, len(checks), 2):
+        if _stamp(checks[at]) != checks[at + 1]:
+            return None
+    return Toolchain(name="cc", path=path, version=version)
+
+
+def _racy(stamp: str, now: float) -> bool:
+    """Whether the file of `stamp` changed in the last `RACY_SECONDS` (a second change in the
+    same tick of its clock would leave the same stamp)."""
+    if stamp.startswith("errno"):
+        return False
+    mtime, ctime = (int(n) / 1e9 for n in stamp.split("|")[4:6])
+    return now - max(mtime, ctime) < RACY_SECONDS
+
+
+def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
+    """Remember `toolchain`, the identity just found anew of the cc `cc` (`recalled`'s
+    arguments), with the stamps of the places finding it read; nothing where one of them could
+    change unseen (`recalled`: relative folders, a launcher, a script, a racy stamp)."""
+    version = toolchain.version
+    if WRAPPER_MARK in version or any(
+        part.endswith("(no version line)") for part in version.split("; ")
+    ):
+        return  # read anew in each process (a script reads the environment), or asked again
+    if not os.access(home_dir(), os.W_OK):
+        return  # a home no process may write (mounted read-only): nothing more asked each time
+    name_only = os.sep not in cc
+    first = _find(cc)
+    if first is None or first[0] != toolchain.path or resolved_name(first[0]) in LAUNCHERS:
+        return  # a launcher (`ccache`): the compiler it runs is found past it, name by name
+    if not os.path.isabs(cc if not name_only else os.sep) or _racy(_stamp(first[0]), time.time()):
+        return  # (its program folders would be asked of it again)
+    path_folders = list(dict.fromkeys(search.split(os.pathsep))) if search else []
+    folders = list(dict.fromkeys(program_folders(toolchain.path, moved)))
+    if not all(os.path.isabs(folder) for folder in (*path_folders, *folders)):
+        return  # read from the working folder, or a scratch one
+    checks = {cc: _stamp(cc)} if not name_only else {}
+    on_path = (cc, *ON_PATH) if name_only else ON_PATH
+    for names, among in (
+        (on_path, _consulted(path_folders, on_path)),
+        ((*IN_FOLDERS, *(MOVED if moved else ())), folders),
+    ):
+        _stamp_folders(among, names, checks)
+    for module in MAKERS:
+        if not (source := getattr(sys.modules.get(module), "__file__", None)):
+            return
+        checks[source] = _stamp(source)
+    now = time.time()
+    if any(_racy(stamp, now) for stamp in checks.values()):
+        return
+    texts = [toolchain.path, version, *(text for check in checks.items() for text in check)]
+    if not any(SEPARATOR in text for text in texts):
+        _remember(_key(cc, moved, search), "".join(text + SEPARATOR for text in texts))
+
+
+def _consulted(folders: list[str], names: tuple[str, ...]) -> list[str]:
+    """`folders` (`PATH`'s) up to the last that holds one of `names` found first there (an
+    executable file, as `toolchain._find` and `programs._on_path` find it): none after it is
+    asked about any of them; all where one of them is in none."""
+    last = -1
+    for name in names:
+        for at, folder in enumerate(folders):
+            place = _joined(folder, name)
+            if os.access(place, os.X_OK) and _file(place):
+                last = max(last, at)
+                break
+        else:
+            return folders
+    return folders[: last + 1]
+
+
+def _stamp_folders(folders: list[str], names: tuple[str, ...], checks: dict[str, str]) -> None:
+    """Add to `checks` the stamps of `folders` and of their entries named `names` (one not
+    there is the folder's: its mtime moves when one is made), in order; but none of a folder
+    below one not there (nor is it), nor of the entries of a folder that is one before it (the
+    same stamp: `/bin`, a link to `/usr/bin`), whose stamps are checked first."""
+    stamps = {folder: checks.get(folder) or _stamp(folder) for folder in folders}
+    absent = [f if f.endswith(os.sep) else f + os.sep for f, s in stamps.items() if s == ENOENT]
+    seen: set[tuple[str, str]] = set()
+    for folder, stamp in stamps.items():
+        if any(folder.startswith(a) and folder != a for a in absent):
+            continue  # below a folder not there: not there while that one is not
+        checks[folder] = stamp
+        for name in () if stamp == ENOENT else names:
+            if (stamp, name) not in seen and os.path.lexists(place := _joined(folder, name)):
+                checks.setdefault(place, _stamp(place))
+            seen.add((stamp, name))
