@@ -201,3 +201,47 @@ def test_a_child_the_moved_workload_spawns_serves_the_callers_bundle(
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "rel.warm").is_file()
     assert not list((tmp_path / "app" / "data").iterdir())
+
+
+# A program cc runs, answering `--version` with a line of 1,000 characters (under the 1,024 a
+# line is named whole in), else running the real one.
+PROGRAM = """
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+  for (int a = 1; a < argc; a++)
+    if (!strcmp(argv[a], "--version")) {
+      printf("NAME (long) "); for (int i = 0; i < 1000; i++) putchar('v'); puts(""); return 0; }
+  execv("REAL", argv); return 127;
+}
+"""
+
+
+def test_a_toolchain_named_longer_than_a_bundle_holds_is_never_stored(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Each part of cc's identity under 1,024 characters, the whole of it 5,275: `warm run`
+    stored a kernel row and a fingerprint its own verify pass called corrupt (exit 1)."""
+    import shutil
+
+    cc1 = subprocess.run(["cc", "-print-prog-name=cc1"], capture_output=True, text=True)
+    real = {"as": shutil.which("as"), "ld": shutil.which("ld"), "cc1": cc1.stdout.strip()}
+    if not all(real.values()) or not Path(real["cc1"]).is_absolute():
+        import pytest
+
+        pytest.skip("no gcc toolchain with as, ld and cc1 here")
+    programs = tmp_path / "programs"
+    programs.mkdir()
+    for name, where in real.items():
+        source = tmp_path / f"{name}.c"
+        source.write_text(PROGRAM.replace("NAME", name).replace("REAL", str(where)))
+        subprocess.run(["cc", "-o", str(programs / name), str(source)], check=True)
+    workload = tmp_path / "opt.py"
+    workload.write_text(OPTIONAL)
+    moved = warm.with_env(COMPILER_PATH=f"{programs}:/{'p' * 900}")
+    done = moved("run", workload, "-b", tmp_path / "l.warm", "--allow-discarded-reads")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "never served (its toolchain's name is" in done.stdout
+    done = moved("check", tmp_path / "l.warm")
+    assert done.returncode == 0, done.stdout + done.stderr
