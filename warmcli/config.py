@@ -118,8 +118,8 @@ def _flag(name: str, environ: Environ | None) -> bool:
 def pin_relative(folder: str) -> None:
     """A relative `WARM_BUNDLE` (no URL nor off word) and `WARM_HOME`, absolute in `folder`."""
     for name, value in ((n, os.environ.get(n, "")) for n in ("WARM_BUNDLE", "WARM_HOME")):
-        if value.strip().lower() not in OFF_WORDS and "://" not in value and value[0] != "/":
-            os.environ[name] = os.path.join(folder, value)
+        if value.strip().lower() not in OFF_WORDS and "://" not in value:
+            os.environ[name] = os.path.join(folder, value)  # (one absolute: as it was)
 
 
 def home(environ: Environ | None = None) -> str | None:
