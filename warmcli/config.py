@@ -15,9 +15,8 @@ compiler that is a wrapper script names (`named_variables`), and SQLite's `SQLIT
 and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The
 functions return the values as set (a flag as a bool, a list of paths split); what a
 value means is decided by the module that uses it (`parse_size` reads a size, as
-`warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). This module owns no state
-and never writes the environment (`worker_environment` returns a copy).
-"""
+`warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). It owns no state, and writes
+the environment only to make a relative bundle or home the caller's (`pin_relative`)."""
 
 from __future__ import annotations
 
@@ -112,9 +111,15 @@ OFF_WORDS = ("", "0", "off", "false", "no")
 
 
 def _flag(name: str, environ: Environ | None) -> bool:
-    """A `1` flag: set to anything but one of `OFF_WORDS` (`WARM_BUNDLE_WRITE=false`
-    never writes)."""
+    """A `1` flag: set to anything but one of `OFF_WORDS` (`WARM_BUNDLE_WRITE=false`: off)."""
     return _env(environ).get(name, "").strip().lower() not in OFF_WORDS
+
+
+def pin_relative(folder: str) -> None:
+    """A relative `WARM_BUNDLE` (no URL nor off word) and `WARM_HOME`, absolute in `folder`."""
+    for name, value in ((n, os.environ.get(n, "")) for n in ("WARM_BUNDLE", "WARM_HOME")):
+        if value.strip().lower() not in OFF_WORDS and "://" not in value:
+            os.environ[name] = os.path.join(folder, value)  # (one absolute: as it was)
 
 
 def home(environ: Environ | None = None) -> str | None:
@@ -360,8 +365,7 @@ def compiler_include_paths(environ: Environ | None = None, cxx: bool = False) ->
 
 
 def library_path(environ: Environ | None = None) -> str:
-    """`LIBRARY_PATH`, the folders the host C compiler's linker searches for a `-l` library
-    after those `-L` names (`warmcli.linked` keys what it finds there); "" unset."""
+    """`LIBRARY_PATH`, where cc's linker looks for a `-l` library after `-L` ("" unset)."""
     return _env(environ).get("LIBRARY_PATH", "")
 
 
@@ -370,15 +374,13 @@ COMPILER_PROGRAMS = ("GCC_EXEC_PREFIX", "COMPILER_PATH")
 
 
 def compiler_programs(environ: Environ | None = None) -> dict[str, str]:
-    """`GCC_EXEC_PREFIX` and `COMPILER_PATH`, each where set and not empty: the host C
-    compiler runs the programs it finds there, which no kernel key covers."""
+    """`GCC_EXEC_PREFIX` and `COMPILER_PATH` where set and not empty (cc runs programs there)."""
     env = _env(environ)
     return {name: env[name] for name in COMPILER_PROGRAMS if env.get(name)}
 
 
 def named_variables(names: Iterable[str], environ: Environ | None = None) -> dict[str, str]:
-    """The variables among `names` that are set: those a C compiler that is a wrapper
-    script names (`$CFLAGS`), which may change what it builds."""
+    """The variables among `names` that are set (a C compiler wrapper script's: `$CFLAGS`)."""
     env = _env(environ)
     return {name: env[name] for name in names if name in env}
 

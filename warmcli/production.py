@@ -151,7 +151,7 @@ class _Production:
                 raise
             warn("warm: bundle not loaded, this process runs cold: %s", printable(exc))
             if "://" not in path:  # its runtimes serve from it once it is free (the file
-                whole = os.path.abspath(path)  # named now: a daemon changes its folder later)
+                whole = _served.absolute(path)  # named now: a daemon changes its folder later)
                 from warmcli.bundle.reopening import Reopening  # (a serving process: never)
 
                 self.reopening = Reopening(whole, lambda: opener(whole, write, keys), exc)

@@ -7,11 +7,11 @@ compiler makes every kernel a different kernel. Probing runs the compiler once
 per path per process (memoised), and once per compiler binary across processes:
 the version line is remembered in `toolchains.json` (in warm's home; believed only
 when this user alone may write it, as the host library cache, and as warm writes it: at most
-64 lines, none listing 256 folders or with a NUL, but between a cc identity's places;
-one over 1,024 characters by its digest)
-by the binary's path, size, inode, mtime and ctime, named as the binary it resolved to
-then, so a hot start keys its kernels without starting a compiler nor walking links
-again: finding the compiler costs a `stat` per PATH entry, its identity one read of it.
+64 lines, none listing 256 folders or with a NUL, but between a cc identity's places; one
+over 1,024 characters by its digest, a longer one remembered not believed) by the binary's
+path, size, inode, mtime and ctime, named as the binary it resolved to then, so a hot start
+keys its kernels without starting a compiler nor walking links again (a `stat` per PATH
+entry, its identity one read of it).
 A C compiler that is a script (a wrapper, which may add flags) has its text's digest in its
 version too, with the values of the environment variables it names (`$CFLAGS`), its version
 line read in each process, never remembered (what it runs or reads from the environment may
@@ -117,7 +117,7 @@ def probe(name: str, path: str) -> Toolchain:
         runs = past_launchers(os.path.basename(where), config.path())
         if runs is not None and (real := _find(runs)) is not None:
             where, st = real
-    return remembered(name, where, st, _version_line)
+    return remembered(name, where, st, _version_line, longest=LINE_CHARS)
 
 
 # Compiler launchers that, started by a compiler's name, run the next of that name on `PATH`.
@@ -158,15 +158,17 @@ def remembered(
     st: os.stat_result,
     read_version: Callable[[str, str], str],
     versions: dict[str, str] | None = None,
+    longest: int | None = None,
 ) -> Toolchain:
     """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp (in `versions`, where the caller has just read them), else
-    `read_version(name, where)` (which raises ToolchainError), remembered only if the file's
-    stamp is the same after it ran as before (a binary swapped in meanwhile is never stored
-    under the old one's stamp), never for a wrapper script (what it runs may change)."""
+    the file's stamp (in `versions`, where the caller has just read them; one over `longest`
+    characters, which warm never writes, not believed), else `read_version(name, where)`
+    (which raises ToolchainError), remembered only if the file's stamp is the same after it
+    ran as before (a binary swapped in meanwhile is never stored under the old one's stamp),
+    never for a wrapper script (what it runs may change)."""
     stamp = _stamp(name, where, st)
     known = (_read_versions() if versions is None else versions).get(stamp) if stamp else None
-    if known is not None:  # remembered as the binary named it: no link walked again
+    if known is not None and len(known) <= (longest or len(known)):  # as the binary named it
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = _as_binary(read_version(name, where), where)
     kept = stamp and WRAPPER_MARK not in version
@@ -190,9 +192,8 @@ def _stamp_now(name: str, where: str) -> str | None:
 
 
 def _version_line(name: str, where: str) -> str:
-    """A compiler's `--version` banner, reduced to its version line (a C compiler script's
-    with its digest, `_wrapper`); one over `ENVIRONMENT_CHARS` by its length and digest (a
-    bundle's toolchain holds 4,096: a 5,000-character line stored rows warm called corrupt)."""
+    """A compiler's `--version` line (a C compiler script's with its digest, `_wrapper`), one
+    over `ENVIRONMENT_CHARS` by its length and digest (a bundle's toolchain holds 4,096)."""
     from warmcli.backends.version_line import version_line  # run on a miss only
 
     script = "" if name == "nvcc" else _wrapper(where)  # read first: the file that answers
@@ -371,9 +372,8 @@ def _said(key: str, value: str) -> bool:  # else read again, remembered over (a 
 
 
 def _remember(stamp: str, version: str) -> None:
-    """Keep a version line for the next process (a 0600 file); a cache directory that
-    cannot be written only costs that process one `--version` run. The file keeps the
-    order lines were remembered in, the oldest dropped past `MAX_REMEMBERED` (in key
+    """Keep a version line for the next process (a 0600 file; one not written costs a run of
+    `--version`), in the order remembered, the oldest dropped past `MAX_REMEMBERED` (in key
     order, binaries long gone outlived the compilers in use, which evicted each other)."""
     path = versions_file()
     versions = {**_read_versions(), stamp: version}
@@ -385,10 +385,10 @@ def _remember(stamp: str, version: str) -> None:
         write_private(str(path.parent), str(path), text.encode())
 
 
-# A variable's value (`COMPILER_PATH`, `NVCC_APPEND_FLAGS`) longer than this is named in a
-# compiler's identity by its length and digest: a bundle's toolchain holds 4,096 characters
-# (`MAX_NAME_CHARS`), the compiler's version and every such value with it.
+# A variable's value (`COMPILER_PATH`) or version line longer than this is named by its length
+# and digest: a bundle's toolchain holds 4,096 characters (`MAX_NAME_CHARS`), all in one.
 ENVIRONMENT_CHARS = 1024
+LINE_CHARS = ENVIRONMENT_CHARS + 255  # a version line as remembered (`_as_binary`: a file name)
 
 
 def environment_named(value: str) -> str:

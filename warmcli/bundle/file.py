@@ -194,9 +194,9 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
 
 
 def _read_only_uri(path: str | Path) -> str:
-    """`file:` URI of `path`, opened read-only: its bytes (a name need not be UTF-8) as
-    `urllib.parse.quote` encodes them, with an empty authority (a path may start `//`)."""
-    raw = os.fsencode(os.path.abspath(path))
+    """`file:` URI of `path` (`link/..` not collapsed), read-only: its bytes (a name need not
+    be UTF-8) as `urllib.parse.quote` encodes them, an empty authority (a path may start `//`)."""
+    raw = os.fsencode(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
     return f"file://{''.join(chr(b) if b in _URI_SAFE else f'%{b:02X}' for b in raw)}?mode=ro"
 
 

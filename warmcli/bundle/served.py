@@ -103,7 +103,7 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     to read is (a file's `/` is POSIX's ENOTDIR). One the disk will not make leaves no lock."""
     if (end := folder_end(path)) is not None:
         raise BundleError(f"{path}: ends in '{end}', so names a folder: name the bundle file")
-    path = os.path.abspath(path)
+    path = absolute(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)
     try:
         return Bundle.open(path, write=create, trusted_keys=keys)
@@ -133,9 +133,9 @@ def open_served(
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
     try:
-        return Bundle.open(os.path.abspath(path), write=write, trusted_keys=keys)
+        return Bundle.open(absolute(path), write=write, trusted_keys=keys)
     except BundleError as exc:  # said of the URL, never of its local copy
-        raise renamed(exc, os.path.abspath(path), shown(location)) from None
+        raise renamed(exc, absolute(path), shown(location)) from None
 
 
 def renamed(exc: BundleError, path: str | os.PathLike[str], name: str) -> BundleError:
@@ -195,3 +195,15 @@ def signed(bundle: Bundle | None) -> bool:
         return bundle is not None and bool(bundle.signatures())
     except BundleError:
         return False
+
+
+def absolute(path: str | os.PathLike[str]) -> str:
+    """`path` taken from the working folder where relative, as `os.path.abspath` does but not
+    normalized: `link/..` is the folder above the one the link leads to, as the system (and
+    SQLite) open it, not the one holding the link (a bundle named so was not found, or another
+    one there read); its `.` parts and doubled `/` dropped, as it is shown."""
+    path = os.fspath(path)  # (a remote bundle's local copy is a Path)
+    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    if "/." not in joined and "//" not in joined:
+        return joined
+    return "/" + "/".join(part for part in joined.split("/") if part not in ("", "."))

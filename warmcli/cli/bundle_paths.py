@@ -120,12 +120,16 @@ def pinned(path: Path, load: Callable[[], Loaded]) -> tuple[Path, Loaded]:
     `path` as it names the caller's bundle after it: as given, unless the import moved the
     working folder, then absolute in the folder warm was started in (written there, never in
     the workload's folder). A working folder removed under the caller leaves it as given: a
-    relative name finds nothing there anyway."""
+    relative name finds nothing there anyway. A relative `WARM_BUNDLE` and `WARM_HOME` are made
+    the caller's for what follows, children included (its remembered compiler lines and host
+    libraries went to the workload's data folder; a spawned child found no bundle there)."""
     before = _working_folder()
+    if before is not None:
+        config.pin_relative(before)  # (a spawned child opening `WARM_BUNDLE`: the caller's)
     loaded = load()
     if before is None or path.is_absolute() or _working_folder() == before:
         return path, loaded
-    return Path(os.path.normpath(os.path.join(before, path))), loaded
+    return Path(before, path), loaded  # (not normalized: `link/..` is where the link leads)
 
 
 def _working_folder() -> str | None:

@@ -2,8 +2,9 @@
 a `Built`, its `KernelRecord` (the row the bundle will hold: key, symbol, hash, toolchain, key
 components, log, time, size) and its binary, and, where the group kept PTX, the same kernel
 built for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this
-process's own, `warmcli.unkeyed`), why it is never served (`never_served`, `unkeyed_reason`),
-and why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
+process's own, `warmcli.unkeyed`), or one of a toolchain no bundle holds (`unstorable`: its
+name over 4,096 characters), why it is never served (`never_served`, `unkeyed_reason`), and
+why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
 compiles: a serving process never does. Plain records; its one state is a bounded memo of
 those reasons of tunables, by their checksums (which cover their candidates and headers); it
 never compiles nor stores.
@@ -15,7 +16,10 @@ from typing import TYPE_CHECKING
 
 from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
 from warmcli.records import KernelRecord, MissExplanation, Record
+from warmcli.runtime.tune_spec import MAX_NAME
 from warmcli.unkeyed import reason_of
+
+FINGERPRINT = "toolchain:"  # a toolchain's fingerprint row is named so (`warmcli.runtime.persist`)
 
 if TYPE_CHECKING:
     from warmcli.backends.base import Device
@@ -78,7 +82,7 @@ def kept_of(
         seconds=built.seconds / max(1, len(built.symbols)),
         size=len(built.binary),
     )
-    why = reason_of(record.components.get("headers", ""))  # (just noted: `key_components`)
+    why = reason_of(record.components.get("headers", "")) or unstorable(identity)  # (noted)
     kept = [(unit.key, Built(record, built.binary, why))]
     if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
         key = kernel_key(kernel, built.ptx_arch, identity)
@@ -94,6 +98,16 @@ def kept_of(
         )
         kept.append((key, Built(ptx, built.ptx, why)))
     return kept
+
+
+def unstorable(identity: str) -> str:
+    """Why no bundle holds a build of the toolchain `identity`, "" if one does: a bundle's rows
+    hold 4,096 characters of it (its fingerprint's with `toolchain:` first), and a longer one
+    (version lines, as/ld's, cc1's and variables each under 1,024) stored rows warm called
+    corrupt. Never stored, then, as an unkeyed build is not."""
+    if len(identity) + len(FINGERPRINT) <= MAX_NAME:
+        return ""
+    return f"its toolchain's name is {len(identity):,} characters, more than a bundle holds"
 
 
 def unkeyed_tune(tunable: Tunable, found: MissExplanation) -> MissExplanation:

@@ -4,11 +4,12 @@ A `Ledger` is one kernel cache's record of what it has stored into the bundle
 (keys), what it served from the bundle (keys, whose LRU time a writer moves) and
 the toolchains that built what it holds (their fingerprints go beside the kernels).
 `persist` writes a runtime's unstored kernels and tunes, with the device's and the
-toolchains' fingerprints, into the bundle it is handed, touches what was served at the
-time it stored them (a touch the disk refuses after a store only loses those times),
-marks what it wrote and counts the tunes `persisted`. The ledger owns those sets only;
-the builds themselves stay in the kernel cache, the tunes in the tune cache; nothing here
-compiles, loads or prints, and the bundle is written only by `persist`.
+toolchains' fingerprints (not one's no bundle holds: `built.unstorable`), into the bundle it
+is handed, touches what was served at the time it stored them (a touch the disk refuses
+after a store only loses those times), marks what it wrote and counts the tunes
+`persisted`. The ledger owns those sets only; the builds themselves stay in the kernel
+cache, the tunes in the tune cache; nothing here compiles, loads or prints, and the bundle
+is written only by `persist`.
 """
 
 from __future__ import annotations
@@ -89,8 +90,13 @@ def persist(
     fingerprints: list[tuple[str, str, dict[str, object]]] = [
         ("device:" + fp.identity, "device", fp.as_dict())
     ]
-    for toolchain in kernels.toolchains():
-        fingerprints.append(("toolchain:" + toolchain.identity, "toolchain", toolchain.as_dict()))
+    for toolchain in kernels.toolchains():  # built here: `built` is imported
+        from warmcli.runtime.built import FINGERPRINT, unstorable
+
+        if not unstorable(toolchain.identity):  # (no bundle holds it, nor any of its builds)
+            fingerprints.append(
+                (FINGERPRINT + toolchain.identity, "toolchain", toolchain.as_dict())
+            )
     n_kernels = n_tunes = 0
     held: set[str] = set()  # built here, and stored alike by another writer meanwhile
     # One process's kernels are used at one time: what it built is stored (once) at the time

@@ -50,6 +50,7 @@ from warmcli.execution.process_mode import ProcessMode, active_collector, curren
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
 from warmcli.records import MissExplanation, TuneRecord
+from warmcli.runtime.buildable import can_build
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.launch_sizes import (
     buffer_shape,
@@ -111,10 +112,7 @@ class Runtime:
     def can_build(self, kernel: Kernel) -> bool:
         """False where a launch of `kernel` raises `ToolchainError`: none builds or serves it."""
         refuse_wrong_kinds("rt.can_build", kernel=kernel)
-        try:  # asked, not launched: no refusal of the pass (`KernelCache.refused`)
-            return bool(self.kernels.key(kernel))
-        except ToolchainError:
-            return False
+        return can_build(self.kernels, kernel)  # (with no compiler here, the build loaded)
 
     # -- buffers ---------------------------------------------------------------------------
 

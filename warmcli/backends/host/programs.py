@@ -29,6 +29,7 @@ import os
 import stat
 
 from warmcli.backends.toolchain import (
+    LINE_CHARS,
     WRAPPER_MARK,
     Toolchain,
     _joined,
@@ -178,7 +179,7 @@ def _version(name: str, found: Found | None, versions: dict[str, str]) -> str:
         return "none"
     where, st = found
     try:
-        return remembered(name, where, st, _answered, versions).version
+        return remembered(name, where, st, _answered, versions, LINE_CHARS).version
     except (OSError, ToolchainError):
         return f"{os.path.basename(where)} (no version line)"
 
