@@ -1,0 +1,117 @@
+"""A precompiled header (`.gch`) is keyed by its content's sha256 alone (gch47).
+
+A real `val.h.gch` (`cc -x c-header`, ~1.8 MB of binary) beside the `val.h` a host kernel
+includes first was read through the headers' include scanner (`directives.spliced`,
+`computed_includes.macro_includes` over its first 4 MB) though only its sha256 is keyed: ~1.5 s
+for each process's first key of such a kernel (6 ms without the `.gch`), paid at every
+production start. Now it is hashed only, memoised by its stat stamp once settled; the key is
+what it was. Real files and the system C compiler; no fakes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from host_keys import HEADER_SOURCE
+from host_keys import key as _key
+
+from warmcli import headers, precompiled
+from warmcli.headers import search_orders
+
+_OLD = 1_000_000_000  # an mtime long settled (2001)
+
+
+def _gch(tmp_path: Path, value: int, gch: Path) -> None:
+    """`gch`, a real precompiled `val.h` defining VAL as `value`."""
+    (tmp_path / "other").mkdir(exist_ok=True)
+    (tmp_path / "other" / "val.h").write_text(f"#define VAL {value}\n")
+    made = [str(tmp_path / "other" / "val.h"), "-o", str(gch)]
+    subprocess.run(["cc", "-O2", "-fPIC", "-x", "c-header", *made], check=True)
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    """`inc/val.h`, `inc/val.h.gch` (real), and `a/val.h.gch/one.gch` (a folder of them),
+    all settled (their mtimes long past)."""
+    inc, first = tmp_path / "inc", tmp_path / "a"
+    inc.mkdir()
+    (first / "val.h.gch").mkdir(parents=True)
+    (inc / "val.h").write_text("#define VAL 1\n")
+    _gch(tmp_path, 2, inc / "val.h.gch")
+    _gch(tmp_path, 3, first / "val.h.gch" / "one.gch")
+    (first / "val.h.gch" / "two.gch").write_text('#include "x.h"\n#define X 1\n')
+    for path in (inc / "val.h", inc / "val.h.gch", *(first / "val.h.gch").iterdir()):
+        os.utime(path, (_OLD, _OLD))
+    return inc, first
+
+
+def test_a_gch_is_hashed_not_scanned_and_keyed_as_before(tmp_path: Path) -> None:
+    """Each `.gch` gcc may read (a file beside the header, a folder's members) is hashed, never
+    scanned for includes (nothing of it in the scanner's memo), and gives the lines the
+    scanning reader gave (its sha256): the keys are what they were."""
+    inc, first = _tree(tmp_path)
+    options = (f"-I{first}", f"-I{inc}")
+    headers._memo.clear()
+    key = _key(HEADER_SOURCE, options)
+    scanned = [p for p in headers._memo if ".gch" in p]
+    assert not scanned, f"scanned as source: {scanned}"
+    known = [p for p in precompiled._memo if p.startswith(str(tmp_path))]
+    assert len(known) == 3, "each settled .gch remembered by its stamp"
+    assert _key(HEADER_SOURCE, options) == key
+
+    includes, scanning = [("val.h", True, None)], lambda p: (r := headers._read(p)) and r[0]
+    for orders in (search_orders(options, str(tmp_path)), search_orders(options[1:], "")):
+        now = precompiled.precompiled(includes, orders)
+        before = precompiled.precompiled(includes, orders, scanning)
+        assert now == before and len(now) in (1, 3), (now, before)
+
+
+def test_a_fresh_gch_is_hashed_again_each_key(tmp_path: Path) -> None:
+    """A `.gch` changed in the last 2 s is not remembered: rewritten with its size and mtime
+    kept (another VAL), the next key differs; once settled, a changed stamp still does."""
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "val.h").write_text("#define VAL 1\n")
+    gch = inc / "val.h.gch"
+    _gch(tmp_path, 2, gch)
+    options = (f"-I{inc}",)
+    first, stamp = _key(HEADER_SOURCE, options), gch.stat()
+    data = gch.read_bytes()
+    gch.write_bytes(data.replace(b"VAL 2", b"VAL 7") if b"VAL 2" in data else data[::-1])
+    os.utime(gch, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert gch.stat().st_size == stamp.st_size
+    second = _key(HEADER_SOURCE, options)
+    assert second != first, "a fresh .gch edited within its mtime was believed"
+    os.utime(gch, (_OLD, _OLD))
+    settled = _key(HEADER_SOURCE, options)
+    assert settled == second
+    _gch(tmp_path, 5, gch)
+    assert _key(HEADER_SOURCE, options) != settled
+
+
+KEY_TIME = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from host_keys import HEADER_SOURCE, key
+start = time.perf_counter()
+key(HEADER_SOURCE, ({option!r},))
+print(time.perf_counter() - start)
+"""
+
+
+def test_a_fresh_process_keys_a_kernel_beside_a_real_gch_quickly(tmp_path: Path) -> None:
+    """A fresh process's first key of a kernel whose `val.h` has a real 1.8 MB `.gch` beside
+    it: ~1.5 s scanning it before, some ms now (bound: 0.6 s, a loaded machine)."""
+    inc, _ = _tree(tmp_path)
+    tests = str(Path(__file__).parent)
+    code = KEY_TIME.format(tests=tests, option=f"-I{inc}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tests).parent), tests])}
+    took = [
+        float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout)
+        for _ in range(2)
+    ]  # fmt: skip
+    assert (inc / "val.h.gch").stat().st_size > 100_000  # (a real one: the point)
+    assert min(took) < 0.6, took
