@@ -18,7 +18,7 @@ from pathlib import Path
 from host_keys import HEADER_SOURCE
 from host_keys import key as _key
 
-from warmcli import headers, precompiled
+from warmcli import headers, linked, precompiled
 from warmcli.headers import search_orders
 
 _OLD = 1_000_000_000  # an mtime long settled (2001)
@@ -115,3 +115,72 @@ def test_a_fresh_process_keys_a_kernel_beside_a_real_gch_quickly(tmp_path: Path)
     ]  # fmt: skip
     assert (inc / "val.h.gch").stat().st_size > 100_000  # (a real one: the point)
     assert min(took) < 0.6, took
+
+
+def _linked_files(folder: Path) -> list[Path]:
+    """Real and crafted files a kernel's options may link: a shared library and an object
+    (cc), a regular and a thin archive (ar), linker scripts (one naming `libX.a`), and texts
+    around the 1 MB a script is read to (a NUL in the first 8 bytes, then text: marked cut)."""
+    folder.mkdir()
+    (folder / "h.c").write_text("float helper(void) { return 4.0f; }\n")
+    run = {"cwd": folder, "check": True}
+    subprocess.run(["cc", "-fPIC", "-shared", "h.c", "-o", "libso.so"], **run)  # type: ignore[call-overload]
+    subprocess.run(["cc", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
+    subprocess.run(["ar", "rcs", "libX.a", "h.o"], **run)  # type: ignore[call-overload]
+    subprocess.run(["ar", "rcsT", "libthin.a", "h.o"], **run)  # type: ignore[call-overload]
+    texts = {
+        "script.ld": b"INPUT(-lX)\n",
+        "short.ld": b"INPUT(a)",
+        "empty.ld": b"",
+        "nul_head.ld": b"AB\0CDEFG" + b"x" * (1 << 20) + b"y",
+        "nul_head_short.ld": b"AB\0CDEFG" + b"x" * 100,
+        "long.ld": b"/* */ " + b"x" * (1 << 20) + b"\n",
+        "binary_late.ld": b"INPUT(a)" + b"x" * 1000 + b"\0",
+        "high.ld": b"INPUT(a) " + "é".encode(),
+    }
+    for name, data in texts.items():
+        (folder / name).write_bytes(data)
+    made = [folder / n for n in ("libso.so", "h.o", "libX.a", "libthin.a", *texts)]
+    for path in made:
+        os.utime(path, (_OLD, _OLD))
+    return made
+
+
+def test_a_linked_binary_is_not_read_as_a_script_each_key(tmp_path: Path) -> None:
+    """A linked shared library or object (settled) was read 1 MB each key as a possible
+    linker script (~2 ms a 2.6 MB `.so`, never remembered); now known by its stamp once
+    (`linked._opaque`). Only files whose full reading names nothing are remembered so: each
+    such file names nothing read anew (folders untouched), and every digest is as before."""
+    lib = tmp_path / "lib"
+    made = _linked_files(lib)
+    linked._opaque.clear()
+    for path in made:
+        options = (f"-L{lib}", str(path), "-Wl,-u,helper", "-lX")
+        first = linked.linked_digest(options)
+        memo_on = linked.linked_digest(options)
+        linked._opaque.clear()
+        linked._memo.clear()
+        assert linked.linked_digest(options) == first == memo_on, path.name
+    for path in made:
+        linked._named_inputs(str(path), [str(lib)])
+    opaque = {Path(stamp[0]).name for stamp, none in linked._opaque.items() if none}
+    assert {"libso.so", "h.o", "libX.a", "nul_head_short.ld", "binary_late.ld"} <= opaque
+    assert opaque.isdisjoint({"script.ld", "short.ld", "libthin.a", "nul_head.ld", "long.ld"})
+    for path in made:  # each told to name nothing: so by the reading before (`_as_before`)
+        folders = [str(lib)]
+        if linked._by_stamp(str(path), {}, linked._names_none):
+            assert _as_before(str(path), folders) == [] and folders == [str(lib)], path.name
+
+
+def _as_before(path: str, folders: list[str]) -> list[str]:
+    """`linked._named_inputs` as it read a file not a thin archive before gch47 (a reference
+    copy: its first 8 bytes, then 1 MB as a script where they are ASCII, not `!<arch>`)."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        script = head.isascii() and head != b"!<arch>\n"
+        assert head != b"!<thin>\n"
+        data = fh.read(linked._MAX_SCRIPT if script else 0)
+        cut = bool(data) and fh.read(1) != b""
+    found = linked._script_inputs(head + data, folders)
+    cut = cut and b"\0" not in data and data.isascii()
+    return [*found, "cut"] if cut else found
