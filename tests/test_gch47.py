@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from host_keys import HEADER_SOURCE
 from host_keys import key as _key
@@ -184,3 +185,37 @@ def _as_before(path: str, folders: list[str]) -> list[str]:
     found = linked._script_inputs(head + data, folders)
     cut = cut and b"\0" not in data and data.isascii()
     return [*found, "cut"] if cut else found
+
+
+def test_stats_reads_the_counts_of_many_rows_a_query(tmp_path: Path, host_bundle: Any) -> None:
+    """`warm stats --json` read each kernel row's two counts (kernels sharing its binary, rows
+    its compile made: `HeldCounts`, a temporary SQLite file) by one query each: 72,000
+    queries for 24,000 rows. Now `counts.BATCH` rows' at a time, memory still flat (a batch held);
+    every row given what a single read gives (its share, its part of the compile's time)."""
+    from test_hostile41 import _kernels_of_two_archs
+
+    from warmcli.bundle.compiles import compile_of, shared_compiles
+    from warmcli.bundle.counts import HeldCounts
+    from warmcli.bundle.store import Bundle
+    from warmcli.cli.render.stats import stats_document
+
+    path = host_bundle(tmp_path / "b.warm")
+    _kernels_of_two_archs(path, 700, twins=True, blobs=True)
+    with Bundle.open(path) as bundle:
+        users = HeldCounts((((sha,), n) for sha, n in bundle.blob_users()), of=str(path))
+        made = shared_compiles(bundle)
+        queries: list[str] = []
+        for held in (users, made):
+            assert held._conn is not None
+            held._conn.set_trace_callback(queries.append)
+        kernels = list(bundle.each_kernel_used())
+        doc = stats_document({}, [], iter(kernels), [], shared=users, compiles=made)
+        rows = list(doc["kernels"])
+    assert len(rows) == len(kernels) == 1400
+    assert len(queries) <= 2 * 6, len(queries)  # two counts of 256 rows a query (2,800 before)
+    per_blob: dict[str, int] = {}
+    for row, (k, _) in zip(rows, kernels, strict=True):
+        assert row["shared_by"] == users.get((k.sha256,)) == 2
+        assert row["seconds"] == k.seconds / made.get(compile_of(k)) == k.seconds / 2
+        per_blob[k.sha256] = per_blob.get(k.sha256, 0) + row["bytes"]
+    assert per_blob == {k.sha256: k.size for k, _ in kernels}  # the shares add up to each
