@@ -219,3 +219,38 @@ def test_stats_reads_the_counts_of_many_rows_a_query(tmp_path: Path, host_bundle
         assert row["seconds"] == k.seconds / made.get(compile_of(k)) == k.seconds / 2
         per_blob[k.sha256] = per_blob.get(k.sha256, 0) + row["bytes"]
     assert per_blob == {k.sha256: k.size for k, _ in kernels}  # the shares add up to each
+
+
+HANGS = """
+import sys
+sys.path.insert(0, {tests!r})
+from host_keys import HEADER_SOURCE, key
+for options in {options!r}:
+    print(key(HEADER_SOURCE, options))
+"""
+
+
+def test_a_gch_that_is_no_regular_file_never_hangs_a_key(tmp_path: Path) -> None:
+    """`val.h.gch` a FIFO, or a link to `/dev/zero`, or a folder holding a FIFO: a key opened
+    and read it (a FIFO: blocked forever, `/dev/zero`: hashed forever), so a production
+    process hung at its start; gcc in warm's builds reads no `.gch` (`-include` first). Now
+    only a regular file is hashed (as `warmcli.linked` and the headers' own reading)."""
+    folders = [tmp_path / n for n in ("fifo", "zero", "member")]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "val.h").write_text("#define VAL 1\n")
+    os.mkfifo(folders[0] / "val.h.gch")
+    (folders[1] / "val.h.gch").symlink_to("/dev/zero")
+    (folders[2] / "val.h.gch").mkdir()
+    os.mkfifo(folders[2] / "val.h.gch" / "a.gch")
+    tests = str(Path(__file__).parent)
+    options = [(f"-I{folder}",) for folder in folders]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(tests).parent), tests])}
+    code = HANGS.format(tests=tests, options=options)
+    try:
+        keyed = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=20
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError("keying hung on a .gch that is no regular file") from None
+    assert keyed.returncode == 0 and len(keyed.stdout.split()) == 3, keyed.stderr[-800:]

@@ -9,8 +9,9 @@ header's): `precompiled` names each such file as a line of a headers digest
 rebuilt `.gch` is another kernel (a folder of more than `MAX_FILES`: `warmcli.unkeyed`'s
 marker). None found: no line, a key as before. A `.gch` is hashed only (`sha256_of`), never
 scanned as a header is (a real one is megabytes of binary: scanning it cost a process's first
-key ~1.5 s). State: one per-process memo of each file's sha256 by its stat stamp (path, size,
-inode, mtime, ctime), of files unchanged in the last 2 s (else an edit may keep the stamp).
+key ~1.5 s), and only a regular file (a FIFO or `/dev/zero` hung the key). State: one
+per-process memo of each file's sha256 by its stat stamp (path, size, inode, mtime, ctime), of
+files unchanged in the last 2 s (else an edit may keep the stamp).
 """
 
 from __future__ import annotations
@@ -31,28 +32,32 @@ _memo: dict[str, tuple[int, int, int, int, str]] = {}
 
 
 def sha256_of(path: str) -> str | None:
-    """The sha256 of the file at `path` (memoised by its stat stamp once settled), None where
-    it cannot be read."""
+    """The sha256 of the regular file at `path` (memoised by its stat stamp once settled), None
+    where there is none to read: a FIFO or a device (`/dev/zero`) is never opened to wait on,
+    nor read (gcc in warm's builds reads no `.gch`: warm's header is read first)."""
     try:
         st = os.stat(path)
-    except (OSError, ValueError):
-        return None
-    stamp = (st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    known = _memo.get(path)
-    if known is not None and known[:4] == stamp:
-        return known[4]
-    try:
-        with open(path, "rb") as f:
+        known = _memo.get(path)
+        if known is not None and known[:4] == _stamp(st):
+            return known[4]
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())  # (what was opened: a regular file only)
+            if not stat.S_ISREG(st.st_mode):
+                return None
             digest = hashlib.sha256()
             while chunk := f.read(1 << 20):
                 digest.update(chunk)
-    except OSError:
+    except (OSError, ValueError):
         return None
     if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()
-        _memo[path] = (*stamp, digest.hexdigest())
+        _memo[path] = (*_stamp(st), digest.hexdigest())
     return digest.hexdigest()
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def precompiled(
