@@ -380,7 +380,7 @@ def headers_digest(
             break
         seen[real] = read[0]
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
-    written += precompiled(primary, orders, _read) + once_copies(seen, source)  # (`covered`'s 1st)
+    written += precompiled(primary, orders) + once_copies(seen, source)  # (`covered`'s 1st)
     why = reason_in(written)
     if not folders and not seen and not why:  # nothing found where only the environment looks
         return ""  # (as before)

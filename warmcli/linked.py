@@ -25,9 +25,9 @@ or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
 before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
 Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8 `INCLUDE`s
 deep, 256 folders) the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one
-per-process memo of each file's digest (and kind) by its stat stamp (path, size, inode, mtime and
-ctime), of files unchanged in the last seconds. It never runs a compiler, never writes and never
-raises for a missing or unreadable file.
+per-process memo of each file's digest (its kind, whether it names no other file) by its stat
+stamp (path, size, inode, mtime and ctime), of files unchanged in the last seconds. It never
+runs a compiler, never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ LINKED_MARK = "<linked file>"
 FOLDER_MARK = "<library folder>"  # and a library folder's instead of its path
 _ELF_REL = 1  # ELF's e_type of a relocatable object (`.o`)
 _kinds: dict[_Stamp, bool] = {}  # whether each is `_placeless`
+_opaque: dict[_Stamp, bool] = {}  # whether each names no other file (`_names_none`)
 
 
 def _candidates(options: Sequence[str]) -> Iterator[str]:
@@ -249,7 +250,10 @@ def _libraries(words: Sequence[str], folders: list[str], static: bool) -> Iterat
 def _named_inputs(path: str, folders: list[str]) -> list[str]:
     """Each file the linker reads for the one at `path`, as `name\0sha256` ('-' where none
     is found): a thin archive's members (`ar rcsT`: from their own files, its folder's where
-    relative) or the files a linker script links (`_script_inputs`); [] for any other."""
+    relative) or the files a linker script links (`_script_inputs`); [] for any other (an
+    object, a shared library: known by its stamp once settled, not read again, `_opaque`)."""
+    if _by_stamp(path, _opaque, _names_none):
+        return []
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)
@@ -279,6 +283,19 @@ def _named_inputs(path: str, folders: list[str]) -> list[str]:
     if at + 60 <= len(data) or cut:  # members past the bound: not keyed
         found.append(marker(f"a thin archive of more than {_MAX_MEMO:,} members"))
     return found
+
+
+def _names_none(fh: BinaryIO) -> bool:
+    """Whether the file open as `fh` names no other file to `_named_inputs`, whatever the
+    folders: not a thin archive, and no text read as a linker script (a NUL or a byte past
+    ASCII in its first 1 MB, as in an ELF file; not one longer, marked as cut)."""
+    head = fh.read(8)
+    if head == b"!<thin>\n" or not head.isascii() or head == b"!<arch>\n":
+        return head != b"!<thin>\n"
+    data = fh.read(_MAX_SCRIPT)
+    if b"\0" in head:  # (unread past it, but marked as cut where the rest is text)
+        return not (data and fh.read(1) and b"\0" not in data and data.isascii())
+    return b"\0" in data or not data.isascii()
 
 
 def _script_inputs(

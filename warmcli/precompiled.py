@@ -7,30 +7,68 @@ before it looks for `name` there, and reads a valid one instead (its macros, not
 header's): `precompiled` names each such file as a line of a headers digest
 (`warmcli.headers`), by its folder's place in the search, its name and its content, so a
 rebuilt `.gch` is another kernel (a folder of more than `MAX_FILES`: `warmcli.unkeyed`'s
-marker). None found: no line, a key as before. It reads no file's
-content itself (`read`, the headers' memoised reader, does) and keeps no state.
+marker). None found: no line, a key as before. A `.gch` is hashed only (`sha256_of`), never
+scanned as a header is (a real one is megabytes of binary: scanning it cost a process's first
+key ~1.5 s), and only a regular file (a FIFO or `/dev/zero` hung the key). State: one
+per-process memo of each file's sha256 by its stat stamp (path, size, inode, mtime, ctime), of
+files unchanged in the last 2 s (else an edit may keep the stamp).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import time
 from collections.abc import Callable, Sequence
 
 from warmcli.unkeyed import marker
 
 MAX_FILES = 512  # the most files of a `.gch` folder keyed
+_MAX_MEMO = 4096
+_SETTLED_NS = 2_000_000_000  # (as `warmcli.headers`')
+# path -> (size, inode, mtime_ns, ctime_ns, sha256 of its bytes)
+_memo: dict[str, tuple[int, int, int, int, str]] = {}
+
+
+def sha256_of(path: str) -> str | None:
+    """The sha256 of the regular file at `path` (memoised by its stat stamp once settled), None
+    where there is none to read: a FIFO or a device (`/dev/zero`) is never opened to wait on,
+    nor read (gcc in warm's builds reads no `.gch`: warm's header is read first)."""
+    try:
+        st = os.stat(path)
+        known = _memo.get(path)
+        if known is not None and known[:4] == _stamp(st):
+            return known[4]
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())  # (what was opened: a regular file only)
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            digest = hashlib.sha256()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except (OSError, ValueError):
+        return None
+    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        if len(_memo) >= _MAX_MEMO:
+            _memo.clear()
+        _memo[path] = (*_stamp(st), digest.hexdigest())
+    return digest.hexdigest()
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def precompiled(
     includes: Sequence[tuple[str, bool, str | None]],
     orders: tuple[Sequence[str], Sequence[str]],
-    read: Callable[[str], tuple[str, object] | None],
+    read: Callable[[str], str | None] = sha256_of,
 ) -> list[str]:
     """For each of `includes` (its name, whether quoted, the folder searched first for a quoted
     one), searched as `orders` say (quoted, angled: `headers.search_orders`): each `name.gch`
     file in a folder searched up to the one holding `name` (all, where none does), as `\\0pch`,
-    the folder's place and the file's name under it, and its sha256 (`read`'s first)."""
+    the folder's place and the file's name under it, and its sha256 (`read`'s)."""
     found: list[str] = []
     for name, quoted, here in includes:
         if name.startswith("\0"):  # no name (`headers.BY_FOLDER`)
@@ -47,7 +85,7 @@ def precompiled(
                 if len(files) > MAX_FILES:  # the rest not keyed: the kernel never served
                     found, files = [*found, marker(f"more than {MAX_FILES} .gch files")], []
                 paths = [os.path.join(pch, f) if f else pch for f in files]
-                found += [f"\0pch {at}{p[len(folder) :]}\0{r[0]}" for p in paths if (r := read(p))]
+                found += [f"\0pch {at}{p[len(folder) :]}\0{r}" for p in paths if (r := read(p))]
             if os.path.isfile(os.path.join(folder, name)):
                 break
     return found

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.compiles import Compile, compile_of
-from warmcli.bundle.counts import HeldCounts
+from warmcli.bundle.counts import BATCH, HeldCounts
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, line, listing, when
@@ -210,21 +211,28 @@ def stats_document(
     named = named or {}
     given: Counter[str] = Counter()
 
-    def one(k: KernelRecord, usage: tuple[float, float] | None) -> dict[str, Any]:
-        n = shared.get((k.sha256,), 1)
+    def one(
+        k: KernelRecord, usage: tuple[float, float] | None, n: int, made: int
+    ) -> dict[str, Any]:
         share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
         if n > 1:  # (forgotten once its last user is given its share: what is held is the
             given[k.sha256] += 1  # binaries whose users the listing has not all reached yet)
             if given[k.sha256] == n:
                 del given[k.sha256]
         cands = sorted(named.get(k.key, ()), key=natural)
-        return kernel_json(k, usage, n, share, cands, compiles.get(compile_of(k), 1))
+        return kernel_json(k, usage, n, share, cands, made)
+
+    def each(rows: Iterator[tuple[KernelRecord, tuple[float, float] | None]]) -> Iterator[Any]:
+        while batch := list(islice(rows, BATCH)):  # their counts read in two queries
+            users = shared.get_many([(k.sha256,) for k, _ in batch])
+            made = compiles.get_many([compile_of(k) for k, _ in batch])
+            yield from (one(k, u, n, m) for (k, u), n, m in zip(batch, users, made, strict=True))
 
     return {
         **({} if format_version is None else {"format": format_version}),
         "manifest": manifest_json(manifest),
         "fingerprints": sorted(fingerprints, key=_fingerprint_order),
-        "kernels": (one(k, usage) for k, usage in kernels),
+        "kernels": each(iter(kernels)),
         "tunes": map(tune, tunes),
     }
 
