@@ -152,6 +152,34 @@ def test_a_define_in_nvcc_append_flags_already_changes_the_key(tmp_path: Path) -
     assert one[0] != two[0]
 
 
+def _shadowing(tmp_path: Path, header: str) -> tuple[Path, str]:
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / header).write_text(f"#define SHADOW 1\n#include_next <{header}>\n")
+    source = (
+        "#include <stdlib.h>\n#ifndef SHADOW\n#define SHADOW 0\n#endif\n"
+        "void f(float *x) { x[0] = SHADOW; }\n"
+    )
+    return inc, source
+
+
+@pytest.mark.parametrize("header", ["stdlib.h", "features.h"])
+def test_a_host_kernels_dash_i_of_ccs_own_folder_does_not_hide_a_later_ones_header(
+    tmp_path: Path, header: str
+) -> None:
+    """`-I/usr/include -Iinc`: gcc drops the first, so `inc/<header>` is read (`stdlib.h`
+    directly, `features.h` through `/usr/include/stdlib.h`); edited, another key."""
+    if not Path("/usr/include/stdlib.h").is_file():
+        pytest.skip("no /usr/include/stdlib.h")
+    inc, source = _shadowing(tmp_path, header)
+    options = ["-I/usr/include", f"-I{inc}"]
+    before = _key(HOST_KEY, source, options, {}, tmp_path, build=True)
+    (inc / header).write_text(f"#define SHADOW 2\n#include_next <{header}>\n")
+    after = _key(HOST_KEY, source, options, {}, tmp_path, build=True)
+    assert before[1] != after[1]  # cc read the edit
+    assert before[0] != after[0]
+
+
 @pytest.mark.nvcc
 def test_a_wrapper_script_named_by_ccbin_in_nvcc_append_flags_is_keyed(tmp_path: Path) -> None:
     """`NVCC_APPEND_FLAGS=-ccbin /wrap/gcc`, a script adding `-DOWN=1`, edited to `-DOWN=2`:
@@ -169,3 +197,33 @@ def test_a_wrapper_script_named_by_ccbin_in_nvcc_append_flags_is_keyed(tmp_path:
     after = _key(NVCC_KEY, source, [], env, tmp_path, build=True)
     assert before[1] != after[1]
     assert before[0] != after[0]
+
+
+def test_a_cpath_entry_of_ccs_own_folder_does_not_hide_a_later_ones_header(
+    tmp_path: Path,
+) -> None:
+    """`CPATH=/usr/include:inc` (gcc drops `/usr/include` there too): key only."""
+    if not Path("/usr/include/stdlib.h").is_file():
+        pytest.skip("no /usr/include/stdlib.h")
+    inc, source = _shadowing(tmp_path, "stdlib.h")
+    env = {"CPATH": f"/usr/include{os.pathsep}{inc}"}
+    before = _key(HOST_KEY, source, [], env, tmp_path)
+    (inc / "stdlib.h").write_text("#define SHADOW 2\n#include_next <stdlib.h>\n")
+    assert _key(HOST_KEY, source, [], env, tmp_path)[0] != before[0]
+
+
+def test_search_orders_drop_only_a_folder_that_is_one_of_the_compilers_own(
+    tmp_path: Path,
+) -> None:
+    """Pure logic over real folders: a kernel's folders that are none of the compiler's own
+    are searched as before; `-I/usr/include` (and an `-idirafter` of one) is left out."""
+    from warmcli.headers import search_orders
+
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    own = ("/usr/include", "/usr/local/include")
+    options = [f"-I{inc}", "-iquote", str(tmp_path), "-isystem", "/usr/include"]
+    plain = search_orders(options, str(tmp_path))
+    assert search_orders(options, str(tmp_path), standard=own) == plain  # -isystem kept, first
+    dropped = ["-I/usr/include", f"-I{inc}", "-iquote/usr/include", "-idirafter/usr/include"]
+    assert search_orders(dropped, str(tmp_path), standard=own) == ([str(inc)], [str(inc)])
