@@ -112,7 +112,6 @@ def test_an_include_folder_in_nvcc_append_flags_is_keyed_by_its_headers(tmp_path
     [
         ("NVCC_PREPEND_FLAGS", "--include-path {inc}"),
         ("NVCC_APPEND_FLAGS", "-isystem {inc}"),
-        ("NVCC_PREPEND_FLAGS", "-I {inc}"),
     ],
 )
 def test_each_spelling_of_an_include_folder_in_either_variable_is_keyed(
@@ -227,3 +226,37 @@ def test_search_orders_drop_only_a_folder_that_is_one_of_the_compilers_own(
     assert search_orders(options, str(tmp_path), standard=own) == plain  # -isystem kept, first
     dropped = ["-I/usr/include", f"-I{inc}", "-iquote/usr/include", "-idirafter/usr/include"]
     assert search_orders(dropped, str(tmp_path), standard=own) == ([str(inc)], [str(inc)])
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(
+    ("spelled", "said"),
+    [
+        ("-Xcompiler=-I{inc}", "hands nvcc's host compiler an include folder"),
+        ("--options-file {inc}/opts", "reads options from a file"),
+    ],
+)
+def test_what_nvcc_flags_hide_from_the_key_is_refused(
+    tmp_path: Path, spelled: str, said: str
+) -> None:
+    """`-Xcompiler=-Idir` (or `--options-file`) in `NVCC_APPEND_FLAGS`: nvcc's gcc reads the
+    folder, which no key reads (an edit was served the old build): refused, as in options."""
+    nvcc_or_skip()
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "own.h").write_text("#define OWN 1\n")
+    (inc / "opts").write_text(f"-I{inc}\n")
+    env = {"NVCC_APPEND_FLAGS": spelled.format(inc=inc)}
+    run_env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    run_env.update(env, WARM_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", NVCC_KEY, CUDA_SOURCE, "[]", "build"],
+        capture_output=True,
+        text=True,
+        env=run_env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert f"NVCC_APPEND_FLAGS's option {spelled.format(inc=inc).split()[0]!r}" in done.stderr
+    assert said in done.stderr

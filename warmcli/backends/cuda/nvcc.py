@@ -39,7 +39,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, host_compiler, runs
+from warmcli.backends.cuda.host_options import hidden_include, host_compiler, refused_flags, runs
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
@@ -370,6 +370,8 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
+        if (refused := refused_flags(_OPTIONS_FILES)) is not None:  # nvcc's own
+            raise CompileFailure(refused, tuple(units))
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
