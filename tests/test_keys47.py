@@ -128,6 +128,22 @@ def test_each_spelling_of_an_include_folder_in_either_variable_is_keyed(
 
 
 @pytest.mark.nvcc
+def test_a_quoted_folder_with_a_blank_in_nvcc_append_flags_is_keyed(tmp_path: Path) -> None:
+    """nvcc parts its variables' words at blanks outside double quotes and drops the quotes
+    from a path (`-I"/opt/my inc"`): split at every blank, the key named no such folder."""
+    nvcc_or_skip()
+    inc = tmp_path / "my inc"
+    inc.mkdir()
+    (inc / "own.h").write_text("#define OWN 1\n")
+    env = {"NVCC_APPEND_FLAGS": f'-DQ="a b" -I"{inc}"'}
+    before = _key(NVCC_KEY, CUDA_SOURCE, [], env, tmp_path, build=True)
+    (inc / "own.h").write_text("#define OWN 2\n")
+    after = _key(NVCC_KEY, CUDA_SOURCE, [], env, tmp_path, build=True)
+    assert before[1] != after[1]
+    assert before[0] != after[0]
+
+
+@pytest.mark.nvcc
 def test_a_header_nvcc_append_flags_reads_first_is_keyed_by_its_content(tmp_path: Path) -> None:
     """`NVCC_APPEND_FLAGS=-include /abs/cfg.h`: the kernel includes nothing, nvcc reads it."""
     nvcc_or_skip()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 
 Around = tuple[tuple[str, ...], tuple[str, ...]]
 # nvcc's own include folders (its `include`, `include/cccl`) by its toolchain identity.
@@ -26,7 +27,7 @@ NVCC_TOOLKITS: dict[str, tuple[str, str]] = {}
 
 def with_nvcc_flags(options: tuple[str, ...], reads: bool) -> tuple[tuple[str, ...], bool]:
     """A CUDA kernel's `options` as nvcc reads them: `NVCC_PREPEND_FLAGS`' before them,
-    `NVCC_APPEND_FLAGS`' after (each split at white space, as nvcc splits them), and whether
+    `NVCC_APPEND_FLAGS`' after (each parted as nvcc parts them: `nvcc_words`), and whether
     its key reads headers: it does (`reads`), or those name an include folder or a header read
     first (`-I`, `-isystem`, `-include`...: read as the kernel's own options' are)."""
     from warmcli.config import nvcc_flags
@@ -45,9 +46,25 @@ def _split(prepend: str, append: str) -> tuple[tuple[str, ...], tuple[str, ...],
     """`with_nvcc_flags`' options of the two variables' values, once a process per pair."""
     from warmcli.include_options import include_folders, pre_included
 
-    added = prepend.split() + append.split()
-    reads = bool(include_folders(added) or pre_included(added))
-    return tuple(prepend.split()), tuple(append.split()), reads
+    before, after = nvcc_words(prepend), nvcc_words(append)
+    return before, after, bool(include_folders(before + after) or pre_included(before + after))
+
+
+# A word of nvcc's variables: blanks outside double quotes part words (`-I"/opt/my inc"`).
+_WORD = re.compile(r'(?:[^\s"]+|"[^"]*")+')
+
+
+def nvcc_words(text: str) -> tuple[str, ...]:
+    """`text`'s options as nvcc reads `NVCC_APPEND_FLAGS`: parted at blanks outside double
+    quotes, an include folder's or a header's path with its quotes dropped (a macro's value,
+    `-DS="a b"`, keeps them, as nvcc's does)."""
+    from warmcli.include_options import _named_folders, _pre_included_at
+
+    words = _WORD.findall(text)
+    paths = [at for _, _, at, _ in _named_folders(words)]
+    for at in paths + [at for at, _, _ in _pre_included_at(words)]:
+        words[at] = words[at].replace('"', "")
+    return tuple(words)
 
 
 def nvrtc_includes() -> tuple[str, str]:

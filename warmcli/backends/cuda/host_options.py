@@ -69,8 +69,10 @@ def refused_flags(files: Sequence[str]) -> str | None:
     one hands its host compiler an include folder or header in a spelling the key does not read
     (`hidden_include`: the key reads those variables' own as a kernel's options), or reads
     options from a file (`files`, nvcc's flags for it), which no key covers either."""
-    for name, value in config.nvcc_flags().items():
-        added = value.split() if name != "NVCC_CCBIN" else []  # (its value is a path)
+    from warmcli.compiler_includes import nvcc_words
+
+    for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
+        added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
         if (hidden := hidden_include(added)) is not None:
             return (
                 f"{name}'s option {hidden!r} hands nvcc's host compiler an include folder or "
