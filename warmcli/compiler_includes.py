@@ -8,16 +8,63 @@ the toolchain identity's (not keyed); one found in another folder is keyed by co
 (`headers.headers_digest`). nvcc's folders are known only where its compiler told them, by its
 identity (`NVCC_TOOLKITS`, filled by `NvccCompiler.toolchain`): for a build of another nvcc
 (a bundle's, no nvcc here) every header found through those variables is keyed, so such a kernel
-is a miss there, never another build served. State: that mapping, one entry per nvcc.
+is a miss there, never another build served. nvcc adds `NVCC_PREPEND_FLAGS`' options before a
+kernel's and `NVCC_APPEND_FLAGS`' after them (`with_nvcc_flags`): the include folders and headers
+read first named there are searched and keyed as the kernel's own. State: that mapping, one
+entry per nvcc, and a memo of the variables' options as last split.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 
 Around = tuple[tuple[str, ...], tuple[str, ...]]
 # nvcc's own include folders (its `include`, `include/cccl`) by its toolchain identity.
 NVCC_TOOLKITS: dict[str, tuple[str, str]] = {}
+
+
+def with_nvcc_flags(options: tuple[str, ...], reads: bool) -> tuple[tuple[str, ...], bool]:
+    """A CUDA kernel's `options` as nvcc reads them: `NVCC_PREPEND_FLAGS`' before them,
+    `NVCC_APPEND_FLAGS`' after (each parted as nvcc parts them: `nvcc_words`), and whether
+    its key reads headers: it does (`reads`), or those name an include folder or a header read
+    first (`-I`, `-isystem`, `-include`...: read as the kernel's own options' are)."""
+    from warmcli.config import nvcc_flags
+
+    flags = nvcc_flags()
+    if "NVCC_PREPEND_FLAGS" not in flags and "NVCC_APPEND_FLAGS" not in flags:
+        return options, reads
+    before, after, named = _split(
+        flags.get("NVCC_PREPEND_FLAGS", ""), flags.get("NVCC_APPEND_FLAGS", "")
+    )
+    return (*before, *options, *after), reads or named
+
+
+@functools.lru_cache(maxsize=8)
+def _split(prepend: str, append: str) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """`with_nvcc_flags`' options of the two variables' values, once a process per pair."""
+    from warmcli.include_options import include_folders, pre_included
+
+    before, after = nvcc_words(prepend), nvcc_words(append)
+    return before, after, bool(include_folders(before + after) or pre_included(before + after))
+
+
+# A word of nvcc's variables: blanks outside double quotes part words (`-I"/opt/my inc"`).
+_WORD = re.compile(r'(?:[^\s"]+|"[^"]*")+')
+
+
+def nvcc_words(text: str) -> tuple[str, ...]:
+    """`text`'s options as nvcc reads `NVCC_APPEND_FLAGS`: parted at blanks outside double
+    quotes, an include folder's or a header's path with its quotes dropped (a macro's value,
+    `-DS="a b"`, keeps them, as nvcc's does)."""
+    from warmcli.include_options import _named_folders, _pre_included_at
+
+    words = _WORD.findall(text)
+    paths = [at for _, _, at, _ in _named_folders(words)]
+    for at in paths + [at for at, _, _ in _pre_included_at(words)]:
+        words[at] = words[at].replace('"', "")
+    return tuple(words)
 
 
 def nvrtc_includes() -> tuple[str, str]:

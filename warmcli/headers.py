@@ -14,7 +14,7 @@ of every header found, however spelled (`%:include`, a comment or line splice in
 `#define` lines give CFG: `warmcli.computed_includes`), and resolves each name as the compiler does,
 in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
 gcc's order, whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`,
-each folder once, one named `-I` (`-iquote`) and as a system one in its system place, as gcc;
+each folder once, one named `-I` and as a system one (or the compiler's) in its system place;
 `#include_next`: every file of its name along them); a relative folder is taken from the working
 folder. The digest is over each name as written and the sha256 of the file it resolved to (or that
 none was found: a header added later changes it), in the order they are reached; the folders' paths
@@ -106,16 +106,18 @@ DEFAULT_TOOLKIT = "/usr/local/cuda"
 # path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
 covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
+Own = tuple[str, ...]  # a compiler's own system folders, in its order (`search_orders`)
 
 
 def search_orders(
-    options: Sequence[object], cwd: str, env: tuple[str, str] = ("", "")
+    options: Sequence[object], cwd: str, env: tuple[str, str] = ("", ""), standard: Own = ()
 ) -> tuple[list[str], list[str]]:
     """The folders the compiler searches for a quoted name (after the including file's) and for
     an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s (`env[0]`),
     `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`, each folder once, a system one
-    not as `-I`/`-iquote` (`-I x -I y -isystem x`: y, x); a relative one from `cwd` (an empty
-    entry of a variable is `cwd`, as cc reads it; an empty variable names nothing)."""
+    not as `-I`/`-iquote` (`-I x -I y -isystem x`: y, x) nor a system one of the compiler's own
+    (`standard`, not listed: gcc drops `-I/usr/include`, "ignoring duplicate directory"); a
+    relative one from `cwd` (an empty variable's entry is `cwd`; an empty one names nothing)."""
     named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
     cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if text] for text in env)
 
@@ -125,9 +127,11 @@ def search_orders(
     def kept(chain: list[str], dropped: set[object]) -> list[str]:
         return [f for f in chain if (i := _identity(f)) not in dropped and not dropped.add(i)]
 
-    system = kept(of("-isystem", "--system-include") + system + of(*_AS_DIRAFTER), set())
-    angled = kept(of(*_AS_I) + cpath, {*map(_identity, system)}) + system
-    return kept(of("-iquote"), {*map(_identity, system)}) + angled, angled
+    system = kept(of("-isystem", "--system-include") + system, set())
+    ids = {*map(_identity, system), *map(_identity, standard)}  # gcc's own: after `system`
+    system += kept(of(*_AS_DIRAFTER), ids)  # (`ids` holds those kept too)
+    angled = kept(of(*_AS_I) + cpath, {*ids}) + system
+    return kept(of("-iquote"), ids) + angled, angled
 
 
 def _identity(folder: str) -> object:
@@ -140,11 +144,11 @@ def _identity(folder: str) -> object:
 
 @functools.lru_cache(maxsize=64)
 def _orders(
-    options: tuple[object, ...], cwd: str, env: tuple[str, str]
+    options: tuple[object, ...], cwd: str, env: tuple[str, str], standard: Own = ()
 ) -> tuple[list[str], list[str]]:
-    """`search_orders(options, cwd, env)`, once per process per (options, working folder,
-    environment): a kernel's variants share them (folders' identities)."""
-    return search_orders(options, cwd, env)
+    """`search_orders(options, cwd, env, standard)`, once per process per (options, working
+    folder, environment, compiler's folders): a kernel's variants share them (identities)."""
+    return search_orders(options, cwd, env, standard)
 
 
 @functools.lru_cache(maxsize=16)
@@ -301,10 +305,10 @@ def headers_digest(
     system = None if "-nostdinc" in given and compiler != "nvcc" else system
     nvrtc, implied = compiler == "nvrtc", IMPLIED if compiler == "nvcc" and system else ()
     searched = (*around[0], *given, *around[1])
-    if all(type(o) is str for o in given):  # as a Kernel holds them: asked once per process
-        orders = _orders(searched, cwd, env)
-    else:
-        orders = _orders.__wrapped__(searched, cwd, env)
+    ask = _orders if all(type(o) is str for o in given) else _orders.__wrapped__  # (a Kernel's)
+    orders = ask(searched, cwd, env)  # then less gcc's own folders (nvcc's 1st is its `-I`)
+    if system is not None and compiler in ("c", "nvcc") and orders[0] and (ours := system()):
+        orders = ask(searched, cwd, env, ours[compiler == "nvcc" :])
     if toolkit:  # by another name too, kept once in its place (`_as_toolkit`)
         toolkit = _as_toolkit(toolkit, tuple(dict.fromkeys([*orders[0], *orders[1]])))
     pre = pre_included(given)

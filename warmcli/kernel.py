@@ -340,18 +340,22 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     compiler's (`toolchain`: `warmcli.compiler_includes`), and of the files it links, or ""."""
     compiler = "c" if kernel.language == "c" else toolchain.partition(":")[0]
     env = _env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
-    headers = ""  # reaches no header: a serving process never imports `warmcli.headers`
+    headers, options, reads = "", kernel.options, kernel.reads_headers  # (most: no header)
+    if compiler == "nvcc":  # with `NVCC_PREPEND_FLAGS`' and `NVCC_APPEND_FLAGS`' options
+        from warmcli.compiler_includes import with_nvcc_flags
+
+        options, reads = with_nvcc_flags(options, reads)
     may = compiler == "nvcc" or _may_include(kernel.source)  # (nvcc's cuda_runtime.h: CPATH's)
-    if kernel.reads_headers or (env != ("", "") and may):
+    if reads or (env != ("", "") and may):
         from warmcli.compiler_includes import compiler_search
 
         env, around, toolkit, reach = compiler_search(compiler, env, toolchain)
-        if kernel.reads_headers or reach:
+        if reads or reach:  # (a serving process never imports `warmcli.headers` otherwise)
             from warmcli.headers import headers_digest
 
             system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])
             given = (env, around, toolkit, kernel.defines, compiler, system)
-            headers = headers_digest(kernel.source, kernel.options, *given)
+            headers = headers_digest(kernel.source, options, *given)
     if kernel.language != "c" or not kernel.options:  # no option names a file to link
         return headers
     from warmcli.linked import with_linked  # a host kernel: with the files it links
@@ -366,12 +370,8 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     content = kernel.content_hash  # hex digits: quoted as they are
     # Beside the rest only where there are any; most host kernels name no options, include
     # nothing, find no folder in the environment: told so here (no `included_headers` call).
-    if (
-        kernel.language == "c"
-        and not kernel.options
-        and not _may_include(kernel.source)
-        and _ENV_INCLUDES.get("c") == ("", "")
-    ):
+    plain = kernel.language == "c" and not kernel.options and not _may_include(kernel.source)
+    if plain and _ENV_INCLUDES.get("c") == ("", ""):
         headers = ""
     else:
         headers = included_headers(kernel, toolchain_identity)

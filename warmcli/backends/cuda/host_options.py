@@ -7,7 +7,8 @@ and headers from the kernel's own options only (`warmcli.headers`): one option g
 after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling
 (joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
 is the next option) is not, and an
-edit there was served the old build. `hidden_include` finds those, for nvcc to refuse.
+edit there was served the old build. `hidden_include` finds those, for nvcc to refuse, and
+`refused_flags` those and an options file in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -60,6 +61,29 @@ def hidden_include(options: Sequence[str]) -> str | None:
             continue
         if not alone or len(pieces) > 1 or pieces[0].lstrip("-") in _BARE:
             return f"{before} {option}" if alone else option
+    return None
+
+
+def refused_flags(files: Sequence[str]) -> str | None:
+    """Why nvcc's options from `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` are refused, or None:
+    one hands its host compiler an include folder or header in a spelling the key does not read
+    (`hidden_include`: the key reads those variables' own as a kernel's options), or reads
+    options from a file (`files`, nvcc's flags for it), which no key covers either."""
+    from warmcli.compiler_includes import nvcc_words
+
+    for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
+        added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
+        if (hidden := hidden_include(added)) is not None:
+            return (
+                f"{name}'s option {hidden!r} hands nvcc's host compiler an include folder or "
+                "header no kernel key covers (an edit there would be served the old build): "
+                f"give it in {name} alone (-I folder, -include header)"
+            )
+        if (read := next((o for o in added if o.split("=", 1)[0] in files), None)) is not None:
+            return (
+                f"{name}'s option {read!r} reads options from a file, which no kernel key "
+                f"covers (an edit there would be served the old build): give them in {name}"
+            )
     return None
 
 

@@ -39,7 +39,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, host_compiler, runs
+from warmcli.backends.cuda.host_options import hidden_include, host_compiler, refused_flags, runs
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
@@ -53,7 +53,7 @@ from warmcli.backends.toolchain import (
 )
 from warmcli.errors import ArchError, CubinError
 from warmcli.scratch import scratch_folder
-from warmcli.wrapper_script import host_compiler_script
+from warmcli.wrapper_script import host_compiler_script, host_compilers
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -324,10 +324,16 @@ class NvccCompiler:
         flags = config.nvcc_flags()
         host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path(), self.path)
         if flags or host:
-            added = host + "".join(
-                f"; {name}={environment_named(v)}"
-                + (host_compiler_script(v)[len(v) :] if name == "NVCC_CCBIN" else "")  # a script's
-                for name, v in flags.items()
+            added = (
+                host
+                + "".join(
+                    f"; {name}={environment_named(v)}"
+                    + "".join(  # a script's, `NVCC_CCBIN`'s or one `-ccbin` names in the others
+                        host_compiler_script(p)[len(p) :]
+                        for p in ([v] if name == "NVCC_CCBIN" else host_compilers(v.split()))
+                    )
+                    for name, v in flags.items()
+                )
             )
             found = Toolchain(name=found.name, path=found.path, version=found.version + added)
         know_cuda(found.identity, self.path)  # its folders, for the key (`own_folders`)
@@ -364,6 +370,8 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
+        if (refused := refused_flags(_OPTIONS_FILES)) is not None:  # nvcc's own
+            raise CompileFailure(refused, tuple(units))
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
