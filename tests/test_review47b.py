@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from test_trial47a import CHDIR  # a workload that moves to its data folder as it is imported
 
 # A fast path the workload can do without (README's "the workload contract"), a numpy fallback
 # computing the same bytes.
@@ -96,20 +97,6 @@ def test_a_remembered_version_line_longer_than_warm_writes_is_read_again(
     with sqlite3.connect(tmp_path / "a.warm") as a, sqlite3.connect(tmp_path / "b.warm") as b:
         sql = "SELECT key, toolchain FROM kernels"
         assert a.execute(sql).fetchall() == b.execute(sql).fetchall()
-
-
-# A workload that moves to its data folder as it is imported (trial47a's).
-CHDIR = """
-import os
-from warmcli import Kernel
-
-os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))
-K = Kernel("void k(float *x) { x[0] = 7; }", "k", "P")
-
-
-def workload(rt):
-    rt.launch(K, rt.buffer(1))
-"""
 
 
 def test_a_relative_warm_home_is_the_callers_though_the_workload_moves(
