@@ -9,12 +9,17 @@ over a real bundle.
   `warm run`, was served the old cubin: the key followed the kernel's own options only, and the
   variable's text (in nvcc's identity) had not changed. The key now reads those options around
   the kernel's, as nvcc does (`NVCC_PREPEND_FLAGS` before, `NVCC_APPEND_FLAGS` after).
+- A header naming `__FILE__` (what a kernel computes may hold its path) copied, the same text,
+  into an include folder searched before its own was served the old build: the key held each
+  header's name and content and the folders' paths, not where each was found. It does now, for
+  such kernels only (those whose folders' paths it keeps).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +108,44 @@ def test_a_header_nvcc_reads_through_nvcc_flags_is_keyed(
         explained = edited["explanations"]
         assert sorted(e["label"] for e in explained) == missed, (name, explained)
         assert {e["reason"] for e in explained} == {"headers"}, explained
+
+
+FILE_HEADER = "__device__ inline const char *where() { return __FILE__; }\n"
+FILE_WORKLOAD = """\
+import os
+import shutil
+from warmcli import Kernel
+DEVICE = "cuda"
+HERE = os.path.dirname(os.path.abspath(__file__))
+K = Kernel('#include "fh.h"\\nextern "C" __global__ void fh(char *o) {'
+           ' const char *s = where(); for (int n = 0; n < 64 && s[n]; n++) o[n] = s[n]; }',
+           "fh", "P", language="cuda", options=(f"-I{HERE}/a", f"-I{HERE}/b"))
+def workload(rt):
+    rt.launch(K, rt.buffer(64, "int8"), grid=1, block=1)
+"""
+
+
+def test_a_copy_of_a_header_naming_its_file_found_in_another_folder_is_a_miss(
+    warm: Warm, forked_warm: Any, tmp_path: Path
+) -> None:
+    """A header whose `__FILE__` a kernel computes with, copied (the same text) into an
+    include folder searched before its own: the compiler reads the copy, whose path the cubin
+    holds. Before: the key held each header's name and content and the folders' paths, not
+    which folder it was found in, so verify called the bundle complete and served the cubin
+    naming `b/fh.h`."""
+    if NVRTC.find_nvrtc() is None:
+        pytest.skip("NVRTC not installed")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "b" / "fh.h").write_text(FILE_HEADER)
+    (tmp_path / "w.py").write_text(FILE_WORKLOAD)
+    args = ("--arch", "sm_90", "--compiler", "nvrtc")
+    bundle = tmp_path / "b.warm"
+    run = forked_warm("run", tmp_path / "w.py", *args, "-b", bundle, "-q")
+    assert run.returncode == 0, run.stdout + run.stderr
+    verify = ("verify", bundle, "--workload", tmp_path / "w.py", *args, "--json")
+    assert json.loads(forked_warm(*verify).stdout)["verified"]
+    shutil.copy2(tmp_path / "b" / "fh.h", tmp_path / "a" / "fh.h")
+    edited = json.loads(forked_warm(*verify, "--explain-misses").stdout)
+    assert not edited["verified"], "the copy's path is another cubin"
+    assert [e["reason"] for e in edited["explanations"]] == ["headers"], edited["explanations"]
