@@ -14,8 +14,11 @@ kernels, and CUDA's own: the predefined macros (`__FILE__`, `__BASE_FILE__`, `__
 they name edited), headers found through `CPATH` or `CPLUS_INCLUDE_PATH` (nvcc), `__device__`
 templates called from `extern "C"` kernels, a header added that `__has_include` asks for, a
 computed `#include HDR`, a quoted include found beside its includer once a file is added there,
-each spelling of an include folder or pre-included header, and a header naming `__FILE__`
-copied, the same text, into a folder searched before its own.
+each spelling of an include folder or pre-included header, a header naming `__FILE__` copied,
+the same text, into a folder searched before its own, and PyCUDA `SourceModule`s
+(`warmcli.pycuda`, bound to the workload's runtime) with `include_dirs` and `-D` options, a
+relative include folder (warm runs in the workload's folder), and (NVRTC) a header only a
+system toolkit (`CUDA_HOME`) holds.
 
 `differences(case, env)` runs `warm run W --arch sm_90 -b B`, a cold `warm run` into a fresh bundle
 in a fresh home (the same bytes are expected: a difference there is a build that is not
@@ -341,14 +344,104 @@ def _file_header(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, 
     return defs, use
 
 
+def _pycuda(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]:
+    """A PyCUDA `SourceModule` (`warmcli.pycuda`) with `include_dirs`, `-D` options read from
+    the environment, `no_extern_c` templates or not; the edit edits its header (times put
+    back) or shadows it in an earlier folder."""
+    for n in "ab":
+        (d / f"pc{n}{i}").mkdir()
+    (d / f"pcb{i}" / "pc.h").write_text(f"#define PV {rng.randint(10, 49)}\n")
+    if rng.random() < 0.5:
+        src = f'#include "pc.h"\n__global__ void pc{i}(int *o) {{ o[0] = PV * Q; }}\n'
+        extra = ""
+    else:
+        src = (
+            f'#include "pc.h"\ntemplate <int N> __device__ int tw() {{ return N * Q; }}\n'
+            f'extern "C" __global__ void pc{i}(int *o) {{ o[0] = tw<PV>(); }}\n'
+        )
+        extra = ", no_extern_c=True"
+    if rng.random() < 0.5:
+
+        def edit(d: Path) -> None:
+            path = d / f"pcb{i}" / "pc.h"
+            st = path.stat()
+            path.write_text(path.read_text().replace(" PV ", " PV 9")[:-2] + "\n")
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+
+        def edit(d: Path) -> None:
+            (d / f"pca{i}" / "pc.h").write_text("#define PV 77\n")
+
+    case.edits.append((f"pycuda{i}", edit))
+    options = "[f'-DQ={EK}']"
+    if rng.random() < 0.5:  # options=None: PyCUDA's defaults, from the environment
+        options = "None"
+        _add_flags(case, "PYCUDA_DEFAULT_NVCC_FLAGS", "-DQ=3", f"-DQ={rng.randint(4, 9)}")
+    use = (
+        f"    from warmcli.pycuda import SourceModule, bound_runtime\n"
+        f"    with bound_runtime(rt):\n"
+        f"        mod = SourceModule({src!r}, options={options}{extra},"
+        f" include_dirs=[f'{{HERE}}/pca{i}', f'{{HERE}}/pcb{i}'])\n"
+        f"        mod.get_function('pc{i}')(rt.buffer(1, 'int32'), block=(1, 1, 1), grid=(1, 1))\n"
+    )
+    return "", use
+
+
+def _relative(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]:
+    """A relative include folder (`-Irel`, the working folder's: warm runs in the workload's);
+    the edit edits its header, its times put back."""
+    (d / f"rel{i}").mkdir()
+    (d / f"rel{i}" / f"r{i}.h").write_text(f"#define RV {rng.randint(10, 49)}\n")
+    spell = rng.choice(["-Irel{i}", "-I./rel{i}", "--include-path=rel{i}", "-I|rel{i}"])
+    opts = tuple(spell.format(i=i).split("|"))
+    src = f'#include <r{i}.h>\nextern "C" __global__ void rel{i}(int *out) {{ out[0] = RV; }}\n'
+
+    def edit(d: Path) -> None:
+        path = d / f"rel{i}" / f"r{i}.h"
+        st = path.stat()
+        path.write_text(path.read_text().replace(" RV ", " RV 9")[:-2] + "\n")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    case.edits.append((f"relative{i}:{spell}", edit))
+    defs = f"REL{i} = Kernel({src!r}, 'rel{i}', 'P', language='cuda', options={opts!r})\n"
+    use = f"    rt.launch(REL{i}, rt.buffer(1, 'int32'), grid=1, block=1)\n"
+    return defs, use
+
+
+def _toolkit(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]:
+    """A header only a system toolkit holds (`CUDA_HOME`'s `include`, which warm gives NVRTC
+    after the packages'; nvcc's gcc does not read it: NVRTC only); the edit edits it, its times
+    put back."""
+    inc = d / f"tk{i}" / "include"
+    inc.mkdir(parents=True)
+    (inc / "cuda_runtime_api.h").write_text("/* a toolkit's mark */\n")
+    (inc / f"tk{i}.h").write_text(f"#define TKV {rng.randint(10, 49)}\n")
+    case.env_before["CUDA_HOME"] = str(d / f"tk{i}")  # type: ignore[attr-defined]
+    src = f'#include <tk{i}.h>\nextern "C" __global__ void tk{i}(int *out) {{ out[0] = TKV; }}\n'
+
+    def edit(d: Path) -> None:
+        path = d / f"tk{i}" / "include" / f"tk{i}.h"
+        st = path.stat()
+        path.write_text(path.read_text().replace(" TKV ", " TKV 9")[:-2] + "\n")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    case.edits.append((f"toolkit{i}", edit))
+    defs = f"TK{i} = Kernel({src!r}, 'tk{i}', 'P', language='cuda')\n"
+    use = f"    rt.launch(TK{i}, rt.buffer(1, 'int32'), grid=1, block=1)\n"
+    return defs, use
+
+
 PARTS: dict[str, Callable[[random.Random, Path, int, Case], tuple[str, str]]] = {
     **{n: _host_part(n) for n in ("shadow", "symlink", "utime", "env", "next", "system")},
     "macros": _macros, "options": _options, "nvcc_flags": _nvcc_flags, "env_path": _env_path,
     "template": _template, "has_include": _has_include, "computed": _computed,
     "quoted_dir": _quoted_dir, "spelled": _spelled, "flags_include": _flags_include,
-    "file_header": _file_header,
+    "file_header": _file_header, "pycuda": _pycuda, "relative": _relative, "toolkit": _toolkit,
 }  # fmt: skip
-NVCC_ONLY = {"system", "nvcc_flags", "env_path", "flags_include"}  # what NVRTC does not read
+NVCC_ONLY = {"system", "nvcc_flags", "env_path", "flags_include"}
+NVRTC_ONLY = {
+    "toolkit"
+}  # (a CUDA_HOME without nvcc: nvcc is found elsewhere, reads it not)  # what NVRTC does not read
 
 
 class CudaCase(Case):
@@ -366,7 +459,7 @@ def make_case(
 ) -> CudaCase:
     """A workload of 2 to 5 parts (or those named) written into `folder`."""
     rng = random.Random(seed)
-    usable = sorted(p for p in PARTS if compiler == "nvcc" or p not in NVCC_ONLY)
+    usable = sorted(p for p in PARTS if p not in (NVRTC_ONLY if compiler == "nvcc" else NVCC_ONLY))
     chosen = parts or rng.sample(usable, rng.randint(2, 5))
     case = CudaCase(folder, chosen, compiler)
     spell = rng.choice(["-I{}", "--include-path={}"])
@@ -383,9 +476,11 @@ def make_case(
 
 
 def _warm(env: dict[str, str], *args: object) -> subprocess.CompletedProcess[str]:
+    """`warm ARGS` in `env`, in the workload's folder (its `w.py` the first path argument's)."""
+    cwd = next(Path(a).parent for a in args if str(a).endswith("w.py"))
     return subprocess.run(
         [sys.executable, "-m", "warmcli", *map(str, args)], capture_output=True, text=True,
-        env=env, timeout=600,
+        env=env, timeout=600, cwd=cwd,
     )  # fmt: skip
 
 
@@ -434,8 +529,9 @@ def stale(
     ]
 
 
-def differences(case: CudaCase, env: dict[str, str]) -> list[str]:
-    """Every stale serve of `case` (see the module's doc)."""
+def differences(case: CudaCase, env: dict[str, str], again: bool = True) -> list[str]:
+    """Every stale serve of `case` (see the module's doc); `again` False skips the cold build
+    before the edits (the check that builds are reproducible)."""
     w, bundle = case.folder / "w.py", case.folder / "b.warm"
     env = dict(env, PYTHONPATH=str(ROOT), **case.env_before)
     run = _warm(env, "run", w, *_args(case), "--no-verify", "-b", bundle, "-q")
@@ -443,15 +539,16 @@ def differences(case: CudaCase, env: dict[str, str]) -> list[str]:
         return [f"warm run exit {run.returncode}: {run.stderr.strip()[-800:]}"]
     served = rows(bundle)
     found = []
-    again = _cold(case, env, "cold0")
-    if isinstance(again, str):
-        return [again]
     debug = debug_labels(bundle)  # their bytes differ from build to build (README)
     served = {k: v for k, v in served.items() if v[0] not in debug}
-    again = {k: v for k, v in again.items() if v[0] not in debug}
-    found += [f"not reproducible, no edit: {x}" for x in stale(served, again)]
-    if set(again) != set(served):
-        found.append(f"cold keys differ with no edit: {sorted(set(again) ^ set(served))[:4]}")
+    if again:
+        cold0 = _cold(case, env, "cold0")
+        if isinstance(cold0, str):
+            return [cold0]
+        cold0 = {k: v for k, v in cold0.items() if v[0] not in debug}
+        found += [f"not reproducible, no edit: {x}" for x in stale(served, cold0)]
+        if set(cold0) != set(served):
+            found.append(f"cold keys differ with no edit: {sorted(set(cold0) ^ set(served))[:4]}")
     for _, edit in case.edits:
         edit(case.folder)
     after = dict(env, **case.env_after)
@@ -503,7 +600,8 @@ def main(first: int, last: int, compiler: str, parts: list[str] | None = None) -
 
 
 _CLEARED = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_APPEND_FLAGS",
-            "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "WARM_BUNDLE", "WARM_CUDA_COMPILER")  # fmt: skip
+            "NVCC_PREPEND_FLAGS", "NVCC_CCBIN", "WARM_BUNDLE", "WARM_CUDA_COMPILER",
+            "PYCUDA_DEFAULT_NVCC_FLAGS", "CUDA_HOME", "CUDA_PATH")  # fmt: skip
 
 if __name__ == "__main__":
     compiler = sys.argv[3] if len(sys.argv) > 3 else "nvrtc"
