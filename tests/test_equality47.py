@@ -150,3 +150,35 @@ def test_a_copy_of_a_header_naming_its_file_found_in_another_folder_is_a_miss(
     edited = json.loads(forked_warm(*verify, "--explain-misses").stdout)
     assert not edited["verified"], "the copy's path is another cubin"
     assert [e["reason"] for e in edited["explanations"]] == ["headers"], edited["explanations"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ("-Xcompiler -include,{h}", "hands nvcc's host compiler an include folder or header"),
+        ("--options-file {o}", "reads options from a file"),
+    ],
+)
+def test_nvcc_flags_that_read_what_no_key_follows_are_refused(
+    warm: Warm, forked_warm: Any, tmp_path: Path, flags: str, said: str
+) -> None:
+    """`NVCC_APPEND_FLAGS` handing nvcc's gcc a header (`-Xcompiler -include,h`) or naming an
+    options file: refused in a kernel's options, they were taken from the variable, and an edit
+    to the header or the file was served the old cubin (verify: complete). Now the compile
+    fails naming the variable, as for a kernel's own option; nothing is stored."""
+    nvcc_or_skip()
+    header, opts = tmp_path / "nf.h", tmp_path / "opts"
+    header.write_text("#define NCV 3\n#define V 1\n")
+    opts.write_text(f"-include {header}\n")
+    (tmp_path / "w.py").write_text(WORKLOAD.replace("for k in KS:", "for k in KS[2:]:"))
+    for name in _CLEARED:
+        warm.env.pop(name, None)
+    warm.env["NVCC_APPEND_FLAGS"] = flags.format(h=header, o=opts)
+    bundle = tmp_path / "b.warm"
+    run = forked_warm(
+        "run", tmp_path / "w.py", "--arch", "sm_90", "--compiler", "nvcc", "-b", bundle
+    )
+    out = run.stdout + run.stderr
+    assert run.returncode != 0 and said in out and "NVCC_APPEND_FLAGS" in out, out
+    assert "Traceback" not in out, out

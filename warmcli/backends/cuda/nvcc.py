@@ -11,9 +11,10 @@ after it, `warmcli.backends.signature`; a kernel that needs a unit of its own,
 made on the way is kept beside the cubin; its toolchain names the options and host compiler nvcc
 reads from the environment, where set, and tells the key the folders nvcc and its host compiler
 search after a kernel's (`own_folders`). The group checks (`group_target`, `check_options`,
-`built_group`) serve NVRTC too. It owns no kernel cache (only which SMs each nvcc builds, asked once
-a process and remembered across processes beside its version line) and never imports `pycuda`; the
-toolkit's own `nvcc.profile` supplies the include path, so no `-I` is passed.
+`built_group`) serve NVRTC too; nvcc's checks its `NVCC_*_FLAGS` words alike. It owns no
+kernel cache (only which SMs each nvcc builds, asked once a process and remembered across processes
+beside its version line) and never imports `pycuda`; the toolkit's own `nvcc.profile` supplies the
+include path, so no `-I` is passed.
 """
 
 from __future__ import annotations
@@ -189,13 +190,17 @@ def _release(toolchain: Toolchain) -> str:
 
 
 def check_options(
-    options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
+    options: Sequence[str],
+    units: Sequence[CompileUnit],
+    reserved: Sequence[str] = _RESERVED,
+    given: str = "option",
 ) -> None:
-    """A CompileFailure for an option that would change what is built or where it goes."""
+    """A CompileFailure for an option that would change what is built or where it goes
+    (`given`: where the message says it comes from)."""
     hidden = hidden_include(options)
     if hidden is not None:
         raise CompileFailure(
-            f"option {hidden!r} hands nvcc's host compiler an include folder or header no "
+            f"{given} {hidden!r} hands nvcc's host compiler an include folder or header no "
             "kernel key covers (an edit there would be served the old build): give it in "
             "options alone (-I folder, -include header)",
             tuple(units),
@@ -204,7 +209,7 @@ def check_options(
         name = opt.split("=", 1)[0]
         if name in _OPTIONS_FILES:
             raise CompileFailure(
-                f"option {opt!r} reads options from a file, which no kernel key covers "
+                f"{given} {opt!r} reads options from a file, which no kernel key covers "
                 "(an edit there would be served the old build): give them in options",
                 tuple(units),
             )
@@ -364,6 +369,9 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
+        for name, words in config.nvcc_flags().items():  # what nvcc adds, refused alike
+            if name != "NVCC_CCBIN":  # (a path)
+                check_options(words.split(), units, (), f"{name}'s option")
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
