@@ -20,14 +20,15 @@ the same text, into a folder searched before its own, and PyCUDA `SourceModule`s
 relative include folder (warm runs in the workload's folder), and (NVRTC) a header only a
 system toolkit (`CUDA_HOME`) holds.
 
-`differences(case, env)` runs `warm run W --arch sm_90 -b B`, a cold `warm run` into a fresh bundle
-in a fresh home (the same bytes are expected: a difference there is a build that is not
-reproducible; kernels built with debug information, `-G` or `-lineinfo`, are left out: README says
-their bytes name the folder they were built in), applies the edits, runs `warm verify B --workload W
---arch sm_90 --explain-misses` and another cold `warm run` in a fresh home, and returns each kernel
-row whose key the cold build shares with `B` but whose bytes differ (a stale serve), and each kernel
-verify would serve (named in no miss) whose cold bytes differ from `B`'s. Run it by hand: `python
-tests/equality_cuda_gen.py FIRST LAST [nvrtc|nvcc] [PART...]`. Owns only its folders.
+`differences(case, env)` runs `warm run W --arch sm_90 -b B` (a random case now and then adds
+`--arch sm_80`, builds `sm_90a`, or keeps other PTX: `--no-ptx`, `--ptx=compute_80`), a cold `warm
+run` into a fresh bundle in a fresh home (the same bytes are expected: a difference there is a build
+that is not reproducible; kernels built with debug information, `-G` or `-lineinfo`, are left out:
+README says their bytes name the folder they were built in), applies the edits, runs `warm verify B
+--workload W --arch sm_90 --explain-misses` and another cold `warm run` in a fresh home, and returns
+each kernel row whose key the cold build shares with `B` but whose bytes differ (a stale serve), and
+each kernel verify would serve (named in no miss) whose cold bytes differ from `B`'s. Run it by
+hand: `python tests/equality_cuda_gen.py FIRST LAST [nvrtc|nvcc] [PART...]`. Owns only its folders.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ from equality_gen import PARTS as HOST_PARTS
 from equality_gen import ROOT, Case
 
 ARCH = "sm_90"
+_TARGETS = [
+    ("--arch", ARCH), ("--arch", ARCH), ("--arch", "sm_80", "--arch", ARCH),
+    ("--arch", ARCH, "--no-ptx"), ("--arch", ARCH, "--ptx=compute_80"), ("--arch", "sm_90a"),
+]  # fmt: skip
 WORKLOAD_HEAD = """
 import os
 import numpy as np
@@ -269,7 +274,7 @@ def _quoted_dir(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, s
 
 _SPELLINGS = {
     "nvrtc": ["-I{}", "--include-path={}", "--pre-include={}/pre.h", "-include|{}/pre.h"],
-    "nvcc": ["-I{}", "--include-path={}", "-isystem{}", "-isystem|{}",
+    "nvcc": ["-I{}", "--include-path={}", "-isystem|{}",
              "--system-include={}", "-include|{}/pre.h",
              "--pre-include={}/pre.h"],
 }  # fmt: skip
@@ -452,6 +457,7 @@ class CudaCase(Case):
         self.compiler = compiler
         self.env_before: dict[str, str] = {}
         self.summary = ""
+        self.targets: tuple[str, ...] = ("--arch", ARCH)  # `warm run`'s arch and PTX options
 
 
 def make_case(
@@ -462,6 +468,8 @@ def make_case(
     usable = sorted(p for p in PARTS if p not in (NVRTC_ONLY if compiler == "nvcc" else NVCC_ONLY))
     chosen = parts or rng.sample(usable, rng.randint(2, 5))
     case = CudaCase(folder, chosen, compiler)
+    if parts is None:  # another architecture beside sm_90, or other PTX, now and then
+        case.targets = rng.choice(_TARGETS)
     spell = rng.choice(["-I{}", "--include-path={}"])
     defs, uses = [], []
     for i, part in enumerate(chosen):
@@ -514,8 +522,10 @@ def _cold(case: CudaCase, env: dict[str, str], name: str) -> dict[str, tuple[str
     return rows(out)
 
 
-def _args(case: CudaCase) -> tuple[str, ...]:
-    return ("--arch", ARCH, "--compiler", case.compiler)
+def _args(case: CudaCase, run: bool = True) -> tuple[str, ...]:
+    """`warm run`'s (`run`) or `warm verify`'s options: the archs, PTX options (run's), compiler."""
+    targets = case.targets if run else tuple(t for t in case.targets if "ptx" not in t)
+    return (*targets, "--compiler", case.compiler)
 
 
 def stale(
@@ -553,7 +563,14 @@ def differences(case: CudaCase, env: dict[str, str], again: bool = True) -> list
         edit(case.folder)
     after = dict(env, **case.env_after)
     verify = _warm(
-        after, "verify", bundle, "--workload", w, *_args(case), "--json", "--explain-misses"
+        after,
+        "verify",
+        bundle,
+        "--workload",
+        w,
+        *_args(case, run=False),
+        "--json",
+        "--explain-misses",
     )
     try:
         report = json.loads(verify.stdout)
@@ -585,8 +602,10 @@ def main(first: int, last: int, compiler: str, parts: list[str] | None = None) -
         cleared = {k: v for k, v in os.environ.items() if k not in _CLEARED}
         env = dict(cleared, WARM_HOME=str(folder / "home"), CUDA_VISIBLE_DEVICES="")
         found = differences(case, env)
+        verdict = "DIFFERS" if found else "ok"
         print(
-            f"seed {seed} {compiler} {case.parts}: {'DIFFERS' if found else 'ok'}; {case.summary}",
+            f"seed {seed} {compiler} {case.parts} {' '.join(case.targets)}: {verdict};",
+            case.summary,
             flush=True,
         )
         for line in found:
