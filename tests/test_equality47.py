@@ -182,3 +182,25 @@ def test_nvcc_flags_that_read_what_no_key_follows_are_refused(
     out = run.stdout + run.stderr
     assert run.returncode != 0 and said in out and "NVCC_APPEND_FLAGS" in out, out
     assert "Traceback" not in out, out
+
+
+def test_the_host_key_of_a_header_naming_its_file_follows_a_copy_in_an_earlier_folder(
+    tmp_path: Path,
+) -> None:
+    """The same key code serves host C kernels: a copy of `fh.h` in `a`, searched before `b`,
+    is another key (gcc's `__FILE__` names `a/fh.h` now); a header naming no `__FILE__`
+    copied so keys alike (its folders' paths are not keyed: a checkout elsewhere still hits)."""
+    from warmcli.kernel import Kernel, kernel_key
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    options = (f"-I{tmp_path / 'a'}", f"-I{tmp_path / 'b'}")
+    for text, moves in (("#define FH __FILE__\nint fh(void) { return 0; }\n", True),
+                        ("#define FH 3\n", False)):  # fmt: skip
+        (tmp_path / "b" / "fh.h").write_text(text)
+        (tmp_path / "a" / "fh.h").unlink(missing_ok=True)
+        src = '#include "fh.h"\nvoid k(int *o) { o[0] = sizeof(FH); }\n'
+        kernel = Kernel(src, "k", "P", options=options)
+        before = kernel_key(kernel, "x86_64", "cc:test")
+        shutil.copy2(tmp_path / "b" / "fh.h", tmp_path / "a" / "fh.h")
+        assert (kernel_key(kernel, "x86_64", "cc:test") != before) is moves, text
