@@ -17,7 +17,8 @@ computed `#include HDR`, a quoted include found beside its includer once a file 
 each spelling of an include folder or pre-included header, a header naming `__FILE__` copied,
 the same text, into a folder searched before its own, and PyCUDA `SourceModule`s
 (`warmcli.pycuda`, bound to the workload's runtime) with `include_dirs` and `-D` options, a
-relative include folder (warm runs in the workload's folder), and (NVRTC) a header only a
+relative include folder (warm runs in the workload's folder), two copies of a `#pragma once`
+header given one modification second or two, and (NVRTC) a header only a
 system toolkit (`CUDA_HOME`) holds.
 
 `differences(case, env)` runs `warm run W --arch sm_90 -b B` (a random case now and then adds
@@ -436,12 +437,38 @@ def _toolkit(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]
     return defs, use
 
 
+def _once(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]:
+    """Two copies of one `#pragma once` header (gcc skips a copy whose text and modification
+    second match one it read); the edit gives them one second, or two apart."""
+    (d / f"on{i}" / "x").mkdir(parents=True)
+    (d / f"on{i}" / "y").mkdir()
+    text = "#pragma once\n#ifdef OV\n#define OV2 1\n#else\n#define OV 1\n#endif\n"
+    same = rng.random() < 0.5
+    for n, t in (("x", 1_600_000_000), ("y", 1_600_000_000 if same else 1_600_000_100)):
+        (d / f"on{i}" / n / "h.h").write_text(text)
+        os.utime(d / f"on{i}" / n / "h.h", (t, t))
+
+    def edit(d: Path) -> None:
+        t = 1_600_000_000 if not same else 1_600_000_100
+        os.utime(d / f"on{i}" / "y" / "h.h", (t, t))
+
+    case.edits.append((f"once{i}:{'apart' if same else 'same second'}", edit))
+    src = (
+        f'#include "x/h.h"\n#include "y/h.h"\n#ifndef OV2\n#define OV2 0\n#endif\n'
+        f'extern "C" __global__ void on{i}(int *out) {{ out[0] = OV2; }}\n'
+    )
+    defs = f"ON{i} = Kernel({src!r}, 'on{i}', 'P', language='cuda', options=inc('on{i}'))\n"
+    use = f"    rt.launch(ON{i}, rt.buffer(1, 'int32'), grid=1, block=1)\n"
+    return defs, use
+
+
 PARTS: dict[str, Callable[[random.Random, Path, int, Case], tuple[str, str]]] = {
     **{n: _host_part(n) for n in ("shadow", "symlink", "utime", "env", "next", "system")},
     "macros": _macros, "options": _options, "nvcc_flags": _nvcc_flags, "env_path": _env_path,
     "template": _template, "has_include": _has_include, "computed": _computed,
     "quoted_dir": _quoted_dir, "spelled": _spelled, "flags_include": _flags_include,
     "file_header": _file_header, "pycuda": _pycuda, "relative": _relative, "toolkit": _toolkit,
+    "once": _once,
 }  # fmt: skip
 NVCC_ONLY = {"system", "nvcc_flags", "env_path", "flags_include"}
 NVRTC_ONLY = {

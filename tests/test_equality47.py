@@ -32,7 +32,11 @@ NVRTC = pytest.importorskip("warmcli.backends.cuda.nvrtc")
 # (seed, compiler, parts): each part of the generator at least once.
 FIXED = [
     (1, "nvrtc", ["shadow", "macros", "has_include", "template", "quoted_dir", "computed", "next"]),
-    (2, "nvrtc", ["spelled", "symlink", "utime", "options", "pycuda", "relative", "toolkit"]),
+    (
+        2,
+        "nvrtc",
+        ["spelled", "symlink", "utime", "options", "pycuda", "relative", "toolkit", "once"],
+    ),
     pytest.param(
         3,
         "nvcc",
