@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,9 @@ def test_nvcc_flags_that_read_what_no_key_follows_are_refused(
     out = run.stdout + run.stderr
     assert run.returncode != 0 and said in out and "NVCC_APPEND_FLAGS" in out, out
     assert "Traceback" not in out, out
+    if bundle.exists():  # nothing built is stored
+        with sqlite3.connect(bundle) as db:
+            assert db.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
 
 
 def test_the_host_key_of_a_header_naming_its_file_follows_a_copy_in_an_earlier_folder(
