@@ -57,7 +57,7 @@ def test_a_bundle_serves_the_bytes_a_cold_compile_makes_after_each_edit(
         pytest.skip("NVRTC not installed")
     case = make_case(seed, tmp_path, compiler, parts)
     env = {k: v for k, v in warm.env.items() if k not in _CLEARED}
-    again = seed == 1  # a cold build before the edits too: the same bytes (once, for time)
+    again = seed == 2  # a cold build before the edits too: the same bytes (once, for time)
     assert differences(case, dict(env, CUDA_VISIBLE_DEVICES=""), again) == [], case.summary
 
 
