@@ -4,7 +4,9 @@ NVRTC is given the toolkit packages' include folders, then a system toolkit's (`
 `headers.nvrtc_folders`), before a kernel's `-I` folders; nvcc gives its host compiler its own
 toolkit's `include` (`-I`) and `include/cccl` (`-isystem`) after them, and gcc then searches
 `CPATH` and `CPLUS_INCLUDE_PATH`. A header found in the packages' folders or in nvcc's own is
-the toolchain identity's (not keyed); one found in another folder is keyed by content
+the toolchain identity's (not keyed); one found in another folder, or in one that
+`NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` name (`with_nvcc_flags`: nvcc adds them around a
+kernel's options, before and after), is keyed by content
 (`headers.headers_digest`). nvcc's folders are known only where its compiler told them, by its
 identity (`NVCC_TOOLKITS`, filled by `NvccCompiler.toolchain`): for a build of another nvcc
 (a bundle's, no nvcc here) every header found through those variables is keyed, so such a kernel

@@ -20,21 +20,20 @@ folder. The digest is over each name as written and the sha256 of the file it re
 none was found: a header added later changes it), in the order they are reached; the folders' paths
 are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
 reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
-they are; for a folder named twice, which named folders are one). Headers not found there, or found
-in a toolkit's own folders (`toolkit`, by any name), are the toolchain identity's; but a
-compiler's system header's own includes that those folders hold are keyed as the kernel's
-(`warmcli.system_shadows`: a `stddef.h` added to `-I` after a build changes the next one), and
-so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`; itself, where they hold it).
-Bounded: at most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole,
-scanned in its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot
-be told (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker,
-its reason noted. State: three per-process memos (each file's digest and includes, by (path,
+they are, with the path each header was found at; for a folder named twice, which are one).
+Headers not found there, or in a toolkit's own folders (`toolkit`, by any name), are the
+toolchain identity's; but a compiler's system header's own includes those folders hold are
+keyed as the kernel's (`warmcli.system_shadows`: a `stddef.h` added to `-I` later changes the
+next build), so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at
+most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in
+its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot be told
+(but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its
+reason noted. State: three per-process memos (each file's digest and includes, by (path,
 mtime_ns, size), of files settled; the includes of the last sources; the search orders of the last
 options): a kernel keyed again costs a lookup of each header; `covered`, what each digest made
 lately covers (`kernel_parts.header_files`: a header read first by its path), and for the first
 header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
-once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
-for a missing file.
+once-only header share a time (`warmcli.once_copies`). Compiles and writes nothing; never raises.
 """
 
 from __future__ import annotations
@@ -322,7 +321,7 @@ def headers_digest(
     pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
     primary = [(n.removeprefix(NEXT), q, h) for n, q, h in [*pending][:1]]  # gcc's `.gch` one
     pending.extendleft((IMPLIED_MARK + name, True, None) for name in implied)  # (first)
-    seen, written = dict[str, str](), list[str]()  # each file read (its sha256), each line
+    seen, written, at = dict[str, str](), list[str](), list[str]()  # sha256s, lines, paths
     own = (*folders, *map(os.path.dirname, marked)) + ((cwd,) if local else ())  # a file here
     # may compute with its path (`BY_FOLDER`); a folder named twice (gcc drops one): which are one
     same, bound, shown_as = [*map(_identity, folders)], False, {}  # (as `search_orders`)
@@ -376,6 +375,7 @@ def headers_digest(
         read = _read(real) if path is not None else None
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
+        at.append(path or "")
         past = len(written) > MAX_HEADERS * 64  # names, found or not (a macro's many values)
         if not past and (path is None or read is None or real in seen):
             continue
@@ -388,8 +388,8 @@ def headers_digest(
     why = reason_in(written)
     if not folders and not seen and not why:  # nothing found where only the environment looks
         return ""  # (as before)
-    if bound:  # the folders' paths keyed after all (`keyed_options` left them out)
-        written += ["\0folders", *own]
+    if bound:  # the folders' paths keyed after all (`keyed_options` left them out), and where
+        written += ["\0folders", *own, "\0found at", *at]  # each was found (since warm 47)
     elif len({*same}) < len(same):  # each folder as the first one that is the same folder
         written += ["\0same folders", *(str(same.index(folder)) for folder in same)]
     digest = hashlib.sha256("\n".join(written).encode(errors="surrogatepass")).hexdigest()

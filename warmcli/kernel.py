@@ -12,16 +12,17 @@ it): a `str` source, options as a sequence of `str`, defines as a mapping (or (n
 of identifiers to a `str`, bool, int or float (numpy's too: a bool is 1 or 0, a number the Python
 number it holds). A host kernel whose options tune for the building CPU (`tunes_native`) is keyed
 with that CPU by its callers, in the toolchain identity they pass (`warmcli.backends.native`). For a
-kernel whose options name include folders (`-I`) or a header read first (`-include`), or that
-reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC's system toolkit:
-`warmcli.compiler_includes`), or includes one by its absolute path, the key covers the headers it
-reaches there (`warmcli.headers`), by their names and content, not the include folders' paths
-(`keyed_options`), and the files a host kernel's options link (`warmcli.linked`: an object's or
-archive's content, not its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path,
-and a script's digest beside it (`warmcli.wrapper_script`); any other's is as before. Its only state
-is bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
-share, a content hash's text after its defines), and of whether a source includes a header by its
-path, those variables, read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
+kernel whose options (nvcc's: with `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`' around them) name
+include folders (`-I`) or a header read first (`-include`), or that reaches a header in one its
+compiler takes from the environment (`CPATH`; NVRTC's system toolkit: `warmcli.compiler_includes`),
+or includes one by its absolute path, the key covers the headers it reaches there
+(`warmcli.headers`), by their names and content, not the include folders' paths (`keyed_options`),
+and the files a host kernel's options link (`warmcli.linked`: an object's or archive's content, not
+its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest
+beside it (`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
+the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content
+hash's text after its defines), and of whether a source includes a header by its path, those
+variables, read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -197,8 +198,7 @@ class Kernel(Record):
 
     @_once
     def reads_headers(self) -> bool:
-        """Whether it names an include folder or a header read before the source
-        (`-include`), or includes a header by its absolute path."""
+        """Whether it names an include folder, a header read first (`-include`) or one by path."""
         return (
             self.names_include_folders
             or any(o.startswith(PRE_INCLUDE_PREFIXES) for o in self.options)
@@ -207,9 +207,8 @@ class Kernel(Record):
 
     @_once
     def tunes_native(self) -> bool:
-        """Whether this host kernel's options tune for the CPU that builds it
-        (`-march=native`, `-mtune=native`, `-mcpu=native`, also inside a joined option): its
-        key then names that CPU (`warmcli.backends.native`); asked once per kernel."""
+        """Whether this host kernel's options tune for the building CPU (`-march=native`,
+        `-mtune=`/`-mcpu=native`, joined too): its key then names it (`warmcli.backends.native`)."""
         options = self.options  # most have none: no generator made for them
         return (
             bool(options)
