@@ -28,12 +28,12 @@ next build), so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). 
 most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in
 its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot be told
 (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its
-reason noted. State: three per-process memos (each file's digest and includes, by (path,
-mtime_ns, size), of files settled; the includes of the last sources; the search orders of the last
-options): a kernel keyed again costs a lookup of each header; `covered`, what each digest made
-lately covers (`kernel_parts.header_files`: a header read first by its path), and for the first
-header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
-once-only header share a time (`warmcli.once_copies`). Compiles and writes nothing; never raises.
+reason noted. State: three per-process memos (each file's digest and includes, by (path, mtime_ns,
+size), of files settled; the includes of the last sources; the search orders of the last options): a
+kernel keyed again costs a lookup of each header; `covered`, what each digest made lately covers
+(`kernel_parts.header_files`: a header read first by its path), for the first header read, each
+`.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a once-only header share a
+time (`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
