@@ -17,9 +17,9 @@ reaches a header in one its compiler takes from the environment (`CPATH`; NVRTC'
 `warmcli.compiler_includes`), or includes one by its absolute path, the key covers the headers it
 reaches there (`warmcli.headers`), by their names and content, not the include folders' paths
 (`keyed_options`), and the files a host kernel's options link (`warmcli.linked`: an object's or
-archive's content, not its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path,
-and a script's digest beside it (`warmcli.wrapper_script`); any other's is as before. Its only state
-is bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
+archive's content, not its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path
+and a script's digest or a binary's version line (`warmcli.wrapper_script`). Its only state is
+bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels
 share, a content hash's text after its defines), and of whether a source includes a header by its
 path, those variables, read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
