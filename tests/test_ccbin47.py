@@ -41,10 +41,14 @@ int main(int argc, char **argv) {
     if (log) { fprintf(log, "%s\n", argc > 1 ? argv[1] : ""); fclose(log); }
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--version")) { puts("g++ (Fake) 13.1.0"); return 0; }
-    char **args = calloc(argc + 2, sizeof *args);
+    char **args = calloc(argc + 4, sizeof *args);
     args[0] = "/usr/bin/g++";
     for (int i = 1; i < argc; i++) args[i] = argv[i];
     args[argc] = "-D__FAKE=1";
+#ifdef INC
+    args[argc + 1] = "-isystem";  /* its own system folder, as another gcc's C++ headers */
+    args[argc + 2] = INC;
+#endif
     execv(args[0], args);
     return 127;
 }
@@ -52,7 +56,6 @@ int main(int argc, char **argv) {
 
 WORKLOAD = """
 from warmcli import Kernel
-from warmcli.backends.toolchain import RACY_SECONDS
 
 DEVICE = "cuda"
 K = Kernel(
@@ -74,11 +77,13 @@ def warm(warm: Warm, forked: Any) -> Any:
     return forked(warm)
 
 
-def _fake(tmp_path: Path) -> tuple[Path, Path]:
-    """The fake compiler (built by the system's `cc`) and the log of its starts."""
+def _fake(tmp_path: Path, own: Path | None = None) -> tuple[Path, Path]:
+    """The fake compiler (built by the system's `cc`; `own` its own system folder) and the
+    log of its starts."""
     log, source, binary = tmp_path / "log", tmp_path / "fake.c", tmp_path / "fake-g++"
     source.write_text(FAKE)
-    subprocess.run(["cc", f'-DLOG="{log}"', "-o", binary, source], check=True)
+    inc = [f'-DINC="{own}"'] if own else []
+    subprocess.run(["cc", f'-DLOG="{log}"', *inc, "-o", binary, source], check=True)
     return binary, log
 
 
@@ -162,6 +167,34 @@ def test_an_nvcc_ccbin_binary_repointed_is_a_toolchain_miss(warm: Warm, tmp_path
     out = moved.stdout + moved.stderr
     assert moved.returncode == 1 and "miss: kernel f: toolchain" in out, out
     assert "(Fake) 13.1.0" in out, out
+
+
+def test_a_header_of_the_ccbin_compilers_own_shadowed_by_a_kernel_folder_is_keyed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The kernel includes `<fakesys.h>`, found in the `-ccbin` compiler's own folder (not the
+    default gcc's), which includes `<shadow.h>`, held by the kernel's `-I` folder: an edit
+    there is a `headers` miss (its own folders were the default gcc's: the walk stopped at
+    `fakesys.h`, and the old build was served)."""
+    nvcc_or_skip()
+    own, inc = tmp_path / "own", tmp_path / "inc"
+    own.mkdir(), inc.mkdir()
+    (own / "fakesys.h").write_text("#pragma once\n#include <shadow.h>\n")
+    (inc / "shadow.h").write_text("#define SCALE 2.0f\n")
+    fake, _ = _fake(tmp_path, own)
+    workload = tmp_path / "w.py"
+    chosen = "#ifdef __FAKE\\n#define SCALE 3.0f\\n#else\\n#define SCALE 1.0f\\n#endif\\n"
+    source = WORKLOAD.replace(chosen, "#include <fakesys.h>\\n")
+    assert source != WORKLOAD
+    workload.write_text(source.replace("OPTIONS", repr(("-ccbin", str(fake), f"-I{inc}"))))
+    bundle = tmp_path / "b.warm"
+    first = warm("run", workload, "-b", bundle, *ARGS, "-q")
+    assert first.returncode == 0, first.stdout + first.stderr
+    (inc / "shadow.h").write_text("#define SCALE 5.0f\n")
+    edited = warm("verify", bundle, "--workload", workload, *ARGS)
+    out = edited.stdout + edited.stderr
+    assert edited.returncode == 1 and "miss: kernel f: headers:" in out, out
+    assert "shadow.h" in out and "Traceback" not in out, out
 
 
 def test_a_binary_or_folder_host_compiler_names_its_version(tmp_path: Path) -> None:

@@ -341,10 +341,11 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     compiler = "c" if kernel.language == "c" else toolchain.partition(":")[0]
     env = _env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
     headers, options, reads = "", kernel.options, kernel.reads_headers  # (most: no header)
-    if compiler == "nvcc":  # with `NVCC_PREPEND_FLAGS`' and `NVCC_APPEND_FLAGS`' options
+    system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])  # its own folders, if told
+    if compiler == "nvcc":  # with `NVCC_*_FLAGS`' options; a `-ccbin`'s own folders
         from warmcli.compiler_includes import with_nvcc_flags
 
-        options, reads = with_nvcc_flags(options, reads)
+        options, reads, system = with_nvcc_flags(options, reads, system)
     may = compiler == "nvcc" or _may_include(kernel.source)  # (nvcc's cuda_runtime.h: CPATH's)
     if reads or (env != ("", "") and may):
         from warmcli.compiler_includes import compiler_search
@@ -353,7 +354,6 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
         if reads or reach:  # (a serving process never imports `warmcli.headers` otherwise)
             from warmcli.headers import headers_digest
 
-            system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])
             given = (env, around, toolkit, kernel.defines, compiler, system)
             headers = headers_digest(kernel.source, options, *given)
     if kernel.language != "c" or not kernel.options:  # no option names a file to link
