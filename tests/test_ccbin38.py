@@ -3,7 +3,7 @@
 nvcc preprocesses device code with its host compiler, so a wrapper script there that adds
 `-DSCALE=3.0f` builds another cubin once edited to `4.0f`; the key held only its path, and
 `warm verify` called the old bundle complete. Its digest is keyed now, as a `WARM_CC`
-wrapper script's is; a folder or a binary is keyed by its path, as before.
+wrapper script's is; a binary is keyed by its version line (`test_ccbin47`).
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def test_an_nvcc_ccbin_script_is_keyed_by_its_digest(warm: Warm, tmp_path: Path)
 
 
 def test_a_folder_or_binary_host_compiler_keys_by_its_path(tmp_path: Path) -> None:
-    """Every spelling names a script by its digest; a folder, a binary and no file keep
-    their path text, as before."""
+    """Every spelling names a script by its digest, so does a folder whose `gcc` it is; a
+    folder without one, a binary that prints no version line and no file keep their path."""
     script = _wrapper(tmp_path / "wrap", "3.0f")
     binary = tmp_path / "bin-gcc"
     binary.write_bytes(b"\x7fELF....")
@@ -99,9 +99,11 @@ def test_a_folder_or_binary_host_compiler_keys_by_its_path(tmp_path: Path) -> No
         ([f"--compiler-bindir={script}"], 0),
     ]:
         assert SCRIPT_MARK in keyed_host_compiler(["-O3", *given])[1 + keyed], given
-    for path in (tmp_path / "wrap", binary, tmp_path / "none"):
-        options = ("-ccbin", str(path), f"--compiler-bindir={path}")
-        assert keyed_host_compiler(options) == options
+    for path in (tmp_path, binary, tmp_path / "none"):  # (since warm 47: a folder's `gcc`
+        options = ("-ccbin", str(path), f"--compiler-bindir={path}")  # and a binary's version
+        assert keyed_host_compiler(options) == options  # line: tests/test_ccbin47.py)
+    folder = keyed_host_compiler(["-ccbin", str(tmp_path / "wrap")])  # its `gcc` is the script
+    assert SCRIPT_MARK in folder[1], folder
 
 
 def test_a_kernel_without_ccbin_keeps_its_key() -> None:

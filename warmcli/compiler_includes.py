@@ -12,7 +12,8 @@ identity (`NVCC_TOOLKITS`, filled by `NvccCompiler.toolchain`): for a build of a
 (a bundle's, no nvcc here) every header found through those variables is keyed, so such a kernel
 is a miss there, never another build served. nvcc adds `NVCC_PREPEND_FLAGS`' options before a
 kernel's and `NVCC_APPEND_FLAGS`' after them (`with_nvcc_flags`): the include folders and headers
-read first named there are searched and keyed as the kernel's own. State: that mapping, one
+read first named there are searched and keyed as the kernel's own, and the compiler a `-ccbin`
+names is the one whose own folders a system header is followed through. State: that mapping, one
 entry per nvcc, and a memo of the variables' options as last split.
 """
 
@@ -21,26 +22,37 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
 
 Around = tuple[tuple[str, ...], tuple[str, ...]]
+System = Callable[[], tuple[str, ...]]  # how a compiler's own folders are asked (`CC_SYSTEM`)
 # nvcc's own include folders (its `include`, `include/cccl`) by its toolchain identity.
 NVCC_TOOLKITS: dict[str, tuple[str, str]] = {}
 
 
-def with_nvcc_flags(options: tuple[str, ...], reads: bool) -> tuple[tuple[str, ...], bool]:
+def with_nvcc_flags(
+    options: tuple[str, ...], reads: bool, system: System | None = None
+) -> tuple[tuple[str, ...], bool, System | None]:
     """A CUDA kernel's `options` as nvcc reads them: `NVCC_PREPEND_FLAGS`' before them,
-    `NVCC_APPEND_FLAGS`' after (each parted as nvcc parts them: `nvcc_words`), and whether
+    `NVCC_APPEND_FLAGS`' after (each parted as nvcc parts them: `nvcc_words`), whether
     its key reads headers: it does (`reads`), or those name an include folder or a header read
-    first (`-I`, `-isystem`, `-include`...: read as the kernel's own options' are)."""
+    first (`-I`, `-isystem`, `-include`...: read as the kernel's own options' are), and how its
+    host compiler's own folders are asked (`system`, nvcc's: `own_folders.nvcc_system`): of the
+    one the last `-ccbin` there names where one does (nvcc runs it), not of nvcc's default."""
     from warmcli.config import nvcc_flags
 
     flags = nvcc_flags()
-    if "NVCC_PREPEND_FLAGS" not in flags and "NVCC_APPEND_FLAGS" not in flags:
-        return options, reads
-    before, after, named = _split(
-        flags.get("NVCC_PREPEND_FLAGS", ""), flags.get("NVCC_APPEND_FLAGS", "")
-    )
-    return (*before, *options, *after), reads or named
+    if "NVCC_PREPEND_FLAGS" in flags or "NVCC_APPEND_FLAGS" in flags:
+        before, after, named = _split(
+            flags.get("NVCC_PREPEND_FLAGS", ""), flags.get("NVCC_APPEND_FLAGS", "")
+        )
+        options, reads = (*before, *options, *after), reads or named
+    if isinstance(system, functools.partial) and "ccbin" in system.keywords and options:
+        from warmcli.wrapper_script import host_compilers, names_host_compiler
+
+        if names_host_compiler(options) and (given := host_compilers(options)):
+            system = functools.partial(system, ccbin=given[-1])  # (its memo: by the compiler)
+    return options, reads, system
 
 
 @functools.lru_cache(maxsize=8)

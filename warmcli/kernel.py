@@ -18,11 +18,11 @@ compiler takes from the environment (`CPATH`; NVRTC's system toolkit: `warmcli.c
 or includes one by its absolute path, the key covers the headers it reaches there
 (`warmcli.headers`), by their names and content, not the include folders' paths (`keyed_options`),
 and the files a host kernel's options link (`warmcli.linked`: an object's or archive's content, not
-its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path, and a script's digest
-beside it (`warmcli.wrapper_script`); any other's is as before. Its only state is bounded memos of
-the texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content
-hash's text after its defines), and of whether a source includes a header by its path, those
-variables, read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
+its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path and a script's digest or
+a binary's version line (`warmcli.wrapper_script`). Its only state is bounded memos of the texts
+keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's text
+after its defines), and of whether a source includes a header by its path, those variables, read
+once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -340,10 +340,11 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     compiler = "c" if kernel.language == "c" else toolchain.partition(":")[0]
     env = _env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
     headers, options, reads = "", kernel.options, kernel.reads_headers  # (most: no header)
-    if compiler == "nvcc":  # with `NVCC_PREPEND_FLAGS`' and `NVCC_APPEND_FLAGS`' options
+    system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])  # its own folders, if told
+    if compiler == "nvcc":  # with `NVCC_*_FLAGS`' options; a `-ccbin`'s own folders
         from warmcli.compiler_includes import with_nvcc_flags
 
-        options, reads = with_nvcc_flags(options, reads)
+        options, reads, system = with_nvcc_flags(options, reads, system)
     may = compiler == "nvcc" or _may_include(kernel.source)  # (nvcc's cuda_runtime.h: CPATH's)
     if reads or (env != ("", "") and may):
         from warmcli.compiler_includes import compiler_search
@@ -352,7 +353,6 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
         if reads or reach:  # (a serving process never imports `warmcli.headers` otherwise)
             from warmcli.headers import headers_digest
 
-            system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])
             given = (env, around, toolkit, kernel.defines, compiler, system)
             headers = headers_digest(kernel.source, options, *given)
     if kernel.language != "c" or not kernel.options:  # no option names a file to link

@@ -15,9 +15,11 @@ archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM;
 `INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders and
 headers read first; `header_files` lists the headers a headers digest this process made lately
 covers (`warmcli.headers.covered`, the one thing here read but its arguments), kept beside a key
-so a miss can name the header that changed. It owns no state; `warmcli.kernel` keys what it
-returns. It never imports numpy (`warm stats` reads `stored`): a numpy define
-value is told by the numpy the process imported.
+so a miss can name the header that changed. Its only state is `HOST_VERSION`, the hook by which a
+key reads the version line of a binary a CUDA kernel names nvcc's host compiler (`-ccbin`:
+`warmcli.wrapper_script`), told by the backends (`warmcli.backends.serving`: this layer starts no
+compiler); `warmcli.kernel` keys what it returns. It never imports numpy (`warm stats` reads
+`stored`): a numpy define value is told by the numpy the process imported.
 """
 
 from __future__ import annotations
@@ -26,9 +28,13 @@ import hashlib
 import json
 import math
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from warmcli.printable import Pattern
+
+# How a binary host compiler's version line is read for a key ("" where it cannot be): told
+# by `warmcli.backends.serving`, which every process keying a CUDA kernel imports.
+HOST_VERSION: list[Callable[[str], str]] = []
 
 # What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`,
 # which a serving process never imports), for `warmcli.kernel` and `warmcli.linked` alike.

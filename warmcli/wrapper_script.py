@@ -8,8 +8,12 @@ there, keys another kernel; a binary, a folder or no file is "". A C compiler's 
 holds it (`warmcli.backends.toolchain`), and so does nvcc's host compiler where it is a
 script (`-ccbin`, `--compiler-bindir`, `NVCC_CCBIN`: `keyed_host_compiler` puts it beside the
 path in the key's options; `host_compilers` names them for `warmcli.backends.sharing`, which
-reads their words as a `WARM_CC` script's). It holds no state, never writes and never raises
-for a file it cannot read.
+reads their words as a `WARM_CC` script's). One that is a binary (or a folder's `gcc`, which
+nvcc runs from it) is keyed by its version line after `VERSION_MARK` (since warm 47: its
+predefined macros and C++ headers reach the cubin, and a link repointed at another compiler
+kept its path): `kernel_parts.HOST_VERSION` reads it, told by `warmcli.backends.serving` (this
+layer starts no compiler: `toolchain.probe`, remembered by the binary's stamp, so a hot start
+runs none). It holds no state, never writes and never raises for a file it cannot read.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import os
 from collections.abc import Sequence
 
 from warmcli import config
+from warmcli.kernel_parts import HOST_VERSION
 from warmcli.printable import Pattern
 
 MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
 SCRIPT_MARK = " <wrapper script sha256:"  # after a host compiler's path in keyed options
+VERSION_MARK = " <host compiler "  # after a binary host compiler's path: its version line
 # A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
 # `environ.get("NAME")`, `getenv("NAME")`.
 NAMED = Pattern(
@@ -65,16 +71,23 @@ def script_digest(where: str, bare: bool = False) -> str:
 
 
 def host_compiler_script(path: str) -> str:
-    """`path` (nvcc's `-ccbin`: a file, or a name on PATH) with `SCRIPT_MARK` and its digest
-    after it where it is a script; as it is where it is a folder, a binary or nothing."""
+    """`path` (nvcc's `-ccbin`: a file, a folder whose `gcc` nvcc runs, or a name on PATH)
+    with `SCRIPT_MARK` and its digest after it where it is a script, `VERSION_MARK` and its
+    version line where it is a binary (`HOST_VERSION`); as it is where it is nothing."""
     if os.sep in path:
         where = path
     else:
         import shutil  # (a name looked up on PATH only: serving imports no shutil, bz2, lzma)
 
         where = shutil.which(path) or path
-    digest = script_digest(where) if os.path.isfile(where) else ""
-    return f"{path}{SCRIPT_MARK}{digest}>" if digest else path
+    if os.path.isdir(where):  # nvcc runs the `gcc` in it (`nvcc --dryrun -ccbin FOLDER`)
+        where = os.path.join(where, "gcc")
+    if not os.path.isfile(where):
+        return path
+    if digest := script_digest(where):
+        return f"{path}{SCRIPT_MARK}{digest}>"
+    version = HOST_VERSION[0](where) if HOST_VERSION else ""
+    return f"{path}{VERSION_MARK}{version}>" if version else path
 
 
 def host_compilers(options: Sequence[str]) -> list[str]:

@@ -20,8 +20,10 @@ knows its ISA is read from the PTX itself: `warmcli.backends.cuda.ptx.check_ptx`
 kernel's only when its key, recomputed, says so, and PTX only when its symbol is that of the
 kernel's own cubin too (`of_kernel`). Among a kernel's builds that run on a device, a cubin for
 its arch is preferred to PTX, the device's own toolchain's build to another's, and a cubin of a
-CUDA release the driver supports to a newer one's. This module holds no state; it never opens a
-bundle, compiles, loads or prints.
+CUDA release the driver supports to a newer one's. It tells the key how the version line of a
+binary a CUDA kernel names nvcc's host compiler (`-ccbin`) is read (`kernel_parts.HOST_VERSION`:
+`toolchain.probe`, remembered by its stamp), as every process that keys one imports this module.
+It holds no other state; it never opens a bundle, compiles, loads or prints.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from collections.abc import Callable, Iterable
 from warmcli.backends import toolchain
 from warmcli.backends.toolchain import NATIVE, RECIPE_MARK, WRAPPER_MARK, recipe_of, wrapper_named
 from warmcli.config import COMPILER_PROGRAMS
+from warmcli.errors import ToolchainError
 from warmcli.kernel import Kernel, kernel_key
-from warmcli.kernel_parts import cubin_archs, cuda_release, virtual_sm
+from warmcli.kernel_parts import HOST_VERSION, cubin_archs, cuda_release, virtual_sm
 from warmcli.printable import Pattern
 from warmcli.records import KernelRecord, Record
 
@@ -45,6 +48,18 @@ NVCC_ENVIRONMENT = "; NVCC_"
 NVCC_HOST = "; host compiler "
 # Where a cc identity names the folders cc runs its programs from (`HostCompiler.toolchain`).
 HOST_PROGRAMS = tuple(f"; {name}=" for name in COMPILER_PROGRAMS)
+
+
+def _host_version(where: str) -> str:
+    """The version line of the binary `where` a kernel names nvcc's host compiler (`-ccbin`),
+    as `host_options.host_compiler` reads the default `gcc`'s; "" where it gives none."""
+    try:
+        return toolchain.probe("gcc", where).version
+    except ToolchainError:
+        return ""
+
+
+HOST_VERSION[:] = [_host_version]  # (`wrapper_script.host_compiler_script` reads it)
 
 
 class Target(Record):

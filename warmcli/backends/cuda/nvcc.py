@@ -316,9 +316,9 @@ class NvccCompiler:
     @property
     def toolchain(self) -> Toolchain:
         """nvcc and its version, the `gcc` it runs (`host_compiler`), and what it
-        reads from the environment (options, its host compiler, a script's digest after it) where
-        set (`config.nvcc_flags`; a long one by its digest): they change what it builds, so they
-        key."""
+        reads from the environment (options, its host compiler, a script's digest or a binary's
+        version line after it: `host_compiler_script`) where set (`config.nvcc_flags`; a long one
+        by its digest): they change what it builds, so they key."""
         found = probe("nvcc", runs(self.path, config.path()))  # a script's: the binary it runs
         found = Toolchain(name=found.name, path=self.path, version=found.version)
         flags = config.nvcc_flags()
@@ -328,7 +328,7 @@ class NvccCompiler:
                 host
                 + "".join(
                     f"; {name}={environment_named(v)}"
-                    + "".join(  # a script's, `NVCC_CCBIN`'s or one `-ccbin` names in the others
+                    + "".join(  # `NVCC_CCBIN`'s or a `-ccbin`'s in the others
                         host_compiler_script(p)[len(p) :]
                         for p in ([v] if name == "NVCC_CCBIN" else host_compilers(v.split()))
                     )
