@@ -23,7 +23,7 @@ from pathlib import Path
 from conftest import Warm
 from host_keys import archive, served_and_cold, settle
 
-from warmcli import headers, linked, precompiled
+from warmcli import headers, linked, once_copies, precompiled
 
 _OLD = 1_000_000_000  # an mtime long settled (2001)
 
@@ -168,3 +168,48 @@ def test_a_linked_path_swapped_for_a_fifo_or_another_file_never_hangs_nor_goes_s
         flipper.wait(timeout=15)
     assert keys.returncode == 0, keys.stderr[-800:]
     assert keys.stdout.startswith("ok"), keys.stdout
+
+
+READERS = """
+import sys
+from warmcli import computed_includes, once_copies, system_shadows
+fifo = sys.argv[1]
+print(computed_includes.file_head(fifo), once_copies._marks(fifo))
+try:
+    system_shadows._includes(fifo)
+except OSError:
+    print("unread")
+"""
+
+
+def test_the_other_readers_of_a_key_never_wait_on_a_fifo(tmp_path: Path) -> None:
+    """The readers a key calls on a header it found a regular file (a computed include's
+    header, a once-only header's marks, a system header's includes) opened its path plainly:
+    a FIFO come in its place since blocked the key for good. Now each reads nothing there."""
+    os.mkfifo(tmp_path / "h.h")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    try:
+        read = subprocess.run(
+            [sys.executable, "-c", READERS, str(tmp_path / "h.h")],
+            env=env, capture_output=True, text=True, timeout=15,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise AssertionError("a key's reader waited on a FIFO") from None
+    assert read.stdout.split("\n")[:2] == ["b'' ()", "unread"], read.stdout + read.stderr[-800:]
+
+
+def test_a_once_only_headers_marks_are_read_anew_after_an_edit_keeping_size_and_mtime(
+    tmp_path: Path,
+) -> None:
+    """`once_copies`' memo of a header's marks (`#pragma once`) believed it by mtime and size
+    alone, as the headers' did: rewritten in place keeping both, its old marks were kept."""
+    path = tmp_path / "c.h"
+    path.write_bytes(b"#pragma once\n")
+    os.utime(path, (_OLD, _OLD))
+    settle(path)
+    assert once_copies._marks(str(path)) != ()
+    assert str(path) in once_copies._memo
+    with open(path, "r+b") as f:
+        f.write(b"#pragma xxxx\n")
+    os.utime(path, (_OLD, _OLD))
+    assert once_copies._marks(str(path)) == ()
