@@ -5,9 +5,9 @@ A key reads the files a kernel's source and options reach (`warmcli.headers`,
 `stamp` (size, inode, mtime and ctime: `touch -r` or `cp -p` set an mtime back, never a
 ctime), only once `settled`: its mtime and its ctime more than `SETTLED_NS` past (a file
 changed within one tick of a coarse clock may change again keeping its whole stamp). `opened`
-opens only a regular file, never waiting on one a FIFO took the place of (opened without
-blocking, then `fstat`: the stamp of what was opened, not of what the path named a moment
-before). It keeps no state and never raises for a file it cannot read.
+opens only a regular file, never waiting on one a FIFO took the place of (`stat`, opened
+without blocking, then `fstat`: the stamp of what was opened, not of what the path named a
+moment before). It keeps no state and never raises for a file it cannot read.
 """
 
 from __future__ import annotations
@@ -33,8 +33,11 @@ def settled(st: os.stat_result) -> bool:
 
 def opened(path: str) -> tuple[BinaryIO, os.stat_result] | None:
     """The regular file at `path`, open for reading, and its stat; None where there is none
-    to read (missing, unreadable, a folder, a FIFO or a device: never waited on, never read)."""
+    to read (missing, unreadable, a folder, a FIFO or a device: never opened where its path
+    says so, as opening a device may act; never waited on where one came in its place)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except (OSError, ValueError):
         return None
