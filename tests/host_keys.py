@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import Warm
@@ -52,6 +53,13 @@ def archive(folder: Path, value: int, name: str = "X") -> None:
     subprocess.run(["cc", "-O2", "-fPIC", "-c", "h.c", "-o", "h.o"], **run)  # type: ignore[call-overload]
     (folder / f"lib{name}.a").unlink(missing_ok=True)
     subprocess.run(["ar", "rcs", f"lib{name}.a", "h.o"], **run)  # type: ignore[call-overload]
+
+
+def settle(*paths: Path) -> None:
+    """Waits till each of `paths` last changed (its mtime and its ctime, which no `utime` sets
+    back) over 2 s ago: from then on a key's memo believes it by its stamp (`warmcli.stamped`)."""
+    newest = max(max(p.stat().st_mtime_ns, p.stat().st_ctime_ns) for p in paths)
+    time.sleep(max(0.0, (newest + 2_100_000_000 - time.time_ns()) / 1e9))
 
 
 def warmed(

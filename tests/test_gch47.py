@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from host_keys import HEADER_SOURCE
+from host_keys import HEADER_SOURCE, settle
 from host_keys import key as _key
 
 from warmcli import headers, linked, precompiled
@@ -53,6 +53,7 @@ def test_a_gch_is_hashed_not_scanned_and_keyed_as_before(tmp_path: Path) -> None
     scanned for includes (nothing of it in the scanner's memo), and gives the lines the
     scanning reader gave (its sha256): the keys are what they were."""
     inc, first = _tree(tmp_path)
+    settle(*tmp_path.rglob("*.gch"))
     options = (f"-I{first}", f"-I{inc}")
     headers._memo.clear()
     key = _key(HEADER_SOURCE, options)
@@ -154,6 +155,7 @@ def test_a_linked_binary_is_not_read_as_a_script_each_key(tmp_path: Path) -> Non
     such file names nothing read anew (folders untouched), and every digest is as before."""
     lib = tmp_path / "lib"
     made = _linked_files(lib)
+    settle(*made)
     linked._opaque.clear()
     for path in made:
         options = (f"-L{lib}", str(path), "-Wl,-u,helper", "-lX")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from host_keys import settle
 
 from warmcli import headers
 from warmcli.kernel import Kernel, kernel_key, key_components
@@ -115,9 +116,10 @@ def test_headers_are_bounded_memoised_and_never_raise(tmp_path: Path) -> None:
     (tmp_path / "self.h").write_text('#include "self.h"\n#include "gone.h"\n')
     old = 1_000_000_000 * 1_000_000_000  # 2001: a file not edited just now is memoised
     os.utime(tmp_path / "self.h", ns=(old, old))
+    settle(tmp_path / "self.h")  # (its ctime, which no `utime` sets back, too)
     options = (f"-I{tmp_path}", "-I/no/such/folder")
     first = headers.headers_digest('#include "self.h"', options)
-    assert os.path.normpath(tmp_path / "self.h") in headers._memo, "known by mtime and size"
+    assert os.path.normpath(tmp_path / "self.h") in headers._memo, "known by its stamp"
     assert headers.headers_digest('#include "self.h"', options) == first
     assert headers.headers_digest('#include "gone.h"', options) != first
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import test_trial45a as T45A
 from conftest import Warm
-from host_keys import LINK_SOURCE
+from host_keys import LINK_SOURCE, settle
 from host_keys import archive as _archive
 from host_keys import key as _key
 
@@ -223,6 +223,7 @@ def test_keying_again_rereads_no_header_for_copies(tmp_path: Path) -> None:
         (tmp_path / "a" / name).write_text(f"int {name[:-2]};\n" + "// filler line\n" * 17476)
     for file in [*(tmp_path / "a").iterdir(), tmp_path / "b" / "c.h"]:
         os.utime(file, (1577836800, 1577836800))  # settled: memoised
+    settle(*(tmp_path / "a").iterdir(), tmp_path / "b" / "c.h")  # (their ctimes too)
     source = "".join(f'#include "{n}"\n' for n in names) + '#include "c.h"\n#include <c.h>\n'
     options = (f"-iquote{tmp_path / 'a'}", f"-I{tmp_path / 'b'}")
     first = _key(source + "void f(float *x) { x[0] = C; }\n", options)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from warmcli.directives import may_hide, spliced
 from warmcli.handed_on import tool_words
+from warmcli.stamped import opened
 from warmcli.unkeyed import marker, reason_in
 
 MAX_SCANNED = 4 << 20  # as `warmcli.headers` scans a file
@@ -186,10 +187,12 @@ class Scanned:
 
 
 def file_head(path: str, size: int = MAX_SCANNED) -> bytes:
-    """The first `size` bytes of the file at `path`, b"" where it cannot be read (a header's
-    here, a linker script's in `warmcli.linked`)."""
+    """The first `size` bytes of the header at `path`, b"" where it cannot be read (or is no
+    regular file: a FIFO come in its place is never waited on, `warmcli.stamped.opened`)."""
+    if (found := opened(path)) is None:
+        return b""
     try:
-        with open(path, "rb") as fh:
+        with found[0] as fh:
             return fh.read(size)
     except OSError:
         return b""

@@ -28,12 +28,13 @@ next build), so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). 
 most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in
 its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot be told
 (but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its
-reason noted. State: three per-process memos (each file's digest and includes, by (path, mtime_ns,
-size), of files settled; the includes of the last sources; the search orders of the last options): a
-kernel keyed again costs a lookup of each header; `covered`, what each digest made lately covers
-(`kernel_parts.header_files`: a header read first by its path), for the first header read, each
-`.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a once-only header share a
-time (`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
+reason noted. State: three per-process memos (each file's digest and includes, by its path and stat
+stamp, of files settled: `warmcli.stamped`; the includes of the last sources; the search orders of
+the last options): a kernel keyed again costs a lookup of each header; `covered`, what each digest
+made lately covers (`kernel_parts.header_files`: a header read first by its path), for the first
+header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
+once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
+for a missing file.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ import importlib.util
 import os
 import re
 import shutil
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
@@ -65,14 +65,13 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
+from warmcli.stamped import Stamp, opened, settled, stamp
 from warmcli.system_shadows import MAX_SYSTEM, Listed, placed, shadowed
 from warmcli.unkeyed import marker, note, reason_in
 
 MAX_HEADERS = 512
 MAX_SCANNED = 4 << 20
 _MAX_MEMO = 4096
-# A file changed this recently is read again each time (an edit may keep mtime and size).
-_SETTLED_NS = 2_000_000_000
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
     r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"
     r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])'  # or by a macro
@@ -102,8 +101,8 @@ COMPUTED, OVER = "\0computed:", ("\0over", False)  # `#include CFG`'s CFG; a fil
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
 TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
 DEFAULT_TOOLKIT = "/usr/local/cuda"
-# path -> (mtime_ns, size, sha256 of its bytes, its includes: (name, quoted))
-_memo: dict[str, tuple[int, int, str, tuple[tuple[str, bool], ...]]] = {}
+# path -> (its stamp, sha256 of its bytes, its includes: (name, quoted))
+_memo: dict[str, tuple[Stamp, str, tuple[tuple[str, bool], ...]]] = {}
 covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
 Own = tuple[str, ...]  # a compiler's own system folders, in its order (`search_orders`)
 
@@ -228,32 +227,30 @@ def _source_includes(source: str) -> tuple[tuple[str, bool], ...]:
 
 
 def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
-    """The file's sha256 and includes (memoised by its mtime and size), None if unreadable."""
+    """The file's sha256 and includes (memoised by its stamp once settled: what was opened, a
+    regular file only, `warmcli.stamped`), None if unreadable."""
     try:
-        st = os.stat(path)
-    except OSError:
+        known = _memo.get(path)
+        if known is not None and known[0] == stamp(os.stat(path)):
+            return known[1], known[2]
+    except (OSError, ValueError):
         return None
-    known = _memo.get(path)
-    if known is not None and known[:2] == (st.st_mtime_ns, st.st_size):
-        return known[2], known[3]
+    if (found := opened(path)) is None:
+        return None
     try:
-        with open(path, "rb") as f:
+        with found[0] as f:
             digest = hashlib.sha256(head := f.read(MAX_SCANNED))
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
     except OSError:
         return None
-    entry = (
-        st.st_mtime_ns,
-        st.st_size,
-        digest.hexdigest(),
-        _includes(head, st.st_size > len(head)),
-    )
-    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:  # else an edit may keep mtime and size
+    st = found[1]
+    entry = (stamp(st), digest.hexdigest(), _includes(head, st.st_size > len(head)))
+    if settled(st):  # else an edit may keep its whole stamp
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()
         _memo[path] = entry
-    return entry[2], entry[3]
+    return entry[1], entry[2]
 
 
 _Orders = tuple[list[str], list[str]]

@@ -25,9 +25,10 @@ or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
 before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
 Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8 `INCLUDE`s
 deep, 256 folders) the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one
-per-process memo of each file's digest (its kind, whether it names no other file) by its stat
-stamp (path, size, inode, mtime and ctime), of files unchanged in the last seconds. It never
-runs a compiler, never writes and never raises for a missing or unreadable file.
+per-process memo of each file's digest (its kind, whether it names no other file) by its path
+and stat stamp, of files unchanged in the last seconds (`warmcli.stamped`: what was opened, a
+regular file only). It never runs a compiler, never writes and never raises for a missing or
+unreadable file.
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, TypeVar
 
 from warmcli.handed_on import PREFIXES, handed_pieces, tool_words
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
+from warmcli.stamped import Stamp, opened, settled, stamp
 from warmcli.unkeyed import marker, note, reason_in, reason_of
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
@@ -72,8 +72,7 @@ _MAX_FOLDERS = 256  # the most library folders searched, with those scripts add
 _COMMENT = re.compile(rb"/\*.*?(?:\*/|\Z)", re.DOTALL)
 _SCRIPT_TOKEN = re.compile(rb'"[^"]*"|[()]|[^\s,()]+')  # a linker script's words, a
 # quoted one whole (`SEARCH_DIR("/opt/my lib")`, as `ld --verbose` writes its own: a name)
-_SETTLED_NS = 2_000_000_000  # a file changed this recently may change again in its second
-_Stamp = tuple[str, int, int, int, int]  # a file's path, size, inode, mtime and ctime
+_Stamp = tuple[str, Stamp]  # a file's path and stamp
 _T = TypeVar("_T")
 _memo: dict[_Stamp, str] = {}
 # What a linked file keyed by its content alone is named in the key instead of its path.
@@ -166,25 +165,24 @@ def file_digest(path: str) -> str | None:
 
 def _by_stamp(path: str, memo: dict[_Stamp, _T], read: Callable[[BinaryIO], _T]) -> _T | None:
     """`read` of the regular file at `path`, opened, or None where there is none to read;
-    kept in `memo` by the file's stat stamp (path, size, inode, mtime and ctime) once it has
-    not changed in `_SETTLED_NS`, at most `_MAX_MEMO` of them."""
+    kept in `memo` by its path and the stamp of what was opened once settled
+    (`warmcli.stamped`), at most `_MAX_MEMO` of them."""
     try:
-        st = os.stat(path)
+        known = memo.get((path, stamp(os.stat(path))))
     except (OSError, ValueError):
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    stamp = (path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    if (known := memo.get(stamp)) is not None:
+    if known is not None:
         return known
+    if (found := opened(path)) is None:
+        return None
     try:
-        with open(path, "rb") as fh:
-            found = read(fh)
+        with found[0] as fh:
+            value = read(fh)
     except OSError:
         return None
-    if len(memo) < _MAX_MEMO and time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
-        memo[stamp] = found
-    return found
+    if len(memo) < _MAX_MEMO and settled(found[1]):
+        memo[(path, stamp(found[1]))] = value
+    return value
 
 
 def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
@@ -252,10 +250,10 @@ def _named_inputs(path: str, folders: list[str]) -> list[str]:
     is found): a thin archive's members (`ar rcsT`: from their own files, its folder's where
     relative) or the files a linker script links (`_script_inputs`); [] for any other (an
     object, a shared library: known by its stamp once settled, not read again, `_opaque`)."""
-    if _by_stamp(path, _opaque, _names_none):
-        return []
+    if _by_stamp(path, _opaque, _names_none) or (opening := opened(path)) is None:
+        return []  # (a FIFO come in its place: not waited on)
     try:
-        with open(path, "rb") as fh:
+        with opening[0] as fh:
             head = fh.read(8)
             thin, script = head == b"!<thin>\n", head.isascii() and head != b"!<arch>\n"
             data = fh.read(_MAX_THIN if thin else _MAX_SCRIPT if script else 0)
@@ -348,9 +346,8 @@ def _script_inputs(
                 found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
             elif hit and not nest and hit not in followed:  # an included script: what it
                 followed.add(hit)  # links (once: one that includes itself is not read again)
-                from warmcli.computed_includes import file_head  # (a script includes one)
-
-                _script_inputs(file_head(hit, _MAX_SCRIPT), folders, found, depth + 1, followed)
+                text = _by_stamp(hit, {}, lambda fh: fh.read(_MAX_SCRIPT)) or b""  # (unkept)
+                _script_inputs(text, folders, found, depth + 1, followed)
         before = word
     return found
 

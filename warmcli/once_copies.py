@@ -13,18 +13,18 @@ spliced line does): `#pragma once`, `#import`, or a `_Pragma` that may say `once
 one of a plain literal without it: a macro of another header may give it), never a word
 (`important`, `call_once`), which kept the copies' seconds in a key where gcc reads them all.
 No copies (most kernels): no line, no file read, a key as before. Its state: a per-process
-memo of the marks each file holds, by (path, mtime_ns, size), of files settled (as
-`warmcli.headers`' own), so a kernel keyed again reads no header again.
+memo of the marks each file holds, by its path and stat stamp, of files settled (as
+`warmcli.headers`' own: `warmcli.stamped`), so a kernel keyed again reads no header again.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Mapping
 
 from warmcli.directives import may_hide, spliced
+from warmcli.stamped import Stamp, opened, settled, stamp
 
 # What may make gcc read a file once: `#pragma once`, `#import`, a `_Pragma` that may say
 # `once` (all but `_Pragma("...")` of a literal without it), as its directives read.
@@ -36,8 +36,7 @@ _DIRECTIVE = re.compile(
 _WORDS = (b"once", b"import", b"_Pragma")  # one of them, where no line is spliced: else none
 _MAX_READ = 4 << 20  # the most of a file read for a mark
 _MAX_MEMO = 4096
-_SETTLED_NS = 2_000_000_000  # a file changed this recently is read again each time
-_memo: dict[str, tuple[int, int, tuple[bytes, ...]]] = {}  # path: mtime_ns, size, its marks
+_memo: dict[str, tuple[Stamp, tuple[bytes, ...]]] = {}  # path: its stamp, its marks
 
 
 def once_copies(reached: Mapping[str, str], source: str = "") -> list[str]:
@@ -68,19 +67,20 @@ def _marks(path: str) -> tuple[bytes, ...]:
     """The marks (`_found`) in the first `_MAX_READ` bytes of the file at `path` (memoised once
     it is settled), none where it cannot be read."""
     try:
-        st = os.stat(path)
         known = _memo.get(path)
-        if known is not None and known[:2] == (st.st_mtime_ns, st.st_size):
-            return known[2]
-        with open(path, "rb") as fh:
+        if known is not None and known[0] == stamp(os.stat(path)):
+            return known[1]
+        if (found := opened(path)) is None:  # (a regular file only: a FIFO never waited on)
+            return ()
+        with found[0] as fh:
             text = fh.read(_MAX_READ)
-    except OSError:
+    except (OSError, ValueError):
         return ()
     marks = _found(text)
-    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:  # else an edit may keep mtime and size
+    if settled(found[1]):  # else an edit may keep its whole stamp
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()
-        _memo[path] = (st.st_mtime_ns, st.st_size, marks)
+        _memo[path] = (stamp(found[1]), marks)
     return marks
 
 

@@ -10,8 +10,8 @@ rebuilt `.gch` is another kernel (a folder of more than `MAX_FILES`: `warmcli.un
 marker). None found: no line, a key as before. A `.gch` is hashed only (`sha256_of`), never
 scanned as a header is (a real one is megabytes of binary: scanning it cost a process's first
 key ~1.5 s), and only a regular file (a FIFO or `/dev/zero` hung the key). State: one
-per-process memo of each file's sha256 by its stat stamp (path, size, inode, mtime, ctime), of
-files unchanged in the last 2 s (else an edit may keep the stamp).
+per-process memo of each file's sha256 by its path and stat stamp, of files unchanged in the
+last 2 s (`warmcli.stamped`: else an edit may keep the stamp).
 """
 
 from __future__ import annotations
@@ -19,16 +19,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import time
 from collections.abc import Callable, Sequence
 
+from warmcli.stamped import Stamp, opened, settled, stamp
 from warmcli.unkeyed import marker
 
 MAX_FILES = 512  # the most files of a `.gch` folder keyed
 _MAX_MEMO = 4096
-_SETTLED_NS = 2_000_000_000  # (as `warmcli.headers`')
-# path -> (size, inode, mtime_ns, ctime_ns, sha256 of its bytes)
-_memo: dict[str, tuple[int, int, int, int, str]] = {}
+_memo: dict[str, tuple[Stamp, str]] = {}  # path -> its stamp, the sha256 of its bytes
 
 
 def sha256_of(path: str) -> str | None:
@@ -36,28 +34,25 @@ def sha256_of(path: str) -> str | None:
     where there is none to read: a FIFO or a device (`/dev/zero`) is never opened to wait on,
     nor read (gcc in warm's builds reads no `.gch`: warm's header is read first)."""
     try:
-        st = os.stat(path)
         known = _memo.get(path)
-        if known is not None and known[:4] == _stamp(st):
-            return known[4]
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            st = os.fstat(f.fileno())  # (what was opened: a regular file only)
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            digest = hashlib.sha256()
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
+        if known is not None and known[0] == stamp(os.stat(path)):
+            return known[1]
     except (OSError, ValueError):
         return None
-    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+    if (found := opened(path)) is None:  # (what was opened: a regular file only)
+        return None
+    digest = hashlib.sha256()
+    try:
+        with found[0] as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    if settled(found[1]):
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()
-        _memo[path] = (*_stamp(st), digest.hexdigest())
+        _memo[path] = (stamp(found[1]), digest.hexdigest())
     return digest.hexdigest()
-
-
-def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
-    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def precompiled(

@@ -37,6 +37,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from warmcli.stamped import opened
+
 MAX_SCANNED = 4 << 20  # a system header's includes are read in its first 4 MB
 MAX_SYSTEM = 2048  # system headers followed from one (glibc's <stdlib.h> reaches about 30)
 FORM = "2"  # how `_walk` reads and follows includes: raised where that changes (none believed)
@@ -144,8 +146,11 @@ _HAS_INCLUDE = re.compile(rb'__has_include[ \t]*\([ \t]*(["<])([^">\n]+)')
 
 def _includes(path: str) -> list[tuple[str, bool, bool]] | None:
     """The names the system header `path` includes (or asks for): whether quoted, whether
-    `#include_next`; None where it is over `MAX_SCANNED` (the rest unread); OSError unread."""
-    with open(path, "rb") as f:
+    `#include_next`; None where it is over `MAX_SCANNED` (the rest unread); OSError unread (a
+    FIFO come in its place too: never waited on, `warmcli.stamped.opened`)."""
+    if (found := opened(path)) is None:
+        raise OSError(f"{path}: no regular file to read")
+    with found[0] as f:
         data = f.read(MAX_SCANNED + 1)
     if len(data) > MAX_SCANNED:
         return None

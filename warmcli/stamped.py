@@ -1,0 +1,51 @@
+"""A file a key reads, as the per-process memos of what keys read know it: by its stat stamp.
+
+A key reads the files a kernel's source and options reach (`warmcli.headers`,
+`warmcli.precompiled`, `warmcli.linked`), each remembered for the rest of the process by its
+`stamp` (size, inode, mtime and ctime: `touch -r` or `cp -p` set an mtime back, never a
+ctime), only once `settled`: its mtime and its ctime more than `SETTLED_NS` past (a file
+changed within one tick of a coarse clock may change again keeping its whole stamp). `opened`
+opens only a regular file, never waiting on one a FIFO took the place of (`stat`, opened
+without blocking, then `fstat`: the stamp of what was opened, not of what the path named a
+moment before). It keeps no state and never raises for a file it cannot read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from typing import BinaryIO
+
+SETTLED_NS = 2_000_000_000
+Stamp = tuple[int, int, int, int]  # size, inode, mtime and ctime (ns)
+
+
+def stamp(st: os.stat_result) -> Stamp:
+    """The stamp of the file `st` describes."""
+    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+def settled(st: os.stat_result) -> bool:
+    """Whether the file `st` describes last changed (content or inode) over `SETTLED_NS` ago."""
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLED_NS
+
+
+def opened(path: str) -> tuple[BinaryIO, os.stat_result] | None:
+    """The regular file at `path`, open for reading, and its stat; None where there is none
+    to read (missing, unreadable, a folder, a FIFO or a device: never opened where its path
+    says so, as opening a device may act; never waited on where one came in its place)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            return os.fdopen(fd, "rb"), st
+    except OSError:
+        pass
+    os.close(fd)
+    return None
