@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
 
 from warmcli.backends import toolchain
@@ -180,3 +181,39 @@ def test_a_folder_changing_in_every_process_costs_what_it_did_before_the_memo(
     (folder / "x").touch()
     done = _python(env, OPENS)
     assert done.returncode == 0 and int(done.stdout) == 3, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("named", ["by name", "by path"])
+def test_a_cc_through_a_link_repointed_to_another_tree_of_the_same_binary_finds_its_as(
+    warm: Warm, tmp_path: Path, named: str
+) -> None:
+    """gcc finds its programs beside the file it resolves to (`tree/bin/../lib/gcc/...`),
+    and cc's program folders were remembered by cc's stamp and the path it was started by: a
+    link to a tree repointed to another whose gcc is the same file (a hard link: `cp -al`,
+    `rsync --link-dest`), with its own `as` in its `lib/gcc`, left the first tree's folders
+    remembered. The identity memo saw `PATH`'s folder change, but finding it anew read the
+    old folders: the plain `as` was keyed where the tree's own runs; `WARM_CC` a path through
+    the link, the memo saw nothing change (cc's own stamp is the same) and was believed."""
+    gcc = os.path.realpath(shutil.which("gcc") or "")
+    machine, version = (
+        subprocess.run([gcc, f"-dump{what}"], capture_output=True, text=True).stdout.strip()
+        for what in ("machine", "version")
+    )
+    own = f"lib/gcc/{machine}/{version}"  # (a folder of its own: `tree/bin/../<own>/as`)
+    for tree in ("x", "y"):
+        (tmp_path / tree / "bin").mkdir(parents=True)
+        os.link(gcc, tmp_path / tree / "bin" / "gcc")
+        (tmp_path / tree / own).mkdir(parents=True)
+    _as(tmp_path / "y" / own / "as", "GNU assembler (warm test) 2.41")
+    (tmp_path / "cur").symlink_to("x")
+    env = dict(warm.env, WARM_CC="gcc", PATH=f"{tmp_path / 'cur' / 'bin'}:{warm.env['PATH']}")
+    if named == "by path":
+        env.update(WARM_CC=str(tmp_path / "cur" / "bin" / "gcc"), PATH=warm.env["PATH"])
+    time.sleep(toolchain.RACY_SECONDS + 0.2)
+    hot, anew = _identities(env)
+    assert hot == anew and "2.41" not in hot
+    (tmp_path / "cur.new").symlink_to("y")
+    os.replace(tmp_path / "cur.new", tmp_path / "cur")
+    hot, anew = _identities(env)
+    fresh = _identities({**env, "WARM_HOME": str(tmp_path / "fresh")})
+    assert hot == anew == fresh[1] and _assembler(hot).endswith("2.41"), (hot, fresh)

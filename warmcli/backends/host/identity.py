@@ -9,10 +9,12 @@ mode, size, device, inode, mtime, ctime; or the error it gave) of every place it
 each folder searched (`PATH`'s up to the last that held a name first, all where one was in
 none; cc's own; one not there by its error, and none below it), each entry
 there of a name it looked for (cc's, `as`, `real-ld`, `collect-ld`, `ld`, and the moved
-programs and linker plugin), the file `WARM_CC` names, and warm's own modules that make the
-identity. It is believed only while every stamp is the same: a program added, removed or
-renamed in a folder changes the folder's mtime and ctime, a file rewritten, replaced or made
-executable changes its own, so the identity changes exactly when finding it anew would. One
+programs and linker plugin), the file `WARM_CC` names, cc's folder and that of each link it
+leads through (gcc finds its programs beside the file it resolves to: a link to another tree
+of the same file, hard-linked, moves them), and warm's own modules that make the identity.
+It is believed only while every stamp is the same: a program added, removed or renamed in a
+folder changes the folder's mtime and ctime, a file rewritten, replaced or made executable
+changes its own, so the identity changes exactly when finding it anew would. One
 read of the file and a `stat` per place, then; never remembered where a stamp is racy (changed
 from `RACY_SECONDS` before its finding began: a program replaced while it was found would be
 remembered by the new one's stamp with the old one's line), a folder searched is relative
@@ -150,6 +152,8 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain, since: fl
         return  # (as `PATH`'s)
     if not _stamp_folders(folders, (*IN_FOLDERS, *(MOVED if moved else ())), checks, since):
         return
+    for folder in _link_folders(toolchain.path):  # (gcc's own folders are beside its file)
+        checks.setdefault(folder, _stamp(folder))
     for module in MAKERS:
         if not (source := getattr(sys.modules.get(module), "__file__", None)):
             return
@@ -159,6 +163,22 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain, since: fl
     texts = [toolchain.path, version, *(text for check in checks.items() for text in check)]
     if not any(SEPARATOR in text for text in texts):
         _remember(_key(cc, moved, search), "".join(text + SEPARATOR for text in texts))
+
+
+def _link_folders(path: str) -> list[str]:
+    """The folder of `path` and of each link it leads through to its file (`/usr/bin/cc`,
+    `/etc/alternatives/cc`, ...; `/opt/gcc/bin` where `/opt/gcc` is a link): gcc finds its
+    programs beside the file it resolves to, so a link on the way repointed (to another tree
+    of the same file hard-linked, whose own stamp is the same) moves them."""
+    folders = []
+    for _ in range(40):  # (the kernel's limit on links)
+        folders.append(os.path.dirname(path))
+        try:
+            target = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.join(os.path.dirname(path), target)  # (an absolute one: itself)
+    return folders
 
 
 def _consulted(folders: list[str], names: tuple[str, ...]) -> list[str]:
