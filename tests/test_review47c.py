@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from conftest import ROOT, Warm
 from warmcli.backends import toolchain
 
 # A binary `as`: prints VERSION for `--version` (then, where SWAP names a file, renames it
-# over itself and sleeps SLEEP seconds: an upgrade landing while a process finds its
+# over itself and sleeps SLEEP µs: an upgrade landing while a process finds its
 # identity), else edits the constant 12345 in the assembly where EDIT, and runs the real one.
 AS = r"""
 #include <stdio.h>
@@ -37,7 +38,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--version")) {
         puts(VERSION);
         fflush(stdout);
-        if (SWAP[0]) { rename(SWAP, SELF); sleep(SLEEP); }
+        if (SWAP[0]) { rename(SWAP, SELF); usleep(SLEEP); }
         return 0;
     }
     for (int i = 1; EDIT && i < argc; i++) {
@@ -96,11 +97,43 @@ def _as(out: Path, version: str, edit: bool = False, swap: Path | None = None) -
         "EDIT": str(int(edit)),
         "SWAP": json.dumps(str(swap or "")),
         "SELF": json.dumps(str(out)),
-        "SLEEP": str(int(toolchain.RACY_SECONDS) + 1),
+        "SLEEP": str(int((toolchain.RACY_SECONDS + 0.3) * 1e6)),  # (µs)
     }
     flags = [f"-D{name}={value}" for name, value in defines.items()]
     subprocess.run(["cc", *flags, "-o", str(out), str(source)], check=True)
     return out
+
+
+TREES = ("by name", "by path")
+
+
+@pytest.fixture(scope="module")
+def aged(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each test's folders, made and then left alone past `RACY_SECONDS` (a stamp that young
+    is never remembered), once for all: `swap/bin` with `as` 2.40, `busy`, a tree per
+    `TREES` (`cur` a link to `x`; `x` and `y` hold the same gcc, `y` an `as` of its own in
+    its `lib/gcc`), and `many`, 2,100 folders."""
+    root = tmp_path_factory.mktemp("review47c")
+    (root / "swap" / "bin").mkdir(parents=True)
+    _as(root / "swap" / "bin" / "as", "GNU assembler (warm test) 2.40")
+    (root / "busy").mkdir()
+    gcc = os.path.realpath(shutil.which("gcc") or "")
+    machine, version = (
+        subprocess.run([gcc, f"-dump{what}"], capture_output=True, text=True).stdout.strip()
+        for what in ("machine", "version")
+    )
+    own = f"lib/gcc/{machine}/{version}"  # (a folder of its own: `tree/bin/../<own>/as`)
+    for named in TREES:
+        for tree in ("x", "y"):
+            (root / named / tree / "bin").mkdir(parents=True)
+            os.link(gcc, root / named / tree / "bin" / "gcc")
+            (root / named / tree / own).mkdir(parents=True)
+        _as(root / named / "y" / own / "as", "GNU assembler (warm test) 2.41")
+        (root / named / "cur").symlink_to("x")
+    for n in range(2100):
+        (root / "many" / str(n)).mkdir(parents=True)
+    time.sleep(toolchain.RACY_SECONDS + 0.2)
+    return root
 
 
 def _python(env: dict[str, str], code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -121,19 +154,16 @@ def _assembler(version: str) -> str:
 
 
 def test_an_as_replaced_while_its_identity_is_found_is_never_believed_as_the_old_one(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, aged: Path
 ) -> None:
     """`as` 2.40 built the bundle; a process finding cc's identity anew read its version line,
     then (before it stamped the places) `as` was replaced by 2.41, which edits a constant.
     That process remembered `as 2.40` under 2.41's stamps: the next believed it (its key the
     bundle's), a re-warm was a hit, and 12345 was served where a cold start computes 54321."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    _as(folder / "as", "GNU assembler (warm test) 2.40")
+    folder = aged / "swap" / "bin"
     env = dict(warm.env, PATH=f"{folder}{os.pathsep}{warm.env['PATH']}")
     workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
     workload.write_text(WORKLOAD)
-    time.sleep(toolchain.RACY_SECONDS + 0.2)  # (a young stamp is never remembered)
     run = Warm(env)("run", workload, "-b", bundle, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -164,7 +194,7 @@ print(len(opened))
 
 
 def test_a_folder_changing_in_every_process_costs_what_it_did_before_the_memo(
-    warm: Warm, tmp_path: Path
+    warm: Warm, aged: Path
 ) -> None:
     """A folder on `PATH` before cc's changed just before each process (its stamp racy): the
     remembered identity is never believed, nor could one be remembered. Each process read
@@ -172,10 +202,8 @@ def test_a_folder_changing_in_every_process_costs_what_it_did_before_the_memo(
     place (~60 `stat`s, ~300 µs: 724 µs of a hot start's identity where it had been 346) only
     to find that folder's stamp racy; it now tries no more where the place it disbelieved the
     memo by is racy (and stops at the first racy stamp)."""
-    folder = tmp_path / "busy"
-    folder.mkdir()
+    folder = aged / "busy"
     env = dict(warm.env, PATH=f"{folder}{os.pathsep}{warm.env['PATH']}")
-    time.sleep(toolchain.RACY_SECONDS + 0.2)
     assert _python(env, OPENS).returncode == 0  # (remembered)
     assert int(_python(env, OPENS).stdout) == 1  # believed
     (folder / "x").touch()
@@ -183,9 +211,9 @@ def test_a_folder_changing_in_every_process_costs_what_it_did_before_the_memo(
     assert done.returncode == 0 and int(done.stdout) == 3, done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("named", ["by name", "by path"])
+@pytest.mark.parametrize("named", TREES)
 def test_a_cc_through_a_link_repointed_to_another_tree_of_the_same_binary_finds_its_as(
-    warm: Warm, tmp_path: Path, named: str
+    warm: Warm, tmp_path: Path, aged: Path, named: str
 ) -> None:
     """gcc finds its programs beside the file it resolves to (`tree/bin/../lib/gcc/...`),
     and cc's program folders were remembered by cc's stamp and the path it was started by: a
@@ -194,26 +222,34 @@ def test_a_cc_through_a_link_repointed_to_another_tree_of_the_same_binary_finds_
     remembered. The identity memo saw `PATH`'s folder change, but finding it anew read the
     old folders: the plain `as` was keyed where the tree's own runs; `WARM_CC` a path through
     the link, the memo saw nothing change (cc's own stamp is the same) and was believed."""
-    gcc = os.path.realpath(shutil.which("gcc") or "")
-    machine, version = (
-        subprocess.run([gcc, f"-dump{what}"], capture_output=True, text=True).stdout.strip()
-        for what in ("machine", "version")
-    )
-    own = f"lib/gcc/{machine}/{version}"  # (a folder of its own: `tree/bin/../<own>/as`)
-    for tree in ("x", "y"):
-        (tmp_path / tree / "bin").mkdir(parents=True)
-        os.link(gcc, tmp_path / tree / "bin" / "gcc")
-        (tmp_path / tree / own).mkdir(parents=True)
-    _as(tmp_path / "y" / own / "as", "GNU assembler (warm test) 2.41")
-    (tmp_path / "cur").symlink_to("x")
-    env = dict(warm.env, WARM_CC="gcc", PATH=f"{tmp_path / 'cur' / 'bin'}:{warm.env['PATH']}")
+    root = aged / named
+    env = dict(warm.env, WARM_CC="gcc", PATH=f"{root / 'cur' / 'bin'}:{warm.env['PATH']}")
     if named == "by path":
-        env.update(WARM_CC=str(tmp_path / "cur" / "bin" / "gcc"), PATH=warm.env["PATH"])
-    time.sleep(toolchain.RACY_SECONDS + 0.2)
+        env.update(WARM_CC=str(root / "cur" / "bin" / "gcc"), PATH=warm.env["PATH"])
     hot, anew = _identities(env)
     assert hot == anew and "2.41" not in hot
-    (tmp_path / "cur.new").symlink_to("y")
-    os.replace(tmp_path / "cur.new", tmp_path / "cur")
+    (root / "cur.new").symlink_to("y")
+    os.replace(root / "cur.new", root / "cur")
     hot, anew = _identities(env)
     fresh = _identities({**env, "WARM_HOME": str(tmp_path / "fresh")})
     assert hot == anew == fresh[1] and _assembler(hot).endswith("2.41"), (hot, fresh)
+
+
+def test_an_identity_of_more_places_than_is_believed_is_not_written_in_every_process(
+    warm: Warm, aged: Path
+) -> None:
+    """`PATH` of 2,100 folders before cc's (a module system's, a shell of many packages'):
+    the identity's places past `toolchain.MAX_PARTS` parts, which no process believes, were
+    remembered by every process (`toolchains.json` written anew each time, ~24 ms)."""
+    short = Path(tempfile.mkdtemp(prefix="r47c"))  # (one variable holds at most 128 KiB)
+    (short / "m").symlink_to(aged / "many")
+    try:
+        many = [f"{short}/m/{n}" for n in range(2100)]
+        env = dict(warm.env, PATH=os.pathsep.join([*many, warm.env["PATH"]]))
+        versions = Path(env["WARM_HOME"]) / "toolchains.json"
+        _identities(env)
+        held = json.loads(versions.read_text())
+    finally:
+        (short / "m").unlink()
+        short.rmdir()
+    assert not [k for k in held if k.startswith(toolchain.PARTED)], [len(v) for v in held.values()]

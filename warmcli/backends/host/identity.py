@@ -42,6 +42,7 @@ from warmcli.backends.host.programs import (
 )
 from warmcli.backends.toolchain import (
     LAUNCHERS,
+    MAX_PARTS,
     PARTED,
     RACY_SECONDS,
     WRAPPER_MARK,
@@ -161,7 +162,7 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain, since: fl
     if any(_racy(stamp, since) for stamp in checks.values()):
         return
     texts = [toolchain.path, version, *(text for check in checks.items() for text in check)]
-    if not any(SEPARATOR in text for text in texts):
+    if len(texts) <= MAX_PARTS and not any(SEPARATOR in text for text in texts):  # (believed)
         _remember(_key(cc, moved, search), "".join(text + SEPARATOR for text in texts))
 
 
