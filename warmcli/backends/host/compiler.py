@@ -41,11 +41,12 @@ import functools
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.backends.host.identity import recalled, remember
+from warmcli.backends.host.identity import recall, remember
 from warmcli.backends.host.programs import Moved, programs_line
 from warmcli.backends.toolchain import Toolchain, environment_named, probe
 from warmcli.errors import ToolchainError
@@ -145,10 +146,12 @@ def _toolchain(cc: str, moved: Moved, search: str) -> Toolchain:
     """`HostCompiler.toolchain` of the C compiler `cc` where the variables `moved` are set and
     `PATH` is `search`: as remembered while nothing it was found by moved (`host.identity`),
     else found anew (and remembered so)."""
-    toolchain = recalled(cc, moved, search)
+    toolchain, worth = recall(cc, moved, search)
     if toolchain is None:
+        since = time.time()  # (a place changed from then on was maybe read before it changed)
         toolchain = found_anew(cc, moved, search)
-        remember(cc, moved, search, toolchain)
+        if worth:  # (not where a place it was found by is changing: its stamp racy)
+            remember(cc, moved, search, toolchain, since)
     if toolchain.identity not in CC_SYSTEM:  # how the key asks for its own folders
         CC_SYSTEM[toolchain.identity] = functools.partial(_system_folders, toolchain.path)
     return toolchain

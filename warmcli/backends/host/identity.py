@@ -9,13 +9,18 @@ mode, size, device, inode, mtime, ctime; or the error it gave) of every place it
 each folder searched (`PATH`'s up to the last that held a name first, all where one was in
 none; cc's own; one not there by its error, and none below it), each entry
 there of a name it looked for (cc's, `as`, `real-ld`, `collect-ld`, `ld`, and the moved
-programs and linker plugin), the file `WARM_CC` names, and warm's own modules that make the
-identity. It is believed only while every stamp is the same: a program added, removed or
-renamed in a folder changes the folder's mtime and ctime, a file rewritten, replaced or made
-executable changes its own, so the identity changes exactly when finding it anew would. One
+programs and linker plugin), the file `WARM_CC` names, cc's folder and that of each link it
+leads through (gcc finds its programs beside the file it resolves to: a link to another tree
+of the same file, hard-linked, moves them), and warm's own modules that make the identity.
+It is believed only while every stamp is the same: a program added, removed or renamed in a
+folder changes the folder's mtime and ctime, a file rewritten, replaced or made executable
+changes its own, so the identity changes exactly when finding it anew would. One
 read of the file and a `stat` per place, then; never remembered where a stamp is racy (changed
-in the last `RACY_SECONDS`), a folder searched is relative (read from the working or scratch
-folder), cc is a launcher (`ccache`) or a script, or a program answered no version line.
+from `RACY_SECONDS` before its finding began: a program replaced while it was found would be
+remembered by the new one's stamp with the old one's line), a folder searched is relative
+(read from the working or scratch folder), cc is a launcher (`ccache`) or a script, or a
+program answered no version line; nor tried where the place a remembered one was disbelieved
+by is racy (it would be again: a folder changed in every process costs little more).
 Its state: none (the per-process memo is `compiler._toolchain`'s). Nothing here compiles.
 """
 
@@ -37,6 +42,7 @@ from warmcli.backends.host.programs import (
 )
 from warmcli.backends.toolchain import (
     LAUNCHERS,
+    MAX_PARTS,
     PARTED,
     RACY_SECONDS,
     WRAPPER_MARK,
@@ -85,32 +91,43 @@ def _stamp(place: str) -> str:
 def recalled(cc: str, moved: Moved, search: str) -> Toolchain | None:
     """The identity of the cc `cc` where the variables `moved` are set and `PATH` is `search`,
     as remembered, where every place it was found by is as it was then; else None."""
+    return recall(cc, moved, search)[0]
+
+
+def recall(cc: str, moved: Moved, search: str) -> tuple[Toolchain | None, bool]:
+    """`recalled`'s identity, and whether it is worth remembering anew where there is none:
+    not where a place it was found by changed in the last `RACY_SECONDS` (that one's stamp
+    would be racy when remembered: a folder changed in every process costs it nothing more)."""
     held = _read_versions().get(_key(cc, moved, search))
     # As written: the path and version, then places and stamps (some), each ended by a NUL
     # (which no path, stamp or version line holds: one that did was never remembered)
     parts = held.split(SEPARATOR) if held else ()
     if len(parts) < 5 or len(parts) % 2 == 0 or parts[-1]:
-        return None
+        return None, True
     path, version, *checks = parts[:-1]
     for at in range(0, len(checks), 2):
-        if _stamp(checks[at]) != checks[at + 1]:
-            return None
-    return Toolchain(name="cc", path=path, version=version)
+        if (stamp := _stamp(checks[at])) != checks[at + 1]:
+            return None, not _racy(stamp, time.time())
+    return Toolchain(name="cc", path=path, version=version), False
 
 
-def _racy(stamp: str, now: float) -> bool:
-    """Whether the file of `stamp` changed in the last `RACY_SECONDS` (a second change in the
-    same tick of its clock would leave the same stamp)."""
+def _racy(stamp: str, since: float) -> bool:
+    """Whether the file of `stamp` changed after `RACY_SECONDS` before `since`, when its
+    identity's finding began: since then (what was found may be another file's), or so near
+    it that a second change in the same tick of its clock would leave the same stamp."""
     if stamp.startswith("errno"):
         return False
     mtime, ctime = (int(n) / 1e9 for n in stamp.split("|")[4:6])
-    return now - max(mtime, ctime) < RACY_SECONDS
+    return since - max(mtime, ctime) < RACY_SECONDS
 
 
-def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
-    """Remember `toolchain`, the identity just found anew of the cc `cc` (`recalled`'s
-    arguments), with the stamps of the places finding it read; nothing where one of them could
-    change unseen (`recalled`: relative folders, a launcher, a script, a racy stamp)."""
+def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain, since: float) -> None:
+    """Remember `toolchain`, the identity of the cc `cc` (`recalled`'s arguments) found anew
+    from the time `since` (`time.time()` before its finding began), with the stamps of the
+    places finding it read; nothing where one of them could change unseen (`recalled`:
+    relative folders, a launcher, a script, a stamp racy since then: a program replaced while
+    it was found, whose stamps would be read after its line was). A place stamped racy ends
+    the stamping (a folder changed in every process costs its hot start little more)."""
     version = toolchain.version
     if WRAPPER_MARK in version or any(
         part.endswith("(no version line)") for part in version.split("; ")
@@ -122,29 +139,47 @@ def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain) -> None:
     first = _find(cc)
     if first is None or first[0] != toolchain.path or resolved_name(first[0]) in LAUNCHERS:
         return  # a launcher (`ccache`): the compiler it runs is found past it, name by name
-    if not os.path.isabs(cc if not name_only else os.sep) or _racy(_stamp(first[0]), time.time()):
+    if not os.path.isabs(cc if not name_only else os.sep) or _racy(_stamp(first[0]), since):
         return  # (its program folders would be asked of it again)
     path_folders = list(dict.fromkeys(search.split(os.pathsep))) if search else []
-    folders = list(dict.fromkeys(program_folders(toolchain.path, moved)))
-    if not all(os.path.isabs(folder) for folder in (*path_folders, *folders)):
+    if not all(os.path.isabs(folder) for folder in path_folders):
         return  # read from the working folder, or a scratch one
     checks = {cc: _stamp(cc)} if not name_only else {}
     on_path = (cc, *ON_PATH) if name_only else ON_PATH
-    for names, among in (
-        (on_path, _consulted(path_folders, on_path)),
-        ((*IN_FOLDERS, *(MOVED if moved else ())), folders),
-    ):
-        _stamp_folders(among, names, checks)
+    if not _stamp_folders(_consulted(path_folders, on_path), on_path, checks, since):
+        return
+    folders = list(dict.fromkeys(program_folders(toolchain.path, moved)))
+    if not all(os.path.isabs(folder) for folder in folders):
+        return  # (as `PATH`'s)
+    if not _stamp_folders(folders, (*IN_FOLDERS, *(MOVED if moved else ())), checks, since):
+        return
+    for folder in _link_folders(toolchain.path):  # (gcc's own folders are beside its file)
+        checks.setdefault(folder, _stamp(folder))
     for module in MAKERS:
         if not (source := getattr(sys.modules.get(module), "__file__", None)):
             return
         checks[source] = _stamp(source)
-    now = time.time()
-    if any(_racy(stamp, now) for stamp in checks.values()):
+    if any(_racy(stamp, since) for stamp in checks.values()):
         return
     texts = [toolchain.path, version, *(text for check in checks.items() for text in check)]
-    if not any(SEPARATOR in text for text in texts):
+    if len(texts) <= MAX_PARTS and not any(SEPARATOR in text for text in texts):  # (believed)
         _remember(_key(cc, moved, search), "".join(text + SEPARATOR for text in texts))
+
+
+def _link_folders(path: str) -> list[str]:
+    """The folder of `path` and of each link it leads through to its file (`/usr/bin/cc`,
+    `/etc/alternatives/cc`, ...; `/opt/gcc/bin` where `/opt/gcc` is a link): gcc finds its
+    programs beside the file it resolves to, so a link on the way repointed (to another tree
+    of the same file hard-linked, whose own stamp is the same) moves them."""
+    folders = []
+    for _ in range(40):  # (the kernel's limit on links)
+        folders.append(os.path.dirname(path))
+        try:
+            target = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.join(os.path.dirname(path), target)  # (an absolute one: itself)
+    return folders
 
 
 def _consulted(folders: list[str], names: tuple[str, ...]) -> list[str]:
@@ -163,12 +198,17 @@ def _consulted(folders: list[str], names: tuple[str, ...]) -> list[str]:
     return folders[: last + 1]
 
 
-def _stamp_folders(folders: list[str], names: tuple[str, ...], checks: dict[str, str]) -> None:
+def _stamp_folders(
+    folders: list[str], names: tuple[str, ...], checks: dict[str, str], since: float
+) -> bool:
     """Add to `checks` the stamps of `folders` and of their entries named `names` (one not
     there is the folder's: its mtime moves when one is made), in order; but none of a folder
     below one not there (nor is it), nor of the entries of a folder that is one before it (the
-    same stamp: `/bin`, a link to `/usr/bin`), whose stamps are checked first."""
+    same stamp: `/bin`, a link to `/usr/bin`), whose stamps are checked first. False at
+    the first stamp racy since `since` (`_racy`: nothing more stamped), else True."""
     stamps = {folder: checks.get(folder) or _stamp(folder) for folder in folders}
+    if any(_racy(stamp, since) for stamp in stamps.values()):
+        return False
     absent = [f if f.endswith(os.sep) else f + os.sep for f, s in stamps.items() if s == ENOENT]
     seen: set[tuple[str, str]] = set()
     for folder, stamp in stamps.items():
@@ -176,6 +216,10 @@ def _stamp_folders(folders: list[str], names: tuple[str, ...], checks: dict[str,
             continue  # below a folder not there: not there while that one is not
         checks[folder] = stamp
         for name in () if stamp == ENOENT else names:
-            if (stamp, name) not in seen and os.path.lexists(place := _joined(folder, name)):
+            place = _joined(folder, name)
+            if (stamp, name) not in seen and os.path.lexists(place):
                 checks.setdefault(place, _stamp(place))
+                if _racy(checks[place], since):
+                    return False
             seen.add((stamp, name))
+    return True

@@ -16,10 +16,11 @@ start whose cc's identity is remembered whole (`host.identity`: believed while e
 was found by keeps its stamp) asks nothing here; else it pays one `access` per folder of
 cc's, one per name in each it can search, one per `PATH` entry and name (`PATH` walked once
 for both), a `stat` per program found (its stamp), and one read of `toolchains.json` for all:
-cc's program folders are remembered in warm's home by cc's stamp and the variables that move
-them (read anew in each process for a cc that is a wrapper script), each program's version
-line by its own stamp, as cc's is. Its state: a per-process
-memo of each cc's line, by the variables read. Nothing here compiles or prints.
+cc's program folders are remembered in warm's home by cc's stamp, the file it resolves to
+(gcc finds them beside it) and the variables that move them (read anew in each process for
+a cc that is a wrapper script), each program's version line by its own stamp, as cc's is.
+Its state: a per-process memo of each cc's line, by the variables read. Nothing here
+compiles or prints.
 """
 
 from __future__ import annotations
@@ -100,9 +101,11 @@ def _folders(cc: str, script: bool, moved: Moved, versions: dict[str, str]) -> l
         return []
     if script:  # the compiler a script runs may change while the script does not
         text = _read_folders("", cc)
-    else:
+    else:  # by the file cc resolves to, beside which gcc finds them (another tree's is
+        # another's, the same file hard-linked there too), and the variables
         moving = environment_named(repr(moved))  # (no digest unless long: no first sha256)
-        text = remembered(f"cc programs {moving}", cc, st, _read_folders, versions).version
+        real = os.path.realpath(cc)
+        text = remembered(f"cc programs {moving}", real, st, _read_folders, versions).version
     return [folder for folder in dict.fromkeys(text.split(os.pathsep)) if folder]
 
 
