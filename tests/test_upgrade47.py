@@ -11,7 +11,10 @@ with a cold start's results, neither runs a compiler (a logging `cc` first on `P
 rewrites `toolchains.json`. A compiler whose version line is over 1,024 characters: stop 46
 remembered the whole line, which today's believed (it remembers its length and digest), so
 today's keys in a home stop 46 had used were not today's elsewhere (its bundle a miss there):
-such a line is read again now, remembered as today's, and stop 46 then reads today's. Real
+such a line is read again now, remembered as today's, and stop 46 then reads today's. nvcc
+kernels with and without `-I`, with `CPATH` set, key alike; under `NVCC_APPEND_FLAGS` or
+`NVCC_PREPEND_FLAGS` naming an include folder a kernel of no folder of its own keys anew, as
+README says (since warm 47 nvcc's implied `cuda_runtime.h` is looked for there). Real
 CLI processes (forked, `tests/forked_cli.py`), real production processes, real SQLite files,
 the system C compiler and NVRTC; nothing here is a fake. Stop 46's warm is `/tmp/base46` where
 one is, else a `git worktree` of ee7fae5 made for the module; skipped where neither can be had.
@@ -22,11 +25,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, nvcc_or_skip
 from forked_cli import Servers
 from test_upgrade42 import _ForkedFleet
 from upgrades import STORED, Fleet, keys, release, stored
@@ -212,3 +217,50 @@ def test_a_version_line_stop_46_remembered_whole_is_read_again(
             assert done["compiled"] == 0 and done["tuned"] == [], (code, done)
         stamps.append(_stamp(remembered))
     assert stamps[1:] == stamps[:1] * 2, "toolchains.json rewritten by a hot start"
+
+
+KEYS = """
+import json, sys
+from warmcli import Kernel
+from warmcli.backends.cuda.nvcc import NvccCompiler
+from warmcli.kernel import kernel_key
+inc, body = sys.argv[1], 'extern "C" __global__ void p(int *o) { o[0] = V; }'
+kernels = {"none": ("#define V 1\\n" + body, ()),
+           "stdint": ("#include <stdint.h>\\n#define V 1\\n" + body, ()),
+           "own -I": ('#include "cv.h"\\n#define V CV\\n' + body, (f"-I{inc}",))}
+identity = NvccCompiler().toolchain.identity
+keyed = {name: kernel_key(Kernel(source, "p", "P", language="cuda", options=options), "sm_90",
+                          identity) for name, (source, options) in kernels.items()}
+print(json.dumps(keyed))
+"""
+
+
+@pytest.mark.nvcc
+def test_nvcc_keys_alike_but_where_readme_says_they_moved(tmp_path: Path, old: Path) -> None:
+    """nvcc kernels with and without `-I`, with `CPATH` at a folder of the user's: keyed alike
+    by both. Under `NVCC_APPEND_FLAGS` or `NVCC_PREPEND_FLAGS` naming an include folder (keyed
+    by its headers since warm 47, README), a kernel of no folder of its own keys anew; one with
+    its own `-I` as before."""
+    nvcc_or_skip()
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "cv.h").write_text("#define CV 5\n")
+    (tmp_path / "cp").mkdir()
+    (tmp_path / "cp" / "cp.h").write_text("#define CP 1\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("WARM_", "NVCC_", "CPATH"))}
+    base["WARM_HOME"] = str(tmp_path / "home")
+
+    def keyed(code: Path, **env: str) -> dict[str, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", KEYS, str(tmp_path / "inc")], capture_output=True, text=True,
+            env=dict(base, PYTHONPATH=str(code), **env), cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    for env in ({}, {"CPATH": str(tmp_path / "cp")}):
+        assert keyed(old, **env) == keyed(ROOT, **env), env
+    for variable in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+        env = {variable: f"-I{tmp_path / 'cp'}"}
+        theirs, mine = keyed(old, **env), keyed(ROOT, **env)
+        assert mine["own -I"] == theirs["own -I"], variable
+        assert mine["none"] != theirs["none"] and mine["stdint"] != theirs["stdint"], variable
