@@ -74,12 +74,8 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 # struct's braces), or whose own macro declares through another: they shared one `counter`.
 BUILD_RECIPE = 4
 RECIPE_MARK = " [warm build recipe "
-# Between a toolchain identity and the CPU a kernel tuned for it was keyed for
-# (`warmcli.backends.native`, imported only where such a kernel is keyed or judged).
-NATIVE = " +native "
-# What a remembered version line holds, in its stamp: 2, a C wrapper script's digest too (a
-# line remembered before is read again once).
-REMEMBERED_FORM = 2
+NATIVE = " +native "  # between an identity and the CPU a kernel tuned for it is keyed for
+REMEMBERED_FORM = 2  # in a remembered line's stamp: 2, a C wrapper script's digest too
 
 
 class Toolchain(Record):
@@ -91,10 +87,8 @@ class Toolchain(Record):
 
     @property
     def identity(self) -> str:
-        """What keys a kernel: the compiler and its version, not where it is installed.
-        The path differs between a CI checkout's venv and a GPU machine's toolkit while
-        the output is the same; keying on it would make every bundle miss everywhere
-        but where it was built. The path is kept beside the bundle's fingerprints."""
+        """What keys a kernel: the compiler and its version, not where it is installed (a CI
+        venv's and a GPU machine's toolkit build alike); the path is kept beside fingerprints."""
         recipe = f"{RECIPE_MARK}{BUILD_RECIPE}]" if BUILD_RECIPE != 1 else ""
         return f"{self.name}:{self.version}{recipe}"
 
@@ -104,11 +98,9 @@ class Toolchain(Record):
 
 @functools.cache
 def probe(name: str, path: str) -> Toolchain:
-    """Find `path` (a name on PATH, or a file) and read its version line: where it is a compiler
-    launcher (`/usr/lib/ccache/cc`, a link to `ccache`), that of the compiler of its name the
-    launcher runs, the next on PATH that is none (`past_launchers`): the launcher's own stamp
-    would remember the line of a compiler since upgraded behind it, and a machine without it
-    would key the same compiler apart."""
+    """Find `path` (a name on PATH, or a file) and read its version line: a compiler launcher's
+    (`/usr/lib/ccache/cc`) that of the compiler it runs, the next on PATH (`past_launchers`):
+    its own stamp would keep a line of one upgraded behind it, and key the same one apart."""
     found = _find(path)
     if found is None:
         raise ToolchainError(f"{name}: compiler {path!r} not found")
@@ -161,20 +153,27 @@ def remembered(
     longest: int | None = None,
 ) -> Toolchain:
     """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp (in `versions`, where the caller has just read them; one over `longest`
-    characters, which warm never writes, not believed), else `read_version(name, where)`
-    (which raises ToolchainError), remembered only if the file's stamp is the same after it
-    ran as before (a binary swapped in meanwhile is never stored under the old one's stamp),
-    never for a wrapper script (what it runs may change)."""
+    the file's stamp (in `versions`, where the caller has just read them; not believed where
+    warm would not write it, `_written`), else `read_version(name, where)` (which raises
+    ToolchainError), remembered only if the file's stamp is the same after it ran as before
+    (a binary swapped in meanwhile is never stored under the old one's stamp), never for a
+    wrapper script (what it runs may change)."""
     stamp = _stamp(name, where, st)
     known = (_read_versions() if versions is None else versions).get(stamp) if stamp else None
-    if known is not None and len(known) <= (longest or len(known)):  # as the binary named it
+    if known is not None and (longest is None or _written(known, where, longest)):
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
     version = _as_binary(read_version(name, where), where)
     kept = stamp and WRAPPER_MARK not in version
     if kept and _stamp_now(name, where) == stamp:  # else swapped while it ran: not kept
         _remember(stamp, version)
     return Toolchain(name=name, path=where, version=version)
+
+
+def _written(known: str, where: str, longest: int) -> bool:
+    """Whether warm writes `known`: a line over `longest` characters by its digest, one whole
+    (stop 46's in a shared home, or hand-edited) read again; its first word maybe `where`'s."""
+    first = known.partition(" ")[0]
+    return len(known) - len(first) + min(len(first), len(os.path.basename(where))) <= longest
 
 
 def is_remembered(name: str, where: str) -> bool:
@@ -388,7 +387,7 @@ def _remember(stamp: str, version: str) -> None:
 # A variable's value (`COMPILER_PATH`) or version line longer than this is named by its length
 # and digest: a bundle's toolchain holds 4,096 characters (`MAX_NAME_CHARS`), all in one.
 ENVIRONMENT_CHARS = 1024
-LINE_CHARS = ENVIRONMENT_CHARS + 255  # a version line as remembered (`_as_binary`: a file name)
+LINE_CHARS = ENVIRONMENT_CHARS  # a version line as remembered, its first word aside (`_written`)
 
 
 def environment_named(value: str) -> str:
