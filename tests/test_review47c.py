@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from test_review46a import SERVE, WORKLOAD  # a host kernel writing 12345, and its serving
 
 from warmcli.backends import toolchain
 
@@ -54,28 +55,6 @@ int main(int argc, char **argv) {
 }
 """
 
-WORKLOAD = """
-from warmcli import Kernel
-
-DEVICE = "host"
-K = Kernel("void f(long *o, int n) { o[0] = 12345; }\\n", "f", "Pi")
-
-def values(rt):
-    b = rt.buffer(1, "int64")
-    rt.launch(K, b, 1)
-    return b
-
-def workload(rt):
-    values(rt)
-"""
-
-SERVE = """
-import json, runpy, sys
-import warmcli
-module = runpy.run_path(sys.argv[1])
-rt = warmcli.runtime("host")
-print(json.dumps([int(v) for v in rt.read(module["values"](rt))]))
-"""
 
 # A process's identity of cc: the one it uses (remembered, where believed) and the one
 # finding it anew gives (`found_anew`).
