@@ -24,7 +24,7 @@ from warmcli import Kernel
 from warmcli.backends.toolchain import RACY_SECONDS
 from warmcli.kernel import kernel_key
 from warmcli.kernel_parts import HOST_VERSION
-from warmcli.wrapper_script import SCRIPT_MARK, VERSION_MARK, host_compiler_script
+from warmcli.wrapper_script import SCRIPT_MARK, UNREAD, VERSION_MARK, host_compiler_script
 
 pytestmark = pytest.mark.nvcc
 ARGS = ("--arch", "sm_90", "--compiler", "nvcc")
@@ -200,7 +200,7 @@ def test_a_header_of_the_ccbin_compilers_own_shadowed_by_a_kernel_folder_is_keye
 def test_a_binary_or_folder_host_compiler_names_its_version(tmp_path: Path) -> None:
     """Pure logic, with a fake version reader: a binary (or a folder's `gcc`) is its path and
     `VERSION_MARK` and its line; a script keeps its digest; a folder with no `gcc`, no file,
-    or no reader told, their path alone."""
+    their path alone; no reader told, `UNREAD`."""
     binary = tmp_path / "g++"
     binary.write_bytes(b"\x7fELF....")
     (tmp_path / "d").mkdir()
@@ -215,8 +215,8 @@ def test_a_binary_or_folder_host_compiler_names_its_version(tmp_path: Path) -> N
         assert SCRIPT_MARK in host_compiler_script(str(script))
         for plain in (tmp_path, tmp_path / "none"):
             assert host_compiler_script(str(plain)) == str(plain)
-        HOST_VERSION[:] = []
-        assert host_compiler_script(str(binary)) == str(binary)
+        HOST_VERSION[:] = []  # never its path alone (review47e): a miss
+        assert host_compiler_script(str(binary)) == f"{binary}{VERSION_MARK}{UNREAD}>"
     finally:
         HOST_VERSION[:] = told
 

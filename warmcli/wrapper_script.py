@@ -13,7 +13,8 @@ nvcc runs from it) is keyed by its version line after `VERSION_MARK` (since warm
 predefined macros and C++ headers reach the cubin, and a link repointed at another compiler
 kept its path): `kernel_parts.HOST_VERSION` reads it, told by `warmcli.backends.serving` (this
 layer starts no compiler: `toolchain.probe`, remembered by the binary's stamp, so a hot start
-runs none). It holds no state, never writes and never raises for a file it cannot read.
+runs none; a process keying one before it is told keys `UNREAD`, a miss). It holds no state
+but that text, never writes and never raises for a file it cannot read.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from warmcli.printable import Pattern
 MAX_WRAPPER = 1 << 20  # bytes of a wrapper script its digest covers
 SCRIPT_MARK = " <wrapper script sha256:"  # after a host compiler's path in keyed options
 VERSION_MARK = " <host compiler "  # after a binary host compiler's path: its version line
+# What a binary's version line reads where `HOST_VERSION` is unset (a process that keyed a kernel
+# before it imported `warmcli.backends.serving`): a text no other process writes, so that key is
+# a miss, never a key by path alone that another such process would match after an upgrade.
+UNREAD = f"unread in process {os.urandom(8).hex()}"
 # A variable a script names: a shell's `$NAME`, `${NAME}`; Python's `os.environ["NAME"]`,
 # `environ.get("NAME")`, `getenv("NAME")`.
 NAMED = Pattern(
@@ -73,7 +78,8 @@ def script_digest(where: str, bare: bool = False) -> str:
 def host_compiler_script(path: str) -> str:
     """`path` (nvcc's `-ccbin`: a file, a folder whose `gcc` nvcc runs, or a name on PATH)
     with `SCRIPT_MARK` and its digest after it where it is a script, `VERSION_MARK` and its
-    version line where it is a binary (`HOST_VERSION`); as it is where it is nothing."""
+    version line where it is a binary (`HOST_VERSION`; `UNREAD` where it is unset: a miss); as
+    it is where it is nothing."""
     if os.sep in path:
         where = path
     else:
@@ -86,7 +92,7 @@ def host_compiler_script(path: str) -> str:
         return path
     if digest := script_digest(where):
         return f"{path}{SCRIPT_MARK}{digest}>"
-    version = HOST_VERSION[0](where) if HOST_VERSION else ""
+    version = HOST_VERSION[0](where) if HOST_VERSION else UNREAD
     return f"{path}{VERSION_MARK}{version}>" if version else path
 
 

@@ -41,7 +41,7 @@ from warmcli.backends.compiler import (
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.host_options import hidden_include, host_compiler, refused_flags, runs
 from warmcli.backends.cuda.own_folders import know_cuda
-from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
+from warmcli.backends.cuda.ptx import kept_ptx_arch, not_ptx_of, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import (
@@ -237,9 +237,12 @@ def built_group(
     command: tuple[str, ...],
     ptx: tuple[str, bytes] | None = None,
 ) -> CompiledGroup:
-    """A group's cubin checked (for `arch`, holding every unit's entry) and wrapped."""
+    """A group's cubin checked (for `arch`, holding every unit's entry), its PTX (of its own
+    arch), and wrapped."""
     try:
         check_cubin(binary, arch)
+        if ptx and (wrong := not_ptx_of(ptx[1], ptx[0])):  # `NVCC_APPEND_FLAGS=-arch=sm_90a`
+            raise CubinError(wrong)
     except CubinError as exc:  # an option made it write something else (`-dlto`: LTO IR)
         shown = " ".join(units[0].kernel.options) or "none"
         raise CompileFailure(f"the compiler wrote {exc} (options: {shown})", tuple(units)) from None
