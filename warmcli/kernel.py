@@ -19,10 +19,11 @@ or includes one by its absolute path, the key covers the headers it reaches ther
 (`warmcli.headers`), by their names and content, not the include folders' paths (`keyed_options`),
 and the files a host kernel's options link (`warmcli.linked`: an object's or archive's content, not
 its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path and a script's digest or
-a binary's version line (`warmcli.wrapper_script`). Its only state is bounded memos of the texts
-keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's text
-after its defines), and of whether a source includes a header by its path, those variables, read
-once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
+a binary's version line (`warmcli.wrapper_script`). Pickled, it holds its fields only (what a key
+reads of this machine is read again where it is unpickled). Its only state is bounded memos of the
+texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's
+text after its defines), and of whether a source includes a header by its path, those variables,
+read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -166,9 +167,11 @@ class Kernel(Record):
         vars(self).update(source=source, entry=entry, params=params, language=language)
         vars(self).update(options=given, defines=norm, name=name or entry)
 
-    def define(self, name: str, default: str | None = None) -> str | None:
-        """Define `name`'s text as the compiler sees it, else `default`: `kernel.define("TILE")`."""
-        return dict(self.defines).get(name, default)
+    def __getstate__(self) -> dict[str, object]:  # its fields, no `once` value of this machine
+        return {k: v for k, v in vars(self).items() if k in self._names}
+
+    def define(self, name: str, default: str | None = None) -> str | None:  # ("TILE")
+        return dict(self.defines).get(name, default)  # its text as the compiler sees it
 
     @_once
     def names_include_folders(self) -> bool:
@@ -303,8 +306,7 @@ _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes
 _QUOTED: dict[str, str] = {}
 # A content hash's text after its defines, by the kernel's other parts; bounded as `_QUOTED`.
 _TAILS: dict[tuple[str, str, tuple[str, ...], str, str], str] = {}
-_MAX_QUOTED = 128
-_MAX_QUOTED_CHARS = 16 << 10
+_MAX_QUOTED, _MAX_QUOTED_CHARS = 128, 16 << 10
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
 CC_SYSTEM: dict[str, Callable[[], tuple[str, ...]]] = {}  # a compiler's own folders, as told
 
@@ -318,8 +320,7 @@ def _quote(text: str) -> str:
 
 
 def _digest(payload: object) -> str:
-    blob = _ENCODE(payload).encode()
-    return hashlib.sha256(blob).hexdigest()
+    return hashlib.sha256(_ENCODE(payload).encode()).hexdigest()
 
 
 def _env_includes(language: str) -> tuple[str, str]:
