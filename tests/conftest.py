@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_builds import big_bundles  # noqa: F401  (the session-wide builds)
+from shared_builds import big_bundles, built_once  # noqa: F401  (the session-wide builds)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
