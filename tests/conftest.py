@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shared_builds import big_bundles, built_once  # noqa: F401  (the session-wide builds)
+from shared_builds import (  # noqa: F401  (the session-wide builds)
+    big_bundles,
+    built_once,
+    cuda_small_once,
+    signed_small_once,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
