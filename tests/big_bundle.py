@@ -6,16 +6,23 @@ architectures sharing `BLOBS` binaries (a batch shares one; each a cubin header 
 arch, `bench.scale.cubin_like`, so `warm verify` calls them cubins of their rows' arch), and `tunes`
 tunes over `OPERATIONS` operations with four measured candidates each, every row
 valid as warm writes it (format 3: keys as bytes, candidates packed with their kernel keys
-interned, a tune's key is `tune_key` of its fields). It owns no
-state; the tests of bounded memory and time run the real CLI over its output, each
-in a process of its own whose peak memory `peak_rss` reads.
+interned, a tune's key is `tune_key` of its fields). The tunes share one candidates
+document, made by SQL and packed once, their rows inserted in one batch (a Python function
+called per row by SQL cost ~40 µs a tune). Under pytest (`tests/conftest.py` names a
+folder of this test process in `CACHE_FOLDER`), a large bundle is built once per
+arguments and copied to each new path asked for (the same rows as a build writes, its
+manifest's times those of the first build). The tests of bounded memory and time run
+the real CLI over its output, each in a process of its own whose peak memory `peak_rss`
+reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,38 +57,66 @@ _CANDIDATES = (
     "'reason', ''), ',') || ']'"
 )
 _TUNES = f"""
-WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?),
-c(j) AS (VALUES (0), (1), (2), (3))
-INSERT INTO tunes SELECT
-    warm_bytes(warm_tune_key(op, shape, device, checksum)), op, shape, device,
-    warm_bytes(checksum), 0, 'c0', warm_pack((SELECT {_CANDIDATES} FROM c)), 0.01, 1000.0, 1000.0
-FROM (SELECT 'op' || (i % {OPERATIONS}) AS op, 'float32[' || i || ']' AS shape,
-             'cuda|NVIDIA H100|sm_90|550.54' AS device,
-             printf('%064x', i % {OPERATIONS}) AS checksum FROM n)
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+SELECT 'op' || (i % {OPERATIONS}), 'float32[' || i || ']', printf('%064x', i % {OPERATIONS}) FROM n
 """
+_DEVICE = "cuda|NVIDIA H100|sm_90|550.54"
+# The environment variable naming the folder where `build_big` keeps the bundles it built
+# (set by `tests/conftest.py` for each test process), and the sizes kept there: large
+# enough to cost a build, small enough to copy (kernels + tunes).
+CACHE_FOLDER = "WARM_TESTS_BIG_BUNDLES"
+CACHED = range(2_000, 100_001)
 
 
 def build_big(path: Path, kernels: int, tunes: int, seed: int = 0) -> Path:
     """Write the bundle at `path` (see the module doc) and return `path`."""
+    folder = os.environ.get(CACHE_FOLDER)
+    if not folder or kernels + tunes not in CACHED or os.path.lexists(path):
+        return _build(path, kernels, tunes, seed)  # (onto a bundle there: added to it)
+    built = Path(folder) / f"{kernels}-{tunes}-{seed}.warm"
+    if not built.exists():
+        _build(built.with_suffix(".new"), kernels, tunes, seed)
+        for suffix in ("", ".lock"):
+            os.replace(f"{built.with_suffix('.new')}{suffix}", f"{built}{suffix}")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", ".lock"):  # (the lock file its build leaves beside it)
+        shutil.copyfile(f"{built}{suffix}", f"{path}{suffix}")
+        shutil.copymode(f"{built}{suffix}", f"{path}{suffix}")
+    return path
+
+
+def _build(path: Path, kernels: int, tunes: int, seed: int) -> Path:
+    """`build_big`'s bundle, written at `path`."""
     rng = random.Random(seed)
     binaries = [
         cubin_like(80 if r % 2 == 0 else 90, rng.randbytes(4096 - 64)) for r in range(BLOBS)
     ]
     with Bundle.create(path) as bundle, bundle.transaction() as conn:
-        conn.create_function("warm_tune_key", 4, tune_key, deterministic=True)
         interned: dict[bytes, int] = {}  # format 3: a candidate's kernel key by its id
-
-        def pack_json(text: str) -> bytes:
-            return pack(decode(text), lambda k: interned.setdefault(k, len(interned) + 1))
-
-        conn.create_function("warm_pack", 1, pack_json)
-        conn.create_function("warm_bytes", 1, as_bytes, deterministic=True)
         conn.executemany(
             "INSERT INTO blobs VALUES (?, ?, ?)",
             [(hashlib.sha256(b).hexdigest(), len(b), b) for b in binaries],
         )
         conn.execute(_KERNELS, (kernels, TOOLCHAIN, BLOBS))
-        conn.execute(_TUNES, (tunes,))
+        (document,) = conn.execute(
+            f"WITH c(j) AS (VALUES (0), (1), (2), (3)) SELECT {_CANDIDATES} FROM c"
+        ).fetchone()
+        packed = pack(decode(document), lambda k: interned.setdefault(k, len(interned) + 1))
+        rows = conn.execute(_TUNES, (tunes,)).fetchall()  # (one, as ever, for `tunes` 0)
+        conn.executemany(
+            "INSERT INTO tunes VALUES (?, ?, ?, ?, ?, 0, 'c0', ?, 0.01, 1000.0, 1000.0)",
+            [
+                (
+                    as_bytes(tune_key(op, shape, _DEVICE, sum_)),
+                    op,
+                    shape,
+                    _DEVICE,
+                    as_bytes(sum_),
+                    packed,
+                )
+                for op, shape, sum_ in rows
+            ],
+        )
         conn.executemany(
             "INSERT INTO tune_kernels VALUES (?, ?)", [(i, k) for k, i in interned.items()]
         )

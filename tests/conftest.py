@@ -1,4 +1,5 @@
-"""Shared fixtures: the real CLI in a subprocess, temporary bundles, and the marks.
+"""Shared fixtures: the real CLI in a subprocess, temporary bundles, and the marks (the
+session-wide builds are `tests/shared_builds.py`'s).
 
 `gpu` tests skip cleanly when no CUDA device is visible; `slow` tests (full-size
 stress trials) run only with `--run-slow` (`make stress`).
@@ -17,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_builds import (  # noqa: F401  (the session-wide builds)
+    big_bundles,
+    built_once,
+    cuda_small_once,
+    signed_small_once,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -7,22 +7,18 @@ for `--arch sm_90` (no GPU), real SQLite files, a local S3-like store.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from conftest import EXAMPLES, ROOT, Warm
 from forked_cli import (
-    ForkedWarm,
     forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
 )
+from shared_builds import SMALL
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
-
-SMALL = {"WARM_EXAMPLE_KERNELS": "5"}  # one tunable operation of three, two plain kernels
 
 # The small example served over WARM_BUNDLE (strict: a miss raises): what it computed.
 SERVE = f"""
@@ -38,21 +34,11 @@ print(len(r.kernels), len(r.tunes))
 
 
 @pytest.fixture(scope="module")
-def signed_small(
-    tmp_path_factory: pytest.TempPathFactory, forking_servers: Any
-) -> tuple[Path, Path, Path]:
-    """The small host example warmed and signed by `ci.key`; the same bundle unsigned (each
-    command forked from the server the tests' warm uses: they only make the inputs)."""
-    folder = tmp_path_factory.mktemp("small39")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env.update(WARM_HOME=str(folder / "home"), COLUMNS="200", **SMALL)
-    warm = ForkedWarm(Warm(env), forking_servers)
-    key, bundle, unsigned = folder / "ci.key", folder / "signed.warm", folder / "unsigned.warm"
-    assert warm("keygen", key).returncode == 0
-    done = warm("run", EXAMPLES / "many_kernels_host.py", "-b", bundle, "--key", key, "-q")
-    assert done.returncode == 0, done.stderr
-    assert warm("merge", bundle, "-o", unsigned).returncode == 0
-    return key, bundle, unsigned
+def signed_small(signed_small_once: tuple[Path, Path, Path]) -> tuple[Path, Path, Path]:
+    """The small host example warmed and signed by `ci.key`; the same bundle unsigned
+    (`tests/shared_builds.py`'s, made once per test process: the modules importing this
+    fixture only read them)."""
+    return signed_small_once
 
 
 def _serve(env: dict[str, str], url: str) -> subprocess.CompletedProcess[str]:
@@ -93,19 +79,11 @@ def test_a_command_without_trusted_keys_never_replaces_the_copy_production_serve
 
 
 @pytest.fixture(scope="module")
-def cuda_small(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
-    """The CUDA example warmed for sm_90 without a GPU (compile-only, NVRTC), made once
-    (forked from the server the tests' warm uses)."""
-    nvrtc_release_or_skip()
-    folder = tmp_path_factory.mktemp("cuda39")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = ForkedWarm(
-        Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")), forking_servers
-    )
-    bundle = folder / "cuda.warm"
-    done = warm("run", EXAMPLES / "saxpy_cuda.py", "--arch", "sm_90", "-b", bundle, "-q")
-    assert done.returncode == 0, done.stdout[-800:] + done.stderr[-800:]
-    return bundle
+def cuda_small(cuda_small_once: Path) -> Path:
+    """The CUDA example warmed for sm_90 without a GPU (compile-only, NVRTC):
+    `tests/shared_builds.py`'s, made once per test process (the modules importing this
+    fixture only read it or copy it)."""
+    return cuda_small_once
 
 
 def test_check_without_a_gpu_says_the_cuda_part_of_a_mixed_bundle_is_not_checked(

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -120,19 +118,10 @@ def http_store() -> Iterator[tuple[Store, str, ThreadingHTTPServer]]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, made_once: Path) -> tuple[bytes, bytes]:
-    """The host example's bundle (warmed once), and a second, different bundle."""
-    folder = tmp_path_factory.mktemp("built")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env["WARM_HOME"] = str(folder / "home")
-    warm = Warm(env)
-    full, other = folder / "full.warm", folder / "other.warm"
-    shutil.copyfile(made_once / "good.warm", full)  # `warm run` of the example, -q, as made
-    assert (
-        warm("run", EXAMPLES / "matmul_host.py", "-b", other, "--shard", "1/4", "-q").returncode
-        == 0
-    )
-    return full.read_bytes(), other.read_bytes()
+def built(built_once: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+    """The host example's bundle (warmed once), and a second, different bundle (conftest's
+    `built_once`: made once per test process, for the modules that import this fixture)."""
+    return built_once
 
 
 _python = ForkedPythons(ROOT)  # `_production`'s servers, one an environment apart from WARM_*
