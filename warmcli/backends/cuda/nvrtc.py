@@ -54,6 +54,7 @@ from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kep
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders, toolkit_home
 from warmcli.once import once
+from warmcli.stamped import stamp as stamp_of
 
 INSTALL_HINT = "pip install 'warmcli[nvrtc]' (cuda-bindings and nvidia-cuda-nvrtc)"
 _LIBRARIES = ("cu13/lib/libnvrtc.so.13", "cu12/lib/libnvrtc.so.12", "cuda_nvrtc/lib/libnvrtc.so.12")
@@ -219,22 +220,18 @@ class _Identity:
             st = os.stat(path)
         except OSError as exc:
             raise ToolchainError(f"nvrtc: {path}: {exc}") from None
-        stamp = stamp or _stamp_of(st)
+        stamp = stamp or stamp_of(st)
         known = self._known.get((path, stamp))
         if known is not None:
             return known
         found = remembered("nvrtc", path, st, _read_version)
         with contextlib.suppress(OSError):
-            if _stamp_of(os.stat(path)) == stamp:  # unchanged while it was read
+            if stamp_of(os.stat(path)) == stamp:  # unchanged while it was read
                 self._known[(path, stamp)] = found
         return found
 
     def cache_clear(self) -> None:
         self._known.clear()
-
-
-def _stamp_of(st: os.stat_result) -> tuple[int, ...]:
-    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 identity = _Identity()
@@ -305,7 +302,9 @@ class NvrtcCompiler:
     def toolchain(self) -> Toolchain:
         """NVRTC's identity; read once per compiler (a hot start keys every kernel by it), its
         folders told the key (`own_folders`)."""
-        return know_cuda((found := identity(self.path)).identity) or found
+        found = identity(self.path)
+        know_cuda(found.identity)
+        return found
 
     def check_arch(self, arch: str) -> int:
         """Parse `arch` (which NVRTC builds is asked at the first compile: asking needs
