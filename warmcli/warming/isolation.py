@@ -5,12 +5,13 @@ A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
 down. `run_isolated` forks a worker that does the whole run and waits for it: until it exits, or
 once it has returned its code, journaled, and made its output /dev/null and closed its end of a
 pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited for only as this
-process ends, `_reap`, overlapping its own). The worker appends to a journal (an unlinked temporary
-file both share) the pass it is in, the tune candidate it is measuring (`measuring`) and every
-compiler process group it starts. When the worker dies of a crash signal while a candidate is being
-measured, that candidate is excluded (`excluded`, read by the tuner through the `MeasureJournal`
-the worker installs into `warmcli.runtime.tune`; the tuner records it as failed with the reason
-`crashed (SIGSEGV)`) and the run starts again in a fresh worker; a crash anywhere else is returned
+process ends, `_reap`, overlapping its own). The worker appends to a journal (a file in memory
+both share, a few lines long: `warmcli.warming.worker_journal`) the pass it is in, the tune
+candidate it is measuring (`measuring`) and every compiler process group it starts. When the
+worker dies of a crash signal while a candidate is being measured, that candidate is excluded
+(`excluded`, read by the tuner through the `MeasureJournal` the worker installs into
+`warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed (SIGSEGV)`) and
+the run starts again in a fresh worker; a crash anywhere else is returned
 as a `WorkerCrash` naming the pass (`warmcli.warming.crashes`). Either way the compiler groups
 the worker left are killed. The worker runs the workload's exit functions (`atexit`'s, a
 `TemporaryDirectory`'s finalizer) once, as Python would as the process ends, before it returns
@@ -31,7 +32,7 @@ own stop handler's `sys.exit` raised again as warm answers the first, a group's 
 too, is a stop, not that exit's code; the code is 130 until the worker judged how `work` ended: a
 stop cutting that short stops too; one in the exit functions after is theirs, the code stands).
 
-State: the excluded candidates and the worker's journal, one of each per process (and the stub
+State: the excluded candidates, per process (the journal's is `worker_journal`'s; and the stub
 folder of `warmcli.warming.worker_names`, named before the first fork, made by a worker that needs
 a stub, removed by this process at its end however the worker ends, and by the worker where this
 process was killed first). The module prints nothing (the caller's `on_crash` and its exit code
@@ -44,19 +45,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_quiet_callback, send_again
-from warmcli.records import Record, factory
 from warmcli.warming import child_signals
 from warmcli.warming.crashes import (
     CRASH_SIGNALS,
@@ -67,6 +66,14 @@ from warmcli.warming.crashes import (
 )
 from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
 from warmcli.warming.stop_signals import STOPS, mark_stop_sent, stopped_by_signal
+from warmcli.warming.worker_journal import (
+    Journal,
+    arm,
+    measuring,
+    open_journal,
+    read_journal,
+    write,
+)
 from warmcli.warming.worker_names import make_folder, remove_folder
 
 KILL_GRACE = 2.0  # seconds an interrupted worker has to stop before it is killed
@@ -74,34 +81,7 @@ Output = Callable[[], contextlib.AbstractContextManager[Any]]
 
 
 class _State:
-    journal: int | None = None  # the worker's journal file descriptor
     excluded: dict[tuple[str, str], str] = {}  # noqa: RUF012  ((tune key, candidate) -> reason)
-
-
-def _write(kind: str, **fields: Any) -> None:
-    if _State.journal is not None:
-        line = json.dumps({"kind": kind, **fields}, default=str) + "\n"
-        os.write(_State.journal, line.encode())
-
-
-def note_pass(label: str) -> None:
-    """The worker starts a pass (a crash outside tuning is reported with it)."""
-    _write("pass", label=label)
-
-
-def note_stored(kernels: int, tunes: int) -> None:
-    """The worker committed this many kernels and tunes to the bundle (they are kept)."""
-    _write("stored", kernels=kernels, tunes=tunes)
-
-
-@contextlib.contextmanager
-def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> Iterator[None]:
-    """The worker measures this candidate now: a crash inside excludes it."""
-    _write("begin", key=tune_key, operation=operation, shape=shape_key, candidate=candidate)
-    try:
-        yield
-    finally:
-        _write("end")
 
 
 def excluded(tune_key: str, candidate: str) -> str | None:
@@ -115,46 +95,6 @@ class _WorkerJournal:
 
     excluded = staticmethod(excluded)
     measuring = staticmethod(measuring)
-
-
-class _Journal(Record, frozen=False):
-    during: str | None = None
-    candidate: dict[str, Any] | None = None
-    groups: set[int] = factory(set)
-    stored: tuple[int, int] = (0, 0)
-    finished: bool = False  # warm's worker returned its exit code (not the workload's `os._exit`)
-    code: int = 0  # the exit code it returned (what it exits with)
-    unanswered: bool = False  # it stopped for an interrupt its work did not answer
-    let_go: bool = False  # it ran the workload's exit functions and lets go (`_let_go`)
-
-
-def _read_journal(fd: int) -> _Journal:
-    os.lseek(fd, 0, os.SEEK_SET)
-    with open(os.dup(fd), "rb") as fh:
-        data = fh.read()
-    journal = _Journal()
-    for raw in data.splitlines():
-        try:
-            entry = json.loads(raw)
-        except ValueError:  # a line cut short by the crash
-            continue
-        kind = entry.get("kind")
-        if kind == "pass":
-            journal.during, journal.candidate = entry["label"], None
-        elif kind == "begin":
-            journal.candidate = entry
-        elif kind == "end":
-            journal.candidate = None
-        elif kind == "stored":
-            kernels, tunes = journal.stored
-            journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
-        elif kind == "exit":
-            journal.finished, journal.unanswered = True, bool(entry.get("unanswered"))
-            journal.code = entry["code"] if isinstance(entry.get("code"), int) else 1
-            journal.let_go = bool(entry.get("let_go"))
-        elif kind == "compiler":
-            (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
-    return journal
 
 
 def _arm_parent_death(parent: int) -> None:
@@ -173,11 +113,11 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
         forget_inherited()  # first: the supervisor's exit functions are not the worker's
         for s in _heeded():  # the supervisor's handler must not run here
             signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
-        _State.journal = journal
+        arm(journal)
         from warmcli.runtime.tune import set_measure_journal  # only a worker measures here
 
         set_measure_journal(_WorkerJournal())
-        on_compiler(lambda pgid, started: _write("compiler", pgid=pgid, started=started))
+        on_compiler(lambda pgid, started: write("compiler", pgid=pgid, started=started))
         _arm_parent_death(parent)
         code, unanswered = work(), False
     except SystemExit as exc:  # the workload's stop handler's, called again as `work` answered
@@ -195,7 +135,7 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
     finally:
         try:  # nothing raised from here runs on past `os._exit` (into the supervisor's code)
             with contextlib.suppress(BaseException):  # the code stands if one ends it (`os._exit`)
-                _write("exit", code=code, unanswered=unanswered)
+                write("exit", code=code, unanswered=unanswered)
             with contextlib.suppress(BaseException), output():  # as Python ends, Ctrl-C or not
                 run_exit_functions()
             for stream in (sys.stdout, sys.stderr):
@@ -210,7 +150,7 @@ def _worker(work: Callable[[], int], journal: int, parent: int, done: int, outpu
             for s in _heeded():  # its code decided: the stop signals ignored (the module doc)
                 signal.signal(s, signal.SIG_IGN)
             with contextlib.suppress(BaseException):  # past its exit functions: not crashed
-                _write("exit", code=code, unanswered=unanswered, let_go=True)
+                write("exit", code=code, unanswered=unanswered, let_go=True)
             if os.getppid() != parent:  # the supervisor was killed: its stub folder goes here
                 with contextlib.suppress(BaseException):
                     remove_folder()
@@ -240,7 +180,7 @@ def _let_go(done: int) -> None:
         os.close(done)
 
 
-def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal | None]:
+def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, Journal | None]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status, whether it was interrupted,
     and its journal where read here; None for the status where the worker let go (`done`
@@ -271,7 +211,7 @@ def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, _Journal
             ready = select.select(watched, [], [], 0.25 if pidfd is not None else 0.02)[0]
             if done in ready and not os.read(done, 1):  # its end closed (or the workload's)
                 watched.remove(done)
-                if (seen := _read_journal(journal)).finished and seen.let_go:
+                if (seen := read_journal(journal)).finished and seen.let_go:
                     return None, bool(deadline), seen  # (else its status: an exit function's)
     finally:
         if pidfd is not None:
@@ -309,11 +249,9 @@ def run_isolated(
     a candidate's measurement (or of an interrupt it did not stop for in time), or
     exited without returning through warm (the workload called `os._exit`).
     """
-    import tempfile  # imported on first use: only `warm run` and a replay isolate
-
     make_folder()  # here: this process removes it however the worker ends
     for _ in range(max_restarts + 1):
-        with tempfile.TemporaryFile() as fh:
+        with open_journal() as fh:
             journal = fh.fileno()
             sys.stdout.flush()
             sys.stderr.flush()
@@ -328,7 +266,7 @@ def run_isolated(
                 status, interrupted, read = _wait(pid, done, journal)
             finally:
                 os.close(done)
-            seen = read if read is not None else _read_journal(journal)
+            seen = read if read is not None else read_journal(journal)
         _kill_groups(seen.groups)
         if status is None:  # it returned its code and let go: it exits with it
             atexit.register(_reap, pid)  # as this process ends, its teardown overlapped

@@ -28,8 +28,8 @@ from warmcli.runtime.runtime import Runtime
 from warmcli.warming.companions import Companions
 from warmcli.warming.forked_launches import note as forked_note
 from warmcli.warming.forked_launches import watching
-from warmcli.warming.isolation import note_pass
 from warmcli.warming.leftovers import where
+from warmcli.warming.worker_journal import note_pass
 from warmcli.warming.workload import Workload
 
 Observer = Callable[[str, StatisticsReader], None]

@@ -55,11 +55,11 @@ from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.companions import Companions
 from warmcli.warming.forked_launches import note as forked_note
-from warmcli.warming.isolation import note_stored
 from warmcli.warming.one_pass import Observer, PassReport, did_something, merged, run_pass
 from warmcli.warming.probe import CompilerProbe
 from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
 from warmcli.warming.sealing import join_record, kept_after, kept_before, seal
+from warmcli.warming.worker_journal import note_stored
 from warmcli.warming.workload import Workload
 
 
