@@ -1,0 +1,93 @@
+"""README passages a new user trips on, run as written (docs48b).
+
+The workload contract's only code example used names it never defined (`MATMUL_SOURCE`,
+`numpy_array_a`, `m`, `n`, `k`); "The bundle"'s production snippet asked `warmcli.runtime()`
+for a runtime, a CUDA one on a GPU machine whatever the workload's device; Trust's example
+made its key in `~/.warm` and trusted it from `/etc/warm` with nothing copying it there. These
+tests take the README's blocks as written and run them in a fresh folder: the real CLI, the
+real C compiler (the host backend), real keys through the `sign` extra. No fakes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+README = ROOT / "README.md"
+
+
+def _section(title: str) -> str:
+    """The README's `## title` section, up to the next `## ` heading."""
+    text = README.read_text()
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    """The bodies of `text`'s fenced blocks of `language`."""
+    found = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    return [body for lang, body in found if lang == language]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    """A user's environment: `warm` and `python` on `PATH` (this checkout's), a home and a
+    warm home of their own, no `WARM_*` variable of the caller's."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, run in (("warm", f'"{sys.executable}" -m warmcli'), ("python", sys.executable)):
+        (bin_ / name).write_text(f'#!/bin/sh\nexec {run} "$@"\n')
+        (bin_ / name).chmod(0o755)
+    (tmp_path / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PATH=f"{bin_}:{env['PATH']}", PYTHONPATH=str(ROOT), COLUMNS="200")
+    env.update(HOME=str(tmp_path / "home"), WARM_HOME=str(tmp_path / "warmhome"))
+    return env
+
+
+def _run(
+    args: list[str], cwd: Path, env: dict[str, str], **more: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=cwd, env=dict(env, **more), capture_output=True, text=True, timeout=120
+    )
+
+
+def _contract_example() -> str:
+    """The workload contract's example: the block that tunes `MATMUL`."""
+    (body,) = [b for b in _blocks(_section("The workload contract"), "python") if "MATMUL" in b]
+    return body
+
+
+def _production_snippet() -> str:
+    (body,) = [b for b in _blocks(_section("The bundle"), "python") if "use_bundle(" in b]
+    return body
+
+
+def test_the_contract_example_runs_and_its_bundle_serves_the_production_snippet(
+    tmp_path: Path,
+) -> None:
+    """The contract's example, saved as `app.py`, warms under `warm run` as written (it used
+    undefined names: a NameError, exit 2); "The bundle"'s production snippet then serves it
+    from the bundle as written (its path moved to this folder): nothing compiled, nothing
+    tuned, and on its host runtime (`runtime()` alone is a GPU's where there is one)."""
+    env = _env(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "app.py").write_text(_contract_example())
+    bundle = work / "warm.bundle"
+    run = _run(["warm", "run", "app.py", "--bundle", str(bundle)], work, env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "stored 5 new kernel(s) and 1 new tune(s)" in run.stdout, run.stdout
+    assert "the bundle is complete" in run.stdout, run.stdout
+    snippet = _production_snippet()
+    assert 'warmcli.runtime("host")' in snippet and "from app import workload" in snippet
+    (work / "serve.py").write_text(snippet.replace("/opt/app/warm.bundle", str(bundle)))
+    served = _run([sys.executable, "serve.py"], work, env, WARM_REPORT="1")
+    assert served.returncode == 0, served.stderr
+    assert "served everything: compiled 0 kernels, tuned 0 operations" in served.stderr
+    prose = " ".join(_section("The bundle").split())
+    assert "on a GPU machine a host workload given `warmcli.runtime()` gets a CUDA runtime" in prose
