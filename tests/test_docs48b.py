@@ -91,3 +91,49 @@ def test_the_contract_example_runs_and_its_bundle_serves_the_production_snippet(
     assert "served everything: compiled 0 kernels, tuned 0 operations" in served.stderr
     prose = " ".join(_section("The bundle").split())
     assert "on a GPU machine a host workload given `warmcli.runtime()` gets a CUDA runtime" in prose
+
+
+def _quick_start_files(work: Path) -> None:
+    """The quick start's `scale.py` and `serve.py`, written to `work` as the README has them."""
+    for body in _blocks(_section("Quick start"), "python"):
+        first = body.split("\n", 1)[0]
+        if re.fullmatch(r"# \w+\.py", first):
+            (work / first[2:]).write_text(body)
+    assert (work / "serve.py").is_file() and (work / "scale.py").is_file()
+
+
+def test_the_trust_example_signs_and_serves_end_to_end(tmp_path: Path) -> None:
+    """Trust's block, as written but for `/etc/warm` (moved under this folder) and its
+    `pip install` line, run by bash -e beside the quick start's files: the key is made, the
+    bundle warmed and signed, the public key copied where production trusts it, and
+    `serve.py` served by the signed bundle. The same `serve.py` refuses a bundle another key
+    signed, and one nobody signed, exit 1 with the line the README quotes, never cold."""
+    env = _env(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    _quick_start_files(work)
+    (block,) = [b for b in _blocks(_section("Trust: a bundle is native code"), "sh")]
+    etc = tmp_path / "etc" / "warm"
+    lines = [x for x in block.splitlines() if not x.startswith("pip install")]
+    script = "\n".join(lines).replace("/etc/warm", str(etc))
+    done = _run(["bash", "-e", "-c", script], work, env, WARM_REPORT="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (etc / "ci.key.pub").is_file() and not (etc / "ci.key").exists()
+    assert done.stdout.rstrip().endswith("[0. 2. 4. 6.]"), done.stdout
+    assert "served everything: compiled 0 kernels" in done.stderr, done.stderr
+    prose = " ".join(_section("Trust: a bundle is native code").split())
+    quoted = prose.split("exit 1, with `warmcli.errors.SignatureError: /srv/app.warm: ", 1)[1]
+    quoted = quoted.split("`", 1)[0].replace("c2e8439da0e85f45", "KEY")
+    trusted = {"WARM_TRUSTED_KEYS": str(etc / "ci.key.pub")}
+    other = _run(["warm", "keygen", "other.key"], work, env)
+    assert other.returncode == 0, other.stderr
+    for key in (["--key", "other.key"], []):
+        (work / "app.warm").unlink()
+        warmed = _run(["warm", "run", "scale.py", "--bundle", "app.warm", *key], work, env)
+        assert warmed.returncode == 0, warmed.stderr
+        refused = _run(["python", "serve.py"], work, env, WARM_REPORT="1", **trusted)
+        assert refused.returncode == 1 and refused.stdout == "", refused.stdout
+        last = refused.stderr.splitlines()[-2]
+        assert last.startswith("warmcli.errors.SignatureError: "), refused.stderr
+        said = re.sub(r"key\(s\) [0-9a-f]{16}", "key(s) KEY", last.split(": ", 2)[2])
+        assert said == quoted if key else said.startswith("bundle refused: unsigned, "), said
