@@ -10,6 +10,7 @@ real C compiler (the host backend), real keys through the `sign` extra. No fakes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -29,7 +30,7 @@ def _section(title: str) -> str:
 
 def _blocks(text: str, language: str) -> list[str]:
     """The bodies of `text`'s fenced blocks of `language`."""
-    found = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL)
+    found = re.findall(r"^ *```(\w*)\n(.*?)^ *```", text, flags=re.MULTILINE | re.DOTALL)
     return [body for lang, body in found if lang == language]
 
 
@@ -57,8 +58,10 @@ def _run(
 
 
 def _contract_example() -> str:
-    """The workload contract's example: the block that tunes `MATMUL`."""
-    (body,) = [b for b in _blocks(_section("The workload contract"), "python") if "MATMUL" in b]
+    """The workload contract's example: the block defining `workload`, which tunes `MATMUL`."""
+    (body,) = [
+        b for b in _blocks(_section("The workload contract"), "python") if "rt.tune(MATMUL" in b
+    ]
     return body
 
 
@@ -137,3 +140,41 @@ def test_the_trust_example_signs_and_serves_end_to_end(tmp_path: Path) -> None:
         assert last.startswith("warmcli.errors.SignatureError: "), refused.stderr
         said = re.sub(r"key\(s\) [0-9a-f]{16}", "key(s) KEY", last.split(": ", 2)[2])
         assert said == quoted if key else said.startswith("bundle refused: unsigned, "), said
+
+
+def test_the_tunable_bullets_example_shares_picks_as_its_comments_say(tmp_path: Path) -> None:
+    """The Tunable bullet leads with an example of `bucket=` and `key=` on the contract's
+    `MATMUL` (a 752-character line defined them, deep in the bullet). Its lines, added to the
+    contract's example and tuned at (m, n) = (60, 48), (64, 48) and (64, 40): POW2 stores one
+    pick (60 rounds up to 64, as 40 and 48 do), BY_M one per m, two."""
+    section = _section("The workload contract")
+    (block,) = [b for b in _blocks(section, "python") if "bucket=" in b]  # a bullet's: indented
+    lines = [x.strip() for x in block.splitlines() if x.strip()]
+    made = [x for x in lines if not x.startswith("rt.tune(")]
+    tuned = [x for x in lines if x.startswith("rt.tune(")]
+    assert len(made) == len(tuned) == 2, lines
+    loop = "".join(f"        {x}\n" for x in tuned)
+    source = (
+        _contract_example()
+        + "\n".join(made)
+        + (
+            "\n\ndef shapes(rt):\n"
+            "    for m, n, k in ((60, 48, 32), (64, 48, 32), (64, 40, 32)):\n"
+            "        a = rt.upload(np.ones((m, k), dtype=np.float32))\n"
+            "        b = rt.upload(np.ones((k, n), dtype=np.float32))\n"
+            '        c = rt.buffer((m, n), "float32")\n' + loop
+        )
+    )
+    env = _env(tmp_path)
+    (tmp_path / "w.py").write_text(source)
+    run = _run(
+        ["warm", "run", "w.py", "--entry", "shapes", "-b", "t.warm", "--json"], tmp_path, env
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    stats = _run(["warm", "stats", "t.warm", "--json"], tmp_path, env)
+    assert stats.returncode == 0, stats.stderr
+    tunes = json.loads(stats.stdout)["tunes"]
+    counts = {
+        name: sum(t["operation"] == name for t in tunes) for name in ("matmul_pow2", "matmul_m")
+    }
+    assert counts == {"matmul_pow2": 1, "matmul_m": 2}, counts
