@@ -7,7 +7,8 @@ collection closer, and a generation-1 one in a small workload's first run costs 
 function, and nothing more (its function is made from its symbol's address: made by
 (name, library), ctypes kept the library in a dict of each function's; ctypes never unloads a
 library, and the device holds each it loaded). `rt.can_build`'s module is imported on its first
-use, not by a serving process.
+use, not by a serving process. The bench's fresh process times the collector's collections
+during the first run (`bench.first_result`'s `collected`), never disabling it.
 """
 
 from __future__ import annotations
@@ -103,3 +104,23 @@ def test_can_build_still_answers_once_imported_on_use(warm: Warm, tmp_path: Path
         timeout=120,
     )
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_the_bench_process_times_the_collector_in_the_first_run(warm: Warm, tmp_path: Path) -> None:
+    (tmp_path / "served.py").write_text(WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", tmp_path / "served.py", "-b", bundle, "-q").returncode == 0
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.first_result", str(tmp_path / "served.py"), str(bundle)],
+        env=dict(warm.env, PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[0])
+    assert result["loaded"] == N and result["compiled"] == 0
+    assert 0 <= result["collected"] < result["first"]
+    assert 0 <= result["collected_again"] < result["again"] or result["collected_again"] == 0
+    assert all(g in (0, 1, 2) for g in result["collections"])
