@@ -12,7 +12,12 @@ production process imports its own code (by `importlib`, its folder first on
 `sys.path`), not through warm's workload loader, which only `warm run` needs. It prints
 one JSON object of seconds (`imports`, `first`, `opened`: the part of `first` before the
 workload starts, the bundle opened and the runtime made, `again`, and `workload`:
-importing the workload file) and counts, with `started` and `ended` (this module's first
+importing the workload file; `collected` and `collected_again`: what Python's cyclic
+garbage collector took in the first run's launches and in the second run, timed by a
+`gc.callbacks` hook installed before the bundle is opened, never disabling or freezing the
+collector: a user's process pays its collections, and where one lands moves with every
+object allocated since the last) and counts (`collections`: the generation of each
+collection in the first run's launches), with `started` and `ended` (this module's first
 line and the JSON's making, on the machine's monotonic clock, which its parent reads
 too), then one line more when every other exit handler has run (warm's own: the bundle
 closed): that clock again; its parent times the whole process, so start and exit are
@@ -26,6 +31,7 @@ import time
 STARTED = time.perf_counter()
 
 import atexit  # noqa: E402
+import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -54,9 +60,34 @@ def load_workload(path: str) -> tuple[Callable[[Any], Any], str]:
     return module.workload, getattr(module, "DEVICE", "host")
 
 
+# Each collection's start, its seconds and generation, once `main` hooks them: floats and
+# small ints appended to lists, no object the collector tracks (the interpreter hands the
+# hook a dict of its own per collection, freed with it).
+_AT: list[float] = []
+_SPENT: list[float] = []
+_GENERATION: list[int] = []
+
+
+def _collecting(phase: str, info: dict[str, int]) -> None:
+    """`gc.callbacks`' hook: times each collection, whatever its generation."""
+    if phase == "start":
+        _AT.append(time.perf_counter())
+    else:
+        _SPENT.append(time.perf_counter() - _AT[-1])
+        _GENERATION.append(info["generation"])
+
+
+def _collected(since: float, until: float) -> tuple[float, list[int]]:
+    """Seconds in the collections that started between `since` and `until`, and their
+    generations."""
+    inside = [i for i, at in enumerate(_AT[: len(_SPENT)]) if since <= at < until]
+    return sum(_SPENT[i] for i in inside), [_GENERATION[i] for i in inside]
+
+
 def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
     imported = time.perf_counter()
     workload, device = load_workload(workload_path)
+    gc.callbacks.append(_collecting)
     begin = time.perf_counter()
     if bundle_path:
         production.use_bundle(bundle_path)
@@ -68,6 +99,8 @@ def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
     workload(rt)
     rt.synchronize()
     again = time.perf_counter()
+    gc.callbacks.remove(_collecting)
+    collected, generations = _collected(opened, first)
     stats = default_collector().reader().total()
     return {
         "imports": imported - STARTED,
@@ -75,6 +108,9 @@ def main(workload_path: str, bundle_path: str | None) -> dict[str, object]:
         "opened": opened - begin,
         "again": again - first,
         "workload": begin - imported,
+        "collected": collected,
+        "collected_again": _collected(first, again)[0],
+        "collections": generations,
         "compiled": stats.compilation.compiled,
         "loaded": stats.compilation.loaded,
         "measured": stats.autotune.measured,

@@ -18,6 +18,15 @@ says how flat the cost is across sizes, and what bounds it: the part of serving 
 kernel no path skips, measured in this process in the same run (its row read and
 checked as the runtime reads it, its content hash and key, its blob read and checked
 and its module loaded, each once per blob, and its function made from the module).
+The kernels' cost includes what Python's cyclic garbage collector takes in the first run
+(a user's process pays it: the collector is never disabled or frozen here), and the detail
+says how much, per size: the time `bench.first_result` saw in collections during the
+first run's launches less during the second run, per kernel (median of the processes),
+and the generations collected. A collection is due every 700 objects (Python's default)
+the collector tracks, allocated net since the last, whatever allocated them (an import,
+the workload's own objects), so whether one lands in a small size's first run moves with
+every object allocated before it; a generation-1 collection there costs a 50-kernel
+start ~0.6 ms.
 """
 
 from __future__ import annotations
@@ -113,8 +122,16 @@ def _first_uses(env: dict[str, str], bundle: Path) -> dict[str, float]:
     return json.loads(out)  # type: ignore[no-any-return]
 
 
+def _generations(collected: list[int]) -> str:
+    """A first run's collections, as the detail names them."""
+    if not collected:
+        return "no collection"
+    return f"{len(collected)} collection(s), generation {'/'.join(map(str, collected))}"
+
+
 def serve_per_kernel(size: Size) -> list[Row]:
     per_kernel: dict[int, float] = {}
+    collected: dict[int, tuple[float, list[int]]] = {}  # per kernel, and generations
     opening: list[float] = []
     firsts: list[dict[str, float]] = []  # beside each start of the smallest size
     with tempfile.TemporaryDirectory(prefix="warm-bench-serve-") as tmp_name:
@@ -136,6 +153,10 @@ def serve_per_kernel(size: Size) -> list[Row]:
             if any(r["compiled"] or r["loaded"] != n for r in runs):
                 raise RuntimeError(f"{n} kernels: not all served from the bundle: {runs}")
             per_kernel[n] = median([(r["first"] - r["opened"] - r["again"]) / n for r in runs])
+            by_gc = sorted(runs, key=lambda r: r["collected"] - r["collected_again"])
+            middle = by_gc[len(by_gc) // 2]  # the median process, and what it collected
+            spent = (middle["collected"] - middle["collected_again"]) / n
+            collected[n] = (spent, middle["collections"])
             opening += [r["opened"] for r in runs]
     worst = max(per_kernel.values())
     sizes = ", ".join(f"{n}: {us(s)}" for n, s in per_kernel.items())
@@ -147,9 +168,12 @@ def serve_per_kernel(size: Size) -> list[Row]:
     marginal = (high * large - low * small) / (large - small) if large > small else high
     floor = {k: median([f[k] for f in firsts]) for k in FIRST_USES}
     first_uses = ", ".join(f"{what} {us(floor[k])}" for k, what in FIRST_USES.items())
+    gc_sizes = ", ".join(f"{n}: {us(s)} ({_generations(g)})" for n, (s, g) in collected.items())
     detail = (
         f"per kernel served (first run less second run, over kernels; median of {PROCESSES} "
-        f"fresh processes): {sizes}; largest/smallest {high / low:.2f} (1 = flat); one "
+        f"fresh processes): {sizes}; of which Python's garbage collector, its collections "
+        f"in the first run less in the second, per kernel (the median process): {gc_sizes}; "
+        f"largest/smallest {high / low:.2f} (1 = flat); one "
         f"more kernel {us(marginal)}, once per process in the first run "
         f"{(low - marginal) * small * 1e3:.2f} ms (of which what no path skips, done plainly "
         f"in fresh processes, medians: {first_uses}; together {sum(floor.values()) * 1e3:.2f} "

@@ -51,6 +51,7 @@ NOT_WHILE_SERVING = (
     "warmcli.execution.stream_mode",  # a tune's measurement
     "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.explain",  # explaining a miss
+    "warmcli.runtime.buildable",  # `rt.can_build`: asked before a launch, never by a hit
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
     "warmcli.backends.compiler",  # what compiles: records, running a compiler

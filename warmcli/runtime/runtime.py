@@ -31,7 +31,8 @@ registrations (`tune_registrations`): a tune settles measured, pending, failed o
 measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
 ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
 thread's late launch is stopped there). A buffer's shape and dtype and a launch's configuration are
-read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip."""
+read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
+(`warmcli.runtime.buildable`, imported on its first use)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,6 @@ from warmcli.execution.process_mode import ProcessMode, active_collector, curren
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
 from warmcli.records import MissExplanation, TuneRecord
-from warmcli.runtime.buildable import can_build
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.launch_sizes import (
     buffer_shape,
@@ -112,6 +112,8 @@ class Runtime:
     def can_build(self, kernel: Kernel) -> bool:
         """False where a launch of `kernel` raises `ToolchainError`: none builds or serves it."""
         refuse_wrong_kinds("rt.can_build", kernel=kernel)
+        from warmcli.runtime.buildable import can_build  # asked, not launched: a hit never is
+
         return can_build(self.kernels, kernel)  # (with no compiler here, the build loaded)
 
     # -- buffers ---------------------------------------------------------------------------

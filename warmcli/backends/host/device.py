@@ -5,9 +5,12 @@ the scalars, each checked against the kernel's parameter letters: by its signatu
 fast path (`warmcli.backends.launch_args.fast_converter`, shared), and by the kernel's
 own converter (made on the first launch that needs it) for any argument off that path;
 a kernel's function is made from its signature's C function type, made once per
-signature. A binary is loaded from the host library cache
-(`warmcli.backends.host.libraries`: the loader needs a file, and a hot start finds it
-already written).
+signature, and its symbol's address: ctypes never unloads a library (no `dlclose`), and
+the device holds each it loaded, so no function holds its own (by name, ctypes would keep
+its library in a dict of each function's: one tracked object more per served kernel for
+Python's garbage collector to count and trace). A binary is loaded from the host
+library cache (`warmcli.backends.host.libraries`: the loader needs a file, and a hot
+start finds it already written).
 A buffer's address is read once, when it is allocated (its array never
 moves). Timing is `time.perf_counter` around the measured run: host launches
 are synchronous, so the stream has nothing to wait for. This module never decides
@@ -139,11 +142,12 @@ class HostDevice:
         return library
 
     def get_function(self, module: ctypes.CDLL, symbol: str, kernel: Kernel) -> Any:
-        try:  # its signature's prototype holds the argument types and fast path, shared
-            function = _prototype(kernel.params)((symbol, module))
-        except AttributeError as exc:
+        try:  # by its address, not (symbol, module): no dict of its own (the module doc)
+            address = ctypes.addressof(ctypes.c_char.in_dll(module, symbol))
+        except ValueError as exc:
             raise DeviceError(f"binary has no symbol {symbol} for kernel {kernel.label}") from exc
-        return function
+        # Its signature's prototype holds the argument types and fast path, shared.
+        return _prototype(kernel.params)(address)
 
     def launch(
         self,
