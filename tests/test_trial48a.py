@@ -1,0 +1,74 @@
+"""A CI pre-build user's trial of warm, from the README only (round 48): a small CUDA package
+with a `kernels/` folder of headers named by `-I`, warmed for `--arch sm_90` by NVRTC and
+nvcc on a machine with no GPU, then broken the ways a user breaks it. The real CLI in a
+subprocess, real NVRTC.
+
+What it found: a kernel whose `-I` folder lacks the header it includes (a typo, a file not
+yet added) was told by NVRTC's hint that NVRTC reads no header from the working folder and
+to name it with `-I`, which it did, the header being in no folder at all (now: where NVRTC
+looked, and to check the name); a template
+instance named as CuPy's name expressions name it (`scale<float>`) was refused as "not a C
+identifier", with no word of what the README says to do instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+from warmcli import Kernel
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+NEEDS_NVRTC = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
+
+MISSING_HEADER = r'''
+import os
+from warmcli import Kernel
+DEVICE = "cuda"
+KDIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
+K = Kernel("""#include "nothere.cuh"
+extern "C" __global__ void nh(float *y) { y[0] = ONE; }
+""", "nh", "P", language="cuda", options=(f"-I{KDIR}",))
+def workload(rt):
+    rt.launch(K, rt.buffer(4, "float32"), grid=(1, 1, 1), block=(1, 1, 1))
+'''
+
+
+@NEEDS_NVRTC
+def test_a_header_in_no_folder_is_not_blamed_on_the_working_folder(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The header is in neither the kernel's `-I` folder nor the working folder: NVRTC's own
+    `cannot open source file` is followed by where NVRTC looked; the hint that NVRTC reads
+    no header from the working folder, and to name it with `-I` (the kernel names its folder
+    already), misled. Where the header does lie in the working folder, that hint is given."""
+    (tmp_path / "kernels").mkdir()
+    workload = tmp_path / "w.py"
+    workload.write_text(MISSING_HEADER)
+    args = ("run", workload, "--arch", "sm_90", "--compiler", "nvrtc", "-b", tmp_path / "b.warm")
+    proc = warm(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert 'cannot open source file "nothere.cuh"' in proc.stderr
+    assert "reads no header from the working folder" not in proc.stderr, proc.stderr
+    assert "check its name; one elsewhere: name its folder with -I" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    (tmp_path / "nothere.cuh").write_text("#define ONE 1.0f\n")
+    proc = warm(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "reads no header from the working folder: name it with -I" in proc.stderr
+
+
+@pytest.mark.parametrize("entry", ["scale<float>", "scale<float, 128>", "ns::scale"])
+def test_a_name_expression_entry_says_what_to_declare_instead(entry: str) -> None:
+    """CuPy's `name_expressions` name a template instance (`scale<float>`); warm's entry is one
+    `extern "C"` function, and the refusal says so, as the README does."""
+    with pytest.raises(ValueError) as err:
+        Kernel("", entry, "Pi", language="cuda")
+    text = str(err.value)
+    assert f"kernel entry {entry!r} is not a C identifier" in text
+    assert 'extern "C" __global__ function per instance' in text
+    with pytest.raises(ValueError) as plain:
+        Kernel("", "2scale", "Pi", language="cuda")
+    assert "extern" not in str(plain.value)
