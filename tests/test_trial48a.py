@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import Warm, nvcc_or_skip
 
 from warmcli import Kernel
 from warmcli.backends.cuda.nvrtc import find_nvrtc
@@ -72,3 +72,40 @@ def test_a_name_expression_entry_says_what_to_declare_instead(entry: str) -> Non
     with pytest.raises(ValueError) as plain:
         Kernel("", "2scale", "Pi", language="cuda")
     assert "extern" not in str(plain.value)
+
+
+TWO_COMPILERS = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """extern "C" __global__ void scale%d(float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] *= %d.0f; }"""
+KS = [Kernel(SRC % (i, i), "scale%d" % i, "Pi", language="cuda") for i in range(6)]
+def workload(rt):
+    y = rt.buffer(64, "float32")
+    for k in KS:
+        rt.launch(k, y, 64, grid=(1, 1, 1), block=(64, 1, 1))
+'''
+
+
+@NEEDS_NVRTC
+def test_stats_lists_each_labels_builds_by_compiler_in_one_order(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A bundle warmed with NVRTC, then `--compiler nvcc`: `warm stats` listed one label's two
+    builds by key, so nvcc's came first for some labels and NVRTC's for others, in a column
+    a reader scans for which is which."""
+    nvcc_or_skip()
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_COMPILERS)
+    bundle = tmp_path / "b.warm"
+    for compiler in ("nvrtc", "nvcc"):
+        args = ("run", workload, "--arch", "sm_90", "--no-ptx", "--compiler", compiler)
+        proc = warm(*args, "-b", bundle, "-q")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    kernels = warm.json("stats", bundle)["kernels"]
+    assert len(kernels) == 12
+    built = [k["toolchain"].partition(":")[0] for k in kernels]
+    assert built == ["nvcc", "nvrtc"] * 6, built
+    table = warm("stats", bundle).stdout
+    rows = [line.split()[2] for line in table.splitlines() if " scale" in line]
+    assert rows == ["nvcc", "nvrtc"] * 6, table
