@@ -109,3 +109,44 @@ def test_stats_lists_each_labels_builds_by_compiler_in_one_order(
     table = warm("stats", bundle).stdout
     rows = [line.split()[2] for line in table.splitlines() if " scale" in line]
     assert rows == ["nvcc", "nvrtc"] * 6, table
+
+
+TUNED = r'''
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "cuda"
+SRC = """extern "C" __global__ void axpy(float a, const float *x, float *y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int k = 0; k < PER; k++) if (i * PER + k < n) y[i * PER + k] += a * x[i * PER + k]; }"""
+def launch(rt, kernel, a, x, y, n, *, stream=None):
+    per = int(kernel.define("PER"))
+    grid = ((n // per + 127) // 128, 1, 1)
+    rt.launch(kernel, a, x, y, n, grid=grid, block=(128, 1, 1), stream=stream)
+T = Tunable("axpy", {f"per{p}": Kernel(SRC, "axpy", "fPPi", language="cuda", defines={"PER": p})
+                     for p in (1, 2)}, launch)
+def workload(rt):
+    x = rt.upload(np.arange(1024, dtype=np.float32)); y = rt.buffer(1024, "float32")
+    rt.tune(T, 2.0, x, y, 1024)
+'''
+
+
+@NEEDS_NVRTC
+def test_explain_lists_every_build_of_the_candidates(warm: Warm, tmp_path: Path) -> None:
+    """`warm stats --explain OP` narrows to the tunable's candidates' kernels: it listed only
+    the builds the tune record names (NVRTC's cubins, keyed when the tune was first met), not
+    their PTX kept beside them nor nvcc's builds of the same kernels that a later
+    `--compiler nvcc` run stored, which `warm stats` lists under the same labels."""
+    nvcc_or_skip()
+    workload = tmp_path / "w.py"
+    workload.write_text(TUNED)
+    bundle = tmp_path / "b.warm"
+    for compiler in ("nvrtc", "nvcc"):
+        args = ("run", workload, "--arch", "sm_90", "--compiler", compiler, "-b", bundle, "-q")
+        proc = warm(*args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    every = warm.json("stats", bundle)["kernels"]
+    assert len(every) == 8  # 2 candidates x (cubin + PTX) x 2 compilers
+    explained = warm.json("stats", bundle, "--explain", "axpy")["kernels"]
+    assert sorted(k["key"] for k in explained) == sorted(k["key"] for k in every)
+    table = warm("stats", bundle, "--explain", "axpy").stdout
+    assert "Kernels (8)" in table and "compute_90" in table and "nvcc 13" in table, table
