@@ -150,3 +150,16 @@ def test_explain_lists_every_build_of_the_candidates(warm: Warm, tmp_path: Path)
     assert sorted(k["key"] for k in explained) == sorted(k["key"] for k in every)
     table = warm("stats", bundle, "--explain", "axpy").stdout
     assert "Kernels (8)" in table and "compute_90" in table and "nvcc 13" in table, table
+
+
+def test_a_cuda_workload_without_device_says_how_to_pick_cuda(warm: Warm, tmp_path: Path) -> None:
+    """A CUDA workload that forgot `DEVICE = "cuda"`, run with no `--arch` on a machine with no
+    GPU, ran on the host device and failed with only `the host device compiles C kernels,
+    not 'cuda' ones`: no word of DEVICE, --device or --arch."""
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_COMPILERS.replace('DEVICE = "cuda"\n', ""))
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "the host device compiles C kernels, not 'cuda' ones" in proc.stderr
+    assert 'DEVICE = "cuda"' in proc.stderr and "--arch sm_90" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "b.warm").exists()
