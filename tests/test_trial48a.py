@@ -163,3 +163,43 @@ def test_a_cuda_workload_without_device_says_how_to_pick_cuda(warm: Warm, tmp_pa
     assert "the host device compiles C kernels, not 'cuda' ones" in proc.stderr
     assert 'DEVICE = "cuda"' in proc.stderr and "--arch sm_90" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "b.warm").exists()
+
+
+def _immutable(folder: Path) -> bool:
+    """`folder` made immutable (`chattr +i`: no file made or removed there, even by root, as
+    on a read-only mount); False where the system cannot (no root, no such attribute)."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+
+
+def test_a_bundle_whose_folder_takes_no_journal_is_said_so(warm: Warm, tmp_path: Path) -> None:
+    """A bundle and its lock writable, in a folder where no file can be made (immutable: its
+    journal cannot be): `warm run` said `SQLite could not open the bundle or its journal (too
+    many open files?)`, blaming the descriptors. It says the folder is not writable; the
+    bundle is unchanged."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_COMPILERS)
+    bundle = folder / "b.warm"
+    proc = warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q", "--no-ptx")
+    assert proc.returncode == 0, proc.stderr
+    before = bundle.read_bytes()
+    workload.write_text(TWO_COMPILERS.replace("%d.0f", "%d.5f"))
+    if not _immutable(folder):
+        pytest.skip("cannot make a folder immutable here (chattr +i needs root)")
+    try:
+        proc = warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q")
+    finally:
+        import subprocess
+
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "too many open files" not in proc.stderr, proc.stderr
+    assert "its folder is not writable" in proc.stderr, proc.stderr
+    assert bundle.read_bytes() == before
