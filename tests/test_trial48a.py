@@ -203,3 +203,37 @@ def test_a_bundle_whose_folder_takes_no_journal_is_said_so(warm: Warm, tmp_path:
     assert "too many open files" not in proc.stderr, proc.stderr
     assert "its folder is not writable" in proc.stderr, proc.stderr
     assert bundle.read_bytes() == before
+
+
+RELATIVE_INCLUDE = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel("""#include "common.cuh"
+extern "C" __global__ void rel(float *y) { y[threadIdx.x] = ONE; }
+""", "rel", "P", language="cuda", options=("-Ikernels",))
+def workload(rt):
+    rt.launch(K, rt.buffer(32, "float32"), grid=(1, 1, 1), block=(32, 1, 1))
+'''
+
+
+@NEEDS_NVRTC
+def test_a_header_not_found_is_said_so_not_changed(warm: Warm, tmp_path: Path) -> None:
+    """A relative `-Ikernels` is the working folder's: `warm verify --workload` started from
+    another folder finds no `common.cuh` there, a miss (right), which it named `(changed:
+    common.cuh)`, an edit nobody made. It says the header is not found here."""
+    project = tmp_path / "proj"
+    (project / "kernels").mkdir(parents=True)
+    (project / "kernels" / "common.cuh").write_text("#define ONE 1.0f\n")
+    workload = project / "w.py"
+    workload.write_text(RELATIVE_INCLUDE)
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", workload, "--arch", "sm_90", "-b", bundle, "-q", cwd=project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verify = ("verify", bundle, "--workload", workload, "--arch", "sm_90")
+    proc = warm(*verify, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "miss: kernel rel: headers:" in proc.stdout, proc.stdout
+    assert "(not found here: common.cuh)" in proc.stdout, proc.stdout
+    (project / "kernels" / "common.cuh").write_text("#define ONE 2.0f\n")
+    proc = warm(*verify, cwd=project)
+    assert proc.returncode == 1 and "(changed: common.cuh)" in proc.stdout, proc.stdout
