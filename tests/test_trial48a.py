@@ -237,3 +237,39 @@ def test_a_header_not_found_is_said_so_not_changed(warm: Warm, tmp_path: Path) -
     (project / "kernels" / "common.cuh").write_text("#define ONE 2.0f\n")
     proc = warm(*verify, cwd=project)
     assert proc.returncode == 1 and "(changed: common.cuh)" in proc.stdout, proc.stdout
+
+
+TWO_BROKEN = r"""
+from warmcli import Kernel
+DEVICE = "cuda"
+def source(i):
+    end = {3: "", 7: " +"}.get(i, ";")
+    return ('extern "C" __global__ void k%d(float *y, int n) {\n  int j = threadIdx.x;\n'
+            '  if (j < n) y[j] = %d.0f%s\n}\n' % (i, i, end))
+KS = [Kernel(source(i), "k%d" % i, "Pi", language="cuda") for i in range(10)]
+def workload(rt):
+    y = rt.buffer(32, "float32")
+    for k in KS:
+        rt.launch(k, y, 32, grid=(1, 1, 1), block=(32, 1, 1))
+"""
+
+
+@NEEDS_NVRTC
+def test_every_failed_compile_is_said_when_the_run_kept_what_it_stored(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Two kernels of ten fail to compile in one batch: the run stops at the first one launched
+    (k3, its log beneath its line) and says the other (k7) in a note before it, as it does
+    where nothing was stored. Where the batch stored the eight that built, the error said
+    what it kept and the notes were lost: k7's failure came to light one run later."""
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_BROKEN)
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", workload, "--arch", "sm_90", "--no-ptx", "-b", bundle, "-q")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("warm: note: compile of k7 (key "), proc.stderr
+    assert lines[0].endswith("failed: k7.cu(4): error: expected an expression"), proc.stderr
+    assert lines[1].startswith("warm: error: workload raised during CompileAndAutotune: "), lines
+    assert "KernelCompileError: kernel k3 failed to compile for sm_90; 8 kernel(s)" in lines[1]
+    assert 'k3.cu(4): error: expected a ";"' in proc.stderr and "k3 (key" not in proc.stderr
