@@ -273,3 +273,36 @@ def test_every_failed_compile_is_said_when_the_run_kept_what_it_stored(
     assert lines[1].startswith("warm: error: workload raised during CompileAndAutotune: "), lines
     assert "KernelCompileError: kernel k3 failed to compile for sm_90; 8 kernel(s)" in lines[1]
     assert 'k3.cu(4): error: expected a ";"' in proc.stderr and "k3 (key" not in proc.stderr
+
+
+VARIANTS = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """extern "C" __global__ void fill(float *y, int n) {
+#if BS > 256
+#error block size too large
+#endif
+  int j = threadIdx.x; if (j < n) y[j] = BS;
+}"""
+KS = [Kernel(SRC, "fill", "Pi", language="cuda", defines={"BS": b}) for b in (64, 512, 1024)]
+def workload(rt):
+    y = rt.buffer(32, "float32")
+    for k in KS:
+        rt.launch(k, y, 32, grid=(1, 1, 1), block=(32, 1, 1))
+'''
+
+
+@NEEDS_NVRTC
+def test_a_variant_failing_alike_is_still_said(warm: Warm, tmp_path: Path) -> None:
+    """Kernels made in a loop over block sizes, two of which stop at one `#error`: the note of
+    the second (BS=1024) was taken for the error's own compile, its log's line being the same
+    text, and left out; a note is left out only where the error names its kernel."""
+    workload = tmp_path / "w.py"
+    workload.write_text(VARIANTS)
+    proc = warm("run", workload, "--arch", "sm_90", "--no-ptx", "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("warm: note: compile of fill[BS=1024] (key "), proc.stderr
+    assert lines[1].startswith("warm: error: "), proc.stderr
+    assert "kernel fill[BS=512] failed to compile for sm_90" in lines[1]
+    assert "fill[BS=512] (key" not in proc.stderr
