@@ -45,6 +45,7 @@ from warmcli.kernel_parts import (
     header_files,
     is_identifier,
     kind_of,
+    not_identifier,
     opens_comment,
 )
 from warmcli.once import once as _once
@@ -118,8 +119,7 @@ class Kernel(Record):
         name: str = "",
     ) -> None:
         if not is_identifier(entry):
-            error = ValueError if isinstance(entry, str) else TypeError
-            raise error(f"kernel entry {entry!r} is not a C identifier")
+            raise (ValueError if isinstance(entry, str) else TypeError)(not_identifier(entry))
         if len(entry) > MAX_ENTRY:
             raise ValueError(
                 f"kernel entry {entry[:40]}... of {len(entry)} characters: at most {MAX_ENTRY} "

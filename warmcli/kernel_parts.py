@@ -5,7 +5,9 @@ option, a NUL byte); `defines` makes its defines (name, value text) pairs from a
 or a sequence of pairs, each name a C identifier given once, each value as the compiler
 will read it (`define_value`: a bool is 1 or 0, a numpy number the Python number it
 holds; no NaN, no NUL); `opens_comment` tells a value that would swallow the text after
-its `#define` line. Every refusal is a `TypeError`/`ValueError` naming the kernel's entry.
+its `#define` line; `not_identifier` says why an entry is none (a template instance, CuPy's
+name expression, told what to declare instead). Every refusal is a `TypeError`/`ValueError`
+naming the kernel's entry.
 `stored` reads options or defines back from a bundle's (untrusted) text, as
 `warmcli.kernel.key_components` writes them, and `source_digest` its source's digest;
 `key_of` recomputes a kernel's key from the parts such a row keeps (its content hash,
@@ -51,6 +53,18 @@ def is_identifier(name: object) -> bool:
     """Whether `name` is a `str` spelling a C identifier (`[A-Za-z_][A-Za-z0-9_]*`, whole:
     no trailing line break), told by `str` methods: no pattern compiled by a serving process."""
     return isinstance(name, str) and name.isascii() and name.isidentifier()
+
+
+def not_identifier(entry: object) -> str:
+    """Why `entry`, no C identifier, is no kernel's entry: a template instance or a qualified
+    name (CuPy's name expressions, `scale<float>`, `ns::scale`) told what to declare instead."""
+    said = f"kernel entry {entry!r} is not a C identifier"
+    if isinstance(entry, str) and ("<" in entry or "::" in entry):
+        said += (
+            ': a template instance or qualified name is no entry: declare one extern "C" '
+            "__global__ function per instance (calling a __device__ template) and name that"
+        )
+    return said
 
 
 def stored(text: str, pairs: bool) -> list[str] | list[tuple[str, str]] | None:

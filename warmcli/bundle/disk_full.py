@@ -1,7 +1,10 @@
 """What a `BundleError` says of a write the disk refused for want of room (`disk_full`): the
 bundle's disk full (`warmcli.errors.DISK_FULL`), or, where SQLite keeps its temporary files on
-another disk with less room, that folder and the variable that moves it. It owns no state,
-never writes and never prints; it only asks the file system how much room is left."""
+another disk with less room, that folder and the variable that moves it; and of a file SQLite
+could not open (`cannot_open`): the bundle's folder not writable, where it is not (no journal
+can be made there: immutable, or a mount or policy that refuses it without EACCES), else
+descriptors run out. It owns no state, never writes and never prints; it only asks the file
+system how much room is left and whether a folder is writable."""
 
 from __future__ import annotations
 
@@ -9,6 +12,14 @@ import os
 from collections.abc import Callable
 
 from warmcli.errors import DISK_FULL
+
+CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
+UNWRITABLE = "cannot write the bundle: its folder is not writable (for its journal)"
+
+
+def cannot_open(path: str | os.PathLike[str]) -> str:
+    """Why SQLite could not open the bundle at `path` or its journal (`SQLITE_CANTOPEN`)."""
+    return CANNOT_OPEN if os.access(os.path.dirname(path) or ".", os.W_OK) else UNWRITABLE
 
 
 def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from warmcli.bundle.disk_full import disk_full
+from warmcli.bundle.disk_full import cannot_open, disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
@@ -61,7 +61,6 @@ WAL_FORMAT = 2  # the header's file format bytes in write-ahead-log mode (1: rol
 OWN_CACHE = "PRAGMA cache_size = -2000"  # SQLite's default (2,000 KiB), whatever the file says
 LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite lock (as a write-back)
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
-CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 PAGE_BYTES = 16384
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
@@ -289,7 +288,8 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
 def _sqlite_errors(path: str | Path) -> Iterator[None]:
     """Every SQLite failure, as a one-line `BundleError` (its words escaped); a write the
     system refused (a full disk, a size limit) says so: rolled back, never "corrupt"; nor
-    is a file SQLite could not open (no descriptor left: `ulimit -n`)."""
+    is a file SQLite could not open (no descriptor left, `ulimit -n`; a folder that takes no
+    journal: `cannot_open`)."""
     try:
         yield
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own words may be no UTF-8
@@ -304,7 +304,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         what += ": its folder is not writable (for its journal)" if code == 1544 else ""
-        what = CANNOT_OPEN if code & 0xFF == sqlite3.SQLITE_CANTOPEN else what  # (or its journal)
+        what = cannot_open(path) if code & 0xFF == sqlite3.SQLITE_CANTOPEN else what
         what = "closed" if closed else what  # by use_bundle() or close(), and used since
         if isinstance(exc, sqlite3.DataError) and "too big" in str(exc):
             what += ": a row holds a value longer than warm reads (not read)"

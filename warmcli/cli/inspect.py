@@ -86,13 +86,14 @@ def stats_stream(
         # each tune converted as it is read, then sorted: never every tune's candidates held
         ordered = sorted(((tune_order(t), tune(t)) for t in tunes), key=lambda pair: pair[0])
         tunes, tune = (doc for _, doc in ordered), _as_given
-    if operation is not None:  # its candidates' kernels only
+    if operation is not None:  # its candidates' kernels only, each build of them
         ours = {
             c.kernel_key
             for t in bundle.each_tune(operation, on_error=lambda *_: None)
             for c in t.candidates
         }
-        kernels = (ku for ku in kernels if ku[0].key in ours)
+        made = {_made(k) for k in map(bundle.kernel, ours) if k is not None} - {None}
+        kernels = (ku for ku in kernels if ku[0].key in ours or _made(ku[0]) in made)
     return stats_document(
         bundle.manifest(),
         bundle.fingerprints(),
@@ -108,6 +109,13 @@ def stats_stream(
 
 def _as_given(line: Any) -> Any:
     return line
+
+
+def _made(kernel: KernelRecord) -> object:
+    """What a kernel is whoever built it, for whatever arch (its key's `kernel` part: source,
+    entry, letters, options, defines): a candidate's PTX and another compiler's build of it
+    are that candidate's too. None where a row names none."""
+    return kernel.components.get("kernel")
 
 
 HELD_SHOWN = 20  # operations named when the one asked for is not held

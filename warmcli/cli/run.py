@@ -362,14 +362,22 @@ def _roll_back_left_write(path: Path) -> None:
 
 def _said(note: str, exc: WarmError) -> bool:
     """Whether `note` is the compile that ended the run (failed, or timed out), which the
-    line of `exc` says with its log: said once, by the error, which stays the first line; or
-    a refused read's, where that read's `DiscardedReadError` ended the run (not caught)."""
+    line of `exc` names, with its log: said once, by the error, which stays the first line
+    (another kernel's note is said, its error the same text: a variant of one source), or
+    whose error line a tune's failure lists among its candidates' reasons; or a refused
+    read's, where that read's `DiscardedReadError` ended the run (not caught)."""
     if note.startswith("a read back under ") and "), and the workload caught it" in note:
         return "DiscardedRead" in str(exc)  # it did not: the read's error ended the run
-    label = note.partition(" (key ")[0].removeprefix("compile of ")  # `compile of L (key K)`
-    return note.startswith("compile of ") and (
-        note.rsplit(" failed: ", 1)[-1] in str(exc) or f"kernel {label} " in str(exc)
-    )
+    if not note.startswith("compile of "):
+        return False
+    words = note.partition(" (key ")[0].removeprefix("compile of ").split(" ")  # label, options
+    labels = [" ".join(words[: n + 1]) for n in range(len(words))]  # (a name= may hold " ")
+    ends = ("failed to compile", "timed out compiling")
+    first = str(exc).partition("\n")[0]
+    if any(f"kernel {label} {end}" in first for label in labels for end in ends):
+        return True  # its own compile; another kernel's, its error the same text, is said
+    named = any(end in first for end in ends)  # (a tune's failure lists its candidates')
+    return not named and note.rsplit(" failed: ", 1)[-1] in str(exc)
 
 
 def _driver_line(info: dict[str, str]) -> str | None:

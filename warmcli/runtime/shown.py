@@ -38,6 +38,7 @@ _NAMED = 3  # headers named of each kind; the rest counted
 # few nearest held builds are looked at for one (a miss costs little whatever the bundle).
 _LIST_CHARS = MAX_HEADER_FILES * 256
 _LOOKED = 4
+_NONE = "-"  # `warmcli.kernel_parts.header_files`' digest of a header found nowhere
 
 
 def show(component: str, value: str) -> str:
@@ -71,11 +72,12 @@ def held_text(text: object) -> str:
 
 
 def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]) -> str:
-    """` (changed: a.h; new: b.h)`: the headers this process reads (`wanted`'s) that the
-    nearest of `held` with a list of its own read with other contents, or did not read; ""
-    where neither list is known, or none differs by name. A held `<header>` (stop 41's name
-    for a header read by its absolute path, today's is its file name) is one of ours of its
-    contents, else one of ours it did not name, changed. A kernel this process keyed unkeyed
+    """` (changed: a.h; new: b.h; not found here: c.h)`: the headers this process reads
+    (`wanted`'s) that the nearest of `held` with a list of its own read with other contents, or
+    did not read, or read where this process finds none (a relative `-I` from another working
+    folder); "" where neither list is known, or none differs by name. A held `<header>` (stop
+    41's name for a header read by its absolute path, today's is its file name) is one of ours
+    of its contents, else one of ours it did not name, changed. A kernel this process keyed unkeyed
     (`warmcli.unkeyed`): why it is never served instead."""
     if why := reason_of(wanted.get("headers", "")):  # (`warmcli.unkeyed`: built in each process)
         return f" (never served: its key cannot cover what its build reads: {why})"
@@ -107,7 +109,9 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     spare = sum(marked.values())
     changed += unread[:spare]
     new = [n for n in dict.fromkeys(unread[spare:]) if n not in changed]
-    kinds = (("changed", changed), ("new", new))
+    gone = [n for n in changed if set(wants[n]) == {_NONE}]  # read there, found nowhere here
+    changed = [n for n in changed if n not in gone]
+    kinds = (("changed", changed), ("new", new), ("not found here", gone))
     parts = [f"{kind}: {_names(names)}" for kind, names in kinds if names]
     return f" ({'; '.join(parts)})" if parts else ""
 

@@ -61,7 +61,8 @@ class _Stored(Protocol):  # a run's report, as far as what it stored
 def kept_after(exc: KeyboardInterrupt | WorkloadError, report: _Stored) -> BaseException:
     """What a run stopped by `exc` raises: an interrupt, `RunInterrupted` (what the run's
     stores kept, counted in `report`); a workload that raised or exited, `exc` with what they
-    kept said after it, as a crashed worker's is (nothing where they kept nothing)."""
+    kept said after it, as a crashed worker's is (nothing where they kept nothing), and the
+    notes its pass made before it (`notes_before`: they are said before its line)."""
     kernels, tunes = report.stored_kernels, report.stored_tunes
     if isinstance(exc, KeyboardInterrupt):
         return RunInterrupted(kernels, tunes)
@@ -73,7 +74,9 @@ def kept_after(exc: KeyboardInterrupt | WorkloadError, report: _Stored) -> BaseE
     # colon opening nothing is the workload's own text, kept as it is
     opens = first.endswith(":") and more.strip()
     head = f"{first[:-1]}; {kept}:" if opens else f"{first}; {kept}"
-    return WorkloadError(f"{head}{lines}{more}")
+    said = WorkloadError(f"{head}{lines}{more}")
+    said.notes_before = exc.notes_before  # (a thread that raised, another failed compile)
+    return said
 
 
 def kept_before(exc: BundleError, bundle: Bundle, report: _Stored) -> BundleError:

@@ -2,21 +2,25 @@
 nvcc would have taken.
 
 A quoted header not found (`#include "mine.cuh"`) NVRTC looks for only in the `-I`
-folders, never in the working folder (`warmcli.backends.cuda.nvrtc.PROGRAM`): the hint
-names `-I`. An angled one it lacks is most often a host compiler's header (`<cstdint>`,
-`<cmath>`), which NVRTC does not have and nvcc does: the hint names CUDA's own
-(`<cuda/std/...>`), `--compiler nvcc`, and `-I` for a header of the user's; where it is
-only `<stdio.h>` or `<math.h>` (a PyCUDA kernel's, for printf or sqrtf), that NVRTC
-declares those itself (drop the include) or `--compiler nvcc`. A macro or
-type of the host headers nvcc's implicit `cuda_runtime.h` brings (`INFINITY`, `M_PI`,
-`INT_MAX`, `int64_t`, glibc's `uint` and `u_char`), and an nvcc option NVRTC does not know
-(`-O3`), name `--compiler nvcc`. Pure functions over the log text: no state, no compiler
-run.
+folders, never in the working folder (`warmcli.backends.cuda.nvrtc.PROGRAM`): where the
+working folder holds it (`here`, asked of each such name: the one thing read but the log),
+the hint says to name it with `-I`; else (a typo, a header not written yet, or one
+elsewhere) it names the folders NVRTC searched, never blaming the working folder. An
+angled one it lacks is most often a host compiler's header (`<cstdint>`, `<cmath>`), which
+NVRTC does not have and nvcc does: the hint names CUDA's own (`<cuda/std/...>`),
+`--compiler nvcc`, and `-I` for a header of the user's; where it is only `<stdio.h>` or
+`<math.h>` (a PyCUDA kernel's, for printf or sqrtf), that NVRTC declares those itself (drop
+the include) or `--compiler nvcc`. A macro or type of the host headers nvcc's implicit
+`cuda_runtime.h` brings (`INFINITY`, `M_PI`, `INT_MAX`, `int64_t`, glibc's `uint` and
+`u_char`), and an nvcc option NVRTC does not know (`-O3`), name `--compiler nvcc`. No
+state, no compiler run.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 
 _CANNOT_OPEN = "cannot open source file"
 # NVRTC's error, then the line it quotes: `#include <cstdint>` or `#include "mine.cuh"`.
@@ -31,6 +35,11 @@ _HOST_NAME = re.compile(
 )
 _UNKNOWN_OPTION = re.compile(r"unrecognized option \S+")
 QUOTED = "warm: as nvcc, NVRTC reads no header from the working folder: name it with -I"
+NOWHERE = (
+    "warm: NVRTC looks for a quoted header in the including file's folder and the -I folders "
+    "only (never the working folder, as nvcc): check its name; one elsewhere: name its "
+    "folder with -I"
+)
 ANGLED = (
     "warm: NVRTC has no host compiler's headers (<cstdint>, <cmath>, <vector>...), which "
     "nvcc has: include CUDA's own (<cuda/std/cstdint>, <cuda/std/cmath>...) or build with "
@@ -47,15 +56,18 @@ HOST_NAME = (
 UNKNOWN_OPTION = "warm: NVRTC takes its own options, not nvcc's: --compiler nvcc takes nvcc's"
 
 
-def hint(log: str) -> str:
-    """The hint lines for a failed program's `log` ("" where none applies)."""
+def hint(log: str, here: Callable[[str], bool] = os.path.isfile) -> str:
+    """The hint lines for a failed program's `log` ("" where none applies); `here(name)`:
+    whether a quoted header NVRTC did not find is in the working folder."""
     hints = []
     if _CANNOT_OPEN in log:
         shown = {(m.group(2), m.group(1)) for m in _INCLUDE_SHOWN.finditer(log)} or {('"', "")}
         forms = {form for form, _ in shown}
+        quoted = [name for form, name in shown if form == '"' and name]
+        elsewhere = NOWHERE if quoted and not any(map(here, quoted)) else QUOTED  # (none here)
         declared = {name for form, name in shown if form == "<"} <= _DECLARED
         angled = DECLARED if declared else ANGLED
-        hints += [text for form, text in (('"', QUOTED), ("<", angled)) if form in forms]
+        hints += [text for form, text in (('"', elsewhere), ("<", angled)) if form in forms]
     if _HOST_NAME.search(log):
         hints.append(HOST_NAME)
     if _UNKNOWN_OPTION.search(log):

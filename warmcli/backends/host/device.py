@@ -130,7 +130,11 @@ class HostDevice:
 
     def compiler(self, language: str) -> Compiler:
         if language != "c":
-            raise DeviceError(f"the host device compiles C kernels, not {language!r} ones")
+            raise DeviceError(
+                f"the host device compiles C kernels, not {language!r} ones: launch them on a "
+                f'{language} runtime (a workload\'s DEVICE = "{language}", or --device '
+                f"{language}; without a GPU, warm run --arch sm_90 pre-builds them)"
+            )
         return self._compiler
 
     def load_module(self, binary: bytes, sha256: str | None = None) -> ctypes.CDLL:

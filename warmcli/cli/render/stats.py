@@ -74,9 +74,10 @@ def kernel_json(
 
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
     """How kernels are listed: by device, arch and label, numbers as numbers (one label's
-    kernels by source: a source's cubin and PTX in one order)."""
+    kernels by source: a source's cubin and PTX in one order; then by the toolchain that
+    built each, so nvcc's and NVRTC's builds of every label come in one order)."""
     source = source_digest(k.components)
-    return (natural(k.device), natural(k.arch), natural(k.label), source, k.key)
+    return (natural(k.device), natural(k.arch), natural(k.label), source, k.toolchain, k.key)
 
 
 def kernels_json(
