@@ -72,3 +72,76 @@ def test_stats_holds_no_samples_of_the_tunes_it_lists(
     shown = warm("stats", many, "--explain", "matmul")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.count("100.0 µs") == 12, shown.stdout[-2000:]
+
+
+MANY_SHAPES = """
+import sys
+sys.path.insert(0, {examples!r})
+import numpy as np
+from matmul_host import MATMUL
+
+def workload(rt):
+    rng = np.random.default_rng(0)
+    for k in range(1, 21):
+        a = rt.upload(rng.standard_normal((4, k), dtype=np.float32))
+        b = rt.upload(rng.standard_normal((k, 4), dtype=np.float32))
+        c = rt.buffer((4, 4))
+        rt.tune(MATMUL, a, b, c, 4, 4, k)
+"""
+SERVE_PEAK = """
+import runpy, sys, warmcli
+runpy.run_path(sys.argv[1])["workload"](warmcli.runtime("host"))
+done = warmcli.report()
+hwm = next(ln for ln in open("/proc/self/status") if ln.startswith("VmHWM:"))
+print(len(done.tunes), len(done.kernels), int(hwm.split()[1]) << 10)
+"""
+
+
+def _with_samples(path: Path, samples: int) -> None:
+    """Each tune of the bundle at `path` with `samples` more samples of its pick, all equal to
+    its median, packed as format 2 packs them (kernel keys whole), deflated: its key, pick and
+    medians as they were (a row of ~7 KB each)."""
+    conn = sqlite3.connect(path)
+    with conn:
+        ids = {i: bytes(k) for i, k in conn.execute("SELECT id, key FROM tune_kernels")}
+        for key, pick in conn.execute("SELECT key, pick FROM tunes").fetchall():
+            raw = bytearray(struct.pack("<I", 4))
+            (doc,) = conn.execute("SELECT candidates FROM tunes WHERE key = ?", (key,)).fetchone()
+            from warmcli.bundle.candidates import decode
+
+            for c in decode(doc, lambda i: ids[i].hex()):
+                extra = (c.seconds,) * samples if c.name == pick else ()
+                times = c.samples + extra
+                raw += struct.pack("<BI", 3, len(c.name)) + c.name.encode()
+                raw += bytes.fromhex(c.kernel_key) + struct.pack("<dI", c.seconds, len(times))
+                raw += struct.pack(f"<{len(times)}d", *times) + struct.pack("<I", 0)
+            packed = b"\1" + zlib.compress(bytes(raw), 9)
+            conn.execute("UPDATE tunes SET candidates = ? WHERE key = ?", (packed, key))
+    conn.close()
+
+
+def test_a_production_process_holds_no_samples_of_the_tunes_it_serves(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A production process kept each tune it read from the bundle whole for its life, every
+    sample of every candidate, though it serves a pick by its name alone: 40 tunes of 500,000
+    samples each (a 639 KB bundle that `warm verify` calls sound) took a process serving
+    them 37 MB -> 836 MB peak. Now it keeps each without samples (the row is read, checked,
+    then let go of): 20 such tunes cost no more than one."""
+    from conftest import EXAMPLES
+
+    workload = tmp_path / "many.py"
+    workload.write_text(MANY_SHAPES.format(examples=str(EXAMPLES)))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "--bundle", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    _with_samples(bundle, 500_000)
+    env = dict(warm.env, WARM_BUNDLE=str(bundle))
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE_PEAK, str(workload)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr[-2000:]
+    tunes, kernels, peak = map(int, served.stdout.split())
+    assert (tunes, kernels) == (0, 0), served.stdout  # every tune served, none measured
+    assert peak < 160 << 20, f"{peak >> 20} MiB peak"
