@@ -145,3 +145,39 @@ def test_a_production_process_holds_no_samples_of_the_tunes_it_serves(
     tunes, kernels, peak = map(int, served.stdout.split())
     assert (tunes, kernels) == (0, 0), served.stdout  # every tune served, none measured
     assert peak < 160 << 20, f"{peak >> 20} MiB peak"
+
+
+def test_a_format1_tune_read_as_sound_stays_so_once_migrated(warm: Warm, tmp_path: Path) -> None:
+    """A format-1 tune (candidates as JSON text, up to 4 MiB) of 600,000 samples "0" is read
+    as sound (1.2 MB of text); the migration packed it into a document inflating to 4.8 MB,
+    over what the reader inflates (4 MiB), so the `warm clean` that migrated the file then
+    removed the tune as corrupt (a migration wrote what its reader refuses). Such a value is
+    copied as it is now, and read as before."""
+    from warmcli.bundle.file import APPLICATION_ID
+    from warmcli.bundle.schema import SCHEMAS
+    from warmcli.records import tune_key
+
+    path = tmp_path / "one.warm"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(
+        f"BEGIN; {SCHEMAS[1][0]} PRAGMA application_id = {APPLICATION_ID}; "
+        "PRAGMA user_version = 1; COMMIT;"
+    )
+    manifest = [("format_version", "1"), ("warm_version", "1.0"), ("created", "1.0")]
+    conn.executemany("INSERT INTO manifest VALUES (?, ?)", [*manifest, ("updated", "1.0")])
+    samples = ",".join(["0"] * 600_000)
+    doc = f'[{{"name": "a", "status": "ok", "seconds": 0, "samples": [{samples}]}}]'
+    checksum = "c" * 64
+    key = tune_key("op", "s", "dev", checksum)
+    row = (key, "op", "s", "dev", checksum, "measured", "a", doc, 1.0, 1.0, 1.0)
+    conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+    conn.close()
+    before = warm("verify", path)
+    assert before.returncode == 0 and "1 tune(s): sound" in before.stdout, before.stdout
+    cleaned = warm("clean", path)
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert "removed 0 kernel(s) and 0 tune(s)" in cleaned.stdout, cleaned.stdout
+    assert "migrated from format 1 to 3" in " ".join(cleaned.stdout.split()), cleaned.stdout
+    after = warm("verify", path)
+    assert after.returncode == 0 and "format 3" in after.stdout, after.stdout
+    assert "1 tune(s): sound" in after.stdout, after.stdout
