@@ -11,7 +11,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from conftest import ROOT, Warm
+from conftest import EXAMPLES, ROOT, Warm
 from test_blob_memory import _PEAK
 
 
@@ -128,8 +128,6 @@ def test_a_production_process_holds_no_samples_of_the_tunes_it_serves(
     samples each (a 639 KB bundle that `warm verify` calls sound) took a process serving
     them 37 MB -> 836 MB peak. Now it keeps each without samples (the row is read, checked,
     then let go of): 20 such tunes cost no more than one."""
-    from conftest import EXAMPLES
-
     workload = tmp_path / "many.py"
     workload.write_text(MANY_SHAPES.format(examples=str(EXAMPLES)))
     bundle = tmp_path / "b.warm"
@@ -147,17 +145,20 @@ def test_a_production_process_holds_no_samples_of_the_tunes_it_serves(
     assert peak < 160 << 20, f"{peak >> 20} MiB peak"
 
 
-def test_a_format1_tune_read_as_sound_stays_so_once_migrated(warm: Warm, tmp_path: Path) -> None:
-    """A format-1 tune (candidates as JSON text, up to 4 MiB) of 600,000 samples "0" is read
-    as sound (1.2 MB of text); the migration packed it into a document inflating to 4.8 MB,
-    over what the reader inflates (4 MiB), so the `warm clean` that migrated the file then
-    removed the tune as corrupt (a migration wrote what its reader refuses). Such a value is
-    copied as it is now, and read as before."""
+def test_a_format1_tune_that_would_pack_past_the_bound_is_malformed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A format-1 tune (candidates as JSON text) of 600,000 samples "0" is 1.2 MB of text,
+    4.8 MB packed: `warm verify` called it sound, and `warm merge` of it with a good bundle
+    wrote it packed, a row every reader refuses as inflating past 4 MiB (the merged bundle
+    failed verify; a `warm clean` migrating the file removed it as corrupt). It is malformed
+    as read now, as a packed row inflating past the bound is: the merge refuses its input."""
     from warmcli.bundle.file import APPLICATION_ID
     from warmcli.bundle.schema import SCHEMAS
     from warmcli.records import tune_key
 
-    path = tmp_path / "one.warm"
+    path, good = tmp_path / "one.warm", tmp_path / "good.warm"
+    assert warm("run", EXAMPLES / "matmul_host.py", "--bundle", good, "-q").returncode == 0
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(
         f"BEGIN; {SCHEMAS[1][0]} PRAGMA application_id = {APPLICATION_ID}; "
@@ -172,12 +173,11 @@ def test_a_format1_tune_read_as_sound_stays_so_once_migrated(warm: Warm, tmp_pat
     row = (key, "op", "s", "dev", checksum, "measured", "a", doc, 1.0, 1.0, 1.0)
     conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
     conn.close()
-    before = warm("verify", path)
-    assert before.returncode == 0 and "1 tune(s): sound" in before.stdout, before.stdout
-    cleaned = warm("clean", path)
-    assert cleaned.returncode == 0, cleaned.stderr
-    assert "removed 0 kernel(s) and 0 tune(s)" in cleaned.stdout, cleaned.stdout
-    assert "migrated from format 1 to 3" in " ".join(cleaned.stdout.split()), cleaned.stdout
-    after = warm("verify", path)
-    assert after.returncode == 0 and "format 3" in after.stdout, after.stdout
-    assert "1 tune(s): sound" in after.stdout, after.stdout
+    verified = warm("verify", path)
+    assert verified.returncode == 1, verified.stdout
+    assert f"corrupt tune entry '{key[:16]}'" in verified.stdout, verified.stdout
+    assert "over 4194304 bytes packed" in verified.stdout, verified.stdout
+    merged = warm("merge", path, good, "-o", tmp_path / "out.warm")
+    assert merged.returncode == 2 and "Traceback" not in merged.stderr, merged.stderr
+    assert len(merged.stderr.splitlines()) == 1 and "corrupt tune entry" in merged.stderr
+    assert not (tmp_path / "out.warm").exists()

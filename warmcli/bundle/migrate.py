@@ -1,24 +1,23 @@
 """Migrating a bundle of format 1 or 2 to this warm's format, once, on its first open for write.
 
-Format 1 stored each tune's candidates as JSON text; format 2 stored them packed with
-every kernel key whole, and a tune's key, checksum and status as text. Format 3
-(`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the status as a
-code, and the candidates packed with their kernel keys interned in `tune_kernels`.
-`migrate` rebuilds the `tunes` table in one SQLite write transaction (so a crash leaves
-the old format whole, and another process that migrated first is seen and left alone):
-rows keep their rowids and order, and the header's and manifest's format version are
-set. A value that is not what warm writes (a key not a sha256 in hex, a status not
-warm's, candidates not warm's or over `MAX_PACKED_BYTES`) is copied as it is and stays a
-corrupt entry for the reader to name; candidates whose packed form would inflate past it
-are copied as they are too (format 1's text, read as before). A bundle holding
-signatures keeps every row's candidates as they are: its signatures cover them as signed
-(a signature covers a key, checksum and status as text, whichever way they are stored,
-see `warmcli.bundle.signed.SIGNED_ROWS`; the reader reads every form), so migrating
-never unsigns an entry; rows written after are format 3's. It never re-signs: the
-manifest's format version it sets is not the one signed, so each signature is stale
-(`warmcli.bundle.signing.stale`: `warm verify` says so, trusted keys refuse the bundle)
-until the bundle is signed again. A read-only open never migrates (an older format is
-read as it is).
+Format 1 stored each tune's candidates as JSON text; format 2 stored them packed
+with every kernel key whole, and a tune's key, checksum and status as text. Format
+3 (`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the
+status as a code, and the candidates packed with their kernel keys interned in
+`tune_kernels`. `migrate` rebuilds the `tunes` table in one SQLite write transaction
+(so a crash leaves the old format whole, and another process that migrated first is
+seen and left alone): rows keep their rowids and order, and the header's and
+manifest's format version are set. A value that is not what warm writes (a key not
+a sha256 in hex, a status not warm's, candidates not warm's or over
+`MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
+name. A bundle holding signatures keeps every row's candidates as they are: its
+signatures cover them as signed (a signature covers a key, checksum and status as
+text, whichever way they are stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the
+reader reads every form), so migrating never unsigns an entry; rows written after are
+format 3's. It never re-signs: the manifest's format version it sets is not the one
+signed, so each signature is stale (`warmcli.bundle.signing.stale`: `warm verify` says
+so, trusted keys refuse the bundle) until the bundle is signed again. A read-only
+open never migrates (an older format is read as it is).
 This module owns no state and opens no file.
 """
 
@@ -26,7 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from warmcli.bundle.candidates import MAX_PACKED_BYTES, as_bytes, decode, pack, unpack
+from warmcli.bundle.candidates import MAX_PACKED_BYTES, as_bytes, decode, pack
 from warmcli.bundle.schema import STATUS_CODE, statements
 
 _COLUMNS = (
@@ -37,14 +36,10 @@ _COLUMNS = (
 
 def _packer(interned: dict[bytes, int]) -> object:
     def repack(value: object) -> object:
-        """`value`'s candidates in format 3's form, or `value` itself where not warm's or
-        where that form would inflate past what a reader inflates (format 1's text of
-        600,000 samples "0": 1.2 MB read, 4.8 MB packed): never a value its reader refuses."""
+        """`value`'s candidates in format 3's form, or `value` itself where not warm's."""
         try:
             candidates = decode(value)
-            packed = pack(candidates, lambda key: interned.setdefault(key, len(interned) + 1))
-            unpack(packed, lambda _: "0" * 64)  # (its ids are interned: each stands for one)
-            return packed
+            return pack(candidates, lambda key: interned.setdefault(key, len(interned) + 1))
         except (ValueError, KeyError, TypeError, OverflowError):
             return value
 
