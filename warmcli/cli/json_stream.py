@@ -4,9 +4,9 @@ A document whose values may be iterators (a large bundle's kernels and tunes) is
 written an item a line, as each is read, so a listing of any length costs the memory
 of one item; tunes that are JSON text already (`JsonText`, a range's bytes) are written
 as they are, and one held `Deflated` (`held`: a long line, read before it is written)
-inflated as it is written. An error met meanwhile (a corrupt row, Ctrl-C) closes the open list and
-leaves the document open, and the error's keys (`fail`, through `emit_json`) end it:
-stdout holds one JSON object whatever happens. Its state is `_Emitted`'s flag (in
+inflated as it is written. An error met meanwhile (a corrupt row, Ctrl-C) closes the open
+list and leaves the document open, and the error's keys (`fail`, through `emit_json`) end
+it: stdout holds one JSON object whatever happens. Its state is `_Emitted`'s flag (in
 `warmcli.cli.common`); it prints only the document it is handed.
 """
 

@@ -2,9 +2,8 @@
 first of them a table lists (`first_shown`: `LISTED` by median and the pick, however many a
 tune holds: a packed row of 4 KB may hold 246,000; none keeps its samples), and the pick's
 figures, read from all of them (`figures`), and the line of a candidate's reason it shows
-(`reason_shown`). Pure
-presentation over candidates, records' or their JSON documents';
-it owns no state and never prints.
+(`reason_shown`). Pure presentation over candidates, records' or their JSON documents'; it
+owns no state and never prints.
 """
 
 from __future__ import annotations
