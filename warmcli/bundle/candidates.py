@@ -231,15 +231,28 @@ def _counted(raw: bytes, stored: int) -> bytes:
 def decode(value: object, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
     """A tune's candidates as a bundle holds them: packed (formats 2 and 3; an interned
     kernel key's id read through `kernel_key`), or JSON text (format 1, as
-    `TuneRecord.candidates_json` wrote it); `ValueError` if none of these."""
+    `TuneRecord.candidates_json` wrote it: refused where they would pack past
+    `MAX_PACKED_BYTES`, as a packed document inflating past it is, `_packable`);
+    `ValueError` if none of these."""
     if isinstance(value, bytes):
         return unpack(value, kernel_key)
     if not isinstance(value, str):
         raise ValueError(f"a {type(value).__name__}, neither packed nor text")
     try:
-        return TuneRecord.candidates_from(json.loads(value))
+        return _packable(TuneRecord.candidates_from(json.loads(value)))
     except RecursionError:
         raise ValueError("JSON nested too deep") from None
+
+
+def _packable(items: tuple[CandidateMeasurement, ...]) -> tuple[CandidateMeasurement, ...]:
+    """`items`, read from JSON text; `ValueError` where `pack` would write a document
+    inflating past `MAX_PACKED_BYTES` (600,000 samples "0" are 1.2 MB of text, 4.8 MB
+    packed: read as sound, a merge or migration wrote what every reader refuses)."""
+    rough = sum(8 * len(c.samples) + 4 * len(c.name + c.kernel_key + c.status) + 64 for c in items)
+    over = rough > MAX_PACKED_BYTES - 8192  # (nearly every tune: not encoded)
+    if over and len(_encode(_fitted(items), lambda _: 0)) > MAX_PACKED_BYTES:
+        raise ValueError(f"over {MAX_PACKED_BYTES} bytes packed")
+    return items
 
 
 def _text_at(raw: bytes, at: int) -> tuple[str, int]:

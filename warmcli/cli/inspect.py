@@ -35,7 +35,7 @@ from warmcli.cli.common import (
     holds_nothing,
     out,
 )
-from warmcli.cli.json_stream import stream_json
+from warmcli.cli.json_stream import held, stream_json
 from warmcli.cli.render import compiler_line, line
 from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
@@ -84,7 +84,8 @@ def stats_stream(
                 names.add(f"{t.operation}/{c.name}") if len(names) < LISTED else None
         kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
         # each tune converted as it is read, then sorted: never every tune's candidates held
-        ordered = sorted(((tune_order(t), tune(t)) for t in tunes), key=lambda pair: pair[0])
+        hold = held if as_text else _as_given  # (a long line deflated until it is written)
+        ordered = sorted(((tune_order(t), hold(tune(t))) for t in tunes), key=lambda p: p[0])
         tunes, tune = (doc for _, doc in ordered), _as_given
     if operation is not None:  # its candidates' kernels only, each build of them
         ours = {

@@ -18,10 +18,10 @@ discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one
 excluded, the others pending). A check that told no candidate apart (`judged_nothing`) is noted.
 `measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (the
 runtime's launch of one candidate), never the runtime itself. The `TuneCache` owns the records of
-one device and reads the bundle on demand (a malformed row is no record: it remembers what is
-wrong, for the runtime to explain the miss as `corrupt`), the tunes whose every candidate failed
-here (`failed`: no record, for a report to name) and those reached here that no bundle serves
-(`never`: a candidate unkeyed, `warmcli.unkeyed`: never stored); it never writes the bundle itself.
+one device and reads the bundle on demand (`TuneRecord.served`; a malformed row is no record:
+it remembers what is wrong, for the runtime to explain the miss as `corrupt`), the tunes whose
+every candidate failed here (`failed`: no record, a report names them) and those reached here
+no bundle serves (`never`: a candidate unkeyed, `warmcli.unkeyed`: not stored); it writes no bundle.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ class TuneCache:
                 return None
             if record is not None:
                 with self._lock:
-                    self._records[key] = record
+                    self._records[key] = record = record.served()  # (not 500,000 samples)
         return record
 
     def corrupt(self, key: str) -> str | None:

@@ -1,9 +1,9 @@
 """What a table shows of a tune's candidates (`warm stats`): their order (`by_median`), the
 first of them a table lists (`first_shown`: `LISTED` by median and the pick, however many a
-tune holds: a packed row of 4 KB may hold 246,000), and the pick's figures, read from all
-of them (`figures`), and the line of a candidate's reason it shows (`reason_shown`). Pure
-presentation over candidates, records' or their JSON documents';
-it owns no state and never prints.
+tune holds: a packed row of 4 KB may hold 246,000; none keeps its samples), and the pick's
+figures, read from all of them (`figures`), and the line of a candidate's reason it shows
+(`reason_shown`). Pure presentation over candidates, records' or their JSON documents'; it
+owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -31,11 +31,14 @@ def first_shown(
     candidates: Sequence[CandidateMeasurement], pick: str | None
 ) -> list[CandidateMeasurement]:
     """The candidates a table lists: the first `LISTED` by median, and the pick where it is
-    not among them (a table lists the pick)."""
+    not among them (a table lists the pick); each without its samples, which no table shows
+    (a row of 7 KB may inflate to 500,000: a listing of 100 such tunes held 2 GB of them)."""
     first = heapq.nsmallest(LISTED, candidates, key=by_median)
-    if pick is None or any(c.name == pick for c in first):
-        return first
-    return first + [c for c in candidates if c.name == pick][:1]
+    if pick is not None and not any(c.name == pick for c in first):
+        first += [c for c in candidates if c.name == pick][:1]
+    return [
+        CandidateMeasurement(c.name, c.kernel_key, c.status, c.seconds, (), c.reason) for c in first
+    ]
 
 
 def reason_shown(reason: str) -> str:
