@@ -31,7 +31,7 @@ from raw_store import RawStore
 from warmcli.bundle.remote import RemoteError, fetch
 
 DRIP = 0.2  # seconds between the bytes a slow store reads or sends
-DRIPS = 75  # then it stops: 15 s, far past a deadline of 1 s (and a loaded machine's 9)
+DRIPS = 200  # then it stops: 40 s, far past a deadline of 1 s (and a loaded machine's 30)
 OLD = b"the old object"
 
 
@@ -75,7 +75,10 @@ class _SlowReader(RawStore):
             if got >= size:
                 break
             time.sleep(DRIP)
-            got += len(conn.recv(65536))
+            read = conn.recv(65536)
+            if not read:  # the client hung up (its deadline)
+                break
+            got += len(read)
         self.received = got
         if got >= size:
             self.held = b"new"
@@ -104,8 +107,8 @@ def _stopped(proc: object, took: float, bound: float) -> None:
 def test_a_store_reading_the_upload_slowly_stops_the_push_at_the_deadline(
     warm: Warm, tmp_path: Path, big: Path, scheme: str
 ) -> None:
-    """On main the upload had no deadline: the push waited for the store (8 s here, for
-    as long as it likes), then said "store unreachable"."""
+    """On main the upload had no deadline: the push waited for the store (for as long
+    as it likes: `DRIPS`), then said "store unreachable"."""
     if scheme == "s3":
         pytest.importorskip("boto3")
     before = big.read_bytes()
@@ -118,7 +121,10 @@ def test_a_store_reading_the_upload_slowly_stops_the_push_at_the_deadline(
         took = time.monotonic() - began
     finally:
         store.close()
-    _stopped(proc, took, 9)
+    # The message names the deadline (main's said "store unreachable" after the store's
+    # 8 s); the wall bound only says it did not wait for ever: boto3's import alone took
+    # 14 s of it at a load of 15 (CI's fresh clone beside six helpers).
+    _stopped(proc, took, 30)
     assert store.held == OLD and store.received < big.stat().st_size
     assert big.read_bytes() == before  # nothing local lost
 
