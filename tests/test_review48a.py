@@ -10,6 +10,10 @@
   the end of every measurement, so a candidate another thread was measuring when it crashed
   the worker was not named, and the run failed (before 77661210 too). Each measurement under
   way is now journaled by itself, and a crash names the one that was.
+- Threads measuring at once, the candidate begun last blamed: a crash in one thread's
+  measurement excluded another thread's candidate, under way then, as `crashed (SIGSEGV)`
+  (every one of its candidates in turn, its tune then failing), before the culprit (before
+  77661210 too). The worker's `faulthandler` now says which thread crashed it, into the journal.
 - Where `os.memfd_create` is missing, the journal is a temporary file (forced here): a crashing
   candidate is still named and excluded, and nothing is left in `TMPDIR`.
 """
@@ -132,6 +136,28 @@ def test_a_candidate_crashing_while_other_threads_measure_is_named_and_excluded(
     assert json.loads(proc.stdout)["stored"]["tunes"] == 3
     tunes = {t["operation"]: t for t in warm.json("stats", bundle_path)["tunes"]}
     assert tunes["crashy"]["pick"] == "fine"
+
+
+ANOTHER_THREAD_BEGUN_LAST = THREADS.replace("DELAY_SEGV = 800000", "DELAY_SEGV = 300000").replace(
+    'kernel(2, 60000, 1), "s1": kernel(2, 60000, 2)',
+    'kernel(2, 500000, 1), "s1": kernel(2, 500000, 2)',
+)
+
+
+def test_a_crash_blames_the_candidate_of_the_thread_it_was_in_not_the_last_begun(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    assert ANOTHER_THREAD_BEGUN_LAST != THREADS
+    proc = warm("run", workload_file(ANOTHER_THREAD_BEGUN_LAST), "-b", bundle_path, "--json")
+    assert proc.returncode == 0, proc.stderr
+    excluded = [line for line in proc.stderr.splitlines() if "excluded" in line]
+    assert excluded == [
+        "warm: tune crashy float32[16] 16: candidate segv crashed (SIGSEGV); it is excluded "
+        "and the passes run again"
+    ]
+    tunes = {t["operation"]: t for t in warm.json("stats", bundle_path)["tunes"]}
+    assert tunes["crashy"]["pick"] == "fine"
+    assert all(c["status"] == "ok" for c in tunes["slow"]["candidates"]), tunes["slow"]
 
 
 NO_MEMFD = """

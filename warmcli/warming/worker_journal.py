@@ -2,20 +2,23 @@
 it is in, the tune candidates it is measuring, every compiler process group it starts, what it
 stored and the exit code it returned, read back once the worker has ended.
 
-The journal is two files in memory both processes share (`os.memfd_create`; temporary files,
-unlinked, where there is none), never in `TMPDIR`, so a full temporary folder, which a run that
-compiles nothing needs no room in, does not end the run. Its log, opened to append, holds one
+The journal is three files in memory both processes share (`os.memfd_create`; unlinked temporary
+files where there is none, off Linux), not in `TMPDIR`, so a full temporary folder, which a run
+that compiles nothing needs no room in, does not end the run. Its log, opened to append, holds one
 JSON line for each pass, compiler group, store and exit, appended by the worker and by any process
-the workload forks (their compilers too), never cut. Its measurements file holds the candidates
-the worker measures now, one line each, rewritten whole by the worker alone as each begins and
-ends (one thread: a line written, then the file emptied), so the journal stays a few lines long
-however many candidates are measured (before, every candidate left two lines, about 200 bytes, so
-a tuning-heavy run filled a small `TMPDIR` or passed a file size limit). A crash names the
-measurement under way, the last begun where the workload's threads measured at once (which one
-crashed is not known); a process the workload forked journals no measurement: its crash is its own.
+the workload forks (their compilers too), never cut. Its measurements file holds the candidates the
+worker measures now, one line each, rewritten whole by the worker alone as each begins and ends
+(one thread: a line written, then the file emptied), so the journal stays a few lines long however
+many candidates are measured (before, every candidate left two lines, about 200 bytes, so a
+tuning-heavy run filled a small `TMPDIR` or passed a file size limit). A crash names the
+measurement under way in the thread it was in: the worker's `faulthandler` writes which into a
+third file (where the workload's process has a `faulthandler` of its own, `PYTHONFAULTHANDLER`, the
+last begun of those under way is named); a process the workload forked journals no measurement and
+its `faulthandler` is off: its crash is its own.
 
-State: the worker's journal, the process that owns it, its measurements under way and a lock
-for its threads, one of each per process. It never prints.
+State: the worker's journal, the process that owns it, its measurements under way, whether its
+`faulthandler` is the journal's and a lock for its threads, one of each per process. It never
+prints.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -33,11 +37,13 @@ from warmcli.records import Record, factory
 
 
 class Files(NamedTuple):
-    """A journal's two files: `log`, appended to by the worker and the processes it forks,
-    and `measuring`, the worker's measurements under way, rewritten whole by it alone."""
+    """A journal's files: `log`, appended to by the worker and the processes it forks,
+    `measuring`, the worker's measurements under way, rewritten whole by it alone, and
+    `faults`, where `faulthandler` says which of the worker's threads crashed it."""
 
     log: int
     measuring: int
+    faults: int
 
 
 class _State:
@@ -47,6 +53,7 @@ class _State:
     begun: dict[int, bytes] = {}  # noqa: RUF012  (its measurements under way: their lines)
     size = 0  # the length of what `begun` held last, as written
     count = itertools.count()
+    faults = False  # whether the worker's `faulthandler` writes into its journal
 
 
 def _memory_file(name: str) -> int:
@@ -63,24 +70,39 @@ def _memory_file(name: str) -> int:
 def open_journal() -> Iterator[Files]:
     """A new, empty journal in memory; its log opened to append (each line lands at its
     end, whichever process writes it). Both files are closed as the block ends."""
-    log = _memory_file("warm-worker-journal")
+    made: list[int] = []
     try:
-        measuring = _memory_file("warm-worker-measuring")
-    except BaseException:
-        os.close(log)
-        raise
-    try:
+        for name in ("journal", "measuring", "faults"):
+            made.append(_memory_file(f"warm-worker-{name}"))
+        log = made[0]
         fcntl.fcntl(log, fcntl.F_SETFL, fcntl.fcntl(log, fcntl.F_GETFL) | os.O_APPEND)
-        yield Files(log, measuring)
+        yield Files(*made)
     finally:
-        os.close(log)
-        os.close(measuring)
+        for fd in made:
+            os.close(fd)
 
 
 def arm(journal: Files) -> None:
-    """In the worker: journal into `journal` from now on."""
+    """In the worker: journal into `journal` from now on; where the workload's process has
+    no `faulthandler` of its own (`PYTHONFAULTHANDLER`), the worker's says in the journal
+    which thread a crash was in (a process the workload forks says nothing there)."""
+    import faulthandler
+
     _State.journal, _State.owner = journal, os.getpid()
     _State.begun, _State.size = {}, 0
+    if not faulthandler.is_enabled():
+        faulthandler.enable(file=journal.faults, all_threads=True)
+        _State.faults = True
+        os.register_at_fork(after_in_child=_forked)
+
+
+def _forked() -> None:
+    """In a process the worker forks: its crash is not the worker's."""
+    if _State.faults and os.getpid() != _State.owner:
+        import faulthandler
+
+        _State.faults = False
+        faulthandler.disable()
 
 
 def write(kind: str, **fields: Any) -> None:
@@ -107,7 +129,7 @@ def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> 
         yield
         return
     fields = {"key": tune_key, "operation": operation, "shape": shape_key}
-    line = json.dumps({**fields, "candidate": candidate}, default=str) + "\n"
+    line = json.dumps({**fields, "candidate": candidate, "thread": threading.get_ident()}) + "\n"
     with _State.lock:
         number = next(_State.count)
         _State.begun[number] = line.encode()
@@ -159,8 +181,9 @@ def _read(fd: int) -> list[dict[str, Any]]:
 
 
 def read_journal(files: Files) -> Journal:
-    """The journal as read back: its log from its start, and the measurement under way
-    (the last begun of those under way: where threads measured at once, one of them)."""
+    """The journal as read back: its log from its start, and the measurement under way in
+    the thread that crashed the worker, where `faulthandler` named it (none if none was);
+    where it did not, the last begun of those under way."""
     journal = Journal()
     for entry in _read(files.log):
         kind = entry.get("kind")
@@ -179,5 +202,15 @@ def read_journal(files: Files) -> Journal:
     under_way = [
         e for e in _read(files.measuring) if all(isinstance(e.get(f), str) for f in fields)
     ]
+    crashed = _crashed_thread(files.faults)
+    if crashed is not None:
+        under_way = [e for e in under_way if e.get("thread") == crashed]
     journal.candidate = under_way[-1] if under_way else None
     return journal
+
+
+def _crashed_thread(fd: int) -> int | None:
+    """The thread `faulthandler` said the worker crashed in (`Current thread 0x...`), or None."""
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    found = re.findall(rb"^Current thread (0x[0-9a-fA-F]+)", data, re.MULTILINE)
+    return int(found[-1], 16) if found else None
