@@ -5,9 +5,9 @@ A candidate kernel that crashes the process (SIGSEGV, SIGBUS, an abort) must not
 down. `run_isolated` forks a worker that does the whole run and waits for it: until it exits, or
 once it has returned its code, journaled, and made its output /dev/null and closed its end of a
 pipe, last of all (`_let_go`: the worker's teardown, milliseconds, is waited for only as this
-process ends, `_reap`, overlapping its own). The worker appends to a journal (a file in memory
+process ends, `_reap`, overlapping its own). The worker journals (in files in memory
 both share, a few lines long: `warmcli.warming.worker_journal`) the pass it is in, the tune
-candidate it is measuring (`measuring`) and every compiler process group it starts. When the
+candidates it is measuring (`measuring`) and every compiler process group it starts. When the
 worker dies of a crash signal while a candidate is being measured, that candidate is excluded
 (`excluded`, read by the tuner through the `MeasureJournal` the worker installs into
 `warmcli.runtime.tune`; the tuner records it as failed with the reason `crashed (SIGSEGV)`) and
@@ -67,6 +67,7 @@ from warmcli.warming.crashes import (
 from warmcli.warming.leftovers import end_pools, forget_inherited, run_exit_functions
 from warmcli.warming.stop_signals import STOPS, mark_stop_sent, stopped_by_signal
 from warmcli.warming.worker_journal import (
+    Files,
     Journal,
     arm,
     measuring,
@@ -104,7 +105,9 @@ def _arm_parent_death(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _worker(work: Callable[[], int], journal: int, parent: int, done: int, output: Output) -> None:
+def _worker(
+    work: Callable[[], int], journal: Files, parent: int, done: int, output: Output
+) -> None:
     """In the forked worker: run `work` with the journal armed, then the workload's exit
     functions within `output`, then exit with its code, its output made /dev/null and
     `done` closed first (`_let_go`)."""
@@ -180,7 +183,7 @@ def _let_go(done: int) -> None:
         os.close(done)
 
 
-def _wait(pid: int, done: int, journal: int) -> tuple[int | None, bool, Journal | None]:
+def _wait(pid: int, done: int, journal: Files) -> tuple[int | None, bool, Journal | None]:
     """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
     within `KILL_GRACE` of the first. Returns its wait status, whether it was interrupted,
     and its journal where read here; None for the status where the worker let go (`done`
@@ -251,8 +254,7 @@ def run_isolated(
     """
     make_folder()  # here: this process removes it however the worker ends
     for _ in range(max_restarts + 1):
-        with open_journal() as fh:
-            journal = fh.fileno()
+        with open_journal() as journal:
             sys.stdout.flush()
             sys.stderr.flush()
             parent = os.getpid()

@@ -1,71 +1,114 @@
 """The journal `warm run`'s worker keeps for its supervisor (`warmcli.warming.isolation`): the pass
-it is in, the tune candidate it is measuring, every compiler process group it starts, what it
-stored and the exit code it returned, one JSON line each, read back once the worker has ended.
+it is in, the tune candidates it is measuring, every compiler process group it starts, what it
+stored and the exit code it returned, read back once the worker has ended.
 
-The journal is a file in memory both processes share (`os.memfd_create`, a temporary file where
-there is none), opened to append: never in `TMPDIR`, so a full temporary folder, which a run that
-compiles nothing needs no room in, does not end the run. It stays a few lines long however many
-candidates are measured: a candidate's "begin" line is cut off the journal again once it is
-measured, where nothing was written after it (the worker's only thread writing: the usual case),
-and answered by an "end" line only where something was (before, every candidate left two lines,
-about 200 bytes, so a tuning-heavy run filled a small `TMPDIR` or passed a file size limit, and
-its supervisor, its exit code never journaled, blamed the workload for ending its process).
+The journal is three files in memory both processes share (`os.memfd_create`; unlinked temporary
+files where there is none, off Linux), not in `TMPDIR`, so a full temporary folder, which a run
+that compiles nothing needs no room in, does not end the run. Its log, opened to append, holds one
+JSON line for each pass, compiler group, store and exit, appended by the worker and by any process
+the workload forks (their compilers too), never cut. Its measurements file holds the candidates the
+worker measures now, one line each, rewritten whole by the worker alone as each begins and ends
+(one thread: a line written, then the file emptied), so the journal stays a few lines long however
+many candidates are measured (before, every candidate left two lines, about 200 bytes, so a
+tuning-heavy run filled a small `TMPDIR` or passed a file size limit). A crash names the
+measurement under way in the thread it was in: the worker's `faulthandler` writes which into a
+third file (where the workload's process has a `faulthandler` of its own, `PYTHONFAULTHANDLER`, the
+last begun of those under way is named); a process the workload forked journals no measurement and
+its `faulthandler` is off: its crash is its own.
 
-State: the worker's journal descriptor, the process that owns it and a lock for its threads, one
-of each per process (a process the workload forks appends only, never cuts). It never prints.
+State: the worker's journal, the process that owns it, its measurements under way, whether its
+`faulthandler` is the journal's and a lock for its threads, one of each per process. It never
+prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
+import re
 import threading
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any, NamedTuple
 
 from warmcli.records import Record, factory
 
 
+class Files(NamedTuple):
+    """A journal's files: `log`, appended to by the worker and the processes it forks,
+    `measuring`, the worker's measurements under way, rewritten whole by it alone, and
+    `faults`, where `faulthandler` says which of the worker's threads crashed it."""
+
+    log: int
+    measuring: int
+    faults: int
+
+
 class _State:
-    journal: int | None = None  # the worker's journal file descriptor
-    owner: int = 0  # the worker's pid: only it cuts a measured candidate's line off
-    lock = threading.RLock()  # the worker's threads (a stop handler's write re-enters)
+    journal: Files | None = None  # the worker's journal
+    owner: int = 0  # the worker's pid: only it journals measurements
+    lock = threading.RLock()  # the worker's threads measuring, and `begun`
+    begun: dict[int, bytes] = {}  # noqa: RUF012  (its measurements under way: their lines)
+    size = 0  # the length of what `begun` held last, as written
+    count = itertools.count()
+    faults = False  # whether the worker's `faulthandler` writes into its journal
 
 
-def open_journal() -> IO[bytes]:
-    """A new, empty journal in memory, opened to append (each line lands at its end,
-    whichever process writes it), read and write."""
+def _memory_file(name: str) -> int:
+    """A new, empty file in memory, read and write, closed in any program this one runs."""
     if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("warm-worker-journal", os.MFD_CLOEXEC)
-    else:  # pragma: no cover - Linux has memfd_create
-        import tempfile
+        return os.memfd_create(name, os.MFD_CLOEXEC)
+    import tempfile  # a platform without memfd_create: an unlinked file in `TMPDIR`
 
-        with tempfile.TemporaryFile() as unlinked:
-            fd = os.dup(unlinked.fileno())
-    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
-    return open(fd, "w+b", buffering=0)
+    with tempfile.TemporaryFile() as unlinked:
+        return os.dup(unlinked.fileno())
 
 
-def arm(journal: int) -> None:
-    """In the worker: journal into `journal` from now on."""
+@contextlib.contextmanager
+def open_journal() -> Iterator[Files]:
+    """A new, empty journal in memory; its log opened to append (each line lands at its
+    end, whichever process writes it). Both files are closed as the block ends."""
+    made: list[int] = []
+    try:
+        for name in ("journal", "measuring", "faults"):
+            made.append(_memory_file(f"warm-worker-{name}"))
+        log = made[0]
+        fcntl.fcntl(log, fcntl.F_SETFL, fcntl.fcntl(log, fcntl.F_GETFL) | os.O_APPEND)
+        yield Files(*made)
+    finally:
+        for fd in made:
+            os.close(fd)
+
+
+def arm(journal: Files) -> None:
+    """In the worker: journal into `journal` from now on; where the workload's process has
+    no `faulthandler` of its own (`PYTHONFAULTHANDLER`), the worker's says in the journal
+    which thread a crash was in (a process the workload forks says nothing there)."""
+    import faulthandler
+
     _State.journal, _State.owner = journal, os.getpid()
+    _State.begun, _State.size = {}, 0
+    if not faulthandler.is_enabled():
+        faulthandler.enable(file=journal.faults, all_threads=True)
+        _State.faults = True
+        os.register_at_fork(after_in_child=_forked)
 
 
-def write(kind: str, **fields: Any) -> tuple[int, int] | None:
-    """Append one line; where the worker wrote it, its start and end in the journal."""
-    fd = _State.journal
-    if fd is None:
-        return None
-    line = (json.dumps({"kind": kind, **fields}, default=str) + "\n").encode()
-    if os.getpid() != _State.owner:  # a process the workload forked: its lock may be held
-        os.write(fd, line)
-        return None
-    with _State.lock:
-        start = os.fstat(fd).st_size
-        written = os.write(fd, line)
-        return start, (start + written if written == len(line) else -1)
+def _forked() -> None:
+    """In a process the worker forks: its crash is not the worker's."""
+    if _State.faults and os.getpid() != _State.owner:
+        import faulthandler
+
+        _State.faults = False
+        faulthandler.disable()
+
+
+def write(kind: str, **fields: Any) -> None:
+    """Append one line to the log (from the worker or a process the workload forked)."""
+    if (journal := _State.journal) is not None:
+        os.write(journal.log, (json.dumps({"kind": kind, **fields}, default=str) + "\n").encode())
 
 
 def note_pass(label: str) -> None:
@@ -80,24 +123,37 @@ def note_stored(kernels: int, tunes: int) -> None:
 
 @contextlib.contextmanager
 def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> Iterator[None]:
-    """The worker measures this candidate now: a crash inside excludes it."""
-    begun = write("begin", key=tune_key, operation=operation, shape=shape_key, candidate=candidate)
+    """The worker measures this candidate now: a crash inside excludes it. (A process the
+    workload forked journals none: its crash is not the worker's.)"""
+    if _State.journal is None or os.getpid() != _State.owner:
+        yield
+        return
+    fields = {"key": tune_key, "operation": operation, "shape": shape_key}
+    line = json.dumps({**fields, "candidate": candidate, "thread": threading.get_ident()}) + "\n"
+    with _State.lock:
+        number = next(_State.count)
+        _State.begun[number] = line.encode()
+        _rewrite()
     try:
         yield
     finally:
-        _end(begun)
-
-
-def _end(begun: tuple[int, int] | None) -> None:
-    """A measurement ended: its "begin" line cut off where it is still the journal's last
-    (the journal then reads as it did before it), else an "end" line appended."""
-    fd = _State.journal
-    if begun is not None and fd is not None:
         with _State.lock:
-            if os.fstat(fd).st_size == begun[1]:
-                os.ftruncate(fd, begun[0])
-                return
-    write("end")
+            _State.begun.pop(number, None)
+            _rewrite()
+
+
+def _rewrite() -> None:
+    """The measurements under way written over the last in one write, padded with blank
+    lines to the last's length, then cut to their own: a crash between leaves no line of
+    the last that is not under way. (One thread measuring: a line written into an empty
+    file, then the file emptied.)"""
+    if (journal := _State.journal) is not None:
+        data = b"".join(_State.begun.values())
+        if data:
+            os.pwrite(journal.measuring, data.ljust(_State.size, b"\n"), 0)
+        if len(data) < _State.size:
+            os.ftruncate(journal.measuring, len(data))
+        _State.size = len(data)
 
 
 class Journal(Record, frozen=False):
@@ -113,26 +169,26 @@ class Journal(Record, frozen=False):
     let_go: bool = False  # it ran the workload's exit functions and lets go (`_let_go`)
 
 
-def read_journal(fd: int) -> Journal:
-    """The journal `fd` as read from its start (a line a crash cut short is skipped)."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    with open(os.dup(fd), "rb") as fh:
-        data = fh.read()
-    journal = Journal()
+def _read(fd: int) -> list[dict[str, Any]]:
+    """The lines of `fd` that read as JSON objects (a line a crash cut short is skipped)."""
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    entries = []
     for raw in data.splitlines():
-        try:
-            entry = json.loads(raw)
-        except ValueError:  # a line cut short by the crash
-            continue
-        if not isinstance(entry, dict):
-            continue
+        with contextlib.suppress(ValueError):
+            if isinstance(entry := json.loads(raw), dict):
+                entries.append(entry)
+    return entries
+
+
+def read_journal(files: Files) -> Journal:
+    """The journal as read back: its log from its start, and the measurement under way in
+    the thread that crashed the worker, where `faulthandler` named it (none if none was);
+    where it did not, the last begun of those under way."""
+    journal = Journal()
+    for entry in _read(files.log):
         kind = entry.get("kind")
         if kind == "pass":
-            journal.during, journal.candidate = entry["label"], None
-        elif kind == "begin":
-            journal.candidate = entry
-        elif kind == "end":
-            journal.candidate = None
+            journal.during = entry["label"]
         elif kind == "stored":
             kernels, tunes = journal.stored
             journal.stored = (kernels + entry["kernels"], tunes + entry["tunes"])
@@ -142,4 +198,19 @@ def read_journal(fd: int) -> Journal:
             journal.let_go = bool(entry.get("let_go"))
         elif kind == "compiler":
             (journal.groups.add if entry["started"] else journal.groups.discard)(entry["pgid"])
+    fields = ("key", "operation", "shape", "candidate")
+    under_way = [
+        e for e in _read(files.measuring) if all(isinstance(e.get(f), str) for f in fields)
+    ]
+    crashed = _crashed_thread(files.faults)
+    if crashed is not None:
+        under_way = [e for e in under_way if e.get("thread") == crashed]
+    journal.candidate = under_way[-1] if under_way else None
     return journal
+
+
+def _crashed_thread(fd: int) -> int | None:
+    """The thread `faulthandler` said the worker crashed in (`Current thread 0x...`), or None."""
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    found = re.findall(rb"^Current thread (0x[0-9a-fA-F]+)", data, re.MULTILINE)
+    return int(found[-1], 16) if found else None
