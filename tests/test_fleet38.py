@@ -182,7 +182,7 @@ def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
     check = machine("check", url)
     assert check.returncode == 2, check.stdout + check.stderr
     assert check.stderr == f"warm: error: {url}: bundle refused: unsigned, and " + (
-        "WARM_TRUSTED_KEYS asks for a signature by a trusted key\n"
+        "the trusted keys (WARM_TRUSTED_KEYS or trusted_keys=) ask for a signature by one of them\n"
     )
     env = dict(machine.env, WARM_BUNDLE=url)
     code = "import warmcli\ntry:\n    warmcli.runtime('host')\n"

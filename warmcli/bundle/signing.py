@@ -371,7 +371,7 @@ def covered(bundle: SignedRows, trusted: Sequence[bytes], signs: bool = False) -
             f"signed only by untrusted or invalid key(s) {', '.join(held)}" if held else "unsigned"
         )
         raise SignatureError(
-            f"{bundle.path}: bundle refused: {why}, and {TRUSTED_KEYS_ENV} asks for a "
-            "signature by a trusted key"
+            f"{bundle.path}: bundle refused: {why}, and the trusted keys ({TRUSTED_KEYS_ENV} "
+            "or trusted_keys=) ask for a signature by one of them"
         )
     return RowSet(s.rows for s in good)
