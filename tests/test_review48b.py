@@ -1,0 +1,64 @@
+"""Review of round 48's trial48a and serve48 merges: the real CLI in a subprocess, real nvcc
+and NVRTC for `--arch sm_90`, real SQLite bundles.
+
+What it found: after a `--compiler nvcc` warm, a run of any other workload into the same
+bundle noted `bundle holds 3 kernel(s) for sm_90 built by 'nvcc...': this run builds its
+own`, kernels that were none of its own (it rebuilt none of them); the note is now made on
+the miss of a kernel that toolchain built, naming it, and not at all where there is none.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm, nvcc_or_skip
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+NEEDS_NVRTC = pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed")
+
+FILL = r'''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" __global__ void fill_a(float *y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 1.0f;
+}
+"""
+def workload(rt):
+    y = rt.buffer(256, "float32")
+    for b in (1, 2):
+        k = Kernel(SRC, "fill_a", "Pi", language="cuda", defines={"B": b})
+        rt.launch(k, y, 256, grid=1, block=256)
+'''
+
+
+def _notes(proc_out: str) -> list[str]:
+    return [ln for ln in proc_out.splitlines() if "bundle holds" in ln and "built by" in ln]
+
+
+@NEEDS_NVRTC
+def test_nvccs_builds_are_noted_only_to_a_run_that_rebuilds_them(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`fill_a` warmed by nvcc; `fill_b` (another workload) warmed by NVRTC into the same
+    bundle is told nothing of nvcc's builds (it said `bundle holds 2 kernel(s) ... built by
+    'nvcc...': this run builds its own`); `fill_a` warmed by NVRTC is told, by its label."""
+    nvcc_or_skip()
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text(FILL)
+    b.write_text(FILL.replace("fill_a", "fill_b"))
+    bundle = tmp_path / "b.warm"
+    nvcc = warm("run", a, "--compiler", "nvcc", "--arch", "sm_90", "-b", bundle)
+    assert nvcc.returncode == 0, nvcc.stdout + nvcc.stderr
+    other = warm("run", b, "--arch", "sm_90", "--compiler", "nvrtc", "-b", bundle)
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert _notes(other.stdout + other.stderr) == [], other.stdout + other.stderr
+    same = warm("run", a, "--arch", "sm_90", "--compiler", "nvrtc", "-b", bundle)
+    assert same.returncode == 0, same.stdout + same.stderr
+    notes = _notes(same.stdout + same.stderr)
+    assert len(notes) == 1, same.stdout + same.stderr
+    assert "fill_a[B=1]" in notes[0] and "'nvcc" in notes[0], notes
+    assert "this run builds its own on sm_90" in notes[0], notes
