@@ -62,3 +62,37 @@ def test_nvccs_builds_are_noted_only_to_a_run_that_rebuilds_them(
     assert len(notes) == 1, same.stdout + same.stderr
     assert "fill_a[B=1]" in notes[0] and "'nvcc" in notes[0], notes
     assert "this run builds its own on sm_90" in notes[0], notes
+
+
+TWO_FAILURES = '''
+from warmcli import Kernel
+SRC = """
+#if BS == 1
+#error first failure one
+#else
+#error second failure two
+#endif
+void fill(float *y) { y[0] = 1; }
+"""
+def workload(rt):
+    y = rt.buffer(4, "float32")
+    for bs in (1, 2):
+        rt.launch(Kernel(SRC, "fill", "P", options=(f"-DBS={bs}",)), y, grid=1, block=1)
+'''
+
+
+def test_a_failed_compile_of_the_errors_label_and_other_options_is_said(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Two kernels labelled `fill`, one `-DBS=1`, one `-DBS=2`, failing at different
+    `#error`s in one batch: the run's error is the first's (`kernel fill failed to compile`,
+    no options named), and the second's note was taken for it and left out, its error never
+    said; it is said now (once), the first's log once, by the error."""
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_FAILURES)
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2, said
+    assert said.count("#error second failure two") == 1, said
+    assert said.count("#error first failure one") == 1, said
+    assert "compile of fill -DBS=2 (key " in said and "Traceback" not in said, said
