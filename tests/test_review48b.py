@@ -5,10 +5,17 @@ What it found: after a `--compiler nvcc` warm, a run of any other workload into 
 bundle noted `bundle holds 3 kernel(s) for sm_90 built by 'nvcc...': this run builds its
 own`, kernels that were none of its own (it rebuilt none of them); the note is now made on
 the miss of a kernel that toolchain built, naming it, and not at all where there is none.
+Two kernels of one label (`fill`, options -DBS=1 and -DBS=2) failing differently: the second's
+note was left out, taken for the error's compile, its error never said. A bundle named by a
+link, its file in a folder that takes no journal: the old `too many open files?` (the link's
+folder was asked whether it is writable, not the file's).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -96,3 +103,33 @@ def test_a_failed_compile_of_the_errors_label_and_other_options_is_said(
     assert said.count("#error second failure two") == 1, said
     assert said.count("#error first failure one") == 1, said
     assert "compile of fill -DBS=2 (key " in said and "Traceback" not in said, said
+
+
+def test_a_bundle_named_by_a_link_into_a_folder_taking_no_journal_is_said_so(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`link.warm` -> `ro/b.warm`, `ro` immutable (no journal can be made there, where SQLite
+    makes it: beside the file the link names): `warm run -b link.warm` said `SQLite could not
+    open the bundle or its journal (too many open files?)`; it says the folder is not
+    writable, as `-b ro/b.warm` does, the bundle unchanged."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    workload = tmp_path / "w.py"
+    workload.write_text(TWO_FAILURES.replace("#error", "#warning"))
+    bundle = folder / "b.warm"
+    proc = warm("run", workload, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    before = bundle.read_bytes()
+    os.symlink(bundle, tmp_path / "link.warm")
+    workload.write_text(TWO_FAILURES.replace("#error", "#warning").replace("= 1;", "= 2;"))
+    made = os.geteuid() == 0 and shutil.which("chattr") is not None
+    if not made or subprocess.run(["chattr", "+i", str(folder)]).returncode != 0:
+        pytest.skip("cannot make a folder immutable here (chattr +i needs root)")
+    try:
+        proc = warm("run", workload, "-b", tmp_path / "link.warm", "-q")
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "too many open files" not in proc.stderr, proc.stderr
+    assert "its folder is not writable" in proc.stderr, proc.stderr
+    assert bundle.read_bytes() == before
