@@ -237,8 +237,9 @@ class Misses:
         here when they run here, not noted."""
         if self.bundle is None or self.closed:
             return
-        if not self._foreign_noted:
-            self._first_foreign(toolchains, any_toolchain)
+        with self._lock:  # (threads missing at once: one reads what the bundle holds)
+            if not self._foreign_noted:
+                self._first_foreign(toolchains, any_toolchain)
         for h in list(self._foreign_kernels):
             try:  # this kernel's build by that toolchain, under its key
                 held = self.bundle.kernel(kernel_key(kernel, h.arch, h.by)) is not None
