@@ -18,8 +18,10 @@ UNWRITABLE = "cannot write the bundle: its folder is not writable (for its journ
 
 
 def cannot_open(path: str | os.PathLike[str]) -> str:
-    """Why SQLite could not open the bundle at `path` or its journal (`SQLITE_CANTOPEN`)."""
-    return CANNOT_OPEN if os.access(os.path.dirname(path) or ".", os.W_OK) else UNWRITABLE
+    """Why SQLite could not open the bundle at `path` or its journal (`SQLITE_CANTOPEN`): the
+    journal is made beside the file a link names (`warmcli.bundle.file`), so its folder."""
+    folder = os.path.dirname(os.path.realpath(path))
+    return CANNOT_OPEN if os.access(folder, os.W_OK) else UNWRITABLE
 
 
 def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:

@@ -363,21 +363,26 @@ def _roll_back_left_write(path: Path) -> None:
 def _said(note: str, exc: WarmError) -> bool:
     """Whether `note` is the compile that ended the run (failed, or timed out), which the
     line of `exc` names, with its log: said once, by the error, which stays the first line
-    (another kernel's note is said, its error the same text: a variant of one source), or
+    (another kernel's note is said, its error the same text: a variant of one source; and
+    another of its label, its options not in the error, where its error line differs), or
     whose error line a tune's failure lists among its candidates' reasons; or a refused
     read's, where that read's `DiscardedReadError` ended the run (not caught)."""
     if note.startswith("a read back under ") and "), and the workload caught it" in note:
         return "DiscardedRead" in str(exc)  # it did not: the read's error ended the run
     if not note.startswith("compile of "):
         return False
-    words = note.partition(" (key ")[0].removeprefix("compile of ").split(" ")  # label, options
+    named_as, _, keyed = note.partition(" (key ")
+    words = named_as.removeprefix("compile of ").split(" ")  # label, options
     labels = [" ".join(words[: n + 1]) for n in range(len(words))]  # (a name= may hold " ")
     ends = ("failed to compile", "timed out compiling")
-    first = str(exc).partition("\n")[0]
+    first, text = str(exc).partition("\n")[0], str(exc)
+    line = keyed.partition(": ")[2]  # its error line (after `KEY) failed: `)
     if any(f"kernel {label} {end}" in first for label in labels for end in ends):
-        return True  # its own compile; another kernel's, its error the same text, is said
+        # its own compile; another kernel's, its error the same text, is said, as is one of
+        # its label and other options (the error names no options) whose error differs
+        return line in text
     named = any(end in first for end in ends)  # (a tune's failure lists its candidates')
-    return not named and note.rsplit(" failed: ", 1)[-1] in str(exc)
+    return not named and note.rsplit(" failed: ", 1)[-1] in text
 
 
 def _driver_line(info: dict[str, str]) -> str | None:

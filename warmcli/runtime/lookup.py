@@ -326,7 +326,7 @@ class BundleLookup:
     def miss(self, kernel: Kernel, key: str, why: MissExplanation | None = None) -> None:
         """A kernel the loaded bundle cannot serve, handed to the miss policy: explained
         against the bundle's nearest build (unless `why` says already) on its first miss."""
-        self.misses.note_foreign(self._identities.values(), self.any_toolchain)
+        self.misses.note_foreign(self._identities.values(), self.any_toolchain, kernel)
 
         def explain() -> MissExplanation:
             if why is not None:

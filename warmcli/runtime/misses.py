@@ -11,14 +11,17 @@ refuses every attempt, not only the first; with no bundle loaded, strict mode re
 compile or tune as `no-bundle` (its key kept, for the report: `refused`). Without a policy
 (the warming passes, where everything is a miss by design) nothing is explained,
 except a build the bundle holds but must not serve, which is counted once by reason.
-On a kernel's first miss it notes once what the bundle holds from other toolchains
-or devices. Once its runtime is closed (`closed`, set before its bundle is, by
+On a kernel's first miss it notes once the tunes the bundle holds from other devices,
+and on each miss of a kernel whose build another toolchain made for this arch it notes that
+toolchain's builds, once a toolchain (a run that rebuilds none of them notes nothing).
+Once its runtime is closed (`closed`, set before its bundle is, by
 `use_bundle`, `warmcli.production.close()` or at exit) a miss is nothing: neither explained,
 counted nor refused, the bundle being gone. It owns the explanations it made (and the keys
 refused with no bundle), those flags and the lock around them, and the last kernel
 entry's and tunable operation's listing a miss made (`listing`: the next miss of that
-name explains from it, not from a listing of its own); it never prints (logging is the
-caller's to route) and never reads a kernel's bundle rows itself.
+name explains from it, not from a listing of its own), and the other toolchains whose builds
+are not noted yet; it never prints (logging is the caller's to route) and reads no kernel's
+bundle row but, on a miss, the missed kernel's under each of those toolchains' keys.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from warmcli.backends.base import Device
 from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.forking import new_rlock
-from warmcli.records import MissExplanation, Record
+from warmcli.kernel import Kernel, kernel_key
+from warmcli.records import HeldElsewhere, MissExplanation, Record
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
     from warmcli.runtime.nearest import Listed
@@ -154,6 +158,7 @@ class Misses:
         self._unloaded: dict[tuple[str, str], str] = {}  # refused with no bundle: -> its label
         self._lock = new_rlock(self)  # around explaining a miss (an explanation may miss)
         self._foreign_noted = False
+        self._foreign_kernels: list[HeldElsewhere] = []  # other toolchains' builds, not noted
         self._listings: dict[str, tuple[str, Listed[Any]]] = {}  # kind -> (name, listing)
         self.closed = False  # the runtime was closed: its misses are no one's to report
 
@@ -224,11 +229,33 @@ class Misses:
             view = "compilation" if why.kind == "kernel" else "autotune"
             active_collector().miss(self.device.id, view, why)
 
-    def note_foreign(self, toolchains: Iterable[str], any_toolchain: bool) -> None:
-        """On the first kernel miss: note once what the bundle holds from other toolchains
-        or devices (`any_toolchain`: other toolchains' builds are served here, not noted)."""
-        if self.bundle is None or self._foreign_noted or self.closed:
+    def note_foreign(self, toolchains: Iterable[str], any_toolchain: bool, kernel: Kernel) -> None:
+        """On a kernel miss: note once what the bundle holds from other devices (tunes), and
+        each other toolchain's builds for this arch once, on the first miss of a kernel that
+        toolchain built (`kernel`, keyed by it: a run that rebuilds none of a toolchain's
+        builds is told nothing of them). `any_toolchain`: other toolchains' builds are served
+        here when they run here, not noted."""
+        if self.bundle is None or self.closed:
             return
+        with self._lock:  # (threads missing at once: one reads what the bundle holds)
+            if not self._foreign_noted:
+                self._first_foreign(toolchains, any_toolchain)
+        for h in list(self._foreign_kernels):
+            try:  # this kernel's build by that toolchain, under its key
+                held = self.bundle.kernel(kernel_key(kernel, h.arch, h.by)) is not None
+            except BundleError:  # a malformed row: served as a miss where it is needed
+                held = False
+            with self._lock:  # threads missing at once: noted by the first
+                if not held or h not in self._foreign_kernels:
+                    continue
+                self._foreign_kernels.remove(h)
+            note_reported(_foreign_kernels(kernel.label, h.arch, h.by, self.device.id))
+
+    def _first_foreign(self, toolchains: Iterable[str], any_toolchain: bool) -> None:
+        """`note_foreign`'s first: the tunes of other devices noted, other toolchains' kernel
+        builds kept for the misses that rebuild them (those past the toolchains the bundle
+        counts one by one, unnamed, are not)."""
+        assert self.bundle is not None
         self._foreign_noted = True
         fingerprint = self.device.fingerprint.identity
         try:
@@ -238,14 +265,9 @@ class Misses:
         except BundleError:  # a malformed row: served as a miss where it is needed
             held = []
         for h in held:
-            if any_toolchain and h.kind == "kernel":
-                continue  # builds of other toolchains are served here when they run here
-            if h.kind == "kernel" and not h.by:  # past the toolchains counted one by one
-                what = f"{h.count} more kernel(s) for {h.arch} built by other toolchains"
-                note_reported(f"bundle holds {what}: this run builds its own")
-                continue
-            if h.kind == "kernel":  # warming: keyed by toolchain, though production serves them
-                note_reported(_foreign_kernels(h.count, h.arch, h.by, self.device.id))
+            if h.kind == "kernel":
+                if h.by and not any_toolchain:
+                    self._foreign_kernels.append(h)
                 continue
             how = (
                 "pending (recorded without a GPU) for"
@@ -257,13 +279,15 @@ class Misses:
             note_reported(f"bundle holds {what}: not served on {self.device.id}")
 
 
-def _foreign_kernels(count: int, arch: str, by: str, device_id: str) -> str:
-    """The note on a bundle's kernels of another toolchain while warming: production serves
-    them where they run, but never a build of another warm's build recipe."""
+def _foreign_kernels(label: str, arch: str, by: str, device_id: str) -> str:
+    """The note on a bundle's builds of another toolchain of a kernel this run rebuilds
+    (`label`, the first): production serves them where they run, but never a build of
+    another warm's build recipe."""
     from warmcli.backends import toolchain
     from warmcli.backends.serving import other_recipe
 
-    held = f"bundle holds {count} kernel(s) for {arch} built by {by[:120]!r}"
+    ours_too = "and maybe more of this run's kernels"
+    held = f"bundle holds {label} ({ours_too}) for {arch} built by {by[:120]!r}"
     theirs, ours = toolchain.recipe_of(by), toolchain.BUILD_RECIPE
     if theirs != ours:
         return (
