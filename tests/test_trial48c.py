@@ -1,0 +1,98 @@
+"""Trial 48c (a new user, the README only: a pytest suite warmed, a REPL, a pre-fork server, a
+library's bundle, a CI cache): what the report says after `warmcli.production.close()` (the
+README's write-back recipe for a `multiprocessing` pool's workers). Real CLI, real production
+processes, real C compiler."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import Warm
+
+KERNELS = """
+from warmcli import Kernel
+
+ADD = Kernel("void add(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i]+1;}",
+             "add", "PPi")
+MUL = Kernel("void mul(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i]*2;}",
+             "mul", "PPi")
+"""
+
+# A served process that launches `add` (in the bundle) and `mul` (not), then `{then}`.
+SERVED = """
+import numpy as np, warmcli, warmcli.production
+from kernels import ADD, MUL
+rt = warmcli.runtime("host")
+x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)
+for k in (ADD, MUL):
+    try:
+        rt.launch(k, x, o, 4)
+    except warmcli.StrictMissError:
+        pass
+{then}
+"""
+
+
+def _warmed(warm: Warm, tmp_path: Path) -> None:
+    """`b.warm` in `tmp_path`, holding `add` only."""
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "w.py").write_text(
+        "import numpy as np\nfrom kernels import ADD\n\ndef workload(rt):\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n"
+    )
+    proc = warm("run", "w.py", "-b", "b.warm", "-q", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _served(warm: Warm, cwd: Path, then: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The served process run in `cwd` with `WARM_BUNDLE=b.warm WARM_REPORT=1` and `env`."""
+    environ = dict(warm.env, WARM_BUNDLE="b.warm", WARM_REPORT="1", **env)
+    code = SERVED.format(then=then)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=environ, capture_output=True, text=True
+    )
+
+
+def test_the_report_after_close_names_the_bundle_it_wrote_back_into(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """The README's recipe for a `multiprocessing` worker registers `production.close` as a
+    finalizer: it writes back, but then the report (the exit's, a `spawn` worker's, and
+    `warmcli.report()`) said `warm: no bundle is loaded: this process compiled 1 kernel(s)
+    ... (warm them with `warm run`, then set WARM_BUNDLE)`, of a process served by a bundle
+    it had just written that kernel into. It names the bundle closed, and says written."""
+    _warmed(warm, tmp_path)
+    then = "warmcli.production.close()\nprint(warmcli.report())"
+    proc = _served(warm, tmp_path, then, WARM_BUNDLE_WRITE="1")
+    assert proc.returncode == 0, proc.stderr
+    for text in (proc.stdout, proc.stderr):
+        first = text.splitlines()[0]
+        assert "no bundle is loaded" not in text, text
+        assert first.startswith("warm: bundle b.warm lacked 1 kernel(s)"), text
+        assert first.endswith("(written back into it):"), text
+        assert "kernel mul on host" in text, text
+    stats = warm("stats", "b.warm", cwd=tmp_path)
+    assert " mul " in stats.stdout, stats.stdout
+
+
+def test_strict_refusals_after_close_are_of_the_bundle(warm: Warm, tmp_path: Path) -> None:
+    """Strict, closed before exit: the refusal is reported as the bundle's lack (its reason
+    the bundle's, `absent`), not as though no bundle had been loaded."""
+    _warmed(warm, tmp_path)
+    proc = _served(warm, tmp_path, "warmcli.production.close()", WARM_STRICT="1")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("warm: bundle b.warm lacked 1 kernel(s) and 0 tune(s), which"), first
+    assert "absent" in proc.stderr and "no bundle is loaded" not in proc.stderr, proc.stderr
+
+
+def test_use_bundle_none_after_close_reports_no_bundle(warm: Warm, tmp_path: Path) -> None:
+    """`use_bundle(None)` after a close: the process serves none from then, as before."""
+    _warmed(warm, tmp_path)
+    then = "warmcli.production.close()\nwarmcli.use_bundle(None)\nprint(warmcli.report())"
+    proc = _served(warm, tmp_path, then)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("warm: no bundle is loaded"), proc.stdout
