@@ -96,3 +96,29 @@ def test_use_bundle_none_after_close_reports_no_bundle(warm: Warm, tmp_path: Pat
     proc = _served(warm, tmp_path, then)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("warm: no bundle is loaded"), proc.stdout
+
+
+def test_warm_explain_under_pytest_shows_with_log_cli_level(warm: Warm, tmp_path: Path) -> None:
+    """A suite served with `WARM_EXPLAIN=1` printed no miss at all (pytest's logging plugin
+    caught the `warmcli` logger's line, and a passing test shows none, with or without `-s`):
+    the README said such lines reach stderr. It now says so, and `--log-cli-level=WARNING`
+    shows each reason, as pinned here."""
+    _warmed(warm, tmp_path)
+    (tmp_path / "test_k.py").write_text(
+        "import numpy as np, warmcli\nfrom kernels import MUL\n\ndef test_mul():\n"
+        "    rt = warmcli.runtime('host')\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(MUL, x, o, 4)\n    assert rt.read(o)[0] == 2\n"
+    )
+    environ = dict(warm.env, WARM_BUNDLE="b.warm", WARM_EXPLAIN="1")
+    line = "warm: miss: kernel mul: absent"
+    for options, shown in (([], False), (["-s"], False), (["--log-cli-level=WARNING"], True)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, "test_k.py"],
+            cwd=tmp_path,
+            env=environ,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (line in proc.stdout + proc.stderr) is shown, (options, proc.stdout + proc.stderr)
