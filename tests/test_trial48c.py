@@ -122,3 +122,29 @@ def test_warm_explain_under_pytest_shows_with_log_cli_level(warm: Warm, tmp_path
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (line in proc.stdout + proc.stderr) is shown, (options, proc.stdout + proc.stderr)
+
+
+def test_a_suite_warmed_imports_conftest_once_a_pass(warm: Warm, tmp_path: Path) -> None:
+    """'Warming with your test suite' said the test modules are imported once: a
+    `conftest.py`'s module-level code runs once a pass (pytest imports it again at each
+    `pytest.main`), which the README now says; the test module itself once, as it said."""
+    _warmed(warm, tmp_path)
+    log = tmp_path / "imports.txt"
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        f"open({str(log)!r}, 'a').write('conftest\\n')\n"
+    )
+    (tmp_path / "tests" / "test_k.py").write_text(
+        f"open({str(log)!r}, 'a').write('test_k\\n')\n"
+        "import numpy as np, warmcli\nfrom kernels import ADD\n\ndef test_add():\n"
+        "    rt = warmcli.runtime()\n"
+        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
+        "    rt.launch(ADD, x, o, 4)\n"
+    )
+    (tmp_path / "warm_tests.py").write_text(
+        "import pytest\n\ndef workload(rt):\n"
+        "    assert pytest.main(['-q', '-p', 'no:cacheprovider', 'tests/']) == 0\n"
+    )
+    proc = warm("run", "warm_tests.py", "-b", "t.warm", "-q", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(log.read_text().split()) == ["conftest"] * 3 + ["test_k"], log.read_text()
