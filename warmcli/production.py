@@ -356,8 +356,8 @@ def report(*, at_exit: bool = False) -> ProductionReport:
 
 
 def close() -> None:
-    """Write back misses (when writing: a failure raises once all is released), release every
-    runtime and the bundle, and forget `use_bundle`'s path (not `use_bundle(None)`)."""
+    """Write back misses (when writing: a failure raises once all is released), release all,
+    and forget `use_bundle`'s path (not `use_bundle(None)`), but as the report's bundle."""
     state = _STATE
     with state.lock:
         state._close()
