@@ -30,12 +30,11 @@ last good copy is served, with one `RemoteBundleWarning`. A bundle another proce
 (named or the default one) locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is
 not loaded: one line, and the process runs cold (`_unless_locked`; under strict mode raised)
 until it is free: its runtimes serve from it then, read-only (`warmcli.bundle.reopening`).
-The module owns the process's bundle, runtimes, the misses and strict refusals of closed ones
-(and a forked child's parent's), what each
-closed one had done when closed (and did since, once collected), in one object
-(`_Production`); it prints that report when asked, else only a failed write-back's line,
-and never in warm's own commands (`in_warms_command`: they serve nothing, their own tables
-say what they compiled).
+The module owns the process's bundle (and the one `close` closed last: its report's), runtimes,
+the misses and strict refusals of closed ones (and a forked child's parent's), what each closed
+one had done when closed (and did since, once collected), in one object (`_Production`); it
+prints that report when asked, else only a failed write-back's line, and never in warm's own
+commands (`in_warms_command`: they serve nothing, their own tables say what they compiled).
 """
 
 from __future__ import annotations
@@ -76,6 +75,7 @@ class _Production:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.path: str | None = None  # the bundle in use, as given (a path or a URL)
+        self.closed_path: str | None = None  # the last one `close` closed: its report's
         self.write = False
         self.bundle: Bundle | None = None
         self.reopening: Reopening | None = None  # the bundle, locked at its open (read-only)
@@ -299,7 +299,7 @@ def use_bundle(
         _notes_from_now(state)  # and so are its notes
         state.policy = policy
         state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
-        state.path, state.write = None, False
+        state.path, state.closed_path, state.write = None, None, False
         if path is not None:
             state.bundle = state._unless_locked(os.fspath(path), write, keys)
             if state.bundle is not None:  # (locked past the wait: none, as when refused)
@@ -356,11 +356,12 @@ def report(*, at_exit: bool = False) -> ProductionReport:
 
 
 def close() -> None:
-    """Write back misses (when writing: a failure raises once all is released), release every
-    runtime and the bundle, and forget `use_bundle`'s path (not `use_bundle(None)`)."""
+    """Write back misses (when writing: a failure raises once all is released), release all,
+    and forget `use_bundle`'s path (not `use_bundle(None)`), but as the report's bundle."""
     state = _STATE
     with state.lock:
         state._close()
+        state.closed_path = state.path or state.closed_path  # (its report's, `report_of`)
         state.path, state.looked = None, state.off
 
 

@@ -277,6 +277,7 @@ def report_of(state: Any, read: bool = True) -> ProductionReport:
     path, reopening = state.path, state.reopening  # (or the one locked at its open)
     if path is None and reopening is not None:
         path = reopening.path
+    path = path if path is not None else state.closed_path  # closed (`close`): its bundle's
     bundle = shown(path) if path is not None else None
     report = ProductionReport(bundle, state.write, misses, signed, "", kernels, tunes, notes)
     refused = state.closed_refused + [
