@@ -15,6 +15,7 @@ from pathlib import Path
 
 from conftest import ROOT, Warm
 from test_blob_memory import _PEAK
+from tune_rows import add_tunes
 
 
 def _with_blobs(source: Path, path: Path, cache_pages: int = 0) -> Path:
@@ -91,7 +92,6 @@ def _tunes_of_many_candidates(
     '': each named by its index in hex (at most 0.4 a stored byte, as warm's own tunes
     are: see tests/test_hostile46b.py), or, not `named`, all named '' (17 bytes each,
     deflated: ~100 KB of them in a row of ~100 bytes, which warm refuses now)."""
-    from warmcli.records import tune_key
 
     def one(i: int) -> bytes:
         name = f"{i:x}".encode() if named and i else b""
@@ -99,19 +99,7 @@ def _tunes_of_many_candidates(
 
     raw = struct.pack("<I", candidates) + b"".join(map(one, range(candidates)))
     packed = b"\1" + zlib.compress(raw, 9)  # format 2's tag: deflated, kernel keys whole
-    shutil.copyfile(source, path)
-    conn = sqlite3.connect(path)
-    with conn:
-        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
-        operation, shape, device, checksum = row[1], row[2], row[3], row[4]
-        for i in range(tunes):
-            key = bytes.fromhex(tune_key(operation, f"{shape} {i}", device, checksum.hex()))
-            values = (key, operation, f"{shape} {i}", device, checksum, row[5], "", packed)
-            conn.execute(
-                "INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values + row[8:]
-            )
-    conn.close()
-    return path
+    return add_tunes(source, path, tunes, packed, "")
 
 
 def test_stats_of_tunes_of_many_candidates_holds_and_shows_a_bounded_part(

@@ -3,7 +3,6 @@ files (a bundle from `warm run`, edited with sqlite3 as an attacker would)."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import struct
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
 from test_blob_memory import _PEAK
+from tune_rows import add_tunes, first_kernel_key
 
 
 def _peak(warm: Warm, *args: object) -> int:
@@ -33,27 +33,12 @@ def _tunes_of_many_samples(source: Path, path: Path, tunes: int, samples: int) -
     """`source` with `tunes` more tunes of its first's operation (keyed as warm keys them),
     each of one measured candidate, its pick 'a', holding `samples` samples of 0.0: packed
     as format 2 packs them, deflated (500,000 samples: a row of ~7 KB inflating to 4 MB)."""
-    from warmcli.records import tune_key
-
-    shutil.copyfile(source, path)
-    conn = sqlite3.connect(path)
-    with conn:
-        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
-        operation, shape, device, checksum = row[1], row[2], row[3], row[4]
-        (kernel,) = conn.execute("SELECT key FROM kernels LIMIT 1").fetchone()
-        # ok, timed, its kernel key whole; named 'a'; its median, its samples, no reason
-        one = struct.pack("<BI", 3, 1) + b"a" + bytes.fromhex(kernel)
-        one += struct.pack("<dI", 1e-4, samples)
-        raw = struct.pack("<I", 1) + one + bytes(8 * samples) + struct.pack("<I", 0)
-        packed = b"\1" + zlib.compress(raw, 9)
-        for i in range(tunes):
-            key = bytes.fromhex(tune_key(operation, f"{shape} {i}", device, checksum.hex()))
-            values = (key, operation, f"{shape} {i}", device, checksum, row[5], "a", packed)
-            conn.execute(
-                "INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values + row[8:]
-            )
-    conn.close()
-    return path
+    kernel = first_kernel_key(source)
+    # ok, timed, its kernel key whole; named 'a'; its median, its samples, no reason
+    one = struct.pack("<BI", 3, 1) + b"a" + bytes.fromhex(kernel)
+    one += struct.pack("<dI", 1e-4, samples)
+    raw = struct.pack("<I", 1) + one + bytes(8 * samples) + struct.pack("<I", 0)
+    return add_tunes(source, path, tunes, b"\1" + zlib.compress(raw, 9), "a")
 
 
 def test_stats_holds_no_samples_of_the_tunes_it_lists(
