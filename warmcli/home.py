@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
-HELD_SECONDS = 5.0  # `folder_held` waits at most this long for another holder
+HELD_SECONDS = 2.0  # `folder_held` waits at most this long for another holder (warm: ms)
 
 
 def warm_home() -> Path:
