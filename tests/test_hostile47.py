@@ -1,6 +1,7 @@
 """What hostile47 found in warm's home (`warmcli.home`): the files warm trusts besides the
 bundle, attacked by another user who may write the home, and corrupted by hand. Each case is
-the real CLI in a subprocess over a real bundle, a real home and the real C compiler."""
+the real CLI (each command a fork of a process that imported it once, `tests/forked_cli.py`;
+production processes started) over a real bundle, a real home and the real C compiler."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """\
 from warmcli import Kernel

@@ -57,8 +57,8 @@ import sys
 from warmcli import Kernel
 
 SOURCE = """
-const unsigned char TABLE[40000] = {ID};
-void big(float *x, int n) { for (int j = 0; j < n; j++) x[j] += (float)TABLE[j % 40000]; }
+const unsigned char TABLE[80000] = {ID};
+void big(float *x, int n) { for (int j = 0; j < n; j++) x[j] += (float)TABLE[j % 80000]; }
 """
 KERNELS = [
     Kernel(SOURCE, "big", "Pi", defines={"ID": i + 1}, name=f"big{i}")
@@ -78,8 +78,9 @@ def test_a_write_the_disk_refuses_past_sqlites_cache_leaves_no_journal(
 ) -> None:
     """speed43b made test_disk40's re-warm 400 small kernels (~0.5 MB): a transaction that
     fits SQLite's page cache (2 MB) fails at its commit, which SQLite rolls back itself, so
-    the test passed with `file.rolled_back`'s read (9cca030) removed. 80 kernels of some
-    40 KB each spill the cache mid-transaction, where SQLite stops in its error state."""
+    the test passed with `file.rolled_back`'s read (9cca030) removed. 40 kernels of some
+    80 KB each (80 of 40 KB took twice the compiles; 20 of 160 KB passed with that read
+    removed) spill the cache mid-transaction, where SQLite stops in its error state."""
     warm = Warm(dict(made[0].env))
     folder = tmp_path / "d"
     folder.mkdir()
@@ -89,7 +90,7 @@ def test_a_write_the_disk_refuses_past_sqlites_cache_leaves_no_journal(
     assert first.returncode == 0, first.stderr
     before = bundle.read_bytes()
     limit = len(before) + 1_500_000
-    proc = limited(warm, limit, "run", workload, "-b", bundle, "-q", env={"BIG_KERNELS": "80"})
+    proc = limited(warm, limit, "run", workload, "-b", bundle, "-q", env={"BIG_KERNELS": "40"})
     line = one_line(proc)
     assert "nothing was written, the bundle is unchanged" in line, line
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]

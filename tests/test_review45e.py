@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from tests.conftest import nvcc_or_skip
 

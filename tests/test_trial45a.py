@@ -11,13 +11,16 @@ import json
 import os
 import pty
 import select
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm, forked_warm  # noqa: F401  (a fixture: verify, stats forked)
 
 WORKLOAD = r'''
 import os
@@ -132,12 +135,28 @@ class Terminal:
         return self.seen.decode(errors="replace"), status
 
 
-@pytest.fixture
-def warmed(warm: Warm, tmp_path: Path) -> Path:
-    """The workload `wl.py` in `tmp_path`, warmed into `tmp_path / 'b.warm'`."""
-    (tmp_path / "wl.py").write_text(WORKLOAD)
-    run = warm("run", tmp_path / "wl.py", "--bundle", tmp_path / "b.warm", "-q", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
+    """A folder holding `wl.py`, `b.warm` (its bundle, `warm run` there: forked, as the
+    module's `warm`) and `home`, the warm home that warmed it (once for the module)."""
+    folder = tmp_path_factory.mktemp("warmed45a")
+    (folder / "wl.py").write_text(WORKLOAD)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(
+        Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")), forking_servers
+    )
+    run = warm("run", folder / "wl.py", "--bundle", folder / "b.warm", "-q", cwd=folder)
     assert run.returncode == 0, run.stderr
+    return folder
+
+
+@pytest.fixture
+def warmed(warm: Warm, tmp_path: Path, warmed_once: Path) -> Path:
+    """The workload `wl.py` in `tmp_path`, warmed into `tmp_path / 'b.warm'` (`warmed_once`'s
+    copied, with the home that warmed it as `warm`'s home, as a run there leaves them: each
+    test writes back into its own)."""
+    shutil.copytree(warmed_once, tmp_path, dirs_exist_ok=True, symlinks=True)
+    assert warm.env["WARM_HOME"] == str(tmp_path / "home")
     return tmp_path / "b.warm"
 
 

@@ -10,7 +10,8 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 (as `Path`s, or as strings, `home_dir` and `in_home`, spelled as pathlib spells them by
 `path_str`, without importing it: what a serving process reads) and holds the rule for
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
-written whole, 0600, through a unique temporary file (`write_private`), or new files
+written whole, 0600, through a unique temporary file (`write_private`; read and rewritten by
+one process at a time where that matters, `folder_held`), or new files
 written all or none (`write_new`: a key pair); the default
 bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
 folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
@@ -31,9 +32,11 @@ from warmcli.errors import ConfigError
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing here
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
+HELD_SECONDS = 2.0  # `folder_held` waits at most this long for another holder (warm: ms)
 
 
 def warm_home() -> Path:
@@ -296,6 +299,41 @@ def write_private(directory: str, path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def folder_held(folder: str) -> Iterator[None]:
+    """`folder` locked (an exclusive `flock` of it) while the block runs: what reads a file of
+    it, then writes it whole again (`toolchain._remember`), does so one process at a time (two
+    at once each wrote what it had read: one's part lost). Where it cannot be locked (no
+    `fcntl`, a file system without `flock`, no folder), or is held past `HELD_SECONDS` (by
+    another user who may read the folder: never waited on for good), the block runs unlocked,
+    as before."""
+    try:
+        import fcntl  # on first use: a hot start writes nothing
+        import time
+
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (ImportError, OSError):
+        fd = None
+    try:
+        deadline = time.monotonic() + HELD_SECONDS
+        while fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.002)
+            except OSError:
+                break
+        yield
+    finally:
+        if fd is not None:  # (let go for every copy of the descriptor a fork may hold)
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 def write_new(files: list[tuple[Path, bytes, int]]) -> None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.errors import ToolchainError
-from warmcli.home import in_home, make_folder, private, warm_home, write_private
+from warmcli.home import folder_held, in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
 from warmcli.records import Record
 from warmcli.scratch import seen_from_scratch
@@ -375,13 +375,13 @@ def _remember(stamp: str, version: str) -> None:
     `--version`), in the order remembered, the oldest dropped past `MAX_REMEMBERED` (in key
     order, binaries long gone outlived the compilers in use, which evicted each other)."""
     path = versions_file()
-    versions = {**_read_versions(), stamp: version}
-    if len(versions) > MAX_REMEMBERED:
-        versions = dict(list(versions.items())[-MAX_REMEMBERED:])
     with contextlib.suppress(OSError):
         make_folder(path.parent)
-        text = json.dumps(versions, indent=0)
-        write_private(str(path.parent), str(path), text.encode())
+        with folder_held(str(path.parent)):  # (read, then written, by one process at a time)
+            versions = {**_read_versions(), stamp: version}
+            if len(versions) > MAX_REMEMBERED:
+                versions = dict(list(versions.items())[-MAX_REMEMBERED:])
+            write_private(str(path.parent), str(path), json.dumps(versions, indent=0).encode())
 
 
 # A variable's value (`COMPILER_PATH`) or version line longer than this is named by its length
