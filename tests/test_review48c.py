@@ -1,10 +1,10 @@
 """Review 48c (of the worker's `faulthandler`, 1be81f59): what it found, each through the real CLI.
 
-- A tune candidate whose launcher runs the kernel in a thread of its own (started and joined
-  within the launch) crashed the worker in a thread that measured nothing: the crash was said
+- A tune candidate whose launcher runs the kernel in another thread (one it starts and joins,
+  or a thread pool's) crashed the worker in a thread that measured nothing: the crash was said
   to be outside tuning, exit 2, nothing stored (before 1be81f59 the candidate was excluded and
-  the run went on). A thread begun while a measurement was under way is now that
-  measurement's: its crash names it.
+  the run went on). A thread measuring nothing that crashed in `Runtime.launch` (its frames,
+  as `faulthandler` says them) now names the measurement begun last.
 - Warm's `faulthandler` was on from the worker's start: a workload's test suite run by
   `pytest.main` saw it enabled (its faulthandler plugin) and, as its session ended, turned one
   on for standard error in its place, so a later crash of the workload printed Python's
@@ -13,8 +13,8 @@
   at import) too: its crash printed no dump. Warm's `faulthandler` is now on only while a
   measurement is under way and no other is enabled, and turned off in a forked process only
   where it is still warm's.
-- A crash in a thread alive before any measurement under way (the workload's own, outside
-  tuning) is still said as such: no candidate of another thread is excluded.
+- A crash of the workload's own thread outside any launch, while another thread measures, is
+  still said as outside tuning: no candidate of the other thread is excluded.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 HEAD = """
@@ -64,10 +65,30 @@ def workload(rt):
 )
 
 
-def test_a_candidate_launched_from_a_thread_of_its_own_is_named_when_it_crashes(
-    warm: Warm, workload_file, bundle_path: Path
+LAUNCHED_IN_A_POOL = LAUNCHED_IN_A_THREAD.replace(
+    """def in_a_thread(rt, k, x, n, stream=None):
+    t = threading.Thread(target=rt.launch, args=(k, x, n), kwargs={"stream": stream})
+    t.start()
+    t.join()
+""",
+    """from concurrent.futures import ThreadPoolExecutor
+
+POOL = ThreadPoolExecutor(1)
+POOL.submit(int).result()  # its thread begun before any measurement
+
+
+def in_a_thread(rt, k, x, n, stream=None):
+    POOL.submit(rt.launch, k, x, n, stream=stream).result()
+""",
+)
+
+
+@pytest.mark.parametrize("source", [LAUNCHED_IN_A_THREAD, LAUNCHED_IN_A_POOL], ids=["own", "pool"])
+def test_a_candidate_launched_from_another_thread_is_named_when_it_crashes(
+    warm: Warm, workload_file, bundle_path: Path, source: str
 ) -> None:
-    proc = warm("run", workload_file(LAUNCHED_IN_A_THREAD), "-b", bundle_path, "--json")
+    assert LAUNCHED_IN_A_POOL != LAUNCHED_IN_A_THREAD
+    proc = warm("run", workload_file(source), "-b", bundle_path, "--json")
     assert proc.returncode == 0, proc.stderr
     assert "candidate segv crashed (SIGSEGV); it is excluded" in proc.stderr
     [tune] = warm.json("stats", bundle_path)["tunes"]
@@ -94,7 +115,7 @@ def workload(rt):
 )
 
 
-def test_a_crash_of_a_thread_older_than_the_measurements_is_outside_tuning(
+def test_a_crash_outside_a_launch_while_another_thread_measures_is_outside_tuning(
     warm: Warm, workload_file, bundle_path: Path
 ) -> None:
     workload = workload_file(MAIN_THREAD_CRASHES_WHILE_ANOTHER_MEASURES)

@@ -11,12 +11,13 @@ worker measures now, one line each, rewritten whole by the worker alone as each 
 (one thread: a line written, then the file emptied), so the journal stays a few lines long however
 many candidates are measured (before, every candidate left two lines, about 200 bytes, so a
 tuning-heavy run filled a small `TMPDIR` or passed a file size limit). A crash names the
-measurement under way in the thread it was in, or, a thread begun since a measurement began (a
-launcher's own), that measurement: while the worker measures and no other `faulthandler` is
-enabled (`PYTHONFAULTHANDLER`, the workload's own, pytest's), the worker's `faulthandler` writes
-which thread into a third file (off between measurements, so the workload, pytest, finds none
-on; where another is on, the last begun of those under way is named); a process the workload
-forked journals no measurement and turns warm's `faulthandler` off: its crash is its own.
+measurement under way in the thread it was in, or, in a thread measuring nothing that crashed
+in a launch (a launcher's own, a pool's), the last begun: while the worker measures and no other
+`faulthandler` is enabled (`PYTHONFAULTHANDLER`, the workload's own, pytest's), the worker's
+`faulthandler` writes which thread, and its frames, into a third file (off between
+measurements, so the workload, pytest, finds none on; where another is on, the last begun of
+those under way is named); a process the workload forked journals no measurement and turns
+warm's `faulthandler` off: its crash is its own.
 
 State: the worker's journal, the process that owns it, its measurements under way, its
 `faulthandler`'s file while on and a lock for its threads, one of each per process. It never
@@ -51,8 +52,10 @@ class Files(NamedTuple):
     faults: int
 
 
-_MOST_ALIVE = 100  # the threads a measurement says were alive as it began, at most (the file
-# is rewritten whole at each begin and end: with more, it says none)
+# The frame `faulthandler` shows of a thread in `Runtime.launch`: it crashed launching a kernel.
+_LAUNCHING = re.compile(
+    rb"[/\\]warmcli[/\\]runtime[/\\]runtime\.py" rb'", line \d+ in launch$', re.MULTILINE
+)
 
 
 class _State:
@@ -156,9 +159,7 @@ def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> 
         yield
         return
     fields = {"key": tune_key, "operation": operation, "shape": shape_key}
-    alive = [t.ident for t in threading.enumerate()]  # a thread not among them begun since
-    alive = alive if len(alive) <= _MOST_ALIVE else []  # (none said: the thread's own only)
-    record = {**fields, "candidate": candidate, "thread": threading.get_ident(), "alive": alive}
+    record = {**fields, "candidate": candidate, "thread": threading.get_ident()}
     with _State.lock:
         number = next(_State.count)
         if not _State.begun:
@@ -215,9 +216,9 @@ def _read(fd: int) -> list[dict[str, Any]]:
 
 def read_journal(files: Files) -> Journal:
     """The journal as read back: its log from its start, and the measurement under way in
-    the thread that crashed the worker, where `faulthandler` named it, else the last begun of
-    those under way that began before that thread did (none if none did); where it named
-    none, the last begun of those under way."""
+    the thread that crashed the worker, where `faulthandler` named it; if none, and that
+    thread crashed in `Runtime.launch` (a launcher's own thread), the last begun of those under
+    way, else none; where it named no thread, the last begun of those under way."""
     journal = Journal()
     for entry in _read(files.log):
         kind = entry.get("kind")
@@ -236,17 +237,21 @@ def read_journal(files: Files) -> Journal:
     under_way = [
         e for e in _read(files.measuring) if all(isinstance(e.get(f), str) for f in fields)
     ]
-    crashed = _crashed_thread(files.faults)
-    if crashed is not None:
-        under_way = [e for e in under_way if e.get("thread") == crashed] or [
-            e for e in under_way if crashed not in (e.get("alive") or (crashed,))
-        ]  # its own measurement, else one begun before the thread was (the launcher's thread)
+    crashed, launching = _crashed_thread(files.faults)
+    if crashed is not None:  # its own measurement, else (a launcher's thread) any, if launching
+        under_way = [e for e in under_way if e.get("thread") == crashed] or (
+            under_way if launching else []
+        )
     journal.candidate = under_way[-1] if under_way else None
     return journal
 
 
-def _crashed_thread(fd: int) -> int | None:
-    """The thread `faulthandler` said the worker crashed in (`Current thread 0x...`), or None."""
+def _crashed_thread(fd: int) -> tuple[int | None, bool]:
+    """The thread `faulthandler` said the worker crashed in (`Current thread 0x...`), or None,
+    and whether it was launching a kernel then (`Runtime.launch` among its frames)."""
     data = os.pread(fd, os.fstat(fd).st_size, 0)
-    found = re.findall(rb"^Current thread (0x[0-9a-fA-F]+)", data, re.MULTILINE)
-    return int(found[-1], 16) if found else None
+    found = list(re.finditer(rb"^Current thread (0x[0-9a-fA-F]+).*$", data, re.MULTILINE))
+    if not found:
+        return None, False
+    frames = data[found[-1].end() :].split(b"\n\n", 1)[0]  # its frames: up to a blank line
+    return int(found[-1][1], 16), _LAUNCHING.search(frames) is not None
