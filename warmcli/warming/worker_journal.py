@@ -11,25 +11,31 @@ worker measures now, one line each, rewritten whole by the worker alone as each 
 (one thread: a line written, then the file emptied), so the journal stays a few lines long however
 many candidates are measured (before, every candidate left two lines, about 200 bytes, so a
 tuning-heavy run filled a small `TMPDIR` or passed a file size limit). A crash names the
-measurement under way in the thread it was in: the worker's `faulthandler` writes which into a
-third file (where the workload's process has a `faulthandler` of its own, `PYTHONFAULTHANDLER`, the
-last begun of those under way is named); a process the workload forked journals no measurement and
-its `faulthandler` is off: its crash is its own.
+measurement under way in the thread it was in, or, in a thread measuring nothing that crashed
+in a launch (a launcher's own, a pool's), the last begun: while the worker measures and no other
+`faulthandler` is enabled (`PYTHONFAULTHANDLER`, the workload's own, pytest's), the worker's
+`faulthandler` writes which thread, and its frames, into a third file (off between
+measurements, so the workload, pytest, finds none on; where another is on, the last begun of
+those under way is named); a process the workload forked journals no measurement and turns
+warm's `faulthandler` off: its crash is its own.
 
-State: the worker's journal, the process that owns it, its measurements under way, whether its
-`faulthandler` is the journal's and a lock for its threads, one of each per process. It never
+State: the worker's journal, the process that owns it, its measurements under way, its
+`faulthandler`'s file while on and a lock for its threads, one of each per process. It never
 prints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import fcntl
+import io
 import itertools
 import json
 import os
 import re
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -46,6 +52,12 @@ class Files(NamedTuple):
     faults: int
 
 
+# The frame `faulthandler` shows of a thread in `Runtime.launch`: it crashed launching a kernel.
+_LAUNCHING = re.compile(
+    rb"[/\\]warmcli[/\\]runtime[/\\]runtime\.py" rb'", line \d+ in launch$', re.MULTILINE
+)
+
+
 class _State:
     journal: Files | None = None  # the worker's journal
     owner: int = 0  # the worker's pid: only it journals measurements
@@ -53,7 +65,8 @@ class _State:
     begun: dict[int, bytes] = {}  # noqa: RUF012  (its measurements under way: their lines)
     size = 0  # the length of what `begun` held last, as written
     count = itertools.count()
-    faults = False  # whether the worker's `faulthandler` writes into its journal
+    faults: weakref.ref[io.FileIO] | None = None  # the file warm's `faulthandler` holds, while on
+    forks = False  # whether `_forked` runs in the processes this one forks
 
 
 def _memory_file(name: str) -> int:
@@ -83,26 +96,43 @@ def open_journal() -> Iterator[Files]:
 
 
 def arm(journal: Files) -> None:
-    """In the worker: journal into `journal` from now on; where the workload's process has
-    no `faulthandler` of its own (`PYTHONFAULTHANDLER`), the worker's says in the journal
-    which thread a crash was in (a process the workload forks says nothing there)."""
-    import faulthandler
-
+    """In the worker: journal into `journal` from now on (its `faulthandler` is turned on as
+    a measurement begins: `measuring`)."""
     _State.journal, _State.owner = journal, os.getpid()
-    _State.begun, _State.size = {}, 0
-    if not faulthandler.is_enabled():
-        faulthandler.enable(file=journal.faults, all_threads=True)
-        _State.faults = True
+    _State.begun, _State.size, _State.faults = {}, 0, None
+    if not _State.forks:
+        _State.forks = True
         os.register_at_fork(after_in_child=_forked)
 
 
-def _forked() -> None:
-    """In a process the worker forks: its crash is not the worker's."""
-    if _State.faults and os.getpid() != _State.owner:
-        import faulthandler
+def _ours() -> bool:
+    """Whether the `faulthandler` on is warm's: it holds warm's file, nothing else does (the
+    workload's `faulthandler.enable` or `disable` lets go of it)."""
+    return _State.faults is not None and _State.faults() is not None
 
-        _State.faults = False
+
+def _faults_on() -> None:
+    """As the first of the measurements under way begins: warm's `faulthandler` on, into the
+    journal, where none is (`PYTHONFAULTHANDLER`, the workload's own, pytest's: theirs stands)."""
+    if (journal := _State.journal) is not None and not faulthandler.is_enabled():
+        file = io.FileIO(journal.faults, "w", closefd=False)
+        faulthandler.enable(file=file, all_threads=True)
+        _State.faults = weakref.ref(file)
+
+
+def _faults_off() -> None:
+    """As the last of the measurements under way ends: warm's `faulthandler` off, where it is
+    still warm's (the workload may have enabled its own meanwhile)."""
+    if _ours():
         faulthandler.disable()
+    _State.faults = None
+
+
+def _forked() -> None:
+    """In a process the worker forks: its crash is not the worker's (warm's `faulthandler`
+    off; a `faulthandler` of the workload's own stays on)."""
+    if os.getpid() != _State.owner:
+        _faults_off()
 
 
 def write(kind: str, **fields: Any) -> None:
@@ -129,10 +159,12 @@ def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> 
         yield
         return
     fields = {"key": tune_key, "operation": operation, "shape": shape_key}
-    line = json.dumps({**fields, "candidate": candidate, "thread": threading.get_ident()}) + "\n"
+    record = {**fields, "candidate": candidate, "thread": threading.get_ident()}
     with _State.lock:
         number = next(_State.count)
-        _State.begun[number] = line.encode()
+        if not _State.begun:
+            _faults_on()
+        _State.begun[number] = (json.dumps(record) + "\n").encode()
         _rewrite()
     try:
         yield
@@ -140,6 +172,8 @@ def measuring(tune_key: str, operation: str, shape_key: str, candidate: str) -> 
         with _State.lock:
             _State.begun.pop(number, None)
             _rewrite()
+            if not _State.begun:
+                _faults_off()
 
 
 def _rewrite() -> None:
@@ -182,8 +216,9 @@ def _read(fd: int) -> list[dict[str, Any]]:
 
 def read_journal(files: Files) -> Journal:
     """The journal as read back: its log from its start, and the measurement under way in
-    the thread that crashed the worker, where `faulthandler` named it (none if none was);
-    where it did not, the last begun of those under way."""
+    the thread that crashed the worker, where `faulthandler` named it; if none, and that
+    thread crashed in `Runtime.launch` (a launcher's own thread), the last begun of those under
+    way, else none; where it named no thread, the last begun of those under way."""
     journal = Journal()
     for entry in _read(files.log):
         kind = entry.get("kind")
@@ -202,15 +237,21 @@ def read_journal(files: Files) -> Journal:
     under_way = [
         e for e in _read(files.measuring) if all(isinstance(e.get(f), str) for f in fields)
     ]
-    crashed = _crashed_thread(files.faults)
-    if crashed is not None:
-        under_way = [e for e in under_way if e.get("thread") == crashed]
+    crashed, launching = _crashed_thread(files.faults)
+    if crashed is not None:  # its own measurement, else (a launcher's thread) any, if launching
+        under_way = [e for e in under_way if e.get("thread") == crashed] or (
+            under_way if launching else []
+        )
     journal.candidate = under_way[-1] if under_way else None
     return journal
 
 
-def _crashed_thread(fd: int) -> int | None:
-    """The thread `faulthandler` said the worker crashed in (`Current thread 0x...`), or None."""
+def _crashed_thread(fd: int) -> tuple[int | None, bool]:
+    """The thread `faulthandler` said the worker crashed in (`Current thread 0x...`), or None,
+    and whether it was launching a kernel then (`Runtime.launch` among its frames)."""
     data = os.pread(fd, os.fstat(fd).st_size, 0)
-    found = re.findall(rb"^Current thread (0x[0-9a-fA-F]+)", data, re.MULTILINE)
-    return int(found[-1], 16) if found else None
+    found = list(re.finditer(rb"^Current thread (0x[0-9a-fA-F]+).*$", data, re.MULTILINE))
+    if not found:
+        return None, False
+    frames = data[found[-1].end() :].split(b"\n\n", 1)[0]  # its frames: up to a blank line
+    return int(found[-1][1], 16), _LAUNCHING.search(frames) is not None
