@@ -28,6 +28,7 @@ from __future__ import annotations
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
 import math
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ from warmcli.bundle.candidates import (
     as_bytes,
     decode,
     interned,
+    kernel_ids,
     pack,
     signed_form,
     unpack,
@@ -104,8 +106,11 @@ def key_param(key: str) -> tuple[object, str]:
     return as_bytes(key), key
 
 
-def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, ...]:
-    """The row of `tune` as format 3 stores it (kernel keys interned by `intern`)."""
+def tune_values(
+    tune: TuneRecord, intern: Intern, now: float, packed: bytes | None = None
+) -> tuple[object, ...]:
+    """The row of `tune` as format 3 stores it (kernel keys interned by `intern`; its
+    candidates `packed` where given: `carried`)."""
     status = TUNE_STATUSES.index(tune.status) if tune.status in TUNE_STATUSES else tune.status
     return (
         as_bytes(tune.key),
@@ -115,7 +120,7 @@ def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, .
         as_bytes(tune.checksum),
         status,
         tune.pick,
-        pack(tune.candidates, intern),
+        pack(tune.candidates, intern) if packed is None else packed,
         tune.seconds,
         tune.measured_at,
         now,
@@ -286,6 +291,31 @@ def parsed_tunes(
     kernel_key = reader._kernel_key
     parse = lambda row: _tune_record(row, kernel_key, samples)  # noqa: E731
     return each_named(reader, "tune", parse, rows, on_error)
+
+
+def carried_tunes(reader: RowReader, order: str) -> Iterator[tuple[TuneRecord, object]]:
+    """Every tune of `reader`'s bundle in `order` as a serving read reads it (no sample
+    made, every check kept), with its row's candidates as stored, for `carried` (`warm
+    merge`); a row that is not what warm writes is a `BundleError` naming it."""
+    from warmcli.bundle.oversize import each_named
+
+    kernel_key = reader._kernel_key
+    parse = lambda row: (_tune_record(row, kernel_key, False), row[_CANDIDATES])  # noqa: E731
+    return each_named(reader, "tune", parse, reader._rows(TUNE_SELECT, order, "", None), None)
+
+
+def carried(reader: RowReader, value: object, intern: Intern) -> bytes:
+    """A tune's candidates as `carried_tunes` read them from `reader` (`value`, checked),
+    packed for another bundle: a format-3 document as it is but for its head, each kernel id the one
+    `intern` gives its kernel (nothing inflated, made or deflated again: a row of 7 KB may
+    hold 500,000 samples); any other unpacked and packed anew."""
+    kernel_key = reader._kernel_key
+    if not interned(value):
+        return pack(decode(value, kernel_key), intern)
+    assert isinstance(value, bytes)
+    ids, at = kernel_ids(value)
+    head = [intern(bytes.fromhex(kernel_key(i))) for i in ids]
+    return value[:1] + struct.pack(f"<I{len(head)}I", len(head), *head) + value[at:]
 
 
 def _status_code(value: object) -> object:
