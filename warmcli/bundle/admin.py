@@ -255,7 +255,7 @@ class BundleAdmin(SignedRows):
         from warmcli.bundle.checking import TuneChecks, checked  # verify's: never a serving one
         from warmcli.bundle.manifest import metadata_problems
 
-        tunes = TuneChecks(self, lambda bad: self.each_tune(on_error=bad, order=AS_STORED))
+        tunes = TuneChecks(self, lambda b: self.each_tune(None, b, order=AS_STORED, samples=False))
         try:
             for line in self.integrity_check():  # one finding may span lines: one line
                 yield "", f"sqlite: {' '.join(line.split())}"
@@ -279,7 +279,8 @@ class BundleAdmin(SignedRows):
         from warmcli.bundle.tune_layout import laid_tunes  # verify's: never a serving one
 
         sql = f"{TUNE_SELECT} WHERE rowid > ? AND rowid <= ? AND {self.skipped('tunes')}"
-        return laid_tunes(self, self._iter(f"{sql} ORDER BY rowid", (low, high)), on_error)
+        rows = self._iter(f"{sql} ORDER BY rowid", (low, high))  # (as a serving read: no sample)
+        return laid_tunes(self, rows, on_error, samples=False)
 
     def rowid_span(self, table: str) -> tuple[int, int]:
         """The least and greatest rowid of `table` ((1, 0) when it is empty)."""

@@ -19,7 +19,8 @@ warm's memory), as is the count of candidates (at most the document's stored byt
 `_counted`: read before the rest is inflated, so decoding costs in proportion to the
 bundle's size, not to what its rows say), every count and length is checked against
 the bytes that remain before anything is read, and anything that is not what `pack` writes is a
-`ValueError` (the row reader names it as a corrupt entry). Format 1 stored the same
+`ValueError` (the row reader names it as a corrupt entry); a serving read
+(`unpack(..., samples=False)`) makes no sample and keeps no reason. Format 1 stored the same
 candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
 `_parts` is a document's fields as `pack` writes them, its times apart (where they lie:
 `warmcli.bundle.tune_layout`).
@@ -52,6 +53,8 @@ _FLAG_BITS = _SECONDS | _HEX_KEY | 3 << _STATUS_SHIFT
 _SAMPLES: dict[int, struct.Struct] = {}  # the layout of n samples (`_samples`), made once each
 _IDS: dict[int, struct.Struct] = {}  # the layout of a head of n kernel ids, made once each
 _KEPT_SAMPLES = 256
+_SMALL_TIME = 2.0**993  # a time below this, summed with 2^19 others (4 MiB), stays finite
+_SMALL_HIGH = bytes(range(0x7E))  # the high bytes of the float64s in [0, 2^993)
 _HEX = frozenset("0123456789abcdef")
 Intern = Callable[[bytes], int]  # a kernel key's 32 bytes -> the id the bundle holds it under
 KernelKey = Callable[[int], str]  # an id -> the kernel key (hex) it stands for; ValueError if none
@@ -298,9 +301,24 @@ def _middle(
     return key, status, seconds, n, at + 4
 
 
-def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateMeasurement, ...]:
+def _small_times(raw: bytes, at: int, n: int, seconds: float | None) -> bool:
+    """Whether the `n` samples at `at` are each below 2^993 with their sign clear (the high
+    byte of each, < 0x7E, read at C speed: no float made) and `seconds` is below 2^993 too:
+    then every time is finite and not negative, and so is their sum (at most 2^19 of them)."""
+    if seconds is not None and not seconds < _SMALL_TIME:  # (a NaN: not less)
+        return False
+    return not raw[at + 7 : at + 8 * n : 8].translate(None, _SMALL_HIGH)
+
+
+def unpack(
+    data: bytes, kernel_key: KernelKey | None = None, samples: bool = True
+) -> tuple[CandidateMeasurement, ...]:
     """The candidates `pack` stored in `data` (an interned kernel key's id read through
-    `kernel_key`); `ValueError` if it is not what `pack` writes."""
+    `kernel_key`); `ValueError` if it is not what `pack` writes. Without `samples` (what a
+    serving process reads) each candidate holds no samples and no reason: both are read
+    as bytes, where they lie and whether the reason is text, and the samples are handed
+    back only where `_small_times` cannot vouch for them (so the reader's checks of them,
+    `warmcli.bundle.tune_row`, decide as they would), never for a row warm writes."""
     data = bytes(data)
     keys: list[str] | None = None
     if interned(data):
@@ -334,8 +352,11 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
                 key, status, seconds, n, at = _middle(raw, at, flags, keys)
             if n > (end - at) // 8:
                 raise ValueError("cut short")
-            values = (_SAMPLES.get(n) or _samples(n)).unpack_from(raw, at)
-            size = values[n]
+            if samples or not _small_times(raw, at, n, seconds):
+                values = (_SAMPLES.get(n) or _samples(n)).unpack_from(raw, at)
+                size, times = values[n], values[:n]
+            else:
+                (size,), times = _U32.unpack_from(raw, at + 8 * n), ()
             at += 8 * n + 4
             if size:
                 at += size
@@ -344,7 +365,9 @@ def unpack(data: bytes, kernel_key: KernelKey | None = None) -> tuple[CandidateM
                 reason = raw[at - size : at].decode("utf-8", "surrogatepass")
             else:
                 reason = ""
-            out.append(CandidateMeasurement(name, key, status, seconds, values[:n], reason))
+            out.append(
+                CandidateMeasurement(name, key, status, seconds, times, reason if samples else "")
+            )
     except (struct.error, IndexError):
         raise ValueError("cut short") from None
     if at != end:

@@ -269,10 +269,9 @@ class Bundle(BundleAdmin):
             raise BundleError(f"{self.path}: blob {short} is {length} bytes, its entry says {size}")
         return data
 
-    def tune(self, key: str) -> TuneRecord | None:
-        """The tune under `key` (None if absent, or not covered under trusted keys); its row
-        and the kernel keys it names by id are read in one snapshot (a concurrent delete
-        removes both), or in the transaction this thread is in."""
+    def tune(self, key: str, samples: bool = True) -> TuneRecord | None:
+        """The tune under `key` (None: absent, or not covered under trusted keys; `samples`:
+        `_tune_record`'s), its row and kernel keys read in one snapshot (or this transaction)."""
         with self._lock, _sqlite_errors(self.fspath):  # closed (`use_bundle`): BundleError
             inside = self._conn.in_transaction
         with self._lock, nullcontext() if inside else self.snapshot():
@@ -282,7 +281,7 @@ class Bundle(BundleAdmin):
             signed = self.covered is not None  # its hash names its kernels, not their ids
             if signed and not self._serves("tunes", key, signed_values(row, self._kernel_key)):
                 return None
-            return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key))
+            return self._parse("tune", row[0], lambda: _tune_record(row, self._kernel_key, samples))
 
     def tunes(
         self, operation: str | None = None, on_error: OnError | None = None
@@ -297,11 +296,12 @@ class Bundle(BundleAdmin):
         limit: int = -1,
         *,
         order: str = "",
+        samples: bool = True,
     ) -> Iterator[TuneRecord]:
-        """`tunes`, streamed as `each_kernel` (at most `limit` rows, unless negative; by
-        operation and shape unless `order` says otherwise)."""
+        """`tunes`, streamed as `each_kernel` (at most `limit` rows unless negative; `order`:
+        by operation and shape unless given; `samples`: as `tune`'s)."""
         rows = self._rows(TUNE_SELECT, order or TUNE_ORDER, "operation", operation, limit)
-        return parsed_tunes(self, rows, on_error)
+        return parsed_tunes(self, rows, on_error, samples)
 
     # -- writing ---------------------------------------------------------------------------
 

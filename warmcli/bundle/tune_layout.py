@@ -144,22 +144,22 @@ def bounded(times: Iterable[float]) -> bool:
 class _Reader:
     """One listing's rows, read by layout where it can (see the module doc)."""
 
-    def __init__(self, kernel_key: KernelKey) -> None:
-        self.kernel_key = kernel_key
+    def __init__(self, kernel_key: KernelKey, samples: bool) -> None:
+        self.kernel_key, self.samples = kernel_key, samples
         self.layouts: dict[_Key, Layout] = {}
 
     def tune(self, row: tuple[Any, ...]) -> LaidTune | TuneRecord:
         key, operation, shape_key, device, checksum, status, pick, cands, secs, at, over = row
         fields = (key, operation, shape_key, device, checksum, status, pick, secs, at)
         if over is not None or not interned(cands) or not _plain(*fields):
-            return _tune_record(row, self.kernel_key)
+            return _tune_record(row, self.kernel_key, self.samples)
         start = 5 + 4 * int.from_bytes(cands[1:5], "little")  # its fields, after its head of ids
         try:
             if start > len(cands):
                 raise ValueError("cut short")
             raw = _inflate(cands, start)
         except ValueError:
-            return _tune_record(row, self.kernel_key)  # it says why
+            return _tune_record(row, self.kernel_key, self.samples)  # it says why
         found = (cands[:start], len(raw), status, pick)
         layout = self.layouts.get(found)
         if layout is not None:
@@ -168,7 +168,7 @@ class _Reader:
                 times = layout.times(values)
                 if min(times, default=0.0) >= 0 and sum(times) < BOUNDED_TIMES:  # so `bounded`
                     return LaidTune(fields, layout, times)
-        record = _tune_record(row, self.kernel_key)
+        record = _tune_record(row, self.kernel_key, self.samples or len(raw) <= KEPT_BYTES)
         if (
             layout is None
             and len(self.layouts) < KEPT_LAYOUTS
@@ -213,10 +213,16 @@ def _runs(parts: list[Part]) -> Iterator[Part]:
 
 
 def laid_tunes(
-    reader: RowReader, rows: Iterable[tuple[Any, ...]], on_error: OnError | None
+    reader: RowReader,
+    rows: Iterable[tuple[Any, ...]],
+    on_error: OnError | None,
+    samples: bool = True,
 ) -> Iterator[LaidTune | TuneRecord]:
     """The tunes of `rows` (`TUNE_SELECT`'s, read by `reader`) as `parsed_tunes` reads
     them, each a `LaidTune` where its layout is known, else a `TuneRecord` (see the
     module doc); a row that is not what warm writes is a `BundleError` naming it, or
-    given to `on_error`."""
-    return each_named(reader, "tune", _Reader(reader._kernel_key).tune, rows, on_error)
+    given to `on_error`. Without `samples` (checks only: `warm verify`), a record of a
+    document past `KEPT_BYTES` is read as a serving process reads it (`_tune_record`'s
+    `samples`: checked alike, no sample made)."""
+    reading = _Reader(reader._kernel_key, samples)
+    return each_named(reader, "tune", reading.tune, rows, on_error)

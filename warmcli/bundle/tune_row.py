@@ -8,7 +8,15 @@ is the one parser of a tune row (`parsed_tunes`: a listing's rows through it): e
 field checked (a tune's key against its fields, a measured tune's pick one of its
 candidates that ran, every time finite and not negative), the candidates
 unpacked (`warmcli.bundle.candidates`; an interned kernel key read through the
-reader's `kernel_key`). `signed_values` is what a signature covers of a row (its
+reader's `kernel_key`). A serving read (`samples=False`: `Bundle.tune` for a production
+process, `warm verify`'s checks) makes no sample and keeps no reason, yet decides as the
+full read does: everything that says whether the pick may be served (the document's
+every count, length, flag and kernel id against its bytes, its bound, each candidate's
+status and name, the row's fields and key, the pick an ok candidate) and the times too,
+each checked as bytes (`candidates._small_times`: finite, not negative, their sum finite),
+so a row refused by `warm verify` is never served, nor one served that verify refuses;
+its cost is its inflating and one pass over its bytes at C speed, not a float a sample.
+`signed_values` is what a signature covers of a row (its
 candidates' `signed_form` where they name kernels by id, so a signature covers the
 kernel keys, not only the ids), and `tune_values` is the row `Bundle.put`
 writes (its kernel keys interned by `interner`, through the writer's connection). It
@@ -20,6 +28,7 @@ from __future__ import annotations
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
 import math
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -29,6 +38,7 @@ from warmcli.bundle.candidates import (
     as_bytes,
     decode,
     interned,
+    kernel_ids,
     pack,
     signed_form,
     unpack,
@@ -51,7 +61,7 @@ from warmcli.bundle.rows import (
 )
 from warmcli.bundle.schema import STATUS_TEXT, TUNE_STATUSES
 from warmcli.errors import BundleError
-from warmcli.records import TuneRecord, tune_key
+from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
 
 def _as_hex(column: str) -> str:
@@ -96,8 +106,11 @@ def key_param(key: str) -> tuple[object, str]:
     return as_bytes(key), key
 
 
-def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, ...]:
-    """The row of `tune` as format 3 stores it (kernel keys interned by `intern`)."""
+def tune_values(
+    tune: TuneRecord, intern: Intern, now: float, packed: bytes | None = None
+) -> tuple[object, ...]:
+    """The row of `tune` as format 3 stores it (kernel keys interned by `intern`; its
+    candidates `packed` where given: `carried`)."""
     status = TUNE_STATUSES.index(tune.status) if tune.status in TUNE_STATUSES else tune.status
     return (
         as_bytes(tune.key),
@@ -107,7 +120,7 @@ def tune_values(tune: TuneRecord, intern: Intern, now: float) -> tuple[object, .
         as_bytes(tune.checksum),
         status,
         tune.pick,
-        pack(tune.candidates, intern),
+        pack(tune.candidates, intern) if packed is None else packed,
         tune.seconds,
         tune.measured_at,
         now,
@@ -215,14 +228,17 @@ def _plain(
     )
 
 
-def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -> TuneRecord:
+def _tune_record(
+    row: tuple[object, ...], kernel_key: KernelKey | None = None, samples: bool = True
+) -> TuneRecord:
     key, operation, shape_key, device, checksum, status, pick, cands, secs, measured_at, over = row
     if over is not None:
         _within_limits(row)  # names the field over its limit
     try:
-        candidates = (
-            unpack(cands, kernel_key) if type(cands) is bytes else decode(cands, kernel_key)
-        )
+        if type(cands) is bytes:  # (without `samples`: none made, each time checked as bytes)
+            candidates = unpack(cands, kernel_key, samples)
+        else:
+            candidates = decode(cands, kernel_key)
     except (ValueError, KeyError, TypeError, OverflowError) as exc:
         raise _Malformed(f"candidates: {_why(exc)}"[:200]) from None
     for c in candidates:
@@ -253,13 +269,18 @@ def _tune_record(row: tuple[object, ...], kernel_key: KernelKey | None = None) -
         if picked is None or picked.status != "ok":
             what = "not one of its candidates" if picked is None else "a candidate that failed"
             raise _Malformed(f"pick: {pick[:40]!r} is {what}")  # type: ignore[index]
+    if not samples and any(c.samples or c.reason for c in candidates):  # format 1, or odd times
+        candidates = tuple(CandidateMeasurement(*c._values()[:4]) for c in candidates)
     return TuneRecord(
         key, operation, shape_key, device, checksum, status, pick, candidates, secs, measured_at
     )  # type: ignore[arg-type]
 
 
 def parsed_tunes(
-    reader: RowReader, rows: Iterable[tuple[Any, ...]], on_error: OnError | None
+    reader: RowReader,
+    rows: Iterable[tuple[Any, ...]],
+    on_error: OnError | None,
+    samples: bool = True,
 ) -> Iterator[TuneRecord]:
     """The tunes of `rows` (`TUNE_SELECT`'s, read by `reader`), each through `_tune_record`
     (an interned kernel key through the reader's); a row that is not what warm writes is
@@ -268,7 +289,33 @@ def parsed_tunes(
     from warmcli.bundle.oversize import each_named  # a listing's: never a serving one's
 
     kernel_key = reader._kernel_key
-    return each_named(reader, "tune", lambda row: _tune_record(row, kernel_key), rows, on_error)
+    parse = lambda row: _tune_record(row, kernel_key, samples)  # noqa: E731
+    return each_named(reader, "tune", parse, rows, on_error)
+
+
+def carried_tunes(reader: RowReader, order: str) -> Iterator[tuple[TuneRecord, object]]:
+    """Every tune of `reader`'s bundle in `order` as a serving read reads it (no sample
+    made, every check kept), with its row's candidates as stored, for `carried` (`warm
+    merge`); a row that is not what warm writes is a `BundleError` naming it."""
+    from warmcli.bundle.oversize import each_named
+
+    kernel_key = reader._kernel_key
+    parse = lambda row: (_tune_record(row, kernel_key, False), row[_CANDIDATES])  # noqa: E731
+    return each_named(reader, "tune", parse, reader._rows(TUNE_SELECT, order, "", None), None)
+
+
+def carried(reader: RowReader, value: object, intern: Intern) -> bytes:
+    """A tune's candidates as `carried_tunes` read them from `reader` (`value`, checked),
+    packed for another bundle: a format-3 document as it is but for its head, each kernel id the one
+    `intern` gives its kernel (nothing inflated, made or deflated again: a row of 7 KB may
+    hold 500,000 samples); any other unpacked and packed anew."""
+    kernel_key = reader._kernel_key
+    if not interned(value):
+        return pack(decode(value, kernel_key), intern)
+    assert isinstance(value, bytes)
+    ids, at = kernel_ids(value)
+    head = [intern(bytes.fromhex(kernel_key(i))) for i in ids]
+    return value[:1] + struct.pack(f"<I{len(head)}I", len(head), *head) + value[at:]
 
 
 def _status_code(value: object) -> object:

@@ -6,7 +6,9 @@ of any (but one of `stale`'s, the output's own rows trusted keys did not sign,
 naming another binary, which a bundle made elsewhere may, is dropped and said in `mended`,
 the first `LISTED`, the rest counted); a tune key keeps what the caller's `choose` picks of
 the one held and the one read (which input each tune came from, with its status, pick and
-measurement time, is a temporary table of the output's connection, never held in Python);
+measurement time, is a temporary table of the output's connection, never held in Python;
+a tune is read as a serving read reads it, no sample made, and its format-3 document carried
+as it is but for its kernel ids, `carried`: a row of 7 KB may hold 500,000 samples);
 each blob is copied once, a chunk at a time and checked against its sha256
 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that fails (or is missing) is
 undone and taken from another input holding a good one, and that is said in `mended` (held
@@ -39,7 +41,7 @@ from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import RowSet, covered
 from warmcli.bundle.store import Bundle
-from warmcli.bundle.tune_row import interner, tune_values
+from warmcli.bundle.tune_row import carried, carried_tunes, interner, tune_values
 from warmcli.errors import BundleError, MergeError
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
@@ -248,7 +250,7 @@ def _write_tunes(
 ) -> None:
     intern = interner(conn, dest.path)
     for index, bundle in enumerate(bundles):
-        for tune in bundle.each_tune(order=AS_STORED):
+        for tune, value in carried_tunes(bundle, AS_STORED):  # (read with no sample made)
             row = conn.execute(
                 "SELECT input, status, pick, measured_at FROM merge_held WHERE key = ?",
                 (tune.key,),
@@ -261,7 +263,7 @@ def _write_tunes(
             if choose(held, tune, index):
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    tune_values(tune, intern, now),
+                    tune_values(tune, intern, now, carried(bundle, value, intern)),
                 )
                 conn.execute(
                     "INSERT OR REPLACE INTO merge_held VALUES (?, ?, ?, ?, ?)",

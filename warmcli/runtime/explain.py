@@ -347,8 +347,8 @@ def _which_part(
     record = next((r for r in near if r.shape_key == wanted["shape"]), near[0] if near else None)
     if record is None:
         return found
-    try:  # listed without its candidates (`tune_listing`): read whole again
-        whole = bundle.tune(record.key)
+    try:  # listed without its candidates (`tune_listing`): read again (no sample made)
+        whole = bundle.tune(record.key, samples=False)
         differs = None if whole is None else _differing_kernel(bundle, whole, kernels)
     except BundleError:  # a malformed kernel row: said as before
         return found

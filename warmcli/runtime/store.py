@@ -52,8 +52,9 @@ class Store(Protocol):
         """A binary by its sha256; `BundleError` if it is missing or does not match."""
         ...
 
-    def tune(self, key: str) -> TuneRecord | None:
-        """The tune under `key` (None if absent or not to be served)."""
+    def tune(self, key: str, samples: bool = True) -> TuneRecord | None:
+        """The tune under `key` (None if absent or not to be served); without `samples`, its
+        candidates hold no samples and no reasons (what serving uses: names, kernels, status)."""
         ...
 
     def tunes(
@@ -63,9 +64,15 @@ class Store(Protocol):
         ...
 
     def each_tune(
-        self, operation: str | None = None, on_error: OnError | None = None
+        self,
+        operation: str | None = None,
+        on_error: OnError | None = None,
+        limit: int = -1,
+        *,
+        order: str = "",
+        samples: bool = True,
     ) -> Iterator[TuneRecord]:
-        """`tunes`, streamed."""
+        """`tunes`, streamed (without `samples`: as `tune` reads one)."""
         ...
 
     def refused(self, key: str) -> bool:

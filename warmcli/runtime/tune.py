@@ -18,7 +18,7 @@ discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one
 excluded, the others pending). A check that told no candidate apart (`judged_nothing`) is noted.
 `measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (the
 runtime's launch of one candidate), never the runtime itself. The `TuneCache` owns the records of
-one device and reads the bundle on demand (`TuneRecord.served`; a malformed row is no record:
+one device and reads the bundle on demand (no sample made; a malformed row is no record:
 it remembers what is wrong, for the runtime to explain the miss as `corrupt`), the tunes whose
 every candidate failed here (`failed`: no record, a report names them) and those reached here
 no bundle serves (`never`: a candidate unkeyed, `warmcli.unkeyed`: not stored); it writes no bundle.
@@ -168,7 +168,7 @@ class TuneCache:
             record = self._records.get(key)
         if record is None and self.bundle is not None:
             try:
-                record = self.bundle.tune(key)
+                record = self.bundle.tune(key, samples=False)
             except BundleError as exc:
                 with self._lock:
                     self._corrupt[key] = exc.problem

@@ -55,7 +55,7 @@ def listed_tunes(bundle: Store, operation: str) -> Listed[TuneRecord]:
     records: list[TuneRecord] = []
     held: list[dict[str, str]] = []
     try:
-        for r in bundle.each_tune(operation, lambda key, problem: None):
+        for r in bundle.each_tune(operation, lambda key, problem: None, samples=False):
             held.append(tune_components(r))
             fields = (r.key, r.operation, r.shape_key, r.device, r.checksum, r.status, r.pick)
             records.append(TuneRecord(*fields, (), r.seconds, r.measured_at))
