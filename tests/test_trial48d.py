@@ -1,0 +1,94 @@
+"""A new user's trial of the README's "PyCUDA code" on a machine with no GPU and no pycuda:
+unmodified PyCUDA scripts pre-built with `warm run SCRIPT --pycuda --arch sm_90`. What
+differed from the README, or said too little to act on, is pinned here. The real CLI
+(forked), real NVRTC, real SQLite bundles.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+if find_nvrtc() is None:  # pragma: no cover - make test installs NVRTC
+    pytest.skip("NVRTC not installed", allow_module_level=True)
+
+HEAD = """
+import argparse
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+SRC = "__global__ void fill(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 1; }"
+mod = SourceModule(SRC)
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--n", type=int, default=128)
+    return p.parse_args()
+
+
+def main(args):
+    x = drv.mem_alloc(args.n * 4)
+    mod.get_function("fill")(x, np.int32(args.n), block=(args.n, 1, 1), grid=(1, 1))
+"""
+
+
+def _prebuild(warm: Warm, script: Path, bundle: Path):
+    return warm("run", script, "--pycuda", "--arch", "sm_90", "--quiet", "-b", bundle)
+
+
+def test_main_passed_parsed_args_by_its_block_says_what_warm_passed_it(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`if __name__ == "__main__": main(parse_args())`, the usual script: warm never runs
+    that block and passes `main` its runtime, so the script failed on
+    `AttributeError: 'Runtime' object has no attribute 'n'`, saying nothing of why or what
+    to do. It must say what its block passes and how to warm it, in one line, store nothing."""
+    script = workload_file(HEAD + '\nif __name__ == "__main__":\n    main(parse_args())\n')
+    bundle = tmp_path / "b.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert "'Runtime' object has no attribute 'n'" in line, line
+    assert "calls main(parse_args())" in line, line
+    assert "warm passed main its runtime" in line, line
+    assert "Traceback" not in proc.stderr
+    assert not bundle.exists()
+
+
+def test_main_passed_a_name_by_its_block_names_it(warm: Warm, workload_file, tmp_path: Path):
+    """The same for `args = parse_args()` then `sys.exit(main(args))`: the block's argument
+    as written (`args`) is named."""
+    script = workload_file(
+        "import sys\n"
+        + HEAD
+        + '\nif __name__ == "__main__":\n    args = parse_args()\n    sys.exit(main(args))\n'
+    )
+    proc = _prebuild(warm, script, tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert "calls main(args)" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_main_that_uses_what_warm_passes_it_is_unchanged(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A `main(rt)` whose block passes something else but that works with the runtime it is
+    given (the README's "else the runtime") still warms: the hint is only for a failure."""
+    script = workload_file(
+        HEAD.replace("def main(args):", "def main(args):\n    args = parse_args()")
+        + '\nif __name__ == "__main__":\n    main(parse_args())\n'
+    )
+    bundle = tmp_path / "b.warm"
+    proc = _prebuild(warm, script, bundle)
+    assert proc.returncode == 0, proc.stderr
+    assert "bundle is complete" in proc.stdout
