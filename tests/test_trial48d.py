@@ -92,3 +92,44 @@ def test_main_that_uses_what_warm_passes_it_is_unchanged(
     proc = _prebuild(warm, script, bundle)
     assert proc.returncode == 0, proc.stderr
     assert "bundle is complete" in proc.stdout
+
+
+PRIMARY = """
+import numpy as np
+import pycuda.autoprimaryctx
+import pycuda.driver as drv
+from pycuda.autoprimaryctx import context, device
+from pycuda.compiler import SourceModule
+
+SRC = "__global__ void fill(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 1; }"
+
+
+def main():
+    assert device.compute_capability() == (9, 0)
+    x = drv.mem_alloc(128 * 4)
+    SourceModule(SRC).get_function("fill")(x, np.int32(128), block=(128, 1, 1), grid=(1, 1))
+    context.synchronize()
+"""
+
+
+def test_autoprimaryctx_is_a_stand_in_as_autoinit_is(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`import pycuda.autoprimaryctx`, PyCUDA's autoinit on the device's primary context
+    (the one warm launches in), failed a GPU-less pre-build at import (`not in warm's
+    GPU-less stand-in`), where `pycuda.autoinit` is one: it is the same stand-in now, its
+    `context` and `device` too; it stores what the autoinit script stores."""
+    bundle, other = tmp_path / "b.warm", tmp_path / "plain.warm"
+    proc = _prebuild(warm, workload_file(PRIMARY), bundle)
+    assert proc.returncode == 0, proc.stderr
+    assert "bundle is complete" in proc.stdout
+    plain = workload_file(PRIMARY.replace("autoprimaryctx", "autoinit"), "plain.py")
+    assert _prebuild(warm, plain, other).returncode == 0
+    assert _kernels(bundle) == _kernels(other)
+
+
+def _kernels(bundle: Path) -> set[tuple[str, str]]:
+    from warmcli.bundle.store import Bundle
+
+    with Bundle.open(bundle) as b:
+        return {(k.entry, k.key) for k in b.kernels()}
