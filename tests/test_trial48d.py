@@ -133,3 +133,39 @@ def _kernels(bundle: Path) -> set[tuple[str, str]]:
 
     with Bundle.open(bundle) as b:
         return {(k.entry, k.key) for k in b.kernels()}
+
+
+def test_devices_says_why_an_installed_pycuda_lists_no_gpu(tmp_path: Path) -> None:
+    """`pip install 'warmcli[cuda]'` on a machine whose pycuda cannot load the driver
+    (libcuda missing: a CI box with no GPU): `warm devices` listed the host only and said
+    nothing, where a missing pycuda is said (`pycuda is not installed: ...`) and `warm run
+    --device cuda` says why (`CUDA devices need pycuda and an NVIDIA driver (libcuda...)`).
+    It says that same reason. A fake pycuda package (no pycuda here): its driver module
+    fails to import as PyCUDA's does without libcuda; the rest is the real CLI."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    fake = tmp_path / "fake" / "pycuda"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "driver.py").write_text(
+        'raise ImportError("libcuda.so.1: cannot open shared object file: No such file")\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{fake.parent}", WARM_HOME=str(tmp_path / "h"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "devices"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "no CUDA device: CUDA devices need pycuda and an NVIDIA driver" in said, said
+    assert "libcuda.so.1: cannot open shared object file" in said, said
+    assert "pycuda is not installed" not in said
