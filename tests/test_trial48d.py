@@ -169,3 +169,43 @@ def test_devices_says_why_an_installed_pycuda_lists_no_gpu(tmp_path: Path) -> No
     assert "no CUDA device: CUDA devices need pycuda and an NVIDIA driver" in said, said
     assert "libcuda.so.1: cannot open shared object file" in said, said
     assert "pycuda is not installed" not in said
+
+
+GPUARRAY = """
+import numpy as np
+import pycuda.autoinit
+import pycuda.gpuarray as gpuarray
+from pycuda.compiler import SourceModule
+
+SRC = "__global__ void twice(float *x, int n) { if (threadIdx.x < n) x[threadIdx.x] *= 2; }"
+
+
+def main():
+    x = gpuarray.zeros((8, 8), dtype=np.float32)
+    assert x.flags.c_contiguous and not x.flags.f_contiguous and x.flags.forc
+    assert x.T.flags.f_contiguous and not x.T.flags.c_contiguous
+    SourceModule(SRC).get_function("twice")(x, np.int32(64), block=(64, 1, 1), grid=(1, 1))
+    AFTER
+"""
+
+
+def test_gpuarray_flags_are_its_layout_and_arithmetic_says_to_run_on_a_gpu(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A stand-in `GPUArray`'s `flags` (PyCUDA's `c_contiguous`, `f_contiguous`, `forc`,
+    which code checks before a launch) failed the pre-build: `GPUArray.flags: a GPU-less
+    stand-in only has a shape ...; elementwise and reduction kernels of pycuda.gpuarray
+    are not warm's`, though flags are shape and no kernel. They are the stand-in's layout
+    now. Its arithmetic, refused, says what the README says it does: run the script on a
+    GPU, without --arch."""
+    ok = workload_file(GPUARRAY.replace("AFTER", "pass"), "flags.py")
+    proc = _prebuild(warm, ok, tmp_path / "a.warm")
+    assert proc.returncode == 0, proc.stderr
+    arith = workload_file(GPUARRAY.replace("AFTER", "x = x * 2"), "arith.py")
+    bundle = tmp_path / "b.warm"
+    proc = _prebuild(warm, arith, bundle)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "GPUArray *: " in proc.stderr, proc.stderr
+    assert "run the script on a GPU (warm run --pycuda, without --arch)" in proc.stderr
+    assert not bundle.exists()

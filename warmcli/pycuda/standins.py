@@ -73,7 +73,8 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 class GPUArray:
     """A shape-only `pycuda.gpuarray.GPUArray`: PyCUDA's shape operations (`reshape`,
-    `ravel`, `view`, `transpose`, indexing and slicing) give shape-only arrays of its memory."""
+    `ravel`, `view`, `transpose`, indexing and slicing) give shape-only arrays of its memory;
+    its `flags` are its layout's."""
 
     def __init__(
         self,
@@ -100,6 +101,7 @@ class GPUArray:
     itemsize = property(lambda self: self.dtype.itemsize)
     mem_size = property(lambda self: self.size)
     ptr = property(lambda self: int(self.gpudata))  # PyCUDA's is an int (null here)
+    flags = property(lambda self: _layout(self).flags)  # c_contiguous, f_contiguous, forc
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -161,8 +163,9 @@ class GPUArray:
 
 
 _NOT_WARMS = (
-    "a GPU-less stand-in only has a shape (warm run --arch); "
-    "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
+    "a GPU-less stand-in only has a shape (warm run --arch); elementwise and reduction "
+    "kernels of pycuda.gpuarray are not warm's: run the script on a GPU (warm run --pycuda, "
+    "without --arch)"
 )
 # PyCUDA's GPUArray operators, each an elementwise kernel PyCUDA compiles: named, not a
 # bare `unsupported operand type(s)` (Python's operators skip `__getattr__`).
