@@ -209,3 +209,36 @@ def test_gpuarray_flags_are_its_layout_and_arithmetic_says_to_run_on_a_gpu(
     assert "GPUArray *: " in proc.stderr, proc.stderr
     assert "run the script on a GPU (warm run --pycuda, without --arch)" in proc.stderr
     assert not bundle.exists()
+
+
+IDLE = """
+import pycuda.autoinit
+from pycuda.compiler import SourceModule
+
+mod = SourceModule("__global__ void k(float *x) { x[threadIdx.x] = 1; }")
+
+
+def main():
+    print("no launch today")
+"""
+
+
+def test_a_main_that_ran_and_launched_nothing_is_not_told_its_block_did_not_run(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """`if __name__ == "__main__": main()` with a `main()` that launched nothing: warm ran
+    that `main` (its print shows each pass), yet its note said `the workload did nothing:
+    its if __name__ == "__main__": block does not run under warm ...: call that code from
+    there`, which is what warm did. A block that only calls the entry gets no such note (the
+    run still says it launched nothing); one with work of its own still does."""
+    only = workload_file(IDLE + '\nif __name__ == "__main__":\n    raise SystemExit(main())\n')
+    proc = _prebuild(warm, only, tmp_path / "a.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("no launch today") == 3, proc.stdout
+    assert "__main__" not in proc.stdout, proc.stdout
+    assert "launched nothing and tuned nothing" in proc.stdout, proc.stdout
+    more = IDLE + '\nif __name__ == "__main__":\n    import pycuda.driver as drv\n'
+    more += '    mod.get_function("k")(drv.mem_alloc(64), block=(16, 1, 1))\n    main()\n'
+    proc = _prebuild(warm, workload_file(more, "more.py"), tmp_path / "b.warm")
+    assert proc.returncode == 0, proc.stderr
+    assert "the workload did nothing: its `if __name__" in proc.stdout, proc.stdout
