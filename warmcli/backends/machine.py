@@ -97,6 +97,7 @@ class Inventory(Record):
     nvcc: str | None = None
     compiler: str | None = None  # the CUDA compiler asked for (`nvrtc`, `nvcc`); None: any
     cc: str | None = None
+    no_gpu: str = ""  # with pycuda installed and no GPU listed: why, pycuda's or the driver's
 
     @property
     def host_arch(self) -> str:
@@ -165,16 +166,19 @@ def pycuda_installed() -> bool:
 def inventory(
     *, nvcc: str | None = None, compiler: str | None = None, cc: str | None = None
 ) -> Inventory:
-    """This machine: the host and every GPU the CUDA listing shows (none opened), with the
-    compilers `nvcc`/`compiler`/`cc` name (defaults: see `warmcli.backends.cuda.choose`)."""
-    devices = [DeviceInfo.of(HostDevice(cc))]
+    """This machine: the host and every GPU the CUDA listing shows (none opened; where it
+    shows none with pycuda installed, why), with the compilers `nvcc`/`compiler`/`cc` name
+    (defaults: see `warmcli.backends.cuda.choose`)."""
+    devices, no_gpu = [DeviceInfo.of(HostDevice(cc))], ""
     pycuda = pycuda_installed()
     if pycuda:
         with contextlib.suppress(ImportError):  # pycuda without a driver library
-            from warmcli.backends.cuda.device import list_cuda_devices
+            from warmcli.backends.cuda.device import list_cuda_devices, why_no_cuda_device
 
-            devices += [listed_cuda_device(d) for d in list_cuda_devices()]
-    return Inventory(tuple(devices), pycuda, nvcc, compiler, cc)
+            listed = list_cuda_devices()
+            devices += [listed_cuda_device(d) for d in listed]
+            no_gpu = "" if listed else why_no_cuda_device()  # libcuda missing: said so
+    return Inventory(tuple(devices), pycuda, nvcc, compiler, cc, no_gpu=no_gpu)
 
 
 def compiler_info(device: Device) -> dict[str, str]:

@@ -204,5 +204,7 @@ def devices(
     out.print(devices_table(machine.devices))
     if not machine.pycuda:
         out.print(line(PYCUDA_MISSING, style="yellow"))
+    elif machine.no_gpu:
+        out.print(line(f"no CUDA device: {machine.no_gpu}", style="yellow"))
     for info in compilers:
         out.print(compiler_line(info), markup=False, highlight=False, soft_wrap=True)

@@ -34,6 +34,7 @@ NAMES = (
     "pycuda.gpuarray",
     "pycuda.compiler",
     "pycuda.autoinit",
+    "pycuda.autoprimaryctx",
     "pycuda.characterize",
     "warmcli.pycuda.autoinit",
 )

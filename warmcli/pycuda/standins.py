@@ -2,24 +2,25 @@
 
 A PyCUDA script allocates through `drv.mem_alloc`, `gpuarray.to_gpu` and friends, which need
 libcuda and a GPU. Under `warm run --pycuda --arch sm_90` these modules stand in for
-`pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit`, `pycuda.characterize` and
-`pycuda.compiler`: the device, its contexts (the one warm launches in), the versions and
-`PointerHolderBase` are `warmcli.pycuda.standin_device`'s, `gpuarray.vec` and
-`characterize` `warmcli.pycuda.standin_vec`'s; allocations know
-their size, shape and dtype and nothing else (like warm's own buffers on a compile-only
-device; their pointer is null, and nothing is ever launched or copied there) and take what
-PyCUDA's take, in its order (`mem_alloc` a Python int > 0, int sizes, a dtype for `empty`,
-an allocator third), a `GPUArray`'s shape operations (`reshape`, `ravel`, `view`,
-`transpose`, slicing, `copy`) give such arrays, its arithmetic (PyCUDA's elementwise
-kernels) is refused naming the operator, copies to and on the device check sizes (and what
-PyCUDA's check: a contiguous buffer, a `set`'s dtype) and do nothing (memsets do nothing),
-a `drv.Stream()` has PyCUDA's stream methods around a stream of the bound runtime (all done
-at once), and every read back (`memcpy_dtoh`, `from_device(_like)`, `GPUArray.get`, an
-event's time) is a read of a discarded buffer, refused or warned about by the bound
-runtime's policy. What a stand-in cannot honestly do raises `PyCudaError` naming the call;
-what they lack (an attribute, a name imported from one, a submodule:
-`warmcli.pycuda.lacking`) is named as theirs. `SourceModule` is warm's; `StandInAllocation`
-lives in `warmcli.pycuda.args` (an argument like any other there). No state.
+`pycuda`, `pycuda.driver`, `pycuda.gpuarray`, `pycuda.autoinit` (and
+`pycuda.autoprimaryctx`, the same), `pycuda.characterize` and `pycuda.compiler`: the device,
+its contexts (the one warm launches in), the versions and `PointerHolderBase` are
+`warmcli.pycuda.standin_device`'s, `gpuarray.vec` and `characterize`
+`warmcli.pycuda.standin_vec`'s; allocations know their size, shape and dtype and nothing
+else (like warm's own buffers on a compile-only device; their pointer is null, and nothing
+is ever launched or copied there) and take what PyCUDA's take, in its order (`mem_alloc` a
+Python int > 0, int sizes, a dtype for `empty`, an allocator third), a `GPUArray`'s shape
+operations (`reshape`, `ravel`, `view`, `transpose`, slicing, `copy`) give such arrays, its
+arithmetic (PyCUDA's elementwise kernels) is refused naming the operator, copies to and on
+the device check sizes (and what PyCUDA's check: a contiguous buffer, a `set`'s dtype) and
+do nothing (memsets do nothing), a `drv.Stream()` has PyCUDA's stream methods around a
+stream of the bound runtime (all done at once), and every read back (`memcpy_dtoh`,
+`from_device(_like)`, `GPUArray.get`, an event's time) is a read of a discarded buffer,
+refused or warned about by the bound runtime's policy. What a stand-in cannot honestly do
+raises `PyCudaError` naming the call; what they lack (an attribute, a name imported from
+one, a submodule: `warmcli.pycuda.lacking`) is named as theirs. `SourceModule` is warm's;
+`StandInAllocation` lives in `warmcli.pycuda.args` (an argument like any other there). No
+state.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
 
 class GPUArray:
     """A shape-only `pycuda.gpuarray.GPUArray`: PyCUDA's shape operations (`reshape`,
-    `ravel`, `view`, `transpose`, indexing and slicing) give shape-only arrays of its memory."""
+    `ravel`, `view`, `transpose`, indexing and slicing) give shape-only arrays of its memory;
+    its `flags` are its layout's."""
 
     def __init__(
         self,
@@ -99,6 +101,7 @@ class GPUArray:
     itemsize = property(lambda self: self.dtype.itemsize)
     mem_size = property(lambda self: self.size)
     ptr = property(lambda self: int(self.gpudata))  # PyCUDA's is an int (null here)
+    flags = property(lambda self: _layout(self).flags)  # c_contiguous, f_contiguous, forc
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -160,8 +163,9 @@ class GPUArray:
 
 
 _NOT_WARMS = (
-    "a GPU-less stand-in only has a shape (warm run --arch); "
-    "elementwise and reduction kernels of pycuda.gpuarray are not warm's"
+    "a GPU-less stand-in only has a shape (warm run --arch); elementwise and reduction "
+    "kernels of pycuda.gpuarray are not warm's: run the script on a GPU (warm run --pycuda, "
+    "without --arch)"
 )
 # PyCUDA's GPUArray operators, each an elementwise kernel PyCUDA compiles: named, not a
 # bare `unsupported operand type(s)` (Python's operators skip `__getattr__`).
@@ -375,8 +379,9 @@ def modules() -> dict[str, types.ModuleType]:
     flags = {"DEFAULT_NVCC_FLAGS": pycuda_nvcc_flags()}  # options=None's, as PyCUDA's
     compiler = stand_in_module("pycuda.compiler", SourceModule=SourceModule, **flags)
     autoinit = stand_in_module("pycuda.autoinit", device=_Device(), context=_Context())
+    primary = stand_in_module("pycuda.autoprimaryctx", device=_Device(), context=_Context())
     found = {"driver": driver, "gpuarray": gpuarray, "compiler": compiler}
-    found.update(characterize=characterize, autoinit=autoinit)
+    found.update(characterize=characterize, autoinit=autoinit, autoprimaryctx=primary)
     for name, module in found.items():
         setattr(package, name, module)
     return {"pycuda": package, **{f"pycuda.{name}": module for name, module in found.items()}}

@@ -57,7 +57,7 @@ from warmcli.warming.companions import Companions
 from warmcli.warming.forked_launches import note as forked_note
 from warmcli.warming.one_pass import Observer, PassReport, did_something, merged, run_pass
 from warmcli.warming.probe import CompilerProbe
-from warmcli.warming.script_main import MAIN_GUARD_HINT, guarded_main
+from warmcli.warming.script_main import MAIN_GUARD_HINT, block_only_calls, guarded_main
 from warmcli.warming.sealing import join_record, kept_after, kept_before, seal
 from warmcli.warming.worker_journal import note_stored
 from warmcli.warming.workload import Workload
@@ -284,7 +284,9 @@ def _warm(
             report.passes[-1].notes.insert(
                 0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
             )
-        if not shard and not did_something(report.passes[-1].total) and guarded_main(workload.path):
+        idle = not shard and not did_something(report.passes[-1].total)
+        path = workload.path  # (no hint for a block that only calls the entry: warm ran it)
+        if idle and guarded_main(path) and not block_only_calls(path, workload.entry):
             report.passes[-1].notes.append(f"the workload did nothing: {MAIN_GUARD_HINT}")
 
         def persist(completed: bool) -> None:

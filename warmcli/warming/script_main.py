@@ -10,10 +10,12 @@ that define one),
 defines a `main` one argument calls (its last, undecorated: the hint `--entry main`), and
 `main_argv` what a PyCUDA script's block passes its `main(argv)`: `sys.argv` or
 `sys.argv[1:]`, so warm passes the same (the script's own `sys.argv`), not its runtime;
+`passed_hint` what it passes instead, for a `main` that failed on the runtime warm passed it;
+`block_only_calls` whether the block only calls the entry (no hint for a run that did nothing);
 and `as_module`, the `-m` name a file of a package has, for the hint where it fails to
 import as a script (from its folders' `__init__.py` files). Read from the files' text (its
-syntax tree, for `runtime_main`, `main_argv` and a package's modules) and folders; no
-state, nothing imported or run, never raises for a file it cannot read or parse.
+syntax tree, for `runtime_main`, `main_argv`, `passed_hint` and a package's modules) and
+folders; no state, nothing imported or run, never raises for a file it cannot read or parse.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import ast
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeGuard
 
 from warmcli.printable import Pattern
 
@@ -104,6 +107,30 @@ def guarded_main(path: Path) -> bool:
     return text is not None and _MAIN_GUARD.search(text) is not None
 
 
+def block_only_calls(path: Path, entry: str) -> bool:
+    """Whether each `if __name__ == "__main__":` block of the file does nothing but call
+    `entry` (`main()`, `sys.exit(main())`, `raise SystemExit(main())`), which warm calls
+    itself: its not running under warm is no hint for a run that did nothing."""
+    text = _text(path)
+    try:
+        tree = ast.parse(text) if text is not None else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    blocks = [node for node in (tree.body if tree else ()) if _is_guard(node)]
+    return bool(blocks) and all(
+        len(node.body) == 1 and len(_guard_calls(ast.Module([node], []), entry)) == 1
+        for node in blocks
+    )
+
+
+def _is_guard(node: ast.stmt) -> TypeGuard[ast.If]:
+    """Whether `node` is an `if __name__ == ...:` at the top level (as `_guard_calls` reads)."""
+    if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
+        return False
+    names = [node.test.left, *node.test.comparators]
+    return any(isinstance(n, ast.Name) and n.id == "__name__" for n in names)
+
+
 def runtime_main(path: Path, entry: str) -> bool:
     """Whether the file defines, at its top level, a `main` other than `entry` that one
     argument can call (`main(rt)`, `main(rt=None)`): what `--entry main` would name. The
@@ -143,10 +170,7 @@ def _guard_calls(tree: ast.Module, name: str) -> list[ast.Call]:
     `exit(name(...))`, `raise SystemExit(name(...))`)."""
     calls = []
     for node in tree.body:
-        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)):
-            continue
-        names = [node.test.left, *node.test.comparators]
-        if not any(isinstance(n, ast.Name) and n.id == "__name__" for n in names):
+        if not _is_guard(node):
             continue
         for statement in node.body:
             call = statement.value if isinstance(statement, ast.Expr) else None
@@ -190,6 +214,35 @@ def main_argv(path: Path, name: str = "main") -> Callable[[list[str]], list[str]
         ):
             return lambda argv: list(argv[1:])
     return None
+
+
+def passed_hint(path: Path, name: str, runtime: object, exc: BaseException) -> str:
+    """The hint for a fallback `name(arg)` that warm passed its runtime (its block passes it
+    neither `sys.argv` form: `main_argv` is None) and that failed on it (`'Runtime' object
+    has no attribute 'n'`): the call the block makes, as written (`main(parse_args())`), and
+    how to warm the script all the same; else ""."""
+    if f"'{type(runtime).__name__}' object" not in str(exc):
+        return ""  # failed on something else: the runtime is not its cause
+    text = _text(path)
+    try:
+        tree = ast.parse(text) if text is not None else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ""
+    calls = [c for c in _guard_calls(tree, name) if len(c.args) == 1] if tree else []
+    calls = [
+        c
+        for c in calls
+        if not _is_argv(c.args[0]) and not _is_argv(getattr(c.args[0], "value", None))
+    ]
+    if not calls:
+        return ""
+    call = ast.unparse(calls[0])
+    call = call if len(call) <= 80 else call[:77] + "..."
+    return (
+        f' (warm passed {name} its runtime: the script\'s `if __name__ == "__main__":` '
+        f"block, which warm does not run, calls {call}; warm a file of your own whose "
+        f"workload(rt) imports the script and calls {call} as that block does)"
+    )
 
 
 def as_module(path: Path, missing: str | None = None, package: bool = False) -> str:

@@ -45,7 +45,7 @@ itself does on it runs unwarmed, and where is kept (`unbound`); in a GPU-less pr
 (`gpu_less`: `--arch`) an import that failed for want of a GPU is said so. The module owns
 nothing once loaded; it never runs the passes itself. A fallback `main(argv)` whose
 argument is required is passed what the script's `if __name__ == "__main__":` block passes
-it (`sys.argv`, `sys.argv[1:]`: `warmcli.warming.script_main`), else the runtime.
+it (`sys.argv`, `sys.argv[1:]`), else the runtime; a failure on it names that call (`script_main`).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ from warmcli.warming.leftovers import (
     stdout_reader_gone,
     where,
 )
-from warmcli.warming.script_main import as_module, main_argv, no_entry_hint
+from warmcli.warming.script_main import as_module, main_argv, no_entry_hint, passed_hint
 from warmcli.warming.stop_signals import stop_sent, stopped_by_signal, stopped_if_sent
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
 from warmcli.warming.workload_file import check_workload_file
@@ -174,6 +174,7 @@ class Workload:
                 forked_child_ends(pid, 1)
                 raise
             said = where(exc, self.path) + named(type(exc).__name__, said_of(exc))
+            said += passed_hint(self.path, self.entry, runtime, exc)  # `main(parse_args())`
             forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:
