@@ -4,7 +4,9 @@ as stored, but for their kernel ids), attacked with crafted rows in real SQLite 
 A serving read and the full read decide every crafted format-3 row alike (NaN payloads,
 -0.0, subnormals, +inf, 2^993 exactly, 500,000 samples just under it or at it, a median
 NaN, counts lying about the bytes); a merge carries a shard's row under kernel ids it
-renumbers to the same kernels."""
+renumbers to the same kernels; and a `warm run --dask` merge (`as_run`) over a signed
+bundle whose kernel ids do not start at 1 (as `warm clean --tune` leaves them) keeps the
+bundle's own tunes signed: it renumbered their kernel ids, and a signature covers them."""
 
 from __future__ import annotations
 
@@ -19,8 +21,11 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, Warm
 
+from warmcli.bundle.signature_report import signature_report
+from warmcli.bundle.signing import load_public_key
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
+from warmcli.ops.merge import merge_bundles
 
 TWO_TUNABLES = """
 import sys
@@ -198,3 +203,31 @@ def test_a_merge_carries_a_shards_tunes_to_the_kernels_they_name(
         assert _candidates(out) == wanted, inputs
         verified = warm("verify", out)
         assert verified.returncode == 0 and ": sound" in verified.stdout, verified.stdout
+
+
+def test_a_run_merge_keeps_its_bundles_tunes_signed_whatever_their_kernel_ids(
+    two: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """`warm clean --tune matmul` leaves `wide`'s tune naming kernel ids 5 and 6; signed, then
+    merged as `warm run --dask` merges its shards into it (`as_run`): the merge interned
+    its kernels anew (1 and 2), a signature covers a tune's ids, so the bundle's own tune
+    came out unsigned (production under the trusted keys: a miss). Its ids are kept now."""
+    warm, source = two
+    out = tmp_path / "out.warm"
+    shutil.copyfile(source, out)
+    assert warm("clean", out, "--tune", "matmul").returncode == 0
+    (wide,) = _heads(out).items()
+    assert wide[1] == (5, 6)
+    assert warm("keygen", tmp_path / "k").returncode == 0
+    assert warm("sign", out, "--key", tmp_path / "k").returncode == 0
+    other = tmp_path / "other.warm"  # a shard's: the matmul tune measured again
+    shutil.copyfile(source, other)
+    trusted = [load_public_key(tmp_path / "k.pub")]
+    merge_bundles([out, other], out, overwrite=True, trusted_keys=trusted, as_run=True)
+    with Bundle.open(out) as bundle:
+        problems = " ".join(signature_report(bundle, trusted).problems)
+    assert wide[0][:16] not in problems, problems  # (the shard's matmul rows: not signed)
+    assert "tunes" in problems  # (the shard's tune is unsigned: as it should be)
+    assert _heads(out)[wide[0]] == (5, 6)
+    verified = warm("verify", out)
+    assert verified.returncode == 0, verified.stdout
