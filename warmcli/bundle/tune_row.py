@@ -30,7 +30,7 @@ import contextlib
 import math
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from warmcli.bundle.candidates import (
     Intern,
@@ -87,6 +87,7 @@ TUNE_COLUMNS = ", ".join(c[2] if len(c) > 2 else c[0] for c in _LIMITS)  # type:
 TUNE_WIDTH = len(_LIMITS)
 _CANDIDATES = 7  # where a row's candidates are
 _MAX_ID = (1 << 32) - 1  # the largest kernel id a tune's packed candidates hold
+_KEPT_ID = 1 << 31  # an id kept (`carried`) is below: the ids a merge adds after it still fit
 _STATUSES = {"ok", "failed", "pending"}
 _TUNE_FIELDS = (
     ("key", _hex64),
@@ -152,15 +153,25 @@ def write_tune_row(conn: sqlite3.Connection, values: tuple[object, ...], since: 
     return True
 
 
-def interner(conn: sqlite3.Connection, path: object) -> Intern:
+class Interning(Protocol):
+    """`interner`'s: a kernel key's 32 bytes -> its id (the id `wanted` where no key holds
+    it yet and it is below `_KEPT_ID`: `carried`'s, a merge's first input's id kept)."""
+
+    def __call__(self, key: bytes, wanted: int = -1) -> int: ...
+
+
+def interner(conn: sqlite3.Connection, path: object) -> Interning:
     """Inside one write transaction on `conn` (the bundle at `path`): a kernel key's id in
     `tune_kernels`, the key added where it is new (each key looked up once by the function
     returned). An id a tune cannot name (candidates pack ids in 32 bits: a bundle's own, or
     the one SQLite picks after it) is a `BundleError`, rolling the transaction back."""
     ids: dict[bytes, int] = {}
 
-    def intern(key: bytes) -> int:
+    def intern(key: bytes, wanted: int = -1) -> int:
         if key not in ids:
+            if 0 <= wanted < _KEPT_ID:  # (taken, or the key held already: ignored)
+                add = "INSERT OR IGNORE INTO tune_kernels (id, key) VALUES (?, ?)"
+                conn.execute(add, (wanted, key))
             conn.execute("INSERT OR IGNORE INTO tune_kernels (key) VALUES (?)", (key,))
             row = conn.execute("SELECT id FROM tune_kernels WHERE key = ?", (key,)).fetchone()
             if not 0 <= row[0] <= _MAX_ID:
@@ -304,17 +315,19 @@ def carried_tunes(reader: RowReader, order: str) -> Iterator[tuple[TuneRecord, o
     return each_named(reader, "tune", parse, reader._rows(TUNE_SELECT, order, "", None), None)
 
 
-def carried(reader: RowReader, value: object, intern: Intern) -> bytes:
+def carried(reader: RowReader, value: object, intern: Interning, keep: bool = False) -> bytes:
     """A tune's candidates as `carried_tunes` read them from `reader` (`value`, checked),
     packed for another bundle: a format-3 document as it is but for its head, each kernel id the one
     `intern` gives its kernel (nothing inflated, made or deflated again: a row of 7 KB may
-    hold 500,000 samples); any other unpacked and packed anew."""
+    hold 500,000 samples); any other unpacked and packed anew. With `keep` (a merge's first
+    input: `warm run --dask`'s bundle itself), each id is kept where the output has it free,
+    so its rows come out as they were, and a signature of them still covers them."""
     kernel_key = reader._kernel_key
     if not interned(value):
         return pack(decode(value, kernel_key), intern)
     assert isinstance(value, bytes)
     ids, at = kernel_ids(value)
-    head = [intern(bytes.fromhex(kernel_key(i))) for i in ids]
+    head = [intern(bytes.fromhex(kernel_key(i)), i if keep else -1) for i in ids]
     return value[:1] + struct.pack(f"<I{len(head)}I", len(head), *head) + value[at:]
 
 

@@ -8,7 +8,8 @@ the first `LISTED`, the rest counted); a tune key keeps what the caller's `choos
 the one held and the one read (which input each tune came from, with its status, pick and
 measurement time, is a temporary table of the output's connection, never held in Python;
 a tune is read as a serving read reads it, no sample made, and its format-3 document carried
-as it is but for its kernel ids, `carried`: a row of 7 KB may hold 500,000 samples);
+as it is but for its kernel ids, `carried`: a row of 7 KB may hold 500,000 samples; the
+first input's ids kept where free, so a run's bundle's own tunes stay signed);
 each blob is copied once, a chunk at a time and checked against its sha256
 (`warmcli.bundle.blobs`), in a savepoint of its own: a copy that fails (or is missing) is
 undone and taken from another input holding a good one, and that is said in `mended` (held
@@ -263,7 +264,7 @@ def _write_tunes(
             if choose(held, tune, index):
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    tune_values(tune, intern, now, carried(bundle, value, intern)),
+                    tune_values(tune, intern, now, carried(bundle, value, intern, index == 0)),
                 )
                 conn.execute(
                     "INSERT OR REPLACE INTO merge_held VALUES (?, ?, ?, ?, ?)",
