@@ -40,7 +40,7 @@ from warmcli.cli.render import compiler_line, line
 from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line
-from warmcli.ops.stats import summarise
+from warmcli.ops.stats import held_kernels, summarise
 from warmcli.printable import LISTED, cut, lone_surrogate, printable
 from warmcli.records import KernelRecord
 
@@ -60,9 +60,11 @@ def stats_stream(
     processes, in the same order, `warmcli.bundle.listing`, each range's as bytes written
     as they are, `tune_bytes`; that listing is closed, its
     processes stopped, when `live` ends: before the bundle closes, however it ends)."""
+    from warmcli.cli.render.held_tunes import briefed
     from warmcli.cli.render.stats import kernel_order, stats_document, tune_order, tune_shown
 
     named: dict[str, set[str]] = {}
+    listed: set[str] | None = None  # the keys of the kernels listed, where all are held
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[Any] = bundle.each_tune(operation)
     tune: Callable[[Any], Any] = tune_line if as_text else tune_shown  # (a table's part)
@@ -78,21 +80,20 @@ def stats_stream(
         tunes, tune = lines, _as_given
     if not large:
         # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
+        kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
+        listed = {k.key for k, _ in kernels}  # (a candidate naming no kernel held: not kept)
         for t in bundle.each_tune(on_error=lambda *_: None):
             for c in t.candidates:  # (the first `LISTED` of a kernel's: a row may hold 246,000)
-                names = named.setdefault(c.kernel_key, set())
-                names.add(f"{t.operation}/{c.name}") if len(names) < LISTED else None
-        kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
+                if c.kernel_key in listed:
+                    names = named.setdefault(c.kernel_key, set())
+                    names.add(f"{t.operation}/{c.name}") if len(names) < LISTED else None
         # each tune converted as it is read, then sorted: never every tune's candidates held
-        hold = held if as_text else _as_given  # (a long line deflated until it is written)
+        # (a long line deflated until it is written; a table's candidates until shown)
+        hold = held if as_text else briefed(every_candidate=operation is not None)
         ordered = sorted(((tune_order(t), hold(tune(t))) for t in tunes), key=lambda p: p[0])
         tunes, tune = (doc for _, doc in ordered), _as_given
     if operation is not None:  # its candidates' kernels only, each build of them
-        ours = {
-            c.kernel_key
-            for t in bundle.each_tune(operation, on_error=lambda *_: None)
-            for c in t.candidates
-        }
+        ours = held_kernels(bundle, operation, listed)
         made = {_made(k) for k in map(bundle.kernel, ours) if k is not None} - {None}
         kernels = (ku for ku in kernels if ku[0].key in ours or _made(ku[0]) in made)
     return stats_document(
@@ -165,18 +166,22 @@ def _stats(
             stream_json(doc)
         return
     with bundle.snapshot():
+        from warmcli.cli.render.held_tunes import Held
         from warmcli.cli.render.stats import tune_shown
 
-        summary = summarise(bundle, operation=operation, shown=tune_shown)  # (docs, not records)
+        # (docs, not records; their candidates deflated until shown)
+        summary = summarise(bundle, operation=operation, shown=lambda t: Held(tune_shown(t)))
         if summary is None:
             doc = {
                 key: list(v) if isinstance(v, Iterator) else v
                 for key, v in stats_stream(bundle, operation).items()
             }
     if summary is not None:  # too large to list: counts by SQL, a few tunes shown
-        out.print(summary_renderable(shown, summary, copy))
-        return
-    out.print(stats_renderable(shown, doc, every_candidate=operation is not None, copy=copy))
+        parts = summary_renderable(shown, summary, copy)
+    else:
+        parts = stats_renderable(shown, doc, every_candidate=operation is not None, copy=copy)
+    for part in parts:  # each made as it is printed: a tune's table of 1,000 at a time
+        out.print(part)
 
 
 def _streamed(bundle: Bundle) -> bool:

@@ -11,13 +11,16 @@ bundle would read (and, explaining one operation, each of its tunes) is still re
 checked, one at a time and none kept (`require_well_formed`): a malformed one is the
 `BundleError` naming it, as the listing of a smaller bundle raises, whatever the count of
 rows; the tunes of a summary are counted, each judged by `--json`, `--explain` and `warm
-verify` (parsing 100,000 takes 1.5 s). This module reads and returns data (`BundleSummary`);
+verify` (parsing 100,000 takes 1.5 s). `held_kernels` is which kernels the bundle holds
+that one operation's candidates name (`--explain` lists those), never a key no kernel row
+has. This module reads and returns data (`BundleSummary`, `held_kernels`);
 `warmcli.cli.render.stats` presents it. It never writes the bundle, never builds output
 and never prints.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ LARGE_KERNELS = 1_000
 LARGE_TUNES = 200
 SAMPLE_TUNES = 20
 SAMPLE_EXPLAINED = 100  # tunes of one operation shown with every candidate (`--explain`)
+LOOKED_UP = 500  # kernel keys a candidate names, looked up in the bundle at once
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,22 @@ def summarise(
         operation,
         bundle.format_version(),
     )
+
+
+def held_kernels(bundle: Bundle, operation: str, listed: Container[str] | None) -> set[str]:
+    """The keys of the kernels the bundle holds that `operation`'s candidates name: those in
+    `listed` (the keys of every kernel a listing holds already), or, not given, those the
+    bundle has a row for (looked up `LOOKED_UP` at a time). A key no kernel has is never
+    kept: a tune may name 100,000 kernels, held by no bundle (200,000 such keys: 100 MB)."""
+    ours: set[str] = set()
+    asked: list[str] = []
+    for t in bundle.each_tune(operation, on_error=lambda *_: None):
+        for c in t.candidates:
+            if listed is not None:
+                ours.add(c.kernel_key) if c.kernel_key in listed else None
+            elif c.kernel_key not in ours:
+                asked.append(c.kernel_key)
+                if len(asked) >= LOOKED_UP:
+                    ours.update(bundle.usage_of(list(dict.fromkeys(asked))))
+                    asked.clear()
+    return ours | set(bundle.usage_of(list(dict.fromkeys(asked)))) if asked else ours

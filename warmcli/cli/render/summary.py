@@ -7,7 +7,8 @@ opens a bundle and never prints.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 from warmcli.cli.render import add_row, line
 from warmcli.cli.render.stats import (
@@ -21,13 +22,10 @@ from warmcli.cli.render.stats import (
 from warmcli.ops.stats import BundleSummary
 from warmcli.printable import natural
 
-if TYPE_CHECKING:
-    from rich.console import Group
 
-
-def summary_renderable(path: str, summary: BundleSummary, copy: str | None = None) -> Group:
-    from rich.console import Group  # imported where a table is built, as in `stats`
-
+def summary_renderable(path: str, summary: BundleSummary, copy: str | None = None) -> Iterator[Any]:
+    """Its parts, each made as it is printed (`--explain`: a tune's table at a time, each
+    of up to 1,000 candidates: 100 tunes' made at once, as one group, took 400 MB)."""
     fmt = summary.format_version
     head = manifest_grid(path, summary.manifest, summary.fingerprints, fmt, copy)
     add_row(head, "holds", f"{summary.kernel_count:,} kernels, {summary.tune_count:,} tunes")
@@ -37,14 +35,15 @@ def summary_renderable(path: str, summary: BundleSummary, copy: str | None = Non
     for operation, device, n, pending in sorted(summary.tunes, key=lambda g: natural(g[:2])):
         tunable_row(contents, operation, device, f"{n:,}", f"{pending:,}")
     title = f"{len(summary.sample)} of {summary.tune_count:,} tunes"
+    yield from (head, contents)
     if summary.operation is None:
-        shown = tunes_table(title, sorted(summary.sample, key=_order))
-        return Group(head, contents, shown, line(EXPLAIN_HINT, style="dim"))
-    every: list[Any] = []
+        yield tunes_table(title, sorted(summary.sample, key=_order))
+        yield line(EXPLAIN_HINT, style="dim")
+        return
     for t in sorted(summary.sample, key=_order):
-        every += candidates_table(t)
+        yield from candidates_table(t)
     more = f"{title} of {summary.operation} shown; all of them: warm stats --json"
-    return Group(head, contents, *every, line(more, style="dim"))
+    yield line(more, style="dim")
 
 
 def _order(t: dict[str, Any]) -> tuple[Any, ...]:
