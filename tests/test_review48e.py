@@ -5,8 +5,11 @@ is a file size limit (`RLIMIT_FSIZE`), a home another user holds is an flock of 
 
 from __future__ import annotations
 
+import fcntl
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import Warm
@@ -106,3 +109,30 @@ print(warmcli.report())
         assert "written back into it" not in text.replace("NOT written back", ""), text
         assert "NOT written back: " in text and "a write to the disk failed" in text, text
     assert _kernels_of(warm, tmp_path) == {"add"}
+
+
+def test_a_home_held_by_another_costs_one_wait_per_process_not_one_per_line(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Another user who may read warm's home holds its flock: a hot start whose compiler's
+    lines are not remembered (`toolchains.json` gone, or not this user's) waited
+    `HELD_SECONDS` for each line it kept (5 of the host compiler's: 10.7 s measured); it
+    waits once, then keeps the rest unlocked, as the first."""
+    from warmcli.backends.toolchain import VERSIONS_FILE
+    from warmcli.home import HELD_SECONDS
+
+    _warmed(warm, tmp_path)
+    home = Path(warm.env["WARM_HOME"])
+    (home / VERSIONS_FILE).unlink()
+    fd = os.open(home, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        started = time.monotonic()
+        proc = _served(warm, tmp_path, "", "", WARM_BUNDLE="b.warm")
+        took = time.monotonic() - started
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0, proc.stderr
+    assert "lacked 1 kernel(s)" in proc.stderr, proc.stderr  # mul: add served
+    assert took < 2 * HELD_SECONDS, took
+    assert len((home / VERSIONS_FILE).read_text().splitlines()) > 3  # every line kept
