@@ -136,3 +136,29 @@ def test_a_home_held_by_another_costs_one_wait_per_process_not_one_per_line(
     assert "lacked 1 kernel(s)" in proc.stderr, proc.stderr  # mul: add served
     assert took < 2 * HELD_SECONDS, took
     assert len((home / VERSIONS_FILE).read_text().splitlines()) > 3  # every line kept
+
+
+def test_a_pycuda_that_raises_at_import_or_init_is_one_line(warm: Warm, tmp_path: Path) -> None:
+    """A pycuda whose driver module raised something else than ImportError or OSError at its
+    import (a broken build), or whose `init()` raised something else than its `Error`: `warm
+    devices` and `warm run --device cuda` ended in a traceback. A stand-in pycuda package on
+    PYTHONPATH (no pycuda here), the real CLI."""
+    _warmed(warm, tmp_path)
+    drivers = {
+        "import": 'raise RuntimeError("boom at import")\n',
+        "init": "class Error(Exception):\n    pass\n\n\ndef init():\n    raise ValueError('boom')",
+    }
+    for name, driver in drivers.items():
+        fake = tmp_path / name / "pycuda"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text("")
+        (fake / "driver.py").write_text(driver)
+        path = os.pathsep.join([warm.env.get("PYTHONPATH", ""), str(fake.parent)])
+        with_fake = warm.with_env(PYTHONPATH=path.lstrip(os.pathsep))
+        devices = with_fake("devices", cwd=tmp_path)
+        assert devices.returncode == 0, devices.stderr
+        assert "Traceback" not in devices.stderr, devices.stderr
+        assert "no CUDA device: " in devices.stdout and "boom" in devices.stdout, devices.stdout
+        run = with_fake("run", "w.py", "--device", "cuda", "-b", "c.warm", cwd=tmp_path)
+        assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
+        assert run.stderr.count("\n") == 1 and "boom" in run.stderr, run.stderr
