@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 HELD_SECONDS = 2.0  # `folder_held` waits at most this long for another holder (warm: ms)
+_WAITED_OUT: set[str] = set()  # the folders `folder_held` waited `HELD_SECONDS` for: not again
 
 
 def warm_home() -> Path:
@@ -308,7 +309,8 @@ def folder_held(folder: str) -> Iterator[None]:
     at once each wrote what it had read: one's part lost). Where it cannot be locked (no
     `fcntl`, a file system without `flock`, no folder), or is held past `HELD_SECONDS` (by
     another user who may read the folder: never waited on for good), the block runs unlocked,
-    as before."""
+    as before; and a folder held past that once is not waited for again by this process (a
+    start keeping each of its compiler's lines waited that long for every one: 10 s)."""
     try:
         import fcntl  # on first use: a hot start writes nothing
         import time
@@ -317,13 +319,14 @@ def folder_held(folder: str) -> Iterator[None]:
     except (ImportError, OSError):
         fd = None
     try:
-        deadline = time.monotonic() + HELD_SECONDS
+        deadline = time.monotonic() + (0.0 if folder in _WAITED_OUT else HELD_SECONDS)
         while fd is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() > deadline:
+                if time.monotonic() >= deadline:
+                    _WAITED_OUT.add(folder)  # (tried once from now on)
                     break
                 time.sleep(0.002)
             except OSError:

@@ -1,40 +1,39 @@
 """The production side: a process that loads a bundle and runs its workload code unchanged.
 
-`use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty: none), else
-the default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (and no other
-user may write it or its folder: native code nobody named), is the bundle
-this process serves kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out
-one `Runtime` per device over it, opened read-only and read lazily (while a runtime of that
-device is bound, `warm run`'s passes, that one, and for `host` on another the pass's own:
-what a workload does on it is warmed; at import, a `LateRuntime` going to the pass's:
-`warmcli.late_runtime`). A
+`use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty: none), else the
+default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (and no other user
+may write it or its folder: native code nobody named), is the bundle this process serves
+kernels and picks from (`use_bundle(None)`: none); `runtime()` hands out one `Runtime` per
+device over it, opened read-only and read lazily (while a runtime of that device is bound,
+`warm run`'s passes, that one, and for `host` on another the pass's own: what a workload does
+on it is warmed; at import, a `LateRuntime` going to the pass's: `warmcli.late_runtime`). A
 miss still compiles or tunes, as it would without warm, and is counted into the process's
-default collector (`warmcli.execution.default_collector()`); `report()` names every kernel
-this process had to compile and every tune it had to measure because the bundle lacked them,
-and counts what a runtime `use_bundle` closed did cold since (`warmcli.production_report`;
-`WARM_REPORT=1`, or `report(at_exit=True)`, prints that on stderr at exit, so a user knows to
-re-warm; a forked child's names what it did, not its parent). With
-`write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in one
-transaction under the bundle's lock, so several processes may do it at once (another
-writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends; a
-failure once every miss is stored, moving last-used times only, is no failure). A read-only
-process never writes the file. Every miss is explained (`warmcli.runtime.explain`), logged
-on logger `warmcli` with `WARM_EXPLAIN=1`, and refused with `StrictMissError` under
-`strict=True` or `WARM_STRICT=1` (`warn`: logged instead). Under trusted keys
-(`trusted_keys=`, `WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only
-the entries they signed are served (`warmcli.bundle.signing`); a write-back is not signed,
-and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_bundle` also
-take an `https://` or `s3://` URL: the bundle is fetched once per machine into `WARM_HOME`
-(`warmcli.bundle.remote`) and served read-only from there; when the store is unreachable the
-last good copy is served, with one `RemoteBundleWarning`. A bundle another process keeps
-(named or the default one) locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is
-not loaded: one line, and the process runs cold (`_unless_locked`; under strict mode raised)
-until it is free: its runtimes serve from it then, read-only (`warmcli.bundle.reopening`).
-The module owns the process's bundle (and the one `close` closed last: its report's), runtimes,
-the misses and strict refusals of closed ones (and a forked child's parent's), what each closed
-one had done when closed (and did since, once collected), in one object (`_Production`); it
-prints that report when asked, else only a failed write-back's line, and never in warm's own
-commands (`in_warms_command`: they serve nothing, their own tables say what they compiled).
+default collector (`warmcli.execution`); `report()` names every kernel this process had to
+compile and every tune it had to measure because the bundle lacked them, and counts what a
+runtime `use_bundle` closed did cold since (`warmcli.production_report`; `WARM_REPORT=1`, or
+`report(at_exit=True)`, prints that on stderr at exit; a forked child's, what it did, not its
+parent). With `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit,
+in one transaction under the bundle's lock, so several processes may do it at once (another
+writer's lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends; a failure
+once every miss is stored, moving last-used times only, is no failure). A read-only process
+never writes the file. Every miss is explained (`warmcli.runtime.explain`), logged on logger
+`warmcli` with `WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or
+`WARM_STRICT=1` (`warn`: logged instead). Under trusted keys (`trusted_keys=`,
+`WARM_TRUSTED_KEYS`) a bundle no trusted key signed is refused, and only the entries they
+signed are served (`warmcli.bundle.signing`); a write-back is not signed, and into a signed
+bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_bundle` also take an `https://` or
+`s3://` URL: the bundle is fetched once per machine into `WARM_HOME` (`warmcli.bundle.remote`)
+and served read-only from there; when the store is unreachable the last good copy is served,
+with one `RemoteBundleWarning`. A bundle another process keeps (named or the default one)
+locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line, and the
+process runs cold (`_unless_locked`; under strict mode raised) until it is free: its runtimes
+serve from it then, read-only (`warmcli.bundle.reopening`). The module owns the process's
+bundle (and the one `close` closed last, the report's until a runtime is made again, and why a
+write-back failed), runtimes, the misses and strict refusals of closed ones (and a forked
+child's parent's), what each closed one had done when closed (and since), in one object
+(`_Production`); it prints that report when asked, else only a failed write-back's line, and
+never in warm's own commands (`in_warms_command`: they serve nothing, their own tables say what
+they compiled).
 """
 
 from __future__ import annotations
@@ -96,7 +95,7 @@ class _Production:
         self.policy: MissPolicy = EXPLAIN
         self.off = False  # `use_bundle(None)`: no bundle, whatever the environment says
         self.looked = False  # the environment and the default bundle were consulted
-        self.unstored = 0  # misses the last close had to write back and did not (cut short)
+        self.unstored, self.failed = 0, ""  # what the last close did not write back, and why
         self.notes_from = 0  # the default collector's notes before: not the report's
 
     def _bundle(self) -> Bundle | None:
@@ -224,6 +223,7 @@ class _Production:
             self.reopening.close()
             self.reopening = None
         if failure is not None and self.unstored:  # else only last-used times were lost
+            self.failed = str(failure)  # (the report's: not written back, whatever comes)
             raise failure
 
 
@@ -299,7 +299,7 @@ def use_bundle(
         _notes_from_now(state)  # and so are its notes
         state.policy = policy
         state.off = state.looked = True  # refused: no bundle, as `use_bundle(None)` leaves it
-        state.path, state.closed_path, state.write = None, None, False
+        state.path, state.closed_path, state.write, state.failed = None, None, False, ""
         if path is not None:
             state.bundle = state._unless_locked(os.fspath(path), write, keys)
             if state.bundle is not None:  # (locked past the wait: none, as when refused)

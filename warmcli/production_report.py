@@ -277,9 +277,11 @@ def report_of(state: Any, read: bool = True) -> ProductionReport:
     path, reopening = state.path, state.reopening  # (or the one locked at its open)
     if path is None and reopening is not None:
         path = reopening.path
-    path = path if path is not None else state.closed_path  # closed (`close`): its bundle's
+    if path is None and not state.runtimes:  # closed (`close`), none made since: its bundle's
+        path = state.closed_path  # (misses of a runtime made since: no bundle's)
     bundle = shown(path) if path is not None else None
-    report = ProductionReport(bundle, state.write, misses, signed, "", kernels, tunes, notes)
+    report = ProductionReport(bundle, state.write, misses, signed, state.failed, kernels, tunes)
+    report.notes = notes
     refused = state.closed_refused + [
         m for rt in state.runtimes.values() for m in state._own_refused(rt)
     ]

@@ -80,15 +80,19 @@ def _driver() -> Any:
         with warnings.catch_warnings():  # pycuda warns before it raises: the error says it
             warnings.simplefilter("ignore")
             import pycuda.driver as cuda
-    except (ImportError, OSError) as exc:
+    except Exception as exc:  # (ImportError, OSError: no libcuda; another: a broken pycuda)
+        plain = isinstance(exc, ImportError | OSError)
+        why = str(exc) if plain else f"{type(exc).__name__}: {exc}"
         raise DeviceError(
-            f"CUDA devices need pycuda and an NVIDIA driver ({exc}): pip install 'warmcli[cuda]'"
+            f"CUDA devices need pycuda and an NVIDIA driver ({why}): pip install 'warmcli[cuda]'"
         ) from exc
     _Initialised.here = True  # a failed cuInit may have started the driver's threads too
     try:
         cuda.init()
-    except cuda.Error as exc:
-        raise DeviceError(f"the CUDA driver did not initialise: {exc}") from exc
+    except Exception as exc:  # (its `cuda.Error`; another: a broken pycuda, said as such)
+        known = isinstance(exc, getattr(cuda, "Error", ()))
+        why = str(exc) if known else f"{type(exc).__name__}: {exc}"
+        raise DeviceError(f"the CUDA driver did not initialise: {why}") from exc
     return cuda
 
 
