@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import ROOT, Warm
 from test_blob_memory import _PEAK
-from tune_rows import add_tunes
+from tune_rows import add_other_tunes, add_tunes
 
 
 def _with_blobs(source: Path, path: Path, cache_pages: int = 0) -> Path:
@@ -130,19 +130,11 @@ def test_stats_explain_of_a_large_bundle_holds_its_sampled_tunes_as_shown(
     `--explain` names (20 of its operations without it) were read whole and held as records,
     every candidate of each (30 tunes of 246,000: 2.6 GB). Each is made into what the
     tables show (`tune_shown`) as it is read now (203 MB)."""
-    from warmcli.records import tune_key
 
     warm, good = made
     # 6 tunes: 70 MiB more before the fix, 22 after (12: 138 and 42, nearer the bound)
     many = _tunes_of_many_candidates(good, tmp_path / "many.warm", tunes=6, candidates=40_000)
-    conn = sqlite3.connect(many)
-    with conn:  # 201 more tunes, of another operation: a bundle too large to list
-        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
-        for i in range(201):
-            key = bytes.fromhex(tune_key("other", f"s{i}", row[3], row[4].hex()))
-            values = (key, "other", f"s{i}", *row[3:])
-            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
-    conn.close()
+    add_other_tunes(many, 201)  # of another operation: a bundle too large to list
     flat = _peak(warm, "stats", good, "--explain", "matmul")
     grown = _peak(warm, "stats", many, "--explain", "matmul") - flat
     assert grown < 48 << 20, f"{grown >> 20} MiB more"

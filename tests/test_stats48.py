@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import io
-import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import Warm
 from test_hostile46 import _peak
+from tune_rows import add_other_tunes, add_tunes
 
 from warmcli.bundle.candidates import pack
-from warmcli.records import CandidateMeasurement, tune_key
+from warmcli.records import CandidateMeasurement
 
 
 def _naming_many_kernels(source: Path, path: Path, tunes: int, candidates: int) -> Path:
@@ -30,20 +29,9 @@ def _naming_many_kernels(source: Path, path: Path, tunes: int, candidates: int) 
         kernel = hashlib.sha256(f"{i} {j}".encode()).hexdigest()
         return CandidateMeasurement(f"c{j}", kernel, "ok", 1e-3 + j * 1e-7, (1e-3 + j * 1e-7,))
 
-    shutil.copyfile(source, path)
-    conn = sqlite3.connect(path)
-    with conn:
-        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
-        operation, shape, device, checksum = row[1], row[2], row[3], row[4]
-        for i in range(tunes):
-            packed = pack(one(i, j) for j in range(candidates))
-            key = bytes.fromhex(tune_key(operation, f"{shape} {i}", device, checksum.hex()))
-            values = (key, operation, f"{shape} {i}", device, checksum, row[5], "c0", packed)
-            conn.execute(
-                "INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values + row[8:]
-            )
-    conn.close()
-    return path
+    return add_tunes(
+        source, path, tunes, lambda i: pack(one(i, j) for j in range(candidates)), "c0"
+    )
 
 
 def test_stats_holds_no_name_per_candidate_of_a_kernel_it_does_not_list(
@@ -77,14 +65,7 @@ def test_stats_explain_of_a_large_bundle_makes_one_tunes_table_at_a_time(
     now and each table made and printed in turn."""
     warm, good = made
     many = _naming_many_kernels(good, tmp_path / "many.warm", tunes=30, candidates=400)
-    conn = sqlite3.connect(many)
-    with conn:  # 201 more tunes, of another operation: a bundle too large to list
-        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
-        for i in range(201):
-            key = bytes.fromhex(tune_key("other", f"s{i}", row[3], row[4].hex()))
-            values = (key, "other", f"s{i}", *row[3:])
-            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
-    conn.close()
+    add_other_tunes(many, 201)  # of another operation: a bundle too large to list
     flat = _peak(warm, "stats", good, "--explain", "matmul")
     grown = _peak(warm, "stats", many, "--explain", "matmul") - flat
     assert grown < 24 << 20, f"{grown >> 20} MiB more"

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 
-def add_tunes(source: Path, path: Path, tunes: int, packed: bytes, pick: str) -> Path:
+def add_tunes(
+    source: Path, path: Path, tunes: int, packed: bytes | Callable[[int], bytes], pick: str
+) -> Path:
     """`source` copied to `path` with `tunes` more tunes of its first's operation, keyed as
-    warm keys them (shapes "<first's shape> i"), each holding `packed` candidates and
-    picking `pick`."""
+    warm keys them (shapes "<first's shape> i"), each holding `packed` candidates (or the i-th
+    `packed(i)`) and picking `pick`."""
     from warmcli.records import tune_key
 
     shutil.copyfile(source, path)
@@ -21,7 +24,8 @@ def add_tunes(source: Path, path: Path, tunes: int, packed: bytes, pick: str) ->
         operation, shape, device, checksum = row[1], row[2], row[3], row[4]
         for i in range(tunes):
             key = bytes.fromhex(tune_key(operation, f"{shape} {i}", device, checksum.hex()))
-            values = (key, operation, f"{shape} {i}", device, checksum, row[5], pick, packed)
+            held = packed(i) if callable(packed) else packed
+            values = (key, operation, f"{shape} {i}", device, checksum, row[5], pick, held)
             conn.execute(
                 "INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values + row[8:]
             )
@@ -37,3 +41,18 @@ def first_kernel_key(source: Path) -> str:
     finally:
         conn.close()
     return str(kernel)
+
+
+def add_other_tunes(path: Path, count: int, operation: str = "other") -> None:
+    """`count` more tunes in `path`, copies of its first under `operation` (shapes "s<i>"):
+    enough of them make a bundle too large to list (`warm stats` summarises it)."""
+    from warmcli.records import tune_key
+
+    conn = sqlite3.connect(path)
+    with conn:
+        row = conn.execute("SELECT * FROM tunes ORDER BY rowid LIMIT 1").fetchone()
+        for i in range(count):
+            key = bytes.fromhex(tune_key(operation, f"s{i}", row[3], row[4].hex()))
+            values = (key, operation, f"s{i}", *row[3:])
+            conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+    conn.close()
