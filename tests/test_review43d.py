@@ -11,16 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from add_only import KERNELS, warmed
 from conftest import Warm
-
-KERNELS = """
-from warmcli import Kernel
-
-ADD = Kernel("void add(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i]+1;}",
-             "add", "PPi")
-MUL = Kernel("void mul(const float*a,float*o,int n){for(int i=0;i<n;i++)o[i]=a[i]*2;}",
-             "mul", "PPi")
-"""
 
 # A strict process: `add` launched, `mul` refused twice (caught), then `{then}`.
 STRICT = """
@@ -49,18 +41,6 @@ def _served(warm: Warm, cwd: Path, then: str, **env: str) -> subprocess.Complete
     )
 
 
-def _warmed(warm: Warm, tmp_path: Path) -> None:
-    """`b.warm` in `tmp_path`, holding `add` only."""
-    (tmp_path / "kernels.py").write_text(KERNELS)
-    (tmp_path / "w.py").write_text(
-        "import numpy as np\nfrom kernels import ADD\n\ndef workload(rt):\n"
-        "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
-        "    rt.launch(ADD, x, o, 4)\n"
-    )
-    proc = warm("run", "w.py", "-b", "b.warm", "-q", cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
 def test_strict_without_a_bundle_names_what_it_refused(warm: Warm, tmp_path: Path) -> None:
     """WARM_STRICT=1 with no bundle loaded (WARM_BUNDLE unset, none at the default path)
     refuses every compile (`no bundle is loaded`); its report said only `this process
@@ -85,7 +65,7 @@ def test_strict_refusals_outlive_close(warm: Warm, tmp_path: Path) -> None:
     shutdown) before exit: its misses were still reported (kept on close), but what strict
     mode refused was read off the open runtimes only, so the report at exit forgot it and
     `report().refused` was empty. Kept on close as the misses are."""
-    _warmed(warm, tmp_path)
+    warmed(warm, tmp_path)
     proc = _served(
         warm,
         tmp_path,
@@ -103,7 +83,7 @@ def test_strict_refusals_outlive_close(warm: Warm, tmp_path: Path) -> None:
 def test_use_bundle_forgets_the_last_bundles_refusals(warm: Warm, tmp_path: Path) -> None:
     """`use_bundle` starts a report about the bundle now in use (its misses forgotten, as
     before): so are the refusals kept on close, the report saying the new bundle served."""
-    _warmed(warm, tmp_path)
+    warmed(warm, tmp_path)
     then = "warmcli.use_bundle('b.warm', strict=True)\nwarmcli.runtime('host')"
     proc = _served(warm, tmp_path, then, WARM_BUNDLE="b.warm")
     assert proc.returncode == 0, proc.stderr
@@ -114,7 +94,7 @@ def test_use_bundle_forgets_the_last_bundles_refusals(warm: Warm, tmp_path: Path
 def test_a_forked_childs_report_has_not_its_parents_refusals(warm: Warm, tmp_path: Path) -> None:
     """A child forked after its parent's refusal reports what it did itself, as its misses
     are: the parent's refusal is not the child's (its report served everything)."""
-    _warmed(warm, tmp_path)
+    warmed(warm, tmp_path)
     then = (
         "import os\npid = os.fork()\nif pid:\n    os.waitpid(pid, 0)\nelse:\n"
         "    print('child', len(warmcli.report().refused))\n    sys.stdout.flush()\n"
