@@ -10,23 +10,9 @@ import sys
 import zlib
 from pathlib import Path
 
-from conftest import EXAMPLES, ROOT, Warm
-from test_blob_memory import _PEAK
+from conftest import EXAMPLES, Warm
+from test_hostile46 import _peak
 from tune_rows import add_tunes, first_kernel_key
-
-
-def _peak(warm: Warm, *args: object) -> int:
-    """The peak RSS, in bytes, of `warm *args` (its exit code 0 or 1)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _PEAK, *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=warm.env,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-1500:]
-    return int(proc.stderr.rsplit("peak ", 1)[1].split()[0])
 
 
 def _tunes_of_many_samples(source: Path, path: Path, tunes: int, samples: int) -> Path:
