@@ -2,9 +2,11 @@
 
 A fresh process serving the host example (kernels and tunes served) or a kernel-only
 workload from a bundle `warm run` made imports neither `uuid` (a big int's stand-in nonce
-is `os.urandom`'s) nor `warmcli.runtime.tune_check` (a sharded pass's or a pending tune's
-check, imported where one is made); their results are the cold process's, bit for bit. A
-big int's key text is as before."""
+is `os.urandom`'s), `warmcli.late_runtime` (only `warm run` hands a workload's import late
+runtimes or binds one: `runtime()` asks `sys.modules` whether it did) nor
+`warmcli.runtime.tune_check` (a sharded pass's or a pending tune's check, imported where
+one is made); their results are the cold process's, bit for bit. `warm run` still hands a
+workload's import a late runtime, and a big int's key text is as before."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
 
-LAZY = ("uuid", "warmcli.runtime.tune_check")
+LAZY = ("uuid", "warmcli.late_runtime", "warmcli.runtime.tune_check")
 
 KERNEL_ONLY = '''
 """Kernels only: no tune."""
@@ -63,7 +65,9 @@ def _imported_lazy(modules: list[str]) -> list[str]:
     return [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in LAZY)]
 
 
-def test_a_hot_host_example_imports_no_uuid_or_tune_check(warm: Warm, bundle_path: Path) -> None:
+def test_a_hot_host_example_imports_no_uuid_late_runtime_or_tune_check(
+    warm: Warm, bundle_path: Path
+) -> None:
     warm.json("run", EXAMPLES / "matmul_host.py", "--bundle", bundle_path)
     modules, misses, _ = _serve(warm, EXAMPLES / "matmul_host.py", bundle_path)
     assert misses == 0  # kernels and tunes served
@@ -82,6 +86,21 @@ def test_a_hot_kernel_only_workload_imports_none_and_computes_as_cold(
     _, cold_misses, cold = _serve(warm, workload, None)
     assert cold_misses == 0 or hot == cold  # (no bundle: nothing is reported missed)
     assert hot == cold
+
+
+def test_warm_run_still_hands_a_workload_import_a_late_runtime(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    workload = tmp_path / "late48.py"
+    workload.write_text(
+        KERNEL_ONLY.replace('"""Kernels only: no tune."""', "import warmcli")
+        + "\nRT = warmcli.runtime('host')\n"
+        + "assert type(RT).__name__ == 'LateRuntime', type(RT)\n"
+        + "\n\ndef entry(_rt):\n    return workload(RT)  # the late runtime: the pass's\n"
+    )
+    result = warm("run", workload, "--bundle", bundle_path, "--entry", "entry")
+    assert result.returncode == 0, result.stderr
+    assert "stored 2 new kernel(s)" in result.stdout + result.stderr  # warmed through it
 
 
 def test_a_big_ints_key_text_is_as_before_and_nonces_differ() -> None:

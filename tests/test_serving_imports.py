@@ -60,6 +60,7 @@ NOT_WHILE_SERVING = (
     "warmcli.runtime.tune_guard",
     "warmcli.runtime.tune_check",  # a sharded pass's or a pending tune's check
     "warmcli.runtime.lookup_ptx",  # PTX served and kept: a CUDA device's lookup only
+    "warmcli.late_runtime",  # `warm run`'s late runtimes: a workload's import, a pass bound
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
     "warmcli.handed_on",  # what cc hands its linker, preprocessor, assembler: read to key, compile
