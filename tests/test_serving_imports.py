@@ -31,6 +31,7 @@ NOT_WHILE_SERVING = (
     "http.client",  # fetching a URL
     "numpy.ctypeslib",  # the host device names its ctypes types itself
     "pathlib",  # a bundle, warm's home and its files are named by strings (`Bundle.path` on use)
+    "uuid",  # a big int's stand-in nonce in a key's text is `os.urandom`'s
     "urllib",  # a read-only bundle's URI is percent-encoded by `warmcli.bundle.file` itself
     "cryptography",  # signatures
     "rich",
@@ -57,7 +58,9 @@ NOT_WHILE_SERVING = (
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
+    "warmcli.runtime.tune_check",  # a sharded pass's or a pending tune's check
     "warmcli.runtime.lookup_ptx",  # PTX served and kept: a CUDA device's lookup only
+    "warmcli.late_runtime",  # `warm run`'s late runtimes: a workload's import, a pass bound
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
     "warmcli.handed_on",  # what cc hands its linker, preprocessor, assembler: read to key, compile

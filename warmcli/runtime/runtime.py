@@ -32,7 +32,7 @@ measuring raised, or the runtime closed with it still gathered). A runtime whose
 ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
 thread's late launch is stopped there). A buffer's shape and dtype and a launch's configuration are
 read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
-(`warmcli.runtime.buildable`, imported on its first use)."""
+(`warmcli.runtime.buildable`, imported on its first use, as `runtime.tune_check` is)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,6 @@ from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import discarded_read, refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
-from warmcli.runtime.tune_check import check_pending, for_every_shard
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -101,8 +100,7 @@ class Runtime:
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
-        # A kernel's (content hash, name) -> its checker (by id, one kernel made a launch grew it)
-        self._checks: dict[tuple[str, str], Converter] = {}
+        self._checks: dict[tuple[str, str], Converter] = {}  # (content hash, name) -> checker
         self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
 
     @property
@@ -190,13 +188,11 @@ class Runtime:
             stream = stream or self.default_stream
             verdict = resolve_launch_mode(current_process_mode(), stream.mode)
             collector = active_collector()
-            if (
-                self.shard is not None
-                and verdict is not LaunchMode.EXECUTE
-                and not self.shard.owns(kernel.content_hash)
-                and not for_every_shard()  # a tune's launch function checked: a GPU runs it
-            ):
-                return verdict  # another shard's kernel: that shard builds it
+            if self.shard is not None and verdict is not LaunchMode.EXECUTE:
+                from warmcli.runtime.tune_check import for_every_shard  # a tune's launch
+
+                if not self.shard.owns(kernel.content_hash) and not for_every_shard():
+                    return verdict  # another shard's (its launch function checked: a GPU runs it)
             if verdict is not LaunchMode.EXECUTE:  # checked as an executed launch's are
                 self._check_arguments(kernel, args)
                 checked = launch_config(grid, block, shared)
@@ -272,6 +268,8 @@ class Runtime:
                 self._unkeyed(tunable, key, shape_key)  # (no record would serve it: said so)
             elif record is not None and not gathering and record.status == "pending":
                 self.tune_registrations.register_settled(collector, key, "pending")  # reached
+                from warmcli.runtime.tune_check import check_pending  # (a pending tune's only)
+
                 check_pending(record, tunable.candidates, go, stream, "queued")  # what they launch
             if record is None:  # a compile-only verify names it (once: the miss policy's)
                 self._tune_miss(tunable, key, shape_key, built_otherwise)
@@ -284,6 +282,8 @@ class Runtime:
             return None
         elif record is not None and record.status == "pending" and not self.device.can_execute:
             self.kernels.flush()  # its candidates queued by the CompileOnly pass, built here
+            from warmcli.runtime.tune_check import check_pending  # (a pending tune's only)
+
             check_pending(record, tunable.candidates, go, stream)  # and what they launch
             self.tune_registrations.register_settled(collector, key, "pending")  # reached
             return None
