@@ -1,38 +1,37 @@
 """The production side: a process that loads a bundle and runs its workload code unchanged.
 
 `use_bundle(path)`, else the `WARM_BUNDLE` environment variable (set and empty: none), else the
-default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (and no other user may
-write it or its folder: native code nobody named), is the bundle this process serves kernels and
-picks from (`use_bundle(None)`: none); `runtime()` hands out one `Runtime` per device over it,
-opened read-only and read lazily (while a runtime of that device is bound, `warm run`'s passes,
-that one, and for `host` on another the pass's own: what a workload does on it is warmed; at
-import, a `LateRuntime` going to the pass's: `warmcli.late_runtime`, imported only where `warm run`
-imported it). A miss still compiles or tunes, as it would without warm, and is counted into the
-process's default collector (`warmcli.execution`); `report()` names every kernel this process had
-to compile and every tune it had to measure because the bundle lacked them, and counts what a
-runtime `use_bundle` closed did cold since (`warmcli.production_report`; `WARM_REPORT=1`, or
+default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists (no other user may write
+it or its folder: native code nobody named), is the bundle this process serves kernels and picks
+from (`use_bundle(None)`: none); `runtime()` hands out one `Runtime` per device over it, opened
+read-only and read lazily (while a runtime of that device is bound, `warm run`'s passes, that one,
+and for `host` on another the pass's own: what a workload does on it is warmed; at import, a
+`LateRuntime` going to the pass's: `warmcli.late_runtime`, imported only where `warm run` imported
+it). A miss still compiles or tunes, as it would without warm, and is counted into the process's
+default collector (`warmcli.execution`); `report()` names every kernel this process had to compile
+and every tune it had to measure because the bundle lacked them, and counts what a runtime
+`use_bundle` closed did cold since (`warmcli.production_report`; `WARM_REPORT=1`, or
 `report(at_exit=True)`, prints that on stderr at exit; a forked child's, what it did, not its
 parent). With `write=True` (or `WARM_BUNDLE_WRITE=1`) what was missed is written back at exit, in
 one transaction under the bundle's lock, so several processes may do it at once (another writer's
-lock is waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends; a failure once every
-miss is stored, moving last-used times only, is no failure). A read-only process never writes the
-file. Every miss is explained (`warmcli.runtime.explain`), logged on logger `warmcli` with
-`WARM_EXPLAIN=1`, and refused with `StrictMissError` under `strict=True` or `WARM_STRICT=1`
-(`warn`: logged instead). Under trusted keys (`trusted_keys=`, `WARM_TRUSTED_KEYS`) a bundle no
-trusted key signed is refused, and only the entries they signed are served
-(`warmcli.bundle.signing`); a write-back is not signed, and into a signed bundle it logs so (logger
-`warmcli`). `WARM_BUNDLE` and `use_bundle` also take an `https://` or `s3://` URL: the bundle is
-fetched once per machine into `WARM_HOME` (`warmcli.bundle.remote`) and served read-only from
-there; when the store is unreachable the last good copy is served, with one `RemoteBundleWarning`.
-A bundle another process keeps (named or the default one) locked past `LOCK_WAIT_SECONDS` (a writer
-stopped mid-write) is not loaded: one line, and the process runs cold (`_unless_locked`; under
-strict mode raised) until it is free: its runtimes serve from it then, read-only
-(`warmcli.bundle.reopening`). The module owns the process's bundle (and the one `close` closed
-last, the report's until a runtime is made again, and why a write-back failed), runtimes, the
-misses and strict refusals of closed ones (and a forked child's parent's), what each closed one had
-done when closed (and since), in one object (`_Production`); it prints that report when asked, else
-only a failed write-back's line, and never in warm's own commands (`in_warms_command`: they serve
-nothing, their own tables say what they compiled).
+lock waited for `WRITE_BACK_WAIT_SECONDS` at most: a process always ends; a failure once every miss
+is stored, moving last-used times only, is none). A read-only process never writes the file. Every
+miss is explained (`warmcli.runtime.explain`), logged on logger `warmcli` with `WARM_EXPLAIN=1`,
+and refused with `StrictMissError` under `strict=True` or `WARM_STRICT=1` (`warn`: logged instead).
+Under trusted keys (`trusted_keys=`, `WARM_TRUSTED_KEYS`) a bundle no trusted key signed is
+refused, and only the entries they signed are served (`warmcli.bundle.signing`); a write-back is
+not signed, and into a signed bundle it logs so (logger `warmcli`). `WARM_BUNDLE` and `use_bundle`
+also take an `https://` or `s3://` URL: fetched once per machine into `WARM_HOME`
+(`warmcli.bundle.remote`), served read-only from there, its last good copy (one
+`RemoteBundleWarning`) where the store is unreachable. A bundle another process keeps (named or the
+default one) locked past `LOCK_WAIT_SECONDS` (a writer stopped mid-write) is not loaded: one line,
+and the process runs cold (`_unless_locked`; under strict mode raised) until it is free: its
+runtimes serve from it then, read-only (`warmcli.bundle.reopening`). The module owns the process's
+bundle (and the one `close` closed last, the report's until a runtime is made again, and why a
+write-back failed), runtimes, the misses and strict refusals of closed ones (and a forked child's
+parent's), what each closed one had done when closed (and since), in one object (`_Production`); it
+prints that report when asked, else only a failed write-back's line, and never in warm's own
+commands (`in_warms_command`: they serve nothing).
 """
 
 from __future__ import annotations
@@ -66,8 +65,7 @@ if TYPE_CHECKING:  # imported where a report or a miss is read, where a bundle i
 
 class _Production:
     """The process's production state, one object: the bundle in use and how it was chosen,
-    the runtimes over it, the misses of runtimes already closed, and the policy. Every
-    method that starts with `_` is called with `lock` held."""
+    its runtimes, closed runtimes' misses, the policy (each `_` method: called with `lock` held)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
