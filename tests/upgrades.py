@@ -1,13 +1,15 @@
-"""What the tests of two warms over one bundle share (`test_upgrade42`): the production
+"""What the tests of two warms over one bundle share (`test_upgrade42` and others): the production
 script that serves a workload (`SERVE`: its results' digest, what it compiled and tuned, as
-JSON), a `warm run -q`'s `stored` line (`stored`), a file's digest, a bundle's kernel and
-tune keys (`keys`), an earlier release's checkout (`release`: a folder where one is, else a
-`git worktree` of its commit made for the test module, or skipped), `TwoWarms`, the CLI of
-either warm (the checkout given) run from a folder that is no warm checkout, so `python -m
-warmcli` is the one on PYTHONPATH (or, given `Servers`, a fork of a process that imported
-that warm's CLI once, `tests/forked_cli.py`), and `Fleet`, both warms over one folder: their
-CLI, production processes and pre-builds. Real processes throughout; nothing here is a
-fake."""
+JSON; `meeting(script)`, `MEETING` of `SERVE`: processes started at once meeting once each
+one's first launch is served or built, so none writes back before all have looked their
+first kernel up), a `warm run -q`'s `stored` line (`stored`), a file's digest, a bundle's
+kernel and tune keys (`keys`), an earlier release's checkout (`release`: a folder where one
+is, else a `git worktree` of its commit made for the test module, or skipped), `TwoWarms`,
+the CLI of either warm (the checkout given) run from a folder that is no warm checkout, so
+`python -m warmcli` is the one on PYTHONPATH (or, given `Servers`, a fork of a process that
+imported that warm's CLI once, `tests/forked_cli.py`), and `Fleet`, both warms over one
+folder: their CLI, production processes and pre-builds. Real processes throughout; nothing
+here is a fake."""
 
 from __future__ import annotations
 
@@ -34,6 +36,35 @@ done = warmcli.report()
 print(json.dumps({"digest": digest, "compiled": len(done.kernels),
                   "tuned": sorted(t.name.split()[0] for t in done.tunes)}))
 """
+
+
+_MEET = """import os, time
+first = rt.launch
+def launch(*args, **kwargs):
+    del rt.launch
+    done = first(*args, **kwargs)
+    meet = os.environ["MEET"]
+    open(os.path.join(meet, str(os.getpid())), "w").close()
+    end = time.monotonic() + 120
+    while len(os.listdir(meet)) < int(os.environ["MEET_N"]) and time.monotonic() < end:
+        time.sleep(0.01)
+    return done
+rt.launch = launch
+"""
+
+
+def meeting(script: str) -> str:
+    """`script` (`SERVE`'s form), each process's first launch (the workload's first kernel
+    keyed: served or built) followed by a meeting of `MEET_N` processes in the folder `MEET`
+    (each marks it, then waits for all, 120 s at most): none writes back (at exit) before
+    every one has looked that kernel up. A build is served wherever its binary runs (README),
+    another toolchain's too: a process that keys a kernel after another's write-back
+    committed is served that one's build, and has none of its own to write back."""
+    assert script.count("ys = runpy") == 1, "no runtime's workload run to meet in"
+    return script.replace("ys = runpy", _MEET + "ys = runpy")
+
+
+MEETING = meeting(SERVE)
 
 
 STORED = "bundle {}: stored {} new kernel(s) and {} new tune(s)"
@@ -121,12 +152,19 @@ class Fleet(TwoWarms):
         return done.stdout
 
     def serving(
-        self, code: Path, bundle: Path | str | None, workload: Path | None = None, **env: str
+        self,
+        code: Path,
+        bundle: Path | str | None,
+        workload: Path | None = None,
+        *,
+        script: str = SERVE,
+        **env: str,
     ) -> subprocess.Popen[str]:
-        """A production process of the workload started, served `bundle` (None: cold)."""
+        """A production process of the workload started, served `bundle` (None: cold), running
+        `script` (`SERVE`, or `MEETING` with `MEET` and `MEET_N` in `env`)."""
         more = {"WARM_BUNDLE": str(bundle)} if bundle is not None else {}
         return subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(workload or self.workload)],
+            [sys.executable, "-c", script, str(workload or self.workload)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.folder,
             env=dict(self.env, PYTHONPATH=str(code), **more, **env),
         )  # fmt: skip
