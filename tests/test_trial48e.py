@@ -1,0 +1,99 @@
+"""A new user's trial of the README's workload contract on the host backend, with workloads
+a team has: kernels made in methods and dataclasses behind `functools.lru_cache`, sources
+generated from a config file, asyncio and thread pools, OpenMP and `static` state, a struct
+passed through a byte buffer. What differed from the README is pinned here: the real CLI
+(forked), real SQLite bundles, the real C compiler, and fresh production processes whose
+results are compared bit for bit with a cold process's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli import Kernel, Tunable
+
+# A production process: the workload file served on the host runtime; prints the sha256 of
+# every buffer it returned, read back, and how many kernels and tunes it had to make.
+SERVE = """
+import hashlib, json, runpy, sys
+import warmcli
+module = runpy.run_path(sys.argv[1])
+rt = warmcli.runtime("host")
+h = hashlib.sha256()
+for b in module["workload"](rt):
+    h.update(rt.read(b).tobytes())
+r = warmcli.report()
+print(json.dumps({"sha": h.hexdigest(), "kernels": len(r.kernels), "tunes": len(r.tunes)}))
+"""
+
+
+def _launch(rt, k, x, o, n, *, stream=None):  # type: ignore[no-untyped-def]
+    rt.launch(k, x, o, n, stream=stream)
+
+
+def _sum_tunable(name: str) -> Tunable:
+    src = "void red(const float *x, float *o, int n) { for (int i = 0; i < n; i++) o[0] += x[i]; }"
+    return Tunable(name, {f"u{u}": Kernel(src, "red", "PPi", defines={"U": u}) for u in (1, 2)},
+                   _launch)  # fmt: skip
+
+
+def test_a_tunable_hashes_as_its_equals_do() -> None:
+    """A Tunable is frozen, but `hash()` of one raised `TypeError: unhashable type:
+    'FixedCandidates'` (its candidates' mapping): no `functools.lru_cache` function nor set
+    took one. Equal tunables hash alike; a `restore=` list of the user's is no obstacle."""
+    a, b = _sum_tunable("sum"), _sum_tunable("sum")
+    assert a == b and hash(a) == hash(b)
+    assert len({a, b, _sum_tunable("other")}) == 2
+    listed = Tunable("r", dict(a.candidates), _launch, restore=[1])
+    assert hash(listed) == hash(Tunable("r", dict(a.candidates), _launch, restore=[1]))
+
+
+LRU = """
+import functools
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = ("void red(const float *x, float *o, int n) "
+       "{ float s = 0; for (int i = 0; i < n; i += B) for (int j = i; j < i + B && j < n; j++) "
+       "s += x[j]; o[0] = s; }")
+
+class Ops:
+    @functools.lru_cache(maxsize=None)
+    def tunable(self, name):
+        return Tunable(name, {f"b{b}": Kernel(SRC, "red", "PPi", defines={"B": b}) for b in (1, 4)},
+                       self.run, check="b1", check_tolerance=(0, 0))
+    def run(self, rt, k, x, o, n, *, stream=None):
+        rt.launch(k, x, o, n, stream=stream)
+
+OPS = Ops()
+
+@functools.lru_cache(maxsize=None)
+def plan(tunable, n):  # a team's plan cache, keyed by the tunable
+    return (tunable, n)
+
+def workload(rt):
+    t, n = plan(OPS.tunable("red"), 64)
+    x = rt.upload(np.arange(n, dtype=np.float32) / 3)
+    o = rt.buffer(1)
+    rt.tune(t, x, o, n)
+    return [o]
+"""
+
+
+def test_a_tunable_behind_lru_cache_warms_and_serves_cold_bits(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A workload keying an `lru_cache` by its Tunable failed its first pass with `TypeError:
+    unhashable type: 'FixedCandidates'` (exit 2, nothing stored); it warms now, and a served
+    process computes the cold one's bits, tuning nothing."""
+    work = workload_file(LRU, "lru_work.py")
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", work, "-b", bundle, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    cold = warm.with_env(WARM_BUNDLE="").production(SERVE, work)
+    hot = warm.with_env(WARM_STRICT="1").production(SERVE, work, bundle=bundle)
+    assert (cold["kernels"], cold["tunes"]) == (2, 1)
+    assert hot == {"sha": cold["sha"], "kernels": 0, "tunes": 0}
