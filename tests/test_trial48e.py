@@ -97,3 +97,55 @@ def test_a_tunable_behind_lru_cache_warms_and_serves_cold_bits(
     hot = warm.with_env(WARM_STRICT="1").production(SERVE, work, bundle=bundle)
     assert (cold["kernels"], cold["tunes"]) == (2, 1)
     assert hot == {"sha": cold["sha"], "kernels": 0, "tunes": 0}
+
+
+STRUCT = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+APPLY = Kernel('''
+#include <stdint.h>
+typedef struct { double scale; int64_t offset; int32_t n; } params_t;
+void apply(const params_t *p, double *x, int64_t *y) {
+    for (int i = 0; i < p->n; i++) { x[i] *= p->scale; y[i] += p->offset; }
+}''', "apply", "PPP")
+MIX = Kernel('''
+#include <stdint.h>
+void mix(double *o, int64_t a, double b, int32_t c, uint64_t d, float e, int8_t f) {
+    o[0] = (double)a + b; o[1] = c; o[2] = (double)d; o[3] = e; o[4] = f; o[5] = (double)(a * 3);
+}''', "mix", "PqdiQfb")
+PARAMS = np.dtype([("scale", "f8"), ("offset", "i8"), ("n", "i4")], align=True)
+
+def workload(rt):
+    p = np.zeros(1, PARAMS)
+    p["scale"], p["offset"], p["n"] = 0.1, -(2**40), 5
+    struct = rt.upload(p.view(np.uint8) if BYTES else p)
+    x, y = rt.upload(np.arange(5.0)), rt.upload(np.arange(5, dtype=np.int64))
+    rt.launch(APPLY, struct, x, y)
+    o = rt.buffer(6, "float64")
+    rt.launch(MIX, o, 2**53 + 1, 0.5, -7, 2**64 - 1, 1.25, -128)
+    return [x, y, o]
+"""
+
+
+def test_a_struct_goes_as_the_bytes_of_an_aligned_record(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """No letter passes a C struct, and the README said nothing of how to; a record dtype's
+    upload was refused saying only that it is not numeric. The refusal now says how (its
+    bytes, a struct pointer, `align=True`), and so done the workload (with a double and
+    int64 mix of scalars) warms and serves the cold process's bits."""
+    refused = workload_file("BYTES = False\n" + STRUCT, "as_record.py")
+    proc = warm("run", refused, "-b", tmp_path / "r.warm", "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line, line
+    assert "x.view(np.uint8)" in line and "pointer to the struct" in line, line
+    assert "align=True" in line, line
+    work = workload_file("BYTES = True\n" + STRUCT, "as_bytes.py")
+    bundle = tmp_path / "b.warm"
+    proc = warm("run", work, "-b", bundle, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    cold = warm.with_env(WARM_BUNDLE="").production(SERVE, work)
+    hot = warm.with_env(WARM_STRICT="1").production(SERVE, work, bundle=bundle)
+    assert cold["kernels"] == 2 and hot == {"sha": cold["sha"], "kernels": 0, "tunes": 0}
