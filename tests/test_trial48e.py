@@ -149,3 +149,52 @@ def test_a_struct_goes_as_the_bytes_of_an_aligned_record(
     cold = warm.with_env(WARM_BUNDLE="").production(SERVE, work)
     hot = warm.with_env(WARM_STRICT="1").production(SERVE, work, bundle=bundle)
     assert cold["kernels"] == 2 and hot == {"sha": cold["sha"], "kernels": 0, "tunes": 0}
+
+
+TASK_GROUP_READ = """
+import asyncio
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void inc3(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 3; }", "inc3", "Pi")
+
+def blocking(rt, j):
+    x = rt.upload(np.arange(5 + j, dtype=np.int32))
+    rt.launch(K, x, 5 + j)
+    return int(rt.read(x).sum())
+
+async def main(rt):
+    async with asyncio.TaskGroup() as tg:
+        tasks = [tg.create_task(asyncio.to_thread(blocking, rt, j)) for j in range(2)]
+    return [t.result() for t in tasks]
+
+def workload(rt):
+    print("sums", asyncio.run(main(rt)))
+"""
+
+
+def test_a_task_groups_read_back_is_named_not_called_caught(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """An asyncio workload whose TaskGroup's threads read back failed its first pass saying
+    only `ExceptionGroup: unhandled errors in a TaskGroup`, after a note that the workload
+    caught the refused read and went on (it did not). The line now names the refusal and
+    `--allow-discarded-reads`, with no such note; with that option the workload warms."""
+    work = workload_file(TASK_GROUP_READ, "group_read.py")
+    proc = warm("run", work, "-b", tmp_path / "b.warm", "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("warm: ")]
+    assert len(lines) == 1, proc.stderr
+    assert "ExceptionGroup: unhandled errors in a TaskGroup" in lines[0], lines[0]
+    assert "(holding DiscardedReadError: read of " in lines[0], lines[0]
+    assert "--allow-discarded-reads" in lines[0] and "caught it" not in proc.stderr
+    proc = warm("run", work, "-b", tmp_path / "b.warm", "--quiet", "--allow-discarded-reads")
+    assert proc.returncode == 0, proc.stderr
+    chained = TASK_GROUP_READ.replace(
+        '    print("sums", asyncio.run(main(rt)))',
+        "    try:\n        asyncio.run(main(rt))\n"
+        "    except* RuntimeError as group:\n        raise ValueError('no sums') from group",
+    )
+    proc = warm("run", workload_file(chained, "chained.py"), "-b", tmp_path / "c.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert "ValueError: no sums (raised from DiscardedReadError: read of " in proc.stderr
