@@ -198,3 +198,37 @@ def test_a_task_groups_read_back_is_named_not_called_caught(
     proc = warm("run", workload_file(chained, "chained.py"), "-b", tmp_path / "c.warm")
     assert proc.returncode == 2, proc.stderr
     assert "ValueError: no sums (raised from DiscardedReadError: read of " in proc.stderr
+
+
+RANDOM_ALPHA = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = ("void ax(float *y, const float *x, float a, int n) "
+       "{ for (int i = 0; i < n; i += S) for (int j = i; j < i+S &&j < n; j++) y[j] += a * x[j]; }")
+def launch(rt, k, y, x, a, n, *, stream=None):
+    rt.launch(k, y, x, a, n, stream=stream)
+AX = Tunable("axpy", {f"s{s}": Kernel(SRC, "ax", "PPfi", defines={"S": s}) for s in (1, 8)},
+             launch, KEY)
+def workload(rt):
+    rng = np.random.default_rng()  # unseeded: its data and its alpha differ every pass
+    y = rt.upload(rng.standard_normal(64).astype(np.float32))
+    x = rt.upload(rng.standard_normal(64).astype(np.float32))
+    rt.tune(AX, y, x, float(rng.random()), 64)
+"""
+
+
+def test_a_random_scalar_input_miss_says_it_is_keyed_by_value(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """An unseeded workload passing a random `alpha` to a tune failed its verify pass
+    (`shape: bundle has ... 0.61 64, this process wants ... 0.78 64`) with no word on why a
+    value is in a "shape", nor what to do; it says so now, and `key=` warms it. Unseeded
+    data alone never missed: a buffer's contents are in no key."""
+    work = workload_file(RANDOM_ALPHA.replace("KEY", "None"), "alpha.py")
+    proc = warm("run", work, "-b", tmp_path / "a.warm")
+    assert proc.returncode == 1, proc.stderr
+    assert "(it differs only in a float, an input keyed by its value" in proc.stdout + proc.stderr
+    keyed = RANDOM_ALPHA.replace("KEY", "key=lambda y, x, a, n: n")
+    proc = warm("run", workload_file(keyed, "keyed.py"), "-b", tmp_path / "k.warm", "--quiet")
+    assert proc.returncode == 0, proc.stderr

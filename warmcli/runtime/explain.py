@@ -41,7 +41,7 @@ from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.backends.toolchain import NATIVE
 from warmcli.errors import FORKED_READING, LOCKED, REMOVED, BundleError
 from warmcli.records import MissExplanation
-from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
+from warmcli.runtime.nearest import Listed, float_hint, key_form_hint, nearest, nearest_values
 from warmcli.runtime.shown import changed_headers, held_text, memo_show, show
 from warmcli.runtime.tune_listing import listed_tunes, names_text
 
@@ -326,7 +326,10 @@ def explain_tune(
         return MissExplanation("tune", key, label, "absent", detail)
     if found.reason == "checksum" and isinstance(candidates, Mapping):
         return _which_part(bundle, found, listed, wanted, candidates)
-    if found.reason == "shape" and (hint := key_form_hint(listed, shape_key)):
+    hint = found.reason == "shape" and (
+        key_form_hint(listed, shape_key) or float_hint(listed, shape_key)
+    )
+    if hint:
         return MissExplanation("tune", key, label, "shape", found.detail + hint, found.differs)
     return found
 
