@@ -232,3 +232,36 @@ def test_a_random_scalar_input_miss_says_it_is_keyed_by_value(
     keyed = RANDOM_ALPHA.replace("KEY", "key=lambda y, x, a, n: n")
     proc = warm("run", workload_file(keyed, "keyed.py"), "-b", tmp_path / "k.warm", "--quiet")
     assert proc.returncode == 0, proc.stderr
+
+
+MKDIR = """
+import os
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void mk(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "mk", "Pi")
+def workload(rt):
+    os.mkdir(OUT)  # a run's output folder: there already on the second run
+    x = rt.upload(np.arange(4, dtype=np.float32))
+    rt.launch(K, x, 4)
+"""
+
+
+def test_an_error_of_a_later_pass_says_the_workload_ran_before(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """A workload making its output folder failed with `FileExistsError` during
+    CompileAndAutotune, with no word that warm had run it to its end once already in that
+    process; the line now says so. A warm error of a later pass (a failed compile) is not
+    told so: it is no leftover of the workload's."""
+    out = tmp_path / "out"
+    work = workload_file(MKDIR.replace("OUT", repr(str(out))), "mkdir_work.py")
+    proc = warm("run", work, "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    line = proc.stderr.strip()
+    assert "during CompileAndAutotune" in line and "FileExistsError" in line, line
+    assert "(it ran to its end in this process before, during CompileOnly: " in line, line
+    broken = MKDIR.replace("os.mkdir(OUT)", "pass").replace("x[i] += 1", "x[i] += MISSING")
+    proc = warm("run", workload_file(broken, "broken.py"), "-b", tmp_path / "c.warm")
+    assert proc.returncode == 2 and "failed to compile" in proc.stderr, proc.stderr
+    assert "ran to its end" not in proc.stderr, proc.stderr
