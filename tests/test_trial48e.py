@@ -265,3 +265,32 @@ def test_an_error_of_a_later_pass_says_the_workload_ran_before(
     proc = warm("run", workload_file(broken, "broken.py"), "-b", tmp_path / "c.warm")
     assert proc.returncode == 2 and "failed to compile" in proc.stderr, proc.stderr
     assert "ran to its end" not in proc.stderr, proc.stderr
+
+
+SET_OPTIONS = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+FLAGS = {"USE_A", "USE_B", "USE_C", "USE_D", "USE_E", "USE_F"}
+K = Kernel("void sd(int *x) { x[0] = 1; }", "sd", "P", options=[f"-D{f}_ON" for f in FLAGS])
+def workload(rt):
+    rt.launch(K, rt.buffer(1, "int32"))
+"""
+
+
+def test_options_made_from_a_set_miss_saying_their_order_differs(
+    warm: Warm, workload_file, tmp_path: Path
+) -> None:
+    """Options listed from a set of strings come in another order in each process (its
+    string hashes), so every production process missed what `warm run` stored, saying
+    only that the options differ (the same ones, reordered). The miss now says they are
+    the same in another order, and to sort them. Real processes: a fork shares its hash seed."""
+    work = workload_file(SET_OPTIONS, "set_options.py")
+    bundle = tmp_path / "b.warm"
+    proc = Warm(dict(warm.env, PYTHONHASHSEED="1"))("run", work, "-b", bundle, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    proc = Warm(dict(warm.env, PYTHONHASHSEED="2"))("verify", bundle, "--workload", work)
+    assert proc.returncode == 1, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert "options: bundle has -DUSE_" in said, said
+    assert "(the same options in another order: an order made from a set" in said, said

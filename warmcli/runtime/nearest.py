@@ -17,7 +17,8 @@ sorted) and `nearest_values` what is said of them; `key_form_hint`, the hint of 
 of a form (`key_form`: its text, each word or number one letter) no held key has, as a
 changed `key=` gives (a list where they were numbers, the inputs' shapes where they were
 `key=`'s): the held keys' forms made once per listing (`forms`); `float_hint`, that of a
-key differing from a held one in its floats only (a scalar input drawn at random).
+key differing from a held one in its floats only (a scalar input drawn at random);
+`reordered_hint`, that of a kernel's options held in another order (made from a set).
 Its answers are those of the scan. It owns only those memos, never reads
 a bundle itself and never prints.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -296,3 +298,23 @@ def float_hint(listed: Listed[Any], shape: str) -> str:
         return ""
     held = (h.get("shape", "") for h in listed.held)
     return FLOAT_CHANGED if any(_FLOAT.sub("#", h) == masked for h in held) else ""
+
+
+REORDERED = (
+    ' (the same options in another order: an order made from a set, `[f"-D{f}" for f in'
+    " FLAGS]`, differs from process to process, so no bundle serves it; give them sorted)"
+)
+
+
+def reordered_hint(held: Sequence[Mapping[str, str]], wanted: str) -> str:
+    """`REORDERED` where a held kernel's options (JSON lists of str) are `wanted`'s in
+    another order, else ""."""
+    try:
+        ours = sorted(json.loads(wanted))
+        return (
+            REORDERED
+            if any(sorted(json.loads(h.get("options", "[]"))) == ours for h in held)
+            else ""
+        )
+    except (TypeError, ValueError):  # (a malformed row's: no hint)
+        return ""
