@@ -24,12 +24,13 @@ how much (a store and its count are one step, `held_interrupts`, under the write
 so that Ctrl-C stops a wait for another writer at once: one landing as it commits is
 answered once counted; a later store the disk refuses says what earlier ones kept); a workload that
 raised or exited once a store committed says what it kept too (`kept_after`), and one whose own
-code raised in a later pass that it ran to its end before (`_ran_before`). A host runtime the
-workload asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
-warmed, stored and verified beside the others (its compiler listed in `compilers`). Each pass
-announces itself to the crash journal (`warmcli.warming.isolation`) and counts into its own
-`StatisticsCollector`; an observer may read it while the pass runs (one pass, and its report:
-`warmcli.warming.one_pass`, whose names are importable from here too). It never prints.
+code raised in the second pass, the first having run it through, says that (`_ran_before`). A
+host runtime the workload asks for during a pass on another device is the run's own
+(`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
+listed in `compilers`). Each pass announces itself to the crash journal
+(`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer may
+read it while the pass runs (one pass, and its report: `warmcli.warming.one_pass`, whose
+names are importable from here too). It never prints.
 """
 
 from __future__ import annotations
@@ -211,13 +212,14 @@ def warm_bundle(
 
 
 def _ran_before(exc: BaseException, passes: list[PassReport]) -> BaseException:
-    """`exc`, where the workload's own code raised it (no warm error) in a pass after one
-    that ran it to its end, with that said: `warm run` calls it once a pass in one process,
-    so what its earlier run left (a folder it made) may be what it trips on now."""
+    """`exc`, where the workload's own code raised it (no warm error) in the second pass,
+    with that said: `warm run` calls it once a pass in one process, so what its first run
+    left (a folder it made) may be what it trips on now (not said of the verify pass, whose
+    reads give real data: an error of that data is no leftover)."""
     cause = exc.__cause__
-    if not passes or not isinstance(cause, Exception) or isinstance(cause, WarmError):
+    if len(passes) != 1 or not isinstance(cause, Exception) or isinstance(cause, WarmError):
         return exc
-    before = " and ".join(p.mode for p in passes)
+    before = passes[0].mode
     first, lines, more = str(exc).partition("\n")
     said = WorkloadError(
         f"{first} (it ran to its end in this process before, during {before}: warm calls it "
