@@ -41,7 +41,14 @@ from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.backends.toolchain import NATIVE
 from warmcli.errors import FORKED_READING, LOCKED, REMOVED, BundleError
 from warmcli.records import MissExplanation
-from warmcli.runtime.nearest import Listed, key_form_hint, nearest, nearest_values
+from warmcli.runtime.nearest import (
+    Listed,
+    float_hint,
+    key_form_hint,
+    nearest,
+    nearest_values,
+    reordered_hint,
+)
 from warmcli.runtime.shown import changed_headers, held_text, memo_show, show
 from warmcli.runtime.tune_listing import listed_tunes, names_text
 
@@ -155,6 +162,7 @@ def describe(
         return f"bundle has {values}, {who} {show(component, wanted['shape'])}"
     ours = show(component, wanted.get(component, ""))  # headers: none keyed in this process
     which = changed_headers(held, wanted) if component == "headers" else ""  # (named)
+    which += reordered_hint(held, wanted[component]) if component == "options" else ""
     return f"bundle has {_values(component, held, listed)}, {who} {ours}{which}"
 
 
@@ -326,7 +334,10 @@ def explain_tune(
         return MissExplanation("tune", key, label, "absent", detail)
     if found.reason == "checksum" and isinstance(candidates, Mapping):
         return _which_part(bundle, found, listed, wanted, candidates)
-    if found.reason == "shape" and (hint := key_form_hint(listed, shape_key)):
+    hint = found.reason == "shape" and (
+        key_form_hint(listed, shape_key) or float_hint(listed, shape_key)
+    )
+    if hint:
         return MissExplanation("tune", key, label, "shape", found.detail + hint, found.differs)
     return found
 

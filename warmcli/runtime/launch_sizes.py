@@ -61,7 +61,8 @@ def buffer_shape(value: int | Sequence[int]) -> tuple[int, ...]:
 def numeric_dtype(dtype: Any) -> str:
     """The name of `dtype` when a buffer may hold it (bool, integers, floats, complex);
     `ValueError` naming it otherwise: objects, strings, bytes, records and dates hold
-    nothing a kernel can read as numbers (a kernel launched on objects crashes)."""
+    nothing a kernel can read as numbers (a kernel launched on objects crashes); a record's
+    message says how to pass a C struct."""
     try:
         found = np.dtype(dtype)
     except TypeError:
@@ -74,6 +75,10 @@ def numeric_dtype(dtype: Any) -> str:
             if found.kind == "V" and not found.names and bits
             else ""
         )
+        if found.names:  # a C struct's array: its bytes, the kernel taking a struct pointer
+            hint = ("; upload its bytes, x.view(np.uint8), and declare the kernel's parameter "
+                    "a pointer to the struct (a dtype made with align=True lays its fields "
+                    "out as C does)")  # fmt: skip
         raise ValueError(
             f"buffer dtype {shown} is not numeric: a kernel reads a buffer's elements "
             f"as numbers (bool, integers, floats or complex){hint}"

@@ -16,7 +16,9 @@ shape is to the one wanted, `nearest_shapes` which are nearest (the first few, n
 sorted) and `nearest_values` what is said of them; `key_form_hint`, the hint of a tune key
 of a form (`key_form`: its text, each word or number one letter) no held key has, as a
 changed `key=` gives (a list where they were numbers, the inputs' shapes where they were
-`key=`'s): the held keys' forms made once per listing (`forms`).
+`key=`'s): the held keys' forms made once per listing (`forms`); `float_hint`, that of a
+key differing from a held one in its floats only (a scalar input drawn at random);
+`reordered_hint`, that of a kernel's options held in another order (made from a set).
 Its answers are those of the scan. It owns only those memos, never reads
 a bundle itself and never prints.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
@@ -275,3 +278,43 @@ def key_form_hint(listed: Listed[Any], shape: str) -> str:
     if forms is None:
         forms = listed.forms = {key_form(h.get("shape", "")) for h in listed.held}
     return "" if key_form(shape) in forms else KEY_CHANGED
+
+
+# A float a key holds (a scalar input's value, or `key=`'s): a word of digits with a point or
+# an exponent, or nan/inf: none of a dtype's, a size's or a shape's (`float32[4x8]`, `3`)
+_FLOAT = Pattern(r"(?<![\w.])[-+]?(?:\d+\.\d*(?:e[-+]?\d+)?|\d+e[-+]?\d+|nan|inf)(?![\w.])")
+FLOAT_CHANGED = (
+    " (it differs only in a float, an input keyed by its value: one that changes from run to run,"
+    " drawn at random or from the clock, is another tune in every process; give the Tunable"
+    " key= what its pick depends on)"
+)
+
+
+def float_hint(listed: Listed[Any], shape: str) -> str:
+    """`FLOAT_CHANGED` where a shape `listed` holds differs from `shape` in its floats only
+    (`float32[64] 0.61 64` held, `float32[64] 0.78 64` wanted), else ""."""
+    masked = _FLOAT.sub("#", shape)
+    if masked == shape:  # (no float in it: no held key read)
+        return ""
+    held = (h.get("shape", "") for h in listed.held)
+    return FLOAT_CHANGED if any(_FLOAT.sub("#", h) == masked for h in held) else ""
+
+
+REORDERED = (
+    ' (the same options in another order: an order made from a set, `[f"-D{f}" for f in'
+    " FLAGS]`, differs from process to process, so no bundle serves it; give them sorted)"
+)
+
+
+def reordered_hint(held: Sequence[Mapping[str, str]], wanted: str) -> str:
+    """`REORDERED` where a held kernel's options (JSON lists of str) are `wanted`'s in
+    another order, else ""."""
+    try:
+        ours = sorted(json.loads(wanted))
+        return (
+            REORDERED
+            if any(sorted(json.loads(h.get("options", "[]"))) == ours for h in held)
+            else ""
+        )
+    except (TypeError, ValueError):  # (a malformed row's: no hint)
+        return ""

@@ -98,10 +98,8 @@ class Tunable(Record):
         except (TypeError, ValueError):
             rtol = atol = math.nan
         if not (0 <= rtol < math.inf and 0 <= atol < math.inf):
-            raise TuneSpecError(
-                f"tunable {self.name}: check_tolerance is (rtol, atol), two finite numbers "
-                f">= 0, not {self.check_tolerance!r}"
-            )
+            raise TuneSpecError(f"tunable {self.name}: check_tolerance is (rtol, atol), two "
+                                f"finite numbers >= 0, not {self.check_tolerance!r}")  # fmt: skip
         object.__setattr__(self, "check_tolerance", (rtol, atol))
         if self.restore is not None and not callable(self.restore):
             positions = tuple(self._input_position(r) for r in self.restore)
@@ -147,13 +145,15 @@ class Tunable(Record):
     def tune_key(self, shape_key: str, device_identity: str) -> str:
         return tune_key(self.name, shape_key, device_identity, self.checksum)
 
+    def __hash__(self) -> int:  # a key of `functools.lru_cache` or a set, alike for its equals
+        return hash((self.name, self.checksum))  # (its candidates, a mapping, have no hash)
+
 
 class TuneCache:
     """The tune records of one device: measured here, or read from the bundle on demand."""
 
     def __init__(self, device_id: str, bundle: Store | None = None) -> None:
-        self.device_id = device_id
-        self.bundle = bundle
+        self.device_id, self.bundle = device_id, bundle
         self._lock = new_lock(self)
         self._records: dict[str, TuneRecord] = {}
         self._new: dict[str, TuneRecord] = {}

@@ -15,7 +15,8 @@ functions (a process pool's shutdown first, as Python's; `atexit`'s, and the `we
 ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_exit_functions`),
 as Python runs them, only the workload's: those the worker inherited from its supervisor by the
 fork are forgotten there (`forget_inherited`). `first_line` and `where` name an exception of
-the workload: its first line (`named`: after its kind; or its message on one line, `said_of`),
+the workload: its first line (`named`: after its kind; or its message on one line, `said_of`;
+`ThreadRaised.rose_from` the pass's refusal it rose from or holds, said after it),
 and the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
 parsing no arguments (sys.argv's).
@@ -154,11 +155,8 @@ class ThreadRaised:
         if exc is not None:
             said = where(exc, self.path) + said
         name = printable(args.thread.name) if args.thread is not None else "?"
-        refused = self._refused(exc)
-        if refused is not None:  # (one raised from it, or while handling it, said with it)
-            cause = named(type(refused).__name__, first_line(refused))
-            said += "" if refused is exc else f" (raised from {cause})"
-            self.failed = self.failed or f" in thread {name}: {said}"
+        if self._refused(exc) is not None:  # (one raised from it, or while handling it, too)
+            self.failed = self.failed or f" in thread {name}: {said}{self.rose_from(exc)}"
             return
         note_reported(
             f"thread {name} raised during {self.pass_name}, and the workload went on without "
@@ -169,6 +167,16 @@ class ThreadRaised:
         """What only this pass refuses in `exc`'s chain (what it rose from or in), or a group's."""
         kinds = (DiscardedReadError, DeviceError) if self.gpu_less else DiscardedReadError
         return found_in(exc, lambda each: isinstance(each, kinds))
+
+    def rose_from(self, exc: BaseException) -> str:
+        """What only this pass refuses that `exc` rose from or holds, said after its line
+        (` (raised from DiscardedReadError: ...)`), the entry's or a thread's: the refusal
+        and what lets it go on, never a bare `ExceptionGroup` of a `TaskGroup`; else ""."""
+        refused = self._refused(exc)
+        if refused is None or refused is exc:
+            return ""
+        how = "holding" if isinstance(exc, BaseExceptionGroup) else "raised from"
+        return f" ({how} {named(type(refused).__name__, first_line(refused))})"
 
     def ended(self) -> None:
         """`WorkloadError` where a thread, or a thread pool's task whose future nobody read

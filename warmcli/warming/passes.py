@@ -23,12 +23,14 @@ or SIGTERM handler raises), what was built and measured so far is stored and `Ru
 how much (a store and its count are one step, `held_interrupts`, under the write lock taken first,
 so that Ctrl-C stops a wait for another writer at once: one landing as it commits is
 answered once counted; a later store the disk refuses says what earlier ones kept); a workload that
-raised or exited once a store committed says what it kept too (`kept_after`). A host runtime the
-workload asks for during a pass on another device is the run's own (`warmcli.warming.companions`):
-warmed, stored and verified beside the others (its compiler listed in `compilers`). Each pass
-announces itself to the crash journal (`warmcli.warming.isolation`) and counts into its own
-`StatisticsCollector`; an observer may read it while the pass runs (one pass, and its report:
-`warmcli.warming.one_pass`, whose names are importable from here too). It never prints.
+raised or exited once a store committed says what it kept too (`kept_after`), and one whose own
+code raised in the second pass, the first having run it through, says that (`_ran_before`). A
+host runtime the workload asks for during a pass on another device is the run's own
+(`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
+listed in `compilers`). Each pass announces itself to the crash journal
+(`warmcli.warming.isolation`) and counts into its own `StatisticsCollector`; an observer may
+read it while the pass runs (one pass, and its report: `warmcli.warming.one_pass`, whose
+names are importable from here too). It never prints.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from warmcli.bundle.file import FORMAT_VERSION, check_header
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import WorkloadError
+from warmcli.errors import WarmError, WorkloadError
 from warmcli.execution.process_mode import ProcessMode, note_reported
 from warmcli.execution.statistics import DeviceStatistics
 from warmcli.interrupted import held_interrupts
@@ -204,9 +206,28 @@ def warm_bundle(
             shard=shard,
         )
     except (KeyboardInterrupt, WorkloadError) as exc:  # what its stores kept is said
-        raise kept_after(exc, report) from None
+        raise kept_after(_ran_before(exc, report.passes), report) from None
     said_once(report.passes)
     return report
+
+
+def _ran_before(exc: BaseException, passes: list[PassReport]) -> BaseException:
+    """`exc`, where the workload's own code raised it (no warm error) in the second pass,
+    with that said: `warm run` calls it once a pass in one process, so what its first run
+    left (a folder it made) may be what it trips on now (not said of the verify pass, whose
+    reads give real data: an error of that data is no leftover)."""
+    cause = exc.__cause__
+    if len(passes) != 1 or not isinstance(cause, Exception) or isinstance(cause, WarmError):
+        return exc
+    before = passes[0].mode
+    first, lines, more = str(exc).partition("\n")
+    said = WorkloadError(
+        f"{first} (it ran to its end in this process before, during {before}: warm calls it "
+        f"once a pass, so it must run again after it returned, whatever its earlier run left, "
+        f"a folder or file it made){lines}{more}"
+    )
+    said.notes_before = getattr(exc, "notes_before", ())
+    return said
 
 
 def said_once(passes: list[PassReport]) -> None:

@@ -174,7 +174,7 @@ class Workload:
                 forked_child_ends(pid, 1)
                 raise
             said = where(exc, self.path) + named(type(exc).__name__, said_of(exc))
-            said += passed_hint(self.path, self.entry, runtime, exc)  # `main(parse_args())`
+            said += hook.rose_from(exc) + passed_hint(self.path, self.entry, runtime, exc)
             forked_child_ends(pid, 1, f"warm: a process the workload forked raised: {said}")
             raise WorkloadError(f"workload raised during {pass_name}: {said}") from exc
         finally:
