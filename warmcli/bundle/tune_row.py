@@ -307,24 +307,32 @@ def parsed_tunes(
 def carried_tunes(reader: RowReader, order: str) -> Iterator[tuple[TuneRecord, object]]:
     """Every tune of `reader`'s bundle in `order` as a serving read reads it (no sample
     made, every check kept), with its row's candidates as stored, for `carried` (`warm
-    merge`); a row that is not what warm writes is a `BundleError` naming it."""
+    merge`); a row that is not what warm writes is a `BundleError` naming it. A row of
+    format 1 or 2 is read whole (its samples made): `carried` packs it anew from them (read
+    twice, 120,000 candidates held twice: 57 MiB, not 40, tests/test_hostile46b.py)."""
     from warmcli.bundle.oversize import each_named
 
     kernel_key = reader._kernel_key
-    parse = lambda row: (_tune_record(row, kernel_key, False), row[_CANDIDATES])  # noqa: E731
+
+    def parse(row: tuple[object, ...]) -> tuple[TuneRecord, object]:
+        value = row[_CANDIDATES]
+        return _tune_record(row, kernel_key, not interned(value)), value
+
     return each_named(reader, "tune", parse, reader._rows(TUNE_SELECT, order, "", None), None)
 
 
-def carried(reader: RowReader, value: object, intern: Interning, keep: bool = False) -> bytes:
-    """A tune's candidates as `carried_tunes` read them from `reader` (`value`, checked),
+def carried(
+    reader: RowReader, tune: TuneRecord, value: object, intern: Interning, keep: bool = False
+) -> bytes:
+    """`tune`'s candidates as `carried_tunes` read them from `reader` (`value`, checked),
     packed for another bundle: a format-3 document as it is but for its head, each kernel id the one
     `intern` gives its kernel (nothing inflated, made or deflated again: a row of 7 KB may
-    hold 500,000 samples); any other unpacked and packed anew. With `keep` (a merge's first
-    input: `warm run --dask`'s bundle itself), each id is kept where the output has it free,
-    so its rows come out as they were, and a signature of them still covers them."""
+    hold 500,000 samples); any other packed anew from `tune`'s candidates (read whole). With
+    `keep` (a merge's first input: `warm run --dask`'s bundle itself), each id is kept where
+    the output has it free, so its rows come out as they were, and a signature still covers them."""
     kernel_key = reader._kernel_key
     if not interned(value):
-        return pack(decode(value, kernel_key), intern)
+        return pack(tune.candidates, intern)
     assert isinstance(value, bytes)
     ids, at = kernel_ids(value)
     head = [intern(bytes.fromhex(kernel_key(i)), i if keep else -1) for i in ids]

@@ -262,9 +262,10 @@ def _write_tunes(
                 t = tune
                 held = Held(status, pick, measured_at, t.operation, t.shape_key, t.device, at)
             if choose(held, tune, index):
+                packed = carried(bundle, tune, value, intern, index == 0)
                 conn.execute(
                     "INSERT OR REPLACE INTO tunes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    tune_values(tune, intern, now, carried(bundle, value, intern, index == 0)),
+                    tune_values(tune, intern, now, packed),
                 )
                 conn.execute(
                     "INSERT OR REPLACE INTO merge_held VALUES (?, ?, ?, ?, ?)",
