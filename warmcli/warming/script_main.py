@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeGuard
 
+from warmcli.errors import message_of
 from warmcli.printable import Pattern
 
 # A script's own entry, at the top level: `if __name__ == "__main__":` (either way round).
@@ -221,7 +222,7 @@ def passed_hint(path: Path, name: str, runtime: object, exc: BaseException) -> s
     neither `sys.argv` form: `main_argv` is None) and that failed on it (`'Runtime' object
     has no attribute 'n'`): the call the block makes, as written (`main(parse_args())`), and
     how to warm the script all the same; else ""."""
-    if f"'{type(runtime).__name__}' object" not in str(exc):
+    if f"'{type(runtime).__name__}' object" not in message_of(exc):  # (its `__str__` may raise)
         return ""  # failed on something else: the runtime is not its cause
     text = _text(path)
     try:

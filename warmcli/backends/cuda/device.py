@@ -41,6 +41,7 @@ from warmcli.backends.cuda.choose import CudaCompiler
 from warmcli.backends.cuda.cubin import CubinError, cubin_sm
 from warmcli.backends.cuda.ptx import is_ptx
 from warmcli.backends.launch_args import converter
+from warmcli.errors import message_of
 from warmcli.kernel import Kernel
 
 # PyCUDA packs arguments with its own copy of `struct`, which lacks `e` (and, in some
@@ -82,7 +83,7 @@ def _driver() -> Any:
             import pycuda.driver as cuda
     except Exception as exc:  # (ImportError, OSError: no libcuda; another: a broken pycuda)
         plain = isinstance(exc, ImportError | OSError)
-        why = str(exc) if plain else f"{type(exc).__name__}: {exc}"
+        why = message_of(exc) if plain else f"{type(exc).__name__}: {message_of(exc)}"
         raise DeviceError(
             f"CUDA devices need pycuda and an NVIDIA driver ({why}): pip install 'warmcli[cuda]'"
         ) from exc
@@ -91,7 +92,7 @@ def _driver() -> Any:
         cuda.init()
     except Exception as exc:  # (its `cuda.Error`; another: a broken pycuda, said as such)
         known = isinstance(exc, getattr(cuda, "Error", ()))
-        why = str(exc) if known else f"{type(exc).__name__}: {exc}"
+        why = message_of(exc) if known else f"{type(exc).__name__}: {message_of(exc)}"
         raise DeviceError(f"the CUDA driver did not initialise: {why}") from exc
     return cuda
 
