@@ -94,7 +94,8 @@ def stats_stream(
         tunes, tune = (doc for _, doc in ordered), _as_given
     if operation is not None:  # its candidates' kernels only, each build of them
         ours = held_kernels(bundle, operation, listed)
-        made = {_made(k) for k in map(bundle.kernel, ours) if k is not None} - {None}
+        # (read in key order: of several corrupt rows, the one named is the same every run)
+        made = {_made(k) for k in map(bundle.kernel, sorted(ours)) if k is not None} - {None}
         kernels = (ku for ku in kernels if ku[0].key in ours or _made(ku[0]) in made)
     return stats_document(
         bundle.manifest(),
