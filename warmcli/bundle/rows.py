@@ -170,8 +170,7 @@ class RowReader:
 
     @contextmanager
     def _reading(self, limit: int = MAX_VALUE_BYTES) -> Iterator[None]:
-        """Hold the connection, settled (`_settle`), with SQLite refusing (as an error) to load
-        any value longer than `limit` bytes, so no hostile value is loaded whole."""
+        """The connection held, settled (`_settle`), SQLite refusing values over `limit` bytes."""
         with self._lock, _sqlite_errors(self.fspath):
             if self._locked is not None and not free(self._conn):  # held still: a miss, unwaited
                 raise BundleLocked(self._locked)
@@ -183,8 +182,9 @@ class RowReader:
             except BundleLocked as exc:
                 self._locked = None if self.writable else str(exc)
                 raise
-            finally:
-                self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
+            finally:  # (a read left suspended, closed by a stop's teardown after its bundle)
+                with contextlib.suppress(sqlite3.ProgrammingError):
+                    self._conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, before)
 
     def _settle(self) -> None:
         """Before a read transaction: a `-wal` or `-journal` found (`os.access`: C) is judged."""
