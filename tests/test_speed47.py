@@ -137,6 +137,11 @@ def _remembered(env: dict[str, str]) -> dict[str, object]:
     first = _process(env)
     assert first["held"] == "", first
     again = _process(env)
+    if again["held"] == "":  # (stop 48: twice in fresh-clone CIs under -n 3, never alone; a
+        # stamp made racy meanwhile is not remembered, by design: let one more round decide)
+        time.sleep(toolchain.RACY_SECONDS + 0.2)
+        _process(env)
+        again = _process(env)
     assert again["held"] == again["cold"], again
     assert again["reads"] == 1, again
     return again
