@@ -102,10 +102,15 @@ def aged(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for what in ("machine", "version")
     )
     own = f"lib/gcc/{machine}/{version}"  # (a folder of its own: `tree/bin/../<own>/as`)
+    # The trees hard-link a copy of gcc, never the system's own file: a link made or removed
+    # changes that file's ctime, which every identity remembered meanwhile stamps (cc's file),
+    # so a test process beside this one would find its memo racy and never remember it
+    # (`test_speed47` failed so in two fresh-clone CIs, never alone).
+    shutil.copy2(gcc, root / "gcc")
     for named in TREES:
         for tree in ("x", "y"):
             (root / named / tree / "bin").mkdir(parents=True)
-            os.link(gcc, root / named / tree / "bin" / "gcc")
+            os.link(root / "gcc", root / named / tree / "bin" / "gcc")
             (root / named / tree / own).mkdir(parents=True)
         _as(root / named / "y" / own / "as", "GNU assembler (warm test) 2.41")
         (root / named / "cur").symlink_to("x")

@@ -137,8 +137,9 @@ def _remembered(env: dict[str, str]) -> dict[str, object]:
     first = _process(env)
     assert first["held"] == "", first
     again = _process(env)
-    if again["held"] == "":  # (stop 48: twice in fresh-clone CIs under -n 3, never alone; a
-        # stamp made racy meanwhile is not remembered, by design: let one more round decide)
+    if again["held"] == "":  # (a stamp made racy meanwhile is not remembered, by design: one
+        # more round decides. Stop 48 saw this twice under -n 3: `test_review47c` hard-linked
+        # the system gcc, whose ctime every memo stamps; it links a copy now, stop 49)
         time.sleep(toolchain.RACY_SECONDS + 0.2)
         _process(env)
         again = _process(env)
