@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A gone kernel's entry left behind as a signal handler's exception would leave it (raised
 # as its callback starts); new kernels are made until one has a gone one's id.
@@ -258,10 +259,11 @@ def test_a_ctrl_c_landing_in_the_hit_tables_callback_still_stops_warm_run(
     """warm run's Ctrl-C handler raised KeyboardInterrupt inside the weak-reference callback
     of a kernel's hit-table entry, where Python only prints it ("Exception ignored in:
     <function _gone>"): the run went on and exited 0. It is sent again, as one landing in
-    importlib's callback is, and the run stops as interrupted."""
+    importlib's callback is, and the run stops as interrupted. (A started `warm run`, never
+    a fork: the SIGINT handler its workload calls is what is tried.)"""
     workload = tmp_path / "ctrl_c.py"
     workload.write_text(CTRL_C_IN_CALLBACK)
-    proc = warm("run", "-b", tmp_path / "b.warm", workload)
+    proc = Warm(warm.env)("run", "-b", tmp_path / "b.warm", workload)
     assert "Exception ignored" not in proc.stderr, proc.stderr
     assert proc.returncode == 130, proc.stderr
 

@@ -15,6 +15,7 @@ from subprocess import PIPE
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A host holding a bracket other than around an IPv6 address alone: `urlsplit` reads each as
 # `::1` (or the bracket's text), `http.client` looks the name up as it is.

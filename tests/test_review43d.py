@@ -13,6 +13,7 @@ from pathlib import Path
 
 from add_only import KERNELS, warmed
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A strict process: `add` launched, `mul` refused twice (caught), then `{then}`.
 STRICT = """
@@ -132,7 +133,8 @@ def test_the_refused_read_note_says_only_the_readers_rest_is_lost(
 def test_a_caught_ctrl_c_wins_over_a_threads_failure(warm: Warm, tmp_path: Path) -> None:
     """A workload whose thread died of a refused read, then caught Ctrl-C and returned:
     the thread's failure was said (exit 2) where the same Ctrl-C not caught stops the run
-    (exit 130). A stop is a stop, caught or not."""
+    (exit 130). A stop is a stop, caught or not. (A started `warm run`, never a fork: the
+    SIGINT its workload sends itself is what is tried.)"""
     (tmp_path / "kernels.py").write_text(KERNELS)
     (tmp_path / "w.py").write_text(
         "import os, signal, threading, numpy as np\nfrom kernels import ADD\n\n"
@@ -142,6 +144,6 @@ def test_a_caught_ctrl_c_wins_over_a_threads_failure(warm: Warm, tmp_path: Path)
         "    try:\n        os.kill(os.getpid(), signal.SIGINT)\n"
         "    except KeyboardInterrupt:\n        print('caught')\n"
     )
-    proc = warm("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
+    proc = Warm(warm.env)("run", "w.py", "-b", "b.warm", cwd=tmp_path, timeout=120)
     assert proc.returncode == 130, proc.stdout + proc.stderr
     assert "interrupted" in proc.stderr and "error" not in proc.stderr, proc.stderr

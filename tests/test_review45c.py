@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 import test_trial45a as T45A
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from host_keys import LINK_SOURCE, settle
 from host_keys import archive as _archive
 from host_keys import key as _key

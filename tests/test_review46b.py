@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip, nvrtc_release_or_skip
 from equality_gen import DRIVE
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WHO = """
 from warmcli import Kernel

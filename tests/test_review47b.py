@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_trial47a import CHDIR  # a workload that moves to its data folder as it is imported
 
 # A fast path the workload can do without (README's "the workload contract"), a numpy fallback

@@ -19,10 +19,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 pytestmark = pytest.mark.nvcc
 ARGS = ("--arch", "sm_90", "--compiler", "nvcc")
@@ -49,12 +49,6 @@ def workload(rt):
     rt.launch(K, b, 4, grid=(1,), block=(4,))
 """
 )
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once."""
-    return forked(warm)
 
 
 def _gxx() -> str:

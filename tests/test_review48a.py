@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 SRC = """
 SRC = '''

@@ -17,9 +17,11 @@ import sqlite3
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import ForkedWarm
 
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import load_public_key
@@ -54,12 +56,13 @@ def workload(rt):
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path]:
+def two(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> tuple[Warm, Path]:
     """A bundle of two tunables (`matmul`: 4 candidates, kernel ids 1-4; `wide`: 2, ids 5-6)
-    warmed by the real CLI."""
+    warmed by the real CLI, and the warm that warmed it (each command forked,
+    `tests/forked_cli.py`)."""
     base = tmp_path_factory.mktemp("review48d")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
     workload = base / "two.py"
     workload.write_text(TWO_TUNABLES.format(examples=str(EXAMPLES)))
     bundle = base / "two.warm"

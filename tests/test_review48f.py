@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_made  # noqa: F401  (conftest's `made`, commands forked)
 
 from warmcli.bundle.candidates import pack
 from warmcli.cli.inspect import NAMED_TUNES
@@ -54,7 +55,8 @@ def test_explain_json_of_a_streamed_bundle_names_the_same_corrupt_kernel_every_r
     """Every kernel row but one has a symbol not its key's: which one the error named was
     the first of a set of keys (Python's hash seed: '696f…', 'f26c…', 'f375…' in four
     runs). The kernels are read in key order now: one line, exit 2, the same each run, and
-    on stdout only the error's JSON object (no part of a document)."""
+    on stdout only the error's JSON object (no part of a document). (Started processes,
+    never forks: each command's hash seed is what differs.)"""
     warm, good = made
     names = [f"c{j}" for j in range(6)]
     path = _with_tunes(good, tmp_path / "big.warm", NAMED_TUNES + 1, "rep", names)

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
-from forked_cli import ForkedWarm
+from forked_cli import (
+    ForkedWarm,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+)
 
 ONE_KERNEL = """\
 import os, shutil
@@ -31,13 +34,6 @@ def workload(rt):
     {extra}
     rt.launch(INC, rt.upload(np.ones(4, np.int32)), 4)
 """
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 @pytest.fixture(scope="module")

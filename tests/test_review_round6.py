@@ -10,19 +10,14 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
-from forked_cli import ForkedWarm, Servers
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
+from forked_cli import (
+    ForkedWarm,
+    Servers,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+)
 
 FORKS = """\
 import os, sys

@@ -9,21 +9,14 @@ from __future__ import annotations
 import sqlite3
 import struct
 from pathlib import Path
-from typing import Any
 
 import big_bundle
 import pytest
 from big_bundle import build_big
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 KERNELS = 300  # each with a binary of its own, as real kernels have
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def _commits(path: Path) -> int:

@@ -10,19 +10,10 @@ build to serve, once to explain the miss): quadratic in a fleet's kernels.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from tests.conftest import Warm
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
 
 KERNELS = 300
 MISSES = 30  # one in ten kernels edited

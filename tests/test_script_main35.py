@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_pycuda_trial34 import HEAD, _prebuilt_entries
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 N = 60
 FIRST = 20  # launched first: what a process does once is done by then

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.kernel import Kernel, _digest, kernel_key
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Never imported by a process that serves everything from a local, unsigned bundle.
 NOT_WHILE_SERVING = (

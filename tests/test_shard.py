@@ -10,10 +10,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.store import Bundle
 from warmcli.runtime.shard import (
@@ -28,13 +28,6 @@ LAUNCHER_VARS = {v for group in LAUNCHERS for v in group if v} | {"WARM_SHARD"}
 
 
 # -- pure logic ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def test_partition_is_deterministic_and_covers_every_key_once() -> None:

@@ -9,10 +9,10 @@ is a compile error naming it; a wrong argument count stops the CompileOnly pass.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.compiler import CompileFailure, CompileUnit
 from warmcli.backends.host.compiler import HostCompiler
@@ -30,13 +30,6 @@ def workload(rt):
     x = rt.upload(np.ones(4, np.float32))
     rt.launch(K, *ARGS)
 '''
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def run_host(warm: Warm, workload_file, bundle: Path, entry: str, letters: str, args: str):

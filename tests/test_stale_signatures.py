@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_remote import Store, http_store  # noqa: F401 - the fixture
 from test_signed_migration import _signed_format2
 
 from warmcli.bundle.file import FORMAT_VERSION
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def _stale(tmp_path: Path, warm: Warm) -> tuple[Path, Path]:

@@ -16,17 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from tests.conftest import ROOT, Warm
 from tests.forked_cli import ForkedWarm, Servers
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
 
 # One tunable of two candidates: the source bundle the concurrent writer copies from.
 TWO = """

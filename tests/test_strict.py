@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_explain import adder, fake_cc, scale, warm_into, workload
 
 import warmcli
@@ -145,9 +146,7 @@ def test_a_production_process_serves_another_compilers_build(warm: Warm, tmp_pat
     wrapper that reports another version (another toolchain, whose host build still runs
     on this CPU): both compile nothing."""
     bundle = tmp_path / "served.warm"
-    built = Warm({**warm.env, "WARM_CC": "cc"})(
-        "run", EXAMPLES / "matmul_host.py", "--bundle", bundle
-    )
+    built = warm.with_env(WARM_CC="cc")("run", EXAMPLES / "matmul_host.py", "--bundle", bundle)
     assert built.returncode == 0, built.stderr
     script = PRODUCTION.format(example=str(EXAMPLES / "matmul_host.py"))
     env = {**warm.env, "WARM_BUNDLE": str(bundle), "WARM_STRICT": "1", "WARM_REPORT": "1"}

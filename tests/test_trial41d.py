@@ -17,17 +17,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once."""
-    return forked(warm)
-
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 BIG_KEY = """\
 import numpy as np

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import ForkedWarm
 from full_disk import in_private_mount
 
 WORKLOAD = r"""
@@ -82,15 +83,16 @@ if os.environ.get("DONE"):
 
 
 @pytest.fixture(scope="module")
-def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def warmed_once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Path:
     """A folder holding `app/svc.py` (WORKLOAD), `app.warm` (its bundle, from `warm run`)
-    and `home`, the warm home that warmed it, once for the module: what `_bundle` copies
-    for each test, which may write into its copy."""
+    and `home`, the warm home that warmed it, once for the module (the run forked,
+    `tests/forked_cli.py`): what `_bundle` copies for each test, which may write into its
+    copy."""
     base = tmp_path_factory.mktemp("trial42b")
     (base / "app").mkdir()
     (base / "app" / "svc.py").write_text(WORKLOAD)
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), forking_servers)
     done = warm("run", base / "app" / "svc.py", "--bundle", base / "app.warm", "-q")
     assert done.returncode == 0, done.stderr
     return base

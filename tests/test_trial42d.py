@@ -9,15 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import ROOT, Warm
+from conftest import ROOT
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 NOTEBOOK = '{"cells": [{"cell_type": "code", "source": ["%timeit 1\\n"]}], "nbformat": 4}\n'
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    return forked(warm)
 
 
 def test_a_notebook_is_told_how_to_make_a_workload_of_it(warm: Any, tmp_path: Path) -> None:

@@ -13,9 +13,11 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import ForkedWarm
 
 INIT = '''"""{name}: a tiny numpy library on warm's host backend, shipping its bundle."""
 import os
@@ -104,15 +106,19 @@ def tree(folder: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Warm]:
+def site(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> tuple[Path, Path, Warm]:
     """Two libraries, each warmed by its CI into its package folder, then installed (copied,
     bundle and code only) into `site`, made read-only; the application's folder and a
-    warm for the application (site on its PYTHONPATH)."""
+    warm for the application (site on its PYTHONPATH). Each warm's commands forked
+    (`tests/forked_cli.py`), from a server of its own PYTHONPATH."""
     base = tmp_path_factory.mktemp("trial43a")
     src, site, app = base / "src", base / "site", base / "app"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     path = os.pathsep.join(filter(None, [str(src), env.get("PYTHONPATH", "")]))
-    ci = Warm(dict(env, WARM_HOME=str(base / "ci-home"), COLUMNS="200", PYTHONPATH=path))
+    ci = ForkedWarm(
+        Warm(dict(env, WARM_HOME=str(base / "ci-home"), COLUMNS="200", PYTHONPATH=path)),
+        forking_servers,
+    )
     for name in ("liba", "libb"):
         (src / name).mkdir(parents=True)
         (src / name / "__init__.py").write_text(INIT.format(name=name, NAME=name.upper()))
@@ -128,7 +134,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Warm]:
     app.mkdir()
     (app / "myapp.py").write_text(MYAPP)
     path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
-    user = Warm(dict(env, WARM_HOME=str(base / "user-home"), COLUMNS="200", PYTHONPATH=path))
+    user = ForkedWarm(
+        Warm(dict(env, WARM_HOME=str(base / "user-home"), COLUMNS="200", PYTHONPATH=path)),
+        forking_servers,
+    )
     return site, app, user
 
 

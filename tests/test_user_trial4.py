@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import Kernel, Tunable
 from warmcli.errors import WarmError
@@ -29,13 +29,6 @@ K = Kernel("void inc(int *x, int n) {{ for (int i = 0; i < n; i++) x[i] += 1; }}
 def workload(rt):
     rt.launch(K, rt.upload(np.zeros(4, np.int32)), 4)
 """
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def test_a_warm_home_that_is_a_file_is_named(warm: Warm, workload_file, tmp_path: Path) -> None:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 INC_DBL = """\
@@ -30,13 +29,6 @@ INC = Kernel("void inc(int *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }
 def workload(rt):
     rt.launch(INC, rt.upload(np.zeros(4, np.int32)), 4)
 """
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def _empty_shard(warm: Warm, script: Path, tmp_path: Path) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda.nvcc import find_nvcc
 from warmcli.backends.toolchain import ToolchainError
@@ -52,13 +52,6 @@ KERNEL_MISS = (
 TUNE_MISS = (
     "tune add float32[32] 32: shape: bundle has float32[16] 16, this process wants float32[32] 32"
 )
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def test_run_and_verify_name_each_miss_and_its_reason(

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_made  # noqa: F401  (conftest's `made`, commands forked)
 
 LIMIT = 200 * 1024  # bytes any file the command writes may reach
 
