@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from tests.conftest import Warm
 

@@ -19,23 +19,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_concurrency import WORKLOAD
 from test_live_bundle import Paused, bundle_of
 
 from warmcli.bundle.store import Bundle, BundleError
 
 NOBODY = 65534
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def one_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:

@@ -11,20 +11,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_format3 import _tune
 
 from warmcli.bundle.store import Bundle
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def _bundle(path: Path, when: float, pick: str) -> Path:

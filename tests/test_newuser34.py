@@ -9,17 +9,10 @@ from __future__ import annotations
 import stat
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_keygen_makes_the_keys_own_folder_as_the_readme_shows_it(
@@ -97,7 +90,6 @@ def test_a_host_workload_under_arch_is_not_told_to_set_the_device_it_set(
 
 def test_a_restore_that_is_no_list_is_named_plainly() -> None:
     # README: `restore="y"`, `restore=2` are refused where the Tunable is made.
-    import pytest
 
     from warmcli import Kernel, Tunable
     from warmcli.errors import TuneSpecError
@@ -238,7 +230,6 @@ def test_a_tunable_whose_launch_is_no_callable_is_refused_where_it_is_made() -> 
     # README: warm calls `launch(rt, kernel, *inputs, stream=stream)`; a Tunable made with
     # a launch that is no function (its arguments swapped, say) was taken, and every tune
     # of it failed later, each candidate "'int' object is not callable".
-    import pytest
 
     from warmcli import Kernel, Tunable
 

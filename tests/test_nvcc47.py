@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 NVCC_WORKLOAD = """
 import os

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 MATMUL = EXAMPLES / "matmul_host.py"
 

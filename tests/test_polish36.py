@@ -16,18 +16,10 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 MANY_OPS = r"""
 from warmcli import Kernel, Tunable

@@ -13,19 +13,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_trial38 import GPU  # the team's CUDA kernel whose header a test edits
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
 
 HOST = """from warmcli import Kernel
 DEVICE = "host"

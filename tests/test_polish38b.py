@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 HOST = """from warmcli import Kernel
 DEVICE = "host"
@@ -30,13 +29,6 @@ def workload(rt):
 """
 
 HINT = "a workload takes no arguments"
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def _contents(stdout: str) -> dict[str, list[str]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Two kernels: a server loads `a` before its bundle file is deleted and forks, and the
 # child launches `b`, which neither had loaded.

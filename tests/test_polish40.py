@@ -19,12 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvrtc_release_or_skip
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once."""
-    return forked(warm)
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 @pytest.fixture(scope="module")

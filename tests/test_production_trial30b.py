@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_production_trial30 import _py
 
 OLD_RUNTIME_KERNEL = """

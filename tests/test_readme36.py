@@ -11,22 +11,15 @@ given, and no lock.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 FAILS = {  # a workload that raises, and one that ends the process itself
     "raises": 'DEVICE = "host"\ndef workload(rt):\n    raise RuntimeError("boom")\n',
     "os_exit": 'import os\nDEVICE = "host"\ndef workload(rt):\n    os._exit(0)\n',
 }
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 @pytest.mark.parametrize("how", sorted(FAILS))

@@ -5,20 +5,13 @@ prints. Every test runs the real CLI in a subprocess (the `warm` fixture).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 COMMANDS = ("run", "stats", "verify", "check", "merge", "push", "pull", "sign", "keygen")
 COMMANDS += ("diff", "clean", "devices")
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 @pytest.mark.parametrize("command", COMMANDS)

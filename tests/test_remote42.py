@@ -21,10 +21,10 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.http_open import redirect_refused
 from warmcli.bundle.location import kept_as, shown, url_text
@@ -113,11 +113,6 @@ def stores(tmp_path: Path) -> Iterator[Stores]:
     for server in running:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    return forked(warm)
 
 
 def _url(stores: Stores, path: str = "/b.warm", query: str = "") -> str:

@@ -7,18 +7,9 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 MATMUL = EXAMPLES / "matmul_host.py"
 

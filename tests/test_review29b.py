@@ -35,25 +35,17 @@ A kernel compiled in a batch must compile and compute exactly as alone. Bugs it 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileUnit
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.device import HostDevice
 from warmcli.kernel import Kernel, kernel_key
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
 
 LEAK = r"""
 from warmcli import Kernel

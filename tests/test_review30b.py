@@ -13,17 +13,9 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip, nvrtc_release_or_skip
-from forked_cli import ForkedWarm
+from forked_cli import ForkedWarm, forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
 
 MATMUL = EXAMPLES / "matmul_cuda.py"
 

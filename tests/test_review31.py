@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm, nvcc_or_skip, nvrtc_release_or_skip, this_warms
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_explain import warm_into
 
 from bench import generated, start, suite
@@ -32,13 +32,6 @@ from warmcli.runtime.runtime import Runtime
 TOUCH = Kernel(
     'extern "C" __global__ void touch(int *p) { p[0] = 1; }', "touch", "P", language="cuda"
 )
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 class Stated(ArchDevice):

@@ -52,23 +52,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from forked_python import ForkedPython
 from test_unseen32 import STRICT_SERVE
 
 from warmcli.runtime.check_keys import check_identity
 from warmcli.runtime.code_digest import code_digest
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 @pytest.fixture(scope="module")

@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_cc_wrapper33 import PRODUCTION, WORKLOAD, _wrapper
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
 
 # A header no compiler reads a character of (`#if 0`), but every scan of warm's reads:
 # each line a literal or an `__has_include(<` that never closes, repeated. A scan that

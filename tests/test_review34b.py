@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
-
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # One entry built with two defines: each build's cubin and PTX are rows of one entry.
 TWO_FACTORS = r'''
@@ -125,7 +117,6 @@ def test_an_entry_whose_symbol_no_bundle_holds_is_refused_where_the_kernel_is_ma
     and a bundle holds names of at most 4,096: an entry of 4,075 to 4,096 characters was
     built and stored as a row warm itself calls corrupt (`warm run` exit 1, `warm verify`:
     'symbol: 4108 characters, over the limit'). It is refused as the Kernel is made."""
-    import pytest
 
     from warmcli import Kernel
 

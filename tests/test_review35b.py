@@ -35,21 +35,14 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_kernel_headers import WORKLOAD, _served
 
 from warmcli.kernel import Kernel, kernel_key
 from warmcli.warming.script_main import main_argv
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 def _key(source: str, folder: Path) -> str:

@@ -12,22 +12,13 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
-from forked_cli import ForkedWarm, Servers
+from forked_cli import ForkedWarm, Servers, forked_warm  # noqa: F401  (conftest's `warm`, forked)
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MANY = EXAMPLES / "many_kernels_host.py"
-
-
-@pytest.fixture
-def warm(tmp_path: Path, forked: Any) -> Any:
-    """A `warm` of its own home, each command a fork of a process that imported the CLI
-    once (`tests/forked_cli.py`): no test here is of how a process starts."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    return forked(Warm(dict(env, WARM_HOME=str(tmp_path / "home"), COLUMNS="200")))
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends import processes
 
@@ -146,10 +147,11 @@ def workload(rt):
 
 
 def test_a_worker_that_let_go_never_runs_on_as_the_supervisor(warm: Warm, tmp_path: Path) -> None:
-    workload, mark, _ = warmed_with(warm, tmp_path, SIGNALLED_AT_EXIT, "MARK", "mark", "-q")
+    started = Warm(warm.env)  # (a started warm, not a fork: what a signal's handler runs)
+    workload, mark, _ = warmed_with(started, tmp_path, SIGNALLED_AT_EXIT, "MARK", "mark", "-q")
     time.sleep(1)  # the worker has exited (or run on as the supervisor)
     assert mark.read_text() == "atexit\n" * 3  # each pass's, once, before it let go
-    assert warm("verify", tmp_path / "b.warm", "-w", workload, "-q").returncode == 0
+    assert started("verify", tmp_path / "b.warm", "-w", workload, "-q").returncode == 0
     time.sleep(1)
     assert mark.read_text() == "atexit\n" * 4  # the replay's one pass
 
@@ -213,7 +215,8 @@ def workload(rt):
 
 
 def test_a_workloads_file_never_gets_warms_output(warm: Warm, tmp_path: Path) -> None:
-    _, data, _ = warmed_with(warm, tmp_path, LATE_FILE, "DATA", "data.txt", "-q")
+    started = Warm(warm.env)  # (a started warm, not a fork: the descriptors it starts with)
+    _, data, _ = warmed_with(started, tmp_path, LATE_FILE, "DATA", "data.txt", "-q")
     assert data.read_text() == "data\n"
 
 

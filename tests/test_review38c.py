@@ -10,18 +10,11 @@ name (`.incbin\\t\\"file\\"`) was not refused: an edited file was served the old
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_keyprop38 import INCBIN_WORKLOAD, WORKLOAD, _object, _serve
-
-
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once
-    (`tests/forked_cli.py`): no test here is of how a process starts."""
-    return forked(warm)
 
 
 @pytest.mark.parametrize("flag", ["-MD", "-MMD"])

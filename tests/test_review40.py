@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.warming.script_main import runtime_main
 from warmcli.warming.stop_signals import stopped_by_signal
