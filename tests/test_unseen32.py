@@ -3,10 +3,10 @@
 Written from the README alone, through the real CLI in processes of their own and real cc on
 the host backend (`warm` commands and production processes forked from ones that imported
 warm once, `tests/forked_cli.py`, `tests/forked_python.py`, but where a flag or a fresh
-start is the point): workloads of many dtypes (float16, float64, complex64, uint64, bool), zero-size,
-one-element, Fortran-order and strided inputs, big and non-finite scalars, kernels built in
-loops with f-strings and defines of every kind, tunables of many candidates with options,
-generator and async workloads, `-m pkg.module` workloads with threads on their own
+start is the point): workloads of many dtypes (float16, float64, complex64, uint64, bool),
+zero-size, one-element, Fortran-order and strided inputs, big and non-finite scalars, kernels
+built in loops with f-strings and defines of every kind, tunables of many candidates with
+options, generator and async workloads, `-m pkg.module` workloads with threads on their own
 streams, workloads reading files beside them. For each, a cold start (no bundle), a miss
 (a bundle warmed from part of it) and a hit (its own bundle, served strict) give the same
 bytes, and the hit compiles and tunes nothing.
