@@ -6,7 +6,9 @@ launch bounds, a tune over block sizes), checked as production would see them: e
 key a CUDA device of the built architecture computes is in the bundle, every cubin is
 for its architecture, every PTX is one a newer GPU can JIT; an architecture that is no
 GPU's is one line before anything compiles; nvcc and NVRTC bundles merge and
-`warm check --arch` reads the merge. Every run goes through the CLI in a subprocess.
+`warm check --arch` reads the merge. Every run goes through the CLI, each command a process
+of its own (`mixed`'s started, the tests' forks of one that imported the CLI once,
+`tests/forked_cli.py`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ runtime and writes them to a `.npz`, cold (`WARM_BUNDLE=` empty), served by the 
 `warm run` made (`WARM_REPORT=1` says it served everything) and, where a variant is given,
 changed against that bundle (a partial miss, which must compile what changed and serve the
 rest). Every array must match the cold one bit for bit. Real `warm run` and real cc (the
-`warm` commands forks of a process that imported the CLI once, `Trial`'s `servers`).
+`warm` commands forks of a process that imported the CLI once, `Trial`'s `servers`; the
+drivers forks of one that imported numpy and warmcli, `Trial`'s `pythons`).
 
 Found here: a C kernel with `__attribute__((constructor))` shared a translation unit (one
 binary) with other kernels, so a hit ran its constructor when any of them loaded, before the
@@ -24,7 +25,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 import pytest
 from conftest import Warm
 from forked_cli import ForkedWarm
+from forked_python import ForkedPythons
 
 DRIVE = """
 import os, runpy, sys
@@ -50,9 +52,18 @@ class Trial:
     """One workload in a folder of its own: run cold, warmed, served and changed. Given the
     forking servers (`servers`: conftest's `forking_servers`), its `warm` commands are forks
     of them (`tests/forked_cli.py`: what each says and stores is what is tested here, not
-    how a process starts); without, each is a process started, as its drivers always are."""
+    how a process starts); given `pythons` (a `tests/forked_python.ForkedPythons`), its
+    drivers are forks of a process that imported numpy and warmcli (what each computes is
+    tested, not how it starts); without, each is a process started."""
 
-    def __init__(self, folder: Path, source: str, name: str = "w.py", servers: Any = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        source: str,
+        name: str = "w.py",
+        servers: Any = None,
+        pythons: ForkedPythons | None = None,
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.workload, self.bundle = folder, folder / name, folder / "b.warm"
         self.workload.write_text(source, encoding="utf-8")
@@ -61,6 +72,7 @@ class Trial:
         self.env.update(WARM_HOME=str(folder / "home"), COLUMNS="200")
         self.runs = 0
         self.servers = servers
+        self.pythons = pythons
 
     def _python(self, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -83,7 +95,14 @@ class Trial:
         self.runs += 1
         out = self.folder / f"out{self.runs}.npz"
         env = dict(env, WARM_BUNDLE=bundle, WARM_REPORT="1")
-        done = self._python(self.folder / "drive.py", self.workload, out, **env)
+        if self.pythons is None:
+            done = self._python(self.folder / "drive.py", self.workload, out, **env)
+        else:
+            env = {**self.env, **env}
+            done = self.pythons(env).run(
+                self.folder / "drive.py", str(self.workload), str(out), env=env, cwd=self.folder,
+                timeout=300,
+            )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr, done.stderr
         with np.load(out) as arrays:
@@ -102,10 +121,19 @@ class Trial:
         return self.outputs(str(self.bundle), **env)
 
 
+@pytest.fixture(scope="module")
+def pythons() -> Iterator[ForkedPythons]:
+    """The module's driver processes' forking servers, one per environment apart from warm's
+    own variables (`tests/forked_python.py`)."""
+    servers = ForkedPythons(Path(__file__).resolve().parents[1])
+    yield servers
+    servers.close()
+
+
 @pytest.fixture
-def trial(forking_servers: Any) -> Callable[..., Trial]:
-    """`trial(folder, source)`: a `Trial` whose `warm` commands are forked."""
-    return lambda folder, source: Trial(folder, source, servers=forking_servers)
+def trial(forking_servers: Any, pythons: ForkedPythons) -> Callable[..., Trial]:
+    """`trial(folder, source)`: a `Trial` whose `warm` commands and drivers are forked."""
+    return lambda folder, source: Trial(folder, source, servers=forking_servers, pythons=pythons)
 
 
 def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
@@ -432,12 +460,14 @@ class Suite:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory, forking_servers: Any) -> Suite:
+def suite(
+    tmp_path_factory: pytest.TempPathFactory, forking_servers: Any, pythons: ForkedPythons
+) -> Suite:
     """Every feature, in a folder whose name is not ASCII: run cold, warmed (`-j 1`: one
     compiler process, so every kernel that may share a unit shares one), served, then
     changed (`WARM_TEST_D37_VARIANT=1`, `f_headers`' header edited) cold and over the bundle."""
     folder = tmp_path_factory.mktemp("d37") / "ünï cødé ☃"
-    trial = Trial(folder, SUITE, name="suite.py", servers=forking_servers)
+    trial = Trial(folder, SUITE, name="suite.py", servers=forking_servers, pythons=pythons)
     for name, source in FEATURES.items():
         (folder / f"{name}.py").write_text(source, encoding="utf-8")
     headers = folder / "inç ☃"

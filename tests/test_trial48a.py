@@ -1,7 +1,8 @@
 """A CI pre-build user's trial of warm, from the README only (round 48): a small CUDA package
 with a `kernels/` folder of headers named by `-I`, warmed for `--arch sm_90` by NVRTC and
-nvcc on a machine with no GPU, then broken the ways a user breaks it. The real CLI in a
-subprocess, real NVRTC.
+nvcc on a machine with no GPU, then broken the ways a user breaks it. The real CLI, each
+command a process of its own (a fork of one that imported the CLI once, `tests/forked_cli.py`:
+what each says and stores is tested here, not how a process starts), real NVRTC and nvcc.
 
 What it found: a kernel whose `-I` folder lacks the header it includes (a typo, a file not
 yet added) was told by NVRTC's hint that NVRTC reads no header from the working folder and
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401 (each `warm` command forked)
 
 from warmcli import Kernel
 from warmcli.backends.cuda.nvrtc import find_nvrtc

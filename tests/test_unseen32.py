@@ -1,10 +1,12 @@
 """A new user's own workloads (round 32): what a first-time user's programs meet.
 
-Written from the README alone, through the real CLI in subprocesses and real cc on the host
-backend: workloads of many dtypes (float16, float64, complex64, uint64, bool), zero-size,
-one-element, Fortran-order and strided inputs, big and non-finite scalars, kernels built in
-loops with f-strings and defines of every kind, tunables of many candidates with options,
-generator and async workloads, `-m pkg.module` workloads with threads on their own
+Written from the README alone, through the real CLI in processes of their own and real cc on
+the host backend (`warm` commands and production processes forked from ones that imported
+warm once, `tests/forked_cli.py`, `tests/forked_python.py`, but where a flag or a fresh
+start is the point): workloads of many dtypes (float16, float64, complex64, uint64, bool),
+zero-size, one-element, Fortran-order and strided inputs, big and non-finite scalars, kernels
+built in loops with f-strings and defines of every kind, tunables of many candidates with
+options, generator and async workloads, `-m pkg.module` workloads with threads on their own
 streams, workloads reading files beside them. For each, a cold start (no bundle), a miss
 (a bundle warmed from part of it) and a hit (its own bundle, served strict) give the same
 bytes, and the hit compiles and tunes nothing.
@@ -48,11 +50,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from forked_python import ForkedPythons
 
 
 @pytest.fixture
@@ -60,6 +64,18 @@ def warm(warm: Warm, forked: Any) -> Any:
     """conftest's `warm`, each command a fork of a process that imported the CLI once
     (`tests/forked_cli.py`): no test here is of how a process starts."""
     return forked(warm)
+
+
+_python = ForkedPythons(ROOT)  # production processes' servers, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """The forking servers of the production processes whose results are tested (each a fork
+    of a process that imported numpy and warmcli, `tests/forked_python.py`), ended with the
+    module. `python -OO`'s and the fork-hook probe's start as processes of their own."""
+    yield
+    _python.close()
 
 
 # An application error whose message is looked up, and the lookup fails (its `__str__` raises).
@@ -315,10 +331,7 @@ def workload(rt):
     done = warm("run", workload, "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_STRICT="1")
-    served = subprocess.run(
-        [sys.executable, "-c", STRICT_SERVE, workload],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+    served = _python(env).run(STRICT_SERVE, str(workload), env=env, cwd=ROOT, timeout=300)
     assert served.returncode == 0, served.stderr
     assert served.stdout.strip() == "1.0", served.stdout
 
@@ -435,10 +448,7 @@ def test_cold_miss_and_hit_compute_the_same(warm: Warm, tmp_path: Path, program:
 
     def serve(bundle: Path | None, **env: str) -> dict[str, object]:
         given = dict(warm.env, WARM_BUNDLE=str(bundle) if bundle else "", **env)
-        done = subprocess.run(
-            [sys.executable, "-c", SERVE_ALL, workload],
-            capture_output=True, text=True, env=given, timeout=300,
-        )  # fmt: skip
+        done = _python(given).run(SERVE_ALL, str(workload), env=given, cwd=ROOT, timeout=300)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
