@@ -20,14 +20,15 @@ from test_blob_memory import _PEAK
 from tune_rows import add_other_tunes, add_tunes
 
 
-def _with_blobs(source: Path, path: Path, cache_pages: int = 0) -> Path:
-    """`source` with 48 MiB more of well-formed blobs (each under its own sha256); with
-    `cache_pages`, its header's suggested cache size set to that many pages, as `PRAGMA
-    default_cache_size` writes it (offset 48: a number in the file, nothing more)."""
+def _with_blobs(source: Path, path: Path, cache_pages: int = 0, made: bool = False) -> Path:
+    """`source` with 48 MiB more of well-formed blobs (each under its own sha256), or, `made`,
+    `source` as it is (such a bundle already); with `cache_pages`, its header's suggested
+    cache size set to that many pages, as `PRAGMA default_cache_size` writes it (offset 48:
+    a number in the file, nothing more)."""
     shutil.copyfile(source, path)
     conn = sqlite3.connect(path)
     with conn:
-        for _ in range(6):
+        for _ in range(0 if made else 6):
             data = os.urandom(8 << 20)
             digest = hashlib.sha256(data).hexdigest()
             conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (digest, len(data), data))
@@ -68,7 +69,8 @@ def test_a_cache_size_in_the_bundles_header_never_sets_warms_memory(
     (2,000 KiB) after the file's schema is checked."""
     warm, good = made
     plain = _with_blobs(good, tmp_path / "plain.warm")
-    hostile = _with_blobs(good, tmp_path / "hostile.warm", cache_pages=2_000_000_000)
+    # the same bundle, but for the cache size its header suggests (its blobs made once)
+    hostile = _with_blobs(plain, tmp_path / "hostile.warm", 2_000_000_000, made=True)
     for command in (("verify",), ("clean", "--older-than", "0s")):
         flat = _peak(warm, command[0], plain, *command[1:])
         grown = _peak(warm, command[0], hostile, *command[1:]) - flat
