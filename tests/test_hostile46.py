@@ -1,5 +1,6 @@
-"""Holes hostile46 found, each reproduced for real: the real CLI in a subprocess, real SQLite
-files (a bundle from `warm run`, edited with sqlite3 as an attacker would)."""
+"""Holes hostile46 found, each reproduced for real: the real CLI in a subprocess (its peak
+memory: one started for it; what a command says: a fork, `tests/forked_cli.py`), real
+SQLite files (a bundle from `warm run`, edited with sqlite3 as an attacker would)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import ROOT, Warm
@@ -18,14 +20,15 @@ from test_blob_memory import _PEAK
 from tune_rows import add_other_tunes, add_tunes
 
 
-def _with_blobs(source: Path, path: Path, cache_pages: int = 0) -> Path:
-    """`source` with 48 MiB more of well-formed blobs (each under its own sha256); with
-    `cache_pages`, its header's suggested cache size set to that many pages, as `PRAGMA
-    default_cache_size` writes it (offset 48: a number in the file, nothing more)."""
+def _with_blobs(source: Path, path: Path, cache_pages: int = 0, made: bool = False) -> Path:
+    """`source` with 48 MiB more of well-formed blobs (each under its own sha256), or, `made`,
+    `source` as it is (such a bundle already); with `cache_pages`, its header's suggested
+    cache size set to that many pages, as `PRAGMA default_cache_size` writes it (offset 48:
+    a number in the file, nothing more)."""
     shutil.copyfile(source, path)
     conn = sqlite3.connect(path)
     with conn:
-        for _ in range(6):
+        for _ in range(0 if made else 6):
             data = os.urandom(8 << 20)
             digest = hashlib.sha256(data).hexdigest()
             conn.execute("INSERT INTO blobs VALUES (?, ?, ?)", (digest, len(data), data))
@@ -37,6 +40,12 @@ def _with_blobs(source: Path, path: Path, cache_pages: int = 0) -> Path:
 
 def _peak(warm: Warm, *args: object) -> int:
     """The peak RSS, in bytes, of `warm *args` (its exit code 0 or 1)."""
+    return _peak_run(warm, *args)[0]
+
+
+def _peak_run(warm: Warm, *args: object) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """`_peak`, and how that run of `warm *args` ended (its stdout as `warm`'s, its stderr
+    with the peak's line last): for a test that also checks what the measured run said."""
     proc = subprocess.run(
         [sys.executable, "-c", _PEAK, *map(str, args)],
         capture_output=True,
@@ -46,7 +55,7 @@ def _peak(warm: Warm, *args: object) -> int:
         timeout=120,
     )
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-1500:]
-    return int(proc.stderr.rsplit("peak ", 1)[1].split()[0])
+    return int(proc.stderr.rsplit("peak ", 1)[1].split()[0]), proc
 
 
 def test_a_cache_size_in_the_bundles_header_never_sets_warms_memory(
@@ -60,7 +69,8 @@ def test_a_cache_size_in_the_bundles_header_never_sets_warms_memory(
     (2,000 KiB) after the file's schema is checked."""
     warm, good = made
     plain = _with_blobs(good, tmp_path / "plain.warm")
-    hostile = _with_blobs(good, tmp_path / "hostile.warm", cache_pages=2_000_000_000)
+    # the same bundle, but for the cache size its header suggests (its blobs made once)
+    hostile = _with_blobs(plain, tmp_path / "hostile.warm", 2_000_000_000, made=True)
     for command in (("verify",), ("clean", "--older-than", "0s")):
         flat = _peak(warm, command[0], plain, *command[1:])
         grown = _peak(warm, command[0], hostile, *command[1:]) - flat
@@ -68,7 +78,7 @@ def test_a_cache_size_in_the_bundles_header_never_sets_warms_memory(
 
 
 def test_merge_refusing_an_existing_out_leaves_no_lock_beside_it(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """`warm merge A -o notes.txt` (a file that is there, no --force) is refused, as it should
     be, but took OUT's write lock first and left `notes.txt.lock` in the user's folder (`warm
@@ -77,7 +87,7 @@ def test_merge_refusing_an_existing_out_leaves_no_lock_beside_it(
     out = tmp_path / "notes.txt"
     out.write_text("mine\n")
     for json in ((), ("--json",)):
-        proc = warm("merge", good, "-o", out, *json)
+        proc = forked(warm)("merge", good, "-o", out, *json)  # (its output: forked)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert "exists: name it as an input to merge into it, or pass --force" in proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
@@ -103,7 +113,7 @@ def _tunes_of_many_candidates(
 
 
 def test_stats_of_tunes_of_many_candidates_holds_and_shows_a_bounded_part(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """A tune's packed candidates may inflate to 4 MiB: 246,000 of 17 bytes, from a row of
     4 KB. `warm stats` held every tune of a listing (up to 20,000) with all of them, as
@@ -117,7 +127,7 @@ def test_stats_of_tunes_of_many_candidates_holds_and_shows_a_bounded_part(
     grown = _peak(warm, "stats", many) - flat
     assert grown < 48 << 20, f"{grown >> 20} MiB more"
     one = _tunes_of_many_candidates(good, tmp_path / "one.warm", tunes=1, candidates=40_000)
-    shown = warm("stats", one, "--explain", "matmul")
+    shown = forked(warm)("stats", one, "--explain", "matmul")  # (its output: forked)
     assert shown.returncode == 0, shown.stderr
     assert "and 39,000 more candidate(s) not listed" in shown.stdout, shown.stdout[-2000:]
     assert len(shown.stdout.splitlines()) < 5_000

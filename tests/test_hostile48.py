@@ -1,5 +1,6 @@
-"""Holes hostile48 found, each reproduced for real: the real CLI in a subprocess, real SQLite
-files (a bundle from `warm run`, edited with sqlite3 as an attacker would)."""
+"""Holes hostile48 found, each reproduced for real: the real CLI in a subprocess (its peak
+memory: one started for it; what a command says: a fork, `tests/forked_cli.py`), real
+SQLite files (a bundle from `warm run`, edited with sqlite3 as an attacker would)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
@@ -117,7 +119,7 @@ def test_a_production_process_holds_no_samples_of_the_tunes_it_serves(
 
 
 def test_a_format1_tune_that_would_pack_past_the_bound_is_malformed(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """A format-1 tune (candidates as JSON text) of 600,000 samples "0" is 1.2 MB of text,
     4.8 MB packed: `warm verify` called it sound, and `warm merge` of it with a good bundle
@@ -144,18 +146,18 @@ def test_a_format1_tune_that_would_pack_past_the_bound_is_malformed(
     row = (key, "op", "s", "dev", checksum, "measured", "a", doc, 1.0, 1.0, 1.0)
     conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
     conn.close()
-    verified = warm("verify", path)
+    verified = forked(warm)("verify", path)  # (their output: forked)
     assert verified.returncode == 1, verified.stdout
     assert f"corrupt tune entry '{key[:16]}'" in verified.stdout, verified.stdout
     assert "over 4194304 bytes packed" in verified.stdout, verified.stdout
-    merged = warm("merge", path, good, "-o", tmp_path / "out.warm")
+    merged = forked(warm)("merge", path, good, "-o", tmp_path / "out.warm")
     assert merged.returncode == 2 and "Traceback" not in merged.stderr, merged.stderr
     assert len(merged.stderr.splitlines()) == 1 and "corrupt tune entry" in merged.stderr
     assert not (tmp_path / "out.warm").exists()
 
 
 def test_stats_json_holds_the_lines_of_its_tunes_deflated(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """`warm stats --json` of a bundle of up to 20,000 entries reads every tune before it
     writes (one snapshot), and held each tune's JSON line whole until then: 100 tunes of
@@ -171,7 +173,7 @@ def test_stats_json_holds_the_lines_of_its_tunes_deflated(
     grown = _peak(warm, "stats", "--json", many) - _peak(warm, "stats", "--json", some)
     assert grown < 40 << 20, f"{grown >> 20} MiB more"  # (27 more lines held: 86 MiB)
     # The document of tunes with long lines is what their records say, line by line.
-    shown = warm("stats", "--json", few)
+    shown = forked(warm)("stats", "--json", few)  # (its output: forked)
     assert shown.returncode == 0, shown.stderr
     from warmcli.bundle.store import Bundle
     from warmcli.cli.render.tune_line import tune_line
@@ -181,4 +183,5 @@ def test_stats_json_holds_the_lines_of_its_tunes_deflated(
     listed = [ln.strip().rstrip(",") for ln in shown.stdout.splitlines() if '"checksum"' in ln]
     assert len(listed) == 5 and set(listed) == lines
     digest = hashlib.sha256(shown.stdout.encode()).hexdigest()
-    assert digest == hashlib.sha256(warm("stats", "--json", few).stdout.encode()).hexdigest()
+    again = forked(warm)("stats", "--json", few).stdout
+    assert digest == hashlib.sha256(again.encode()).hexdigest()

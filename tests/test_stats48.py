@@ -1,18 +1,19 @@
 """`warm stats` held what a bundle's candidates name, per candidate (stats48): tunes whose
 candidates each name a kernel of their own set its memory (20 tunes of 10,000 such: 152 MB,
 `--explain` 180 MB; 100 tunes of 1,000 shown by `--explain` on a large bundle: 417 MB).
-Each reproduced for real: the real CLI in a subprocess, real SQLite files (a bundle from
-`warm run`, its tunes added with sqlite3, packed as warm packs them)."""
+Each reproduced for real: the real CLI in a subprocess (its peak memory: one started for it,
+whose output is checked too; what it prints of a small bundle: a fork), real SQLite files
+(a bundle from `warm run`, its tunes added with sqlite3, packed as warm packs them)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from conftest import Warm
-from test_hostile46 import _peak
+from test_hostile46 import _peak, _peak_run
 from tune_rows import add_other_tunes, add_tunes
 
 from warmcli.bundle.candidates import pack
@@ -45,11 +46,13 @@ def test_stats_holds_no_name_per_candidate_of_a_kernel_it_does_not_list(
     without their candidates (counted)."""
     warm, good = made
     many = _naming_many_kernels(good, tmp_path / "many.warm", tunes=12, candidates=8_000)
+    said = {}
     for args in ((), ("--json",), ("--explain", "matmul")):
         flat = _peak(warm, "stats", good, *args)
-        grown = _peak(warm, "stats", many, *args) - flat
+        peak, said[args] = _peak_run(warm, "stats", many, *args)
+        grown = peak - flat
         assert grown < 36 << 20, f"warm stats {' '.join(args)}: {grown >> 20} MiB more"
-    listed = warm("stats", many)
+    listed = said[()]  # what the measured `warm stats MANY` printed (the CLI as warm runs it)
     assert listed.returncode == 0, listed.stderr
     assert "Tunes (15)" in listed.stdout
     rows = [r for r in listed.stdout.splitlines() if r.rstrip().endswith(" 8000")]
@@ -72,7 +75,7 @@ def test_stats_explain_of_a_large_bundle_makes_one_tunes_table_at_a_time(
 
 
 def test_parts_printed_one_at_a_time_are_the_group_printed_at_once(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Callable[[Warm], Warm]
 ) -> None:
     """`warm stats` prints its parts one at a time now, each made as it is printed: the
     text is what printing them as one group printed (a bundle of few tunes, each a table of
@@ -97,7 +100,7 @@ def test_parts_printed_one_at_a_time_are_the_group_printed_at_once(
                 console.print(part)
             texts.append(console.file.getvalue())  # type: ignore[attr-defined]
         assert texts[0] == texts[1]
-        shown = warm("stats", path, *(("--explain", "matmul") if every else ()))
+        shown = forked(warm)("stats", path, *(("--explain", "matmul") if every else ()))
         assert shown.returncode == 0, shown.stderr
         said = [line.rstrip() for line in shown.stdout.splitlines()[1:]]  # (the path aside)
         assert said == [line.rstrip() for line in texts[1].splitlines()[1:]]
