@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from add_only import warmed
+import pytest
+from add_only import warmed_here, warmed_once  # noqa: F401  (fixtures)
 from conftest import Warm
+
+# Every test starts from `add_only.warmed`'s folder, as its `warm run` left it (made once).
+pytestmark = pytest.mark.usefixtures("warmed_here")
 
 # A served process that launches `add` (in the bundle) and `mul` (not), then `{then}`.
 SERVED = """
@@ -44,7 +48,6 @@ def test_the_report_after_close_names_the_bundle_it_wrote_back_into(
     `warmcli.report()`) said `warm: no bundle is loaded: this process compiled 1 kernel(s)
     ... (warm them with `warm run`, then set WARM_BUNDLE)`, of a process served by a bundle
     it had just written that kernel into. It names the bundle closed, and says written."""
-    warmed(warm, tmp_path)
     then = "warmcli.production.close()\nprint(warmcli.report())"
     proc = _served(warm, tmp_path, then, WARM_BUNDLE_WRITE="1")
     assert proc.returncode == 0, proc.stderr
@@ -61,7 +64,6 @@ def test_the_report_after_close_names_the_bundle_it_wrote_back_into(
 def test_strict_refusals_after_close_are_of_the_bundle(warm: Warm, tmp_path: Path) -> None:
     """Strict, closed before exit: the refusal is reported as the bundle's lack (its reason
     the bundle's, `absent`), not as though no bundle had been loaded."""
-    warmed(warm, tmp_path)
     proc = _served(warm, tmp_path, "warmcli.production.close()", WARM_STRICT="1")
     assert proc.returncode == 0, proc.stderr
     first = proc.stderr.splitlines()[0]
@@ -71,7 +73,6 @@ def test_strict_refusals_after_close_are_of_the_bundle(warm: Warm, tmp_path: Pat
 
 def test_use_bundle_none_after_close_reports_no_bundle(warm: Warm, tmp_path: Path) -> None:
     """`use_bundle(None)` after a close: the process serves none from then, as before."""
-    warmed(warm, tmp_path)
     then = "warmcli.production.close()\nwarmcli.use_bundle(None)\nprint(warmcli.report())"
     proc = _served(warm, tmp_path, then)
     assert proc.returncode == 0, proc.stderr
@@ -83,7 +84,6 @@ def test_warm_explain_under_pytest_shows_with_log_cli_level(warm: Warm, tmp_path
     caught the `warmcli` logger's line, and a passing test shows none, with or without `-s`):
     the README said such lines reach stderr. It now says so, and `--log-cli-level=WARNING`
     shows each reason, as pinned here."""
-    warmed(warm, tmp_path)
     (tmp_path / "test_k.py").write_text(
         "import numpy as np, warmcli\nfrom kernels import MUL\n\ndef test_mul():\n"
         "    rt = warmcli.runtime('host')\n"
@@ -108,7 +108,6 @@ def test_a_suite_warmed_imports_conftest_once_a_pass(warm: Warm, tmp_path: Path)
     """'Warming with your test suite' said the test modules are imported once: a
     `conftest.py`'s module-level code runs once a pass (pytest imports it again at each
     `pytest.main`), which the README now says; the test module itself once, as it said."""
-    warmed(warm, tmp_path)
     log = tmp_path / "imports.txt"
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "conftest.py").write_text(
