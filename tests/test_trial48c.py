@@ -13,6 +13,10 @@ import pytest
 from add_only import warmed_here, warmed_once  # noqa: F401  (fixtures)
 from conftest import Warm
 
+# A pytest a test starts loads no plugin by entry point (this venv's xdist and hypothesis):
+# a user's suite's own plugins are not what these tests try, pytest's own ones are.
+NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
 # Every test starts from `add_only.warmed`'s folder, as its `warm run` left it (made once).
 pytestmark = pytest.mark.usefixtures("warmed_here")
 
@@ -90,7 +94,9 @@ def test_warm_explain_under_pytest_shows_with_log_cli_level(warm: Warm, tmp_path
         "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
         "    rt.launch(MUL, x, o, 4)\n    assert rt.read(o)[0] == 2\n"
     )
-    environ = dict(warm.env, WARM_BUNDLE="b.warm", WARM_EXPLAIN="1")
+    # (NO_AUTOLOAD: the venv's entry-point plugins cost ~0.9 s of CPU a start; the
+    # logging plugin that caught the line is pytest's own, loaded as ever)
+    environ = dict(warm.env, WARM_BUNDLE="b.warm", WARM_EXPLAIN="1", **NO_AUTOLOAD)
     line = "warm: miss: kernel mul: absent"
     for options, shown in (([], False), (["-s"], False), (["--log-cli-level=WARNING"], True)):
         proc = subprocess.run(
@@ -124,6 +130,7 @@ def test_a_suite_warmed_imports_conftest_once_a_pass(warm: Warm, tmp_path: Path)
         "import pytest\n\ndef workload(rt):\n"
         "    assert pytest.main(['-q', '-p', 'no:cacheprovider', 'tests/']) == 0\n"
     )
-    proc = warm("run", "warm_tests.py", "-b", "t.warm", "-q", cwd=tmp_path, timeout=120)
+    suite = warm.with_env(**NO_AUTOLOAD)  # (as above: what pytest imports is the point)
+    proc = suite("run", "warm_tests.py", "-b", "t.warm", "-q", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(log.read_text().split()) == ["conftest"] * 3 + ["test_k"], log.read_text()
