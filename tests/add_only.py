@@ -1,11 +1,16 @@
 """A bundle holding `add` only, and the kernels `add`, `mul` and `sub` a served process may
 launch beside it: what the tests of reports, strict refusals and write-backs after
-`production.close()` start from (tests/test_review43d.py, test_trial48c.py, test_review48e.py)."""
+`production.close()` start from (tests/test_review43d.py, test_trial48c.py, test_review48e.py).
+`warmed` makes it with `warm run`; the `warmed_here` fixture copies what one such run left
+(made once per test process, `warmed_once`) into the test's own folder."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 
 KERNELS = """
@@ -30,3 +35,21 @@ def warmed(warm: Warm, tmp_path: Path) -> None:
     )
     proc = warm("run", "w.py", "-b", "b.warm", "-q", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="session")
+def warmed_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder as `warmed` leaves it (`kernels.py`, `w.py`, `b.warm`), with `home`, the warm
+    home of the run that made it (conftest's `warm` environment): once per test process."""
+    base = tmp_path_factory.mktemp("add-only-once")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warmed(Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200")), base)
+    return base
+
+
+@pytest.fixture
+def warmed_here(warm: Warm, tmp_path: Path, warmed_once: Path) -> None:
+    """`warmed(warm, tmp_path)`'s outcome, copied from `warmed_once` (its home as `warm`'s
+    home, conftest's `tmp_path / "home"`), as that run there would have left it."""
+    assert warm.env["WARM_HOME"] == str(tmp_path / "home")
+    shutil.copytree(warmed_once, tmp_path, dirs_exist_ok=True, symlinks=True)

@@ -12,8 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-from add_only import warmed
+import pytest
+from add_only import warmed_here, warmed_once  # noqa: F401  (fixtures)
 from conftest import Warm
+
+# Every test starts from `add_only.warmed`'s folder, as its `warm run` left it (made once).
+pytestmark = pytest.mark.usefixtures("warmed_here")
 
 # A served process: `{before}`, then `add` (in the bundle) and `mul` (not) launched, `{then}`.
 SERVED = """
@@ -54,7 +58,6 @@ def test_a_kernel_compiled_after_close_with_no_bundle_is_not_said_written_back(
     (`use_bundle`'s path forgotten, none in the environment), so `sub` is compiled and stored
     nowhere; the report kept the closed bundle's path and its `write`, and said at exit
     `bundle b.warm lacked 2 kernel(s) ... (written back into it)`, naming `sub`."""
-    warmed(warm, tmp_path)
     before = "warmcli.use_bundle('b.warm', write=True)"
     then = "warmcli.production.close()\nlaunch(SUB)"
     proc = _served(warm, tmp_path, before, then)
@@ -68,7 +71,6 @@ def test_a_failed_close_is_not_reported_as_written_back(warm: Warm, tmp_path: Pa
     """`close()` whose write-back met a full disk raised (caught, as a pool's finalizer's is);
     the report at exit, and `warmcli.report()`, said `(written back into it)` of `mul`,
     which the bundle lacks."""
-    warmed(warm, tmp_path)
     then = """
 size, hard = os.path.getsize("b.warm"), resource.getrlimit(resource.RLIMIT_FSIZE)[1]
 resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
@@ -99,7 +101,6 @@ def test_a_home_held_by_another_costs_one_wait_per_process_not_one_per_line(
     from warmcli.backends.toolchain import VERSIONS_FILE
     from warmcli.home import HELD_SECONDS
 
-    warmed(warm, tmp_path)
     home = Path(warm.env["WARM_HOME"])
     (home / VERSIONS_FILE).unlink()
     started = time.monotonic()  # the same start with the home free: what a load makes it
@@ -125,7 +126,6 @@ def test_a_pycuda_that_raises_at_import_or_init_is_one_line(warm: Warm, tmp_path
     import (a broken build), or whose `init()` raised something else than its `Error`: `warm
     devices` and `warm run --device cuda` ended in a traceback. A stand-in pycuda package on
     PYTHONPATH (no pycuda here), the real CLI."""
-    warmed(warm, tmp_path)
     drivers = {
         "import": 'raise RuntimeError("boom at import")\n',
         "init": "class Error(Exception):\n    pass\n\n\ndef init():\n    raise ValueError('boom')",

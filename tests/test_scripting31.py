@@ -5,7 +5,10 @@ reader has gone (`| false`), and warm's standard streams closed by the script (`
 `2>&-`, `<&-`): one line on stderr and a non-zero exit (2 for a disk that refuses the
 output, 1 for a reader gone, the error's own code on an error path), never a traceback;
 with a standard stream closed, the command does its work as with /dev/null there. All
-through `python -m warmcli`, as the real `warm` command runs it.
+through `python -m warmcli`, as the real `warm` command runs it: started, where the test is
+of the process's own streams, locale, home or shell; a fork of a process that imported
+the CLI once (`tests/forked_cli.py`, the module's `warm`) where it is of what a command
+says of its arguments (URLs and names no UTF-8 spells, names too long, an empty bundle).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, its commands forked)
 
 from tests.conftest import EXAMPLES, ROOT, Warm, nvcc_or_skip
 
@@ -26,20 +31,20 @@ HOST = EXAMPLES / "matmul_host.py"
 
 
 @pytest.fixture(scope="module")
-def scripted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """One host bundle warmed by `warm run`, a signing key, and a folder to write in."""
+def scripted(
+    tmp_path_factory: pytest.TempPathFactory, made_once: Path, forking_servers: Any
+) -> dict[str, Path]:
+    """One host bundle warmed by `warm run` (conftest's `made_once`, the host example's
+    `warm run -b B -q`, copied), a signing key, and a folder to write in."""
+    from forked_cli import ForkedWarm
+
     where = tmp_path_factory.mktemp("scripting31")
-    env = dict(os.environ, WARM_HOME=str(where / "home"))
-    bundle = where / "host.warm"
-    for args in (["run", HOST, "-b", bundle, "-q"], ["keygen", where / "k.key"]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "warmcli", *map(str, args)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr
+    bundle = Path(shutil.copyfile(made_once / "good.warm", where / "host.warm"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_HOME=str(where / "home"), COLUMNS="200")  # (the `warm` fixture's server)
+    warm = ForkedWarm(Warm(env), forking_servers)
+    proc = warm("keygen", where / "k.key")
+    assert proc.returncode == 0, proc.stderr
     return {"bundle": bundle, "key": where / "k.key", "dir": where}
 
 
@@ -349,15 +354,9 @@ def test_a_url_that_is_no_ascii_is_one_line(
     """A bundle URL with a letter not percent-encoded (`é`), or a byte no UTF-8 decodes (as
     a shell hands `$'\\xff'` over), was a UnicodeEncodeError traceback (exit 1) from every
     command taking a URL: one line naming it, exit 2."""
-    args = [os.fsencode(scripted["bundle"]) if a == "B" else a.encode() for a in command]
-    proc = subprocess.run(
-        [os.fsencode(sys.executable), b"-m", b"warmcli", *args, os.fsencode(url)],
-        capture_output=True,
-        env=warm.env,
-        timeout=60,
-        cwd=ROOT,
-    )
-    lines = proc.stderr.decode(errors="replace").splitlines()
+    args = [str(scripted["bundle"]) if a == "B" else a for a in command]
+    proc = warm(*args, url, timeout=60)  # (`url` given as `os.fsencode` makes its bytes)
+    lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and len(lines) == 1, lines
     assert "percent-encode" in lines[0] or "no UTF-8" in lines[0], lines
 
@@ -383,16 +382,10 @@ def test_stats_explain_of_a_name_no_utf8_spells_is_not_held(
 ) -> None:
     """`warm stats B --explain $'m\\xff'` was a UnicodeEncodeError traceback from the query:
     no bundle can hold such a name, so it is one not held (exit 2)."""
-    bundle = os.fsencode(scripted["bundle"])
-    proc = subprocess.run(
-        [os.fsencode(sys.executable), b"-m", b"warmcli", b"stats", bundle, b"--explain", b"m\xff"],
-        capture_output=True,
-        env=warm.env,
-        timeout=60,
-        cwd=ROOT,
-    )
+    name = os.fsdecode(b"m\xff")  # (given as these bytes)
+    proc = warm("stats", scripted["bundle"], "--explain", name, timeout=60)
     said = f"{scripted['bundle']}: no tunes for operation 'm\\udcff' (it holds: matmul)"
-    assert (proc.returncode, proc.stderr.decode()) == (2, f"warm: error: {said}\n")
+    assert (proc.returncode, proc.stderr) == (2, f"warm: error: {said}\n")
 
 
 @pytest.mark.parametrize("command", ["run", "pull"])

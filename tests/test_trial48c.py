@@ -9,8 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from add_only import warmed
+import pytest
+from add_only import warmed_here, warmed_once  # noqa: F401  (fixtures)
 from conftest import Warm
+
+# A pytest a test starts loads no plugin by entry point (this venv's xdist and hypothesis):
+# a user's suite's own plugins are not what these tests try, pytest's own ones are.
+NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+# Every test starts from `add_only.warmed`'s folder, as its `warm run` left it (made once).
+pytestmark = pytest.mark.usefixtures("warmed_here")
 
 # A served process that launches `add` (in the bundle) and `mul` (not), then `{then}`.
 SERVED = """
@@ -44,7 +52,6 @@ def test_the_report_after_close_names_the_bundle_it_wrote_back_into(
     `warmcli.report()`) said `warm: no bundle is loaded: this process compiled 1 kernel(s)
     ... (warm them with `warm run`, then set WARM_BUNDLE)`, of a process served by a bundle
     it had just written that kernel into. It names the bundle closed, and says written."""
-    warmed(warm, tmp_path)
     then = "warmcli.production.close()\nprint(warmcli.report())"
     proc = _served(warm, tmp_path, then, WARM_BUNDLE_WRITE="1")
     assert proc.returncode == 0, proc.stderr
@@ -61,7 +68,6 @@ def test_the_report_after_close_names_the_bundle_it_wrote_back_into(
 def test_strict_refusals_after_close_are_of_the_bundle(warm: Warm, tmp_path: Path) -> None:
     """Strict, closed before exit: the refusal is reported as the bundle's lack (its reason
     the bundle's, `absent`), not as though no bundle had been loaded."""
-    warmed(warm, tmp_path)
     proc = _served(warm, tmp_path, "warmcli.production.close()", WARM_STRICT="1")
     assert proc.returncode == 0, proc.stderr
     first = proc.stderr.splitlines()[0]
@@ -71,7 +77,6 @@ def test_strict_refusals_after_close_are_of_the_bundle(warm: Warm, tmp_path: Pat
 
 def test_use_bundle_none_after_close_reports_no_bundle(warm: Warm, tmp_path: Path) -> None:
     """`use_bundle(None)` after a close: the process serves none from then, as before."""
-    warmed(warm, tmp_path)
     then = "warmcli.production.close()\nwarmcli.use_bundle(None)\nprint(warmcli.report())"
     proc = _served(warm, tmp_path, then)
     assert proc.returncode == 0, proc.stderr
@@ -83,14 +88,15 @@ def test_warm_explain_under_pytest_shows_with_log_cli_level(warm: Warm, tmp_path
     caught the `warmcli` logger's line, and a passing test shows none, with or without `-s`):
     the README said such lines reach stderr. It now says so, and `--log-cli-level=WARNING`
     shows each reason, as pinned here."""
-    warmed(warm, tmp_path)
     (tmp_path / "test_k.py").write_text(
         "import numpy as np, warmcli\nfrom kernels import MUL\n\ndef test_mul():\n"
         "    rt = warmcli.runtime('host')\n"
         "    x, o = rt.upload(np.ones(4, np.float32)), rt.buffer(4)\n"
         "    rt.launch(MUL, x, o, 4)\n    assert rt.read(o)[0] == 2\n"
     )
-    environ = dict(warm.env, WARM_BUNDLE="b.warm", WARM_EXPLAIN="1")
+    # (NO_AUTOLOAD: the venv's entry-point plugins cost ~0.9 s of CPU a start; the
+    # logging plugin that caught the line is pytest's own, loaded as ever)
+    environ = dict(warm.env, WARM_BUNDLE="b.warm", WARM_EXPLAIN="1", **NO_AUTOLOAD)
     line = "warm: miss: kernel mul: absent"
     for options, shown in (([], False), (["-s"], False), (["--log-cli-level=WARNING"], True)):
         proc = subprocess.run(
@@ -108,7 +114,6 @@ def test_a_suite_warmed_imports_conftest_once_a_pass(warm: Warm, tmp_path: Path)
     """'Warming with your test suite' said the test modules are imported once: a
     `conftest.py`'s module-level code runs once a pass (pytest imports it again at each
     `pytest.main`), which the README now says; the test module itself once, as it said."""
-    warmed(warm, tmp_path)
     log = tmp_path / "imports.txt"
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "conftest.py").write_text(
@@ -125,6 +130,7 @@ def test_a_suite_warmed_imports_conftest_once_a_pass(warm: Warm, tmp_path: Path)
         "import pytest\n\ndef workload(rt):\n"
         "    assert pytest.main(['-q', '-p', 'no:cacheprovider', 'tests/']) == 0\n"
     )
-    proc = warm("run", "warm_tests.py", "-b", "t.warm", "-q", cwd=tmp_path, timeout=120)
+    suite = warm.with_env(**NO_AUTOLOAD)  # (as above: what pytest imports is the point)
+    proc = suite("run", "warm_tests.py", "-b", "t.warm", "-q", cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(log.read_text().split()) == ["conftest"] * 3 + ["test_k"], log.read_text()
