@@ -25,6 +25,12 @@ from shared_builds import (  # noqa: F401  (the session-wide builds)
     signed_small_once,
 )
 
+# numpy's OpenBLAS starts a thread a core, and each spins a while after every matrix product:
+# in the pytest workers and in every process a test starts (all inherit this), on CI's two
+# cores the spinning was ~2% of the suite's CPU and 11% of a `warm run` of the host example
+# (`perf record`, stop 49). One thread computes the same products.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 # Run by `Warm.production(TUNED_READ, workload_file, i)`: the workload served on the host
