@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet_shards import shard_refused
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
