@@ -195,8 +195,9 @@ def test_kernels_another_writer_stored_meanwhile_are_not_counted_as_new(
     workload = tmp_path / "meanwhile.py"
     workload.write_text(MERGED_MEANWHILE)
     bundle = tmp_path / "fleet.warm"
-    env = dict(warm.env, FULL=str(full), INTO=str(bundle), PYTHONPATH=str(EXAMPLES))
-    doc = Warm(env).json("run", workload, "-b", bundle)
+    doc = warm.with_env(FULL=str(full), INTO=str(bundle), PYTHONPATH=str(EXAMPLES)).json(
+        "run", workload, "-b", bundle
+    )
     assert doc["stored"]["kernels"] == 0, doc["stored"]
     assert len(warm.json("stats", bundle)["kernels"]) == len(warm.json("stats", full)["kernels"])
 
