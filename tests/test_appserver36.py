@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm, scaled
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from forked_python import ForkedPython
 
 # A service: `argv[1]` the bundle, `argv[2]` `make` (write every miss back: makes the

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_passover39 import SEGV_CANDIDATE  # a Tunable whose first candidate segfaults
 
 SCRATCH = r"""

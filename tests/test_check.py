@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, nvcc_or_skip
+from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
 from test_explain import ForeignArch, fake_cc, warm_into
 
 from warmcli.backends.base import DeviceFingerprint

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.host.binary import exported_symbols
 

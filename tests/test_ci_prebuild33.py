@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 
@@ -91,7 +92,7 @@ def test_two_jobs_building_one_bundle_at_once_count_what_each_added(
         assert compile_pass["stored"] == n, compile_pass
 
     # A third run of the same inputs adds nothing and leaves every row as it was.
-    again = Warm(dict(warm.env, BARRIER=str(barrier), BARRIER_COUNT="0"))
+    again = warm.with_env(BARRIER=str(barrier), BARRIER_COUNT="0")
     third = again(*args, "-b", bundle, "--json")
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout)["stored"] == {"kernels": 0, "tunes": 0}

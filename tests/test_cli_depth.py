@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm, this_warms
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from rich.console import Console
 
 from warmcli.backends.serving import Target, choose

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import typer.main
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_hostile_schema import matmul_bundle
 
 from warmcli.cli import app

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 @pytest.mark.parametrize("value", ["inf", "1e309", "1e12"])

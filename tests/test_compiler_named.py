@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 FAKE = """#!/bin/sh
 printf 'Cuda compilation tools, release 12.4, V12.4.99 \\033[31mRED\\033]8;;http://x\\007\\n'
@@ -26,10 +27,9 @@ def test_a_relative_nvcc_is_that_file_and_its_version_is_inert(
     fake.chmod(0o755)
     args = ["devices", "--compiler", "nvcc"]
     if how == "--nvcc":
-        run = Warm(warm.env)
-        proc = run(*args, "--nvcc", "./mynvcc", cwd=tmp_path)
+        proc = warm(*args, "--nvcc", "./mynvcc", cwd=tmp_path)
     else:
-        proc = Warm(dict(warm.env, WARM_NVCC="./mynvcc"))(*args, cwd=tmp_path)
+        proc = warm.with_env(WARM_NVCC="./mynvcc")(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [line] = [x for x in proc.stdout.splitlines() if x.startswith("compiler: cuda")]
     assert f"nvcc {os.path.realpath(fake)} (" in line, line

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WRITERS = 8
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions, cubin_sm

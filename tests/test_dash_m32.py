@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_a_packages_workload_is_taken_where_its_main_script_defines_none(

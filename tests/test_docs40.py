@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 LINKED = """
 import numpy as np

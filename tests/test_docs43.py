@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 KERNELS = """
 from warmcli import Kernel

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.compiler import declared
 from warmcli.backends.sharing import shares_unit

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm, nvcc_or_skip, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 KERNEL_API = '''
 from warmcli import Kernel

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet_shards import shard_refused
 from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
 
@@ -194,8 +195,9 @@ def test_kernels_another_writer_stored_meanwhile_are_not_counted_as_new(
     workload = tmp_path / "meanwhile.py"
     workload.write_text(MERGED_MEANWHILE)
     bundle = tmp_path / "fleet.warm"
-    env = dict(warm.env, FULL=str(full), INTO=str(bundle), PYTHONPATH=str(EXAMPLES))
-    doc = Warm(env).json("run", workload, "-b", bundle)
+    doc = warm.with_env(FULL=str(full), INTO=str(bundle), PYTHONPATH=str(EXAMPLES)).json(
+        "run", workload, "-b", bundle
+    )
     assert doc["stored"]["kernels"] == 0, doc["stored"]
     assert len(warm.json("stats", bundle)["kernels"]) == len(warm.json("stats", full)["kernels"])
 

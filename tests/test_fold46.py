@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from host_keys import LINK_SOURCE, workload
 
 from warmcli.backends.host.refused import unkeyed_option

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Thread A lists the bundle's kernels; it is held (by a trace) at the first line of the
 # listing after its statement ran and the bundle's lock was let go; the main thread forks

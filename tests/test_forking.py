@@ -15,6 +15,7 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
 from fork_holds import HOLDER
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 CHURN_AND_FORK = """
 import os, sys, threading

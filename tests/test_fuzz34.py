@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = ROOT / "examples" / "matmul_host.py"

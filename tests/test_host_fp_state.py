@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """\
 import numpy as np

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_hostile_schema import matmul_bundle
 from test_production import MATMUL, serve
 from test_remote import Store, http_store  # noqa: F401  (a fixture)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_production import MATMUL, serve
 
 from warmcli.bundle.store import Bundle, BundleError

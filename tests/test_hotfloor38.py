@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Registered before warm is imported, so it runs after warm's exit handler: the last word.
 AT_THE_END = """

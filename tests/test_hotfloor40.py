@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 NATIVE_WORKLOAD = """
 import numpy as np

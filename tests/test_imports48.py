@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 LAZY = ("uuid", "warmcli.late_runtime", "warmcli.runtime.tune_check")
 

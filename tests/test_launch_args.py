@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import Kernel, LaunchError, ProcessMode, ProcessModeOverride, Runtime
 from warmcli.backends.host import HostDevice

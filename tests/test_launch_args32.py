@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import Kernel, Runtime
 from warmcli.backends.host import HostDevice

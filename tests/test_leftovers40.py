@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import _serve, signed_small  # noqa: F401  (the fixture)
 

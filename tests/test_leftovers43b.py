@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A tune whose launch function makes a workspace every call and, on its first, an
 # accumulator the app keeps, at a dead workspace's id; a KeyboardInterrupt (a signal
