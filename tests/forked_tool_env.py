@@ -44,7 +44,7 @@ def _fixed(env: dict[str, str], free: tuple[str, ...]) -> dict[str, str]:
 
 class ToolEnvPythons:
     """Production scripts forked: one `ForkedPython` an environment less `free` (the tool
-    variables and `own`), each child run in its whole `env`."""
+    variables and `own`) and warm's own variables, each child run in its whole `env`."""
 
     def __init__(self, cwd: Path, *own: str) -> None:
         self.cwd, self.free = cwd, (*TOOL_VARIABLES, *own)
@@ -53,7 +53,7 @@ class ToolEnvPythons:
     def run(self, code: str | Path, *args: str, env: dict[str, str], cwd: Path, **kw: Any) -> Any:
         """`ForkedPython.run` from the server of `env` less the free variables."""
         fixed = _fixed(env, self.free)
-        shared = repr(sorted(fixed.items()))
+        shared = repr(sorted(_shared(fixed).items()))  # (warm's own variables apart too)
         if shared not in self._servers:
             self._servers[shared] = ForkedPython(fixed, self.cwd)
         server = self._servers[shared]
