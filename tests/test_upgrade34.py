@@ -2,9 +2,9 @@
 
 Through the real CLI (`warm run`, forked) and production processes (forks of one that
 imported numpy and warmcli, `tests/forked_python.py`, where only WARM_* variables differ,
-or `EXTRA_CFLAGS` too, `tests/forked_tool_env.py`; else started) compared with a cold process: a check's helper that lives in a module beside
-the workload (`from checks import close`), edited after warming, is another check, never the
-old pick served unchecked."""
+or `EXTRA_CFLAGS` too, `tests/forked_tool_env.py`; else started) compared with a cold
+process: a check's helper that lives in a module beside the workload (`from checks import
+close`), edited after warming, is another check, never the old pick served unchecked."""
 
 from __future__ import annotations
 
