@@ -9,11 +9,14 @@ wrapper script's is; a binary is keyed by its version line (`test_ccbin47`).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Warm, nvcc_or_skip
+from conftest import ROOT, Warm, nvcc_or_skip
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvServers
 from test_keyprop38 import CUDA_WORKLOAD as WORKLOAD
 
 from warmcli import Kernel
@@ -27,6 +30,14 @@ def warm(warm: Warm, forked: Any) -> Any:
     """conftest's `warm`, each command a fork of a process that imported the CLI once
     (`tests/forked_cli.py`): no test here is of how a process starts."""
     return forked(warm)
+
+
+@pytest.fixture(scope="module")
+def ccbin_servers() -> Iterator[ToolEnvServers]:
+    """Forking servers of commands whatever `NVCC_CCBIN` they set (`tests/forked_tool_env.py`)."""
+    servers = ToolEnvServers(ROOT)
+    yield servers
+    servers.close()
 
 
 def _wrapper(folder: Path, scale: str) -> Path:
@@ -67,7 +78,9 @@ def test_an_edited_host_compiler_script_is_a_miss_an_unchanged_one_a_hit(
     assert "wrapper script sha256:" in out and "Traceback" not in out, out
 
 
-def test_an_nvcc_ccbin_script_is_keyed_by_its_digest(warm: Warm, tmp_path: Path) -> None:
+def test_an_nvcc_ccbin_script_is_keyed_by_its_digest(
+    warm: Warm, tmp_path: Path, ccbin_servers: ToolEnvServers
+) -> None:
     """`NVCC_CCBIN=wrap/gcc`: its digest is in nvcc's identity, so an edit is a `toolchain`
     miss; unchanged, the bundle is complete."""
     nvcc_or_skip()
@@ -75,7 +88,7 @@ def test_an_nvcc_ccbin_script_is_keyed_by_its_digest(warm: Warm, tmp_path: Path)
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", "()"))
     bundle = tmp_path / "b.warm"
-    env = Warm({**warm.env, "NVCC_CCBIN": str(script)})
+    env = ForkedWarm(Warm({**warm.env, "NVCC_CCBIN": str(script)}), ccbin_servers)
     first = env("run", workload, "-b", bundle, *ARGS, "-q")
     assert first.returncode == 0, first.stdout + first.stderr
     same = env("verify", bundle, "--workload", workload, *ARGS)
@@ -141,7 +154,7 @@ def workload(rt):
 
 @pytest.mark.parametrize("given", ["option", "NVCC_CCBIN"])
 def test_a_macro_a_host_compiler_script_adds_is_not_undone_by_a_neighbour(
-    warm: Warm, tmp_path: Path, given: str
+    warm: Warm, tmp_path: Path, given: str, ccbin_servers: ToolEnvServers
 ) -> None:
     """The wrapper adds `-DSCALE=3.0f`; kernel f defines SCALE itself and its section undoes
     it, so g after f in one unit computed `i * 1.0f` (alone, as a cold start builds it:
@@ -152,7 +165,8 @@ def test_a_macro_a_host_compiler_script_adds_is_not_undone_by_a_neighbour(
     workload = tmp_path / "w.py"
     workload.write_text(SHARED.replace("OPTIONS", repr(options)))
     bundle = tmp_path / "b.warm"
-    env = Warm({**warm.env, **({"NVCC_CCBIN": str(script)} if given != "option" else {})})
+    named = {"NVCC_CCBIN": str(script)} if given != "option" else {}
+    env = ForkedWarm(Warm({**warm.env, **named}), ccbin_servers)
     run = env("run", workload, "-b", bundle, *ARGS, "-q", "-j", "1")
     assert run.returncode == 0, run.stdout + run.stderr
     with sqlite3.connect(bundle) as db:

@@ -14,18 +14,22 @@ served the other's alike (`test_a_write_back_committed_first_serves_the_other_it
 The upgrade test now has both look their first kernel up before either exits
 (`upgrades.MEETING`), as "at once" meant. Two of today's processes writing back at once,
 round after round, some meeting so both write back together, never lose a kernel or tune
-either process reported built or measured. Real processes (a fresh `python -c` each), real
-SQLite files and the system C compiler; stop 42's warm is `/tmp/base42` where it is, else a
-`git worktree` of 81fe69a (skipped where neither can be had).
+either process reported built or measured. Real processes (a fresh `python -c` each where
+two run at once; those run one after another each a fork of one that imported its warm once,
+`tests/forked_tool_env.py`), real SQLite files and the system C compiler; stop 42's warm is
+`/tmp/base42` where it is, else a `git worktree` of 81fe69a (skipped where neither can be
+had).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from forked_tool_env import ToolEnvPythons
 from upgrades import SERVE, Fleet, meeting, release
 
 WORKLOAD = """
@@ -88,6 +92,27 @@ def fleet(tmp_path: Path, old: Path) -> Fleet:
     return f
 
 
+@pytest.fixture(scope="module")
+def pythons(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolEnvPythons]:
+    """A server a warm, whatever W and R a process sets; started in a folder holding no warm
+    (`python -c`'s first import folder), so each imports the one its PYTHONPATH names."""
+    pythons = ToolEnvPythons(tmp_path_factory.mktemp("servers"), "W", "R")
+    yield pythons
+    pythons.close()
+
+
+def _serve(
+    pythons: ToolEnvPythons, f: Fleet, code: Path, bundle: Path | str, **env: str
+) -> dict[str, object]:
+    """`f.serve(code, bundle, script=NAMED, **env)`, a fork of `pythons`' server of `code`."""
+    environ = dict(f.env, PYTHONPATH=str(code), WARM_BUNDLE=str(bundle), **env)
+    whose = pythons.run("import warmcli; print(warmcli.__file__)", env=environ, cwd=f.folder)
+    assert whose.stdout.startswith(str(code)), (code, whose.stdout, whose.stderr)
+    done = pythons.run(NAMED, str(f.workload), env=environ, cwd=f.folder, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
 def _kernels(bundle: Path) -> dict[str, str]:
     """A bundle's kernel rows: key -> entry name, read only."""
     with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as db:
@@ -105,21 +130,23 @@ def _names(done: dict[str, object]) -> list[str]:
 
 
 @pytest.mark.parametrize("first", ["new", "old"])
-def test_a_write_back_committed_first_serves_the_other_its_build(fleet: Fleet, first: str) -> None:
+def test_a_write_back_committed_first_serves_the_other_its_build(
+    fleet: Fleet, pythons: ToolEnvPythons, first: str
+) -> None:
     """The failing runs' order made sure: one warm's process ends (its write-back committed)
     before the other's starts; the second is served the first's `zero` (keyed by another
     toolchain: `as` and `ld` in today's), builds only its own kernels, writes back those, and
     computes a cold start's bits."""
     f, bundle = fleet, fleet.folder / "prod.warm"
     one, two = (f.new, f.old) if first == "new" else (f.old, f.new)
-    cold = f.serve(two, "", script=NAMED, W="2", R="1")
+    cold = _serve(pythons, f, two, "", W="2", R="1")
     assert "zero" in _names(cold)
-    done = f.serve(one, bundle, script=NAMED, W="1", R="1", **WRITE)
+    done = _serve(pythons, f, one, bundle, W="1", R="1", **WRITE)
     assert _names(done) == ["both", "both", "mine", "mine", "own", "own", "shared", "zero"]
     zero = [key for name, key in done["compiled"] if name == "zero"]  # type: ignore[attr-defined]
     then = _kernels(bundle)
     assert len(then) == 8 and zero[0] in then
-    served = f.serve(two, bundle, script=NAMED, W="2", R="1", **WRITE)
+    served = _serve(pythons, f, two, bundle, W="2", R="1", **WRITE)
     # its own tune's candidates and own kernels only: `zero`, `shared` and `both`'s pick
     # (the tune's key holds no toolchain: served) are the first's builds
     assert _names(served) == ["mine", "mine", "own", "own"], served

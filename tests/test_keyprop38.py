@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
+from forked_cli import ForkedWarm
 from forked_python import ForkedPython
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 from test_keys_exact import keys_producing  # noqa: F401  (`producing`)
 
 from warmcli.backends.cuda.host_options import hidden_include
@@ -83,25 +85,30 @@ def _object(folder: Path, scale: int) -> Path:
     return folder / "helper.o"
 
 
+_tools = ToolEnvPythons(ROOT)  # production processes under a tool variable of a test's
+_tool_servers = ToolEnvServers(ROOT)  # and commands (`tests/forked_tool_env.py`)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forking() -> Iterator[None]:
+    yield
+    _tools.close()
+    _tool_servers.close()
+
+
 def _serve(
     warm: Warm, workload: Path, bundle: Path, producing: ForkedPython | None = None
 ) -> dict[str, object]:
     """What a production process over `bundle` computed and compiled: a fork of `producing`
-    where `warm`'s environment is its own but for WARM_* variables, else a process started
-    (`LIBRARY_PATH`, `COMPILER_PATH` set: read by cc, here and now, either way)."""
+    where `warm`'s environment is its own but for WARM_* variables, else of `_tools`'
+    (`LIBRARY_PATH`, `COMPILER_PATH` set, which its imports never read: read by cc, here
+    and now, either way)."""
     env = dict(warm.env, WARM_BUNDLE=str(bundle))
     mine = {k: v for k, v in env.items() if not k.startswith(("WARM_", "PYTEST_CURRENT_TEST"))}
     if producing is not None and mine == producing.base:
         done = producing.run(SERVE, str(workload), env=env, cwd=ROOT, timeout=300)
     else:
-        done = subprocess.run(
-            [sys.executable, "-c", SERVE, str(workload)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-            cwd=ROOT,
-        )
+        done = _tools.run(SERVE, str(workload), env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -206,7 +213,7 @@ def test_a_cc1_from_compiler_path_builds_another_kernel(warm: Warm, tmp_path: Pa
     plain, other = tmp_path / "plain.warm", tmp_path / "other.warm"
     run = warm("run", workload, "-b", plain, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
-    programs = Warm(dict(warm.env, COMPILER_PATH=str(folder)))
+    programs = ForkedWarm(Warm(dict(warm.env, COMPILER_PATH=str(folder))), _tool_servers)
     run = programs("run", workload, "-b", other, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
     for bundle, who, values in ((other, warm, 2.0), (plain, programs, 3.0)):

@@ -14,8 +14,9 @@ no key covered.
   `headers.search_orders` now leaves a `-I`, `-iquote` (or `CPATH` entry) that is one of the
   compiler's system folders out, as gcc does.
 
-Real nvcc and gcc, each key (and binary) made in a fresh process: nvcc's identity and `CPATH`
-are read once a process.
+Real nvcc and gcc, each key (and binary) made in a process of its own: nvcc's identity and
+`CPATH` are read once a process (each a fork of one that imported numpy and warmcli once, and
+read none of the variables a test sets: `tests/forked_tool_env.py`, checked here).
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, nvcc_or_skip
+from forked_tool_env import TOOL_VARIABLES, ToolEnvPythons
 
 CUDA_SOURCE = '#include "own.h"\nextern "C" __global__ void k(int *o) { o[0] = OWN; }\n'
 NVCC_KEY = """
@@ -66,6 +69,26 @@ _DROPPED = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "NVCC_PREPEND_FLAGS
 _DROPPED += ("NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
+_python = ToolEnvPythons(ROOT)  # this module's forking server (one: its tests set tool variables)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _servers() -> Iterator[None]:
+    """`_python`'s server, ended with the module."""
+    yield
+    _python.close()
+
+
+def _process(
+    script: str, source: str, options: list[str], env: dict[str, str], cwd: Path, build: bool
+) -> subprocess.CompletedProcess[str]:
+    """`script` run on the kernel in a process of its own (forked, `_python`)."""
+    run_env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    run_env.update(env, WARM_HOME=str(cwd / "home"), PYTHONPATH=str(ROOT))
+    args = (source, json.dumps(options), "build" if build else "")
+    return _python.run(script, *args, env=run_env, cwd=cwd, timeout=120)  # type: ignore[no-any-return]
+
+
 def _key(
     script: str,
     source: str,
@@ -74,20 +97,42 @@ def _key(
     cwd: Path,
     build: bool = False,
 ) -> tuple[str, str]:
-    """The kernel's key (and its binary's sha256 where `build`), in a fresh process."""
-    run_env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
-    run_env.update(env, WARM_HOME=str(cwd / "home"), PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-c", script, source, json.dumps(options), "build" if build else ""],
-        capture_output=True,
-        text=True,
-        env=run_env,
-        cwd=cwd,
-        timeout=120,
-    )
+    """The kernel's key (and its binary's sha256 where `build`), in a process of its own."""
+    done = _process(script, source, options, env, cwd, build)
     assert done.returncode == 0, done.stderr[-2000:]
     key, built = json.loads(done.stdout)
     return key, built
+
+
+# What a forking server's imports read of the environment, and whether they chose tempfile's
+# folder: run in a fresh process, as a server starts.
+READS = """
+import json, os, sys
+seen = set()
+kind = type(os.environ)
+get, has = kind.__getitem__, kind.__contains__
+kind.__getitem__ = lambda self, k: (seen.add(k), get(self, k))[1]
+kind.__contains__ = lambda self, k: (seen.add(k), has(self, k))[1]
+import numpy, warmcli, warmcli.cli
+sys.modules["warmcli.cli.app"].app.load([])
+import tempfile
+print(json.dumps({"read": sorted(seen), "tempdir": tempfile.tempdir}))
+"""
+
+
+def test_a_servers_imports_read_no_free_variable(tmp_path: Path) -> None:
+    """`tests/forked_tool_env.py`'s premise: a forking server's imports (numpy, warmcli, the
+    CLI and every command it loads) read none of the variables its children set apart."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", READS], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert "NPY_PROMOTION_STATE" in found["read"], found  # (what it reads is seen)
+    own = {"W", "R", "CHECK", "PLUS", "BY_CFG", "EXTRA_CFLAGS"}  # (what modules name free)
+    assert not set(found["read"]) & {*TOOL_VARIABLES, *own}, found
+    assert found["tempdir"] is None, found
 
 
 @pytest.mark.nvcc
@@ -263,16 +308,7 @@ def test_what_nvcc_flags_hide_from_the_key_is_refused(
     (inc / "own.h").write_text("#define OWN 1\n")
     (inc / "opts").write_text(f"-I{inc}\n")
     env = {"NVCC_APPEND_FLAGS": spelled.format(inc=inc)}
-    run_env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
-    run_env.update(env, WARM_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
-    done = subprocess.run(
-        [sys.executable, "-c", NVCC_KEY, CUDA_SOURCE, "[]", "build"],
-        capture_output=True,
-        text=True,
-        env=run_env,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    done = _process(NVCC_KEY, CUDA_SOURCE, [], env, tmp_path, build=True)
     assert done.returncode != 0
     assert f"NVCC_APPEND_FLAGS's option {spelled.format(inc=inc).split()[0]!r}" in done.stderr
     assert said in done.stderr

@@ -1,7 +1,8 @@
 """A bundle never serves what a cold process would not compute: keys as exact as the work.
 
 Through the real CLI (`warm run`, forked) and production processes (forks of one that
-imported numpy and warmcli, `tests/forked_python.py`; those under another `CPATH` started),
+imported numpy and warmcli, `tests/forked_python.py`; those under another `CPATH` forks of
+servers whose imports read none, `tests/forked_tool_env.py`),
 with and without the bundle, compared with a cold process: a tune keyed (`key=`) on a float
 array whose elements differ past numpy's 8 printed digits is a miss, not another array's
 pick; a header reached by the compiler's search order (`-iquote` before `-I` for a quoted
@@ -19,7 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import ROOT, TUNED_READ, Warm
+from forked_cli import ForkedWarm
 from forked_python import ForkedPython, produced
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 
 from warmcli import Kernel
 from warmcli.kernel import kernel_key
@@ -191,21 +194,40 @@ def test_a_header_found_through_cpath_or_c_include_path_is_keyed(
 ) -> None:
     """gcc reads include folders from `CPATH` and `C_INCLUDE_PATH` too: the header it
     finds there is keyed as one found in an `-I` folder, never served stale."""
+    pythons, servers = ToolEnvPythons(ROOT), ToolEnvServers(ROOT)
+    try:
+        _header_through_cpath(warm, workload_file, tmp_path, producing, pythons, servers)
+    finally:
+        pythons.close()
+        servers.close()
+
+
+def _header_through_cpath(
+    warm: Warm,
+    workload_file: Any,
+    tmp_path: Path,
+    producing: ForkedPython,
+    pythons: ToolEnvPythons,
+    servers: ToolEnvServers,
+) -> None:
+    """The test above, its processes under each `CPATH` forks of `pythons` and `servers`."""
     for folder, val in (("a", 1), ("b", 2)):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "cfg.h").write_text(f"#define VAL {val}\n")
     path = workload_file(ENV_WORKLOAD)
     bundle = tmp_path / "e.warm"
-    under_a = Warm(dict(warm.env, CPATH=str(tmp_path / "a")))
+    under_a = ForkedWarm(Warm(dict(warm.env, CPATH=str(tmp_path / "a"))), servers)
     assert under_a("run", path, "-b", bundle, "-q").returncode == 0
-    assert under_a.production(HEADER_SERVE, path, bundle=bundle) == {"val": 1, "kernels": 0}
+    served = produced(pythons, under_a, HEADER_SERVE, path, bundle=bundle)  # type: ignore[arg-type]
+    assert served == {"val": 1, "kernels": 0}
     for variable in ("CPATH", "C_INCLUDE_PATH"):
         under_b = Warm(dict(warm.env, **{variable: str(tmp_path / "b")}))
-        assert under_b.production(HEADER_SERVE, path) == {"val": 2, "kernels": 1}, "cold"
-        served = under_b.production(HEADER_SERVE, path, bundle=bundle)
+        cold = produced(pythons, under_b, HEADER_SERVE, path)  # type: ignore[arg-type]
+        assert cold == {"val": 2, "kernels": 1}, "cold"
+        served = produced(pythons, under_b, HEADER_SERVE, path, bundle=bundle)  # type: ignore[arg-type]
         assert served == {"val": 2, "kernels": 1}, f"{variable}: never the stale build"
     (tmp_path / "a" / "cfg.h").write_text("#define VAL 3\n")
-    served = under_a.production(HEADER_SERVE, path, bundle=bundle)
+    served = produced(pythons, under_a, HEADER_SERVE, path, bundle=bundle)  # type: ignore[arg-type]
     assert served == {"val": 3, "kernels": 1}, "an edit there is a new kernel"
     explained = dict(warm.env, WARM_EXPLAIN="1", WARM_BUNDLE=str(bundle))
     # no CPATH at all: a miss, explained; its compile finds no cfg.h

@@ -6,8 +6,10 @@ remembered with the stamps read after finding it, and young ones (changed in the
 upgraded as a process started, its finding slowed past `RACY_SECONDS`: a cold disk, a loaded
 machine) left the old program's version line remembered under the new program's stamps: every
 later process believed it, and was served the build of the old `as` under a key the new one
-no longer has. Real processes, the real CLI, cc and `as`; the `as` here is a binary (a
-script's identity is never remembered) that answers `--version` and runs the real one.
+no longer has. Real processes (each a fork of one that imported the CLI, or warmcli, once,
+whatever `PATH` it sets: `tests/forked_tool_env.py`), the real CLI, cc and `as`; the `as`
+here is a binary (a script's identity is never remembered) that answers `--version` and runs
+the real one.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 from test_review46a import SERVE, WORKLOAD  # a host kernel writing 12345, and its serving
 
 from warmcli.backends import toolchain
@@ -120,10 +124,24 @@ def aged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+_pythons = ToolEnvPythons(ROOT)  # the module's forking servers, whatever PATH a test sets
+_servers = ToolEnvServers(ROOT)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forking() -> Iterator[None]:
+    yield
+    _pythons.close()
+    _servers.close()
+
+
 def _python(env: dict[str, str], code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, cwd=ROOT
-    )
+    """`python -c code *args` in `env`, a fork of `_pythons`' server."""
+    return _pythons.run(code, *args, env=env, cwd=ROOT)  # type: ignore[no-any-return]
+
+
+def _warm(env: dict[str, str]) -> ForkedWarm:
+    return ForkedWarm(Warm(env), _servers)
 
 
 def _identities(env: dict[str, str]) -> list[str]:
@@ -148,7 +166,7 @@ def test_an_as_replaced_while_its_identity_is_found_is_never_believed_as_the_old
     env = dict(warm.env, PATH=f"{folder}{os.pathsep}{warm.env['PATH']}")
     workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
     workload.write_text(WORKLOAD)
-    run = Warm(env)("run", workload, "-b", bundle, "-q")
+    run = _warm(env)("run", workload, "-b", bundle, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
 
     # the upgrade: 2.41 (editing) put in place while a process asks 2.40 for its version
@@ -159,7 +177,7 @@ def test_an_as_replaced_while_its_identity_is_found_is_never_believed_as_the_old
 
     hot, anew = _identities(env)
     assert hot == anew and _assembler(hot).endswith("2.41"), (hot, anew)
-    run = Warm(env)("run", workload, "-b", bundle, "-q")  # a re-warm builds 2.41's (no hit)
+    run = _warm(env)("run", workload, "-b", bundle, "-q")  # a re-warm builds 2.41's (no hit)
     assert run.returncode == 0, run.stdout + run.stderr
     cold = _python(env, SERVE, str(workload))
     served = _python({**env, "WARM_BUNDLE": str(bundle), "WARM_STRICT": "1"}, SERVE, str(workload))

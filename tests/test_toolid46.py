@@ -4,7 +4,9 @@ A host kernel's identity keyed cc's version line but not the `as` and `ld` cc ru
 own program folders, `COMPILER_PATH`, else `PATH`), so a wrapper `as` that edits a constant,
 or an `ld` that adds `--defsym`, found first on `PATH` built other code under the same key:
 a process with it was served the plain build (a stale hit: not what it computes cold), and
-a process without it the wrapper's. Real wrappers, the real cc and binutils, the real CLI.
+a process without it the wrapper's. Real wrappers, the real cc and binutils, the real CLI
+(each command and production process a fork of one server of the module whatever `PATH`,
+`COMPILER_PATH` or `TMPDIR` it sets, `tests/forked_tool_env.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from forked_python import ForkedPythons
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 
 from warmcli.backends import toolchain
 
@@ -88,25 +91,38 @@ def _workload(tmp_path: Path, options: tuple[str, ...] = ()) -> Path:
     return path
 
 
-_python = ForkedPythons(ROOT)  # this module's servers, one an environment apart from WARM_*
+_python = ToolEnvPythons(ROOT)  # `_serve`'s server, whatever tool variables a test sets
+_servers = ToolEnvServers(ROOT)  # the CLI's (`_warm`)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _pythons() -> Iterator[None]:
-    """`_serve`'s forking servers, ended with the module."""
+    """`_serve`'s and `_warm`'s forking servers, ended with the module."""
     yield
     _python.close()
+    _servers.close()
+
+
+def _warm(env: dict[str, str]) -> ForkedWarm:
+    """`Warm(env)`, each command forked from `_servers`."""
+    return ForkedWarm(Warm(env), _servers)
+
+
+@pytest.fixture
+def warm(warm: Warm) -> ForkedWarm:
+    """conftest's `warm`, each command forked from `_servers`."""
+    return ForkedWarm(warm, _servers)
 
 
 def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> dict[str, object]:
     """What a production process computed and compiled (over `bundle`, strict, if given): a
-    fork of a process of `env`'s `PATH` and `COMPILER_PATH` that imported numpy and warmcli
-    once (`tests/forked_python.py`; `import warmcli` imports no backend and runs no tool, so
-    each child finds the `as`, `ld`, `cc1` there as a started process does)."""
+    fork of a process that imported numpy and warmcli once (`tests/forked_tool_env.py`;
+    `import warmcli` imports no backend and runs no tool, so each child finds the `as`,
+    `ld`, `cc1` of its `PATH` and `COMPILER_PATH` as a started process does)."""
     env = {k: v for k, v in env.items() if k not in ("WARM_BUNDLE", "WARM_STRICT")}
     if bundle is not None:
         env.update(WARM_BUNDLE=str(bundle), WARM_STRICT="1")
-    done = _python(env).run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
+    done = _python.run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     if done.returncode != 0:
         assert "Traceback" in done.stderr and "toolchain" in done.stderr, done.stderr
         return {"refused": True}
@@ -137,7 +153,7 @@ def test_a_wrapper_as_or_ld_first_on_path_builds_another_kernel(
     cold = _never_stale(wrapped, workload, bundle)
     assert cold["values"] == ([54321, 0] if which == "as" else [12345, 7]), cold
     # warming with the wrapper builds its own, and each is served only its own
-    run = Warm(wrapped)("run", workload, "-b", bundle, "-q")
+    run = _warm(wrapped)("run", workload, "-b", bundle, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
     assert _serve(wrapped, workload, bundle) == {**cold, "compiled": 0}
     assert _serve(warm.env, workload, bundle) == {"values": PLAIN, "compiled": 0}
@@ -150,7 +166,7 @@ def test_an_as_in_compiler_path_replaced_is_another_kernel(warm: Warm, tmp_path:
     env = dict(warm.env, COMPILER_PATH=str(folder))
     workload = _workload(tmp_path)
     bundle = tmp_path / "b.warm"
-    run = Warm(env)("run", workload, "-b", bundle, "-q")
+    run = _warm(env)("run", workload, "-b", bundle, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
     assert _serve(env, workload, bundle) == {"values": [54321, 0], "compiled": 0}
     edited = (folder / "as").read_text().replace("54321", "11111")
@@ -195,7 +211,7 @@ def test_binutils_upgraded_behind_the_same_name_builds_again(
     folder.mkdir()
     real = _real(which)
     _binary(folder / which, f"GNU {which} 2.40", real)
-    into = Warm(dict(warm.env, PATH=f"{folder}{os.pathsep}{warm.env['PATH']}"))
+    into = _warm(dict(warm.env, PATH=f"{folder}{os.pathsep}{warm.env['PATH']}"))
     workload = _workload(tmp_path)
     bundle = tmp_path / "b.warm"
     assert into.json("run", workload, "-b", bundle)["stored"]["kernels"] == 1
@@ -218,7 +234,7 @@ def test_every_b_prefix_and_linker_choice_is_refused(
     temporary = tmp_path / "tmp"
     _wrappers(temporary, "as")
     env = dict(warm.env, TMPDIR=str(temporary))
-    run = Warm(env)("run", workload, "-b", tmp_path / "b.warm", "-q")
+    run = _warm(env)("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert run.returncode == 2, run.stdout + run.stderr
     assert f"option {option!r} reads a file" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
@@ -323,7 +339,7 @@ def test_a_cc1_or_collect2_in_compiler_path_replaced_is_another_kernel(
     env = dict(warm.env, COMPILER_PATH=str(folder))
     workload = _workload(tmp_path)
     bundle = tmp_path / "b.warm"
-    run = Warm(env)("run", workload, "-b", bundle, "-q")
+    run = _warm(env)("run", workload, "-b", bundle, "-q")
     assert run.returncode == 0, run.stdout + run.stderr
     assert _serve(env, workload, bundle) == {"values": [12345, 3], "compiled": 0}
     wrapper("5")

@@ -1,7 +1,9 @@
 """A tune's key holds what decides its pick, as text the same in every process.
 
-Through the real CLI (`warm run`, `warm verify --workload`) and fresh production
-processes with and without the bundle: a bundle warmed without an output check does not
+Through the real CLI (`warm run`, `warm verify --workload`) and production processes with
+and without the bundle (each a fork of one that imported the CLI, or numpy and warmcli, once,
+whatever `CHECK`, `PLUS` or `BY_CFG` it sets, `tests/forked_tool_env.py`; fresh ones where
+the hash seed is what is tested): a bundle warmed without an output check does not
 serve a process that checks; a check callable keys alike in every process; a `key=`
 value with a memory address in its text, or a set of no stable order, is refused where a
 bundle could never serve it. Tunables without a check, and valid keys, key as before.
@@ -14,11 +16,15 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT, SQUARES, TUNED_READ, Warm
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
@@ -52,8 +58,36 @@ def workload(rt):
 )
 
 
-def _with(warm: Warm, **env: str) -> Warm:
-    return Warm(dict(warm.env, **env))
+OWN = ("CHECK", "PLUS", "BY_CFG")  # what a test's workload reads of its environment
+_python = ToolEnvPythons(ROOT, *OWN)  # production processes' server
+_servers = ToolEnvServers(ROOT, *OWN)  # the CLI's
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forking() -> Iterator[None]:
+    """The module's forking servers, ended with it."""
+    yield
+    _python.close()
+    _servers.close()
+
+
+@pytest.fixture
+def warm(warm: Warm) -> ForkedWarm:
+    """conftest's `warm`, each command forked from `_servers`."""
+    return ForkedWarm(warm, _servers)
+
+
+def _with(warm: Any, **env: str) -> ForkedWarm:
+    return ForkedWarm(Warm(dict(warm.env, **env)), _servers)
+
+
+def _produce(warm: Any, code: str, *args: object, bundle: Path | None = None) -> Any:
+    """`Warm.production`, forked from `_python`: `code` run with `args` in `warm`'s
+    environment (over `bundle` through `WARM_BUNDLE`, if given); the JSON it prints."""
+    env = dict(warm.env, **({"WARM_BUNDLE": str(bundle)} if bundle is not None else {}))
+    proc = _python.run(code, *map(str, args), env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def test_a_bundle_warmed_without_the_check_does_not_serve_a_checked_tunable(
@@ -62,19 +96,19 @@ def test_a_bundle_warmed_without_the_check_does_not_serve_a_checked_tunable(
     path = workload_file(CHECKED)
     unchecked = tmp_path / "unchecked.warm"
     assert warm("run", path, "-b", unchecked, "-q").returncode == 0
-    assert warm.production(TUNED_READ, path, 1, bundle=unchecked) == {"y": 1.5, "tunes": 0}
+    assert _produce(warm, TUNED_READ, path, 1, bundle=unchecked) == {"y": 1.5, "tunes": 0}
     good = _with(warm, CHECK="good")
-    cold = good.production(TUNED_READ, path, 1)
+    cold = _produce(good, TUNED_READ, path, 1)
     assert cold == {"y": 1.0, "tunes": 1}, "the check excludes the fast, wrong candidate"
-    served = good.production(TUNED_READ, path, 1, bundle=unchecked)
+    served = _produce(good, TUNED_READ, path, 1, bundle=unchecked)
     assert served == cold, "served the unchecked pick"
     proc = good("verify", unchecked, "--workload", path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "tune sq" in proc.stdout + proc.stderr
     checked = tmp_path / "checked.warm"
     assert good("run", path, "-b", checked, "-q").returncode == 0
-    assert good.production(TUNED_READ, path, 1, bundle=checked) == {"y": 1.0, "tunes": 0}
-    assert warm.production(TUNED_READ, path, 1, bundle=checked)["tunes"] == 1  # and the other way
+    assert _produce(good, TUNED_READ, path, 1, bundle=checked) == {"y": 1.0, "tunes": 0}
+    assert _produce(warm, TUNED_READ, path, 1, bundle=checked)["tunes"] == 1  # and the other way
 
 
 def test_a_check_callable_keys_alike_in_every_process_and_apart_when_its_code_differs(
@@ -84,9 +118,9 @@ def test_a_check_callable_keys_alike_in_every_process_and_apart_when_its_code_di
     bundle = tmp_path / "strict.warm"
     strict = _with(warm, CHECK="strict")
     assert strict("run", path, "-b", bundle, "-q").returncode == 0  # imported as its own name
-    assert strict.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
+    assert _produce(strict, TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
     # the same function name, another tolerance in its code: not this bundle's pick
-    assert _with(warm, CHECK="loose").production(TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1
+    assert _produce(_with(warm, CHECK="loose"), TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1
 
 
 def _old_checksum(tunable: Tunable) -> str:
@@ -243,9 +277,12 @@ def test_a_key_of_no_stable_text_fails_warm_run_in_one_line_and_a_set_of_names_s
 ) -> None:
     path = workload_file(UNSTABLE_KEY)
     bundle = tmp_path / "k.warm"
-    assert _with(warm, PYTHONHASHSEED="1")("run", path, "-b", bundle, "-q").returncode == 0
+    # (fresh processes: each its own hash seed)
+    assert Warm(dict(warm.env, PYTHONHASHSEED="1"))("run", path, "-b", bundle, "-q").returncode == 0
     for seed in ("2", "3"):
-        served = _with(warm, PYTHONHASHSEED=seed).production(SERVE_KEYED, path, bundle=bundle)
+        served = Warm(dict(warm.env, PYTHONHASHSEED=seed)).production(
+            SERVE_KEYED, path, bundle=bundle
+        )
         assert served == {"tunes": 0}, "a set of names keys alike in every process"
     by_cfg = _with(warm, BY_CFG="1")
     proc = by_cfg("run", path, "-b", tmp_path / "c.warm")
@@ -321,10 +358,10 @@ def test_a_check_whose_helpers_share_helpers_keys_each_once_in_a_moment(
     lattice = _with(warm, CHECK="lattice")
     proc = lattice("run", path, "-b", bundle, "-q", timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert lattice.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
+    assert _produce(lattice, TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
     deep = LATTICE_CHECK.replace("def h15_2(a):\n    return a", "def h15_2(a):\n    return a * 1")
     edited = workload_file(deep, "edited.py")
-    assert lattice.production(TUNED_READ, edited, 1, bundle=bundle)["tunes"] == 1
+    assert _produce(lattice, TUNED_READ, edited, 1, bundle=bundle)["tunes"] == 1
 
 
 # A check reading a module-level int too long for `repr` (Python refuses past 4,300 digits).
@@ -346,5 +383,5 @@ def test_a_check_reading_an_int_too_long_to_print_keys_it_and_never_raises(
     big = _with(warm, CHECK="big")
     proc = big("run", path, "-b", bundle, "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert big.production(TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
-    assert _with(big, PLUS="1").production(TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1
+    assert _produce(big, TUNED_READ, path, 1, bundle=bundle) == {"y": 1.0, "tunes": 0}
+    assert _produce(_with(big, PLUS="1"), TUNED_READ, path, 1, bundle=bundle)["tunes"] == 1

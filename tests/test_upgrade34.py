@@ -1,10 +1,10 @@
 """Upgrades under a warm bundle: what a fleet changes between warming and serving.
 
 Through the real CLI (`warm run`, forked) and production processes (forks of one that
-imported numpy and warmcli, `tests/forked_python.py`, where only WARM_* variables differ;
-else started) compared with a cold process: a check's helper that lives in a module beside
-the workload (`from checks import close`), edited after warming, is another check, never the
-old pick served unchecked."""
+imported numpy and warmcli, `tests/forked_python.py`, where only WARM_* variables differ,
+or `EXTRA_CFLAGS` too, `tests/forked_tool_env.py`; else started) compared with a cold
+process: a check's helper that lives in a module beside the workload (`from checks import
+close`), edited after warming, is another check, never the old pick served unchecked."""
 
 from __future__ import annotations
 
@@ -15,13 +15,16 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import ROOT, TUNED_READ, Warm
+from forked_cli import ForkedWarm
 from forked_python import ForkedPython, produced
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 from test_compact_tunes import _format1
 from test_keys_exact import GLOBAL_TOLERANCE, keys_producing  # noqa: F401  (`producing`)
 from test_remote import Store, home, http_store  # noqa: F401  (fixtures)
@@ -293,9 +296,23 @@ WRAPPERS = {
 }
 
 
+@pytest.fixture(scope="module")
+def flagged() -> Iterator[tuple[ToolEnvPythons, ToolEnvServers]]:
+    """Forking servers of production processes and commands whatever `EXTRA_CFLAGS` (which
+    no server's imports read) a process sets (`tests/forked_tool_env.py`)."""
+    pythons, servers = ToolEnvPythons(ROOT, "EXTRA_CFLAGS"), ToolEnvServers(ROOT, "EXTRA_CFLAGS")
+    yield pythons, servers
+    pythons.close()
+    servers.close()
+
+
 @pytest.mark.parametrize("language", sorted(WRAPPERS))
 def test_a_wrapper_compilers_flags_from_the_environment_key_its_builds(
-    warm: Warm, workload_file, tmp_path: Path, language: str
+    warm: Warm,
+    workload_file: Any,
+    tmp_path: Path,
+    language: str,
+    flagged: tuple[ToolEnvPythons, ToolEnvServers],
 ) -> None:
     """`exec gcc $EXTRA_CFLAGS "$@"` as WARM_CC: warmed with -DSCALE=2, served where the
     environment says -DSCALE=3, the old build was served (2.0) where a cold process computed
@@ -304,12 +321,16 @@ def test_a_wrapper_compilers_flags_from_the_environment_key_its_builds(
     wrapper.write_text(WRAPPERS[language])
     wrapper.chmod(0o755)
     path, bundle = workload_file(SCALED), tmp_path / "w.warm"
-    two = Warm(dict(warm.env, WARM_CC=str(wrapper), EXTRA_CFLAGS="-DSCALE=2"))
+    pythons, servers = flagged  # (each process forked, whatever EXTRA_CFLAGS it sets)
+    two = ForkedWarm(Warm(dict(warm.env, WARM_CC=str(wrapper), EXTRA_CFLAGS="-DSCALE=2")), servers)
     assert two("run", path, "-b", bundle, "-q").returncode == 0
-    assert two.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 2.0, "tunes": 0}
-    three = Warm(dict(two.env, EXTRA_CFLAGS="-DSCALE=3"))
-    assert three.production(TUNED_READ, path, 0) == {"y": 3.0, "tunes": 0}, "cold"
-    assert three.production(TUNED_READ, path, 0, bundle=bundle) == {"y": 3.0, "tunes": 0}
+    served = produced(pythons, two, TUNED_READ, path, 0, bundle=bundle)  # type: ignore[arg-type]
+    assert served == {"y": 2.0, "tunes": 0}
+    three = ForkedWarm(Warm(dict(two.env, EXTRA_CFLAGS="-DSCALE=3")), servers)
+    cold = produced(pythons, three, TUNED_READ, path, 0)  # type: ignore[arg-type]
+    assert cold == {"y": 3.0, "tunes": 0}, "cold"
+    served = produced(pythons, three, TUNED_READ, path, 0, bundle=bundle)  # type: ignore[arg-type]
+    assert served == {"y": 3.0, "tunes": 0}
     done = three("run", path, "-b", bundle)
     assert done.returncode == 0 and "stored 1 new kernel" in done.stdout, done.stdout
 
@@ -426,7 +447,7 @@ def test_a_bundle_warmed_under_one_python_serves_another_or_misses_cleanly(
 
 
 def test_a_write_back_that_migrates_an_older_format_says_so(
-    warm: Warm, workload_file, tmp_path: Path
+    warm: Warm, workload_file, tmp_path: Path, producing: ForkedPython
 ) -> None:
     """A production process writing back (WARM_BUNDLE_WRITE=1) into a format-1 bundle
     migrated it to format 3 without a word (`warm clean` says so): every warm of the fleet
@@ -439,10 +460,7 @@ def test_a_write_back_that_migrates_an_older_format_says_so(
             [("warm_version", "1.0"), ("created", "1.0"), ("updated", "1.0")],
         )
     env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1")
-    done = subprocess.run(
-        [sys.executable, "-c", TUNED_READ, str(path), "0"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+    done = producing.run(TUNED_READ, str(path), "0", env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"y": 2.0, "tunes": 0}
     assert "migrated it from format 1 to 3" in done.stderr, done.stderr

@@ -3,7 +3,9 @@
 Today's warm raised its build recipe (`warmcli.backends.toolchain.BUILD_RECIPE`), so every
 kernel an older warm built misses once. The older warm is this one with its recipe lowered
 by one (`OLDER`: the recipe is all that tells their builds apart), run through the real CLI
-(today's commands forked, `tests/forked_cli.py`) and fresh production processes over one
+(today's commands forked, `tests/forked_cli.py`) and production processes (the older warm's
+commands too) each a fork of one that imported numpy and warmcli once (`tests/forked_python.py`:
+the recipe is lowered in the fork, after `import warmcli`, as a started one lowers it) over one
 bundle it warmed (`examples/matmul_host.py`, once per module; re-warmed by today's warm once,
 copied by each test of the re-warm): a miss, `warm check` and `warm run`'s re-warm each say
 that an older (or a newer) warm built what is not served, and what to do, never that
@@ -15,12 +17,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from forked_cli import ForkedWarm, Servers, forked_warm  # noqa: F401  (`warm`, commands forked)
+from forked_python import ForkedPythons
 
 from warmcli.backends.toolchain import BUILD_RECIPE
 
@@ -37,13 +41,20 @@ print(json.dumps({{"compiled": len(done.kernels), "tuned": len(done.tunes)}}))
 """
 
 
-def _run(warm: Warm, older: bool, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
+_pythons = ForkedPythons(ROOT)  # `_run`'s servers
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forking() -> Iterator[None]:
+    yield
+    _pythons.close()
+
+
+def _run(warm: Any, older: bool, *args: object, **env: str) -> subprocess.CompletedProcess[str]:
     """The CLI (`*args`) or, with `args` none, a production process running the example."""
     code = (OLDER if older else "") + (MAIN if args else SERVE)
-    return subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        capture_output=True, text=True, env=dict(warm.env, **env), cwd=ROOT, timeout=300,
-    )  # fmt: skip
+    environ = dict(warm.env, **env)
+    return _pythons(environ).run(code, *map(str, args), env=environ, cwd=ROOT, timeout=300)
 
 
 @pytest.fixture(scope="module")

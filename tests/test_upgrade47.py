@@ -15,7 +15,8 @@ such a line is read again now, remembered as today's, and stop 46 then reads tod
 kernels with and without `-I`, with `CPATH` set, key alike; under `NVCC_APPEND_FLAGS` or
 `NVCC_PREPEND_FLAGS` naming an include folder a kernel of no folder of its own keys anew, as
 README says (since warm 47 nvcc's implied `cuda_runtime.h` is looked for there). Real
-CLI processes (forked, `tests/forked_cli.py`), real production processes, real SQLite files,
+CLI processes (forked, `tests/forked_cli.py`), real production processes (forked, each key's
+too: `tests/forked_tool_env.py`), real SQLite files,
 the system C compiler and NVRTC; nothing here is a fake. Stop 46's warm is `/tmp/base46` where
 one is, else a `git worktree` of ee7fae5 made for the module; skipped where neither can be had.
 """
@@ -25,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, nvcc_or_skip
 from forked_cli import Servers
+from forked_tool_env import ToolEnvPythons
 from test_upgrade42 import _ForkedFleet
 from upgrades import STORED, Fleet, keys, release, stored
 
@@ -250,18 +251,23 @@ def test_nvcc_keys_alike_but_where_readme_says_they_moved(tmp_path: Path, old: P
     base = {k: v for k, v in os.environ.items() if not k.startswith(("WARM_", "NVCC_", "CPATH"))}
     base["WARM_HOME"] = str(tmp_path / "home")
 
+    pythons = ToolEnvPythons(tmp_path)  # a server a warm, whatever CPATH or NVCC_* is set
+
     def keyed(code: Path, **env: str) -> dict[str, str]:
-        done = subprocess.run(
-            [sys.executable, "-c", KEYS, str(tmp_path / "inc")], capture_output=True, text=True,
-            env=dict(base, PYTHONPATH=str(code), **env), cwd=tmp_path, timeout=120,
+        done = pythons.run(
+            KEYS, str(tmp_path / "inc"), env=dict(base, PYTHONPATH=str(code), **env),
+            cwd=tmp_path, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr[-2000:]
         return json.loads(done.stdout)  # type: ignore[no-any-return]
 
-    for env in ({}, {"CPATH": str(tmp_path / "cp")}):
-        assert keyed(old, **env) == keyed(ROOT, **env), env
-    for variable in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
-        env = {variable: f"-I{tmp_path / 'cp'}"}
-        theirs, mine = keyed(old, **env), keyed(ROOT, **env)
-        assert mine["own -I"] == theirs["own -I"], variable
-        assert mine["none"] != theirs["none"] and mine["stdint"] != theirs["stdint"], variable
+    try:
+        for env in ({}, {"CPATH": str(tmp_path / "cp")}):
+            assert keyed(old, **env) == keyed(ROOT, **env), env
+        for variable in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"):
+            env = {variable: f"-I{tmp_path / 'cp'}"}
+            theirs, mine = keyed(old, **env), keyed(ROOT, **env)
+            assert mine["own -I"] == theirs["own -I"], variable
+            assert mine["none"] != theirs["none"] and mine["stdint"] != theirs["stdint"], variable
+    finally:
+        pythons.close()
