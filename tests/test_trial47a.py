@@ -174,13 +174,12 @@ def test_relative_paths_are_the_callers_though_the_workload_moves(
     assert not list((tmp_path / "app" / "data").glob("**/*.warm"))
 
 
-def test_a_dask_run_verifies_the_callers_bundle(warm: Warm, tmp_path: Path) -> None:
-    from dask_cluster import local_cluster
-
+def test_a_dask_run_verifies_the_callers_bundle(
+    warm: Warm, tmp_path: Path, dask_scheduler: str
+) -> None:
     (tmp_path / "app" / "data").mkdir(parents=True)
     (tmp_path / "app" / "w.py").write_text(CHDIR)
-    with local_cluster(1) as address:
-        done = warm("run", "app/w.py", "-b", "dk.warm", "--dask", address, cwd=tmp_path)
+    done = warm("run", "app/w.py", "-b", "dk.warm", "--dask", dask_scheduler, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "verify: compiled 0 kernels" in done.stdout
 
