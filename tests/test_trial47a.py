@@ -1,6 +1,8 @@
 """trial47a: a host (C) project adopting warm from the README alone, in awkward environments: an
 optional kernel (a fast path whose compiler may be missing, a numpy fallback), odd paths and
-environment variables, two warmings of one bundle at once. Each test failed before its fix."""
+environment variables, two warmings of one bundle at once. Each test failed before its fix.
+Each `warm` command a fork of a process that imported the CLI once (`tests/forked_cli.py`:
+none here is of how a process starts); the cold and `can_build` scripts started as Python."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A fast path the workload can do without: where no compiler builds it, nor the bundle serves
 # it, `rt.can_build` says so before any launch, and the workload takes its numpy fallback.
