@@ -4,9 +4,10 @@ every scheduler Dask's own client reaches (review40b).
 
 Real parts only: the CLI in subprocesses, the test process's shared real local Dask cluster
 (two worker processes on 127.0.0.1, `tests/dask_cluster.py`) and one of TLS of its own, the
-system cc, real SQLite files, bundles of format 2 as test_format3 writes them. The one stand-in: tunes made pending by rewriting their rows with
-warm's own row writer, as a GPU-less pre-build (`--arch`) stores them, which this machine
-(no GPU) cannot make of a host workload otherwise.
+system cc, real SQLite files, bundles of format 2 as test_format3 writes them. The one
+stand-in: tunes made pending by rewriting their rows with warm's own row writer, as a
+GPU-less pre-build (`--arch`) stores them, which this machine (no GPU) cannot make of a
+host workload otherwise.
 """
 
 from __future__ import annotations
