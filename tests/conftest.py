@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dask_cluster import dask_scheduler, shared_cluster  # noqa: F401  (the shared cluster)
 from shared_builds import (  # noqa: F401  (the session-wide builds)
     big_bundles,
     built_once,

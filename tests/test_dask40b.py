@@ -1,7 +1,8 @@
 """A `warm run --dask` re-run does only what is new, as a local re-run does (dask40b).
 
-Real parts only: the CLI in subprocesses, one real local Dask cluster (two worker processes
-on 127.0.0.1), the system cc, real SQLite files.
+Real parts only: the CLI in subprocesses, the test process's shared real local Dask cluster
+(two worker processes on 127.0.0.1, `tests/dask_cluster.py`), the system cc, real SQLite
+files.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
-from dask_cluster import local_cluster
+from dask_cluster import SharedCluster
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.warming.fanout import run_shard
@@ -28,9 +29,9 @@ EDITED = "\nPLAIN[-1] = _kernel(99999, 0)  # one kernel edited\n"
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[str]:
+def scheduler(shared_cluster: SharedCluster) -> Iterator[str]:
     """Two workers whose environment says the example has 20 kernels."""
-    with local_cluster(2, env={"WARM_EXAMPLE_KERNELS": "20"}) as address:
+    with shared_cluster.using({"WARM_EXAMPLE_KERNELS": "20"}) as address:
         yield address
 
 

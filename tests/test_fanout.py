@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
-from dask_cluster import local_cluster
+from dask_cluster import WORKERS, SharedCluster
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.store import Bundle
 from warmcli.warming.fanout import CONNECT_TIMEOUT, shard_passes, shard_workers
 
 distributed = pytest.importorskip("distributed")
-WORKERS = 2  # (a shard per worker: two show every path three did, on two cores)
+# WORKERS: the shared cluster's 2 (a shard per worker: two show every path three did)
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[str]:
-    with local_cluster(WORKERS) as address:
+def scheduler(shared_cluster: SharedCluster) -> Iterator[str]:
+    with shared_cluster.using() as address:
         yield address
 
 

@@ -8,7 +8,6 @@ conditional PUTs), and moto's S3 server.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 
 
 @pytest.fixture
@@ -99,18 +98,15 @@ def s3_like() -> Iterator[tuple[S3Like, str]]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, made_once: Path) -> tuple[Path, Path]:
-    """The host example warmed whole, and its shard 1 of 4: two different bundles."""
-    import os
-
+def built(
+    tmp_path_factory: pytest.TempPathFactory, built_once: tuple[bytes, bytes]
+) -> tuple[Path, Path]:
+    """The host example warmed whole, and its shard 1 of 4: two different bundles (conftest's
+    `built_once`, made once per test process: the same two `warm run`s this module made)."""
     folder = tmp_path_factory.mktemp("built")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env["WARM_HOME"] = str(folder / "home")
-    warm = Warm(env)
     full, other = folder / "full.warm", folder / "other.warm"
-    shutil.copyfile(made_once / "good.warm", full)  # `warm run` of the example, -q, as made
-    proc = warm("run", EXAMPLES / "matmul_host.py", "-b", other, "--shard", "1/4", "-q")
-    assert proc.returncode == 0, proc.stderr
+    full.write_bytes(built_once[0])
+    other.write_bytes(built_once[1])
     return full, other
 
 

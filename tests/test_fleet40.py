@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, Warm
-from dask_cluster import local_cluster
+from dask_cluster import SharedCluster
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_fleet38 import SERVE
 
@@ -54,10 +54,10 @@ def fleet_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def scheduler(fleet_key: Path) -> Iterator[str]:
+def scheduler(fleet_key: Path, shared_cluster: SharedCluster) -> Iterator[str]:
     """Two workers whose environment trusts the fleet's key, as the GPU nodes' image that
     also serves production does (`WARM_TRUSTED_KEYS`)."""
-    with local_cluster(2, env={"WARM_TRUSTED_KEYS": f"{fleet_key}.pub"}) as address:
+    with shared_cluster.using({"WARM_TRUSTED_KEYS": f"{fleet_key}.pub"}) as address:
         yield address
 
 

@@ -19,7 +19,7 @@ from test_trial41b import SERVE, SIZED
 
 
 def test_dask_run_rewarms_an_unsigned_tune_dated_later_than_its_shards_measurement(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, dask_scheduler: str
 ) -> None:
     """A write-back's tune no trusted key signed is the run's to measure again, whatever its
     date: a local `warm run --key` under WARM_TRUSTED_KEYS measures it (a miss, `unsigned`) and
@@ -27,8 +27,6 @@ def test_dask_run_rewarms_an_unsigned_tune_dated_later_than_its_shards_measureme
     measurement as a merge ranks two measurements: the row dated an hour ahead (a clock ahead
     on the production machine, or a bundle dated so) outranked the shard's, stayed unsigned,
     and the verify pass exited 1 (`miss: ... unsigned`)."""
-    from dask_cluster import local_cluster
-
     workload, key = tmp_path / "w.py", tmp_path / "ci.key"
     workload.write_text(SIZED)
     assert warm("keygen", key).returncode == 0
@@ -50,9 +48,8 @@ def test_dask_run_rewarms_an_unsigned_tune_dated_later_than_its_shards_measureme
     shutil.copy(bundle, local)
     ran = trusted("run", workload, "-b", local, "--key", key, "-q")
     assert ran.returncode == 0, ran.stderr
-    with local_cluster(2) as address:
-        dask = ("--dask", address, "--dask-env", "SIZES")
-        done = trusted("run", workload, "-b", bundle, "--key", key, *dask, "--json")
+    dask = ("--dask", dask_scheduler, "--dask-env", "SIZES")
+    done = trusted("run", workload, "-b", bundle, "--key", key, *dask, "--json")
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(done.stdout)
     assert doc["explanations"] == [] and doc["verified"] is True, done.stdout

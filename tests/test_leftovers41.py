@@ -146,27 +146,24 @@ def test_ctrl_c_in_a_vacuum_only_clean_says_the_bundle_is_whole(
 
 
 def test_ctrl_c_after_a_dask_runs_merge_says_what_the_bundle_holds(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, dask_scheduler: str
 ) -> None:
     """Ctrl-C once `warm run --dask` had merged the shards into the bundle (here: as it
     printed its report) said a bare `interrupted`; now what this run stored, kept, as a
     local run says it. stdout is a pipe of one page this test does not read until the
     report fills it: the run is then blocked printing, after the merge, when SIGINT lands."""
     pytest.importorskip("distributed")
-    from dask_cluster import local_cluster
-
     bundle = tmp_path / "b.warm"
-    with local_cluster(2) as scheduler:
-        args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--no-verify", "--json")
-        proc = warm.popen(*args, "--dask", scheduler)
-        assert proc.stdout is not None
-        fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, PAGE)
-        deadline = time.monotonic() + 60
-        while _unread(proc.stdout.fileno()) < PAGE and proc.poll() is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+    args = ("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--no-verify", "--json")
+    proc = warm.popen(*args, "--dask", dask_scheduler)
+    assert proc.stdout is not None
+    fcntl.fcntl(proc.stdout.fileno(), F_SETPIPE_SZ, PAGE)
+    deadline = time.monotonic() + 60
+    while _unread(proc.stdout.fileno()) < PAGE and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     last = err.strip().splitlines()[-1]
     assert last == "warm: interrupted: 6 kernel(s) and 3 tune(s) stored are kept", err

@@ -131,19 +131,16 @@ def test_run_json_format_before_is_null_for_a_new_bundle(warm: Warm, tmp_path: P
     assert "migrated" not in proc.stdout, proc.stdout
 
 
-def test_dask_run_json_format_before_is_null_for_a_new_bundle(warm: Warm, tmp_path: Path) -> None:
+def test_dask_run_json_format_before_is_null_for_a_new_bundle(
+    warm: Warm, tmp_path: Path, dask_scheduler: str
+) -> None:
     """`warm run --dask` said `"before": 3` of a bundle it made, as a local run did."""
-    distributed = pytest.importorskip("distributed")
     script, bundle = tmp_path / "one.py", tmp_path / "one.warm"
     script.write_text(ONE_KERNEL)
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0",
-        host="127.0.0.1",
-    ) as cluster:  # fmt: skip
-        for before in (None, 3):
-            proc = warm("run", script, "-b", bundle, "--json", "--dask", cluster.scheduler_address)
-            assert proc.returncode == 0, proc.stderr
-            assert json.loads(proc.stdout)["format"] == {"before": before, "after": 3}
+    for before in (None, 3):
+        proc = warm("run", script, "-b", bundle, "--json", "--dask", dask_scheduler)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["format"] == {"before": before, "after": 3}
 
 
 ZERO_D = r"""

@@ -2,11 +2,12 @@
 leave its bundle as a local re-run leaves it, send each shard only its part, and reach
 every scheduler Dask's own client reaches (review40b).
 
-Real parts only: the CLI in subprocesses, one real local Dask cluster (two worker processes
-on 127.0.0.1, and one of TLS), the system cc, real SQLite files, bundles of format 2 as
-test_format3 writes them. The one stand-in: tunes made pending by rewriting their rows with
-warm's own row writer, as a GPU-less pre-build (`--arch`) stores them, which this machine
-(no GPU) cannot make of a host workload otherwise.
+Real parts only: the CLI in subprocesses, the test process's shared real local Dask cluster
+(two worker processes on 127.0.0.1, `tests/dask_cluster.py`) and one of TLS of its own, the
+system cc, real SQLite files, bundles of format 2 as test_format3 writes them. The one
+stand-in: tunes made pending by rewriting their rows with warm's own row writer, as a
+GPU-less pre-build (`--arch`) stores them, which this machine (no GPU) cannot make of a
+host workload otherwise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from dask_cluster import local_cluster
+from dask_cluster import SharedCluster
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_format3 import _format2, _tune, sign_as_format2
 from test_signed_migration import _signed_format2
@@ -44,8 +45,8 @@ MATMUL = EXAMPLES / "matmul_host.py"
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Iterator[str]:
-    with local_cluster(2) as address:
+def scheduler(shared_cluster: SharedCluster) -> Iterator[str]:
+    with shared_cluster.using() as address:
         yield address
 
 

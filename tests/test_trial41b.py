@@ -204,7 +204,7 @@ def workload(rt):
 
 
 def test_dask_run_under_trusted_keys_rewarms_what_they_did_not_sign_as_a_local_run(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, dask_scheduler: str
 ) -> None:
     """A signed bundle that production wrote back into (a tune and a kernel no trusted key
     signed): a local `warm run --key` under WARM_TRUSTED_KEYS measures and builds them again
@@ -212,8 +212,6 @@ def test_dask_run_under_trusted_keys_rewarms_what_they_did_not_sign_as_a_local_r
     its shards, but its merge kept the bundle's own unsigned rows over the shards' (as it
     keeps a pick the bundle held), so they stayed unsigned and its verify pass exited 1
     (`miss: ... unsigned`). Now it ends as the local run does."""
-    from dask_cluster import local_cluster
-
     workload, key = tmp_path / "w.py", tmp_path / "ci.key"
     workload.write_text(SIZED)
     assert warm("keygen", key).returncode == 0
@@ -231,9 +229,8 @@ def test_dask_run_under_trusted_keys_rewarms_what_they_did_not_sign_as_a_local_r
     shutil.copy(bundle, local)
     ran = trusted("run", workload, "-b", local, "--key", key, "-q")
     assert ran.returncode == 0, ran.stderr
-    with local_cluster(2) as address:
-        dask = ("--dask", address, "--dask-env", "SIZES", "--dask-env", "EXTRA")
-        done = trusted("run", workload, "-b", bundle, "--key", key, *dask, "--json")
+    dask = ("--dask", dask_scheduler, "--dask-env", "SIZES", "--dask-env", "EXTRA")
+    done = trusted("run", workload, "-b", bundle, "--key", key, *dask, "--json")
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(done.stdout)
     assert doc["explanations"] == [] and doc["verified"] is True, done.stdout

@@ -1,6 +1,8 @@
 """trial47a: a host (C) project adopting warm from the README alone, in awkward environments: an
 optional kernel (a fast path whose compiler may be missing, a numpy fallback), odd paths and
-environment variables, two warmings of one bundle at once. Each test failed before its fix."""
+environment variables, two warmings of one bundle at once. Each test failed before its fix.
+Each `warm` command a fork of a process that imported the CLI once (`tests/forked_cli.py`:
+none here is of how a process starts); the cold and `can_build` scripts started as Python."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A fast path the workload can do without: where no compiler builds it, nor the bundle serves
 # it, `rt.can_build` says so before any launch, and the workload takes its numpy fallback.
@@ -174,13 +177,12 @@ def test_relative_paths_are_the_callers_though_the_workload_moves(
     assert not list((tmp_path / "app" / "data").glob("**/*.warm"))
 
 
-def test_a_dask_run_verifies_the_callers_bundle(warm: Warm, tmp_path: Path) -> None:
-    from dask_cluster import local_cluster
-
+def test_a_dask_run_verifies_the_callers_bundle(
+    warm: Warm, tmp_path: Path, dask_scheduler: str
+) -> None:
     (tmp_path / "app" / "data").mkdir(parents=True)
     (tmp_path / "app" / "w.py").write_text(CHDIR)
-    with local_cluster(1) as address:
-        done = warm("run", "app/w.py", "-b", "dk.warm", "--dask", address, cwd=tmp_path)
+    done = warm("run", "app/w.py", "-b", "dk.warm", "--dask", dask_scheduler, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "verify: compiled 0 kernels" in done.stdout
 

@@ -181,15 +181,14 @@ def test_copies_in_other_seconds_are_served_end_to_end(warm: Warm, tmp_path: Pat
     assert done.returncode == 0 and done.stdout.strip() == "2.0", said  # both copies read
 
 
-def test_a_dask_run_stores_and_fails_no_unkeyed_kernel(warm: Warm, tmp_path: Path) -> None:
+def test_a_dask_run_stores_and_fails_no_unkeyed_kernel(
+    warm: Warm, tmp_path: Path, dask_scheduler: str
+) -> None:
     """`warm run --dask`: its shard stored the kernel under the worker's token and its verify,
     in the caller's process, failed on it (exit 1); now neither."""
     pytest.importorskip("distributed")
-    from dask_cluster import local_cluster
-
     script, bundle = _script(tmp_path), tmp_path / "b.warm"
-    with local_cluster(1) as address:
-        done = warm("run", script, "-b", bundle, "--dask", address, "-q")
+    done = warm("run", script, "-b", bundle, "--dask", dask_scheduler, "-q")
     said = done.stdout + done.stderr
     assert done.returncode == 0, said
     assert f"host: kernel f is built in each process, never served ({WHY})" in said, said

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import Warm
-from dask_cluster import local_cluster
+from dask_cluster import SharedCluster
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 from test_user_trial import FAILING_CANDIDATE_CUDA
 
@@ -80,8 +80,8 @@ def test_an_arch_prebuild_whose_every_candidate_fails_to_compile_is_an_error(
 
 
 @pytest.fixture(scope="module")
-def scheduler():
-    with local_cluster(2) as address:
+def scheduler(shared_cluster: SharedCluster):
+    with shared_cluster.using() as address:
         yield address
 
 
