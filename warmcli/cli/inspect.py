@@ -40,8 +40,8 @@ from warmcli.cli.render import compiler_line, line
 from warmcli.cli.render.stats import stats_renderable
 from warmcli.cli.render.summary import summary_renderable
 from warmcli.cli.render.tune_line import tune_bytes, tune_line
-from warmcli.ops.stats import held_kernels, summarise
-from warmcli.printable import LISTED, cut, lone_surrogate, printable
+from warmcli.ops.stats import held_kernels, read_once, summarise
+from warmcli.printable import cut, lone_surrogate, printable
 from warmcli.records import KernelRecord
 
 NAMED_TUNES = 20_000  # a larger bundle streams in SQL's order, kernels not named by candidates
@@ -65,6 +65,7 @@ def stats_stream(
 
     named: dict[str, set[str]] = {}
     listed: set[str] | None = None  # the keys of the kernels listed, where all are held
+    ours: set[str] | None = None  # those `operation`'s candidates name, where all are read
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[Any] = bundle.each_tune(operation)
     tune: Callable[[Any], Any] = tune_line if as_text else tune_shown  # (a table's part)
@@ -82,18 +83,15 @@ def stats_stream(
         # Small enough to hold: kernels named by their candidates, numbers sorted as numbers.
         kernels = sorted(kernels, key=lambda ku: kernel_order(ku[0]))
         listed = {k.key for k, _ in kernels}  # (a candidate naming no kernel held: not kept)
-        for t in bundle.each_tune(on_error=lambda *_: None):
-            for c in t.candidates:  # (the first `LISTED` of a kernel's: a row may hold 246,000)
-                if c.kernel_key in listed:
-                    names = named.setdefault(c.kernel_key, set())
-                    names.add(f"{t.operation}/{c.name}") if len(names) < LISTED else None
-        # each tune converted as it is read, then sorted: never every tune's candidates held
-        # (a long line deflated until it is written; a table's candidates until shown)
+        # each tune read once and converted as it is read, then sorted: never every tune's
+        # candidates held (a long line deflated until it is written; a table's until shown)
         hold = held if as_text else briefed(every_candidate=operation is not None)
-        ordered = sorted(((tune_order(t), hold(tune(t))) for t in tunes), key=lambda p: p[0])
+        made_of = lambda t: (tune_order(t), hold(tune(t)))  # noqa: E731
+        ordered, ours = read_once(bundle, operation, listed, named, made_of)
+        ordered.sort(key=lambda p: p[0])
         tunes, tune = (doc for _, doc in ordered), _as_given
     if operation is not None:  # its candidates' kernels only, each build of them
-        ours = held_kernels(bundle, operation, listed)
+        ours = held_kernels(bundle, operation, listed) if ours is None else ours
         # (read in key order: of several corrupt rows, the one named is the same every run)
         made = {_made(k) for k in map(bundle.kernel, sorted(ours)) if k is not None} - {None}
         kernels = (ku for ku in kernels if ku[0].key in ours or _made(ku[0]) in made)

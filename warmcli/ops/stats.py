@@ -13,20 +13,24 @@ checked, one at a time and none kept (`require_well_formed`): a malformed one is
 rows; the tunes of a summary are counted, each judged by `--json`, `--explain` and `warm
 verify` (parsing 100,000 takes 1.5 s). `held_kernels` is which kernels the bundle holds
 that one operation's candidates name (`--explain` lists those), never a key no kernel row
-has. This module reads and returns data (`BundleSummary`, `held_kernels`);
+has. `read_once` reads every tune of a bundle small enough to list once, for all a listing
+says of it (a listing read each tune's candidates twice, three times explaining one
+operation). This module reads and returns data (`BundleSummary`, `held_kernels`, `read_once`);
 `warmcli.cli.render.stats` presents it. It never writes the bundle, never builds output
 and never prints.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from warmcli.bundle.consistency import require_well_formed
 from warmcli.bundle.store import Bundle
+from warmcli.printable import LISTED
+from warmcli.records import TuneRecord
 
 LARGE_KERNELS = 1_000
 LARGE_TUNES = 200
@@ -110,3 +114,41 @@ def held_kernels(bundle: Bundle, operation: str, listed: Container[str] | None) 
                     ours.update(bundle.usage_of(list(dict.fromkeys(asked))))
                     asked.clear()
     return ours | set(bundle.usage_of(list(dict.fromkeys(asked)))) if asked else ours
+
+
+def read_once(
+    bundle: Bundle,
+    operation: str | None,
+    listed: Container[str],
+    named: dict[str, set[str]],
+    convert: Callable[[TuneRecord], Any],
+) -> tuple[list[Any], set[str]]:
+    """Every tune of a bundle small enough to list, each read (its candidates unpacked)
+    once, in `each_tune`'s order: (`convert` of each tune, `operation`'s only if given; the
+    keys in `listed` those tunes' candidates name: `held_kernels`'), and the names of every
+    tune's candidates that are a kernel `listed` added to `named` (`operation/name`, its
+    first `LISTED` a kernel). Nothing is held a candidate but those names, as the listing
+    that read them twice held. A malformed row names nothing; after the read,
+    `each_tune(operation)` is read again only where one was skipped, so that one of
+    `operation`'s (any, if none given) is the `BundleError` naming it, as a listing raises."""
+    converted: list[Any] = []
+    ours: set[str] = set()
+    skipped = False
+
+    def skip(*_: object) -> None:
+        nonlocal skipped
+        skipped = True
+
+    for t in bundle.each_tune(on_error=skip):
+        asked = operation is None or t.operation == operation
+        for c in t.candidates:  # (the first `LISTED` of a kernel's: a row may hold 246,000)
+            if c.kernel_key in listed:
+                names = named.setdefault(c.kernel_key, set())
+                names.add(f"{t.operation}/{c.name}") if len(names) < LISTED else None
+                ours.add(c.kernel_key) if asked and operation is not None else None
+        converted.append(convert(t)) if asked else None
+        del t  # (not held while the next is made: a tune's may be 30 MB)
+    if skipped:  # (the rows are those read: the caller holds the bundle's snapshot)
+        for _ in bundle.each_tune(operation):
+            pass
+    return converted, ours
