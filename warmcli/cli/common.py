@@ -247,16 +247,23 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     raise typer.Exit(code)
 
 
-def exit_code(action: Callable[[], int]) -> int:
-    """Run a command's `action`, turning `typer.Exit` into the exit code it carries."""
+def exit_code(action: Callable[[], int], saying: bool = False) -> int:
+    """Run a command's `action`, turning `typer.Exit` into the exit code it carries; out of
+    memory said in one line (past the command's guard: `warm run`'s worker, past its passes)."""
     try:
         return action()
     except typer.Exit as exc:
         return exc.exit_code
     except OSError as exc:  # its output refused (`> /dev/full`), past the command's guard
         return answer(exc)
-    except MemoryError:  # (`warm run`'s worker, past its passes)
-        return exit_code(lambda: fail(OUT_OF_MEMORY))
+    except MemoryError:
+        if saying:  # even the line ran out: said as bytes made before
+            with contextlib.suppress(OSError):
+                os.write(2, _OUT_OF_MEMORY_LINE)
+            return 2
+    # Said here, past the handler: inside it, its traceback held the frames holding what ran
+    # out, so saying it ran out again, and again (a stack overflow: SIGSEGV, stop 49)
+    return exit_code(lambda: fail(OUT_OF_MEMORY), saying=True)
 
 
 def answer(exc: WarmError | OSError) -> int:
@@ -293,6 +300,7 @@ def exit_interrupted() -> NoReturn:
 
 # What running out of memory says (`ulimit -v`, a container's limit): nothing of the bundle.
 OUT_OF_MEMORY = "out of memory (a memory limit: ulimit -v, a container's?)"
+_OUT_OF_MEMORY_LINE = f"warm: error: {OUT_OF_MEMORY}\n".encode()
 
 
 def guarded(action: Callable[[], Any]) -> Any:
