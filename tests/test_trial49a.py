@@ -3,7 +3,8 @@ met, each through the real CLI in a subprocess (NVRTC from the venv, real SQLite
 the README's synopsis writes `[--arch sm_90 ...]`, and `--arch sm_90 sm_80` (two
 architectures after one `--arch`) was refused as `a workload takes no arguments (sm_80)`
 by `run` and `verify`, and as `Got unexpected extra argument(s) (sm_80)` by `check`, neither
-saying that each architecture takes its own `--arch`.
+saying that each architecture takes its own `--arch`; and `warm verify B --workload app.py`
+of a CUDA workload, without `--arch`, told to use `warm run --arch sm_90` (which had built B).
 """
 
 from __future__ import annotations
@@ -60,3 +61,27 @@ def test_a_workload_argument_that_is_no_architecture_is_refused_as_before(
         done = warm("run", app, "--bundle", tmp_path / "b.warm", *extra)
         assert done.returncode == 2, done.stderr
         assert "a workload takes no arguments" in done.stderr, done.stderr
+
+
+def test_verify_of_a_cuda_workload_without_arch_names_verify_too(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify B --workload app.py` (a CUDA workload whose DEVICE its kernels' module
+    set, not the workload's own file, so `--device auto` picks the host) said `without a
+    GPU, warm run --arch sm_90 pre-builds them` after `warm run` had already pre-built
+    them: it says `--arch sm_90` is taken by `warm verify --workload` too."""
+    (tmp_path / "kernels.py").write_text(CUDA.replace("def workload", "def _unused"))
+    app = tmp_path / "app.py"
+    app.write_text(
+        "from kernels import K\n\n"
+        "def workload(rt):\n"
+        '    rt.launch(K, rt.buffer(32, "float32"), grid=(1,), block=(32,))\n'
+    )
+    bundle = tmp_path / "b.warm"
+    done = warm("run", app, "--arch", "sm_90", "--bundle", bundle, "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    done = warm("verify", bundle, "--workload", app, "-q", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "DeviceError" in lines[0], done.stderr
+    assert "warm verify --workload" in lines[0] and "--arch sm_90" in lines[0], lines[0]
