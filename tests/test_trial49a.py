@@ -85,3 +85,43 @@ def test_verify_of_a_cuda_workload_without_arch_names_verify_too(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "DeviceError" in lines[0], done.stderr
     assert "warm verify --workload" in lines[0] and "--arch sm_90" in lines[0], lines[0]
+
+
+SLOW = """from warmcli import Kernel
+DEVICE = "cuda"
+SRC = r'''
+extern "C" __global__ void heavy(float *x) {
+    float v = x[threadIdx.x];
+    #pragma unroll
+    for (int k = 0; k < 3000; k++) v = v * 1.0001f + (float)(k % SEED);
+    x[threadIdx.x] = v;
+}'''
+KS = [Kernel(SRC, "heavy", "P", language="cuda", defines={"SEED": s}) for s in range(3, 11)]
+
+def workload(rt):
+    x = rt.buffer(32, "float32")
+    for k in KS:
+        rt.launch(k, x, grid=(1,), block=(32,))
+"""
+
+
+def test_kernels_timed_out_alike_are_one_note_not_one_each(warm: Warm, tmp_path: Path) -> None:
+    """`--compile-timeout 0.1` over eight kernels NVRTC takes ~0.4 s each printed, before the
+    run's error line, seven `warm: note: compile of heavy[SEED=N] (key K) timed out: NVRTC
+    did not finish within 0.1 s; ...` lines, the same text but the label (a 300-kernel
+    workload: 299 lines). A note said of several kernels alike is said once whole, then one
+    line counting and naming the others."""
+    app = tmp_path / "slow.py"
+    app.write_text(SLOW)
+    bundle = tmp_path / "b.warm"
+    done = warm(
+        "run", app, "--arch", "sm_90", "--no-ptx", "--compile-timeout", "0.1", "-b", bundle, "-q"
+    )
+    assert done.returncode == 2, done.stderr
+    notes = [n for n in done.stderr.splitlines() if n.startswith("warm: note: compile of ")]
+    assert "timed out compiling" in done.stderr.splitlines()[-2], done.stderr
+    assert len(notes) == 2, done.stderr  # the first whole, then the others counted
+    assert "NVRTC did not finish within 0.1 s" in notes[0], notes
+    more = notes[1].removeprefix("warm: note: compile of ")
+    count = int(more.split(" ", 1)[0])
+    assert count >= 1 and f"{count} more kernel(s) timed out alike: heavy[SEED=" in more, more
