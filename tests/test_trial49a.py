@@ -127,30 +127,44 @@ def test_kernels_timed_out_alike_are_one_note_not_one_each(warm: Warm, tmp_path:
     assert count >= 1 and f"{count} more kernel(s) timed out alike: heavy[SEED=" in more, more
 
 
+HOST_HEADER = """from warmcli import Kernel
+DEVICE = "host"
+K = Kernel('#include "ops/common.h"\\nvoid two(float *x) { x[0] = TWO; }', "two", "P",
+           options=("-Iinclude",))
+
+def workload(rt):
+    rt.launch(K, rt.buffer(32, "float32"))
+"""
+
+CUDA_HEADER = """from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel('#include "ops/common.h"\\nextern "C" __global__ void two(float *x) '
+           '{ x[threadIdx.x] = TWO; }', "two", "P", language="cuda", options=("-I", "include"))
+
+def workload(rt):
+    rt.launch(K, rt.buffer(32, "float32"), grid=(1,), block=(32,))
+"""
+
+
+@pytest.mark.parametrize("compiler", ["cc", "nvrtc", "nvcc"])
 def test_a_relative_include_folder_missing_from_the_working_folder_is_named(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, compiler: str
 ) -> None:
     """A workload whose kernel says `-Iinclude` (its headers in `proj/include/ops/`), run from
     the folder above (`warm run proj/app.py`, as a CI step from the repository root), failed
-    with NVRTC's `cannot open source file "ops/common.cuh"` and a hint to check the header's
-    name or name its folder with -I, which it had. It names the -I folder that is none here,
-    as the absolute path it was read as."""
+    with the compiler's `No such file or directory` (NVRTC's `cannot open source file`, and a
+    hint to check the header's name or name its folder with -I, which it had). It names the
+    -I folder that is none here, as the absolute path it was read as."""
     proj = tmp_path / "proj"
     (proj / "include" / "ops").mkdir(parents=True)
-    (proj / "include" / "ops" / "common.cuh").write_text("#define TWO 2.0f\n")
-    (proj / "app.py").write_text(
-        "from warmcli import Kernel\n"
-        'DEVICE = "cuda"\n'
-        'K = Kernel(\'#include "ops/common.cuh"\\nextern "C" __global__ void two(float *x) '
-        '{ x[threadIdx.x] = TWO; }\', "two", "P", language="cuda", options=("-Iinclude",))\n'
-        "def workload(rt):\n"
-        '    rt.launch(K, rt.buffer(32, "float32"), grid=(1,), block=(32,))\n'
-    )
-    args = ("--arch", "sm_90", "--compiler", "nvrtc", "-q")
+    (proj / "include" / "ops" / "common.h").write_text("#define TWO 2.0f\n")
+    (proj / "app.py").write_text(HOST_HEADER if compiler == "cc" else CUDA_HEADER)
+    args = ("-q",) if compiler == "cc" else ("--arch", "sm_90", "--compiler", compiler, "-q")
     done = warm("run", "app.py", "-b", tmp_path / "a.warm", *args, cwd=proj)
     assert done.returncode == 0, done.stderr  # from its own folder: found
     done = warm("run", "proj/app.py", "-b", tmp_path / "b.warm", *args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert 'cannot open source file "ops/common.cuh"' in done.stderr, done.stderr
+    assert "ops/common.h" in done.stderr, done.stderr
     missing = f"warm: -Iinclude names no folder: {tmp_path / 'include'} (a relative -I"
     assert missing in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

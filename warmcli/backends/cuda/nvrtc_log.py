@@ -24,6 +24,8 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
+from warmcli.backends.compiler import no_include_folders
+
 _CANNOT_OPEN = "cannot open source file"
 # NVRTC's error, then the line it quotes: `#include <cstdint>` or `#include "mine.cuh"`.
 _INCLUDE_SHOWN = re.compile(_CANNOT_OPEN + r' "([^"\n]*)"[^\n]*\n\s*#\s*include\s*([<"])')
@@ -58,22 +60,6 @@ HOST_NAME = (
 UNKNOWN_OPTION = "warm: NVRTC takes its own options, not nvcc's: --compiler nvcc takes nvcc's"
 
 
-NO_FOLDER = "warm: -I{given} names no folder: {absolute} (a relative -I is the working folder's)"
-
-
-def _no_folders(options: Sequence[str]) -> list[str]:
-    """The hint lines for the include folders `options` name (`-I F`, `-IF`,
-    `--include-path[=]F`) that are no folder here."""
-    given, words = [], iter(options)
-    for option in words:
-        if option in ("-I", "--include-path"):
-            given.append(next(words, ""))
-        elif option.startswith(("-I", "--include-path=")):
-            given.append(option.removeprefix("--include-path=").removeprefix("-I"))
-    missing = [f for f in dict.fromkeys(given) if f and not os.path.isdir(f)]
-    return [NO_FOLDER.format(given=f, absolute=os.path.abspath(f)) for f in missing]
-
-
 def hint(
     log: str, here: Callable[[str], bool] = os.path.isfile, options: Sequence[str] = ()
 ) -> str:
@@ -89,7 +75,7 @@ def hint(
         declared = {name for form, name in shown if form == "<"} <= _DECLARED
         angled = DECLARED if declared else ANGLED
         hints += [text for form, text in (('"', elsewhere), ("<", angled)) if form in forms]
-        hints += _no_folders(options)
+        hints += no_include_folders(options)
     if _HOST_NAME.search(log):
         hints.append(HOST_NAME)
     if _UNKNOWN_OPTION.search(log):
