@@ -9,6 +9,8 @@ of a CUDA workload, without `--arch`, told to use `warm run --arch sm_90` (which
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,56 @@ def test_a_relative_include_folder_missing_from_the_working_folder_is_named(
     missing = f"warm: -Iinclude names no folder: {tmp_path / 'include'} (a relative -I"
     assert missing in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+MANY = """import os
+from warmcli import Kernel
+DEVICE = "cuda"
+KS = [Kernel('extern "C" __global__ void k(float *x) { x[threadIdx.x] = V; }', "k", "P",
+             language="cuda", defines={"V": v}) for v in range(int(os.environ["N"]))]
+
+def workload(rt):
+    x = rt.buffer(32, "float32")
+    for k in KS:
+        rt.launch(k, x, grid=(1,), block=(32,))
+"""
+
+
+def test_a_refused_write_whose_rollback_was_refused_says_the_journal_is_needed(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A re-warm under a file size limit below the bundle's own size (`prlimit --fsize`,
+    as a CI runner's quota) said `nothing was written, the bundle is unchanged`, but the
+    file had changed (its digest another) and was whole only with the `-journal` the refused
+    rollback left beside it: a CI step caching the bundle file alone, as README's CI cache
+    section advises, cached a `corrupt bundle`. It says the journal is needed, and what
+    plays it back; after that the bundle is its old self."""
+    app = tmp_path / "many.py"
+    app.write_text(MANY)
+    bundle = tmp_path / "b.warm"
+    warm.env["N"] = "300"
+    done = warm("run", app, "--arch", "sm_90", "-b", bundle, "-q")
+    assert done.returncode == 0, done.stderr
+    copy = (tmp_path / "copy.warm", bundle.read_bytes())
+    limit = bundle.stat().st_size // 3
+    warm.env["N"] = "320"
+    command = ["prlimit", f"--fsize={limit}", sys.executable, "-m", "warmcli", "run"]
+    done = subprocess.run(
+        [*command, str(app), "--arch", "sm_90", "-b", str(bundle), "-q"],
+        capture_output=True,
+        text=True,
+        env=warm.env,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "a write to the disk failed" in lines[0], done.stderr
+    journal = Path(f"{bundle}-journal")
+    assert journal.stat().st_size > 0  # the rollback refused too: the file needs it
+    assert "the bundle is unchanged" not in lines[0], lines[0]
+    assert f"whole only with {journal.name}" in lines[0], lines[0]
+    assert f"warm stats {bundle}" in lines[0], lines[0]
+    copy[0].write_bytes(bundle.read_bytes())  # the bundle alone, as a cache would keep it
+    assert "corrupt bundle" in warm("stats", copy[0]).stderr  # (why the line says so)
+    assert warm("stats", bundle).returncode == 0  # played back, as the line says
+    assert not journal.exists() and bundle.read_bytes() == copy[1]
