@@ -9,7 +9,9 @@ which kernel broke it is the batch scheduler's job (`warmcli.backends.batch`), n
 compiler's. `run_compiler` runs one compiler process for any backend through
 `warmcli.backends.processes` (its own process group, stopped whole on a timeout, an
 interrupt or `stop_compilers`, tied to the thread that started it), and refuses to
-start one while warm is stopping. Its only state is a bounded memo of the type names
+start one while warm is stopping; where a compiler's log says a file was not found, each
+`-I` folder of its kernels that is none here is named beneath it (`no_include_folders`,
+NVRTC's log too). Its only state is a bounded memo of the type names
 each C source declares (`type_names`); compilers own no cache, never load what they build.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import time
 from collections.abc import Sequence
@@ -84,6 +87,33 @@ class CompiledGroup(Record):
         return self
 
 
+NO_FOLDER = "warm: -I{given} names no folder: {absolute} (a relative -I is the working folder's)"
+_NOT_FOUND = ("cannot open source file", "No such file or directory")  # (NVRTC's; cc's, nvcc's)
+
+
+def no_include_folders(options: Sequence[str]) -> list[str]:
+    """The hint lines for the include folders `options` name (`-I F`, `-IF`,
+    `--include-path[=]F`) that are no folder here (a relative one is this process's working
+    folder's, as the compiler reads it), said where a header was not found."""
+    given, words = [], iter(options)
+    for option in words:
+        if option in ("-I", "--include-path"):
+            given.append(next(words, ""))
+        elif option.startswith(("-I", "--include-path=")):
+            given.append(option.removeprefix("--include-path=").removeprefix("-I"))
+    missing = [f for f in dict.fromkeys(given) if f and not os.path.isdir(f)]
+    return [NO_FOLDER.format(given=f, absolute=os.path.abspath(f)) for f in missing]
+
+
+def _not_found(log: str, units: Sequence[CompileUnit]) -> str:
+    """`log` (a failed compiler process's), with the `-I` folders of its kernels that are none
+    here named beneath it where it says a file was not found."""
+    if not any(text in log for text in _NOT_FOUND):
+        return log
+    options = [option for unit in units for option in unit.kernel.options]
+    return "\n".join([log, *no_include_folders(options)])
+
+
 # A compiler process that runs longer than this is stopped (`--compile-timeout`).
 DEFAULT_COMPILE_TIMEOUT = 600.0
 
@@ -117,7 +147,8 @@ def run_compiler(
     if done.returncode != 0:
         if processes.refusing():
             raise CompileFailure(f"{command[0]} stopped: warm is stopping", tuple(units))
-        raise CompileFailure(log or f"{command[0]} exited with {done.returncode}", tuple(units))
+        log = _not_found(log, units) or f"{command[0]} exited with {done.returncode}"
+        raise CompileFailure(log, tuple(units))
     return log, time.perf_counter() - started
 
 

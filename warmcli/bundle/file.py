@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from warmcli.bundle import journal as journals
 from warmcli.bundle.disk_full import cannot_open, disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
@@ -298,9 +299,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
         why = WRITE_FAILED if code in _WRITES else disk_full(path, temp_dir) if code == 13 else ""
         if why:
-            raise BundleError(
-                f"{path}: {why}: nothing was written, the bundle is unchanged"
-            ) from None
+            raise BundleError(f"{path}: {why}: {journals.after_refused_write(path)}") from None
         closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
         what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
         what += ": its folder is not writable (for its journal)" if code == 1544 else ""

@@ -23,8 +23,9 @@ into place, first removes the journal (and a `-wal` and `-shm`) of the file it r
 would play that file's old pages into the new one); `temp_beside` names the file a writer
 makes for it (`.NAME.PID.tmp`, which `remove_leftovers` removes once its writer is dead).
 Where this process may not write the bundle's folder (`may_write`), a journal is rolled back
-by nobody here: `is_hot` asks SQLite whether it is hot, or a live writer's it reads past. It
-owns no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
+by nobody here: `is_hot` asks SQLite whether it is hot, or a live writer's it reads past.
+`after_refused_write` says whether a write the system refused left one to play back. It owns
+no state; it never writes or rolls back a journal (SQLite rolls a sound journal back
 into its own file).
 """
 
@@ -60,6 +61,26 @@ def check_journal(path: str | os.PathLike[str]) -> bool:
         return size > 0
     name = os.path.basename(journal)
     raise BundleError(f"{path}: refused: its journal {name} {why}; remove it to open the bundle")
+
+
+def after_refused_write(path: str | os.PathLike[str]) -> str:
+    """What a write the system refused (a full disk, a file size limit) left at `path`, as
+    the end of its one line: nothing, where it was rolled back; else, where the rollback was
+    refused too (`ulimit -f` below the file's size: the file's pages half written), that the
+    bundle is whole only with the journal beside it, which the next open plays back."""
+    journal = f"{os.path.realpath(path)}-journal"
+    try:
+        left = os.path.getsize(journal) > 0
+    except OSError:
+        left = False
+    if not left:
+        return "nothing was written, the bundle is unchanged"
+    name = os.path.basename(journal)
+    return (
+        f"not rolled back (the rollback was refused too): the bundle is whole only with {name} "
+        f"beside it, which the next warm to open it plays back (warm stats {path}, where the "
+        "write is allowed); copy or cache the bundle only after that"
+    )
 
 
 def check_wal_files(path: str | os.PathLike[str], *, if_wal_found: bool = False) -> None:

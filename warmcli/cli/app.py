@@ -29,7 +29,13 @@ from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
 from warmcli.cli.common import exit_interrupted, out
-from warmcli.cli.not_commands import not_a_command, refuse_a_file
+from warmcli.cli.not_commands import (
+    arch_each,
+    no_arguments,
+    not_a_command,
+    refuse_a_file,
+    stray_arch,
+)
 from warmcli.cli.plain_params import install
 from warmcli.config import VARIABLES
 from warmcli.printable import printable
@@ -105,10 +111,12 @@ class WarmCommand(_PlainParams, TyperCommand):
     def _parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """A command that runs a workload (`run`, `verify`), given arguments past its own
         after the workload (an unknown option, a value, `run -m MODULE -- 8`'s `8`): one
-        line saying a workload takes none, and what to do instead."""
-        if self.name not in WORKLOAD_COMMANDS:
-            return super().parse_args(ctx, args)
+        line saying a workload takes none, and what to do instead (`--arch sm_90 sm_80`, as
+        `check`'s: one --arch each)."""
         given_args = list(args)  # (the parser consumes the list it is given)
+        if self.name not in WORKLOAD_COMMANDS:
+            with arch_each(given_args, ctx):
+                return super().parse_args(ctx, args)
         ctx.allow_extra_args = True  # what is left over is refused here, said so
         try:
             rest = super().parse_args(ctx, args)
@@ -120,7 +128,7 @@ class WarmCommand(_PlainParams, TyperCommand):
             said = _not_here(self.name, exc.option_name, other) if other else None
             said = said or self._typo(exc.option_name)  # `--bundel`: --bundle meant
             mine = f"warm {self.name} takes no {exc.option_name}, and "  # (not Click's guesses)
-            said = said or mine + _no_arguments(given_args[at])  # (as given: `--n=8`)
+            said = said or mine + no_arguments(given_args[at])  # (as given: `--n=8`)
             raise UsageError(said, ctx) from None
         ctx.allow_extra_args = False
         params = ctx.params
@@ -134,7 +142,7 @@ class WarmCommand(_PlainParams, TyperCommand):
         given = " ".join(shown(str(arg)) for arg in extra)
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
-        ctx.fail(_no_arguments(given))
+        ctx.fail(stray_arch(given_args, ctx.args) or no_arguments(given))
 
     def _typo(self, option: str) -> str | None:
         """The one line for `option` given after the workload when it is a close misspelling
@@ -263,15 +271,6 @@ def _token(args: list[str], option: str) -> int | None:
         ):
             return i
     return None
-
-
-def _no_arguments(given: str) -> str:
-    """The one line for arguments meant for the workload (`given`)."""
-    return (
-        f"a workload takes no arguments ({printable(given)}): warm runs it with sys.argv "
-        "holding only its path; give it settings in environment variables, or warm a module "
-        "of your own that sets them and calls it"
-    )
 
 
 def _owner(command: str, option: str) -> str | None:

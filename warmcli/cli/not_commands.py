@@ -2,18 +2,24 @@
 `warm version` (the flags `--help` and `--version` meant), `warm explain` (README's "Explaining
 misses and strict mode": `warm verify --workload` and `WARM_EXPLAIN=1` explain misses, `warm
 stats --explain` a tunable) and a command in capitals (`warm STATS`), each one line
-(`not_a_command`) instead of Click's guess (which guessed `verify` for `version`); and a file
-whose name reads as an option (`-w.py`), told how to name it (`refuse_a_file`). It holds no
-state and prints nothing: `warmcli.cli.app`'s group fails with the line.
+(`not_a_command`) instead of Click's guess (which guessed `verify` for `version`); a file
+whose name reads as an option (`-w.py`), told how to name it (`refuse_a_file`);
+architectures after one `--arch` (`--arch sm_90 sm_80`), told to give each its own
+(`stray_arch`, `arch_each`); and any other argument after a workload (`no_arguments`). It
+holds no state and prints nothing: `warmcli.cli.app`'s group fails with the line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from typer._click.exceptions import UsageError  # (Typer's own click)
+
+from warmcli.printable import printable
 
 EXPLAIN = (
     "warm has no 'explain' command: misses are explained by warm verify BUNDLE --workload W.py "
@@ -45,3 +51,42 @@ def refuse_a_file(args: list[str], option: str, ctx: Any) -> None:
     if named is not None:
         said = f"No such option: {option}: {named} is a file here: name it ./{named} (or after --)"
         raise UsageError(said, ctx)
+
+
+def no_arguments(given: str) -> str:
+    """The one line for arguments meant for the workload (`given`)."""
+    return (
+        f"a workload takes no arguments ({printable(given)}): warm runs it with sys.argv "
+        "holding only its path; give it settings in environment variables, or warm a module "
+        "of your own that sets them and calls it"
+    )
+
+
+_ARCH_WORD = re.compile(r"(sm|compute)_\d{2,3}[a-z]?")
+
+
+def stray_arch(args: list[str], extra: list[str]) -> str | None:
+    """The line for architectures among the arguments left over (`extra`) where `args` give
+    `--arch` (`--arch sm_90 sm_80`, as the synopsis's `[--arch sm_90 ...]` may read), else
+    None (`8`, or `sm_80` with no `--arch` given: the workload's, refused as such)."""
+    if not any(arg == "--arch" or arg.startswith("--arch=") for arg in args):
+        return None
+    stray = [word for word in extra if _ARCH_WORD.fullmatch(word)]
+    if not stray:
+        return None
+    each = " ".join(f"--arch {word}" for word in stray)
+    return f"{' '.join(stray)}: --arch takes one architecture, one --arch each (write {each})"
+
+
+@contextlib.contextmanager
+def arch_each(args: list[str], ctx: Any) -> Iterator[None]:
+    """Parsing a command that takes no workload (`check`): the parser's refusal of extra
+    arguments, where they are architectures after `--arch`, as `stray_arch` says it."""
+    try:
+        yield
+    except UsageError as exc:
+        unset = [a for i, a in enumerate(args) if not (i and args[i - 1] == "--arch")]
+        said = "unexpected extra argument" in str(exc) and stray_arch(args, unset)
+        if not said:
+            raise
+        raise UsageError(said, ctx) from None

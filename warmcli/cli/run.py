@@ -54,7 +54,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render import compiler_line
-from warmcli.cli.render.run import run_json, run_renderable
+from warmcli.cli.render.run import folded_notes, run_json, run_renderable
 from warmcli.cli.run_pycuda import with_pycuda
 from warmcli.cli.sign import private_key_of
 from warmcli.cli.streams import workload_output_on_stderr
@@ -270,7 +270,7 @@ def run(
             try:
                 return with_pycuda(pycuda, gpu_less, lambda: action(progress))
             except WarmError as exc:  # the notes its pass made, before its line (as run says)
-                for note in dict.fromkeys(n for n in exc.notes_before if not _said(n, exc)):
+                for note in folded_notes(n for n in exc.notes_before if not _said(n, exc)):
                     err.print(f"warm: note: {printable(note)}", markup=False, highlight=False)
                 raise
 

@@ -384,7 +384,7 @@ def _compiled(
         try:
             begins()
             ok, text = program.compile([*options, *extra])
-            text += "" if ok else hint(text)
+            text += "" if ok else hint(text, options=options)
         except CompileFailure:
             if not extra:
                 program.close()

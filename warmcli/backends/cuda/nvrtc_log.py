@@ -5,7 +5,9 @@ A quoted header not found (`#include "mine.cuh"`) NVRTC looks for only in the `-
 folders, never in the working folder (`warmcli.backends.cuda.nvrtc.PROGRAM`): where the
 working folder holds it (`here`, asked of each such name: the one thing read but the log),
 the hint says to name it with `-I`; else (a typo, a header not written yet, or one
-elsewhere) it names the folders NVRTC searched, never blaming the working folder. An
+elsewhere) it names the folders NVRTC searched, never blaming the working folder, and
+each `-I` folder that is none here (`-Iinclude` from another working folder than the one
+that holds `include`: a relative `-I` is the working folder's, not the workload's). An
 angled one it lacks is most often a host compiler's header (`<cstdint>`, `<cmath>`), which
 NVRTC does not have and nvcc does: the hint names CUDA's own (`<cuda/std/...>`),
 `--compiler nvcc`, and `-I` for a header of the user's; where it is only `<stdio.h>` or
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from warmcli.backends.compiler import no_include_folders
 
 _CANNOT_OPEN = "cannot open source file"
 # NVRTC's error, then the line it quotes: `#include <cstdint>` or `#include "mine.cuh"`.
@@ -56,9 +60,12 @@ HOST_NAME = (
 UNKNOWN_OPTION = "warm: NVRTC takes its own options, not nvcc's: --compiler nvcc takes nvcc's"
 
 
-def hint(log: str, here: Callable[[str], bool] = os.path.isfile) -> str:
+def hint(
+    log: str, here: Callable[[str], bool] = os.path.isfile, options: Sequence[str] = ()
+) -> str:
     """The hint lines for a failed program's `log` ("" where none applies); `here(name)`:
-    whether a quoted header NVRTC did not find is in the working folder."""
+    whether a quoted header NVRTC did not find is in the working folder; `options`, the
+    program's, whose `-I` folders that are none here are named where a header was not found."""
     hints = []
     if _CANNOT_OPEN in log:
         shown = {(m.group(2), m.group(1)) for m in _INCLUDE_SHOWN.finditer(log)} or {('"', "")}
@@ -68,6 +75,7 @@ def hint(log: str, here: Callable[[str], bool] = os.path.isfile) -> str:
         declared = {name for form, name in shown if form == "<"} <= _DECLARED
         angled = DECLARED if declared else ANGLED
         hints += [text for form, text in (('"', elsewhere), ("<", angled)) if form in forms]
+        hints += no_include_folders(options)
     if _HOST_NAME.search(log):
         hints.append(HOST_NAME)
     if _UNKNOWN_OPTION.search(log):

@@ -133,7 +133,8 @@ class HostDevice:
             raise DeviceError(
                 f"the host device compiles C kernels, not {language!r} ones: launch them on a "
                 f'{language} runtime (a workload\'s DEVICE = "{language}", or --device '
-                f"{language}; without a GPU, warm run --arch sm_90 pre-builds them)"
+                f"{language}; without a GPU, --arch sm_90, which warm run and warm verify "
+                "--workload take, builds and replays them)"
             )
         return self._compiler
 

@@ -1,6 +1,7 @@
 """How `warm run` and `warm verify` look: each pass's counts per device, notes, the
 compiler commands (`records.CompilerCommand`, shown under `--verbose`), misses, and the
-run's JSON document (a note said again in a pass is shown once, with its count). Pure
+run's JSON document (a note said again in a pass is shown once, with its count; the notes
+before a failed run's line, one said of several kernels alike once: `folded_notes`). Pure
 presentation over a `RunReport`; it owns no state and never
 prints (the CLI does). Rich is imported by the renderables only: `warm run --json`
 builds its document without it.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.schema import FORMAT_VERSION
@@ -247,4 +249,29 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
 
 
 TUNE_NEVER = " is measured in each process, never served ("  # a tune's, not a kernel's
+ALIKE_NAMED = 5  # labels the line folding several kernels' notes names (`folded_notes`)
+
+
+def folded_notes(notes: Iterable[str]) -> list[str]:
+    """`notes` (a failed pass's, said before its error line) each once, and the compile notes
+    that say one text of several kernels (`compile of L (key K) timed out: NVRTC did not
+    finish within 0.1 s; ...`, one per kernel of a batch past `--compile-timeout`) as the
+    first whole, then one line counting the others and naming the first `ALIKE_NAMED`."""
+    alike: dict[str, list[tuple[str, str]]] = {}  # what is said: (note, label) of each
+    for note in dict.fromkeys(notes):
+        label, keyed, rest = note.removeprefix("compile of ").partition(" (key ")
+        said = rest.partition(") ")[2] if note.startswith("compile of ") and keyed else ""
+        alike.setdefault(said or note, []).append((note, label))
+    lines: list[str] = []
+    for said, group in alike.items():
+        lines.append(group[0][0])
+        others = [label for _, label in group[1:]]
+        if others:
+            named = ", ".join(others[:ALIKE_NAMED])
+            named += f", and {len(others) - ALIKE_NAMED} more" * (len(others) > ALIKE_NAMED)
+            what = said.partition(":")[0]  # `timed out`, `failed`
+            lines.append(f"compile of {len(others)} more kernel(s) {what} alike: {named}")
+    return lines
+
+
 CHILDREN = "children it forked launched (the note above)"  # (`RunReport.children_launched`)
