@@ -269,8 +269,19 @@ def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corru
     warm, good = made
     bundle = tmp_path / "b.warm"
     said: list[str] = []
+    for _ in range(3):  # (which open is refused first can vary with the load: stop 49's CI
+        # found none of SQLite's at 5 to 12 once; a scan again, and limits up to 24, decide)
+        if _scan_descriptor_limits(warm, good, bundle, said):
+            break
+    assert any("unable to open database file" in line for line in said), said
+
+
+def _scan_descriptor_limits(warm: Warm, good: Path, bundle: Path, said: list[str]) -> bool:
+    """`warm run` and `warm clean` of a copy of `good` at `bundle` under each descriptor
+    limit from 5, to one past the first where SQLite was refused, each said in `said` (never
+    a traceback, never "corrupt", the bundle sound after); whether SQLite was refused."""
     past = 0  # limits tried since SQLite was first refused: one more, then no need
-    for limit in range(5, 13):
+    for limit in range(5, 25):
         if past == 2:
             break
         shutil.copy(good, bundle)
@@ -289,7 +300,7 @@ def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corru
         assert warm("verify", bundle).returncode == 0
         if past or any("unable to open database file" in line for line in said):
             past += 1
-    assert any("unable to open database file" in line for line in said), said
+    return past > 0
 
 
 def test_too_little_memory_is_one_line_never_a_traceback_nor_corruption(
