@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 from big_bundle import build_big
-from conftest import EXAMPLES, ROOT, Warm
+from conftest import ROOT, Warm
 from forked_cli import forked_made  # noqa: F401  (conftest's `made`, its commands forked)
 from full_disk import in_private_mount
+from memory_limit import ended_as_promised, stats_json_under
 from test_reliability import compiler_wrapper
 from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
@@ -236,101 +237,8 @@ def test_a_reader_pool_that_cannot_start_for_want_of_descriptors_never_hangs_war
     not start one.)"""
     big = _big(tunes_once, tmp_path)
     ends = []
-    # (the pool's forked worker left waiting put back, `warm verify` hangs at 14 and `warm
-    # diff` at 16; 15 hangs both, 12-13 and 17-22 neither: checked, suite39, and again
-    # (speed44a: at 15 verify and diff hang, stats --json ends 0), so 15 alone tries both)
-    for limit in (15,):
-
-        def few() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023
-
-        for args in (["verify", big], ["stats", "--json", big], ["diff", big, big]):
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", "warmcli", *map(str, args)],
-                    capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=few,
-                    timeout=60,
-                )  # fmt: skip
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"warm {args[0]} hung under ulimit -n {limit}")
-            assert "Traceback" not in proc.stderr, proc.stderr
-            if proc.returncode != 0:
-                assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-            ends.append(proc.returncode)
-    assert 0 in ends
-
-
-def test_a_bundle_sqlite_cannot_open_for_want_of_descriptors_is_not_called_corrupt(
-    made: tuple[Warm, Path], tmp_path: Path
-) -> None:
-    """`warm run` under `ulimit -n 8` said of a sound bundle `corrupt bundle (unable to open
-    database file)`: SQLite could not open the file or its journal (no descriptor left),
-    which says nothing of the bundle's state."""
-    warm, good = made
-    bundle = tmp_path / "b.warm"
-    said: list[str] = []
-    for _ in range(3):  # (which open is refused first can vary with the load: stop 49's CI
-        # found none of SQLite's at 5 to 12 once; a scan again, and limits up to 24, decide)
-        if _scan_descriptor_limits(warm, good, bundle, said):
-            break
-    assert any("unable to open database file" in line for line in said), said
-
-
-def _scan_descriptor_limits(warm: Warm, good: Path, bundle: Path, said: list[str]) -> bool:
-    """`warm run` and `warm clean` of a copy of `good` at `bundle` under each descriptor
-    limit from 5, to one past the first where SQLite was refused, each said in `said` (never
-    a traceback, never "corrupt", the bundle sound after); whether SQLite was refused."""
-    past = 0  # limits tried since SQLite was first refused: one more, then no need
-    for limit in range(5, 25):
-        if past == 2:
-            break
-        shutil.copy(good, bundle)
-
-        def few() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # noqa: B023
-
-        for args in (["run", EXAMPLES / "matmul_host.py", "-b", bundle], ["clean", bundle]):
-            proc = subprocess.run(
-                [sys.executable, "-m", "warmcli", *map(str, args)],
-                capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=few,
-                timeout=120,
-            )  # fmt: skip
-            assert "Traceback" not in proc.stderr and "corrupt" not in proc.stderr, proc.stderr
-            said.append(proc.stderr)
-        assert warm("verify", bundle).returncode == 0
-        if past or any("unable to open database file" in line for line in said):
-            past += 1
-    return past > 0
-
-
-def test_too_little_memory_is_one_line_never_a_traceback_nor_corruption(
-    warm: Warm, tmp_path: Path, tunes_once: Path
-) -> None:
-    """`warm stats --json` of a large bundle under `ulimit -v` printed a `MemoryError`
-    traceback, or (zlib out of memory: its error -4) called a sound tune `corrupt tune entry
-    (candidates: not deflated (Error -4 while decompressing data))`. (The bundle is large in
-    tunes, which are decompressed, read by the pool of forked readers: 20,000 kernels
-    beside them cost each run twice the time and proved nothing more; the limits below
-    still end runs out of memory, and 170 MB lets one finish.)"""
-    big = _big(tunes_once, tmp_path)
-    ends = []
     for megabytes in (50, 90, 130, 170):
-
-        def little() -> None:
-            size = megabytes << 20  # noqa: B023
-            resource.setrlimit(resource.RLIMIT_AS, (size, size))
-
-        proc = subprocess.run(
-            [sys.executable, "-m", "warmcli", "stats", "--json", big],
-            capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=little,
-            timeout=120,
-        )  # fmt: skip
-        assert "Traceback" not in proc.stderr and "corrupt" not in proc.stderr, proc.stderr
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines()
-            assert len(lines) == 1, (megabytes, proc.returncode, proc.stderr, proc.stdout[-300:])
-            assert proc.returncode == 2 and "out of memory" in lines[0], (proc.returncode, lines)
-        ends.append(proc.returncode)
+        ends.append(ended_as_promised(stats_json_under(warm, big, megabytes), megabytes))
     assert 2 in ends, ends
 
 
