@@ -308,13 +308,18 @@ REORDERED = (
 
 def reordered_hint(held: Sequence[Mapping[str, str]], wanted: str) -> str:
     """`REORDERED` where a held kernel's options (JSON lists of str) are `wanted`'s in
-    another order, else ""."""
+    another order, else "": a held text read only where it is as long as `wanted` (as the
+    same options reordered are), a malformed one (nested past what Python's parser reads, a
+    hostile row's) none."""
+    ours = _sorted_options(wanted)
+    texts = (h.get("options") for h in held)
+    alike = (t for t in texts if isinstance(t, str) and len(t) == len(wanted))
+    return REORDERED if ours is not None and any(_sorted_options(t) == ours for t in alike) else ""
+
+
+def _sorted_options(text: str) -> list[Any] | None:
+    """The options `text` lists, sorted; None where it is no JSON list of them."""
     try:
-        ours = sorted(json.loads(wanted))
-        return (
-            REORDERED
-            if any(sorted(json.loads(h.get("options", "[]"))) == ours for h in held)
-            else ""
-        )
-    except (TypeError, ValueError):  # (a malformed row's: no hint)
-        return ""
+        return sorted(json.loads(text))
+    except (TypeError, ValueError, RecursionError):  # (a malformed row's: no hint)
+        return None
