@@ -17,7 +17,8 @@ sorted) and `nearest_values` what is said of them; `key_form_hint`, the hint of 
 of a form (`key_form`: its text, each word or number one letter) no held key has, as a
 changed `key=` gives (a list where they were numbers, the inputs' shapes where they were
 `key=`'s): the held keys' forms made once per listing (`forms`); `float_hint`, that of a
-key differing from a held one in its floats only (a scalar input drawn at random);
+key differing from a held one in its floats only (a scalar input drawn at random: the held
+keys, floats masked, made once per listing, `floatless`);
 `reordered_hint`, that of a kernel's options held in another order (made from a set).
 Its answers are those of the scan. It owns only those memos, never reads
 a bundle itself and never prints.
@@ -71,6 +72,7 @@ class Listed(Generic[_Row]):
         self._said: dict[tuple[str, _BucketName], Any] = {}
         self._holds: dict[str, bool] = {}
         self.forms: set[str] | None = None  # each held tune key's form (`key_form_hint`)
+        self.floatless: set[str] | None = None  # each held tune key, floats masked (`float_hint`)
         self.shapes: dict[str, _Parts] = {}  # a held shape's parts (`nearest_shapes`)
 
     def said(self, component: str, near: Sequence[Mapping[str, str]], say: Callable[[], _T]) -> _T:
@@ -292,12 +294,15 @@ FLOAT_CHANGED = (
 
 def float_hint(listed: Listed[Any], shape: str) -> str:
     """`FLOAT_CHANGED` where a shape `listed` holds differs from `shape` in its floats only
-    (`float32[64] 0.61 64` held, `float32[64] 0.78 64` wanted), else ""."""
+    (`float32[64] 0.61 64` held, `float32[64] 0.78 64` wanted), else "" (the held shapes,
+    floats masked, made once per listing: each miss of a key drawn at random read them all)."""
     masked = _FLOAT.sub("#", shape)
     if masked == shape:  # (no float in it: no held key read)
         return ""
-    held = (h.get("shape", "") for h in listed.held)
-    return FLOAT_CHANGED if any(_FLOAT.sub("#", h) == masked for h in held) else ""
+    held = listed.floatless
+    if held is None:
+        held = listed.floatless = {_FLOAT.sub("#", h.get("shape", "")) for h in listed.held}
+    return FLOAT_CHANGED if masked in held else ""
 
 
 REORDERED = (
