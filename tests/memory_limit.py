@@ -1,5 +1,5 @@
-"""`warm stats --json BUNDLE` run under an address-space limit (`RLIMIT_AS`): a real CLI
-process, the limit set in the child before it starts; and the check its end is as warm
+"""`warm stats --json BUNDLE` (or any command: `warm_under`) run under an address-space limit
+(`RLIMIT_AS`): a real CLI process, the limit set in the child before it starts; and the check its end is as warm
 promises: exit 0, or exit 2 and one line saying it ran out of memory (never a traceback,
 never a signal, never a sound bundle called corrupt). For the tests of running out of memory
 (`test_speed43b`, `test_faults34`, `test_main49`).
@@ -17,13 +17,18 @@ from conftest import ROOT, Warm
 
 def stats_json_under(warm: Warm, bundle: Path, megabytes: int) -> subprocess.CompletedProcess[str]:
     """`warm stats --json bundle` in a process limited to `megabytes` of address space."""
+    return warm_under(warm, megabytes, "stats", "--json", bundle)
+
+
+def warm_under(warm: Warm, megabytes: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`warm ARGS` in a process limited to `megabytes` of address space."""
 
     def little() -> None:
         size = megabytes << 20
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
 
     return subprocess.run(
-        [sys.executable, "-m", "warmcli", "stats", "--json", bundle],
+        [sys.executable, "-m", "warmcli", *args],
         capture_output=True, text=True, env=warm.env, cwd=ROOT, preexec_fn=little, timeout=120,
     )  # fmt: skip
 

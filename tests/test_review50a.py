@@ -9,6 +9,11 @@
   floats only?) masked every held key of the operation anew, each miss: 0.2 s a miss over
   100,000 held tunes, in the production process, for every key drawn at random (each a
   miss), where the key forms' hint beside it is made once per listing. Now made once too.
+- Out of memory while a command's modules are imported (`ulimit -v` of 30 to 70 MB, where
+  `warm stats --json` of stop 49 runs): the dynamic loader's refusal to map numpy's (or
+  SQLite's) library is an ImportError, not the MemoryError `warmcli.__main__` answers, so
+  `warm check`, `warm verify` and `warm diff` ended in numpy's 40-line traceback, exit 1: for
+  them "found something missing or corrupt". Now one line, exit 2, as any out of memory.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pathlib import Path
 
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from memory_limit import ended_as_promised, warm_under
 
 # A production process launching the host example's bias_relu built with -O1 (the bundle
 # holds it built with none): a miss, compiled here; what it computed, and the misses.
@@ -77,3 +83,11 @@ def test_misses_of_keys_drawn_at_random_mask_the_held_keys_once() -> None:
     assert float_hint(listed, "float32[7] 0.25") == FLOAT_CHANGED
     assert float_hint(listed, "float32[7] 0.25 1") == ""
     assert time.process_time() - started < 3  # (each miss read all: 10 s; once: 0.1 s)
+
+
+def test_out_of_memory_importing_a_commands_modules_is_one_line(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    ends = [ended_as_promised(warm_under(warm, mb, "check", bundle), mb) for mb in (35, 50)]
+    assert 2 in ends, ends  # (one limit at least refused a library: this test's case)

@@ -13,7 +13,8 @@ closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes esc
 by a command; output that cannot be written (`| false`, `> /dev/full`) is
 answered by `warmcli.cli.output`. A finalizer out of memory says nothing beside the
 command's one line (`_unraisable`); out of memory as CPython's C code may say it under an
-address-space limit (a SystemError or RecursionError: `_out_of_memory`) is that one line too."""
+address-space limit (a SystemError or RecursionError, or an ImportError where a library could
+not be mapped: `_out_of_memory`) is that one line too."""
 
 from __future__ import annotations
 
@@ -76,8 +77,8 @@ def main() -> None:
         from warmcli.cli.common import answer
 
         code = answer(exc)
-    except (MemoryError, RecursionError, SystemError) as exc:  # out of memory where no
-        _Ended.now = True  # command answered it (an import): one line (`_out_of_memory`)
+    except (MemoryError, RecursionError, SystemError, ImportError) as exc:  # out of memory
+        _Ended.now = True  # where no command answered it (an import): one line (`_out_of_memory`)
         if not _out_of_memory(exc):
             raise
         from warmcli.cli.common import OUT_OF_MEMORY, exit_now
@@ -159,9 +160,13 @@ def _out_of_memory(exc: BaseException) -> bool:
     """Whether `exc` is running out of memory: a MemoryError, or what CPython's C code raises
     instead where an allocation failed under an address-space limit (`ulimit -v`): a
     RecursionError ("while calling a Python object") or a SystemError ("error return without
-    exception set"), seen at the limit's edge, which else escaped as a fatal dump."""
+    exception set"), seen at the limit's edge, which else escaped as a fatal dump; or an
+    ImportError where the loader could not map a library (numpy's, SQLite's: "failed to map
+    segment", or ENOMEM's words), which else ended in numpy's 40-line traceback, exit 1."""
     if isinstance(exc, MemoryError):
         return True
+    if isinstance(exc, ImportError) and not any(w in str(exc) for w in _CANNOT_MAP):
+        return False
     import resource
 
     try:
@@ -169,6 +174,9 @@ def _out_of_memory(exc: BaseException) -> bool:
     except (OSError, ValueError, MemoryError):
         return False
     return limit != resource.RLIM_INFINITY
+
+
+_CANNOT_MAP = ("failed to map segment", "annot allocate memory")  # (the loader's, glibc's)
 
 
 class _Ended:
