@@ -1,12 +1,14 @@
 """`warm stats --json BUNDLE` (or any command: `warm_under`) run under an address-space limit
 (`RLIMIT_AS`): a real CLI process, the limit set in the child before it starts; and the check its end is as warm
-promises: exit 0, or exit 2 and one line saying it ran out of memory (never a traceback,
+promises: exit 0, or exit 2 and one line saying it ran out of memory (under `--json` its
+document on stdout too; never a traceback,
 never a signal, never a sound bundle called corrupt). For the tests of running out of memory
 (`test_speed43b`, `test_faults34`, `test_main49`).
 """
 
 from __future__ import annotations
 
+import json
 import resource
 import subprocess
 import sys
@@ -41,4 +43,6 @@ def ended_as_promised(proc: subprocess.CompletedProcess[str], megabytes: int) ->
     if proc.returncode:
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "out of memory" in lines[0], said
+        if "--json" in proc.args:  # (README: a failure's document on stdout too)
+            assert json.loads(proc.stdout)["exit"] == 2, said
     return proc.returncode

@@ -14,6 +14,11 @@
   SQLite's) library is an ImportError, not the MemoryError `warmcli.__main__` answers, so
   `warm check`, `warm verify` and `warm diff` ended in numpy's 40-line traceback, exit 1: for
   them "found something missing or corrupt". Now one line, exit 2, as any out of memory.
+- `warm stats --json` of a 5,000-kernel, 5,000-tune bundle under `ulimit -v` of 46 to 52 MB
+  (stop 49's case) said it ran out of memory as bytes made beforehand (`exit_code`: even the
+  line ran out), on stderr only: stdout was empty, where README promises a failure's JSON
+  document under `--json`. The document is made beforehand too, and written.
+  (`memory_limit.ended_as_promised` now asserts it for test_speed43b's and test_faults34's.)
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from big_bundle import build_big
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
-from memory_limit import ended_as_promised, warm_under
+from memory_limit import ended_as_promised, stats_json_under, warm_under
 
 # A production process launching the host example's bias_relu built with -O1 (the bundle
 # holds it built with none): a miss, compiled here; what it computed, and the misses.
@@ -91,3 +97,9 @@ def test_out_of_memory_importing_a_commands_modules_is_one_line(
     bundle = host_bundle(tmp_path / "b.warm")
     ends = [ended_as_promised(warm_under(warm, mb, "check", bundle), mb) for mb in (35, 50)]
     assert 2 in ends, ends  # (one limit at least refused a library: this test's case)
+
+
+def test_out_of_memory_saying_so_under_json_prints_its_document(warm: Warm, tmp_path: Path) -> None:
+    big = build_big(tmp_path / "big.warm", 5000, 5000)
+    ends = [ended_as_promised(stats_json_under(warm, big, mb), mb) for mb in (48, 50)]
+    assert 2 in ends, ends

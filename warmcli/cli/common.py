@@ -258,12 +258,24 @@ def exit_code(action: Callable[[], int], saying: bool = False) -> int:
         return answer(exc)
     except MemoryError:
         if saying:  # even the line ran out: said as bytes made before
-            with contextlib.suppress(OSError):
-                os.write(2, _OUT_OF_MEMORY_LINE)
+            _out_of_memory_bytes()
             return 2
     # Said here, past the handler: inside it, its traceback held the frames holding what ran
     # out, so saying it ran out again, and again (a stack overflow: SIGSEGV, stop 49)
     return exit_code(lambda: fail(OUT_OF_MEMORY), saying=True)
+
+
+def _out_of_memory_bytes() -> None:
+    """Out of memory said where even `fail` ran out: its line, and under `--json` its
+    document (the keys ending one begun), as bytes made before, so stdout still holds one
+    JSON object (`warm stats --json` under ulimit -v 46 to 52 MB: stdout empty, stop 49)."""
+    with contextlib.suppress(OSError):
+        os.write(2, _OUT_OF_MEMORY_LINE)
+    if json_requested() and not _Emitted.json:
+        _Emitted.json = True
+        with contextlib.suppress(OSError, MemoryError, ValueError):
+            sys.stdout.flush()  # (what a document begun holds, before its end)
+            os.write(1, b"," + _OUT_OF_MEMORY_JSON[1:] if _Emitted.cut else _OUT_OF_MEMORY_JSON)
 
 
 def answer(exc: WarmError | OSError) -> int:
@@ -301,6 +313,7 @@ def exit_interrupted() -> NoReturn:
 # What running out of memory says (`ulimit -v`, a container's limit): nothing of the bundle.
 OUT_OF_MEMORY = "out of memory (a memory limit: ulimit -v, a container's?)"
 _OUT_OF_MEMORY_LINE = f"warm: error: {OUT_OF_MEMORY}\n".encode()
+_OUT_OF_MEMORY_JSON = (json.dumps({"error": OUT_OF_MEMORY, "exit": 2}, indent=2) + "\n").encode()
 
 
 def guarded(action: Callable[[], Any]) -> Any:
