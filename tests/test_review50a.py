@@ -19,6 +19,10 @@
   line ran out), on stderr only: stdout was empty, where README promises a failure's JSON
   document under `--json`. The document is made beforehand too, and written.
   (`memory_limit.ended_as_promised` now asserts it for test_speed43b's and test_faults34's.)
+- `warm run --arch sm_90 sm_80 w.py` (stop 49: one --arch each, said so): the parser takes
+  `sm_80` for the workload, and `w.py` was refused as the workload's argument ("a workload
+  takes no arguments (w.py)"), where `warm check --arch sm_90 sm_80 b.warm`, and `warm run
+  w.py --arch sm_90 sm_80`, say --arch takes one architecture. Now so does it.
 """
 
 from __future__ import annotations
@@ -103,3 +107,13 @@ def test_out_of_memory_saying_so_under_json_prints_its_document(warm: Warm, tmp_
     big = build_big(tmp_path / "big.warm", 5000, 5000)
     ends = [ended_as_promised(stats_json_under(warm, big, mb), mb) for mb in (48, 50)]
     assert 2 in ends, ends
+
+
+def test_a_second_arch_taken_for_the_workload_is_said_to_want_its_own_arch(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "w.py").write_text("def workload(rt):\n    pass\n")
+    done = warm("run", "--arch", "sm_90", "sm_80", tmp_path / "w.py", "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("warm: error: sm_80: --arch takes one architecture"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "b.warm").exists()
