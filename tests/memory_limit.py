@@ -1,9 +1,9 @@
 """`warm stats --json BUNDLE` (or any command: `warm_under`) run under an address-space limit
-(`RLIMIT_AS`): a real CLI process, the limit set in the child before it starts; and the check its end is as warm
-promises: exit 0, or exit 2 and one line saying it ran out of memory (under `--json` its
-document on stdout too; never a traceback,
-never a signal, never a sound bundle called corrupt). For the tests of running out of memory
-(`test_speed43b`, `test_faults34`, `test_main49`).
+(`RLIMIT_AS`): a real CLI process, the limit set in the child before it starts; and the check
+its end is as warm promises: exit 0, or exit 2 and one line saying it ran out of memory (under
+`--json` its document on stdout too; never a traceback, never a signal, never a sound bundle
+called corrupt). For the tests of running out of memory (`test_speed43b`, `test_faults34`,
+`test_main49`, `test_review50a`).
 """
 
 from __future__ import annotations
