@@ -142,8 +142,7 @@ class WarmCommand(_PlainParams, TyperCommand):
         given = " ".join(shown(str(arg)) for arg in extra)
         if not (params.get("workload") or params.get("module")):  # no workload: the parser's
             ctx.fail(f"Got unexpected extra argument(s) ({printable(given)})")
-        taken = [str(params["workload"])] if params.get("workload") else []  # (`--arch a b w.py`)
-        ctx.fail(stray_arch(given_args, [*taken, *ctx.args]) or no_arguments(given))
+        ctx.fail(stray_arch(given_args, ctx.args, params.get("workload")) or no_arguments(given))
 
     def _typo(self, option: str) -> str | None:
         """The one line for `option` given after the workload when it is a close misspelling

@@ -65,14 +65,15 @@ def no_arguments(given: str) -> str:
 _ARCH_WORD = re.compile(r"(sm|compute)_\d{2,3}[a-z]?")
 
 
-def stray_arch(args: list[str], extra: list[str]) -> str | None:
-    """The line for architectures among the arguments left over (`extra`: with the workload
-    the parser took, `--arch sm_90 sm_80 w.py`'s `sm_80`) where `args` give `--arch`
+def stray_arch(args: list[str], extra: list[str], workload: object = None) -> str | None:
+    """The line for architectures among the arguments left over (`extra`, and the `workload`
+    the parser took: `--arch sm_90 sm_80 w.py`'s `sm_80`) where `args` give `--arch`
     (`--arch sm_90 sm_80`, as the synopsis's `[--arch sm_90 ...]` may read), else None
     (`8`, or `sm_80` with no `--arch` given: the workload's, refused as such)."""
     if not any(arg == "--arch" or arg.startswith("--arch=") for arg in args):
         return None
-    stray = [word for word in extra if _ARCH_WORD.fullmatch(word)]
+    taken = [str(workload)] if workload else []
+    stray = [word for word in [*taken, *extra] if _ARCH_WORD.fullmatch(word)]
     if not stray:
         return None
     each = " ".join(f"--arch {word}" for word in stray)
