@@ -23,6 +23,9 @@
   `sm_80` for the workload, and `w.py` was refused as the workload's argument ("a workload
   takes no arguments (w.py)"), where `warm check --arch sm_90 sm_80 b.warm`, and `warm run
   w.py --arch sm_90 sm_80`, say --arch takes one architecture. Now so does it.
+- `warm check B --arch sm_90 compute_90` (or run's) said "write --arch compute_90", which
+  warm then refuses ("a virtual (PTX) architecture, not a GPU's: use sm_90"). Now it names
+  the GPU's, `--arch sm_90` (whose build keeps compute_90's PTX).
 """
 
 from __future__ import annotations
@@ -117,3 +120,10 @@ def test_a_second_arch_taken_for_the_workload_is_said_to_want_its_own_arch(
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("warm: error: sm_80: --arch takes one architecture"), done.stderr
     assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "b.warm").exists()
+
+
+def test_a_stray_ptx_arch_is_told_the_gpus_arch_to_write(warm: Warm, tmp_path: Path) -> None:
+    done = warm("check", tmp_path / "b.warm", "--arch", "sm_80", "compute_90")
+    assert done.returncode == 2, done.stderr
+    said = "compute_90: --arch takes one architecture, one --arch each, a GPU's"
+    assert done.stderr.startswith(f"warm: error: {said} (write --arch sm_90)"), done.stderr

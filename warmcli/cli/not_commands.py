@@ -76,8 +76,10 @@ def stray_arch(args: list[str], extra: list[str], workload: object = None) -> st
     stray = [word for word in [*taken, *extra] if _ARCH_WORD.fullmatch(word)]
     if not stray:
         return None
-    each = " ".join(f"--arch {word}" for word in stray)
-    return f"{' '.join(stray)}: --arch takes one architecture, one --arch each (write {each})"
+    # (a GPU's: `--arch compute_90` is refused, its PTX kept with sm_90's cubins)
+    each = " ".join(f"--arch {word.replace('compute_', 'sm_', 1)}" for word in stray)
+    said = f"{' '.join(stray)}: --arch takes one architecture, one --arch each"
+    return said + (f", a GPU's (write {each})" if "compute_" in said else f" (write {each})")
 
 
 @contextlib.contextmanager
