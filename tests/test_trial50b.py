@@ -1,0 +1,44 @@
+"""A new user's trial of the README alone (stop 50), in a fresh `HOME` and `WARM_HOME`.
+
+Own host workloads (several kernels, a seeded tunable, kernels from format strings, a
+helper module beside the workload, a data file read relative to itself, a `chdir`, one
+failing half way, threads) ran cold, over a bundle lacking them and over their own bundle:
+the same bytes each way, and every command did what the README says. What it found:
+- a C kernel whose helper asks GCC for its own name, `__builtin_FUNCTION()` (what
+  `__func__` spells, as a default argument's caller would), read warm's renamed name of
+  it, `warm_<key>_h`, in a shared unit and in production's cold build alike, where `cc`
+  gives `h`: such a kernel is compiled in a unit of its own now, as one naming `__func__`
+  is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from c_kernel_fuzz import alone, batched
+
+from warmcli.backends.sharing import shares_unit
+from warmcli.kernel import Kernel
+
+NEIGHBOUR = Kernel("static int helper(void) { return 1; }\nvoid z(unsigned char *o) { }", "z", "P")
+SPELT = "const char *p = {what}; int n = 0; while (p[n] && n < 63) {{ o[n] = p[n]; n++; }}"
+BUILTIN_NAMED = {
+    "in a helper": "static const char *h(void) { return __builtin_FUNCTION(); }\n"
+    "void k(unsigned char *o) { " + SPELT.format(what="h()") + " }",
+    "in the entry": "void k(unsigned char *o) { "
+    + SPELT.format(what="__builtin_FUNCTION()")
+    + " }",
+}
+
+
+@pytest.mark.parametrize("case", BUILTIN_NAMED)
+def test_a_kernel_asking_gcc_its_function_name_sees_it_as_written(
+    case: str, tmp_path: Path
+) -> None:
+    kernel = Kernel(BUILTIN_NAMED[case], "k", "P")
+    want = alone(kernel, tmp_path)
+    assert want is not None and want.rstrip(b"\0") in (b"h", b"k")
+    assert batched([kernel, NEIGHBOUR], tmp_path)[0] == want
+    assert batched([kernel], tmp_path)[0] == want  # production's cold build: one kernel
+    assert not shares_unit(kernel)
