@@ -9,6 +9,11 @@ the same bytes each way, and every command did what the README says. What it fou
   it, `warm_<key>_h`, in a shared unit and in production's cold build alike, where `cc`
   gives `h`: such a kernel is compiled in a unit of its own now, as one naming `__func__`
   is.
+- a workload beside a helper named like a module warm imports before the workload (`copy.py`,
+  `uuid.py`, `base64.py`, `zlib.py`, `fnmatch.py`) got the standard library's under `warm
+  run`, where `python serve.py` imported the user's: `warm run` failed with `AttributeError:
+  module 'copy' has no attribute 'X'` and nothing saying why (or, where both define a name,
+  warmed other code than production runs). It warns now, naming the file and what it got.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 
 import pytest
 from c_kernel_fuzz import alone, batched
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.sharing import shares_unit
 from warmcli.kernel import Kernel
@@ -42,3 +49,30 @@ def test_a_kernel_asking_gcc_its_function_name_sees_it_as_written(
     assert batched([kernel, NEIGHBOUR], tmp_path)[0] == want
     assert batched([kernel], tmp_path)[0] == want  # production's cold build: one kernel
     assert not shares_unit(kernel)
+
+
+SHADOWED = """
+import copy
+import helper
+from base64 import b64encode
+
+def workload(rt):
+    return copy.X + helper.Y + len(b64encode(b"x"))
+"""
+
+
+def test_a_helper_named_like_a_module_warm_imported_first_is_warned_of(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "copy.py").write_text("X = 41\n")  # what `python w.py` imports as `copy`
+    (tmp_path / "base64.py").write_text("def b64encode(b):\n    return b\n")
+    (tmp_path / "helper.py").write_text("Y = 1\n")  # no module of warm's: imported as yours
+    (tmp_path / "w.py").write_text(SHADOWED)
+    proc = warm("run", tmp_path / "w.py", "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 2, proc.stderr  # it still runs with what it got
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warm: warning:")]
+    assert len(warnings) == 2, proc.stderr
+    assert warnings[0].startswith("warm: warning: base64.py beside the workload is not the base64")
+    assert "copy.py beside the workload is not the copy it imports" in warnings[1]
+    assert "rename copy.py" in warnings[1] and "lib/python3" in warnings[1]
+    assert "AttributeError: module 'copy' has no attribute 'X'" in proc.stderr
