@@ -18,6 +18,7 @@ the same bytes each way, and every command did what the README says. What it fou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,7 +63,7 @@ def workload(rt):
 
 
 def test_a_helper_named_like_a_module_warm_imported_first_is_warned_of(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     (tmp_path / "copy.py").write_text("X = 41\n")  # what `python w.py` imports as `copy`
     (tmp_path / "base64.py").write_text("def b64encode(b):\n    return b\n")
@@ -76,3 +77,6 @@ def test_a_helper_named_like_a_module_warm_imported_first_is_warned_of(
     assert "copy.py beside the workload is not the copy it imports" in warnings[1]
     assert "rename copy.py" in warnings[1] and "lib/python3" in warnings[1]
     assert "AttributeError: module 'copy' has no attribute 'X'" in proc.stderr
+    bundle = host_bundle(tmp_path / "host.warm")  # a sound one: the replay is what fails
+    replay = warm("verify", bundle, "--workload", tmp_path / "w.py")
+    assert replay.returncode == 2 and replay.stderr.count("warm: warning:") == 2, replay.stderr
