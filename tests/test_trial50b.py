@@ -18,12 +18,15 @@ the same bytes each way, and every command did what the README says. What it fou
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from c_kernel_fuzz import alone, batched
-from conftest import Warm
+from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.sharing import shares_unit
@@ -80,3 +83,25 @@ def test_a_helper_named_like_a_module_warm_imported_first_is_warned_of(
     bundle = host_bundle(tmp_path / "host.warm")  # a sound one: the replay is what fails
     replay = warm("verify", bundle, "--workload", tmp_path / "w.py")
     assert replay.returncode == 2 and replay.stderr.count("warm: warning:") == 2, replay.stderr
+
+
+def test_the_quick_starts_serve_py_before_warm_run_is_said_to_fail_fast(tmp_path: Path) -> None:
+    """The quick start said `serve.py` "without the bundle" compiles `scale` itself, the same
+    `[0. 2. 4. 6.]`; run before `warm run` made `app.warm`, its `use_bundle("app.warm")`
+    raises `BundleError: ... no such bundle` (as The bundle says: a named bundle fails fast).
+    The README says which is which now."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("# scale.py\n")
+    for name in ("scale.py", "serve.py"):
+        block = readme[readme.index(f"# {name}\n", start) :].split("```", 1)[0]
+        (tmp_path / name).write_text(block)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "serve.py"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and not (tmp_path / "app.warm").exists()
+    assert done.stderr.splitlines()[-1].endswith("/app.warm: no such bundle"), done.stderr
+    flat = " ".join(readme[start : readme.index("## Where to look next")].split())
+    assert "run before `warm run` made `app.warm`, it raises" in flat
+    assert "without the bundle it compiles `scale` itself" not in flat
