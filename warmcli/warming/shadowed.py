@@ -31,7 +31,10 @@ UNBOUND = (
 def _file(module: object) -> Path | None:
     """Where `module` was loaded from (None: a builtin, a namespace package, no module)."""
     file = getattr(module, "__file__", None) if isinstance(module, ModuleType) else None
-    return Path(file).resolve() if isinstance(file, str) else None
+    try:
+        return Path(file).resolve() if isinstance(file, str) else None
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL: no file of the folder's
+        return None
 
 
 def _named(value: object) -> str | None:
@@ -47,19 +50,21 @@ def _named(value: object) -> str | None:
 
 def shadowed(workload: Path) -> list[str]:
     """One warning per module beside `workload` that its modules use another of the name of."""
-    folder = workload.resolve().parent
+    own_file = workload.resolve()
+    folder = own_file.parent
     own = [m for m in list(sys.modules.values()) if getattr(_file(m), "parent", None) == folder]
     used = {_named(v) for m in own for v in list(vars(m).values())} - {None}
     lines = []
-    for name in sorted(n for n in used if n):
+    names = (n for n in used if n.isidentifier() and n not in sys.builtin_module_names)
+    for name in sorted(names):  # (a builtin module is Python's first under Python too)
         got = _file(sys.modules.get(name))
-        for beside in (folder / f"{name}.py", folder / name / "__init__.py"):
-            if beside.is_file() and beside.resolve() not in (got, workload.resolve()):
+        for beside in (f"{name}.py", f"{name}/__init__.py"):
+            if (folder / beside).is_file() and (folder / beside).resolve() not in (got, own_file):
                 lines.append(
-                    f"{printable(str(beside.relative_to(folder)))} beside the workload is not "
-                    f"the {name} it imports: warm had imported {printable(str(got or name))} "
-                    f"first, which it gets under warm run (python {workload.name} may import "
-                    f"yours): rename {beside.relative_to(folder).parts[0]}"
+                    f"{beside} beside the workload is not the {name} it imports: warm had "
+                    f"imported {printable(got or name)} first, which it gets under warm run "
+                    f"(python {printable(workload.name)} may import yours): rename "
+                    f"{beside.split('/')[0]}"
                 )
                 break
     return lines
