@@ -49,7 +49,9 @@ would be gone after it (a C section puts back what it undoes, `#pragma pop_macro
 options that read a header before the source (its file-scope `static int counter;` would be
 one object for the unit's kernels) or set a macro the source names at file scope (`-DDECL=
 static int counter;`, as a risky define is), its own or those its C compiler adds where that
-is a wrapper script (`WARM_CC`: its text and the variables it names, `script_words`).
+is a wrapper script (`WARM_CC`: its text and the variables it names, `script_words`). GCC's
+`__builtin_FUNCTION()` is a C function's name as `__func__` is (since stop 50: before, a
+helper's read `warm_<key>_h`).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
@@ -108,7 +110,7 @@ _OPTION_WIDE = Pattern(r"__COUNTER__|__BASE_FILE__")  # (an option's `pragma`: a
 _LOAD_TIME = Pattern(r"\b(?:__)?(?:constructor|destructor|ifunc|section)(?:__)?\b")
 _SECTION_PIECE = Pattern(r"sec|cti")  # a paste's piece of it: any cut leaves one whole
 # A C function's own name as a string: warm's name of an entry or helper where renamed.
-_FUNCTION_NAME = Pattern(r"\b__(?:func|FUNCTION|PRETTY_FUNCTION)__\b")
+_FUNCTION_NAME = Pattern(r"\b(?:__(?:func|FUNCTION|PRETTY_FUNCTION)__|__builtin_FUNCTION)\b")
 _STRINGIZE = Pattern(r"(?<!#)#(?!#)")  # in a function-like macro: `#x`, not `a##b`
 # A pragma that acts only on the loop right after it (CUDA's and GCC's unrolling), on a
 # line of its own: no comment, no splice (a source with any splice keeps every pragma).
@@ -265,7 +267,8 @@ def _options_kept_apart(kernel: Kernel) -> bool:
 # Words a paste must not spell (each refused where written whole): a pragma, `__COUNTER__`,
 # `__BASE_FILE__`, and (C) a function's name as a string, an `asm`, code the loader runs.
 _PASTED = ("_Pragma", "__pragma", "__COUNTER__", "__BASE_FILE__")
-_PASTED_IN_C = ("__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "asm", "__asm", "__asm__")
+_PASTED_IN_C = ("__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "__builtin_FUNCTION")
+_PASTED_IN_C += ("asm", "__asm", "__asm__")
 _PASTED_IN_C += ("constructor", "destructor", "ifunc", "section")
 _TOKEN = Pattern(r"\w+")
 

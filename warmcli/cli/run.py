@@ -65,16 +65,11 @@ from warmcli.runtime.shard import resolve_shard
 from warmcli.warming.crashes import CrashedCandidate, WorkerCrash
 from warmcli.warming.isolation import interrupt_on_signals, run_isolated
 from warmcli.warming.passes import warm_bundle
+from warmcli.warming.shadowed import import_warnings
 from warmcli.warming.workload import Workload, load_module, load_workload
 
 if TYPE_CHECKING:
     from warmcli.cli.progress import RunProgress
-
-UNBOUND = (
-    "the workload's import used warmcli.runtime() before warm binds a pass's runtime: what "
-    "it did there is not warmed (what workload() does on that runtime is): do it inside "
-    "workload(rt)"
-)
 
 
 @app.command()
@@ -234,8 +229,8 @@ def run(
 
     def action(progress: RunProgress | None) -> Any:
         written, loaded = pinned(path, loader)  # the caller's bundle, though the workload moves
-        if loaded.unbound:
-            err.print(f"warm: warning: {loaded.unbound}: {UNBOUND}", markup=False, highlight=False)
+        for line in import_warnings(loaded.unbound, None if module else loaded.path):
+            err.print(f"warm: warning: {line}", markup=False, highlight=False)
         hint = loaded.device_hint or ("cuda" if pycuda else None)
 
         def opener() -> list[Device]:

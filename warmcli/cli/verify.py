@@ -53,6 +53,7 @@ from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.crashes import WorkerCrash
 from warmcli.warming.isolation import interrupt_on_signals, run_isolated
 from warmcli.warming.passes import PassReport, RunReport, verify_pass
+from warmcli.warming.shadowed import import_warnings
 from warmcli.warming.workload import Workload, load_module, load_workload
 
 
@@ -143,6 +144,8 @@ def verify(
                         else load_workload(workload or "", entry, gpu_less=bool(arch))
                     ),
                 )
+                for line in import_warnings("", None if module else loaded.path):
+                    err.print(f"warm: warning: {line}", markup=False, highlight=False)
                 return replay(
                     read, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
                 )

@@ -1,0 +1,78 @@
+"""What a workload's import did that `warm run` warns of: the production runtime asked for at
+import (bound late: `workload.late_runtimes`), and modules beside the workload it does not get.
+
+A workload's folder is first on `sys.path`, as under `python workload.py`, so `import copy`
+would take a `copy.py` beside it, but only where no `copy` was imported before: warm's worker
+imported many of the standard library's modules before the workload (`copy`, `uuid`, `base64`,
+`zlib`, `fnmatch`, ...) and Python's `import` hands back the module already imported, so the
+workload got the standard library's, where `python workload.py` imports the user's (a
+`copy.X` of its own: `AttributeError: module 'copy' has no attribute 'X'`, exit 2, with
+nothing saying why; or, where both define the name, other code warmed than production runs).
+`shadowed` finds each: a module the workload's own modules (its file and those beside it) hold,
+or hold a function or class of, whose file is not the one of its name beside the workload.
+Pure reads of `sys.modules` and the folder: no state, nothing imported, nothing printed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import FunctionType, ModuleType
+
+from warmcli.printable import printable
+
+UNBOUND = (
+    "the workload's import used warmcli.runtime() before warm binds a pass's runtime: what "
+    "it did there is not warmed (what workload() does on that runtime is): do it inside "
+    "workload(rt)"
+)
+
+
+def _file(module: object) -> Path | None:
+    """Where `module` was loaded from (None: a builtin, a namespace package, no module)."""
+    file = getattr(module, "__file__", None) if isinstance(module, ModuleType) else None
+    try:
+        return Path(file).resolve() if isinstance(file, str) else None
+    except (OSError, RuntimeError, ValueError):  # a link loop, a NUL: no file of the folder's
+        return None
+
+
+def _named(value: object) -> str | None:
+    """The top-level module `value` is or was defined in (a module, a function, a class)."""
+    if isinstance(value, ModuleType):
+        name = value.__name__
+    elif isinstance(value, FunctionType | type):
+        name = value.__module__
+    else:
+        return None
+    return name.partition(".")[0] if isinstance(name, str) else None
+
+
+def shadowed(workload: Path) -> list[str]:
+    """One warning per module beside `workload` that its modules use another of the name of."""
+    own_file = workload.resolve()
+    folder = own_file.parent
+    own = [m for m in list(sys.modules.values()) if getattr(_file(m), "parent", None) == folder]
+    used = {_named(v) for m in own for v in list(vars(m).values())} - {None}
+    lines = []
+    names = (n for n in used if n.isidentifier() and n not in sys.builtin_module_names)
+    for name in sorted(names):  # (a builtin module is Python's first under Python too)
+        got = _file(sys.modules.get(name))
+        for beside in (f"{name}.py", f"{name}/__init__.py"):
+            if (folder / beside).is_file() and (folder / beside).resolve() not in (got, own_file):
+                lines.append(
+                    f"{beside} beside the workload is not the {name} it imports: warm had "
+                    f"imported {printable(got or name)} first, which it gets under warm run "
+                    f"(python {printable(workload.name)} may import yours): rename "
+                    f"{beside.split('/')[0]}"
+                )
+                break
+    return lines
+
+
+def import_warnings(unbound: str, workload: Path | None) -> list[str]:
+    """What `warm run` warns of once the workload is imported, each one line (`workload`: its
+    file; None for a module, `-m pkg.mod`, whose folder is not first on `sys.path`)."""
+    return ([f"{unbound}: {UNBOUND}"] if unbound else []) + (
+        shadowed(workload) if workload is not None else []
+    )
