@@ -17,9 +17,14 @@ while recently used (`Servers`, one a test process, ended with the session). Wha
 cannot give: a hash seed of its own (every command of a server hashes strings alike, as
 under one `PYTHONHASHSEED`: a test of what differs between processes by it starts them).
 Not for a test of what a process starts with (its imports, descriptors, limits, signals,
-memory peak): those start `python -m warmcli` themselves, and `ForkedWarm.popen` and
-`.production` start real processes. A module imports `forked_warm` and `forked_made`
-(fixtures named `warm` and `made`) to have conftest's, each command forked.
+memory peak): those start `python -m warmcli` themselves, and `ForkedWarm.popen` starts a
+real process. `ForkedWarm.production` forks too, from a production server of
+`tests/forked_python.py` (one an environment apart from `WARM_*`, held by `Servers` and
+ended with them), which imported numpy and warmcli: a test of what a production process
+starts with (its imports, `sys.modules`, descriptors, limits, signals, exit codes, hash
+seed, memory peak, floating-point state) runs conftest's plain `Warm(warm.env).production`,
+a started process. A module imports `forked_warm` and `forked_made` (fixtures named `warm`
+and `made`) to have conftest's, each command forked.
 """
 
 from __future__ import annotations
@@ -110,6 +115,16 @@ class Servers:
         self.scratch = Path(tempfile.mkdtemp(prefix="warm-forked-"))
         self._running: dict[_Key, subprocess.Popen[str]] = {}
         self.calls = 0  # (each call's own stdout and stderr files, removed once read)
+        self._pythons: Any = None  # (`ForkedWarm.production`'s, made on first use)
+
+    def pythons(self, env: dict[str, str]) -> Any:
+        """The production server (`tests/forked_python.ForkedPython`) for `env`: one an
+        environment apart from `WARM_*`, the `KEPT` last used running, ended by `close`."""
+        from forked_python import ForkedPythons
+
+        if self._pythons is None:
+            self._pythons = ForkedPythons(self.root, kept=self.KEPT)
+        return self._pythons(env)
 
     def server(self, env: dict[str, str], args: list[str] | None = None) -> subprocess.Popen[str]:
         key = _key(env, args or [])
@@ -129,6 +144,8 @@ class Servers:
         for server in self._running.values():
             _end(server)
         self._running.clear()
+        if self._pythons is not None:
+            self._pythons.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -229,9 +246,15 @@ class ForkedWarm:
         """`Warm.popen`: a command to signal or wait on is a process started as always."""
         return self._warm.popen(*args, **options)
 
-    def production(self, *args: Any, **options: Any) -> Any:
-        """`Warm.production`: a production process is started as it always is."""
-        return self._warm.production(*args, **options)
+    def production(self, code: str, *args: str | Path, bundle: Path | None = None) -> Any:
+        """`Warm.production`, forked: `code` run as `python -c code *args` in this
+        environment (over `bundle` through `WARM_BUNDLE`, if given), in the repository's
+        root, its exit 0 asserted (its stderr shown), the JSON it prints returned; a fork
+        of the `servers`' production server for this environment
+        (`tests/forked_python.py`, which imported numpy and warmcli once)."""
+        from forked_python import produced
+
+        return produced(self._servers.pythons(self.env), self._warm, code, *args, bundle=bundle)
 
 
 # A module of verdict commands, none of how a process starts, imports these two (`from

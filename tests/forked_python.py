@@ -13,7 +13,8 @@ the code as `__main__` (a script's `__file__` set) and ends through the interpre
 exit (`atexit`: warm's report and write-back). Not for a test of how a process starts
 (its imports, signals, exit codes, limits, hash seed, what it finds imported: numpy and
 `warmcli`'s own are the server's): those start Python themselves, as `tests/forked_cli.py`
-says of `warm` commands.
+says of `warm` commands. `ForkedWarm.production` (`tests/forked_cli.py`) runs its scripts
+here, through `produced`, from servers its `Servers` holds.
 """
 
 from __future__ import annotations
@@ -151,17 +152,26 @@ def produced(
 
 
 class ForkedPythons:
-    """A test module's `ForkedPython` servers, one per environment (`_shared`: one apart from
-    WARM_*), made on first use; `close` ends them all (a module fixture's teardown)."""
+    """A test module's `ForkedPython` servers (or a test process's: `forked_cli.Servers`
+    holds one for `ForkedWarm.production`), one per environment (`_shared`: one apart from
+    WARM_*), made on first use; with `kept`, only that many last used stay running (a module
+    whose tests each set a variable of their own would otherwise leave one a test); `close`
+    ends them all (a module fixture's teardown, or the session's)."""
 
-    def __init__(self, cwd: Path) -> None:
-        self.cwd, self._servers = cwd, dict[str, ForkedPython]()
+    def __init__(self, cwd: Path, kept: int | None = None) -> None:
+        self.cwd, self.kept, self._servers = cwd, kept, dict[str, ForkedPython]()
 
     def __call__(self, env: dict[str, str]) -> ForkedPython:
         shared = json.dumps(_shared(env), sort_keys=True)
-        if shared not in self._servers:
-            self._servers[shared] = ForkedPython(env, self.cwd)
-        return self._servers[shared]
+        server = self._servers.pop(shared, None)  # (put back last: the most recently used)
+        if server is None or server.server.poll() is not None:
+            if server is not None:
+                server.close()
+            server = ForkedPython(env, self.cwd)
+        self._servers[shared] = server
+        while self.kept is not None and len(self._servers) > self.kept:
+            self._servers.pop(next(iter(self._servers))).close()
+        return server
 
     def close(self) -> None:
         for server in self._servers.values():

@@ -10,6 +10,10 @@ are not served for each other, this machine's own toolchain's build preferred; s
 test_review33.) nvcc is not concerned:
 toolkits ship it as a wrapper script finding the real one, and a pre-build must serve where
 the toolkit's runs.
+
+Commands and production processes are forks (`tests/forked_cli.py`), but for the test of a
+wrapper's version line, whose processes are started (`Warm(env)`): each reads the compiler
+under a `PATH` of its own, what a process finds as it starts.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """A check callable gets the inputs as they were before tuning, for every candidate: the
 read-back inputs were one set shared by every candidate's check, so a check that edited
 them in place (normalising, `i[0] *= 2`) judged each later candidate against the edited
-values. Each check call gets its own copy now."""
+values. Each check call gets its own copy now. The production process is a fork of one that
+imported numpy and warmcli once (`tests/forked_python.py`): no bundle, a cold tune."""
 
 from __future__ import annotations
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, each process forked)
 
 CODE = """
 import json, numpy as np, warmcli
@@ -29,6 +31,6 @@ print(json.dumps({"seen": SEEN, "y": float(rt.read(y)[0])}))
 
 
 def test_each_check_call_gets_the_inputs_as_they_were(warm: Warm) -> None:
-    got = warm.production(CODE)  # a fresh process, no bundle: a cold tune
+    got = warm.production(CODE)  # a process of its own, no bundle: a cold tune
     assert got["seen"] == [8.0, 8.0, 8.0], got
     assert got["y"] == 2.0, got

@@ -1,11 +1,12 @@
 """Kernels batched into one translation unit keep their file-scope state apart.
 
-Through the real CLI (`warm run`, which compiles every kernel in one batch) and fresh
-production processes: a C kernel whose file-scope variable warm cannot rename (a
-non-static global, a `static` of several declarators, one with an attribute) is compiled
-in a unit of its own, so the served build counts its own calls, as a cold process does;
-C would otherwise merge two kernels' tentative definitions of one name into one object.
-"""
+Through the real CLI (`warm run`, which compiles every kernel in one batch) and production
+processes of their own (each a fork of a process that imported numpy and warmcli once,
+`tests/forked_python.py`, which loaded no kernel): a C kernel whose file-scope variable warm
+cannot rename (a non-static global, a `static` of several declarators, one with an
+attribute) is compiled in a unit of its own, so the served build counts its own calls, as a
+cold process does; C would otherwise merge two kernels' tentative definitions of one name
+into one object."""
 
 from __future__ import annotations
 

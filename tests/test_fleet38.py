@@ -1,7 +1,9 @@
 """A fleet operator sharing one signed bundle, from the README alone (fleet38).
 
-Real parts only: the CLI and production processes in subprocesses, the system cc (and a
-wrapper script around it: another machine's compiler), real SQLite files.
+Real parts only: the CLI and production processes (each a fork of a process that imported
+the CLI, or numpy and warmcli, once: `tests/forked_cli.py`; no test here is of how a
+process starts), the system cc (and a wrapper script around it: another machine's
+compiler), real SQLite files.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def test_a_write_back_by_another_compiler_leaves_the_signed_tunes_signed(
     fleet = _machine(warm, tmp_path / "fleet", **trusted)
     check = fleet("check", bundle)
     assert check.returncode == 0, check.stdout + check.stderr
-    strict = Warm(dict(fleet.env, WARM_STRICT="1")).production(SERVE, bundle=bundle)
+    strict = fleet.with_env(WARM_STRICT="1").production(SERVE, bundle=bundle)
     assert strict == {"h": cold["h"], "kernels": 0, "tunes": 0}
     # what the write-back added is there, unsigned: the newer machine serves it unsigned-free
     # only once signed again, and a re-sign by the release key keeps both machines served

@@ -1,8 +1,10 @@
 """A fleet that shares one bundle, from the README alone (fleet40): warmed sharded on a
 local Dask cluster, pushed to an object store, signed, served by production processes.
 
-Real parts only: the CLI in subprocesses, a real local Dask cluster (worker processes on
-127.0.0.1), the system cc, real SQLite files.
+Real parts only: the CLI and production processes (each a fork of a process that imported
+the CLI, or numpy and warmcli, once: `tests/forked_cli.py`; no test here is of how a
+process starts), a real local Dask cluster (worker processes on 127.0.0.1), the system cc,
+real SQLite files.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def test_a_dask_run_into_a_signed_bundle_without_a_key_leaves_what_it_held_signe
     assert "stored 0 new kernel(s) and 0 new tune(s)" in again.stdout
     assert warm.json("stats", bundle)["tunes"] == before  # the picks it held, kept
     served = trusting.production(SERVE, bundle=bundle)
-    cold = Warm(dict(warm.env, WARM_HOME=str(tmp_path / "cold"))).production(SERVE)
+    cold = warm.with_env(WARM_HOME=str(tmp_path / "cold")).production(SERVE)
     assert served == {"h": cold["h"], "kernels": 0, "tunes": 0}
     grown = tmp_path / "grown.py"  # the next release: one kernel more
     grown.write_text(GROWN.format(examples=str(EXAMPLES)))

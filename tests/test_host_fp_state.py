@@ -4,7 +4,9 @@ A kernel compiled `-shared` with `-ffast-math` (or `-Ofast`) gets GCC's crtfastm
 constructor, which sets flush-to-zero and denormals-are-zero for the whole process when
 the library loads. A tune miss loads every candidate's library, a hit only the pick's:
 without the state kept, numpy and every other kernel computed subnormals as 0.0 in a
-cold process and as 1e-40 in a hot one. Real compiles, real `warm run`, fresh processes.
+cold process and as 1e-40 in a hot one. Real compiles, real `warm run` (forked), fresh
+processes: the production processes are started (`Warm(warm.env).production`), never
+forked, since a fork would begin in its server's floating-point state, not a fresh one's.
 """
 
 from __future__ import annotations
@@ -66,11 +68,11 @@ def test_a_fast_math_candidate_leaves_cold_and_hot_processes_computing_alike(
     warm: Warm, tmp_path: Path
 ) -> None:
     (tmp_path / "fm.py").write_text(WORKLOAD)
-    cold = warm.production(PRODUCTION, tmp_path)  # no bundle: the tune measures both
+    cold = Warm(warm.env).production(PRODUCTION, tmp_path)  # no bundle: the tune measures both
     bundle = tmp_path / "fm.warm"
     proc = warm("run", tmp_path / "fm.py", "-b", bundle, "-q")
     assert proc.returncode == 0, proc.stderr + proc.stdout
-    hot = warm.production(PRODUCTION, tmp_path, bundle=bundle)  # only the pick loads
+    hot = Warm(warm.env).production(PRODUCTION, tmp_path, bundle=bundle)  # only the pick loads
     assert cold["pick"] == hot["pick"] == "plain"
     assert SUBNORMAL > 0.0
     assert cold == hot

@@ -1,7 +1,8 @@
 """What hostile47 found in warm's home (`warmcli.home`): the files warm trusts besides the
 bundle, attacked by another user who may write the home, and corrupted by hand. Each case is
 the real CLI (each command a fork of a process that imported it once, `tests/forked_cli.py`;
-production processes started) over a real bundle, a real home and the real C compiler."""
+each production process a fork of one that imported numpy and warmcli once) over a real
+bundle, a real home and the real C compiler."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@
 `warmcli.backends.native` (reading this CPU's identity) is imported only where a kernel
 tuned for this CPU (`-march=native`) is keyed or a build of one is judged: a process serving
 plain kernels imports it no more (test_serving_imports names it), while a served native
-kernel is still keyed with this CPU, served, and its result the cold one's."""
+kernel is still keyed with this CPU, served, and its result the cold one's. The production
+processes are started (`Warm(warm.env).production`), never forked: what each finds in
+`sys.modules` is the point, and a fork finds its server's imports."""
 
 from __future__ import annotations
 
@@ -49,14 +51,14 @@ def test_a_native_kernel_is_keyed_with_this_cpu_and_served_a_plain_one_imports_n
     done = warm("run", tmp_path / "w.py", "-b", bundle, "-q")
     assert done.returncode == 0, done.stderr[-2000:]
     # cold (no bundle): the result a hot start must give, bit for bit
-    cold = warm.production(
+    cold = Warm(warm.env).production(
         SERVE.replace(
             'rt = warmcli.runtime("host")', 'warmcli.use_bundle(None); rt = warmcli.runtime("host")'
         ),
         tmp_path,
     )
-    hot = warm.production(SERVE, tmp_path, bundle=bundle)
+    hot = Warm(warm.env).production(SERVE, tmp_path, bundle=bundle)
     assert hot == {"y": cold["y"], "native": True, "misses": 0}, (hot, cold)
     assert hot["y"] == [9.0] * 4
-    served = warm.production(PLAIN, tmp_path, bundle=bundle)
+    served = Warm(warm.env).production(PLAIN, tmp_path, bundle=bundle)
     assert served == {"y": [4.0] * 4, "native": False, "misses": 0}

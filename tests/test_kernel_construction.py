@@ -8,7 +8,8 @@ stored a key and the process it was served to). A define's numpy bool is a bool 
 hold; any other value, a source that is no `str`, options given as one `str` or holding
 something that is no `str`, and a name with a trailing line break are one clear error
 at `Kernel(...)`. Every valid kernel keys as it did (hard-coded keys). Real compilers
-(the host C compiler, NVRTC), the real CLI and fresh processes.
+(the host C compiler, NVRTC), the real CLI and processes of their own (those warming and
+serving under another `KNAME` started; the others forked, `tests/forked_cli.py`).
 """
 
 from __future__ import annotations

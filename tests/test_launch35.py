@@ -1,14 +1,14 @@
 """A user's many small host kernels give the same numbers cold, warmed and served.
 
-Real `warm run` in a subprocess (its verify pass writes what the kernels computed), a real
-cold production process (no bundle: every kernel compiled on its first launch, alone) and
-a real hit (`WARM_BUNDLE`), real cc: each must write the same numbers, whatever macro the
-compiler was given (`-DSCALE=2`, `-include cfg.h`, a wrapper script's flag) that one
-kernel redefines or undoes. And the launch path's bad input (a K&R or `static` entry, an
-unexported one, GPU memory wrapped on the host, 1,025 parameters, `-x c++`, a byte-swapped
-PyCUDA array, a thread's wrong launch) is said in one line, never a traceback, never
-silent garbage.
-"""
+Real `warm run` (its verify pass writes what the kernels computed), a real cold production
+process (no bundle: every kernel compiled on its first launch, alone) and a real hit
+(`WARM_BUNDLE`), each a process of its own forked from one that imported the CLI, or numpy
+and warmcli, once (`tests/forked_cli.py`), real cc: each must write the same numbers,
+whatever macro the compiler was given (`-DSCALE=2`, `-include cfg.h`, a wrapper script's
+flag) that one kernel redefines or undoes. And the launch path's bad input (a K&R or
+`static` entry, an unexported one, GPU memory wrapped on the host, 1,025 parameters, `-x
+c++`, a byte-swapped PyCUDA array, a thread's wrong launch) is said in one line, never a
+traceback, never silent garbage."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ Built on an AVX-512 machine and served to one without, it would die by SIGILL: i
 names what `native` is here (`warmcli.backends.native`), and a build for another CPU is
 served nowhere else. Kernels without `native` keep their keys exactly. The pure-logic
 tests inject the CPU through the seam the key takes (a fake CPU reader); the real ones
-warm with the real `cc` and serve in fresh processes, one of them warmed with a fake
-`/proc/cpuinfo` standing for another machine's CPU.
+warm with the real `cc` and serve in processes of their own (forks of one that imported
+numpy and warmcli once, `tests/forked_cli.py`), one of them warmed with a fake
+`/proc/cpuinfo` standing for another machine's CPU (a started process).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def workload(rt):
     return y
 """
 
-# Serves the workload in a fresh process: the key it gives the kernel, what it loaded
+# Serves the workload in a process of its own: the key it gives the kernel, what it loaded
 # from the bundle, and what the kernel computed.
 PRODUCTION = """\
 import json, sys

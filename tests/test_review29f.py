@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, each process forked)
 from test_sharing_fuzz29 import SERVE, warmed_and_served
 
 from warmcli.kernel import Kernel

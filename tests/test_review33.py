@@ -169,7 +169,7 @@ def test_a_wrapper_s_build_and_a_plain_one_are_never_served_for_each_other(
     workload = tmp_path / "w.py"
     workload.write_text(SCALED)
     wrapper = _wrapper(tmp_path / "fast-cc", 3)
-    through = Warm(dict(warm.env, WARM_CC=str(wrapper)))
+    through = warm.with_env(WARM_CC=str(wrapper))  # (forked, as warm's)
     wrapped, plain = tmp_path / "wrapped.warm", tmp_path / "plain.warm"
     assert through("run", workload, "-b", wrapped, "-q", timeout=120).returncode == 0
     assert warm("run", workload, "-b", plain, "-q", timeout=120).returncode == 0

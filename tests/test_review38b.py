@@ -10,7 +10,11 @@
   workload's file never gets the worker's output.
 - hotfloor38 (1b56c8a): a hot process's forked child imports no production_report.
 
-Real CLI in a subprocess, real cc, real files and processes.
+Real CLI (each command a fork of a process that imported it once, `tests/forked_cli.py`),
+real cc, real files and processes. The production processes are started
+(`Warm(warm.env).production`), never forked: one adopts orphans as a subreaper (what is
+left of its children is the point) and one checks what its forked child imports (a
+fork of a server would find the server's imports).
 """
 
 from __future__ import annotations
@@ -185,7 +189,7 @@ print(json.dumps({"codes": codes, "children": left}))
 def test_a_caller_that_reaps_orphans_is_left_no_worker(warm: Warm, tmp_path: Path) -> None:
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD)
-    done = warm.production(SUBREAPER, workload, tmp_path / "b.warm")
+    done = Warm(warm.env).production(SUBREAPER, workload, tmp_path / "b.warm")
     assert done == {"codes": [0, 0, 0], "children": []}
 
 
@@ -244,5 +248,5 @@ def test_a_hot_process_forks_without_importing_the_report(warm: Warm, tmp_path: 
     bundle = tmp_path / "b.warm"
     examples = Path(__file__).resolve().parent.parent / "examples"
     assert warm("run", examples / "matmul_host.py", "-b", bundle, "-q").returncode == 0
-    seen = warm.production(HOT_FORK, examples, bundle=bundle)
+    seen = Warm(warm.env).production(HOT_FORK, examples, bundle=bundle)
     assert seen == {"parent": False, "child": False}

@@ -3,7 +3,8 @@
 under a user's own `ProcessModeOverride(..., StatisticsCollector())` as under none, and
 once. Only a tune check's 'could not tell candidates apart' note did (leftovers41); a failed
 compile's, a PTX JIT's, a discarded read's went to the user's collector alone. The real
-host compiler in a fresh Python process; the rule that every note goes through
+host compiler in a Python process of its own (a fork of one that imported numpy and
+warmcli once, `tests/forked_python.py`); the rule that every note goes through
 `note_reported` read off warm's own source.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, each process forked)
 
 BAD_COMPILE = """
 import json, sys

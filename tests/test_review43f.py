@@ -6,6 +6,8 @@ was kept; a private key's text is never shown, not even as its bare base64 body,
 the bundle, or to `warm keygen`, whose parser took it for an option; a trusted key any user
 may replace is warned of once per process (a sticky folder, a read-only mount such as a
 Kubernetes ConfigMap's, are not); a private key trusted, or a public one signing, is named so.
+The CLI and production processes are forks of processes that imported the CLI, or numpy and
+warmcli, once (`tests/forked_cli.py`): each fork warns as a process of its own.
 
 Tests: `test_seeding_judges_by_the_current_keys`, `test_key_body_is_never_shown`,
 `test_keygen_never_shows_key_text`, `test_trusted_key_others_may_write_is_warned`,
@@ -133,13 +135,11 @@ def _trusting(setup: Setup, keys: Path, make: Any) -> tuple[list[str], list[str]
     """What `warm verify` and a production process say of trusting `keys`, as `make` left
     them: the CLI's warning lines, and the production process's warnings."""
     signed = setup.copy("writable.warm")
-    env = dict(setup.env, WARM_TRUSTED_KEYS=str(keys))
-    proc = setup.with_env(WARM_TRUSTED_KEYS=str(keys))("verify", signed)
+    trusting = setup.with_env(WARM_TRUSTED_KEYS=str(keys))  # (each process forked)
+    proc = trusting("verify", signed)
     assert proc.returncode == 0, proc.stderr
     cli = [line for line in proc.stderr.splitlines() if "warning" in line]
-    from conftest import Warm
-
-    production = Warm(env).production(WARNED, setup.workload, bundle=signed)
+    production = trusting.production(WARNED, setup.workload, bundle=signed)
     return cli, production
 
 

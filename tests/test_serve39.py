@@ -4,7 +4,8 @@
 serves (built by the target's own toolchain, arch and backend, their components naming
 that toolchain); a row whose components name another toolchain is judged by itself,
 whatever was served before it in the same process. A real bundle made by `warm run`
-(host cc), one row edited with plain SQL, served by a fresh production process.
+(host cc), one row edited with plain SQL, served by a production process of its own (a
+fork of one that imported numpy and warmcli once, `tests/forked_cli.py`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """A security engineer's trial of bundle signing, through the real CLI and real production
-processes: a private key's text given where a key file's path belongs (`--key "$(cat
-ci.key)"`, `WARM_TRUSTED_KEYS="$KEY"`, as a CI secret is handed over) is never shown in an
-error; a private key others may read or write is warned of where it signs; and the README's
-key rotation recipe (sign again with the new key while both are trusted, then drop the old)
-serves the re-signed bundle hot and refuses, in one line, one only the old key signed.
+processes (each a fork of a process that imported the CLI, or numpy and warmcli, once:
+`tests/forked_cli.py`; none here is of how a process starts): a private key's text given
+where a key file's path belongs (`--key "$(cat ci.key)"`, `WARM_TRUSTED_KEYS="$KEY"`, as a
+CI secret is handed over) is never shown in an error; a private key others may read or write
+is warned of where it signs; and the README's key rotation recipe (sign again with the new
+key while both are trusted, then drop the old) serves the re-signed bundle hot and refuses,
+in one line, one only the old key signed.
 
 Tests: `test_key_text_is_never_shown` (each command and production),
 `test_key_open_to_others_is_warned` (`warm sign`, `merge --key`, `run --key`; 0600 is not),
@@ -74,8 +76,7 @@ class Setup:
         return path
 
     def serve(self, bundle: Path | str, keys: str) -> Any:
-        env = dict(self.env, WARM_TRUSTED_KEYS=keys)
-        return Warm(env).production(SERVE, self.workload, bundle=bundle)  # type: ignore[arg-type]
+        return self.with_env(WARM_TRUSTED_KEYS=keys).production(SERVE, self.workload, bundle=bundle)
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 a team has: kernels made in methods and dataclasses behind `functools.lru_cache`, sources
 generated from a config file, asyncio and thread pools, OpenMP and `static` state, a struct
 passed through a byte buffer. What differed from the README is pinned here: the real CLI
-(forked), real SQLite bundles, the real C compiler, and fresh production processes whose
+(forked), real SQLite bundles, the real C compiler, and production processes of their own
+(forked from one that imported numpy and warmcli once, `tests/forked_cli.py`) whose
 results are compared bit for bit with a cold process's.
 """
 

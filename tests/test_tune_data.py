@@ -1,7 +1,8 @@
 """Tuning never changes the data: in-place kernels, candidates that raise, output checks.
 
-Through the real CLI (`warm run`, `warm stats`) and real production subprocesses: a
-tune measured cold, served hot from a bundle, and numpy must agree.
+Through the real CLI (`warm run`, `warm stats`) and real production processes (each a fork
+of one that imported the CLI, or numpy and warmcli, once: `tests/forked_cli.py`): a tune
+measured cold, served hot from a bundle, and numpy must agree.
 """
 
 from __future__ import annotations

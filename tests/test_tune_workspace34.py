@@ -2,7 +2,9 @@
 function made on every call (`ws = rt.buffer(n)`) was kept, with a copy, until the tune
 ended, so a tune miss held every call's workspace twice (review34: a 64 MiB workspace, 3
 candidates, `repeats=10`: 4.3 GB at peak). A kept buffer is now held weakly: one the app
-dropped is neither held nor put back, and its copy is freed."""
+dropped is neither held nor put back, and its copy is freed. The production process is started
+(conftest's plain `Warm`), never forked: its peak memory (`ru_maxrss`) is what is measured.
+"""
 
 from __future__ import annotations
 
