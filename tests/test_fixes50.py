@@ -8,10 +8,19 @@ read to the end without being held: the real CLI prints one bounded error holdin
 compiler's first errors and its last line; `processes.run` of a child printing 64 MB stays
 flat in memory (a fresh Python, its peak measured); NVRTC's log of 3,000 warnings (342 kB)
 is bounded alike; the bound itself, line by line.
+
+A read-only bundle that holds all a run reaches: `warm run` failed on it (`cannot write the
+bundle (attempt to write a readonly database)`, exit 2) though it had nothing to store, only
+the times of use of what it served to stamp (a CI job checking a bundle restored from a
+read-only cache). It now exits 0 saying it stored nothing and why, the file and its folder
+untouched (a read-only file; a read-only folder without the `.lock`, `--json`); where a
+kernel must be stored it fails as before, writing nothing. Run as root without the
+capabilities that ignore file modes (`setpriv`), where the tests run as root.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +28,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_trial41b import _as_another_user
 
 from warmcli.backends.kept_output import HEAD_BYTES, TAIL_BYTES, Kept, kept_text
 
@@ -117,3 +127,62 @@ def test_nvrtcs_log_of_3000_warnings_is_bounded_with_its_first_and_last() -> Non
     assert ok and len(log.encode()) <= HEAD_BYTES + TAIL_BYTES + 100, len(log)  # was 342 kB
     assert log.startswith("k.cu(2): warning") and '"unused0"' in log, log[:200]
     assert '"unused2999"' in log and "of this output here" in log, log[-400:]
+
+
+SOME = """
+import os
+from warmcli import Kernel
+
+DEVICE = "host"
+K = [Kernel("void f(float *x, int n) { x[0] = ID; }", "f", "Pi", defines={"ID": i}) for i in (1, 2)]
+
+
+def workload(rt):
+    x = rt.buffer(4)
+    for kernel in K[: int(os.environ.get("SOME", "1"))]:
+        rt.launch(kernel, x, 4)
+"""
+
+
+def test_a_read_only_bundle_holding_all_a_run_reaches_is_run_over_and_left_as_it_was(
+    warm: Warm, tmp_path: Path
+) -> None:
+    workload = tmp_path / "some.py"
+    workload.write_text(SOME)
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    bundle = folder / "b.warm"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    before = bundle.read_bytes()
+    (folder / "b.warm.lock").unlink()  # a cache keeps the bundle only
+
+    def run(*args: str, some: str = "1") -> subprocess.CompletedProcess[str]:
+        command = [*_as_another_user(), sys.executable, "-m", "warmcli", "run", str(workload)]
+        env = dict(warm.env, SOME=some)
+        return subprocess.run(
+            [*command, "-b", str(bundle), *args], capture_output=True, text=True, env=env
+        )
+
+    folder.chmod(0o555)  # the bundle writable, its folder not (no journal, no lock made)
+    try:
+        done = run("--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["stored"] == {"kernels": 0, "tunes": 0} and report["verified"] is True
+        assert "cannot create the write lock" in report["read_only"], report["read_only"]
+        done = run("-q", some="2")  # one kernel more: it must be stored, and cannot be
+        assert done.returncode == 2, done.stdout + done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith("warm: error: ") and "not writable" in line, line
+    finally:
+        folder.chmod(0o755)
+    assert bundle.read_bytes() == before and [p.name for p in folder.iterdir()] == ["b.warm"]
+    bundle.chmod(0o444)  # the file read-only, its folder writable
+    done = run("-q")
+    assert done.returncode == 0, done.stderr
+    assert "stored 0 new kernel(s) and 0 new tune(s) (it is read-only here" in done.stdout
+    assert "the bundle is complete" in done.stdout and not done.stderr, done.stdout
+    workload.write_text(SOME + "# another workload: its run recorded by none (not written)\n")
+    done = run("-q")
+    assert done.returncode == 0 and "(it is read-only here" in done.stdout, done.stderr
+    assert bundle.read_bytes() == before
