@@ -226,7 +226,7 @@ def run(
         pipes.close()
         proc.wait()
         _track(proc.pid, False, owner)
-    encoding = locale.getencoding()  # as text mode decodes (undecodable bytes replaced)
+    encoding = locale.getpreferredencoding(False)  # as text mode decodes (UTF-8 mode too)
     return Finished(proc.returncode, out.text(encoding), err.text(encoding), timed_out)
 
 
