@@ -16,6 +16,8 @@ from a child process (`arrived_refused`); it imports nothing of warm above the l
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -342,6 +344,11 @@ DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk 
 WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
 REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
 LOCKED = "locked by another process"  # what `BundleLocked` says of a lock kept past the wait
+# What a `BundleError` says where this process may not write the bundle: SQLite's read-only
+# file, folder (for its journal) or mount; a write lock it may not make (a read-only folder
+# without the `.lock`), or not open (a read-only mount: `Read-only file system`).
+CANNOT_WRITE = "cannot write the bundle"
+CANNOT_LOCK = "cannot create the write lock"
 
 
 class BundleError(WarmError):
@@ -357,6 +364,14 @@ class BundleError(WarmError):
         said = text[text.index(why) :]  # `disk_full`'s words end with its folder's hint
         hint = said.startswith(f"{DISK_FULL} where") and "with room)" in said
         return said[: said.index("with room)") + len("with room)")] if hint else why
+
+    @property
+    def unwritable(self) -> bool:
+        """Whether it says this process may not write the bundle (`CANNOT_WRITE`,
+        `CANNOT_LOCK`, a lock on a read-only mount): no write of it can succeed here."""
+        text = str(self)
+        mount = "cannot take the write lock" in text and text.endswith(os.strerror(errno.EROFS))
+        return CANNOT_WRITE in text or CANNOT_LOCK in text or mount
 
     @property
     def problem(self) -> str:

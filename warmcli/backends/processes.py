@@ -16,8 +16,11 @@ the scratch folder it runs in (`run`'s `tmp`), so the temporary files of one tha
 killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the
 user's; any other child's is the temporary folder Python found usable, where the caller's
 names none (missing, no folder) or names it relative to this process's working folder:
-nvcc writes its intermediate files there and, unlike gcc, does not fall back. Nothing here
-decides what runs, reads what a child prints, or prints. It imports Python's thread pool
+nvcc writes its intermediate files there and, unlike gcc, does not fall back. What a child
+prints is read as it comes, to the end, and only its first and last kB are kept
+(`kept_output`): a compiler that prints a million lines costs no more memory than one that
+prints a page, and its pipe never fills. Nothing here decides what runs, parses what a
+child prints, or prints. It imports Python's thread pool
 before any fork (its at-fork hooks must be whole for every fork: see the import).
 """
 
@@ -28,10 +31,15 @@ import ctypes
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from warmcli import config
+from warmcli.backends.kept_output import Kept
+
+if TYPE_CHECKING:
+    import subprocess
 from warmcli.forking import renew_on_fork
 
 # Python's thread pool's at-fork hooks (a lock taken before a fork, released after) are
@@ -45,6 +53,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 DRAIN_SECONDS = 1.0  # after a timeout's kill: the output read, at most this long
+_READ_BYTES = 1 << 16  # read from a child's pipe at a time
 
 
 class Finished(NamedTuple):
@@ -176,18 +185,18 @@ def run(
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
     with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
-    `OSError` where it cannot start. On a timeout, or an exception here (Ctrl-C), its whole
-    group is killed and reaped; the timeout is returned (`timed_out`), the exception raised."""
+    `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`). On a
+    timeout, or an exception here (Ctrl-C), its whole group is killed and reaped; the
+    timeout is returned (`timed_out`, with what it printed until then), the exception raised."""
+    import locale
     import subprocess  # imported on first use: a serving process starts no child
 
-    def start(tie: Callable[[], None] | None) -> subprocess.Popen[str]:
+    def start(tie: Callable[[], None] | None) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             list(command),
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",  # a compiler's output need not be UTF-8 (a localised compiler)
             start_new_session=True,
             preexec_fn=tie,  # only prctl: no Python state is touched
             env=_environment(tmp),
@@ -200,28 +209,72 @@ def run(
             raise
         proc = start(None)
     owner: Owner | None = getattr(_Live.owner, "current", None)
+    out, err = Kept(), Kept()  # what it prints, bounded: read to the end, never held whole
+    pipes = _Pipes(proc, out, err)
     try:
         if _track(proc.pid, True, owner):
             kill_group(proc.pid)
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc.pid)
-        try:  # what it wrote; a process that left its group may still hold the pipes
-            out, err = proc.communicate(timeout=DRAIN_SECONDS)
-        except subprocess.TimeoutExpired:
-            for pipe in (proc.stdout, proc.stderr):
-                if pipe is not None:
-                    pipe.close()
-            proc.wait()
-            out, err = "", ""
-        return Finished(proc.returncode, out, err, True)
+        timed_out = not pipes.drain(timeout) or _waited(proc, timeout, pipes) is None
+        if timed_out:
+            kill_group(proc.pid)
+            # what it wrote; a process that left its group may still hold the pipes
+            pipes.drain(DRAIN_SECONDS)
     except BaseException:
         kill_group(proc.pid)
-        proc.wait()
         raise
     finally:
+        pipes.close()
+        proc.wait()
         _track(proc.pid, False, owner)
-    return Finished(proc.returncode, out, err, False)
+    encoding = locale.getpreferredencoding(False)  # as text mode decodes (UTF-8 mode too)
+    return Finished(proc.returncode, out.text(encoding), err.text(encoding), timed_out)
+
+
+class _Pipes:
+    """A child's stdout and stderr, read as they come into their `Kept`s."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], out: Kept, err: Kept) -> None:
+        import selectors
+
+        self.started = time.monotonic()
+        self.selector = selectors.DefaultSelector()
+        for pipe, kept in ((proc.stdout, out), (proc.stderr, err)):
+            if pipe is not None:
+                self.selector.register(pipe, selectors.EVENT_READ, kept)
+
+    def drain(self, timeout: float | None) -> bool:
+        """Read both pipes until each is closed (True) or `timeout` seconds pass (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.selector.get_map():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            for key, _ in self.selector.select(left):
+                data = os.read(key.fd, _READ_BYTES)
+                if data:
+                    key.data.add(data)
+                else:
+                    self.selector.unregister(key.fileobj)
+                    key.fileobj.close()
+        return True
+
+    def close(self) -> None:
+        """Close the pipes still open (a child that left its group may hold them)."""
+        for key in list(self.selector.get_map().values()):
+            key.fileobj.close()
+        self.selector.close()
+
+
+def _waited(proc: subprocess.Popen[bytes], timeout: float | None, pipes: _Pipes) -> int | None:
+    """The exit status of a child whose pipes are closed; None if it outlives `timeout`
+    (counted from its start)."""
+    import subprocess
+
+    left = None if timeout is None else max(0.0, timeout - (time.monotonic() - pipes.started))
+    try:
+        return proc.wait(left)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _environment(tmp: str | None) -> dict[str, str] | None:

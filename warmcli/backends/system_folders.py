@@ -62,15 +62,17 @@ def _search_list(name: str, cc: str, language: str = "c") -> str:
     """The folders `cc -E -v` lists for `<...>`, joined by line breaks; "" where it answers
     and lists none (remembered so: a compiler that never says is not asked again in every
     process, as it was); ToolchainError where it fails."""
-    import subprocess  # on first use: a hot start finds them remembered
+    from warmcli.backends import processes  # on first use: a hot start finds them remembered
 
     unset = [w for name in _UNSET for w in ("-u", name)]  # (`env`: warm's own left as it is)
     command = ["env", *unset, cc, "-E", "-v", "-x", language, os.devnull]
-    try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as exc:
+    try:  # (what it prints kept bounded: its search list comes first)
+        out = processes.run(command, 60)
+    except OSError as exc:
         raise ToolchainError(f"{name}: {exc}") from exc
-    lines = out.stderr.splitlines()
+    if out.timed_out:
+        raise ToolchainError(f"{name}: {cc} -E -v did not answer within 60 s")
+    lines = out.err.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith("#include <...>")), None)
     folders = []
     for line in lines[start + 1 :] if start is not None else []:

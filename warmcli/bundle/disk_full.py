@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from warmcli.errors import DISK_FULL
+from warmcli.errors import CANNOT_WRITE, DISK_FULL
 
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
-UNWRITABLE = "cannot write the bundle: its folder is not writable (for its journal)"
+UNWRITABLE = f"{CANNOT_WRITE}: its folder is not writable (for its journal)"
 
 
 def cannot_open(path: str | os.PathLike[str]) -> str:

@@ -48,7 +48,7 @@ from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_w
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
-from warmcli.errors import FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
+from warmcli.errors import CANNOT_WRITE, FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
 from warmcli.forking import new_rlock, sqlite_unsafe
 from warmcli.printable import printable
 
@@ -301,7 +301,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
         if why:
             raise BundleError(f"{path}: {why}: {journals.after_refused_write(path)}") from None
         closed = isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc)  # let go
-        what = "cannot write the bundle" if "readonly" in str(exc) else "corrupt bundle"
+        what = CANNOT_WRITE if "readonly" in str(exc) else "corrupt bundle"
         what += ": its folder is not writable (for its journal)" if code == 1544 else ""
         what = cannot_open(path) if code & 0xFF == sqlite3.SQLITE_CANTOPEN else what
         what = "closed" if closed else what  # by use_bundle() or close(), and used since

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
-from warmcli.errors import BundleError
+from warmcli.errors import CANNOT_LOCK, BundleError
 from warmcli.printable import printable
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
         except PermissionError as denied:  # another user's lock file: reading it is enough
             if not os.path.lexists(name):  # none to read: its folder may not be written
                 raise BundleError(
-                    f"{path}: cannot create the write lock {name}: its folder is not writable "
+                    f"{path}: {CANNOT_LOCK} {name}: its folder is not writable "
                     f"by you ({denied.strerror})"
                 ) from None
             owned.append(os.open(name, os.O_RDONLY | _NO_FOLLOW))

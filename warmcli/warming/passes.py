@@ -76,6 +76,7 @@ class RunReport(Record, frozen=False):
     shard: str = ""  # "I/N" when the run did one shard's part
     compilers: list[dict[str, str]] = factory(list)  # `compiler_info` a device
     format_before: int | None = FORMAT_VERSION  # the bundle's before the run (None: new)
+    unwritten: str = ""  # why a bundle that needed no store could not be written (read-only)
 
     @property
     def children_launched(self) -> bool:
@@ -319,12 +320,16 @@ def _warm(
                 for i, runtime in enumerate(every):
                     if completed and i == last:
                         join_record(warming, signing_key, (workload, report.devices, shard), new)
-                    # the lock first: a wait for another writer stops on Ctrl-C at once
-                    with write_lock(warming.path), held_interrupts():  # committed and counted
-                        k, t = runtime.persist(warming)
-                        note_stored(k, t)
-                        report.stored_kernels += k
-                        report.stored_tunes += t
+                    try:  # the lock first: a wait for another writer stops on Ctrl-C at once
+                        with write_lock(warming.path), held_interrupts():  # committed, counted
+                            k, t = runtime.persist(warming)
+                            note_stored(k, t)
+                            report.stored_kernels += k
+                            report.stored_tunes += t
+                    except BundleError as exc:  # only times of use left to write, to a bundle
+                        if i <= last or not exc.unwritable:  # this process may not write: it
+                            raise  # is served as a read-only process is, nothing written
+                        report.unwritten = exc.problem
                     for label, _, why in runtime.kernels.never_stored():  # (in its pass's notes)
                         note_reported(f"kernel {label}: not stored: never served ({why})")
                     for label, why in list(runtime.tunes.never.values()):

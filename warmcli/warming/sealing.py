@@ -42,8 +42,9 @@ def seal(
     try:
         if signing_key is not None or stored or not _signed(bundle):  # a signed bundle this
             note_run(bundle, _run_write(bundle, run, new))  # run stored nothing in is left
-    except BundleError as exc:  # as it was
-        raise _after_store(exc, bundle, stored, f"the run is not recorded{signs}") from None
+    except BundleError as exc:  # as it was; so is one the run stored nothing in that this
+        if stored or not exc.unwritable:  # process may not write (read-only): unrecorded
+            raise _after_store(exc, bundle, stored, f"the run is not recorded{signs}") from None
     try:
         return _sign_stored(bundle, signing_key, stored)  # stays wholly signed: none unsigned
     except BundleError as exc:

@@ -51,6 +51,7 @@ from warmcli.backends.cuda.nvcc import (
 from warmcli.backends.cuda.nvrtc_log import hint
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
+from warmcli.backends.kept_output import kept_text
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
 from warmcli.headers import nvrtc_folders, toolkit_home
 from warmcli.once import once
@@ -121,13 +122,8 @@ class _Program:
         (err,) = self.nvrtc.nvrtcCompileProgram(
             self.handle, len(options), [o.encode() for o in options]
         )
-        size_err, size = self.nvrtc.nvrtcGetProgramLogSize(self.handle)
-        self._ok(size_err, "nvrtcGetProgramLogSize")
-        # A fresh writable buffer NVRTC fills: never a bytes object (`b" " * 1` is the
-        # interpreter's shared one-byte object, which a write would change process-wide).
-        log = bytearray(size)
-        self._ok(self.nvrtc.nvrtcGetProgramLog(self.handle, log)[0], "nvrtcGetProgramLog")
-        text = bytes(log).rstrip(b"\0").decode(errors="replace").strip().replace(PROGRAM, "warm.cu")
+        text = self.output("ProgramLog").rstrip(b"\0").decode(errors="replace").strip()
+        text = kept_text(text.replace(PROGRAM, "warm.cu"))  # bounded as a compiler process's
         if err == self.nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
             return False, text
         if err != self.nvrtc.nvrtcResult.NVRTC_SUCCESS:
@@ -136,10 +132,12 @@ class _Program:
         return True, text
 
     def output(self, kind: str) -> bytes:
-        """`CUBIN` or `PTX` (PTX without its trailing NUL)."""
+        """`CUBIN`, `PTX` (PTX without its trailing NUL) or `ProgramLog` (NVRTC's log)."""
         size_err, size = getattr(self.nvrtc, f"nvrtcGet{kind}Size")(self.handle)
         self._ok(size_err, f"nvrtcGet{kind}Size")
-        buffer = bytearray(size)  # fresh and writable, as the log's
+        # A fresh writable buffer NVRTC fills: never a bytes object (`b" " * 1` is the
+        # interpreter's shared one-byte object, which a write would change process-wide).
+        buffer = bytearray(size)
         self._ok(getattr(self.nvrtc, f"nvrtcGet{kind}")(self.handle, buffer)[0], f"nvrtcGet{kind}")
         data = bytes(buffer)
         return data.rstrip(b"\0") if kind == "PTX" else data

@@ -52,6 +52,12 @@ NOT_SEEN = (
     "subprocess's, a multiprocessing pool's, is not seen)"
 )
 
+# A run into a bundle this process may not write, which held all it reached
+READ_ONLY = (
+    "it is read-only here and held all the run reached: nothing written, the times of use "
+    "of what it served not stamped"
+)
+
 
 def stats_json(stats: DeviceStatistics) -> dict[str, dict[str, Any]]:
     return {
@@ -97,6 +103,7 @@ def run_json(report: RunReport) -> dict[str, Any]:
         "bundle": str(report.bundle),
         "devices": report.devices,
         "stored": {"kernels": report.stored_kernels, "tunes": report.stored_tunes},
+        "read_only": report.unwritten or None,  # why it could not be written; it needed not
         "format": {"before": report.format_before, "after": FORMAT_VERSION},
         "verified": report.verified,
         "missing": report.missing,
@@ -214,6 +221,7 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
             line(
                 f"bundle {report.bundle}: stored {report.stored_kernels} new kernel(s) "
                 f"and {report.stored_tunes} new tune(s)"
+                + (f" ({READ_ONLY})" if report.unwritten else "")
             )
         )
     if report.format_before not in (None, FORMAT_VERSION):

@@ -1,0 +1,72 @@
+"""What warm keeps of a compiler's output (a child's pipe, NVRTC's log): its first
+`HEAD_BYTES` and its last `TAIL_BYTES`, cut at line breaks, with one line between saying
+how many lines and bytes were left out.
+
+A compiler that prints without end (a million lines of one error, a wrapper's loop) costs
+warm no more memory or time than one that prints a page: `Kept` is fed the output as it is
+read and holds at most its head and a tail it trims as it goes, so the pipe is drained
+without being held; `kept_text` bounds a log already in memory the same way. The first
+errors, which a user reads first, are always there. Owns no state beyond each `Kept`;
+never reads a pipe, starts a process or prints.
+"""
+
+from __future__ import annotations
+
+HEAD_BYTES = 32 << 10  # a compiler's first errors: what a user needs
+TAIL_BYTES = 8 << 10  # its last lines: a summary (`N errors generated`), a linker's verdict
+
+
+class Kept:
+    """The bounded part of one stream's bytes, fed to `add` as they are read."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.size = 0  # every byte fed
+        self.lines = 0  # every line break fed
+
+    def add(self, data: bytes) -> None:
+        """Feed the next bytes read; beyond the head only the last `TAIL_BYTES` are kept."""
+        self.size += len(data)
+        self.lines += data.count(b"\n")
+        room = HEAD_BYTES - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        self.tail += data
+        if len(self.tail) > 2 * TAIL_BYTES:  # trimmed now and then, not on every read
+            del self.tail[: len(self.tail) - TAIL_BYTES]
+
+    def text(self, encoding: str = "utf-8") -> str:
+        """What was fed, decoded (undecodable bytes replaced, line breaks made `\\n`), its
+        middle left out past the bounds."""
+        head, tail = bytes(self.head), bytes(self.tail[-TAIL_BYTES:])
+        if len(head) + len(tail) == self.size:
+            return _decoded(head + tail, encoding)
+        if b"\n" in head:  # whole lines: the cut is never inside a line or a character
+            head = head[: head.rindex(b"\n") + 1]
+        if b"\n" in tail[:-1]:
+            tail = tail[tail.index(b"\n", 0, len(tail) - 1) + 1 :]
+        left = self.size - len(head) - len(tail)
+        lines = self.lines - head.count(b"\n") - tail.count(b"\n")
+        return _decoded(head, encoding) + left_out(lines, left) + _decoded(tail, encoding)
+
+
+def left_out(lines: int, size: int) -> str:
+    """The line standing for what was left out of an output."""
+    what = f"{lines:,} lines, {size:,} bytes" if lines else f"{size:,} bytes"
+    return f"\n[... warm left out {what} of this output here ...]\n"
+
+
+def kept_text(text: str) -> str:
+    """`text` (a log already read whole: NVRTC's) bounded as `Kept` bounds a stream."""
+    if len(text) <= HEAD_BYTES + TAIL_BYTES:  # (characters: a byte or more each)
+        return text
+    kept = Kept()
+    kept.add(text.encode(errors="replace"))
+    return kept.text()
+
+
+def _decoded(data: bytes, encoding: str) -> str:
+    """Bytes as text mode reads a pipe: line breaks (`\\r\\n`, `\\r`) made `\\n`."""
+    return data.decode(encoding, errors="replace").replace("\r\n", "\n").replace("\r", "\n")
