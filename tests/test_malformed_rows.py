@@ -3,7 +3,9 @@ production, `warm verify` and `warm check` agree. Production serves everything e
 treats the row as a miss with reason `corrupt` (explained, counted, refused under strict
 mode); verify and check fail the bundle naming the entry. A text over its limit is
 refused by its length, never read. Real parts: a bundle from
-`warm run`, edited with plain SQL, served by a real production subprocess.
+`warm run`, edited with plain SQL, served by a real production process (a fork of one that
+imported numpy and warmcli once, `tests/forked_python.py`; one whose memory peak is
+measured, started), the CLI's commands forked (`tests/forked_cli.py`).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from big_bundle import peak_rss
 from conftest import EXAMPLES, ROOT, Warm
+from forked_python import ForkedPythons
 
 EXAMPLE = EXAMPLES / "matmul_host.py"
 FIRST_TUNE = "WHERE rowid = (SELECT min(rowid) FROM tunes)"
@@ -80,15 +84,20 @@ def spoiled(warmed: Path, tmp_path: Path, sql: str) -> Path:
     return path
 
 
+_python = ForkedPythons(ROOT)  # `serve`'s servers, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`serve`'s forking servers, ended with the module."""
+    yield
+    _python.close()
+
+
 def serve(path: Path, warm: Warm, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", SERVE, str(EXAMPLE)],
-        env={**warm.env, "WARM_BUNDLE": str(path), **extra},
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    """`SERVE` of the example over `path` (a fork: what it serves and says is the test)."""
+    env = {**warm.env, "WARM_BUNDLE": str(path), **extra}
+    return _python(env).run(SERVE, str(EXAMPLE), env=env, cwd=ROOT, timeout=120)
 
 
 @pytest.mark.parametrize("case", CASES)

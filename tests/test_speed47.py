@@ -7,7 +7,9 @@ places it was found by, and believed while they are the same. Each case here rem
 a real process, changes one thing (a wrapper `as` put first on `PATH`, binutils replaced in
 place or behind the same name, an `as` made executable, a folder made, `COMPILER_PATH`'s `as`
 replaced) and checks that the next process disbelieves it and finds what finding it anew does.
-Real processes, the real cc and binutils, real files.
+Real processes (each probe a fork of a process of its environment that imported numpy and
+warmcli once and found nothing, `tests/forked_python.py`; the read-only home's, which checks
+what it imports, started), the real cc and binutils, real files.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from forked_python import ForkedPythons
 
 from warmcli.backends import toolchain
 from warmcli.backends.host import identity
@@ -114,10 +118,20 @@ def _env(folder: Path, **more: str) -> dict[str, str]:
     return env
 
 
+_python = ForkedPythons(ROOT)  # `_process`'s servers, one an environment apart from WARM_*
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pythons() -> Iterator[None]:
+    """`_process`'s forking servers, ended with the module."""
+    yield
+    _python.close()
+
+
 def _process(env: dict[str, str], cwd: Path | None = None) -> dict[str, object]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, cwd=cwd, capture_output=True, text=True
-    )
+    """One process's view (`PROBE`'s), run in `env` (a fork: no probe here is of what a
+    process starts with, and its server found no identity, only imported warmcli)."""
+    done = _python(env).run(PROBE, env=env, cwd=cwd or Path.cwd(), timeout=120)
     assert done.returncode == 0, done.stderr
     seen: dict[str, object] = json.loads(done.stdout)
     assert seen["hot"] == seen["cold"], seen  # what finding it anew finds: the same key
