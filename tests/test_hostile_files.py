@@ -281,7 +281,7 @@ def test_a_fifo_as_the_remembered_versions_file_is_never_waited_on(
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     os.mkfifo(home / "toolchains.json", 0o600)
-    proc = Warm(dict(warm.env, WARM_HOME=str(home)))("devices", timeout=30)
+    proc = warm.with_env(WARM_HOME=str(home))("devices", timeout=30)
     assert proc.returncode == 0 and "host" in proc.stdout, proc.stdout + proc.stderr
 
 
