@@ -29,7 +29,8 @@ README says their bytes name the folder they were built in), applies the edits, 
 --workload W --arch sm_90 --explain-misses` and another cold `warm run` in a fresh home, and returns
 each kernel row whose key the cold build shares with `B` but whose bytes differ (a stale serve), and
 each kernel verify would serve (named in no miss) whose cold bytes differ from `B`'s. Run it by
-hand: `python tests/equality_cuda_gen.py FIRST LAST [nvrtc|nvcc] [PART...]`. Owns only its folders.
+hand: `python tests/equality_cuda_gen.py FIRST LAST [nvrtc|nvcc] [PART...]`. Each `warm` command is
+started (`started`), or run as `differences`' `cli` says (a test's forks). Owns only its folders.
 """
 
 from __future__ import annotations
@@ -510,13 +511,25 @@ def make_case(
     return case
 
 
-def _warm(env: dict[str, str], *args: object) -> subprocess.CompletedProcess[str]:
-    """`warm ARGS` in `env`, in the workload's folder (its `w.py` the first path argument's)."""
-    cwd = next(Path(a).parent for a in args if str(a).endswith("w.py"))
+# How a `warm` command is run: `(env, cwd, args)` to its completed process (`started`, or a
+# test's forks of a process that imported the CLI once, `tests/forked_cli.py`).
+Cli = Callable[[dict[str, str], Path, list[str]], "subprocess.CompletedProcess[str]"]
+
+
+def started(env: dict[str, str], cwd: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`python -m warmcli ARGS` started in `env`, in `cwd`."""
     return subprocess.run(
-        [sys.executable, "-m", "warmcli", *map(str, args)], capture_output=True, text=True,
+        [sys.executable, "-m", "warmcli", *args], capture_output=True, text=True,
         env=env, timeout=600, cwd=cwd,
     )  # fmt: skip
+
+
+def _warm(
+    env: dict[str, str], *args: object, cli: Cli = started
+) -> subprocess.CompletedProcess[str]:
+    """`warm ARGS` in `env`, in the workload's folder (its `w.py` the first path argument's)."""
+    cwd = next(Path(a).parent for a in args if str(a).endswith("w.py"))
+    return cli(env, cwd, [str(a) for a in args])
 
 
 def rows(bundle: Path) -> dict[str, tuple[str, str, str]]:
@@ -535,15 +548,18 @@ def debug_labels(bundle: Path) -> set[str]:
     return {label for label, c in got if set(json.loads(json.loads(c)["options"])) & set(debug)}
 
 
-def _cold(case: CudaCase, env: dict[str, str], name: str) -> dict[str, tuple[str, str, str]] | str:
+def _cold(
+    case: CudaCase, env: dict[str, str], name: str, cli: Cli = started
+) -> dict[str, tuple[str, str, str]] | str:
     """A `warm run` in a fresh home into a fresh bundle `name`: its rows, or its error."""
     home = case.folder / f"home-{name}"
     home.mkdir()
     out = case.folder / f"{name}.warm"
     w = case.folder / "w.py"
     proc = _warm(
-        dict(env, WARM_HOME=str(home)), "run", w, *_args(case), "--no-verify", "-b", out, "-q"
-    )
+        dict(env, WARM_HOME=str(home)), "run", w, *_args(case), "--no-verify", "-b", out, "-q",
+        cli=cli,
+    )  # fmt: skip
     if proc.returncode != 0:
         return f"cold {name} exit {proc.returncode}: {proc.stderr.strip()[-600:]}"
     return rows(out)
@@ -566,12 +582,15 @@ def stale(
     ]
 
 
-def differences(case: CudaCase, env: dict[str, str], again: bool = True) -> list[str]:
+def differences(
+    case: CudaCase, env: dict[str, str], again: bool = True, cli: Cli = started
+) -> list[str]:
     """Every stale serve of `case` (see the module's doc); `again` False skips the cold build
-    before the edits (the check that builds are reproducible)."""
+    before the edits (the check that builds are reproducible); each `warm` command run by
+    `cli`."""
     w, bundle = case.folder / "w.py", case.folder / "b.warm"
     env = dict(env, PYTHONPATH=str(ROOT), **case.env_before)
-    run = _warm(env, "run", w, *_args(case), "--no-verify", "-b", bundle, "-q")
+    run = _warm(env, "run", w, *_args(case), "--no-verify", "-b", bundle, "-q", cli=cli)
     if run.returncode != 0:
         return [f"warm run exit {run.returncode}: {run.stderr.strip()[-800:]}"]
     served = rows(bundle)
@@ -579,7 +598,7 @@ def differences(case: CudaCase, env: dict[str, str], again: bool = True) -> list
     debug = debug_labels(bundle)  # their bytes differ from build to build (README)
     served = {k: v for k, v in served.items() if v[0] not in debug}
     if again:
-        cold0 = _cold(case, env, "cold0")
+        cold0 = _cold(case, env, "cold0", cli)
         if isinstance(cold0, str):
             return [cold0]
         cold0 = {k: v for k, v in cold0.items() if v[0] not in debug}
@@ -598,6 +617,7 @@ def differences(case: CudaCase, env: dict[str, str], again: bool = True) -> list
         *_args(case, run=False),
         "--json",
         "--explain-misses",
+        cli=cli,
     )
     try:
         report = json.loads(verify.stdout)
@@ -605,7 +625,7 @@ def differences(case: CudaCase, env: dict[str, str], again: bool = True) -> list
         missed = {e["label"] for e in report["explanations"] if e["kind"] == "kernel"}
     except (ValueError, KeyError):
         return [*found, f"verify exit {verify.returncode}: {verify.stderr.strip()[-600:]}"]
-    cold = _cold(case, after, "cold1")
+    cold = _cold(case, after, "cold1", cli)
     if isinstance(cold, str):
         return [*found, cold]
     edits = [n for n, _ in case.edits] + sorted(case.env_after)

@@ -222,15 +222,7 @@ def test_a_push_to_a_store_that_drips_its_answer_stops_at_the_deadline(
     store = _Dripping(drip_on)
     try:
         url = f"http://127.0.0.1:{store.port}/b.warm"
-        env = dict(warm.env, WARM_REMOTE_DEADLINE="2")
-        done = subprocess.run(
-            [sys.executable, "-m", "warmcli", "push", good, url],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=90,
-        )
+        done = warm.with_env(WARM_REMOTE_DEADLINE="2")("push", good, url, timeout=90)
     finally:
         store.close()
     assert done.returncode == 2, done.stdout + done.stderr

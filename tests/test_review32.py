@@ -319,12 +319,9 @@ def test_a_dangling_link_planted_as_the_default_bundle_is_refused(
     (home / "bundle.warm").symlink_to(target)
     workload = tmp_path / "tiny.py"
     workload.write_text(TINY)
-    env = dict(warm.env, WARM_HOME=str(home))
-    env.pop("WARM_BUNDLE", None)
-    done = subprocess.run(
-        [sys.executable, "-m", "warmcli", "run", workload, "-q"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+    warm.env = dict(warm.env, WARM_HOME=str(home))  # (a fork: WARM_ variables alone differ)
+    warm.env.pop("WARM_BUNDLE", None)
+    done = warm("run", workload, "-q")
     assert done.returncode == 2, done.stderr
     assert "others may write it" in done.stderr, done.stderr
     assert not target.exists()
