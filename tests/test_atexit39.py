@@ -9,7 +9,9 @@
 - `WARM_REPORT=1 warm run` (and `warm verify`) printed the production side's at-exit report,
   `warm: no bundle is loaded: this process compiled 0 kernel(s) ...`, false there.
 
-Real CLI in a subprocess, real cc, real files; the fork test forks for real.
+Real CLI in a process of its own (each command a fork of a server that imported the CLI once,
+one for the module whatever TMPDIR, MARK and STOP a test sets, `tests/forked_tool_env.py`),
+real cc, real files; the fork test forks for real.
 """
 
 from __future__ import annotations
@@ -20,10 +22,14 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+import pytest
+from conftest import ROOT, Warm
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvServers
 from test_passover39 import SEGV_CANDIDATE  # a Tunable whose first candidate segfaults
 
 SCRATCH = r"""
@@ -52,6 +58,21 @@ def workload(rt):
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: a plain run runs its exit functions
     return o
 """
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[ToolEnvServers]:
+    """The module's forking servers, whatever TMPDIR (a tool variable), MARK and STOP (the
+    workload's own) a test sets: a test's own path set, each run was a server's start."""
+    servers = ToolEnvServers(ROOT, "MARK", "STOP")
+    yield servers
+    servers.close()
+
+
+@pytest.fixture
+def warm(warm: Warm, servers: ToolEnvServers) -> Any:
+    """conftest's `warm`, each command a fork of `servers`'."""
+    return ForkedWarm(warm, servers)
 
 
 def _workload(warm: Warm, tmp_path: Path, text: str = WORKLOAD) -> tuple[Path, Path, Path]:
