@@ -20,8 +20,10 @@
   it was sent now: `warm: interrupted`, exit 130 (what happens without such a handler:
   exit functions run, TMPDIR clean, the bundle whole).
 
-Real CLI (and production processes) in a subprocess, real cc, real SQLite files, a real
-HTTP store (`test_fleet36.s3_like`).
+Real CLI (and production processes) in a process of its own (a `warm` command a fork of a
+server that imported the CLI once, one for the module whatever TMPDIR and the workloads' own
+MARK, CHILD_RAISES and SLEEP a test sets, `tests/forked_tool_env.py`; the SIGTERM one started),
+real cc, real SQLite files, a real HTTP store (`test_fleet36.s3_like`).
 """
 
 from __future__ import annotations
@@ -29,12 +31,32 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+import pytest
+from conftest import ROOT, Warm
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvServers
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import _serve, signed_small  # noqa: F401  (the fixture)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[ToolEnvServers]:
+    """The module's forking servers, whatever TMPDIR (a tool variable), MARK, CHILD_RAISES and
+    SLEEP (the workloads' own) a test sets: a test's own path set, each was a server's start."""
+    servers = ToolEnvServers(ROOT, "MARK", "CHILD_RAISES", "SLEEP")
+    yield servers
+    servers.close()
+
+
+@pytest.fixture
+def warm(warm: Warm, servers: ToolEnvServers) -> Any:
+    """conftest's `warm`, each command a fork of `servers`' (`popen` a process started)."""
+    return ForkedWarm(warm, servers)
+
 
 HOST_WORKLOAD = r"""
 import atexit, os
