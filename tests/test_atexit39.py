@@ -22,14 +22,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
-from conftest import ROOT, Warm
-from forked_cli import ForkedWarm
-from forked_tool_env import ToolEnvServers
+from conftest import Warm
+from forked_tool_env import forked_tool_warm
 from test_passover39 import SEGV_CANDIDATE  # a Tunable whose first candidate segfaults
 
 SCRATCH = r"""
@@ -60,19 +56,9 @@ def workload(rt):
 """
 
 
-@pytest.fixture(scope="module")
-def servers() -> Iterator[ToolEnvServers]:
-    """The module's forking servers, whatever TMPDIR (a tool variable), MARK and STOP (the
-    workload's own) a test sets: a test's own path set, each run was a server's start."""
-    servers = ToolEnvServers(ROOT, "MARK", "STOP")
-    yield servers
-    servers.close()
-
-
-@pytest.fixture
-def warm(warm: Warm, servers: ToolEnvServers) -> Any:
-    """conftest's `warm`, each command a fork of `servers`'."""
-    return ForkedWarm(warm, servers)
+# the module's forking servers, whatever TMPDIR (a tool variable) and the workloads' own
+# variables a test sets (each a path of its own: each test's were a server's start)
+tool_servers, warm = forked_tool_warm("MARK", "STOP")
 
 
 def _workload(warm: Warm, tmp_path: Path, text: str = WORKLOAD) -> tuple[Path, Path, Path]:

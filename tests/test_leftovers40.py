@@ -31,31 +31,16 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
-from conftest import ROOT, Warm
-from forked_cli import ForkedWarm
-from forked_tool_env import ToolEnvServers
+from conftest import Warm
+from forked_tool_env import forked_tool_warm
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import _serve, signed_small  # noqa: F401  (the fixture)
 
-
-@pytest.fixture(scope="module")
-def servers() -> Iterator[ToolEnvServers]:
-    """The module's forking servers, whatever TMPDIR (a tool variable), MARK, CHILD_RAISES and
-    SLEEP (the workloads' own) a test sets: a test's own path set, each was a server's start."""
-    servers = ToolEnvServers(ROOT, "MARK", "CHILD_RAISES", "SLEEP")
-    yield servers
-    servers.close()
-
-
-@pytest.fixture
-def warm(warm: Warm, servers: ToolEnvServers) -> Any:
-    """conftest's `warm`, each command a fork of `servers`' (`popen` a process started)."""
-    return ForkedWarm(warm, servers)
+# the module's forking servers, whatever TMPDIR (a tool variable) and the workloads' own
+# variables a test sets (each a path of its own: each test's were a server's start)
+tool_servers, warm = forked_tool_warm("MARK", "CHILD_RAISES", "SLEEP")
 
 
 HOST_WORKLOAD = r"""
