@@ -10,7 +10,7 @@
   `warm: no bundle is loaded: this process compiled 0 kernel(s) ...`, false there.
 
 Real CLI in a process of its own (each command a fork of a server that imported the CLI once,
-one for the module whatever TMPDIR, MARK and STOP a test sets, `tests/forked_tool_env.py`),
+one whatever TMPDIR, MARK and STOP a test sets, `tests/forked_tool_env.py`),
 real cc, real files; the fork test forks for real.
 """
 
@@ -56,7 +56,7 @@ def workload(rt):
 """
 
 
-# the module's forking servers, whatever TMPDIR (a tool variable) and the workloads' own
+# the forking servers, whatever TMPDIR (a tool variable) and the workloads' own
 # variables a test sets (each a path of its own: each test's were a server's start)
 tool_servers, warm = forked_tool_warm("MARK", "STOP")
 

@@ -71,8 +71,8 @@ def workload(rt):
 """
 
 
-# conftest's `warm`, each command a fork of a process that imported the CLI once, one for the
-# module whatever NVCC_CCBIN a test names (`tests/forked_tool_env.py`)
+# conftest's `warm`, each command a fork of a process that imported the CLI once, one
+# whatever NVCC_CCBIN a test names (`tests/forked_tool_env.py`)
 tool_servers, warm = forked_tool_warm()
 
 

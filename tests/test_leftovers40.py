@@ -21,7 +21,7 @@
   exit functions run, TMPDIR clean, the bundle whole).
 
 Real CLI (and production processes) in a process of its own (a `warm` command a fork of a
-server that imported the CLI once, one for the module whatever TMPDIR and the workloads' own
+server that imported the CLI once, one whatever TMPDIR and the workloads' own
 MARK, CHILD_RAISES and SLEEP a test sets, `tests/forked_tool_env.py`; the SIGTERM one started),
 real cc, real SQLite files, a real HTTP store (`test_fleet36.s3_like`).
 """
@@ -38,7 +38,7 @@ from forked_tool_env import forked_tool_warm
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import _serve, signed_small  # noqa: F401  (the fixture)
 
-# the module's forking servers, whatever TMPDIR (a tool variable) and the workloads' own
+# the forking servers, whatever TMPDIR (a tool variable) and the workloads' own
 # variables a test sets (each a path of its own: each test's were a server's start)
 tool_servers, warm = forked_tool_warm("MARK", "CHILD_RAISES", "SLEEP")
 

@@ -1,5 +1,5 @@
 """Object stores under a hostile or slow server (remote46), against raw servers on 127.0.0.1
-started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py`: one module
+started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py`: one
 server whatever store's AWS_ENDPOINT_URL a test names, `tests/forked_tool_env.py`).
 
 `warm push`'s upload is bounded by `WARM_REMOTE_DEADLINE` in all, `https://` as `s3://`: a
@@ -86,7 +86,7 @@ class _SlowReader(RawStore):
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 
 
-# conftest's `warm`, forked: one server for the module, not one a test's store endpoint
+# conftest's `warm`, forked: one server whatever store endpoint a test names, not one a test
 tool_servers, warm = forked_tool_warm("AWS_ENDPOINT_URL")
 
 

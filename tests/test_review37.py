@@ -34,8 +34,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_diff37 import CONSTRUCTOR, Trial, same, served_everything
-from test_diff37 import pythons, trial  # noqa: F401  (`trial`: its commands and drivers forked)
+from test_diff37 import (
+    CONSTRUCTOR,
+    Trial,
+    pythons,  # noqa: F401  (the fixture `trial` takes)
+    same,
+    served_everything,
+    trial,  # noqa: F401  (the fixture: a Trial whose commands and drivers are forked)
+)
 
 from warmcli.backends.sharing import shares_unit
 from warmcli.kernel import Kernel
@@ -55,7 +61,8 @@ assert INIT_ARRAY != CONSTRUCTOR
 
 
 def test_a_kernel_that_fills_init_array_from_its_body_is_served_as_cold(
-    tmp_path: Path, trial: Callable[..., Trial]
+    tmp_path: Path,
+    trial: Callable[..., Trial],  # noqa: F811
 ) -> None:
     """Warmed with `-j 1` (one unit for all that share), then served: `a0..a2` read an
     unseeded `rand()` cold; in a shared binary `seed` ran as it loaded, before them."""
@@ -123,7 +130,8 @@ def workload(rt):
 
 
 def test_file_scope_state_a_macro_declares_indirectly_is_one_per_kernel(
-    tmp_path: Path, trial: Callable[..., Trial]
+    tmp_path: Path,
+    trial: Callable[..., Trial],  # noqa: F811
 ) -> None:
     """Each kernel counts from its own `counter`, cold and served alike."""
     one = trial(tmp_path / "w", STATE)
@@ -199,7 +207,8 @@ def workload(rt):
 
 
 def test_a_wrapper_script_that_reads_a_header_first_keeps_c_kernels_alone(
-    tmp_path: Path, trial: Callable[..., Trial]
+    tmp_path: Path,
+    trial: Callable[..., Trial],  # noqa: F811
 ) -> None:
     """`WARM_CC` names a script that adds `-include state.h` and a `-D` that declares."""
     one = trial(tmp_path / "w", WRAPPED)
