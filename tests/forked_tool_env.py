@@ -17,10 +17,12 @@ starts, as the base modules say.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from forked_cli import Servers
+import pytest
+from forked_cli import ForkedWarm, Servers
 from forked_python import ForkedPython, _shared
 
 TOOL_VARIABLES = (
@@ -76,3 +78,29 @@ class ToolEnvServers(Servers):
 
     def server(self, env: dict[str, str], args: list[str] | None = None) -> Any:
         return super().server(_fixed(env, self.free), args)
+
+
+_SHARED: dict[tuple[str, ...], ToolEnvServers] = {}  # the session's, by the names `own` frees
+
+
+def forked_tool_warm(*own: str) -> tuple[Any, Any]:
+    """A module's fixtures `tool_servers` (a `ToolEnvServers`, `own` free too: one for the
+    test process, shared by every module freeing the same names, ended with the session) and
+    `warm` (conftest's, each command a fork of them, `popen` a process started): for a module
+    whose tests each set a path of their own in a tool variable or the workload's (`TMPDIR`,
+    `MARK`), where a server keyed by the whole environment was started a test. Assign both at
+    module level: `tool_servers, warm = forked_tool_warm("MARK")`."""
+
+    @pytest.fixture(name="tool_servers", scope="session")
+    def servers() -> Iterator[ToolEnvServers]:
+        if own not in _SHARED:
+            _SHARED[own] = ToolEnvServers(Path(__file__).resolve().parents[1], *own)
+        yield _SHARED[own]
+        if own in _SHARED:  # (the first of the modules sharing it to be torn down ends it)
+            _SHARED.pop(own).close()
+
+    @pytest.fixture(name="warm")
+    def warm(warm: Any, tool_servers: ToolEnvServers) -> ForkedWarm:
+        return ForkedWarm(warm, tool_servers)
+
+    return servers, warm

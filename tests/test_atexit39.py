@@ -9,7 +9,9 @@
 - `WARM_REPORT=1 warm run` (and `warm verify`) printed the production side's at-exit report,
   `warm: no bundle is loaded: this process compiled 0 kernel(s) ...`, false there.
 
-Real CLI in a subprocess, real cc, real files; the fork test forks for real.
+Real CLI in a process of its own (each command a fork of a server that imported the CLI once,
+one whatever TMPDIR, MARK and STOP a test sets, `tests/forked_tool_env.py`),
+real cc, real files; the fork test forks for real.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_tool_env import forked_tool_warm
 from test_passover39 import SEGV_CANDIDATE  # a Tunable whose first candidate segfaults
 
 SCRATCH = r"""
@@ -52,6 +54,11 @@ def workload(rt):
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: a plain run runs its exit functions
     return o
 """
+
+
+# the forking servers, whatever TMPDIR (a tool variable) and the workloads' own
+# variables a test sets (each a path of its own: each test's were a server's start)
+tool_servers, warm = forked_tool_warm("MARK", "STOP")
 
 
 def _workload(warm: Warm, tmp_path: Path, text: str = WORKLOAD) -> tuple[Path, Path, Path]:

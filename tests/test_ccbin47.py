@@ -15,10 +15,10 @@ import sqlite3
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from forked_tool_env import forked_tool_warm
 
 from warmcli import Kernel
 from warmcli.backends.toolchain import RACY_SECONDS
@@ -71,10 +71,9 @@ def workload(rt):
 """
 
 
-@pytest.fixture
-def warm(warm: Warm, forked: Any) -> Any:
-    """conftest's `warm`, each command a fork of a process that imported the CLI once."""
-    return forked(warm)
+# conftest's `warm`, each command a fork of a process that imported the CLI once, one
+# whatever NVCC_CCBIN a test names (`tests/forked_tool_env.py`)
+tool_servers, warm = forked_tool_warm()
 
 
 def _fake(tmp_path: Path, own: Path | None = None) -> tuple[Path, Path]:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_tool_env import forked_tool_warm
 
 from warmcli import compiler_includes
 from warmcli import kernel as kernel_module
@@ -30,6 +30,9 @@ if NVRTC.find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
 
 HALF = '#include <cuda_fp16.h>\nextern "C" __global__ void h(__half *x) { x[0] = 1; }\n'
 CFG = '#include "cfg.h"\nextern "C" __global__ void k(float *y) { y[0] = VAL; }\n'
+# conftest's `warm`, its commands forks of one server whatever CPATH or PATH a test
+# points at a folder of its own (`tests/forked_tool_env.py`: each test's were a server's start)
+tool_servers, warm = forked_tool_warm()
 CLEARED = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "CUDA_HOME", "CUDA_PATH")
 
 

@@ -20,20 +20,28 @@
   it was sent now: `warm: interrupted`, exit 130 (what happens without such a handler:
   exit functions run, TMPDIR clean, the bundle whole).
 
-Real CLI (and production processes) in a subprocess, real cc, real SQLite files, a real
-HTTP store (`test_fleet36.s3_like`).
+Real CLI (and production processes) in a process of its own (a `warm` command a fork of a
+server that imported the CLI once, one whatever TMPDIR and the workloads' own
+MARK, CHILD_RAISES and SLEEP a test sets, `tests/forked_tool_env.py`; the SIGTERM one started),
+real cc, real SQLite files, a real HTTP store (`test_fleet36.s3_like`).
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
 
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_tool_env import forked_tool_warm
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 from test_leftovers39 import _serve, signed_small  # noqa: F401  (the fixture)
+
+# the forking servers, whatever TMPDIR (a tool variable) and the workloads' own
+# variables a test sets (each a path of its own: each test's were a server's start)
+tool_servers, warm = forked_tool_warm("MARK", "CHILD_RAISES", "SLEEP")
+
 
 HOST_WORKLOAD = r"""
 import atexit, os
@@ -103,20 +111,23 @@ def test_a_child_forked_at_import_ends_there(warm: Warm, tmp_path: Path) -> None
     assert done.stderr.count("\n") == 1 and "ValueError: the child's import failed" in done.stderr
 
 
+# (its KEY and N read from `t.json` beside it, not the environment: each verify a fork of
+# one server, not of a server an environment, `tests/forked_cli.py`)
 TUNED = r"""
-import os
+import json, os
 from warmcli import Kernel, Tunable
 DEVICE = "host"
+SET = json.loads(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "t.json")).read())
 SRC = "void scale(float *x, int n) { for (int i = 0; i < n; i++) x[i] *= F; }"
 KEYS = {"n": lambda x, n: n, "pair": lambda x, n: ["rows", n], "default": None}
 SCALE = Tunable(
     "scale",
     {n: Kernel(SRC, "scale", "Pi", defines={"F": f}) for n, f in (("a", "2.0f"), ("b", "3.0f"))},
     lambda rt, k, x, n, stream=None: rt.launch(k, x, n, stream=stream),
-    key=KEYS[os.environ.get("KEY", "n")],
+    key=KEYS[SET.get("KEY", "n")],
 )
 def workload(rt):
-    n = int(os.environ.get("N", "16"))
+    n = int(SET.get("N", "16"))
     x = rt.buffer(n)
     rt.tune(SCALE, x, n)
 """
@@ -131,9 +142,10 @@ def test_a_miss_of_a_changed_key_says_so(warm: Warm, tmp_path: Path) -> None:
     may have changed. A new value of the same form (16 warmed, 32 wanted) says nothing."""
     workload, bundle = tmp_path / "t.py", tmp_path / "t.warm"
     workload.write_text(TUNED)
+    (tmp_path / "t.json").write_text("{}")
     assert warm("run", workload, "-b", bundle, "-q").returncode == 0
     for env, hinted in (({"KEY": "pair"}, True), ({"KEY": "default"}, True), ({"N": "32"}, False)):
-        warm.env = {k: v for k, v in warm.env.items() if k not in ("KEY", "N")} | env
+        (tmp_path / "t.json").write_text(json.dumps(env))
         done = warm("verify", bundle, "-w", workload, "--explain-misses")
         misses = [line for line in done.stdout.splitlines() if line.startswith("miss: tune")]
         assert len(misses) == 1, done.stdout + done.stderr

@@ -1,5 +1,6 @@
 """Object stores under a hostile or slow server (remote46), against raw servers on 127.0.0.1
-started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py`).
+started and stopped by each test, and the real CLI (forked, `tests/forked_cli.py`: one
+server whatever store's AWS_ENDPOINT_URL a test names, `tests/forked_tool_env.py`).
 
 `warm push`'s upload is bounded by `WARM_REMOTE_DEADLINE` in all, `https://` as `s3://`: a
 store that reads the PUT's body slowly (64 kB a `DRIP`) stops it there (one line, exit 2, the
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 from big_bundle import build_big
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from forked_tool_env import forked_tool_warm
 from raw_store import RawStore
 
 from warmcli.bundle.remote import RemoteError, fetch
@@ -83,6 +84,10 @@ class _SlowReader(RawStore):
         if got >= size:
             self.held = b"new"
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+
+# conftest's `warm`, forked: one server whatever store endpoint a test names, not one a test
+tool_servers, warm = forked_tool_warm("AWS_ENDPOINT_URL")
 
 
 def _aws(store: RawStore, home: Path, **more: str) -> dict[str, str]:

@@ -1,4 +1,6 @@
-"""Review of the 37th stop's merges: what they missed, each shown with real parts.
+"""Review of the 37th stop's merges: what they missed, each shown with real parts (the
+workloads' `warm run` and drivers forks of processes that imported warm once, `test_diff37`'s
+`trial`: what each computes is tested, not how a process starts).
 
 Found here: a C kernel that puts a function pointer in `.init_array` from a function's body
 (`static void (*p)(void) __attribute__((section(".init_array"), used)) = seed;`) is code the
@@ -28,10 +30,18 @@ tokens can spell when pasted is refused however many pieces it takes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_diff37 import CONSTRUCTOR, Trial, same, served_everything
+from test_diff37 import (
+    CONSTRUCTOR,
+    Trial,
+    pythons,  # noqa: F401  (the fixture `trial` takes)
+    same,
+    served_everything,
+    trial,  # noqa: F401  (the fixture: a Trial whose commands and drivers are forked)
+)
 
 from warmcli.backends.sharing import shares_unit
 from warmcli.kernel import Kernel
@@ -50,13 +60,16 @@ INIT_ARRAY = CONSTRUCTOR.replace(
 assert INIT_ARRAY != CONSTRUCTOR
 
 
-def test_a_kernel_that_fills_init_array_from_its_body_is_served_as_cold(tmp_path: Path) -> None:
+def test_a_kernel_that_fills_init_array_from_its_body_is_served_as_cold(
+    tmp_path: Path,
+    trial: Callable[..., Trial],  # noqa: F811
+) -> None:
     """Warmed with `-j 1` (one unit for all that share), then served: `a0..a2` read an
     unseeded `rand()` cold; in a shared binary `seed` ran as it loaded, before them."""
-    trial = Trial(tmp_path / "w", INIT_ARRAY)
-    cold = trial.cold()
-    trial.warmed("-j", "1")
-    hot, report = trial.served()
+    one = trial(tmp_path / "w", INIT_ARRAY)
+    cold = one.cold()
+    one.warmed("-j", "1")
+    hot, report = one.served()
     served_everything(report)
     same(cold, hot)
 
@@ -116,13 +129,16 @@ def workload(rt):
 """
 
 
-def test_file_scope_state_a_macro_declares_indirectly_is_one_per_kernel(tmp_path: Path) -> None:
+def test_file_scope_state_a_macro_declares_indirectly_is_one_per_kernel(
+    tmp_path: Path,
+    trial: Callable[..., Trial],  # noqa: F811
+) -> None:
     """Each kernel counts from its own `counter`, cold and served alike."""
-    trial = Trial(tmp_path / "w", STATE)
-    cold = trial.cold()
+    one = trial(tmp_path / "w", STATE)
+    cold = one.cold()
     assert [int(cold[f"k{i}"][0]) for i in range(3)] == [1, 11, 21]
-    trial.warmed("-j", "1")
-    hot, report = trial.served()
+    one.warmed("-j", "1")
+    hot, report = one.served()
     served_everything(report)
     same(cold, hot)
 
@@ -190,21 +206,24 @@ def workload(rt):
 """
 
 
-def test_a_wrapper_script_that_reads_a_header_first_keeps_c_kernels_alone(tmp_path: Path) -> None:
+def test_a_wrapper_script_that_reads_a_header_first_keeps_c_kernels_alone(
+    tmp_path: Path,
+    trial: Callable[..., Trial],  # noqa: F811
+) -> None:
     """`WARM_CC` names a script that adds `-include state.h` and a `-D` that declares."""
-    trial = Trial(tmp_path / "w", WRAPPED)
-    (trial.folder / "state.h").write_text("static int counter;\n")
-    wrap = trial.folder / "wrap.sh"
+    one = trial(tmp_path / "w", WRAPPED)
+    (one.folder / "state.h").write_text("static int counter;\n")
+    wrap = one.folder / "wrap.sh"
     wrap.write_text(
-        f"#!/bin/sh\nexec cc -include {trial.folder / 'state.h'} "
+        f"#!/bin/sh\nexec cc -include {one.folder / 'state.h'} "
         "-DDECL='static int counted;' \"$@\"\n"
     )
     wrap.chmod(0o755)
-    trial.env["WARM_CC"] = str(wrap)
-    cold = trial.cold()
+    one.env["WARM_CC"] = str(wrap)
+    cold = one.cold()
     assert [int(cold[f"q{i}"][0]) for i in range(3)] == [1, 11, 21]
-    trial.warmed("-j", "1")
-    hot, report = trial.served()
+    one.warmed("-j", "1")
+    hot, report = one.served()
     served_everything(report)
     same(cold, hot)
 

@@ -1,5 +1,7 @@
 """trial49a: what a CI engineer pre-building CUDA for `--arch sm_90` on a machine with no GPU
-met, each through the real CLI in a subprocess (NVRTC from the venv, real SQLite bundles):
+met, each through the real CLI in a process of its own (NVRTC from the venv, real SQLite
+bundles; a command a fork of a process that imported the CLI once, `tests/forked_cli.py`,
+but the one run under `prlimit`, which starts `python -m warmcli` itself):
 the README's synopsis writes `[--arch sm_90 ...]`, and `--arch sm_90 sm_80` (two
 architectures after one `--arch`) was refused as `a workload takes no arguments (sm_80)`
 by `run` and `verify`, and as `Got unexpected extra argument(s) (sm_80)` by `check`, neither
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, its commands forked)
 
 CUDA = """from warmcli import Kernel
 DEVICE = "cuda"
