@@ -14,12 +14,16 @@ from __future__ import annotations
 
 HEAD_BYTES = 32 << 10  # a compiler's first errors: what a user needs
 TAIL_BYTES = 8 << 10  # its last lines: a summary (`N errors generated`), a linker's verdict
+# A probe's answer, parsed whole (`cc -print-search-dirs`: its `programs` line alone is
+# hundreds of kB under a long `COMPILER_PATH`, each entry listed twice over): never cut.
+PROBE_BYTES = 4 << 20
 
 
 class Kept:
     """The bounded part of one stream's bytes, fed to `add` as they are read."""
 
-    def __init__(self) -> None:
+    def __init__(self, head_bytes: int = HEAD_BYTES) -> None:
+        self.head_bytes = head_bytes
         self.head = bytearray()
         self.tail = bytearray()
         self.size = 0  # every byte fed
@@ -29,7 +33,7 @@ class Kept:
         """Feed the next bytes read; beyond the head only the last `TAIL_BYTES` are kept."""
         self.size += len(data)
         self.lines += data.count(b"\n")
-        room = HEAD_BYTES - len(self.head)
+        room = self.head_bytes - len(self.head)
         if room > 0:
             self.head += data[:room]
             data = data[room:]
@@ -37,11 +41,16 @@ class Kept:
         if len(self.tail) > 2 * TAIL_BYTES:  # trimmed now and then, not on every read
             del self.tail[: len(self.tail) - TAIL_BYTES]
 
+    @property
+    def cut(self) -> bool:
+        """Whether `text` leaves something out."""
+        return len(self.head) + min(len(self.tail), TAIL_BYTES) < self.size
+
     def text(self, encoding: str = "utf-8") -> str:
         """What was fed, decoded (undecodable bytes replaced, line breaks made `\\n`), its
         middle left out past the bounds."""
         head, tail = bytes(self.head), bytes(self.tail[-TAIL_BYTES:])
-        if len(head) + len(tail) == self.size:
+        if not self.cut:
             return _decoded(head + tail, encoding)
         if b"\n" in head:  # whole lines: the cut is never inside a line or a character
             head = head[: head.rindex(b"\n") + 1]

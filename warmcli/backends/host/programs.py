@@ -120,7 +120,7 @@ def _read_folders(name: str, cc: str) -> str:
     from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
     try:
-        out = processes.run([cc, "-print-search-dirs"], FOLDERS_TIMEOUT)
+        out = processes.probe([cc, "-print-search-dirs"], FOLDERS_TIMEOUT)
     except OSError:
         return ""
     if out.timed_out or out.returncode != 0:
