@@ -7,6 +7,12 @@ left out and its program folders read as none, the answer a compiler gives that 
 remembered so; `cc -E -v`'s search list, past 32 kB, would be read as none or half of it.
 Probes (`processes.probe`: those two, nvcc's `--list-gpu-code` and `--dryrun`) keep their
 output whole up to 4 MiB, and fail as where they cannot start beyond it.
+
+A warning that failed the run: `shadowed` (is a module beside the workload not the one of its
+name it imports?) asked `Path.is_file` of a name built from each `__module__` the workload
+holds; a class of generated code named past 255 bytes raised `File name too long` (an
+unreadable folder of a used module's name would raise too) and `warm run` exited 2 where it
+warms the same without the check. A name no file can have is none beside it now.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends import processes
 from warmcli.backends.host import programs
@@ -36,3 +44,41 @@ def test_a_probe_printing_past_its_bound_fails_as_one_that_cannot_start(tmp_path
         processes.probe(["python3", "-c", loud], 60)
     whole = processes.probe(["python3", "-c", f"print('y' * {PROBE_BYTES - 100})"], 60)
     assert not whole.cut and len(whole.out) == PROBE_BYTES - 99
+
+
+LONG_NAMED = """
+import copy
+
+from warmcli import Kernel
+
+DEVICE = "host"
+
+
+class Generated:  # as generated code names its module: past a file name's 255 bytes
+    pass
+
+
+Generated.__module__ = "generated_" + "x" * 300
+
+
+def workload(rt):
+    x = rt.buffer(4)
+    rt.launch(Kernel("void f(float *x, int n) { }", "f", "Pi", defines=copy.deepcopy({})), x, 4)
+"""
+
+
+def test_a_module_name_too_long_for_a_file_is_no_error_and_a_warning_no_failure(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    """`shadowed` asked `Path.is_file` of `generated_xxx...xxx.py` beside the workload, which
+    raises `File name too long` (it ignores only a missing file): the warning's check failed
+    the run, exit 2. Now a name no file can have is none beside it, and a real shadow (the
+    `copy.py` beside it) is a warning, the run warmed and exit 0 as without it."""
+    workload = tmp_path / "w.py"
+    workload.write_text(LONG_NAMED)
+    (tmp_path / "copy.py").write_text("X = 1\n")
+    proc = warm("run", workload, "-b", bundle_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "copy.py beside the workload is not the copy it imports" in proc.stderr
+    assert "File name too long" not in proc.stderr and "generated_" not in proc.stderr
+    assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout

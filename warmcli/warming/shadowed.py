@@ -15,6 +15,7 @@ Pure reads of `sys.modules` and the folder: no state, nothing imported, nothing 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import FunctionType, ModuleType
@@ -31,8 +32,13 @@ UNBOUND = (
 def _file(module: object) -> Path | None:
     """Where `module` was loaded from (None: a builtin, a namespace package, no module)."""
     file = getattr(module, "__file__", None) if isinstance(module, ModuleType) else None
+    return _file_of(Path(file)) if isinstance(file, str) else None
+
+
+def _file_of(path: Path) -> Path | None:
+    """`path` resolved (None where it cannot be)."""
     try:
-        return Path(file).resolve() if isinstance(file, str) else None
+        return path.resolve()
     except (OSError, RuntimeError, ValueError):  # a link loop, a NUL: no file of the folder's
         return None
 
@@ -58,8 +64,9 @@ def shadowed(workload: Path) -> list[str]:
     names = (n for n in used if n.isidentifier() and n not in sys.builtin_module_names)
     for name in sorted(names):  # (a builtin module is Python's first under Python too)
         got = _file(sys.modules.get(name))
-        for beside in (f"{name}.py", f"{name}/__init__.py"):
-            if (folder / beside).is_file() and (folder / beside).resolve() not in (got, own_file):
+        for beside in (f"{name}.py", f"{name}/__init__.py"):  # (`isfile`: a name too long
+            # for a file, a folder it may not read, is none there; `Path.is_file` raised)
+            if os.path.isfile(folder / beside) and _file_of(folder / beside) not in (got, own_file):
                 lines.append(
                     f"{beside} beside the workload is not the {name} it imports: warm had "
                     f"imported {printable(got or name)} first, which it gets under warm run "
