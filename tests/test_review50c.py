@@ -13,11 +13,18 @@ name it imports?) asked `Path.is_file` of a name built from each `__module__` th
 holds; a class of generated code named past 255 bytes raised `File name too long` (an
 unreadable folder of a used module's name would raise too) and `warm run` exited 2 where it
 warms the same without the check. A name no file can have is none beside it now.
+
+A probe killed remembered as an answer (older than stop 50, met attacking its probes):
+`cc -print-search-dirs` killed by `stop_compilers` (a run's Ctrl-C while a thread probed
+cc) or out of time answered "", kept in warm's home: every later process read cc's program
+folders as none. No answer is now not kept (that process reads none; the next asks again).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +89,36 @@ def test_a_module_name_too_long_for_a_file_is_no_error_and_a_warning_no_failure(
     assert "copy.py beside the workload is not the copy it imports" in proc.stderr
     assert "File name too long" not in proc.stderr and "generated_" not in proc.stderr
     assert "stored 1 new kernel(s)" in proc.stdout, proc.stdout
+
+
+KILLED_PROBE = """
+import shutil, sys
+from warmcli import config
+from warmcli.backends import processes
+from warmcli.backends.host import programs
+
+if sys.argv[1] == "stopped":  # as a run's Ctrl-C leaves it: every compiler killed as it starts
+    processes.stop_compilers()  # (a fast cc may still answer before the kill: out of time too)
+    programs.FOLDERS_TIMEOUT = 0
+print(programs.program_folders(shutil.which("cc"), tuple(config.compiler_programs().items())))
+"""
+
+
+def test_a_search_dirs_probe_killed_on_an_interrupt_is_not_remembered_as_none(
+    tmp_path: Path,
+) -> None:
+    """`cc -print-search-dirs` killed by `stop_compilers` (a run's Ctrl-C or SIGTERM while a
+    thread probed cc) or out of time answered "", which `remembered` kept in warm's home:
+    every later process read cc's program folders as none, its `as` and `ld` looked for on
+    `PATH` only (another assembler than cc runs, in the key). Now no answer is not kept."""
+    env = {**os.environ, "WARM_HOME": str(tmp_path / "home")}
+
+    def folders(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", KILLED_PROBE, mode], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    assert folders("stopped") == "[]"  # (this process: none)
+    assert folders("later").startswith("['/"), "the killed probe's none was remembered"
