@@ -18,6 +18,11 @@ A probe killed remembered as an answer (older than stop 50, met attacking its pr
 `cc -print-search-dirs` killed by `stop_compilers` (a run's Ctrl-C while a thread probed
 cc) or out of time answered "", kept in warm's home: every later process read cc's program
 folders as none. No answer is now not kept (that process reads none; the next asks again).
+
+A log of long lines bounded badly: with no line break near the cut, the head or tail was
+cut inside a UTF-8 character (`\ufffd`), and a short first line then a long one kept only
+that line of the 32 kB head. A line break moves the cut only within 4 kB of it now, and a
+cut between characters is never inside one.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands f
 
 from warmcli.backends import processes
 from warmcli.backends.host import programs
-from warmcli.backends.kept_output import PROBE_BYTES, TAIL_BYTES
+from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, TAIL_BYTES, Kept
 
 
 def test_a_programs_line_past_the_kept_head_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -122,3 +127,18 @@ def test_a_search_dirs_probe_killed_on_an_interrupt_is_not_remembered_as_none(
 
     assert folders("stopped") == "[]"  # (this process: none)
     assert folders("later").startswith("['/"), "the killed probe's none was remembered"
+
+
+def test_a_log_of_long_lines_keeps_its_head_and_never_cuts_a_character() -> None:
+    """A log with no line break near the cut (one of no line break at all, C++'s long lines)
+    was cut inside a character (`\\ufffd` where the bytes of `é` were split), and one whose
+    first line was short kept only that line of its 32 kB head: the rest of its first error,
+    which a user reads first, left out."""
+    for first, char in ((b"a", "é"), (b"ab", "€"), (b"a", "𝄞"), (b"short first line\n", "é")):
+        kept = Kept()
+        for start in range(0, 200_000, 4093):  # (read in pieces, as a pipe gives them)
+            kept.add((first + char.encode() * 60_000)[start : start + 4093])
+        head, marker, tail = kept.text().partition("\n[... warm left out ")
+        assert marker and "\ufffd" not in head + tail, (first, char)
+        assert len(head.encode()) > HEAD_BYTES - 4, (first, char, len(head))
+        assert tail.endswith(char * 100) and len(tail.encode()) > TAIL_BYTES - 200
