@@ -175,3 +175,20 @@ def test_an_import_error_that_is_no_memory_limit_is_never_said_out_of_memory() -
         )
         assert done.returncode != 0 and said in done.stderr, done.stderr
         assert "out of memory" not in done.stderr, done.stderr
+
+
+def test_a_folders_main_is_not_the_main_a_workload_imports(
+    warm: Warm, tmp_path: Path, bundle_path: Path
+) -> None:
+    """A workload that holds `__main__` (`import __main__`, as code reading its script's
+    globals does) in a folder with a `__main__.py` (a folder `python folder` runs) was told
+    `__main__.py beside the workload is not the __main__ it imports: ... rename __main__.py`:
+    under Python, `import __main__` is the script, never the folder's `__main__.py`."""
+    workload = tmp_path / "w.py"
+    workload.write_text(
+        "import __main__\n" + LONG_NAMED.replace("import copy\n", "import copy\n\n")
+    )
+    (tmp_path / "__main__.py").write_text("print('the folder, run as python folder')\n")
+    proc = warm("run", workload, "-b", bundle_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "__main__" not in proc.stderr, proc.stderr

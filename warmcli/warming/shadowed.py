@@ -29,6 +29,9 @@ UNBOUND = (
 )
 
 
+_NEVER_BESIDE = frozenset({*sys.builtin_module_names, "__main__"})
+
+
 def _file(module: object) -> Path | None:
     """Where `module` was loaded from (None: a builtin, a namespace package, no module)."""
     file = getattr(module, "__file__", None) if isinstance(module, ModuleType) else None
@@ -61,8 +64,10 @@ def shadowed(workload: Path) -> list[str]:
     own = [m for m in list(sys.modules.values()) if getattr(_file(m), "parent", None) == folder]
     used = {_named(v) for m in own for v in list(vars(m).values())} - {None}
     lines = []
-    names = (n for n in used if n.isidentifier() and n not in sys.builtin_module_names)
-    for name in sorted(names):  # (a builtin module is Python's first under Python too)
+    # (a builtin module is Python's first under Python too; `__main__` is the running script
+    # under Python, never a `__main__.py` beside it: that is a folder's, for `python folder`)
+    names = (n for n in used if n.isidentifier() and n not in _NEVER_BESIDE)
+    for name in sorted(names):
         got = _file(sys.modules.get(name))
         for beside in (f"{name}.py", f"{name}/__init__.py"):  # (`isfile`: a name too long
             # for a file, a folder it may not read, is none there; `Path.is_file` raised)
