@@ -27,6 +27,9 @@ cut between characters is never inside one.
 An import error said `out of memory`: review50a took an ImportError saying `annot allocate
 memory` under any address-space limit for one; the loader's `cannot allocate memory in
 static TLS block` (a library loaded late, no limit its cause) is now left as it is.
+
+A folder's `__main__.py` taken for a shadow: a workload holding `__main__` beside one was
+told to rename it, though `import __main__` is the script under Python, never that file.
 """
 
 from __future__ import annotations
@@ -185,9 +188,7 @@ def test_a_folders_main_is_not_the_main_a_workload_imports(
     `__main__.py beside the workload is not the __main__ it imports: ... rename __main__.py`:
     under Python, `import __main__` is the script, never the folder's `__main__.py`."""
     workload = tmp_path / "w.py"
-    workload.write_text(
-        "import __main__\n" + LONG_NAMED.replace("import copy\n", "import copy\n\n")
-    )
+    workload.write_text("import __main__\n" + LONG_NAMED)
     (tmp_path / "__main__.py").write_text("print('the folder, run as python folder')\n")
     proc = warm("run", workload, "-b", bundle_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
