@@ -165,7 +165,9 @@ def _out_of_memory(exc: BaseException) -> bool:
     segment", or ENOMEM's words), which else ended in numpy's 40-line traceback, exit 1."""
     if isinstance(exc, MemoryError):
         return True
-    if isinstance(exc, ImportError) and not any(w in str(exc) for w in _CANNOT_MAP):
+    if isinstance(exc, ImportError) and (
+        not any(w in str(exc) for w in _CANNOT_MAP) or _STATIC_TLS in str(exc)
+    ):
         return False
     import resource
 
@@ -177,6 +179,9 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 _CANNOT_MAP = ("failed to map segment", "annot allocate memory")  # (the loader's, glibc's)
+# The loader's `cannot allocate memory in static TLS block`: a library loaded too late for the
+# TLS room left (libgomp's, aarch64's), whatever memory the process may have: no memory limit
+_STATIC_TLS = "static TLS block"
 
 
 class _Ended:

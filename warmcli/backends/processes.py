@@ -18,10 +18,11 @@ user's; any other child's is the temporary folder Python found usable, where the
 names none (missing, no folder) or names it relative to this process's working folder:
 nvcc writes its intermediate files there and, unlike gcc, does not fall back. What a child
 prints is read as it comes, to the end, and only its first and last kB are kept
-(`kept_output`): a compiler that prints a million lines costs no more memory than one that
-prints a page, and its pipe never fills. Nothing here decides what runs, parses what a
-child prints, or prints. It imports Python's thread pool
-before any fork (its at-fork hooks must be whole for every fork: see the import).
+(`kept_output`; a probe's whole up to 4 MiB, `probe`, as warm parses it): a compiler
+that prints a million lines costs no more memory than one that prints a page, and its pipe
+never fills. Nothing here decides what runs, parses what a child prints, or prints. It
+imports Python's thread pool before any fork (its at-fork hooks must be whole for every
+fork: see the import).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from warmcli import config
-from warmcli.backends.kept_output import Kept
+from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, Kept
 
 if TYPE_CHECKING:
     import subprocess
@@ -57,12 +58,14 @@ _READ_BYTES = 1 << 16  # read from a child's pipe at a time
 
 
 class Finished(NamedTuple):
-    """What one child left: its exit status, its output and whether it ran out of time."""
+    """What one child left: its exit status, its output, whether it ran out of time and
+    whether its output was cut (its middle left out: `kept_output`)."""
 
     returncode: int
     out: str
     err: str
     timed_out: bool
+    cut: bool = False
 
 
 class Owner:
@@ -180,14 +183,29 @@ def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
     return started and (stopped or _Live.refusing)
 
 
+def probe(command: Sequence[str], timeout: float) -> Finished:
+    """`run` a probe whose answer is parsed (`cc -E -v`, `cc -print-search-dirs`): its output
+    kept whole, never cut where a line it parses would be; `OSError`, as where it cannot
+    start, where it printed more than `PROBE_BYTES` (never a partial answer remembered)."""
+    done = run(command, timeout, head=PROBE_BYTES)
+    if done.cut:
+        raise OSError(f"{command[0]} printed more than {PROBE_BYTES >> 20} MiB")
+    return done
+
+
 def run(
-    command: Sequence[str], timeout: float | None, cwd: str | None = None, tmp: str | None = None
+    command: Sequence[str],
+    timeout: float | None,
+    cwd: str | None = None,
+    tmp: str | None = None,
+    head: int = HEAD_BYTES,
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
-    with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
-    `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`). On a
-    timeout, or an exception here (Ctrl-C), its whole group is killed and reaped; the
-    timeout is returned (`timed_out`, with what it printed until then), the exception raised."""
+        with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
+        `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`, its
+    first `head` bytes and last kB: `cut` where that left something out). On a
+        timeout, or an exception here (Ctrl-C), its whole group is killed and reaped; the
+        timeout is returned (`timed_out`, with what it printed until then), the exception raised."""
     import locale
     import subprocess  # imported on first use: a serving process starts no child
 
@@ -209,7 +227,7 @@ def run(
             raise
         proc = start(None)
     owner: Owner | None = getattr(_Live.owner, "current", None)
-    out, err = Kept(), Kept()  # what it prints, bounded: read to the end, never held whole
+    out, err = Kept(head), Kept(head)  # what it prints, bounded: read to the end, never held whole
     pipes = _Pipes(proc, out, err)
     try:
         if _track(proc.pid, True, owner):
@@ -227,7 +245,8 @@ def run(
         proc.wait()
         _track(proc.pid, False, owner)
     encoding = locale.getpreferredencoding(False)  # as text mode decodes (UTF-8 mode too)
-    return Finished(proc.returncode, out.text(encoding), err.text(encoding), timed_out)
+    text = out.text(encoding), err.text(encoding)
+    return Finished(proc.returncode, *text, timed_out, out.cut or err.cut)
 
 
 class _Pipes:

@@ -66,8 +66,8 @@ def _search_list(name: str, cc: str, language: str = "c") -> str:
 
     unset = [w for name in _UNSET for w in ("-u", name)]  # (`env`: warm's own left as it is)
     command = ["env", *unset, cc, "-E", "-v", "-x", language, os.devnull]
-    try:  # (what it prints kept bounded: its search list comes first)
-        out = processes.run(command, 60)
+    try:  # (what it prints kept whole: its search list may come late)
+        out = processes.probe(command, 60)
     except OSError as exc:
         raise ToolchainError(f"{name}: {exc}") from exc
     if out.timed_out:

@@ -15,6 +15,7 @@ Pure reads of `sys.modules` and the folder: no state, nothing imported, nothing 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from types import FunctionType, ModuleType
@@ -28,11 +29,19 @@ UNBOUND = (
 )
 
 
+_NEVER_BESIDE = frozenset({*sys.builtin_module_names, "__main__"})
+
+
 def _file(module: object) -> Path | None:
     """Where `module` was loaded from (None: a builtin, a namespace package, no module)."""
     file = getattr(module, "__file__", None) if isinstance(module, ModuleType) else None
+    return _file_of(Path(file)) if isinstance(file, str) else None
+
+
+def _file_of(path: Path) -> Path | None:
+    """`path` resolved (None where it cannot be)."""
     try:
-        return Path(file).resolve() if isinstance(file, str) else None
+        return path.resolve()
     except (OSError, RuntimeError, ValueError):  # a link loop, a NUL: no file of the folder's
         return None
 
@@ -55,11 +64,14 @@ def shadowed(workload: Path) -> list[str]:
     own = [m for m in list(sys.modules.values()) if getattr(_file(m), "parent", None) == folder]
     used = {_named(v) for m in own for v in list(vars(m).values())} - {None}
     lines = []
-    names = (n for n in used if n.isidentifier() and n not in sys.builtin_module_names)
-    for name in sorted(names):  # (a builtin module is Python's first under Python too)
+    # (a builtin module is Python's first under Python too; `__main__` is the running script
+    # under Python, never a `__main__.py` beside it: that is a folder's, for `python folder`)
+    names = (n for n in used if n.isidentifier() and n not in _NEVER_BESIDE)
+    for name in sorted(names):
         got = _file(sys.modules.get(name))
-        for beside in (f"{name}.py", f"{name}/__init__.py"):
-            if (folder / beside).is_file() and (folder / beside).resolve() not in (got, own_file):
+        for beside in (f"{name}.py", f"{name}/__init__.py"):  # (`isfile`: a name too long
+            # for a file, a folder it may not read, is none there; `Path.is_file` raised)
+            if os.path.isfile(folder / beside) and _file_of(folder / beside) not in (got, own_file):
                 lines.append(
                     f"{beside} beside the workload is not the {name} it imports: warm had "
                     f"imported {printable(got or name)} first, which it gets under warm run "

@@ -108,7 +108,7 @@ def toolkit_includes(nvcc: str) -> tuple[str, str] | None:
 def _dryrun(name: str, nvcc: str) -> tuple[str, bool]:
     """What `nvcc --dryrun` prints (and whether it timed out), once per process per nvcc."""
     try:
-        out = processes.run([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], timeout=60)
+        out = processes.probe([nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], 60)
     except OSError as exc:
         raise ToolchainError(f"{name}: {exc}") from exc
     return out.out + "\n" + out.err, out.timed_out

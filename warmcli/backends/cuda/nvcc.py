@@ -174,7 +174,7 @@ def _list_gpu_code(name: str, nvcc: str) -> str:
     """The cubin architectures `nvcc --list-gpu-code` names, one line; ToolchainError when
     it names none (not remembered: asked again by the next process)."""
     try:
-        out = processes.run([nvcc, "--list-gpu-code"], timeout=60)
+        out = processes.probe([nvcc, "--list-gpu-code"], 60)
     except OSError as exc:
         raise ToolchainError(f"{name}: {exc}") from exc
     listed = re.findall(r"\bsm_\d+", out.out) if not out.timed_out else []

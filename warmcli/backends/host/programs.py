@@ -99,13 +99,16 @@ def _folders(cc: str, script: bool, moved: Moved, versions: dict[str, str]) -> l
         st = os.stat(cc)
     except OSError:
         return []
-    if script:  # the compiler a script runs may change while the script does not
-        text = _read_folders("", cc)
-    else:  # by the file cc resolves to, beside which gcc finds them (another tree's is
-        # another's, the same file hard-linked there too), and the variables
-        moving = environment_named(repr(moved))  # (no digest unless long: no first sha256)
-        real = os.path.realpath(cc)
-        text = remembered(f"cc programs {moving}", real, st, _read_folders, versions).version
+    try:
+        if script:  # the compiler a script runs may change while the script does not
+            text = _read_folders("", cc)
+        else:  # by the file cc resolves to, beside which gcc finds them (another tree's is
+            # another's, the same file hard-linked there too), and the variables
+            moving = environment_named(repr(moved))  # (no digest unless long: no first sha256)
+            real = os.path.realpath(cc)
+            text = remembered(f"cc programs {moving}", real, st, _read_folders, versions).version
+    except ToolchainError:  # no answer this time: none in this process, none remembered
+        return []
     return [folder for folder in dict.fromkeys(text.split(os.pathsep)) if folder]
 
 
@@ -116,14 +119,18 @@ def program_folders(cc: str, moved: Moved) -> list[str]:
 
 
 def _read_folders(name: str, cc: str) -> str:
-    """The `programs` line of `cc -print-search-dirs` (none where cc prints none)."""
+    """The `programs` line of `cc -print-search-dirs` (none where cc prints none or fails);
+    ToolchainError where it gave no answer (out of time, or killed: warm stopping its
+    compilers on Ctrl-C), which is not remembered as none, as it was (stop 50's review)."""
     from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
     try:
-        out = processes.run([cc, "-print-search-dirs"], FOLDERS_TIMEOUT)
+        out = processes.probe([cc, "-print-search-dirs"], FOLDERS_TIMEOUT)
     except OSError:
         return ""
-    if out.timed_out or out.returncode != 0:
+    if out.timed_out or out.returncode < 0:
+        raise ToolchainError(f"{cc} -print-search-dirs gave no answer")
+    if out.returncode != 0:
         return ""
     for line in out.out.splitlines():
         if line.startswith("programs: "):
