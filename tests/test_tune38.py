@@ -8,9 +8,7 @@ refuses that build) does not. Such a pick is measured again, in production and i
 run`, and `warm check` says so; a pick of a build served alike (another compiler version)
 is kept. A candidate added to `tunable.candidates` after it was made was measured and
 served under a checksum without it: refused. A tune a Ctrl-C cut short is named by the
-production report. The `warm` commands and production processes whose results are tested
-are forks (`tests/forked_cli.py`, `tests/forked_python.py`: each reads its environment,
-`CFLAGS` and `WARM_CC` too, at call time); the one a Ctrl-C interrupts is started.
+production report.
 """
 
 from __future__ import annotations
@@ -18,15 +16,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Warm
-from forked_cli import ForkedWarm
-from forked_python import ForkedPythons
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -78,23 +71,14 @@ PRODUCTION = (
 
 
 @pytest.fixture(scope="module")
-def forks(forking_servers: Any) -> Iterator[tuple[Any, ForkedPythons]]:
-    """The servers this module's commands (conftest's `forking_servers`) and production
-    processes (one per `CFLAGS`, `tests/forked_python.py`) fork from."""
-    pythons = ForkedPythons(ROOT)
-    yield forking_servers, pythons
-    pythons.close()
-
-
-@pytest.fixture(scope="module")
-def warmed(tmp_path_factory: pytest.TempPathFactory, forks: tuple[Any, ForkedPythons]) -> Path:
+def warmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding `w.py`, `cc.sh` (a C compiler that adds `$CFLAGS`) and `b.warm`,
     warmed by `warm run` with that compiler and no `CFLAGS`."""
     base = tmp_path_factory.mktemp("tune38")
     (base / "w.py").write_text(WORKLOAD)
     (base / "cc.sh").write_text('#!/bin/sh\nexec cc $CFLAGS "$@"\n')
     (base / "cc.sh").chmod(0o755)
-    done = _warm(forks, base, "run", "w.py", "-b", "b.warm", "-q")
+    done = _run(base, [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"])
     assert done.returncode == 0, done.stderr
     return base
 
@@ -105,77 +89,60 @@ def _env(base: Path, **extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _warm(
-    forks: tuple[Any, ForkedPythons], base: Path, *args: str, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    """`warm ARGS` in `base`, in `_env(base, **extra)`: a fork (`tests/forked_cli.py`)."""
-    return ForkedWarm(Warm(_env(base, **extra)), forks[0])(*args, cwd=base, timeout=120)
+def _run(base: Path, argv: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
+    env = _env(base, **extra)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=base, timeout=120)
 
 
-def _production(
-    forks: tuple[Any, ForkedPythons], base: Path, out: str, **extra: str
-) -> tuple[np.ndarray, str, str]:
-    """The workload run as a production process (a fork, `tests/forked_python.py`) in
-    `base`: its output array, stdout and stderr."""
-    env = _env(base, OUT=str(base / out), **extra)
-    done = forks[1](env).run(PRODUCTION, "w.py", env=env, cwd=base, timeout=120)
+def _production(base: Path, out: str, **extra: str) -> tuple[np.ndarray, str, str]:
+    """The workload run as a production process: its output array, stdout and stderr."""
+    done = _run(base, [sys.executable, "-c", PRODUCTION, "w.py"], OUT=str(base / out), **extra)
     assert done.returncode == 0, done.stderr
     return np.load(base / out), done.stdout, done.stderr
 
 
-def test_a_checked_pick_built_otherwise_here_is_measured_again_not_served(
-    warmed: Path, forks: tuple[Any, ForkedPythons]
-) -> None:
-    cold, cold_pick, _ = _production(forks, warmed, "cold.npy", CFLAGS="-DFAST")
+def test_a_checked_pick_built_otherwise_here_is_measured_again_not_served(warmed: Path) -> None:
+    cold, cold_pick, _ = _production(warmed, "cold.npy", CFLAGS="-DFAST")
     assert cold_pick.split() == ["pick", "ref"]  # the check refuses quick's build here
     served, pick, report = _production(
-        forks, warmed, "served.npy", CFLAGS="-DFAST", WARM_BUNDLE="b.warm", WARM_REPORT="1"
+        warmed, "served.npy", CFLAGS="-DFAST", WARM_BUNDLE="b.warm", WARM_REPORT="1"
     )
     assert pick.split() == ["pick", "ref"], report
     assert served.tobytes() == cold.tobytes()
     assert "1 tune(s)" in report and "tune checked" in report
 
 
-def test_the_same_build_is_served_and_computes_what_cold_does(
-    warmed: Path, forks: tuple[Any, ForkedPythons]
-) -> None:
-    cold, _, _ = _production(forks, warmed, "cold0.npy")
-    served, _, report = _production(
-        forks, warmed, "served0.npy", WARM_BUNDLE="b.warm", WARM_REPORT="1"
-    )
+def test_the_same_build_is_served_and_computes_what_cold_does(warmed: Path) -> None:
+    cold, _, _ = _production(warmed, "cold0.npy")
+    served, _, report = _production(warmed, "served0.npy", WARM_BUNDLE="b.warm", WARM_REPORT="1")
     assert "served everything" in report
     y, x = np.arange(64, dtype=np.float32), np.linspace(-1, 1, 64, dtype=np.float32)
     assert served.tobytes() == cold.tobytes() == (y * 2 + x).tobytes()
 
 
-def test_warm_run_with_another_build_measures_the_pick_again(
-    warmed: Path, tmp_path: Path, forks: tuple[Any, ForkedPythons]
-) -> None:
+def test_warm_run_with_another_build_measures_the_pick_again(warmed: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b.warm"
     bundle.write_bytes((warmed / "b.warm").read_bytes())
-    done = _warm(forks, warmed, "run", "w.py", "-b", str(bundle), "-q", CFLAGS="-DFAST")
+    argv = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", str(bundle), "-q"]
+    done = _run(warmed, argv, CFLAGS="-DFAST")
     assert done.returncode == 0, done.stderr
     assert "1 new tune(s)" in done.stderr + done.stdout
     _, pick, report = _production(
-        forks, warmed, "rewarmed.npy", CFLAGS="-DFAST", WARM_BUNDLE=str(bundle), WARM_REPORT="1"
+        warmed, "rewarmed.npy", CFLAGS="-DFAST", WARM_BUNDLE=str(bundle), WARM_REPORT="1"
     )
     assert "served everything" in report and pick.split() == ["pick", "ref"]
 
 
-def test_warm_check_names_the_tune_whose_pick_is_built_otherwise_here(
-    warmed: Path, forks: tuple[Any, ForkedPythons]
-) -> None:
-    argv = ("check", "b.warm", "--json")
-    done = _warm(forks, warmed, *argv, CFLAGS="-DFAST")
+def test_warm_check_names_the_tune_whose_pick_is_built_otherwise_here(warmed: Path) -> None:
+    argv = [sys.executable, "-m", "warmcli", "check", "b.warm", "--json"]
+    done = _run(warmed, argv, CFLAGS="-DFAST")
     assert done.returncode == 1, done.stderr
     assert '"tune"' in done.stdout and "checked" in done.stdout, done.stdout
-    same = _warm(forks, warmed, *argv)
+    same = _run(warmed, argv)
     assert same.returncode == 0, same.stdout + same.stderr
 
 
-def test_a_pick_measured_on_a_build_served_alike_here_is_kept(
-    warmed: Path, tmp_path: Path, forks: tuple[Any, ForkedPythons]
-) -> None:
+def test_a_pick_measured_on_a_build_served_alike_here_is_kept(warmed: Path, tmp_path: Path) -> None:
     """Another compiler version whose builds serve each other's: a re-warm by it builds its
     own kernels beside but keeps the tune (no two compilers re-measuring each other's picks),
     and a production process with it is served everything."""
@@ -183,13 +150,13 @@ def test_a_pick_measured_on_a_build_served_alike_here_is_kept(
 
     other = cc_binary(tmp_path / "cc-other", "cc (Other) 99.1")
     bundle = tmp_path / "b.warm"
-    argv = ("run", "w.py", "-b", str(bundle), "-q")
-    assert _warm(forks, warmed, *argv, WARM_CC="cc").returncode == 0
-    done = _warm(forks, warmed, *argv, WARM_CC=str(other))
+    argv = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", str(bundle), "-q"]
+    assert _run(warmed, argv, WARM_CC="cc").returncode == 0
+    done = _run(warmed, argv, WARM_CC=str(other))
     assert done.returncode == 0, done.stderr
     assert "and 0 new tune(s)" in done.stderr + done.stdout, done.stdout
     _, _, report = _production(
-        forks, warmed, "other.npy", WARM_CC=str(other), WARM_BUNDLE=str(bundle), WARM_REPORT="1"
+        warmed, "other.npy", WARM_CC=str(other), WARM_BUNDLE=str(bundle), WARM_REPORT="1"
     )
     assert "served everything" in report, report
 
@@ -281,16 +248,15 @@ def workload(rt):
 """
 
 
-def test_candidates_added_after_the_tunable_is_made_are_refused(
-    tmp_path: Path, forks: tuple[Any, ForkedPythons]
-) -> None:
+def test_candidates_added_after_the_tunable_is_made_are_refused(tmp_path: Path) -> None:
     """A tunable keyed its candidate set where it was made, but held the caller's dict: a
     candidate added to it afterwards (`T.candidates["c"] = ...`) was measured, and picked,
     under the old checksum, so an edit of it (`EDITED`: `y[i] = -1`, which the check refuses
     cold) was served that pick unmeasured, unchecked (`served everything`). The candidates are
     fixed where the Tunable is made: a change is refused, naming it."""
     (tmp_path / "w.py").write_text(LATE)
-    done = _warm(forks, tmp_path, "run", "w.py", "-b", "b.warm", "-q", WARM_CC="cc")
+    argv = [sys.executable, "-m", "warmcli", "run", "w.py", "-b", "b.warm", "-q"]
+    done = _run(tmp_path, argv, WARM_CC="cc")
     assert done.returncode == 2, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert "tunable late: its candidates are fixed where the Tunable is made" in done.stderr
