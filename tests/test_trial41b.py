@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
-from forked_python import ForkedPython
 
 # A tunable whose `key=` text holds a newline (a user's own key), and one plain kernel.
 NEWLINE_KEY = """
@@ -44,24 +43,16 @@ runpy.run_path(sys.argv[1])["workload"](warmcli.runtime())
 """
 
 
-@pytest.fixture
-def producing(warm: Warm, tmp_path: Path) -> Iterator[ForkedPython]:
-    """A test's production processes, forks of one that imported numpy and warmcli
-    (`tests/forked_python.py`): what each reports is tested, not how it starts."""
-    server = ForkedPython(warm.env, tmp_path)
-    yield server
-    server.close()
-
-
-def _serve(
-    producing: ForkedPython, warm: Warm, workload: Path, bundle: Path, how: str
-) -> subprocess.CompletedProcess[str]:
+def _serve(warm: Warm, workload: Path, bundle: Path, how: str) -> subprocess.CompletedProcess[str]:
     env = dict(warm.env, WARM_REPORT="1")
-    return producing.run(SERVE, str(workload), str(bundle), how, env=env, cwd=workload.parent)
+    return subprocess.run(
+        [sys.executable, "-c", SERVE, str(workload), str(bundle), how],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
 
 
 def test_warm_report_names_a_bundle_path_and_a_tune_key_holding_a_newline_on_one_line(
-    warm: Warm, tmp_path: Path, producing: ForkedPython
+    warm: Warm, tmp_path: Path
 ) -> None:
     """`WARM_REPORT=1` printed a bundle path holding a newline (`odd/n<LF>l.warm`) and a
     miss's tune key holding one (a `key=` text) raw, each over two lines, while its own
@@ -73,7 +64,7 @@ def test_warm_report_names_a_bundle_path_and_a_tune_key_holding_a_newline_on_one
     bundle = folder / "b\nl.warm"
     made = warm("run", workload, "-b", bundle, "-q")
     assert made.returncode == 0, made.stderr
-    served = _serve(producing, warm, workload, bundle, "read")
+    served = _serve(warm, workload, bundle, "read")
     assert served.returncode == 0, served.stderr
     assert served.stderr.count("\n") == 1, served.stderr
     assert "b\\x0al.warm served everything" in served.stderr, served.stderr
@@ -81,7 +72,7 @@ def test_warm_report_names_a_bundle_path_and_a_tune_key_holding_a_newline_on_one
     (tmp_path / "one.py").write_text(NEWLINE_KEY.replace("    rt.tune(T, y, 8)\n", ""))
     assert warm("run", tmp_path / "one.py", "-b", other, "-q").returncode == 0
     for how in ("read", "write"):
-        served = _serve(producing, warm, workload, other, how)
+        served = _serve(warm, workload, other, how)
         assert served.returncode == 0, served.stderr
         lines = served.stderr.splitlines()
         assert all(line.startswith(("warm: ", "  ")) for line in lines), served.stderr
