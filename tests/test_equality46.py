@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
 from equality_gen import DRIVE, differences, driven, make_case
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from forked_python import ForkedPythons
 
 # (seed, parts): each part of the generator at least once, in a few workloads.
@@ -155,13 +154,8 @@ def test_a_header_a_system_header_includes_added_to_an_include_folder_is_a_new_k
     cold = _served(warm, w, "")
     assert cold["sys"] == "2a000000"  # the compiler read inc/stddef.h
     assert _served(warm, w, bundle) == cold  # was 01000000: the old build served
-    strict = subprocess.run(
-        [sys.executable, "-c", DRIVE, str(w)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=bundle, WARM_STRICT="1"),
-        timeout=120,
-    )
+    environ = dict(warm.env, PYTHONPATH=str(ROOT), WARM_BUNDLE=bundle, WARM_STRICT="1")
+    strict = _python(environ).run(DRIVE, str(w), env=environ, cwd=w.parent, timeout=120)
     assert strict.returncode == 1 and "StrictMissError" in strict.stderr
     assert "headers" in strict.stderr and "stddef.h" in strict.stderr, strict.stderr
 

@@ -42,7 +42,7 @@ def test_dask_run_rewarms_an_unsigned_tune_dated_later_than_its_shards_measureme
         ahead = time.time() + 3600
         conn.execute("UPDATE tunes SET measured_at = ? WHERE shape_key LIKE '%16%'", (ahead,))
     conn.close()
-    trusted = Warm(dict(env, WARM_TRUSTED_KEYS=f"{key}.pub"))
+    trusted = warm.with_env(SIZES="8,16", WARM_TRUSTED_KEYS=f"{key}.pub")  # forked
     assert trusted("verify", bundle).returncode == 1  # 1 entry no trusted key signed
     local = tmp_path / "local.warm"
     shutil.copy(bundle, local)
@@ -102,7 +102,8 @@ def test_a_seed_holds_only_what_was_judged_signed_though_a_write_back_lands_mean
     assert warm("keygen", key).returncode == 0
     bundle = tmp_path / "b.warm"
     env = dict(warm.env, SIZES="8,16")
-    assert Warm(env)("run", workload, "-b", bundle, "--key", key, "-q").returncode == 0
+    ran = warm.with_env(SIZES="8,16")("run", workload, "-b", bundle, "--key", key, "-q")
+    assert ran.returncode == 0, ran.stderr
     written = tmp_path / "written.warm"  # what a production process writes back: EXTRA's kernel
     shutil.copy(bundle, written)
     back = subprocess.run(

@@ -1,16 +1,17 @@
 """An attacker's review of warm's newest readers (u1h): each hand-crafted bundle here broke
 a reader before its fix. A production process given one serves what it can, misses the
 rest and exits cleanly; a command gives one clear line. Real files, written with sqlite3;
-the real CLI and real production processes in subprocesses."""
+the real CLI and real production processes in subprocesses (forks of servers that imported
+the CLI, or numpy and warmcli, once: `tests/forked_cli.py`, `tests/forked_python.py`)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -19,9 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from big_bundle import build_big
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
 from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
-from test_compact_tunes import _tune
+from forked_python import ForkedPython
 
 from warmcli.bundle.candidates import decode, pack
 from warmcli.bundle.remote import RemoteError, cache_dir, fetch
@@ -44,19 +46,26 @@ def crafted(good: Path, path: Path, *statements: str) -> Path:
     return path
 
 
-def serve(warm: Warm, path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", SERVE],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, WARM_BUNDLE=str(path), **env),
-        timeout=120,
-        cwd=ROOT,
-    )
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's production processes, each a fork of one that imported numpy and
+    warmcli (`tests/forked_python.py`): what each serves and says of a hostile bundle is
+    tested, not how it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)  # (conftest's `warm`'s, its home aside)
+    yield server
+    server.close()
+
+
+def serve(
+    producing: ForkedPython, warm: Warm, path: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    environ = dict(warm.env, WARM_BUNDLE=str(path), **env)
+    return producing.run(SERVE, env=environ, cwd=ROOT, timeout=120)
 
 
 def test_a_tune_miss_explained_over_rows_sqlite_cannot_hand_back_is_a_miss_not_a_crash(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, producing: ForkedPython
 ) -> None:
     """A tune the bundle lacks is explained against the operation's other rows: one of them
     text SQLite cannot decode (invalid UTF-8, escapes after it) or a value longer than warm
@@ -74,7 +83,7 @@ def test_a_tune_miss_explained_over_rows_sqlite_cannot_hand_back_is_a_miss_not_a
     for name, statements in cases.items():
         path = crafted(good, tmp_path / f"{name}.warm", *statements)
         for env in ({}, {"WARM_EXPLAIN": "1"}):
-            proc = serve(warm, path, **env)
+            proc = serve(producing, warm, path, **env)
             out = proc.stdout + proc.stderr
             assert proc.returncode == 0, (name, env, out)
             assert "Traceback" not in out and "\x1b" not in out, (name, env, out)
@@ -252,10 +261,8 @@ def test_stats_json_cut_short_by_a_corrupt_tune_is_still_one_json_document(
     """`warm stats --json` of a large bundle streams its tunes: a corrupt one met after
     others were written ends the document it began with the error (`{..., "error": ...,
     "exit": 2}`), never a cut document followed by a second one."""
-    path = tmp_path / "cut.warm"
     count = NAMED_TUNES + 1000
-    with Bundle.create(path) as bundle:
-        bundle.put(tunes=[_tune(i) for i in range(count)])
+    path = build_big(tmp_path / "cut.warm", 0, count)  # (its tunes streamed in rowid order)
     conn = sqlite3.connect(path)
     with conn:
         conn.execute("UPDATE tunes SET pick = 'none of them' WHERE rowid = ?", (count - 100,))
@@ -285,7 +292,7 @@ def _shape_of_digits(good: Path, path: Path, digits: int) -> Path:
 
 @pytest.mark.parametrize("digits", [400, 5000])
 def test_a_shape_holding_a_number_of_any_length_is_sorted_and_explained(
-    made: tuple[Warm, Path], tmp_path: Path, digits: int
+    made: tuple[Warm, Path], tmp_path: Path, digits: int, producing: ForkedPython
 ) -> None:
     """Numbers in a bundle's shapes and labels are ordered and compared as numbers, never
     made Python ints or floats that overflow (past 4300 digits `int()` refuses; past 308 a
@@ -295,7 +302,7 @@ def test_a_shape_holding_a_number_of_any_length_is_sorted_and_explained(
     for args in (("stats", path), ("stats", "--json", path), ("diff", good, path)):
         proc = warm(*args)
         assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
-    proc = serve(warm, path, WARM_EXPLAIN="1")
+    proc = serve(producing, warm, path, WARM_EXPLAIN="1")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "shape" in proc.stderr, proc.stderr
 

@@ -7,9 +7,11 @@ for `--arch sm_90` (no GPU), real SQLite files, a local S3-like store.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from conftest import EXAMPLES, ROOT, Warm
 from forked_cli import (
     forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
 )
+from forked_python import ForkedPython
 from shared_builds import SMALL
 from test_fleet36 import S3Like, s3_like  # noqa: F401  (the fixture)
 
@@ -41,8 +44,25 @@ def signed_small(signed_small_once: tuple[Path, Path, Path]) -> tuple[Path, Path
     return signed_small_once
 
 
-def _serve(env: dict[str, str], url: str) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's production processes, each a fork of one that imported numpy and
+    warmcli (`tests/forked_python.py`): what each serves and says is tested, not how it
+    starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)  # (conftest's `warm`'s, its home aside)
+    yield server
+    server.close()
+
+
+def _serve(
+    env: dict[str, str], url: str, producing: ForkedPython | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The small example served from `url` by a production process: a fork of `producing`'s
+    server where given (`tests/forked_python.py`), else a Python started."""
     env = dict(env, WARM_BUNDLE=url, WARM_STRICT="1", **SMALL)
+    if producing is not None:
+        return producing.run(SERVE, env=env, cwd=ROOT)
     return subprocess.run(
         [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
     )
@@ -53,6 +73,7 @@ def test_a_command_without_trusted_keys_never_replaces_the_copy_production_serve
     tmp_path: Path,
     signed_small: tuple[Path, Path, Path],
     s3_like: tuple[S3Like, str],  # noqa: F811
+    producing: ForkedPython,
 ) -> None:
     """A machine's production (under WARM_TRUSTED_KEYS) holds a good copy of the fleet's
     bundle; the store then holds an unsigned one. `warm stats URL` run without trusted keys
@@ -65,16 +86,16 @@ def test_a_command_without_trusted_keys_never_replaces_the_copy_production_serve
     assert warm("push", bundle, url).returncode == 0
     machine = dict(warm.env, WARM_HOME=str(tmp_path / "machine"))
     keyed = dict(machine, WARM_TRUSTED_KEYS=f"{key}.pub")
-    first = _serve(keyed, url)
+    first = _serve(keyed, url, producing)
     assert first.returncode == 0 and first.stdout == "0 0\n" and not first.stderr, first.stderr
     held.files["/fleet.warm"] = unsigned.read_bytes()
     stats = warm.with_env(WARM_HOME=machine["WARM_HOME"])("stats", url)  # (machine's env)
     assert stats.returncode == 0, stats.stdout + stats.stderr
-    again = _serve(keyed, url)
+    again = _serve(keyed, url, producing)
     assert again.returncode == 0, again.stderr
     assert again.stdout == "0 0\n" and "using the last good copy" in again.stderr
     # the keyless copy is the store's unsigned one, kept beside: served without keys
-    plain = _serve(machine, url)
+    plain = _serve(machine, url, producing)
     assert plain.returncode == 0 and plain.stdout == "0 0\n" and not plain.stderr, plain.stderr
 
 

@@ -11,12 +11,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+from forked_python import ForkedPython
 
 MATMUL = EXAMPLES / "matmul_host.py"
 MANY = EXAMPLES / "many_kernels_host.py"
@@ -27,6 +28,17 @@ def warm(warm: Warm, forked: Any) -> Any:
     """conftest's `warm`, each command a fork of a process that imported the CLI once
     (`tests/forked_cli.py`): no test here is of how a process starts."""
     return forked(warm)
+
+
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's production processes, each a fork of one that imported numpy and
+    warmcli (`tests/forked_python.py`): what each serves and writes is tested (warm reads
+    every setting at call time), not how it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)  # (conftest's `warm`'s, its home aside)
+    yield server
+    server.close()
 
 
 def _signed_then_corrupted(warm: Warm, tmp_path: Path, put: Callable[[Path], Path]) -> Path:
@@ -64,8 +76,7 @@ def test_run_over_a_malformed_signature_row_says_what_it_stored(
     """`warm run` storing into a signed bundle whose signature row is malformed stored
     the kernels, then failed (exit 2) on the row, never saying what it had stored."""
     bundle = _signed_then_corrupted(warm, tmp_path, host_bundle)
-    env = dict(warm.env, WARM_EXAMPLE_KERNELS="10")
-    proc = Warm(env)("run", MANY, "-b", bundle, "-q")
+    proc = warm.with_env(WARM_EXAMPLE_KERNELS="10")("run", MANY, "-b", bundle, "-q")  # forked
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stored 10 new kernel(s)" in proc.stdout
     assert "unsigned" in proc.stdout + proc.stderr
@@ -73,7 +84,7 @@ def test_run_over_a_malformed_signature_row_says_what_it_stored(
 
 @pytest.mark.parametrize("off", ["false", "no", "off", "FALSE", " 0 "])
 def test_a_flag_set_to_a_word_for_off_is_off(
-    warm: Warm, tmp_path: Path, workload_file, off: str
+    warm: Warm, tmp_path: Path, workload_file, off: str, producing: ForkedPython
 ) -> None:
     """WARM_BUNDLE_WRITE=false wrote the misses back into a production bundle, and
     WARM_REPORT=no reported, WARM_EXPLAIN=no logged (WARM_STRICT=no was already off)."""
@@ -90,9 +101,7 @@ def test_a_flag_set_to_a_word_for_off_is_off(
         WARM_STRICT=off,
     )
     code = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(len(r.kernels))\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT
-    )
+    proc = producing.run(code, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "6" and proc.stderr == "", proc.stderr
     assert bundle.read_bytes() == before
@@ -327,8 +336,8 @@ def test_max_size_evicts_a_batch_s_kernels_together_when_equally_recent(
     # (100 kernels under --jobs 8: 8 binaries of 12 or 13 kernels each, measured (stop 49),
     # as 300 made 8 of 37 or 38: a third of the size to free is still whole binaries, and a
     # tie broken by key still takes kernels out of every binary kept)
-    env = dict(warm.env, WARM_EXAMPLE_KERNELS="100")
-    assert Warm(env)("run", MANY, "-b", bundle, "-q", "--jobs", "8").returncode == 0
+    ran = warm.with_env(WARM_EXAMPLE_KERNELS="100")("run", MANY, "-b", bundle, "-q", "--jobs", "8")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
 
     def per_blob() -> dict[str, int]:
         with sqlite3.connect(bundle) as conn:

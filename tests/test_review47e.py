@@ -51,6 +51,13 @@ def workload(rt):
 )
 
 
+def _started(warm: Warm, **env: str) -> Warm:
+    """`warm` with `env` over its environment, each command started: a variable no WARM_ one
+    (nvcc's) gives a forked command a forking server of its own (`tests/forked_cli.py`),
+    for one command, pushing out a server the module's other commands share."""
+    return Warm(dict(warm.env, **env))
+
+
 def _gxx() -> str:
     if not os.path.isfile(GXX):
         pytest.skip(f"no {GXX}")
@@ -116,7 +123,7 @@ def test_an_arch_nvcc_append_flags_adds_stores_no_ptx_of_another_arch(
     nvcc_or_skip()
     workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
     workload.write_text(WORKLOAD.replace("OPTIONS", "()"))
-    appended = warm.with_env(NVCC_APPEND_FLAGS="-arch=sm_90a")
+    appended = _started(warm, NVCC_APPEND_FLAGS="-arch=sm_90a")
     run = appended("run", workload, "--bundle", bundle, *ARGS)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "PTX for sm_90a, not compute_90" in run.stderr and "Traceback" not in run.stderr
@@ -145,7 +152,7 @@ def test_what_equality47s_loop_refused_is_refused_still(
     workload, bundle = tmp_path / "w.py", tmp_path / "b.warm"
     workload.write_text(WORKLOAD.replace("OPTIONS", "()"))
     value = flags.format(h=tmp_path / "h.h", f=tmp_path / "optf", d=tmp_path)
-    run = warm.with_env(NVCC_APPEND_FLAGS=value)("run", workload, "--bundle", bundle, *ARGS)
+    run = _started(warm, NVCC_APPEND_FLAGS=value)("run", workload, "--bundle", bundle, *ARGS)
     assert run.returncode == 2, run.stdout + run.stderr
     said = [line for line in run.stderr.splitlines() if "NVCC_APPEND_FLAGS's option" in line]
     assert len(said) == 1 and ("no kernel key covers" in said[0]), run.stderr

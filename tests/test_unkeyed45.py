@@ -13,8 +13,9 @@ are told by real directives (unkeyed 45).
   `#pragma once` or `#import` directive (a comment holds none), or a `_Pragma` that may say
   `once` (a macro of another header may give it), counts.
 Real CLI (each `warm` command a fork of a process that imported the CLI once,
-`tests/forked_cli.py`: an unkeyed kernel's token is made on first use, in the fork), real
-SQLite bundles, the system C compiler; no fakes.
+`tests/forked_cli.py`: an unkeyed kernel's token is made on first use, in the fork), its
+production processes forks likewise (`tests/forked_python.py`), real SQLite bundles, the
+system C compiler; no fakes.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_python import ForkedPython
 
 from warmcli.kernel import Kernel, kernel_key
 
@@ -66,17 +68,27 @@ def _rows(bundle: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM kernels").fetchone()[0])
 
 
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The module's production processes (`python w.py`), each a fork of one that imported
+    numpy and warmcli (`tests/forked_python.py`; an unkeyed kernel's token is made on first
+    use, in the fork): what each computes, reports and writes back is tested."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    server = ForkedPython(dict(env, COLUMNS="200"), ROOT)  # (conftest's `warm`'s, its home aside)
+    yield server
+    server.close()
+
+
 def _production(
-    warm: Warm, tmp_path: Path, script: Path, **env: str
+    producing: ForkedPython, warm: Warm, tmp_path: Path, script: Path, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-        env=dict(warm.env, WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_REPORT="1", **env),
-        cwd=tmp_path,
-    )  # fmt: skip
+    environ = dict(warm.env, WARM_BUNDLE=str(tmp_path / "b.warm"), WARM_REPORT="1", **env)
+    return producing.run(script, env=environ, cwd=tmp_path, timeout=120)
 
 
-def test_an_unkeyed_kernel_is_never_stored(warm: Warm, tmp_path: Path) -> None:
+def test_an_unkeyed_kernel_is_never_stored(
+    warm: Warm, tmp_path: Path, producing: ForkedPython
+) -> None:
     """Two `warm run`s and a production process writing back stored 3 builds nobody can hit;
     now none, each run saying why and its verify pass passing."""
     script, bundle = _script(tmp_path), tmp_path / "b.warm"
@@ -88,15 +100,15 @@ def test_an_unkeyed_kernel_is_never_stored(warm: Warm, tmp_path: Path) -> None:
         assert "the bundle is complete" in said, said
     assert "stored 0 new kernel(s)" in said, said  # the second run: `g` stored by the first
     assert _rows(bundle) == 1  # `g` only
-    done = _production(warm, tmp_path, script, WARM_BUNDLE_WRITE="1")
+    done = _production(producing, warm, tmp_path, script, WARM_BUNDLE_WRITE="1")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "1.0"
     assert _rows(bundle) == 1
     assert f"kernel f (never served: {WHY}: nothing stored)" in done.stderr, done.stderr
     assert "none of them stored: each says why" in done.stderr, done.stderr
-    done = _production(warm, tmp_path, script)  # not writing: no re-warm would serve it
+    done = _production(producing, warm, tmp_path, script)  # not writing: no re-warm would serve it
     assert "warm never serves them: each says why" in done.stderr, done.stderr
-    done = _production(warm, tmp_path, script, WARM_STRICT="1")  # refused: nor here
+    done = _production(producing, warm, tmp_path, script, WARM_STRICT="1")  # refused: nor here
     assert done.returncode == 1, done.stderr
     assert "(StrictMissError): warm never serves them: each says why" in done.stderr
     stats = warm("stats", bundle)
@@ -168,7 +180,9 @@ def test_copies_are_once_only_by_real_directives_only(tmp_path: Path) -> None:
         assert (_key(source, options) != alike_key) is once, text
 
 
-def test_copies_in_other_seconds_are_served_end_to_end(warm: Warm, tmp_path: Path) -> None:
+def test_copies_in_other_seconds_are_served_end_to_end(
+    warm: Warm, tmp_path: Path, producing: ForkedPython
+) -> None:
     """Copies of a header that says `important`, warmed, then restored in other seconds (a CI
     cache): a production process under WARM_STRICT=1 was refused; now it is served."""
     source, options = _copies(tmp_path, "+1 /* important */\n")
@@ -176,7 +190,7 @@ def test_copies_in_other_seconds_are_served_end_to_end(warm: Warm, tmp_path: Pat
     script.write_text(WORKLOAD.format(source=source, options=options))
     assert warm("run", script, "-b", tmp_path / "b.warm", "-q").returncode == 0
     os.utime(tmp_path / "b" / "c.h", (1577836805, 1577836805))
-    done = _production(warm, tmp_path, script, WARM_STRICT="1")
+    done = _production(producing, warm, tmp_path, script, WARM_STRICT="1")
     said = done.stdout + done.stderr
     assert done.returncode == 0 and done.stdout.strip() == "2.0", said  # both copies read
 

@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -599,13 +597,8 @@ def test_a_compile_that_failed_in_production_is_in_its_report(
         _serve(producing, warm, workload, "")["out"]
         == _serve(producing, warm, workload, bundle)["out"]
     )
-    served = subprocess.run(
-        [sys.executable, "-c", REPORT, str(workload)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, WARM_BUNDLE=str(bundle)),
-        timeout=120,
-    )
+    env = dict(warm.env, WARM_BUNDLE=str(bundle))
+    served = producing.run(REPORT, str(workload), env=env, cwd=ROOT, timeout=120)
     assert served.returncode == 0, served.stderr
     assert "served everything" not in served.stdout, served.stdout
     assert "lacked 1 kernel(s) and 0 tune(s)" in served.stdout
