@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import Warm
+from fake_cc import with_cc
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """
@@ -29,10 +30,8 @@ exit 0
 def test_a_compiler_that_writes_no_library_is_named_in_one_line(
     warm: Warm, workload_file, bundle_path: Path, tmp_path: Path
 ) -> None:
-    cc = tmp_path / "silentcc"
-    cc.write_text(SILENT)
-    cc.chmod(0o755)
-    proc = warm.with_env(WARM_CC=str(cc))("run", workload_file(WORKLOAD), "-b", bundle_path)
+    silent, cc = with_cc(warm, tmp_path, "silentcc", SILENT), tmp_path / "silentcc"
+    proc = silent("run", workload_file(WORKLOAD), "-b", bundle_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert str(cc) in line and "exited 0 but wrote no shared library" in line, line

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
+from fake_cc import with_cc
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_trial41b import _as_another_user
 
@@ -55,10 +56,9 @@ exit 1
 def test_a_compiler_printing_200000_lines_is_one_bounded_error_with_its_first_errors(
     warm: Warm, workload_file, bundle_path: Path, tmp_path: Path
 ) -> None:
-    cc = tmp_path / "loudcc"
-    cc.write_text(LOUD)
-    cc.chmod(0o755)
-    proc = warm.with_env(WARM_CC=str(cc))("run", workload_file(WORKLOAD), "-b", bundle_path)
+    proc = with_cc(warm, tmp_path, "loudcc", LOUD)(
+        "run", workload_file(WORKLOAD), "-b", bundle_path
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     err = proc.stderr
     assert len(err.encode()) < 4 * (HEAD_BYTES + TAIL_BYTES), len(err)  # was 4 MB
