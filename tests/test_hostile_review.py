@@ -46,8 +46,8 @@ def crafted(good: Path, path: Path, *statements: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def producing() -> Iterator[ForkedPython]:
+@pytest.fixture(name="producing", scope="module")
+def producing_server() -> Iterator[ForkedPython]:
     """The module's production processes, each a fork of one that imported numpy and
     warmcli (`tests/forked_python.py`): what each serves and says of a hostile bundle is
     tested, not how it starts."""

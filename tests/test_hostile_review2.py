@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
-from test_hostile_review import crafted, serve
+from test_hostile_review import (
+    crafted,
+    producing_server,  # noqa: F401  (its fixture `producing`)
+    serve,
+)
 
 from warmcli.bundle.blobs import CHUNK_BYTES, streamed
 from warmcli.bundle.store import Bundle
@@ -52,7 +56,7 @@ def test_a_blob_changed_between_its_size_read_and_its_copy_is_refused_never_a_tr
 
 
 def test_a_row_sqlite_cannot_decode_is_one_miss_never_its_neighbours(
-    made: tuple[object, Path], tmp_path: Path
+    made: tuple[object, Path], tmp_path: Path, producing: object
 ) -> None:
     """A kernel row whose label is no UTF-8 makes SQLite refuse to hand it back: a serving
     process's prefetch of the device's rows passes over it (and goes on after it),
@@ -65,10 +69,10 @@ def test_a_row_sqlite_cannot_decode_is_one_miss_never_its_neighbours(
         tmp_path / "undecodable.warm",
         "UPDATE kernels SET label = CAST(x'eda080' AS TEXT) WHERE entry = 'bias_relu'",
     )
-    proc = serve(warm, path)  # type: ignore[arg-type]
+    proc = serve(producing, warm, path)  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stderr
     assert "lacked 1 kernel(s)" in proc.stdout and "kernel bias_relu" in proc.stdout, proc.stdout
-    explained = serve(warm, path, WARM_EXPLAIN="1")  # type: ignore[arg-type]
+    explained = serve(producing, warm, path, WARM_EXPLAIN="1")  # type: ignore[arg-type]
     assert explained.returncode == 0 and "Traceback" not in explained.stderr, explained.stderr
     assert "kernel bias_relu: corrupt" in explained.stderr, explained.stderr
     with sqlite3.connect(path) as conn:
