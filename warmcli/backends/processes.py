@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from warmcli import config
 from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, Kept
+from warmcli.forking import renew_on_fork
 
 if TYPE_CHECKING:
     import subprocess
-from warmcli.forking import renew_on_fork
 
 # Python's thread pool's at-fork hooks (a lock taken before a fork, released after) are
 # registered before warm's first fork, never while one is under way: a compile thread's
@@ -201,11 +201,11 @@ def run(
     head: int = HEAD_BYTES,
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
-        with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
-        `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`, its
-    first `head` bytes and last kB: `cut` where that left something out). On a
-        timeout, or an exception here (Ctrl-C), its whole group is killed and reaped; the
-        timeout is returned (`timed_out`, with what it printed until then), the exception raised."""
+    with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
+    `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`, its
+    first `head` bytes and last kB: `cut` where that left something out). On a timeout, or
+    an exception here (Ctrl-C), its whole group is killed and reaped; the timeout is
+    returned (`timed_out`, with what it printed until then), the exception raised."""
     import locale
     import subprocess  # imported on first use: a serving process starts no child
 
@@ -229,14 +229,15 @@ def run(
     owner: Owner | None = getattr(_Live.owner, "current", None)
     out, err = Kept(head), Kept(head)  # what it prints, bounded: read to the end, never held whole
     pipes = _Pipes(proc, out, err)
+    deadline = None if timeout is None else time.monotonic() + timeout  # (from its start)
     try:
         if _track(proc.pid, True, owner):
             kill_group(proc.pid)
-        timed_out = not pipes.drain(timeout) or _waited(proc, timeout, pipes) is None
+        timed_out = not pipes.drain(deadline) or _waited(proc, deadline) is None
         if timed_out:
             kill_group(proc.pid)
             # what it wrote; a process that left its group may still hold the pipes
-            pipes.drain(DRAIN_SECONDS)
+            pipes.drain(time.monotonic() + DRAIN_SECONDS)
     except BaseException:
         kill_group(proc.pid)
         raise
@@ -255,15 +256,14 @@ class _Pipes:
     def __init__(self, proc: subprocess.Popen[bytes], out: Kept, err: Kept) -> None:
         import selectors
 
-        self.started = time.monotonic()
         self.selector = selectors.DefaultSelector()
         for pipe, kept in ((proc.stdout, out), (proc.stderr, err)):
             if pipe is not None:
                 self.selector.register(pipe, selectors.EVENT_READ, kept)
 
-    def drain(self, timeout: float | None) -> bool:
-        """Read both pipes until each is closed (True) or `timeout` seconds pass (False)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def drain(self, deadline: float | None) -> bool:
+        """Read both pipes until each is closed (True) or the monotonic clock passes
+        `deadline` (False; None: no deadline)."""
         while self.selector.get_map():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -284,12 +284,12 @@ class _Pipes:
         self.selector.close()
 
 
-def _waited(proc: subprocess.Popen[bytes], timeout: float | None, pipes: _Pipes) -> int | None:
-    """The exit status of a child whose pipes are closed; None if it outlives `timeout`
-    (counted from its start)."""
+def _waited(proc: subprocess.Popen[bytes], deadline: float | None) -> int | None:
+    """The exit status of a child whose pipes are closed; None if it outlives `deadline`
+    (the monotonic clock's; None: none)."""
     import subprocess
 
-    left = None if timeout is None else max(0.0, timeout - (time.monotonic() - pipes.started))
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
     try:
         return proc.wait(left)
     except subprocess.TimeoutExpired:
