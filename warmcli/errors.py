@@ -349,6 +349,7 @@ LOCKED = "locked by another process"  # what `BundleLocked` says of a lock kept 
 # without the `.lock`), or not open (a read-only mount: `Read-only file system`).
 CANNOT_WRITE = "cannot write the bundle"
 CANNOT_LOCK = "cannot create the write lock"
+CANNOT_TAKE_LOCK = "cannot take the write lock"  # (any reason: a read-only mount's among them)
 
 
 class BundleError(WarmError):
@@ -370,7 +371,7 @@ class BundleError(WarmError):
         """Whether it says this process may not write the bundle (`CANNOT_WRITE`,
         `CANNOT_LOCK`, a lock on a read-only mount): no write of it can succeed here."""
         text = str(self)
-        mount = "cannot take the write lock" in text and text.endswith(os.strerror(errno.EROFS))
+        mount = CANNOT_TAKE_LOCK in text and text.endswith(os.strerror(errno.EROFS))
         return CANNOT_WRITE in text or CANNOT_LOCK in text or mount
 
     @property

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
-from warmcli.errors import CANNOT_LOCK, BundleError
+from warmcli.errors import CANNOT_LOCK, CANNOT_TAKE_LOCK, BundleError
 from warmcli.printable import printable
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _flock(path: Path, name: str, owned: list[int]) -> bool:
         if _still_named(owned[-1], name):
             return True
         _release(owned.pop(), unlock=True)  # removed meanwhile: a new one is made
-    raise BundleError(f"{path}: cannot take the write lock {name}: it is removed each time")
+    raise BundleError(f"{path}: {CANNOT_TAKE_LOCK} {name}: it is removed each time")
 
 
 _RETAKES = 100  # lock files removed under a waiter in a row (each removal is a writer's)
@@ -154,7 +154,7 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
                 f"(to {printable(os.readlink(name))}); remove it"
             ) from None
         why = exc.strerror if exc.strerror and exc.filename == name else exc  # (named once)
-        raise BundleError(f"{path}: cannot take the write lock {name}: {why}") from None
+        raise BundleError(f"{path}: {CANNOT_TAKE_LOCK} {name}: {why}") from None
     wait: float | None = getattr(_held, "wait", None)
     try:
         if wait is None and _told[0] is None:
@@ -165,7 +165,7 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
         if exc.errno in (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK):
             os.close(owned.pop())
             return False  # a file system without flock
-        raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
+        raise BundleError(f"{path}: {CANNOT_TAKE_LOCK} {name}: {exc}") from None
     return True
 
 
@@ -268,7 +268,7 @@ def _soft_lock(path: Path, name: str) -> Iterator[None]:
         else:
             lock.acquire(timeout=-1 if wait is None else wait)
     except OSError as exc:
-        raise BundleError(f"{path}: cannot take the write lock {name}: {exc}") from None
+        raise BundleError(f"{path}: {CANNOT_TAKE_LOCK} {name}: {exc}") from None
     try:
         yield
     finally:
