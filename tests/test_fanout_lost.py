@@ -1,7 +1,9 @@
-"""`warm run --dask` when the cluster goes away under it: every worker lost while a shard
-runs is one line and exit 2 once `WARM_DASK_NO_WORKER_WAIT` has passed with none (it
-waited forever), never a hang or a traceback. A real scheduler and a real worker process,
-killed with its shard."""
+"""`warm run --dask` when the cluster has no worker: every worker lost while a shard runs
+is one line and exit 2 once `WARM_DASK_NO_WORKER_WAIT` has passed with none (it waited
+forever), never a hang or a traceback; a run started before any worker has joined (a
+scheduler and its workers started together, the run right after) waits for one as long
+and then runs (it failed at once: 'no workers'), or says none joined. A real scheduler
+and real worker processes, one killed with its shard."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import EXAMPLES, Warm
 
 distributed = pytest.importorskip("distributed")
 
@@ -140,3 +142,61 @@ def test_a_bad_no_worker_wait_is_refused_before_any_shard_is_sent(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "WARM_DASK_NO_WORKER_WAIT" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def _clients(scheduler: str) -> int:
+    """How many clients the scheduler holds, this one's included (and Dask's own)."""
+    with distributed.Client(scheduler, timeout="10s") as client:
+        return int(client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients)))
+
+
+def test_a_run_started_before_any_worker_joined_waits_for_one(
+    warm: Warm, lonely_scheduler: str, tmp_path: Path
+) -> None:
+    """CI starts `dask scheduler`, `dask worker` and `warm run --dask` together: the run
+    looked at the cluster before the worker had joined and failed at once ('no workers');
+    a worker joining within `WARM_DASK_NO_WORKER_WAIT` now gets its shard."""
+    bundle, alone = tmp_path / "b.warm", _clients(lonely_scheduler)  # (Dask has its own)
+    run = subprocess.Popen(
+        [*RUN, str(EXAMPLES / "matmul_host.py"), "-b", str(bundle), "--dask", lonely_scheduler],
+        env={**warm.env, "WARM_DASK_NO_WORKER_WAIT": "120"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    worker = None
+    try:
+        deadline = time.monotonic() + 60  # until the run is connected, and waiting
+        while _clients(lonely_scheduler) <= alone:
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "warm run never connected"
+            time.sleep(0.2)
+        assert run.poll() is None, run.communicate()  # (it said "no workers" here)
+        worker = _worker(lonely_scheduler, tmp_path / "unused")
+        out, err = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        if worker is not None:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    assert run.returncode == 0, out + err
+    assert "shard 0/1 on tcp://" in out and "the bundle is complete" in out, out
+
+
+def test_a_cluster_no_worker_joins_is_one_line_once_the_wait_has_passed(
+    warm: Warm, lonely_scheduler: str, tmp_path: Path
+) -> None:
+    workload = tmp_path / "w.py"
+    workload.write_text("def workload(rt):\n    pass\n")
+    proc = warm.with_env(WARM_DASK_NO_WORKER_WAIT="1")(
+        "run", workload, "-b", tmp_path / "b.warm", "--dask", lonely_scheduler
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr == (
+        f"warm: error: dask scheduler {lonely_scheduler}: no workers (none joined in 1 s: "
+        "WARM_DASK_NO_WORKER_WAIT)\n"
+    ), proc.stderr
+    assert not (tmp_path / "b.warm").exists()

@@ -17,8 +17,8 @@ into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
 must be reachable at the same path on every worker (a shared file system, or the same
 image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a port that takes
 the connection and stays silent: `_handshake`), or a port where something else answers, is
-a `FanOutError`; so are a cluster left with no worker for
-`WARM_DASK_NO_WORKER_WAIT` seconds while shards are unfinished, and a scheduler lost
+a `FanOutError`; so are a cluster with no worker for `WARM_DASK_NO_WORKER_WAIT` seconds
+(none joined yet, or none left while shards are unfinished), and a scheduler lost
 (Dask's own loggers are silenced while `fan_out` runs: its error is the one line said).
 A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
 is a failed shard, named like one whose `warm run` failed.
@@ -57,7 +57,7 @@ from warmcli.warming.passes import PassReport
 from warmcli.warming.seeds import Seeds
 
 CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
-NO_WORKER_WAIT = 60.0  # seconds with shards unfinished and no worker before giving up
+NO_WORKER_WAIT = 60.0  # seconds with no worker (none joined yet, or none left) before giving up
 POLL = 1.0  # seconds between looks at the cluster while shards run
 _VIEWS: dict[str, Any] = {
     "compilation": CompilationStatistics,
@@ -188,9 +188,7 @@ def fan_out(
             f"scheduler ({type(exc).__name__}: {_first_line(exc)})"
         ) from None
     with client:
-        workers = shard_workers(_workers(client), gpu)
-        if not workers:
-            raise FanOutError(f"dask scheduler {scheduler}: no workers")
+        workers = _joined(client, scheduler, gpu, limit)
         count = len(workers)
         sown = seeds(count) if seeds is not None else Seeds([None] * count)
         report.notes += sown.notes
@@ -292,6 +290,28 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
     except TypeError:
         info = client.scheduler_info()
     return info["workers"]  # type: ignore[no-any-return]
+
+
+def _joined(client: Any, scheduler: str, gpu: bool, limit: float) -> list[str]:
+    """The workers that get a shard (`shard_workers`); a cluster with none yet (its
+    workers still starting beside a scheduler started just before) is looked at every
+    `POLL` for `limit` seconds (`no_worker_wait()`) before it is a `FanOutError`."""
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            workers = shard_workers(_workers(client), gpu)
+        except Exception as exc:  # the connection to the scheduler is gone
+            raise FanOutError(f"dask scheduler {scheduler} lost: {_first_line(exc)}") from None
+        left = deadline - time.monotonic()
+        if workers or left <= 0:
+            break
+        time.sleep(min(POLL, left))
+    if not workers:
+        raise FanOutError(
+            f"dask scheduler {scheduler}: no workers (none joined in {limit:g} s: "
+            "WARM_DASK_NO_WORKER_WAIT)"
+        )
+    return workers
 
 
 def _finished(client: Any, scheduler: str, futures: list[Any], limit: float) -> Iterator[Any]:
