@@ -26,7 +26,7 @@ from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands f
 # kernels on fixed inputs and gives what it read back.
 PRELUDE = """
 import json, sys, numpy as np, warmcli
-from examples.matmul_host import BIAS_RELU, ROW_SUM
+from examples.matmul_host import BIAS_RELU, MATMUL, ROW_SUM
 path = sys.argv[1]
 data = open(path, "rb").read()
 
@@ -68,6 +68,10 @@ with open(path, "r+b") as f:
         out["missed"] = [m.name for m in warmcli.report().misses]
     f.seek(0)
     f.write(data)
+if sys.argv[2] == "run":  # the copy whole: what it had not read is served again
+    a, b, c = (rt.upload(np.ones((64, 64), np.float32)) for _ in range(3))
+    rt.tune(MATMUL, a, b, c, 64, 64, 64)
+    out["then_missed"] = [m.name for m in warmcli.report().misses]
 out["whole"] = opened()
 rt = warmcli.runtime("host")
 out["served"] += [run(rt, ROW_SUM)]
@@ -93,6 +97,7 @@ def test_a_bundle_copied_over_in_place(warm: Any, host_bundle: Any, tmp_path: Pa
     assert got["served"] == got["cold"], got
     running = warm.production(COPIED_IN_PLACE, host_bundle(tmp_path / "run.warm"), "run")
     assert running["running"] == got["cold"][1] and running["missed"] == ["row_sum"], running
+    assert running["then_missed"] == ["row_sum"], running
     assert running["served"] == got["cold"] and "served everything" in running["report"]
     readme = " ".join((ROOT / "README.md").read_text().split())
     said = re.search(r"`cp NEW PATH`.{0,200}empties and rewrites the very file", readme)
