@@ -73,10 +73,13 @@ def kernel_json(
 
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
     """How kernels are listed: by device, arch and label, numbers as numbers (one label's
-    kernels by source: a source's cubin and PTX in one order; then by the toolchain that
-    built each, so nvcc's and NVRTC's builds of every label come in one order)."""
-    source = source_digest(k.components)
-    return (natural(k.device), natural(k.arch), natural(k.label), source, k.toolchain, k.key)
+    kernels by source, then by options, defines and headers, so a kernel's cubin and PTX
+    come in one order, `-DK=2` before `-DK=10`; then by the toolchain that built each, so
+    nvcc's and NVRTC's builds of every label come in one order)."""
+    parts = k.components
+    made = [natural(str(parts.get(part, ""))) for part in ("options", "defines", "headers")]
+    head = (natural(k.device), natural(k.arch), natural(k.label), source_digest(parts))
+    return (*head, *made, k.toolchain, k.key)
 
 
 def kernels_json(

@@ -1,0 +1,93 @@
+"""A new user's trial (stop 51): a PyCUDA application (string templates, headers of its own
+beside it, `options=[...]`, `no_extern_c`, several kernels a module, `prepare` and
+`prepared_call`, launch sizes from data, a kernel that fails to compile) pre-built on a
+machine with no GPU (`warm run --pycuda --arch sm_90`/`sm_80`, NVRTC and nvcc from the venv,
+`WARM_CUDA_COMPILER`, `--compiler`), then inspected (`stats`, `check --arch`, `verify`,
+`diff`, `--json`), in a fresh `HOME` and `WARM_HOME`. Real NVRTC, the real CLI (forked),
+real SQLite bundles. What it found:
+- builds of one label that differ only in their options (a `-D` of a module that includes a
+  header, which stays an option) were listed by `warm stats` and `warm diff` in their keys'
+  order after label, source and toolchain: a kernel's `sm_90` cubins came in one order of
+  options and its `compute_90` PTX in another (and a header edit's builds likewise), where
+  the README promises one order. They are ordered by options, defines and headers now.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli.backends.cuda.nvrtc import find_nvrtc
+
+if find_nvrtc() is None:  # pragma: no cover - make test installs NVRTC
+    pytest.skip("NVRTC not installed", allow_module_level=True)
+
+VARIANTS = (1, 2, 3, 10, 20)  # `-DK=10` after `-DK=2`: numbers as numbers
+
+APP = """
+import os
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = '''
+#include "scale.cuh"
+__global__ void scale(float *x, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * FACTOR * K;
+}
+'''
+
+
+def main():
+    n = 1000
+    x = drv.mem_alloc(n * 4)
+    for k in VARIANTS:
+        f = SourceModule(SRC, options=["-DK=%d" % k], include_dirs=[HERE]).get_function("scale")
+        f.prepare("Pi")
+        block = 128
+        f.prepared_call(((n + block - 1) // block, 1), (block, 1, 1), x, np.int32(n))
+"""
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A PyCUDA app pre-built for sm_90 with one kernel under five `-DK=` options (a header
+    included, so they stay options): its folder and bundle."""
+    base = tmp_path_factory.mktemp("variants")
+    (base / "scale.cuh").write_text("#define FACTOR 2.0f\n")
+    (base / "app.py").write_text(APP.replace("VARIANTS", repr(VARIANTS)))
+    return base, base / "b.warm"
+
+
+def _prebuilt(warm: Warm, base: Path, bundle: Path) -> None:
+    if not bundle.exists():
+        done = warm("run", base / "app.py", "--pycuda", "--arch", "sm_90", "-q", "-b", bundle)
+        assert done.returncode == 0, done.stderr
+
+
+def test_one_kernels_builds_by_options_are_listed_in_one_order(
+    warm: Warm, variants: tuple[Path, Path]
+) -> None:
+    """`warm stats` lists a kernel's cubins and its PTX in one order of its options (numbers
+    as numbers), not in its keys' order, which differs between a cubin and its PTX."""
+    base, bundle = variants
+    _prebuilt(warm, base, bundle)
+    proc = warm("stats", bundle, "--json")
+    assert proc.returncode == 0, proc.stderr
+    kernels = json.loads(proc.stdout)["kernels"]
+    want = [[f"-DK={k}", "-I<include folder>"] for k in VARIANTS]
+    for arch in ("sm_90", "compute_90"):
+        assert [k["options"] for k in kernels if k["arch"] == arch] == want, arch
+    table = warm("stats", bundle)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines() if " scale " in line]
+    shown = [[w for w in row if w.startswith("-DK=")] for row in rows]
+    assert shown == [[f"-DK={k}"] for k in VARIANTS] * 2, table.stdout
