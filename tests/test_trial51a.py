@@ -10,6 +10,11 @@ real SQLite bundles. What it found:
   order after label, source and toolchain: a kernel's `sm_90` cubins came in one order of
   options and its `compute_90` PTX in another (and a header edit's builds likewise), where
   the README promises one order. They are ordered by options, defines and headers now.
+- PyCUDA's compile-fallback idiom (`except drv.CompileError:` around a launch) failed the
+  pre-build with `pycuda.driver.CompileError: not in warm's GPU-less stand-in ...: run the
+  script on a GPU`, which would not help: warm compiles at the launch and raises its own
+  `KernelCompileError` there, never PyCUDA's, on a GPU too. The stand-in says so now (for
+  `pycuda.compiler.CompileError` too), and the README's "PyCUDA code" does.
 """
 
 from __future__ import annotations
@@ -91,3 +96,39 @@ def test_one_kernels_builds_by_options_are_listed_in_one_order(
     rows = [line.split() for line in table.stdout.splitlines() if " scale " in line]
     shown = [[w for w in row if w.startswith("-DK=")] for row in rows]
     assert shown == [[f"-DK={k}"] for k in VARIANTS] * 2, table.stdout
+
+
+FALLBACK = """
+import numpy as np
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+
+def main():
+    x = drv.mem_alloc(1024)
+    try:
+        mod = SourceModule("__global__ void fast(float *x) { x[threadIdx.x] = no_such(1.0f); }")
+        mod.get_function("fast")(x, block=(256, 1, 1), grid=(1, 1))
+    except drv.CompileError:
+        mod = SourceModule("__global__ void slow(float *x) { x[threadIdx.x] = 1.0f; }")
+        mod.get_function("slow")(x, block=(256, 1, 1), grid=(1, 1))
+"""
+
+
+def test_a_fallback_on_pycudas_compile_error_is_told_what_warm_raises(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """A failed compile is warm's `KernelCompileError`, at the launch, on a GPU too: the
+    pre-build of a script catching `drv.CompileError` says that, not "run it on a GPU"."""
+    (tmp_path / "app.py").write_text(FALLBACK)
+    app, bundle = tmp_path / "app.py", tmp_path / "b.warm"
+    proc = warm("run", app, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("warm: error:")]
+    assert len(errors) == 1, proc.stderr
+    said = "AttributeError: pycuda.driver.CompileError: warm's SourceModule compiles at a launch"
+    assert said in errors[0]
+    assert "raises warmcli.errors.KernelCompileError there" in errors[0]
+    assert "run the script on a GPU" not in errors[0]
+    assert "no_such" in proc.stderr  # the compiler's log, as a note
