@@ -15,11 +15,18 @@ real SQLite bundles. What it found:
   script on a GPU`, which would not help: warm compiles at the launch and raises its own
   `KernelCompileError` there, never PyCUDA's, on a GPU too. The stand-in says so now (for
   `pycuda.compiler.CompileError` too), and the README's "PyCUDA code" does.
+- after an edit of a header a kernel includes, and a run again, `warm stats` listed the
+  kernel's old and new builds as rows that read alike (label, options, compiler: all the
+  same), and `warm diff` of an older commit's bundle and a newer one listed "only in A" and
+  "only in B" rows that read alike: a `headers` column (the head of the digest of the
+  headers it read; `headers_sha256` in `--json`) tells them apart now, shown where one
+  kernel has builds of several, as the `source` column is for several sources.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,3 +139,37 @@ def test_a_fallback_on_pycudas_compile_error_is_told_what_warm_raises(
     assert "raises warmcli.errors.KernelCompileError there" in errors[0]
     assert "run the script on a GPU" not in errors[0]
     assert "no_such" in proc.stderr  # the compiler's log, as a note
+
+
+def test_a_header_edits_builds_read_apart_in_stats_and_diff(warm: Warm, tmp_path: Path) -> None:
+    """A kernel warmed, its header edited, warmed again: `warm stats` and `warm diff` show
+    the builds' headers apart (the head of `headers_sha256`), which otherwise read alike."""
+    (tmp_path / "scale.cuh").write_text("#define FACTOR 2.0f\n")
+    (tmp_path / "app.py").write_text(APP.replace("VARIANTS", "(1,)"))
+    old, both = tmp_path / "old.warm", tmp_path / "both.warm"
+
+    def prebuild(bundle: Path) -> None:
+        done = warm("run", tmp_path / "app.py", "--pycuda", "--arch", "sm_90", "-q", "-b", bundle)
+        assert done.returncode == 0, done.stderr
+
+    prebuild(old)
+    (tmp_path / "scale.cuh").write_text("#define FACTOR 3.0f\n")
+    prebuild(both)  # (the edited header's builds only)
+    digests = []
+    for bundle in (old, both):
+        kernels = json.loads(warm("stats", bundle, "--json").stdout)["kernels"]
+        digests += list({k["headers_sha256"] for k in kernels})
+    assert len(digests) == 2 and len(set(digests)) == 2, digests
+    diff = warm("diff", old, both)
+    assert diff.returncode == 0, diff.stderr
+    rows = [line.split() for line in diff.stdout.splitlines() if " scale " in line]
+    assert "headers" in diff.stdout and len(rows) == 4, diff.stdout
+    heads = {d[:8] for d in digests}
+    twice = sorted([*heads, *heads])  # each digest's cubin and PTX
+    assert sorted(w for row in rows for w in row if w in heads) == twice, diff.stdout
+    shutil.copyfile(old, tmp_path / "all.warm")
+    prebuild(tmp_path / "all.warm")  # both edits' builds in one bundle
+    stats = warm("stats", tmp_path / "all.warm")
+    rows = [line.split() for line in stats.stdout.splitlines() if " scale " in line]
+    assert len(rows) == 4, stats.stdout
+    assert sorted(w for row in rows for w in row if w in heads) == twice, stats.stdout

@@ -22,7 +22,7 @@ from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.cli.render.shown import by_median, figures, first_shown, micros, reason_shown
 from warmcli.errors import headline
-from warmcli.kernel_parts import source_digest, stored
+from warmcli.kernel_parts import headers_digest, source_digest, stored
 from warmcli.printable import natural, printable, visible
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -58,6 +58,7 @@ def kernel_json(
         "options": stored(k.components.get("options", ""), pairs=False) or [],
         "defines": dict(stored(k.components.get("defines", ""), pairs=True) or []),
         "source_sha256": source_digest(k.components),  # of the source text, as keyed
+        "headers_sha256": headers_digest(k.components),  # of the headers it read, or ""
         "bytes": k.size // shared_by if share is None else share,
         "blob_bytes": k.size,
         "shared_by": shared_by,
