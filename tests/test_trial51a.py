@@ -21,6 +21,11 @@ real SQLite bundles. What it found:
   "only in B" rows that read alike: a `headers` column (the head of the digest of the
   headers it read; `headers_sha256` in `--json`) tells them apart now, shown where one
   kernel has builds of several, as the `source` column is for several sources.
+- `warm run` over a bundle holding another compiler's builds of its kernels notes that it
+  builds its own, naming the other toolchain cut at 120 characters, with no mark: nvcc's
+  identity lost its host compiler there (`... host compiler x86_64-lin'`), the one part
+  that tells two nvcc 13.0 builds apart. It is named whole now (as any text a line shows:
+  cut past 512 characters, saying its length).
 """
 
 from __future__ import annotations
@@ -74,8 +79,7 @@ def variants(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A PyCUDA app pre-built for sm_90 with one kernel under five `-DK=` options (a header
     included, so they stay options): its folder and bundle."""
     base = tmp_path_factory.mktemp("variants")
-    (base / "scale.cuh").write_text("#define FACTOR 2.0f\n")
-    (base / "app.py").write_text(APP.replace("VARIANTS", repr(VARIANTS)))
+    _app(base, VARIANTS)
     return base, base / "b.warm"
 
 
@@ -141,11 +145,16 @@ def test_a_fallback_on_pycudas_compile_error_is_told_what_warm_raises(
     assert "no_such" in proc.stderr  # the compiler's log, as a note
 
 
+def _app(folder: Path, variants: tuple[int, ...] = (1,)) -> Path:
+    (folder / "scale.cuh").write_text("#define FACTOR 2.0f\n")
+    (folder / "app.py").write_text(APP.replace("VARIANTS", repr(variants)))
+    return folder / "app.py"
+
+
 def test_a_header_edits_builds_read_apart_in_stats_and_diff(warm: Warm, tmp_path: Path) -> None:
     """A kernel warmed, its header edited, warmed again: `warm stats` and `warm diff` show
     the builds' headers apart (the head of `headers_sha256`), which otherwise read alike."""
-    (tmp_path / "scale.cuh").write_text("#define FACTOR 2.0f\n")
-    (tmp_path / "app.py").write_text(APP.replace("VARIANTS", "(1,)"))
+    _app(tmp_path)
     old, both = tmp_path / "old.warm", tmp_path / "both.warm"
 
     def prebuild(bundle: Path) -> None:
@@ -173,3 +182,19 @@ def test_a_header_edits_builds_read_apart_in_stats_and_diff(warm: Warm, tmp_path
     rows = [line.split() for line in stats.stdout.splitlines() if " scale " in line]
     assert len(rows) == 4, stats.stdout
     assert sorted(w for row in rows for w in row if w in heads) == twice, stats.stdout
+
+
+def test_the_note_on_another_compilers_builds_names_it_whole(warm: Warm, tmp_path: Path) -> None:
+    """A pre-build by NVRTC over nvcc's builds notes them naming nvcc's whole identity (its
+    host compiler too), as `warm stats` does, not its first 120 characters."""
+    app, bundle = _app(tmp_path), tmp_path / "b.warm"
+    args = ("run", app, "--pycuda", "--arch", "sm_90", "-q", "-b", bundle)
+    assert warm(*args, "--compiler", "nvcc").returncode == 0
+    (nvcc,) = {
+        k["toolchain"] for k in json.loads(warm("stats", bundle, "--json").stdout)["kernels"]
+    }
+    assert "; host compiler " in nvcc and len(nvcc) > 120, nvcc
+    proc = warm(*args, "--compiler", "nvrtc")
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "this run builds its own" in line]
+    assert len(notes) == 1 and f"built by {nvcc!r}: this run" in notes[0], proc.stdout
