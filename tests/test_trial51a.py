@@ -26,19 +26,26 @@ real SQLite bundles. What it found:
   identity lost its host compiler there (`... host compiler x86_64-lin'`), the one part
   that tells two nvcc 13.0 builds apart. It is named whole now (as any text a line shows:
   cut past 512 characters, saying its length).
+- what a user with a GPU then gets: `--pycuda` swaps warm's `SourceModule` in for `warm
+  run`'s passes only, so the unmodified script run in production (`WARM_BUNDLE=b.warm python
+  app.py`) imports no warm and is served nothing, silently (PyCUDA's nvcc compiles it all as
+  before); the README's "Unmodified scripts" never said so. It does now, and this test reads
+  that the hook is the passes' only (`warmcli.pycuda.hook` puts `sys.modules` back).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
+from warmcli.pycuda.hook import pycuda_modules
 
 if find_nvrtc() is None:  # pragma: no cover - make test installs NVRTC
     pytest.skip("NVRTC not installed", allow_module_level=True)
@@ -198,3 +205,20 @@ def test_the_note_on_another_compilers_builds_names_it_whole(warm: Warm, tmp_pat
     assert proc.returncode == 0, proc.stderr
     notes = [line for line in proc.stdout.splitlines() if "this run builds its own" in line]
     assert len(notes) == 1 and f"built by {nvcc!r}: this run" in notes[0], proc.stdout
+
+
+def test_the_readme_says_an_unmodified_script_is_served_only_with_warms_imports() -> None:
+    """`--pycuda`'s `SourceModule` is the passes' only: once they end, `pycuda.compiler` is
+    what it was (a production process of the unmodified script never meets warm), and the
+    README's PyCUDA code says what production then gets."""
+    before = {name: sys.modules.get(name) for name in ("pycuda", "pycuda.compiler")}
+    with pycuda_modules(gpu_less=True):
+        assert sys.modules["pycuda.compiler"].SourceModule.__module__ == "warmcli.pycuda.module"
+    assert {name: sys.modules.get(name) for name in before} == before
+    text = " ".join((ROOT / "README.md").read_text().split())
+    said = (
+        "`--pycuda` swaps them in for `warm run`'s passes only, so the script run unmodified "
+        "on the GPU (`WARM_BUNDLE=b.warm python app.py`) imports no warm, reads no bundle, says "
+        "nothing and compiles every kernel with PyCUDA's nvcc as before"
+    )
+    assert said in text
