@@ -10,8 +10,9 @@ real SQLite bundles. What it found:
   order after label, source and toolchain: a kernel's `sm_90` cubins came in one order of
   options and its `compute_90` PTX in another (and a header edit's builds likewise), where
   the README promises one order. They are ordered by options, defines and headers now
-  (each cut to what a line shows: a bundle's options of megabytes ordered by whole cost
-  warm 40 bytes of memory a character, `warm stats` 176 MB for a 3 MB one).
+  (each cut to what a line shows, as every text ordered "numbers as numbers" is now: a
+  bundle's label or options of megabytes, ordered whole, cost 40 bytes of memory a
+  character, `warm stats` 176 MB for a 3 MB label).
 - PyCUDA's compile-fallback idiom (`except drv.CompileError:` around a launch) failed the
   pre-build with `pycuda.driver.CompileError: not in warm's GPU-less stand-in ...: run the
   script on a GPU`, which would not help: warm compiles at the launch and raises its own
@@ -48,7 +49,7 @@ from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands f
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 from warmcli.cli.render.stats import kernel_order
-from warmcli.printable import CUT_CHARS
+from warmcli.printable import CUT_CHARS, natural
 from warmcli.pycuda.hook import pycuda_modules
 from warmcli.records import KernelRecord
 
@@ -230,10 +231,13 @@ def test_the_readme_says_an_unmodified_script_is_served_only_with_warms_imports(
 
 
 def test_what_a_kernel_is_ordered_by_is_cut_as_a_line_shows_it() -> None:
-    """A bundle's options of megabytes (a row's texts may hold 4 Mi characters) are ordered
-    by their first `CUT_CHARS`: never a sort key of millions of parts, one a row."""
+    """A bundle's label or options of megabytes (a row's texts may hold 4 Mi characters)
+    are ordered by their first `CUT_CHARS`: never a sort key of millions of parts a row."""
     huge = json.dumps(["1a" * 1_500_000])
     parts = {"options": huge, "defines": huge, "headers": "ab" * 10**6, "source": "0" * 64}
-    record = KernelRecord("0" * 64, "sm_90", "cuda", "sm_90", "k", "k", "s", "0" * 64, "t", parts)
-    options, defines, headers = kernel_order(record)[4:7]
-    assert len(options) <= CUT_CHARS and len(defines) <= CUT_CHARS and headers == ""
+    label = "1a" * 1_500_000
+    record = KernelRecord("0" * 64, "sm_90", "cuda", "sm_90", "k", label, "s", "0" * 64, "t", parts)
+    order = kernel_order(record)
+    assert all(len(part) <= CUT_CHARS + 1 for part in (order[2], order[4], order[5]))
+    assert order[6] == ""  # headers: a digest, or nothing
+    assert natural("BLOCK=1024") > natural("BLOCK=128")  # numbers as numbers still

@@ -23,7 +23,7 @@ from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.cli.render.shown import by_median, figures, first_shown, micros, reason_shown
 from warmcli.errors import headline
 from warmcli.kernel_parts import headers_digest, source_digest, stored
-from warmcli.printable import CUT_CHARS, natural, printable, visible
+from warmcli.printable import natural, printable, visible
 from warmcli.records import KernelRecord, TuneRecord
 
 if TYPE_CHECKING:  # (Rich: imported when a table is built)
@@ -77,8 +77,8 @@ def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
     kernels by source, then by options, defines and headers, so a kernel's cubin and PTX
     come in one order, `-DK=2` before `-DK=10`; then by the toolchain that built each, so
     nvcc's and NVRTC's builds of every label come in one order)."""
-    parts = k.components  # (a bundle's: what is ordered by is cut, as a line shows it)
-    made = [natural(str(parts.get(part, ""))[:CUT_CHARS]) for part in ("options", "defines")]
+    parts = k.components
+    made = [natural(parts.get(part, "")) for part in ("options", "defines")]
     head = (natural(k.device), natural(k.arch), natural(k.label), source_digest(parts))
     return (*head, *made, headers_digest(parts), k.toolchain, k.key)
 
