@@ -34,6 +34,10 @@ real SQLite bundles. What it found:
   app.py`) imports no warm and is served nothing, silently (PyCUDA's nvcc compiles it all as
   before); the README's "Unmodified scripts" never said so. It does now, and this test reads
   that the hook is the passes' only (`warmcli.pycuda.hook` puts `sys.modules` back).
+- a SourceModule including `<cuda_fp16.h>` (PyCUDA wraps its source in `extern "C" { }`
+  unless `no_extern_c`, as warm does) failed under NVRTC with 40 errors `more than one
+  instance of overloaded function ... has "C" linkage`, none naming the wrap: warm's line
+  after NVRTC's log names `no_extern_c=True` now.
 """
 
 from __future__ import annotations
@@ -241,3 +245,30 @@ def test_what_a_kernel_is_ordered_by_is_cut_as_a_line_shows_it() -> None:
     assert all(len(part) <= CUT_CHARS + 1 for part in (order[2], order[4], order[5]))
     assert order[6] == ""  # headers: a digest, or nothing
     assert natural("BLOCK=1024") > natural("BLOCK=128")  # numbers as numbers still
+
+
+HALF = """
+import pycuda.autoinit
+import pycuda.driver as drv
+from pycuda.compiler import SourceModule
+
+SRC = "#include <cuda_fp16.h>\\n__global__ void h(__half *x) { x[0] = __float2half(1.0f); }"
+
+
+def main():
+    SourceModule(SRC).get_function("h")(drv.mem_alloc(64), block=(1, 1, 1), grid=(1, 1))
+"""
+
+
+def test_a_cpp_header_in_pycudas_extern_c_wrap_names_no_extern_c(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`<cuda_fp16.h>` in a wrapped source fails (as in PyCUDA): the line after NVRTC's
+    log says why and what to pass."""
+    (tmp_path / "app.py").write_text(HALF)
+    args = ("run", tmp_path / "app.py", "--pycuda", "--arch", "sm_90", "-q")
+    proc = warm(*args, "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert 'has "C" linkage' in proc.stderr
+    hint = 'inside extern "C" { }, which PyCUDA\'s SourceModule wraps a source in: pass '
+    assert hint + "no_extern_c=True" in proc.stderr.splitlines()[-1], proc.stderr
