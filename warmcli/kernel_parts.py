@@ -99,6 +99,16 @@ def source_digest(components: Mapping[str, object]) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+_HEX = Pattern(r"[0-9a-f]{64}")  # a sha256 digest, as `key_components` writes one
+
+
+def headers_digest(components: Mapping[str, object]) -> str:
+    """A kernel row's digest of the headers it read (`components`' `headers`), as a listing
+    gives it: "" where it read none keyed, or the value is no hex digest (a bundle's)."""
+    value = components.get("headers", "")
+    return value if isinstance(value, str) and _HEX.fullmatch(value) else ""
+
+
 # A define value's tokens as far as comments go: a string or char literal, a comment, any other.
 _VALUE_TOKEN = Pattern(r'"(?:\\.|[^"\\])*"?|\'(?:\\.|[^\'\\])*\'?|//.*|/\*(?:.*?\*/)?|.')
 

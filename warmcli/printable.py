@@ -138,8 +138,11 @@ def natural(text: object) -> list[Any]:
     """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
     `64x64` before `200x200` (text and numbers alternate, so any two keys compare). A
     number is its digits' count and digits (leading zeros off): a bundle's may have any
-    length, past what `int()` takes."""
-    return [_number(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(str(text)))]
+    length, past what `int()` takes. Only the first `CUT_CHARS` characters are ordered by,
+    as a line shows them: a bundle's text of megabytes (a label, options, a shape) would
+    be a key of millions of parts, some 40 bytes of memory a character, one a row."""
+    parts = _DIGITS.split(str(text)[:CUT_CHARS])
+    return [_number(p) if i % 2 else p for i, p in enumerate(parts)]
 
 
 def first_naturally(n: int, items: Iterable[_T], key: Callable[[_T], Any] = natural) -> list[_T]:

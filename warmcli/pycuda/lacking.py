@@ -27,12 +27,28 @@ LACKING = (  # what the stand-ins hold: a pre-build's needs, whether or not a na
     "without --arch)"
 )
 
+# What a stand-in lacks because warm never gives it, on a GPU either: said so, not "run it
+# on a GPU". PyCUDA's `CompileError` (a `SourceModule()` whose nvcc failed; `pycuda.compiler`
+# imports it too): warm compiles at a launch and raises its own `KernelCompileError` there.
+_COMPILE_ERROR = (
+    "warm's SourceModule compiles at a launch, not at SourceModule(), and a failed compile "
+    "raises warmcli.errors.KernelCompileError there, with the compiler's log, never pycuda's "
+    "CompileError, on a GPU too (a fallback taken on a failed compile is a miss of the verify "
+    "pass: choose the kernel by what the machine supports)"
+)
+NEVER_GIVEN = {f"pycuda.{m}.CompileError": _COMPILE_ERROR for m in ("driver", "compiler")}
+
+
+def why_lacking(name: str) -> str:
+    """Why the stand-ins lack `name` (`pycuda.driver.X`)."""
+    return NEVER_GIVEN.get(name, LACKING)
+
 
 def lacking(owner: str, attribute: str) -> Any:
     """What a stand-in lacks, named as its (a dunder: plain AttributeError)."""
     if attribute.startswith("__"):
         raise AttributeError(attribute)
-    raise AttributeError(f"{owner}.{attribute}: {LACKING}")
+    raise AttributeError(f"{owner}.{attribute}: {why_lacking(f'{owner}.{attribute}')}")
 
 
 _IMPORT_FROM = dis.opmap["IMPORT_FROM"]
@@ -51,7 +67,8 @@ def stand_in_module(name: str, **attributes: Any) -> types.ModuleType:
 
     def attribute(attribute: str) -> Any:
         if not attribute.startswith("__") and _imported_from(sys._getframe(1)):
-            raise ImportError(f"{name}.{attribute}: {LACKING}", name=name)
+            why = why_lacking(f"{name}.{attribute}")
+            raise ImportError(f"{name}.{attribute}: {why}", name=name)
         return lacking(name, attribute)
 
     module.__getattr__ = attribute  # type: ignore[method-assign]

@@ -35,6 +35,7 @@ from warmcli.errors import BundleError, ConfigError, StrictMissError
 from warmcli.execution.process_mode import active_collector, note_reported
 from warmcli.forking import new_rlock
 from warmcli.kernel import Kernel, kernel_key
+from warmcli.printable import cut
 from warmcli.records import HeldElsewhere, MissExplanation, Record
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
@@ -274,7 +275,7 @@ class Misses:
                 if "|compile-only|" in h.by
                 else "measured on"
             )
-            what = f"{h.count} tune(s) {how} {h.by[:120]!r}"
+            what = f"{h.count} tune(s) {how} {cut(h.by)!r}"
             what = what if h.by else f"{h.count} more tune(s) measured on other devices"
             note_reported(f"bundle holds {what}: not served on {self.device.id}")
 
@@ -287,7 +288,7 @@ def _foreign_kernels(label: str, arch: str, by: str, device_id: str) -> str:
     from warmcli.backends.serving import other_recipe
 
     ours_too = "and maybe more of this run's kernels"
-    held = f"bundle holds {label} ({ours_too}) for {arch} built by {by[:120]!r}"
+    held = f"bundle holds {label} ({ours_too}) for {arch} built by {cut(by)!r}"
     theirs, ours = toolchain.recipe_of(by), toolchain.BUILD_RECIPE
     if theirs != ours:
         return (

@@ -14,8 +14,9 @@ NVRTC does not have and nvcc does: the hint names CUDA's own (`<cuda/std/...>`),
 `<math.h>` (a PyCUDA kernel's, for printf or sqrtf), that NVRTC declares those itself (drop
 the include) or `--compiler nvcc`. A macro or type of the host headers nvcc's implicit
 `cuda_runtime.h` brings (`INFINITY`, `M_PI`, `INT_MAX`, `int64_t`, glibc's `uint` and
-`u_char`), and an nvcc option NVRTC does not know (`-O3`), name `--compiler nvcc`. No
-state, no compiler run.
+`u_char`), and an nvcc option NVRTC does not know (`-O3`), name `--compiler nvcc`. A C++
+header's overloads given C linkage (`<cuda_fp16.h>` in a PyCUDA `SourceModule`, whose source
+is wrapped in `extern "C" { }`) name `no_extern_c=True`. No state, no compiler run.
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ HOST_NAME = (
     "M_PI, INT_MAX, int64_t...): --compiler nvcc builds this source as nvcc does"
 )
 UNKNOWN_OPTION = "warm: NVRTC takes its own options, not nvcc's: --compiler nvcc takes nvcc's"
+# A C++ header's overloads given C linkage: included inside `extern "C" { }`, as PyCUDA's
+# SourceModule wraps a source (`<cuda_fp16.h>`: 40 errors, none naming the wrap).
+_C_LINKAGE = re.compile(r'more than one instance of overloaded function "[^"\n]*" has "C" linkage')
+C_LINKAGE = (
+    'warm: C++ declarations (overloads: cuda_fp16.h\'s...) inside extern "C" { }, which '
+    "PyCUDA's SourceModule wraps a source in: pass no_extern_c=True and declare each kernel "
+    'extern "C" __global__'
+)
 
 
 def hint(
@@ -80,4 +89,6 @@ def hint(
         hints.append(HOST_NAME)
     if _UNKNOWN_OPTION.search(log):
         hints.append(UNKNOWN_OPTION)
+    if _C_LINKAGE.search(log):
+        hints.append(C_LINKAGE)
     return "".join(f"\n{text}" for text in hints)

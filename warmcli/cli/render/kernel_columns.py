@@ -2,7 +2,8 @@
 and the columns that tell apart kernels of one label (their compile options; their source
 text's digest, where one label stands for several sources on one device and arch, as a
 string template formatted with different values makes: `sources_apart`, the rule `warm
-check`'s table follows too; the compiler that built each, where one kernel has builds by
+check`'s table follows too; the digest of the headers it read, where one kernel has builds
+of several: `kernel_headers`; the compiler that built each, where one kernel has builds by
 several: `kernel_toolchains`). Pure presentation over `kernel_json` documents
 (`warmcli.cli.render.stats`); it owns no state and never prints.
 """
@@ -48,6 +49,22 @@ def kernel_sources(kernels: list[dict[str, Any]]) -> list[str] | None:
     return [str(k.get("source_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
 
 
+def kernel_headers(kernels: list[dict[str, Any]]) -> list[str] | None:
+    """Each kernel's headers digest (`headers_sha256`, its first `SOURCE_SHOWN` digits; `-`
+    for none), shown in a column of their own where one kernel of `kernels` (one device,
+    arch, label, source, options and toolchain) has builds of several (a header it
+    includes edited, then warmed again: rows that would read alike); None where none has."""
+    made: dict[tuple[str, ...], set[str]] = {}
+    for k in kernels:
+        twin = (k["device"], k["arch"], k["label"], k.get("source_sha256"), k.get("options"))
+        made.setdefault(tuple(map(str, (*twin, k.get("toolchain")))), set()).add(
+            str(k.get("headers_sha256") or "")
+        )
+    if all(len(headers) < 2 for headers in made.values()):
+        return None
+    return [str(k.get("headers_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
+
+
 def sources_apart(kernels: Iterable[tuple[object, object, object, object]]) -> bool:
     """Whether one label stands for more than one source text on one device and arch, of
     `kernels` given as (device, arch, label, source digest): where a listing of them shows
@@ -81,20 +98,22 @@ def kernel_toolchains(kernels: list[dict[str, Any]]) -> list[str] | None:
 
 
 def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
-    """One row per kernel (its `kernel_json`): where, what (with its options and source
-    where they tell kernels of one label apart, and the compiler that built it where one
+    """One row per kernel (its `kernel_json`): where, what (with its options, source and
+    headers where they tell kernels of one label apart, and the compiler that built it where one
     kernel has builds by several), its share of its binary's size (a batch's
     kernels share one binary) and its part of the compile time (`seconds`: each compile
     counted once), its key, its last use."""
     table = listing(title)
     options, sources = kernel_options(kernels), kernel_sources(kernels)
-    built = kernel_toolchains(kernels)
+    headers, built = kernel_headers(kernels), kernel_toolchains(kernels)
     table.add_column("device", no_wrap=True)
     table.add_column("kernel", overflow="fold")
     if options is not None:
         table.add_column("options", overflow="fold")
     if sources is not None:
         table.add_column("source", no_wrap=True)
+    if headers is not None:
+        table.add_column("headers", no_wrap=True)
     if built is not None:
         table.add_column("built by", overflow="fold")
     table.add_column("bytes", justify="right", no_wrap=True)
@@ -109,6 +128,7 @@ def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
             kernel_name(k),
             *([] if options is None else [options[i]]),
             *([] if sources is None else [sources[i]]),
+            *([] if headers is None else [headers[i]]),
             *([] if built is None else [built[i]]),
             f"{k['bytes']:,}",
             f"{k['seconds']:.3f}",

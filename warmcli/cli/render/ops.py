@@ -19,6 +19,7 @@ from warmcli.bundle.signature_report import SignatureReport
 from warmcli.cli.render import add_row, cell, line, listing, when
 from warmcli.cli.render.kernel_columns import (
     SOURCE_SHOWN,
+    kernel_headers,
     kernel_name,
     kernel_options,
     kernel_sources,
@@ -238,6 +239,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
     ]
     doc = diff_json(diff)["kernels"]
     twins = kernel_sources(doc["only_a"] + doc["only_b"]) is not None  # one label, two sources
+    edited = kernel_headers(doc["only_a"] + doc["only_b"]) is not None  # a header edited
     for side, kernels in (("A", doc["only_a"]), ("B", doc["only_b"])):
         n = diff.count(f"kernels_only_{side.lower()}")
         by_toolchain: dict[str, list[dict[str, Any]]] = {}
@@ -249,7 +251,9 @@ def diff_renderable(diff: BundleDiff) -> Group:
             table = listing()
             options = kernel_options(built)
             sources = [str(k["source_sha256"])[:SOURCE_SHOWN] for k in built] if twins else None
+            headers = [str(k["headers_sha256"] or "-")[:SOURCE_SHOWN] for k in built]
             named = (*(() if options is None else ("options",)), *(("source",) if twins else ()))
+            named += ("headers",) if edited else ()
             for col in ("device", "kernel", *named, "bytes"):
                 table.add_column(
                     col, justify="right" if col == "bytes" else "left", overflow="fold"
@@ -257,6 +261,7 @@ def diff_renderable(diff: BundleDiff) -> Group:
             for i, k in enumerate(built):
                 shown = [] if options is None else [options[i]]
                 shown += [] if sources is None else [sources[i]]
+                shown += [headers[i]] if edited else []
                 add_row(
                     table, where(k["device"], k["arch"]), kernel_name(k), *shown, f"{k['bytes']:,}"
                 )

@@ -22,7 +22,7 @@ from warmcli.cli.render import add_row, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.cli.render.shown import by_median, figures, first_shown, micros, reason_shown
 from warmcli.errors import headline
-from warmcli.kernel_parts import source_digest, stored
+from warmcli.kernel_parts import headers_digest, source_digest, stored
 from warmcli.printable import natural, printable, visible
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -58,6 +58,7 @@ def kernel_json(
         "options": stored(k.components.get("options", ""), pairs=False) or [],
         "defines": dict(stored(k.components.get("defines", ""), pairs=True) or []),
         "source_sha256": source_digest(k.components),  # of the source text, as keyed
+        "headers_sha256": headers_digest(k.components),  # of the headers it read, or ""
         "bytes": k.size // shared_by if share is None else share,
         "blob_bytes": k.size,
         "shared_by": shared_by,
@@ -73,10 +74,13 @@ def kernel_json(
 
 def kernel_order(k: KernelRecord) -> tuple[Any, ...]:
     """How kernels are listed: by device, arch and label, numbers as numbers (one label's
-    kernels by source: a source's cubin and PTX in one order; then by the toolchain that
-    built each, so nvcc's and NVRTC's builds of every label come in one order)."""
-    source = source_digest(k.components)
-    return (natural(k.device), natural(k.arch), natural(k.label), source, k.toolchain, k.key)
+    kernels by source, then by options, defines and headers, so a kernel's cubin and PTX
+    come in one order, `-DK=2` before `-DK=10`; then by the toolchain that built each, so
+    nvcc's and NVRTC's builds of every label come in one order)."""
+    parts = k.components
+    made = [natural(parts.get(part, "")) for part in ("options", "defines")]
+    head = (natural(k.device), natural(k.arch), natural(k.label), source_digest(parts))
+    return (*head, *made, headers_digest(parts), k.toolchain, k.key)
 
 
 def kernels_json(
