@@ -31,6 +31,7 @@ from warmcli.cli.common import (
     fail,
     guarded,
     out,
+    unused_nvcc,
 )
 from warmcli.cli.render import add_row, listing
 from warmcli.cli.render.kernel_columns import SOURCE_SHOWN, sources_apart
@@ -69,6 +70,7 @@ def check(
 
     Exit 0 when every entry checked here is servable (or none could be), 1 when not.
     """
+    unused_nvcc(nvcc, compiler)
     if driver and not DRIVER.fullmatch(driver):
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     if driver and not arch:

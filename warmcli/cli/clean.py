@@ -19,6 +19,7 @@ from warmcli.cli.common import (
     fail,
     guarded,
     out,
+    unused_nvcc,
 )
 from warmcli.cli.render.ops import clean_json, clean_renderable
 from warmcli.config import parse_size
@@ -51,6 +52,7 @@ def clean(
     as_json: bool = JsonOpt,
 ) -> None:
     """Remove kernels and tunes this machine cannot use, then by --older-than and --max-size."""
+    unused_nvcc(nvcc, compiler)
     path = default_bundle(bundle)
     try:
         limit = None if max_size is None else parse_size(max_size)

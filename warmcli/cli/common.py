@@ -34,7 +34,7 @@ from warmcli.bundle.location import withheld
 from warmcli.bundle.unshown import unshown_keys  # (a private key's text: never shown)
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OutputError, WarmError
-from warmcli.printable import escaped_within, printable_lines
+from warmcli.printable import escaped_within, printable, printable_lines
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -140,6 +140,16 @@ def _known_compiler(value: str | None) -> str | None:
         except WarmError as exc:
             fail(str(exc))
     return value
+
+
+def unused_nvcc(nvcc: str | None, compiler: str | None) -> None:
+    """A warning line where `--nvcc` names an nvcc the chosen CUDA compiler never runs:
+    NVRTC, chosen by `--compiler nvrtc`, else `WARM_CUDA_COMPILER=nvrtc` (which come
+    before a named nvcc: `warmcli.backends.cuda.choose`)."""
+    by = "--compiler" if compiler else "WARM_CUDA_COMPILER"
+    if nvcc and (compiler or config.cuda_compiler()).strip() == "nvrtc":
+        said = f"--nvcc {nvcc} is not used: {by} nvrtc compiles CUDA with NVRTC"
+        err.print(f"warm: warning: {printable(said)}", markup=False, highlight=False)
 
 
 CompilerOpt = typer.Option(

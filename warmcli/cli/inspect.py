@@ -34,6 +34,7 @@ from warmcli.cli.common import (
     guarded,
     holds_nothing,
     out,
+    unused_nvcc,
 )
 from warmcli.cli.json_stream import held, stream_json
 from warmcli.cli.render import compiler_line, line
@@ -197,6 +198,7 @@ def devices(
 ) -> None:
     """The devices warm can use here (the host, and every CUDA device PyCUDA sees), and the
     compiler each backend builds with: its path, its version and why it was chosen."""
+    unused_nvcc(nvcc, compiler)
     from warmcli.backends.machine import inventory  # numpy and toolchains: `devices` only
     from warmcli.cli.render.ops import devices_json, devices_table
 

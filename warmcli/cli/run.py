@@ -52,6 +52,7 @@ from warmcli.cli.common import (
     holds_nothing,
     interrupted,
     out,
+    unused_nvcc,
 )
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import folded_notes, run_json, run_renderable
@@ -155,6 +156,7 @@ def run(
     the entries such keys signed are used, and --key signs what was stored (a new
     bundle needs it).
     """
+    unused_nvcc(nvcc, compiler)
     if (workload is None) == (module is None):
         fail("give a workload file or -m MODULE (one of them)")
     if ptx is not None and no_ptx:

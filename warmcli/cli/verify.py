@@ -44,6 +44,7 @@ from warmcli.cli.common import (
     guarded,
     holds_nothing,
     out,
+    unused_nvcc,
 )
 from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
@@ -108,6 +109,7 @@ def verify(
 
     A workload takes no arguments (its sys.argv holds only its path): give it settings in
     environment variables, or warm a module of your own that sets them and calls it."""
+    unused_nvcc(nvcc, compiler)
     if workload is not None and module is not None:
         fail("give a workload file (--workload) or -m MODULE, not both")
     if workload is None and module is None:  # the replay's options: never silently dropped
