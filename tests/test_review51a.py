@@ -1,0 +1,71 @@
+"""Review 51a (a hostile review: bundles an attacker made by hand, against every command that
+opens one): what it found.
+
+- A bundle that is a link to a terminal (`b.warm -> /dev/pts/N`, or `WARM_BUNDLE` naming
+  one), and a trusted key file that is one: `read_header` (every open of a bundle, a
+  production process's `use_bundle` first) and the key's read opened the path to learn it
+  was no regular file, without `O_NOCTTY`, so a session leader (a daemon, a service, a
+  `setsid` job) took the terminal as its controlling terminal, whose hangup then sends it
+  SIGHUP; a device opened acts besides (a tape rewinds, a watchdog is armed). Now the path
+  is judged by `stat` first and never opened where it is no regular file (as
+  `warmcli.stamped.opened` and the journal's checks already do), and opened as no terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from fresh_python import ROOT, fresh_env
+
+# In a new session (a session leader with no controlling terminal, as a daemon is): open
+# the bundle, then another trusting the key file, both links to a terminal; after each,
+# whether the process has a controlling terminal (`/dev/tty` opens only where it has one).
+_SESSION_LEADER = """
+import os, sys
+import warmcli
+from warmcli.errors import WarmError
+for kwargs in ({}, {"trusted_keys": [sys.argv[2]]}):
+    try:
+        warmcli.use_bundle(sys.argv[1 if not kwargs else 3], **kwargs)
+    except WarmError as exc:
+        print("refused:", exc)
+    try:
+        os.close(os.open("/dev/tty", os.O_RDONLY))
+        print("controlling terminal taken")
+    except OSError:
+        print("no controlling terminal")
+"""
+
+
+def test_a_bundle_or_key_linked_to_a_terminal_never_becomes_a_daemons_terminal(
+    tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    master, slave = os.openpty()
+    try:
+        terminal = os.ttyname(slave)
+        os.close(slave)
+        (tmp_path / "b.warm").symlink_to(terminal)
+        (tmp_path / "ci.key.pub").symlink_to(terminal)
+        args = [tmp_path / "b.warm", tmp_path / "ci.key.pub", host_bundle(tmp_path / "g.warm")]
+        proc = subprocess.run(
+            [sys.executable, "-c", _SESSION_LEADER, *args],
+            env=fresh_env(tmp_path),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(master)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].endswith("b.warm: not a warm bundle (not a regular file)"), proc.stdout
+    assert lines[1] == "no controlling terminal", proc.stdout
+    assert lines[2].endswith("ci.key.pub: not a PEM public key (not a regular file)"), lines
+    assert lines[3] == "no controlling terminal", proc.stdout
