@@ -9,16 +9,24 @@ opens one): what it found.
   SIGHUP; a device opened acts besides (a tape rewinds, a watchdog is armed). Now the path
   is judged by `stat` first and never opened where it is no regular file (as
   `warmcli.stamped.opened` and the journal's checks already do), and opened as no terminal.
+- `warm sign` signed a bundle whose fingerprint row is no JSON (exit 0, its key vouching
+  for it), where `warm stats` and `merge` refuse the bundle naming the row ("corrupt
+  fingerprint entry") and `sign` refuses a malformed kernel or tune row: its check of
+  every row (`require_well_formed`) read no manifest or fingerprint. Now it reads them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from fresh_python import ROOT, fresh_env
 
 # In a new session (a session leader with no controlling terminal, as a daemon is): open
@@ -69,3 +77,20 @@ def test_a_bundle_or_key_linked_to_a_terminal_never_becomes_a_daemons_terminal(
     assert lines[1] == "no controlling terminal", proc.stdout
     assert lines[2].endswith("ci.key.pub: not a PEM public key (not a regular file)"), lines
     assert lines[3] == "no controlling terminal", proc.stdout
+
+
+def test_sign_refuses_a_fingerprint_row_stats_refuses(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    with contextlib.closing(sqlite3.connect(bundle)) as conn, conn:
+        conn.execute("UPDATE fingerprints SET data = data || 'x' WHERE kind = 'device'")
+    assert warm("keygen", tmp_path / "ci.key").returncode == 0
+    said = "corrupt fingerprint entry 'device:host"
+    stats = warm("stats", bundle)
+    assert stats.returncode == 2 and said in stats.stderr, stats.stderr
+    signed = warm("sign", "-k", tmp_path / "ci.key", bundle)
+    assert signed.returncode == 2, signed.stdout
+    assert said in signed.stderr and len(signed.stderr.splitlines()) == 1, signed.stderr
+    with contextlib.closing(sqlite3.connect(bundle)) as conn:
+        assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (0,)

@@ -119,10 +119,12 @@ def require_consistent(reader: RowReader) -> None:
 
 
 def require_well_formed(bundle: Bundle, operation: str | None = None, tunes: bool = True) -> None:
-    """Every kernel row (with its times) and, `tunes`, every tune row (`operation`'s only, if
-    given) parsed and dropped: the first malformed raises the `BundleError` naming it."""
+    """Every manifest and fingerprint row (few: bounded), every kernel row (with its times)
+    and, `tunes`, every tune row (`operation`'s only, if given) parsed and dropped: the
+    first malformed raises the `BundleError` naming it."""
     from warmcli.bundle.rows import AS_STORED
 
+    bundle.manifest(), bundle.fingerprints()  # (as stats reads them: `warm sign` signs them)
     for _ in bundle.each_kernel_used(order=AS_STORED):
         pass
     for _ in bundle.each_tune(operation, order=AS_STORED) if tunes else ():
