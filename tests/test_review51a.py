@@ -94,3 +94,29 @@ def test_sign_refuses_a_fingerprint_row_stats_refuses(
     assert said in signed.stderr and len(signed.stderr.splitlines()) == 1, signed.stderr
     with contextlib.closing(sqlite3.connect(bundle)) as conn:
         assert conn.execute("SELECT count(*) FROM signatures").fetchone() == (0,)
+
+
+# A tune held twice: its row copied with its key as hex text (as format 2 stores keys) and
+# another pick; a lookup by key reads either form (`tune_row.BY_KEY`).
+_TWIN = (
+    "INSERT INTO tunes SELECT lower(hex(key)), operation, shape_key, device, checksum, "
+    "status, ?, candidates, seconds, measured_at, updated FROM tunes WHERE pick = ? LIMIT 1"
+)
+
+
+def test_a_tune_key_held_as_bytes_and_as_hex_is_named_not_read_as_sound(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    with contextlib.closing(sqlite3.connect(bundle)) as conn, conn:
+        pick = conn.execute("SELECT pick FROM tunes LIMIT 1").fetchone()[0]
+        conn.execute(_TWIN, ("tile8" if pick != "tile8" else "tile16", pick))
+    said = "1 tune key(s) held twice, as their 32 bytes and as hex text"
+    verified = warm("verify", bundle)
+    assert verified.returncode == 1 and said in verified.stdout, verified.stdout
+    for command in (("stats",), ("check",), ("clean",), ("sign", "-k", tmp_path / "k")):
+        if command[0] == "sign":
+            assert warm("keygen", tmp_path / "k").returncode == 0
+        proc = warm(*command, bundle)
+        assert proc.returncode == 2 and said in proc.stderr, (command, proc.stderr)
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr

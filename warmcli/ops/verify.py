@@ -27,6 +27,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from warmcli.bundle.consistency import twin_keys
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
@@ -89,6 +90,8 @@ def _checked(
         if problem is not None:
             report.add(problem)
     for _, problem in unexported(bundle):  # never served: as `warm check` says
+        report.add(problem)
+    for problem in twin_keys(bundle):  # one tune held twice: a lookup serves either
         report.add(problem)
     report.signatures = signature_report(bundle, trusted_keys)
     for problem in report.signatures.problems:
