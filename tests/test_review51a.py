@@ -13,6 +13,12 @@ opens one): what it found.
   for it), where `warm stats` and `merge` refuse the bundle naming the row ("corrupt
   fingerprint entry") and `sign` refuses a malformed kernel or tune row: its check of
   every row (`require_well_formed`) read no manifest or fingerprint. Now it reads them.
+- A tune held twice under one key, as its 32 bytes and as hex text (a lookup by key reads
+  either form): `warm verify` said sound (exit 0), `stats --json` listed the key twice with
+  two picks (a serving process would take either, by SQLite's choice), and a format-1
+  bundle holding such a pair failed every write at its migration ("UNIQUE constraint
+  failed"). Now verify names it, exit 1, and every reader that checks a bundle's
+  consistency (stats, check, clean, sign, diff, merge) refuses it in one line.
 """
 
 from __future__ import annotations
