@@ -19,6 +19,10 @@ opens one): what it found.
   bundle holding such a pair failed every write at its migration ("UNIQUE constraint
   failed"). Now verify names it, exit 1, and every reader that checks a bundle's
   consistency (stats, check, clean, sign, diff, merge) refuses it in one line.
+- A `tune_kernels` row whose id is out of range (negative, or past 2^32 - 1): every write
+  of a tune of that kernel (`warm run` into the bundle) is refused, "kernel id -1 in
+  tune_kernels is out of range; nothing was written", for ever (`warm clean` removes the
+  tunes naming it, never the row), while `warm verify` said sound. Now verify names it.
 """
 
 from __future__ import annotations
@@ -126,3 +130,16 @@ def test_a_tune_key_held_as_bytes_and_as_hex_is_named_not_read_as_sound(
         proc = warm(*command, bundle)
         assert proc.returncode == 2 and said in proc.stderr, (command, proc.stderr)
         assert len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_verify_names_a_kernel_id_every_tune_write_refuses(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    with contextlib.closing(sqlite3.connect(bundle)) as conn, conn:
+        held = conn.execute("SELECT count(*) FROM tune_kernels").fetchone()[0]
+        conn.execute("UPDATE tune_kernels SET id = -id")  # (as `warm clean` leaves it:)
+        conn.execute("DELETE FROM tunes")  # its tunes, which name ids it lacks, removed
+    verified = warm("verify", bundle)
+    said = f"tune_kernels holds {held} kernel id(s) out of range (0 to 4294967295)"
+    assert verified.returncode == 1 and said in verified.stdout, verified.stdout
