@@ -18,7 +18,9 @@ opens one): what it found.
   two picks (a serving process would take either, by SQLite's choice), and a format-1
   bundle holding such a pair failed every write at its migration ("UNIQUE constraint
   failed"). Now verify names it, exit 1, and every reader that checks a bundle's
-  consistency (stats, check, clean, sign, diff, merge) refuses it in one line.
+  consistency (stats, check, clean, sign, diff, merge) refuses it in one line; a format-1
+  bundle's writer, whose migration fails on it, says so ("held twice"), not "UNIQUE
+  constraint failed: tunes.key".
 - A `tune_kernels` row whose id is out of range (negative, or past 2^32 - 1): every write
   of a tune of that kernel (`warm run` into the bundle) is refused, "kernel id -1 in
   tune_kernels is out of range; nothing was written", for ever (`warm clean` removes the
@@ -143,3 +145,26 @@ def test_verify_names_a_kernel_id_every_tune_write_refuses(
     verified = warm("verify", bundle)
     said = f"tune_kernels holds {held} kernel id(s) out of range (0 to 4294967295)"
     assert verified.returncode == 1 and said in verified.stdout, verified.stdout
+
+
+def test_a_format1_bundle_holding_a_tune_twice_says_so_where_its_migration_fails(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    from test_clean37 import _format1_bundle
+
+    bundle = tmp_path / "one.warm"
+    _format1_bundle(bundle, host_bundle(tmp_path / "good.warm"))
+    with contextlib.closing(sqlite3.connect(bundle)) as conn, conn:
+        conn.execute(  # the first tune again, its key as its 32 bytes
+            "INSERT INTO tunes SELECT unhex_key, operation, shape_key, device, checksum, "
+            "status, pick, candidates, seconds, measured_at, updated FROM (SELECT *, ? AS "
+            "unhex_key FROM tunes WHERE rowid = 1)",
+            (bytes.fromhex(conn.execute("SELECT key FROM tunes WHERE rowid = 1").fetchone()[0]),),
+        )
+    cleaned = warm("clean", bundle)
+    said = "a tune key held twice, as its 32 bytes and as hex text"
+    assert cleaned.returncode == 2 and said in cleaned.stderr, cleaned.stderr
+    assert len(cleaned.stderr.splitlines()) == 1, cleaned.stderr
+    with contextlib.closing(sqlite3.connect(bundle)) as conn:  # as it was: format 1, both rows
+        assert conn.execute("SELECT count(*) FROM tunes").fetchone() == (3,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
