@@ -8,8 +8,9 @@ another cannot find, and a bundle would look sound to one command and not to ano
 `index_problems` compares each index of warm's schema (`warmcli.bundle.file` checked that
 the file holds no other) entry by entry with its table's rows (their indexed columns and
 rowid, both ways, by SQL's `EXCEPT`: no row is held in Python), and each unique index's
-columns for repeats; `require_consistent` raises the one-line `BundleError` naming the
-first problem. `warm verify` finds the same through SQLite's own `PRAGMA integrity_check`.
+columns for repeats; `twin_keys` finds a tune key held twice, in its two forms (a lookup
+reads either); `require_consistent` raises the one-line `BundleError` naming the first
+problem. `warm verify` finds the same through SQLite's own `PRAGMA integrity_check`.
 `require_well_formed` reads every row a listing reads (a kernel's times too), one at a
 time and none kept, raising the `BundleError` naming the first malformed one: what `warm
 stats` of a bundle too large to list (of its kernels) and `warm sign` say of it (a
@@ -70,6 +71,27 @@ def index_problems(reader: RowReader) -> list[str]:
     return problems
 
 
+# SQL: a tune key's forms, in the order SQLite's key index holds them (text, then blobs)
+_TEXT_KEYS, _BLOB_KEYS = "key >= '' AND key < x''", "key >= x''"
+
+
+def twin_keys(reader: RowReader) -> list[str]:
+    """A line saying how many tunes the bundle holds twice, under one key as its 32 bytes
+    and as hex text (a lookup by key reads either form, `tune_row.BY_KEY`: which row a
+    process serves would be SQLite's choice, and a format-1 or 2 bundle's migration could
+    never write both), if any; else []. warm writes one form in each format: where the
+    key's index holds no text key or no blob (two lookups) nothing more is read; else each
+    blob key is looked up as text. Call it inside `snapshot`."""
+    for keys in (_TEXT_KEYS, _BLOB_KEYS):
+        if not reader._one(f"SELECT EXISTS (SELECT 1 FROM tunes WHERE {keys})")[0]:
+            return []
+    found = reader._one(
+        f"SELECT count(*) FROM tunes AS b WHERE {_BLOB_KEYS} AND length(key) = 32 AND "
+        "EXISTS (SELECT 1 FROM tunes AS t WHERE t.key = lower(hex(b.key)))"
+    )[0]
+    return [f"{found} tune key(s) held twice, as their 32 bytes and as hex text"] if found else []
+
+
 def _repeated(reader: RowReader, table: str, columns: list[str], source: str) -> int:
     """How many values of `columns` (none NULL) more than one row of `table` holds, read
     from `source` (`NOT INDEXED`: its rows; `INDEXED BY` an index: in the index's order)."""
@@ -108,8 +130,11 @@ def require_consistent(reader: RowReader) -> None:
     try:
         with reader.snapshot():
             problems = index_problems(reader)
+            twins = twin_keys(reader)
     except BundleError as exc:  # a value too long to read: the entry holding it is named
         raise refused(reader, exc) from None
+    if twins:
+        raise BundleError(f"{reader.fspath}: {INCONSISTENT}: {twins[0]} (warm verify says so too)")
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(
@@ -119,10 +144,12 @@ def require_consistent(reader: RowReader) -> None:
 
 
 def require_well_formed(bundle: Bundle, operation: str | None = None, tunes: bool = True) -> None:
-    """Every kernel row (with its times) and, `tunes`, every tune row (`operation`'s only, if
-    given) parsed and dropped: the first malformed raises the `BundleError` naming it."""
+    """Every manifest and fingerprint row (few: bounded), every kernel row (with its times)
+    and, `tunes`, every tune row (`operation`'s only, if given) parsed and dropped: the
+    first malformed raises the `BundleError` naming it."""
     from warmcli.bundle.rows import AS_STORED
 
+    bundle.manifest(), bundle.fingerprints()  # (as stats reads them: `warm sign` signs them)
     for _ in bundle.each_kernel_used(order=AS_STORED):
         pass
     for _ in bundle.each_tune(operation, order=AS_STORED) if tunes else ():

@@ -126,9 +126,12 @@ _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 
 
 def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
-    """The first `size` bytes of the regular file at `path`; None where it is no regular
-    file (a FIFO, a device, a folder), found without waiting: a FIFO opens at once."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    """The first `size` bytes of the regular file at `path`; None where it is none (a FIFO, a
+    device, a folder: judged by `stat`, never opened, as opening a device acts: a terminal
+    becomes a session leader's); one swapped in since is never waited on nor a terminal."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return None
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -392,8 +395,5 @@ def _write_empty(tmp: Path) -> None:
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
         conn.executemany("INSERT INTO manifest VALUES (?, ?)", manifest)
         conn.execute("COMMIT")
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open(tmp, "rb") as synced:
+        os.fsync(synced.fileno())

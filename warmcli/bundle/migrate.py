@@ -1,23 +1,24 @@
 """Migrating a bundle of format 1 or 2 to this warm's format, once, on its first open for write.
 
-Format 1 stored each tune's candidates as JSON text; format 2 stored them packed
-with every kernel key whole, and a tune's key, checksum and status as text. Format
-3 (`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the
-status as a code, and the candidates packed with their kernel keys interned in
-`tune_kernels`. `migrate` rebuilds the `tunes` table in one SQLite write transaction
-(so a crash leaves the old format whole, and another process that migrated first is
-seen and left alone): rows keep their rowids and order, and the header's and
-manifest's format version are set. A value that is not what warm writes (a key not
-a sha256 in hex, a status not warm's, candidates not warm's or over
-`MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
-name. A bundle holding signatures keeps every row's candidates as they are: its
-signatures cover them as signed (a signature covers a key, checksum and status as
-text, whichever way they are stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the
-reader reads every form), so migrating never unsigns an entry; rows written after are
-format 3's. It never re-signs: the manifest's format version it sets is not the one
-signed, so each signature is stale (`warmcli.bundle.signing.stale`: `warm verify` says
-so, trusted keys refuse the bundle) until the bundle is signed again. A read-only
-open never migrates (an older format is read as it is).
+Format 1 stored each tune's candidates as JSON text; format 2 stored them packed with
+every kernel key whole, and a tune's key, checksum and status as text. Format 3
+(`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the status as a
+code, and the candidates packed with their kernel keys interned in `tune_kernels`.
+`migrate` rebuilds the `tunes` table in one SQLite write transaction (so a crash leaves
+the old format whole, and another process that migrated first is seen and left alone):
+rows keep their rowids and order, and the header's and manifest's format version are
+set. A value that is not what warm writes (a key not a sha256 in hex, a status not
+warm's, candidates not warm's or over `MAX_PACKED_BYTES`) is copied as it is and stays a
+corrupt entry for the reader to name; one tune held twice, under its key as hex text and
+as its bytes, cannot be (`TWICE`: the migration fails, rolled back, saying so). A bundle
+holding signatures keeps every row's candidates as they are: its signatures cover them
+as signed (a signature covers a key, checksum and status as text, whichever way they are
+stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the reader reads every form), so
+migrating never unsigns an entry; rows written after are format 3's. It never re-signs:
+the manifest's format version it sets is not the one signed, so each signature is stale
+(`warmcli.bundle.signing.stale`: `warm verify` says so, trusted keys refuse the bundle)
+until the bundle is signed again. A read-only open never migrates (an older format is
+read as it is).
 This module owns no state and opens no file.
 """
 
@@ -28,6 +29,7 @@ import sqlite3
 from warmcli.bundle.candidates import MAX_PACKED_BYTES, as_bytes, decode, pack
 from warmcli.bundle.schema import STATUS_CODE, statements
 
+TWICE = "a tune key held twice, as its 32 bytes and as hex text (warm verify names it)"
 _COLUMNS = (
     "rowid, key, operation, shape_key, device, checksum, status, pick, candidates, "
     "seconds, measured_at, updated"
@@ -79,9 +81,13 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
             conn.execute("ALTER TABLE tunes RENAME TO tunes_before")
             for statement in statements(tunes_schema):
                 conn.execute(statement)
-            conn.execute(
-                f"INSERT INTO tunes ({_COLUMNS}) SELECT {selected} FROM tunes_before ORDER BY rowid"
-            )
+            try:
+                conn.execute(
+                    f"INSERT INTO tunes ({_COLUMNS}) SELECT {selected} FROM tunes_before "
+                    "ORDER BY rowid"
+                )
+            except sqlite3.IntegrityError:  # (format 3's key is its bytes: one key, one row)
+                raise sqlite3.IntegrityError(TWICE) from None
             conn.executemany(
                 "INSERT INTO tune_kernels (id, key) VALUES (?, ?)",
                 [(i, key) for key, i in interned.items()],

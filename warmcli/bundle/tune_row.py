@@ -19,8 +19,9 @@ its cost is its inflating and one pass over its bytes at C speed, not a float a 
 `signed_values` is what a signature covers of a row (its
 candidates' `signed_form` where they name kernels by id, so a signature covers the
 kernel keys, not only the ids), and `tune_values` is the row `Bundle.put`
-writes (its kernel keys interned by `interner`, through the writer's connection). It
-holds no state and opens nothing itself.
+writes (its kernel keys interned by `interner`, through the writer's connection; an id
+it refuses, `warm verify` names: `kernel_id_problems`). It holds no state and opens
+nothing itself.
 """
 
 from __future__ import annotations
@@ -183,6 +184,17 @@ def interner(conn: sqlite3.Connection, path: object) -> Interning:
         return ids[key]
 
     return intern
+
+
+def kernel_id_problems(reader: Any) -> list[str]:
+    """A line saying how many rows of the open bundle's `tune_kernels` hold an id no tune's
+    candidates can name (out of 0 to `_MAX_ID`: a write that interns their key refuses the
+    bundle, `interner`), if any; else [] (a bundle of format 1 or 2 has no such table)."""
+    if reader.format_version() < 3:
+        return []
+    found = reader._one(f"SELECT count(*) FROM tune_kernels WHERE id NOT BETWEEN 0 AND {_MAX_ID}")
+    held = f"tune_kernels holds {found[0]} kernel id(s) out of range (0 to {_MAX_ID})"
+    return [f"{held}: a tune of their kernels is never written"] if found[0] else []
 
 
 def signed_values(row: Sequence[object], kernel_key: KernelKey) -> tuple[object, ...]:

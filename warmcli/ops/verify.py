@@ -27,9 +27,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from warmcli.bundle.consistency import twin_keys
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signature_report import SignatureReport, signature_report
 from warmcli.bundle.store import Bundle
+from warmcli.bundle.tune_row import kernel_id_problems
 from warmcli.bundle.unreadable import skip_unreadable, unreadable_error
 from warmcli.errors import BundleError
 from warmcli.ops.exported import unexported
@@ -90,6 +92,8 @@ def _checked(
             report.add(problem)
     for _, problem in unexported(bundle):  # never served: as `warm check` says
         report.add(problem)
+    for problem in (*twin_keys(bundle), *kernel_id_problems(bundle)):  # no row's own check
+        report.add(problem)  # (one tune held twice, an id a tune's write refuses)
     report.signatures = signature_report(bundle, trusted_keys)
     for problem in report.signatures.problems:
         report.add(problem)
