@@ -289,6 +289,8 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
         info = client.scheduler_info(n_workers=-1)
     except TypeError:
         info = client.scheduler_info()
+    if "workers" not in info:  # (Dask's answer once the scheduler is lost: {}, no KeyError)
+        raise ConnectionError("it stopped answering")
     return info["workers"]  # type: ignore[no-any-return]
 
 
@@ -307,10 +309,8 @@ def _joined(client: Any, scheduler: str, gpu: bool, limit: float) -> list[str]:
             break
         time.sleep(min(POLL, left))
     if not workers:
-        raise FanOutError(
-            f"dask scheduler {scheduler}: no workers (none joined in {limit:g} s: "
-            "WARM_DASK_NO_WORKER_WAIT)"
-        )
+        waited = f"none joined in {limit:g} s: WARM_DASK_NO_WORKER_WAIT"
+        raise FanOutError(f"dask scheduler {scheduler}: no workers ({waited})")
     return workers
 
 
