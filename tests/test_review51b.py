@@ -4,6 +4,10 @@
   scheduler that dies during the wait was said as "dask scheduler ADDR lost: 'workers'"
   (the text of a `KeyError`: Dask's `Client.scheduler_info()` answers `{}` once its
   connection is lost). Now the line says the scheduler stopped answering.
+- NVRTC's hint for C++ overloads given C linkage (`nvrtc_log`, new this stop) told a user of
+  warm's own `Kernel` whose source holds its own `extern "C" { }` block to "pass
+  no_extern_c=True", a PyCUDA `SourceModule` argument that `Kernel` has not. Now the same
+  line also names the remedy for a block in the source itself: move them out of it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
 def test_a_scheduler_lost_while_no_worker_has_joined_is_said_so(warm: Warm, tmp_path: Path) -> None:
@@ -45,3 +50,32 @@ def test_a_scheduler_lost_while_no_worker_has_joined_is_said_so(warm: Warm, tmp_
     assert "'workers'" not in err and "stopped answering" in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "b.warm").exists()
+
+
+# warm's own Kernel (no PyCUDA, no wrap): the source's own extern "C" block holds overloads.
+OWN_BLOCK = '''
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = """
+extern "C" {
+__device__ float act(float x) { return x; }
+__device__ double act(double x) { return x; }
+__global__ void k(float *y, int n) { if (threadIdx.x < n) y[threadIdx.x] = act(y[0]); }
+}
+"""
+K = Kernel(SRC, "k", "Pi", language="cuda")
+def workload(rt):
+    rt.launch(K, rt.buffer(256), 256, grid=1, block=256)
+'''
+
+
+def test_overloads_in_a_sources_own_extern_c_block_are_told_to_move_out(
+    warm: Warm, tmp_path: Path
+) -> None:
+    (tmp_path / "own.py").write_text(OWN_BLOCK)
+    args = ("run", tmp_path / "own.py", "--arch", "sm_90", "--compiler", "nvrtc", "-q")
+    proc = warm(*args, "-b", tmp_path / "b.warm")
+    assert proc.returncode == 2, proc.stderr
+    assert 'more than one instance of overloaded function "act" has "C" linkage' in proc.stderr
+    hint = proc.stderr.splitlines()[-1]
+    assert "a block in the source itself: move them, or their #include, out of it" in hint, hint

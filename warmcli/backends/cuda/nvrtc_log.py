@@ -16,7 +16,8 @@ the include) or `--compiler nvcc`. A macro or type of the host headers nvcc's im
 `cuda_runtime.h` brings (`INFINITY`, `M_PI`, `INT_MAX`, `int64_t`, glibc's `uint` and
 `u_char`), and an nvcc option NVRTC does not know (`-O3`), name `--compiler nvcc`. A C++
 header's overloads given C linkage (`<cuda_fp16.h>` in a PyCUDA `SourceModule`, whose source
-is wrapped in `extern "C" { }`) name `no_extern_c=True`. No state, no compiler run.
+is wrapped in `extern "C" { }`) name `no_extern_c=True`, and, for a block of the source's
+own (warm's `Kernel`: no wrap), moving them out of it. No state, no compiler run.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ _C_LINKAGE = re.compile(r'more than one instance of overloaded function "[^"\n]*
 C_LINKAGE = (
     'warm: C++ declarations (overloads: cuda_fp16.h\'s...) inside extern "C" { }, which '
     "PyCUDA's SourceModule wraps a source in: pass no_extern_c=True and declare each kernel "
-    'extern "C" __global__'
+    'extern "C" __global__ (a block in the source itself: move them, or their #include, out '
+    "of it)"
 )
 
 
