@@ -200,3 +200,34 @@ def test_a_cluster_no_worker_joins_is_one_line_once_the_wait_has_passed(
         "WARM_DASK_NO_WORKER_WAIT)\n"
     ), proc.stderr
     assert not (tmp_path / "b.warm").exists()
+
+
+class FakeCluster:
+    """A fake for `fanout._joined`'s pure logic only: each look at the cluster
+    (`scheduler_info`) answers the next of `looks`, the last one ever after."""
+
+    def __init__(self, *looks: dict[str, dict]) -> None:
+        self.looks, self.looked = list(looks), 0
+
+    def scheduler_info(self, n_workers: int = 5) -> dict[str, dict]:
+        self.looked += 1
+        return {"workers": self.looks[min(self.looked, len(self.looks)) - 1]}
+
+
+def test_workers_joining_one_after_another_each_get_a_shard(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait for a first worker took the first that joined: of workers started together
+    (a scheduler's fleet coming up), those joining a second later got no shard (review51b).
+    Once one has joined, the cluster is looked at until a look finds no more."""
+    from warmcli.warming import fanout
+
+    monkeypatch.setattr(fanout, "POLL", 0.0)
+    a, b, gpu = {"tcp://a": {}}, {"tcp://b": {}}, {"tcp://g": {"resources": {"GPU": 1}}}
+    up = FakeCluster(a)  # one up at the first look: taken at once, no wait
+    assert fanout._joined(up, "s", False, 60.0) == ["tcp://a"] and up.looked == 1
+    coming = FakeCluster({}, {}, a, {**a, **b}, {**a, **b})
+    assert fanout._joined(coming, "s", False, 60.0) == ["tcp://a", "tcp://b"]
+    assert coming.looked == 5  # until a look found no more than the last
+    gpus = FakeCluster({}, a, {**a, **gpu})  # a GPU run: the GPU worker, joined second
+    assert fanout._joined(gpus, "s", True, 60.0) == ["tcp://g"]

@@ -18,7 +18,8 @@ must be reachable at the same path on every worker (a shared file system, or the
 image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a port that takes
 the connection and stays silent: `_handshake`), or a port where something else answers, is
 a `FanOutError`; so are a cluster with no worker for `WARM_DASK_NO_WORKER_WAIT` seconds
-(none joined yet, or none left while shards are unfinished), and a scheduler lost
+(none joined yet, or none left while shards are unfinished: one with none at the first
+look is given its shards once a look finds no worker more than the last), and a scheduler lost
 (Dask's own loggers are silenced while `fan_out` runs: its error is the one line said).
 A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
 is a failed shard, named like one whose `warm run` failed.
@@ -59,11 +60,9 @@ from warmcli.warming.seeds import Seeds
 CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
 NO_WORKER_WAIT = 60.0  # seconds with no worker (none joined yet, or none left) before giving up
 POLL = 1.0  # seconds between looks at the cluster while shards run
-_VIEWS: dict[str, Any] = {
-    "compilation": CompilationStatistics,
-    "autotune": AutotuneStatistics,
-    "execution": ExecutionStatistics,
-}
+_VIEWS: dict[str, Any] = dict(
+    compilation=CompilationStatistics, autotune=AutotuneStatistics, execution=ExecutionStatistics
+)
 
 
 @dataclass
@@ -295,18 +294,19 @@ def _workers(client: Any) -> dict[str, dict[str, Any]]:
 
 
 def _joined(client: Any, scheduler: str, gpu: bool, limit: float) -> list[str]:
-    """The workers that get a shard (`shard_workers`); a cluster with none yet (its
-    workers still starting beside a scheduler started just before) is looked at every
-    `POLL` for `limit` seconds (`no_worker_wait()`) before it is a `FanOutError`."""
-    deadline = time.monotonic() + limit
+    """The workers that get a shard (`shard_workers`); a cluster with none yet (workers
+    started beside it: `NO_WORKER_WAIT`) is looked at every `POLL` for `limit` seconds
+    (`no_worker_wait()`) until a look finds workers and no more than the look before."""
+    deadline, seen = time.monotonic() + limit, None  # (None: the first look)
     while True:
         try:
             workers = shard_workers(_workers(client), gpu)
         except Exception as exc:  # the connection to the scheduler is gone
             raise FanOutError(f"dask scheduler {scheduler} lost: {_first_line(exc)}") from None
         left = deadline - time.monotonic()
-        if workers or left <= 0:
+        if left <= 0 or (workers and (seen is None or workers == seen)):
             break
+        seen = workers
         time.sleep(min(POLL, left))
     if not workers:
         waited = f"none joined in {limit:g} s: WARM_DASK_NO_WORKER_WAIT"
