@@ -7,15 +7,29 @@
   were found in `/opt/v1`, where a cold build finds none there: a hit returned 1, a cold
   start -1. Now no compile warm runs gets `LD_RUN_PATH` (`backends.processes`): a build
   never depends on it (a kernel that wants a run path names `-Wl,-rpath,...`, keyed).
+- nvcc's `nvcc.profile` (beside the nvcc binary it is started as): an `INCLUDES += -DR51C=3`
+  there (or a `PTXAS_FLAGS`, a `PATH +=` to another gcc) changes every build, but nvcc's
+  identity is its version line and host compiler alone, and its `--dryrun` was remembered by
+  the binary's stamp: the same key for the cubin of `o[0] = R51C` built with 1 and with 3.
+  Now a profile no toolkit ships is named in the identity by its digest
+  (`backends.cuda.profile`: served as another kernel, as `NVCC_APPEND_FLAGS` is), and the
+  `--dryrun`s are remembered by that digest too; a toolkit's own profile keys as before.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from conftest import nvcc_or_skip
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from fresh_python import ROOT, fresh_env
 
 # A host kernel that opens a plugin by its bare name (the loader searches its caller's
 # RUNPATH): the plugin's `v()`, or -1 where none is found.
@@ -75,3 +89,90 @@ def test_ld_run_path_never_reaches_a_build(warm: Any, tmp_path: Path) -> None:
     assert got["missed"] == 0, got  # served, under the key a process without it computes
     assert got["served"] == got["cold"] == [-1], got
     assert not got["runpath"], got
+
+
+# A fresh process: the identity of each nvcc in argv[1:], and a kernel's key under it.
+_NVCC_KEYS = """
+import json, sys
+from warmcli import Kernel
+from warmcli.backends.cuda.nvcc import NvccCompiler
+from warmcli.kernel import kernel_key
+K = Kernel('extern "C" __global__ void k(int *o) { o[0] = R51C; }', "k", "P", language="cuda")
+ids = [NvccCompiler(n).toolchain.identity for n in sys.argv[1:]]
+print(json.dumps({"ids": ids, "keys": [kernel_key(K, "sm_90", i) for i in ids]}))
+"""
+
+
+def _toolkit_view(real: Path, at: Path, profile: str) -> Path:
+    """A toolkit at `at` that is `real`'s (every file and folder linked) but for its
+    `bin/nvcc.profile`, `profile`: nvcc reads the one beside the path it is started as."""
+    (at / "bin").mkdir(parents=True)
+    for entry in real.iterdir():
+        if entry.name != "bin":
+            (at / entry.name).symlink_to(entry)
+    for entry in (real / "bin").iterdir():
+        if entry.name != "nvcc.profile":
+            (at / "bin" / entry.name).symlink_to(entry)
+    (at / "bin" / "nvcc.profile").write_text(profile)
+    return at / "bin" / "nvcc"
+
+
+def test_an_edited_nvcc_profile_is_another_toolchain(tmp_path: Path) -> None:
+    """The toolkit's own profile keys as the toolkit does (no key changed); one that defines
+    a macro in every kernel (`INCLUDES += -DR51C=3`) is another identity, so another key
+    (before: one key, two cubins); `PTXAS_FLAGS += -O0` too."""
+    from warmcli.backends.cuda.host_options import runs
+
+    nvcc = Path(runs(nvcc_or_skip(), os.environ.get("PATH", "")))  # a script's: its binary
+    real = nvcc.parent.parent
+    if not (nvcc.parent / "nvcc.profile").is_file():
+        pytest.skip(f"no nvcc.profile beside {nvcc}")
+    stock = (nvcc.parent / "nvcc.profile").read_text()
+    edited = re.sub(r"(?m)^(INCLUDES\s*\+=)", r'\1 "-DR51C=3"', stock)
+    ptxas = re.sub(r"(?m)^(PTXAS_FLAGS\s*\+=)", r"\1 -O0", stock)
+    assert stock != edited and stock != ptxas
+    views = [
+        _toolkit_view(real, tmp_path / name, text)
+        for name, text in (("stock", stock), ("edited", edited), ("ptxas", ptxas))
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", _NVCC_KEYS, str(nvcc), *map(str, views)],
+        env=fresh_env(tmp_path),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    ids, keys = got["ids"], got["keys"]
+    assert ids[0] == ids[1] and keys[0] == keys[1], got  # the toolkit's own: as before
+    assert "; NVCC_PROFILE=" not in ids[0], got
+    assert len(set(keys[1:])) == 3, got  # each profile edit: a key of its own
+    assert all("; NVCC_PROFILE=" in i for i in ids[2:]), got
+
+
+def test_a_toolkits_own_profiles_are_plain() -> None:
+    """The profiles CUDA toolkits ship (a system toolkit's, with its target folder) key
+    nothing; a folder outside the toolkit, an option, a flag or a name unknown key it."""
+    from warmcli.backends.cuda.profile import is_plain
+
+    system = (
+        b"\nTOP              = $(_HERE_)/..\n\nCICC_PATH        = $(TOP)/nvvm/bin\n"
+        b"NVVMIR_LIBRARY_DIR = $(TOP)/nvvm/libdevice\n\nLD_LIBRARY_PATH += $(TOP)/lib:\n"
+        b"PATH            += $(CICC_PATH):$(_HERE_):\n\n"
+        b'INCLUDES        +=  "-I$(TOP)/$(_TARGET_DIR_)/include" $(_SPACE_)\n\n'
+        b'LIBRARIES        =+ $(_SPACE_) "-L$(TOP)/$(_TARGET_DIR_)/lib$(_TARGET_SIZE_)/stubs" '
+        b'"-L$(TOP)/$(_TARGET_DIR_)/lib$(_TARGET_SIZE_)"\n\n'
+        b"CUDAFE_FLAGS    +=\nPTXAS_FLAGS     +=\n"
+    )
+    assert is_plain(system)
+    for edit in (
+        (b"$(CICC_PATH):$(_HERE_):", b"/opt/gcc-13/bin:$(CICC_PATH):$(_HERE_):"),
+        (b"$(TOP)/nvvm/bin", b"$(TOP)/../other/nvvm/bin"),
+        (b'include" $(_SPACE_)', b'include" -DX=1 $(_SPACE_)'),
+        (b"CUDAFE_FLAGS    +=", b"CUDAFE_FLAGS    += --diag_suppress=1"),
+        (b"TOP              = $(_HERE_)/..", b"TOP              = /opt/cuda"),
+        (b"\nPTXAS_FLAGS", b"\nCICC_FLAGS += -O0\nPTXAS_FLAGS"),
+    ):
+        assert edit[0] in system and not is_plain(system.replace(*edit)), edit
