@@ -14,6 +14,13 @@
   Now a profile no toolkit ships is named in the identity by its digest
   (`backends.cuda.profile`: served as another kernel, as `NVCC_APPEND_FLAGS` is), and the
   `--dryrun`s are remembered by that digest too; a toolkit's own profile keys as before.
+- A C compiler that is a wrapper script tuning for the building CPU (`WARM_CC` running `exec
+  cc -march=native "$@"`, or `$CFLAGS` saying so): its identity named the script's digest,
+  not the CPU, so its builds were served on any CPU where the same script is the compiler
+  (another CPU's instructions: a crash, or FMA contraction: other bits), where a kernel's
+  own `-march=native` is served on its building CPU only. Now such a compiler's identity is
+  keyed with this CPU, as `-march=native`'s kernels are (`HostCompiler.toolchain`), and a
+  build through it that names no CPU (an older warm's) is not served where it tunes.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +184,43 @@ def test_a_toolkits_own_profiles_are_plain() -> None:
         (b"\nPTXAS_FLAGS", b"\nCICC_FLAGS += -O0\nPTXAS_FLAGS"),
     ):
         assert edit[0] in system and not is_plain(system.replace(*edit)), edit
+
+
+# A production process over argv[1] whose CPU is the one `/proc/cpuinfo`'s copy argv[2] says:
+# the kernel's misses (and why), then what a hit or its own build and a cold build compute.
+_ON_ANOTHER_CPU = """
+import json, sys
+sys.path.insert(0, sys.argv[3])
+import warmcli
+from warmcli.backends import native
+native.CPUINFO = sys.argv[2]
+from dl_workload import workload
+warmcli.use_bundle(sys.argv[1])
+rt = warmcli.runtime("host")
+out = {"served": rt.read(workload(rt)).tolist()}
+out["missed"] = [m.name for m in warmcli.report().misses]
+print(json.dumps(out))
+"""
+
+
+def test_a_wrapper_script_tuning_for_its_cpu_is_keyed_with_it(warm: Any, tmp_path: Path) -> None:
+    """`WARM_CC` a script adding `-march=native`: its build names this CPU and is served on
+    it; a process on another CPU (its `/proc/cpuinfo` another model's) builds its own,
+    where before it was served this CPU's build."""
+    script = tmp_path / "cc"
+    script.write_text('#!/bin/sh\nexec cc -march=native "$@"\n')
+    script.chmod(0o755)
+    (tmp_path / "dl_workload.py").write_text(_DLOPEN_WORKLOAD)
+    bundle = tmp_path / "b.warm"
+    wrapped = warm.with_env(WARM_CC=str(script))
+    proc = wrapped("run", tmp_path / "dl_workload.py", "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    other = tmp_path / "cpuinfo"
+    other.write_text("vendor_id\t: Other\nmodel name\t: Another CPU\nflags\t\t: fpu sse2\n\n")
+    there = wrapped.production(_ON_ANOTHER_CPU, bundle, other, tmp_path)
+    assert there["missed"] == ["f"], there  # before: served this CPU's build
+    here = wrapped.production(_ON_ANOTHER_CPU, bundle, "/proc/cpuinfo", tmp_path)
+    assert here["missed"] == [] and there["served"] == here["served"], here  # its own: served
+    with sqlite3.connect(bundle) as db:
+        (toolchain,) = db.execute("select toolchain from kernels").fetchone()
+    assert "wrapper script" in toolchain and " +native " in toolchain, toolchain

@@ -39,6 +39,7 @@ import numpy as np
 from warmcli import config
 from warmcli.kernel_parts import (
     INCLUDE_PREFIXES,
+    NATIVE_OPTION,
     PRE_INCLUDE_PREFIXES,
     checked_defines,
     checked_options,
@@ -216,7 +217,7 @@ class Kernel(Record):
         return (
             bool(options)
             and self.language == "c"
-            and any("native" in o and _NATIVE.search(o) is not None for o in options)
+            and any("native" in o and NATIVE_OPTION.search(o) is not None for o in options)
         )
 
     @_once
@@ -267,8 +268,6 @@ class Kernel(Record):
         return f"{self.name}[{defines}]" if defines else self.name
 
 
-# An option (or a part of a joined one) that tunes for the building CPU.
-_NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
 # An `#include` of a header by its absolute path or a macro, or a `__has_include` of one.
 _ABSOLUTE_INCLUDE = Pattern(
     r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"

@@ -151,6 +151,11 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
+    elif record.backend == "host" and NATIVE in (target.toolchain or ""):  # a wrapper's, here
+        return "toolchain", (
+            "built for no one CPU (an older warm's, through a wrapper script tuning for its "
+            "building CPU?), this C compiler tunes for this CPU (-march=native)"
+        )
     served = record.toolchain.endswith(f"{RECIPE_MARK}{toolchain.BUILD_RECIPE}]")  # no call
     recipe = None if served else recipe_differs(record.toolchain)
     if recipe is not None:
