@@ -21,23 +21,26 @@
   own `-march=native` is served on its building CPU only. Now such a compiler's identity is
   keyed with this CPU, as `-march=native`'s kernels are (`HostCompiler.toolchain`), and a
   build through it that names no CPU (an older warm's) is not served where it tunes.
+- gcc reads a `specs` file found along its library folders, `LIBRARY_PATH`'s among them, and
+  takes its options into every compile: one there adding `-DR51C=7` built `o[0] = R51C` as 7
+  under the key a process without `LIBRARY_PATH` computes (its hit 7, a cold build 1), and an
+  edit of it was served the old build. No key can read what cc makes of a specs file, so a
+  compile where `LIBRARY_PATH` makes cc read one (`-print-file-name=specs`, with and without
+  the variable) is refused, naming the file, as a kernel's `-specs=` is.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import nvcc_or_skip
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
-from fresh_python import ROOT, fresh_env
 
 # A host kernel that opens a plugin by its bare name (the loader searches its caller's
 # RUNPATH): the plugin's `v()`, or -1 where none is found.
@@ -99,18 +102,6 @@ def test_ld_run_path_never_reaches_a_build(warm: Any, tmp_path: Path) -> None:
     assert not got["runpath"], got
 
 
-# A fresh process: the identity of each nvcc in argv[1:], and a kernel's key under it.
-_NVCC_KEYS = """
-import json, sys
-from warmcli import Kernel
-from warmcli.backends.cuda.nvcc import NvccCompiler
-from warmcli.kernel import kernel_key
-K = Kernel('extern "C" __global__ void k(int *o) { o[0] = R51C; }', "k", "P", language="cuda")
-ids = [NvccCompiler(n).toolchain.identity for n in sys.argv[1:]]
-print(json.dumps({"ids": ids, "keys": [kernel_key(K, "sm_90", i) for i in ids]}))
-"""
-
-
 def _toolkit_view(real: Path, at: Path, profile: str) -> Path:
     """A toolkit at `at` that is `real`'s (every file and folder linked) but for its
     `bin/nvcc.profile`, `profile`: nvcc reads the one beside the path it is started as."""
@@ -143,17 +134,14 @@ def test_an_edited_nvcc_profile_is_another_toolchain(tmp_path: Path) -> None:
         _toolkit_view(real, tmp_path / name, text)
         for name, text in (("stock", stock), ("edited", edited), ("ptxas", ptxas))
     ]
-    proc = subprocess.run(
-        [sys.executable, "-c", _NVCC_KEYS, str(nvcc), *map(str, views)],
-        env=fresh_env(tmp_path),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
-    ids, keys = got["ids"], got["keys"]
+    from warmcli import Kernel
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+    from warmcli.kernel import kernel_key
+
+    k = Kernel('extern "C" __global__ void k(int *o) { o[0] = R51C; }', "k", "P", language="cuda")
+    ids = [NvccCompiler(str(n)).toolchain.identity for n in (nvcc, *views)]
+    keys = [kernel_key(k, "sm_90", i) for i in ids]
+    got = {"ids": ids, "keys": keys}
     assert ids[0] == ids[1] and keys[0] == keys[1], got  # the toolkit's own: as before
     assert "; NVCC_PROFILE=" not in ids[0], got
     assert len(set(keys[1:])) == 3, got  # each profile edit: a key of its own
@@ -224,3 +212,41 @@ def test_a_wrapper_script_tuning_for_its_cpu_is_keyed_with_it(warm: Any, tmp_pat
     with sqlite3.connect(bundle) as db:
         (toolchain,) = db.execute("select toolchain from kernels").fetchone()
     assert "wrapper script" in toolchain and " +native " in toolchain, toolchain
+
+
+# A kernel computing a macro a compile's options may define.
+_SPECS_WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("#ifndef R51C\\n#define R51C 1\\n#endif\\nvoid f(long *o) { o[0] = R51C; }", "f", "P")
+def workload(rt):
+    x = rt.upload(np.zeros(1, dtype=np.int64))
+    rt.launch(K, x)
+    return x
+"""
+
+
+def test_a_specs_file_in_library_path_is_refused(warm: Any, tmp_path: Path) -> None:
+    """A `specs` file in a `LIBRARY_PATH` folder that defines a macro in every compile: the
+    compile is refused, naming it (before: built, stored, served where it is not); the same
+    folder without it builds."""
+    dumped = subprocess.run(["cc", "-dumpspecs"], capture_output=True, text=True)
+    if dumped.returncode != 0 or "*cpp:\n" not in dumped.stdout:
+        pytest.skip("cc is no gcc (it has no specs)")
+    head, _, rest = dumped.stdout.partition("*cpp:\n")
+    line, _, tail = rest.partition("\n")
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    (folder / "specs").write_text(f"{head}*cpp:\n{line} -DR51C=7\n{tail}")
+    workload = tmp_path / "specs_workload.py"
+    workload.write_text(_SPECS_WORKLOAD)
+    with_specs = warm.with_env(LIBRARY_PATH=str(folder))
+    proc = with_specs("run", workload, "-b", tmp_path / "b.warm", "-q")
+    said = " ".join((proc.stderr + proc.stdout).split())
+    assert proc.returncode != 0, said  # before: exit 0, `o[0] = 7` stored
+    assert f"cc reads the specs file {folder / 'specs'} in a LIBRARY_PATH folder" in said, said
+    assert "Traceback" not in said, said
+    (folder / "specs").unlink()
+    proc = with_specs("run", workload, "-b", tmp_path / "b.warm", "-q")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
