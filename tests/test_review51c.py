@@ -245,7 +245,7 @@ def test_a_specs_file_in_library_path_is_refused(warm: Any, tmp_path: Path) -> N
     proc = with_specs("run", workload, "-b", tmp_path / "b.warm", "-q")
     said = " ".join((proc.stderr + proc.stdout).split())
     assert proc.returncode != 0, said  # before: exit 0, `o[0] = 7` stored
-    assert f"cc reads the specs file {folder / 'specs'} in a LIBRARY_PATH folder" in said, said
+    assert f"cc reads the specs file {folder / 'specs'} in a LIBRARY_PATH or" in said, said
     assert "Traceback" not in said, said
     (folder / "specs").unlink()
     proc = with_specs("run", workload, "-b", tmp_path / "b.warm", "-q")

@@ -183,26 +183,24 @@ def _tuned(found: Toolchain) -> Toolchain:
 def _library_specs(
     cc: str, units: Sequence[CompileUnit], scratch: str, timeout: float | None
 ) -> None:
-    """Refuse the compile where `LIBRARY_PATH` makes cc read a `specs` file it would not read
-    without it (gcc looks for one along its library folders, `LIBRARY_PATH`'s among them,
-    and takes its options into every compile): no key covers it, so an edit there would be
-    served the old build. Asked of cc as the compile runs it (in `scratch`), with and without
-    the variable (`-print-file-name=specs`: the bare name where it reads none)."""
+    """Refuse the compile where `LIBRARY_PATH` or `GCC_EXEC_PREFIX` makes cc read a `specs`
+    file it would not read without them (gcc looks for one along its library folders, theirs
+    among them, and takes its options into every compile): no key covers it, so an edit there
+    would be served the old build. Asked of cc as the compile runs it (in `scratch`), with and
+    without them (`-print-file-name=specs`: the bare name where it reads none)."""
     from warmcli.backends.compiler import CompileFailure, run_compiler
 
     ask = [cc, "-print-file-name=specs"]
     found = run_compiler(ask, units, timeout, scratch)[0].strip()
     if found == "specs" or not os.path.isabs(found):
         return
-    if (
-        run_compiler(["env", "-u", "LIBRARY_PATH", *ask], units, timeout, scratch)[0].strip()
-        == found
-    ):
-        return  # cc's own, found whatever LIBRARY_PATH says: its identity's
+    unset = ["env", "-u", "LIBRARY_PATH", "-u", "GCC_EXEC_PREFIX", *ask]
+    if run_compiler(unset, units, timeout, scratch)[0].strip() == found:
+        return  # cc's own, found whatever they say: its identity's
     raise CompileFailure(
-        f"cc reads the specs file {os.path.normpath(found)} in a LIBRARY_PATH folder, whose "
-        "options no kernel key covers (an edit there would be served the old build): move it "
-        "out of LIBRARY_PATH's folders, and give the options it adds as the kernel's own",
+        f"cc reads the specs file {os.path.normpath(found)} in a LIBRARY_PATH or GCC_EXEC_PREFIX "
+        "folder, whose options no kernel key covers (an edit there would be served the old "
+        "build): move it out of their folders, and give the options it adds as the kernel's own",
         tuple(units),
     )
 
@@ -302,7 +300,7 @@ class HostCompiler:
                 tuple(units),
             )
         with scratch_folder("warm-cc-") as scratch:  # (a forked child's exit never removes it)
-            if config.library_path():  # a `specs` file there: read by cc, in no key
+            if config.library_path() or "GCC_EXEC_PREFIX" in config.compiler_programs():
                 _library_specs(self.toolchain.path, units, scratch, timeout)
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")
