@@ -14,6 +14,10 @@
   Now a profile no toolkit ships is named in the identity by its digest
   (`backends.cuda.profile`: served as another kernel, as `NVCC_APPEND_FLAGS` is), and the
   `--dryrun`s are remembered by that digest too; a toolkit's own profile keys as before.
+  nvcc also takes the variables the profile adds to (`INCLUDES +=`, `SYSTEM_INCLUDES`,
+  `CUDAFE_FLAGS`, `PTXAS_FLAGS`) from the environment first: `INCLUDES=-DR51C=5` or
+  `PTXAS_FLAGS=-O0` built another cubin under the key of none. A compile where one is set
+  is now refused, naming it (give such options in `NVCC_APPEND_FLAGS`, keyed).
 - A C compiler that is a wrapper script tuning for the building CPU (`WARM_CC` running `exec
   cc -march=native "$@"`, or `$CFLAGS` saying so): its identity named the script's digest,
   not the CPU, so its builds were served on any CPU where the same script is the compiler
@@ -250,3 +254,29 @@ def test_a_specs_file_in_library_path_is_refused(warm: Any, tmp_path: Path) -> N
     (folder / "specs").unlink()
     proc = with_specs("run", workload, "-b", tmp_path / "b.warm", "-q")
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+_CUDA_WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel('extern "C" __global__ void k(int *o) { o[0] = 1; }', "k", "P", language="cuda")
+def workload(rt):
+    x = rt.upload(np.zeros(1, dtype=np.int32))
+    rt.launch(K, x, grid=(1,), block=(1,))
+    return x
+"""
+
+
+def test_nvcc_profile_variables_from_the_environment_are_refused(warm: Any, tmp_path: Path) -> None:
+    """`INCLUDES=-DR51C=5` (nvcc's profile adds its own to the environment's): refused,
+    naming the variable, where before the cubin was built with it under the key of none."""
+    nvcc = nvcc_or_skip()
+    workload = tmp_path / "cuda_workload.py"
+    workload.write_text(_CUDA_WORKLOAD)
+    args = ("run", workload, "--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc, "-q")
+    proc = warm.with_env(INCLUDES="-DR51C=5")(*args, "-b", tmp_path / "b.warm")
+    said = " ".join((proc.stderr + proc.stdout).split())
+    assert proc.returncode != 0, said
+    assert "INCLUDES is set in the environment, and nvcc adds it to every compile" in said, said
+    assert "Traceback" not in said, said

@@ -68,12 +68,20 @@ def hidden_include(options: Sequence[str]) -> str | None:
 
 
 def refused_flags(files: Sequence[str]) -> str | None:
-    """Why nvcc's options from `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` are refused, or None:
-    one hands its host compiler an include folder or header in a spelling the key does not read
-    (`hidden_include`: the key reads those variables' own as a kernel's options), or reads
-    options from a file (`files`, nvcc's flags for it), which no key covers either."""
+    """Why nvcc's options from the environment are refused, or None: a variable its profile adds to
+    (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) is set; or, from `NVCC_PREPEND_FLAGS` or
+    `NVCC_APPEND_FLAGS`, one hands its host compiler an include folder or header in a spelling the
+    key does not read (`hidden_include`: the key reads those variables' own as a kernel's options),
+    or reads options from a file (`files`, nvcc's flags for it), which no key covers either."""
     from warmcli.compiler_includes import nvcc_words
 
+    for name, value in config.named_variables(profile.FROM_ENVIRONMENT).items():
+        if value.strip():  # (its profile's `INCLUDES +=` adds to it)
+            return (
+                f"{name} is set in the environment, and nvcc adds it to every compile (its "
+                f"nvcc.profile's {name} +=), which no kernel key covers (a change would be served "
+                "the old build): unset it, and give its options in NVCC_APPEND_FLAGS"
+            )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
         if (hidden := hidden_include(added)) is not None:

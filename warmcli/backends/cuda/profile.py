@@ -1,17 +1,16 @@
 """nvcc's `nvcc.profile`: what of it keys nvcc's builds, and the digest its `--dryrun`s are
-remembered by.
-
-nvcc reads `nvcc.profile` beside the binary it is started as, before every compile: the options
-it gives its host compiler (`INCLUDES`, where a `-DNAME=1` defines a macro in every kernel's
-device code), cudafe++'s and ptxas' (`CUDAFE_FLAGS`, `PTXAS_FLAGS`), and the folders it runs
-cicc, ptxas and its host compiler from (`PATH`, `CICC_PATH`). None of it shows in nvcc's
-version line, so an edited profile was served the build of the profile before it under one
-key. A profile as a toolkit ships it (its folders under the toolkit's own, `$(TOP)/include`,
-no option but `-I`, `-isystem` and `-L`, no cudafe++ or ptxas flag: `is_plain`) keys nothing
-(its folders are read from nvcc's `--dryrun`: `host_options`); any other is named in nvcc's
-identity by its digest (`profile_named`), so its builds are another kernel's. `digest` is what
-the `--dryrun`s read through it are remembered by, with the binary's stamp. It holds a memo
-per profile file and stamp (what a process reads of it once); it never runs nvcc.
+remembered by. nvcc reads `nvcc.profile` beside the binary it is started as, before every compile:
+the options it gives its host compiler (`INCLUDES`, where a `-DNAME=1` defines a macro in every
+kernel's device code), cudafe++'s and ptxas' (`CUDAFE_FLAGS`, `PTXAS_FLAGS`), and the folders it
+runs cicc, ptxas and its host compiler from (`PATH`, `CICC_PATH`). None of it shows in nvcc's
+version line, so an edited profile was served the build of the profile before it under one key. A
+profile as a toolkit ships it (its folders under the toolkit's own, `$(TOP)/include`, no option but
+`-I`, `-isystem` and `-L`, no cudafe++ or ptxas flag: `is_plain`) keys nothing (its folders are read
+from nvcc's `--dryrun`: `host_options`); any other is named in nvcc's identity by its digest
+(`profile_named`), so its builds are another kernel's. `digest` is what the `--dryrun`s read through
+it are remembered by, with the binary's stamp. `FROM_ENVIRONMENT` names the variables nvcc takes
+from the environment through it (its `INCLUDES +=`: `INCLUDES=-DN=5` reaches every kernel). It holds
+a memo per profile file and stamp (what a process reads of it once); it never runs nvcc.
 """
 
 from __future__ import annotations
@@ -31,6 +30,9 @@ _FOLDERS = frozenset({"TOP", "CICC_PATH", "CICC_NEXT_PATH", "NVVMIR_LIBRARY_DIR"
 _FOLDERS |= {"LD_LIBRARY_PATH", "_TARGET_DIR_", "_TARGET_SIZE_"}
 _OPTIONS = frozenset({"INCLUDES", "SYSTEM_INCLUDES", "LIBRARIES"})  # folders only
 _EMPTY = frozenset({"CUDAFE_FLAGS", "PTXAS_FLAGS"})
+# What a toolkit's profile adds to (`+=`): nvcc takes a value of these from the environment
+# first, and its options reach every compile (`host_options.refused_flags` refuses them).
+FROM_ENVIRONMENT = ("INCLUDES", "SYSTEM_INCLUDES", "CUDAFE_FLAGS", "PTXAS_FLAGS")
 _LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\+=|=\+|\?=|=)\s*(.*?)\s*")
 _MAX_BYTES = 1 << 20  # a profile bigger than this is keyed by its size's mark alone
 
