@@ -123,7 +123,7 @@ def _toolkit_view(real: Path, at: Path, profile: str) -> Path:
 def test_an_edited_nvcc_profile_is_another_toolchain(tmp_path: Path) -> None:
     """The toolkit's own profile keys as the toolkit does (no key changed); one that defines
     a macro in every kernel (`INCLUDES += -DR51C=3`) is another identity, so another key
-    (before: one key, two cubins); `PTXAS_FLAGS += -O0` too."""
+    (before: one key, two cubins); other edits: `test_a_toolkits_own_profiles_are_plain`."""
     from warmcli.backends.cuda.host_options import runs
 
     nvcc = Path(runs(nvcc_or_skip(), os.environ.get("PATH", "")))  # a script's: its binary
@@ -132,12 +132,8 @@ def test_an_edited_nvcc_profile_is_another_toolchain(tmp_path: Path) -> None:
         pytest.skip(f"no nvcc.profile beside {nvcc}")
     stock = (nvcc.parent / "nvcc.profile").read_text()
     edited = re.sub(r"(?m)^(INCLUDES\s*\+=)", r'\1 "-DR51C=3"', stock)
-    ptxas = re.sub(r"(?m)^(PTXAS_FLAGS\s*\+=)", r"\1 -O0", stock)
-    assert stock != edited and stock != ptxas
-    views = [
-        _toolkit_view(real, tmp_path / name, text)
-        for name, text in (("stock", stock), ("edited", edited), ("ptxas", ptxas))
-    ]
+    assert stock != edited
+    views = [_toolkit_view(real, tmp_path / n, t) for n, t in (("own", stock), ("edited", edited))]
     from warmcli import Kernel
     from warmcli.backends.cuda.nvcc import NvccCompiler
     from warmcli.kernel import kernel_key
@@ -148,8 +144,7 @@ def test_an_edited_nvcc_profile_is_another_toolchain(tmp_path: Path) -> None:
     got = {"ids": ids, "keys": keys}
     assert ids[0] == ids[1] and keys[0] == keys[1], got  # the toolkit's own: as before
     assert "; NVCC_PROFILE=" not in ids[0], got
-    assert len(set(keys[1:])) == 3, got  # each profile edit: a key of its own
-    assert all("; NVCC_PROFILE=" in i for i in ids[2:]), got
+    assert keys[2] != keys[0] and "; NVCC_PROFILE=" in ids[2], got  # before: one key
 
 
 def test_a_toolkits_own_profiles_are_plain() -> None:
@@ -233,8 +228,8 @@ def workload(rt):
 
 def test_a_specs_file_in_library_path_is_refused(warm: Any, tmp_path: Path) -> None:
     """A `specs` file in a `LIBRARY_PATH` folder that defines a macro in every compile: the
-    compile is refused, naming it (before: built, stored, served where it is not); the same
-    folder without it builds."""
+    compile is refused, naming it (before: built, stored, served where it is not). A
+    `LIBRARY_PATH` with no specs file builds as before (`test_keyprop38`, `test_needed40`)."""
     dumped = subprocess.run(["cc", "-dumpspecs"], capture_output=True, text=True)
     if dumped.returncode != 0 or "*cpp:\n" not in dumped.stdout:
         pytest.skip("cc is no gcc (it has no specs)")
@@ -251,9 +246,6 @@ def test_a_specs_file_in_library_path_is_refused(warm: Any, tmp_path: Path) -> N
     assert proc.returncode != 0, said  # before: exit 0, `o[0] = 7` stored
     assert f"cc reads the specs file {folder / 'specs'} in a LIBRARY_PATH or" in said, said
     assert "Traceback" not in said, said
-    (folder / "specs").unlink()
-    proc = with_specs("run", workload, "-b", tmp_path / "b.warm", "-q")
-    assert proc.returncode == 0, proc.stderr + proc.stdout
 
 
 _CUDA_WORKLOAD = """
