@@ -18,6 +18,13 @@
   `CUDAFE_FLAGS`, `PTXAS_FLAGS`) from the environment first: `INCLUDES=-DR51C=5` or
   `PTXAS_FLAGS=-O0` built another cubin under the key of none. A compile where one is set
   is now refused, naming it (give such options in `NVCC_APPEND_FLAGS`, keyed).
+- A NUL character in a kernel's source: gcc reads past it as a blank (a warning), so
+  `#\\0include "own.h"` (or `#include\\0"own.h"`) includes `own.h`, while the key's scan of
+  directives read no include there (its headers part named no file: an edit to `own.h` was
+  served the old build), and what shares a unit read `#\\0include <h.h>` and `#\\0define N 3`
+  as a null directive, so such a kernel shared a unit, its header's and its macros reaching
+  the kernels after it. `Kernel(...)` now refuses a NUL in its source, options or defines
+  (`printable.refuse_unreadable`), as it refuses a lone surrogate.
 - A C compiler that is a wrapper script tuning for the building CPU (`WARM_CC` running `exec
   cc -march=native "$@"`, or `$CFLAGS` saying so): its identity named the script's digest,
   not the CPU, so its builds were served on any CPU where the same script is the compiler
@@ -272,3 +279,31 @@ def test_nvcc_profile_variables_from_the_environment_are_refused(warm: Any, tmp_
     assert proc.returncode != 0, said
     assert "INCLUDES is set in the environment, and nvcc adds it to every compile" in said, said
     assert "Traceback" not in said, said
+
+
+def test_a_nul_in_a_kernel_is_refused(warm: Any, tmp_path: Path) -> None:
+    """`#\\0include "own.h"`: `Kernel` refuses it (before: made, keyed with no header, and
+    sharing a unit), as it does a NUL in an option or a define; `warm run` says so in one
+    line."""
+    from warmcli import Kernel
+
+    body = "void f(long *o) { o[0] = OWN; }"
+    for source, options, defines in (
+        ('#\0include "own.h"\n' + body, ["-Iinc"], {}),
+        ('#include\0"own.h"\n' + body, ["-Iinc"], {}),
+        ("#\0define OWN 3\n" + body, [], {}),
+        (body, ["-DOWN=\0"], {}),
+        (body, [], {"OWN": "1\0"}),
+    ):
+        with pytest.raises(ValueError, match="holds a NUL"):  # (options: since before)
+            Kernel(source, "f", "P", options=options, defines=defines)
+    workload = tmp_path / "nul_workload.py"
+    workload.write_text(
+        "from warmcli import Kernel\nDEVICE = 'host'\n"
+        f"K = Kernel({'#' + chr(0) + 'include <stddef.h>' + chr(10) + body!r}, 'f', 'P')\n"
+        "def workload(rt):\n    pass\n"
+    )
+    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
+    said = proc.stderr + proc.stdout
+    assert proc.returncode != 0 and "Traceback" not in said, said
+    assert "kernel f: its source holds a NUL byte (at 1)" in said, said

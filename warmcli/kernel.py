@@ -50,7 +50,7 @@ from warmcli.kernel_parts import (
     opens_comment,
 )
 from warmcli.once import once as _once
-from warmcli.printable import Pattern, refuse_lone_surrogate
+from warmcli.printable import Pattern, refuse_unreadable
 from warmcli.records import Record
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
@@ -158,7 +158,7 @@ class Kernel(Record):
         texts = [("its source", source), ("its name", name)]
         texts += [(f"option {i + 1}", o) for i, o in enumerate(given)]
         for what, text in texts + [(f"define {k}", v) for k, v in norm]:
-            refuse_lone_surrogate(f"kernel {entry}", what, text)
+            refuse_unreadable(f"kernel {entry}", what, text)
         for k, v in norm:
             if "\n" in v or "\r" in v or opens_comment(v):
                 raise ValueError(
