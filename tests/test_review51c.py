@@ -24,7 +24,9 @@
   served the old build), and what shares a unit read `#\\0include <h.h>` and `#\\0define N 3`
   as a null directive, so such a kernel shared a unit, its header's and its macros reaching
   the kernels after it. `Kernel(...)` now refuses a NUL in its source, options or defines
-  (`printable.refuse_unreadable`), as it refuses a lone surrogate.
+  (`printable.refuse_unreadable`), as it refuses a lone surrogate; and a header holding
+  one (`#\\0include "deep.h"` in `own.h`) is read as gcc reads it (`directives`: a NUL is a
+  blank), so `deep.h` keys the kernel (before: only `own.h` did).
 - A C compiler that is a wrapper script tuning for the building CPU (`WARM_CC` running `exec
   cc -march=native "$@"`, or `$CFLAGS` saying so): its identity named the script's digest,
   not the CPU, so its builds were served on any CPU where the same script is the compiler
@@ -42,6 +44,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -281,10 +284,10 @@ def test_nvcc_profile_variables_from_the_environment_are_refused(warm: Any, tmp_
     assert "Traceback" not in said, said
 
 
-def test_a_nul_in_a_kernel_is_refused(warm: Any, tmp_path: Path) -> None:
+def test_a_nul_in_a_kernel_is_refused() -> None:
     """`#\\0include "own.h"`: `Kernel` refuses it (before: made, keyed with no header, and
-    sharing a unit), as it does a NUL in an option or a define; `warm run` says so in one
-    line."""
+    sharing a unit), as it does a NUL in an option or a define (a workload making one
+    fails as any raising at import: one line)."""
     from warmcli import Kernel
 
     body = "void f(long *o) { o[0] = OWN; }"
@@ -297,13 +300,20 @@ def test_a_nul_in_a_kernel_is_refused(warm: Any, tmp_path: Path) -> None:
     ):
         with pytest.raises(ValueError, match="holds a NUL"):  # (options: since before)
             Kernel(source, "f", "P", options=options, defines=defines)
-    workload = tmp_path / "nul_workload.py"
-    workload.write_text(
-        "from warmcli import Kernel\nDEVICE = 'host'\n"
-        f"K = Kernel({'#' + chr(0) + 'include <stddef.h>' + chr(10) + body!r}, 'f', 'P')\n"
-        "def workload(rt):\n    pass\n"
-    )
-    proc = warm("run", workload, "-b", tmp_path / "b.warm", "-q")
-    said = proc.stderr + proc.stdout
-    assert proc.returncode != 0 and "Traceback" not in said, said
-    assert "kernel f: its source holds a NUL byte (at 1)" in said, said
+
+
+def test_a_header_hiding_an_include_behind_a_nul_keys_it(tmp_path: Path) -> None:
+    """`own.h` holding `#\\0include "deep.h"`: gcc includes `deep.h` (a warning), so the
+    kernel's headers name it (before: `own.h` alone, an edit to `deep.h` served the old
+    build)."""
+    from warmcli import Kernel
+    from warmcli.backends.host.compiler import HostCompiler
+    from warmcli.kernel import key_components
+
+    (tmp_path / "own.h").write_bytes(b'#\0include "deep.h"\n')
+    (tmp_path / "deep.h").write_text("#define OWN 5\n")
+    source = '#include "own.h"\nvoid f(long *o) { o[0] = OWN; }\n'
+    kernel = Kernel(source, "f", "P", options=[f"-I{tmp_path}"])
+    parts = key_components(kernel, "x86_64", HostCompiler().toolchain.identity)
+    named = [name for name, _ in json.loads(parts["header_files"])]
+    assert named == ["own.h", "deep.h"], parts
