@@ -2,7 +2,7 @@
 
 Before it reads a directive, the preprocessor ends a line at a lone carriage return as at a
 newline (`int y;\\r#include "b.h"`), joins a line ending in a backslash to the next
-(`#inc\\<newline>lude`), reads a form feed or vertical tab as a blank (`#include\\f"b.h"`)
+(`#inc\\<newline>lude`), reads a form feed, vertical tab or NUL as a blank (`#include\\f"b.h"`)
 and makes each comment one space (`#/**/include`, a block comment across lines inside a
 directive): `spliced` does the same to a source's bytes, its string and character literals
 kept, so the scans of `warmcli.headers` and `warmcli.kernel` find an include however it is
@@ -28,7 +28,7 @@ _LITERAL_OR_COMMENT = re.compile(
     rb"(?<![\w.])\.?[0-9](?:[eEpP][+-]|[\w.]|'\w)*"
     rb'|"(?:\\.|[^"\\\n])*"?'
     rb"|'(?:\\.|[^'\\\n])*'?"
-    rb"|/\*.*?(?:\*/|\Z)|//[^\n]*|[\f\v]",  # (a form feed, a vertical tab: one blank)
+    rb"|/\*.*?(?:\*/|\Z)|//[^\n]*|[\f\v\0]",  # (a form feed, a vertical tab, a NUL: a blank)
     re.DOTALL,
 )
 _LONE_CR = re.compile(rb"\r(?!\n)")  # a line's end, as GCC reads it
@@ -45,13 +45,13 @@ _RAW_LITERAL_OR_COMMENT = re.compile(
 def may_hide(data: bytes) -> bool:
     """Whether `data` holds what could hide an include from a plain scan: a line splice,
     a comment, the digraph `%:` or the trigraph `??=` (both `#`), a carriage return (a lone
-    one ends a line), a form feed or a vertical tab (a blank)."""
-    return any(mark in data for mark in (b"\\", b"/*", b"%:", b"??=", b"\r", b"\f", b"\v"))
+    one ends a line), a form feed, a vertical tab or a NUL (a blank)."""
+    return any(mark in data for mark in (b"\\", b"/*", b"%:", b"??=", b"\r", b"\f", b"\v", b"\0"))
 
 
 def _keep_literal(match: re.Match[bytes]) -> bytes:
     text = match[0]
-    return b" " if text[:1] in (b"/", b"\f", b"\v") else text
+    return b" " if text[:1] in (b"/", b"\f", b"\v", b"\0") else text
 
 
 def spliced(data: bytes) -> bytes:

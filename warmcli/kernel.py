@@ -39,6 +39,7 @@ import numpy as np
 from warmcli import config
 from warmcli.kernel_parts import (
     INCLUDE_PREFIXES,
+    NATIVE_OPTION,
     PRE_INCLUDE_PREFIXES,
     checked_defines,
     checked_options,
@@ -49,7 +50,7 @@ from warmcli.kernel_parts import (
     opens_comment,
 )
 from warmcli.once import once as _once
-from warmcli.printable import Pattern, refuse_lone_surrogate
+from warmcli.printable import Pattern, refuse_unreadable
 from warmcli.records import Record
 
 # Scalar parameter letters and the numpy type each one is passed as; `P` is a pointer.
@@ -157,7 +158,7 @@ class Kernel(Record):
         texts = [("its source", source), ("its name", name)]
         texts += [(f"option {i + 1}", o) for i, o in enumerate(given)]
         for what, text in texts + [(f"define {k}", v) for k, v in norm]:
-            refuse_lone_surrogate(f"kernel {entry}", what, text)
+            refuse_unreadable(f"kernel {entry}", what, text)
         for k, v in norm:
             if "\n" in v or "\r" in v or opens_comment(v):
                 raise ValueError(
@@ -216,7 +217,7 @@ class Kernel(Record):
         return (
             bool(options)
             and self.language == "c"
-            and any("native" in o and _NATIVE.search(o) is not None for o in options)
+            and any("native" in o and NATIVE_OPTION.search(o) is not None for o in options)
         )
 
     @_once
@@ -267,8 +268,6 @@ class Kernel(Record):
         return f"{self.name}[{defines}]" if defines else self.name
 
 
-# An option (or a part of a joined one) that tunes for the building CPU.
-_NATIVE = Pattern(r"-m(?:arch|tune|cpu)=native")
 # An `#include` of a header by its absolute path or a macro, or a `__has_include` of one.
 _ABSOLUTE_INCLUDE = Pattern(
     r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"

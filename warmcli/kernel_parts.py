@@ -100,6 +100,9 @@ def source_digest(components: Mapping[str, object]) -> str:
 
 
 _HEX = Pattern(r"[0-9a-f]{64}")  # a sha256 digest, as `key_components` writes one
+# An option (or a part of a joined one, or a word a C compiler's wrapper script adds) that tunes
+# for the building CPU: `Kernel.tunes_native`, `HostCompiler.toolchain`.
+NATIVE_OPTION = Pattern(r"-m(?:arch|tune|cpu)=native")
 
 
 def headers_digest(components: Mapping[str, object]) -> str:

@@ -134,6 +134,17 @@ def refuse_lone_surrogate(owner: str, what: str, text: str) -> None:
                          "it (UTF-8 has no form for it)")  # fmt: skip
 
 
+def refuse_unreadable(owner: str, what: str, text: str) -> None:
+    """`refuse_lone_surrogate`, and `ValueError` where `text` holds a NUL byte: a compiler
+    reads past one as a blank (`#\\0include "h.h"` is an include to gcc, with a warning) where
+    warm's scans of a kernel's directives (its key's headers, what shares a unit) would not,
+    and no command line holds one."""
+    refuse_lone_surrogate(owner, what, text)
+    if "\0" in text:
+        raise ValueError(f"{owner}: {what} holds a NUL byte (at {text.index(chr(0))}): "
+                         "remove it (a compiler reads past it, warm's key would not)")  # fmt: skip
+
+
 def natural(text: object) -> list[Any]:
     """A sort key that orders numbers as numbers: `BLOCK=128` before `BLOCK=1024`, shape
     `64x64` before `200x200` (text and numbers alternate, so any two keys compare). A

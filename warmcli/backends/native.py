@@ -86,8 +86,9 @@ def this_cpu() -> str:
 
 
 def keyed_identity(identity: str, cpu: Callable[[], str] = this_cpu) -> str:
-    """The toolchain identity `identity` that keys a kernel tuned for this CPU (`cpu()`)."""
-    return f"{identity}{NATIVE}{cpu()}"
+    """The toolchain identity `identity` that keys a kernel tuned for this CPU (`cpu()`): as
+    it is where it names one already (a C compiler's wrapper script that tunes for it)."""
+    return identity if NATIVE in identity else f"{identity}{NATIVE}{cpu()}"
 
 
 def foreign_cpu(toolchain: str, cpu: Callable[[], str] = this_cpu) -> str:

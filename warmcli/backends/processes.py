@@ -16,7 +16,8 @@ the scratch folder it runs in (`run`'s `tmp`), so the temporary files of one tha
 killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the
 user's; any other child's is the temporary folder Python found usable, where the caller's
 names none (missing, no folder) or names it relative to this process's working folder:
-nvcc writes its intermediate files there and, unlike gcc, does not fall back. What a child
+nvcc writes its intermediate files there and, unlike gcc, does not fall back; a compiler
+never gets `LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child
 prints is read as it comes, to the end, and only its first and last kB are kept
 (`kept_output`; a probe's whole up to 4 MiB, `probe`, as warm parses it): a compiler
 that prints a million lines costs no more memory than one that prints a page, and its pipe
@@ -300,9 +301,15 @@ def _environment(tmp: str | None) -> dict[str, str] | None:
     """A child's environment: this process's (None), but with `TMPDIR` the folder `tmp`
     where given, else the folder Python's `tempfile` fell back to where the caller's names
     no usable one (nvcc, unlike gcc, does not fall back: it fails every compile with `Could
-    not open output file`)."""
+    not open output file`). A compile (`tmp`) never gets `LD_RUN_PATH`: GNU ld writes it into
+    a shared object as its `RUNPATH` where no `-rpath` is given, which no key holds and which
+    moves where the binary's `dlopen` and the libraries it needs are found (a kernel's own
+    `-Wl,-rpath` is an option: keyed)."""
     import tempfile  # imported on first use, as subprocess
 
     if tmp is not None:
-        return config.compiler_environment(tmp, scratch=True)
+        made = config.compiler_environment(tmp, scratch=True)  # (a dict: `scratch`)
+        if made is not None:
+            made.pop("LD_RUN_PATH", None)
+        return made
     return config.compiler_environment(tempfile.gettempdir())

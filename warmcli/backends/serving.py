@@ -42,7 +42,8 @@ from warmcli.records import KernelRecord, Record
 _VERSION = Pattern(r"([0-9]+)\.([0-9]+)\Z")
 SAME_PARTS = ("source", "options", "defines", "headers")  # what one kernel's builds share
 _SM = Pattern(r"sm_([0-9]{2,3})")
-# Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`).
+# Where an nvcc identity names what nvcc read from the environment (`config.NVCC_FLAGS`) or a
+# profile no toolkit ships (`cuda.profile.PROFILE_MARK`).
 NVCC_ENVIRONMENT = "; NVCC_"
 # Where an nvcc identity names the `gcc` nvcc runs (its toolkit's, else `PATH`'s): its version line.
 NVCC_HOST = "; host compiler "
@@ -150,6 +151,11 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         why = foreign_cpu(record.toolchain)
         if why:
             return "toolchain", why
+    elif record.backend == "host" and NATIVE in (target.toolchain or ""):  # a wrapper's, here
+        return "toolchain", (
+            "built for no one CPU (an older warm's, through a wrapper script tuning for its "
+            "building CPU?), this C compiler tunes for this CPU (-march=native)"
+        )
     served = record.toolchain.endswith(f"{RECIPE_MARK}{toolchain.BUILD_RECIPE}]")  # no call
     recipe = None if served else recipe_differs(record.toolchain)
     if recipe is not None:
@@ -185,8 +191,8 @@ def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
         if target.toolchain is not None and theirs != ours:  # options: another kernel
             here = "this compiler" if target.own else "the build served here by nvcc"
             return "toolchain", (
-                f"built by nvcc with {theirs[2:] or 'nothing'} from the environment, {here} "
-                f"with {ours[2:] or 'nothing'}"
+                f"built by nvcc with {theirs[2:] or 'nothing'} from the environment (or its "
+                f"profile), {here} with {ours[2:] or 'nothing'}"
             )
         theirs, ours = nvcc_host(record.toolchain), nvcc_host(target.toolchain or "")
         # Another gcc: another kernel. Where this nvcc finds none (and `NVCC_CCBIN` names none,

@@ -90,7 +90,8 @@ class Toolchain(Record):
         """What keys a kernel: the compiler and its version, not where it is installed (a CI
         venv's and a GPU machine's toolkit build alike); the path is kept beside fingerprints."""
         recipe = f"{RECIPE_MARK}{BUILD_RECIPE}]" if BUILD_RECIPE != 1 else ""
-        return f"{self.name}:{self.version}{recipe}"
+        version, native, cpu = self.version.partition(NATIVE)  # (a CPU it tunes for: last)
+        return f"{self.name}:{version}{recipe}{native}{cpu}"
 
     def as_dict(self) -> dict[str, str]:
         return {"name": self.name, "path": self.path, "version": self.version}

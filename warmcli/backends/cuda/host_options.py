@@ -18,10 +18,12 @@ line (`toolchain.probe`: remembered by its stamp, a script's by its digest), onc
 `nvvm/bin` and the folder it was started from, where NVIDIA's advice links a `gcc`), then on
 `PATH`, as nvcc searches (a launcher, `ccache`, by the `gcc` it runs: `toolchain.LAUNCHERS`). One
 `nvcc --dryrun` per process tells both, remembered as they are. Each is remembered by the stamp of
-the nvcc binary that answers: an `nvcc` that is a script (`exec /usr/local/cuda/bin/nvcc "$@"`) by
-that of the binary it runs (`runs`: its `--dryrun`'s `_HERE_`, remembered by the script's stamp,
-its digest with the values of the variables it names, and `PATH`), so a toolkit upgraded behind an
-unchanged script (`/usr/local/cuda` repointed) is read again.
+the nvcc binary that answers and its `nvcc.profile`'s digest (`profile.digest`: an edit there,
+`PATH +=` another gcc's folder, is read again): an `nvcc` that is a script (`exec
+/usr/local/cuda/bin/nvcc "$@"`) by that of the binary it runs (`runs`: its `--dryrun`'s `_HERE_`,
+remembered by the script's stamp, its digest with the values of the variables it names, and
+`PATH`), so a toolkit upgraded behind an unchanged script (`/usr/local/cuda` repointed) is read
+again.
 Nothing else is kept or read.
 """
 
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 
 from warmcli import config
 from warmcli.backends import processes
+from warmcli.backends.cuda import profile
 from warmcli.backends.serving import NVCC_HOST
 from warmcli.backends.toolchain import ToolchainError, past_launchers, probe, remembered
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
@@ -65,12 +68,20 @@ def hidden_include(options: Sequence[str]) -> str | None:
 
 
 def refused_flags(files: Sequence[str]) -> str | None:
-    """Why nvcc's options from `NVCC_PREPEND_FLAGS` or `NVCC_APPEND_FLAGS` are refused, or None:
-    one hands its host compiler an include folder or header in a spelling the key does not read
-    (`hidden_include`: the key reads those variables' own as a kernel's options), or reads
-    options from a file (`files`, nvcc's flags for it), which no key covers either."""
+    """Why nvcc's options from the environment are refused, or None: a variable its profile adds to
+    (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) is set; or, from `NVCC_PREPEND_FLAGS` or
+    `NVCC_APPEND_FLAGS`, one hands its host compiler an include folder or header in a spelling the
+    key does not read (`hidden_include`: the key reads those variables' own as a kernel's options),
+    or reads options from a file (`files`, nvcc's flags for it), which no key covers either."""
     from warmcli.compiler_includes import nvcc_words
 
+    for name, value in config.named_variables(profile.FROM_ENVIRONMENT).items():
+        if value.strip():  # (its profile's `INCLUDES +=` adds to it)
+            return (
+                f"{name} is set in the environment, and nvcc adds it to every compile (its "
+                f"nvcc.profile's {name} +=), which no kernel key covers (a change would be served "
+                "the old build): unset it, and give its options in NVCC_APPEND_FLAGS"
+            )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
         if (hidden := hidden_include(added)) is not None:
@@ -97,7 +108,8 @@ def toolkit_includes(nvcc: str) -> tuple[str, str] | None:
     where served, never another build: `warmcli.compiler_includes`)."""
     try:
         binary = runs(nvcc, config.path())
-        said = remembered(_DRYRUN, binary, os.stat(binary), _dryrun_includes).version
+        named = f"{_DRYRUN} {profile.digest(binary)}"  # (what it prints: its profile's too)
+        said = remembered(named, binary, os.stat(binary), _dryrun_includes).version
     except (OSError, ToolchainError):
         return None
     include, _, cccl = said.partition("\n")
@@ -142,7 +154,8 @@ def toolkit_path(nvcc: str) -> str:
     `os.pathsep`, as its `--dryrun` prints them; "" where it does not say (`PATH` alone)."""
     try:
         binary = runs(nvcc, config.path())
-        return remembered(_DRYRUN_PATH, binary, os.stat(binary), _dryrun_path).version
+        named = f"{_DRYRUN_PATH} {profile.digest(binary)}"
+        return remembered(named, binary, os.stat(binary), _dryrun_path).version
     except (OSError, ToolchainError):
         return ""
 

@@ -13,7 +13,7 @@ reads from the environment, where set, and tells the key the folders nvcc and it
 search after a kernel's (`own_folders`). The group checks (`group_target`, `check_options`,
 `built_group`) serve NVRTC too. It owns no kernel cache (only which SMs each nvcc builds, asked once
 a process and remembered across processes beside its version line) and never imports `pycuda`; the
-toolkit's own `nvcc.profile` supplies the include path, so no `-I` is passed.
+toolkit's `nvcc.profile` gives the include path, so no `-I` is passed (another keys: `profile`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from warmcli.backends.compiler import (
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
 from warmcli.backends.cuda.host_options import hidden_include, host_compiler, refused_flags, runs
 from warmcli.backends.cuda.own_folders import know_cuda
+from warmcli.backends.cuda.profile import profile_named
 from warmcli.backends.cuda.ptx import kept_ptx_arch, not_ptx_of, ptx_in_program, ptx_not_kept
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
@@ -63,10 +64,9 @@ _VIRTUAL = re.compile(r"compute_([1-9][0-9]{1,2})([af]?)")
 _SUFFIX_FROM = {"a": 90, "f": 100}
 # Options that would change what nvcc builds or where it writes it: warm sets them.
 _RESERVED = (
-    "-arch", "--gpu-architecture", "-code", "--gpu-code", "-gencode", "--generate-code",
-    "-o", "--output-file", "-cubin", "--cubin", "-ptx", "--ptx", "-fatbin", "--fatbin",
-    "-c", "--compile", "-E", "--preprocess", "-M", "-lib", "--lib", "-odir", "-keep-dir",
-    "--keep-dir",
+    "-arch", "--gpu-architecture", "-code", "--gpu-code", "-gencode", "--generate-code", "-o",
+    "--output-file", "-cubin", "--cubin", "-ptx", "--ptx", "-fatbin", "--fatbin", "-c", "--compile",
+    "-E", "--preprocess", "-M", "-lib", "--lib", "-odir", "-keep-dir", "--keep-dir",
 )  # fmt: skip
 # Options that read more options from a file, which no key covers: refused.
 _OPTIONS_FILES = ("-optf", "--options-file")
@@ -283,8 +283,7 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     parsed: dict[str, Declared] = {}
     for unit in _unique(units):
         source = unit.kernel.source
-        if source not in parsed:
-            parsed[source] = declared(source)
+        parsed[source] = parsed.get(source) or declared(source)
         ns = f"warm_{unit.key[:16]}"
         section = isolated_section(
             unit, source + signature.probe(unit), names_in=parsed[source], rename_helpers=False
@@ -318,17 +317,18 @@ class NvccCompiler:
 
     @property
     def toolchain(self) -> Toolchain:
-        """nvcc and its version, the `gcc` it runs (`host_compiler`), and what it
-        reads from the environment (options, its host compiler, a script's digest or a binary's
-        version line after it: `host_compiler_script`) where set (`config.nvcc_flags`; a long one
-        by its digest): they change what it builds, so they key."""
+        """nvcc and its version, the `gcc` it runs (`host_compiler`), a profile no toolkit ships
+        (`profile_named`), what it reads from the environment (options, its host compiler, a
+        script's digest or a binary's version line after it: `host_compiler_script`) where set
+        (`config.nvcc_flags`; a long one by its digest): they change what it builds: keyed."""
         found = probe("nvcc", runs(self.path, config.path()))  # a script's: the binary it runs
+        flags, profile = config.nvcc_flags(), profile_named(found.path)  # (its `nvcc.profile`)
         found = Toolchain(name=found.name, path=self.path, version=found.version)
-        flags = config.nvcc_flags()
         host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path(), self.path)
-        if flags or host:
+        if flags or host or profile:
             added = (
                 host
+                + profile
                 + "".join(
                     f"; {name}={environment_named(v)}"
                     + "".join(  # `NVCC_CCBIN`'s or a `-ccbin`'s in the others

@@ -48,9 +48,17 @@ from typing import TYPE_CHECKING
 from warmcli import config
 from warmcli.backends.host.identity import recall, remember
 from warmcli.backends.host.programs import Moved, programs_line
-from warmcli.backends.toolchain import Toolchain, environment_named, probe
+from warmcli.backends.toolchain import (
+    NATIVE,
+    WRAPPER_MARK,
+    Toolchain,
+    environment_named,
+    probe,
+    script_words,
+)
 from warmcli.errors import ToolchainError
 from warmcli.kernel import CC_SYSTEM
+from warmcli.kernel_parts import NATIVE_OPTION
 from warmcli.scratch import scratch_folder
 
 if TYPE_CHECKING:  # what compiles is imported on first use: a serving process never compiles
@@ -157,6 +165,46 @@ def _toolchain(cc: str, moved: Moved, search: str) -> Toolchain:
     return toolchain
 
 
+def _tuned(found: Toolchain) -> Toolchain:
+    """`found`, keyed with this CPU (`native.keyed_identity`'s mark) where it is a wrapper script
+    that tunes for the building CPU (`exec gcc -march=native "$@"`, or a variable it names says
+    so, `$CFLAGS`): its builds run only on that CPU, as a kernel's own `-march=native`'s."""
+    if WRAPPER_MARK not in found.version or NATIVE in found.version:
+        return found
+    if not any(NATIVE_OPTION.search(word) for word in script_words(found.path)):
+        return found
+    from warmcli.backends.native import this_cpu
+
+    return Toolchain(
+        name=found.name, path=found.path, version=f"{found.version}{NATIVE}{this_cpu()}"
+    )
+
+
+def _library_specs(
+    cc: str, units: Sequence[CompileUnit], scratch: str, timeout: float | None
+) -> None:
+    """Refuse the compile where `LIBRARY_PATH` or `GCC_EXEC_PREFIX` makes cc read a `specs`
+    file it would not read without them (gcc looks for one along its library folders, theirs
+    among them, and takes its options into every compile): no key covers it, so an edit there
+    would be served the old build. Asked of cc as the compile runs it (in `scratch`), with and
+    without them (`-print-file-name=specs`: the bare name where it reads none)."""
+    from warmcli.backends.compiler import CompileFailure, run_compiler
+
+    ask = [cc, "-print-file-name=specs"]
+    found = run_compiler(ask, units, timeout, scratch)[0].strip()
+    if found == "specs" or not os.path.isabs(found):
+        return
+    unset = ["env", "-u", "LIBRARY_PATH", "-u", "GCC_EXEC_PREFIX", *ask]
+    if run_compiler(unset, units, timeout, scratch)[0].strip() == found:
+        return  # cc's own, found whatever they say: its identity's
+    raise CompileFailure(
+        f"cc reads the specs file {os.path.normpath(found)} in a LIBRARY_PATH or GCC_EXEC_PREFIX "
+        "folder, whose options no kernel key covers (an edit there would be served the old "
+        "build): move it out of their folders, and give the options it adds as the kernel's own",
+        tuple(units),
+    )
+
+
 def found_anew(cc: str, moved: Moved, search: str) -> Toolchain:
     """`_toolchain`'s identity found by asking every folder (none remembered whole): cc's
     version line, then those of the programs it runs (`host.programs`) and the variables."""
@@ -182,7 +230,7 @@ class HostCompiler:
         (`serving.host_programs`; a long one by its digest)."""
         moved = tuple(config.compiler_programs().items())
         try:
-            return _toolchain(self._cc, moved, config.path())
+            return _tuned(_toolchain(self._cc, moved, config.path()))
         except ToolchainError as exc:  # what to do about it: the machine's, not the kernel's
             hint = "named by WARM_CC" if config.cc() else "set WARM_CC to one, or put cc on PATH"
             raise ToolchainError(f"{exc} (the host backend's C compiler: {hint})") from None
@@ -252,6 +300,8 @@ class HostCompiler:
                 tuple(units),
             )
         with scratch_folder("warm-cc-") as scratch:  # (a forked child's exit never removes it)
+            if config.library_path() or "GCC_EXEC_PREFIX" in config.compiler_programs():
+                _library_specs(self.toolchain.path, units, scratch, timeout)
             source = os.path.join(scratch, "batch.c")
             output = os.path.join(scratch, "batch.so")
             with open(source, "w", encoding="utf-8") as fh:  # as the key reads it, any locale
