@@ -1,29 +1,34 @@
 """Migrating a bundle of format 1 or 2 to this warm's format, once, on its first open for write.
 
-Format 1 stored each tune's candidates as JSON text; format 2 stored them packed
-with every kernel key whole, and a tune's key, checksum and status as text. Format
-3 (`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the
-status as a code, and the candidates packed with their kernel keys interned in
-`tune_kernels`. `migrate` rebuilds the `tunes` table in one SQLite write transaction
-(so a crash leaves the old format whole, and another process that migrated first is
-seen and left alone): rows keep their rowids and order, and the header's and
-manifest's format version are set. A value that is not what warm writes (a key not
-a sha256 in hex, a status not warm's, candidates not warm's or over
-`MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
-name. A bundle holding signatures keeps every row's candidates as they are: its
-signatures cover them as signed (a signature covers a key, checksum and status as
-text, whichever way they are stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the
-reader reads every form), so migrating never unsigns an entry; rows written after are
-format 3's. It never re-signs: the manifest's format version it sets is not the one
-signed, so each signature is stale (`warmcli.bundle.signing.stale`: `warm verify` says
-so, trusted keys refuse the bundle) until the bundle is signed again. A read-only
-open never migrates (an older format is read as it is).
-This module owns no state and opens no file.
+Format 1 stored each tune's candidates as JSON text; format 2 stored them packed with every
+kernel key whole, and a tune's key, checksum and status as text. Format 3
+(`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the status as a
+code, and the candidates packed with their kernel keys interned in `tune_kernels`. `migrate`
+rebuilds the `tunes` table in one SQLite write transaction (so a crash leaves the old format
+whole, and another process that migrated first is seen and left alone): rows keep their
+rowids and order, and the header's and manifest's format version are set. A value that is
+not what warm writes (a key not a sha256 in hex, a status not warm's, candidates not warm's
+or over `MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
+name. An interrupt that lands in warm's SQL functions (a Ctrl-C, or a SIGTERM warm's handler
+raises as one, while a large format-1 bundle's rows are repacked), which SQLite would turn
+into "user-defined function raised exception" (a `BundleError` saying "corrupt bundle"), is
+raised again as itself once the transaction is rolled back. A bundle holding signatures
+keeps every row's candidates as they are: its signatures cover them as signed (a signature
+covers a key, checksum and status as text, whichever way they are stored, see
+`warmcli.bundle.signed.SIGNED_ROWS`; the reader reads every form), so migrating never
+unsigns an entry; rows written after are format 3's. It never re-signs: the manifest's
+format version it sets is not the one signed, so each signature is stale
+(`warmcli.bundle.signing.stale`: `warm verify` says so, trusted keys refuse the bundle)
+until the bundle is signed again. A read-only open never migrates (an older format is read
+as it is).
+This module owns no state (but an interrupt caught, for the length of one migration) and
+opens no file.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from warmcli.bundle.candidates import MAX_PACKED_BYTES, as_bytes, decode, pack
 from warmcli.bundle.schema import STATUS_CODE, statements
@@ -34,7 +39,7 @@ _COLUMNS = (
 )
 
 
-def _packer(interned: dict[bytes, int]) -> object:
+def _packer(interned: dict[bytes, int]) -> Callable[[object], object]:
     def repack(value: object) -> object:
         """`value`'s candidates in format 3's form, or `value` itself where not warm's."""
         try:
@@ -46,10 +51,26 @@ def _packer(interned: dict[bytes, int]) -> object:
     return repack
 
 
+def _keeping(function: Callable[[object], object], caught: list[BaseException]) -> object:
+    """`function` as SQLite calls it, an interrupt it meets (no `Exception`) kept in `caught`:
+    SQLite keeps only that the function raised."""
+
+    def call(value: object) -> object:
+        try:
+            return function(value)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):
+                caught.append(exc)
+            raise
+
+    return call
+
+
 def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
     """Bring the bundle open on `conn` (in autocommit) to format `version`, whose `tunes`
     table, index and `tune_kernels` table `tunes_schema` creates (see the module doc)."""
     conn.execute("BEGIN IMMEDIATE")
+    caught: list[BaseException] = []  # an interrupt raised in a function SQLite called
     try:
         if conn.execute("PRAGMA user_version").fetchone()[0] != version:
             signed = (
@@ -59,8 +80,8 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 and conn.execute("SELECT 1 FROM signatures LIMIT 1").fetchone()
             )
             interned: dict[bytes, int] = {}
-            conn.create_function("warm_bytes", 1, as_bytes, deterministic=True)
-            conn.create_function("warm_pack", 1, _packer(interned))
+            conn.create_function("warm_bytes", 1, _keeping(as_bytes, caught), deterministic=True)
+            conn.create_function("warm_pack", 1, _keeping(_packer(interned), caught))
             candidates = (
                 "candidates"
                 if signed
@@ -92,7 +113,9 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 "UPDATE manifest SET value = ? WHERE key = 'format_version'", (str(version),)
             )
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        if caught and exc is not caught[0]:  # SQLite's words for it: the interrupt it was
+            raise caught[0] from None
         raise
