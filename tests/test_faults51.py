@@ -17,8 +17,8 @@ every entry the bundle held, bit for bit, in one line and a non-zero exit, but:
   bundle (its rows repacked by warm's SQL functions) was one line, exit 2, `corrupt bundle
   (user-defined function raised exception)`: SQLite keeps no more of an exception raised in a
   function it calls, so the interrupt was read as a corrupt bundle (3 of 30 random trials;
-  nothing was lost: rolled back). The migration raises the interrupt itself now: `warm:
-  interrupted`, exit 130.
+  nothing was lost: rolled back). The migration converts its rows in Python now, no SQL
+  function of warm's: `warm: interrupted`, exit 130.
 
 The mounts are made in a mount namespace of the test's own (`in_private_mount`), gone after it,
 and the test is skipped where nothing can be mounted.

@@ -9,10 +9,10 @@ whole, and another process that migrated first is seen and left alone): rows kee
 rowids and order, and the header's and manifest's format version are set. A value that is
 not what warm writes (a key not a sha256 in hex, a status not warm's, candidates not warm's
 or over `MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
-name. An interrupt that lands in warm's SQL functions (a Ctrl-C, or a SIGTERM warm's handler
-raises as one, while a large format-1 bundle's rows are repacked), which SQLite would turn
-into "user-defined function raised exception" (a `BundleError` saying "corrupt bundle"), is
-raised again as itself once the transaction is rolled back. A bundle holding signatures
+name. Rows are converted in Python, a thousand at a time, never in a SQL function: an
+interrupt (a Ctrl-C, or a SIGTERM warm's handler raises as one) that lands in a function
+SQLite calls is only "user-defined function raised exception" to it, read as a corrupt
+bundle. A bundle holding signatures
 keeps every row's candidates as they are: its signatures cover them as signed (a signature
 covers a key, checksum and status as text, whichever way they are stored, see
 `warmcli.bundle.signed.SIGNED_ROWS`; the reader reads every form), so migrating never
@@ -21,8 +21,7 @@ format version it sets is not the one signed, so each signature is stale
 (`warmcli.bundle.signing.stale`: `warm verify` says so, trusted keys refuse the bundle)
 until the bundle is signed again. A read-only open never migrates (an older format is read
 as it is).
-This module owns no state (but an interrupt caught, for the length of one migration) and
-opens no file.
+This module owns no state and opens no file.
 """
 
 from __future__ import annotations
@@ -51,26 +50,23 @@ def _packer(interned: dict[bytes, int]) -> Callable[[object], object]:
     return repack
 
 
-def _keeping(function: Callable[[object], object], caught: list[BaseException]) -> object:
-    """`function` as SQLite calls it, an interrupt it meets (no `Exception`) kept in `caught`:
-    SQLite keeps only that the function raised."""
-
-    def call(value: object) -> object:
-        try:
-            return function(value)
-        except BaseException as exc:
-            if not isinstance(exc, Exception):
-                caught.append(exc)
-            raise
-
-    return call
+def _converted(
+    row: tuple[object, ...], repack: Callable[[object], object], signed: object
+) -> tuple[object, ...]:
+    """A format 1 or 2 row (its status already a code) in format 3's form: its key and
+    checksum in hex as their bytes, its candidates repacked (not where signed, nor where
+    longer than `MAX_PACKED_BYTES`); any value not warm's as it is."""
+    rowid, key, operation, shape_key, device, checksum, status, pick, candidates, *times = row
+    long = isinstance(candidates, (str, bytes)) and len(candidates) > MAX_PACKED_BYTES
+    candidates = candidates if signed or long else repack(candidates)
+    key, checksum = as_bytes(key), as_bytes(checksum)
+    return (rowid, key, operation, shape_key, device, checksum, status, pick, candidates, *times)
 
 
 def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
     """Bring the bundle open on `conn` (in autocommit) to format `version`, whose `tunes`
     table, index and `tune_kernels` table `tunes_schema` creates (see the module doc)."""
     conn.execute("BEGIN IMMEDIATE")
-    caught: list[BaseException] = []  # an interrupt raised in a function SQLite called
     try:
         if conn.execute("PRAGMA user_version").fetchone()[0] != version:
             signed = (
@@ -80,29 +76,16 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 and conn.execute("SELECT 1 FROM signatures LIMIT 1").fetchone()
             )
             interned: dict[bytes, int] = {}
-            conn.create_function("warm_bytes", 1, _keeping(as_bytes, caught), deterministic=True)
-            conn.create_function("warm_pack", 1, _keeping(_packer(interned), caught))
-            candidates = (
-                "candidates"
-                if signed
-                else f"CASE WHEN length(candidates) <= {MAX_PACKED_BYTES} "
-                "THEN warm_pack(candidates) ELSE candidates END"
-            )
-            values = {
-                "key": "CASE WHEN length(key) = 64 THEN warm_bytes(key) ELSE key END",
-                "checksum": "CASE WHEN length(checksum) = 64 THEN warm_bytes(checksum) "
-                "ELSE checksum END",
-                "status": STATUS_CODE,
-                "candidates": candidates,
-            }
-            selected = ", ".join(values.get(c, c) for c in _COLUMNS.split(", "))
+            repack = _packer(interned)
+            selected = ", ".join(STATUS_CODE if c == "status" else c for c in _COLUMNS.split(", "))
             conn.execute("DROP INDEX tunes_operation")
             conn.execute("ALTER TABLE tunes RENAME TO tunes_before")
             for statement in statements(tunes_schema):
                 conn.execute(statement)
-            conn.execute(
-                f"INSERT INTO tunes ({_COLUMNS}) SELECT {selected} FROM tunes_before ORDER BY rowid"
-            )
+            rows = conn.execute(f"SELECT {selected} FROM tunes_before ORDER BY rowid")
+            insert = f"INSERT INTO tunes ({_COLUMNS}) VALUES ({', '.join('?' * 12)})"
+            while batch := rows.fetchmany(1000):  # (not a SQL function: see the module doc)
+                conn.executemany(insert, [_converted(row, repack, signed) for row in batch])
             conn.executemany(
                 "INSERT INTO tune_kernels (id, key) VALUES (?, ?)",
                 [(i, key) for key, i in interned.items()],
@@ -113,9 +96,7 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 "UPDATE manifest SET value = ? WHERE key = 'format_version'", (str(version),)
             )
         conn.execute("COMMIT")
-    except BaseException as exc:
+    except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if caught and exc is not caught[0]:  # SQLite's words for it: the interrupt it was
-            raise caught[0] from None
         raise
