@@ -2,15 +2,17 @@
 bundle's disk full (`warmcli.errors.DISK_FULL`), or, where SQLite keeps its temporary files on
 another disk with less room, that folder and the variable that moves it; and of a file SQLite
 could not open (`cannot_open`): the bundle's folder not writable, where it is not (no journal
-can be made there: immutable, or a mount or policy that refuses it without EACCES), else
-descriptors run out. It owns no state, never writes and never prints; it only asks the file
-system how much room is left and whether a folder is writable."""
+can be made there: immutable, or a mount or policy that refuses it without EACCES), its disk
+full, where no file can be made there (no free inode or block: SQLite's `CANTOPEN` keeps no
+errno), else descriptors run out. It owns no state, never writes and never prints; it only
+asks the file system how much room is left and whether a folder is writable."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 
+from warmcli.bundle.journal import after_refused_write
 from warmcli.errors import CANNOT_WRITE, DISK_FULL
 
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
@@ -19,9 +21,28 @@ UNWRITABLE = f"{CANNOT_WRITE}: its folder is not writable (for its journal)"
 
 def cannot_open(path: str | os.PathLike[str]) -> str:
     """Why SQLite could not open the bundle at `path` or its journal (`SQLITE_CANTOPEN`): the
-    journal is made beside the file a link names (`warmcli.bundle.file`), so its folder."""
+    journal is made beside the file a link names (`warmcli.bundle.file`), so its folder. A
+    folder whose disk has no free inode (a tmpfs's `nr_inodes`, a small ext4's) or block left
+    is full, said as every other full disk is: the journal was never made, nothing written."""
     folder = os.path.dirname(os.path.realpath(path))
-    return CANNOT_OPEN if os.access(folder, os.W_OK) else UNWRITABLE
+    if not os.access(folder, os.W_OK):
+        return UNWRITABLE
+    if _no_room(folder):
+        return f"{DISK_FULL} (no room for its journal): {after_refused_write(path)}"
+    return CANNOT_OPEN
+
+
+def _no_room(folder: str) -> bool:
+    """Whether no file can be made in `folder`: its disk has no inode or no block left for
+    this process (root's reserve counted for root). A file system that counts no inodes
+    (`f_files` 0: btrfs) is judged by its blocks only."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    root = os.geteuid() == 0
+    inodes, blocks = (st.f_ffree, st.f_bfree) if root else (st.f_favail, st.f_bavail)
+    return (st.f_files > 0 and inodes == 0) or blocks == 0
 
 
 def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:

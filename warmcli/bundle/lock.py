@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
-from warmcli.errors import CANNOT_LOCK, CANNOT_TAKE_LOCK, BundleError
+from warmcli.errors import CANNOT_LOCK, CANNOT_TAKE_LOCK, DISK_FULL, BundleError
 from warmcli.printable import printable
 
 if TYPE_CHECKING:
@@ -154,6 +154,8 @@ def _flock_once(path: Path, name: str, owned: list[int]) -> bool:
                 f"(to {printable(os.readlink(name))}); remove it"
             ) from None
         why = exc.strerror if exc.strerror and exc.filename == name else exc  # (named once)
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)  # no inode for it: said as a full disk
+        why = f"{DISK_FULL} ({why})" if full else why  # (a merge's: "nothing was merged")
         raise BundleError(f"{path}: {CANNOT_TAKE_LOCK} {name}: {why}") from None
     wait: float | None = getattr(_held, "wait", None)
     try:

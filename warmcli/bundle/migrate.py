@@ -1,30 +1,33 @@
 """Migrating a bundle of format 1 or 2 to this warm's format, once, on its first open for write.
 
-Format 1 stored each tune's candidates as JSON text; format 2 stored them packed with
-every kernel key whole, and a tune's key, checksum and status as text. Format 3
+Format 1 stored each tune's candidates as JSON text; format 2 stored them packed with every
+kernel key whole, and a tune's key, checksum and status as text. Format 3
 (`warmcli.bundle.schema`) stores the key and checksum as their 32 bytes, the status as a
-code, and the candidates packed with their kernel keys interned in `tune_kernels`.
-`migrate` rebuilds the `tunes` table in one SQLite write transaction (so a crash leaves
-the old format whole, and another process that migrated first is seen and left alone):
-rows keep their rowids and order, and the header's and manifest's format version are
-set. A value that is not what warm writes (a key not a sha256 in hex, a status not
-warm's, candidates not warm's or over `MAX_PACKED_BYTES`) is copied as it is and stays a
-corrupt entry for the reader to name; one tune held twice, under its key as hex text and
-as its bytes, cannot be (`TWICE`: the migration fails, rolled back, saying so). A bundle
-holding signatures keeps every row's candidates as they are: its signatures cover them
-as signed (a signature covers a key, checksum and status as text, whichever way they are
-stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the reader reads every form), so
-migrating never unsigns an entry; rows written after are format 3's. It never re-signs:
-the manifest's format version it sets is not the one signed, so each signature is stale
-(`warmcli.bundle.signing.stale`: `warm verify` says so, trusted keys refuse the bundle)
-until the bundle is signed again. A read-only open never migrates (an older format is
-read as it is).
+code, and the candidates packed with their kernel keys interned in `tune_kernels`. `migrate`
+rebuilds the `tunes` table in one SQLite write transaction (so a crash leaves the old format
+whole, and another process that migrated first is seen and left alone): rows keep their
+rowids and order, and the header's and manifest's format version are set. A value that is
+not what warm writes (a key not a sha256 in hex, a status not warm's, candidates not warm's
+or over `MAX_PACKED_BYTES`) is copied as it is and stays a corrupt entry for the reader to
+name; one tune held twice, under its key as hex text and as its bytes, cannot be (`TWICE`:
+the migration fails, rolled back, saying so). Rows are converted in Python, a thousand at a
+time, never in a SQL function: an interrupt (a Ctrl-C, or a SIGTERM warm's handler raises as
+one) that lands in a function SQLite calls is only "user-defined function raised exception"
+to it, read as a corrupt bundle. A bundle holding signatures keeps every row's candidates as
+they are: its signatures cover them as signed (a signature covers a key, checksum and status
+as text, whichever way they are stored, see `warmcli.bundle.signed.SIGNED_ROWS`; the reader
+reads every form), so migrating never unsigns an entry; rows written after are format 3's.
+It never re-signs: the manifest's format version it sets is not the one signed, so each
+signature is stale (`warmcli.bundle.signing.stale`: `warm verify` says so, trusted keys
+refuse the bundle) until the bundle is signed again. A read-only open never migrates (an
+older format is read as it is).
 This module owns no state and opens no file.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from warmcli.bundle.candidates import MAX_PACKED_BYTES, as_bytes, decode, pack
 from warmcli.bundle.schema import STATUS_CODE, statements
@@ -36,7 +39,7 @@ _COLUMNS = (
 )
 
 
-def _packer(interned: dict[bytes, int]) -> object:
+def _packer(interned: dict[bytes, int]) -> Callable[[object], object]:
     def repack(value: object) -> object:
         """`value`'s candidates in format 3's form, or `value` itself where not warm's."""
         try:
@@ -46,6 +49,19 @@ def _packer(interned: dict[bytes, int]) -> object:
             return value
 
     return repack
+
+
+def _converted(
+    row: tuple[object, ...], repack: Callable[[object], object], signed: object
+) -> tuple[object, ...]:
+    """A format 1 or 2 row (its status already a code) in format 3's form: its key and
+    checksum in hex as their bytes, its candidates repacked (not where signed, nor where
+    longer than `MAX_PACKED_BYTES`); any value not warm's as it is."""
+    rowid, key, operation, shape_key, device, checksum, status, pick, candidates, *times = row
+    long = isinstance(candidates, (str, bytes)) and len(candidates) > MAX_PACKED_BYTES
+    candidates = candidates if signed or long else repack(candidates)
+    key, checksum = as_bytes(key), as_bytes(checksum)
+    return (rowid, key, operation, shape_key, device, checksum, status, pick, candidates, *times)
 
 
 def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
@@ -61,31 +77,17 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 and conn.execute("SELECT 1 FROM signatures LIMIT 1").fetchone()
             )
             interned: dict[bytes, int] = {}
-            conn.create_function("warm_bytes", 1, as_bytes, deterministic=True)
-            conn.create_function("warm_pack", 1, _packer(interned))
-            candidates = (
-                "candidates"
-                if signed
-                else f"CASE WHEN length(candidates) <= {MAX_PACKED_BYTES} "
-                "THEN warm_pack(candidates) ELSE candidates END"
-            )
-            values = {
-                "key": "CASE WHEN length(key) = 64 THEN warm_bytes(key) ELSE key END",
-                "checksum": "CASE WHEN length(checksum) = 64 THEN warm_bytes(checksum) "
-                "ELSE checksum END",
-                "status": STATUS_CODE,
-                "candidates": candidates,
-            }
-            selected = ", ".join(values.get(c, c) for c in _COLUMNS.split(", "))
+            repack = _packer(interned)
+            selected = ", ".join(STATUS_CODE if c == "status" else c for c in _COLUMNS.split(", "))
             conn.execute("DROP INDEX tunes_operation")
             conn.execute("ALTER TABLE tunes RENAME TO tunes_before")
             for statement in statements(tunes_schema):
                 conn.execute(statement)
+            rows = conn.execute(f"SELECT {selected} FROM tunes_before ORDER BY rowid")
+            insert = f"INSERT INTO tunes ({_COLUMNS}) VALUES ({', '.join('?' * 12)})"
             try:
-                conn.execute(
-                    f"INSERT INTO tunes ({_COLUMNS}) SELECT {selected} FROM tunes_before "
-                    "ORDER BY rowid"
-                )
+                while batch := rows.fetchmany(1000):  # (not a SQL function: see the module doc)
+                    conn.executemany(insert, [_converted(row, repack, signed) for row in batch])
             except sqlite3.IntegrityError:  # (format 3's key is its bytes: one key, one row)
                 raise sqlite3.IntegrityError(TWICE) from None
             conn.executemany(
