@@ -43,6 +43,28 @@ from warmcli.bundle.store import Bundle
 needs_unshare = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
 
 
+def _on_a_disk_of_no_inode(
+    warm: Warm, good: Path, tmp_path: Path, command: str, left: str
+) -> tuple[str, str, str]:
+    """`command` (its `{bundle}` a copy of `good`, its `.lock` beside it) on a tmpfs of 16
+    inodes filled until none is left: its one line, the bundle's sha256 after, and how many
+    of the tmpfs' names hold `left`."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    bundle = mnt / "b.warm"
+    script = (
+        f"mount -t tmpfs -o size=4m,nr_inodes=16 tmpfs {mnt} || exit 99; "
+        f"cp {good} {bundle} && : > {bundle}.lock || exit 98; "
+        f"i=0; while touch {mnt}/f$i 2>/dev/null; do i=$((i+1)); done; "
+        f"{sys.executable} -m warmcli {command.format(bundle=bundle)}; rc=$?; "
+        f"sha256sum {bundle} >&2; ls -a {mnt} | grep -c {left} >&2; exit $rc"
+    )
+    proc = in_private_mount(script, warm.env, timeout=120)
+    *said, digest, count = proc.stderr.strip().splitlines()
+    proc.stderr = "\n".join(said)
+    return one_line(proc), digest.split()[0], count
+
+
 @needs_unshare
 def test_a_disk_with_no_free_inode_for_the_journal_is_said_full(
     made: tuple[Warm, Path], tmp_path: Path
@@ -51,24 +73,13 @@ def test_a_disk_with_no_free_inode_for_the_journal_is_said_full(
     left: `warm clean --older-than 0d` (which must write) said `too many open files?`. It
     says the disk is full, nothing written, and the bundle is byte for byte as it was."""
     warm, good = made
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    bundle = mnt / "b.warm"
     before = hashlib.sha256(good.read_bytes()).hexdigest()
-    clean = f"{sys.executable} -m warmcli clean {bundle} --older-than 0d"
-    script = (
-        f"mount -t tmpfs -o size=4m,nr_inodes=16 tmpfs {mnt} || exit 99; "
-        f"cp {good} {bundle} && : > {bundle}.lock || exit 98; "
-        f"i=0; while touch {mnt}/f$i 2>/dev/null; do i=$((i+1)); done; "
-        f"{clean}; rc=$?; sha256sum {bundle} >&2; ls -a {mnt} | grep -c journal >&2; exit $rc"
+    line, digest, journals = _on_a_disk_of_no_inode(
+        warm, good, tmp_path, "clean {bundle} --older-than 0d", "journal"
     )
-    proc = in_private_mount(script, warm.env, timeout=120)
-    *said, digest, journals = proc.stderr.strip().splitlines()
-    proc.stderr = "\n".join(said)
-    line = one_line(proc)
     assert "the disk is full (no room for its journal): nothing was written" in line, line
     assert "too many open files" not in line, line
-    assert digest.split()[0] == before and journals == "0", (digest, journals)
+    assert digest == before and journals == "0", (digest, journals)
 
 
 @needs_unshare
@@ -81,24 +92,14 @@ def test_a_merge_into_a_bundle_on_a_disk_with_no_free_inode_says_nothing_was_mer
     was merged and B is unchanged, as a full disk of blocks says, and B is byte for byte as
     it was."""
     warm, good = made
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    bundle = mnt / "b.warm"
     before = hashlib.sha256(good.read_bytes()).hexdigest()
-    merge = f"{sys.executable} -m warmcli merge {bundle} {good} -o {bundle}"
-    script = (
-        f"mount -t tmpfs -o size=4m,nr_inodes=16 tmpfs {mnt} || exit 99; "
-        f"cp {good} {bundle} && : > {bundle}.lock || exit 98; "
-        f"i=0; while touch {mnt}/f$i 2>/dev/null; do i=$((i+1)); done; "
-        f"{merge}; rc=$?; sha256sum {bundle} >&2; ls -a {mnt} | grep -c merge >&2; exit $rc"
+    line, digest, left = _on_a_disk_of_no_inode(
+        warm, good, tmp_path, f"merge {{bundle}} {good} -o {{bundle}}", "merge"
     )
-    proc = in_private_mount(script, warm.env, timeout=120)
-    *said, digest, left = proc.stderr.strip().splitlines()
-    proc.stderr = "\n".join(said)
-    line = one_line(proc)
+    bundle = tmp_path / "mnt" / "b.warm"
     assert f"the disk is full: nothing was merged, {bundle} is unchanged" in line, line
     assert ".merge" not in line, line
-    assert digest.split()[0] == before and left == "0", (digest, left)
+    assert digest == before and left == "0", (digest, left)
 
 
 def test_an_interrupt_while_a_format_1_bundle_migrates_is_an_interrupt_not_corrupt(
