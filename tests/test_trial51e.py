@@ -15,12 +15,16 @@ array for a pointer, a wrong count) were one clear `LaunchError`. What it found:
   sizes (`note: read of Buffer(host, shape=(13,), dtype=float64) under CompileOnly: ...`),
   burying the run's other notes. A buffer's read is noted by its device now, one line a pass
   with its count; the error (reads not allowed) still names the buffer.
+- a numpy array handed to `rt.tune` where a kernel takes a buffer (the host runtime's
+  launches take only its own buffers) was told `... cannot read ...: pass key=`, which
+  leads to a `TuneFailure` of every candidate; it is told to upload it now, or pass `key=`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
@@ -130,3 +134,18 @@ def test_a_library_warmed_over_many_sizes_says_each_passs_reads_in_one_line(
     missing.write_bytes(bundle.read_bytes())
     assert warm("clean", "--tune", "isum", missing).returncode == 0
     assert warm.production(CALLS, library, bundle=missing) == cold
+
+
+def test_a_numpy_array_given_a_tune_is_told_to_upload_it() -> None:
+    import warmcli
+
+    kernels: dict[str, object] = {}
+    exec(KERNELS, kernels)  # (no compile: the tune's key is refused first)
+    rt = warmcli.runtime("host")
+    with pytest.raises(TypeError) as raised:
+        rt.tune(kernels["ISUM_T"], np.arange(4, dtype=np.int32), rt.buffer(1, "int64"), 4)
+    assert str(raised.value) == (
+        "tunable isum: input 1 is a ndarray, which the default tune key cannot read (it "
+        "reads buffers, numbers, str, None and tuples or lists of them): upload it with "
+        "rt.upload for a kernel to read, or pass key="
+    )
