@@ -15,6 +15,13 @@ array for a pointer, a wrong count) were one clear `LaunchError`. What it found:
   sizes (`note: read of Buffer(host, shape=(13,), dtype=float64) under CompileOnly: ...`),
   burying the run's other notes. A buffer's read is noted by its device now, one line a pass
   with its count; the error (reads not allowed) still names the buffer.
+- a warm-up on a machine with no C compiler (a CI image without cc, `WARM_CC` not found),
+  whose workload asks `rt.can_build` and takes its numpy fallback as the README's "Kernels a
+  workload can do without" says, stored nothing, exit 0, "the bundle is complete", with one
+  note only: `the workload did nothing: its if __name__ == "__main__": block does not run
+  under warm` (the module had one), a wrong cause; the library would ship an empty bundle
+  unawares. Each `can_build` answered False is noted now, naming the kernel and why (the
+  compiler not found), and the `__main__` hint is not given for it.
 - a numpy array handed to `rt.tune` where a kernel takes a buffer (the host runtime's
   launches take only its own buffers) was told `... cannot read ...: pass key=`, which
   leads to a `TuneFailure` of every candidate; it is told to upload it now, or pass `key=`.
@@ -128,8 +135,9 @@ def test_a_library_warmed_over_many_sizes_says_each_passs_reads_in_one_line(
     assert done.stdout.splitlines()[-1].endswith("the bundle is complete"), done.stdout
     cold = warm.production(CALLS, library)  # cold, then a hit strict: the same bits
     assert warm.production(CALLS, library, bundle=bundle) == cold
-    strict = Warm(dict(warm.env, WARM_STRICT="1"))  # (a started process: no fork of its env)
-    assert strict.production(CALLS, library, bundle=bundle) == cold
+    plain, warm.env = warm.env, dict(warm.env, WARM_STRICT="1")
+    assert warm.production(CALLS, library, bundle=bundle) == cold
+    warm.env = plain
     missing = library / "missing.warm"  # and every tune a miss, measured again: the same
     missing.write_bytes(bundle.read_bytes())
     assert warm("clean", "--tune", "isum", missing).returncode == 0
@@ -149,3 +157,36 @@ def test_a_numpy_array_given_a_tune_is_told_to_upload_it() -> None:
         "reads buffers, numbers, str, None and tuples or lists of them): upload it with "
         "rt.upload for a kernel to read, or pass key="
     )
+
+
+FALLBACK = """
+import numpy as np
+from mylib import kernels as K
+
+def workload(rt):
+    x = np.arange(5, dtype=np.float64)
+    if not rt.can_build(K.SCALE["float64"]):
+        return x * 3  # the fallback, numpy's
+    b = rt.upload(x)
+    rt.launch(K.SCALE["float64"], b, x.size, 3.0)
+    return rt.read(b)
+
+if __name__ == "__main__":
+    import warmcli
+    print(workload(warmcli.runtime("host")))
+"""
+
+
+def test_a_warm_up_that_took_its_fallback_for_want_of_a_compiler_says_so(
+    warm: Warm, library: Path
+) -> None:
+    (library / "mylib" / "fallback.py").write_text(FALLBACK)
+    warm.env = dict(warm.env, WARM_CC=str(library / "no-cc"))
+    done = warm("run", "-m", "mylib.fallback", "-b", library / "f.warm", "-q", cwd=library)
+    assert done.returncode == 0, done.stdout + done.stderr  # as the README says: exit 0
+    notes = [line for line in done.stdout.splitlines() if line.startswith("  note: ")]
+    assert "__main__" not in done.stdout, done.stdout
+    assert notes[0].startswith(
+        "  note: rt.can_build(scale_float64) answered False under CompileOnly: cc: compiler '"
+    ), done.stdout
+    assert "no-cc' not found" in notes[0] and len(notes) == 3, done.stdout  # a note a pass
