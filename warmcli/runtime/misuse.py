@@ -42,23 +42,27 @@ def refuse_device_data(call: str, array: object) -> None:
         )
 
 
-def discarded_read(what: str, device_id: str, executes: bool, allowed: bool, level: int) -> None:
-    """A read of `what` under a discarding pass on device `device_id` (one that `executes`,
-    or not): `DiscardedReadError` (naming the flag that allows it), or where reads are
-    `allowed` a `DiscardedReadWarning` (`level`: its stack level, from the caller's caller),
-    counted and noted."""
+def discarded_read(what: object, device_id: str, executes: bool, allowed: bool, level: int) -> None:
+    """A read of `what` (a `Buffer`, or a text naming what is read) under a discarding pass
+    on device `device_id` (one that `executes`, or not): `DiscardedReadError` (naming the
+    flag that allows it), or where reads are `allowed` a `DiscardedReadWarning` (`level`:
+    its stack level, from the caller's caller), counted and noted. The note of a buffer's
+    read names its device, not its shape: one line a pass however many buffers were read
+    (a library warmed over many sizes said one line per shape and dtype, 22 a pass)."""
     import warnings
 
+    from warmcli.backends.base import Buffer
     from warmcli.errors import DiscardedReadError, DiscardedReadWarning
     from warmcli.execution import process_mode
     from warmcli.runtime.tune_check import read_meaningless
 
     mode = process_mode.current_process_mode().value
-    message = (
-        f"read of {what} under {mode}: launches are "
-        "discarded in this pass, so buffers are left as they were and what is read back is "
-        "meaningless"
+    said = (
+        f" under {mode}: launches are discarded in this pass, so buffers are left as they "
+        "were and what is read back is meaningless"
     )
+    message = f"read of {what}{said}"
+    noted = f"read of Buffer({device_id}){said}" if isinstance(what, Buffer) else message
     if not allowed:  # noted too: a workload that catches it (pytest) goes on silently
         process_mode.note_reported(refused_read_note(mode, "DiscardedReadError", ALLOW))
         raise DiscardedReadError(f"{message}; {ALLOW}")  # (the note is dropped where it ends)
@@ -69,7 +73,7 @@ def discarded_read(what: str, device_id: str, executes: bool, allowed: bool, lev
         raise
     read_meaningless(executes)  # no GPU: no refusal after it is a GPU's
     process_mode.active_collector().count(device_id, "execution", "discarded_reads")
-    process_mode.note_reported(message)
+    process_mode.note_reported(noted)
 
 
 WARNING_RAISED = "DiscardedReadWarning, which a warnings filter made an error"

@@ -151,15 +151,15 @@ class Runtime:
         """The buffer's contents; refused under a discarding process mode."""
         refuse_wrong_kinds("read", buffer=buffer)  # (not hot: a read synchronizes)
         if current_process_mode().discards:
-            self.refuse_discarded_read(str(buffer), stacklevel=2)
+            self.refuse_discarded_read(buffer, stacklevel=2)
             if not self.device.can_execute:
                 return np.zeros(buffer.shape, dtype=buffer.dtype)
         self.default_stream.synchronize()
         return self.device.download(buffer)
 
-    def refuse_discarded_read(self, what: str, *, stacklevel: int = 1) -> None:
-        """A read of `what` under a discarding pass: `DiscardedReadError`, or when reads are
-        allowed a `DiscardedReadWarning`, counted and noted."""
+    def refuse_discarded_read(self, what: str | Buffer, *, stacklevel: int = 1) -> None:
+        """A read of `what` (a buffer, or a text naming it) under a discarding pass:
+        `DiscardedReadError`, or when reads are allowed a `DiscardedReadWarning`, noted."""
         device, allowed = self.device, self.allow_discarded_reads
         discarded_read(what, device.id, device.can_execute, allowed, stacklevel)
 

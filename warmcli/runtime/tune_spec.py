@@ -215,10 +215,12 @@ def describe_input(value: Any, bucket: str | None = None, nested: bool = False) 
         return repr(value)
     if isinstance(value, tuple | list):
         return "(" + ",".join(describe_input(v, bucket, True) for v in value) + ")"
+    host = not nested and isinstance(value, np.ndarray)  # (a launch takes a buffer, not it)
     raise TypeError(
         f"{'holds' if nested else 'is'} a {type(value).__name__}, which the default tune key "
         "cannot read (it reads buffers, numbers, str, None and tuples or lists of them): "
-        "pass key="
+        + "upload it with rt.upload for a kernel to read, or pass key=" * host
+        + "pass key=" * (not host)
     )
 
 

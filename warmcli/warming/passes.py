@@ -53,6 +53,7 @@ from warmcli.execution.process_mode import ProcessMode, note_reported
 from warmcli.execution.statistics import DeviceStatistics
 from warmcli.interrupted import held_interrupts
 from warmcli.records import Record, factory
+from warmcli.runtime.buildable import CANNOT_BUILD
 from warmcli.runtime.runtime import Runtime
 from warmcli.runtime.shard import Shard
 from warmcli.warming.companions import Companions
@@ -307,6 +308,7 @@ def _warm(
                 0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
             )
         idle = not shard and not did_something(report.passes[-1].total)
+        idle = idle and not any(n.startswith(CANNOT_BUILD) for n in report.passes[-1].notes)
         path = workload.path  # (no hint for a block that only calls the entry: warm ran it)
         if idle and guarded_main(path) and not block_only_calls(path, workload.entry):
             report.passes[-1].notes.append(f"the workload did nothing: {MAIN_GUARD_HINT}")
