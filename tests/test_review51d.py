@@ -1,0 +1,51 @@
+"""A hostile review of stop 51's latest changes (faults51's migration in Python, its full-disk
+reading of CANTOPEN and of a lock's ENOSPC; review51c's keying changes). It found:
+
+- the migration of a format 1 or 2 bundle, its rows now read by Python, failed whole on a
+  row holding a text that is not UTF-8 (an operation, a device, a format-2 candidates value
+  stored as text): `warm clean`, the remedy for a corrupt entry, said `corrupt bundle (Could
+  not decode to UTF-8 column 'operation' ...)`, exit 2, and so did every write. The SQL
+  migration before it copied such a value as it is, a corrupt entry for the reader to name
+  (the module doc's promise). Each row is copied by SQL again, Python binding only the values
+  it converts (a key, a checksum, candidates).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from forked_cli import forked_warm  # noqa: F401
+from test_compact_tunes import _format1, _tune
+
+from warmcli.bundle.store import Bundle
+
+
+def _rows(path: Path) -> list[tuple[object, ...]]:
+    """The two values not UTF-8 that the test stores, their type and bytes."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return conn.execute(
+            "SELECT typeof(operation), hex(operation) FROM tunes WHERE rowid = 2 UNION ALL "
+            "SELECT typeof(candidates), hex(candidates) FROM tunes WHERE rowid = 3"
+        ).fetchall()
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_row_not_utf8_is_copied_by_the_migration_and_cleaned(warm, tmp_path: Path, version):
+    path = tmp_path / "old.warm"
+    _format1(path, [_tune(i) for i in range(3)], version=version)
+    with sqlite3.connect(path) as conn:  # an operation, and candidates as text, not UTF-8
+        conn.execute("UPDATE tunes SET operation = CAST(x'ff41' AS TEXT) WHERE rowid = 2")
+        conn.execute("UPDATE tunes SET candidates = CAST(x'80' AS TEXT) WHERE rowid = 3")
+    before = _rows(path)
+    assert before == [("text", "FF41"), ("text", "80")]
+    with Bundle.open(path, write=True):  # migrated (as warm run, clean, sign... open it)
+        pass
+    assert _rows(path) == before  # these two copied as they were
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        assert conn.execute("SELECT typeof(key) FROM tunes").fetchall() == [("blob",)] * 3
+    done = warm("clean", path)
+    assert done.returncode == 0, done.stderr
+    assert "removed 0 kernel(s) and 2 tune(s)" in done.stdout, done.stdout
