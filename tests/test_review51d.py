@@ -8,15 +8,22 @@ reading of CANTOPEN and of a lock's ENOSPC; review51c's keying changes). It foun
   migration before it copied such a value as it is, a corrupt entry for the reader to name
   (the module doc's promise). Each row is copied by SQL again, Python binding only the values
   it converts (a key, a checksum, candidates).
+- `cannot_open` read a file system that counts no blocks (`f_blocks` 0: a tmpfs of `size=0`,
+  which is unbounded, some FUSE ones) as having none free: a journal SQLite could not open for
+  want of a descriptor was `the disk is full (no room for its journal)` there, a wrong lead
+  where the disk has all the room asked. Blocks are judged only where they are counted, as
+  inodes were.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
 from forked_cli import forked_warm  # noqa: F401
+from full_disk import in_private_mount
 from test_compact_tunes import _format1, _tune
 
 from warmcli.bundle.store import Bundle
@@ -49,3 +56,39 @@ def test_a_row_not_utf8_is_copied_by_the_migration_and_cleaned(warm, tmp_path: P
     done = warm("clean", path)
     assert done.returncode == 0, done.stderr
     assert "removed 0 kernel(s) and 2 tune(s)" in done.stdout, done.stdout
+
+
+_NO_DESCRIPTOR = """
+import os, sys
+from warmcli.bundle.store import Bundle, BundleError
+Bundle.create(sys.argv[1]).close()
+bundle, held = Bundle.open(sys.argv[1], write=True), []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    os.close(held.pop())  # one left: for the write lock, none for the journal
+try:
+    with bundle.transaction() as conn:
+        conn.execute("INSERT INTO manifest VALUES ('x', 'y')")
+except BundleError as exc:
+    print(exc)
+"""
+
+
+def test_a_journal_wanting_a_descriptor_on_a_disk_counting_no_blocks_is_not_a_full_disk(
+    warm, tmp_path: Path
+) -> None:
+    """A tmpfs of `size=0,nr_inodes=0` (no bound on either: statvfs counts none), the bundle
+    on it open for write, every descriptor but one taken: the journal cannot be opened."""
+    mnt, code = tmp_path / "mnt", tmp_path / "no_descriptor.py"
+    mnt.mkdir()
+    code.write_text(_NO_DESCRIPTOR)
+    script = (
+        f"mount -t tmpfs -o size=0,nr_inodes=0 tmpfs {mnt} || exit 99; "
+        f"{sys.executable} {code} {mnt}/b.warm"
+    )
+    proc = in_private_mount(script, warm.env)
+    said = proc.stdout + proc.stderr
+    assert "could not open the bundle or its journal (too many open files?)" in said, said
+    assert "disk is full" not in said, said
