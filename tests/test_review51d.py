@@ -13,6 +13,13 @@ reading of CANTOPEN and of a lock's ENOSPC; review51c's keying changes). It foun
   want of a descriptor was `the disk is full (no room for its journal)` there, a wrong lead
   where the disk has all the room asked. Blocks are judged only where they are counted, as
   inodes were.
+- `profile.is_plain` took any `$(NAME)` as a toolkit folder, the environment's too: nvcc
+  reads `-I$(R51D)` in its profile as `$R51D` says, its spaces splitting it, so with
+  `R51D="/tmp/inc -DR51D=3"` and then `=7`, `warm run --compiler nvcc` stored two cubins under
+  one key (f6e77bd8...: 50d5e998... and b8bd38e2...), the profile keyed as a toolkit's own. A
+  folder setting may name only what the profile set above it and nvcc's own names, and only
+  `PATH` and `LD_LIBRARY_PATH` may add (`+=`: the environment's value first); a profile's
+  digest (nvcc's identity, its `--dryrun` memo) covers the values of the variables it names.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 from forked_cli import forked_warm  # noqa: F401
 from full_disk import in_private_mount
 from test_compact_tunes import _format1, _tune
@@ -92,3 +100,35 @@ def test_a_journal_wanting_a_descriptor_on_a_disk_counting_no_blocks_is_not_a_fu
     said = proc.stdout + proc.stderr
     assert "could not open the bundle or its journal (too many open files?)" in said, said
     assert "disk is full" not in said, said
+
+
+def test_a_profile_naming_the_environment_is_no_toolkits_own() -> None:
+    """The profile of the venv's nvcc is a toolkit's own; edited to name a variable of the
+    environment (or to add to a folder nvcc then takes from the environment first), not."""
+    from warmcli.backends.cuda.profile import is_plain
+
+    (shipped,) = (ROOT / ".venv").glob("lib/python*/site-packages/nvidia/cu*/bin/nvcc.profile")
+    text = shipped.read_bytes()
+    assert is_plain(text)
+    for edit in (
+        (b'"-I$(TOP)/include"', b'"-I$(TOP)/include" -I$(R51D)'),
+        (b'"-I$(TOP)/include"', b'"-I$(HOME)/include"'),
+        (b"= $(TOP)/nvvm/libdevice", b"= $(LIBDEVICE)/libdevice"),
+        (b"NVVMIR_LIBRARY_DIR =", b"NVVMIR_LIBRARY_DIR +="),
+        (b"$(CICC_PATH):", b"$(CICC_PATH):$(MY_BIN):"),
+    ):
+        assert edit[0] in text and not is_plain(text.replace(*edit)), edit
+
+
+def test_a_profiles_digest_covers_the_environment_it_names(tmp_path: Path, monkeypatch) -> None:
+    from warmcli.backends.cuda.profile import digest
+
+    (shipped,) = (ROOT / ".venv").glob("lib/python*/site-packages/nvidia/cu*/bin/nvcc.profile")
+    edited = tmp_path / "nvcc.profile"
+    edited.write_bytes(shipped.read_bytes().replace(b'"-I$(TOP)/include"', b"-I$(R51D)"))
+    got = {}
+    for value in ("/tmp/inc -DR51D=3", "/tmp/inc -DR51D=7"):
+        monkeypatch.setenv("R51D", value)
+        got[value] = digest(str(tmp_path / "nvcc")), digest(str(shipped.parent / "nvcc"))
+    (three, own), (seven, own_too) = got.values()
+    assert three != seven and own == own_too, got
