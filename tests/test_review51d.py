@@ -20,6 +20,11 @@ reading of CANTOPEN and of a lock's ENOSPC; review51c's keying changes). It foun
   folder setting may name only what the profile set above it and nvcc's own names, and only
   `PATH` and `LD_LIBRARY_PATH` may add (`+=`: the environment's value first); a profile's
   digest (nvcc's identity, its `--dryrun` memo) covers the values of the variables it names.
+- a `WARM_CC` wrapper script tuning for its CPU was keyed with it only where a word of it read
+  `-march=native` whole: `exec cc -march="native" "$@"` (its words `-march=` and `native`) or
+  `A=native; exec cc -march=$A "$@"` was served on any CPU. A script naming `-m(arch|tune|cpu)=`
+  and a word `native` is keyed with the CPU now (a comment saying so too, as before: a miss on
+  another CPU, never another's build).
 """
 
 from __future__ import annotations
@@ -132,3 +137,26 @@ def test_a_profiles_digest_covers_the_environment_it_names(tmp_path: Path, monke
         got[value] = digest(str(tmp_path / "nvcc")), digest(str(shipped.parent / "nvcc"))
     (three, own), (seven, own_too) = got.values()
     assert three != seven and own == own_too, got
+
+
+_TINY = """
+import numpy as np
+from warmcli import Kernel
+DEVICE = "host"
+K = Kernel("void f(long *o) { o[0] = 1; }", "f", "P")
+def workload(rt):
+    rt.launch(K, rt.upload(np.zeros(1, dtype=np.int64)))
+"""
+
+
+@pytest.mark.parametrize("tuning", ['-march="native"', "-march=$A"])
+def test_a_wrapper_tuning_for_its_cpu_however_quoted_is_keyed_with_it(warm, tmp_path, tuning):
+    script, code, bundle = tmp_path / "cc", tmp_path / "tiny.py", tmp_path / "b.warm"
+    script.write_text(f'#!/bin/sh\nA=native\nexec cc {tuning} "$@"\n')
+    script.chmod(0o755)
+    code.write_text(_TINY)
+    proc = warm.with_env(WARM_CC=str(script))("run", code, "-b", bundle, "-q")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    with sqlite3.connect(bundle) as db:
+        (toolchain,) = db.execute("select toolchain from kernels").fetchone()
+    assert "wrapper script" in toolchain and " +native " in toolchain, toolchain
