@@ -8,6 +8,10 @@ reading of CANTOPEN and of a lock's ENOSPC; review51c's keying changes). It foun
   migration before it copied such a value as it is, a corrupt entry for the reader to name
   (the module doc's promise). Each row is copied by SQL again, Python binding only the values
   it converts (a key, a checksum, candidates).
+- that migration read a thousand rows at a time whole, candidates over `MAX_PACKED_BYTES`
+  (kept as they are) too: a format-1 bundle of 8 rows of 32 MiB cost 341 MB to open for write
+  (84 MB before faults51: SQL never handed Python an oversize value). Python reads only what
+  it may convert, one row at a time, holding 16 MiB of converted values at most: 85 MB.
 - `cannot_open` read a file system that counts no blocks (`f_blocks` 0: a tmpfs of `size=0`,
   which is unbounded, some FUSE ones) as having none free: a journal SQLite could not open for
   want of a descriptor was `the disk is full (no room for its journal)` there, a wrong lead
@@ -160,3 +164,27 @@ def test_a_wrapper_tuning_for_its_cpu_however_quoted_is_keyed_with_it(warm, tmp_
     with sqlite3.connect(bundle) as db:
         (toolchain,) = db.execute("select toolchain from kernels").fetchone()
     assert "wrapper script" in toolchain and " +native " in toolchain, toolchain
+
+
+def test_a_migration_reads_no_oversize_candidates_into_python(tmp_path: Path) -> None:
+    """10 format-1 tunes whose candidates are a byte over `MAX_PACKED_BYTES` (40 MiB in all,
+    kept as they are): the migration's Python allocations stay far under them."""
+    import tracemalloc
+
+    from warmcli.bundle.candidates import MAX_PACKED_BYTES
+
+    path = tmp_path / "old.warm"
+    _format1(path, [_tune(i) for i in range(10)])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE tunes SET candidates = zeroblob(?)", (MAX_PACKED_BYTES + 1,))
+    tracemalloc.start()
+    try:
+        with Bundle.open(path, write=True):
+            pass
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, peak  # before: 10 values of 4 MiB held at once
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        got = conn.execute("SELECT count(*), min(length(candidates)) FROM tunes").fetchone()
+    assert got == (10, MAX_PACKED_BYTES + 1), got

@@ -10,7 +10,7 @@ and the header's and manifest's format version are set. A value that is not what
 key not a sha256 in hex, a status not warm's, candidates not warm's or over `MAX_PACKED_BYTES`)
 is copied as it is and stays a corrupt entry for the reader to name; one tune held twice, under
 its key as hex text and as its bytes, cannot be (`TWICE`: the migration fails, rolled back,
-saying so). Rows are copied by SQL, a thousand at a time, bit for bit but for the values Python
+saying so). Rows are copied by SQL (`_copy`), bit for bit but for the values Python
 converts (bound: a text not UTF-8 is never read by Python, which cannot write it back as text),
 never in a SQL function: an interrupt (a Ctrl-C, or a SIGTERM warm's handler raises as one)
 that lands in a function SQLite calls is only "user-defined function raised exception" to it,
@@ -38,8 +38,16 @@ _COLUMNS = (
     "seconds, measured_at, updated"
 )
 # Each row is copied by SQL, bit for bit, but for the values Python converts (bound; NULL
-# where one is kept): a text that is not UTF-8 is copied as it is (Python cannot read it).
-_CONVERTED = "SELECT rowid, key, checksum, candidates FROM tunes_before ORDER BY rowid"
+# where one is kept): a text that is not UTF-8 is copied as it is (Python cannot read it). Python
+# reads only what it may convert (a key or checksum of 64 characters, candidates of at most
+# `MAX_PACKED_BYTES`, none where signed: ?1), and holds `_BATCH_BYTES` of them at most.
+_CONVERTED = (
+    "SELECT rowid, CASE WHEN length(key) = 64 THEN key END, "
+    "CASE WHEN length(checksum) = 64 THEN checksum END, "
+    f"CASE WHEN ?1 THEN NULL WHEN length(candidates) <= {MAX_PACKED_BYTES} THEN candidates END "
+    "FROM tunes_before ORDER BY rowid"
+)
+_BATCH_ROWS, _BATCH_BYTES = 1000, 16 << 20
 _INSERT = (
     f"INSERT INTO tunes ({_COLUMNS}) SELECT rowid, coalesce(?1, key), operation, shape_key, "
     f"device, coalesce(?2, checksum), {STATUS_CODE}, pick, coalesce(?3, candidates), seconds, "
@@ -72,18 +80,27 @@ def _text(raw: bytes) -> object:
         return _Undecodable(raw)
 
 
-def _converted(
-    row: tuple[object, ...], repack: Callable[[object], object], signed: object
-) -> tuple[object, ...]:
+def _converted(row: tuple[object, ...], repack: Callable[[object], object]) -> list[object]:
     """A format 1 or 2 row's (rowid, key, checksum, candidates) as `_INSERT` binds them: its
-    key and checksum in hex as their bytes, its candidates repacked (not where signed, nor
-    where longer than `MAX_PACKED_BYTES`); None for a value kept as it is."""
+    key and checksum in hex as their bytes, its candidates repacked; None for a value kept
+    as it is (or not read: `_CONVERTED`)."""
     rowid, key, checksum, candidates = row
-    long = isinstance(candidates, (str, bytes)) and len(candidates) > MAX_PACKED_BYTES
-    values = [as_bytes(key), as_bytes(checksum)]
-    values.append(candidates if signed or long else repack(candidates))
+    values = (as_bytes(key), as_bytes(checksum), repack(candidates))
     kept = (key, checksum, candidates)
-    return (*(None if new is was else new for new, was in zip(values, kept, strict=True)), rowid)
+    return [*(None if new is was else new for new, was in zip(values, kept, strict=True)), rowid]
+
+
+def _copy(conn: sqlite3.Connection, repack: Callable[[object], object], signed: bool) -> None:
+    """Every row of `tunes_before` into `tunes`, converted, in batches (see `_CONVERTED`)."""
+    batch: list[list[object]] = []
+    held = 0
+    for row in conn.execute(_CONVERTED, (signed,)):  # (not a SQL function: see the module doc)
+        batch.append(_converted(row, repack))
+        held += sum(len(v) for v in batch[-1][:3] if isinstance(v, bytes))
+        if len(batch) == _BATCH_ROWS or held > _BATCH_BYTES:
+            conn.executemany(_INSERT, batch)
+            batch, held = [], 0
+    conn.executemany(_INSERT, batch)
 
 
 def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
@@ -106,9 +123,7 @@ def migrate(conn: sqlite3.Connection, version: int, tunes_schema: str) -> None:
                 conn.execute(statement)
             conn.text_factory = _text  # (before the first row is read, until the last)
             try:
-                rows = conn.execute(_CONVERTED)
-                while batch := rows.fetchmany(1000):  # (not a SQL function: see the module doc)
-                    conn.executemany(_INSERT, [_converted(row, repack, signed) for row in batch])
+                _copy(conn, repack, bool(signed))
             except sqlite3.IntegrityError:  # (format 3's key is its bytes: one key, one row)
                 raise sqlite3.IntegrityError(TWICE) from None
             finally:
