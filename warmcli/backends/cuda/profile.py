@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 
+from warmcli import config
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 
 # Where an nvcc identity names a profile that is no toolkit's own (`profile_named`): after its
@@ -68,7 +69,9 @@ def digest(binary: str) -> str:
     text = _text(binary)
     if text is None:
         return "-"
-    named = "".join(f"\0{n}={os.environ.get(n, '')}" for n in _from_environment(text))
+    names = _from_environment(text)
+    values = config.named_variables(names) if names else {}
+    named = "".join(f"\0{n}={values.get(n, '')}" for n in names)
     return hashlib.sha256(text + named.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
