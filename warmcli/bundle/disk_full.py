@@ -35,14 +35,15 @@ def cannot_open(path: str | os.PathLike[str]) -> str:
 def _no_room(folder: str) -> bool:
     """Whether no file can be made in `folder`: its disk has no inode or no block left for
     this process (root's reserve counted for root). A file system that counts no inodes
-    (`f_files` 0: btrfs) is judged by its blocks only."""
+    (`f_files` 0: btrfs) is judged by its blocks only, one that counts no blocks (`f_blocks`
+    0: a tmpfs of `size=0`, unbounded; some FUSE ones) by its inodes only."""
     try:
         st = os.statvfs(folder)
     except OSError:
         return False
     root = os.geteuid() == 0
     inodes, blocks = (st.f_ffree, st.f_bfree) if root else (st.f_favail, st.f_bavail)
-    return (st.f_files > 0 and inodes == 0) or blocks == 0
+    return (st.f_files > 0 and inodes == 0) or (st.f_blocks > 0 and blocks == 0)
 
 
 def disk_full(path: str | os.PathLike[str], temp: Callable[[], tuple[str, str]]) -> str:

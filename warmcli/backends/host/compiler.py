@@ -165,13 +165,23 @@ def _toolchain(cc: str, moved: Moved, search: str) -> Toolchain:
     return toolchain
 
 
+# A script's word naming a CPU to tune for, and `native` (a value of it: `-march="native"` is the
+# words `-march=` and `native`; `A=native; ... -march=$A`): where both are, it is keyed as tuning.
+_TUNING = re.compile(r"-m(?:arch|tune|cpu)=")
+_NATIVE = re.compile(r"(?<![\w./-])native(?![\w./-])")
+
+
 def _tuned(found: Toolchain) -> Toolchain:
     """`found`, keyed with this CPU (`native.keyed_identity`'s mark) where it is a wrapper script
     that tunes for the building CPU (`exec gcc -march=native "$@"`, or a variable it names says
-    so, `$CFLAGS`): its builds run only on that CPU, as a kernel's own `-march=native`'s."""
+    so, `$CFLAGS`; a script naming `-march=` and `native` apart, quoted or through a variable,
+    is judged to): its builds run only on that CPU, as a kernel's own `-march=native`'s."""
     if WRAPPER_MARK not in found.version or NATIVE in found.version:
         return found
-    if not any(NATIVE_OPTION.search(word) for word in script_words(found.path)):
+    words = script_words(found.path)
+    if not any(NATIVE_OPTION.search(word) for word in words) and not (
+        any(_TUNING.match(word) for word in words) and any(_NATIVE.search(w) for w in words)
+    ):
         return found
     from warmcli.backends.native import this_cpu
 
