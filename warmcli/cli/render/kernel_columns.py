@@ -54,15 +54,25 @@ def kernel_headers(kernels: list[dict[str, Any]]) -> list[str] | None:
     for none), shown in a column of their own where one kernel of `kernels` (one device,
     arch, label, source, options and toolchain) has builds of several (a header it
     includes edited, then warmed again: rows that would read alike); None where none has."""
-    made: dict[tuple[str, ...], set[str]] = {}
-    for k in kernels:
-        twin = (k["device"], k["arch"], k["label"], k.get("source_sha256"), k.get("options"))
-        made.setdefault(tuple(map(str, (*twin, k.get("toolchain")))), set()).add(
-            str(k.get("headers_sha256") or "")
-        )
-    if all(len(headers) < 2 for headers in made.values()):
+    if all(len(v) < 2 for v in _builds(kernels, (*_ONE_KERNEL, "toolchain"), "headers_sha256")):
         return None
     return [str(k.get("headers_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
+
+
+# The fields of a `kernel_json` that one kernel's builds share (its device, arch, name,
+# source and options): `_builds` groups by them.
+_ONE_KERNEL = ("device", "arch", "label", "source_sha256", "options")
+
+
+def _builds(
+    kernels: list[dict[str, Any]], alike: tuple[str, ...], field: str
+) -> dict[tuple[str, ...], set[str]]:
+    """The values of `field` (a blank one as `-`) the kernels of `kernels` alike in the
+    fields `alike` hold, by those fields' values."""
+    held: dict[tuple[str, ...], set[str]] = {}
+    for k in kernels:
+        held.setdefault(tuple(str(k.get(f)) for f in alike), set()).add(str(k.get(field) or "-"))
+    return held
 
 
 def sources_apart(kernels: Iterable[tuple[object, object, object, object]]) -> bool:
@@ -82,10 +92,7 @@ def kernel_toolchains(kernels: list[dict[str, Any]]) -> list[str] | None:
     (one device, arch, label, source and options) has builds by several (nvcc's and NVRTC's,
     warmed with each): a CUDA compiler by its name and release (`nvcc 13.0`), any other, or
     two that would read alike so, whole; None where no kernel has two."""
-    made: dict[tuple[object, ...], set[str]] = {}
-    for k in kernels:
-        twin = (k["device"], k["arch"], k["label"], k.get("source_sha256"), str(k.get("options")))
-        made.setdefault(twin, set()).add(str(k.get("toolchain") or "-"))
+    made = _builds(kernels, _ONE_KERNEL, "toolchain")
     if all(len(toolchains) < 2 for toolchains in made.values()):
         return None
     shown: dict[str, str] = {}
