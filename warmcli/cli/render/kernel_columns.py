@@ -54,7 +54,8 @@ def kernel_headers(kernels: list[dict[str, Any]]) -> list[str] | None:
     for none), shown in a column of their own where one kernel of `kernels` (one device,
     arch, label, source, options and toolchain) has builds of several (a header it
     includes edited, then warmed again: rows that would read alike); None where none has."""
-    if all(len(v) < 2 for v in _builds(kernels, (*_ONE_KERNEL, "toolchain"), "headers_sha256")):
+    made = _builds(kernels, (*_ONE_KERNEL, "toolchain"), "headers_sha256")
+    if all(len(headers) < 2 for headers in made.values()):
         return None
     return [str(k.get("headers_sha256") or "-")[:SOURCE_SHOWN] for k in kernels]
 
