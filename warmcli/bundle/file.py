@@ -375,12 +375,13 @@ def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
 
 
 def _write_empty(tmp: Path) -> None:
-    """A new, empty bundle at `tmp`: warm's schema, ids and manifest, in one transaction
-    that SQLite does not sync (the file is private until renamed), then synced once
-    (`fsync`) so what the rename publishes is on disk."""
+    """A new, empty bundle at `tmp`, 0664 less the umask (SQLite's 0644 kept its group out):
+    warm's schema, ids and manifest in one unsynced transaction (private till renamed), synced."""
     from warmcli._version import __version__  # a writer's: never a serving process's
 
     now = repr(time.time())
+    with contextlib.suppress(OSError):  # else SQLite makes it, or says why not (`cannot_open`)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o664))
     manifest = [("format_version", str(FORMAT_VERSION)), ("warm_version", __version__)]
     manifest += [("created", now), ("updated", now)]
     # SQLite's own mutexes taken in this thread: a fork waits for `_lock`, as for an open
