@@ -6,14 +6,106 @@ What was wrong:
   002 in a group's folder, no other member could warm into it (`warm run`: "attempt to write
   a readonly database"). It is now made 0664 less the umask: its group may write it under
   umask 002, every user never, whatever the umask.
+- `warm pull` by another member of a bundle's group replaced it with a file of the puller's
+  own group (in a folder without the setgid bit) and without its ACL: the fleet (the group's
+  production user, the user the ACL named) could no longer read it. Over a file of a group
+  the puller is not in (0666, in a folder all may write) it took the file over. It now keeps
+  the group, mode and ACL (the owner becomes the puller's, as Git's `core.sharedRepository`
+  leaves an object's), or pulls nothing and says why.
+
+The users are numeric uids and gids (no passwd entry made) run by `setpriv`, root only. Each
+command is a started process (`setpriv ... python -m warmcli`), never a fork of the test's
+root server: what is tested is the file another uid makes.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
+import pytest
+from conftest import ROOT, Warm
+from test_remote import Store, http_store  # noqa: F401  (fixture)
+
+from warmcli.bundle.replacing import ACL
 from warmcli.bundle.store import Bundle
+
+FLEET, ALICE, BOB, PROD, READER = 54520, 54521, 54522, 54523, 54524
+
+as_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="needs root and setpriv, to be several users",
+)
+
+
+def _user(uid: int, groups: tuple[int, ...] = ()) -> list[str]:
+    """`setpriv` as `uid` (its own gid, and `groups`), with no capability."""
+    listed = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", listed]
+
+
+def _warm(uid: int, groups: tuple[int, ...], *args: str | Path, env: dict[str, str]) -> Any:
+    """`warm ARGS` as `uid`, under umask 002. It keeps one capability, CAP_DAC_READ_SEARCH
+    (ambient): this interpreter may lie in root's own 0700 folder; it reads past a mode,
+    never writes past one, and the files it makes are `uid`'s."""
+    caps = ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
+    command = [*_user(uid, groups), *caps, sys.executable, "-m", "warmcli", *map(str, args)]
+    return subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=ROOT, umask=0o002, timeout=120
+    )
+
+
+def _reads(uid: int, groups: tuple[int, ...], path: Path) -> bool:
+    """Whether `uid` (no capability) may read `path`, as its production process opens it."""
+    done = subprocess.run([*_user(uid, groups), "cat", str(path)], capture_output=True)
+    return done.returncode == 0
+
+
+def _acl_reading(path: Path, uid: int) -> bytes:
+    """Give `path` an access ACL that lets `uid` read it (as `setfacl -m u:UID:r`); its
+    bytes, as Linux stores them (skip where the file system takes no ACL)."""
+    mode = os.stat(path).st_mode
+    owner, group, other, none = (mode >> 6) & 7, (mode >> 3) & 7, mode & 7, 0xFFFFFFFF
+    entries = [(1, owner, none), (2, 4, uid), (4, group, none), (0x10, group | 4, none)]
+    acl = struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", *e) for e in [*entries, (0x20, other, none)]
+    )
+    try:
+        os.setxattr(path, ACL, acl)
+    except OSError as exc:
+        pytest.skip(f"no ACL here ({exc.strerror})")
+    return os.getxattr(path, ACL)
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A group's folder outside root's own (pytest's folders are 0700): FLEET's, 0775."""
+    folder = Path(tempfile.mkdtemp(prefix="trial52b-"))
+    os.chown(folder, 0, FLEET)
+    folder.chmod(0o775)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def _bundle(path: Path, uid: int, gid: int, mode: int) -> bytes:
+    """A new (empty) bundle at `path`, `uid`:`gid`, `mode`; its bytes."""
+    Bundle.create(path).close()
+    Path(f"{path}.lock").unlink()
+    os.chown(path, uid, gid)
+    path.chmod(mode)
+    return path.read_bytes()
+
+
+def _env(warm: Warm, home: Path) -> dict[str, str]:
+    return dict(warm.env, WARM_HOME=str(home))
 
 
 def test_a_new_bundle_is_0664_less_the_umask_not_sqlites_0644(tmp_path: Path) -> None:
@@ -26,3 +118,36 @@ def test_a_new_bundle_is_0664_less_the_umask_not_sqlites_0644(tmp_path: Path) ->
             os.umask(old)
         made[umask] = (tmp_path / f"{umask:o}.warm").stat().st_mode & 0o777
     assert made == {0o002: 0o664, 0o022: 0o644, 0o000: 0o664}  # never writable by all
+
+
+@as_root
+def test_a_pull_by_another_member_keeps_the_bundle_the_fleets(
+    warm: Warm,
+    shared: Path,
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    target = shared / "b.warm"  # Alice's, her group's to read and write, and Reader's
+    _bundle(target, ALICE, FLEET, 0o660)
+    assert not _reads(READER, (), target)
+    acl = _acl_reading(target, READER)  # (what lets Reader read it)
+    store.files["/b.warm"] = _bundle(shared / "new.warm", 0, 0, 0o644)
+    env = _env(warm, shared / "bob")
+    pulled = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", target, env=env)
+    assert pulled.returncode == 0, pulled.stderr
+    assert target.read_bytes() == store.files["/b.warm"]
+    st = target.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (BOB, FLEET, 0o660)
+    assert os.getxattr(target, ACL) == acl
+    assert _reads(PROD, (FLEET,), target) and _reads(READER, (), target)
+    assert not _reads(PROD, (), target)  # its group, not all users, may read it
+
+    theirs = shared / "alone.warm"  # Alice's own group's, 0666 (this folder: FLEET may write)
+    before = _bundle(theirs, ALICE, ALICE, 0o666)
+    refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", theirs, env=env)
+    assert refused.returncode != 0 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "cannot keep its owner and group; nothing pulled" in refused.stderr
+    st = theirs.stat()
+    assert (theirs.read_bytes(), st.st_uid, st.st_gid) == (before, ALICE, ALICE)
+    assert sorted(p.name for p in shared.iterdir() if p.name.startswith(".")) == []

@@ -2,12 +2,16 @@
 
 `copy_into(source, target, force)` is `warm pull`'s copy of a fetched bundle into PATH,
 under PATH's write lock, through a temporary file beside it (named as a create's, so the
-next write removes one a killed pull left; PATH's mode kept, a new file made as any file
-is); it counts what the bundle it replaces held that the pulled one lacks (`replaced_only`:
-a production write-back's entries, say), which `warm pull` says are gone. An interrupt
-that lands once the copy is moved into place is held until its lock is let go, then
-raised as `PullInterrupted` with those counts: the pull is kept (the counts are also
-appended to the caller's `done` before it is let go, for a caller interrupted however late).
+next write removes one a killed pull left; PATH's group, mode and ACL kept,
+`keep_attributes`, a new file made as any file is); it counts what the bundle it replaces
+held that the pulled one lacks (`replaced_only`: a production write-back's entries, say),
+which `warm pull` says are gone. An interrupt that lands once the copy is moved into place
+is held until its lock is let go, then raised as `PullInterrupted` with those counts: the
+pull is kept (the counts are also appended to the caller's `done` before it is let go, for a
+caller interrupted however late).
+`keep_attributes(tmp, kept, real)` gives the new file what the one it replaces has (a
+group-shared bundle stays one: its group, mode and access ACL, its owner where this user may
+give it), or says why it cannot, for the caller to refuse the replacing.
 `put_in_place(tmp, real)` renames `tmp` over `real` (the file itself, not a link to it) in
 one atomic step; its caller holds the bundle's write lock. A crash journal that a
 writer killed mid-write left beside `real` is the old file's, and SQLite plays a journal
@@ -75,7 +79,8 @@ def copy_into(
     `target` leads to (a link stays one), renamed over it at the end; a file there that
     is no warm bundle is replaced only when `force`. The temporary file is named as a
     create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
-    keeps its mode; a new one is made as any file (0666 less the umask), never 0600.
+    keeps its group, mode and ACL (`keep_attributes`: else nothing is pulled); a new one
+    is made as any file (0666 less the umask), never 0600.
     Returns how many kernels and tunes the bundle replaced held that `source` lacks
     (`replaced_only`), for the caller to say what the pull dropped; appended to `done` (if
     given) before a held interrupt is let go, for a caller interrupted however late."""
@@ -108,16 +113,19 @@ def _copy_locked(
         real = Path(os.path.realpath(target))
         tmp = temp_beside(real)
         was = f"{target} is as it was" if os.path.lexists(real) else f"no {target} was made"
+        why, kept = "", _stat_or_none(real)  # why PATH's attributes cannot be kept: it is
         try:
             tmp.unlink(missing_ok=True)
             made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
             with os.fdopen(made, "wb") as out, open(source, "rb") as copy:
-                with contextlib.suppress(FileNotFoundError):  # PATH's mode is kept
-                    os.fchmod(out.fileno(), stat.S_IMODE(os.stat(real).st_mode))
-                shutil.copyfileobj(copy, out)  # into the file made here, never through a link
-            dropped = replaced_only(real, tmp)
-            holding.enter_context(held_interrupts())  # moved and said, or neither
-            put_in_place(tmp, real)
+                if kept is not None:  # its group, mode, ACL (and owner where one may)
+                    why = keep_attributes(tmp, kept, real)
+                if not why:
+                    shutil.copyfileobj(copy, out)  # into the file made here, never a link
+            if not why:
+                dropped = replaced_only(real, tmp)
+                holding.enter_context(held_interrupts())  # moved and said, or neither
+                put_in_place(tmp, real)
         except OSError as exc:  # a full disk, a size limit: said of PATH, not of warm's files
             tmp.unlink(missing_ok=True)
             why = exc.strerror or type(exc).__name__
@@ -125,7 +133,53 @@ def _copy_locked(
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+        if why and kept is not None:
+            tmp.unlink(missing_ok=True)
+            owner = f"belongs to {kept.st_uid}:{kept.st_gid}, and a pull by you {why}"
+            raise RemoteError(f"{target}: {owner}; nothing pulled: pull as its owner ({was})")
     return dropped
+
+
+ACL = "system.posix_acl_access"  # a file's access ACL, as Linux stores it (`setfacl`)
+
+
+def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
+    """Give `tmp` (this process's new file, to be renamed over `real`, whose stat is `kept`)
+    the group, mode and access ACL `real` has, and its owner where this user may (root, or
+    its own file): "", else why not ("cannot keep its owner and group"), where the group
+    cannot be kept (this user is not in it) or the owner changing would take from the old
+    owner what its group may not do (its mode gives its owner more than its group): then the
+    caller leaves `real` as it is. A group-shared bundle (0664 in a 2775 folder, as Git's
+    `core.sharedRepository` keeps one) rewritten by another member stays the fleet's: never
+    the rewriter's group (a folder without the setgid bit gives a new file the rewriter's),
+    nor without the ACL that let another user read it."""
+    if os.stat(tmp).st_uid != kept.st_uid:
+        with contextlib.suppress(PermissionError):  # root's: the owner kept too
+            os.chown(tmp, kept.st_uid, kept.st_gid)
+    now = os.stat(tmp)
+    try:
+        if now.st_gid != kept.st_gid:
+            os.chown(tmp, -1, kept.st_gid)  # a group this user is in: allowed
+    except PermissionError:
+        return "cannot keep its owner and group"
+    owners, groups = (kept.st_mode >> 6) & 7, (kept.st_mode >> 3) & 7
+    if now.st_uid != kept.st_uid and owners & ~groups:
+        return f"cannot keep its owner, whose mode 0{stat.S_IMODE(kept.st_mode):o} its group lacks"
+    try:
+        acl = os.getxattr(real, ACL)
+    except OSError:  # none (ENODATA), or a file system without ACLs
+        acl = None
+    if acl is not None:
+        os.setxattr(tmp, ACL, acl)
+    os.chmod(tmp, stat.S_IMODE(kept.st_mode))  # after the ACL: its mask is the group's bits
+    return ""
+
+
+def _stat_or_none(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
 
 
 def replaced_only(old: Path, new: Path) -> tuple[int, int]:
