@@ -12,6 +12,11 @@ What was wrong:
   the puller is not in (0666, in a folder all may write) it took the file over. It now keeps
   the group, mode and ACL (the owner becomes the puller's, as Git's `core.sharedRepository`
   leaves an object's), or pulls nothing and says why.
+- `warm merge -o OUT` by another member was refused outright ("cannot keep its owner and
+  group") where OUT's group and mode could be kept, so a group's bundle was merged only by
+  the user who made it first; and it kept no ACL. It now keeps both as `warm pull` does
+  (`warmcli.bundle.replacing.keep_attributes`, the one rule), and refuses as before where
+  the group cannot be kept.
 
 The users are numeric uids and gids (no passwd entry made) run by `setpriv`, root only. Each
 command is a started process (`setpriv ... python -m warmcli`), never a fork of the test's
@@ -151,3 +156,29 @@ def test_a_pull_by_another_member_keeps_the_bundle_the_fleets(
     st = theirs.stat()
     assert (theirs.read_bytes(), st.st_uid, st.st_gid) == (before, ALICE, ALICE)
     assert sorted(p.name for p in shared.iterdir() if p.name.startswith(".")) == []
+
+
+@as_root
+def test_a_merge_by_another_member_keeps_the_group_shared_bundle(
+    warm: Warm, shared: Path
+) -> None:
+    shared.chmod(0o2775)  # a group's folder as one sets it up: new files take its group
+    out, other = shared / "b.warm", shared / "o.warm"
+    _bundle(out, ALICE, FLEET, 0o664)
+    _bundle(other, ALICE, FLEET, 0o664)
+    acl = _acl_reading(out, READER)
+    env = _env(warm, shared / "bob")
+    merged = _warm(BOB, (FLEET,), "merge", out, other, "-o", out, env=env)
+    assert merged.returncode == 0, merged.stderr
+    st = out.stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (BOB, FLEET, 0o664)
+    assert os.getxattr(out, ACL) == acl
+    assert _reads(PROD, (FLEET,), out) and _reads(READER, (), out)
+
+    os.chown(other, ALICE, ALICE)  # a group Bob is not in: its group cannot be kept
+    other.chmod(0o666)
+    before = other.read_bytes()
+    refused = _warm(BOB, (FLEET,), "merge", other, out, "-o", other, env=env)
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1
+    assert "cannot keep its owner and group: nothing was merged" in refused.stderr
+    assert (other.read_bytes(), other.stat().st_gid) == (before, ALICE)

@@ -13,9 +13,10 @@ into the current one. Inputs naming more devices and toolchains together (finger
 bundle may hold are refused, nothing written: every reader would refuse the output. The output's
 write lock is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no write
-is lost. The result is written to a temporary file beside the output, given the output's mode,
-owner and group, and moved into place only when complete (a journal or `-wal` a crashed writer of
-the old output left, which SQLite would play into the new file, rolled back into the old one or
+is lost. The result is written beside the output, given the output's group, mode and ACL (its
+owner where one may: `keep_attributes`), and moved into place only when complete (a `-journal`
+or `-wal` a crashed writer of the old output left, which SQLite would play into the new file,
+rolled back into the old one or
 removed first: `warmcli.bundle.replacing`), so a failed merge leaves the output as it was and
 nothing beside it (what a killed merge left is removed by the next); a SIGINT, SIGTERM or SIGHUP
 that lands once the output is moved into place is held until the merge has ended, then raised as
@@ -37,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -49,7 +49,7 @@ from warmcli.bundle.file import SCHEMAS, check_header
 from warmcli.bundle.journal import remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
-from warmcli.bundle.replacing import put_in_place
+from warmcli.bundle.replacing import keep_attributes, put_in_place
 from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
@@ -301,17 +301,14 @@ def _refuse_special(out: Path) -> None:
 
 
 def _keep_attributes(tmp: Path, out: Path, kept: os.stat_result) -> None:
-    """Give the merged file OUT's owner, group and mode, or refuse the merge."""
-    st = os.stat(tmp)
-    if (st.st_uid, st.st_gid) != (kept.st_uid, kept.st_gid):
-        try:
-            os.chown(tmp, kept.st_uid, kept.st_gid)
-        except PermissionError:
-            raise MergeError(
-                f"{out}: belongs to {kept.st_uid}:{kept.st_gid}, and a merge by you cannot keep "
-                "its owner and group: nothing was merged (merge as its owner)"
-            ) from None
-    os.chmod(tmp, stat.S_IMODE(kept.st_mode))
+    """Give the merged file OUT's group, mode and ACL, and its owner where one may
+    (`keep_attributes`), or refuse the merge."""
+    why = keep_attributes(tmp, kept, out)
+    if why:
+        raise MergeError(
+            f"{out}: belongs to {kept.st_uid}:{kept.st_gid}, and a merge by you {why}: "
+            "nothing was merged (merge as its owner)"
+        )
 
 
 def _distinct(paths: list[Path]) -> list[Path]:
