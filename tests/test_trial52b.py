@@ -17,6 +17,9 @@ What was wrong:
   the user who made it first; and it kept no ACL. It now keeps both as `warm pull` does
   (`warmcli.bundle.replacing.keep_attributes`, the one rule), and refuses as before where
   the group cannot be kept.
+- A bundle path longer than SQLite opens (504 bytes, a temporary file's name beside it
+  counted: 488) was refused as "SQLite could not open the bundle or its journal (too many
+  open files?)": now its length, and what to do.
 
 The users are numeric uids and gids (no passwd entry made) run by `setpriv`, root only. Each
 command is a started process (`setpriv ... python -m warmcli`), never a fork of the test's
@@ -42,6 +45,7 @@ from test_remote import Store, http_store  # noqa: F401  (fixture)
 
 from warmcli.bundle.replacing import ACL
 from warmcli.bundle.store import Bundle
+from warmcli.errors import BundleError
 
 FLEET, ALICE, BOB, PROD, READER = 54520, 54521, 54522, 54523, 54524
 
@@ -182,3 +186,17 @@ def test_a_merge_by_another_member_keeps_the_group_shared_bundle(
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1
     assert "cannot keep its owner and group: nothing was merged" in refused.stderr
     assert (other.read_bytes(), other.stat().st_gid) == (before, ALICE)
+
+
+def test_a_bundle_path_longer_than_sqlite_opens_is_said_so(tmp_path: Path) -> None:
+    folder = tmp_path
+    while len(os.fsencode(folder)) < 500:
+        folder /= "f" * 60
+    folder.mkdir(parents=True)
+    path = folder / "b.warm"
+    with pytest.raises(BundleError) as raised:
+        Bundle.create(path).close()
+    said = str(raised.value)
+    assert f"its path is {len(os.fsencode(path))} bytes, too long for SQLite" in said
+    assert "name a shorter one" in said and "open files" not in said
+    assert not path.exists()

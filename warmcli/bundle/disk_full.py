@@ -4,8 +4,10 @@ another disk with less room, that folder and the variable that moves it; and of 
 could not open (`cannot_open`): the bundle's folder not writable, where it is not (no journal
 can be made there: immutable, or a mount or policy that refuses it without EACCES), its disk
 full, where no file can be made there (no free inode or block: SQLite's `CANTOPEN` keeps no
-errno), else descriptors run out. It owns no state, never writes and never prints; it only
-asks the file system how much room is left and whether a folder is writable."""
+errno), its path too long, where it is longer than SQLite opens (`SQLITE_PATH_BYTES`; a
+writer's temporary file beside it longer still), else descriptors run out. It owns no state,
+never writes and never prints; it only asks the file system how much room is left and whether
+a folder is writable."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from warmcli.errors import CANNOT_WRITE, DISK_FULL
 
 CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 UNWRITABLE = f"{CANNOT_WRITE}: its folder is not writable (for its journal)"
+SQLITE_PATH_BYTES = 504  # the longest path SQLite's unix VFS opens: 512, less `-journal`'s room
+TEMP_NAME_BYTES = 16  # what a writer's temporary file's name adds (`.NAME.PID.tmp`, `temp_beside`)
 
 
 def cannot_open(path: str | os.PathLike[str]) -> str:
@@ -29,6 +33,13 @@ def cannot_open(path: str | os.PathLike[str]) -> str:
         return UNWRITABLE
     if _no_room(folder):
         return f"{DISK_FULL} (no room for its journal): {after_refused_write(path)}"
+    size = len(os.fsencode(os.path.realpath(path)))
+    if size + TEMP_NAME_BYTES > SQLITE_PATH_BYTES:  # (SQLite says only "unable to open")
+        return (
+            f"its path is {size} bytes, too long for SQLite (a bundle's may be "
+            f"{SQLITE_PATH_BYTES - TEMP_NAME_BYTES} bytes at most: SQLite's {SQLITE_PATH_BYTES} "
+            "less what a temporary file's name beside it adds): name a shorter one"
+        )
     return CANNOT_OPEN
 
 
