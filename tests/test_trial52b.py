@@ -151,21 +151,23 @@ def test_a_pull_by_another_member_keeps_the_bundle_the_fleets(
     assert _reads(PROD, (FLEET,), target) and _reads(READER, (), target)
     assert not _reads(PROD, (), target)  # its group, not all users, may read it
 
-    theirs = shared / "alone.warm"  # Alice's own group's, 0666 (this folder: FLEET may write)
-    before = _bundle(theirs, ALICE, ALICE, 0o666)
-    refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", theirs, env=env)
-    assert refused.returncode != 0 and refused.stdout == ""
-    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
-    assert "cannot keep its owner and group; nothing pulled" in refused.stderr
-    st = theirs.stat()
-    assert (theirs.read_bytes(), st.st_uid, st.st_gid) == (before, ALICE, ALICE)
+    for gid, mode, why in (  # Alice's own group's; FLEET's, that only Alice may write
+        (ALICE, 0o666, "cannot keep its owner and group"),
+        (FLEET, 0o644, "cannot keep its owner, to whom its mode 0644 gives more than to its group"),
+    ):
+        theirs = shared / f"{mode:o}.warm"  # (this folder: FLEET may write in it)
+        before = _bundle(theirs, ALICE, gid, mode)
+        refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", theirs, env=env)
+        assert refused.returncode != 0 and refused.stdout == ""
+        assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+        assert f"{why}; nothing pulled" in refused.stderr
+        st = theirs.stat()
+        assert (theirs.read_bytes(), st.st_uid, st.st_gid) == (before, ALICE, gid)
     assert sorted(p.name for p in shared.iterdir() if p.name.startswith(".")) == []
 
 
 @as_root
-def test_a_merge_by_another_member_keeps_the_group_shared_bundle(
-    warm: Warm, shared: Path
-) -> None:
+def test_a_merge_by_another_member_keeps_the_group_shared_bundle(warm: Warm, shared: Path) -> None:
     shared.chmod(0o2775)  # a group's folder as one sets it up: new files take its group
     out, other = shared / "b.warm", shared / "o.warm"
     _bundle(out, ALICE, FLEET, 0o664)

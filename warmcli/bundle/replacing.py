@@ -164,7 +164,8 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
         return "cannot keep its owner and group"
     owners, groups = (kept.st_mode >> 6) & 7, (kept.st_mode >> 3) & 7
     if now.st_uid != kept.st_uid and owners & ~groups:
-        return f"cannot keep its owner, whose mode 0{stat.S_IMODE(kept.st_mode):o} its group lacks"
+        mode = stat.S_IMODE(kept.st_mode)
+        return f"cannot keep its owner, to whom its mode 0{mode:o} gives more than to its group"
     try:
         acl = os.getxattr(real, ACL)
     except OSError:  # none (ENODATA), or a file system without ACLs
