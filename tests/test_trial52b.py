@@ -6,6 +6,9 @@ What was wrong:
   002 in a group's folder, no other member could warm into it (`warm run`: "attempt to write
   a readonly database"). It is now made 0664 less the umask: its group may write it under
   umask 002, every user never, whatever the umask.
+- `warm pull` into a new PATH under umask 000 (a container's entry point may set it) made a
+  bundle every user may write (0666): any user could put native code into what the fleet
+  loads (a `warm run`'s, a merge's, and warm's own folders are never so). Now 0664 too.
 - `warm pull` by another member of a bundle's group replaced it with a file of the puller's
   own group (in a folder without the setgid bit) and without its ACL: the fleet (the group's
   production user, the user the ACL named) could no longer read it. Over a file of a group
@@ -43,7 +46,7 @@ import pytest
 from conftest import ROOT, Warm
 from test_remote import Store, http_store  # noqa: F401  (fixture)
 
-from warmcli.bundle.replacing import ACL
+from warmcli.bundle.replacing import ACL, copy_into
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
 
@@ -118,15 +121,18 @@ def _env(warm: Warm, home: Path) -> dict[str, str]:
 
 
 def test_a_new_bundle_is_0664_less_the_umask_not_sqlites_0644(tmp_path: Path) -> None:
-    made = {}
+    Bundle.create(tmp_path / "pulled.warm").close()
+    made, pulled = {}, {}
     for umask in (0o002, 0o022, 0o000):
         old = os.umask(umask)
         try:
             Bundle.create(tmp_path / f"{umask:o}.warm").close()
+            copy_into(tmp_path / "pulled.warm", tmp_path / f"pulled{umask:o}.warm", False)
         finally:
             os.umask(old)
         made[umask] = (tmp_path / f"{umask:o}.warm").stat().st_mode & 0o777
-    assert made == {0o002: 0o664, 0o022: 0o644, 0o000: 0o664}  # never writable by all
+        pulled[umask] = (tmp_path / f"pulled{umask:o}.warm").stat().st_mode & 0o777
+    assert made == pulled == {0o002: 0o664, 0o022: 0o644, 0o000: 0o664}  # none all users'
 
 
 @as_root

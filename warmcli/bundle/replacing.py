@@ -3,7 +3,7 @@
 `copy_into(source, target, force)` is `warm pull`'s copy of a fetched bundle into PATH,
 under PATH's write lock, through a temporary file beside it (named as a create's, so the
 next write removes one a killed pull left; PATH's group, mode and ACL kept,
-`keep_attributes`, a new file made as any file is); it counts what the bundle it replaces
+`keep_attributes`, a new file 0664 less the umask); it counts what the bundle it replaces
 held that the pulled one lacks (`replaced_only`: a production write-back's entries, say),
 which `warm pull` says are gone. An interrupt that lands once the copy is moved into place
 is held until its lock is let go, then raised as `PullInterrupted` with those counts: the
@@ -80,7 +80,8 @@ def copy_into(
     is no warm bundle is replaced only when `force`. The temporary file is named as a
     create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
     keeps its group, mode and ACL (`keep_attributes`: else nothing is pulled); a new one
-    is made as any file (0666 less the umask), never 0600.
+    is made 0664 less the umask (as a new bundle of `Bundle.create`), never 0600 nor
+    writable by all.
     Returns how many kernels and tunes the bundle replaced held that `source` lacks
     (`replaced_only`), for the caller to say what the pull dropped; appended to `done` (if
     given) before a held interrupt is let go, for a caller interrupted however late."""
@@ -116,7 +117,7 @@ def _copy_locked(
         why, kept = "", _stat_or_none(real)  # why PATH's attributes cannot be kept: it is
         try:
             tmp.unlink(missing_ok=True)
-            made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+            made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o664)
             with os.fdopen(made, "wb") as out, open(source, "rb") as copy:
                 if kept is not None:  # its group, mode, ACL (and owner where one may)
                     why = keep_attributes(tmp, kept, real)
