@@ -131,14 +131,16 @@ NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_H
 
 def _known_compiler(value: str | None) -> str | None:
     """An unknown CUDA compiler (`--compiler`, else `WARM_CUDA_COMPILER`) is one line and
-    exit 2 at once, also for a command that opens no CUDA device."""
+    exit 2 at once, also for a command that opens no CUDA device; a known one is the name,
+    spaces around it stripped (`"nvrtc "` is nvrtc, never nvcc: `choose` reads it so)."""
     if value or config.cuda_compiler():
-        from warmcli.backends.cuda.choose import check_name  # only when one is named
+        from warmcli.backends.cuda.choose import check_name, named  # only when one is named
 
         try:
             check_name(value)
         except WarmError as exc:
             fail(str(exc))
+        return named(value) or None
     return value
 
 
