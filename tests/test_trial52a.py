@@ -10,17 +10,36 @@ bundles. What it found:
   choice compared the name unstripped, `" nvrtc" != "nvrtc"`, while saying `--compiler
   nvrtc` was why (`warm run --dask` gave it to no worker, each choosing its own). The name
   is stripped where it is read, as `WARM_CUDA_COMPILER` always was.
+- `--compiler auto` and `WARM_CUDA_COMPILER=auto` were taken (the default choice, over the
+  variable's) where the README's usage, the variable's row, `--help` and the error for an
+  unknown name all said `nvrtc` or `nvcc` only, and "any other name is refused". Each says
+  `auto` now.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
+from warmcli.backends.cuda.choose import check_name
 from warmcli.backends.cuda.nvrtc import find_nvrtc
+from warmcli.backends.toolchain import ToolchainError
+from warmcli.cli.app import ENV_HELP
+from warmcli.cli.common import CompilerOpt
+
+README = (ROOT / "README.md").read_text()
+
+
+def _takes(name: str) -> bool:
+    try:
+        check_name(name)
+    except ToolchainError:
+        return False
+    return True
 
 
 @pytest.mark.skipif(find_nvrtc() is None, reason="NVRTC not installed (make install has it)")
@@ -32,3 +51,29 @@ def test_a_compiler_named_with_spaces_around_it_is_that_compiler(warm: Warm) -> 
         assert proc.returncode == 0, proc.stderr
         (cuda,) = [c for c in json.loads(proc.stdout)["compilers"] if c["device"] == "cuda"]
         assert (cuda["compiler"], cuda["why"]) == ("nvrtc", "--compiler nvrtc"), (given, cuda)
+
+
+def test_every_cuda_compiler_name_warm_takes_is_documented(
+    warm: Warm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The names `--compiler` takes are the README's usage lines', its `WARM_CUDA_COMPILER`
+    row's, `--help`'s and the refusal's; `auto` is the default choice, over the variable."""
+    monkeypatch.delenv("WARM_CUDA_COMPILER", raising=False)
+    taken = {n for n in ("nvrtc", "nvcc", "auto", "default", "NVRTC") if _takes(n)}
+    assert taken == {"nvrtc", "nvcc", "auto"}
+    usages = re.findall(r"\[--compiler ([a-z|]+)\]", README)
+    assert usages and all(set(u.split("|")) == taken for u in usages), usages
+    row = next(r for r in README.splitlines() if r.startswith("| `WARM_CUDA_COMPILER` |"))
+    variable = ENV_HELP.split("WARM_CUDA_COMPILER (", 1)[1].split(")", 1)[0]
+    refusal = warm("devices", "--compiler", "foo")
+    assert refusal.returncode == 2
+    for name in taken:
+        assert f"`{name}`" in row, name
+        said = (CompilerOpt.help, variable, refusal.stderr)
+        assert all(re.search(rf"\b{name}\b", text) for text in said), (name, said)
+    if find_nvrtc() is not None:
+        warm.env = {**warm.env, "WARM_CUDA_COMPILER": "nvcc"}
+        proc = warm("devices", "--compiler", "auto", "--json")
+        assert proc.returncode == 0, proc.stderr
+        (cuda,) = [c for c in json.loads(proc.stdout)["compilers"] if c["device"] == "cuda"]
+        assert cuda["compiler"] == "nvrtc", cuda

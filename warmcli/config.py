@@ -47,7 +47,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WARM_HOME",
         "warm's home: the default bundle, the remembered compiler versions, the host library cache",
     ),
-    Variable("WARM_CUDA_COMPILER", "nvrtc or nvcc; default nvrtc where installed"),
+    Variable("WARM_CUDA_COMPILER", "nvrtc, nvcc or auto; auto: nvrtc where installed"),
     Variable("WARM_NVCC", "nvcc to use"),
     Variable("WARM_CC", "C compiler for the host backend"),
     Variable("WARM_SHARD", "warm run's shard, I/N"),

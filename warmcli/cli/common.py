@@ -158,7 +158,8 @@ CompilerOpt = typer.Option(
     None,
     "--compiler",
     callback=_known_compiler,
-    help="CUDA compiler: nvrtc or nvcc [default: WARM_CUDA_COMPILER, else nvrtc if installed].",
+    help="CUDA compiler: nvrtc, nvcc or auto [default: WARM_CUDA_COMPILER, else auto: "
+    "nvrtc if installed].",
 )
 AllowReadsOpt = typer.Option(
     False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."

@@ -1,7 +1,8 @@
 """Which CUDA compiler a device uses, and why: NVRTC where installed, else nvcc.
 
 The order: `--compiler nvrtc|nvcc` (the `compiler` argument), else
-`WARM_CUDA_COMPILER` (each named with spaces around it as without), else nvcc when one
+`WARM_CUDA_COMPILER` (each named with spaces around it as without; `auto`, or none named:
+what follows), else nvcc when one
 is named (`--nvcc` or `WARM_NVCC`), else NVRTC when `cuda-bindings` and the NVRTC
 library are installed (in process, fastest), else nvcc (found as
 `warmcli.backends.cuda.nvcc` says). A `CompilerChoice` keeps the reason in words, for
@@ -26,6 +27,7 @@ from warmcli.printable import printable
 
 CudaCompiler = NvccCompiler | NvrtcCompiler
 NAMES = ("nvrtc", "nvcc")
+CHOICES = (*NAMES, "auto")  # what `--compiler` and `WARM_CUDA_COMPILER` take
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,16 @@ def named(value: str | None) -> str:
 
 
 def check_name(requested: str | None) -> None:
-    """ToolchainError at once for a compiler name (argument or variable) that is neither."""
+    """ToolchainError at once for a compiler name (argument or variable) that is none of
+    `CHOICES`."""
     for source, value in (
         ("--compiler", named(requested)),
         ("WARM_CUDA_COMPILER", config.cuda_compiler()),
     ):
-        if value and value != "auto" and value not in NAMES:
-            raise ToolchainError(f"{source} {value!r} is not a CUDA compiler: use nvrtc or nvcc")
+        if value and value not in CHOICES:
+            raise ToolchainError(
+                f"{source} {value!r} is not a CUDA compiler: use nvrtc, nvcc or auto"
+            )
         if value:
             return
 
