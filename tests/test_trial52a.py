@@ -14,12 +14,18 @@ bundles. What it found:
   variable's) where the README's usage, the variable's row, `--help` and the error for an
   unknown name all said `nvrtc` or `nvcc` only, and "any other name is refused". Each says
   `auto` now.
+- `warm --help` listed `WARM_TRUSTED_KEYS`, `WARM_REMOTE_MAX_SIZE` and `WARM_REMOTE_DEADLINE`
+  after "in production," only, where the README's table has `warm run`, `verify`, `check`,
+  `merge` and `pull` honour the keys, and every command naming a URL (`push` too) the
+  bounds: a user reading the help would not set them for a command. They are listed with the
+  commands' variables now, and the production list says "in production only".
 """
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
@@ -77,3 +83,25 @@ def test_every_cuda_compiler_name_warm_takes_is_documented(
         assert proc.returncode == 0, proc.stderr
         (cuda,) = [c for c in json.loads(proc.stdout)["compilers"] if c["device"] == "cuda"]
         assert cuda["compiler"] == "nvrtc", cuda
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "command"),
+    [
+        ("WARM_TRUSTED_KEYS", ":", ("check", "B")),
+        ("WARM_REMOTE_MAX_SIZE", "abc", ("stats", "http://127.0.0.1:9/b.warm")),
+        ("WARM_REMOTE_DEADLINE", "abc", ("pull", "http://127.0.0.1:9/b.warm", "B")),
+    ],
+)
+def test_a_variable_a_command_reads_is_not_listed_as_productions_only(
+    warm: Warm, tmp_path: Path, name: str, value: str, command: tuple[str, ...]
+) -> None:
+    """A command reads it (its bad value is refused, named, before anything is opened), so
+    `warm --help` lists it beside the commands' variables, not after "in production only"."""
+    warm.env = {**warm.env, name: value}
+    proc = warm(*(str(tmp_path / "b.warm") if a == "B" else a for a in command))
+    assert proc.returncode == 2 and proc.stdout == "", proc
+    assert not list(tmp_path.iterdir())
+    assert name in proc.stderr or "trusted keys" in proc.stderr, proc.stderr
+    commands, production = ENV_HELP.split("\n\n", 1)[0].split("; in production only, ")
+    assert name in commands and name not in production, ENV_HELP
