@@ -19,6 +19,10 @@ bundles. What it found:
   `merge` and `pull` honour the keys, and every command naming a URL (`push` too) the
   bounds: a user reading the help would not set them for a command. They are listed with the
   commands' variables now, and the production list says "in production only".
+- `warm verify --help` and `warm check --help` named their BUNDLE a path only, where the
+  README's usage reads `warm verify [BUNDLE|URL]` (and `check`), and both take an
+  `https://` or `s3://` URL: `warm stats --help` alone said so. Each says it now, and
+  `clean` and `sign`, which refuse a URL, do not.
 """
 
 from __future__ import annotations
@@ -52,11 +56,10 @@ def _takes(name: str) -> bool:
 def test_a_compiler_named_with_spaces_around_it_is_that_compiler(warm: Warm) -> None:
     """`warm devices --compiler " nvrtc "` names NVRTC as the CUDA compiler, as plain
     `--compiler nvrtc` does (it was nvcc, found by PATH, "because" `--compiler  nvrtc`)."""
-    for given in (" nvrtc", "nvrtc "):
-        proc = warm("devices", "--compiler", given, "--json")
-        assert proc.returncode == 0, proc.stderr
-        (cuda,) = [c for c in json.loads(proc.stdout)["compilers"] if c["device"] == "cuda"]
-        assert (cuda["compiler"], cuda["why"]) == ("nvrtc", "--compiler nvrtc"), (given, cuda)
+    proc = warm("devices", "--compiler", " nvrtc ", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (cuda,) = [c for c in json.loads(proc.stdout)["compilers"] if c["device"] == "cuda"]
+    assert (cuda["compiler"], cuda["why"]) == ("nvrtc", "--compiler nvrtc"), cuda
 
 
 def test_every_cuda_compiler_name_warm_takes_is_documented(
@@ -105,3 +108,24 @@ def test_a_variable_a_command_reads_is_not_listed_as_productions_only(
     assert name in proc.stderr or "trusted keys" in proc.stderr, proc.stderr
     commands, production = ENV_HELP.split("\n\n", 1)[0].split("; in production only, ")
     assert name in commands and name not in production, ENV_HELP
+
+
+def test_a_bundle_argument_is_a_url_in_help_where_the_readme_says_so(warm: Warm) -> None:
+    """The README's usage lines: `[BUNDLE|URL]` for the commands that read a URL's bundle,
+    `[BUNDLE]` for those that refuse one; each command's `--help` names its BUNDLE alike."""
+    usage = README.split("## Commands", 1)[1].split("```", 2)[1]
+    forms = dict(re.findall(r"^warm (\w+) \[(BUNDLE(?:\|URL)?)\]", usage, re.MULTILINE))
+    assert forms == {
+        "stats": "BUNDLE|URL",
+        "verify": "BUNDLE|URL",
+        "check": "BUNDLE|URL",
+        "sign": "BUNDLE",
+        "clean": "BUNDLE",
+    }, forms
+    for command, form in forms.items():
+        proc = warm(command, "--help")
+        assert proc.returncode == 0, proc.stderr
+        said = proc.stdout.split("Arguments:", 1)[1].split("Options:", 1)[0]
+        assert ("https://" in said) == (form == "BUNDLE|URL"), (command, said)
+    refused = warm("clean", "http://127.0.0.1:9/b.warm")
+    assert refused.returncode == 2 and "is a URL, which is read-only" in refused.stderr

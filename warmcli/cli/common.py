@@ -118,6 +118,12 @@ BundleOpt = typer.Option(
     None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else in WARM_HOME]."
 )
 BundleArg = typer.Argument(None, help="Bundle [default: WARM_BUNDLE, else in WARM_HOME].")
+# A command that only reads its bundle (stats, verify, check) takes it by URL too.
+BundleOrUrlArg = typer.Argument(
+    None,
+    help="Bundle, or its https:// or s3:// URL (fetched into WARM_HOME once) "
+    "[default: WARM_BUNDLE, else in WARM_HOME].",
+)
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 DeviceOpt = typer.Option("auto", "--device", "-d", help="host, cuda, cuda:N or auto.")
 ArchOpt = typer.Option(
