@@ -23,12 +23,23 @@ bundles. What it found:
   README's usage reads `warm verify [BUNDLE|URL]` (and `check`), and both take an
   `https://` or `s3://` URL: `warm stats --help` alone said so. Each says it now, and
   `clean` and `sign`, which refuse a URL, do not.
+- a `warm run` started with SIGINT ignored (a background job of a script, `warm run w.py &`,
+  whose shell ignores it there so that a Ctrl-C at the terminal stops the script only) was
+  stopped by it all the same, `warm: interrupted`, exit 130: the entry point answered
+  SIGINT whatever it was started with, where it leaves an ignored SIGTERM and SIGHUP
+  ignored (`nohup`), as the README says, the worker leaves all three (`_heeded`: "as Python
+  leaves them"), and so did warm before the CLI was imported. It stays ignored now.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +140,36 @@ def test_a_bundle_argument_is_a_url_in_help_where_the_readme_says_so(warm: Warm)
         assert ("https://" in said) == (form == "BUNDLE|URL"), (command, said)
     refused = warm("clean", "http://127.0.0.1:9/b.warm")
     assert refused.returncode == 2 and "is a URL, which is read-only" in refused.stderr
+
+
+def _ignoring_ctrl_c() -> None:  # (in the child, before it runs Python: as a shell's `&`)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_ctrl_c_warm_was_started_ignoring_stays_ignored(warm: Warm, tmp_path: Path) -> None:
+    """`warm run` started with SIGINT ignored, sent one as its first pass runs (a terminal's
+    Ctrl-C reaches a script's background job so), runs to its end, exit 0, as Python, its
+    own worker and an ignored SIGTERM or SIGHUP leave it; it was `warm: interrupted`, 130."""
+    mark = tmp_path / "started"
+    script = tmp_path / "w.py"
+    script.write_text(
+        "import pathlib, time\n\ndef workload(rt):\n"
+        f"    pathlib.Path({str(mark)!r}).touch()\n    time.sleep(0.3)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "warmcli", "run", str(script), "-q", "-b", tmp_path / "b.warm"],
+        env=warm.env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_ignoring_ctrl_c,  # (the child's only, set before exec)
+    )
+    deadline = time.monotonic() + 60
+    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGINT)  # the process group, as a terminal sends it
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "interrupted" not in err and "the bundle is complete" in out, (out, err)

@@ -200,18 +200,19 @@ def holds_nothing() -> None:
     _Teardown.needless = True
 
 
-def end_process(code: object) -> None:
+def end_process(code: object, answer_ctrl_c: bool = True) -> None:
     """For the `warm` process's entry point, after a command ended with `code` (a
     `SystemExit`'s): where `holds_nothing` was said and no other thread runs, the
     `atexit` functions run, the output is flushed and the process ends at once, without
     the interpreter's teardown of numpy, Rich and every module (tens of milliseconds
     that change nothing); else this returns and the interpreter exits as usual. The entry
     point ignores Ctrl-C before calling this (the command's code stands); where a thread
-    is left for the interpreter to wait for, Ctrl-C is answered again while it waits."""
+    is left for the interpreter to wait for, Ctrl-C is answered again while it waits (not
+    where `answer_ctrl_c` is false: warm was started ignoring it)."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
     working = any(not t.daemon for t in others)
     if not _Teardown.needless or working:
-        if working:
+        if working and answer_ctrl_c:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         return
     status = code if isinstance(code, int) else 0 if code is None else 1
