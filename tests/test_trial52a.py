@@ -173,3 +173,13 @@ def test_a_ctrl_c_warm_was_started_ignoring_stays_ignored(warm: Warm, tmp_path: 
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "interrupted" not in err and "the bundle is complete" in out, (out, err)
+
+
+def test_the_help_gives_exit_1_for_what_the_readme_gives_it() -> None:
+    """Each cause of exit 1 in the README's table is in `warm --help`'s exit codes."""
+    (row,) = [r for r in README.splitlines() if r.startswith("| 1 |")]
+    said = ENV_HELP.split("Exit codes:", 1)[1].split("; 2 ", 1)[0]
+    causes = {"`verify`": "verify", "`merge`": "merge", "`check`": "check", "`diff`": "diff"}
+    causes["stdout's reader gone"] = "stdout's reader"
+    assert all(cause in row for cause in causes), row
+    assert all(word in said for word in causes.values()), said
