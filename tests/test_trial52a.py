@@ -183,3 +183,16 @@ def test_the_help_gives_exit_1_for_what_the_readme_gives_it() -> None:
     causes["stdout's reader gone"] = "stdout's reader"
     assert all(cause in row for cause in causes), row
     assert all(word in said for word in causes.values()), said
+
+
+def test_the_readme_names_every_row_make_bench_writes() -> None:
+    """Each row `python -m bench` writes (`bench.suite.FAMILIES`) is named in the README's
+    Development section, as itself or by a pattern it lists (`dispatch_*`)."""
+    from bench.suite import FAMILIES
+
+    section = README.split("## Development", 1)[1]
+    named = set(re.findall(r"`([a-z_]+\*?)`", section))
+    patterns = [n[:-1] for n in named if n.endswith("*")]
+    rows = {n for _, names in FAMILIES.values() for n in names}
+    unnamed = {r for r in rows if r not in named and not any(map(r.startswith, patterns))}
+    assert not unnamed, sorted(unnamed)
