@@ -203,7 +203,7 @@ def test_an_unknown_cuda_compiler_is_refused_by_every_command_even_for_host_work
     was opened: `warm run` of a host workload, `check` and `verify` took it, exit 0."""
     script = workload_file(PLAIN)
     assert warm("run", script, "-b", bundle_path).returncode == 0
-    message = "warm: error: --compiler 'foo' is not a CUDA compiler: use nvrtc or nvcc\n"
+    message = "warm: error: --compiler 'foo' is not a CUDA compiler: use nvrtc, nvcc or auto\n"
     for args in (
         ("run", script, "-b", bundle_path),
         ("check", bundle_path),

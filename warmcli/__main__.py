@@ -5,8 +5,9 @@ process whose work ran in a worker that has exited (`warm run`) ended without th
 interpreter's teardown (`warmcli.cli.common.end_process`). Ctrl-C while the CLI is still
 imported is one line and exit 130, never the import's traceback; once a command has ended,
 Ctrl-C is ignored and its exit code stands. SIGTERM and SIGHUP (a closed terminal, a dropped
-ssh session; each unless warm was started ignoring it, as under `nohup`) are answered as
-Ctrl-C is, so no command is ended by them in silence, its temporary files left; none
+ssh session) are answered as Ctrl-C is (each, Ctrl-C too, unless warm was started ignoring
+it, as under `nohup` or as a background job of a script: it stays ignored, as Python leaves
+it), so no command is ended by them in silence, its temporary files left; none
 answered ends the process by the signal after all (`_exit`). A standard stream the caller
 closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes escapes
 (`_open_standard_streams`); production's at-exit report (`WARM_REPORT`) is never printed
@@ -51,10 +52,13 @@ def main() -> None:
 
         import warmcli.interrupted  # noqa: F401  (`_on_ctrl_c`'s, loaded before it answers)
 
-        signal.signal(signal.SIGINT, _on_ctrl_c)  # as Python's own, until the command ends
-        for stop in (signal.SIGTERM, signal.SIGHUP):
-            if signal.getsignal(stop) != signal.SIG_IGN:  # (started ignoring it: it stays so)
-                signal.signal(stop, _on_ctrl_c)  # as Ctrl-C: one line, exit 130
+        heeded = [
+            stop  # (started ignoring one, a script's background job SIGINT: it stays so)
+            for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+            if signal.getsignal(stop) != signal.SIG_IGN
+        ]
+        for stop in heeded:  # SIGINT as Python's own, SIGTERM and SIGHUP as Ctrl-C: one
+            signal.signal(stop, _on_ctrl_c)  # line, exit 130, until the command ends
         from warmcli import cli
         from warmcli.cli import main as cli_main
 
@@ -97,7 +101,7 @@ def main() -> None:
     production = sys.modules.get("warmcli.production")  # (where the command imported it)
     if production is not None:  # a command serves nothing: no `WARM_REPORT` report at exit
         production.in_warms_command()
-    end_process(code)
+    end_process(code, answer_ctrl_c=signal.SIGINT in heeded)
     _exit(code)
 
 

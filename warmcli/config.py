@@ -37,7 +37,7 @@ class Variable(Record):
     name: str
     help: str
     value: str = ""  # the values it takes, when they are few ("1", "1|warn")
-    production: bool = False  # read by a production process (the others by the commands)
+    production: bool = False  # read by production processes only (the others by the commands too)
 
 
 # Every WARM_* variable, in the order `warm --help` lists them (README: "Environment variables").
@@ -47,7 +47,7 @@ VARIABLES: tuple[Variable, ...] = (
         "WARM_HOME",
         "warm's home: the default bundle, the remembered compiler versions, the host library cache",
     ),
-    Variable("WARM_CUDA_COMPILER", "nvrtc or nvcc; default nvrtc where installed"),
+    Variable("WARM_CUDA_COMPILER", "nvrtc, nvcc or auto; auto: nvrtc where installed"),
     Variable("WARM_NVCC", "nvcc to use"),
     Variable("WARM_CC", "C compiler for the host backend"),
     Variable("WARM_SHARD", "warm run's shard, I/N"),
@@ -56,25 +56,22 @@ VARIABLES: tuple[Variable, ...] = (
         "seconds warm run --dask waits with no worker left (default 60)",
     ),
     Variable("WARM_SHARD_COUNT", "the shard count beside JOB_COMPLETION_INDEX"),
-    Variable("WARM_REPORT", "print at exit what the bundle lacked", "1", production=True),
-    Variable("WARM_BUNDLE_WRITE", "write the misses back", "1", production=True),
-    Variable("WARM_EXPLAIN", "log why each miss missed", "1", production=True),
-    Variable("WARM_STRICT", "refuse or log a miss", "1|warn", production=True),
     Variable(
         "WARM_TRUSTED_KEYS",
-        "Ed25519 public key files: serve only entries they signed",
-        production=True,
+        "Ed25519 public key files: use only entries they signed",
     ),
     Variable(
         "WARM_REMOTE_MAX_SIZE",
         "the most a URL's bundle may download (default 4G)",
-        production=True,
     ),
     Variable(
         "WARM_REMOTE_DEADLINE",
         "seconds a URL's bundle may take to download (default 300)",
-        production=True,
     ),
+    Variable("WARM_REPORT", "print at exit what the bundle lacked", "1", production=True),
+    Variable("WARM_BUNDLE_WRITE", "write the misses back", "1", production=True),
+    Variable("WARM_EXPLAIN", "log why each miss missed", "1", production=True),
+    Variable("WARM_STRICT", "refuse or log a miss", "1|warn", production=True),
 )
 
 TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"

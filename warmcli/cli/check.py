@@ -22,7 +22,7 @@ from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import readable_bundle, shown_name
 from warmcli.cli.common import (
     ArchOpt,
-    BundleArg,
+    BundleOrUrlArg,
     CompilerOpt,
     DeviceOpt,
     JsonOpt,
@@ -44,7 +44,7 @@ DRIVER = Pattern(r"[0-9]{1,3}\.[0-9]{1,3}")  # ASCII X.Y, whole (`fullmatch`)
 
 @app.command()
 def check(
-    bundle: str | None = BundleArg,
+    bundle: str | None = BundleOrUrlArg,
     device: str = DeviceOpt,
     arch: list[str] = ArchOpt,
     nvcc: str | None = NvccOpt,

@@ -2,7 +2,8 @@
 command names: `warmcli.cli.bundle_paths`).
 
 Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries this
-machine cannot serve, or merge wrote OUT but its shards are not one whole run; 2 bad input or
+machine cannot serve, merge wrote OUT but its shards are not one whole run, or stdout's reader
+went away before all was written (`| head -1`); 2 bad input or
 environment (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel that
 fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or SIGHUP).
 Every such error is one line on stderr (a compiler's log follows it, indented), never a traceback;
@@ -118,6 +119,12 @@ BundleOpt = typer.Option(
     None, "--bundle", "-b", help="Bundle path [default: WARM_BUNDLE, else in WARM_HOME]."
 )
 BundleArg = typer.Argument(None, help="Bundle [default: WARM_BUNDLE, else in WARM_HOME].")
+# A command that only reads its bundle (stats, verify, check) takes it by URL too.
+BundleOrUrlArg = typer.Argument(
+    None,
+    help="Bundle, or its https:// or s3:// URL (fetched into WARM_HOME once) "
+    "[default: WARM_BUNDLE, else in WARM_HOME].",
+)
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
 DeviceOpt = typer.Option("auto", "--device", "-d", help="host, cuda, cuda:N or auto.")
 ArchOpt = typer.Option(
@@ -131,14 +138,16 @@ NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_H
 
 def _known_compiler(value: str | None) -> str | None:
     """An unknown CUDA compiler (`--compiler`, else `WARM_CUDA_COMPILER`) is one line and
-    exit 2 at once, also for a command that opens no CUDA device."""
+    exit 2 at once, also for a command that opens no CUDA device; a known one is the name,
+    spaces around it stripped (`"nvrtc "` is nvrtc, never nvcc: `choose` reads it so)."""
     if value or config.cuda_compiler():
-        from warmcli.backends.cuda.choose import check_name  # only when one is named
+        from warmcli.backends.cuda.choose import check_name, named  # only when one is named
 
         try:
             check_name(value)
         except WarmError as exc:
             fail(str(exc))
+        return named(value) or None
     return value
 
 
@@ -156,7 +165,8 @@ CompilerOpt = typer.Option(
     None,
     "--compiler",
     callback=_known_compiler,
-    help="CUDA compiler: nvrtc or nvcc [default: WARM_CUDA_COMPILER, else nvrtc if installed].",
+    help="CUDA compiler: nvrtc, nvcc or auto [default: WARM_CUDA_COMPILER, else auto: "
+    "nvrtc if installed].",
 )
 AllowReadsOpt = typer.Option(
     False, "--allow-discarded-reads", help="Warn instead of failing on reads under discard."
@@ -191,18 +201,19 @@ def holds_nothing() -> None:
     _Teardown.needless = True
 
 
-def end_process(code: object) -> None:
+def end_process(code: object, answer_ctrl_c: bool = True) -> None:
     """For the `warm` process's entry point, after a command ended with `code` (a
     `SystemExit`'s): where `holds_nothing` was said and no other thread runs, the
     `atexit` functions run, the output is flushed and the process ends at once, without
     the interpreter's teardown of numpy, Rich and every module (tens of milliseconds
     that change nothing); else this returns and the interpreter exits as usual. The entry
     point ignores Ctrl-C before calling this (the command's code stands); where a thread
-    is left for the interpreter to wait for, Ctrl-C is answered again while it waits."""
+    is left for the interpreter to wait for, Ctrl-C is answered again while it waits (not
+    where `answer_ctrl_c` is false: warm was started ignoring it)."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
     working = any(not t.daemon for t in others)
     if not _Teardown.needless or working:
-        if working:
+        if working and answer_ctrl_c:
             signal.signal(signal.SIGINT, signal.default_int_handler)
         return
     status = code if isinstance(code, int) else 0 if code is None else 1

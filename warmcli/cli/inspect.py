@@ -25,7 +25,7 @@ from warmcli.bundle.store import Bundle
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import readable_bundle
 from warmcli.cli.common import (
-    BundleArg,
+    BundleOrUrlArg,
     CompilerOpt,
     JsonOpt,
     NvccOpt,
@@ -125,13 +125,11 @@ HELD_SHOWN = 20  # operations named when the one asked for is not held
 
 @app.command()
 def stats(
-    bundle: str | None = BundleArg,
+    bundle: str | None = BundleOrUrlArg,
     operation: str | None = typer.Option(None, "--explain", help="Only this tunable operation."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """What a bundle holds: kernels per device and arch, every tune with all candidates.
-
-    BUNDLE may be an https:// or s3:// URL (fetched into WARM_HOME once)."""
+    """What a bundle holds: kernels per device and arch, every tune with all candidates."""
     path = readable_bundle(bundle)
     given = bundle or config.bundle()  # a URL is named as given, its copy after it
     url = shown(given) if given is not None and is_url(given) else None

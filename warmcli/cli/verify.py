@@ -29,7 +29,7 @@ from warmcli.cli.common import (
     EXIT_INTERRUPTED,
     AllowReadsOpt,
     ArchOpt,
-    BundleArg,
+    BundleOrUrlArg,
     CompilerOpt,
     DeviceOpt,
     EntryOpt,
@@ -80,7 +80,7 @@ def replay(
 
 @app.command()
 def verify(
-    bundle: str | None = BundleArg,
+    bundle: str | None = BundleOrUrlArg,
     workload: Path | None = typer.Option(
         None, "--workload", "-w", help="Also replay this workload: it must compile nothing."
     ),

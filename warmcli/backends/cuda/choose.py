@@ -1,13 +1,14 @@
 """Which CUDA compiler a device uses, and why: NVRTC where installed, else nvcc.
 
 The order: `--compiler nvrtc|nvcc` (the `compiler` argument), else
-`WARM_CUDA_COMPILER`, else nvcc when one is named (`--nvcc` or `WARM_NVCC`),
-else NVRTC when `cuda-bindings` and the NVRTC library are installed (in process,
-fastest), else nvcc (found as `warmcli.backends.cuda.nvcc` says). A `CompilerChoice` keeps
-the reason in words, for `warm devices` and `warm run --verbose`. This module
-decides and builds the compiler, and checks up front that it builds the architecture
-(`check_builds`) and the PTX asked for (`check_ptx_target`); it keeps no state and
-compiles nothing.
+`WARM_CUDA_COMPILER` (each named with spaces around it as without; `auto`, or none named:
+what follows), else nvcc when one
+is named (`--nvcc` or `WARM_NVCC`), else NVRTC when `cuda-bindings` and the NVRTC
+library are installed (in process, fastest), else nvcc (found as
+`warmcli.backends.cuda.nvcc` says). A `CompilerChoice` keeps the reason in words, for
+`warm devices` and `warm run --verbose`. This module decides and builds the compiler,
+and checks up front that it builds the architecture (`check_builds`) and the PTX asked
+for (`check_ptx_target`); it keeps no state and compiles nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from warmcli.printable import printable
 
 CudaCompiler = NvccCompiler | NvrtcCompiler
 NAMES = ("nvrtc", "nvcc")
+CHOICES = (*NAMES, "auto")  # what `--compiler` and `WARM_CUDA_COMPILER` take
 
 
 @dataclass(frozen=True)
@@ -36,23 +38,31 @@ class CompilerChoice:
     why: str
 
 
+def named(value: str | None) -> str:
+    """A compiler name as given, spaces around it stripped (`--compiler "nvrtc "` is
+    nvrtc, as `WARM_CUDA_COMPILER` is read); "" for none."""
+    return (value or "").strip()
+
+
 def check_name(requested: str | None) -> None:
-    """ToolchainError at once for a compiler name (argument or variable) that is neither."""
+    """ToolchainError at once for a compiler name (argument or variable) that is none of
+    `CHOICES`."""
     for source, value in (
-        ("--compiler", requested),
+        ("--compiler", named(requested)),
         ("WARM_CUDA_COMPILER", config.cuda_compiler()),
     ):
-        value = (value or "").strip()
-        if value and value != "auto" and value not in NAMES:
-            raise ToolchainError(f"{source} {value!r} is not a CUDA compiler: use nvrtc or nvcc")
-        if requested:
+        if value and value not in CHOICES:
+            raise ToolchainError(
+                f"{source} {value!r} is not a CUDA compiler: use nvrtc, nvcc or auto"
+            )
+        if value:
             return
 
 
 def choose(requested: str | None = None, nvcc: str | None = None) -> CompilerChoice:
     """The compiler by the order in the module doc; ToolchainError for an unknown name."""
     check_name(requested)
-    env = config.cuda_compiler()
+    requested, env = named(requested), config.cuda_compiler()
     value, source = (requested, "--compiler") if requested else (env, "WARM_CUDA_COMPILER")
     if value and value != "auto":
         return CompilerChoice(value, f"{source} {value}")
