@@ -3,7 +3,9 @@
 a production process with a last good copy (served, one warning, at the deadline), a
 library `fetch` given up on (its thread writes nothing after: no temporary file, the last
 good copy untouched once the store sent the rest), and `warm push` (a HEAD that drips:
-nothing sent). Against a raw S3-speaking server on 127.0.0.1 and the real CLI.
+nothing sent). Against a raw S3-speaking server on 127.0.0.1 and the real CLI. How long a
+store dripped before warm hung up is timed by the store's own clock, from its drip's start: a
+whole process's time (python, numpy and boto3 started) passed 7 s under a loaded CI's load.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,22 +64,13 @@ class _S3(RawStore):
             self.mode == "drip-get" and not head
         ):
             conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-            began = time.monotonic()
-            try:
-                for _ in range(DRIPS):
-                    time.sleep(DRIP)
-                    conn.sendall(b"a")
-            except OSError:  # the client hung up (a send or two after: within 2 DRIPs)
-                self.hung_up = time.monotonic() - began
-            self.dripped.set()
+            self._drip(conn, (b"a" for _ in range(DRIPS)))
             return
         conn.sendall(lines)
         if head:
             return
         if self.mode == "drip-body":
-            for i in range(DRIPS):
-                time.sleep(DRIP)
-                conn.sendall(self.body[i : i + 1])
+            self._drip(conn, (self.body[i : i + 1] for i in range(DRIPS)))
         elif self.mode == "late-body":
             conn.sendall(self.body[:1000])
             time.sleep(1.5)
@@ -84,6 +78,18 @@ class _S3(RawStore):
             self.sent_all.set()
         else:
             conn.sendall(self.body)
+
+    def _drip(self, conn: socket.socket, parts: Iterator[bytes]) -> None:
+        """`parts` sent one a `DRIP`; `hung_up` set where the client went away first (a send
+        or two after: within 2 DRIPs), `dripped` either way."""
+        began = time.monotonic()
+        try:
+            for part in parts:
+                time.sleep(DRIP)
+                conn.sendall(part)
+        except OSError:
+            self.hung_up = time.monotonic() - began
+        self.dripped.set()
 
     @staticmethod
     def _body(conn: socket.socket, request: bytes) -> bytes:
@@ -125,14 +131,14 @@ def test_a_pull_from_an_s3_store_that_drips_stops_at_the_deadline(
     store.mode = mode
     env = _aws(store, tmp_path / "home", WARM_REMOTE_DEADLINE="1")
     out = tmp_path / "out.warm"
-    try:
-        began = time.monotonic()
+    try:  # timed by the store, from its drip's start: not the process's (boto3's import)
         proc = warm.with_env(**env)("pull", URL, out, timeout=60)
-        took = time.monotonic() - began
+        assert store.dripped.wait(DRIP * DRIPS + 5)
     finally:
         store.close()
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
-    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 6, (took, proc.stderr)
+    assert "WARM_REMOTE_DEADLINE" in proc.stderr, proc.stderr
+    assert store.hung_up is not None and store.hung_up < 5, store.hung_up  # (the drip: 8 s)
     assert not out.exists()
     _no_temporaries(tmp_path / "home")
 
@@ -147,7 +153,6 @@ def test_a_production_process_serves_its_last_good_copy_at_the_deadline(
     try:
         assert warm.with_env(**env)("stats", URL).returncode == 0  # a last good copy
         store.mode = "drip-get"  # changed (its ETag), and its GET drips
-        began = time.monotonic()
         served = subprocess.run(
             [sys.executable, "-c", PRODUCE],
             capture_output=True,
@@ -156,14 +161,14 @@ def test_a_production_process_serves_its_last_good_copy_at_the_deadline(
             cwd=ROOT,
             timeout=60,
         )
-        took = time.monotonic() - began
+        assert store.dripped.wait(DRIP * DRIPS + 5)
     finally:
         store.close()
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout) == {"kernels": 0, "tunes": 0}
     assert served.stderr.count("RemoteBundleWarning") == 1, served.stderr
     assert "last good copy" in served.stderr and "WARM_REMOTE_DEADLINE" in served.stderr
-    assert took < 6, took  # python, numpy and boto3 start, and 1 s
+    assert store.hung_up is not None and store.hung_up < 5, store.hung_up  # (the drip: 8 s)
     _no_temporaries(tmp_path / "home")
 
 
