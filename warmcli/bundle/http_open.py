@@ -241,7 +241,10 @@ def urlopen(
         def made(address: Any, wait: float, *rest: Any) -> socket.socket:
             """A connection's socket, watched from its start: its connecting and its TLS
             handshake (whose socket this one becomes) wait within the deadline."""
-            sock = socket.create_connection(address, deadline.within(wait), *rest)
+            try:  # a proxy's host no lookup takes (`https_proxy=http://a..b:3128`)
+                sock = socket.create_connection(address, deadline.within(wait), *rest)
+            except UnicodeError as exc:  # (a ValueError: no store unreachable, a traceback)
+                raise OSError(f"no host name a lookup takes: {said(repr(address[0]))}") from exc
             sock.settimeout(deadline.within(wait))
             deadline.watch(sock)
             return sock

@@ -13,7 +13,8 @@ by (neither credentials nor a query's signing fields: a new signature of the sam
 the same copy). `endpoint` is the one reading of an http(s) URL's scheme, host and port
 that every check of one makes (this machine's? the same origin? past the proxy?): the host
 `http.client` connects to, a host holding a bracket other than around an IPv6 address alone
-refused. It holds no state, reads no file's content and never fetches."""
+refused, as is one no lookup takes (`a..b`, a label over 63 characters, one not ASCII once
+percent-decoded). It holds no state, reads no file's content and never fetches."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def endpoint(url: str) -> tuple[str, str, int]:
     `[...]`'s brackets taken off; the scheme's port where none is named): what every check of
     an http(s) URL's host reads. A `ValueError` (one line) where the host holds a bracket other
     than around an IPv6 address alone (`[::1]x.example`, `x[::1]`, `[::1]]`, `[v1.x]`):
-    `urlsplit` reads those as `::1`, while the name `[::1]x.example` is looked up as it is."""
+    `urlsplit` reads those as `::1`, while the name `[::1]x.example` is looked up as it is; and
+    where it is a name no lookup takes (`_looked_up`)."""
     import ipaddress
 
     parts = urlsplit(url)
@@ -105,10 +107,26 @@ def endpoint(url: str) -> tuple[str, str, int]:
         except ValueError:
             raise ValueError(f"{malformed}: what brackets hold is no IPv6 address") from None
         host = inner
+    elif not _looked_up(host):  # (getaddrinfo's idna, and the latin-1 Host header: a traceback)
+        raise ValueError(
+            f"its host {printable(repr(cut(host, 80)))} is no name a lookup takes (ASCII, an "
+            "internationalized one in its xn-- form, each label 1 to 63 characters)"
+        )
     if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         raise ValueError(f"its port {printable(repr(cut(port, 20)))} is no number from 1 to 65535")
     default = {"https": 443, "http": 80}.get(parts.scheme, 0)
     return parts.scheme, host, int(port) if port else default
+
+
+def _looked_up(host: str) -> bool:
+    """Whether `host` (percent-decoded) is a name `socket.getaddrinfo` and the `Host` header
+    take: ASCII (`€.example`, from `%E2%82%AC`, fails latin-1), each label 1 to 63
+    characters (the idna codec's: `a..b`, `%C2%AD` raised `UnicodeError` out of urlopen)."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return host.isascii()
 
 
 def shown(location: str | os.PathLike[str]) -> str:

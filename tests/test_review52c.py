@@ -1,0 +1,62 @@
+"""A hostile review of remote stores and their secrets (review52c), against real servers on
+127.0.0.1 (test_review42d's `Server`) and the real CLI.
+
+What it found:
+- a host no lookup takes (`https://a..b/`, a label over 63 characters, `%E2%82%AC.example`
+  decoding to no ASCII), named by the URL, by a store's redirect or by the environment's
+  proxy (`https_proxy=http://a..b:3128`), raised `UnicodeError` out of urlopen: a traceback
+  from `warm pull`, and in production no `RemoteError`, so no last good copy was served.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_review42d import Server, body, servers  # noqa: F401  (fixtures)
+
+from warmcli.bundle.location import url_text
+from warmcli.bundle.remote import fetch
+from warmcli.errors import RemoteError
+
+_NO_LOOKUP = ("https://a..b/x.warm", f"https://{'x' * 64}.example/x.warm")
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """A WARM_HOME of the test's own, and no proxy the environment names."""
+    for name in ("http_proxy", "https_proxy", "no_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_a_host_no_lookup_takes_is_refused_in_one_line(
+    warm: Warm,
+    home: Path,
+    tmp_path: Path,
+    body: bytes,  # noqa: F811
+    servers: list[Server],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for url in (*_NO_LOOKUP, "https://%E2%82%AC.example/x.warm"):
+        with pytest.raises(RemoteError, match="no name a lookup takes"):
+            url_text(url)
+    proc = warm("pull", _NO_LOOKUP[0], tmp_path / "x.warm")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no name a lookup takes" in proc.stderr, proc.stderr
+    # a store that redirects there: its last good copy is served, as for any store that fails
+    store = Server(body)
+    servers.append(store)
+    assert fetch(store.base + "/b.warm").downloaded
+    for to in _NO_LOOKUP:
+        store.routes["/b.warm"] = to
+        got = fetch(store.base + "/b.warm")
+        assert not got.downloaded and "refused" in str(got.warning), got.warning
+    # the environment's proxy: the store is unreachable, said in one line
+    monkeypatch.setenv("https_proxy", "http://a..b:3128")
+    with pytest.raises(RemoteError, match=r"store unreachable.*no host name a lookup takes"):
+        fetch("https://example.invalid/x.warm")
