@@ -5,7 +5,9 @@ What it found:
 - a host no lookup takes (`https://a..b/`, a label over 63 characters, `%E2%82%AC.example`
   decoding to no ASCII), named by the URL, by a store's redirect or by the environment's
   proxy (`https_proxy=http://a..b:3128`), raised `UnicodeError` out of urlopen: a traceback
-  from `warm pull`, and in production no `RemoteError`, so no last good copy was served.
+  from `warm pull`, and in production no `RemoteError`, so no last good copy was served;
+- botocore names its endpoint whole in an error (`Could not connect to the endpoint URL:
+  "http://u:pass@host/..."`): `AWS_ENDPOINT_URL`'s password reached the error line.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands f
 from test_review42d import Server, body, servers  # noqa: F401  (fixtures)
 
 from warmcli.bundle.location import url_text
-from warmcli.bundle.remote import fetch
+from warmcli.bundle.remote import fetch, push
 from warmcli.errors import RemoteError
 
 _NO_LOOKUP = ("https://a..b/x.warm", f"https://{'x' * 64}.example/x.warm")
@@ -60,3 +62,35 @@ def test_a_host_no_lookup_takes_is_refused_in_one_line(
     monkeypatch.setenv("https_proxy", "http://a..b:3128")
     with pytest.raises(RemoteError, match=r"store unreachable.*no host name a lookup takes"):
         fetch("https://example.invalid/x.warm")
+
+
+def _aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **env: str) -> None:
+    """The AWS variables an `s3://` URL's client reads: `env` over test credentials, no
+    profile or config file of this machine's."""
+    pytest.importorskip("boto3")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, str(tmp_path / "none"))
+    given = {"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": "Sk9Secret"}
+    for name, value in {**given, "AWS_DEFAULT_REGION": "us-east-1", **env}.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_an_s3_endpoint_s_password_is_never_shown(
+    home: Path,
+    tmp_path: Path,
+    body: bytes,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """botocore names its endpoint whole (`Could not connect to the endpoint URL:
+    "http://u:pass@host/..."`, `Invalid endpoint: ...`): said as every URL is shown."""
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(body)
+    for endpoint in ("http://u:Ep9Secret@127.0.0.1:9", "https://u:Ep9Secret@a..b"):
+        _aws(monkeypatch, tmp_path, AWS_ENDPOINT_URL=endpoint)
+        for act in (lambda: fetch("s3://bkt/b.warm"), lambda: push(bundle, "s3://bkt/b.warm")):
+            with pytest.raises(RemoteError) as refused:
+                act()
+            assert "Ep9Secret" not in str(refused.value), refused.value
+            assert "u:***@" in str(refused.value), refused.value

@@ -1,10 +1,11 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
-`said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
-plain http:// to another machine (refused: by the host connected to, as every check here
-reads it, `location.endpoint`, which refuses a malformed one: `[::1]x.example`); `failed`
-says a store's HTTP refusal (a 404: nothing was pushed there yet). `TIMEOUT` is the wait
-for a store's answer. `urlopen` opens a request, following a redirect only where
+`said` makes what a store (or its client) says one inert line, each URL in it as
+`location.shown` shows it. `plain_elsewhere` says whether a URL is plain http:// to another
+machine (refused: by the host connected to, as every check here reads it,
+`location.endpoint`, which refuses a malformed one: `[::1]x.example`); `failed` says a
+store's HTTP refusal (a 404: nothing was pushed there yet). `TIMEOUT` is the wait for a
+store's answer. `urlopen` opens a request, following a redirect only where
 `redirect_refused` finds nothing against it (never from https:// down to plain http://, nor
 to plain http:// elsewhere, nor to another scheme, nor to a URL naming credentials, nor to a
 malformed host: each said as `shown`), the request's credentials
@@ -23,13 +24,14 @@ A `Deadline` owns its timer and the sockets it watches; this module never prints
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from warmcli.bundle.location import endpoint
+from warmcli.bundle.location import endpoint, shown
 from warmcli.errors import RemoteError
 from warmcli.printable import printable
 
@@ -96,10 +98,16 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+# A URL within a message (botocore names its endpoint's, `AWS_ENDPOINT_URL`, whole)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+
+
 def said(value: object) -> str:
-    """What a store said (a reason, a status line, a URL it redirects to), as one inert
-    line of at most 200 characters: it is shown in errors, and raised in production."""
-    return printable(" ".join(str(value).split()))[:200]
+    """What a store or its client said (a reason, a status line, a URL it redirects to), as
+    one inert line of at most 200 characters: it is shown in errors, and raised in
+    production. Each URL in it is as `location.shown` shows it (no password, no query)."""
+    text = _URL.sub(lambda url: shown(url.group()), printable(" ".join(str(value).split())))
+    return text[:200]
 
 
 def loopback(host: str | None) -> bool:
@@ -198,8 +206,6 @@ def urlopen(
     import http.client
     import urllib.request
     from urllib.parse import urljoin
-
-    from warmcli.bundle.location import shown
 
     def refuse(origin: str, to: str) -> None:
         try:
