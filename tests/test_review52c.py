@@ -7,7 +7,9 @@ What it found:
   proxy (`https_proxy=http://a..b:3128`), raised `UnicodeError` out of urlopen: a traceback
   from `warm pull`, and in production no `RemoteError`, so no last good copy was served;
 - botocore names its endpoint whole in an error (`Could not connect to the endpoint URL:
-  "http://u:pass@host/..."`): `AWS_ENDPOINT_URL`'s password reached the error line.
+  "http://u:pass@host/..."`): `AWS_ENDPOINT_URL`'s password reached the error line;
+- a header http.client refuses is echoed whole (`Invalid header value b'...'`): an
+  `AWS_SESSION_TOKEN` read from a CRLF file (its CR kept) reached the error line whole.
 """
 
 from __future__ import annotations
@@ -66,8 +68,10 @@ def test_a_host_no_lookup_takes_is_refused_in_one_line(
 
 def _aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **env: str) -> None:
     """The AWS variables an `s3://` URL's client reads: `env` over test credentials, no
-    profile or config file of this machine's."""
-    pytest.importorskip("boto3")
+    profile or config file of this machine's; boto3's default session (which keeps the
+    credentials it first read) made anew."""
+    boto3 = pytest.importorskip("boto3")
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
         monkeypatch.delenv(name, raising=False)
     for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
@@ -94,3 +98,24 @@ def test_an_s3_endpoint_s_password_is_never_shown(
                 act()
             assert "Ep9Secret" not in str(refused.value), refused.value
             assert "u:***@" in str(refused.value), refused.value
+
+
+def test_a_credential_no_header_takes_is_never_shown(
+    home: Path,
+    tmp_path: Path,
+    body: bytes,  # noqa: F811
+    servers: list[Server],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session token read from a file of CRLF lines keeps its CR: http.client refuses the
+    header, echoing its value whole (`Invalid header value b'...'`), as it does the
+    `Authorization` (key id and signature) of an access key id holding a line break."""
+    store = Server(body)
+    servers.append(store)
+    for given in ({"AWS_SESSION_TOKEN": "Tk9Secret\r"}, {"AWS_ACCESS_KEY_ID": "AKIDX\n"}):
+        _aws(monkeypatch, tmp_path, AWS_ENDPOINT_URL=store.base, **given)
+        with pytest.raises(RemoteError, match=r"Invalid header value \(not shown") as refused:
+            fetch("s3://bkt/b.warm")
+        assert "Tk9Secret" not in str(refused.value), refused.value
+        assert "Signature" not in str(refused.value), refused.value
+    assert store.seen == []  # (refused before it was sent)

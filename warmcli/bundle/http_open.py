@@ -1,11 +1,12 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
 `said` makes what a store (or its client) says one inert line, each URL in it as
-`location.shown` shows it. `plain_elsewhere` says whether a URL is plain http:// to another
-machine (refused: by the host connected to, as every check here reads it,
-`location.endpoint`, which refuses a malformed one: `[::1]x.example`); `failed` says a
-store's HTTP refusal (a 404: nothing was pushed there yet). `TIMEOUT` is the wait for a
-store's answer. `urlopen` opens a request, following a redirect only where
+`location.shown` shows it and a header value refused withheld. `plain_elsewhere` says
+whether a URL is plain http:// to another machine (refused: by the host connected to, as
+every check here reads it, `location.endpoint`, which refuses a malformed one:
+`[::1]x.example`); `failed` says a store's HTTP refusal (a 404: nothing was pushed there
+yet). `TIMEOUT` is the wait for a store's answer. `urlopen` opens a request, following a
+redirect only where
 `redirect_refused` finds nothing against it (never from https:// down to plain http://, nor
 to plain http:// elsewhere, nor to another scheme, nor to a URL naming credentials, nor to a
 malformed host: each said as `shown`), the request's credentials
@@ -98,15 +99,22 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-# A URL within a message (botocore names its endpoint's, `AWS_ENDPOINT_URL`, whole)
+# A URL within a message (botocore names its endpoint's, `AWS_ENDPOINT_URL`, whole), and the
+# header value http.client echoes whole when it refuses one (`AWS_SESSION_TOKEN` with a CR).
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+_HEADER = re.compile(r"(Invalid header value)\b.*", re.S)
 
 
 def said(value: object) -> str:
     """What a store or its client said (a reason, a status line, a URL it redirects to), as
     one inert line of at most 200 characters: it is shown in errors, and raised in
-    production. Each URL in it is as `location.shown` shows it (no password, no query)."""
-    text = _URL.sub(lambda url: shown(url.group()), printable(" ".join(str(value).split())))
+    production. Each URL in it is as `location.shown` shows it (no password, no query),
+    and a header value refused (a credential's, a session token's) is not shown."""
+    text = _HEADER.sub(
+        r"\1 (not shown: it may hold a credential; a line break or control character in one?)",
+        str(value),
+    )
+    text = _URL.sub(lambda url: shown(url.group()), printable(" ".join(text.split())))
     return text[:200]
 
 
