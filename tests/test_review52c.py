@@ -9,7 +9,9 @@ What it found:
 - botocore names its endpoint whole in an error (`Could not connect to the endpoint URL:
   "http://u:pass@host/..."`): `AWS_ENDPOINT_URL`'s password reached the error line;
 - a header http.client refuses is echoed whole (`Invalid header value b'...'`): an
-  `AWS_SESSION_TOKEN` read from a CRLF file (its CR kept) reached the error line whole.
+  `AWS_SESSION_TOKEN` read from a CRLF file (its CR kept) reached the error line whole;
+- a URL with a slash too many (`https:///u:pass@host/b.warm`) is read as naming no host,
+  its credentials in its path: `shown` showed them, in the refusal that it names no host.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_review42d import Server, body, servers  # noqa: F401  (fixtures)
 
-from warmcli.bundle.location import url_text
+from warmcli.bundle.location import shown, url_text
 from warmcli.bundle.remote import fetch, push
 from warmcli.errors import RemoteError
 
@@ -119,3 +121,17 @@ def test_a_credential_no_header_takes_is_never_shown(
         assert "Tk9Secret" not in str(refused.value), refused.value
         assert "Signature" not in str(refused.value), refused.value
     assert store.seen == []  # (refused before it was sent)
+
+
+def test_a_password_after_a_slash_too_many_is_never_shown(warm: Warm, tmp_path: Path) -> None:
+    """`https:///u:pass@host/b.warm` (a base URL joined to a path with its `/`): a URL
+    naming no host, refused so, its netloc read as empty and the password in its path."""
+    for url in ("https:///u:Pw9Secret@h/b.warm", "https:////u:Pw9Secret@h/b.warm"):
+        assert shown(url) == url.replace("Pw9Secret", "***"), shown(url)
+        with pytest.raises(RemoteError, match="names no host") as refused:
+            url_text(url)
+        assert "Pw9Secret" not in str(refused.value), refused.value
+    proc = warm("pull", "https:///u:Pw9Secret@h/b.warm", tmp_path / "x.warm")
+    assert proc.returncode == 2 and "names no host" in proc.stderr, proc.stderr
+    assert "Pw9Secret" not in proc.stderr, proc.stderr
+    assert shown("https:///") == "https:///" and shown("s3:///a/b") == "s3:///a/b"

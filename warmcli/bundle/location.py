@@ -132,7 +132,8 @@ def _looked_up(host: str) -> bool:
 def shown(location: str | os.PathLike[str]) -> str:
     """`location` as it may be shown (an error, a warning, a report, `--json`, a note kept
     beside a copy): a URL's password as `user:***@`, a token alone as `***@`, and its
-    query (a presigned URL's signature, `?token=...`) as `?***`; anything else as it is."""
+    query (a presigned URL's signature, `?token=...`) as `?***`, a URL with a slash too many
+    (`https:///u:pass@host/`) as the one without; anything else as it is."""
     text = os.fspath(location)
     if not isinstance(text, str) or "://" not in text:
         return str(text)
@@ -142,6 +143,10 @@ def shown(location: str | os.PathLike[str]) -> str:
     except ValueError:  # `http://[x/?sig=`, a store's redirect: withheld all the same
         if not text.partition("://")[0].isalpha():
             return text
+    scheme, _, after = text.partition("://")
+    if after.startswith("/"):  # `https:///u:pass@host/`: read as no host, a path naming it
+        extra = len(after) - len(after.lstrip("/"))
+        return f"{scheme}://{'/' * extra}{shown(f'{scheme}://{after[extra:]}')[len(scheme) + 3 :]}"
     head, netloc, path, query, fragment = url_parts(text)
     rest = text[len(head) + len(netloc) :]
     if _cut_password(netloc, rest):  # `u:***@` and what follows the `@` that ends it
