@@ -11,16 +11,27 @@ What it found:
 - a header http.client refuses is echoed whole (`Invalid header value b'...'`): an
   `AWS_SESSION_TOKEN` read from a CRLF file (its CR kept) reached the error line whole;
 - a URL with a slash too many (`https:///u:pass@host/b.warm`) is read as naming no host,
-  its credentials in its path: `shown` showed them, in the refusal that it names no host.
+  its credentials in its path: `shown` showed them, in the refusal that it names no host;
+- urllib adds the environment's proxy's `Proxy-Authorization` as any header, and a redirect
+  copies every header: one to a host reached without the proxy (this machine, a `no_proxy`
+  host) was sent the proxy's password directly.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import socketserver
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_remote_redirects import _certificate
 from test_review42d import Server, body, servers  # noqa: F401  (fixtures)
 
 from warmcli.bundle.location import shown, url_text
@@ -135,3 +146,99 @@ def test_a_password_after_a_slash_too_many_is_never_shown(warm: Warm, tmp_path: 
     assert proc.returncode == 2 and "names no host" in proc.stderr, proc.stderr
     assert "Pw9Secret" not in proc.stderr, proc.stderr
     assert shown("https:///") == "https:///" and shown("s3:///a/b") == "s3:///a/b"
+
+
+class _Tunnel(socketserver.ThreadingTCPServer):
+    """A proxy on 127.0.0.1 that answers any `CONNECT` (its request kept in `asked`) with a
+    tunnel to `to`, a port of this machine, whatever host the request names."""
+
+    daemon_threads = True
+
+    def __init__(self, to: int) -> None:
+        self.to, self.asked = to, []  # type: list[bytes]
+        super().__init__(("127.0.0.1", 0), _Tunneled)
+
+
+class _Tunneled(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        asked = b""
+        while b"\r\n\r\n" not in asked and (got := self.request.recv(1)):
+            asked += got
+        self.server.asked.append(asked)  # type: ignore[attr-defined]
+        upstream = socket.create_connection(("127.0.0.1", self.server.to))  # type: ignore[attr-defined]
+        self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        back = threading.Thread(target=_pipe, args=(upstream, self.request), daemon=True)
+        back.start()
+        _pipe(self.request, upstream)
+        back.join()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(1 << 16):
+            sink.sendall(data)
+    for end in (source, sink):
+        with contextlib.suppress(OSError):
+            end.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def proxied_store(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[int, _Tunnel, list[dict[str, str]]]]:
+    """An https:// store on 127.0.0.1 (its certificate also for `store.example`, trusted
+    through SSL_CERT_FILE) that redirects /go to its own /b.warm by 127.0.0.1 (/again: by
+    `store.example`, through the proxy again); the
+    environment's `https_proxy`, with a password, a tunnel to it; the headers of each
+    request the store took."""
+    cert, key = _certificate(tmp_path, ("store.example",))
+    heard: list[dict[str, str]] = []
+
+    class Store(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            heard.append(dict(self.headers))
+            port = self.server.server_address[1]
+            host = {"/go": "127.0.0.1", "/again": "store.example"}.get(self.path)
+            self.send_response(302 if host else 404)
+            self.send_header("Location", f"https://{host}:{port}/b.warm")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    store = ThreadingHTTPServer(("127.0.0.1", 0), Store)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    store.socket = context.wrap_socket(store.socket, server_side=True)
+    tunnel = _Tunnel(store.server_address[1])
+    for server in (store, tunnel):
+        threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,)).start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    monkeypatch.setenv("https_proxy", f"http://u:Px9Secret@127.0.0.1:{tunnel.server_address[1]}")
+    yield store.server_address[1], tunnel, heard
+    for server in (store, tunnel):
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_redirect_past_the_proxy_takes_not_its_password(
+    proxied_store: tuple[int, _Tunnel, list[dict[str, str]]],
+) -> None:
+    """urllib adds the proxy's `Proxy-Authorization` to the request as any header, and a
+    redirect copies them all: one to a host the proxy is not asked for (this machine's, a
+    `no_proxy` one) was sent it, the proxy's password, directly."""
+    port, tunnel, heard = proxied_store
+    with pytest.raises(RemoteError, match="no bundle there"):
+        fetch(f"https://store.example:{port}/go")
+    assert [a.split(b"\r\n")[0] for a in tunnel.asked] == [
+        f"CONNECT store.example:{port} HTTP/1.0".encode()
+    ]
+    assert b"Proxy-Authorization: Basic" in tunnel.asked[0]  # (the proxy's own, there)
+    assert [h.get("Host") for h in heard] == [f"store.example:{port}", f"127.0.0.1:{port}"]
+    assert [h.get("Proxy-Authorization") for h in heard] == [None, None], heard
+    # a redirect through the proxy again: the proxy is still sent its password
+    with pytest.raises(RemoteError, match="no bundle there"):
+        fetch(f"https://store.example:{port}/again")
+    assert len(tunnel.asked) == 3 and all(b"Proxy-Authorization: Basic" in a for a in tunnel.asked)
+    assert all("Proxy-Authorization" not in h for h in heard), heard

@@ -6,19 +6,19 @@ whether a URL is plain http:// to another machine (refused: by the host connecte
 every check here reads it, `location.endpoint`, which refuses a malformed one:
 `[::1]x.example`); `failed` says a store's HTTP refusal (a 404: nothing was pushed there
 yet). `TIMEOUT` is the wait for a store's answer. `urlopen` opens a request, following a
-redirect only where
-`redirect_refused` finds nothing against it (never from https:// down to plain http://, nor
-to plain http:// elsewhere, nor to another scheme, nor to a URL naming credentials, nor to a
-malformed host: each said as `shown`), the request's credentials
-(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape
-the byte it names) sent along only to the same origin (not again once a chain of redirects
-left it), never through a proxy to this machine (`http_proxy` would take a plain http://
-request, and its password, off it), each wait (the connection, the answer, a read) `timeout`
-seconds at most; under a `Deadline`, every connection it opens is shut when the deadline
-passes, whatever it waits for (a store that drips its headers a byte at a time, each byte
-within the wait, is stopped there too; an upload's body, a TLS handshake, its answer); a
-store that answers and hangs up while the request is sent is read (its refusal said, a
-success never taken: the body was not sent whole).
+redirect only where `redirect_refused` finds nothing against it (never from https:// down to
+plain http://, nor to plain http:// elsewhere, nor to another scheme, nor to a URL naming
+credentials, nor to a malformed host: each said as `shown`), the request's credentials
+(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape the byte it
+names) sent along only to the same origin (not again once a chain of redirects left it),
+never through a proxy to this machine (`http_proxy` would take a plain http:// request, and
+its password, off it), the proxy's own password (`Proxy-Authorization`, which urllib copies
+along a redirect as any header) sent to the proxy alone, each wait (the connection, the
+answer, a read) `timeout` seconds at most; under a `Deadline`, every connection it opens is
+shut when the deadline passes, whatever it waits for (a store that drips its headers a byte
+at a time, each byte within the wait, is stopped there too; an upload's body, a TLS
+handshake, its answer); a store that answers and hangs up while the request is sent is read
+(its refusal said, a success never taken: the body was not sent whole).
 A `Deadline` owns its timer and the sockets it watches; this module never prints.
 """
 
@@ -238,6 +238,8 @@ def urlopen(
         def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
             refuse(args[0].full_url, args[-1])
             new = super().redirect_request(*args)
+            if new is not None:  # urllib copies the proxy's, to a host it may not go through
+                new.remove_header("Proxy-authorization")  # (the proxy's handler adds it anew)
             auth = args[0].unredirected_hdrs.get("Authorization")
             if new is not None and auth and _same_origin(args[0].full_url, new.full_url):
                 new.add_unredirected_header("Authorization", auth)
