@@ -14,15 +14,22 @@ What it found:
   its credentials in its path: `shown` showed them, in the refusal that it names no host;
 - urllib adds the environment's proxy's `Proxy-Authorization` as any header, and a redirect
   copies every header: one to a host reached without the proxy (this machine, a `no_proxy`
-  host) was sent the proxy's password directly.
+  host) was sent the proxy's password directly;
+- a name lookup is no socket a `Deadline` shuts: a resolver that never answers held an
+  https:// download past `WARM_REMOTE_DEADLINE` (15 s under `WARM_REMOTE_DEADLINE=1`,
+  `timeout:5 attempts:3`), where an `s3://` one's thread stopped at it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import socket
 import socketserver
 import ssl
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -242,3 +249,39 @@ def test_a_redirect_past_the_proxy_takes_not_its_password(
         fetch(f"https://store.example:{port}/again")
     assert len(tunnel.asked) == 3 and all(b"Proxy-Authorization: Basic" in a for a in tunnel.asked)
     assert all("Proxy-Authorization" not in h for h in heard), heard
+
+
+# Run in a network and mount namespace of its own (`unshare -rmn`), its /etc/resolv.conf one
+# naming a server on its loopback that never answers: a fetch under WARM_REMOTE_DEADLINE=1.
+_NO_ANSWER = """
+import fcntl, socket, struct, time
+probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # this namespace's loopback up
+flags = struct.unpack("16sh", fcntl.ioctl(probe, 0x8913, struct.pack("16sh", b"lo", 0)))[1]
+fcntl.ioctl(probe, 0x8914, struct.pack("16sh", b"lo", flags | 1))
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+server.bind(("127.0.0.53", 53))  # asked, never answering
+from warmcli.bundle.remote import fetch
+started = time.monotonic()
+try:
+    fetch("https://store.invalid/b.warm")
+except Exception as exc:
+    print(exc)
+print(time.monotonic() - started)
+"""
+
+
+def test_a_name_lookup_never_answered_stops_at_the_deadline(tmp_path: Path) -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None or not os.path.exists("/etc/resolv.conf"):
+        pytest.skip("no unshare, or no /etc/resolv.conf to mount over")
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.53\noptions timeout:5 attempts:3\n")
+    env = dict(os.environ, WARM_HOME=str(tmp_path / "home"), WARM_REMOTE_DEADLINE="1")
+    mounted = 'mount --bind "$1" /etc/resolv.conf && exec "$2" -c "$3"'
+    given = [unshare, "-rmn", "sh", "-c", mounted, "sh", resolv, sys.executable, _NO_ANSWER]
+    proc = subprocess.run(given, capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode != 0 or "Name or service not known" in proc.stdout:
+        pytest.skip(f"no namespace of its own, or a lookup past resolv.conf: {proc.stderr}")
+    said, took = proc.stdout.splitlines()
+    assert "download stopped: not done in 1 s" in said, said
+    assert float(took) < 8, took  # (the resolver's own wait: 15 s)

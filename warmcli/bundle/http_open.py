@@ -255,15 +255,24 @@ def urlopen(
     if deadline is not None:
 
         def made(address: Any, wait: float, *rest: Any) -> socket.socket:
-            """A connection's socket, watched from its start: its connecting and its TLS
-            handshake (whose socket this one becomes) wait within the deadline."""
-            try:  # a proxy's host no lookup takes (`https_proxy=http://a..b:3128`)
-                sock = socket.create_connection(address, deadline.within(wait), *rest)
-            except UnicodeError as exc:  # (a ValueError: no store unreachable, a traceback)
+            """A connection's socket, watched from its start: its name's lookup (as long as
+            the resolver waits, within the deadline: `_addresses`), its connecting and its
+            TLS handshake (whose socket this one becomes) wait within the deadline."""
+            try:
+                found = _addresses(*address[:2], deadline.within(deadline.seconds))
+            except UnicodeError as exc:  # a proxy's host no lookup takes (`a..b`): a traceback
                 raise OSError(f"no host name a lookup takes: {said(repr(address[0]))}") from exc
-            sock.settimeout(deadline.within(wait))
-            deadline.watch(sock)
-            return sock
+            last = OSError(f"no address of {said(repr(address[0]))}")
+            for *_, where in found:  # each address in turn, as `socket.create_connection`
+                try:
+                    sock = socket.create_connection(where[:2], deadline.within(wait), *rest)
+                except OSError as exc:
+                    last = exc
+                    continue
+                sock.settimeout(deadline.within(wait))
+                deadline.watch(sock)
+                return sock
+            raise last
 
         class Watched(http.client.HTTPConnection):  # its socket watched, its answer timed
             def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -311,6 +320,29 @@ def urlopen(
 
         handlers += [HttpHandler, HttpsHandler]
     return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
+
+
+def _addresses(host: str, port: int, wait: float) -> list[Any]:
+    """`socket.getaddrinfo(host, port)` for a connection, waited for `wait` seconds at most:
+    a resolver that does not answer is no socket a `Deadline` can shut (its own wait, 5 s a
+    try and server by default, ran past WARM_REMOTE_DEADLINE), so it is asked in a daemon
+    thread, given up on after `wait` (`TimeoutError`), left to end with the resolver's wait."""
+    found: list[Any] = []
+
+    def look() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except BaseException as exc:  # given to the caller, never a thread's traceback
+            found.append(exc)
+
+    thread = threading.Thread(target=look, name="warm-lookup", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if not found:
+        raise TimeoutError(f"the name lookup of {said(repr(host))} took over {wait:g} s")
+    if isinstance(found[0], BaseException):
+        raise found[0].with_traceback(None)
+    return found[0]  # type: ignore[no-any-return]
 
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable
