@@ -24,8 +24,9 @@ from warmcli.bundle.store import Bundle
 x509 = pytest.importorskip("cryptography.x509")
 
 
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 (and its key), written into `folder`."""
+def _certificate(folder: Path, names: tuple[str, ...] = ()) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and host `names` (and its key), written into
+    `folder`."""
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
@@ -42,7 +43,9 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
         .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), *map(x509.DNSName, names)]
+            ),
             critical=False,
         )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)

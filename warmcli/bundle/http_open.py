@@ -1,35 +1,38 @@
 """Opening an `https://` (or this machine's `http://`) URL for `warmcli.bundle.remote`.
 
-`said` makes what a store says one inert line. `plain_elsewhere` says whether a URL is
-plain http:// to another machine (refused: by the host connected to, as every check here
-reads it, `location.endpoint`, which refuses a malformed one: `[::1]x.example`); `failed`
-says a store's HTTP refusal (a 404: nothing was pushed there yet). `TIMEOUT` is the wait
-for a store's answer. `urlopen` opens a request, following a redirect only where
-`redirect_refused` finds nothing against it (never from https:// down to plain http://, nor
-to plain http:// elsewhere, nor to another scheme, nor to a URL naming credentials, nor to a
-malformed host: each said as `shown`), the request's credentials
-(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape
-the byte it names) sent along only to the same origin (not again once a chain of redirects
-left it), never through a proxy to this machine (`http_proxy` would take a plain http://
-request, and its password, off it), each wait (the connection, the answer, a read) `timeout`
-seconds at most; under a `Deadline`, every connection it opens is shut when the deadline
-passes, whatever it waits for (a store that drips its headers a byte at a time, each byte
-within the wait, is stopped there too; an upload's body, a TLS handshake, its answer); a
-store that answers and hangs up while the request is sent is read (its refusal said, a
-success never taken: the body was not sent whole).
+`said` makes what a store (or its client) says one inert line, each URL in it as
+`location.shown` shows it and a header value refused withheld. `plain_elsewhere` says
+whether a URL is plain http:// to another machine (refused: by the host connected to, as
+every check here reads it, `location.endpoint`, which refuses a malformed one:
+`[::1]x.example`); `failed` says a store's HTTP refusal (a 404: nothing was pushed there
+yet). `TIMEOUT` is the wait for a store's answer. `urlopen` opens a request, following a
+redirect only where `redirect_refused` finds nothing against it (never from https:// down to
+plain http://, nor to plain http:// elsewhere, nor to another scheme, nor to a URL naming
+credentials, nor to a malformed host: each said as `shown`), the request's credentials
+(`without_credentials`: a URL's `user:pass@`, as HTTP Basic auth, each escape the byte it
+names) sent along only to the same origin (not again once a chain of redirects left it),
+never through a proxy to this machine (`http_proxy` would take a plain http:// request, and
+its password, off it), the proxy's own password (`Proxy-Authorization`, which urllib copies
+along a redirect as any header) sent to the proxy alone, each wait (the connection, the
+answer, a read) `timeout` seconds at most; under a `Deadline`, every connection it opens is
+shut when the deadline passes, whatever it waits for (a store that drips its headers a byte
+at a time, each byte within the wait, is stopped there too; an upload's body, a TLS
+handshake, its answer); a store that answers and hangs up while the request is sent is read
+(its refusal said, a success never taken: the body was not sent whole).
 A `Deadline` owns its timer and the sockets it watches; this module never prints.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from warmcli.bundle.location import endpoint
+from warmcli.bundle.location import endpoint, shown
 from warmcli.errors import RemoteError
 from warmcli.printable import printable
 
@@ -96,10 +99,23 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+# A URL within a message (botocore names its endpoint's, `AWS_ENDPOINT_URL`, whole), and the
+# header value http.client echoes whole when it refuses one (`AWS_SESSION_TOKEN` with a CR).
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+_HEADER = re.compile(r"(Invalid header value)\b.*", re.S)
+
+
 def said(value: object) -> str:
-    """What a store said (a reason, a status line, a URL it redirects to), as one inert
-    line of at most 200 characters: it is shown in errors, and raised in production."""
-    return printable(" ".join(str(value).split()))[:200]
+    """What a store or its client said (a reason, a status line, a URL it redirects to), as
+    one inert line of at most 200 characters: it is shown in errors, and raised in
+    production. Each URL in it is as `location.shown` shows it (no password, no query),
+    and a header value refused (a credential's, a session token's) is not shown."""
+    text = _HEADER.sub(
+        r"\1 (not shown: it may hold a credential; a line break or control character in one?)",
+        str(value),
+    )
+    text = _URL.sub(lambda url: shown(url.group()), printable(" ".join(text.split())))
+    return text[:200]
 
 
 def loopback(host: str | None) -> bool:
@@ -199,8 +215,6 @@ def urlopen(
     import urllib.request
     from urllib.parse import urljoin
 
-    from warmcli.bundle.location import shown
-
     def refuse(origin: str, to: str) -> None:
         try:
             why = redirect_refused(origin, to)
@@ -224,6 +238,8 @@ def urlopen(
         def redirect_request(self, *args: Any) -> Any:  # (req, fp, code, msg, headers, to)
             refuse(args[0].full_url, args[-1])
             new = super().redirect_request(*args)
+            if new is not None:  # urllib copies the proxy's, to a host it may not go through
+                new.remove_header("Proxy-authorization")  # (the proxy's handler adds it anew)
             auth = args[0].unredirected_hdrs.get("Authorization")
             if new is not None and auth and _same_origin(args[0].full_url, new.full_url):
                 new.add_unredirected_header("Authorization", auth)
@@ -239,12 +255,24 @@ def urlopen(
     if deadline is not None:
 
         def made(address: Any, wait: float, *rest: Any) -> socket.socket:
-            """A connection's socket, watched from its start: its connecting and its TLS
-            handshake (whose socket this one becomes) wait within the deadline."""
-            sock = socket.create_connection(address, deadline.within(wait), *rest)
-            sock.settimeout(deadline.within(wait))
-            deadline.watch(sock)
-            return sock
+            """A connection's socket, watched from its start: its name's lookup (as long as
+            the resolver waits, within the deadline: `_addresses`), its connecting and its
+            TLS handshake (whose socket this one becomes) wait within the deadline."""
+            try:
+                found = _addresses(*address[:2], deadline.within(deadline.seconds))
+            except UnicodeError as exc:  # a proxy's host no lookup takes (`a..b`): a traceback
+                raise OSError(f"no host name a lookup takes: {said(repr(address[0]))}") from exc
+            last = OSError(f"no address of {said(repr(address[0]))}")
+            for *_, where in found:  # each address in turn, as `socket.create_connection`
+                try:
+                    sock = socket.create_connection(where[:2], deadline.within(wait), *rest)
+                except OSError as exc:
+                    last = exc
+                    continue
+                sock.settimeout(deadline.within(wait))
+                deadline.watch(sock)
+                return sock
+            raise last
 
         class Watched(http.client.HTTPConnection):  # its socket watched, its answer timed
             def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -292,6 +320,29 @@ def urlopen(
 
         handlers += [HttpHandler, HttpsHandler]
     return urllib.request.build_opener(*handlers).open(request, timeout=timeout)
+
+
+def _addresses(host: str, port: int, wait: float) -> list[Any]:
+    """`socket.getaddrinfo(host, port)` for a connection, waited for `wait` seconds at most:
+    a resolver that does not answer is no socket a `Deadline` can shut (its own wait, 5 s a
+    try and server by default, ran past WARM_REMOTE_DEADLINE), so it is asked in a daemon
+    thread, given up on after `wait` (`TimeoutError`), left to end with the resolver's wait."""
+    found: list[Any] = []
+
+    def look() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM))
+        except BaseException as exc:  # given to the caller, never a thread's traceback
+            found.append(exc)
+
+    thread = threading.Thread(target=look, name="warm-lookup", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if not found:
+        raise TimeoutError(f"the name lookup of {said(repr(host))} took over {wait:g} s")
+    if isinstance(found[0], BaseException):
+        raise found[0].with_traceback(None)
+    return found[0]  # type: ignore[no-any-return]
 
 
 TIMEOUT = 10.0  # seconds before a store that does not answer counts as unreachable

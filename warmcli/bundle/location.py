@@ -13,7 +13,8 @@ by (neither credentials nor a query's signing fields: a new signature of the sam
 the same copy). `endpoint` is the one reading of an http(s) URL's scheme, host and port
 that every check of one makes (this machine's? the same origin? past the proxy?): the host
 `http.client` connects to, a host holding a bracket other than around an IPv6 address alone
-refused. It holds no state, reads no file's content and never fetches."""
+refused, as is one no lookup takes (`a..b`, a label over 63 characters, one not ASCII once
+percent-decoded). It holds no state, reads no file's content and never fetches."""
 
 from __future__ import annotations
 
@@ -88,7 +89,8 @@ def endpoint(url: str) -> tuple[str, str, int]:
     `[...]`'s brackets taken off; the scheme's port where none is named): what every check of
     an http(s) URL's host reads. A `ValueError` (one line) where the host holds a bracket other
     than around an IPv6 address alone (`[::1]x.example`, `x[::1]`, `[::1]]`, `[v1.x]`):
-    `urlsplit` reads those as `::1`, while the name `[::1]x.example` is looked up as it is."""
+    `urlsplit` reads those as `::1`, while the name `[::1]x.example` is looked up as it is; and
+    where it is a name no lookup takes (`_looked_up`)."""
     import ipaddress
 
     parts = urlsplit(url)
@@ -105,16 +107,33 @@ def endpoint(url: str) -> tuple[str, str, int]:
         except ValueError:
             raise ValueError(f"{malformed}: what brackets hold is no IPv6 address") from None
         host = inner
+    elif not _looked_up(host):  # (getaddrinfo's idna, and the latin-1 Host header: a traceback)
+        raise ValueError(
+            f"its host {printable(repr(cut(host, 80)))} is no name a lookup takes (ASCII, an "
+            "internationalized one in its xn-- form, each label 1 to 63 characters)"
+        )
     if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         raise ValueError(f"its port {printable(repr(cut(port, 20)))} is no number from 1 to 65535")
     default = {"https": 443, "http": 80}.get(parts.scheme, 0)
     return parts.scheme, host, int(port) if port else default
 
 
+def _looked_up(host: str) -> bool:
+    """Whether `host` (percent-decoded) is a name `socket.getaddrinfo` and the `Host` header
+    take: ASCII (`€.example`, from `%E2%82%AC`, fails latin-1), each label 1 to 63
+    characters (the idna codec's: `a..b`, `%C2%AD` raised `UnicodeError` out of urlopen)."""
+    try:
+        host.encode("idna")
+    except UnicodeError:
+        return False
+    return host.isascii()
+
+
 def shown(location: str | os.PathLike[str]) -> str:
     """`location` as it may be shown (an error, a warning, a report, `--json`, a note kept
     beside a copy): a URL's password as `user:***@`, a token alone as `***@`, and its
-    query (a presigned URL's signature, `?token=...`) as `?***`; anything else as it is."""
+    query (a presigned URL's signature, `?token=...`) as `?***`, a URL with a slash too many
+    (`https:///u:pass@host/`) as the one without; anything else as it is."""
     text = os.fspath(location)
     if not isinstance(text, str) or "://" not in text:
         return str(text)
@@ -124,6 +143,10 @@ def shown(location: str | os.PathLike[str]) -> str:
     except ValueError:  # `http://[x/?sig=`, a store's redirect: withheld all the same
         if not text.partition("://")[0].isalpha():
             return text
+    scheme, _, after = text.partition("://")
+    if after.startswith("/"):  # `https:///u:pass@host/`: read as no host, a path naming it
+        extra = len(after) - len(after.lstrip("/"))
+        return f"{scheme}://{'/' * extra}{shown(f'{scheme}://{after[extra:]}')[len(scheme) + 3 :]}"
     head, netloc, path, query, fragment = url_parts(text)
     rest = text[len(head) + len(netloc) :]
     if _cut_password(netloc, rest):  # `u:***@` and what follows the `@` that ends it
