@@ -38,8 +38,13 @@ if NVRTC.find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
 HEADER_KERNEL = '#include "cfg.h"\nextern "C" __global__ void k(float *y) { y[0] = VAL; }\n'
 
 
+def _key(compiler, kernel: Kernel, arch: str = "sm_90") -> str:
+    """The key `_build` gives `kernel` (nothing compiled): where only the key is checked."""
+    return kernel_key(kernel, arch, compiler.toolchain.identity)
+
+
 def _build(compiler, kernel: Kernel, arch: str = "sm_90"):
-    unit = CompileUnit(kernel_key(kernel, arch, compiler.toolchain.identity), kernel, arch)
+    unit = CompileUnit(_key(compiler, kernel, arch), kernel, arch)
     return unit.key, compile_batch(compiler, [unit], jobs=1)
 
 
@@ -53,7 +58,7 @@ def test_nvrtc_reads_no_header_from_the_working_folder_that_the_key_misses(
     key, built = _build(compiler, plain)
     if key in built.built:  # NVRTC read ./cfg.h: an edit must then be another kernel
         (tmp_path / "cfg.h").write_text("#define VAL 5.0f\n")
-        assert _build(compiler, plain)[0] != key, "an edited header in the working folder hit"
+        assert _key(compiler, plain) != key, "an edited header in the working folder hit"
     log = built.failures[key].log
     assert 'cannot open source file "cfg.h"' in log and "-I" in log, log
     assert "/proc/" not in log, "the log names the program as warm.cu"
@@ -119,9 +124,27 @@ def test_a_header_nvcc_finds_through_cpath_keys_its_kernel(
     )
 
 
-@pytest.mark.parametrize("variable", ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"])
+NVCC_VARIABLES = ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN")
+
+
+@pytest.fixture(scope="module")
+def nvcc_plain() -> tuple[str, bytes]:
+    """`SCALED`'s key and PTX as nvcc builds it with none of `NVCC_VARIABLES` set (a
+    compiler of its own): the same build each variable's test starts from, made once."""
+    from tests.conftest import nvcc_or_skip
+    from warmcli.backends.cuda.nvcc import NvccCompiler
+
+    compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
+    with pytest.MonkeyPatch.context() as unset:
+        for name in NVCC_VARIABLES:
+            unset.delenv(name, raising=False)
+        plain, built = _build(compiler, Kernel(SCALED, "sc", "P", language="cuda"))
+    return plain, built.built[plain].ptx
+
+
+@pytest.mark.parametrize("variable", NVCC_VARIABLES)
 def test_what_nvcc_takes_from_the_environment_keys_its_kernels(
-    variable: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    variable: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, nvcc_plain: tuple[str, bytes]
 ) -> None:
     """The options nvcc adds, and the host compiler it preprocesses device code with."""
     from tests.conftest import nvcc_or_skip
@@ -129,10 +152,11 @@ def test_what_nvcc_takes_from_the_environment_keys_its_kernels(
 
     compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
     kernel = Kernel(SCALED, "sc", "P", language="cuda")
-    for name in ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"):
+    for name in NVCC_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    plain, built = _build(compiler, kernel)
-    assert b"1077936128" in built.built[plain].ptx  # 3.0f
+    plain, ptx = nvcc_plain
+    assert _key(compiler, kernel) == plain, "this compiler keys the plain build alike"
+    assert b"1077936128" in ptx  # 3.0f
     value = "-DSCALE=5.0f"
     if variable == "NVCC_CCBIN":  # another host compiler: one that defines SCALE
         cc = shutil.which("gcc") or pytest.skip("no gcc")
@@ -144,7 +168,7 @@ def test_what_nvcc_takes_from_the_environment_keys_its_kernels(
     assert b"1084227584" in built.built[flagged].ptx  # 5.0f: nvcc read the variable
     assert flagged != plain, "nvcc built otherwise, under the same key"
     monkeypatch.setenv(variable, "")
-    assert _build(compiler, kernel)[0] == plain, "set and empty: as unset"
+    assert _key(compiler, kernel) == plain, "set and empty: as unset"
 
 
 @pytest.mark.parametrize("which", ["nvrtc", "nvcc"])
@@ -195,7 +219,7 @@ def test_a_header_nvrtc_finds_in_cuda_home_keys_its_kernel(
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.setattr(kernel_module, "_ENV_INCLUDES", {})
     compiler = NVRTC.NvrtcCompiler(ptx="auto")
-    before = {k.entry: _build(compiler, k)[0] for k in (other, half)}
+    before = {k.entry: _key(compiler, k) for k in (other, half)}
     seen = {}
     for home, value in (("a", "3.0f"), ("b", "5.0f")):
         (tmp_path / home / "include").mkdir(parents=True)
@@ -207,7 +231,7 @@ def test_a_header_nvrtc_finds_in_cuda_home_keys_its_kernel(
         key, built = _build(compiler, kernel)
         seen[key] = built.built[key].ptx
         for k in (other, half):
-            assert _build(compiler, k)[0] == before[k.entry], f"{k.entry} reaches none there"
+            assert _key(compiler, k) == before[k.entry], f"{k.entry} reaches none there"
     assert len(seen) == 2, "two toolkits' headers, one key"
 
 
@@ -249,7 +273,7 @@ def test_the_host_compiler_nvcc_finds_on_path_keys_its_kernels(
     compiler = NvccCompiler(nvcc_or_skip(), ptx="auto")
     kernel = Kernel(SCALED, "sc", "P", language="cuda")
     monkeypatch.delenv("NVCC_CCBIN", raising=False)
-    plain = _build(compiler, kernel)[0]
+    plain = _key(compiler, kernel)
     for name in ("gcc", "g++"):
         real = shutil.which(name) or pytest.skip(f"no {name}")
         (tmp_path / name).write_text(f'#!/bin/sh\nexec {real} -DSCALE=5.0f "$@"\n')
@@ -398,4 +422,4 @@ def test_a_cuda_home_header_shadowing_an_include_folders_is_keyed(
     before, built = _build(compiler, kernel)
     assert b"1084227584" in built.built[before].ptx  # 5.0f: NVRTC read CUDA_HOME's
     (tmp_path / "home" / "include" / "warm_both.h").write_text("#define VAL 7.0f\n")
-    assert _build(compiler, kernel)[0] != before
+    assert _key(compiler, kernel) != before
