@@ -14,14 +14,28 @@ What it found:
   statistics read before the tune settled. Each pass now waits for the launches and tunes
   other threads have under way on its runtimes (10 s at most, as retiring does) before it
   stores or is judged.
+- eight threads meeting one tune the bundle lacks each measured it, at once (a pool of 8 over
+  one shape: `measured 1` beside `candidates 32` for a tunable of 4 candidates), each thread's
+  timings taken while the others ran theirs, each taking a pick of its own (two picks in one
+  process), the last one stored: the kernel cache compiles a kernel once under its lock, a tune
+  had nothing alike. One thread measures it now (`warmcli.runtime.tune_flight`); the others wait
+  and take its pick, a hit; a wait that would close a loop (tunes nested in each other's launch
+  functions in two threads) measures at once instead.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli import Kernel, Runtime, Tunable
+from warmcli.backends.host import HostDevice
 
 # A daemon thread tunes; the entry returns once it is measuring (each candidate's launch
 # sleeps 50 ms: 2 candidates x 3 launches, 0.3 s under way as the pass ends). The event
@@ -89,3 +103,80 @@ def test_verify_waits_for_a_tune_under_way_before_calling_a_bundle_complete(
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out  # was 0: "the bundle is complete"
     assert "miss: tune inc float32[4] 4" in out, out
+
+
+# Eight threads meet one tune at once, none in the bundle (each candidate's launch sleeps 20 ms,
+# so the first measuring lasts past every thread's lookup: no race left to chance).
+SRC = "void add(float *x, int n) { for (int i = 0; i < n; i++) x[i] += STEP; }"
+
+
+def _tunable(name: str, calls: list[str], then=None) -> Tunable:
+    def launch(rt, kernel, x, n, *, stream=None):
+        calls.append(threading.current_thread().name)
+        if then is not None:
+            then(rt, stream)
+        time.sleep(0.02)
+        rt.launch(kernel, x, n, stream=stream)
+
+    steps = {f"s{s}": Kernel(SRC, "add", "Pi", defines={"STEP": s}) for s in (1, 2)}
+    return Tunable(name, steps, launch, warmup=1, repeats=1, restore=())
+
+
+def test_threads_that_miss_one_tune_at_once_measure_it_once() -> None:
+    calls: list[str] = []
+    tunable = _tunable("add8", calls)
+    rt = Runtime(HostDevice(), None, misses=None)
+    try:
+        first = Runtime(HostDevice(), None, misses=None)  # one thread alone: how many calls
+        first.tune(tunable, first.upload(np.zeros(4, np.float32)), 4)
+        first.close()
+        alone, go = len(calls), threading.Barrier(8)
+        calls.clear()
+
+        def one(_: int) -> str | None:
+            x = rt.upload(np.zeros(4, np.float32))
+            go.wait(30)
+            return rt.tune(tunable, x, 4, stream=rt.stream())
+
+        with ThreadPoolExecutor(8) as pool:
+            picks = list(pool.map(one, range(8), timeout=60))
+    finally:
+        rt.close()
+    assert len(calls) == alone + 7, (alone, len(calls))  # measured once: was 8 x alone
+    assert len(set(picks)) == 1, picks  # was each thread's own pick
+
+
+def test_two_threads_whose_tunes_nest_each_in_the_other_do_not_wait_for_ever() -> None:
+    # Thread a measures X, whose launch function tunes Y; b measures Y, whose launch function
+    # tunes X: waiting for each other's would never end, so one of them measures at once.
+    both, calls = threading.Barrier(2), []
+    holder: dict[str, Tunable] = {}
+
+    def nested(other: str, mine: str):
+        def then(rt, stream):
+            if threading.current_thread().name == mine and len(calls) <= 2:
+                both.wait(30)  # each measures its own by now
+                rt.tune(holder[other], rt.upload(np.zeros(4, np.float32)), 4, stream=stream)
+
+        return then
+
+    holder["x"] = _tunable("x", calls, nested("y", "a"))
+    holder["y"] = _tunable("y", calls, nested("x", "b"))
+    rt, errors = Runtime(HostDevice(), None, misses=None), []
+
+    def run(name: str) -> None:
+        try:
+            rt.tune(holder[name], rt.upload(np.zeros(4, np.float32)), 4, stream=rt.stream())
+        except Exception as exc:  # said below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,), name=t) for n, t in (("x", "a"), ("y", "b"))]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "the nested tunes waited for each other"
+    finally:
+        rt.close()
+    assert errors == [], errors
