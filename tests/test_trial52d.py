@@ -21,6 +21,11 @@ What it found:
   had nothing alike. One thread measures it now (`warmcli.runtime.tune_flight`); the others wait
   and take its pick, a hit; a wait that would close a loop (tunes nested in each other's launch
   functions in two threads) measures at once instead.
+- a daemon thread that launched a kernel not built yet as its process's `__main__` returned
+  (cold, or writing back: 1 exit in 5) raised `RuntimeError: cannot schedule new futures after
+  interpreter shutdown` from warm's compile pool, a traceback through warm's batch compiler:
+  Python's shutdown stops its pools taking work before its main thread ends, which is all the
+  batch compiler looked at. A group no pool takes is compiled in the caller's thread now.
 """
 
 from __future__ import annotations
@@ -180,3 +185,29 @@ def test_two_threads_whose_tunes_nest_each_in_the_other_do_not_wait_for_ever() -
     finally:
         rt.close()
     assert errors == [], errors
+
+
+# What Python's shutdown runs first, before its main thread ends (`threading._shutdown`: the
+# pools' exit, `concurrent.futures.thread._python_exit`), called as it calls it: a daemon thread
+# that launches a kernel not built yet meets this state while the main thread exits.
+SHUTTING_DOWN = """
+import json
+import concurrent.futures.thread as pools
+import numpy as np
+import warmcli
+from warmcli import Kernel
+
+rt = warmcli.runtime("host")
+x = rt.upload(np.zeros(3, np.float32))
+pools._python_exit()  # from here on no pool takes new work, as in Python's shutdown
+rt.launch(Kernel("void late(float *x, int n) { for (int i = 0; i < n; i++) x[i] = 7; }",
+                 "late", "Pi"), x, 3)
+print(json.dumps(rt.read(x).tolist()))
+"""
+
+
+def test_a_compile_as_pythons_shutdown_begins_is_made_in_the_callers_thread(warm) -> None:
+    # was: RuntimeError: cannot schedule new futures after interpreter shutdown, raised from
+    # warm's compile pool into the daemon thread's launch (1 exit in 5 of a workload whose
+    # daemon threads launch as its __main__ returns, cold or writing back)
+    assert warm.production(SHUTTING_DOWN) == [7.0, 7.0, 7.0]
