@@ -22,10 +22,15 @@ What it found:
   and take its pick, a hit; a wait that would close a loop (tunes nested in each other's launch
   functions in two threads) measures at once instead.
 - a daemon thread that launched a kernel not built yet as its process's `__main__` returned
-  (cold, or writing back: 1 exit in 5) raised `RuntimeError: cannot schedule new futures after
-  interpreter shutdown` from warm's compile pool, a traceback through warm's batch compiler:
-  Python's shutdown stops its pools taking work before its main thread ends, which is all the
-  batch compiler looked at. A group no pool takes is compiled in the caller's thread now.
+  (writing back to an empty bundle: 1 exit in 5) raised `RuntimeError: cannot schedule new
+  futures after interpreter shutdown` from warm's compile pool, a traceback through warm's batch
+  compiler: Python's shutdown stops its pools taking work before its main thread ends, which is
+  all the batch compiler looked at. A group no pool takes is compiled in the caller's thread
+  now.
+- an `asyncio.TaskGroup` whose `to_thread` task launched with an argument short failed the run
+  with the group's line alone, `ExceptionGroup: unhandled errors in a TaskGroup (1
+  sub-exception)`, nothing saying what went wrong nor where (warm says one line where Python
+  shows the traceback of each): the line names the first error the group holds now, and where.
 """
 
 from __future__ import annotations
@@ -211,3 +216,33 @@ def test_a_compile_as_pythons_shutdown_begins_is_made_in_the_callers_thread(warm
     # warm's compile pool into the daemon thread's launch (1 exit in 5 of a workload whose
     # daemon threads launch as its __main__ returns, cold or writing back)
     assert warm.production(SHUTTING_DOWN) == [7.0, 7.0, 7.0]
+
+
+# An asyncio workload whose TaskGroup's thread task launches with an argument short.
+TASK_GROUP = """
+import asyncio
+import numpy as np
+from warmcli import Kernel
+
+K = Kernel("void k(float *x, const float *y, int n) { x[0] = y[0] + n; }", "k", "PPi")
+
+def bad(rt):
+    x = rt.upload(np.zeros(4, np.float32))
+    rt.launch(K, x, 4)
+
+async def workload(rt):
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(asyncio.to_thread(bad, rt))
+"""
+
+
+def test_an_exception_groups_line_names_what_it_holds(warm, tmp_path: Path) -> None:
+    (tmp_path / "tg.py").write_text(TASK_GROUP)
+    proc = warm("run", tmp_path / "tg.py", "-b", tmp_path / "b.warm", "-q", timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("warm: error:")]
+    # was the group's line alone: "... ExceptionGroup: unhandled errors in a TaskGroup
+    # (1 sub-exception)", nothing saying what the launch got wrong, nor where
+    held = f"(holding {tmp_path / 'tg.py'}:10: LaunchError: kernel k takes 3 argument(s)"
+    assert "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception) " + held in line
+    assert "Traceback" not in proc.stderr
