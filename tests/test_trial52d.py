@@ -42,10 +42,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli import Kernel, Runtime, Tunable
 from warmcli.backends.host import HostDevice
+from warmcli.execution import ProcessMode, ProcessModeOverride
 
 # A daemon thread tunes; the entry returns once it is measuring (each candidate's launch
 # sleeps 50 ms: 2 candidates x 3 launches, 0.3 s under way as the pass ends). The event
@@ -75,16 +77,6 @@ def workload(rt):
     while t.is_alive() and not MEASURING.wait(0.005):  # CompileOnly only queues: it ends
         pass
 """
-# The same kernels, launched and never tuned: a bundle that lacks the tune.
-KERNELS_ONLY = """
-import numpy as np
-from late import CANDIDATES
-
-def workload(rt):
-    x = rt.upload(np.zeros(4, dtype=np.float32))
-    for kernel in CANDIDATES:
-        rt.launch(kernel, x, 4)
-"""
 
 
 def test_a_daemon_threads_tune_under_way_as_the_entry_returns_is_stored(
@@ -99,16 +91,9 @@ def test_a_daemon_threads_tune_under_way_as_the_entry_returns_is_stored(
     tuned = run["passes"][1]["autotune"]
     assert (tuned["measured"], tuned["persisted"]) == (1, 1), tuned  # was 0 and 0
     assert run["missing"] == [] and run["verified"], run["missing"]
-
-
-def test_verify_waits_for_a_tune_under_way_before_calling_a_bundle_complete(
-    warm, tmp_path: Path
-) -> None:
-    (tmp_path / "late.py").write_text(LATE_TUNE)
-    (tmp_path / "kernels.py").write_text(KERNELS_ONLY)
-    bundle = tmp_path / "b.warm"
-    made = warm("run", tmp_path / "kernels.py", "-b", bundle, "-q", timeout=120)
-    assert made.returncode == 0, made.stderr + made.stdout
+    # The bundle without that tune: a verify whose entry returns as it is measured says so.
+    cleaned = warm("clean", bundle, "--tune", "inc")
+    assert cleaned.returncode == 0, cleaned.stderr
     proc = warm("verify", bundle, "--workload", tmp_path / "late.py", "-q", timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out  # was 0: "the bundle is complete"
@@ -132,31 +117,33 @@ def _tunable(name: str, calls: list[str], then=None) -> Tunable:
     return Tunable(name, steps, launch, warmup=1, repeats=1, restore=())
 
 
-def test_threads_that_miss_one_tune_at_once_measure_it_once() -> None:
+@pytest.fixture(scope="module")
+def rt():
+    """One host runtime, no bundle: its kernels built once for this module's tunes."""
+    runtime = Runtime(HostDevice(), None, misses=None)
+    yield runtime
+    runtime.close()
+
+
+def test_threads_that_miss_one_tune_at_once_measure_it_once(rt: Runtime) -> None:
     calls: list[str] = []
-    tunable = _tunable("add8", calls)
-    rt = Runtime(HostDevice(), None, misses=None)
-    try:
-        first = Runtime(HostDevice(), None, misses=None)  # one thread alone: how many calls
-        first.tune(tunable, first.upload(np.zeros(4, np.float32)), 4)
-        first.close()
-        alone, go = len(calls), threading.Barrier(8)
-        calls.clear()
+    tunable, go = _tunable("add8", calls), threading.Barrier(8)
 
-        def one(_: int) -> str | None:
-            x = rt.upload(np.zeros(4, np.float32))
-            go.wait(30)
-            return rt.tune(tunable, x, 4, stream=rt.stream())
+    def one(_: int) -> str | None:
+        x = rt.upload(np.zeros(4, np.float32))
+        go.wait(30)
+        return rt.tune(tunable, x, 4, stream=rt.stream())
 
-        with ThreadPoolExecutor(8) as pool:
-            picks = list(pool.map(one, range(8), timeout=60))
-    finally:
-        rt.close()
-    assert len(calls) == alone + 7, (alone, len(calls))  # measured once: was 8 x alone
+    with ProcessModeOverride(ProcessMode.EXECUTE) as collector, ThreadPoolExecutor(8) as pool:
+        picks = list(pool.map(one, range(8), timeout=60))
+    tuned = collector.reader().autotune
+    # measured once, its 2 candidates; 7 hits (was: 8 measured at once, 16 candidates, 0 hits)
+    assert (tuned.measured, tuned.candidates_measured, tuned.hits) == (1, 2, 7), tuned
     assert len(set(picks)) == 1, picks  # was each thread's own pick
+    assert len(calls) == 2 * 2 + 8, calls  # warm-up and a run of each candidate, then 8 picks
 
 
-def test_two_threads_whose_tunes_nest_each_in_the_other_do_not_wait_for_ever() -> None:
+def test_two_threads_whose_tunes_nest_each_in_the_other_do_not_wait_for_ever(rt: Runtime) -> None:
     # Thread a measures X, whose launch function tunes Y; b measures Y, whose launch function
     # tunes X: waiting for each other's would never end, so one of them measures at once.
     both, calls = threading.Barrier(2), []
@@ -172,7 +159,7 @@ def test_two_threads_whose_tunes_nest_each_in_the_other_do_not_wait_for_ever() -
 
     holder["x"] = _tunable("x", calls, nested("y", "a"))
     holder["y"] = _tunable("y", calls, nested("x", "b"))
-    rt, errors = Runtime(HostDevice(), None, misses=None), []
+    errors: list[Exception] = []
 
     def run(name: str) -> None:
         try:
@@ -181,14 +168,11 @@ def test_two_threads_whose_tunes_nest_each_in_the_other_do_not_wait_for_ever() -
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(n,), name=t) for n, t in (("x", "a"), ("y", "b"))]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not any(t.is_alive() for t in threads), "the nested tunes waited for each other"
-    finally:
-        rt.close()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "the nested tunes waited for each other"
     assert errors == [], errors
 
 
