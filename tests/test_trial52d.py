@@ -31,6 +31,10 @@ What it found:
   with the group's line alone, `ExceptionGroup: unhandled errors in a TaskGroup (1
   sub-exception)`, nothing saying what went wrong nor where (warm says one line where Python
   shows the traceback of each): the line names the first error the group holds now, and where.
+- a run whose one thread raised before it launched (a buffer for an `int`) ended with `the
+  workload launched nothing and tuned nothing in this process (what a process it starts
+  launches ... is not seen)`, pointing at processes the workload never made: it adds that a
+  thread of it raised before, as the notes above it say.
 """
 
 from __future__ import annotations
@@ -230,3 +234,18 @@ def test_an_exception_groups_line_names_what_it_holds(warm, tmp_path: Path) -> N
     held = f"(holding {tmp_path / 'tg.py'}:10: LaunchError: kernel k takes 3 argument(s)"
     assert "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception) " + held in line
     assert "Traceback" not in proc.stderr
+
+
+def test_a_run_whose_only_launch_was_a_raising_threads_says_so(warm, tmp_path: Path) -> None:
+    # was: "the workload launched nothing and tuned nothing in this process (what a process
+    # it starts launches ... is not seen)" alone, pointing at processes the workload never made
+    feeder = "t = threading.Thread(target=bad, args=(rt,), name='feeder'); t.start(); t.join()"
+    made = (
+        "import threading" + TASK_GROUP.split("async def")[0] + f"def workload(rt):\n    {feeder}\n"
+    )
+    (tmp_path / "t.py").write_text(made)
+    proc = warm("run", tmp_path / "t.py", "-b", tmp_path / "b.warm", "-q", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = [x for x in proc.stdout.splitlines() if "launched nothing and tuned nothing" in x]
+    assert said and said[0].endswith("; a thread of it raised before, as the notes above say")
+    assert "note: thread feeder raised during CompileOnly" in proc.stdout, proc.stdout
