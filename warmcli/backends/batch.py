@@ -17,7 +17,8 @@ files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `Scrat
 naming that folder, never bisected (every half would be refused alike). Interrupted
 (Ctrl-C), the batch stops every compiler it started before it returns. While the
 interpreter shuts down (a compile in an atexit callback or a daemon thread), when no
-thread pool may start, the groups are compiled one after another in the caller's thread.
+thread pool may start or take work (from the moment Python's shutdown begins, before its main
+thread ends), the groups are compiled one after another in the caller's thread.
 This module owns no cache: it returns what it built and what failed, and the caller
 stores it.
 """
@@ -195,12 +196,27 @@ def compile_batch(
     from concurrent.futures import ThreadPoolExecutor  # here: at shutdown its import raises
 
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="warm-compile")
+    refused: list[list[CompileUnit]] = []  # the groups no pool's thread took: compiled here
+
+    def start(todo: list[list[CompileUnit]]) -> set[Future[list[list[CompileUnit]]]]:
+        started = set()
+        for group in todo:
+            try:
+                if not refused:
+                    started.add(pool.submit(run, group))
+                    continue
+            except RuntimeError:  # Python's shutdown began (its pools refuse new work before
+                pass  # the main thread ends: a daemon thread's compile then), or no thread starts
+            refused.append(group)
+        return started
+
     try:
-        pending: set[Future[list[list[CompileUnit]]]] = {pool.submit(run, g) for g in groups}
+        pending = start(groups)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                pending |= {pool.submit(run, g) for g in future.result()}
+                pending |= start(future.result())
+        _one_by_one(refused, run)
     except BaseException:
         stop_compilers()  # interrupted: no compiler outlives the batch
         pool.shutdown(wait=True, cancel_futures=True)

@@ -4,7 +4,8 @@ A `MissPolicy` says what to do with an explained miss (`warmcli.runtime.explain`
 explains it): it always counts it (per reason) into the active collector, logs it
 on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under strict mode
 (`WARM_STRICT`) warns or raises `StrictMissError` instead of paying the cold cost.
-`Misses` applies one policy to one runtime's misses, kernels and tunes alike: each
+`Misses` applies one policy to one runtime's misses, kernels and tunes alike (a tune's
+explanation made here, `tune`, from the bundle's tunes of that operation): each
 key is explained once (the explanation is only computed on the first miss, by the first
 of the threads that meet it at once, under its lock) and counted once, and strict mode
 refuses every attempt, not only the first; with no bundle loaded, strict mode refuses a
@@ -39,8 +40,10 @@ from warmcli.printable import cut
 from warmcli.records import HeldElsewhere, MissExplanation, Record
 
 if TYPE_CHECKING:  # the storage seam, named in annotations only
+    from warmcli.records import TuneRecord
     from warmcli.runtime.nearest import Listed
     from warmcli.runtime.store import Store
+    from warmcli.runtime.tune import Tunable, TuneCache
 
 
 def warn(message: str, *args: object) -> None:
@@ -188,6 +191,29 @@ class Misses:
                 self.policy.report(self.device.id, why)
                 return
         self.policy.refuse(known)
+
+    def tune(
+        self, tunes: TuneCache, tunable: Tunable, key: str, shape_key: str, seen: TuneRecord | None
+    ) -> None:
+        """A tune the loaded bundle lacks (`seen`: its record there, not served), as a kernel's
+        miss is: explained from the bundle (`warmcli.runtime.explain`) on its first miss."""
+
+        def explain() -> MissExplanation:
+            from warmcli.runtime.built import unkeyed_tune  # (a candidate's key our own)
+            from warmcli.runtime.explain import corrupt_entry, explain_tune, listed_tunes
+
+            corrupt = tunes.corrupt(key)
+            if corrupt is not None:
+                return corrupt_entry("tune", key, label, corrupt)
+            bundle, name = self.bundle, tunable.name
+            assert bundle is not None
+            listed = lambda: self.listing("tune", name, lambda: listed_tunes(bundle, name))  # noqa: E731
+            spec = (name, tunable.checksum, tunable.candidates, key, shape_key)
+            found = explain_tune(bundle, *spec, self.device.fingerprint.identity, seen, listed)
+            return unkeyed_tune(tunable, found)
+
+        label = f"{tunable.name} {shape_key}"
+        self.miss("tune", key, label, explain)
 
     def refused(self) -> list[MissExplanation]:
         """The misses strict mode refused (`WARM_STRICT=1`: every one it explained, and each

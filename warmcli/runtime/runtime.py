@@ -30,8 +30,10 @@ again by a re-warm where that recipe is older. The runtime never prints; it coun
 registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned (its
 measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
 ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
-thread's late launch is stopped there). A buffer's shape and dtype and a launch's configuration are
-read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
+thread's late launch is stopped there). Threads that miss one tune at once measure it once: the
+others wait, then take its pick (`warmcli.runtime.tune_flight`). A tune's miss is explained by its
+`Misses`. A buffer's shape and dtype and a launch's configuration are read by
+`warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
 (`warmcli.runtime.buildable`, imported on its first use, as `runtime.tune_check` is)."""
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from warmcli.execution.base import LaunchMode, resolve_launch_mode
 from warmcli.execution.process_mode import ProcessMode, active_collector, current_process_mode
 from warmcli.execution.statistics import Registrations
 from warmcli.kernel import Kernel
-from warmcli.records import MissExplanation, TuneRecord
+from warmcli.records import TuneRecord
 from warmcli.runtime.kernel_cache import KernelCache
 from warmcli.runtime.launch_sizes import (
     buffer_shape,
@@ -62,6 +64,7 @@ from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import discarded_read, refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
+from warmcli.runtime.tune_flight import Flights
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -95,6 +98,7 @@ class Runtime:
             any_toolchain=misses is not None,  # serving, not warming: any build that runs here
         )
         self.tunes = TuneCache(device.id, bundle)
+        self.flights = Flights()  # the tune keys being measured (`warmcli.runtime.tune_flight`)
         self.tunes_cut: dict[str, str] = {}  # key -> label: its measuring interrupted
         self._kept: dict[str, TuneRecord] = {}  # tune key -> its record, its pick served
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
@@ -238,8 +242,6 @@ class Runtime:
             refuse_wrong_kinds("tune", tunable=tunable, stream=stream)
         if len(tunable.candidates) == 1:  # answered, not tuned: counts nowhere
             return self._answer(tunable, *inputs, stream=stream)
-        device_id = self.device.id
-        collector = active_collector()
         shape_key = tunable.shape_key(inputs)
         if self.shard is not None:
             from warmcli.runtime.shard import shard_checksum, tune_token  # (sharded warming)
@@ -247,6 +249,14 @@ class Runtime:
             if not self.shard.owns(tune_token(tunable.name, shape_key, shard_checksum(tunable))):
                 return None  # another shard's tune: never measured nor queued here
         key = tunable.tune_key(shape_key, self.device.fingerprint.identity)
+        return self._keyed(tunable, inputs, stream, shape_key, key)
+
+    def _keyed(
+        self, tunable: Tunable, inputs: tuple[Any, ...], stream: Stream, shape_key: str, key: str
+    ) -> str | None:
+        """`tune` once keyed (and again once another thread measured the key: `tune_flight`)."""
+        device_id = self.device.id
+        collector = active_collector()
         record = self.tunes.get(key)
         measured = record is not None and record.status == "measured"
         built_otherwise = None  # a measured pick of another build than this process's
@@ -272,7 +282,7 @@ class Runtime:
 
                 check_pending(record, tunable.candidates, go, stream, "queued")  # what they launch
             if record is None:  # a compile-only verify names it (once: the miss policy's)
-                self._tune_miss(tunable, key, shape_key, built_otherwise)
+                self.misses.tune(self.tunes, tunable, key, shape_key, built_otherwise)
             # A kernel recorded failed under the key it has here is not due again (not so others).
             recorded = record.candidates if record is not None else ()
             failed = {c.kernel_key for c in recorded if c.status == "failed"}
@@ -288,11 +298,15 @@ class Runtime:
             self.tune_registrations.register_settled(collector, key, "pending")  # reached
             return None
         else:
-            self._tune_miss(tunable, key, shape_key, record or built_otherwise)
-            self._register_tune(tunable, key)
-            record = self._measure(tunable, inputs, stream, key, shape_key)
-            self._unkeyed(tunable, key, shape_key)  # before its put: never stored
-            self.tunes.put(record)
+            with self.flights.measuring(key) as mine:  # one thread measures it, the others wait
+                if not mine:  # for it, then look it up again, as a later call would
+                    return self._keyed(tunable, inputs, stream, shape_key, key)
+                earlier = record or built_otherwise
+                self.misses.tune(self.tunes, tunable, key, shape_key, earlier)
+                self._register_tune(tunable, key)
+                record = self._measure(tunable, inputs, stream, key, shape_key)
+                self._unkeyed(tunable, key, shape_key)  # before its put: never stored
+                self.tunes.put(record)
             if record.pick is None:
                 return None
             pick = record.pick
@@ -354,28 +368,6 @@ class Runtime:
 
         if why := tune_unkeyed_reason(tunable):
             self.tunes.never[key] = (f"{tunable.name} {shape_key}", why)
-
-    def _tune_miss(
-        self, tunable: Tunable, key: str, shape_key: str, record: TuneRecord | None
-    ) -> None:
-        """A tune the loaded bundle lacks: to the miss policy, as a kernel's miss is."""
-
-        def explain() -> MissExplanation:
-            from warmcli.runtime.built import unkeyed_tune  # (a candidate's key our own)
-            from warmcli.runtime.explain import corrupt_entry, explain_tune, listed_tunes
-
-            corrupt = self.tunes.corrupt(key)
-            if corrupt is not None:
-                return corrupt_entry("tune", key, label, corrupt)
-            bundle, name, misses = self.bundle, tunable.name, self.misses
-            assert bundle is not None
-            listed = lambda: misses.listing("tune", name, lambda: listed_tunes(bundle, name))  # noqa: E731
-            spec = (name, tunable.checksum, tunable.candidates, key, shape_key)
-            found = explain_tune(bundle, *spec, self.device.fingerprint.identity, record, listed)
-            return unkeyed_tune(tunable, found)
-
-        label = f"{tunable.name} {shape_key}"
-        self.misses.miss("tune", key, label, explain)
 
     def persist(self, bundle: Store) -> tuple[int, int]:
         """Write what this runtime built and measured into `bundle`; counts `persisted`."""

@@ -20,14 +20,17 @@ the gate let go on, a thread launching in a loop, is not waited for); one still 
 launch that never returns, say) is said in a note, which `retire` returns for the pass's
 report, and left running: what it reads of the closed bundle later is no miss (its runtime's
 misses are closed), it builds cold what it needs and nothing of it is stored.
-The module never prints."""
+Each pass waits so too, once its entry returned and before it stores or is judged
+(`wait_under_way`): a daemon thread's tune still measured as the entry returned is the pass's,
+stored and counted (it was stored by no pass, its kernels were), once; a call given up on there
+is not waited for again here. The module never prints."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
@@ -73,14 +76,23 @@ def retire(runtime: Runtime) -> str:
         raise SystemExit  # ends the thread silently, as Python's own hook does
 
     runtime.retired = gate
-    deadline = time.monotonic() + LATE_WAIT_SECONDS  # for calls past the gate already
-    still = _under_way(runtime, owner)  # each such call's frame: waited for until it returns
-    while still and time.monotonic() < deadline:  # (a later call the gate let go on is not)
+    return wait_under_way([runtime])  # for calls past the gate already
+
+
+def wait_under_way(runtimes: Sequence[Runtime]) -> str:
+    """Wait, `LATE_WAIT_SECONDS` at most, for the launches and tunes that threads other than
+    this one have under way on `runtimes` now (a later call is not waited for); returns the
+    note on those still under way then, said once and not waited for again ("" where none)."""
+    owner = threading.get_ident()
+    deadline = time.monotonic() + LATE_WAIT_SECONDS
+    still = _under_way(runtimes, owner)  # each such call's frame: waited for until it returns
+    while still and time.monotonic() < deadline:
         time.sleep(0.002)
-        now = _under_way(runtime, owner)
+        now = _under_way(runtimes, owner)
         still = {t: frame for t, frame in still.items() if now.get(t) is frame}
     if not still:
         return ""
+    _GIVEN_UP.update(still)
     names = {t.ident: t.name for t in threading.enumerate()}
     who = ", ".join(names.get(t, str(t)) for t in still)
     note = (
@@ -92,19 +104,29 @@ def retire(runtime: Runtime) -> str:
 
 
 _CALLS = (Runtime.launch.__code__, Runtime.tune.__code__)
+# A thread's call a wait gave up on (its outermost frame), not waited for again by a later one.
+_GIVEN_UP: dict[int, FrameType] = {}
 
 
-def _under_way(runtime: Runtime, owner: int) -> dict[int, FrameType]:
-    """The threads but `owner` in a launch or tune of `runtime` now, by their stacks, each
-    with its outermost such call's frame (a call that passed the gate before it was set is
-    there until it returns; one that had not, meets it, and a later one is another frame)."""
+def _under_way(runtimes: Sequence[Runtime], owner: int) -> dict[int, FrameType]:
+    """The threads but `owner` in a launch or tune of one of `runtimes` now, by their stacks,
+    each with its outermost such call's frame (a call that passed the gate before it was set
+    is there until it returns; one that had not, meets it, and a later one is another frame),
+    but a call given up on already."""
     busy = {}
     for ident, frame in sys._current_frames().items():
         at = None if ident == owner else frame
         while at is not None:
-            if any(at.f_code is c for c in _CALLS) and at.f_locals.get("self") is runtime:
+            if any(at.f_code is c for c in _CALLS) and any(
+                at.f_locals.get("self") is r for r in runtimes
+            ):
                 busy[ident] = at
             at = at.f_back
+    for ident, frame in list(_GIVEN_UP.items()):
+        if busy.get(ident) is frame:
+            del busy[ident]
+        elif ident not in busy:  # returned since: forgotten
+            del _GIVEN_UP[ident]
     return busy
 
 

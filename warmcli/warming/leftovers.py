@@ -16,7 +16,7 @@ ones a `tempfile.TemporaryDirectory` makes) run once as the worker ends (`run_ex
 as Python runs them, only the workload's: those the worker inherited from its supervisor by the
 fork are forgotten there (`forget_inherited`). `first_line` and `where` name an exception of
 the workload: its first line (`named`: after its kind; or its message on one line, `said_of`;
-`ThreadRaised.rose_from` the pass's refusal it rose from or holds, said after it),
+`ThreadRaised.rose_from` the pass's refusal it rose from or holds, else a group's first, after it),
 and the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
 parsing no arguments (sys.argv's).
@@ -160,7 +160,7 @@ class ThreadRaised:
             return
         note_reported(
             f"thread {name} raised during {self.pass_name}, and the workload went on without "
-            f"it: {said}"
+            f"it: {said}{_holds(exc, self.path)}"
         )
 
     def _refused(self, exc: BaseException | None) -> BaseException | None:
@@ -173,7 +173,9 @@ class ThreadRaised:
         (` (raised from DiscardedReadError: ...)`), the entry's or a thread's: the refusal
         and what lets it go on, never a bare `ExceptionGroup` of a `TaskGroup`; else ""."""
         refused = self._refused(exc)
-        if refused is None or refused is exc:
+        if refused is None:  # a group (a `TaskGroup`'s) names what it holds first, and where
+            return _holds(exc, self.path)
+        if refused is exc:
             return ""
         how = "holding" if isinstance(exc, BaseExceptionGroup) else "raised from"
         return f" ({how} {named(type(refused).__name__, first_line(refused))})"
@@ -189,6 +191,16 @@ class ThreadRaised:
             self.failed = f" in a task of a {pool} pool: {said}"
         if self.failed is not None:
             raise WorkloadError(f"workload raised during {self.pass_name}{self.failed}")
+
+
+def _holds(exc: BaseException | None, path: Path) -> str:
+    """` (holding w.py:7: LaunchError: ...)`: a group's first exception (first's first), or ""."""
+    held, depth = exc, 0
+    while isinstance(held, BaseExceptionGroup) and held.exceptions and depth < 1024:
+        held, depth = held.exceptions[0], depth + 1
+    if held is exc or held is None or isinstance(held, BaseExceptionGroup):
+        return ""
+    return f" (holding {where(held, path)}{named(type(held).__name__, first_line(held))})"
 
 
 def join_left(running: set[threading.Thread]) -> None:

@@ -5,10 +5,12 @@ a collector of its own, which an observer may read while it runs, and returns a 
 `did_something` says whether a pass registered or launched anything, `merged` makes several
 passes' reports one. A kernel no compiler here could build fails the pass once its entry
 returned, where the workload caught that error (`_refused`). What children the workload forked
-launched is said in a note
-(`warmcli.warming.forked_launches`: not stored). `warmcli.warming.passes` runs the warming
-passes and the verify pass with it. A pass ended by warm's own error hands that error the notes
-the pass had made (`WarmError.notes_before`). It owns no state and never prints.
+launched is said in a note (`warmcli.warming.forked_launches`: not stored). Once its entry
+returned, a pass waits for the launches and tunes a daemon thread has under way on its runtimes,
+as retiring them does (`warmcli.warming.ended`), so what they build and measure is the pass's,
+stored and judged. `warmcli.warming.passes` runs the warming passes and the verify pass with it.
+A pass ended by warm's own error hands that error the notes the pass had made
+(`WarmError.notes_before`). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.warming.companions import Companions
+from warmcli.warming.ended import wait_under_way
 from warmcli.warming.forked_launches import note as forked_note
 from warmcli.warming.forked_launches import watching
 from warmcli.warming.leftovers import where
@@ -88,6 +91,8 @@ def run_pass(
                 for runtime in runtimes:
                     workload.run(runtime, label)
                     runtime.synchronize()
+                # a daemon thread's launch or tune under way as the entry returned: the pass's
+                wait_under_way([*runtimes, *(extra.runtimes if extra else ())])
                 for runtime in extra.runtimes if extra else ():
                     runtime.synchronize()
                 _refused([*runtimes, *(extra.runtimes if extra else ())], workload, label)

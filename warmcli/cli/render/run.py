@@ -47,6 +47,7 @@ LABELS = {
 }
 
 # Why a workload may seem to launch nothing: its work done in processes it started
+_RAISED = " raised during "  # a thread's note: `thread w raised during CompileOnly, and ...`
 NOT_SEEN = (
     " in this process (what a process it starts launches, `pytest -n`'s workers, a "
     "subprocess's, a multiprocessing pool's, is not seen)"
@@ -215,6 +216,8 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         parts.append(line(said, style="yellow"))
     elif launched_nothing(report):
         said = "the workload launched nothing and tuned nothing" + NOT_SEEN
+        if any(n.startswith("thread ") and _RAISED in n for p in report.passes for n in p.notes):
+            said += "; a thread of it raised before, as the notes above say"
         parts.append(line(said, style="yellow"))
     if any(not p.mode.startswith("Verify") for p in report.passes):  # a replay stores nothing
         parts.append(

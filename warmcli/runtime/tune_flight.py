@@ -1,0 +1,91 @@
+"""One measuring of a tune at a time: threads that miss one tune key at once wait for its measurer.
+
+They take its pick, as a later call would. Eight request threads (or a warming pass's pool)
+meeting a tune the bundle lacks each measured it, at once: eight times the candidates run, each
+thread's timings taken while the seven others ran theirs, and each thread its own pick, the last
+one stored. `Flights.measuring(key)` makes the first thread its measurer and holds the others
+until it is done (measured, failed, abandoned or interrupted: whatever it put, they look up
+again; where it put nothing they measure in turn). No wait can close a cycle: the thread
+measuring a key is never held for it (a tune nested in its own launch function), nor is a thread
+whose wait would close a loop (thread A measuring X, whose launch function tunes Y, while B
+measures Y, whose launch function tunes X): it measures as before, at once with the other. A
+waiter whose measurer is gone (a thread a forked child lacks) measures itself. The module owns
+the keys being measured and the threads waiting on them (under a lock a fork renews); it never
+measures, looks a record up or prints.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from warmcli.forking import new_lock
+
+_POLL_SECONDS = (0.0005, 0.02)  # a waiter's first look again, and its slowest
+
+
+class Flights:
+    """The tune keys being measured on one runtime, and who waits on them."""
+
+    def __init__(self) -> None:
+        self._lock = new_lock(self)
+        self._owners: dict[str, int] = {}  # tune key -> the thread measuring it
+        self._waiting: dict[int, str] = {}  # thread -> the tune key it waits for
+
+    @contextmanager
+    def measuring(self, key: str) -> Iterator[bool]:
+        """True: this thread measures `key` (or measures at once with another, where waiting
+        would close a cycle); False: another thread measured it meanwhile, after a wait:
+        look it up again."""
+        me = threading.get_ident()
+        with self._lock:
+            owner = self._owners.get(key)
+            if owner is None:
+                self._owners[key] = me
+            elif owner != me and not self._closes_cycle(owner, me):
+                self._waiting[me] = key
+        if owner is None:
+            try:
+                yield True
+            finally:
+                with self._lock:
+                    del self._owners[key]
+            return
+        if owner == me or me not in self._waiting:  # nested, or a cycle: measured as before
+            yield True
+            return
+        try:
+            self._wait(key, owner)
+        finally:
+            with self._lock:
+                del self._waiting[me]
+        yield False
+
+    def _closes_cycle(self, owner: int, me: int) -> bool:
+        """Whether `owner` waits, through the threads it waits on, for a key `me` measures."""
+        seen = set()
+        at: int | None = owner
+        while at is not None and at not in seen:
+            seen.add(at)
+            waited = self._waiting.get(at)
+            at = self._owners.get(waited) if waited is not None else None
+            if at == me:
+                return True
+        return False
+
+    def _wait(self, key: str, owner: int) -> None:
+        """Until `owner` no longer measures `key`, or is gone (a fork's child lacks it)."""
+        pause, slowest = _POLL_SECONDS
+        while True:
+            with self._lock:
+                if self._owners.get(key) != owner:
+                    return
+            if not any(t.ident == owner for t in threading.enumerate()):
+                with self._lock:
+                    if self._owners.get(key) == owner:
+                        del self._owners[key]  # its measurer is gone: a waiter measures
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, slowest)
