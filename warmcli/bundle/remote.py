@@ -179,8 +179,14 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         # (a note naming the URL otherwise, an earlier warm's, may hold its password: unsaid)
         ours = str(meta.get("refused_why")).startswith(f"{name}: download refused: ")
         refused = meta.get("refused") if meta.get("refused_by") == reader and ours else None
+        # A store that gives no ETag is asked by the `Last-Modified` remembered, if any (of
+        # a copy of the length remembered with it), or that of the download refused
+        dated = meta.get("length") == meta.get("copy", "").partition(":")[0]
+        modified = meta.get("refused_modified" if refused else "last_modified")
+        modified = modified if refused or dated else None
+        store = _store(url)
         try:
-            got = _store(url).download(refused or meta.get("etag"), folder, limits)
+            got = store.download(refused or meta.get("etag"), folder, limits, modified)
         except RemoteError as exc:
             if not have:
                 raise RemoteError(f"{exc}; {seeded}" if seeded else str(exc)) from None
@@ -200,6 +206,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
                 if etag:  # what the store holds, read whole and refused: remembered
                     memo = {**meta, "refused": etag, "refused_why": reason}
                     memo["refused_by"] = reader  # an upgraded warm (other keys) may read it
+                    memo.pop("refused_modified", None)  # (another refused download's)
+                    if store.modified:
+                        memo["refused_modified"] = store.modified
                     with contextlib.suppress(OSError):  # not kept: asked again next time
                         write_private(str(folder), str(meta_path), json.dumps(memo).encode())
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
@@ -212,6 +221,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
         meta_doc = {"etag": etag, "sha256": digest, "copy": copy_identity(local)}
+        if store.modified:  # no ETag: its date, and the length it dates (fields added)
+            length = meta_doc["copy"].partition(":")[0]
+            meta_doc.update(last_modified=store.modified, length=length)
         with contextlib.suppress(OSError):  # not kept (a full disk): the copy, checked and
             write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)  # whole, is served; the next fetch downloads it again
