@@ -13,19 +13,21 @@ removed on any failure, a killed fetch's by the next) that is checked (its size,
 store states: an S3 object's metadata, also as an https:// answer's `x-amz-meta-sha256` header,
 then `warm verify`'s integrity check) before one atomic rename publishes it. The ETag (or
 sha256) is remembered beside it: the next fetch asks the store whether it changed (a
-conditional GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only
-when this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
-its ETag that is a link or another's is removed and downloaded afresh, and a copy whose size or
-modification time is not what was remembered when it was published (replaced, cut short,
-written to) is downloaded afresh, not asked about by its ETag. When the store cannot be
-reached, sends something that is no bundle, or passes a bound, the last good copy is used and
-`Fetched.warning` says why (the caller shows it once); else `RemoteError`. Under trusted keys
-(`keys`), so is one they did not sign, where a last good copy stands in (with none, it is
-published, and opening it refuses it as any bundle). A download refused for what it holds (a
-newer warm's format) is remembered by its ETag and this warm's version: the next fetch asks
-whether the store still holds it (then says so again), never downloading it again at each
-process start; a note that names the URL otherwise than `shown` does (an earlier warm's, which
-may hold its password) is never said: asked afresh.
+conditional GET, an S3 HEAD) and downloads only if so; a store that gives no ETag is asked by
+the `Last-Modified` remembered with the copy's length (fields an older warm ignores), where
+`remote_http` trusts it (not within seconds of its answer: racy). What that folder holds is
+believed only when this user alone wrote it: a folder others may write is refused
+(`RemoteError`), a copy or its ETag that is a link or another's is removed and downloaded
+afresh, and a copy whose size or modification time is not what was remembered when it was
+published (replaced, cut short, written to) is downloaded afresh, not asked about by its ETag.
+When the store cannot be reached, sends something that is no bundle, or passes a bound, the
+last good copy is used and `Fetched.warning` says why (the caller shows it once); else
+`RemoteError`. Under trusted keys (`keys`), so is one they did not sign, where a last good copy
+stands in (with none, it is published, and opening it refuses it as any bundle). A download
+refused for what it holds (a newer warm's format) is remembered by its ETag (and date) and this
+warm's version: the next fetch asks whether the store still holds it (then says so again),
+never downloading it again at each process start; a note that names the URL otherwise than
+`shown` does (an earlier warm's, which may hold its password) is never said: asked afresh.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
 that state of the file, writers waiting, while it is copied into an anonymous temporary file,
 `warmcli.bundle.push_copy`: the upload holds up no writer and no reader; its exchanges with

@@ -1,13 +1,15 @@
 """The `https://` store of `warmcli.bundle.remote` (plain `http://` only to this machine):
 a download is one GET, conditional on the ETag remembered (`If-None-Match`; not one that no
-header may hold: `_sendable`), bounded in size and time (`warmcli.bundle.received`), checked
+header may hold: `_sendable`) or, from a store that gave none, on its `Last-Modified`
+(`If-Modified-Since`; one within `RACY` seconds of its answer is not trusted: `_trusted`),
+bounded in size and time (`warmcli.bundle.received`), checked
 against the length and the sha256 its answer states (`_stated`); a push is one PUT of the
 whole file, conditional on what the store's HEAD says it holds (`If-Match` its ETag,
 `If-None-Match: *` where there is none), none where it holds this very file
 (`push_copy.held`). Credentials a URL names (`https://user:pass@host/`, `https://token@host/`)
 are sent as HTTP Basic auth to its own origin only (`http_open.urlopen`), and never shown:
 every message names the URL as `location.shown` does. It owns no state beyond the last HEAD's
-answer and never prints.
+answer and the last download's trusted date, and never prints.
 """
 
 from __future__ import annotations
