@@ -194,3 +194,20 @@ def test_a_last_modified_is_trusted_only_seconds_before_its_answer(
     headers = {"Last-Modified": modified, **({"Date": dated} if dated else {})}
     now = 1797000000.0  # 2026-12-12, when no Date says
     assert _trusted(headers, now) == (modified if trusted else None)
+
+
+def test_a_store_that_cannot_be_made_serves_the_last_good_copy(
+    tmp_path: Path, bundles: tuple[bytes, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AWS settings no S3 client is made from: the kept copy, with why, as before."""
+    pytest.importorskip("boto3")
+    url = "s3://bucket52f/b.warm"
+    folder = cache_dir(url)
+    folder.mkdir(parents=True, mode=0o700)
+    (folder / "bundle.warm").write_bytes(bundles[0])
+    (folder / "bundle.warm").chmod(0o600)
+    monkeypatch.setenv("AWS_PROFILE", "warm-no-such-profile-52f")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    got = fetch(url)
+    assert not got.downloaded and got.path.read_bytes() == bundles[0]
+    assert "no S3 client" in str(got.warning) and "last good copy" in str(got.warning)

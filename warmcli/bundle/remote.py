@@ -186,8 +186,8 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         dated = meta.get("length") == meta.get("copy", "").partition(":")[0]
         modified = meta.get("refused_modified" if refused else "last_modified")
         modified = modified if refused or dated else None
-        store = _store(url)
-        try:
+        try:  # (a store that cannot be made, bad AWS settings say: the last good copy too)
+            store = _store(url)
             got = store.download(refused or meta.get("etag"), folder, limits, modified)
         except RemoteError as exc:
             if not have:
