@@ -13,19 +13,21 @@ removed on any failure, a killed fetch's by the next) that is checked (its size,
 store states: an S3 object's metadata, also as an https:// answer's `x-amz-meta-sha256` header,
 then `warm verify`'s integrity check) before one atomic rename publishes it. The ETag (or
 sha256) is remembered beside it: the next fetch asks the store whether it changed (a
-conditional GET, an S3 HEAD) and downloads only if so. What that folder holds is believed only
-when this user alone wrote it: a folder others may write is refused (`RemoteError`), a copy or
-its ETag that is a link or another's is removed and downloaded afresh, and a copy whose size or
-modification time is not what was remembered when it was published (replaced, cut short,
-written to) is downloaded afresh, not asked about by its ETag. When the store cannot be
-reached, sends something that is no bundle, or passes a bound, the last good copy is used and
-`Fetched.warning` says why (the caller shows it once); else `RemoteError`. Under trusted keys
-(`keys`), so is one they did not sign, where a last good copy stands in (with none, it is
-published, and opening it refuses it as any bundle). A download refused for what it holds (a
-newer warm's format) is remembered by its ETag and this warm's version: the next fetch asks
-whether the store still holds it (then says so again), never downloading it again at each
-process start; a note that names the URL otherwise than `shown` does (an earlier warm's, which
-may hold its password) is never said: asked afresh.
+conditional GET, an S3 HEAD) and downloads only if so; a store that gives no ETag is asked by
+the `Last-Modified` remembered with the copy's length (fields an older warm ignores), where
+`remote_http` trusts it (not within seconds of its answer: racy). What that folder holds is
+believed only when this user alone wrote it: a folder others may write is refused
+(`RemoteError`), a copy or its ETag that is a link or another's is removed and downloaded
+afresh, and a copy whose size or modification time is not what was remembered when it was
+published (replaced, cut short, written to) is downloaded afresh, not asked about by its ETag.
+When the store cannot be reached, sends something that is no bundle, or passes a bound, the
+last good copy is used and `Fetched.warning` says why (the caller shows it once); else
+`RemoteError`. Under trusted keys (`keys`), so is one they did not sign, where a last good copy
+stands in (with none, it is published, and opening it refuses it as any bundle). A download
+refused for what it holds (a newer warm's format) is remembered by its ETag (and date) and this
+warm's version: the next fetch asks whether the store still holds it (then says so again),
+never downloading it again at each process start; a note that names the URL otherwise than
+`shown` does (an earlier warm's, which may hold its password) is never said: asked afresh.
 `push` uploads a bundle (checked first to be one, by `warmcli.bundle.soundness`, which holds
 that state of the file, writers waiting, while it is copied into an anonymous temporary file,
 `warmcli.bundle.push_copy`: the upload holds up no writer and no reader; its exchanges with
@@ -179,8 +181,14 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         # (a note naming the URL otherwise, an earlier warm's, may hold its password: unsaid)
         ours = str(meta.get("refused_why")).startswith(f"{name}: download refused: ")
         refused = meta.get("refused") if meta.get("refused_by") == reader and ours else None
-        try:
-            got = _store(url).download(refused or meta.get("etag"), folder, limits)
+        # A store that gives no ETag is asked by the `Last-Modified` remembered, if any (of
+        # a copy of the length remembered with it), or that of the download refused
+        dated = meta.get("length") == meta.get("copy", "").partition(":")[0]
+        modified = meta.get("refused_modified" if refused else "last_modified")
+        modified = modified if refused or dated else None
+        try:  # (a store that cannot be made, bad AWS settings say: the last good copy too)
+            store = _store(url)
+            got = store.download(refused or meta.get("etag"), folder, limits, modified)
         except RemoteError as exc:
             if not have:
                 raise RemoteError(f"{exc}; {seeded}" if seeded else str(exc)) from None
@@ -200,6 +208,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
                 if etag:  # what the store holds, read whole and refused: remembered
                     memo = {**meta, "refused": etag, "refused_why": reason}
                     memo["refused_by"] = reader  # an upgraded warm (other keys) may read it
+                    memo.pop("refused_modified", None)  # (another refused download's)
+                    if store.modified:
+                        memo["refused_modified"] = store.modified
                     with contextlib.suppress(OSError):  # not kept: asked again next time
                         write_private(str(folder), str(meta_path), json.dumps(memo).encode())
                 warning = f"{reason}; using the last good copy {local}"  # as every fall-back
@@ -212,6 +223,9 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         finally:
             tmp.unlink(missing_ok=True)  # anything but a published download
         meta_doc = {"etag": etag, "sha256": digest, "copy": copy_identity(local)}
+        if store.modified:  # no ETag: its date, and the length it dates (fields added)
+            length = meta_doc["copy"].partition(":")[0]
+            meta_doc.update(last_modified=store.modified, length=length)
         with contextlib.suppress(OSError):  # not kept (a full disk): the copy, checked and
             write_private(str(folder), str(meta_path), json.dumps(meta_doc).encode())
         return Fetched(local, True)  # whole, is served; the next fetch downloads it again

@@ -1,19 +1,22 @@
 """The `https://` store of `warmcli.bundle.remote` (plain `http://` only to this machine):
 a download is one GET, conditional on the ETag remembered (`If-None-Match`; not one that no
-header may hold: `_sendable`), bounded in size and time (`warmcli.bundle.received`), checked
+header may hold: `_sendable`) or, from a store that gave none, on its `Last-Modified`
+(`If-Modified-Since`; one within `RACY` seconds of its answer is not trusted: `_trusted`),
+bounded in size and time (`warmcli.bundle.received`), checked
 against the length and the sha256 its answer states (`_stated`); a push is one PUT of the
 whole file, conditional on what the store's HEAD says it holds (`If-Match` its ETag,
 `If-None-Match: *` where there is none), none where it holds this very file
 (`push_copy.held`). Credentials a URL names (`https://user:pass@host/`, `https://token@host/`)
 are sent as HTTP Basic auth to its own origin only (`http_open.urlopen`), and never shown:
 every message names the URL as `location.shown` does. It owns no state beyond the last HEAD's
-answer and never prints.
+answer and the last download's trusted date, and never prints.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -32,6 +35,11 @@ from warmcli.bundle.push_copy import held
 from warmcli.bundle.received import Bounds, bounds, checked, receive
 from warmcli.errors import RemoteError
 
+# Seconds a `Last-Modified` must precede its answer's `Date` to be asked by: its second's
+# resolution, and the skew between the clock that dated the file and the one of the answer.
+RACY = 3.0
+MAX_DATE = 64  # characters of a `Last-Modified` remembered (an HTTP date has 29)
+
 
 class Http:
     """An https:// (or this machine's http://) store. Credentials in the URL
@@ -49,6 +57,7 @@ class Http:
         self.url, self.auth = without_credentials(url)
         self.head: Any = None  # the headers of the store's answer to the last HEAD
         self.sent = False  # the store answered the upload: it holds it
+        self.modified: str | None = None  # the last download's Last-Modified, if trusted
 
     def _request(self, **given: Any) -> Any:
         """A request of the URL; its credentials, if any, in a header never redirected."""
@@ -60,13 +69,20 @@ class Http:
         return request
 
     def download(
-        self, etag: str | None, folder: Path, limits: Bounds
+        self, etag: str | None, folder: Path, limits: Bounds, modified: str | None = None
     ) -> tuple[Path, str, str] | None:
+        """The store's bundle in a temporary file in `folder` (its path, ETag or else sha256,
+        and sha256), or None where it is unchanged: asked by the `Last-Modified` remembered
+        (`modified`, `If-Modified-Since`: the ETag is then the sha256, which the store never
+        gave) or else by `etag` (`If-None-Match`). A store that answers without an ETag
+        leaves its `Last-Modified` in `self.modified` (`_trusted`), else None there."""
         import http.client  # here: a process that names no URL never imports them
         import urllib.error
 
-        etag = _sendable(etag)  # (one remembered that no header holds: downloaded afresh)
-        request = self._request(headers={"If-None-Match": etag} if etag else {})
+        etag, modified = _sendable(etag), _sendable(modified)  # (else downloaded afresh)
+        self.modified = None
+        asked = {"If-Modified-Since": modified} if modified else {"If-None-Match": etag}
+        request = self._request(headers=asked if modified or etag else {})
         late = RemoteError(
             f"{self.name}: download stopped: not done in {limits.seconds:g} s "
             "(WARM_REMOTE_DEADLINE)"
@@ -78,13 +94,15 @@ class Http:
                 ) as response:
                     size = response.headers.get("Content-Length")
                     limits.too_long(self.name, size)
+                    if not response.headers.get("ETag"):  # (dated as its headers came)
+                        self.modified = _trusted(response.headers, time.time())
                     tmp, digest, length = receive(self.name, response, folder, limits)
                     new_etag = response.headers.get("ETag") or digest
                     stated = _stated(response.headers)
             except RemoteError:  # a redirect refused (an OSError too)
                 raise
             except urllib.error.HTTPError as exc:
-                if exc.code == 304 and etag:  # to anything but our ETag: an error
+                if exc.code == 304 and (etag or modified):  # to a GET of all: an error
                     return None
                 raise RemoteError(failed(self.name, exc.code, said(exc.reason))) from None
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
@@ -180,6 +198,35 @@ class Http:
         if deadline.passed:  # headers cut short at the deadline read as whole
             raise late
         return etag
+
+
+def _trusted(headers: Any, now: float) -> str | None:
+    """The `Last-Modified` of a download without an ETag, as it was sent, where a later
+    `If-Modified-Since` with it tells a change: None where it is none (or no HTTP date),
+    or is within `RACY` seconds of the answer's `Date` (else of `now`, when the answer
+    came) or after it. It has one second's resolution: a bundle replaced within that
+    second of the download (as Git's "racily clean" index entries) keeps it, and would be
+    taken as unchanged; the next fetch downloads it again, by then long after."""
+    text, dated = headers.get("Last-Modified"), headers.get("Date")
+    stamp = _seconds(text)
+    when = _seconds(dated) if dated else now  # the store's clock, as its files' times are
+    if stamp is None or when is None or not _sendable(text):
+        return None
+    return text if when - stamp >= RACY else None
+
+
+def _seconds(text: str | None) -> float | None:
+    """An HTTP date's time (UTC where it names no zone), or None where it is none."""
+    from datetime import UTC
+    from email.utils import parsedate_to_datetime
+
+    if not text or len(text) > MAX_DATE:
+        return None
+    try:
+        stamp = parsedate_to_datetime(text)
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
+        return None
 
 
 def _unsent(name: str, seconds: float, sent: bool) -> RemoteError:

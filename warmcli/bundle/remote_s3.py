@@ -152,11 +152,14 @@ class S3:
         except RemoteError:
             return {}
 
+    modified: str | None = None  # an object has an ETag always: no date is asked by
+
     def download(
-        self, etag: str | None, folder: Path, limits: Bounds
+        self, etag: str | None, folder: Path, limits: Bounds, modified: str | None = None
     ) -> tuple[Path, str, str] | None:
         """The object, unless its ETag is `etag` (None): its HEAD, GET and body read within
-        `limits` (in all: `_within`), into a temporary file in `folder`."""
+        `limits` (in all: `_within`), into a temporary file in `folder`. (`modified`, an
+        https:// store's `Last-Modified`, is never remembered of an object: unused.)"""
         late = (
             f"{self.url}: download stopped: not done in {limits.seconds:g} s (WARM_REMOTE_DEADLINE)"
         )

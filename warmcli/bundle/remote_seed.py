@@ -86,6 +86,7 @@ def seed(plain: Path, folder: Path, keys: Sequence[bytes], max_bytes: int) -> st
         os.replace(tmp, local)
         tmp = None
         doc = {"etag": meta["etag"], "sha256": meta["sha256"], "copy": copy_identity(local)}
+        doc.update((k, meta[k]) for k in ("last_modified", "length") if k in meta)  # no ETag
         write_private(str(folder), str(folder / "meta.json"), json.dumps(doc).encode())
     except (OSError, WarmError):
         return None
