@@ -1,0 +1,55 @@
+"""A hostile review of time (stop 52): what warm decides by a clock it does not own.
+
+Found and fixed:
+- a use dated back: a writer whose clock is behind (a fleet machine at 1970, a clock stepped
+  back) set the `last_used` of every kernel its run or production write-back was served to
+  its own time, so `warm clean --older-than 30d` then removed the kernels it had just used,
+  and every tune whose pick they were (`Bundle.touch` now moves a use on, never back, as a
+  merge's union of uses already did).
+
+The clock is shifted inside the forked CLI by a `sitecustomize` on `PYTHONPATH` that offsets
+`time.time` and `time.time_ns` (no libfaketime here): warm reads only those for its dates.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+_SHIM = """import os, time
+_shift = float(os.environ["REVIEW52E_CLOCK_SHIFT"])
+_time, _time_ns = time.time, time.time_ns
+time.time = lambda: _time() + _shift
+time.time_ns = lambda: _time_ns() + int(_shift * 1e9)
+"""
+
+
+def _clock(warm: Warm, folder: Path, shift: float) -> Warm:
+    """`warm` whose processes read a wall clock `shift` seconds off this machine's."""
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_SHIM)
+    path = os.pathsep.join(filter(None, [str(folder), warm.env.get("PYTHONPATH")]))
+    return warm.with_env(PYTHONPATH=path, REVIEW52E_CLOCK_SHIFT=repr(shift))
+
+
+def _used(bundle: Path) -> dict[str, float]:
+    with sqlite3.connect(bundle) as conn:
+        return dict(conn.execute("SELECT key, last_used FROM kernels"))
+
+
+def test_a_writer_whose_clock_is_behind_never_dates_a_use_back(
+    warm: Warm, host_bundle, tmp_path: Path
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    before = _used(bundle)
+    at_1970 = _clock(warm, tmp_path / "shim", 86400 * 100 - before[min(before)])
+    run = at_1970("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    assert run.returncode == 0, run.stderr
+    after = _used(bundle)
+    assert all(after[key] >= used for key, used in before.items()), (before, after)
+    clean = warm.json("clean", bundle, "--older-than", "30d", "--dry-run")
+    assert clean["removed_count"] == {"kernels": 0, "tunes": 0}, clean
