@@ -6,6 +6,12 @@ Found and fixed:
   its own time, so `warm clean --older-than 30d` then removed the kernels it had just used,
   and every tune whose pick they were (`Bundle.touch` now moves a use on, never back, as a
   merge's union of uses already did).
+- a cached library dated ahead: a host library written while the clock was ahead (a year,
+  the year 3000) was never touched when loaded (its age, negative, was under an hour) and
+  sorted newest at every prune of the host library cache, so the files in use were pruned
+  before it, and it was kept until the clock reached its date; a load now touches one
+  dated ahead, and a prune stamps it now: it ages from then, as `warm clean` takes a time
+  of use in the future.
 
 The clock is shifted inside the forked CLI by a `sitecustomize` on `PYTHONPATH` that offsets
 `time.time` and `time.time_ns` (no libfaketime here): warm reads only those for its dates.
@@ -14,11 +20,15 @@ The clock is shifted inside the forked CLI by a `sitecustomize` on `PYTHONPATH` 
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import time
 from pathlib import Path
 
 from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli.backends.host import libraries
 
 _SHIM = """import os, time
 _shift = float(os.environ["REVIEW52E_CLOCK_SHIFT"])
@@ -53,3 +63,33 @@ def test_a_writer_whose_clock_is_behind_never_dates_a_use_back(
     assert all(after[key] >= used for key, used in before.items()), (before, after)
     clean = warm.json("clean", bundle, "--older-than", "30d", "--dry-run")
     assert clean["removed_count"] == {"kernels": 0, "tunes": 0}, clean
+
+
+def test_a_cached_library_dated_ahead_ages_from_now(tmp_path: Path) -> None:
+    folder = tmp_path / "host-libraries"
+    folder.mkdir(mode=0o700)
+    now = time.time()
+    for i in range(libraries.MAX_LIBRARIES):  # used an hour ago and before, one a second
+        (folder / f"{i:064x}.so").touch()
+        os.utime(folder / f"{i:064x}.so", (now - 3600 - i, now - 3600 - i))
+    ahead = folder / f"{'f' * 64}.so"
+    ahead.touch()
+    os.utime(ahead, (32503680000.0, 32503680000.0))  # the year 3000
+    libraries._prune(str(folder))
+    kept = sorted(p.name for p in folder.iterdir())
+    assert len(kept) == libraries.PRUNE_TO and ahead.exists()
+    assert ahead.stat().st_mtime <= time.time(), "still dated ahead: never pruned"
+    assert kept[0] == f"{0:064x}.so"  # the most recently used kept, oldest gone
+
+
+def test_a_cached_library_dated_ahead_is_touched_when_loaded(
+    warm: Warm, made_once: Path, host_bundle, tmp_path: Path
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    home = Path(warm.env["WARM_HOME"])
+    home.mkdir(mode=0o700)
+    libs = shutil.copytree(made_once / "home" / libraries.DIRECTORY, home / libraries.DIRECTORY)
+    for lib in libs.glob("*.so"):  # what made the bundle wrote them, the clock then ahead
+        os.utime(lib, (32503680000.0, 32503680000.0))
+    assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
+    assert all(lib.stat().st_mtime <= time.time() for lib in libs.glob("*.so"))
