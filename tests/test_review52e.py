@@ -12,6 +12,12 @@ Found and fixed:
   before it, and it was kept until the clock reached its date; a load now touches one
   dated ahead, and a prune stamps it now: it ages from then, as `warm clean` takes a time
   of use in the future.
+- a compiler dated ahead: a C compiler (or nvcc, or a header) whose mtime is ahead of the
+  clock (`touch -d 2100`, a tar made where the clock was ahead) was racy for ever (its
+  mtime, not its ctime, under `RACY_SECONDS` before now), so its identity was never
+  remembered and found anew in every process: 72 ms of each process's start, 0.3 ms once
+  remembered. Racy checks now take such an mtime as its ctime (`stamped.last_change`): a
+  write dates both, a `touch -d` its ctime.
 
 The clock is shifted inside the forked CLI by a `sitecustomize` on `PYTHONPATH` that offsets
 `time.time` and `time.time_ns` (no libfaketime here): warm reads only those for its dates.
@@ -29,6 +35,7 @@ from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.host import libraries
+from warmcli.backends.toolchain import RACY_SECONDS
 
 _SHIM = """import os, time
 _shift = float(os.environ["REVIEW52E_CLOCK_SHIFT"])
@@ -93,3 +100,12 @@ def test_a_cached_library_dated_ahead_is_touched_when_loaded(
         os.utime(lib, (32503680000.0, 32503680000.0))
     assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
     assert all(lib.stat().st_mtime <= time.time() for lib in libs.glob("*.so"))
+
+
+def test_a_compiler_dated_ahead_is_remembered(warm: Warm, tmp_path: Path) -> None:
+    cc = Path(shutil.copy2(os.path.realpath(shutil.which("cc") or "cc"), tmp_path / "gcc"))
+    os.utime(cc, (4102444800.0, 4102444800.0))  # 2100
+    time.sleep(RACY_SECONDS + 0.1)  # its ctime (the copy's) settled: only its mtime is ahead
+    assert warm.with_env(WARM_CC=str(cc))("devices").returncode == 0
+    remembered = (Path(warm.env["WARM_HOME"]) / "toolchains.json").read_text()
+    assert f"|{cc}|" in remembered, remembered
