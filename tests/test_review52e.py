@@ -6,6 +6,11 @@ Found and fixed:
   its own time, so `warm clean --older-than 30d` then removed the kernels it had just used,
   and every tune whose pick they were (`Bundle.touch` now moves a use on, never back, as a
   merge's union of uses already did).
+- a clean on a clock behind: `warm clean --max-size` (or `--older-than`) on a machine whose
+  clock read 1970 took every entry as used in the future and stamped it used in 1970, so the
+  next clean by a clock set right (`--older-than 30d`) removed every kernel and tune. A
+  clean evicting by a clock before 2024 (before warm was written) is now refused in one
+  line, exit 2, nothing stamped (`clean_age.CLOCK_FLOOR`).
 - a cached library dated ahead: a host library written while the clock was ahead (a year,
   the year 3000) was never touched when loaded (its age, negative, was under an hour) and
   sorted newest at every prune of the host library cache, so the files in use were pruned
@@ -31,11 +36,14 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.host import libraries
 from warmcli.backends.toolchain import RACY_SECONDS
+from warmcli.errors import BundleError
+from warmcli.ops.clean import clean_bundle
 
 _SHIM = """import os, time
 _shift = float(os.environ["REVIEW52E_CLOCK_SHIFT"])
@@ -45,12 +53,21 @@ time.time_ns = lambda: _time_ns() + int(_shift * 1e9)
 """
 
 
-def _clock(warm: Warm, folder: Path, shift: float) -> Warm:
-    """`warm` whose processes read a wall clock `shift` seconds off this machine's."""
-    folder.mkdir(exist_ok=True)
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose `sitecustomize` shifts the clock (one for the module: one server)."""
+    folder = tmp_path_factory.mktemp("shim")
     (folder / "sitecustomize.py").write_text(_SHIM)
-    path = os.pathsep.join(filter(None, [str(folder), warm.env.get("PYTHONPATH")]))
-    return warm.with_env(PYTHONPATH=path, REVIEW52E_CLOCK_SHIFT=repr(shift))
+    return folder
+
+
+_AT_1970 = repr(float(int(86400 * 100 - time.time())))  # a shift to 1970's April, once
+
+
+def _at_1970(warm: Warm, shim: Path) -> Warm:
+    """`warm` whose processes read a wall clock set to 1970."""
+    path = os.pathsep.join(filter(None, [str(shim), warm.env.get("PYTHONPATH")]))
+    return warm.with_env(PYTHONPATH=path, REVIEW52E_CLOCK_SHIFT=_AT_1970)
 
 
 def _used(bundle: Path) -> dict[str, float]:
@@ -59,12 +76,11 @@ def _used(bundle: Path) -> dict[str, float]:
 
 
 def test_a_writer_whose_clock_is_behind_never_dates_a_use_back(
-    warm: Warm, host_bundle, tmp_path: Path
+    warm: Warm, host_bundle, shim: Path, tmp_path: Path
 ) -> None:
     bundle = host_bundle(tmp_path / "b.warm")
     before = _used(bundle)
-    at_1970 = _clock(warm, tmp_path / "shim", 86400 * 100 - before[min(before)])
-    run = at_1970("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
+    run = _at_1970(warm, shim)("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
     assert run.returncode == 0, run.stderr
     after = _used(bundle)
     assert all(after[key] >= used for key, used in before.items()), (before, after)
@@ -90,16 +106,13 @@ def test_a_cached_library_dated_ahead_ages_from_now(tmp_path: Path) -> None:
 
 
 def test_a_cached_library_dated_ahead_is_touched_when_loaded(
-    warm: Warm, made_once: Path, host_bundle, tmp_path: Path
+    made_once: Path, tmp_path: Path
 ) -> None:
-    bundle = host_bundle(tmp_path / "b.warm")
-    home = Path(warm.env["WARM_HOME"])
-    home.mkdir(mode=0o700)
-    libs = shutil.copytree(made_once / "home" / libraries.DIRECTORY, home / libraries.DIRECTORY)
-    for lib in libs.glob("*.so"):  # what made the bundle wrote them, the clock then ahead
-        os.utime(lib, (32503680000.0, 32503680000.0))
-    assert warm("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q").returncode == 0
-    assert all(lib.stat().st_mtime <= time.time() for lib in libs.glob("*.so"))
+    made = next((made_once / "home" / libraries.DIRECTORY).glob("*.so"))  # a host kernel's
+    lib = Path(shutil.copy(made, tmp_path / made.name))
+    os.utime(lib, (32503680000.0, 32503680000.0))  # written while the clock read 3000
+    assert libraries._load_verified(str(lib), made.read_bytes()) is not None
+    assert lib.stat().st_mtime <= time.time(), "still dated ahead: pruned after those in use"
 
 
 def test_a_compiler_dated_ahead_is_remembered(warm: Warm, tmp_path: Path) -> None:
@@ -109,3 +122,17 @@ def test_a_compiler_dated_ahead_is_remembered(warm: Warm, tmp_path: Path) -> Non
     assert warm.with_env(WARM_CC=str(cc))("devices").returncode == 0
     remembered = (Path(warm.env["WARM_HOME"]) / "toolchains.json").read_text()
     assert f"|{cc}|" in remembered, remembered
+
+
+def test_a_clean_by_a_clock_at_1970_is_refused_and_stamps_nothing(
+    warm: Warm, host_bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    before = _used(bundle)
+    with monkeypatch.context() as patched:  # (in this process: its clean reads time.time)
+        patched.setattr(time, "time", lambda: 86400.0 * 100)
+        with pytest.raises(BundleError, match=r"clock reads 1970-04-11 \(UTC\)") as refused:
+            clean_bundle(bundle, max_size=1 << 30)
+    assert "\n" not in str(refused.value) and _used(bundle) == before
+    after = warm.json("clean", bundle, "--older-than", "30d", "--dry-run")
+    assert after["removed_count"] == {"kernels": 0, "tunes": 0}, after
