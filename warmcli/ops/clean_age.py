@@ -9,6 +9,8 @@ one that is no number, text or NULL, taken as long ago).
 A time in the future (a skewed clock, a bundle from elsewhere) is taken as the clean's
 own time, and a clean that writes stamps it so (`stamp_future`): it is kept now, and
 ages from now on. Neither time is signed, so stamping one leaves every signature valid.
+A clean evicting by a clock before `CLOCK_FLOOR` (1970: one not yet set) is refused
+(`clock_refused`): it would stamp every entry as used then, for the next clean to remove.
 `by_age` and `by_size` add their evictions to a `CleanPlan` (`warmcli.ops.clean_plan`) and
 return the keys, `bytes_freed` says what each listed kernel removal frees;
 `old_and_future_tunes` and `stamp_future` read and write the bundle.
