@@ -24,8 +24,11 @@ Found and fixed:
   remembered. Racy checks now take such an mtime as its ctime (`stamped.last_change`): a
   write dates both, a `touch -d` its ctime.
 
-The clock is shifted inside the forked CLI by a `sitecustomize` on `PYTHONPATH` that offsets
-`time.time` and `time.time_ns` (no libfaketime here): warm reads only those for its dates.
+The clock is shifted by monkeypatching `time.time` in this process (no libfaketime here;
+warm reads only `time.time` and `time.time_ns` for its dates), around the library call the
+CLI makes: `Bundle.touch` as `persist` calls it for a run's or a production write-back's
+loads (a `warm run` under a `sitecustomize` shifting the clock to 1970 did the same by
+hand), `clean_bundle`; the verdicts are the forked CLI's.
 """
 
 from __future__ import annotations
@@ -37,37 +40,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
+from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.host import libraries
+from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.toolchain import RACY_SECONDS
+from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError
 from warmcli.ops.clean import clean_bundle
-
-_SHIM = """import os, time
-_shift = float(os.environ["REVIEW52E_CLOCK_SHIFT"])
-_time, _time_ns = time.time, time.time_ns
-time.time = lambda: _time() + _shift
-time.time_ns = lambda: _time_ns() + int(_shift * 1e9)
-"""
-
-
-@pytest.fixture(scope="module")
-def shim(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder whose `sitecustomize` shifts the clock (one for the module: one server)."""
-    folder = tmp_path_factory.mktemp("shim")
-    (folder / "sitecustomize.py").write_text(_SHIM)
-    return folder
-
-
-_AT_1970 = repr(float(int(86400 * 100 - time.time())))  # a shift to 1970's April, once
-
-
-def _at_1970(warm: Warm, shim: Path) -> Warm:
-    """`warm` whose processes read a wall clock set to 1970."""
-    path = os.pathsep.join(filter(None, [str(shim), warm.env.get("PYTHONPATH")]))
-    return warm.with_env(PYTHONPATH=path, REVIEW52E_CLOCK_SHIFT=_AT_1970)
 
 
 def _used(bundle: Path) -> dict[str, float]:
@@ -76,12 +57,13 @@ def _used(bundle: Path) -> dict[str, float]:
 
 
 def test_a_writer_whose_clock_is_behind_never_dates_a_use_back(
-    warm: Warm, host_bundle, shim: Path, tmp_path: Path
+    warm: Warm, host_bundle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bundle = host_bundle(tmp_path / "b.warm")
     before = _used(bundle)
-    run = _at_1970(warm, shim)("run", EXAMPLES / "matmul_host.py", "-b", bundle, "-q")
-    assert run.returncode == 0, run.stderr
+    with monkeypatch.context() as patched, Bundle.open(bundle, write=True) as writer:
+        patched.setattr(time, "time", lambda: 86400.0 * 100)  # 1970's April
+        writer.touch(dict.fromkeys(before, time.time()))  # as `persist` dates what it served
     after = _used(bundle)
     assert all(after[key] >= used for key, used in before.items()), (before, after)
     clean = warm.json("clean", bundle, "--older-than", "30d", "--dry-run")
@@ -115,12 +97,15 @@ def test_a_cached_library_dated_ahead_is_touched_when_loaded(
     assert lib.stat().st_mtime <= time.time(), "still dated ahead: pruned after those in use"
 
 
-def test_a_compiler_dated_ahead_is_remembered(warm: Warm, tmp_path: Path) -> None:
+def test_a_compiler_dated_ahead_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cc = Path(shutil.copy2(os.path.realpath(shutil.which("cc") or "cc"), tmp_path / "gcc"))
     os.utime(cc, (4102444800.0, 4102444800.0))  # 2100
     time.sleep(RACY_SECONDS + 0.1)  # its ctime (the copy's) settled: only its mtime is ahead
-    assert warm.with_env(WARM_CC=str(cc))("devices").returncode == 0
-    remembered = (Path(warm.env["WARM_HOME"]) / "toolchains.json").read_text()
+    monkeypatch.setenv("WARM_HOME", str(tmp_path / "home"))  # (this process: as warm's own)
+    assert HostCompiler(str(cc)).toolchain.path == str(cc)
+    remembered = (tmp_path / "home" / "toolchains.json").read_text()
     assert f"|{cc}|" in remembered, remembered
 
 
