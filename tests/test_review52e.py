@@ -11,6 +11,9 @@ Found and fixed:
   next clean by a clock set right (`--older-than 30d`) removed every kernel and tune. A
   clean evicting by a clock before 2024 (before warm was written) is now refused in one
   line, exit 2, nothing stamped (`clean_age.CLOCK_FLOOR`).
+- a signature's date said as signed: `warm verify` said `signature: key K, signed
+  2100-01-01T00:00:00: valid` of a signature whose `signed_at` was edited to 2100 (the key
+  signs the rows' hashes, never the date: any copy may date it). It says `dated D (unsigned)`.
 - a cached library dated ahead: a host library written while the clock was ahead (a year,
   the year 3000) was never touched when loaded (its age, negative, was under an hour) and
   sorted newest at every prune of the host library cache, so the files in use were pruned
@@ -121,3 +124,19 @@ def test_a_clean_by_a_clock_at_1970_is_refused_and_stamps_nothing(
     assert "\n" not in str(refused.value) and _used(bundle) == before
     after = warm.json("clean", bundle, "--older-than", "30d", "--dry-run")
     assert after["removed_count"] == {"kernels": 0, "tunes": 0}, after
+
+
+def test_a_signatures_date_is_not_said_as_signed(warm: Warm, host_bundle, tmp_path: Path) -> None:
+    bundle = host_bundle(tmp_path / "b.warm")
+    from cryptography.hazmat.primitives import serialization as pem
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate().private_bytes(
+        pem.Encoding.PEM, pem.PrivateFormat.PKCS8, pem.NoEncryption()
+    )
+    (tmp_path / "k").write_bytes(key)  # as `warm keygen` or `openssl genpkey` writes one
+    assert warm("sign", bundle, "--key", tmp_path / "k").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("UPDATE signatures SET signed_at = 4102444800")  # 2100, valid still
+    said = [ln for ln in warm("verify", bundle).stdout.splitlines() if "signature: key" in ln]
+    assert len(said) == 1 and ", dated 2100-01-01" in said[0] and "(unsigned): valid" in said[0]
