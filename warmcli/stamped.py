@@ -4,8 +4,9 @@ A key reads the files a kernel's source and options reach (`warmcli.headers`,
 `warmcli.precompiled`, `warmcli.linked`), each remembered for the rest of the process by its
 `stamp` (size, inode, mtime and ctime: `touch -r` or `cp -p` set an mtime back, never a
 ctime), only once `settled`: its mtime and its ctime more than `SETTLED_NS` past (a file
-changed within one tick of a coarse clock may change again keeping its whole stamp). `opened`
-opens only a regular file, never waiting on one a FIFO took the place of (`stat`, opened
+changed within one tick of a coarse clock may change again keeping its whole stamp; an mtime
+ahead of the clock is taken as its ctime, `last_change`, as toolchains' racy checks take it).
+`opened` opens only a regular file, never waiting on one a FIFO took the place of (`stat`, opened
 without blocking, then `fstat`: the stamp of what was opened, not of what the path named a
 moment before). It keeps no state and never raises for a file it cannot read.
 """
@@ -28,7 +29,16 @@ def stamp(st: os.stat_result) -> Stamp:
 
 def settled(st: os.stat_result) -> bool:
     """Whether the file `st` describes last changed (content or inode) over `SETTLED_NS` ago."""
-    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > SETTLED_NS
+    now = time.time_ns()
+    return now - last_change(st.st_mtime_ns, st.st_ctime_ns, now) > SETTLED_NS
+
+
+def last_change(mtime_ns: int, ctime_ns: int, now_ns: int) -> int:
+    """When a file last changed, for a racy check at `now_ns`: the later of its mtime and
+    ctime, but its ctime alone where its mtime is ahead of `now_ns`, set so (`touch -d 2100`,
+    a tar made where the clock was ahead: a write dates both now), else it was never settled
+    before the clock reached that date, and what it keys was found anew in every process."""
+    return ctime_ns if mtime_ns > now_ns else max(mtime_ns, ctime_ns)
 
 
 def opened(path: str) -> tuple[BinaryIO, os.stat_result] | None:

@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from warmcli.stamped import opened
+from warmcli.stamped import last_change, opened
 
 MAX_SCANNED = 4 << 20  # a system header's includes are read in its first 4 MB
 MAX_SYSTEM = 2048  # system headers followed from one (glibc's <stdlib.h> reaches about 30)
@@ -133,7 +133,7 @@ class _Walk:
         """Whether what it met may be remembered: nothing odd, nothing changed lately."""
         now = time.time_ns()
         for stamp in self.met.values():
-            if stamp != "-" and now - max(map(int, stamp.split("|")[4:])) < RACY_NS:
+            if stamp != "-" and now - last_change(*map(int, stamp.split("|")[4:]), now) < RACY_NS:
                 return False
         return not self.odd
 

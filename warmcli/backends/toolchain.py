@@ -42,6 +42,7 @@ from warmcli.home import folder_held, in_home, make_folder, private, warm_home, 
 from warmcli.printable import Pattern
 from warmcli.records import Record
 from warmcli.scratch import seen_from_scratch
+from warmcli.stamped import last_change
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -328,14 +329,12 @@ def _joined(directory: str, name: str) -> str:
 
 def _stamp(name: str, path: str, st: os.stat_result) -> str | None:
     """The compiler binary's identity on disk: path, size, device, inode, mtime and ctime
-    of the file it resolves to.
-
-    Any rewrite, replacement or `touch` of the binary changes it (ctime cannot be set
-    back), and so does a symbolic link repointed at another compiler. A file changed in
-    the last `RACY_SECONDS` has none: the clock's coarse ticks could hide a second
-    rewrite (git's "racily clean" entries).
-    """
-    if time.time() - max(st.st_mtime, st.st_ctime) < RACY_SECONDS:
+    of the file it resolves to. Any rewrite, replacement or `touch` of the binary changes it
+    (ctime cannot be set back), and so does a symbolic link repointed at another compiler.
+    A file changed (`last_change`) in the last `RACY_SECONDS` has none: the clock's coarse
+    ticks could hide a second rewrite (git's "racily clean" entries)."""
+    now = time.time_ns()
+    if now - last_change(st.st_mtime_ns, st.st_ctime_ns, now) < RACY_SECONDS * 1e9:
         return None
     ident = f"{st.st_size}|{st.st_dev}|{st.st_ino}|{st.st_mtime_ns}|{st.st_ctime_ns}"
     return f"{name}|{path}|{ident}|{REMEMBERED_FORM}"

@@ -183,6 +183,9 @@ _BUILT_SINCE = (
     "k.toolchain = ? AND k.components = ? AND k.created BETWEEN ? AND ? AND "
     "b.size = length(b.data) AND b.size > 0"
 )
+# A use (`Bundle.touch`, a merge's) moves `last_used` on, never back (a clock behind, 1970); a
+# time that is no number (text, a blob) is replaced
+TOUCH = "UPDATE kernels SET last_used = max(?, last_used + 0) WHERE key = ?"
 
 
 def write_kernel_row(

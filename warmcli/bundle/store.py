@@ -36,6 +36,7 @@ from warmcli.bundle.kernel_row import (
     _PREFETCH_SELECT,
     _ROWID_FROM,
     PREFETCH_VALUE_BYTES,
+    TOUCH,
     _kernel_record,
     chunk,
     write_kernel_row,
@@ -378,12 +379,10 @@ class Bundle(BundleAdmin):
         return n_kernels, n_tunes
 
     def touch(self, last_used: Mapping[str, float]) -> int:
-        """Set kernels' `last_used` times (a load by a writing process, a merge); returns rows."""
-        if not last_used:
-            return 0
-        rows = [(when, key) for key, when in last_used.items()]
-        with self.transaction() as conn:
-            return conn.executemany("UPDATE kernels SET last_used = ? WHERE key = ?", rows).rowcount
+        """Move kernels' `last_used` on (a writing process's loads), never back (`TOUCH`)."""
+        rows = [(when, key) for key, when in last_used.items()]  # none: no transaction
+        with self.transaction() if rows else nullcontext(None) as conn:
+            return 0 if conn is None else conn.executemany(TOUCH, rows).rowcount
 
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a merge

@@ -64,6 +64,7 @@ from warmcli.ops.clean_age import (
     by_age,
     by_size,
     bytes_freed,
+    clock_refused,
     old_and_future_tunes,
     stamp_future,
 )
@@ -230,6 +231,8 @@ def clean_bundle(
     path = Path(path)
     if not path.exists():  # never create one: there is nothing to clean
         raise BundleError(f"{path}: no such bundle")
+    if refused := clock_refused(older_than, max_size, time.time()):
+        raise BundleError(f"{path}: {refused}")
     before = path.stat().st_size
     format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())

@@ -9,6 +9,8 @@ one that is no number, text or NULL, taken as long ago).
 A time in the future (a skewed clock, a bundle from elsewhere) is taken as the clean's
 own time, and a clean that writes stamps it so (`stamp_future`): it is kept now, and
 ages from now on. Neither time is signed, so stamping one leaves every signature valid.
+A clean evicting by a clock before `CLOCK_FLOOR` (1970: one not yet set) is refused
+(`clock_refused`): it would stamp every entry as used then, for the next clean to remove.
 `by_age` and `by_size` add their evictions to a `CleanPlan` (`warmcli.ops.clean_plan`) and
 return the keys, `bytes_freed` says what each listed kernel removal frees;
 `old_and_future_tunes` and `stamp_future` read and write the bundle.
@@ -21,6 +23,7 @@ import dataclasses
 import math
 import re
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -35,6 +38,9 @@ if TYPE_CHECKING:
 
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE = 36500 * 86400  # 100 years: a longer age is refused (it would remove nothing)
+# 2024-01-01: a clock before it is set wrong (1970: no clock set yet); aging by it, a clean
+# would stamp every entry dated after it (all of them) as used then, for the next to remove
+CLOCK_FLOOR = 1704067200.0
 _SHOWN = 40  # characters of a refused age said
 _AGE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,9})?)([smhdwSHDWM])")  # (as sizes: any case)
 _NUMERIC = "typeof({0}) IN ('integer', 'real')"
@@ -46,6 +52,18 @@ _OLD_TUNES = f"{_TUNES}NOT {_NUMERIC.format('updated')} OR updated < ?"
 _FUTURE_TUNES = f"{_TUNES}{_NUMERIC.format('updated')} AND updated > ?"
 Kept = list[tuple[float, str, str]]  # (last used, key, blob) of each kernel kept so far
 Labels = Callable[[str], KernelRecord | None]
+
+
+def clock_refused(older_than: float | None, max_size: int | None, now: float) -> str | None:
+    """Why a clean evicting by `older_than` or `max_size` at `now` (this machine's clock) is
+    refused: a clock before `CLOCK_FLOOR`; None where it is not."""
+    if (older_than is None and max_size is None) or now >= CLOCK_FLOOR:
+        return None
+    reads = time.strftime("%Y-%m-%d", time.gmtime(now)) if now > -1e10 else repr(now)
+    return (
+        f"this machine's clock reads {reads} (UTC), before warm was written: --older-than "
+        "and --max-size age entries by it (set the clock first); nothing was removed"
+    )
 
 
 def parse_age(text: str) -> float:

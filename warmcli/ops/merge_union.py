@@ -35,7 +35,7 @@ from pathlib import Path
 
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import FORMAT_VERSION
-from warmcli.bundle.kernel_row import write_kernel_row
+from warmcli.bundle.kernel_row import TOUCH, write_kernel_row
 from warmcli.bundle.manifest import FINGERPRINT_ROWS, fingerprint_row
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
@@ -125,7 +125,7 @@ def write_union(
                     written.kernels[0] -= record.key in renewed  # (it is this input's now)
                 used_sql = "UPDATE kernels SET last_used = ? WHERE key = ?"
             else:  # the first input's row, the latest last use
-                used_sql = "UPDATE kernels SET last_used = max(last_used, ?) WHERE key = ?"
+                used_sql = TOUCH
             conn.execute(used_sql, (used, record.key))
     if other > LISTED:
         mended.append(

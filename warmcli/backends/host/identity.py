@@ -55,6 +55,7 @@ from warmcli.backends.toolchain import (
     resolved_name,
 )
 from warmcli.home import home_dir
+from warmcli.stamped import last_change
 
 # Raised where what an identity names or how it is found changes (the stamps of warm's own
 # modules below name an upgraded or edited warm too): a remembered one of another form is none.
@@ -117,8 +118,8 @@ def _racy(stamp: str, since: float) -> bool:
     it that a second change in the same tick of its clock would leave the same stamp."""
     if stamp.startswith("errno"):
         return False
-    mtime, ctime = (int(n) / 1e9 for n in stamp.split("|")[4:6])
-    return since - max(mtime, ctime) < RACY_SECONDS
+    mtime, ctime = (int(n) for n in stamp.split("|")[4:6])
+    return since * 1e9 - last_change(mtime, ctime, int(since * 1e9)) < RACY_SECONDS * 1e9
 
 
 def remember(cc: str, moved: Moved, search: str, toolchain: Toolchain, since: float) -> None:

@@ -200,7 +200,7 @@ def _load_verified(path: str, binary: bytes) -> ctypes.CDLL | None:
         whole = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size == size
         if not (whole and private(st) and _holds(fd, binary)):
             return None
-        if time.time() - st.st_mtime > TOUCH_AFTER_S:
+        if abs(time.time() - st.st_mtime) > TOUCH_AFTER_S:  # (one dated ahead: a clock stepped)
             with contextlib.suppress(OSError):
                 os.utime(fd)  # the LRU order the prune goes by
         with _held_lock:
@@ -243,13 +243,19 @@ def _holds(fd: int, binary: bytes) -> bool:
 
 def _prune(directory: str) -> None:
     """Past `MAX_LIBRARIES` files, remove the least recently used down to `PRUNE_TO`;
-    temporary files a crashed writer left go when they are an hour old."""
+    temporary files a crashed writer left go when they are an hour old. A file dated over
+    an hour ahead (written while the clock was ahead) is stamped now and ages from then, as
+    `warm clean` takes a time of use in the future (else it is the newest until the clock
+    reaches it, in 3000 say, and the files in use are pruned before it)."""
     now = time.time()
     aged: list[tuple[float, str]] = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
             try:
                 mtime = entry.stat().st_mtime
+                if mtime - now > TOUCH_AFTER_S:
+                    os.utime(entry.path, follow_symlinks=False)
+                    mtime = now
             except OSError:
                 continue  # removed meanwhile by another process's prune
             if entry.name.endswith(".so"):

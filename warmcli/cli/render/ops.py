@@ -76,9 +76,10 @@ def signature_lines(report: SignatureReport) -> list[Text]:
         covers = f"covers {s.covers} of {report.rows} row(s)"
         if s.stale:  # signed before a migration: its hashes match, it vouches for nothing
             covers = f"vouches for none of {report.rows} row(s) (signed {s.covers} as they are)"
+        dated = f"dated {when(s.signed_at)} (unsigned)"  # the key signs no date: any copy may
         lines.append(
             line(
-                f"signature: key {s.key_id}, signed {when(s.signed_at)}: {state}, {covers}",
+                f"signature: key {s.key_id}, {dated}: {state}, {covers}",
                 style="green" if s.valid and not s.stale and s.trusted is not False else "red",
             )
         )
