@@ -2,7 +2,10 @@
 could make warm do to a user's other files, its memory or its terminal.
 
 Every case is real: bundles made by `warm run examples/matmul_host.py`, changed with
-Python's sqlite3, read by the real CLI in a subprocess.
+Python's sqlite3, read by the real CLI in a subprocess (a fork of a process that imported the
+CLI once, `tests/forked_cli.py`; started where it runs beside another, or its peak of memory
+is measured) and by production processes (forks of one that imported numpy and warmcli
+once, `tests/forked_python.py`).
 """
 
 from __future__ import annotations
@@ -13,13 +16,32 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
 from forked_cli import forked_made, forked_warm  # noqa: F401  (conftest's, commands forked)
-from test_production_defaults import serve
+from forked_python import ForkedPython
+from test_production_defaults import MATMUL, SERVE
+
+
+@pytest.fixture(scope="module")
+def producing() -> Iterator[ForkedPython]:
+    """The production processes' server (conftest's `warm` environment,
+    `tests/forked_python.py`): what each serves and logs is tested, not how it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    python = ForkedPython(dict(env, COLUMNS="200"), ROOT)
+    yield python
+    python.close()
+
+
+def serve(producing: ForkedPython, warm: Warm, **env: str) -> subprocess.CompletedProcess[str]:
+    """`test_production_defaults.serve` (the example's workload in a production process of
+    `warm`'s environment, `WARM_REPORT=1`, `env` over it), forked from `producing`."""
+    environ = {**warm.env, "WARM_REPORT": "1", **env}
+    return producing.run(SERVE.format(example=str(MATMUL)), env=environ, cwd=ROOT, timeout=120)
+
 
 PRECIOUS = "precious user data\n" * 100
 
@@ -96,7 +118,11 @@ def test_a_failed_first_run_never_removes_what_another_run_stored_meanwhile(
 
 @pytest.mark.parametrize("planted", ["file", "folder"])
 def test_a_default_bundle_others_may_write_is_never_loaded_unasked(
-    warm: Warm, tmp_path: Path, planted: str, host_bundle: Callable[[Path], Path]
+    warm: Warm,
+    tmp_path: Path,
+    planted: str,
+    host_bundle: Callable[[Path], Path],
+    producing: ForkedPython,
 ) -> None:
     """The default bundle is loaded without anyone naming it, and its kernels are native
     code: like the host libraries and remote copies beside it in warm's home, it is believed
@@ -107,13 +133,13 @@ def test_a_default_bundle_others_may_write_is_never_loaded_unasked(
     home.mkdir()
     home.chmod(0o755)  # as `warm run` makes it (0o775 less the umask)
     bundle = host_bundle(home / "bundle.warm")  # what `warm run EXAMPLE -q` leaves there
-    hot = serve(warm)
+    hot = serve(producing, warm)
     assert "served everything: compiled 0 kernels" in hot.stderr, hot.stderr
     (bundle if planted == "file" else home).chmod(0o777 if planted == "folder" else 0o666)
     try:
-        cold = serve(warm)
-        strict = serve(warm, WARM_STRICT="1")
-        named = serve(warm, WARM_BUNDLE=str(bundle))  # named by the user: served as asked
+        cold = serve(producing, warm)
+        strict = serve(producing, warm, WARM_STRICT="1")
+        named = serve(producing, warm, WARM_BUNDLE=str(bundle))  # named: served as asked
         commands = [warm("run", EXAMPLES / "matmul_host.py", "-q"), warm("stats")]
     finally:
         home.chmod(0o755)

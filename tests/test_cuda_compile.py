@@ -19,7 +19,7 @@ from conftest import nvcc_or_skip
 
 from warmcli.backends.base import Device, DeviceError
 from warmcli.backends.batch import compile_batch
-from warmcli.backends.compiler import CompileFailure, CompileUnit
+from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.cuda import nvcc as nvcc_mod
 from warmcli.backends.cuda.arch import ArchDevice
 from warmcli.backends.cuda.cubin import CubinError, check_cubin, cubin_functions, cubin_sm
@@ -73,13 +73,21 @@ def saxpys(n: int) -> list[Kernel]:
 
 
 @pytest.fixture(scope="module")
-def cubins(compiler: NvccCompiler) -> dict[str, bytes]:
-    """One saxpy cubin per architecture, built once for the module."""
-    built = {}
-    for arch in ("sm_80", "sm_90"):
-        (unit,) = units_for(compiler, saxpys(1), arch)
-        built[arch] = compiler.compile_group([unit]).binary
-    return built
+def alone(compiler: NvccCompiler) -> dict[str, CompiledGroup]:
+    """Each of three saxpys (`saxpys(3)`) for sm_90, and the first for sm_80, built alone
+    (a group of one), once for the module: by unit key."""
+    units = [*units_for(compiler, saxpys(1), "sm_80"), *units_for(compiler, saxpys(3))]
+    return {unit.key: compiler.compile_group([unit]) for unit in units}
+
+
+@pytest.fixture(scope="module")
+def cubins(compiler: NvccCompiler, alone: dict[str, CompiledGroup]) -> dict[str, bytes]:
+    """One saxpy cubin per architecture (`alone`'s first saxpy of each), built once for the
+    module."""
+    return {
+        arch: alone[units_for(compiler, saxpys(1), arch)[0].key].binary
+        for arch in ("sm_80", "sm_90")
+    }
 
 
 @pytest.mark.parametrize("arch, sm", [("sm_80", 80), ("sm_90", 90)])
@@ -108,15 +116,17 @@ def test_malformed_cubins_are_rejected(cubins: dict[str, bytes]):
         cubin_functions(cubins["sm_90"][:200])
 
 
-def test_one_group_gives_the_same_entries_as_one_by_one(compiler: NvccCompiler):
+def test_one_group_gives_the_same_entries_as_one_by_one(
+    compiler: NvccCompiler, alone: dict[str, CompiledGroup]
+):
     units = units_for(compiler, saxpys(3))  # (one entry under three defines: one group)
     group = compiler.compile_group(units)
     assert group.symbols == {u.key: u.symbol for u in units}
     assert cubin_functions(group.binary) == set(group.symbols.values())
-    for unit in units:
-        alone = compiler.compile_group([unit])
-        assert cubin_functions(alone.binary) == {alone.symbols[unit.key]}
-        assert alone.symbols[unit.key] == group.symbols[unit.key]
+    for unit in units:  # each built alone (`alone`, the module's)
+        one = alone[unit.key]
+        assert cubin_functions(one.binary) == {one.symbols[unit.key]}
+        assert one.symbols[unit.key] == group.symbols[unit.key]
 
 
 def test_same_named_helpers_and_conflicting_defines_share_one_group(compiler: NvccCompiler):

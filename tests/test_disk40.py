@@ -2,9 +2,12 @@
 bundle already stored is left byte for byte as it was, with no journal, `-wal` or
 temporary file beside it. A full disk is `RLIMIT_FSIZE` here (`ulimit -f`, in the child:
 SQLite meets EFBIG where a full tmpfs gives it ENOSPC, and leaves the same state), so the
-tests run unprivileged; the real CLI in a subprocess, real SQLite files, the real C
-compiler. The bundle's bytes and the folder's listing are looked at before any other warm
-command opens the bundle (a read rolls a journal left behind back, and hides it).
+tests run unprivileged; the real CLI in a subprocess (each refused command started, under
+its limit, strace or mount namespace; the inputs it starts from and the verdicts read after
+it a fork of a process that imported the CLI once, `tests/forked_cli.py`), real SQLite
+files, the real C compiler. The bundle's bytes and the folder's listing are looked at
+before any other warm command opens the bundle (a read rolls a journal left behind back,
+and hides it).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ import subprocess
 import sys
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from big_bundle import build_big
 from conftest import EXAMPLES, ROOT, Warm, nvrtc_release_or_skip
+from forked_cli import ForkedWarm
 from full_disk import in_private_mount, limited, one_line
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
@@ -31,12 +36,15 @@ def _digest(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def forty(made: tuple[Warm, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def forty(
+    made: tuple[Warm, Path], tmp_path_factory: pytest.TempPathFactory, forking_servers: Any
+) -> Path:
     """`b.warm` (and the `b.warm.lock` its run leaves) of `warm run` of 40 of the many
-    kernels example, in `made`'s warm home, once for the module: what `_forty` copies for
-    each test that starts from it, which then writes only its own copy."""
+    kernels example, in `made`'s warm home, once for the module (a fork of a process that
+    imported the CLI once: it only makes the input): what `_forty` copies for each test
+    that starts from it, which then writes only its own copy."""
     folder = tmp_path_factory.mktemp("forty")
-    warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
+    warm = ForkedWarm(Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40")), forking_servers)
     workload = EXAMPLES / "many_kernels_host.py"
     assert warm("run", workload, "-b", folder / "b.warm", "-q").returncode == 0
     assert sorted(p.name for p in folder.iterdir()) == ["b.warm", "b.warm.lock"]
@@ -82,6 +90,7 @@ def test_a_remote_copy_whose_memo_cannot_be_kept_is_served_not_a_bare_errno(
     made: tuple[Warm, Path],
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
     tmp_path: Path,
+    forked: Any,
 ) -> None:
     """A download published in WARM_HOME whose ETag memo (`meta.json`) could not be written
     after it (a full disk: the copy took the last bytes; here a folder in its place, as
@@ -97,7 +106,7 @@ def test_a_remote_copy_whose_memo_cannot_be_kept_is_served_not_a_bare_errno(
     folder = cache_dir(url).relative_to(cache_dir(url).parents[1])  # remote/<hash>
     meta = tmp_path / "home" / folder / "meta.json"
     (meta / "x").mkdir(parents=True)  # os.replace onto it fails, as a write to a full disk
-    proc = Warm(env)("check", url)
+    proc = forked(Warm(env))("check", url)
     assert proc.returncode == 0, proc.stderr
     assert "every entry is servable here" in proc.stdout, proc.stdout
     assert "Errno" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
@@ -126,7 +135,7 @@ def test_a_remote_copy_that_fills_warm_home_is_served(
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_stored(
-    made: tuple[Warm, Path], tmp_path: Path, forty: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path, forked: Any
 ) -> None:
     """`warm run` stores what it built (one transaction), then moves the last-used times of
     what the bundle served (another). The disk refusing that second one (a full disk a
@@ -152,13 +161,13 @@ def test_a_run_whose_last_used_times_the_disk_refuses_keeps_and_says_what_it_sto
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert "stored 20 new kernel(s)" in proc.stdout, proc.stdout
-    assert len(warm.json("stats", bundle)["kernels"]) == 60
+    assert len(forked(warm).json("stats", bundle)["kernels"]) == 60
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
-    made: tuple[Warm, Path], tmp_path: Path, forty: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path, forked: Any
 ) -> None:
     """`warm run -k KEY` stores, then signs in a transaction of its own. The disk refusing
     the signature (ENOSPC injected into that transaction's journal sync) said "nothing was
@@ -166,7 +175,7 @@ def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
     exit 2 says they are stored (kept) and not signed, and to sign again."""
     warm = Warm(dict(made[0].env, WARM_EXAMPLE_KERNELS="40"))
     bundle, key = tmp_path / "b.warm", tmp_path / "k.pem"
-    assert warm("keygen", key).returncode == 0
+    assert forked(warm)("keygen", key).returncode == 0
     workload = EXAMPLES / "many_kernels_host.py"
     _forty(forty, bundle)
     journal = f"{bundle}-journal"  # syncs 1-2: the store, 3-4: last-used times, 5: signing
@@ -184,12 +193,12 @@ def test_a_run_whose_signature_the_disk_refuses_says_what_it_stored_unsigned(
     assert "nothing was written" not in line and "unchanged" not in line, line
     assert "stored 24 new entries (kept)" in line and "not signed" in line, line
     assert "warm sign" in line, line
-    assert len(warm.json("stats", bundle)["kernels"]) == 60
+    assert len(forked(warm).json("stats", bundle)["kernels"]) == 60
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_run_whose_second_devices_store_the_disk_refuses_says_what_the_first_kept(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Any
 ) -> None:
     """A run over two devices (`--arch sm_80 --arch sm_90`, compile-only) stores each
     device's entries in a transaction of its own. The disk refusing the second (ENOSPC
@@ -210,7 +219,7 @@ def test_a_run_whose_second_devices_store_the_disk_refuses_says_what_the_first_k
     line = one_line(proc)
     assert "nothing was written" not in line and "unchanged" not in line, line
     assert "stored 8 kernel(s) and 6 tune(s) (kept)" in line and "the rest is not" in line
-    stats = warm.json("stats", bundle)
+    stats = forked(warm).json("stats", bundle)
     assert (len(stats["kernels"]), len(stats["tunes"])) == (8, 6)
 
 
@@ -245,7 +254,7 @@ def test_a_journal_the_disk_will_not_delete_is_no_corrupt_bundle(
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace (fault injection)")
 def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
-    made: tuple[Warm, Path], tmp_path: Path, forty: Path
+    made: tuple[Warm, Path], tmp_path: Path, forty: Path, forked: Any
 ) -> None:
     """`warm clean` removes (one transaction), then vacuums. The disk refusing the vacuum's
     commit (EIO injected into its journal's unlink) left `b.warm-journal` beside the bundle
@@ -265,7 +274,7 @@ def test_a_clean_whose_vacuum_the_disk_refuses_leaves_no_journal(
     line = one_line(proc)
     assert "(kept), but the file was not vacuumed" in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.warm", "b.warm.lock"]
-    assert warm("verify", bundle, "-q").returncode == 0
+    assert forked(warm)("verify", bundle, "-q").returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
@@ -323,7 +332,7 @@ def test_a_write_back_bundle_the_disk_will_not_make_leaves_no_lock(
 
 
 def test_a_key_pair_the_disk_cannot_hold_is_not_left_half_made(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, forked: Any
 ) -> None:
     """`warm keygen KEY` on a full disk (here a file size limit of 64 bytes: the private key
     is larger) said `warm: error: [Errno 27] File too large` (no file named) and left KEY
@@ -335,4 +344,4 @@ def test_a_key_pair_the_disk_cannot_hold_is_not_left_half_made(
     line = one_line(limited(warm, 64, "keygen", key))
     assert f"{key}: cannot write key" in line, line
     assert list(tmp_path.iterdir()) == []
-    assert warm("keygen", key).returncode == 0  # and with room, the pair is made
+    assert forked(warm)("keygen", key).returncode == 0  # and with room, the pair is made

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,12 +91,17 @@ def test_a_write_back_by_another_compiler_leaves_the_signed_tunes_signed(
     shutil.rmtree(tmp_path / "cold")
 
 
-def _serve(machine: Warm, url: str) -> tuple[dict[str, object], str]:
+def _produce(servers: Any, code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -c code` in `env`: a fork of `servers`' production server of `env`
+    (`tests/forked_python.py`, as `machine.production`'s), its output and exit code as
+    they are (a refusal's too)."""
+    return servers.pythons(env).run(code, env=env, cwd=ROOT)  # type: ignore[no-any-return]
+
+
+def _serve(machine: Warm, url: str, servers: Any) -> tuple[dict[str, object], str]:
     """A strict production process serving `url`: what it computed, and its stderr."""
     env = dict(machine.env, WARM_BUNDLE=url, WARM_STRICT="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVE], capture_output=True, text=True, env=env, cwd=ROOT
-    )
+    proc = _produce(servers, SERVE, env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), proc.stderr
 
@@ -106,6 +110,7 @@ def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_c
     warm: Warm,
     tmp_path: Path,
     s3_like: tuple[S3Like, str],  # noqa: F811
+    forking_servers: Any,
 ) -> None:
     """Another team pushes an unsigned bundle over the fleet's (or one signed only by a key
     since rotated out): a machine holding a good copy downloaded it, published it over
@@ -126,11 +131,11 @@ def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_c
     url = f"{base}/fleet.warm"
     assert warm("push", bundle, url).returncode == 0
     machine = _machine(warm, tmp_path / "machine", WARM_TRUSTED_KEYS=f"{new}.pub")
-    served, said = _serve(machine, url)
+    served, said = _serve(machine, url, forking_servers)
     assert served["kernels"] == served["tunes"] == 0 and not said
     for planted, why in ((unsigned, "unsigned"), (old_only, "signed only by untrusted")):
         held.files["/fleet.warm"] = planted.read_bytes()
-        again, said = _serve(machine, url)
+        again, said = _serve(machine, url, forking_servers)
         assert again == served
         assert f"{url}: download refused: bundle refused: {why}" in said
         assert "using the last good copy" in said
@@ -142,7 +147,7 @@ def test_a_store_holding_a_bundle_the_trusted_keys_refuse_leaves_the_last_good_c
         assert f"{why}" in pulled.stderr and "nothing pulled" in pulled.stderr
         assert not (tmp_path / "pulled.warm").exists()
     held.files["/fleet.warm"] = bundle.read_bytes()  # the fleet's again: served, no warning
-    assert _serve(machine, url) == (served, "")
+    assert _serve(machine, url, forking_servers) == (served, "")
 
 
 def test_a_run_into_a_new_bundle_under_trusted_keys_without_a_key_is_refused_before_it(
@@ -170,6 +175,7 @@ def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
     tmp_path: Path,
     s3_like: tuple[S3Like, str],  # noqa: F811
     host_bundle: Callable[[Path], Path],
+    forking_servers: Any,
 ) -> None:
     """A first start on a machine whose store holds an unsigned bundle: `warm check URL`
     and production were refused in one line naming `WARM_HOME/remote/<hash>/bundle.warm`,
@@ -189,5 +195,5 @@ def test_a_url_the_trusted_keys_refuse_is_named_by_its_url_not_its_local_copy(
     env = dict(machine.env, WARM_BUNDLE=url)
     code = "import warmcli\ntry:\n    warmcli.runtime('host')\n"
     code += "except warmcli.SignatureError as e:\n    print(e)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    proc = _produce(forking_servers, code, env)
     assert proc.stdout.startswith(f"{url}: bundle refused: unsigned"), proc.stdout + proc.stderr

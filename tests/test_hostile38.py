@@ -8,15 +8,17 @@ escape byte, and production computes the numbers a cold start computes.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
-from test_fuzz34 import MATMUL, SERVE, matmul_bundle
+from test_fuzz34 import MATMUL, SERVE
 from test_hostile37 import ESCAPES, peak_of
 
 from warmcli.records import tune_key
@@ -73,13 +75,15 @@ def test_a_rewarm_builds_again_a_ptx_row_that_holds_no_ptx(warm: Warm, tmp_path:
     assert "not PTX" not in done.stdout, done.stdout
 
 
-def test_check_with_no_compiler_reads_a_kernels_builds_once(warm: Warm, tmp_path: Path) -> None:
+def test_check_with_no_compiler_reads_a_kernels_builds_once(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """With no compiler here, `warm check` judges a tune's pick against the build production
     is served, found among every build of the pick's entry: read again for each tune, so
     103 tunes naming one pick over 100,000 rows of its entry took 3 minutes, and 1,000 tunes
     over 50,000 rows (a 40 MB bundle) ran for a quarter of an hour. Each kernel's served
     build is found once per device now: the check ends in seconds."""
-    bundle = matmul_bundle(warm, tmp_path / "many.warm")
+    bundle = host_bundle(tmp_path / "many.warm")  # as `warm run MATMUL -b` makes it
     with sqlite3.connect(bundle) as conn:
         # 20,000 rows of the pick's entry (malformed: their keys are no keys): the read per
         # tune put back, the check still runs past the 120 s below (checked, suite39)
@@ -106,14 +110,14 @@ def test_check_with_no_compiler_reads_a_kernels_builds_once(warm: Warm, tmp_path
 
 
 @pytest.fixture(scope="module")
-def run_peak(tmp_path_factory: pytest.TempPathFactory) -> int:
-    """The peak (KiB) of `warm run` of the example over its own bundle, complete: what the
-    huge-value tests compare a run's with (each measured this same command on this same
-    bundle before; measured once for both)."""
+def run_peak(tmp_path_factory: pytest.TempPathFactory, made_once: Path) -> int:
+    """The peak (KiB) of `warm run` of the example over its own bundle, complete (conftest's
+    `made_once`, copied): what the huge-value tests compare a run's with (each measured this
+    same command on this same bundle before; measured once for both)."""
     folder = tmp_path_factory.mktemp("base38")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     env.update(WARM_HOME=str(folder / "home"), COLUMNS="200")
-    bundle = matmul_bundle(Warm(env), folder / "plain.warm")
+    bundle = Path(shutil.copyfile(made_once / "good.warm", folder / "plain.warm"))
     argv = [sys.executable, "-m", "warmcli", "run", str(MATMUL), "-b", str(bundle)]
     code, _, err, peak = peak_of(argv, env)
     assert code == 0, err[-800:]
@@ -121,7 +125,7 @@ def run_peak(tmp_path_factory: pytest.TempPathFactory) -> int:
 
 
 def test_a_huge_manifest_run_is_never_read_whole_by_a_run(
-    warm: Warm, tmp_path: Path, run_peak: int
+    warm: Warm, tmp_path: Path, run_peak: int, host_bundle: Callable[[Path], Path]
 ) -> None:
     """`warm run -b` records its run in the manifest's `run` row, read again in its last
     transaction whole, whatever its size (every reader refuses one over its bound): a 64 MB
@@ -129,7 +133,7 @@ def test_a_huge_manifest_run_is_never_read_whole_by_a_run(
     writes is longer), the run stays flat, and the row is still replaced as before."""
     argv = [sys.executable, "-m", "warmcli", "run", MATMUL, "-b"]
     base = run_peak
-    bundle = matmul_bundle(warm, tmp_path / "huge.warm")
+    bundle = host_bundle(tmp_path / "huge.warm")  # as `warm run MATMUL -b` makes it
     with sqlite3.connect(bundle) as conn:
         conn.execute("UPDATE manifest SET value = printf('%.*c', 64 << 20, 'a') WHERE key = 'run'")
     conn.close()
@@ -143,7 +147,7 @@ def test_a_huge_manifest_run_is_never_read_whole_by_a_run(
 
 
 def test_a_rows_huge_value_is_never_loaded_to_compare_it(
-    warm: Warm, tmp_path: Path, run_peak: int
+    warm: Warm, tmp_path: Path, run_peak: int, host_bundle: Callable[[Path], Path]
 ) -> None:
     """`warm run -b` keeps a kernel or tune row the bundle holds alike (another writer's),
     compared in SQL, column by column: a 64 MB label or pick was loaded whole to compare it,
@@ -151,7 +155,7 @@ def test_a_rows_huge_value_is_never_loaded_to_compare_it(
     `MAX_VALUE_BYTES` there now: such a row is no row alike, replaced, never loaded."""
     argv = [sys.executable, "-m", "warmcli", "run", str(MATMUL), "-b"]
     base = run_peak
-    bundle = matmul_bundle(warm, tmp_path / "huge.warm")
+    bundle = host_bundle(tmp_path / "huge.warm")  # as `warm run MATMUL -b` makes it
     with sqlite3.connect(bundle) as conn:
         conn.execute("UPDATE kernels SET label = printf('%.*c', 64 << 20, 'a') WHERE rowid = 1")
         conn.execute("UPDATE tunes SET pick = printf('%.*c', 64 << 20, 'a') WHERE rowid = 1")

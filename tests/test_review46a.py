@@ -6,7 +6,10 @@ ran the temporary folder's `as`, which no key named (a plain process was then se
 wrapper's build), and an `as` in the folder warm ran from was keyed though cc never ran it (a
 rebuild after a `cd`). A wrapper `as` with no `#!` line (the shell runs it) answers no
 `--version`: it was keyed by its name alone, so an edit to it was served the old build. Real
-wrappers, the real cc and binutils, the real CLI.
+wrappers, the real cc and binutils, the real CLI and production processes (each a fork of a
+process that imported the CLI, or numpy and warmcli, once, whatever `PATH`, `TMPDIR` or
+`COMPILER_PATH` it sets: `tests/forked_tool_env.py`; the child finds the `as`, `cc1`, `lto1`
+there as a started process does, and has computed no identity yet).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm
-from forked_python import ForkedPythons
+from forked_cli import ForkedWarm
+from forked_tool_env import ToolEnvPythons, ToolEnvServers
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -67,25 +71,33 @@ def _as(folder: Path, text: str) -> None:
     (folder / "as").chmod(0o755)
 
 
-_python = ForkedPythons(ROOT)  # this module's servers, one an environment apart from WARM_*
+_python = ToolEnvPythons(ROOT)  # production processes, whatever tool variables a test sets
+_servers = ToolEnvServers(ROOT)  # and the CLI's (`tests/forked_tool_env.py`)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _pythons() -> Iterator[None]:
-    """`_serve`'s forking servers, ended with the module."""
+def _forking() -> Iterator[None]:
+    """The module's forking servers, ended with it."""
     yield
     _python.close()
+    _servers.close()
+
+
+@pytest.fixture
+def warm(warm: Warm) -> ForkedWarm:
+    """conftest's `warm`, each command (and each `with_env` of it) forked from `_servers`."""
+    return ForkedWarm(warm, _servers)
 
 
 def _serve(env: dict[str, str], workload: Path, bundle: Path | None) -> list[int]:
-    """What a production process computes (over `bundle`, if given): a fork of a process of
-    `env`'s `PATH`, `TMPDIR`, `COMPILER_PATH` that imported numpy and warmcli once
-    (`tests/forked_python.py`; `import warmcli` imports no backend and runs no tool, so each
-    child finds the `as`, `cc1`, `lto1` there as a started process does)."""
+    """What a production process computes (over `bundle`, if given): a fork of a process
+    that imported numpy and warmcli once, run in `env` whole (`tests/forked_tool_env.py`;
+    `import warmcli` imports no backend and runs no tool, so each child finds the `as`,
+    `cc1`, `lto1` of `env`'s `PATH`, `TMPDIR`, `COMPILER_PATH` as a started process does)."""
     env = {k: v for k, v in env.items() if k != "WARM_BUNDLE"}
     if bundle is not None:
         env["WARM_BUNDLE"] = str(bundle)
-    done = _python(env).run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
+    done = _python.run(SERVE, str(workload), env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 

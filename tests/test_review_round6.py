@@ -397,21 +397,19 @@ def test_clean_to_a_size_never_keeps_a_tune_whose_pick_it_evicted(
 
 
 def test_a_write_back_with_nothing_new_never_migrates_an_older_bundle(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, forking_servers: Servers
 ) -> None:
     """A process writing back that built and measured nothing leaves a format-2 bundle as
     it is (it migrated it at open only to move last-used times, so a format-2 signature
     stopped vouching for it, without a word); one that built something migrates it."""
-    import subprocess
-    import sys
-
     from test_format3 import _format2, _tune, _types
 
     path = tmp_path / "two.warm"
     _format2(path, [_tune(0), _tune(1)])
     env = dict(warm.env, WARM_BUNDLE=str(path), WARM_BUNDLE_WRITE="1")
     code = "import warmcli; warmcli.runtime('host'); print('served')"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    producing = forking_servers.pythons(env)  # (each process a fork: tests/forked_python.py)
+    proc = producing.run(code, env=env, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout == "served\n", proc.stderr
     assert _types(path)[0] == 2
     build = (
@@ -420,6 +418,6 @@ def test_a_write_back_with_nothing_new_never_migrates_an_older_bundle(
         "k = warmcli.Kernel('void f(int *x) { x[0] = 1; }', 'f', 'P')\n"
         "rt.launch(k, rt.upload(np.zeros(1, np.int32)))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", build], env=env, capture_output=True, text=True)
+    proc = producing.run(build, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _types(path)[0] > 2  # written back: migrated to write it
