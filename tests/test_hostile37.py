@@ -1,9 +1,10 @@
-"""Stop 37's hostile bundles: a real bundle (`warm run examples/matmul_host.py`) mutated by
-an attacker who ships it, against every command and a production process serving from it
-(WARM_BUNDLE). What broke is kept here, with a compact sample of what held: each command
-exits 0 or says one line and exits non-zero (no traceback, no signal, no hang), prints no
-escape byte, keeps its memory flat, leaves the bundle (and a merge's target) as it was,
-and production computes the numbers a cold start computes, or refuses in one line.
+"""Stop 37's hostile bundles: a real bundle (`warm run examples/matmul_host.py`, made once a
+test process: conftest's `host_bundle`) mutated by an attacker who ships it, against every
+command and a production process serving from it (WARM_BUNDLE). What broke is kept here,
+with a compact sample of what held: each command exits 0 or says one line and exits
+non-zero (no traceback, no signal, no hang), prints no escape byte, keeps its memory flat,
+leaves the bundle (and a merge's target) as it was, and production computes the numbers a
+cold start computes, or refuses in one line.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import random
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import Warm
-from test_fuzz34 import ROW_SUMS, matmul_bundle
+from test_fuzz34 import ROW_SUMS
 
 ROOT = Path(__file__).resolve().parents[1]
 _COLD: list[tuple[str, int]] = []  # what the example computes with no bundle, once per test process
@@ -98,13 +100,15 @@ def big_signatures(bundle: Path, rows: int, each: int) -> None:
     conn.close()
 
 
-def test_oversized_signature_fields_are_never_read_whole(warm: Warm, tmp_path: Path) -> None:
+def test_oversized_signature_fields_are_never_read_whole(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """A `signatures` row's public key and signature (32 and 64 bytes as warm writes them)
     were read whole, whatever their size: 4 rows of 2 x 6 MB made `warm verify` (and `merge`,
     and a trusted-keys reader) hold ~48 MB more, up to ~1 GB over 64 rows. They are bounded
     in SQL now: an oversized one is a corrupt signature entry, named, never loaded."""
-    plain = matmul_bundle(warm, tmp_path / "plain.warm")
-    hostile = matmul_bundle(warm, tmp_path / "hostile.warm")
+    plain = host_bundle(tmp_path / "plain.warm")
+    hostile = host_bundle(tmp_path / "hostile.warm")
     big_signatures(hostile, 4, 6 * MIB)
     before = hostile.read_bytes()
     _, _, _, base = cli(warm, "verify", plain)
@@ -142,14 +146,16 @@ def cold(warm: Warm) -> tuple[str, int]:
     return _COLD[0]
 
 
-def test_a_miss_holds_no_long_toolchain_of_the_bundle_in_memory(warm: Warm, tmp_path: Path) -> None:
+def test_a_miss_holds_no_long_toolchain_of_the_bundle_in_memory(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """A production process's first kernel miss notes what the bundle holds from other
     toolchains (`Bundle.foreign`): its `GROUP BY toolchain` held every toolchain whole in
     SQLite's temporary B-tree, over its limit or not, so six kernels of 6 MB toolchains
     (a 36 MB bundle) made the process hold ~66 MB more. Counted as they stream now, each
     within its bound: the process serves the cold numbers in flat memory."""
     numbers, base = cold(warm)  # a process that compiles every kernel itself
-    hostile = matmul_bundle(warm, tmp_path / "hostile.warm")
+    hostile = host_bundle(tmp_path / "hostile.warm")
     long_values(hostile, "kernels", "toolchain", 6 * MIB)
     before = hostile.read_bytes()
     env = dict(warm.env, WARM_BUNDLE=str(hostile))
@@ -214,13 +220,15 @@ SAMPLE = {
 }
 
 
-def test_a_sample_of_hostile_bundles_against_the_commands(warm: Warm, tmp_path: Path) -> None:
+def test_a_sample_of_hostile_bundles_against_the_commands(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
     """Each sample (bytes flipped in a page, cut at a page, grown by random pages; texts of
     escapes that are no UTF-8; JSON nested 100,000 deep, sizes at 64-bit limits, NULL in a
     NOT NULL column): `stats`, `verify --json` and `merge` exit 0, 1 or say one line and
     exit 2, print no escape, leave the bundle as it was and a merge's target intact when
     it fails; a production process over the last computes the cold numbers."""
-    good = matmul_bundle(warm, tmp_path / "good.warm").read_bytes()
+    good = host_bundle(tmp_path / "good.warm").read_bytes()
     target = tmp_path / "target.warm"
     for name, make in SAMPLE.items():
         bundle = tmp_path / f"{name.replace(' ', '-').replace(',', '')}.warm"
@@ -240,13 +248,13 @@ def test_a_sample_of_hostile_bundles_against_the_commands(warm: Warm, tmp_path: 
 
 
 def test_sqlites_two_line_finding_is_one_line_of_push_and_verify(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
 ) -> None:
     """A header whose incremental-vacuum field is set (byte 64) has SQLite's own check say
     `*** in database main ***` and its finding on two lines: `warm push` (and `warm pull`,
     whose download is checked the same way) refused the bundle in those two lines. SQLite's
     words are one line now, as every refusal is."""
-    bundle = matmul_bundle(warm, tmp_path / "vacuum.warm")
+    bundle = host_bundle(tmp_path / "vacuum.warm")
     data = bytearray(bundle.read_bytes())
     data[64] = 149
     bundle.write_bytes(bytes(data))
