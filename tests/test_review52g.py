@@ -6,19 +6,44 @@ Found:
   the child lacks (glibc hands the new thread that thread's stack), so a child forked while a
   thread measured a tune, that started threads of its own (a server's pool), waited on one of
   them, alive and measuring nothing, on its first call of that tune: for ever.
-Real host runtime (the real C compiler), real fork.
+- A pull by a user whose group only reads a bundle took it over (a merge checks the file
+  writable first): `keep_attributes` read what the group may do from the mode's group bits,
+  which are an ACL's mask where the file has one (`setfacl -m u:reader:r` makes 0644 read
+  0664), so Alice's bundle, her group's to read only (ACL `group::r--`, mask `rw-`), pulled
+  over by Bob of that group became Bob's, `user::rw-` now his, Alice left to read it as one
+  of the group: Bob took what the file never let him write. Refused now, as the same bundle
+  without an ACL (0644) is.
+Real host runtime (the real C compiler), real fork; several users by `setpriv` (root only).
 """
 
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
+from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
+import pytest
+from conftest import Warm
+from test_remote import Store, http_store  # noqa: F401  (fixture)
+from test_trial52b import (
+    ALICE,
+    BOB,
+    FLEET,
+    READER,
+    _bundle,
+    _env,
+    _warm,
+    as_root,
+    shared,  # noqa: F401  (fixture)
+)
 
 from warmcli import Kernel, Runtime, Tunable
 from warmcli.backends.host import HostDevice
+from warmcli.bundle.replacing import ACL
 from warmcli.execution import ProcessMode, ProcessModeOverride
 
 SRC = "void add(float *x, int n) { for (int i = 0; i < n; i++) x[i] += STEP; }"
@@ -81,3 +106,30 @@ def test_a_child_forked_while_a_thread_measures_a_tune_measures_it_itself() -> N
         rt.close()
     assert code is not None, "the child's tune waited for ever on a thread measuring nothing"
     assert code == 0, code  # 4: no thread of the child's took the measurer's ident (unchecked)
+
+
+@as_root
+def test_a_pull_by_a_member_its_acl_lets_only_read_keeps_its_owner(
+    warm: Warm,
+    shared: Path,  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    target = shared / "b.warm"
+    before = _bundle(target, ALICE, FLEET, 0o644)  # Alice's; her group's to read
+    store.files["/b.warm"] = _bundle(shared / "new.warm", 0, 0, 0o644)
+    none = 0xFFFFFFFF  # user::rw- user:READER:r-- group::r-- mask::rw- other::r-- (0664)
+    entries = [(1, 6, none), (2, 4, READER), (4, 4, none), (0x10, 6, none), (0x20, 4, none)]
+    acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    try:
+        os.setxattr(target, ACL, acl)
+    except OSError as exc:
+        pytest.skip(f"no ACL here ({exc.strerror})")
+    assert target.stat().st_mode & 0o777 == 0o664  # the mask's bits, not the group's
+    env = _env(warm, shared / "bob")
+    refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", target, env=env)
+    st = target.stat()
+    assert (st.st_uid, target.read_bytes()) == (ALICE, before), refused.stderr  # was Bob's
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "cannot keep its owner, to whom its ACL gives more than to its group" in refused.stderr
+    assert os.getxattr(target, ACL) == acl
