@@ -12,7 +12,9 @@ Found:
   0664), so Alice's bundle, her group's to read only (ACL `group::r--`, mask `rw-`), pulled
   over by Bob of that group became Bob's, `user::rw-` now his, Alice left to read it as one
   of the group: Bob took what the file never let him write. Refused now, as the same bundle
-  without an ACL (0644) is.
+  without an ACL (0644) is. So was one no user may write (0444, or 0000: its owner's to
+  chmod, its group's to read): a member pulling over it became its owner (a merge refuses
+  it: not writable by you).
 - `said` (what a store says, made one line, its URLs masked) took 10 s of CPU for a run of
   65,000 letters (a store's reason phrase: http.client reads 64 KiB of a status line; an S3
   error's Message, its body, any size: minutes for 256 KiB): its URL pattern's unbounded
@@ -137,6 +139,23 @@ def test_a_pull_by_a_member_its_acl_lets_only_read_keeps_its_owner(
     assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
     assert "cannot keep its owner, to whom its ACL gives more than to its group" in refused.stderr
     assert os.getxattr(target, ACL) == acl
+
+
+@as_root
+def test_a_pull_by_a_member_over_a_bundle_none_may_write_keeps_its_owner(
+    warm: Warm,
+    shared: Path,  # noqa: F811
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    store, base, _ = http_store
+    target = shared / "b.warm"
+    before = _bundle(target, ALICE, FLEET, 0o444)  # Alice's to chmod; her group's to read
+    store.files["/b.warm"] = _bundle(shared / "new.warm", 0, 0, 0o644)
+    refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", target, env=_env(warm, shared / "b"))
+    st = target.stat()
+    assert (st.st_uid, target.read_bytes()) == (ALICE, before), refused.stderr  # was Bob's
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "cannot keep its owner, and may not write it; nothing pulled" in refused.stderr
 
 
 def test_what_a_store_says_at_length_is_made_one_line_at_once() -> None:

@@ -156,7 +156,7 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
     the rewriter's group (a folder without the setgid bit gives a new file the rewriter's),
     nor without the ACL that let another user read it. With an ACL, what its group may do is
     its `group::` entry within its mask (the mode's group bits): a member it lets read only
-    never takes the file over."""
+    never takes the file over, nor does one who may not write it (0444: its owner's to chmod)."""
     if os.stat(tmp).st_uid != kept.st_uid:
         with contextlib.suppress(PermissionError):  # root's: the owner kept too
             os.chown(tmp, kept.st_uid, kept.st_gid)
@@ -176,6 +176,8 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
         return f"cannot keep its owner, to whom its mode 0{mode:o} gives more than to its group"
     if now.st_uid != kept.st_uid and acl is not None and owners & ~(groups & _group_entry(acl)):
         return "cannot keep its owner, to whom its ACL gives more than to its group"
+    if now.st_uid != kept.st_uid and not os.access(real, os.W_OK):  # 0444: its owner's to chmod
+        return "cannot keep its owner, and may not write it"
     if acl is not None:
         os.setxattr(tmp, ACL, acl)
     os.chmod(tmp, stat.S_IMODE(kept.st_mode))  # after the ACL: its mask is the group's bits
