@@ -101,7 +101,10 @@ def _shut(sock: socket.socket) -> None:
 
 # A URL within a message (botocore names its endpoint's, `AWS_ENDPOINT_URL`, whole), and the
 # header value http.client echoes whole when it refuses one (`AWS_SESSION_TOKEN` with a CR).
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+# A scheme of 32 characters at most: unbounded, a run of letters with no `://` after it (a
+# store's 64 KiB reason phrase, an S3 error's Message) was scanned from each of its letters to
+# its end (10 s for 65,000); a longer run before `://` is matched from its last 32.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s\"'<>]+")
 _HEADER = re.compile(r"(Invalid header value)\b.*", re.S)
 
 

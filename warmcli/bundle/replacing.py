@@ -39,6 +39,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,7 +154,9 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
     caller leaves `real` as it is. A group-shared bundle (0664 in a 2775 folder, as Git's
     `core.sharedRepository` keeps one) rewritten by another member stays the fleet's: never
     the rewriter's group (a folder without the setgid bit gives a new file the rewriter's),
-    nor without the ACL that let another user read it."""
+    nor without the ACL that let another user read it. With an ACL, what its group may do is
+    its `group::` entry within its mask (the mode's group bits): a member it lets read only
+    never takes the file over, nor does one who may not write it (0444: its owner's to chmod)."""
     if os.stat(tmp).st_uid != kept.st_uid:
         with contextlib.suppress(PermissionError):  # root's: the owner kept too
             os.chown(tmp, kept.st_uid, kept.st_gid)
@@ -163,18 +166,33 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
             os.chown(tmp, -1, kept.st_gid)  # a group this user is in: allowed
     except PermissionError:
         return "cannot keep its owner and group"
-    owners, groups = (kept.st_mode >> 6) & 7, (kept.st_mode >> 3) & 7
-    if now.st_uid != kept.st_uid and owners & ~groups:
-        mode = stat.S_IMODE(kept.st_mode)
-        return f"cannot keep its owner, to whom its mode 0{mode:o} gives more than to its group"
     try:
         acl = os.getxattr(real, ACL)
     except OSError:  # none (ENODATA), or a file system without ACLs
         acl = None
+    owners, groups = (kept.st_mode >> 6) & 7, (kept.st_mode >> 3) & 7  # with an ACL: its mask
+    if now.st_uid != kept.st_uid and owners & ~groups:
+        mode = stat.S_IMODE(kept.st_mode)
+        return f"cannot keep its owner, to whom its mode 0{mode:o} gives more than to its group"
+    if now.st_uid != kept.st_uid and acl is not None and owners & ~(groups & _group_entry(acl)):
+        return "cannot keep its owner, to whom its ACL gives more than to its group"
+    if now.st_uid != kept.st_uid and not os.access(real, os.W_OK):  # 0444: its owner's to chmod
+        return "cannot keep its owner, and may not write it"
     if acl is not None:
         os.setxattr(tmp, ACL, acl)
     os.chmod(tmp, stat.S_IMODE(kept.st_mode))  # after the ACL: its mask is the group's bits
     return ""
+
+
+def _group_entry(acl: bytes) -> int:
+    """What an access ACL's `group::` entry lets the owning group do (rwx bits; the mode's
+    group bits are the ACL's mask, an upper bound only): Linux's xattr, a 4-byte version, then
+    8-byte entries (tag, perm, id); 0 where it holds none (refused: nothing presumed)."""
+    for at in range(4, len(acl) - 7, 8):
+        tag, perm = struct.unpack_from("<HH", acl, at)
+        if tag == 0x04:  # ACL_GROUP_OBJ
+            return perm & 7
+    return 0
 
 
 def _stat_or_none(path: Path) -> os.stat_result | None:

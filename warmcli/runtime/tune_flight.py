@@ -9,7 +9,9 @@ again; where it put nothing they measure in turn). No wait can close a cycle: th
 measuring a key is never held for it (a tune nested in its own launch function), nor is a thread
 whose wait would close a loop (thread A measuring X, whose launch function tunes Y, while B
 measures Y, whose launch function tunes X): it measures as before, at once with the other. A
-waiter whose measurer is gone (a thread a forked child lacks) measures itself. The module owns
+waiter whose measurer is gone (a thread a forked child lacks) measures itself: a measurer is its
+`Thread`, not its ident, which a child's new thread takes again (glibc hands it the stack of a
+thread the child lacks: a waiter would wait on it, measuring nothing, for ever). The module owns
 the keys being measured and the threads waiting on them (under a lock a fork renews); it never
 measures, looks a record up or prints.
 """
@@ -31,20 +33,20 @@ class Flights:
 
     def __init__(self) -> None:
         self._lock = new_lock(self)
-        self._owners: dict[str, int] = {}  # tune key -> the thread measuring it
-        self._waiting: dict[int, str] = {}  # thread -> the tune key it waits for
+        self._owners: dict[str, threading.Thread] = {}  # tune key -> the thread measuring it
+        self._waiting: dict[threading.Thread, str] = {}  # thread -> the tune key it waits for
 
     @contextmanager
     def measuring(self, key: str) -> Iterator[bool]:
         """True: this thread measures `key` (or measures at once with another, where waiting
         would close a cycle); False: another thread measured it meanwhile, after a wait:
         look it up again."""
-        me = threading.get_ident()
+        me = threading.current_thread()
         with self._lock:
             owner = self._owners.get(key)
             if owner is None:
                 self._owners[key] = me
-            elif owner != me and not self._closes_cycle(owner, me):
+            elif owner is not me and not self._closes_cycle(owner, me):
                 self._waiting[me] = key
         if owner is None:
             try:
@@ -53,7 +55,7 @@ class Flights:
                 with self._lock:
                     del self._owners[key]
             return
-        if owner == me or me not in self._waiting:  # nested, or a cycle: measured as before
+        if owner is me or me not in self._waiting:  # nested, or a cycle: measured as before
             yield True
             return
         try:
@@ -63,28 +65,28 @@ class Flights:
                 del self._waiting[me]
         yield False
 
-    def _closes_cycle(self, owner: int, me: int) -> bool:
+    def _closes_cycle(self, owner: threading.Thread, me: threading.Thread) -> bool:
         """Whether `owner` waits, through the threads it waits on, for a key `me` measures."""
         seen = set()
-        at: int | None = owner
+        at: threading.Thread | None = owner
         while at is not None and at not in seen:
             seen.add(at)
             waited = self._waiting.get(at)
             at = self._owners.get(waited) if waited is not None else None
-            if at == me:
+            if at is me:
                 return True
         return False
 
-    def _wait(self, key: str, owner: int) -> None:
+    def _wait(self, key: str, owner: threading.Thread) -> None:
         """Until `owner` no longer measures `key`, or is gone (a fork's child lacks it)."""
         pause, slowest = _POLL_SECONDS
         while True:
             with self._lock:
-                if self._owners.get(key) != owner:
+                if self._owners.get(key) is not owner:
                     return
-            if not any(t.ident == owner for t in threading.enumerate()):
+            if not any(t is owner for t in threading.enumerate()):
                 with self._lock:
-                    if self._owners.get(key) == owner:
+                    if self._owners.get(key) is owner:
                         del self._owners[key]  # its measurer is gone: a waiter measures
                 return
             time.sleep(pause)
