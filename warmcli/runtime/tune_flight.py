@@ -11,7 +11,10 @@ whose wait would close a loop (thread A measuring X, whose launch function tunes
 measures Y, whose launch function tunes X): it measures as before, at once with the other. A
 waiter whose measurer is gone (a thread a forked child lacks) measures itself: a measurer is its
 `Thread`, not its ident, which a child's new thread takes again (glibc hands it the stack of a
-thread the child lacks: a waiter would wait on it, measuring nothing, for ever). The module owns
+thread the child lacks: a waiter would wait on it, measuring nothing, for ever). A wait lasts
+`LONGEST_WAIT` at most, then the waiter measures at once with the measurer, as before warm 52:
+never a hang where the measurer waits on the waiter (a candidate's launch function meeting a
+barrier across threads), only a long tune measured by more than one thread. The module owns
 the keys being measured and the threads waiting on them (under a lock a fork renews); it never
 measures, looks a record up or prints.
 """
@@ -26,6 +29,7 @@ from contextlib import contextmanager
 from warmcli.forking import new_lock
 
 _POLL_SECONDS = (0.0005, 0.02)  # a waiter's first look again, and its slowest
+LONGEST_WAIT = 2.0  # seconds a waiter waits for a measurer before it measures too
 
 
 class Flights:
@@ -39,8 +43,8 @@ class Flights:
     @contextmanager
     def measuring(self, key: str) -> Iterator[bool]:
         """True: this thread measures `key` (or measures at once with another, where waiting
-        would close a cycle); False: another thread measured it meanwhile, after a wait:
-        look it up again."""
+        would close a cycle or lasted `LONGEST_WAIT`); False: another thread measured it
+        meanwhile, after a wait: look it up again."""
         me = threading.current_thread()
         with self._lock:
             owner = self._owners.get(key)
@@ -59,11 +63,11 @@ class Flights:
             yield True
             return
         try:
-            self._wait(key, owner)
+            done = self._wait(key, owner)
         finally:
             with self._lock:
                 del self._waiting[me]
-        yield False
+        yield not done
 
     def _closes_cycle(self, owner: threading.Thread, me: threading.Thread) -> bool:
         """Whether `owner` waits, through the threads it waits on, for a key `me` measures."""
@@ -77,17 +81,21 @@ class Flights:
                 return True
         return False
 
-    def _wait(self, key: str, owner: threading.Thread) -> None:
-        """Until `owner` no longer measures `key`, or is gone (a fork's child lacks it)."""
+    def _wait(self, key: str, owner: threading.Thread) -> bool:
+        """Until `owner` no longer measures `key`, or is gone (a fork's child lacks it): True;
+        False once `LONGEST_WAIT` passed (then this thread measures too)."""
         pause, slowest = _POLL_SECONDS
+        given_up = time.monotonic() + LONGEST_WAIT
         while True:
             with self._lock:
                 if self._owners.get(key) is not owner:
-                    return
-            if not any(t is owner for t in threading.enumerate()):
+                    return True
+            if not owner.is_alive():  # (a fork's child: every thread but its own stopped)
                 with self._lock:
                     if self._owners.get(key) is owner:
                         del self._owners[key]  # its measurer is gone: a waiter measures
-                return
+                return True
+            if time.monotonic() >= given_up:
+                return False
             time.sleep(pause)
             pause = min(pause * 2, slowest)
