@@ -9,8 +9,8 @@ again; where it put nothing they measure in turn). No wait can close a cycle: th
 measuring a key is never held for it (a tune nested in its own launch function), nor is a thread
 whose wait would close a loop (thread A measuring X, whose launch function tunes Y, while B
 measures Y, whose launch function tunes X): it measures as before, at once with the other. A
-waiter whose measurer is gone (a thread a forked child lacks) measures itself. The module owns
-the keys being measured and the threads waiting on them (under a lock a fork renews); it never
+waiter whose measurer is gone (a thread a forked child lacks) measures itself. Each runtime's
+`Flights` owns its keys being measured and their waiters (under a lock a fork renews); it never
 measures, looks a record up or prints.
 """
 
