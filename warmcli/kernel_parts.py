@@ -9,7 +9,8 @@ its `#define` line; `not_identifier` says why an entry is none (a template insta
 name expression, told what to declare instead). Every refusal is a `TypeError`/`ValueError`
 naming the kernel's entry.
 `stored` reads options or defines back from a bundle's (untrusted) text, as
-`warmcli.kernel.key_components` writes them, and `source_digest` its source's digest;
+`warmcli.kernel.key_components` writes them, `source_digest` its source's digest and
+`headers_digest` its headers' (as a listing shows it); `NATIVE_OPTION` tells `-march=native`;
 `key_of` recomputes a kernel's key from the parts such a row keeps (its content hash,
 arch, headers, toolchain; `arch_keys` for many archs at once), and `cubin_archs` names the
 archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM;

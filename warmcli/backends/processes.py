@@ -18,7 +18,7 @@ user's; any other child's is the temporary folder Python found usable, where the
 names none (missing, no folder) or names it relative to this process's working folder:
 nvcc writes its intermediate files there and, unlike gcc, does not fall back; a compiler
 never gets `LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child
-prints is read as it comes, to the end, and only its first and last kB are kept
+prints is read as it comes, to the end, and only its first 32 KiB and last 8 KiB are kept
 (`kept_output`; a probe's whole up to 4 MiB, `probe`, as warm parses it): a compiler
 that prints a million lines costs no more memory than one that prints a page, and its pipe
 never fills. Nothing here decides what runs, parses what a child prints, or prints. It
@@ -204,7 +204,7 @@ def run(
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
     with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
     `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`, its
-    first `head` bytes and last kB: `cut` where that left something out). On a timeout, or
+    first `head` bytes and last 8 KiB: `cut` where that left something out). On a timeout, or
     an exception here (Ctrl-C), its whole group is killed and reaped; the timeout is
     returned (`timed_out`, with what it printed until then), the exception raised."""
     import locale

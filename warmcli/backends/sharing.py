@@ -55,7 +55,7 @@ helper's read `warm_<key>_h`).
 `shares_unit` is that test, conservative, on the kernel's own text (its source, its options,
 defines' names and values, its entry); a kernel that fails it is compiled in a unit of its
 own, exactly as alone (`warmcli.backends.batch.plan_groups`), so no neighbour changes its
-binary. Pure functions over text: the only state is a bounded memo per source text; no
+binary. Pure functions over text: the only state is bounded memos per source text; no
 compiler runs here.
 """
 

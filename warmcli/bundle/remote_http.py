@@ -8,8 +8,9 @@ whole file, conditional on what the store's HEAD says it holds (`If-Match` its E
 `If-None-Match: *` where there is none), none where it holds this very file
 (`push_copy.held`). Credentials a URL names (`https://user:pass@host/`, `https://token@host/`)
 are sent as HTTP Basic auth to its own origin only (`http_open.urlopen`), and never shown:
-every message names the URL as `location.shown` does. It owns no state beyond the last HEAD's
-answer and the last download's trusted date, and never prints.
+every message names the URL as `location.shown` does. Each store owns only the last HEAD's
+answer, the last download's trusted date and whether the store took its upload (`sent`);
+it never prints.
 """
 
 from __future__ import annotations

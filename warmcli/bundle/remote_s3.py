@@ -19,7 +19,8 @@ the store's next silence of a read's wait: one that drips faster keeps it, for d
 a long-running process asking a store that drips holds a bounded number of threads and sockets.
 botocore reads an answer's body whole into memory (an error's, a PUT's): at most
 `MAX_ANSWER` bytes of it are read (`_Capped`), whatever length the store says or sends.
-It owns no state beyond its client (and the names of the threads it starts) and never prints.
+Each store owns only its client, whether the store took its upload (`sent`) and the names of
+the threads it starts; it never prints.
 """
 
 from __future__ import annotations

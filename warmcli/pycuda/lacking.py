@@ -7,7 +7,8 @@ an attribute of a module, class or instance (`drv.mem_get_info`, `Device.make_co
 a name imported from a module (`from pycuda.compiler import DynamicSourceModule`, which
 Python would turn into its own `cannot import name ... (unknown location)`), or a submodule
 (`pycuda.elementwise`: `LackingFinder`, last on `sys.meta_path` while they stand in). Each
-is one `AttributeError`, `ImportError` or `ModuleNotFoundError` naming the stand-in. A
+is one `AttributeError`, `ImportError` or `ModuleNotFoundError` naming the stand-in (what
+warm never gives, on a GPU either, says so: `NEVER_GIVEN`, PyCUDA's `CompileError`). A
 dunder stays a plain AttributeError (Python's own protocols ask for those). No state.
 """
 

@@ -14,8 +14,8 @@ waiter whose measurer is gone (a thread a forked child lacks) measures itself: a
 thread the child lacks: a waiter would wait on it, measuring nothing, for ever). A wait lasts
 `LONGEST_WAIT` at most, then the waiter measures at once with the measurer, as before warm 52:
 never a hang where the measurer waits on the waiter (a candidate's launch function meeting a
-barrier across threads), only a long tune measured by more than one thread. The module owns
-the keys being measured and the threads waiting on them (under a lock a fork renews); it never
+barrier across threads), only a long tune measured by more than one thread. Each runtime's
+`Flights` owns its keys being measured and their waiters (under a lock a fork renews); it never
 measures, looks a record up or prints.
 """
 

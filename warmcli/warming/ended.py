@@ -23,7 +23,8 @@ misses are closed), it builds cold what it needs and nothing of it is stored.
 Each pass waits so too, once its entry returned and before it stores or is judged
 (`wait_under_way`): a daemon thread's tune still measured as the entry returned is the pass's,
 stored and counted (it was stored by no pass, its kernels were), once; a call given up on there
-is not waited for again here. The module never prints."""
+is not waited for again here. Its one state: the calls a wait gave up on (`_GIVEN_UP`,
+forgotten as each returns); it never prints."""
 
 from __future__ import annotations
 

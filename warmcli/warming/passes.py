@@ -22,9 +22,11 @@ anything is written (`warmcli.bundle.consistency`). Interrupted (`KeyboardInterr
 or SIGTERM handler raises), what was built and measured so far is stored and `RunInterrupted` says
 how much (a store and its count are one step, `held_interrupts`, under the write lock taken first,
 so that Ctrl-C stops a wait for another writer at once: one landing as it commits is
-answered once counted; a later store the disk refuses says what earlier ones kept); a workload that
-raised or exited once a store committed says what it kept too (`kept_after`), and one whose own
-code raised in the second pass, the first having run it through, says that (`_ran_before`). A
+answered once counted; a later store the disk refuses says what earlier ones kept; a bundle
+this process may not write, that lacked only times of use, is served read-only: `unwritten`);
+a workload that raised or exited once a store committed says what it kept too (`kept_after`),
+and one whose own code raised in the second pass, the first having run it through, says that
+(`_ran_before`). A
 host runtime the workload asks for during a pass on another device is the run's own
 (`warmcli.warming.companions`): warmed, stored and verified beside the others (its compiler
 listed in `compilers`). Each pass announces itself to the crash journal

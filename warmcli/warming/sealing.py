@@ -1,10 +1,10 @@
 """What a run does to its bundle once both warming passes stored all: it records the run
-(`warmcli.bundle.run_record`: which workload, which shard of how many; not in a signed
-bundle it stored nothing in and signs not), then signs what the run may vouch for, or
-says that what it stored is unsigned. The record is written in the run's last store where
-there is one (`join_record`: one commit), else by `seal`; a disk refusing the record or the
-signature once the run stored is said so (the entries kept), and so is a run stopped by an
-interrupt or by its workload's error once it stored (`kept_after`). It owns no state and never
+(`warmcli.bundle.run_record`: which workload, which shard of how many; not in a bundle it stored
+nothing in and signs not, where that is signed or this process may not write it), then signs what
+the run may vouch for, or says that what it stored is unsigned. The record is written in the run's
+last store where there is one (`join_record`: one commit), else by `seal`; a disk refusing the
+record or the signature once the run stored is said so (the entries kept), and so is a run stopped
+by an interrupt or by its workload's error once it stored (`kept_after`). It owns no state and never
 prints.
 """
 

@@ -20,8 +20,9 @@ The compiler is `WARM_CC`, else `cc`, run in a scratch directory (a relative inc
 folder, a header read first by a relative name found in the working folder, `-include h`,
 and the relative entries of `CPATH` are given as the working folder's, as the key reads
 them). This module owns that scratch directory per call and, per process, the identity of
-each cc it was asked for (as `probe` remembers cc's line; across processes, whole, while
-nothing it was found by moved: `host.identity`): it never loads what it builds and
+each cc it was asked for (as `probe` remembers cc's line, with this CPU where cc is a wrapper
+script tuning for it, `_tuned`; across processes, whole, while nothing it was found by moved:
+`host.identity`): it never loads what it builds and
 keeps no cache of it, but reads its ELF header: a compile that exits 0 with no loadable
 shared object (a kernel option such as `-c` or `-fsyntax-only` stopped cc
 before it linked) is that group's compile failure, never a binary stored and then refused
@@ -32,7 +33,8 @@ folder in the linker's system root, `-L=/lib`, `-Wl,--sysroot=`, compiler progra
 `-B prefix`, `-B..` running `../as`, or the linker `-fuse-ld=` picks), another source to
 compile (`/opt/x.c`, any file after `-x c`: its headers unkeyed), a file the kernel's assembly
 reads (`.incbin`, `.INCBIN`; not in a C comment) or the source as another language (`-x c++`),
-refused before cc runs (`warmcli.backends.host.refused`).
+refused before cc runs (`warmcli.backends.host.refused`); so is a `specs` file cc reads only
+through `LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc: `_library_specs`).
 """
 
 from __future__ import annotations
