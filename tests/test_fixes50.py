@@ -1,13 +1,13 @@
 """Two user-facing leftovers, fixed.
 
-A compiler's huge log: a failing C compiler (WARM_CC) that prints 200,000 lines made
-`warm run` hold all of it, take its time escaping it and print every line (a million lines
-took 123 s, 40 CPU-s, and printed 20 MB). What warm keeps of a compiler's output is now its
-first and last kB with a line saying how much was left out (`warmcli.backends.kept_output`),
-read to the end without being held: the real CLI prints one bounded error holding the
-compiler's first errors and its last line; `processes.run` of a child printing 64 MB stays
-flat in memory (a fresh Python, its peak measured); NVRTC's log of 3,000 warnings (342 kB)
-is bounded alike; the bound itself, line by line.
+A compiler's huge log: a failing C compiler (WARM_CC) that prints 200,000 lines made `warm run`
+hold all of it, take its time escaping it and print every line (a million lines took 123 s, 40
+CPU-s, and printed 20 MB). What warm keeps of a compiler's output is now its first 32 KiB and
+last 8 KiB with a line saying how much was left out (`warmcli.backends.kept_output`), read to
+the end without being held: the real CLI prints one bounded error holding the compiler's first
+errors and its last line; `processes.run` of a child printing 64 MB stays flat in memory (a
+fresh Python, its peak measured); NVRTC's log of 3,000 warnings (342 kB) is bounded alike; the
+bound itself, line by line.
 
 A read-only bundle that holds all a run reaches: `warm run` failed on it (`cannot write the
 bundle (attempt to write a readonly database)`, exit 2) though it had nothing to store, only
