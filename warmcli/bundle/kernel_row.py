@@ -184,8 +184,8 @@ _BUILT_SINCE = (
     "b.size = length(b.data) AND b.size > 0"
 )
 # A use (`Bundle.touch`, a merge's) moves `last_used` on, never back (a clock behind, 1970); a
-# time that is no number (text, a blob) is replaced
-TOUCH = "UPDATE kernels SET last_used = max(?, last_used + 0) WHERE key = ?"
+# time that is no number (text, a blob, a NULL no schema of warm's holds) is replaced
+TOUCH = "UPDATE kernels SET last_used = max(?, ifnull(last_used + 0, 0)) WHERE key = ?"
 
 
 def write_kernel_row(
