@@ -2,12 +2,13 @@
 one line: `WorkerCrash` (a signal outside any candidate, an interrupt, the workload's own
 `os._exit`) and `CrashedCandidate` (a tune candidate that crashed it, now excluded), and the
 signals that count as a crash; `exit_crash_line` and `exit_code_line`, the lines of its exit
-functions' crash or `os._exit`. No
+functions' crash or `os._exit`; `exit_function_name`, the name said of one that raised. No
 state; it never signals, forks or prints.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 
 from warmcli.records import Record
@@ -82,3 +83,18 @@ class CrashedCandidate(Record, frozen=False):
     @property
     def reason(self) -> str:
         return f"crashed ({signal_name(self.signal)})"
+
+
+# Python 3.13's `atexit` hands an exit function that raised to `sys.unraisablehook` with no
+# object, its repr in the message instead (3.11 and 3.12: the function, a bare message).
+_NAMED_IN_MESSAGE = re.compile(r"callback <(?:bound method|(?:built-in )?function) ([\w.<>]+)")
+
+
+def exit_function_name(function: object, message: str | None) -> str:
+    """The name said of an exit function that raised: its `__qualname__`, else the name in
+    the message of an `atexit` callback that raised (3.13), else `a finalizer`."""
+    name = getattr(function, "__qualname__", None)
+    if name is None and function is None:
+        found = _NAMED_IN_MESSAGE.search(message or "")
+        name = found.group(1) if found else None
+    return name or "a finalizer"
