@@ -58,7 +58,7 @@ from warmcli.interrupted import exit_status, failing_status
 from warmcli.pool_tasks import ended_by_refused, found_in
 from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
-from warmcli.warming.crashes import exit_function_name
+from warmcli.warming.crashes import exit_function_name, threading_exit_function
 from warmcli.warming.stop_signals import stopped_by_signal
 
 
@@ -376,7 +376,7 @@ def run_exit_functions() -> None:
     try:
         calls = getattr(threading, "_threading_atexits", [])
         for call in reversed(list(calls)):  # as `threading._shutdown` calls them
-            made = getattr(call, "func", call)  # (registered as a `functools.partial`)
+            made = threading_exit_function(call)  # (a `functools.partial`; 3.13: a lambda)
             if getattr(made, "__module__", "") == "concurrent.futures.process":
                 calls.remove(call)
                 try:
