@@ -132,6 +132,27 @@ def test_a_ctrl_c_while_a_fork_waits_releases_only_what_it_took() -> None:
     assert "un-acquired" not in proc.stderr and "ignored" not in proc.stderr, proc.stderr
 
 
+# 3.13 shows its warning of a multi-threaded fork after the fork's hooks, and drops what is
+# raised there: a Ctrl-C sent again while it was shown (here a slow display) was lost.
+SLOW_FORK_WARNING = """
+import sys, time, warnings
+warnings.simplefilter("always", DeprecationWarning)
+warnings.showwarning = lambda *a, **k: time.sleep(1) or sys.stderr.write("fork warned\\n")
+"""
+
+
+def test_a_ctrl_c_sent_again_while_the_fork_warns_is_not_lost() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SLOW_FORK_WARNING + CTRL_C_WHILE_A_FORK_WAITS],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert "forked" not in proc.stdout and proc.stderr.endswith("KeyboardInterrupt\n"), proc.stderr
+    assert "ignored" not in proc.stderr, proc.stderr
+
+
 SERVE_COUNTING_GETPID = """
 import os, runpy, sys
 import warmcli

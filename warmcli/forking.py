@@ -249,7 +249,7 @@ def _answer(handler: Any) -> Callable[[int, Any], None]:
     there) kept to end the process at exit (`_stops_at_exit`)."""
 
     def answer(signum: int, frame: Any) -> None:  # (a stop sent since, or the one sent again)
-        if _within(frame, _before, _after_in_parent):  # (a pre-fork loop's next): once out
+        if _in_fork(frame):  # (a pre-fork loop's next, or 3.13's fork warning): once out
             with _UNSENT_LOCK[0]:
                 _UNSENT[signum] = (answer, handler)
             _thread.start_new_thread(_send_again, (signum,))
@@ -288,13 +288,20 @@ def _within(frame: FrameType | None, *functions: Any) -> bool:
     return frame is not None
 
 
+def _in_fork(frame: FrameType | None) -> bool:
+    """Whether `frame` is in a fork's functions, where what a handler raises is only printed
+    (`_before`, `_after_in_parent`) or dropped: 3.13's `os.fork` shows its warning of a
+    multi-threaded fork (`warnings._showwarnmsg`) after `_after_in_parent` and drops what is
+    raised there (a Ctrl-C sent again as the warning was shown was lost)."""
+    shown = getattr(sys.modules.get("warnings"), "_showwarnmsg", None)
+    return _within(frame, _before, _after_in_parent, shown)
+
+
 def _send_again(signum: int) -> None:
     """Send `signum` to this process again, if not yet sent, once the main thread is out of the
     fork's functions (in them, what the handler raises is only printed: a next fork's too)."""
     main, frames = threading.main_thread(), getattr(sys, "_current_frames", dict)
-    while main is not threading.current_thread() and _within(
-        frames().get(main.ident), _before, _after_in_parent
-    ):
+    while main is not threading.current_thread() and _in_fork(frames().get(main.ident)):
         time.sleep(0.0005)
     with _UNSENT_LOCK[0]:
         if _UNSENT.pop(signum, None) is not None:

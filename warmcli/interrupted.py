@@ -177,6 +177,7 @@ _HITS = os.path.join("warmcli", "runtime", "hits.py")  # the hit table's callbac
 _FORK_HOOKS = (  # the `os.register_at_fork` hooks of warm's, by file: their functions' names
     (os.path.join("warmcli", "forking.py"), ("_before", "_after_in_parent", "_renew")),
     (os.path.join("warmcli", "warming", "child_signals.py"), ("_before", "_after", "<lambda>")),
+    (os.sep + "warnings.py", ("_showwarnmsg",)),  # 3.13's fork warning, shown after the hooks
 )
 _OUT_WAIT = 1.0  # the most seconds a signal sent again waits for the main thread to leave
 
@@ -186,7 +187,8 @@ def in_quiet_callback(frame: object) -> bool:
     what it raises is only printed: importlib's weakref callback (a module lock collected),
     the launch hit table's (a kernel object gone: `warmcli.runtime.hits._gone`), or a fork's
     hooks (`warmcli.forking`'s, as `warm run` forks its worker: the stop was lost there; and
-    `warmcli.warming.child_signals`')."""
+    `warmcli.warming.child_signals`'), or the warning of a multi-threaded fork that 3.13's
+    `os.fork` shows after them (what is raised there is dropped: the stop was lost)."""
     while (code := getattr(frame, "f_code", None)) is not None:
         name, file = code.co_name, code.co_filename
         if (

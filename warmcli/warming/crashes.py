@@ -2,12 +2,16 @@
 one line: `WorkerCrash` (a signal outside any candidate, an interrupt, the workload's own
 `os._exit`) and `CrashedCandidate` (a tune candidate that crashed it, now excluded), and the
 signals that count as a crash; `exit_crash_line` and `exit_code_line`, the lines of its exit
-functions' crash or `os._exit`. No
+functions' crash or `os._exit`; `exit_function_name`, the name said of one that raised, and
+`threading_exit_function`, the function behind one of `threading`'s exit calls (each as Python
+3.11 to 3.13 hands it). No
 state; it never signals, forks or prints.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
 import signal
 
 from warmcli.records import Record
@@ -82,3 +86,29 @@ class CrashedCandidate(Record, frozen=False):
     @property
     def reason(self) -> str:
         return f"crashed ({signal_name(self.signal)})"
+
+
+# Python 3.13's `atexit` hands an exit function that raised to `sys.unraisablehook` with no
+# object, its repr in the message instead (3.11 and 3.12: the function, a bare message).
+_NAMED_IN_MESSAGE = re.compile(r"callback <(?:bound method|(?:built-in )?function) ([\w.<>]+)")
+
+
+def exit_function_name(function: object, message: str | None) -> str:
+    """The name said of an exit function that raised: its `__qualname__`, else the name in
+    the message of an `atexit` callback that raised (3.13), else `a finalizer`."""
+    name = getattr(function, "__qualname__", None)
+    if name is None and function is None:
+        found = _NAMED_IN_MESSAGE.search(message or "")
+        name = found.group(1) if found else None
+    return name or "a finalizer"
+
+
+def threading_exit_function(call: object) -> object:
+    """The function `threading._register_atexit` registered as `call`: a `functools.partial`'s
+    (3.11, 3.12), or the one the lambda 3.13 registers holds (`func`); else `call` itself."""
+    made = getattr(call, "func", None)
+    if made is None:
+        code, cells = getattr(call, "__code__", None), getattr(call, "__closure__", None) or ()
+        with contextlib.suppress(Exception):  # (a call of some other make: itself)
+            made = dict(zip(code.co_freevars, cells, strict=True))["func"].cell_contents
+    return call if made is None else made

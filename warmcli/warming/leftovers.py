@@ -19,15 +19,14 @@ the workload: its first line (`named`: after its kind; or its message on one lin
 `ThreadRaised.rose_from` the pass's refusal it rose from or holds, else a group's first, after it),
 and the `file:line` in the workload's file where it rose (else in the user's own code: a
 package the file imports); `argparse_hint` what to do where its `sys.exit` is argparse's
-parsing no arguments (sys.argv's).
-`stdout_reader_gone` tells a `| head` whose reader left (the worker ends on it with exit
-1, as Python does, at the workload's import too: `import_raised`, what an import that
-raised raises in the worker, a `sys.exit` of the workload's own stop signal handler a stop:
-`warmcli.warming.stop_signals`). No state; it never runs a workload's entry
-itself (only the exit functions the workload left, in the worker). It writes on stderr
-only where Python would, in a process of the workload's: a forked child's last words, and
-one line for an exit function that raised (in the worker, within the output its caller
-names: `warmcli.warming.isolation`); else a note of the pass.
+parsing no arguments (sys.argv's). `stdout_reader_gone` tells a `| head` whose reader left (the
+worker ends on it with exit 1, as Python does, at the workload's import too: `import_raised`, what
+an import that raised raises in the worker, a `sys.exit` of the workload's own stop signal handler
+a stop: `warmcli.warming.stop_signals`). No state; it never runs a workload's entry itself (only
+the exit functions the workload left, in the worker). It writes on stderr only where Python would,
+in a process of the workload's: a forked child's last words, and one line for an exit function that
+raised (in the worker, within the output its caller names: `warmcli.warming.isolation`); else a
+note of the pass.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ from warmcli.interrupted import exit_status, failing_status
 from warmcli.pool_tasks import ended_by_refused, found_in
 from warmcli.printable import cut, printable
 from warmcli.runtime.users_code import users_file
+from warmcli.warming.crashes import exit_function_name, threading_exit_function
 from warmcli.warming.stop_signals import stopped_by_signal
 
 
@@ -371,12 +371,12 @@ def run_exit_functions() -> None:
     end, which `multiprocessing`'s exit function would otherwise wait for forever. A thread
     pool's is not run: a task still running where the workload raised is not waited for."""
     hooks = sys.unraisablehook, sys.excepthook
-    sys.unraisablehook = lambda raised: _exit_function_raised(raised.exc_value, raised.object)
+    sys.unraisablehook = lambda r: _exit_function_raised(r.exc_value, r.object, r.err_msg)
     sys.excepthook = lambda kind, exc, tb: _exit_function_raised(exc, None)  # a finalizer's
     try:
         calls = getattr(threading, "_threading_atexits", [])
         for call in reversed(list(calls)):  # as `threading._shutdown` calls them
-            made = getattr(call, "func", call)  # (registered as a `functools.partial`)
+            made = threading_exit_function(call)  # (a `functools.partial`; 3.13: a lambda)
             if getattr(made, "__module__", "") == "concurrent.futures.process":
                 calls.remove(call)
                 try:
@@ -388,8 +388,8 @@ def run_exit_functions() -> None:
         sys.unraisablehook, sys.excepthook = hooks
 
 
-def _exit_function_raised(exc: BaseException | None, function: object) -> None:
-    name = getattr(function, "__qualname__", None) or "a finalizer"
+def _exit_function_raised(exc: BaseException | None, function: object, msg: str = "") -> None:
+    name = exit_function_name(function, msg)
     said = named(type(exc).__name__, first_line(exc)) if exc is not None else "?"
     if exc is not None:
         said = where(exc, None) + said
