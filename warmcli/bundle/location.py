@@ -164,12 +164,23 @@ def shown(location: str | os.PathLike[str]) -> str:
 def withheld(message: str, texts: Iterable[str | None]) -> str:
     """`message` with each of `texts` (a command's arguments) that is a URL showing a secret
     written as `shown` writes it, as given and as a path spells it (`https:/u:p@[::1/b.warm`:
-    a text no URL splits is read as a path, and `Path` drops a `/`)."""
+    a text no URL splits is read as a path, and `Path` drops a `/`; so is one written with a
+    slash too few, `_one_slash`)."""
     for text in texts:
-        if text and "://" in text and (hidden := shown(text)) != text:
+        if text and (hidden := shown(text) if "://" in text else _one_slash(text)) != text:
             for spelling in dict.fromkeys((text, os.path.normpath(text))):
                 message = message.replace(spelling, hidden)
     return message
+
+
+def _one_slash(text: str) -> str:
+    """A URL written with one slash (`https:/u:pass@host/b.warm`, read as a path) as `shown`
+    writes the URL it meant (`https:/u:***@host/b.warm`); any other text as it is."""
+    scheme, colon, rest = text.partition(":")
+    if not colon or scheme.lower() not in SCHEMES or not rest.startswith("/") or rest[1:2] == "/":
+        return text
+    meant = shown(f"{scheme}:/{rest}")  # `scheme://...`
+    return f"{scheme}:/{meant[len(scheme) + 3 :]}"
 
 
 def _cut_password(netloc: str, rest: str) -> bool:
