@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_merge_files import _runs_as_nobody
 
 # A gone kernel's entry left behind as a signal handler's exception would leave it (raised
 # as its callback starts); new kernels are made until one has a gone one's id.
@@ -119,8 +120,8 @@ def _unprivileged(command: list[str]) -> list[str]:
     """`command` as a user whom a read-only file's mode stops (root writes through it)."""
     if os.geteuid() != 0:
         return command
-    if shutil.which("setpriv") is None:
-        pytest.skip("running as root, with no setpriv to run as another user")
+    if not _runs_as_nobody():  # (no setpriv, or a libpython in root's own folder: pyenv's)
+        pytest.skip("running as root, with no Python runnable as another user")
     return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
 
 
