@@ -12,7 +12,8 @@ the environment's: such a profile is no toolkit's own, and its digest covers the
 variables (`-I$(X)` with `X="/inc -DN=3"` defines N). `digest` is what the `--dryrun`s read through
 it are remembered by, with the binary's stamp. `FROM_ENVIRONMENT` names the variables nvcc takes
 from the environment through it (its `INCLUDES +=`: `INCLUDES=-DN=5` reaches every kernel). It holds
-memos per profile file and stamp, and per profile text (each judged once); it never runs nvcc.
+memos per profile file and settled stamp (the last 8) and per profile text (each judged once);
+it never runs nvcc.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import re
 
 from warmcli import config
 from warmcli.backends.serving import NVCC_ENVIRONMENT
+from warmcli.stamped import Stamp, settled, stamp
 
 # Where an nvcc identity names a profile that is no toolkit's own (`profile_named`): after its
 # host compiler, among what changes what nvcc builds (`serving.nvcc_environment`).
@@ -43,9 +45,14 @@ _LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\+=|=\+|\?=|=)\s*(.*?)\s*")
 _MAX_BYTES = 1 << 20  # a profile bigger than this is keyed by its size's mark alone
 
 
-@functools.cache
-def _read(path: str, stamp: tuple[int, int, int]) -> bytes | None:
-    """The profile at `path` (None where there is none), once per file and stamp."""
+@functools.lru_cache(maxsize=8)
+def _read(path: str, stamp: Stamp) -> bytes | None:
+    """The profile at `path` (None where there is none), once per file and settled stamp."""
+    return _read_now(path)
+
+
+def _read_now(path: str) -> bytes | None:
+    """The profile at `path` (None where there is none), read now."""
     try:
         with open(path, "rb") as fh:
             return fh.read(_MAX_BYTES + 1)
@@ -60,7 +67,9 @@ def _text(binary: str) -> bytes | None:
         st = os.stat(path)
     except OSError:
         return None
-    return _read(path, (st.st_ino, st.st_size, st.st_mtime_ns))
+    # by its whole stamp (`touch -r` sets an mtime back, never a ctime), once settled: a profile
+    # changed twice in one tick of a coarse clock may keep its stamp
+    return _read(path, stamp(st)) if settled(st) else _read_now(path)
 
 
 def digest(binary: str) -> str:

@@ -1,0 +1,33 @@
+"""Stop 53's leftovers, mended: nvcc's `nvcc.profile` was remembered per process by its inode,
+size and mtime only, so a profile edited in place to one of the same size with its mtime set
+back (`touch -r`, as `cp -p` or a restore leaves one) kept the digest of the profile before it:
+its kernels keyed as the old profile's builds. Now by its whole stamp (the ctime too, which no
+one sets back), and only once settled; the memo keeps the last 8. Real files, no nvcc run."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from warmcli import stamped
+from warmcli.backends.cuda import profile
+
+
+def test_a_profile_edited_to_the_same_size_and_mtime_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stamped, "SETTLED_NS", 0)  # (2 s in use: every stamp settled here)
+    binary = tmp_path / "bin" / "nvcc"
+    binary.parent.mkdir()
+    held = binary.parent / "nvcc.profile"
+    held.write_text("INCLUDES += -DN=3\n")
+    before = profile.digest(str(binary))
+    mtime = held.stat().st_mtime_ns
+    time.sleep(0.05)  # a tick of the clock a ctime takes
+    with open(held, "r+") as fh:  # in place: the same inode and size
+        fh.write("INCLUDES += -DN=4\n")
+    os.utime(held, ns=(mtime, mtime))  # its mtime set back, as `touch -r` does
+    assert profile.digest(str(binary)) != before
