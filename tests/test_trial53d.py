@@ -76,7 +76,7 @@ def test_a_launch_function_edited_to_refuse_the_bundles_pick_measures_it_again(
     assert hot["bits"] == cold["bits"]  # (before: AssertionError in production)
     (miss,) = hot["misses"]
     assert miss.startswith("tune ax float32[64] float32[64] 1.7 64: launch: the launch function")
-    assert f"refuses the bundle's pick {pick!r} (AssertionError: no U=4)" in miss
+    assert f"refuses the bundle's pick {pick!r} (AssertionError: no U=4), which a cold" in miss
     proc = warm("verify", bundle, "--workload", work)  # names it, as a miss (before: exit 2)
     assert proc.returncode == 1, proc.stderr
     assert f"launch: the launch function here refuses the bundle's pick {pick!r}" in proc.stdout

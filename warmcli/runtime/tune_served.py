@@ -6,7 +6,9 @@ measured under the old one. Where the new one refuses that pick (it raises for i
 added for a candidate it no longer runs: `assert kernel.define("VEC") != "4"`), a cold start
 excludes the pick with its reason and takes another; `launch_pick` tells the runtime so, and the
 runtime measures the tune again (a miss, `launch` its reason: `stale_detail`), as a cold start
-would, storing the new pick under the same key. Only where nothing was executed before the
+would, storing the new pick under the same key (a pick this process measured alike: one its
+launch function refuses for inputs of the same key, `key=` or `bucket=` too coarse for its
+guard, is measured again there, not raised). Only where nothing was executed before the
 refusal (`Runtime.executed` unchanged: the buffers as they were, as the measurement needs them)
 and on a device that executes (a pre-build's, `--arch`, keeps the error: a launch function that
 asks what only a GPU answers raises there for every candidate); an error that is warm's own
@@ -50,7 +52,8 @@ def launch_pick(
 def stale_detail(pick: str, error: str) -> str:
     """A stale pick's miss, said: what the launch function raised for it."""
     return (
-        f"the launch function here refuses the bundle's pick {pick!r} ({error}): one edited "
-        "since the bundle was warmed (a tunable without check= keys no launch function), "
-        "measured again"
+        f"the launch function here refuses the bundle's pick {pick!r} ({error}), which a cold "
+        "start excludes: measured again (a launch function edited since the pick was measured, "
+        "as a tunable without check= keys none, or refusing inputs its tune key does not tell "
+        "apart)"
     )
