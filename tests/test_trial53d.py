@@ -26,14 +26,14 @@ from pathlib import Path
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Two candidates that compute the same bits (a loop unrolled by U), on random data; u1 spins
-# first (a thousand times u4's time: u4 is the pick).
+# first (some hundred µs, u4 some µs: u4 is the pick).
 V1 = """
 import numpy as np
 from warmcli import Kernel, Tunable
 
 DEVICE = "host"
 SRC = '''void ax(float *y, const float *x, float a, int n) {
-  for (volatile int s = 0; s < (U == 1) * 1000000; s++) {}
+  for (volatile int s = 0; s < (U == 1) * 200000; s++) {}
   for (int i0 = 0; i0 < n; i0 += U) for (int i = i0; i < i0 + U && i < n; i++) y[i] = a * x[i];
 }'''
 REFUSED = None  # the edit: a guard for a candidate this launch function no longer runs
