@@ -72,6 +72,7 @@ REASONS = {
     "device": "device fingerprint",
     "checksum": "candidate set or output check",
     "shape": "shape/dtype key",
+    "launch": "launch function refuses the pick",
     "absent": "not in the bundle",
     "pending": "tune pending",
     "binary": "binary unusable",

@@ -193,12 +193,22 @@ class Misses:
         self.policy.refuse(known)
 
     def tune(
-        self, tunes: TuneCache, tunable: Tunable, key: str, shape_key: str, seen: TuneRecord | None
+        self,
+        tunes: TuneCache,
+        tunable: Tunable,
+        key: str,
+        shape_key: str,
+        seen: TuneRecord | None,
+        stale: str | None = None,
     ) -> None:
-        """A tune the loaded bundle lacks (`seen`: its record there, not served), as a kernel's
-        miss is: explained from the bundle (`warmcli.runtime.explain`) on its first miss."""
+        """A tune the loaded bundle lacks (`seen`: its record there, not served; `stale`: why
+        the launch function refuses the pick of the bundle's, `warmcli.runtime.tune_served`),
+        as a kernel's miss is: explained from the bundle (`warmcli.runtime.explain`) on its
+        first miss."""
 
         def explain() -> MissExplanation:
+            if stale is not None:
+                return MissExplanation("tune", key, label, "launch", stale, ("launch",))
             from warmcli.runtime.built import unkeyed_tune  # (a candidate's key our own)
             from warmcli.runtime.explain import corrupt_entry, explain_tune, listed_tunes
 

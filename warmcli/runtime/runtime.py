@@ -31,9 +31,10 @@ registrations (`tune_registrations`): a tune settles measured, pending, failed o
 measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
 ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
 thread's late launch is stopped there). Threads that miss one tune at once measure it once: the
-others wait, then take its pick (`warmcli.runtime.tune_flight`). A tune's miss is explained by its
-`Misses`. A buffer's shape and dtype and a launch's configuration are read by
-`warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
+others wait, then take its pick (`warmcli.runtime.tune_flight`). A served pick the launch function
+refuses, nothing executed yet, is stale: measured again (`warmcli.runtime.tune_served`). A tune's
+miss is explained by its `Misses`. A buffer's shape and dtype and a launch's configuration are
+read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
 (`warmcli.runtime.buildable`, imported on its first use, as `runtime.tune_check` is)."""
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from warmcli.runtime.misuse import discarded_read, refuse_device_data, refuse_wr
 from warmcli.runtime.persist import persist
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 from warmcli.runtime.tune_flight import Flights
+from warmcli.runtime.tune_served import launch_pick
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -106,6 +108,7 @@ class Runtime:
         self.default_stream = device.new_stream()
         self._checks: dict[tuple[str, str], Converter] = {}  # (content hash, name) -> checker
         self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
+        self.executed = 0  # launches executed (`warmcli.runtime.tune_served`)
 
     @property
     def arch(self) -> str:
@@ -215,6 +218,7 @@ class Runtime:
                     if cover is not None:
                         cover(args)
                 self.device.launch(function, kernel, args, config, stream)
+                self.executed += 1  # (a stale pick's refusal is measured again only before any)
                 collector.count(self.device.id, "execution", "executed")
             return verdict
         except AttributeError:  # of the wrong kind? Said so; else the error stands
@@ -268,10 +272,14 @@ class Runtime:
             and self._built_otherwise(tunable, record)
         ):
             built_otherwise, record = record, None
+        stale = None  # why the launch function refuses the bundle's pick here, if it does
         if record is not None and measured and record.pick in tunable.candidates:
-            collector.count(device_id, "autotune", "hits")
-            pick = record.pick
-        elif current_process_mode() is ProcessMode.COMPILE_ONLY:
+            stale = launch_pick(self, tunable, record.pick, inputs, stream)
+            if stale is None:
+                collector.count(device_id, "autotune", "hits")
+                return record.pick
+            record = None  # a stale pick (`warmcli.runtime.tune_served`): a miss, measured
+        if current_process_mode() is ProcessMode.COMPILE_ONLY:
             gathering = record is None or self.device.can_execute  # for a pass that measures
             if gathering and self._register_tune(tunable, key) and record is None:
                 collector.count(device_id, "autotune", "unrecorded")  # a tune, counted once
@@ -282,7 +290,7 @@ class Runtime:
 
                 check_pending(record, tunable.candidates, go, stream, "queued")  # what they launch
             if record is None:  # a compile-only verify names it (once: the miss policy's)
-                self.misses.tune(self.tunes, tunable, key, shape_key, built_otherwise)
+                self.misses.tune(self.tunes, tunable, key, shape_key, built_otherwise, stale)
             # A kernel recorded failed under the key it has here is not due again (not so others).
             recorded = record.candidates if record is not None else ()
             failed = {c.kernel_key for c in recorded if c.status == "failed"}
@@ -302,16 +310,15 @@ class Runtime:
                 if not mine:  # for it, then look it up again, as a later call would
                     return self._keyed(tunable, inputs, stream, shape_key, key)
                 earlier = record or built_otherwise
-                self.misses.tune(self.tunes, tunable, key, shape_key, earlier)
+                self.misses.tune(self.tunes, tunable, key, shape_key, earlier, stale)
                 self._register_tune(tunable, key)
                 record = self._measure(tunable, inputs, stream, key, shape_key)
                 self._unkeyed(tunable, key, shape_key)  # before its put: never stored
                 self.tunes.put(record)
             if record.pick is None:
                 return None
-            pick = record.pick
-        tunable.launch(self, tunable.candidates[pick], *inputs, stream=stream)
-        return pick
+        tunable.launch(self, tunable.candidates[record.pick], *inputs, stream=stream)
+        return record.pick
 
     def _built_otherwise(self, tunable: Tunable, record: TuneRecord) -> bool:
         """Whether a measured pick's kernel is recorded as a build not served here as this one's
