@@ -1,0 +1,110 @@
+"""A user's environment (stop 53): every command under locales (C, POSIX, tr_TR.UTF-8,
+ISO-8859-1 and -9, made with localedef), terminals (TERM=dumb, NO_COLOR, FORCE_COLOR into a
+pipe, COLUMNS 5 to 5000 and no number, a pty of 5 and 0 columns, `| head -1`, /dev/full,
+each standard stream closed), homes and folders (HOME unset, a file or unwritable;
+WARM_HOME and XDG_CACHE_HOME relative; TMPDIR missing, unwritable, relative, 3,600
+characters; a working folder removed under the shell; a read-only tmpfs) and limits (`ulimit
+-n` 5 to 64, `-v` 200 MB to 2 GB, `-f` 1 to 100 kB), with bundle, workload and kernel names
+of non-UTF-8 bytes, escapes, C1 controls, spaces and a leading dash; `pull` from `python -m
+http.server` on 127.0.0.1. The real CLI (forked where the condition survives a fork, else a
+started `python -m warmcli`), real SQLite bundles. What it found:
+- in a working folder removed under the shell (`mkdir d; cd d; rmdir ../d`), a relative
+  path to make (`warm merge -o out.warm`, `warm run w.py -b rel.warm`, `warm pull URL
+  rel.warm`) was `warm: error: [Errno 2] No such file or directory`, nothing naming the
+  cause, and `merge` and `pull` said it twice (their clean-up of the bundle they had not
+  made met the same error and was answered again). The line names the removed working
+  folder now, once.
+- a bundle named `~/app.warm` where no shell expands it (`--bundle=~/app.warm`, `-o
+  '~/m.warm'`, `WARM_BUNDLE=~/app.warm` in a Dockerfile's ENV or a systemd unit) made a
+  folder named `~` in the working folder and said `bundle ~/app.warm: stored ...`, which
+  reads as the user's home; a production process elsewhere found no bundle, and a later `rm
+  -r ~...` typed to clean it up is the user's home. `WARM_HOME=~/h` alike made `./~/h`.
+  Each is refused in one line naming `$HOME/...` (and `./~/...` for a folder named so); a
+  bundle to read that is there as `./~/...` is still read.
+What held is in the stop's report: no escape or raw byte of a bundle's text on any terminal
+in any locale, closed and refused streams, read-only folders and every limit tried.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, ROOT
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+
+def _in_removed_folder(warm: Any, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`warm ARGS` started in a working folder removed under its shell (a real process: a
+    fork cannot start in a folder that is gone)."""
+    script = 'mkdir gone && cd gone && rmdir ../gone && exec "$0" -m warmcli "$@"'
+    env = dict(warm.env, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        ["sh", "-c", script, sys.executable, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("merge", "-o", "out.warm", "{good}"),
+        ("run", str(EXAMPLES / "matmul_host.py"), "-b", "rel.warm"),
+    ],
+    ids=["merge", "run"],
+)
+def test_a_removed_working_folder_is_named_once(
+    warm: Any, tmp_path: Path, host_bundle: Any, args: tuple[str, ...]
+) -> None:
+    """Before: `warm: error: [Errno 2] No such file or directory` (merge: twice)."""
+    good = host_bundle(tmp_path / "good.warm")
+    done = _in_removed_folder(warm, tmp_path, *(a.format(good=good) for a in args))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "working folder" in lines[0] and "removed" in lines[0], lines
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["bundle-option", "merge-output", "warm-bundle", "warm-home"],
+)
+def test_a_path_beginning_with_an_unexpanded_tilde_is_refused(
+    warm: Any, tmp_path: Path, host_bundle: Any, how: str
+) -> None:
+    """Before: a folder `~` made in the working folder, and `bundle ~/b.warm: stored ...`
+    (or a merged bundle, or warm's home) in it, exit 0."""
+    good = host_bundle(tmp_path / "good.warm")
+    workload = str(EXAMPLES / "matmul_host.py")
+    given = {
+        "bundle-option": (warm, ("run", workload, "--bundle=~/b.warm", "-q")),
+        "merge-output": (warm, ("merge", "-o", "~/m.warm", str(good))),
+        "warm-bundle": (warm.with_env(WARM_BUNDLE="~/b.warm"), ("run", workload, "-q")),
+        "warm-home": (warm.with_env(WARM_HOME="~/h"), ("merge", "-o", "m.warm", str(good))),
+    }
+    command, args = given[how]
+    done = command(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = done.stderr.strip()
+    assert "\n" not in line and "~" in line and "$HOME/" in line, line
+    assert not (tmp_path / "~").exists()
+
+
+def test_a_bundle_that_is_there_in_a_folder_named_tilde_is_still_read(
+    warm: Any, tmp_path: Path, host_bundle: Any
+) -> None:
+    (tmp_path / "~").mkdir()
+    host_bundle(tmp_path / "~" / "b.warm")
+    done = warm("verify", "~/b.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not os.path.exists(Path(warm.env["WARM_HOME"]) / "~")
+    shutil.rmtree(tmp_path / "~")
