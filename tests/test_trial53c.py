@@ -27,15 +27,13 @@ in any locale, closed and refused streams, read-only folders and every limit tri
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import ROOT
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
@@ -54,57 +52,59 @@ def _in_removed_folder(warm: Any, tmp_path: Path, *args: str) -> subprocess.Comp
     )
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ("merge", "-o", "out.warm", "{good}"),
-        ("run", str(EXAMPLES / "matmul_host.py"), "-b", "rel.warm"),
-    ],
-    ids=["merge", "run"],
-)
 def test_a_removed_working_folder_is_named_once(
-    warm: Any, tmp_path: Path, host_bundle: Any, args: tuple[str, ...]
+    warm: Any, tmp_path: Path, host_bundle: Any
 ) -> None:
-    """Before: `warm: error: [Errno 2] No such file or directory` (merge: twice)."""
+    """`warm merge -o out.warm` there (as `warm run w.py -b rel.warm`, `warm pull URL
+    rel.warm`). Before: `warm: error: [Errno 2] No such file or directory`, twice."""
     good = host_bundle(tmp_path / "good.warm")
-    done = _in_removed_folder(warm, tmp_path, *(a.format(good=good) for a in args))
+    done = _in_removed_folder(warm, tmp_path, "merge", "-o", "out.warm", str(good))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "working folder" in lines[0] and "removed" in lines[0], lines
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize(
-    "how",
-    ["bundle-option", "merge-output", "warm-bundle", "warm-home"],
-)
-def test_a_path_beginning_with_an_unexpanded_tilde_is_refused(
-    warm: Any, tmp_path: Path, host_bundle: Any, how: str
+@pytest.fixture(scope="module")
+def user(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A `HOME` for this module's commands (one: each environment is a forking server)."""
+    return tmp_path_factory.mktemp("user")
+
+
+@pytest.mark.parametrize("output", [("-o", "~/m.warm"), ("--output=~/m.warm",)])
+def test_an_argument_with_a_tilde_no_shell_expanded_is_refused(
+    warm: Any, tmp_path: Path, host_bundle: Any, user: Path, output: tuple[str, ...]
 ) -> None:
-    """Before: a folder `~` made in the working folder, and `bundle ~/b.warm: stored ...`
-    (or a merged bundle, or warm's home) in it, exit 0."""
+    """(`warm run w.py --bundle=~/b.warm` alike: the same check.) Before: a folder `~` made
+    in the working folder, the bundle in it, `merged 1 bundle(s) into ~/m.warm`, exit 0."""
     good = host_bundle(tmp_path / "good.warm")
-    workload = str(EXAMPLES / "matmul_host.py")
-    given = {
-        "bundle-option": (warm, ("run", workload, "--bundle=~/b.warm", "-q")),
-        "merge-output": (warm, ("merge", "-o", "~/m.warm", str(good))),
-        "warm-bundle": (warm.with_env(WARM_BUNDLE="~/b.warm"), ("run", workload, "-q")),
-        "warm-home": (warm.with_env(WARM_HOME="~/h"), ("merge", "-o", "m.warm", str(good))),
-    }
-    command, args = given[how]
-    done = command(*args, cwd=tmp_path)
+    done = warm.with_env(HOME=str(user))("merge", *output, str(good), cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     line = done.stderr.strip()
-    assert "\n" not in line and "~" in line and "$HOME/" in line, line
+    assert "\n" not in line and f"name {user}/" in line and "(./~/" in line, line
+    assert not (tmp_path / "~").exists() and not list(user.iterdir())
+
+
+@pytest.mark.parametrize("variable", ["WARM_BUNDLE", "WARM_HOME"])
+def test_a_variable_s_tilde_is_the_home(
+    warm: Any, tmp_path: Path, host_bundle: Any, user: Path, variable: str
+) -> None:
+    """`WARM_BUNDLE=~/b.warm`, `WARM_HOME=~/h` (a Dockerfile's ENV): the user's home's, as a
+    shell reads them. Before: `~/b.warm: no such bundle` (looked for in `./~`)."""
+    folder = user / tmp_path.name  # (this test's own, in the module's home)
+    folder.mkdir()
+    host_bundle(folder / "bundle.warm")
+    named = f"~/{folder.name}" + ("/bundle.warm" if variable == "WARM_BUNDLE" else "")
+    done = warm.with_env(HOME=str(user), **{variable: named})("verify", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{folder}/bundle.warm" in done.stdout, done.stdout
     assert not (tmp_path / "~").exists()
 
 
 def test_a_bundle_that_is_there_in_a_folder_named_tilde_is_still_read(
-    warm: Any, tmp_path: Path, host_bundle: Any
+    warm: Any, tmp_path: Path, host_bundle: Any, user: Path
 ) -> None:
     (tmp_path / "~").mkdir()
     host_bundle(tmp_path / "~" / "b.warm")
-    done = warm("verify", "~/b.warm", cwd=tmp_path)
+    done = warm.with_env(HOME=str(user))("verify", "~/b.warm", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert not os.path.exists(Path(warm.env["WARM_HOME"]) / "~")
-    shutil.rmtree(tmp_path / "~")
