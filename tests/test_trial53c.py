@@ -21,12 +21,17 @@ started `python -m warmcli`), real SQLite bundles. What it found:
   -r ~...` typed to clean it up is the user's home. `WARM_HOME=~/h` alike made `./~/h`.
   Each is refused in one line naming `$HOME/...` (and `./~/...` for a folder named so); a
   bundle to read that is there as `./~/...` is still read.
+- `warm merge` of more shards than the soft limit on open files (`ulimit -Sn 64`, 80
+  shards; a shell's 1,024 for a fleet's 2,000) failed midway, `many/s63.warm: cannot read
+  bundle: Too many open files`: a merge holds every input open. The soft limit is raised as
+  far as the hard one allows; past that, one line naming `ulimit -n` before anything is read.
 What held is in the stop's report: no escape or raw byte of a bundle's text on any terminal
 in any locale, closed and refused streams, read-only folders and every limit tried.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +40,22 @@ from typing import Any
 import pytest
 from conftest import ROOT
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+
+@pytest.fixture(scope="module")
+def empty(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Puts a bundle holding nothing at a path (a copy of one made once): what these
+    commands read or merge, at no run's cost."""
+    from warmcli.bundle.store import Bundle
+
+    made = tmp_path_factory.mktemp("empty") / "empty.warm"
+    Bundle.create(made).close()
+
+    def put(path: Path) -> Path:
+        shutil.copyfile(made, path)
+        return path
+
+    return put
 
 
 def _in_removed_folder(warm: Any, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -52,12 +73,10 @@ def _in_removed_folder(warm: Any, tmp_path: Path, *args: str) -> subprocess.Comp
     )
 
 
-def test_a_removed_working_folder_is_named_once(
-    warm: Any, tmp_path: Path, host_bundle: Any
-) -> None:
+def test_a_removed_working_folder_is_named_once(warm: Any, tmp_path: Path, empty: Any) -> None:
     """`warm merge -o out.warm` there (as `warm run w.py -b rel.warm`, `warm pull URL
     rel.warm`). Before: `warm: error: [Errno 2] No such file or directory`, twice."""
-    good = host_bundle(tmp_path / "good.warm")
+    good = empty(tmp_path / "good.warm")
     done = _in_removed_folder(warm, tmp_path, "merge", "-o", "out.warm", str(good))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
@@ -73,11 +92,11 @@ def user(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("output", [("-o", "~/m.warm"), ("--output=~/m.warm",)])
 def test_an_argument_with_a_tilde_no_shell_expanded_is_refused(
-    warm: Any, tmp_path: Path, host_bundle: Any, user: Path, output: tuple[str, ...]
+    warm: Any, tmp_path: Path, empty: Any, user: Path, output: tuple[str, ...]
 ) -> None:
     """(`warm run w.py --bundle=~/b.warm` alike: the same check.) Before: a folder `~` made
     in the working folder, the bundle in it, `merged 1 bundle(s) into ~/m.warm`, exit 0."""
-    good = host_bundle(tmp_path / "good.warm")
+    good = empty(tmp_path / "good.warm")
     done = warm.with_env(HOME=str(user))("merge", *output, str(good), cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     line = done.stderr.strip()
@@ -87,24 +106,56 @@ def test_an_argument_with_a_tilde_no_shell_expanded_is_refused(
 
 @pytest.mark.parametrize("variable", ["WARM_BUNDLE", "WARM_HOME"])
 def test_a_variable_s_tilde_is_the_home(
-    warm: Any, tmp_path: Path, host_bundle: Any, user: Path, variable: str
+    warm: Any, tmp_path: Path, empty: Any, user: Path, variable: str
 ) -> None:
     """`WARM_BUNDLE=~/b.warm`, `WARM_HOME=~/h` (a Dockerfile's ENV): the user's home's, as a
     shell reads them. Before: `~/b.warm: no such bundle` (looked for in `./~`)."""
     folder = user / tmp_path.name  # (this test's own, in the module's home)
     folder.mkdir()
-    host_bundle(folder / "bundle.warm")
+    empty(folder / "bundle.warm")
     named = f"~/{folder.name}" + ("/bundle.warm" if variable == "WARM_BUNDLE" else "")
-    done = warm.with_env(HOME=str(user), **{variable: named})("verify", cwd=tmp_path)
+    done = warm.with_env(HOME=str(user), **{variable: named})("stats", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"{folder}/bundle.warm" in done.stdout, done.stdout
     assert not (tmp_path / "~").exists()
 
 
 def test_a_bundle_that_is_there_in_a_folder_named_tilde_is_still_read(
-    warm: Any, tmp_path: Path, host_bundle: Any, user: Path
+    warm: Any, tmp_path: Path, empty: Any, user: Path
 ) -> None:
     (tmp_path / "~").mkdir()
-    host_bundle(tmp_path / "~" / "b.warm")
-    done = warm.with_env(HOME=str(user))("verify", "~/b.warm", cwd=tmp_path)
+    empty(tmp_path / "~" / "b.warm")
+    done = warm.with_env(HOME=str(user))("stats", "~/b.warm", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("hard", [16, 4096])
+def test_a_merge_of_more_bundles_than_the_open_file_limit(
+    warm: Any, tmp_path: Path, empty: Any, hard: int
+) -> None:
+    """12 shards under a soft limit of 16 open files (a shell's 1,024 for a fleet's 2,000
+    shards, scaled down). Before: `s9.warm: cannot read bundle: Too many open files` midway,
+    both. Now the soft limit is raised where the hard one allows, else one line before
+    anything is read, naming `ulimit -n`."""
+    import resource
+
+    shards = [empty(tmp_path / f"s{i}.warm") for i in range(12)]
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (16, hard))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "warmcli", "merge", "-o", "m.warm", *map(str, shards)],
+        cwd=tmp_path,
+        env=dict(warm.env, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+    )
+    if hard == 16:
+        assert done.returncode == 2 and "ulimit -n" in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "m.warm").exists()
+    else:
+        assert done.returncode == 0, done.stderr
+        assert "merged 12 bundle(s) into m.warm" in done.stdout, done.stdout
