@@ -25,12 +25,19 @@ started `python -m warmcli`), real SQLite bundles. What it found:
   shards; a shell's 1,024 for a fleet's 2,000) failed midway, `many/s63.warm: cannot read
   bundle: Too many open files`: a merge holds every input open. The soft limit is raised as
   far as the hard one allows; past that, one line naming `ulimit -n` before anything is read.
+- a toolchain asked for its version in a translated locale answered in its words: `as
+  --version` under `LANG=tr_TR.UTF-8` is `GNU çevirici ...` (binutils' Turkish, as Debian
+  installs it), so a `warm run` there into a bundle warmed under `C` built every kernel again
+  under a toolchain of its own (`stored 4 new kernel(s)` into a complete bundle), and `warm
+  check` named that toolchain. A version probe, and every probe warm parses (`cc -E -v`),
+  runs in the C locale now; a version line remembered from before is asked again.
 What held is in the stop's report: no escape or raw byte of a bundle's text on any terminal
 in any locale, closed and refused streams, read-only folders and every limit tried.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -159,3 +166,53 @@ def test_a_merge_of_more_bundles_than_the_open_file_limit(
     else:
         assert done.returncode == 0, done.stderr
         assert "merged 12 bundle(s) into m.warm" in done.stdout, done.stdout
+
+
+# A compiler's `--version` that answers in its user's language, as a gettext-translated tool
+# does (LANGUAGE first, unless the locale is C; then LC_ALL, LC_MESSAGES, LANG).
+TRANSLATED = """#!/bin/sh
+case "${LC_ALL:-${LC_MESSAGES:-$LANG}}" in C|POSIX) echo "GNU assembler 2.40"; exit;; esac
+case "${LANGUAGE:-${LC_ALL:-${LC_MESSAGES:-$LANG}}}" in
+  tr*) echo "GNU \u00e7evirici 2.40";;
+  *) echo "GNU assembler 2.40";;
+esac
+"""
+
+
+@pytest.mark.parametrize(
+    "locale",
+    [{"LANG": "tr_TR.UTF-8"}, {"LC_ALL": "tr_TR.UTF-8"}, {"LANG": "en_US.UTF-8", "LANGUAGE": "tr"}],
+    ids=["LANG", "LC_ALL", "LANGUAGE"],
+)
+def test_a_version_line_is_asked_in_the_c_locale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, locale: dict[str, str]
+) -> None:
+    """Before: `GNU \u00e7evirici 2.40` under a Turkish locale, a toolchain of its own."""
+    from warmcli.backends.version_line import version_line
+
+    tool = tmp_path / "as"
+    tool.write_text(TRANSLATED, encoding="utf-8")
+    tool.chmod(0o755)
+    for name in ("LANG", "LC_ALL", "LC_MESSAGES", "LANGUAGE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in locale.items():
+        monkeypatch.setenv(name, value)
+    assert version_line("as", str(tool), 30) == "GNU assembler 2.40"
+
+
+def test_the_real_assembler_s_version_line_is_its_c_locale_s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where binutils answers in Turkish here (its translations installed, a tr_TR.UTF-8
+    locale generated), warm's line is still its C locale's."""
+    from warmcli.backends.version_line import version_line
+
+    where = shutil.which("as")
+    turkish = dict(os.environ, LC_ALL="tr_TR.UTF-8")
+    if where is None:
+        pytest.skip("no assembler")
+    said = subprocess.run([where, "--version"], env=turkish, capture_output=True, text=True)
+    if said.stdout.startswith("GNU assembler"):
+        pytest.skip("as answers in English under tr_TR.UTF-8 here (no translation or locale)")
+    monkeypatch.setenv("LC_ALL", "tr_TR.UTF-8")
+    assert version_line("as", where, 30).startswith("GNU assembler")
