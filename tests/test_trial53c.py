@@ -30,7 +30,9 @@ started `python -m warmcli`), real SQLite bundles. What it found:
   installs it), so a `warm run` there into a bundle warmed under `C` built every kernel again
   under a toolchain of its own (`stored 4 new kernel(s)` into a complete bundle), and `warm
   check` named that toolchain. A version probe, and every probe warm parses (`cc -E -v`),
-  runs in the C locale now; a version line remembered from before is asked again.
+  runs in the C locale now (a line remembered translated before is believed until its
+  compiler changes, as warms of other stops sharing the home read it: README says to delete
+  `toolchains.json`).
 What held is in the stop's report: no escape or raw byte of a bundle's text on any terminal
 in any locale, closed and refused streams, read-only folders and every limit tried.
 """

@@ -76,7 +76,7 @@ WRAPPER_MARK = " (wrapper script sha256:"  # in the version of a C compiler that
 BUILD_RECIPE = 4
 RECIPE_MARK = " [warm build recipe "
 NATIVE = " +native "  # between an identity and the CPU a kernel tuned for it is keyed for
-REMEMBERED_FORM = 3  # a remembered line's stamp: 2, a C wrapper's digest too; 3, C locale
+REMEMBERED_FORM = 2  # in a remembered line's stamp: 2, a C wrapper script's digest too
 
 
 class Toolchain(Record):
