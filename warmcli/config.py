@@ -274,7 +274,7 @@ def rich_environment(environ: Environ | None = None) -> dict[str, str]:
 
 
 def compiler_environment(
-    usable_tmp: str, environ: Environ | None = None, scratch: bool = False
+    usable_tmp: str, environ: Environ | None = None, scratch: bool = False, c_locale: bool = False
 ) -> dict[str, str] | None:
     """The environment a compiler warm runs gets: this process's (None), but where
     `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found
@@ -283,15 +283,19 @@ def compiler_environment(
     is that one; and always so where `usable_tmp` is the compiler's own `scratch` folder.
     The include folders it reads from the environment (`INCLUDE_PATHS`) are given as the
     working folder's where relative or empty (an empty entry is the working folder to cc),
-    as the key reads them: a compiler runs in a scratch folder."""
+    as the key reads them: a compiler runs in a scratch folder. `c_locale`: `LC_ALL=C`, no
+    `LANGUAGE` (gettext's, read before it), for an answer warm parses or keys builds by."""
     env = _env(environ)
     named = env.get("TMPDIR")
     folders = _absolute_include_paths(env)
-    if not scratch and (not named or named == usable_tmp) and not folders:
+    if not scratch and not c_locale and (not named or named == usable_tmp) and not folders:
         return None
     made = {**env, **folders}
     if scratch or (named and named != usable_tmp):
         made["TMPDIR"] = usable_tmp
+    if c_locale:
+        made.pop("LANGUAGE", None)
+        made["LC_ALL"] = "C"
     return made
 
 

@@ -311,13 +311,9 @@ def _environment(tmp: str | None, c_locale: bool = False) -> dict[str, str] | No
     `-Wl,-rpath` is an option: keyed). `c_locale`: `LC_ALL=C`, no `LANGUAGE` (gettext's)."""
     import tempfile  # imported on first use, as subprocess
 
-    if c_locale:
-        made = _environment(tmp) or dict(os.environ)
-        made.pop("LANGUAGE", None)
-        return {**made, "LC_ALL": "C"}
     if tmp is not None:
-        made = config.compiler_environment(tmp, scratch=True)  # (a dict: `scratch`)
+        made = config.compiler_environment(tmp, scratch=True, c_locale=c_locale)  # (a dict)
         if made is not None:
             made.pop("LD_RUN_PATH", None)
         return made
-    return config.compiler_environment(tempfile.gettempdir())
+    return config.compiler_environment(tempfile.gettempdir(), c_locale=c_locale)
