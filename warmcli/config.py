@@ -12,11 +12,12 @@ folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compil
 `CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
 (`GCC_EXEC_PREFIX`, `COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C
 compiler that is a wrapper script names (`named_variables`), and SQLite's `SQLITE_TMPDIR`
-and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The
-functions return the values as set (a flag as a bool, a list of paths split); what a
-value means is decided by the module that uses it (`parse_size` reads a size, as
-`warm clean --max-size` and `WARM_REMOTE_MAX_SIZE` take it). It owns no state, and writes
-the environment only to make a relative bundle or home the caller's (`pin_relative`)."""
+and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The functions return the
+values as set (a flag as a bool, a list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s
+leading `~` expanded, as no shell did where an ENV line set it); what a value means is decided
+by the module that uses it (`parse_size` reads a size, as `warm clean --max-size` and
+`WARM_REMOTE_MAX_SIZE` take it). It owns no state, and writes the environment only to make a
+relative bundle or home the caller's (`pin_relative`)."""
 
 from __future__ import annotations
 
@@ -56,18 +57,9 @@ VARIABLES: tuple[Variable, ...] = (
         "seconds warm run --dask waits with no worker left (default 60)",
     ),
     Variable("WARM_SHARD_COUNT", "the shard count beside JOB_COMPLETION_INDEX"),
-    Variable(
-        "WARM_TRUSTED_KEYS",
-        "Ed25519 public key files: use only entries they signed",
-    ),
-    Variable(
-        "WARM_REMOTE_MAX_SIZE",
-        "the most a URL's bundle may download (default 4G)",
-    ),
-    Variable(
-        "WARM_REMOTE_DEADLINE",
-        "seconds a URL's bundle may take to download (default 300)",
-    ),
+    Variable("WARM_TRUSTED_KEYS", "Ed25519 public key files: use only entries they signed"),
+    Variable("WARM_REMOTE_MAX_SIZE", "the most a URL's bundle may download (default 4G)"),
+    Variable("WARM_REMOTE_DEADLINE", "seconds a URL's bundle may take to download (default 300)"),
     Variable("WARM_REPORT", "print at exit what the bundle lacked", "1", production=True),
     Variable("WARM_BUNDLE_WRITE", "write the misses back", "1", production=True),
     Variable("WARM_EXPLAIN", "log why each miss missed", "1", production=True),
@@ -116,12 +108,18 @@ def pin_relative(folder: str) -> None:
     """A relative `WARM_BUNDLE` (no URL nor off word) and `WARM_HOME`, absolute in `folder`."""
     for name, value in ((n, os.environ.get(n, "")) for n in ("WARM_BUNDLE", "WARM_HOME")):
         if value.strip().lower() not in OFF_WORDS and "://" not in value:
-            os.environ[name] = os.path.join(folder, value)  # (one absolute: as it was)
+            os.environ[name] = os.path.join(folder, _expanded(value))  # (absolute: as it was)
+
+
+def _expanded(path: str | None) -> str | None:
+    """`path`, a leading `~` (`~user`) its home, as a shell expands it: a variable set where
+    no shell does (a Dockerfile's ENV, a systemd unit) made a folder `~` in the working one."""
+    return os.path.expanduser(path) if path and path[0] == "~" else path
 
 
 def home(environ: Environ | None = None) -> str | None:
-    """`WARM_HOME` (warmcli.home): None when unset or empty."""
-    return _env(environ).get("WARM_HOME") or None
+    """`WARM_HOME` (warmcli.home), its `~` expanded: None when unset or empty."""
+    return _expanded(_env(environ).get("WARM_HOME")) or None
 
 
 def xdg_cache_home(environ: Environ | None = None) -> str | None:
@@ -149,9 +147,9 @@ def bundle(environ: Environ | None = None) -> str | None:
     """`WARM_BUNDLE`, the one rule the commands and production share: None when unset;
     `""` when set and empty or blank (production serves no bundle, a command its default
     bundle, as for `WARM_TRUSTED_KEYS`: never a file named by spaces); else a bundle's path
-    or an `https://` or `s3://` URL."""
+    or an `https://` or `s3://` URL (a path's leading `~` expanded)."""
     named = _env(environ).get("WARM_BUNDLE")
-    return "" if named is not None and not named.strip() else named
+    return "" if named is not None and not named.strip() else _expanded(named)
 
 
 def bundle_write(environ: Environ | None = None) -> bool:
@@ -276,7 +274,7 @@ def rich_environment(environ: Environ | None = None) -> dict[str, str]:
 
 
 def compiler_environment(
-    usable_tmp: str, environ: Environ | None = None, scratch: bool = False
+    usable_tmp: str, environ: Environ | None = None, scratch: bool = False, c_locale: bool = False
 ) -> dict[str, str] | None:
     """The environment a compiler warm runs gets: this process's (None), but where
     `TMPDIR` names a folder other than `usable_tmp` (the one Python's `tempfile` found
@@ -285,15 +283,19 @@ def compiler_environment(
     is that one; and always so where `usable_tmp` is the compiler's own `scratch` folder.
     The include folders it reads from the environment (`INCLUDE_PATHS`) are given as the
     working folder's where relative or empty (an empty entry is the working folder to cc),
-    as the key reads them: a compiler runs in a scratch folder."""
+    as the key reads them: a compiler runs in a scratch folder. `c_locale`: `LC_ALL=C`, no
+    `LANGUAGE` (gettext's, read before it), for an answer warm parses or keys builds by."""
     env = _env(environ)
     named = env.get("TMPDIR")
     folders = _absolute_include_paths(env)
-    if not scratch and (not named or named == usable_tmp) and not folders:
+    if not scratch and not c_locale and (not named or named == usable_tmp) and not folders:
         return None
     made = {**env, **folders}
     if scratch or (named and named != usable_tmp):
         made["TMPDIR"] = usable_tmp
+    if c_locale:
+        made.pop("LANGUAGE", None)
+        made["LC_ALL"] = "C"
     return made
 
 

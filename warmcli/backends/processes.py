@@ -185,10 +185,11 @@ def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
 
 
 def probe(command: Sequence[str], timeout: float) -> Finished:
-    """`run` a probe whose answer is parsed (`cc -E -v`, `cc -print-search-dirs`): its output
-    kept whole, never cut where a line it parses would be; `OSError`, as where it cannot
-    start, where it printed more than `PROBE_BYTES` (never a partial answer remembered)."""
-    done = run(command, timeout, head=PROBE_BYTES)
+    """`run` a probe whose answer is parsed (`cc -E -v`, `cc -print-search-dirs`), in the C
+    locale (`c_locale`): its output kept whole, never cut where a line it parses would be;
+    `OSError`, as where it cannot start, where it printed more than `PROBE_BYTES` (never a
+    partial answer remembered)."""
+    done = run(command, timeout, head=PROBE_BYTES, c_locale=True)
     if done.cut:
         raise OSError(f"{command[0]} printed more than {PROBE_BYTES >> 20} MiB")
     return done
@@ -200,13 +201,16 @@ def run(
     cwd: str | None = None,
     tmp: str | None = None,
     head: int = HEAD_BYTES,
+    c_locale: bool = False,
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
     with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
-    `OSError` where it cannot start. Its stdout and stderr come back bounded (`Kept`, its
-    first `head` bytes and last 8 KiB: `cut` where that left something out). On a timeout, or
-    an exception here (Ctrl-C), its whole group is killed and reaped; the timeout is
-    returned (`timed_out`, with what it printed until then), the exception raised."""
+    `OSError` where it cannot start; with `c_locale`, in the C locale (an answer warm parses
+    or keys builds by: `as --version` under `LANG=tr_TR.UTF-8` says `GNU çevirici`). Its
+    stdout and stderr come back bounded (`Kept`, its first `head` bytes and last 8 KiB: `cut`
+    where that left something out). On a timeout, or an exception here (Ctrl-C), its whole
+    group is killed and reaped; the timeout is returned (`timed_out`, with what it printed
+    until then), the exception raised."""
     import locale
     import subprocess  # imported on first use: a serving process starts no child
 
@@ -218,7 +222,7 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=tie,  # only prctl: no Python state is touched
-            env=_environment(tmp),
+            env=_environment(tmp, c_locale),
         )
 
     try:
@@ -297,19 +301,19 @@ def _waited(proc: subprocess.Popen[bytes], deadline: float | None) -> int | None
         return None
 
 
-def _environment(tmp: str | None) -> dict[str, str] | None:
+def _environment(tmp: str | None, c_locale: bool = False) -> dict[str, str] | None:
     """A child's environment: this process's (None), but with `TMPDIR` the folder `tmp`
     where given, else the folder Python's `tempfile` fell back to where the caller's names
     no usable one (nvcc, unlike gcc, does not fall back: it fails every compile with `Could
     not open output file`). A compile (`tmp`) never gets `LD_RUN_PATH`: GNU ld writes it into
     a shared object as its `RUNPATH` where no `-rpath` is given, which no key holds and which
     moves where the binary's `dlopen` and the libraries it needs are found (a kernel's own
-    `-Wl,-rpath` is an option: keyed)."""
+    `-Wl,-rpath` is an option: keyed). `c_locale`: `LC_ALL=C`, no `LANGUAGE` (gettext's)."""
     import tempfile  # imported on first use, as subprocess
 
     if tmp is not None:
-        made = config.compiler_environment(tmp, scratch=True)  # (a dict: `scratch`)
+        made = config.compiler_environment(tmp, scratch=True, c_locale=c_locale)  # (a dict)
         if made is not None:
             made.pop("LD_RUN_PATH", None)
         return made
-    return config.compiler_environment(tempfile.gettempdir())
+    return config.compiler_environment(tempfile.gettempdir(), c_locale=c_locale)

@@ -3,7 +3,9 @@
 `warmcli.backends.toolchain` remembers each compiler's line by its file's stamp, so a hot start
 never runs a compiler nor imports this module: it runs one (`warmcli.backends.processes`)
 and reduces its banner to the line that keys its builds (nvcc's: its release and build
-lines). This module owns no state and prints nothing.
+lines), asked in the C locale: a translated banner (`as` under `LANG=tr_TR.UTF-8`: `GNU
+çevirici`) keyed its builds apart, rebuilt where the locale differs. This module owns no state
+and prints nothing.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from warmcli.errors import ToolchainError
 
 
 def version_line(name: str, where: str, timeout: float) -> str:
-    """The first line `where --version` prints (nvcc's: `nvcc_version`); ToolchainError
-    where it cannot run, answers nothing within `timeout` seconds, or fails."""
+    """The first line `where --version` prints in the C locale (nvcc's: `nvcc_version`);
+    ToolchainError where it cannot run, answers nothing within `timeout` seconds, or fails."""
     from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
     try:
-        out = processes.run([where, "--version"], timeout)
+        out = processes.run([where, "--version"], timeout, c_locale=True)
     except OSError as exc:
         raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
     if out.timed_out:

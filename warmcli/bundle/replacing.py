@@ -289,8 +289,9 @@ def new_or_nothing(path: Path) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if not existed:
-            remove_new(path)
+        if not existed:  # a clean-up that fails too (a working folder removed under warm:
+            with contextlib.suppress(OSError):  # `realpath` fails) leaves the error it met
+                remove_new(path)
         if not folder:
             with contextlib.suppress(OSError):  # not empty: another's file is in it
                 path.parent.rmdir()

@@ -60,11 +60,20 @@ def bundle_to_write(named: str | None) -> Path:
 
 def refuse_folder_name(named: str, shown: str = "", to: str = "write") -> str:
     """`named`; a bundle file to write or read named as a folder (`served.folder_end`), or
-    as `-` (no bundle is streamed; one to read may be a file named `-`): one line, exit 2."""
+    as `-` (no bundle is streamed; one to read may be a file named `-`), or with a `~` a shell
+    would have expanded but did not (`--bundle=~/b.warm`, `-o '~/b.warm'`: a folder `~` was
+    made here, and the line naming it read as the home; one to read that is there is read;
+    `WARM_BUNDLE`'s is expanded, `config.bundle`): one line, exit 2."""
     from warmcli.bundle.served import folder_end  # production's rule
 
     if named == "-" and (to == "write" or not os.path.lexists(named)):
         fail(f"{shown}-: stdin/stdout are not supported: name a file (./- for one named -)")
+    home = os.path.expanduser(named)
+    if home != named and (to == "write" or not os.path.lexists(named)):
+        fail(
+            f"{shown}{named}: its '~' was not expanded by a shell (quoted, or after '='): "
+            f"name {home} (./{named} for a folder named {named.split('/')[0]})"
+        )
     if (end := folder_end(named)) is not None:
         fail(f"{shown}{named}: ends in '{end}', so names a folder: name the bundle file to {to}")
     return named

@@ -308,7 +308,24 @@ def answer(exc: WarmError | OSError) -> int:
         return refused(exc)
     if isinstance(exc, OutputError):  # what stdout still holds would fail again
         drop_stdout()
-    return exit_code(lambda: fail(str(exc)))
+    return exit_code(lambda: fail(_said(exc)))
+
+
+def _said(exc: WarmError | OSError) -> str:
+    """`exc`'s line; a file not found that names no file, met where the working folder is
+    gone (removed under the shell that started warm: `os.getcwd` fails), names that: a
+    relative path can neither be found nor made there (it said `[Errno 2] No such file or
+    directory`, nothing more)."""
+    if isinstance(exc, FileNotFoundError) and exc.filename is None:
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            return (
+                "the working folder was removed after warm's shell entered it: a relative "
+                "path is neither found nor made there (cd to a folder that is there, or "
+                "name absolute paths)"
+            )
+    return str(exc)
 
 
 def interrupted(kernels: int, tunes: int) -> NoReturn:

@@ -3,8 +3,9 @@ are not one whole run said (one line on stderr, exit 1; OUT is written). An inte
 OUT was moved into place (`MergeInterrupted`), or as the report is handed back or shown,
 says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
 is there (`warmcli.cli.committed`). An input given by URL is named by it in every line,
-never by its local copy in WARM_HOME. The merging is `warmcli.ops.merge`'s; this module parses
-and prints, and owns no state.
+never by its local copy in WARM_HOME. A soft limit on open files below what the inputs need
+(the merge holds each open) is raised toward the hard one, or refused in one line (`_room_for`).
+The merging is `warmcli.ops.merge`'s; this module parses and prints, and owns no state.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def merge(
         )
     target = new_file_path(output)
     paths = [readable_bundle(b) for b in bundles]
+    _room_for(len(set(paths)))
     names = {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)}
 
     def show(report: MergeReport, _: MergeReport) -> None:
@@ -104,6 +106,32 @@ def merge(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+# The files a merge holds open beside its inputs: the output, its journal and lock, stdio.
+_BESIDE_INPUTS = 8
+
+
+def _room_for(inputs: int) -> None:
+    """Room to hold `inputs` bundles open at once, as a merge does: a soft limit on open
+    files below that (a shell's 1,024 for a fleet's 2,000 shards, `ulimit -Sn`) raised as
+    far as needed where the hard limit allows; else one line before anything is read (it
+    said `s63.warm: cannot read bundle: Too many open files` midway)."""
+    try:
+        import resource
+    except ImportError:  # (no such limits to raise)
+        return
+    needed = inputs + _BESIDE_INPUTS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        fail(
+            f"merging {inputs} bundles holds each open at once, {needed} files, and this "
+            f"process may open {hard} (ulimit -n): raise that, or merge in parts (some "
+            "into OUT, then OUT with the rest)"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def _interrupted(report: MergeReport, output: str) -> NoReturn:
