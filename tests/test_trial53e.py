@@ -1,9 +1,9 @@
 """A user's install (stop 53): warm as `pip install` makes it, a wheel in a fresh venv, run
 from a folder that is not the checkout, where every other test runs warm from the checkout.
-The wheel is built once, offline (setuptools' own backend, no build isolation), from a copy of
-the tree whose `warmcli/_version.py` says another version, then installed with pip
-(`--no-index --no-deps`) into a venv that finds warm's libraries in the test venv's (a
-`.pth`). What the trial found, by hand (fresh venvs on 3.11.7, 3.12.1 and 3.13.0, each extra):
+The sdist and its wheel are built once, offline (setuptools' own backend, no build isolation),
+from a copy of the tree whose `warmcli/_version.py` says another version, the wheel installed
+with pip (`--no-index --no-deps`) into a venv that finds warm's libraries in the test venv's
+(a `.pth`). What the trial found, by hand (fresh venvs on 3.11.7, 3.12.1 and 3.13.0, each extra):
 - `typer>=0.12` was asked, but warm's CLI imports typer's private `typer._click` (typer 0.26
   made it), `typer._coercion` and `typer._param_types` (0.29): with typer 0.12 to 0.25 every
   command but `--version` ended in `ModuleNotFoundError: No module named 'typer._click'`, a
@@ -13,7 +13,10 @@ the tree whose `warmcli/_version.py` says another version, then installed with p
   install put back) says so in one line, exit 2, naming what warm needs.
 - the version was written twice, pyproject.toml's for pip and `_version.py`'s for `warm
   --version` and the bundle's manifest: a release that bumped one said two versions. pip's
-  is `_version.py`'s now (setuptools' `dynamic`)."""
+  is `_version.py`'s now (setuptools' `dynamic`).
+- the sdist held 472 of tests/' 497 files, the `test*.py` setuptools takes by default, none of
+  the conftest.py and helpers they import: tests that could not run. It holds none now
+  (MANIFEST.in): they need a checkout. The wheel is built from the sdist, as pip does."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -40,23 +44,51 @@ TYPER_PRIVATE_SINCE["typer._param_types"] = (0, 29)
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """warm's wheel, built from a copy of the tree (no `build/` of the checkout's to take stale
-    modules from) whose `_version.py` says OTHER_VERSION."""
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """warm's sdist, and its wheel built from the sdist unpacked, as pip builds one from an
+    sdist: from a copy of the tree (no `build/` of the checkout's to take stale modules from)
+    whose `_version.py` says OTHER_VERSION."""
     tree = tmp_path_factory.mktemp("tree")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "MANIFEST.in"):
         shutil.copy(ROOT / name, tree / name)
     shutil.copytree(ROOT / "warmcli", tree / "warmcli", ignore=shutil.ignore_patterns("__py*"))
+    (tree / "tests").mkdir()  # a test and its conftest.py: setuptools took the first alone
+    for name in ("conftest.py", Path(__file__).name):
+        shutil.copy(ROOT / "tests" / name, tree / "tests" / name)
     version = tree / "warmcli" / "_version.py"
     said = re.sub(r'__version__ = "[^"]+"', f'__version__ = "{OTHER_VERSION}"', version.read_text())
     assert OTHER_VERSION in said
     version.write_text(said)
-    out = tmp_path_factory.mktemp("wheel")
-    build = f"from setuptools import build_meta as b; print(b.build_wheel({str(out)!r}))"
-    built = subprocess.run(
-        [sys.executable, "-c", build], cwd=tree, capture_output=True, text=True, check=True
+    out = tmp_path_factory.mktemp("built")
+    build = (  # (setuptools' backend rewrites sys.argv: the folder is read first)
+        "import os, sys, tarfile; from setuptools import build_meta as b; out = sys.argv[1]\n"
+        "sdist = os.path.join(out, 'sdist', b.build_sdist(out + '/sdist'))\n"
+        "tarfile.open(sdist).extractall(out + '/unpacked', filter='data')\n"
+        "os.chdir(out + '/unpacked/' + os.path.basename(sdist).removesuffix('.tar.gz'))\n"
+        "print(sdist); print(os.path.join(out, 'wheel', b.build_wheel(out + '/wheel')))"
     )
-    return out / built.stdout.splitlines()[-1]
+    done = subprocess.run(
+        [sys.executable, "-c", build, out], cwd=tree, capture_output=True, text=True, check=True
+    )
+    sdist, wheel = [line for line in done.stdout.splitlines() if line.startswith(str(out))]
+    return Path(sdist), Path(wheel)
+
+
+@pytest.fixture(scope="module")
+def wheel(built: tuple[Path, Path]) -> Path:
+    return built[1]
+
+
+def test_the_sdist_holds_what_builds_the_wheel_and_no_tests_cut_from_theirs(
+    built: tuple[Path, Path],
+) -> None:
+    with tarfile.open(built[0]) as sdist:
+        names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
+    top = {n.split("/")[0] for n in names}
+    assert top == {"warmcli", "warmcli.egg-info", "README.md", "pyproject.toml", "PKG-INFO"} | {
+        "setup.cfg",
+        "MANIFEST.in",
+    }, top
 
 
 def _metadata(wheel: Path) -> email.message.Message:
@@ -123,8 +155,7 @@ def test_a_cli_whose_typer_is_too_old_says_so_in_one_line(tmp_path: Path) -> Non
 
 def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path) -> None:
     """pip installs it (no index, no dependencies: the test venv's, through a `.pth`), and
-    `warm` runs from a folder that is no checkout, its modules the installed ones; pip
-    uninstall takes every file of it away."""
+    `warm` runs from a folder that is no checkout, its modules the installed ones."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
     python = venv / "bin" / "python"
@@ -135,7 +166,6 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Pa
         check=True,
     ).stdout.strip()
     (Path(site) / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    before = sorted(p for p in Path(site).rglob("*"))
     pip = [sys.executable, "-m", "pip", "--python", str(python), "-q", "--no-cache-dir"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
     subprocess.run([*pip, "install", "--no-index", "--no-deps", wheel], env=env, check=True)
@@ -156,5 +186,3 @@ def test_the_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Pa
         [venv / "bin" / "warm", "stats", "none.warm"], cwd=tmp_path, env=env, capture_output=True
     )
     assert (missing.returncode, missing.stderr) == (2, b"warm: error: none.warm: no such bundle\n")
-    subprocess.run([*pip, "uninstall", "-y", "warmcli"], env=env, check=True)
-    assert sorted(p for p in Path(site).rglob("*")) == before
