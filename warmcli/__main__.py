@@ -15,7 +15,9 @@ by a command; output that cannot be written (`| false`, `> /dev/full`) is
 answered by `warmcli.cli.output`. A finalizer out of memory says nothing beside the
 command's one line (`_unraisable`); out of memory as CPython's C code may say it under an
 address-space limit (a SystemError or RecursionError, or an ImportError where a library could
-not be mapped: `_out_of_memory`) is that one line too."""
+not be mapped: `_out_of_memory`) is that one line too. A library the CLI imports that is missing
+or too old (a typer another install put back) is one line, exit 2, naming what warm needs
+(`_cannot_start`)."""
 
 from __future__ import annotations
 
@@ -66,6 +68,8 @@ def main() -> None:
         from warmcli.cli.common import end_process, exit_interrupted
     except KeyboardInterrupt:  # Ctrl-C while the CLI is imported: one line, as anywhere else
         _interrupted()
+    except ImportError as exc:  # a library the CLI needs, missing or too old: one line
+        _cannot_start(exc)
     code: object = None
     interrupted = False
     try:
@@ -228,6 +232,38 @@ def _interrupted() -> NoReturn:
     if "--json" in sys.argv[1:]:
         sys.stdout.write('{\n  "error": "interrupted",\n  "exit": 130\n}\n')
     _exit(130)
+
+
+def _cannot_start(exc: ImportError) -> NoReturn:
+    """One line, exit 2, where the CLI's own imports failed, naming the module and what warm's
+    metadata asks of its distribution: a library another install changed under warm (`pip
+    install typer==0.20` for another tool: no `typer._click`, which typer 0.26 made), or an
+    install of warm that lacks a file of its own. It was the import's traceback."""
+    import json
+    import re
+    from importlib import metadata
+
+    name = (exc.name or "").partition(".")[0]
+    said = f"the CLI cannot start: {exc}"
+    try:
+        ours = metadata.version("warmcli")
+        asked = [r for r in metadata.requires("warmcli") or () if ";" not in r]
+        wanted = [r for r in asked if re.split(r"[<>=!~ \[(]", r)[0] == name]
+        if name == "warmcli":
+            said += f" (warm {ours}'s install lacks it: pip install --force-reinstall warmcli)"
+        elif wanted:
+            there = getattr(sys.modules.get(name), "__version__", None)
+            try:
+                there = f"{name} {there or metadata.version(name)} is installed"
+            except metadata.PackageNotFoundError:
+                there = f"{name} is not installed"
+            said += f" ({there}; warm {ours} needs {wanted[0]}: pip install '{wanted[0]}')"
+    except (metadata.PackageNotFoundError, OSError, ValueError):
+        pass  # (warm has no metadata here, a checkout on PYTHONPATH: the import's words alone)
+    sys.stderr.write(f"warm: error: {said}\n")
+    if "--json" in sys.argv[1:]:
+        sys.stdout.write(json.dumps({"error": said, "exit": 2}, indent=2) + "\n")
+    _exit(2)
 
 
 def _exit(code: object) -> NoReturn:
