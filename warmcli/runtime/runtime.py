@@ -64,6 +64,7 @@ from warmcli.runtime.launch_sizes import (
 from warmcli.runtime.misses import EXPLAIN, Misses, MissPolicy
 from warmcli.runtime.misuse import discarded_read, refuse_device_data, refuse_wrong_kinds
 from warmcli.runtime.persist import persist
+from warmcli.runtime.recent import TUNES_KEPT, Recent
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 from warmcli.runtime.tune_flight import Flights
 from warmcli.runtime.tune_served import launch_pick
@@ -102,7 +103,7 @@ class Runtime:
         self.tunes = TuneCache(device.id, bundle)
         self.flights = Flights()  # the tune keys being measured (`warmcli.runtime.tune_flight`)
         self.tunes_cut: dict[str, str] = {}  # key -> label: its measuring interrupted
-        self._kept: dict[str, TuneRecord] = {}  # tune key -> its record, its pick served
+        self._kept: Recent[TuneRecord] = Recent(TUNES_KEPT)  # tune key -> its record, served
         self.tune_registrations = Registrations(device.id, "autotune")  # by key
         self.allow_discarded_reads = allow_discarded_reads
         self.default_stream = device.new_stream()
@@ -323,7 +324,7 @@ class Runtime:
     def _built_otherwise(self, tunable: Tunable, record: TuneRecord) -> bool:
         """Whether a measured pick's kernel is recorded as a build not served here as this one's
         (`BundleLookup.measured_otherwise`): measured again, serving or warming (asked once)."""
-        if self._kept.get(record.key) is record:  # (the hot path: one dict read)
+        if self._kept.get(record.key) is record:  # (the hot path: one memo read)
             return False
         recorded = next((c.kernel_key for c in record.candidates if c.name == record.pick), "")
         try:
@@ -333,7 +334,7 @@ class Runtime:
         lookup, warming = self.kernels.lookup, self.misses.policy is None
         if recorded != here and lookup.measured_otherwise(recorded, here, warming=warming):
             return True
-        self._kept[record.key] = record
+        self._kept.put(record.key, record)
         return False
 
     def _answer(self, tunable: Tunable, *inputs: Any, stream: Stream) -> str:

@@ -16,12 +16,12 @@ worker; the default journals nothing) is excluded with its reason; the fastest w
 measurement is kept (on a device that cannot execute, `--arch`, each candidate's launch runs once
 discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one it refuses is
 excluded, the others pending). A check that told no candidate apart (`judged_nothing`) is noted.
-`measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (the
-runtime's launch of one candidate), never the runtime itself. The `TuneCache` owns the records of
-one device and reads the bundle on demand (no sample made; a malformed row is no record:
-it remembers what is wrong, for the runtime to explain the miss as `corrupt`), the tunes whose
-every candidate failed here (`failed`: no record, a report names them) and those reached here
-no bundle serves (`never`: a candidate unkeyed, `warmcli.unkeyed`: not stored); it writes no bundle.
+`measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (a
+candidate's launch), never the runtime. The `TuneCache` owns the records of one device: those
+measured here, and the last `TUNES_KEPT` it read from the bundle on demand (no sample made; a
+malformed row is no record: it remembers what is wrong, for the runtime to explain the miss as
+`corrupt`), the tunes all of whose candidates failed here (`failed`) and those no bundle serves
+(`never`: a candidate unkeyed); it writes no bundle.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, included_headers
 from warmcli.printable import cut
 from warmcli.records import CandidateMeasurement, Record, TuneRecord, derived, tune_key
+from warmcli.runtime.recent import TUNES_KEPT, Recent
 from warmcli.runtime.tune_spec import check_names, check_spec, fits, inputs_text, key_text
 
 if TYPE_CHECKING:
@@ -155,17 +156,17 @@ class TuneCache:
     def __init__(self, device_id: str, bundle: Store | None = None) -> None:
         self.device_id, self.bundle = device_id, bundle
         self._lock = new_lock(self)
-        self._records: dict[str, TuneRecord] = {}
+        self._records: dict[str, TuneRecord] = {}  # measured here: kept for the process
+        self._served: Recent[TuneRecord] = Recent(TUNES_KEPT)  # read from the bundle
         self._new: dict[str, TuneRecord] = {}
         self._corrupt: dict[str, str] = {}  # key -> what is wrong with the bundle's row
         self.failed: dict[str, str] = {}  # key -> label: every candidate failed here, no record
         self.never: dict[str, tuple[str, str]] = {}  # key -> label, why: never served nor stored
 
     def get(self, key: str) -> TuneRecord | None:
-        """The record under `key`; None when there is none, or the bundle's is malformed
-        (then `corrupt(key)` says what is wrong with it)."""
+        """The record under `key`; None when there is none, or the bundle's is malformed."""
         with self._lock:
-            record = self._records.get(key)
+            record = self._records.get(key) or self._served.get(key)
         if record is None and self.bundle is not None:
             try:
                 record = self.bundle.tune(key, samples=False)
@@ -175,7 +176,7 @@ class TuneCache:
                 return None
             if record is not None:
                 with self._lock:
-                    self._records[key] = record = record.served()  # (not 500,000 samples)
+                    self._served.put(key, record := record.served())  # (no sample kept)
         return record
 
     def corrupt(self, key: str) -> str | None:
@@ -202,8 +203,7 @@ class TuneCache:
 if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at import
 
     class CandidateRun(Protocol):
-        """Launch one candidate kernel of a tune on its inputs, on `stream` (the runtime's
-        `Tunable.launch`, bound to the runtime)."""
+        """Launch one candidate of a tune on its inputs, on `stream` (`Tunable.launch`, bound)."""
 
         def __call__(self, kernel: Kernel, inputs: tuple[Any, ...], stream: Stream) -> None: ...
 
