@@ -56,7 +56,7 @@ def workload(rt):
 # A service over the bundle, its memo bound set to 8 (the default, 4,096, would need that many
 # tunes): every size served twice in turn, so each is dropped before it is reached again.
 SERVE = """
-import importlib, json, sys
+import importlib, json, os, sys
 import numpy as np
 import warmcli
 
@@ -66,16 +66,26 @@ for name in ("warmcli.runtime.tune", "warmcli.runtime.runtime"):
 import wl
 
 rt = warmcli.runtime("host")
-picks, right = [], True
-for _ in range(2):
+
+
+def serve():
+    picks, right = [], True
     for n in wl.SIZES:
         x = rt.upload(np.zeros(n, dtype=np.float32))
         picks.append(rt.tune(wl.ADD, x, n))
         right &= bool((rt.read(x) == 1).all())
+    return picks, right
+
+
+(first, right), (again, right_again) = serve(), serve()
+pid = os.fork()  # a pre-fork worker: what its master dropped, it reads again by its own ids
+if pid == 0:
+    os._exit(0 if serve() == (first, True) and not warmcli.report().tunes else 1)
 served = getattr(rt.tunes, "_served", ())
 print(json.dumps({
-    "held": len(rt.tunes._records) + len(served), "kept": len(rt._kept), "picks": picks,
-    "right": right, "missed": len(warmcli.report().tunes),
+    "held": len(rt.tunes._records) + len(served), "kept": len(rt._kept), "picks": first + again,
+    "right": right and right_again, "missed": len(warmcli.report().tunes),
+    "worker": os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]),
 }))
 """
 
@@ -87,6 +97,7 @@ def test_a_service_keeps_a_bounded_number_of_served_tunes(warm: Warm, tmp_path: 
     assert proc.returncode == 0, proc.stderr + proc.stdout
     out = warm.production(SERVE, tmp_path, bundle=bundle)
     assert out["right"] and out["missed"] == 0  # every tune served, dropped ones read again
+    assert out["worker"] == 0  # a forked worker served them all too, the same picks
     assert out["picks"][:24] == out["picks"][24:]  # the same picks, read again
     assert out["held"] <= 8, out  # 24 before: every size served, kept
     assert out["kept"] <= 8, out
@@ -100,5 +111,5 @@ MEASURE = SERVE.replace("len(warmcli.report().tunes)", "len(rt.tunes.unpersisted
 def test_a_tune_measured_here_is_never_dropped(warm: Warm, tmp_path: Path) -> None:
     (tmp_path / "wl.py").write_text(WORKLOAD)
     out = warm.with_env(WARM_BUNDLE="").production(MEASURE, tmp_path)
-    assert out["right"] and out["picks"][:24] == out["picks"][24:]
+    assert out["right"] and out["picks"][:24] == out["picks"][24:] and out["worker"] == 0
     assert out["missed"] == 24  # each measured once, each kept to write back
