@@ -22,7 +22,7 @@ V = TypeVar("V")
 
 TUNES_KEPT = 4096
 """How many tunes served from a bundle a device's runtime keeps in memory (~7 MB at two
-candidates a tune): the README's "Long-running services" says so."""
+candidates a tune): the README's "A long-running service" says so."""
 
 
 class Recent(Generic[V]):
