@@ -1,0 +1,65 @@
+"""Stop 53's mutation review, part 2 (keys, tunes and data safety): the guards whose mutant
+no earlier test caught, each held here by what a user sees through the real CLI and real
+compiles.
+
+- A tune's key names the device it was measured on: a bundle's tune measured on another CPU
+  is measured again here, never served as this one's (its key without the device served it).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli.records import tune_key
+
+# A host tunable of two candidates that compute alike, tuned on one shape.
+TUNED = """
+from warmcli import Kernel, Tunable
+
+DEVICE = "host"
+SRC = "void inc(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1.0f + 0 * U; }"
+T = Tunable(
+    name="inc",
+    candidates={f"c{u}": Kernel(SRC, "inc", "Pi", defines={"U": u}) for u in range(2)},
+    launch=lambda rt, k, x, n, *, stream=None: rt.launch(k, x, n, stream=stream),
+)
+
+
+def workload(rt):
+    x = rt.buffer(16, "float32")
+    rt.tune(T, x, 16)
+    return x
+"""
+
+
+def _autotune(warm: Warm, workload: Path, bundle: Path) -> dict[str, int]:
+    """The measuring pass's autotune counts of `warm run workload -b bundle`."""
+    proc = warm("run", workload, "-b", bundle, "--json", "-q")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)["passes"][1]["autotune"]
+
+
+def test_a_tune_measured_on_another_cpu_is_measured_again_here(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    workload = workload_file(TUNED)
+    assert _autotune(warm, workload, bundle_path)["measured"] == 1
+    with sqlite3.connect(bundle_path) as conn:  # as a bundle warmed on another CPU holds it
+        old, op, shape, device, checksum = conn.execute(
+            "SELECT key, operation, shape_key, device, checksum FROM tunes"
+        ).fetchone()
+        other = device.replace("|", "|Another CPU ", 1)
+        new = bytes.fromhex(tune_key(op, shape, other, checksum.hex()))
+        conn.execute("UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old))
+        fp = conn.execute("SELECT data FROM fingerprints WHERE kind = 'device'").fetchone()[0]
+        data = json.dumps({**json.loads(fp), "name": other.split("|")[1]}, sort_keys=True)
+        conn.execute(
+            "INSERT INTO fingerprints VALUES (?, 'device', ?)", ("device:" + other, data)
+        )
+    again = _autotune(warm, workload, bundle_path)
+    assert (again["measured"], again["hits"]) == (1, 0), again
