@@ -4,6 +4,8 @@ compiles.
 
 - A tune's key names the device it was measured on: a bundle's tune measured on another CPU
   is measured again here, never served as this one's (its key without the device served it).
+- A tunable that buckets nothing keys a buffer by its exact shape: tuned on 12 and on 16
+  elements, it measures both (its shapes bucketed to powers of two whatever it asked, one).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands f
 
 from warmcli.records import tune_key
 
-# A host tunable of two candidates that compute alike, tuned on one shape.
+# A host tunable of two candidates that compute alike, keyed by its one buffer's shape.
 TUNED = """
 from warmcli import Kernel, Tunable
 
@@ -26,15 +28,16 @@ SRC = "void inc(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1.0f + 0 
 T = Tunable(
     name="inc",
     candidates={f"c{u}": Kernel(SRC, "inc", "Pi", defines={"U": u}) for u in range(2)},
-    launch=lambda rt, k, x, n, *, stream=None: rt.launch(k, x, n, stream=stream),
+    launch=lambda rt, k, x, *, stream=None: rt.launch(k, x, x.shape[0], stream=stream),
 )
 
 
 def workload(rt):
     x = rt.buffer(16, "float32")
-    rt.tune(T, x, 16)
+    rt.tune(T, x)
     return x
 """
+TWO_SHAPES = TUNED.replace("rt.tune(T, x)", "rt.tune(T, x)\n    rt.tune(T, rt.buffer(12))")
 
 
 def _autotune(warm: Warm, workload: Path, bundle: Path) -> dict[str, int]:
@@ -63,3 +66,12 @@ def test_a_tune_measured_on_another_cpu_is_measured_again_here(
         )
     again = _autotune(warm, workload, bundle_path)
     assert (again["measured"], again["hits"]) == (1, 0), again
+
+
+def test_a_tunable_that_buckets_nothing_measures_each_shape_apart(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    assert _autotune(warm, workload_file(TWO_SHAPES), bundle_path)["measured"] == 2
+    with sqlite3.connect(bundle_path) as conn:
+        shapes = sorted(s for (s,) in conn.execute("SELECT shape_key FROM tunes"))
+    assert shapes == ["float32[12]", "float32[16]"], shapes
