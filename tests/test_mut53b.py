@@ -6,17 +6,22 @@ compiles.
   is measured again here, never served as this one's (its key without the device served it).
 - A tunable that buckets nothing keys a buffer by its exact shape: tuned on 12 and on 16
   elements, it measures both (its shapes bucketed to powers of two whatever it asked, one).
+- A bundle's tune whose key checks out but whose pick is no candidate of the workload's
+  tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
+  its pick raised `KeyError: 'c9'` out of the workload.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
+from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
 
 # A host tunable of two candidates that compute alike, keyed by its one buffer's shape.
@@ -75,3 +80,16 @@ def test_a_tunable_that_buckets_nothing_measures_each_shape_apart(
     with sqlite3.connect(bundle_path) as conn:
         shapes = sorted(s for (s,) in conn.execute("SELECT shape_key FROM tunes"))
     assert shapes == ["float32[12]", "float32[16]"], shapes
+
+
+def test_a_bundle_pick_that_is_no_candidate_is_measured_again(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    workload = workload_file(TUNED)
+    assert _autotune(warm, workload, bundle_path)["measured"] == 1
+    with Bundle.open(bundle_path, write=True) as bundle:  # a row naming a candidate c9
+        (tune,) = bundle.tunes()
+        renamed = [replace(c, name="c9") if c.name == tune.pick else c for c in tune.candidates]
+        bundle.put(tunes=[replace(tune, pick="c9", candidates=tuple(renamed))])
+    again = _autotune(warm, workload, bundle_path)
+    assert (again["measured"], again["hits"]) == (1, 0), again
