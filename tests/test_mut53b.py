@@ -9,11 +9,15 @@ compiles.
 - A bundle's tune whose key checks out but whose pick is no candidate of the workload's
   tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
   its pick raised `KeyError: 'c9'` out of the workload.
+- A kernel stored again with another binary frees its old one only where no other kernel uses
+  it: two host kernels built in one batch share one shared object, and the first rebuilt
+  leaves the second's binary in place (freed whatever used it, `warm verify` found it gone).
 """
 
 from __future__ import annotations
 
 import json
+import hashlib
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -93,3 +97,31 @@ def test_a_bundle_pick_that_is_no_candidate_is_measured_again(
         bundle.put(tunes=[replace(tune, pick="c9", candidates=tuple(renamed))])
     again = _autotune(warm, workload, bundle_path)
     assert (again["measured"], again["hits"]) == (1, 0), again
+
+
+TWO_KERNELS = """
+from warmcli import Kernel
+
+DEVICE = "host"
+
+
+def workload(rt):
+    x = rt.buffer(4)
+    for v in (1, 2):
+        rt.launch(Kernel("void k(float *x, int n) { x[0] = n * V; }", "k", "Pi", defines={"V": v}), x, 4)
+"""
+
+
+def test_a_kernel_stored_again_keeps_the_binary_its_batch_mate_uses(
+    warm: Warm, workload_file, bundle_path: Path
+) -> None:
+    done = warm("run", workload_file(TWO_KERNELS), "-b", bundle_path, "-q", "--jobs", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with Bundle.open(bundle_path, write=True) as bundle:
+        one, two = bundle.kernels()
+        assert one.sha256 == two.sha256  # one batch: one shared object
+        rebuilt = bundle.blob(one.sha256) + b"\0"  # the same code, another binary
+        sha = hashlib.sha256(rebuilt).hexdigest()
+        bundle.put([(replace(one, sha256=sha, size=len(rebuilt)), rebuilt)])
+    checked = warm("verify", bundle_path)
+    assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
