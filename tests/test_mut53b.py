@@ -1,34 +1,41 @@
 """Stop 53's mutation review, part 2 (keys, tunes and data safety): the guards whose mutant
 no earlier test caught, each held here by what a user sees through the real CLI and real
-compiles.
+compiles (one `warm run` of a host workload, its bundle copied for each test).
 
-- A tune's key names the device it was measured on: a bundle's tune measured on another CPU
-  is measured again here, never served as this one's (its key without the device served it).
 - A tunable that buckets nothing keys a buffer by its exact shape: tuned on 12 and on 16
   elements, it measures both (its shapes bucketed to powers of two whatever it asked, one).
+- A tune's key names the device it was measured on: a bundle's tune measured on another CPU
+  is measured again here, never served as this one's (its key without the device served it).
 - A bundle's tune whose key checks out but whose pick is no candidate of the workload's
   tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
   its pick raised `KeyError: 'c9'` out of the workload.
 - A kernel stored again with another binary frees its old one only where no other kernel uses
   it: two host kernels built in one batch share one shared object, and the first rebuilt
   leaves the second's binary in place (freed whatever used it, `warm verify` found it gone).
+- A use never moves a kernel's last use back: served by a process whose clock reads 1970, it
+  stays used now, and `warm clean --older-than 1d` keeps it (moved back, the clean took it).
 """
 
 from __future__ import annotations
 
-import json
 import hashlib
+import json
+import os
+import shutil
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from forked_cli import ForkedWarm
 
 from warmcli.bundle.store import Bundle
 from warmcli.records import tune_key
 
-# A host tunable of two candidates that compute alike, keyed by its one buffer's shape.
+# A host tunable of two candidates that compute alike, keyed by its one buffer's shape, tuned
+# on 16 elements and on 12; its candidates built in one batch (`--jobs 1`): one binary.
 TUNED = """
 from warmcli import Kernel, Tunable
 
@@ -42,86 +49,96 @@ T = Tunable(
 
 
 def workload(rt):
-    x = rt.buffer(16, "float32")
-    rt.tune(T, x)
-    return x
+    for n in (16, 12):
+        rt.tune(T, rt.buffer(n))
 """
-TWO_SHAPES = TUNED.replace("rt.tune(T, x)", "rt.tune(T, x)\n    rt.tune(T, rt.buffer(12))")
 
 
-def _autotune(warm: Warm, workload: Path, bundle: Path) -> dict[str, int]:
+@pytest.fixture(scope="module")
+def warmed(
+    tmp_path_factory: pytest.TempPathFactory, forking_servers: Any
+) -> tuple[ForkedWarm, Path, dict[str, Any]]:
+    """warm (its commands forked), the workload `TUNED` and its bundle beside it, and what
+    the run's measuring pass counted of its tunes."""
+    base = tmp_path_factory.mktemp("mut53b")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(base / "home"))), forking_servers)
+    (base / "w.py").write_text(TUNED)
+    return warm, base / "w.py", _autotune(warm, base / "w.py", base / "b.warm", "--jobs", "1")
+
+
+def _autotune(warm: Any, workload: Path, bundle: Path, *options: str) -> dict[str, int]:
     """The measuring pass's autotune counts of `warm run workload -b bundle`."""
-    proc = warm("run", workload, "-b", bundle, "--json", "-q")
+    proc = warm("run", workload, "-b", bundle, "--json", "-q", *options)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)["passes"][1]["autotune"]
+    return json.loads(proc.stdout)["passes"][1]["autotune"]  # type: ignore[no-any-return]
 
 
-def test_a_tune_measured_on_another_cpu_is_measured_again_here(
-    warm: Warm, workload_file, bundle_path: Path
-) -> None:
-    workload = workload_file(TUNED)
-    assert _autotune(warm, workload, bundle_path)["measured"] == 1
-    with sqlite3.connect(bundle_path) as conn:  # as a bundle warmed on another CPU holds it
-        old, op, shape, device, checksum = conn.execute(
-            "SELECT key, operation, shape_key, device, checksum FROM tunes"
-        ).fetchone()
-        other = device.replace("|", "|Another CPU ", 1)
-        new = bytes.fromhex(tune_key(op, shape, other, checksum.hex()))
-        conn.execute("UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old))
-        fp = conn.execute("SELECT data FROM fingerprints WHERE kind = 'device'").fetchone()[0]
-        data = json.dumps({**json.loads(fp), "name": other.split("|")[1]}, sort_keys=True)
-        conn.execute(
-            "INSERT INTO fingerprints VALUES (?, 'device', ?)", ("device:" + other, data)
-        )
-    again = _autotune(warm, workload, bundle_path)
-    assert (again["measured"], again["hits"]) == (1, 0), again
+def _copy(warmed: tuple[Any, Path, Any], tmp_path: Path) -> Path:
+    return Path(shutil.copyfile(warmed[1].parent / "b.warm", tmp_path / "b.warm"))
 
 
-def test_a_tunable_that_buckets_nothing_measures_each_shape_apart(
-    warm: Warm, workload_file, bundle_path: Path
-) -> None:
-    assert _autotune(warm, workload_file(TWO_SHAPES), bundle_path)["measured"] == 2
-    with sqlite3.connect(bundle_path) as conn:
+def test_a_tunable_that_buckets_nothing_measures_each_shape_apart(warmed: Any) -> None:
+    assert warmed[2]["measured"] == 2, warmed[2]
+    with sqlite3.connect(warmed[1].parent / "b.warm") as conn:
         shapes = sorted(s for (s,) in conn.execute("SELECT shape_key FROM tunes"))
     assert shapes == ["float32[12]", "float32[16]"], shapes
 
 
-def test_a_bundle_pick_that_is_no_candidate_is_measured_again(
-    warm: Warm, workload_file, bundle_path: Path
+def test_a_tune_measured_on_another_cpu_is_measured_again_here(
+    warmed: Any, tmp_path: Path
 ) -> None:
-    workload = workload_file(TUNED)
-    assert _autotune(warm, workload, bundle_path)["measured"] == 1
-    with Bundle.open(bundle_path, write=True) as bundle:  # a row naming a candidate c9
-        (tune,) = bundle.tunes()
-        renamed = [replace(c, name="c9") if c.name == tune.pick else c for c in tune.candidates]
-        bundle.put(tunes=[replace(tune, pick="c9", candidates=tuple(renamed))])
-    again = _autotune(warm, workload, bundle_path)
-    assert (again["measured"], again["hits"]) == (1, 0), again
+    warm, workload, _ = warmed
+    bundle = _copy(warmed, tmp_path)
+    with sqlite3.connect(bundle) as conn:  # as a bundle warmed on another CPU holds them
+        rows = conn.execute("SELECT key, operation, shape_key, device, checksum FROM tunes")
+        for old, op, shape, device, checksum in rows.fetchall():
+            other = device.replace("|", "|Another CPU ", 1)
+            new = bytes.fromhex(tune_key(op, shape, other, checksum.hex()))
+            conn.execute("UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old))
+        fp = conn.execute("SELECT data FROM fingerprints WHERE kind = 'device'").fetchone()[0]
+        data = json.dumps({**json.loads(fp), "name": other.split("|")[1]}, sort_keys=True)
+        conn.execute("INSERT INTO fingerprints VALUES (?, 'device', ?)", ("device:" + other, data))
+    again = _autotune(warm, workload, bundle)
+    assert (again["measured"], again["hits"]) == (2, 0), again
 
 
-TWO_KERNELS = """
-from warmcli import Kernel
-
-DEVICE = "host"
-
-
-def workload(rt):
-    x = rt.buffer(4)
-    for v in (1, 2):
-        rt.launch(Kernel("void k(float *x, int n) { x[0] = n * V; }", "k", "Pi", defines={"V": v}), x, 4)
-"""
+def test_a_bundle_pick_that_is_no_candidate_is_measured_again(warmed: Any, tmp_path: Path) -> None:
+    warm, workload, _ = warmed
+    bundle = _copy(warmed, tmp_path)
+    with Bundle.open(bundle, write=True) as opened:  # rows naming a candidate c9 as their pick
+        tunes = [
+            replace(t, pick="c9", candidates=tuple(replace(c, name="c9") if c.name == t.pick else c
+                                                   for c in t.candidates))
+            for t in opened.tunes()
+        ]  # fmt: skip
+        opened.put(tunes=tunes)
+    again = _autotune(warm, workload, bundle)
+    assert (again["measured"], again["hits"]) == (2, 0), again
 
 
 def test_a_kernel_stored_again_keeps_the_binary_its_batch_mate_uses(
-    warm: Warm, workload_file, bundle_path: Path
+    warmed: Any, tmp_path: Path
 ) -> None:
-    done = warm("run", workload_file(TWO_KERNELS), "-b", bundle_path, "-q", "--jobs", "1")
-    assert done.returncode == 0, done.stderr[-2000:]
-    with Bundle.open(bundle_path, write=True) as bundle:
-        one, two = bundle.kernels()
+    bundle = _copy(warmed, tmp_path)
+    with Bundle.open(bundle, write=True) as opened:
+        one, two = opened.kernels()
         assert one.sha256 == two.sha256  # one batch: one shared object
-        rebuilt = bundle.blob(one.sha256) + b"\0"  # the same code, another binary
+        rebuilt = opened.blob(one.sha256) + b"\0"  # the same code, another binary
         sha = hashlib.sha256(rebuilt).hexdigest()
-        bundle.put([(replace(one, sha256=sha, size=len(rebuilt)), rebuilt)])
-    checked = warm("verify", bundle_path)
+        opened.put([(replace(one, sha256=sha, size=len(rebuilt)), rebuilt)])
+    checked = warmed[0]("verify", bundle)
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
+
+
+def test_a_use_by_a_clock_in_1970_never_ages_a_kernel_a_clean_keeps(
+    warmed: Any, tmp_path: Path
+) -> None:
+    bundle = _copy(warmed, tmp_path)
+    with Bundle.open(bundle, write=True) as opened:  # served by a process whose clock is unset
+        keys = [k.key for k in opened.kernels()]
+        opened.touch(dict.fromkeys(keys, 0.0))
+    cleaned = warmed[0]("clean", bundle, "--older-than", "1d")
+    assert cleaned.returncode == 0, cleaned.stdout[-2000:] + cleaned.stderr[-2000:]
+    with sqlite3.connect(bundle) as conn:
+        assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (2,)
