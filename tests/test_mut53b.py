@@ -6,6 +6,8 @@ compiles (one `warm run` of a host workload, its bundle copied for each test).
   elements, it measures both (its shapes bucketed to powers of two whatever it asked, one).
 - A tune's key names the device it was measured on: a bundle's tune measured on another CPU
   is measured again here, never served as this one's (its key without the device served it).
+- `warm clean --tune OP` removes that tunable's tunes and only them: another CPU's tunes of
+  another tunable stay (taken as foreign too, as a plain clean takes them, they went).
 - A bundle's tune whose key checks out but whose pick is no candidate of the workload's
   tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
   its pick raised `KeyError: 'c9'` out of the workload.
@@ -85,22 +87,44 @@ def test_a_tunable_that_buckets_nothing_measures_each_shape_apart(warmed: Any) -
     assert shapes == ["float32[12]", "float32[16]"], shapes
 
 
+def _measured_elsewhere(bundle: Path, operation: str = "") -> None:
+    """Each of `bundle`'s tunes as another CPU's, as a bundle warmed there holds it: moved
+    there, or (given `operation`) copied there under that operation."""
+    with sqlite3.connect(bundle) as conn:
+        for row in conn.execute("SELECT * FROM tunes").fetchall():
+            old, op, shape, device, checksum = row[:5]
+            other = device.replace("|", "|Another CPU ", 1)
+            new = bytes.fromhex(tune_key(operation or op, shape, other, checksum.hex()))
+            if operation:
+                values = (new, operation, shape, other, *row[4:])
+                conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
+            else:
+                conn.execute("UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old))
+        fp = conn.execute("SELECT data FROM fingerprints WHERE kind = 'device'").fetchone()[0]
+        data = json.dumps({**json.loads(fp), "name": other.split("|")[1]}, sort_keys=True)
+        conn.execute("INSERT INTO fingerprints VALUES (?, 'device', ?)", ("device:" + other, data))
+
+
 def test_a_tune_measured_on_another_cpu_is_measured_again_here(
     warmed: Any, tmp_path: Path
 ) -> None:
     warm, workload, _ = warmed
     bundle = _copy(warmed, tmp_path)
-    with sqlite3.connect(bundle) as conn:  # as a bundle warmed on another CPU holds them
-        rows = conn.execute("SELECT key, operation, shape_key, device, checksum FROM tunes")
-        for old, op, shape, device, checksum in rows.fetchall():
-            other = device.replace("|", "|Another CPU ", 1)
-            new = bytes.fromhex(tune_key(op, shape, other, checksum.hex()))
-            conn.execute("UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old))
-        fp = conn.execute("SELECT data FROM fingerprints WHERE kind = 'device'").fetchone()[0]
-        data = json.dumps({**json.loads(fp), "name": other.split("|")[1]}, sort_keys=True)
-        conn.execute("INSERT INTO fingerprints VALUES (?, 'device', ?)", ("device:" + other, data))
+    _measured_elsewhere(bundle)
     again = _autotune(warm, workload, bundle)
     assert (again["measured"], again["hits"]) == (2, 0), again
+
+
+def test_clean_of_one_tunable_keeps_what_another_cpu_measured(
+    warmed: Any, tmp_path: Path
+) -> None:
+    bundle = _copy(warmed, tmp_path)
+    _measured_elsewhere(bundle, "other")  # foreign here: a plain clean would drop them
+    cleaned = warmed[0]("clean", bundle, "--tune", "inc")
+    assert cleaned.returncode == 0, cleaned.stdout[-2000:] + cleaned.stderr[-2000:]
+    with sqlite3.connect(bundle) as conn:
+        left = conn.execute("SELECT operation, count(*) FROM tunes GROUP BY operation")
+        assert left.fetchall() == [("other", 2)]
 
 
 def test_a_bundle_pick_that_is_no_candidate_is_measured_again(warmed: Any, tmp_path: Path) -> None:
