@@ -8,6 +8,8 @@ compiles (one `warm run` of a host workload, its bundle copied for each test).
   is measured again here, never served as this one's (its key without the device served it).
 - `warm clean --tune OP` removes that tunable's tunes and only them: another CPU's tunes of
   another tunable stay (taken as foreign too, as a plain clean takes them, they went).
+- A corrupt kernel goes in every clean, `--keep-foreign` too (kept, its binary failing its
+  sha256 stayed for every process to refuse).
 - A bundle's tune whose key checks out but whose pick is no candidate of the workload's
   tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
   its pick raised `KeyError: 'c9'` out of the workload.
@@ -125,6 +127,18 @@ def test_clean_of_one_tunable_keeps_what_another_cpu_measured(
     with sqlite3.connect(bundle) as conn:
         left = conn.execute("SELECT operation, count(*) FROM tunes GROUP BY operation")
         assert left.fetchall() == [("other", 2)]
+
+
+def test_clean_keeping_foreign_entries_still_removes_a_corrupt_kernel(
+    warmed: Any, tmp_path: Path
+) -> None:
+    bundle = _copy(warmed, tmp_path)
+    with sqlite3.connect(bundle) as conn:  # the batch's binary, zeroed: fails its sha256
+        conn.execute("UPDATE blobs SET data = zeroblob(length(data))")
+    cleaned = warmed[0]("clean", bundle, "--keep-foreign")
+    assert cleaned.returncode == 0, cleaned.stdout[-2000:] + cleaned.stderr[-2000:]
+    with sqlite3.connect(bundle) as conn:
+        assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
 
 
 def test_a_bundle_pick_that_is_no_candidate_is_measured_again(warmed: Any, tmp_path: Path) -> None:
