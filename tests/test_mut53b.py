@@ -10,14 +10,14 @@ compiles (one `warm run` of a host workload, its bundle copied for each test).
   another tunable stay (taken as foreign too, as a plain clean takes them, they went).
 - A corrupt kernel goes in every clean, `--keep-foreign` too (kept, its binary failing its
   sha256 stayed for every process to refuse).
+- `warm merge A B` keeps each kernel's latest last use of any input: A used it now, B long
+  ago, and a clean of the merge by age keeps it (B's time over A's, the clean took it).
 - A bundle's tune whose key checks out but whose pick is no candidate of the workload's
   tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
   its pick raised `KeyError: 'c9'` out of the workload.
 - A kernel stored again with another binary frees its old one only where no other kernel uses
   it: two host kernels built in one batch share one shared object, and the first rebuilt
   leaves the second's binary in place (freed whatever used it, `warm verify` found it gone).
-- A use never moves a kernel's last use back: served by a process whose clock reads 1970, it
-  stays used now, and `warm clean --older-than 1d` keeps it (moved back, the clean took it).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from conftest import Warm
 from forked_cli import ForkedWarm
 
 from warmcli.bundle.store import Bundle
-from warmcli.records import tune_key
+from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
 # A host tunable of two candidates that compute alike, keyed by its one buffer's shape, tuned
 # on 16 elements and on 12; its candidates built in one batch (`--jobs 1`): one binary.
@@ -101,15 +101,15 @@ def _measured_elsewhere(bundle: Path, operation: str = "") -> None:
                 values = (new, operation, shape, other, *row[4:])
                 conn.execute("INSERT INTO tunes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", values)
             else:
-                conn.execute("UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old))
+                conn.execute(
+                    "UPDATE tunes SET key = ?, device = ? WHERE key = ?", (new, other, old)
+                )
         fp = conn.execute("SELECT data FROM fingerprints WHERE kind = 'device'").fetchone()[0]
         data = json.dumps({**json.loads(fp), "name": other.split("|")[1]}, sort_keys=True)
         conn.execute("INSERT INTO fingerprints VALUES (?, 'device', ?)", ("device:" + other, data))
 
 
-def test_a_tune_measured_on_another_cpu_is_measured_again_here(
-    warmed: Any, tmp_path: Path
-) -> None:
+def test_a_tune_measured_on_another_cpu_is_measured_again_here(warmed: Any, tmp_path: Path) -> None:
     warm, workload, _ = warmed
     bundle = _copy(warmed, tmp_path)
     _measured_elsewhere(bundle)
@@ -117,9 +117,7 @@ def test_a_tune_measured_on_another_cpu_is_measured_again_here(
     assert (again["measured"], again["hits"]) == (2, 0), again
 
 
-def test_clean_of_one_tunable_keeps_what_another_cpu_measured(
-    warmed: Any, tmp_path: Path
-) -> None:
+def test_clean_of_one_tunable_keeps_what_another_cpu_measured(warmed: Any, tmp_path: Path) -> None:
     bundle = _copy(warmed, tmp_path)
     _measured_elsewhere(bundle, "other")  # foreign here: a plain clean would drop them
     cleaned = warmed[0]("clean", bundle, "--tune", "inc")
@@ -141,16 +139,17 @@ def test_clean_keeping_foreign_entries_still_removes_a_corrupt_kernel(
         assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
 
 
+def _renamed(tune: TuneRecord, name: str) -> tuple[CandidateMeasurement, ...]:
+    """`tune`'s candidates, its pick's renamed `name`."""
+    return tuple(replace(c, name=name) if c.name == tune.pick else c for c in tune.candidates)
+
+
 def test_a_bundle_pick_that_is_no_candidate_is_measured_again(warmed: Any, tmp_path: Path) -> None:
     warm, workload, _ = warmed
     bundle = _copy(warmed, tmp_path)
     with Bundle.open(bundle, write=True) as opened:  # rows naming a candidate c9 as their pick
-        tunes = [
-            replace(t, pick="c9", candidates=tuple(replace(c, name="c9") if c.name == t.pick else c
-                                                   for c in t.candidates))
-            for t in opened.tunes()
-        ]  # fmt: skip
-        opened.put(tunes=tunes)
+        tunes = opened.tunes()
+        opened.put(tunes=[replace(t, pick="c9", candidates=_renamed(t, "c9")) for t in tunes])
     again = _autotune(warm, workload, bundle)
     assert (again["measured"], again["hits"]) == (2, 0), again
 
@@ -169,14 +168,19 @@ def test_a_kernel_stored_again_keeps_the_binary_its_batch_mate_uses(
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-2000:]
 
 
-def test_a_use_by_a_clock_in_1970_never_ages_a_kernel_a_clean_keeps(
+def test_a_merge_keeps_the_latest_use_and_a_clean_by_age_keeps_what_it_used(
     warmed: Any, tmp_path: Path
 ) -> None:
-    bundle = _copy(warmed, tmp_path)
-    with Bundle.open(bundle, write=True) as opened:  # served by a process whose clock is unset
-        keys = [k.key for k in opened.kernels()]
-        opened.touch(dict.fromkeys(keys, 0.0))
-    cleaned = warmed[0]("clean", bundle, "--older-than", "1d")
-    assert cleaned.returncode == 0, cleaned.stdout[-2000:] + cleaned.stderr[-2000:]
-    with sqlite3.connect(bundle) as conn:
+    used_now = _copy(warmed, tmp_path)
+    used_long_ago = Path(shutil.copyfile(used_now, tmp_path / "old.warm"))
+    with sqlite3.connect(used_long_ago) as conn:  # its kernels last used in 2024
+        conn.execute("UPDATE kernels SET last_used = 1704067200")
+    out = tmp_path / "merged.warm"
+    for args in (
+        ("merge", used_now, used_long_ago, "-o", out),
+        ("clean", out, "--older-than", "1d"),
+    ):
+        done = warmed[0](*args)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with sqlite3.connect(out) as conn:
         assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (2,)
