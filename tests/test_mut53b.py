@@ -12,6 +12,11 @@ compiles (one `warm run` of a host workload, its bundle copied for each test).
   sha256 stayed for every process to refuse).
 - `warm merge A B` keeps each kernel's latest last use of any input: A used it now, B long
   ago, and a clean of the merge by age keeps it (B's time over A's, the clean took it).
+- A clean planned its removals without the write lock and applied them under it: a kernel a
+  writer touched in between (a process served it) went as "not used in the last 1d". Where
+  another writer committed since the plan (SQLite's `data_version`), the clean plans again
+  under the lock (a product fault, fixed; the interleaving made here by running the real
+  plan and then a real write of another connection, in its place).
 - A bundle's tune whose key checks out but whose pick is no candidate of the workload's
   tunable (a row from elsewhere naming a candidate "c9") is measured again: a hit that took
   its pick raised `KeyError: 'c9'` out of the workload.
@@ -27,6 +32,7 @@ import json
 import os
 import shutil
 import sqlite3
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -184,3 +190,25 @@ def test_a_merge_keeps_the_latest_use_and_a_clean_by_age_keeps_what_it_used(
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     with sqlite3.connect(out) as conn:
         assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (2,)
+
+
+def test_a_kernel_used_while_a_clean_plans_is_kept(
+    warmed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warmcli.ops import clean
+
+    bundle = _copy(warmed, tmp_path)
+    with sqlite3.connect(bundle) as conn:  # last used in 2024: a clean by age evicts them
+        conn.execute("UPDATE kernels SET last_used = 1704067200")
+    planned = clean._plan
+
+    def served_meanwhile(*args: Any) -> Any:  # a process serves them once the plan is made
+        plan = planned(*args)
+        with Bundle.open(bundle, write=True) as other:
+            other.touch(dict.fromkeys((k.key for k in other.kernels()), time.time()))
+        return plan
+
+    monkeypatch.setattr(clean, "_plan", served_meanwhile)
+    report = clean.clean_bundle(bundle, older_than=86400)
+    with sqlite3.connect(bundle) as conn:
+        assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (2,), report
