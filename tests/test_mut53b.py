@@ -8,10 +8,10 @@ compiles (one `warm run` of a host workload, its bundle copied for each test).
   is measured again here, never served as this one's (its key without the device served it);
   so is one whose key checks out but whose pick is no candidate of the workload's tunable (a
   row from elsewhere naming a candidate "c9": a hit that took it raised `KeyError: 'c9'`).
-- `warm clean --tune OP` removes that tunable's tunes and only them: another CPU's tunes of
-  another tunable stay (taken as foreign too, as a plain clean takes them, they went).
-- A corrupt kernel goes in every clean, `--keep-foreign` too (kept, its binary failing its
-  sha256 stayed for every process to refuse).
+- `warm clean --tune OP` removes that tunable's tunes and no foreign entry beside them, as
+  `--keep-foreign` keeps them: another CPU's tunes of another tunable stay (taken as foreign
+  too, they went); a corrupt kernel still goes (kept as under `--keep-foreign`, its binary
+  failing its sha256 stayed for every process to refuse).
 - `warm merge A B` keeps each kernel's latest last use of any input: A used it now, B long
   ago, and a clean of the merge by age keeps it (B's time over A's, the clean took it).
 - A clean planned its removals without the write lock and applied them under it: a kernel a
@@ -133,25 +133,18 @@ def _renamed(tune: TuneRecord, name: str) -> tuple[CandidateMeasurement, ...]:
     return tuple(replace(c, name=name) if c.name == tune.pick else c for c in tune.candidates)
 
 
-def test_clean_of_one_tunable_keeps_what_another_cpu_measured(warmed: Any, tmp_path: Path) -> None:
+def test_clean_of_one_tunable_keeps_foreign_tunes_and_still_removes_a_corrupt_kernel(
+    warmed: Any, tmp_path: Path
+) -> None:
     bundle = _copy(warmed, tmp_path)
     _measured_elsewhere(bundle, "other")  # foreign here: a plain clean would drop them
+    with sqlite3.connect(bundle) as conn:  # the batch's binary, zeroed: fails its sha256
+        conn.execute("UPDATE blobs SET data = zeroblob(length(data))")
     cleaned = warmed[0]("clean", bundle, "--tune", "inc")
     assert cleaned.returncode == 0, cleaned.stdout[-2000:] + cleaned.stderr[-2000:]
     with sqlite3.connect(bundle) as conn:
         left = conn.execute("SELECT operation, count(*) FROM tunes GROUP BY operation")
         assert left.fetchall() == [("other", 2)]
-
-
-def test_clean_keeping_foreign_entries_still_removes_a_corrupt_kernel(
-    warmed: Any, tmp_path: Path
-) -> None:
-    bundle = _copy(warmed, tmp_path)
-    with sqlite3.connect(bundle) as conn:  # the batch's binary, zeroed: fails its sha256
-        conn.execute("UPDATE blobs SET data = zeroblob(length(data))")
-    cleaned = warmed[0]("clean", bundle, "--keep-foreign")
-    assert cleaned.returncode == 0, cleaned.stdout[-2000:] + cleaned.stderr[-2000:]
-    with sqlite3.connect(bundle) as conn:
         assert conn.execute("SELECT count(*) FROM kernels").fetchone() == (0,)
 
 
