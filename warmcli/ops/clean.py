@@ -25,8 +25,9 @@ keys to remove only when it is to be applied: memory holds no whole table (a dig
 of each of this machine's toolchain's builds, to judge what they supersede; `max_size`
 and `older_than` keep the key, blob and time of each kept kernel, and either the
 keys of the tunes written before the age's cutoff or after now). `plan_clean` is pure;
-`clean_bundle` applies a plan to a bundle file (in one transaction, then a vacuum,
-`warmcli.ops.clean_vacuum`, and the stamp of what was used in the future; one
+`clean_bundle` applies a plan to a bundle file (made again under the write lock where
+another writer committed since: a kernel it served is used now; in one transaction, then a
+vacuum, `warmcli.ops.clean_vacuum`, and the stamp of what was used in the future; one
 that removes nothing vacuums a file it may write, a tenth of it free pages); once
 that transaction is committed (Ctrl-C, SIGTERM and SIGHUP held while it commits and is counted),
 Ctrl-C is `CleanInterrupted` (the counts also in the caller's `removed`, for one
@@ -246,23 +247,21 @@ def clean_bundle(
             now = time.time()
             keep = keep_foreign or bool(tunes)
             options = (machine, keep, max_size, dry_run, (older_than, now), frozenset(tunes))
-            unreadable: list[Unreadable] = []  # rows no listing reads: met, skipped, removed
-            try:
-                plan = _plan(bundle, *options, unreadable)
-            except BundleError as exc:  # a listing stopped at one: skip every one, plan again
-                if not unreadable_error(exc):
-                    raise
-                unreadable = skip_unreadable(bundle)
-                plan = _plan(bundle, *options, unreadable, True)
+            seen = bundle._one(_DATA_VERSION)  # what other writers had committed
+            plan, unreadable = _planned(bundle, options)
             applied = bool(plan.removals) and not dry_run
             if applied and plan.keys is not None:
-                kernels, tunes = plan.keys.get("kernel", []), plan.keys.get("tune", [])
-                with write_lock(path), held_interrupts():  # (a wait for it stops on Ctrl-C)
+                with write_lock(path):  # (a wait for it stops on Ctrl-C)
+                    if bundle._one(_DATA_VERSION) != seen:  # a writer's since: planned anew
+                        plan, unreadable = _planned(bundle, options)
+                    keys = plan.keys or {}
+                    kernels, tunes = keys.get("kernel", []), keys.get("tune", [])
                     rows = tuple(
                         [(u.rowid, u.raw_key) for u in unreadable if u.what == w] for w in WHATS
                     )
-                    bundle.delete(kernels, tunes, rows)
-                    removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
+                    with held_interrupts():
+                        bundle.delete(kernels, tunes, rows)
+                        removed[:] = len(kernels) + len(rows[0]), len(tunes) + len(rows[1])
                 vacuum(bundle, *removed)
             elif not dry_run and freed_pages(path):  # left by a vacuum refused (a full disk)
                 removed[:] = 0, 0  # nothing removed: an interrupt from now says it is whole
@@ -284,6 +283,25 @@ def clean_bundle(
         if not removed:
             raise
         raise CleanInterrupted(*removed) from None
+
+
+# Changed by every commit of another connection to the file (not this one's own): a writer's
+# commit between the plan and the lock its removal takes (a kernel served, a row mended)
+_DATA_VERSION = "PRAGMA data_version"
+_Options = tuple[Machine, bool, int | None, bool, tuple[float | None, float], frozenset[str]]
+
+
+def _planned(bundle: Bundle, options: _Options) -> tuple[CleanPlan, list[Unreadable]]:
+    """`_plan` of `bundle` under `options`, and the rows no listing reads it met: a listing
+    stopped at one has every one skipped (`skip_unreadable`) and the plan made again."""
+    unreadable: list[Unreadable] = []  # rows no listing reads: met, skipped, removed
+    try:
+        return _plan(bundle, *options, unreadable), unreadable
+    except BundleError as exc:
+        if not unreadable_error(exc):
+            raise
+    unreadable = skip_unreadable(bundle)
+    return _plan(bundle, *options, unreadable, True), unreadable
 
 
 def _plan(
