@@ -368,7 +368,7 @@ def test_an_s3_store_that_drips_its_headers_stops_at_the_deadline(
             with contextlib.suppress(OSError), conn:
                 conn.recv(65536)
                 conn.sendall(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-                for _ in range(20):  # 10 s, then the store stops
+                for _ in range(40):  # 20 s, then the store stops
                     time.sleep(0.5)
                     conn.sendall(b"a")
 
@@ -389,9 +389,9 @@ def test_an_s3_store_that_drips_its_headers_stops_at_the_deadline(
         server.close()
     took = time.monotonic() - began
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    # a 1 s deadline, process start and boto3's import under a loaded machine's 2 cores: far
-    # under the 10 s one request drips (the whole pull: 20 s)
-    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 6, (took, proc.stderr)
+    # a 1 s deadline, process start and boto3's import under a loaded machine's 2 cores (7.8 s
+    # at a load of 12): far under the 20 s one request drips (the whole pull: 40 s)
+    assert "WARM_REMOTE_DEADLINE" in proc.stderr and took < 15, (took, proc.stderr)
     assert not list((tmp_path / "home" / "remote").glob("*/*.tmp"))
 
 
