@@ -1,17 +1,29 @@
 """A hostile review of stop 53's changes: a served pick the launch function refuses, measured
-again (`warmcli.runtime.tune_served`). Real cc, real SQLite bundles, the real CLI (forked).
+again (`warmcli.runtime.tune_served`), and the CLI that cannot start (`__main__._cannot_start`).
+Real cc, real SQLite bundles, the real CLI (forked) and a real `python -m warmcli`.
 What it found:
 - a stale pick's refusal was told from one after an executed launch by a count every thread
   shared: another thread's launch meanwhile (a server's other request) made it raise, by chance;
 - a pick measured in this process that its launch function refuses for other inputs of its key
-  was measured again, each call that alternates (1.1 ms a call, not 0.03, two CPU candidates).
+  was measured again, each call that alternates (1.1 ms a call, not 0.03, two CPU candidates);
+- an ImportError of running out of memory (`ulimit -v`) as the CLI started said `pip install
+  'typer>=0.29'`, as one from a library installed as warm needs that failed its own import (a
+  broken numpy), and its text reached the terminal unescaped.
 """
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+
+from warmcli.errors import OUT_OF_MEMORY
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # u1 spins first, so u4 is the bundle's pick; REFUSED (the edit) is refused after another
 # thread's launch executed, as a server's other request would launch meanwhile.
@@ -100,3 +112,41 @@ def test_a_pick_measured_here_refused_for_other_inputs_of_its_key_is_not_measure
     assert error == "u4 refuses a=-1.0"
     assert note.startswith("warm: tune ax: the launch function refuses 'u4', the pick this ")
     assert "its key= or bucket= tells apart less than what the launch function refuses" in note
+
+
+def _start(tmp_path: Path, error: str, address_space: int | None = None) -> tuple[int, str]:
+    """`python -m warmcli stats` where importing typer raises `error` (first on the path),
+    under `address_space` (RLIMIT_AS) if given: its exit code and stderr."""
+    (tmp_path / "typer").mkdir()
+    (tmp_path / "typer" / "__init__.py").write_text(f"raise ImportError({error!r}, name='typer')")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+
+    def limit() -> None:
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, resource.RLIM_INFINITY))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "warmcli", "stats"],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=limit,
+        timeout=60,
+    )
+    return proc.returncode, proc.stderr
+
+
+def test_running_out_of_memory_as_the_cli_starts_says_so(tmp_path: Path) -> None:
+    error = "libffi.so.8: failed to map segment from shared object"
+    code, err = _start(tmp_path, error, address_space=64 << 30)
+    assert (code, err) == (2, f"warm: error: {OUT_OF_MEMORY}\n")
+
+
+def test_a_library_installed_as_warm_needs_that_fails_its_import_is_no_install_advice(
+    tmp_path: Path,
+) -> None:
+    code, err = _start(tmp_path, "libstdc++.so.6: cannot open shared object file\x1b]0;x\x07")
+    assert code == 2
+    assert err.startswith("warm: error: the CLI cannot start: libstdc++.so.6: cannot open ")
+    assert "\x1b" not in err and "\\x1b]0;x\\x07" in err
+    assert "pip install" not in err and "is installed, as warm needs: its own import failed" in err
