@@ -238,11 +238,17 @@ def _cannot_start(exc: ImportError) -> NoReturn:
     """One line, exit 2, where the CLI's own imports failed, naming the module and what warm's
     metadata asks of its distribution: a library another install changed under warm (`pip
     install typer==0.20` for another tool: no `typer._click`, which typer 0.26 made), or an
-    install of warm that lacks a file of its own. It was the import's traceback."""
-    import json
+    install of warm that lacks a file of its own. It was the import's traceback. Out of memory
+    (`_out_of_memory`: a library that could not be mapped) says that; a library installed as
+    warm needs whose own import failed (a library of its missing) is given no install advice."""
     import re
     from importlib import metadata
 
+    from warmcli.errors import OUT_OF_MEMORY
+    from warmcli.printable import printable
+
+    if _out_of_memory(exc):
+        _failed(OUT_OF_MEMORY)
     name = (exc.name or "").partition(".")[0]
     said = f"the CLI cannot start: {exc}"
     try:
@@ -257,9 +263,19 @@ def _cannot_start(exc: ImportError) -> NoReturn:
                 there = f"{name} {there or metadata.version(name)} is installed"
             except metadata.PackageNotFoundError:
                 there = f"{name} is not installed"
-            said += f" ({there}; warm {ours} needs {wanted[0]}: pip install '{wanted[0]}')"
+            if isinstance(exc, ModuleNotFoundError) or there.endswith("not installed"):
+                said += f" ({there}; warm {ours} needs {wanted[0]}: pip install '{wanted[0]}')"
+            else:  # (a broken numpy, a library of its missing: no install of it mends that)
+                said += f" ({there}, as warm needs: its own import failed)"
     except (metadata.PackageNotFoundError, OSError, ValueError):
         pass  # (warm has no metadata here, a checkout on PYTHONPATH: the import's words alone)
+    _failed(printable(said))  # (a path, a version: never a control character unescaped)
+
+
+def _failed(said: str) -> NoReturn:
+    """`said` as the CLI's one line, exit 2 (`--json`: its document too), where it has no CLI."""
+    import json
+
     sys.stderr.write(f"warm: error: {said}\n")
     if "--json" in sys.argv[1:]:
         sys.stdout.write(json.dumps({"error": said, "exit": 2}, indent=2) + "\n")

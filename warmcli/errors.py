@@ -344,6 +344,7 @@ DISK_FULL = "the disk is full"  # what a `BundleError` says of a write the disk 
 WRITE_FAILED = "a write to the disk failed (a file size limit, a quota or a failing disk)"
 REMOVED = "the bundle was removed while open"  # a `BundleError` of a file no longer there
 LOCKED = "locked by another process"  # what `BundleLocked` says of a lock kept past the wait
+OUT_OF_MEMORY = "out of memory (a memory limit: ulimit -v, a container's?)"  # nothing of a bundle
 # What a `BundleError` says where this process may not write the bundle: SQLite's read-only
 # file, folder (for its journal) or mount; a write lock it may not make (a read-only folder
 # without the `.lock`), or not open (a read-only mount: `Read-only file system`).

@@ -34,7 +34,7 @@ from warmcli import config
 from warmcli.bundle.location import withheld
 from warmcli.bundle.unshown import unshown_keys  # (a private key's text: never shown)
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
-from warmcli.errors import OutputError, WarmError
+from warmcli.errors import OUT_OF_MEMORY, OutputError, WarmError
 from warmcli.printable import escaped_within, printable, printable_lines
 
 if TYPE_CHECKING:
@@ -348,8 +348,6 @@ def exit_interrupted() -> NoReturn:
     exit_now("interrupted", EXIT_INTERRUPTED, label="")
 
 
-# What running out of memory says (`ulimit -v`, a container's limit): nothing of the bundle.
-OUT_OF_MEMORY = "out of memory (a memory limit: ulimit -v, a container's?)"
 _OUT_OF_MEMORY_LINE = f"warm: error: {OUT_OF_MEMORY}\n".encode()
 _OUT_OF_MEMORY_JSON = (json.dumps({"error": OUT_OF_MEMORY, "exit": 2}, indent=2) + "\n").encode()
 

@@ -67,7 +67,7 @@ from warmcli.runtime.persist import persist
 from warmcli.runtime.recent import TUNES_KEPT, Recent
 from warmcli.runtime.tune import Tunable, TuneCache, TuneFailure, measure
 from warmcli.runtime.tune_flight import Flights
-from warmcli.runtime.tune_served import launch_pick
+from warmcli.runtime.tune_served import Executed, launch_pick
 
 if TYPE_CHECKING:
     from warmcli.runtime.shard import Shard
@@ -109,7 +109,7 @@ class Runtime:
         self.default_stream = device.new_stream()
         self._checks: dict[tuple[str, str], Converter] = {}  # (content hash, name) -> checker
         self.retired: Callable[[str, Any, tuple[Any, ...], Stream | None], None] | None = None
-        self.executed = 0  # launches executed (`warmcli.runtime.tune_served`)
+        self.executed = Executed()  # launches executed, by thread (`tune_served`)
 
     @property
     def arch(self) -> str:
@@ -219,7 +219,7 @@ class Runtime:
                     if cover is not None:
                         cover(args)
                 self.device.launch(function, kernel, args, config, stream)
-                self.executed += 1  # (a stale pick's refusal is measured again only before any)
+                self.executed.count += 1  # (a stale pick is measured again only before any)
                 collector.count(self.device.id, "execution", "executed")
             return verdict
         except AttributeError:  # of the wrong kind? Said so; else the error stands
@@ -275,7 +275,7 @@ class Runtime:
             built_otherwise, record = record, None
         stale = None  # why the launch function refuses the bundle's pick here, if it does
         if record is not None and measured and record.pick in tunable.candidates:
-            stale = launch_pick(self, tunable, record.pick, inputs, stream)
+            stale = launch_pick(self, tunable, record, inputs, stream)
             if stale is None:
                 collector.count(device_id, "autotune", "hits")
                 return record.pick

@@ -184,6 +184,10 @@ class TuneCache:
         with self._lock:
             return self._corrupt.get(key)
 
+    def measured_here(self, key: str) -> bool:
+        """Whether this process measured the record under `key` (`put`), not the bundle."""
+        return key in self._records
+
     def put(self, record: TuneRecord) -> None:
         with self._lock:
             self._records[record.key] = record
@@ -266,9 +270,8 @@ def _measure_candidates(
     key: str,
     shape_key: str,
 ) -> list[CandidateMeasurement]:
-    """Every candidate's measurement, in order, on the guard's device and stream (without a
-    guard, none executes: each launch runs discarded on `stream`); one that fails to compile,
-    raises, or fails the output check is excluded with its reason."""
+    """Every candidate's measurement, in order, on the guard's device and stream (none executes
+    without one); one failing to compile, raising or failing the check is excluded, with why."""
     from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
     from warmcli.runtime.tune_check import check_candidate, checked, reference_failed
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
@@ -350,12 +353,9 @@ def measure(
     key: str,
     shape_key: str,
 ) -> TuneRecord:
-    """Measure every candidate on `stream` (switched to `Execute`) and pick the fastest;
-    `launch` runs one candidate, `kernels` compiles them (on `device`).
-
-    The buffers a candidate may write are kept and put back after every run, so the
-    inputs are as they were when this returns (see `warmcli.runtime.tune_guard`).
-    """
+    """Measure every candidate on `stream` (switched to `Execute`), pick the fastest; `launch`
+    runs one, `kernels` compiles them (on `device`). The buffers a candidate may write are put
+    back after every run (`warmcli.runtime.tune_guard`): the inputs are as they were."""
     # Imported on first use: a process served from the bundle measures nothing.
     from warmcli.runtime.tune_guard import TuneGuard, written_buffers
 
