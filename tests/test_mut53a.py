@@ -5,8 +5,10 @@ and the suite still passed; each test fails with its mutant and passes without i
 the real CLI or a real production process over a bundle an attacker edited with sqlite3:
 a signature that names a trusted key it was not made by, a key id that is not its key's, a
 blob whose entry lies about its size, a name past its limit hidden behind a NUL (SQLite's
-`length()` stops at one: only warm's own check of the text read sees it), and a host
-library in warm's cache that another writer could change after it was compared.
+`length()` stops at one: only warm's own check of the text read sees it), a schema object
+whose name, quoted by SQLite's own error, holds terminal escapes (only a production process
+showed it: the CLI escapes each error line itself), and a host library in warm's cache that
+another writer could change after it was compared.
 """
 
 from __future__ import annotations
@@ -36,31 +38,37 @@ def _copy(good: Path, path: Path) -> Path:
     return path
 
 
+# The trusted key's public half: RFC 8032's first Ed25519 test key (nothing here signs with it)
+TRUSTED = bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+SPKI = bytes.fromhex("302a300506032b6570032100")  # what precedes it in its PEM's DER
+
+
 @pytest.fixture(scope="module")
 def signed(made: tuple[Any, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two key pairs `warm keygen` made, `ours` (the trusted one: `ours.pub`) and `theirs`
-    (the attacker's), and a copy of `made`'s bundle that `theirs` signed (`by-theirs`)."""
+    """The trusted public key's file (`trusted.pub`), and a copy of `made`'s bundle signed by
+    an attacker's key that `warm keygen` made (`by-theirs`)."""
     warm, good = made
     base = tmp_path_factory.mktemp("signed")
-    for signer in ("ours", "theirs"):
-        assert warm("keygen", base / signer).returncode == 0
+    pem = base64.b64encode(SPKI + TRUSTED).decode()
+    (base / "trusted.pub").write_text(
+        f"-----BEGIN PUBLIC KEY-----\n{pem}\n-----END PUBLIC KEY-----\n"
+    )
+    assert warm("keygen", base / "theirs").returncode == 0
     bundle = _copy(good, base / "by-theirs.warm")
     done = warm("sign", bundle, "--key", base / "theirs")
     assert done.returncode == 0, done.stderr
-    return {"ours.pub": base / "ours.pub", "by-theirs": bundle}
+    return {"trusted.pub": base / "trusted.pub", "by-theirs": bundle}
 
 
 def _relabelled(signed: dict[str, Path], path: Path, *, with_key: bool) -> Path:
     """A copy (at `path`) of the bundle `theirs` signed, its signature row relabelled as an
-    attacker edits it: with our key's id (its raw public key's sha256, 16 hex digits, as
-    `warm verify` names it), and with our public key too (`with_key`)."""
-    pem = signed["ours.pub"].read_text().split("-----")[2]
-    public_key = base64.b64decode(pem)[-32:]  # an Ed25519 SubjectPublicKeyInfo ends with it
-    key_id = hashlib.sha256(public_key).hexdigest()[:16]
+    attacker edits it: with the trusted key's id (its raw public key's sha256, 16 hex
+    digits, as `warm verify` names it), and with that public key too (`with_key`)."""
+    key_id = hashlib.sha256(TRUSTED).hexdigest()[:16]
     with sqlite3.connect(_copy(signed["by-theirs"], path)) as conn:
         conn.execute("UPDATE signatures SET key_id = ?", (key_id,))
         if with_key:
-            conn.execute("UPDATE signatures SET public_key = ?", (public_key,))
+            conn.execute("UPDATE signatures SET public_key = ?", (TRUSTED,))
     conn.close()
     return path
 
@@ -74,7 +82,7 @@ def test_a_signature_naming_a_trusted_key_it_was_not_made_by_is_refused(
     # the attacker's key id, so the key id check alone refused it).
     warm, _ = made
     forged = _relabelled(signed, tmp_path / "forged.warm", with_key=True)
-    trusting = warm.with_env(WARM_TRUSTED_KEYS=str(signed["ours.pub"]))
+    trusting = warm.with_env(WARM_TRUSTED_KEYS=str(signed["trusted.pub"]))
     checked = trusting("check", forged)
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "bundle refused" in checked.stderr and len(checked.stderr.splitlines()) == 1
@@ -157,3 +165,32 @@ def test_a_cached_host_library_another_writer_could_change_is_written_again(
         st = library.stat()
         assert st.st_nlink == 1 and not st.st_mode & 0o077, (library.name, oct(st.st_mode))
     assert twin.read_bytes() == genuine  # the other name's file, kept as it was
+
+
+def test_sqlites_words_quoting_a_bundles_name_reach_a_production_log_escaped(
+    made: tuple[Any, Path], tmp_path: Path
+) -> None:
+    # Mutant: `_sqlite_errors` without `printable(exc)`. SQLite's own error quotes the name
+    # of the schema object it could not parse: a bundle's table named with an OSC title and
+    # a clear-screen sequence reached the production process's exception (its traceback,
+    # its log) raw; warm's CLI escapes each error line itself, so only production showed it.
+    warm, good = made
+    name = "evil\x1b]0;PWNED\x07\x1b[2J"
+    hostile = _copy(good, tmp_path / "hostile.warm")
+    with sqlite3.connect(hostile, isolation_level=None) as conn:
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute(
+            "INSERT INTO sqlite_master VALUES ('table', ?, ?, 0, 'CREATE TABLE t garbage')",
+            (name, name),
+        )
+    conn.close()
+    said = warm.production(
+        "import json, warmcli\n"
+        "try:\n"
+        "    warmcli.runtime('host')\n"
+        "except warmcli.WarmError as exc:\n"
+        "    print(json.dumps(str(exc)))\n",
+        bundle=hostile,
+    )
+    assert "corrupt bundle" in said and "\\x1b]0;PWNED\\x07" in said, said
+    assert not any(c in said for c in "\x1b\x07"), said
