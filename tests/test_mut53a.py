@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -111,11 +112,13 @@ def test_a_blob_whose_entry_lies_about_its_size_is_never_served(
     lying = _copy(good, tmp_path / "lying.warm")
     with sqlite3.connect(lying) as conn:
         (sha,) = conn.execute("SELECT sha256 FROM kernels ORDER BY rowid LIMIT 1").fetchone()
+        (blob,) = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha,)).fetchone()
         conn.execute("UPDATE blobs SET size = size + 1 WHERE sha256 = ?", (sha,))
     conn.close()
-    checked = warm("check", lying)
+    checked = warm("check", lying, "--json")
     assert checked.returncode == 1, checked.stdout + checked.stderr
-    assert "its entry says" in checked.stdout, checked.stdout
+    (said,) = {u["detail"] for u in json.loads(checked.stdout)["unservable"]}
+    assert said.endswith(f"blob {sha[:16]} is {len(blob)} bytes, its entry says {len(blob) + 1}")
 
 
 def test_a_name_past_its_limit_behind_a_nul_is_named_not_read_as_a_kernel(
@@ -194,3 +197,23 @@ def test_sqlites_words_quoting_a_bundles_name_reach_a_production_log_escaped(
     )
     assert "corrupt bundle" in said and "\\x1b]0;PWNED\\x07" in said, said
     assert not any(c in said for c in "\x1b\x07"), said
+
+
+def test_a_schema_entry_past_the_bound_is_refused_unread(
+    made: tuple[Any, Path], tmp_path: Path
+) -> None:
+    # Mutant `substr(sql, 1, 4096)` read whole survived: SQLite's own load of the schema
+    # read every entry whole before warm's check (a 200 MB statement: 231 MB peak). Each
+    # connection now bounds what SQLite reads (`SCHEMA_BYTES`) till the schema is warm's:
+    # such an entry is refused by SQLite unread (27 MB peak), named so.
+    warm, good = made
+    hostile = _copy(good, tmp_path / "hostile.warm")
+    with sqlite3.connect(hostile, isolation_level=None) as conn:
+        conn.execute("PRAGMA writable_schema = ON")
+        statement = f"CREATE TABLE big (x /*{'a' * (100 << 10)}*/)"
+        conn.execute("INSERT INTO sqlite_master VALUES ('table', 'big', 'big', 0, ?)", (statement,))
+    conn.close()
+    refused = warm("stats", hostile)
+    assert refused.returncode == 2, refused.stdout
+    assert refused.stderr.strip().endswith("refused: its schema is not warm's (an entry over "
+                                           "65536 bytes)"), refused.stderr  # fmt: skip
