@@ -13,7 +13,8 @@ made before it existed has no such table and opens as unsigned). A bundle is unt
 its schema is exactly warm's (`sqlite_master` equal to the rows warm's schema declares,
 `warmcli.bundle.schema.declared_schema`, else compared row by row with what SQLite makes of it by
 `schema_problems`, so no trigger, view, extra index or generated column of a bundle ever runs; till
-it passes, SQLite reads no value of it past `SCHEMA_BYTES`), with `trusted_schema` off
+it passes, SQLite reads no value of it past `SCHEMA_BYTES`, nor more than `SCHEMA_CALLS` times
+`SCHEMA_STEPS` steps to load it), with `trusted_schema` off
 (a journal warm rolls back, `recover`, has the schema it restores checked again) and SQLite's own
 page cache (`OWN_CACHE`, never one the file's header asks for), and every SQLite failure becomes a
 one-line `BundleError` (`_sqlite_errors`; a full disk or another write the system refused is named
@@ -73,6 +74,7 @@ LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite loc
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 PAGE_BYTES = 16384
 SCHEMA_BYTES = 1 << 16  # the most SQLite reads of a value of a schema not checked (warm's: ~1 KiB)
+SCHEMA_STEPS, SCHEMA_CALLS = 1000, 20  # the steps of a load (~20,000; warm's: under 1,000)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
 # a hostile schema's text is cut, never read whole
@@ -159,6 +161,9 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     # Till `_validate` passes its schema, SQLite reads no value of it past `SCHEMA_BYTES`: its
     # own load of a bundle's 200 MB statement held it whole (231 MB peak; refused so: 11 MB).
     conn.whole = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SCHEMA_BYTES)
+    # nor loads one of entries by the thousand (200,000 took SQLite 73 s: refused so, 8 ms)
+    steps = conn.steps = []  # a call each (no cycle: the connection is not the handler's)
+    conn.set_progress_handler(lambda: steps.append(1) or len(steps) > SCHEMA_CALLS, SCHEMA_STEPS)
     # An untrusted schema: SQL functions with side effects never run from it, and SQLite's
     # defensive mode (where exposed) forbids writing the schema or pages.
     conn.execute("PRAGMA trusted_schema = OFF")
@@ -329,6 +334,17 @@ def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     except sqlite3.DataError:  # SQLite's load refused an entry over `SCHEMA_BYTES`
         raise BundleError(f"{path}: refused: its schema is not warm's (an entry over "
                           f"{SCHEMA_BYTES} bytes)") from None  # fmt: skip
+    except sqlite3.OperationalError:  # "interrupted": by `_connect`'s handler, or another failure
+        if len(getattr(conn, "steps", ())) <= SCHEMA_CALLS:  # (more: SQLite stopped by it)
+            raise
+        raise BundleError(f"{path}: refused: its schema is not warm's (not loaded in "
+                          f"{SCHEMA_CALLS * SCHEMA_STEPS} steps)") from None  # fmt: skip
+    unbounded(conn)
+
+
+def unbounded(conn: sqlite3.Connection) -> None:
+    """Lift `_connect`'s bounds on SQLite's load of a schema: it is warm's (`_validate`)."""
+    conn.set_progress_handler(None, 0)
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, getattr(conn, "whole", SCHEMA_BYTES))
 
 
