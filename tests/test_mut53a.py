@@ -214,10 +214,12 @@ def test_a_schema_entry_past_the_bound_or_entries_by_the_thousand_are_refused_un
     padding = "a" * (100 << 10) if entries == 1 else ""
     with sqlite3.connect(hostile, isolation_level=None) as conn:
         conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("BEGIN")  # (one transaction: one sync)
         conn.executemany(
             "INSERT INTO sqlite_master VALUES ('table', ?1, ?1, 0, ?2)",
             ((f"t{n}", f"CREATE TABLE t{n} (x /*{padding}*/)") for n in range(entries)),
         )
+        conn.execute("COMMIT")
     conn.close()
     refused = warm("stats", hostile)
     assert refused.returncode == 2, refused.stdout
