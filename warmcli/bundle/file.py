@@ -11,8 +11,10 @@ as it is, and migrated by `warmcli.bundle.migrate` when first opened for write) 
 made before it existed has no such table and opens as unsigned). A bundle is untrusted input:
 `read_header` and `check_header` read its SQLite header without SQL; `_open_connection` checks that
 its schema is exactly warm's (`sqlite_master` equal to the rows warm's schema declares,
-`declared_schema`, else compared row by row with what SQLite makes of it by `schema_problems`, so
-no trigger, view, extra index or generated column of a bundle ever runs), with `trusted_schema` off
+`warmcli.bundle.schema.declared_schema`, else compared row by row with what SQLite makes of it by
+`schema_problems`, so no trigger, view, extra index or generated column of a bundle ever runs; till
+it passes, SQLite reads no value of it past `SCHEMA_BYTES`, nor more than `SCHEMA_CALLS` times
+`SCHEMA_STEPS` steps to load it), with `trusted_schema` off
 (a journal warm rolls back, `recover`, has the schema it restores checked again) and SQLite's own
 page cache (`OWN_CACHE`, never one the file's header asks for), and every SQLite failure becomes a
 one-line `BundleError` (`_sqlite_errors`; a full disk or another write the system refused is named
@@ -38,14 +40,22 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle import journal as journals
 from warmcli.bundle.disk_full import cannot_open, disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
-from warmcli.bundle.schema import FORMAT_VERSION, SCHEMA, SCHEMAS, TUNES_SCHEMA, statements
+from warmcli.bundle.schema import (
+    FORMAT_VERSION,
+    SCHEMA,
+    SCHEMAS,
+    TUNES_SCHEMA,
+    declared_schema,
+    schema_problems,
+    statements,
+)
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
 from warmcli.errors import CANNOT_WRITE, FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
@@ -63,6 +73,8 @@ OWN_CACHE = "PRAGMA cache_size = -2000"  # SQLite's default (2,000 KiB), whateve
 LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite lock (as a write-back)
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 PAGE_BYTES = 16384
+SCHEMA_BYTES = 1 << 16  # the most SQLite reads of a value of a schema not checked (warm's: ~1 KiB)
+SCHEMA_STEPS, SCHEMA_CALLS = 1000, 20  # the steps of a load (~20,000; warm's: under 1,000)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
 # a hostile schema's text is cut, never read whole
@@ -78,47 +90,6 @@ def warm_schema(script: str) -> frozenset[tuple[object, ...]]:
         return frozenset(conn.execute(SCHEMA_SELECT).fetchall())
     finally:
         conn.close()
-
-
-@functools.cache
-def declared_schema(script: str) -> frozenset[tuple[object, ...]]:
-    """`warm_schema(script)` read from the script's text without SQLite (each table and
-    index as written; a table's automatic index for each PRIMARY KEY that is not its rowid
-    and each UNIQUE): a bundle holding exactly these rows is warm's, checked without
-    building the schema in memory (~1 ms). A test holds it equal to `warm_schema`."""
-    rows: set[tuple[object, ...]] = set()
-    for statement in map(str.strip, statements(script)):
-        _, kind, name, rest = statement.split(None, 3)
-        if kind == "INDEX":  # CREATE INDEX name ON table(columns)
-            rows.add(("index", name, rest.split()[1].split("(")[0], statement))
-            continue
-        rows.add(("table", name, name, statement))
-        keys = rest.count("PRIMARY KEY") - rest.count("INTEGER PRIMARY KEY") + rest.count("UNIQUE")
-        rows.update(
-            ("index", f"sqlite_autoindex_{name}_{n}", name, None) for n in range(1, keys + 1)
-        )
-    return frozenset(rows)
-
-
-def schema_problems(
-    rows: Iterable[tuple[object, ...]], expected: frozenset[tuple[object, ...]]
-) -> list[str]:
-    """What a bundle's `sqlite_master` `rows` hold that `expected` does not, or lack."""
-    actual = frozenset(rows)
-    names = {(row[0], row[1]) for row in actual}
-    ours = {(row[0], row[1]) for row in expected}
-    problems = [
-        f"{kind} {str(name)[:60]!r} is not as warm creates it"
-        if (kind, name) in ours
-        else f"{kind} {str(name)[:60]!r} on {str(table)[:60]!r} is not warm's"
-        for kind, name, table, _ in sorted(actual - expected, key=repr)
-    ]
-    problems += [
-        f"no {kind} {name!r}"
-        for kind, name, _, _ in sorted(expected, key=repr)
-        if (kind, name) not in names
-    ]
-    return problems
 
 
 _T = TypeVar("_T")
@@ -187,6 +158,12 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
         factory=Waiting,
     )
     conn.wait_seconds = LOCK_WAIT_SECONDS  # in all, for each statement
+    # Till `_validate` passes its schema, SQLite reads no value of it past `SCHEMA_BYTES`: its
+    # own load of a bundle's 200 MB statement held it whole (231 MB peak; refused so: 11 MB).
+    conn.whole = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SCHEMA_BYTES)
+    # nor loads one of entries by the thousand (200,000 took SQLite 73 s: refused so, 8 ms)
+    steps = conn.steps = []  # a call each (no cycle: the connection is not the handler's)
+    conn.set_progress_handler(lambda: steps.append(1) or len(steps) > SCHEMA_CALLS, SCHEMA_STEPS)
     # An untrusted schema: SQL functions with side effects never run from it, and SQLite's
     # defensive mode (where exposed) forbids writing the schema or pages.
     conn.execute("PRAGMA trusted_schema = OFF")
@@ -350,6 +327,28 @@ def _open_connection(
 
 
 def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
+    """Refuse a bundle whose schema is not exactly warm's for its format (`BundleError`);
+    then lift the bound `_connect` put on what SQLite reads (a row's blob is read)."""
+    try:
+        _check_schema(path, conn, version)
+    except sqlite3.DataError:  # SQLite's load refused an entry over `SCHEMA_BYTES`
+        raise BundleError(f"{path}: refused: its schema is not warm's (an entry over "
+                          f"{SCHEMA_BYTES} bytes)") from None  # fmt: skip
+    except sqlite3.OperationalError:  # "interrupted": by `_connect`'s handler, or another failure
+        if len(getattr(conn, "steps", ())) <= SCHEMA_CALLS:  # (more: SQLite stopped by it)
+            raise
+        raise BundleError(f"{path}: refused: its schema is not warm's (not loaded in "
+                          f"{SCHEMA_CALLS * SCHEMA_STEPS} steps)") from None  # fmt: skip
+    unbounded(conn)
+
+
+def unbounded(conn: sqlite3.Connection) -> None:
+    """Lift `_connect`'s bounds on SQLite's load of a schema: it is warm's (`_validate`)."""
+    conn.set_progress_handler(None, 0)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, getattr(conn, "whole", SCHEMA_BYTES))
+
+
+def _check_schema(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     if version not in SCHEMAS:
         newer = version > max(SCHEMAS)  # (an older one than warm has read: no warm bundle)
         raise BundleError(

@@ -51,6 +51,7 @@ from warmcli.bundle.file import (
     _validate,
     check_header,
     recover,
+    unbounded,
 )
 from warmcli.bundle.journal import (
     check_journal,
@@ -223,6 +224,7 @@ def replaced_only(old: Path, new: Path) -> tuple[int, int]:
             with contextlib.closing(_connect(_read_only_uri(path), uri=True)) as conn:
                 _validate(path, conn, FORMAT_VERSION)
         with contextlib.closing(_connect(_read_only_uri(new), uri=True)) as conn:
+            unbounded(conn)  # (both schemas checked above: a count may take millions of steps)
             conn.execute("ATTACH DATABASE ? AS old", (_read_only_uri(old),))
             for name in ("main", "old"):  # SQLite's page cache, never a file header's (`OWN_CACHE`)
                 conn.execute(OWN_CACHE.replace("PRAGMA ", f"PRAGMA {name}."))
