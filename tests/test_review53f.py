@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_trial53d import SERVE  # a production process: its bits and its misses
 
 from warmcli.errors import OUT_OF_MEMORY
 
@@ -53,15 +54,6 @@ def workload(rt):
     y = rt.buffer(16)
     rt.tune(AX, y, x, 1.5, 16)
     return y
-"""
-
-SERVE = """
-import json, runpy, sys, warmcli
-from warmcli.execution.process_mode import active_collector
-rt = warmcli.runtime("host")
-y = rt.read(runpy.run_path(sys.argv[1])["workload"](rt))
-misses = [m.line() for m in active_collector().reader().misses()]
-print(json.dumps({"bits": y.tobytes().hex(), "misses": misses}))
 """
 
 
