@@ -368,10 +368,9 @@ class Bundle(BundleAdmin):
                     n_kernels += 1
                 elif held is not None:  # another writer's row kept: ours goes if none uses it
                     held.add(record.key), replaced.add(record.sha256)
-            conn.executemany(
-                "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)",
-                [(sha,) for sha in replaced],
-            )
+            from warmcli.bundle.unused import free_blobs  # (a writer's: never a serving one's)
+
+            free_blobs(conn, replaced)
             intern = interner(conn, self.path)
             for tune in self.unsigned_rows(tunes) if self.keeps_signed else tunes:
                 self.written.add(("tunes", tune.key))

@@ -43,6 +43,7 @@ from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import RowSet, covered
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import carried, carried_tunes, interner, tune_values
+from warmcli.bundle.unused import free_blobs
 from warmcli.errors import BundleError, MergeError
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
@@ -91,7 +92,7 @@ def write_union(
     other = 0  # kernel keys a later input holds built to another binary than the one kept
     later = 0  # kernel keys whose blob no input holds, a later input's build taken
     unsigned, renewed = stale
-    freed: list[tuple[str]] = []  # the blobs of the first input's rows renewed
+    freed: list[str] = []  # the blobs of the first input's rows renewed
     for index, bundle in enumerate(bundles):
         for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
             held = conn.execute(
@@ -99,7 +100,7 @@ def write_union(
             ).fetchone()
             if held is not None and index and record.key in unsigned and record.key not in renewed:
                 renewed.update((record.key, record.sha256))  # the first input's, no trusted
-                freed.append((str(held[0]),))  # key's: as a run rebuilds it (and its blob)
+                freed.append(str(held[0]))  # key's: as a run rebuilds it (and its blob)
                 held = None
             elif held is not None and held[0] != record.sha256:
                 other += 1
@@ -137,9 +138,7 @@ def write_union(
             f"and {later - LISTED:,} more kernel key(s) whose blob no input holds: a later "
             "input's build taken"
         )
-    conn.executemany(  # (one a kept kernel still names stays)
-        "DELETE FROM blobs WHERE sha256 = ? AND sha256 NOT IN (SELECT sha256 FROM kernels)", freed
-    )
+    free_blobs(conn, freed)  # (one a kept kernel still names stays)
     conn.execute(
         "CREATE TEMP TABLE merge_held (key TEXT PRIMARY KEY, input INTEGER, status TEXT, "
         "pick TEXT, measured_at REAL)"
