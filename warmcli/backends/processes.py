@@ -19,11 +19,11 @@ names none (missing, no folder) or names it relative to this process's working f
 nvcc writes its intermediate files there and, unlike gcc, does not fall back; a compiler
 never gets `LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child
 prints is read as it comes, to the end, and only its first 32 KiB and last 8 KiB are kept
-(`kept_output`; a probe's whole up to 4 MiB, `probe`, as warm parses it): a compiler
-that prints a million lines costs no more memory than one that prints a page, and its pipe
-never fills. Nothing here decides what runs, parses what a child prints, or prints. It
-imports Python's thread pool before any fork (its at-fork hooks must be whole for every
-fork: see the import).
+(`kept_output`; a probe's whole up to 4 MiB, `probe`, in the C locale, as warm parses it): a
+compiler that prints a million lines costs no more memory than one that prints a page, and its
+pipe never fills. Nothing here decides what runs, parses what a child prints, or prints. It
+imports Python's thread pool before any fork (its at-fork hooks must be whole for every fork:
+see the import).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 `warmcli.backends.toolchain` remembers each compiler's line by its file's stamp, so a hot start
 never runs a compiler nor imports this module: it runs one (`warmcli.backends.processes`)
 and reduces its banner to the line that keys its builds (nvcc's: its release and build
-lines), asked in the C locale: a translated banner (`as` under `LANG=tr_TR.UTF-8`: `GNU
-çevirici`) keyed its builds apart, rebuilt where the locale differs. This module owns no state
-and prints nothing.
+lines), asked in the C locale (before warm 53, a translated banner, `as` under
+`LANG=tr_TR.UTF-8`: `GNU çevirici`, keyed its builds apart: rebuilt where the locale differed).
+This module owns no state and prints nothing.
 """
 
 from __future__ import annotations

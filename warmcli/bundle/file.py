@@ -328,7 +328,7 @@ def _open_connection(
 
 def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     """Refuse a bundle whose schema is not exactly warm's for its format (`BundleError`);
-    then lift the bound `_connect` put on what SQLite reads (a row's blob is read)."""
+    then lift `_connect`'s bounds, on a value's length and the steps (`unbounded`)."""
     try:
         _check_schema(path, conn, version)
     except sqlite3.DataError:  # SQLite's load refused an entry over `SCHEMA_BYTES`

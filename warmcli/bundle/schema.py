@@ -11,8 +11,9 @@ key whole; format 1 also held the candidates as JSON text (with a narrower index
 table (a bundle made before signatures existed has none); `declared_schema`, the
 `sqlite_master` rows a schema's text declares, and `schema_problems`, what a bundle's rows
 hold that they do not, or lack (what `warmcli.bundle.file` refuses). This module owns no
-state and runs nothing (`warmcli.bundle.file` creates and checks; `warmcli.bundle.migrate`
-rebuilds an older bundle's tunes).
+state but `declared_schema`'s memo (one entry a schema text: a handful) and runs no SQL
+(`warmcli.bundle.file` creates and checks; `warmcli.bundle.migrate` rebuilds an older
+bundle's tunes).
 """
 
 from __future__ import annotations
@@ -93,10 +94,10 @@ SCHEMAS: dict[int, tuple[str, ...]] = {
 
 @functools.cache
 def declared_schema(script: str) -> frozenset[tuple[object, ...]]:
-    """`warm_schema(script)` read from the script's text without SQLite (each table and
-    index as written; a table's automatic index for each PRIMARY KEY that is not its rowid
-    and each UNIQUE): a bundle holding exactly these rows is warm's, checked without
-    building the schema in memory (~1 ms). A test holds it equal to `warm_schema`."""
+    """`warmcli.bundle.file.warm_schema(script)` read from the script's text without SQLite
+    (each table and index as written; a table's automatic index for each PRIMARY KEY that is
+    not its rowid and each UNIQUE): a bundle holding exactly these rows is warm's, checked
+    without building the schema in memory (~1 ms). A test holds it equal to `warm_schema`."""
     rows: set[tuple[object, ...]] = set()
     for statement in map(str.strip, statements(script)):
         _, kind, name, rest = statement.split(None, 3)

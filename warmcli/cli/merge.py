@@ -4,8 +4,9 @@ OUT was moved into place (`MergeInterrupted`), or as the report is handed back o
 says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
 is there (`warmcli.cli.committed`). An input given by URL is named by it in every line,
 never by its local copy in WARM_HOME. A soft limit on open files below what the inputs need
-(the merge holds each open) is raised toward the hard one, or refused in one line (`_room_for`).
-The merging is `warmcli.ops.merge`'s; this module parses and prints, and owns no state.
+(the merge holds each open) is raised to that, for the rest of the process, where the hard one
+allows, else refused in one line (`_room_for`). The merging is `warmcli.ops.merge`'s; this
+module parses and prints, and owns no state (that limit is the process's).
 """
 
 from __future__ import annotations
@@ -115,8 +116,9 @@ _BESIDE_INPUTS = 8
 def _room_for(inputs: int) -> None:
     """Room to hold `inputs` bundles open at once, as a merge does: a soft limit on open
     files below that (a shell's 1,024 for a fleet's 2,000 shards, `ulimit -Sn`) raised as
-    far as needed where the hard limit allows; else one line before anything is read (it
-    said `s63.warm: cannot read bundle: Too many open files` midway)."""
+    far as needed where the hard limit allows (left so: the process ends with the merge);
+    else one line before any input is opened (a URL's copy is fetched first; it said
+    `s63.warm: cannot read bundle: Too many open files` midway)."""
     try:
         import resource
     except ImportError:  # (no such limits to raise)

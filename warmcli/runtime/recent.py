@@ -2,11 +2,12 @@
 
 A serving process that tunes over dynamic shapes reaches a new tune key per distinct size: a
 memo of every one it was served would grow for as long as the process lives (~1.8 kB a tune of
-two candidates; 10,000 sizes, 18 MB). What this memo keeps is only a copy of what its owner can
-read again (a tune's row in the bundle the process opened): an entry dropped is read again at
-its next use, the same row. What a process measured itself is never put here (it must stay: the
-pick it launched, its write-back). As CuPy's and Triton's in-memory caches are keyed, the hit
-costs one dict move and one read (~0.1 µs beyond a plain dict's).
+two candidates; 10,000 sizes, 18 MB). What this memo keeps is only what its owner can make
+again: a tune's row in the bundle the process opened (`TuneCache`: read again at its next use,
+the same row), or the runtime's verdict that a pick's build is served here (`Runtime._kept`:
+asked again). What a process measured itself is never kept only here (`TuneCache` holds it
+apart, for good: the pick it launched, its write-back). As CuPy's and Triton's in-memory caches
+are keyed, the hit costs one dict move and one read (~0.1 µs beyond a plain dict's).
 
 It takes no lock: each call is one or two C-level `OrderedDict` operations, atomic under the GIL
 for `str` keys, and one that finds its key dropped by another thread meanwhile answers None (a
@@ -22,7 +23,8 @@ V = TypeVar("V")
 
 TUNES_KEPT = 4096
 """How many tunes served from a bundle a device's runtime keeps in memory (~7 MB at two
-candidates a tune): the README's "A long-running service" says so."""
+candidates a tune), in its `TuneCache` and in its memo of their builds' verdicts alike: the
+README's "A long-running service" says so."""
 
 
 class Recent(Generic[V]):

@@ -22,20 +22,20 @@ kernels it owns (`warmcli.runtime.shard`), but those a tune's launch function la
 pre-build checks it (`warmcli.runtime.tune_check`: a GPU's measurement runs them); everything else
 it skips. A tunable with a single candidate is answered with it, never measured nor registered.
 A tune of a tunable with an unkeyed candidate (its key this process's own) is never stored.
-While warming, a measured pick whose kernel is recorded as a build not served here as this process's
-(flags a wrapper adds) is measured again, serving or warming (`_built_otherwise`: its timing and
-check were of that binary); one of another warm's build recipe is served as it is, and measured
-again by a re-warm where that recipe is older. The runtime never prints; it counts into the active
-`StatisticsCollector` (a note into the default one too: `note_reported`), and holds its tunes'
-registrations (`tune_registrations`): a tune settles measured, pending, failed or abandoned (its
-measuring raised, or the runtime closed with it still gathered). A runtime whose warming passes
-ended is `retired`: a gate its launches and tunes ask first (`warmcli.warming.ended`: a daemon
-thread's late launch is stopped there). Threads that miss one tune at once measure it once: the
-others wait, then take its pick (`warmcli.runtime.tune_flight`). A served pick the launch function
-refuses, nothing executed yet, is stale: measured again (`warmcli.runtime.tune_served`). A tune's
-miss is explained by its `Misses`. A buffer's shape and dtype and a launch's configuration are
-read by `warmcli.runtime.launch_sizes`. `can_build` answers a fast path a workload can skip
-(`warmcli.runtime.buildable`, imported on its first use, as `runtime.tune_check` is)."""
+A measured pick whose kernel is recorded as a build not served here as this process's (flags a
+wrapper adds) is measured again, serving or warming (`_built_otherwise`: its timing and check were
+of that binary; the verdict kept for the last `TUNES_KEPT`: `_kept`); one of another warm's build
+recipe is served as it is, and measured again by a re-warm where that recipe is older. The runtime
+never prints; it counts into the active `StatisticsCollector` (a note into the default one too:
+`note_reported`), and holds its tunes' registrations (`tune_registrations`): a tune settles
+measured, pending, failed or abandoned (its measuring raised, or the runtime closed with it still
+gathered). A runtime whose warming passes ended is `retired`: a gate its launches and tunes ask
+first (`warmcli.warming.ended`: a daemon thread's late launch is stopped there). Threads that miss
+one tune at once measure it once: the others wait, then take its pick (`runtime.tune_flight`). A
+served pick the launch function refuses, nothing executed yet by that thread (its count,
+`executed`), is stale: measured again (`tune_served`). A buffer's shape and dtype and a launch's
+configuration are read by `runtime.launch_sizes`. `can_build` answers a fast path a workload can
+skip (`runtime.buildable`, imported on first use, as `runtime.tune_check` is)."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ class Tunable(Record):
 
 
 class TuneCache:
-    """The tune records of one device: measured here, or read from the bundle on demand."""
+    """A device's tune records: those measured here, the last `TUNES_KEPT` the bundle served."""
 
     def __init__(self, device_id: str, bundle: Store | None = None) -> None:
         self.device_id, self.bundle = device_id, bundle
@@ -164,7 +164,7 @@ class TuneCache:
         self.never: dict[str, tuple[str, str]] = {}  # key -> label, why: never served nor stored
 
     def get(self, key: str) -> TuneRecord | None:
-        """The record under `key`; None when there is none, or the bundle's is malformed."""
+        """The record under `key`; None for none, or the bundle's malformed (`corrupt`)."""
         with self._lock:
             record = self._records.get(key) or self._served.get(key)
         if record is None and self.bundle is not None:

@@ -14,8 +14,9 @@ executed before the refusal by this thread (`Executed`: the buffers as they were
 measurement needs them; another thread's launch meanwhile is its own) and on a device that
 executes (a pre-build's, `--arch`, keeps the error: a launch function that asks what only a GPU
 answers raises there for every candidate); an error that is warm's own verdict (a discarded
-read, a strict miss, a bundle or toolchain error) is raised as before. It owns no state but
-each thread's count of launches executed, counts nothing else and never prints.
+read, a strict miss, a bundle or toolchain error) is raised as before. It owns no state (each
+thread's count of launches executed, `Executed`, is a runtime's: `Runtime.executed`, which
+counts them), counts nothing and never prints.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ the environment's: such a profile is no toolkit's own, and its digest covers the
 variables (`-I$(X)` with `X="/inc -DN=3"` defines N). `digest` is what the `--dryrun`s read through
 it are remembered by, with the binary's stamp. `FROM_ENVIRONMENT` names the variables nvcc takes
 from the environment through it (its `INCLUDES +=`: `INCLUDES=-DN=5` reaches every kernel). It holds
-memos per profile file and settled stamp (the last 8) and per profile text (each judged once);
-it never runs nvcc.
+memos per profile file and settled stamp (the last 8) and per profile text (the last 16, each
+judged once while kept); it never runs nvcc.
 """
 
 from __future__ import annotations
