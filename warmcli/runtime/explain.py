@@ -1,34 +1,34 @@
 """Why a bundle missed: the nearest entry it does hold, and which part of the key differs.
 
-A miss (a kernel or tune the loaded bundle lacks) is explained by reading the bundle's entries
-for the same kernel entry or tunable operation (an indexed query, run only on a miss), taking
-the nearest one (fewest differing key components) and naming the component that differs:
-`toolchain`, `arch`, `options`, `defines`, `source`, `headers` (those it includes from its
-include folders; which of them differ, by name, where the build kept their names:
-`warmcli.runtime.shown`, which shows every component's value) for a kernel; `device`
-(fingerprint), `checksum` (candidate set, output check), `shape` (shape/dtype key; of a form no
-held key has, a changed `key=`'s, it says so: `nearest`), `toolchain` (its pick measured on a
-build of its kernel not served here as this process's: measured again) for a tune; `absent` when
-the bundle holds nothing of that entry or operation, `pending` for a tune only recorded without
-a GPU, `binary` for a build whose blob cannot be served, `corrupt` for an entry whose row is
-malformed (it is never served; a malformed row of the same entry or operation is skipped when
-looking for the nearest; one SQLite cannot hand back, which stops that listing, explains the
-miss as corrupt), `signature` when only the parameter letters or language differ, `unsigned`
-when the bundle holds the entry but no trusted key signed it (`warmcli.bundle.signing`),
-`no-bundle` when strict mode meets a compile or tune with no bundle loaded at all, `removed`
-where the bundle's file was deleted and a process forked since finds none to read, `locked` where
-another process kept the bundle locked past the wait for it and `unread` where this process reads
-no bundle (forked while another thread read it for over 5 s: `warmcli.forking.sqlite_unsafe`),
-an entry's row or a build's blob alike (`_not_read`). Held values are shown cut, three at most
-(`_first`: the rest counted), options or defines not the JSON warm writes as the bundle's text
-(never raised into the launch that missed). What a runtime does with an explanation (count, log,
-refuse with `StrictMissError`) is the miss policy's, `warmcli.runtime.misses`, which also keeps
-an entry's listing (`listed_kernels`, `warmcli.runtime.tune_listing`'s `listed_tunes`: a
-`warmcli.runtime.nearest.Listed`) for its next miss, so that many misses of one entry read
-its rows once (another process's rows written meanwhile are not seen by the later ones). This
-module is pure: it only reads the bundle it is handed, owns no state, counts nothing and never
-prints or logs; it is imported at the first miss (a process its bundle serves wholly never
-loads it).
+A miss (a kernel or tune the loaded bundle lacks) is explained by reading the bundle's entries for
+the same kernel entry or tunable operation (an indexed query, run only on a miss), taking the
+nearest one (fewest differing key components) and naming the component that differs: `toolchain`,
+`arch`, `options`, `defines`, `source`, `headers` (those it includes from its include folders; which
+of them differ, by name, where the build kept their names: `warmcli.runtime.shown`, which shows
+every component's value) for a kernel; `device` (fingerprint), `checksum` (candidate set, output
+check), `shape` (shape/dtype key; of a form no held key has, a changed `key=`'s, it says so:
+`nearest`), `toolchain` (its pick measured on a build of its kernel not served here as this
+process's: measured again) and `launch` (its launch function refuses the bundle's pick, said by
+`misses`: `warmcli.runtime.tune_served`) for a tune; `absent` when the bundle holds nothing of that
+entry or operation, `pending` for a tune only recorded without a GPU, `binary` for a build whose
+blob cannot be served, `corrupt` for an entry whose row is malformed (it is never served; a
+malformed row of the same entry or operation is skipped when looking for the nearest; one SQLite
+cannot hand back, which stops that listing, explains the miss as corrupt), `signature` when only the
+parameter letters or language differ, `unsigned` when the bundle holds the entry but no trusted key
+signed it (`warmcli.bundle.signing`), `no-bundle` when strict mode meets a compile or tune with no
+bundle loaded at all, `removed` where the bundle's file was deleted and a process forked since finds
+none to read, `locked` where another process kept the bundle locked past the wait for it and
+`unread` where this process reads no bundle (forked while another thread read it for over 5 s:
+`warmcli.forking.sqlite_unsafe`), an entry's row or a build's blob alike (`_not_read`). Held values
+are shown cut, three at most (`_first`: the rest counted), options or defines not the JSON warm
+writes as the bundle's text (never raised into the launch that missed). What a runtime does with an
+explanation (count, log, refuse with `StrictMissError`) is the miss policy's,
+`warmcli.runtime.misses`, which also keeps an entry's listing (`listed_kernels`,
+`warmcli.runtime.tune_listing`'s `listed_tunes`: a `warmcli.runtime.nearest.Listed`) for its next
+miss, so that many misses of one entry read its rows once (another process's rows written meanwhile
+are not seen by the later ones). This module is pure: it only reads the bundle it is handed, owns no
+state, counts nothing and never prints or logs; it is imported at the first miss (a process its
+bundle serves wholly never loads it).
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """The miss policy: what a runtime does with a kernel or a tune the loaded bundle lacks.
 
-A `MissPolicy` says what to do with an explained miss (`warmcli.runtime.explain`
-explains it): it always counts it (per reason) into the active collector, logs it
-on logger `warmcli` when asked (`WARM_EXPLAIN=1`), and under strict mode
-(`WARM_STRICT`) warns or raises `StrictMissError` instead of paying the cold cost.
-`Misses` applies one policy to one runtime's misses, kernels and tunes alike (a tune's
-explanation made here, `tune`, from the bundle's tunes of that operation): each
-key is explained once (the explanation is only computed on the first miss, by the first
-of the threads that meet it at once, under its lock) and counted once, and strict mode
-refuses every attempt, not only the first; with no bundle loaded, strict mode refuses a
+A `MissPolicy` says what to do with an explained miss (`warmcli.runtime.explain` explains
+it): it always counts it (per reason) into the active collector, logs it on logger `warmcli`
+when asked (`WARM_EXPLAIN=1`), and under strict mode (`WARM_STRICT`) warns or raises
+`StrictMissError` instead of paying the cold cost. `Misses` applies one policy to one
+runtime's misses, kernels and tunes alike (a tune's explanation made here, `tune`, from the
+bundle's tunes of that operation, or a stale pick's, `launch`, from what its launch function
+raised): each key is explained once (the explanation is only computed on the first miss, by
+the first of the threads that meet it at once, under its lock) and counted once, and strict
+mode refuses every attempt, not only the first; with no bundle loaded, strict mode refuses a
 compile or tune as `no-bundle` (its key kept, for the report: `refused`). Without a policy
-(the warming passes, where everything is a miss by design) nothing is explained,
-except a build the bundle holds but must not serve, which is counted once by reason.
+(the warming passes, where everything is a miss by design) nothing is explained, except a
+build the bundle holds but must not serve, which is counted once by reason.
 On a kernel's first miss it notes once the tunes the bundle holds from other devices,
 and on each miss of a kernel whose build another toolchain made for this arch it notes that
 toolchain's builds, once a toolchain (a run that rebuilds none of them notes nothing).
