@@ -9,9 +9,10 @@ asked again). What a process measured itself is never kept only here (`TuneCache
 apart, for good: the pick it launched, its write-back). As CuPy's and Triton's in-memory caches
 are keyed, the hit costs one dict move and one read (~0.1 µs beyond a plain dict's).
 
-It takes no lock: each call is one or two C-level `OrderedDict` operations, atomic under the GIL
-for `str` keys, and one that finds its key dropped by another thread meanwhile answers None (a
-miss: the owner reads the row again). It owns only its entries; it never reads a bundle.
+It takes no lock (`TuneCache` calls it under its own; `Runtime._kept` does not): each step is one
+C-level `OrderedDict` operation, atomic under the GIL for `str` keys, and a `get` that finds its
+key dropped by another thread meanwhile answers None (a miss: the owner makes it again). It owns
+only its entries; it never reads a bundle.
 """
 
 from __future__ import annotations
