@@ -24,7 +24,7 @@ started `python -m warmcli`), real SQLite bundles. What it found:
 - `warm merge` of more shards than the soft limit on open files (`ulimit -Sn 64`, 80
   shards; a shell's 1,024 for a fleet's 2,000) failed midway, `many/s63.warm: cannot read
   bundle: Too many open files`: a merge holds every input open. The soft limit is raised as
-  far as the hard one allows; past that, one line naming `ulimit -n` before anything is read.
+  far as the hard one allows; past that, one line naming `ulimit -Hn` before anything is read.
 - a toolchain asked for its version in a translated locale answered in its words: `as
   --version` under `LANG=tr_TR.UTF-8` is `GNU çevirici ...` (binutils' Turkish, as Debian
   installs it), so a `warm run` there into a bundle warmed under `C` built every kernel again
@@ -145,7 +145,7 @@ def test_a_merge_of_more_bundles_than_the_open_file_limit(
     """12 shards under a soft limit of 16 open files (a shell's 1,024 for a fleet's 2,000
     shards, scaled down). Before: `s9.warm: cannot read bundle: Too many open files` midway,
     both. Now the soft limit is raised where the hard one allows, else one line before
-    anything is read, naming `ulimit -n`."""
+    anything is read, naming `ulimit -Hn`."""
     import resource
 
     shards = [empty(tmp_path / f"s{i}.warm") for i in range(12)]
@@ -163,7 +163,7 @@ def test_a_merge_of_more_bundles_than_the_open_file_limit(
         preexec_fn=limited,
     )
     if hard == 16:
-        assert done.returncode == 2 and "ulimit -n" in done.stderr, done.stderr
+        assert done.returncode == 2 and "at most (ulimit -Hn)" in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "m.warm").exists()
     else:
         assert done.returncode == 0, done.stderr

@@ -130,7 +130,7 @@ def _room_for(inputs: int) -> None:
     if hard != resource.RLIM_INFINITY and hard < needed:
         fail(
             f"merging {inputs} bundles holds each open at once, {needed} files, and this "
-            f"process may open {hard} (ulimit -n): raise that, or merge in parts (some "
+            f"process may open {hard} at most (ulimit -Hn): raise that, or merge in parts (some "
             "into OUT, then OUT with the rest)"
         )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
