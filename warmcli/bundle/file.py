@@ -73,11 +73,9 @@ OWN_CACHE = "PRAGMA cache_size = -2000"  # SQLite's default (2,000 KiB), whateve
 LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite lock (as a write-back)
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 PAGE_BYTES = 16384
-# What SQLite reads of a schema not checked yet: it parses every entry it reads into memory
-# (an expression ~40 bytes a byte: 2,000 entries of 64 KiB took 4 GB), so both are warm's
-# own with a margin: a value of 2 KiB (warm's longest, any format: 389 bytes)
-SCHEMA_BYTES = 1 << 11
-SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; any format of warm's: 221)
+# SQLite holds each entry it loads parsed (a sum: ~40 bytes a byte), so warm's own, any format's:
+SCHEMA_BYTES = 1 << 11  # the most SQLite reads of a value of a schema not checked (warm's: 389)
+SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; warm's: 221)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
 # a hostile schema's text is cut, never read whole
