@@ -27,6 +27,7 @@ from conftest import EXAMPLES, SERVE_MATMUL
 from forked_cli import forked_made  # noqa: F401  (conftest's `made`, each command forked)
 
 from warmcli.backends.host.libraries import DIRECTORY
+from warmcli.bundle.file import SCHEMA_BYTES, SCHEMA_CALLS, SCHEMA_STEPS
 
 SERVE = (
     SERVE_MATMUL.format(examples=str(EXAMPLES))
@@ -223,7 +224,8 @@ def test_a_schema_entry_past_the_bound_or_entries_by_the_thousand_are_refused_un
     conn.close()
     refused = warm("stats", hostile)
     assert refused.returncode == 2, refused.stdout
-    why = "an entry over 65536 bytes" if entries == 1 else "not loaded in 20000 steps"
+    steps = SCHEMA_CALLS * SCHEMA_STEPS
+    why = f"an entry over {SCHEMA_BYTES} bytes" if entries == 1 else f"not loaded in {steps} steps"
     assert refused.stderr.strip().endswith(f"refused: its schema is not warm's ({why})"), (
         refused.stderr
     )

@@ -73,8 +73,9 @@ OWN_CACHE = "PRAGMA cache_size = -2000"  # SQLite's default (2,000 KiB), whateve
 LOCK_WAIT_SECONDS = 60.0  # the most an operation waits for another's SQLite lock (as a write-back)
 _WRITES = (778, 1034, 1290, 1546, 2570)  # SQLITE_IOERR_ WRITE FSYNC DIR_FSYNC TRUNCATE DELETE
 PAGE_BYTES = 16384
-SCHEMA_BYTES = 1 << 16  # the most SQLite reads of a value of a schema not checked (warm's: ~1 KiB)
-SCHEMA_STEPS, SCHEMA_CALLS = 1000, 20  # the steps of a load (~20,000; warm's: under 1,000)
+# SQLite holds each entry it loads parsed (a sum: ~40 bytes a byte), so warm's own, any format's:
+SCHEMA_BYTES = 1 << 11  # the most SQLite reads of a value of a schema not checked (warm's: 389)
+SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; warm's: 221)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
 # a hostile schema's text is cut, never read whole
