@@ -2,11 +2,16 @@
 size and mtime only, so a profile edited in place to one of the same size with its mtime set
 back (`touch -r`, as `cp -p` or a restore leaves one) kept the digest of the profile before it:
 its kernels keyed as the old profile's builds. Now by its whole stamp (the ctime too, which no
-one sets back), and only once settled; the memo keeps the last 8. Real files, no nvcc run."""
+one sets back), and only once settled; the memo keeps the last 8. And `warm --help > /dev/full`
+said `warm: error: [Errno 28] No space left on device`, where a command's refused output says
+`output not written whole: ...` (trial53c's leftover: Click writes help itself). Real files, no
+nvcc run; the real CLI started."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -31,3 +36,16 @@ def test_a_profile_edited_to_the_same_size_and_mtime_is_read_again(
         fh.write("INCLUDES += -DN=4\n")
     os.utime(held, ns=(mtime, mtime))  # its mtime set back, as `touch -r` does
     assert profile.digest(str(binary)) != before
+
+
+def test_help_into_a_full_disk_is_named_as_the_outputs() -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "warmcli", "--help"], stdout=full, stderr=subprocess.PIPE
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode() == (
+        "warm: error: output not written whole: [Errno 28] No space left on device\n"
+    )

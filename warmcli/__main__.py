@@ -84,7 +84,7 @@ def main() -> None:
         _Ended.now = True
         from warmcli.cli.common import answer
 
-        code = answer(exc)
+        code = answer(_stdouts(exc))
     except (MemoryError, RecursionError, SystemError, ImportError) as exc:  # out of memory
         _Ended.now = True  # where no command answered it (an import): one line (`_out_of_memory`)
         if not _out_of_memory(exc):
@@ -232,6 +232,23 @@ def _interrupted() -> NoReturn:
     if "--json" in sys.argv[1:]:
         sys.stdout.write('{\n  "error": "interrupted",\n  "exit": 130\n}\n')
     _exit(130)
+
+
+def _stdouts(exc: OSError) -> OSError:
+    """`exc`, named as stdout's where Click's `echo` met it (`warm --help > /dev/full`: the
+    usage and help Click writes itself, not through `warmcli.cli.output`), as a command's
+    refused output is named; else as it is."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "echo" and frame.f_globals.get("__name__", "").endswith(
+            "click.utils"
+        ):
+            from warmcli.cli.output import as_output
+
+            return as_output(exc)
+        tb = tb.tb_next
+    return exc
 
 
 def _cannot_start(exc: ImportError) -> NoReturn:
