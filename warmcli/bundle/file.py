@@ -78,6 +78,8 @@ SCHEMA_BYTES = 1 << 11  # the most SQLite reads of a value of a schema not check
 SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; warm's: 221)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
+_T = TypeVar("_T")
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 # a hostile schema's text is cut, never read whole
 SCHEMA_SELECT = "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 
@@ -91,10 +93,6 @@ def warm_schema(script: str) -> frozenset[tuple[object, ...]]:
         return frozenset(conn.execute(SCHEMA_SELECT).fetchall())
     finally:
         conn.close()
-
-
-_T = TypeVar("_T")
-_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
 def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
@@ -321,8 +319,10 @@ def _open_connection(
 
                 _retrying(path, lambda: migrate(conn, FORMAT_VERSION, TUNES_SCHEMA))
                 _validate(path, conn, FORMAT_VERSION)
-        except BaseException:
-            conn.close()
+        except BaseException as exc:
+            conn.close()  # an old format's header read, then migrated by another process:
+            if isinstance(exc, BundleError) and version != FORMAT_VERSION == check_header(path)[0]:
+                return _open_connection(path, write, locked)  # opened as it is now (once)
             raise
     return conn, (st.st_dev, st.st_ino)
 
