@@ -290,7 +290,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
 
 
 def _open_connection(
-    path: str | Path, write: bool, locked: bool = False
+    path: str | Path, write: bool, locked: bool = False, again: bool = True
 ) -> tuple[sqlite3.Connection, tuple[int, int]]:
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened; an older format opened for write is
@@ -302,7 +302,7 @@ def _open_connection(
         from warmcli.bundle.lock import write_lock  # only an old bundle's writer
 
         with write_lock(path):  # the file opened is the one the lock's holders replace
-            return _open_connection(path, write, locked=True)
+            return _open_connection(path, write, True, again)
     journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
     check_wal_files(path, if_wal_found=True)  # SQLite opens one found, WAL header or not
     with _lock, _sqlite_errors(path):
@@ -320,9 +320,9 @@ def _open_connection(
                 _retrying(path, lambda: migrate(conn, FORMAT_VERSION, TUNES_SCHEMA))
                 _validate(path, conn, FORMAT_VERSION)
         except BaseException as exc:
-            conn.close()  # an old format's header read, then migrated by another process:
-            if isinstance(exc, BundleError) and version != FORMAT_VERSION == check_header(path)[0]:
-                return _open_connection(path, write, locked)  # opened as it is now (once)
+            conn.close()  # its header read before another's migration, or a rollback's:
+            if again and isinstance(exc, BundleError) and check_header(path)[0] != version:
+                return _open_connection(path, write, locked, again=False)  # as it is now
             raise
     return conn, (st.st_dev, st.st_ino)
 
