@@ -78,6 +78,8 @@ SCHEMA_BYTES = 1 << 11  # the most SQLite reads of a value of a schema not check
 SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; warm's: 221)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
 
+_T = TypeVar("_T")
+_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 # a hostile schema's text is cut, never read whole
 SCHEMA_SELECT = "SELECT type, name, tbl_name, substr(sql, 1, 4096) FROM sqlite_master"
 
@@ -91,10 +93,6 @@ def warm_schema(script: str) -> frozenset[tuple[object, ...]]:
         return frozenset(conn.execute(SCHEMA_SELECT).fetchall())
     finally:
         conn.close()
-
-
-_T = TypeVar("_T")
-_URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 
 
 def read_start(path: str | os.PathLike[str], size: int) -> bytes | None:
@@ -292,7 +290,7 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
 
 
 def _open_connection(
-    path: str | Path, write: bool, locked: bool = False
+    path: str | Path, write: bool, locked: bool = False, again: bool = True
 ) -> tuple[sqlite3.Connection, tuple[int, int]]:
     """A checked connection to the bundle at `path` (`FileNotFoundError` if there is none)
     and the (device, inode) of the file it opened; an older format opened for write is
@@ -304,7 +302,7 @@ def _open_connection(
         from warmcli.bundle.lock import write_lock  # only an old bundle's writer
 
         with write_lock(path):  # the file opened is the one the lock's holders replace
-            return _open_connection(path, write, locked=True)
+            return _open_connection(path, write, True, again)
     journal = check_journal(path)  # before SQLite plays one: one warm never writes is refused
     check_wal_files(path, if_wal_found=True)  # SQLite opens one found, WAL header or not
     with _lock, _sqlite_errors(path):
@@ -321,8 +319,10 @@ def _open_connection(
 
                 _retrying(path, lambda: migrate(conn, FORMAT_VERSION, TUNES_SCHEMA))
                 _validate(path, conn, FORMAT_VERSION)
-        except BaseException:
-            conn.close()
+        except BaseException as exc:
+            conn.close()  # its header read before another's migration, or a rollback's:
+            if again and isinstance(exc, BundleError) and check_header(path)[0] != version:
+                return _open_connection(path, write, locked, again=False)  # as it is now
             raise
     return conn, (st.st_dev, st.st_ino)
 

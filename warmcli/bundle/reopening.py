@@ -104,10 +104,11 @@ def _free(path: str) -> bool:
     """Whether SQLite's lock on the file at `path` is free now (probed, never waited for).
     No regular file there, or a journal, `-wal` or `-shm` that is none (a FIFO, whose open
     waits for a writer of the pipe) is not opened: True, and the open refuses it without
-    waiting (`read_header`, `check_journal`)."""
+    waiting (`read_header`, `check_journal`). A schema not checked yet (a file swapped in)
+    is loaded within an open's bounds before its check (`_connect`'s)."""
     import stat
 
-    from warmcli.bundle.file import _read_only_uri  # (its bytes: a name of no UTF-8 too)
+    from warmcli.bundle.file import _connect, _read_only_uri  # (a name of no UTF-8 too)
     from warmcli.bundle.journal import check_journal, check_wal_files
 
     try:
@@ -118,7 +119,7 @@ def _free(path: str) -> bool:
     except (OSError, BundleError):
         return True  # (opening it says why)
     try:
-        conn = sqlite3.connect(_read_only_uri(path), uri=True, isolation_level=None)
+        conn = _connect(_read_only_uri(path), uri=True)  # a file replaced: its schema bound
     except sqlite3.Error:
         return True  # (opening it says why)
     try:
