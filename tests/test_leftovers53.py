@@ -4,12 +4,15 @@ back (`touch -r`, as `cp -p` or a restore leaves one) kept the digest of the pro
 its kernels keyed as the old profile's builds. Now by its whole stamp (the ctime too, which no
 one sets back), and only once settled; the memo keeps the last 8. And `warm --help > /dev/full`
 said `warm: error: [Errno 28] No space left on device`, where a command's refused output says
-`output not written whole: ...` (trial53c's leftover: Click writes help itself). Real files, no
-nvcc run; the real CLI started."""
+`output not written whole: ...` (trial53c's leftover: Click writes help itself). And warm's SQL
+numbered its placeholders (`?1`), which Python 3.12.1's sqlite3 warns of on every statement
+(CPython's gh-117995): a user's suite run with warnings as errors failed inside warm there
+(py313b's leftover); none is numbered now. Real files, no nvcc run; the real CLI started."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -49,3 +52,10 @@ def test_help_into_a_full_disk_is_named_as_the_outputs() -> None:
     assert done.stderr.decode() == (
         "warm: error: output not written whole: [Errno 28] No space left on device\n"
     )
+
+
+def test_no_sql_placeholder_is_numbered() -> None:
+    numbered = re.compile(r"(?<![-\w\\])\?\d")  # `?1`, never a regex's `-?0x`
+    sources = Path(profile.__file__).parents[2].glob("**/*.py")
+    found = [f"{p.name}: {m.group()}" for p in sources for m in numbered.finditer(p.read_text())]
+    assert found == []

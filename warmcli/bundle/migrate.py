@@ -40,18 +40,19 @@ _COLUMNS = (
 # Each row is copied by SQL, bit for bit, but for the values Python converts (bound; NULL
 # where one is kept): a text that is not UTF-8 is copied as it is (Python cannot read it). Python
 # reads only what it may convert (a key or checksum of 64 characters, candidates of at most
-# `MAX_PACKED_BYTES`, none where signed: ?1), and holds `_BATCH_BYTES` of them at most.
+# `MAX_PACKED_BYTES`, none where signed), and holds `_BATCH_BYTES` of them at most.
 _CONVERTED = (
     "SELECT rowid, CASE WHEN length(key) = 64 THEN key END, "
     "CASE WHEN length(checksum) = 64 THEN checksum END, "
-    f"CASE WHEN ?1 THEN NULL WHEN length(candidates) <= {MAX_PACKED_BYTES} THEN candidates END "
+    f"CASE WHEN ? THEN NULL WHEN length(candidates) <= {MAX_PACKED_BYTES} THEN candidates END "
     "FROM tunes_before ORDER BY rowid"
 )
 _BATCH_ROWS, _BATCH_BYTES = 1000, 16 << 20
+# (plain `?`s, never numbered ones: Python 3.12.1's sqlite3 warns of those, gh-117995)
 _INSERT = (
-    f"INSERT INTO tunes ({_COLUMNS}) SELECT rowid, coalesce(?1, key), operation, shape_key, "
-    f"device, coalesce(?2, checksum), {STATUS_CODE}, pick, coalesce(?3, candidates), seconds, "
-    "measured_at, updated FROM tunes_before WHERE rowid = ?4"
+    f"INSERT INTO tunes ({_COLUMNS}) SELECT rowid, coalesce(?, key), operation, shape_key, "
+    f"device, coalesce(?, checksum), {STATUS_CODE}, pick, coalesce(?, candidates), seconds, "
+    "measured_at, updated FROM tunes_before WHERE rowid = ?"
 )
 
 

@@ -95,7 +95,8 @@ def drop_unused(conn: sqlite3.Connection, tunes_removed: bool) -> int:
     return removed
 
 
-_BY_ROWID = "DELETE FROM {} WHERE rowid = ?1 AND (?2 IS NULL OR CAST(key AS BLOB) = ?2)"
+# plain `?`s, the key given twice: Python 3.12.1's sqlite3 warns of numbered ones (gh-117995)
+_BY_ROWID = "DELETE FROM {} WHERE rowid = ? AND (? IS NULL OR CAST(key AS BLOB) = ?)"
 
 
 def remove(
@@ -113,5 +114,5 @@ def remove(
     conn.executemany("DELETE FROM kernels WHERE key = ?", [(k,) for k in kernel_keys])
     tunes = conn.executemany(f"DELETE FROM tunes WHERE {BY_KEY}", map(key_param, tune_keys))
     for table, ids in zip(("kernels", "tunes"), rows, strict=True):
-        conn.executemany(_BY_ROWID.format(table), ids)
+        conn.executemany(_BY_ROWID.format(table), [(i, key, key) for i, key in ids])
     return drop_unused(conn, tunes.rowcount > 0 or bool(rows[1]))
