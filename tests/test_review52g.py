@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
 import threading
 import time
 from http.server import ThreadingHTTPServer
@@ -114,16 +115,36 @@ def test_a_child_forked_while_a_thread_measures_a_tune_measures_it_itself() -> N
     assert code == 0, code  # 4: no thread of the child's took the measurer's ident (unchecked)
 
 
+def _alices_and_the_stores(
+    folder: Path, served: tuple[Store, str, ThreadingHTTPServer], mode: int
+) -> tuple[Path, bytes, str]:
+    """Alice's bundle `folder/b.warm` (her group's to read, `mode`) and another on the store
+    `served`: its path, its bytes and the store's URL."""
+    store, base, _ = served
+    target = folder / "b.warm"
+    before = _bundle(target, ALICE, FLEET, mode)
+    store.files["/b.warm"] = _bundle(folder / "new.warm", 0, 0, 0o644)
+    return target, before, base
+
+
+def _kept_alices(
+    target: Path, before: bytes, refused: subprocess.CompletedProcess[str], why: str
+) -> None:
+    """A member's pull over Alice's bundle refused in one line (`cannot keep its owner, WHY`),
+    the bundle still hers, its bytes as they were (it was the puller's)."""
+    st = target.stat()
+    assert (st.st_uid, target.read_bytes()) == (ALICE, before), refused.stderr
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"cannot keep its owner, {why}" in refused.stderr
+
+
 @as_root
 def test_a_pull_by_a_member_its_acl_lets_only_read_keeps_its_owner(
     warm: Warm,
     shared: Path,  # noqa: F811
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
-    store, base, _ = http_store
-    target = shared / "b.warm"
-    before = _bundle(target, ALICE, FLEET, 0o644)  # Alice's; her group's to read
-    store.files["/b.warm"] = _bundle(shared / "new.warm", 0, 0, 0o644)
+    target, before, base = _alices_and_the_stores(shared, http_store, 0o644)
     none = 0xFFFFFFFF  # user::rw- user:READER:r-- group::r-- mask::rw- other::r-- (0664)
     entries = [(1, 6, none), (2, 4, READER), (4, 4, none), (0x10, 6, none), (0x20, 4, none)]
     acl = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
@@ -134,10 +155,7 @@ def test_a_pull_by_a_member_its_acl_lets_only_read_keeps_its_owner(
     assert target.stat().st_mode & 0o777 == 0o664  # the mask's bits, not the group's
     env = _env(warm, shared / "bob")
     refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", target, env=env)
-    st = target.stat()
-    assert (st.st_uid, target.read_bytes()) == (ALICE, before), refused.stderr  # was Bob's
-    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
-    assert "cannot keep its owner, to whom its ACL gives more than to its group" in refused.stderr
+    _kept_alices(target, before, refused, "to whom its ACL gives more than to its group")
     assert os.getxattr(target, ACL) == acl
 
 
@@ -147,15 +165,9 @@ def test_a_pull_by_a_member_over_a_bundle_none_may_write_keeps_its_owner(
     shared: Path,  # noqa: F811
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
-    store, base, _ = http_store
-    target = shared / "b.warm"
-    before = _bundle(target, ALICE, FLEET, 0o444)  # Alice's to chmod; her group's to read
-    store.files["/b.warm"] = _bundle(shared / "new.warm", 0, 0, 0o644)
+    target, before, base = _alices_and_the_stores(shared, http_store, 0o444)  # hers to chmod
     refused = _warm(BOB, (FLEET,), "pull", f"{base}/b.warm", target, env=_env(warm, shared / "b"))
-    st = target.stat()
-    assert (st.st_uid, target.read_bytes()) == (ALICE, before), refused.stderr  # was Bob's
-    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
-    assert "cannot keep its owner, and may not write it; nothing pulled" in refused.stderr
+    _kept_alices(target, before, refused, "and may not write it; nothing pulled")
 
 
 def test_what_a_store_says_at_length_is_made_one_line_at_once() -> None:
