@@ -185,7 +185,8 @@ def compiler_info(device: Device) -> dict[str, str]:
     """Which compiler `device` builds with: its name, path, version, why it was chosen
     (`compiler` is "none" and `why` the reason when it has none), and the CUDA release a
     driver must support to be served its cubins (`needs_driver`: any driver of the major
-    release that builds them) and the PTX it keeps (`ptx_needs_driver`), "" where none is."""
+    release that builds them) and the PTX it keeps (`ptx_needs_driver`), "" where none is;
+    `unserved`: why no GPU is served its cubins (an `--arch sm_90a` device's), else ""."""
     language = "cuda" if device.backend == "cuda" else "c"
     try:
         toolchain = device.compiler(language).toolchain
@@ -204,6 +205,7 @@ def compiler_info(device: Device) -> dict[str, str]:
             "why": why,
             "needs_driver": "",
             "ptx_needs_driver": "",
+            "unserved": "",
         }
     release = cuda_release(toolchain.version) if device.backend == "cuda" else None
     keeps_ptx = bool(getattr(slot, "ptx", None))
@@ -218,7 +220,18 @@ def compiler_info(device: Device) -> dict[str, str]:
         "needs_driver": f"{release[0]}.0" if release else "",
         # the oldest driver that JITs the PTX it keeps (`--ptx`): its own release
         "ptx_needs_driver": f"{release[0]}.{release[1]}" if release and keeps_ptx else "",
+        # why no GPU is served its cubins (an `sm_90a` pre-build's: `arch.no_gpu_keys`)
+        "unserved": _unserved(device),
     }
+
+
+def _unserved(device: Device) -> str:
+    """`compiler_info`'s `unserved`: why no GPU is served `device`'s cubins, "" for most."""
+    if device.backend != "cuda" or device.can_execute:
+        return ""
+    from warmcli.backends.cuda.arch import no_gpu_keys  # (a CUDA device's module, loaded)
+
+    return no_gpu_keys(device.arch)
 
 
 def backend_compilers(

@@ -136,6 +136,11 @@ def _print(report: CheckReport, name: str, driver: str) -> None:
             highlight=False,
             soft_wrap=True,
         )
+        if o.name == COMPILE_ONLY and o.arch[-1:] in ("a", "f"):  # `--arch sm_90a`
+            from warmcli.backends.cuda.arch import no_gpu_keys  # (a CUDA device's, loaded)
+
+            why = f"{o.id}: {no_gpu_keys(o.arch)}"
+            out.print(why, style="yellow", markup=False, soft_wrap=True)
     held = printable(f"bundle {name}: {_held(report)}")
     if report.jit:
         jit = f"{report.jit_count} kernel(s) served by PTX JIT here"

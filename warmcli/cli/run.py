@@ -393,5 +393,5 @@ def _driver_line(info: dict[str, str]) -> str | None:
         f"cuda {info['device']}: built by {info['compiler']} {release[0]}.{release[1]}: "
         f"its cubins need a driver supporting CUDA >= {needs} (any CUDA {major}.x driver: "
         f"minor version compatibility){jit}; older drivers: pre-build with a compiler of "
-        "their CUDA release"
+        "their CUDA release" + (f"; {info['unserved']}" if info.get("unserved") else "")
     )

@@ -44,6 +44,22 @@ from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
 
 
+def no_gpu_keys(arch: str) -> str:
+    """Why no GPU process is served the cubins of `arch`, an arch- or family-specific target
+    (`sm_90a`, `sm_100f`): a GPU keys its kernels for the arch of its compute capability
+    (`CudaDevice.arch`: `sm_90` on an H100 or H200), never a suffixed one, so such a
+    pre-build's cubins are looked up by none, and its PTX (`compute_90`) is served only
+    by the driver's JIT; "" for a plain `sm_XX` (or a host's arch)."""
+    if not arch.startswith("sm_") or arch[-1] not in "af":
+        return ""
+    sm = parse_arch(arch)
+    return (
+        f"no GPU looks up {arch} builds: a GPU of compute capability {sm // 10}.{sm % 10} "
+        f"keys its kernels for sm_{sm} (pre-build --arch sm_{sm} for it), so these cubins "
+        "are served to none, their PTX only by the driver's JIT"
+    )
+
+
 def require_cubin(device_id: str, binary: bytes, arch: str) -> bytes:
     """`binary` if it is a cubin for `arch`, else a DeviceError saying what it is."""
     try:
