@@ -147,3 +147,22 @@ def test_gpu_checks_look_at_a_prebuild_fails_on_a_kernel_it_cannot_serve(
         if extra == ("--driver", "12.8"):
             assert "not servable: kernel" in judged.stdout, judged.stdout
     assert verdicts == [0, 1, 1]
+
+
+def test_check_with_no_gpu_names_the_archs_a_prebuild_is_for(
+    warm: Warm, workload_file: Any, tmp_path: Path
+) -> None:
+    """`warm check` of a pre-build on the GPU-less CI machine said `nothing could be
+    checked here` and `--arch sm_XX checks them`, never which GPU the bundle is for: it
+    names its cubins' archs (the first 8), and `--json` has them as `not_checked_archs`."""
+    bundle = tmp_path / "two.warm"
+    run = ("run", workload_file(WORKLOAD), "--arch", "sm_80", "--arch", "sm_90", "-b", bundle)
+    assert warm(*run, "-q").returncode == 0
+    check = warm("check", bundle)
+    line = check.stdout.strip().splitlines()[-1]
+    assert check.returncode == 0 and line.startswith("not checked: 2 cuda kernel(s)"), line
+    assert line.endswith(
+        ": its cubins are for sm_80, sm_90 (--arch sm_80 --arch sm_90 checks them)"
+    )
+    doc = warm.json("check", bundle)
+    assert doc["servable"] is None and sorted(doc["not_checked_archs"]) == ["sm_80", "sm_90"]

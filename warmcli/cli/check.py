@@ -117,6 +117,7 @@ def check(
                 "not_checked": {
                     b: {"kernels": k, "tunes": t} for b, (k, t) in report.unchecked.items()
                 },
+                "not_checked_archs": report.unchecked_archs,
             }
         )
     else:
@@ -218,6 +219,9 @@ def _unchecked(report: CheckReport) -> None:
     """What was not checked: the entries of a backend with no device here, never failing."""
     for backend, (kernels, tunes) in report.unchecked.items():
         how = " (--arch sm_XX checks them for a GPU of that arch)" if backend == "cuda" else ""
+        if backend == "cuda" and report.unchecked_archs:  # what the bundle's cubins are for
+            named = " ".join(f"--arch {a}" for a in report.unchecked_archs)
+            how = f": its cubins are for {', '.join(report.unchecked_archs)} ({named} checks them)"
         out.print(
             printable(
                 f"not checked: {kernels} {backend} kernel(s), {tunes} {backend} tune(s): "

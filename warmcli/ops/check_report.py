@@ -8,7 +8,8 @@ by PTX JIT (`jit_count`; the first `LISTED` kept in `jit`, so memory holds howev
 bundle has), the cubins and tune records only other architectures use of a servable entry
 (`other`; `other_builds` the cubins) and, per backend with no device here, the entries not
 judged (`unchecked`: `skip`, which refuses those of a backend no warm serves; `corrupt`
-counts a malformed one as not servable).
+counts a malformed one as not servable) and the first `ARCHS_NAMED` GPU archs their cubins
+are for (`unchecked_archs`: what `--arch` would check them for).
 It holds only these counts and lists; it reads no bundle and never prints.
 """
 
@@ -21,9 +22,12 @@ from pathlib import Path
 from warmcli.backends.machine import LANGUAGE, DeviceInfo
 from warmcli.kernel_parts import source_digest
 from warmcli.ops.served_builds import ServedBuilds
-from warmcli.printable import LISTED
+from warmcli.printable import LISTED, Pattern
 from warmcli.records import KernelRecord
 from warmcli.runtime.explain import MissExplanation, corrupt_entry
+
+ARCHS_NAMED = 8  # the unchecked cubins' archs kept, however many a bundle names
+_CUBIN_ARCH = Pattern(r"sm_[1-9][0-9]{1,2}[af]?")  # an arch `--arch` takes, nothing else
 
 
 @dataclass
@@ -43,12 +47,17 @@ class CheckReport:
     places: dict[str, tuple[str, str]] = field(default_factory=dict)  # its device and arch
     served_by: ServedBuilds = field(default_factory=ServedBuilds)  # for `_pick_served`
     unchecked: dict[str, list[int]] = field(default_factory=dict)  # backend -> [kernels, tunes]
+    unchecked_archs: list[str] = field(default_factory=list)  # GPU archs of unchecked cubins
 
     def skip(self, kind: str, key: str, label: str, backend: str, what: str, n: int = 1) -> None:
         """An entry (counted `n`) of a backend with no device here: not judged if warm serves
         it (CUDA, no GPU or `--arch`), else not servable (no count per name a bundle gives)."""
         if backend in LANGUAGE:
             self.unchecked.setdefault(backend, [0, 0])[kind == "tune"] += n
+            named = self.unchecked_archs  # a cubin's arch, as `--arch` takes it (bounded)
+            new = kind == "kernel" and backend == "cuda" and what not in named
+            if new and len(named) < ARCHS_NAMED and _CUBIN_ARCH.fullmatch(what):
+                named.append(what)
         elif n:
             detail = f"bundle has a {backend} {kind} for {what}, no warm serves {backend}"
             self.refuse(MissExplanation(kind, key, label, "device", detail, ("device",)))
