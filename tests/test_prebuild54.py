@@ -84,8 +84,9 @@ def test_an_arch_specific_prebuild_says_no_gpu_looks_it_up(
     warm: Warm, workload_file: Any, tmp_path: Path
 ) -> None:
     """`--arch sm_90a` built cubins an H100 never looks up (it keys `sm_90`): it compiled
-    every kernel over such a bundle while `warm run` and `warm check --arch sm_90a` called
-    it complete and servable; both now say so, naming the arch to pre-build, and an
+    every kernel over such a bundle while `warm run`, `warm check --arch sm_90a` and `warm
+    verify --arch sm_90a` called it complete and servable; they now say so, naming the arch
+    to pre-build, and an
     `--arch sm_90` pre-build is served whole."""
     path = workload_file(WORKLOAD)
     import runpy
@@ -104,10 +105,12 @@ def test_an_arch_specific_prebuild_says_no_gpu_looks_it_up(
         assert said and "pre-build --arch sm_90 for it" in run.stdout, run.stdout
         check = warm("check", bundle, "--arch", arch)
         assert check.returncode == 0 and f"{arch}: no GPU looks up {arch}" in check.stdout
+        replay = warm("verify", bundle, "--workload", path, "--arch", arch, "-q")
+        assert replay.returncode == 0 and f"warning: {arch}: no GPU looks up" in replay.stderr
         from warmcli.backends.cuda.arch import no_gpu_keys
+        from warmcli.backends.machine import compiler_info  # `warm run --json`'s compilers
 
-        doc = warm.json("run", path, "--arch", arch, "-b", bundle)
-        assert [c["unserved"] for c in doc["compilers"]] == [no_gpu_keys(arch)]
+        assert compiler_info(ArchDevice(arch))["unserved"] == no_gpu_keys(arch)
     family = "no GPU looks up sm_100f builds: a GPU of compute capability 10.0 keys its kernels"
     assert no_gpu_keys("sm_100f").startswith(f"{family} for sm_100 ")
     assert no_gpu_keys("sm_90") == no_gpu_keys("x86_64") == ""

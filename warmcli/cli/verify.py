@@ -146,7 +146,12 @@ def verify(
                         else load_workload(workload or "", entry, gpu_less=bool(arch))
                     ),
                 )
-                for line in import_warnings("", None if module else loaded.path):
+                unserved = [a for a in arch if a[-1:] in ("a", "f")]  # `--arch sm_90a`
+                if unserved:
+                    from warmcli.backends.cuda.arch import no_gpu_keys  # (a CUDA device's)
+
+                    unserved = [f"{a}: {no_gpu_keys(a)}" for a in unserved]
+                for line in [*import_warnings("", None if module else loaded.path), *unserved]:
                     err.print(f"warm: warning: {line}", markup=False, highlight=False)
                 return replay(
                     read, loaded, device, arch, nvcc, trusted, compiler, allow_discarded_reads
