@@ -8,7 +8,8 @@ architecture's compute `capability`, as a GPU of it does). It owns only
 its compiler (made on first use); it never imports `pycuda`. It accepts PTX its
 architecture can JIT beside cubins for it. The checks any CUDA device makes
 before touching a binary or a buffer, and the compiler slot both kinds share,
-live here too.
+live here too, as does why no GPU looks up an arch-specific device's builds (`sm_90a`: a
+GPU keys the arch of its compute capability, `no_gpu_keys`).
 """
 
 from __future__ import annotations
