@@ -169,3 +169,12 @@ def test_check_with_no_gpu_names_the_archs_a_prebuild_is_for(
     )
     doc = warm.json("check", bundle)
     assert doc["servable"] is None and sorted(doc["not_checked_archs"]) == ["sm_80", "sm_90"]
+
+
+def test_an_nvidia_driver_version_given_as_driver_is_refused(warm: Warm, tmp_path: Path) -> None:
+    """`--driver 550.54` (nvidia-smi's `Driver Version`, cut to X.Y, where a CUDA 12.4
+    fleet says `CUDA Version: 12.4`) was taken as CUDA release 550.54: every CUDA 13 build
+    passed the check, none of which that fleet loads. One line, exit 2, naming the fix."""
+    proc = warm("check", tmp_path / "none.warm", "--arch", "sm_90", "--driver", "550.54")
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    assert "not a CUDA release" in proc.stderr and "'CUDA Version'" in proc.stderr

@@ -40,6 +40,9 @@ from warmcli.printable import Pattern, printable
 from warmcli.runtime.explain import REASONS, MissExplanation
 
 DRIVER = Pattern(r"[0-9]{1,3}\.[0-9]{1,3}")  # ASCII X.Y, whole (`fullmatch`)
+# An NVIDIA driver's own version (nvidia-smi's `Driver Version`, 550.54), not a CUDA release:
+# taken as CUDA 550.54 it passed every build no CUDA 12.4 driver loads.
+DRIVER_VERSION = Pattern(r"[1-9][0-9]{2}\.[0-9]{1,3}")
 
 
 @app.command()
@@ -73,6 +76,11 @@ def check(
     unused_nvcc(nvcc, compiler)
     if driver and not DRIVER.fullmatch(driver):
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
+    if DRIVER_VERSION.fullmatch(driver):
+        fail(
+            f"--driver {driver}: that is an NVIDIA driver's version, not a CUDA release: give "
+            "the CUDA release it supports (nvidia-smi's 'CUDA Version', such as 12.4)"
+        )
     if driver and not arch:
         fail(f"--driver {driver} needs --arch: it states the driver of a GPU-less --arch device")
     from warmcli.bundle.served import renamed, trusted  # as production opens it
