@@ -251,12 +251,25 @@ def run_renderable(report: RunReport, *, verbose: bool = False, tables: bool = T
         said = "the bundle is complete for what this process launched, not for what the"
         parts.append(line(f"verify: compiled {none}: {said} {CHILDREN}"))
     elif report.verified is True:
-        said = f"verify: compiled {none}: the bundle is complete"
+        said = f"verify: compiled {none}: the bundle is complete{_pending(report)}"
         parts.append(line(said, style="green"))
     elif report.verified is False:
         parts += [line(f"verify: {m}", style="red") for m in report.missing]
         parts += miss_lines(verify_misses(report))
     return Group(*parts)
+
+
+def _pending(report: RunReport) -> str:
+    """What the verify line adds where its pass left tunes pending (a GPU-less `--arch`
+    pre-build's): who measures them, since production on the GPU would, each at its first
+    call (a slower start), until a `warm run` there does."""
+    pending = sum(p.total.autotune.pending for p in report.passes if p.mode.startswith("Verify"))
+    if not pending:
+        return ""
+    return (
+        f", but for its {pending} tune(s) pending: no GPU here measures them; `warm run` "
+        "into it on the GPU does (production there measures each at its first call)"
+    )
 
 
 TUNE_NEVER = " is measured in each process, never served ("  # a tune's, not a kernel's
