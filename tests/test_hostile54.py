@@ -1,0 +1,54 @@
+"""Holes hostile54 found in what warm reads beside a bundle (its home, the workload's folder and
+headers, its environment, the servers it downloads from), each reproduced for real: the real CLI
+(forked, `tests/forked_cli.py`), the real C compiler, real files of every kind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from forked_cli import forked_warm as forked_warm
+
+WARM = forked_warm  # (its fixture, `warm`, each command forked)
+
+INCLUDING = """
+from warmcli import Kernel
+import numpy as np
+
+DEVICE = "host"
+SRC = ('#include "{header}"\\n'
+       "void scale(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] *= 2; }}")
+SCALE = Kernel(SRC, "scale", "Pi", options=("-I{folder}",))
+
+def workload(rt):
+    x = rt.upload(np.arange(4, dtype=np.float32))
+    rt.launch(SCALE, x, 4)
+    return x
+"""
+
+
+@pytest.mark.parametrize(
+    ("header", "kind"),
+    [("fifo.h", "a FIFO"), ("zero.h", "a character device"), ("/dev/zero", "a character device")],
+)
+def test_a_header_that_is_a_fifo_or_a_device_is_refused_not_compiled(
+    warm, tmp_path: Path, header: str, kind: str
+) -> None:
+    """A kernel's `#include` that a search finds as a FIFO or a device: cc waited on the FIFO
+    until `--compile-timeout` (600 s by default), and read `/dev/zero` (a header linked to it, or
+    named by its path) until memory ran out (cc1 held 9 GB after 10 s; the key skipped both as no
+    file). Now its compile fails at once naming the header and what it is; no compiler starts."""
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    os.mkfifo(folder / "fifo.h")
+    (folder / "zero.h").symlink_to("/dev/zero")
+    workload = tmp_path / "including.py"
+    workload.write_text(INCLUDING.format(header=header, folder=folder))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "--bundle", bundle, "--compile-timeout", "2")
+    assert done.returncode == 2, done.stdout + done.stderr
+    shown = done.stderr
+    named = str(folder / header) if not header.startswith("/") else header
+    assert f"its header {named} is {kind}" in shown, shown
+    assert "did not finish" not in shown and "Traceback" not in shown, shown
