@@ -52,3 +52,20 @@ def test_a_header_that_is_a_fifo_or_a_device_is_refused_not_compiled(
     named = str(folder / header) if not header.startswith("/") else header
     assert f"its header {named} is {kind}" in shown, shown
     assert "did not finish" not in shown and "Traceback" not in shown, shown
+
+
+@pytest.mark.parametrize("folder", ["", "/tmp/"])
+def test_a_trusted_key_named_past_a_file_name_s_length_is_refused_in_one_short_line(
+    warm, tmp_path: Path, folder: str
+) -> None:
+    """A `WARM_TRUSTED_KEYS` entry of 100,000 characters: `Path.is_dir` raised `File name too
+    long` (it ignores only a missing file), and warm printed the system's words with the whole
+    name, `warm: error: [Errno 36] File name too long: '9999...'`, 100,047 characters on the
+    terminal (a key file named so, its 'cannot read key' alike). Now the key's own error, its
+    name cut short; nothing is checked against a key never read."""
+    named = folder + "9" * 100_000
+    done = warm.with_env(WARM_TRUSTED_KEYS=named)("check", tmp_path / "none.warm")
+    assert done.returncode == 2 and not done.stdout, done.stderr[:300]
+    line = done.stderr.strip()
+    assert "\n" not in line and len(line) < 700 and "Errno" not in line, line[:300]
+    assert "cannot read key: File name too long" in line and "100,0" in line, line
