@@ -69,3 +69,29 @@ def test_a_trusted_key_named_past_a_file_name_s_length_is_refused_in_one_short_l
     line = done.stderr.strip()
     assert "\n" not in line and len(line) < 700 and "Errno" not in line, line[:300]
     assert "cannot read key: File name too long" in line and "100,0" in line, line
+
+
+def test_a_compiler_silent_on_version_is_waited_for_once_a_process(tmp_path: Path) -> None:
+    """A `WARM_CC` (or nvcc) that never answers `--version`: its probe timed out (60 s) but its
+    failure was not kept, so each kernel's launch asked again and waited again (`warm run` of
+    the quick start's one kernel had not ended after 10 minutes). A real script that hangs,
+    counting its starts: asked twice it starts once while its file keeps its stamp; once it is
+    rewritten it is asked again."""
+    import time
+
+    from warmcli.backends.version_line import version_line
+    from warmcli.errors import ToolchainError
+
+    starts = tmp_path / "starts"
+    cc = tmp_path / "silent-cc"
+    cc.write_text(f"#!/bin/sh\necho started >> {starts}\nexec sleep 30\n")
+    cc.chmod(0o755)
+    for _ in range(2):
+        with pytest.raises(ToolchainError, match=r"did not answer --version within 0\.3 s"):
+            version_line("cc", str(cc), 0.3)
+    assert starts.read_text().count("started") == 1
+    time.sleep(0.01)
+    cc.write_text(cc.read_text() + "\n")  # another stamp: asked again
+    with pytest.raises(ToolchainError, match="did not answer"):
+        version_line("cc", str(cc), 0.3)
+    assert starts.read_text().count("started") == 2
