@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import Warm
 from forked_cli import forked_warm as forked_warm
 
 WARM = forked_warm  # (its fixture, `warm`, each command forked)
@@ -73,8 +74,8 @@ def test_a_trusted_key_named_past_a_file_name_s_length_is_refused_in_one_short_l
 
 def test_a_compiler_silent_on_version_is_waited_for_once_a_process(tmp_path: Path) -> None:
     """A `WARM_CC` (or nvcc) that never answers `--version`: its probe timed out (60 s) but its
-    failure was not kept, so each kernel's launch asked again and waited again (`warm run` of
-    the quick start's one kernel had not ended after 10 minutes). A real script that hangs,
+    failure was not kept, so each look at the toolchain asked again and waited again (`warm run`
+    of the quick start's one kernel: 120.9 s, now 60.8 s). A real script that hangs,
     counting its starts: asked twice it starts once while its file keeps its stamp; once it is
     rewritten it is asked again."""
     import time
@@ -95,3 +96,59 @@ def test_a_compiler_silent_on_version_is_waited_for_once_a_process(tmp_path: Pat
     with pytest.raises(ToolchainError, match="did not answer"):
         version_line("cc", str(cc), 0.3)
     assert starts.read_text().count("started") == 2
+
+
+EDITING = """
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+SRC = '#include "t.h"\\nvoid scale(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] *= K; }}'
+SCALE = Kernel(SRC, "scale", "Pi", options=("-I{folder}",))
+
+def workload(rt):
+    runs = {folder!r} + "/runs"
+    with open(runs, "a") as fh:
+        fh.write("run\\n")
+    with open(runs) as fh:
+        n = 1 + len(fh.read().splitlines())  # 2, 3, 4: pass 1's, pass 2's, verify's
+    with open({folder!r} + "/t.h", "w") as fh:
+        fh.write(f"#define K {{n}}\\n")
+    x = rt.upload(np.arange(4, dtype=np.float32))
+    rt.launch(SCALE, x, 4)
+    return x
+"""
+
+SERVE = """
+import json, sys
+import numpy as np
+import warmcli
+sys.path.insert(0, sys.argv[1])
+from editing import SCALE
+rt = warmcli.runtime("host")
+x = rt.upload(np.arange(4, dtype=np.float32))
+rt.launch(SCALE, x, 4)
+print(json.dumps(rt.read(x).tolist()))
+"""
+
+
+def test_a_header_edited_between_a_kernel_s_key_and_its_compile_is_never_stored(
+    warm, tmp_path: Path
+) -> None:
+    """A header edited while `warm run` ran (a `git checkout`; here the workload itself writes
+    `#define K 2`, then 3 in the next pass): pass 1 keyed the kernel by `K 2` and queued it, pass
+    2 compiled it reading `K 3`, and the bundle stored that build under `K 2`'s key. A process
+    whose header says `K 2` was served it: [0, 3, 6, 9] where its own build computes [0, 2, 4,
+    6]. Now a build whose headers, read again once it is built, no longer give its key is never
+    stored (the run says why), and such a process builds its own."""
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    workload = tmp_path / "editing.py"
+    workload.write_text(EDITING.format(folder=str(folder)))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", workload, "--bundle", bundle)
+    assert "Traceback" not in done.stderr, done.stderr
+    (folder / "t.h").write_text("#define K 2\n")
+    served = Warm(warm.env).production(SERVE, tmp_path, bundle=bundle)
+    assert served == [0.0, 2.0, 4.0, 6.0]
+    assert "changed between its key and its compile" in done.stdout, done.stdout[-2000:]

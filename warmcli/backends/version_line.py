@@ -6,8 +6,8 @@ and reduces its banner to the line that keys its builds (nvcc's: its release and
 lines), asked in the C locale (before warm 53, a translated banner, `as` under
 `LANG=tr_TR.UTF-8`: `GNU çevirici`, keyed its builds apart: rebuilt where the locale differed).
 A compiler that did not answer within the timeout is not asked again by this process while its
-file keeps its stamp (`_silent`): each kernel's launch asked it again, each waiting the whole
-timeout (60 s a launch, a `warm run` of one kernel still waiting after 10 minutes). State: those
+file keeps its stamp (`_silent`): each look at the toolchain asked it again, each waiting the
+whole timeout (a `warm run` of one kernel waited 60 s twice before it said so). State: those
 stamps; it prints nothing.
 """
 
