@@ -65,7 +65,6 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
-from warmcli.printable import printable
 from warmcli.stamped import Stamp, compiler_opens, no_file, opened, settled, stamp
 from warmcli.system_shadows import MAX_SYSTEM, Listed, placed, shadowed
 from warmcli.unkeyed import NO_FILE, marker, note, reason_in
@@ -372,7 +371,7 @@ def headers_digest(
         real = os.path.realpath(path) if path is not None else ""  # the file read (once)
         read = _read(real) if path is not None else None
         if path is not None and read is None and (kind := no_file(real)):  # never built
-            written.append(marker(f"{NO_FILE}{printable(path)} is {kind}"))
+            written.append(marker(f"{NO_FILE}{path} is {kind}"))  # (raw: as any reason)
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
         at.append(path or "")

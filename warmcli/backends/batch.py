@@ -46,6 +46,7 @@ from warmcli.backends.processes import resume_compilers, stop_compilers
 from warmcli.backends.sharing import shares_unit
 from warmcli.errors import ScratchError, ToolchainError
 from warmcli.kernel import included_headers
+from warmcli.printable import printable
 from warmcli.records import Record, factory
 from warmcli.unkeyed import NO_FILE, reason_of
 
@@ -155,9 +156,10 @@ def _no_file(compiler: Compiler, group: list[CompileUnit]) -> CompileFailure | N
         return None
     for unit in group:
         if (why := reason_of(included_headers(unit.kernel, identity))).startswith(NO_FILE):
+            header = printable(why[len(NO_FILE) :])  # (a header's name is the workload's text)
             return CompileFailure(
-                f"kernel {unit.kernel.label}: its header {why[len(NO_FILE) :]}, which the "
-                "compiler would wait on or read for ever: not compiled; include a regular file",
+                f"kernel {unit.kernel.label}: its header {header}, which the compiler would "
+                "wait on or read for ever: not compiled; include a regular file",
                 tuple(group),
             )
     return None
