@@ -20,7 +20,7 @@ import numpy as np
 DEVICE = "host"
 SRC = ('#include "{header}"\\n'
        "void scale(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] *= 2; }}")
-SCALE = Kernel(SRC, "scale", "Pi", options=("-I{folder}",))
+SCALE = Kernel(SRC, "scale", "Pi", options=("-I{folder}", *{linked!r}))
 
 def workload(rt):
     x = rt.upload(np.arange(4, dtype=np.float32))
@@ -30,28 +30,37 @@ def workload(rt):
 
 
 @pytest.mark.parametrize(
-    ("header", "kind"),
-    [("fifo.h", "a FIFO"), ("zero.h", "a character device"), ("/dev/zero", "a character device")],
+    ("header", "kind", "linked"),
+    [
+        ("fifo.h", "a FIFO", ()),
+        ("zero.h", "a character device", ()),
+        ("/dev/zero", "a character device", ()),
+        ("/dev/null", "a FIFO", ("-Wl,-T,{folder}/fifo.h",)),  # a linker script: cc waited too
+    ],
 )
 def test_a_header_that_is_a_fifo_or_a_device_is_refused_not_compiled(
-    warm, tmp_path: Path, header: str, kind: str
+    warm, tmp_path: Path, header: str, kind: str, linked: tuple[str, ...]
 ) -> None:
     """A kernel's `#include` that a search finds as a FIFO or a device: cc waited on the FIFO
     until `--compile-timeout` (600 s by default), and read `/dev/zero` (a header linked to it, or
     named by its path) until memory ran out (cc1 held 9 GB after 10 s; the key skipped both as no
-    file). Now its compile fails at once naming the header and what it is; no compiler starts."""
+    file); a FIFO named as a linker script (`-Wl,-T,`) held the linker so. Now its compile fails
+    at once naming the file and what it is; no compiler starts."""
     folder = tmp_path / "inc"
     folder.mkdir()
     os.mkfifo(folder / "fifo.h")
     (folder / "zero.h").symlink_to("/dev/zero")
     workload = tmp_path / "including.py"
-    workload.write_text(INCLUDING.format(header=header, folder=folder))
+    linked = tuple(option.format(folder=folder) for option in linked)
+    workload.write_text(INCLUDING.format(header=header, folder=folder, linked=linked))
     bundle = tmp_path / "b.warm"
     done = warm("run", workload, "--bundle", bundle, "--compile-timeout", "2")
     assert done.returncode == 2, done.stdout + done.stderr
     shown = done.stderr
     named = str(folder / header) if not header.startswith("/") else header
-    assert f"its header {named} is {kind}" in shown, shown
+    named = f"{folder}/fifo.h" if linked else named
+    said = "not compiled: a file it reads (a header, or one it links) is no regular file"
+    assert f"{said}: {named} is {kind}" in shown, shown
     assert "did not finish" not in shown and "Traceback" not in shown, shown
 
 

@@ -13,15 +13,14 @@ is bisected until the kernels that break it are found alone; they are reported w
 their own compiler log and every other kernel is kept. A group that *times out* is not
 bisected (every half would wait the timeout again): each of its kernels is compiled
 alone, in parallel, so a hanging kernel costs about two timeouts in all. A compile whose scratch
-files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `ScratchError`
-naming that folder, never bisected (every half would be refused alike). A kernel whose key met a
-header that is a FIFO or a device (`warmcli.unkeyed.NO_FILE`) is never compiled: its compile
+files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `ScratchError` naming
+that folder, never bisected (every half would be refused alike). A kernel whose key met a header or
+a linked file that is a FIFO or a device (`warmcli.unkeyed.NO_FILE`) is never compiled: its compile
 fails naming it (cc would wait on a FIFO until the timeout, and read `/dev/zero` until memory ran
-out: 9 GB in 10 s). Interrupted
-(Ctrl-C), the batch stops every compiler it started before it returns. While the
-interpreter shuts down (a compile in an atexit callback or a daemon thread), when no
-thread pool may start or take work (from the moment Python's shutdown begins, before its main
-thread ends), the groups are compiled one after another in the caller's thread.
+out: 9 GB in 10 s). Interrupted (Ctrl-C), the batch stops every compiler it started before it
+returns. While the interpreter shuts down (a compile in an atexit callback or a daemon thread),
+when no thread pool may start or take work (from the moment Python's shutdown begins, before its
+main thread ends), the groups are compiled one after another in the caller's thread.
 This module owns no cache: it returns what it built and what failed, and the caller
 stores it.
 """
@@ -148,8 +147,9 @@ def _deal(members: Sequence[CompileUnit], chunks: int, run: int) -> list[list[Co
 
 
 def _no_file(compiler: Compiler, group: list[CompileUnit]) -> CompileFailure | None:
-    """The failure of a group with a kernel whose key met a header that is a FIFO or a device
-    (`NO_FILE`), naming it; None where none did (or its compiler is not found: its compile says)."""
+    """The failure of a group with a kernel whose key met a header or a file it links that is a
+    FIFO or a device (`NO_FILE`), naming it; None where none did (or its compiler is not found:
+    its compile says)."""
     try:
         identity = compiler.toolchain.identity
     except ToolchainError:
@@ -158,8 +158,9 @@ def _no_file(compiler: Compiler, group: list[CompileUnit]) -> CompileFailure | N
         if (why := reason_of(included_headers(unit.kernel, identity))).startswith(NO_FILE):
             header = printable(why[len(NO_FILE) :])  # (a header's name is the workload's text)
             return CompileFailure(
-                f"kernel {unit.kernel.label}: its header {header}, which the compiler would "
-                "wait on or read for ever: not compiled; include a regular file",
+                f"kernel {unit.kernel.label}: not compiled: a file it reads (a header, or one "
+                f"it links) is no regular file: {header}, which the compiler would wait on or "
+                "read for ever; name a regular file",
                 tuple(group),
             )
     return None
