@@ -24,17 +24,17 @@ they are, with the path each header was found at; for a folder named twice, whic
 Headers not found there, or in a toolkit's own folders (`toolkit`, by any name), are the
 toolchain identity's; but a compiler's system header's own includes those folders hold are
 keyed as the kernel's (`warmcli.system_shadows`: a `stddef.h` added to `-I` later changes the
-next build), so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at
-most `MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in
-its first `MAX_SCANNED` bytes: past a bound, or at a computed include whose header cannot be told
-(but in NVRTC's system toolkit's own headers), the digest holds `warmcli.unkeyed`'s marker, its
-reason noted. State: three per-process memos (each file's digest and includes, by its path and stat
-stamp, of files settled: `warmcli.stamped`; the includes of the last sources; the search orders of
-the last options): a kernel keyed again costs a lookup of each header; `covered`, what each digest
-made lately covers (`kernel_parts.header_files`: a header read first by its path), for the first
-header read, each `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a
-once-only header share a time (`warmcli.once_copies`). It compiles and writes nothing, never raises
-for a missing file.
+next build), so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at most
+`MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in its first
+`MAX_SCANNED` bytes: past a bound, at a computed include whose header cannot be told (but in
+NVRTC's system toolkit's own headers), or at a FIFO or a device a name finds (`no_file`: never
+compiled, `warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker, its reason noted.
+State: three per-process memos (each file's digest and includes, by its path and stat stamp, of
+settled files; the includes of the last sources; the search orders of the last options): a kernel
+keyed again costs a lookup of each header; `covered`, what each digest made lately covers
+(`kernel_parts.header_files`: a header read first by its path), for the first header read, each
+`.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a once-only header share a
+time (`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ from warmcli.include_options import absolute_include_options as absolute_include
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
 from warmcli.precompiled import precompiled
-from warmcli.stamped import Stamp, opened, settled, stamp
+from warmcli.stamped import Stamp, compiler_opens, no_file, opened, settled, stamp
 from warmcli.system_shadows import MAX_SYSTEM, Listed, placed, shadowed
-from warmcli.unkeyed import marker, note, reason_in
+from warmcli.unkeyed import NO_FILE, marker, note, reason_in
 
 MAX_HEADERS = 512
 MAX_SCANNED = 4 << 20
@@ -261,11 +261,11 @@ def _resolve(
 ) -> str | None:
     """The file `name` names, as the compiler searches: `here` first for a quoted name; None
     where it is in a folder of `toolkit` (its headers are the toolchain identity's)."""
-    if os.path.isabs(name):
-        return name if os.path.isfile(name) else None
+    if os.path.isabs(name):  # (a FIFO or device too: `no_file`, the compiler opens it)
+        return name if compiler_opens(name) else None
     for folder in ([here] if quoted and here else []) + orders[0 if quoted else 1]:
         path = os.path.join(folder, name)
-        if os.path.isfile(path):  # as spelled: its `..` taken where a link leads, as the compiler
+        if compiler_opens(path):  # as spelled: its `..` taken where a link leads, as the compiler
             return None if folder in toolkit else path
     return None
 
@@ -370,6 +370,8 @@ def headers_digest(
             continue
         real = os.path.realpath(path) if path is not None else ""  # the file read (once)
         read = _read(real) if path is not None else None
+        if path is not None and read is None and (kind := no_file(real)):  # never built
+            written.append(marker(f"{NO_FILE}{path} is {kind}"))  # (raw: as any reason)
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
         written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
         at.append(path or "")

@@ -23,12 +23,13 @@ Include folders, headers read first (`warmcli.headers` keys those by content), d
 or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
 `-Wl,--dependency-file=`) are not looked at, so the keys of kernels naming no such file are as
 before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
-Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8 `INCLUDE`s
-deep, 256 folders) the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one
-per-process memo of each file's digest (its kind, whether it names no other file) by its path
-and stat stamp, of files unchanged in the last seconds (`warmcli.stamped`: what was opened, a
-regular file only). It never runs a compiler, never writes and never raises for a missing or
-unreadable file.
+Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8
+`INCLUDE`s deep, 256 folders), or at a file named by its path that is a FIFO or a device
+(`NO_FILE`: never built, `warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker,
+its reason noted. State: one per-process memo of each file's digest (its kind, whether it names no
+other file) by its path and stat stamp, of files unchanged in the last seconds (`warmcli.stamped`:
+what was opened, a regular file only). It never runs a compiler, never writes and never raises for
+a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ from typing import BinaryIO, TypeVar
 
 from warmcli.handed_on import PREFIXES, handed_pieces, tool_words
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
-from warmcli.stamped import Stamp, opened, settled, stamp
-from warmcli.unkeyed import marker, note, reason_in, reason_of
+from warmcli.stamped import Stamp, no_file, opened, settled, stamp
+from warmcli.unkeyed import NO_FILE, marker, note, reason_in, reason_of
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
 # content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
@@ -365,6 +366,8 @@ def linked_digest(
         if os.path.isabs(text) and (found := file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
             lines += _named_inputs(text, folders)
+        elif os.path.isabs(text) and (kind := no_file(text)):  # never built (`headers`' alike)
+            lines.append(marker(f"{NO_FILE}{text} is {kind}"))
     pairs = zip(("", *options), options, strict=False)  # cc's own `-static`, not `-Xlinker`'s
     static = any(o in ("-static", "-static-pie") and b != "-Xlinker" for b, o in pairs)
     for library in _libraries(words, folders, static):

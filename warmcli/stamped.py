@@ -8,7 +8,9 @@ changed within one tick of a coarse clock may change again keeping its whole sta
 ahead of the clock is taken as its ctime, `last_change`, as toolchains' racy checks take it).
 `opened` opens only a regular file, never waiting on one a FIFO took the place of (`stat`, opened
 without blocking, then `fstat`: the stamp of what was opened, not of what the path named a
-moment before). It keeps no state and never raises for a file it cannot read.
+moment before). `no_file` names what a compiler would open at a path that is no file (a FIFO
+it waits on for ever, `/dev/zero` it reads until memory runs out). It keeps no state and never
+raises for a file it cannot read.
 """
 
 from __future__ import annotations
@@ -59,3 +61,29 @@ def opened(path: str) -> tuple[BinaryIO, os.stat_result] | None:
         pass
     os.close(fd)
     return None
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"))
+_KINDS += ((stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def no_file(path: str) -> str:
+    """What `path` leads to where a compiler would open it, and it is neither a regular file
+    nor a folder (a compiler's search passes a folder by): "a FIFO", "a character device"...;
+    "" for anything else, and for `/dev/null` (read empty: `#include "/dev/null"` compiles)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    kind = next((kind for test, kind in _KINDS if test(mode)), "")
+    return kind if kind and os.path.realpath(path) != os.devnull else ""
+
+
+def compiler_opens(path: str) -> bool:
+    """Whether a compiler searching for a header takes `path`: a regular file, or no folder
+    that is there (`no_file`'s, `/dev/null`); one `stat` for a file or none."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(mode) or (not stat.S_ISDIR(mode) and bool(no_file(path)))

@@ -11,8 +11,9 @@ every process (a `warm run`'s passes, one process, serve each other): another pr
 finds it in a bundle, builds it itself (a miss; refused under `WARM_STRICT=1`), and the miss
 says why (`reason_of`: the digests made here that hold a marker, and their reasons): such a
 build is never stored (`warmcli.runtime.kernel_cache`), nor a verify's failure. State: the
-token (made once a process) and those reasons (bounded, the oldest dropped). It reads and
-writes no file.
+token (made once a process) and those reasons (bounded, the oldest dropped). A reason starting
+`NO_FILE` names a header that is a FIFO or a device: the compiler would wait or read for ever, so
+it is never built either (`warmcli.backends.batch`). It reads and writes no file.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import secrets
 
 MARK = "\0unkeyed "
+NO_FILE = "no regular file: "  # a reason's start where the header is a FIFO or device: never built
 _MAX_REASONS = 256
 _token: list[str] = []  # this process's, made on first use (a fork keeps its parent's)
 _reasons: dict[str, str] = {}  # a digest made here that holds a marker -> its reason

@@ -13,12 +13,14 @@ is bisected until the kernels that break it are found alone; they are reported w
 their own compiler log and every other kernel is kept. A group that *times out* is not
 bisected (every half would wait the timeout again): each of its kernels is compiled
 alone, in parallel, so a hanging kernel costs about two timeouts in all. A compile whose scratch
-files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `ScratchError`
-naming that folder, never bisected (every half would be refused alike). Interrupted
-(Ctrl-C), the batch stops every compiler it started before it returns. While the
-interpreter shuts down (a compile in an atexit callback or a daemon thread), when no
-thread pool may start or take work (from the moment Python's shutdown begins, before its main
-thread ends), the groups are compiled one after another in the caller's thread.
+files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `ScratchError` naming
+that folder, never bisected (every half would be refused alike). A kernel whose key met a header or
+a linked file that is a FIFO or a device (`warmcli.unkeyed.NO_FILE`) is never compiled: its compile
+fails naming it (cc would wait on a FIFO until the timeout, and read `/dev/zero` until memory ran
+out: 9 GB in 10 s). Interrupted (Ctrl-C), the batch stops every compiler it started before it
+returns. While the interpreter shuts down (a compile in an atexit callback or a daemon thread),
+when no thread pool may start or take work (from the moment Python's shutdown begins, before its
+main thread ends), the groups are compiled one after another in the caller's thread.
 This module owns no cache: it returns what it built and what failed, and the caller
 stores it.
 """
@@ -41,8 +43,11 @@ from warmcli.backends.compiler import (
 )
 from warmcli.backends.processes import resume_compilers, stop_compilers
 from warmcli.backends.sharing import shares_unit
-from warmcli.errors import ScratchError
+from warmcli.errors import ScratchError, ToolchainError
+from warmcli.kernel import included_headers
+from warmcli.printable import printable
 from warmcli.records import Record, factory
+from warmcli.unkeyed import NO_FILE, reason_of
 
 JOBS_PER_CPU = 4  # --jobs above this many compiler processes per usable CPU is capped
 RUN = 2  # queued kernels dealt together when a plan has one group per job
@@ -141,6 +146,26 @@ def _deal(members: Sequence[CompileUnit], chunks: int, run: int) -> list[list[Co
     return groups
 
 
+def _no_file(compiler: Compiler, group: list[CompileUnit]) -> CompileFailure | None:
+    """The failure of a group with a kernel whose key met a header or a file it links that is a
+    FIFO or a device (`NO_FILE`), naming it; None where none did (or its compiler is not found:
+    its compile says)."""
+    try:
+        identity = compiler.toolchain.identity
+    except ToolchainError:
+        return None
+    for unit in group:
+        if (why := reason_of(included_headers(unit.kernel, identity))).startswith(NO_FILE):
+            header = printable(why[len(NO_FILE) :])  # (a header's name is the workload's text)
+            return CompileFailure(
+                f"kernel {unit.kernel.label}: not compiled: a file it reads (a header, or one "
+                f"it links) is no regular file: {header}, which the compiler would wait on or "
+                "read for ever; name a regular file",
+                tuple(group),
+            )
+    return None
+
+
 def compile_batch(
     compiler: Compiler,
     units: Sequence[CompileUnit],
@@ -163,6 +188,8 @@ def compile_batch(
     def run(group: list[CompileUnit]) -> list[list[CompileUnit]]:
         """Compile one group; return the groups to compile next (its halves, its kernels)."""
         try:
+            if no_file := _no_file(compiler, group):  # never started: it would not end
+                raise no_file
             # its digests made here, in the thread that compiled it, beside the other groups
             built = compiler.compile_group(group, timeout=timeout).digested()
         except OSError as exc:  # its scratch files (a compiler's start is a CompileFailure)

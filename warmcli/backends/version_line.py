@@ -5,12 +5,27 @@ never runs a compiler nor imports this module: it runs one (`warmcli.backends.pr
 and reduces its banner to the line that keys its builds (nvcc's: its release and build
 lines), asked in the C locale (before warm 53, a translated banner, `as` under
 `LANG=tr_TR.UTF-8`: `GNU çevirici`, keyed its builds apart: rebuilt where the locale differed).
-This module owns no state and prints nothing.
+A compiler that did not answer within the timeout is not asked again by this process while its
+file keeps its stamp (`_silent`): each look at the toolchain asked it again, each waiting the
+whole timeout (a `warm run` of one kernel waited 60 s twice before it said so). State: those
+stamps; it prints nothing.
 """
 
 from __future__ import annotations
 
+import os
+
 from warmcli.errors import ToolchainError
+
+_silent: dict[str, tuple[tuple[int, int, int, int], str]] = {}  # path -> its stamp, the error's
+
+
+def _stamp(where: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(where)
+    except (OSError, ValueError):
+        return None
+    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def version_line(name: str, where: str, timeout: float) -> str:
@@ -18,12 +33,18 @@ def version_line(name: str, where: str, timeout: float) -> str:
     ToolchainError where it cannot run, answers nothing within `timeout` seconds, or fails."""
     from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
+    before = _stamp(where)
+    if (silent := _silent.get(where)) is not None and silent[0] == before:
+        raise ToolchainError(silent[1])  # (asked once: not waited for again)
     try:
         out = processes.run([where, "--version"], timeout, c_locale=True)
     except OSError as exc:
         raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
     if out.timed_out:
-        raise ToolchainError(f"{name}: {where} did not answer --version within {timeout:g} s")
+        said = f"{name}: {where} did not answer --version within {timeout:g} s"
+        if before is not None and len(_silent) < 64:  # (bounded: a few compilers a process)
+            _silent[where] = before, said
+        raise ToolchainError(said)
     lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
         said = out.err.strip()[:200]  # else its exit status: never a reason left blank

@@ -44,6 +44,7 @@ from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.unshown import key_text
 from warmcli.config import TRUSTED_KEYS_ENV
 from warmcli.errors import BundleError, SignatureError, TrustedKeyWarning  # (re-exported)
+from warmcli.printable import cut
 from warmcli.records import Record
 
 HASH_BYTES = 32
@@ -99,16 +100,19 @@ def key_id(public: bytes) -> str:
 
 def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
     """An Ed25519 key from a PEM file; anything else is a one-line `SignatureError` (one
-    naming key text given in its place, not showing it: `key_text`)."""
+    naming key text given in its place, not showing it: `key_text`; a path past `cut`'s
+    length cut short: a 100,000-character one in `WARM_TRUSTED_KEYS` was shown whole)."""
     serialization, ed25519 = _crypto()
     what = "an unencrypted PEM private key" if private else "a PEM public key"
+    named = path
     if key_text(path):
         raise SignatureError(
             f"key text given where a key file's path belongs (not shown): write {what} to a "
             f"file{' (chmod 600)' if private else ''} and name the file"
         )
+    path = cut(os.fspath(path))  # (what is read is named by `named`, whole)
     try:
-        data = read_start(path, KEY_FILE_BYTES + 1)
+        data = read_start(named, KEY_FILE_BYTES + 1)
     except OSError as exc:
         raise SignatureError(f"{path}: cannot read key: {exc.strerror}") from None
     if data is None:
@@ -176,7 +180,8 @@ def trusted_keys(
     named: dict[Path, list[Path]] = {}
     for entry in map(Path, given):
         text = key_text(entry)
-        named[entry] = [entry] if text or not entry.is_dir() else sorted(entry.glob("*.pub"))
+        is_dir = os.path.isdir(entry)  # (False for a name too long: `Path.is_dir` raised)
+        named[entry] = [entry] if text or not is_dir else sorted(entry.glob("*.pub"))
     files = [f for entry_files in named.values() for f in entry_files]
     if not files:
         raise SignatureError("no trusted keys: name Ed25519 public key files (.pub)")

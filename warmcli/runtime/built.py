@@ -1,13 +1,15 @@
-"""What a kernel cache keeps of a kernel its batch compiled (`warmcli.runtime.kernel_cache`):
-a `Built`, its `KernelRecord` (the row the bundle will hold: key, symbol, hash, toolchain, key
-components, log, time, size) and its binary, and, where the group kept PTX, the same kernel
-built for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this
-process's own, `warmcli.unkeyed`), or one of a toolchain no bundle holds (`unstorable`: its
-name over 4,096 characters), why it is never served (`never_served`, `unkeyed_reason`), and
-why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
-compiles: a serving process never does. Plain records; its one state is a bounded memo of
-those reasons of tunables, by their checksums (which cover their candidates and headers); it
-never compiles nor stores.
+"""What a kernel cache keeps of a kernel its batch compiled (`warmcli.runtime.kernel_cache`): a
+`Built`, its `KernelRecord` (the row the bundle will hold: key, symbol, hash, toolchain, key
+components, log, time, size) and its binary, and, where the group kept PTX, the same kernel built
+for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this process's
+own, `warmcli.unkeyed`), one of a toolchain no bundle holds (`unstorable`: its name over 4,096
+characters), or one whose headers, read again once it is built, no longer give its key (`CHANGED`:
+an edit between its key and its compile, a `git checkout` during a `warm run`, stored the new
+header's build under the old one's key), why it is never served (`never_served`, `unkeyed_reason`),
+and why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
+compiles: a serving process never does. Plain records; its one state is a bounded memo of those
+reasons of tunables, by their checksums (which cover their candidates and headers); it never
+compiles nor stores.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
+from warmcli.kernel_parts import key_of
 from warmcli.records import KernelRecord, MissExplanation, Record
 from warmcli.runtime.tune_spec import MAX_NAME
 from warmcli.unkeyed import reason_of
@@ -57,6 +60,16 @@ _TUNE_REASONS: dict[str, str] = {}  # a tunable's checksum -> `tune_unkeyed_reas
 _MAX_TUNE_REASONS = 4096
 
 
+CHANGED = (
+    "a header it includes changed between its key and its compile (edited while warm ran): "
+    "its build may be of either"
+)
+
+
+def _headers(record: KernelRecord) -> str:
+    return record.components.get("headers", "")
+
+
 def kept_of(
     device: Device, unit: CompileUnit, built: CompiledGroup, identity: str
 ) -> list[tuple[str, Built]]:
@@ -83,6 +96,8 @@ def kept_of(
         size=len(built.binary),
     )
     why = reason_of(record.components.get("headers", "")) or unstorable(identity)  # (noted)
+    if not why and key_of(kernel.content_hash, unit.arch, _headers(record), identity) != unit.key:
+        why = CHANGED  # its headers, read again after it built, are not those it was keyed by
     kept = [(unit.key, Built(record, built.binary, why))]
     if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
         key = kernel_key(kernel, built.ptx_arch, identity)
