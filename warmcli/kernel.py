@@ -131,6 +131,7 @@ class Kernel(Record):
                 f"kernel {entry}: source is text (a str), not {kind_of(source)}"
                 + (": decode it first" if isinstance(source, bytes | bytearray) else "")
             )
+        source = source.removeprefix("\ufeff")  # a file's BOM, as gcc skips it (not mid-unit)
         if not isinstance(params, str):
             raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
         bad = sorted(set(params) - PARAM_LETTERS)

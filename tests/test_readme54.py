@@ -1,0 +1,55 @@
+"""A new user's workloads, from the README alone (stop 54): what they met that differed.
+
+Each test is a fault such a user met, failing before its fix: a kernel source that opens with
+a UTF-8 byte order mark (a file saved by an editor that writes one, read with `open().read()`
+or `Path.read_text()`, which keep it) built alone by `cc k.c`, as gcc skips a BOM at a file's
+start, but failed under warm (`unknown type name '\\ufeffvoid'`), NVRTC and nvcc alike, since
+warm writes its own lines before the source and the mark then stands mid-file. Real parts: the
+real cc builds what the host compiler writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from test_kernel_construction import host_units
+
+from warmcli.backends.host.compiler import HostCompiler
+from warmcli.backends.host.compiler import translation_unit as host_unit
+from warmcli.backends.host.device import HostDevice
+from warmcli.kernel import Kernel
+
+BOM = "\ufeff"
+SCALE = "void scale(float *x, int n) {\r\n  for (int i = 0; i < n; i++) x[i] = x[i] * GAIN;\r\n}\r\n"
+PLUS = "void plus(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }"
+
+
+def run_host(kernels: list[Kernel]) -> list[list[float]]:
+    """Each kernel built in one batch by the real cc, launched on [1, 2, 3]."""
+    units = host_units(kernels)
+    built = HostCompiler().compile_group(units)
+    device = HostDevice()
+    module = device.load_module(built.binary)
+    out = []
+    for unit in units:
+        x = np.array([1, 2, 3], dtype=np.float32)
+        device.get_function(module, built.symbols[unit.key], unit.kernel)(x.ctypes.data, 3)
+        out.append(x.tolist())
+    return out
+
+
+def test_a_source_opening_with_a_byte_order_mark_builds_as_cc_builds_its_file() -> None:
+    marked = Kernel(BOM + SCALE, "scale", "Pi", defines={"GAIN": 3})
+    plain = Kernel(SCALE, "scale", "Pi", defines={"GAIN": 3})
+    assert marked.source == plain.source and marked == plain  # one program, one key
+    (unit,) = host_units([marked])
+    assert BOM not in host_unit([unit])
+    # beside another kernel in one batch too, where the mark would stand after its neighbour
+    assert run_host([Kernel(BOM + PLUS, "plus", "Pi"), marked]) == [[2, 3, 4], [3, 6, 9]]
+
+
+def test_only_the_mark_a_file_opens_with_is_dropped() -> None:
+    """A mark elsewhere (a second one, one inside a comment) is the text's: the compiler reads it."""
+    twice = Kernel(BOM + BOM + PLUS, "plus", "Pi")
+    assert twice.source == BOM + PLUS
+    inside = Kernel("/* " + BOM + " */" + PLUS, "plus", "Pi")
+    assert inside.source.startswith("/* " + BOM)
