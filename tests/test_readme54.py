@@ -10,7 +10,11 @@ real cc builds what the host compiler writes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_kernel_construction import host_units
 
 from warmcli.backends.host.compiler import HostCompiler
@@ -45,6 +49,21 @@ def test_a_source_opening_with_a_byte_order_mark_builds_as_cc_builds_its_file() 
     assert BOM not in host_unit([unit])
     # beside another kernel in one batch too, where the mark would stand after its neighbour
     assert run_host([Kernel(BOM + PLUS, "plus", "Pi"), marked]) == [[2, 3, 4], [3, 6, 9]]
+
+
+def test_a_workload_reading_its_kernel_from_a_marked_file_warms(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    (tmp_path / "scale.c").write_bytes((BOM + SCALE).encode())  # as an editor saved it
+    path = workload_file(
+        "import os\nimport numpy as np\nfrom warmcli import Kernel\nDEVICE = 'host'\n"
+        "SRC = open(os.path.join(os.path.dirname(__file__), 'scale.c')).read()\n"
+        "K = Kernel(SRC, 'scale', 'Pi', defines={'GAIN': 3})\n"
+        "def workload(rt):\n    rt.launch(K, rt.upload(np.ones(3, np.float32)), 3)\n"
+    )
+    proc = warm("run", path, "-b", tmp_path / "b.warm", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert "the bundle is complete" in proc.stdout
 
 
 def test_only_the_mark_a_file_opens_with_is_dropped() -> None:
