@@ -131,7 +131,6 @@ class Kernel(Record):
                 f"kernel {entry}: source is text (a str), not {kind_of(source)}"
                 + (": decode it first" if isinstance(source, bytes | bytearray) else "")
             )
-        source = source.removeprefix("\ufeff")  # a file's BOM, as gcc skips it (not mid-unit)
         if not isinstance(params, str):
             raise ValueError(f"kernel {entry}: params is a string of letters, not {params!r}")
         bad = sorted(set(params) - PARAM_LETTERS)
@@ -166,6 +165,7 @@ class Kernel(Record):
                     f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
                     "a value holds no line break and closes every comment it opens"
                 )
+        source = source.removeprefix("\ufeff")  # a file's BOM, as gcc skips it (not mid-unit)
         vars(self).update(source=source, entry=entry, params=params, language=language)
         vars(self).update(options=given, defines=norm, name=name or entry)
 
