@@ -10,6 +10,7 @@ real cc builds what the host compiler writes.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,13 @@ from test_kernel_construction import host_units
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.compiler import translation_unit as host_unit
 from warmcli.backends.host.device import HostDevice
+from warmcli.cli.render.shown import reason_shown
 from warmcli.kernel import Kernel
 
 BOM = "\ufeff"
-SCALE = "void scale(float *x, int n) {\r\n  for (int i = 0; i < n; i++) x[i] = x[i] * GAIN;\r\n}\r\n"
+SCALE = (
+    "void scale(float *x, int n) {\r\n  for (int i = 0; i < n; i++) x[i] = x[i] * GAIN;\r\n}\r\n"
+)
 PLUS = "void plus(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }"
 
 
@@ -66,8 +70,44 @@ def test_a_workload_reading_its_kernel_from_a_marked_file_warms(
     assert "the bundle is complete" in proc.stdout
 
 
+# A tunable one candidate of which fails to compile with a line of over 3,000 characters (a
+# name the compiler quotes in its error: a macro expanded, a generated identifier).
+LONG_REASON = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+C = {"good": Kernel("void f(int *y) { y[0] = 1; }", "f", "P"),
+     "bad": Kernel("void f(int *y) { y[0] = %s; }" % ("x" * 3000), "f", "P")}
+T = Tunable("t", C, lambda rt, k, y, *, stream=None: rt.launch(k, y, stream=stream))
+def workload(rt):
+    rt.tune(T, rt.buffer(1, "int32"))
+"""
+
+
+def test_stats_shows_a_reason_cut_to_1000_characters_saying_its_length(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """The README: `warm stats` shows a failed candidate's error line cut to 1,000
+    characters. It showed 512 (a table cell's cut) and said `(1,011 characters)`, the
+    length of its own cut text (`failed: ` and 1,000 characters and `...`), not the line's."""
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload_file(LONG_REASON), "-b", bundle, "--quiet").returncode == 0
+    (reason,) = [
+        c["reason"]
+        for t in warm.json("stats", bundle)["tunes"]
+        for c in t["candidates"]
+        if c["name"] == "bad"
+    ]
+    (wanted,) = [ln for ln in reason.splitlines() if "error:" in ln]
+    shown = re.sub(r"\s+", "", warm("stats", bundle).stdout)  # (however a terminal wraps it)
+    said = re.findall(r"\(([\d,]+)characters\)", shown)
+    assert said == [f"{len(wanted):,}"], (said, len(wanted))
+    assert re.sub(r"\s+", "", wanted)[:100] in shown  # (as much as the terminal's width shows)
+    assert reason_shown(reason) == f"{wanted[:1000]}… ({len(wanted):,} characters)"
+
+
 def test_only_the_mark_a_file_opens_with_is_dropped() -> None:
-    """A mark elsewhere (a second one, one inside a comment) is the text's: the compiler reads it."""
+    """A mark elsewhere (a second, one in a comment) is the text's: the compiler reads it."""
     twice = Kernel(BOM + BOM + PLUS, "plus", "Pi")
     assert twice.source == BOM + PLUS
     inside = Kernel("/* " + BOM + " */" + PLUS, "plus", "Pi")
