@@ -4,8 +4,10 @@ Each test is a fault such a user met, failing before its fix: a kernel source th
 a UTF-8 byte order mark (a file saved by an editor that writes one, read with `open().read()`
 or `Path.read_text()`, which keep it) built alone by `cc k.c`, as gcc skips a BOM at a file's
 start, but failed under warm (`unknown type name '\\ufeffvoid'`), NVRTC and nvcc alike, since
-warm writes its own lines before the source and the mark then stands mid-file. Real parts: the
-real cc builds what the host compiler writes.
+warm writes its own lines before the source and the mark then stands mid-file; and `warm stats`
+showing a failed candidate's error line of 3,059 characters as 512 of them `(1,011 characters)`,
+the length of its own cut, where the README says 1,000 characters. Real parts: the real cc
+builds what the host compiler writes; the real CLI (forked) warms and lists the bundle.
 """
 
 from __future__ import annotations
