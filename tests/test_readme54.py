@@ -6,8 +6,11 @@ or `Path.read_text()`, which keep it) built alone by `cc k.c`, as gcc skips a BO
 start, but failed under warm (`unknown type name '\\ufeffvoid'`), NVRTC and nvcc alike, since
 warm writes its own lines before the source and the mark then stands mid-file; and `warm stats`
 showing a failed candidate's error line of 3,059 characters as 512 of them `(1,011 characters)`,
-the length of its own cut, where the README says 1,000 characters. Real parts: the real cc
-builds what the host compiler writes; the real CLI (forked) warms and lists the bundle.
+the length of its own cut, where the README says 1,000 characters; and a kernel including a
+header from `-I.` launched after the workload changed folder, which `warm run`'s batch built
+in the folder of its first load: a hit computed another header's value than a cold start
+(the promise broken). Real parts: the real cc builds what the host compiler writes; the real
+CLI (forked) warms and lists the bundle; real production processes serve it, and run cold.
 """
 
 from __future__ import annotations
@@ -106,6 +109,50 @@ def test_stats_shows_a_reason_cut_to_1000_characters_saying_its_length(
     assert said == [f"{len(wanted):,}"], (said, len(wanted))
     assert re.sub(r"\s+", "", wanted)[:100] in shown  # (as much as the terminal's width shows)
     assert reason_shown(reason) == f"{wanted[:1000]}… ({len(wanted):,} characters)"
+
+
+# Two kernels reading `local.h` from `-I.`, the working folder, each launched in a folder of
+# its own; production (argv[1]: the workload) prints what each computed.
+TWO_FOLDERS = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = '#include "local.h"\\nvoid %s(int *y) { y[0] = VAL + %d; }'
+K1 = Kernel(SRC % ("one", 1), "one", "P", options=("-I.",))
+K2 = Kernel(SRC % ("two", 2), "two", "P", options=("-I.",))
+def workload(rt):
+    start, ys = os.getcwd(), []
+    for folder, kernel in (("a", K1), ("b", K2)):
+        os.chdir(os.path.join(HERE, folder))
+        ys.append(rt.buffer(1, "int32"))
+        rt.launch(kernel, ys[-1])
+    os.chdir(start)
+    return ys
+"""
+SERVE = """
+import json, runpy, sys, warmcli
+rt = warmcli.runtime("host")
+print(json.dumps([int(rt.read(y)[0]) for y in runpy.run_path(sys.argv[1])["workload"](rt)]))
+"""
+
+
+def test_a_relative_include_folder_is_the_folder_its_kernel_was_keyed_in(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """A batch compiled every kernel `warm run` queued in the folder the workload was in at
+    the first load, reading `-I.`'s header there, so the second kernel, keyed by `b/local.h`
+    (VAL 200), was stored built from `a/local.h` (VAL 100): a hit computed 102, a cold
+    start 202."""
+    for folder, value in (("a", 100), ("b", 200)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "local.h").write_text(f"#define VAL {value}\n")
+    path, bundle = workload_file(TWO_FOLDERS), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr
+    cold = warm.production(SERVE, path)
+    assert cold == [101, 202]
+    assert warm.production(SERVE, path, bundle=bundle) == cold
 
 
 def test_only_the_mark_a_file_opens_with_is_dropped() -> None:

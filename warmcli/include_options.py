@@ -4,11 +4,11 @@
 `--include-directory[-after]` name an include folder, joined or with the folder next;
 `-include`, `--pre-include`, gcc's `--include`, `-imacros` a header read before the source
 (joined too: `-includeh.h`). `include_folders` and `pre_included` list them;
-`absolute_include_options` gives a relative one as the working folder's (cc runs in a scratch
-folder); `keyed_options` writes each folder's path, and a header's named by its absolute
-path, as a mark: `warmcli.headers` keys their content instead. Pure functions over the
-options' text (but `absolute_include_options`, which asks whether a header is in the
-working folder); no state.
+`absolute_include_options` gives a relative one as the working folder's, or a compile unit's,
+where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
+path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
+content instead. Pure functions over the options' text (but `absolute_include_options`,
+which asks whether a header is in the working folder); no state.
 """
 
 from __future__ import annotations
@@ -81,10 +81,11 @@ def pre_included(options: Sequence[object]) -> list[str]:
     return [name for _, _, name in _pre_included_at(options)]
 
 
-def absolute_include_options(options: Sequence[str]) -> list[str]:
-    """`options`, relative include folders and headers read first from the working folder."""
+def absolute_include_options(options: Sequence[str], folder: str = "") -> list[str]:
+    """`options`, relative include folders and headers read first from `folder` (a unit's,
+    where its key read them), else the working folder."""
     try:
-        cwd = os.getcwd()
+        cwd = folder or os.getcwd()
     except OSError:  # the working folder was removed: relative folders name nothing
         return list(options)
     made = list(options)

@@ -40,6 +40,19 @@ class CompileUnit(Record):
     key: str
     kernel: Kernel
     arch: str
+    folder: str = ""  # the working folder it was queued in, where it reads headers (`queued`)
+
+    @classmethod
+    def queued(cls, key: str, kernel: Kernel, arch: str) -> CompileUnit:
+        """A unit queued now: a kernel that reads headers keeps the working folder its key read
+        them in, which its relative include folders name (`-I.`), as a batch compiles it later,
+        maybe after the workload changed folder (a folder removed: they name nothing)."""
+        if not kernel.reads_headers:
+            return cls(key, kernel, arch)
+        try:
+            return cls(key, kernel, arch, os.getcwd())
+        except OSError:
+            return cls(key, kernel, arch)
 
     @property
     def name(self) -> str:
