@@ -19,10 +19,12 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_kernel_construction import host_units
 
+from warmcli.backends.compiler import CompileUnit
 from warmcli.backends.host.compiler import HostCompiler
 from warmcli.backends.host.compiler import translation_unit as host_unit
 from warmcli.backends.host.device import HostDevice
@@ -153,6 +155,28 @@ def test_a_relative_include_folder_is_the_folder_its_kernel_was_keyed_in(
     cold = warm.production(SERVE, path)
     assert cold == [101, 202]
     assert warm.production(SERVE, path, bundle=bundle) == cold
+
+
+def test_a_relative_cpath_entry_is_the_folder_its_kernel_was_queued_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`CPATH=.` likewise: a unit queued in `b` and compiled once the workload is back in `a`
+    read `a/local.h` (cc's environment took `.` as the folder of the compile)."""
+    for folder, value in (("a", 100), ("b", 200)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "local.h").write_text(f"#define VAL {value}\n")
+    monkeypatch.setenv("CPATH", ".")
+    kernel = Kernel('#include "local.h"\nvoid v(int *y) { y[0] = VAL; }', "v", "P")
+    (unit,) = host_units([kernel])
+    monkeypatch.chdir(tmp_path / "b")
+    unit = CompileUnit.queued(unit.key, kernel, unit.arch)
+    monkeypatch.chdir(tmp_path / "a")
+    built = HostCompiler().compile_group([unit])
+    device, y = HostDevice(), np.zeros(1, dtype=np.int32)
+    device.get_function(device.load_module(built.binary), built.symbols[unit.key], kernel)(
+        y.ctypes.data
+    )
+    assert int(y[0]) == 200
 
 
 def test_only_the_mark_a_file_opens_with_is_dropped() -> None:
