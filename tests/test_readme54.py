@@ -7,8 +7,8 @@ start, but failed under warm (`unknown type name '\\ufeffvoid'`), NVRTC and nvcc
 warm writes its own lines before the source and the mark then stands mid-file; and `warm stats`
 showing a failed candidate's error line of 3,059 characters as 512 of them `(1,011 characters)`,
 the length of its own cut, where the README says 1,000 characters; and a kernel including a
-header from `-I.` launched after the workload changed folder, which `warm run`'s batch built
-in the folder of its first load: a hit computed another header's value than a cold start
+header from `-I.` (or `CPATH=.`) launched after the workload changed folder, which `warm run`'s
+batch built in the folder of its first load: a hit computed another header's value than a cold start
 (the promise broken). Real parts: the real cc builds what the host compiler writes; the real
 CLI (forked) warms and lists the bundle; real production processes serve it, and run cold.
 """
