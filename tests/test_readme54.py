@@ -155,6 +155,10 @@ def test_a_relative_include_folder_is_the_folder_its_kernel_was_keyed_in(
     cold = warm.production(SERVE, path)
     assert cold == [101, 202]
     assert warm.production(SERVE, path, bundle=bundle) == cold
+    # each row's key holds: its headers' digest, kept beside it, read where its key read them
+    # (it was read after the pass, in the folder `warm run` started in: `corrupt kernel entry`)
+    verified = warm("verify", bundle)
+    assert verified.returncode == 0 and "sound" in verified.stdout, verified.stdout
 
 
 def test_a_relative_cpath_entry_is_the_folder_its_kernel_was_queued_in(
