@@ -57,6 +57,7 @@ from warmcli.include_options import (
     _named_folders,
     include_folders,
     pre_included,
+    working_folder,
 )
 from warmcli.include_options import FOLDER_MARK as FOLDER_MARK  # (named here as before)
 from warmcli.include_options import INCLUDE_FLAGS as INCLUDE_FLAGS
@@ -292,7 +293,7 @@ def headers_digest(
     searched before the kernel's: those none of them holds), and for nvcc's ("nvcc") what it
     reads first itself (`IMPLIED`: keyed only where they shadow one)."""
     try:
-        cwd = os.getcwd()
+        cwd = working_folder()  # (a unit's, where its key read them: `keyed_in`)
     except OSError:  # the working folder was removed: relative folders name nothing
         cwd = ""
     given = tuple(options)

@@ -4,17 +4,20 @@
 `--include-directory[-after]` name an include folder, joined or with the folder next;
 `-include`, `--pre-include`, gcc's `--include`, `-imacros` a header read before the source
 (joined too: `-includeh.h`). `include_folders` and `pre_included` list them;
-`absolute_include_options` gives a relative one as the working folder's (cc runs in a scratch
-folder); `keyed_options` writes each folder's path, and a header's named by its absolute
-path, as a mark: `warmcli.headers` keys their content instead. Pure functions over the
-options' text (but `absolute_include_options`, which asks whether a header is in the
-working folder); no state.
+`absolute_include_options` gives a relative one as the working folder's, or a compile unit's,
+where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
+path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
+content instead. Pure functions over the options' text (but `absolute_include_options`,
+which asks whether a header is in the working folder). Its one state: the folder relative
+include folders name while a unit built earlier is keyed (`keyed_in`), a context variable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
 # folder in the next option; gcc's long spellings of `-idirafter` (before its prefix) and `-I`,
@@ -81,10 +84,31 @@ def pre_included(options: Sequence[object]) -> list[str]:
     return [name for _, _, name in _pre_included_at(options)]
 
 
-def absolute_include_options(options: Sequence[str]) -> list[str]:
-    """`options`, relative include folders and headers read first from the working folder."""
+_KEYED_IN: ContextVar[str] = ContextVar("warm_keyed_in", default="")
+
+
+def working_folder() -> str:
+    """The folder relative include folders name: the one a unit's key read them in, inside
+    `keyed_in`, else the working folder (`OSError` where that was removed)."""
+    return _KEYED_IN.get() or os.getcwd()
+
+
+@contextlib.contextmanager
+def keyed_in(folder: str) -> Iterator[None]:
+    """Relative include folders (`-I.`, `CPATH=.`) are `folder`'s here (a compile unit's, where
+    its key read them: what is kept of its build is keyed there, as a batch runs later)."""
+    token = _KEYED_IN.set(folder)
     try:
-        cwd = os.getcwd()
+        yield
+    finally:
+        _KEYED_IN.reset(token)
+
+
+def absolute_include_options(options: Sequence[str], folder: str = "") -> list[str]:
+    """`options`, relative include folders and headers read first from `folder` (a unit's,
+    where its key read them), else the working folder."""
+    try:
+        cwd = folder or working_folder()
     except OSError:  # the working folder was removed: relative folders name nothing
         return list(options)
     made = list(options)

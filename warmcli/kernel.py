@@ -165,6 +165,7 @@ class Kernel(Record):
                     f"kernel {entry}: define {k}={v!r} does not fit on its own line: "
                     "a value holds no line break and closes every comment it opens"
                 )
+        source = source.removeprefix("\ufeff")  # a file's BOM, as gcc skips it (not mid-unit)
         vars(self).update(source=source, entry=entry, params=params, language=language)
         vars(self).update(options=given, defines=norm, name=name or entry)
 

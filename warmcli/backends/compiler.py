@@ -40,6 +40,17 @@ class CompileUnit(Record):
     key: str
     kernel: Kernel
     arch: str
+    folder: str = ""  # the working folder it was queued in, where it reads headers (`queued`)
+
+    @classmethod
+    def queued(cls, key: str, kernel: Kernel, arch: str) -> CompileUnit:
+        """A unit queued now, with the working folder its key read headers in, which its
+        relative include folders (`-I.`, `CPATH=.`) name, as a batch compiles it later, maybe
+        after the workload changed folder (a folder removed: none)."""
+        try:
+            return cls(key, kernel, arch, os.getcwd())
+        except OSError:
+            return cls(key, kernel, arch)
 
     @property
     def name(self) -> str:
@@ -133,7 +144,8 @@ def run_compiler(
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
     started = time.perf_counter()
     try:
-        done = processes.run(command, timeout, cwd, tmp=cwd)  # its temporary files go with cwd
+        folder = units[0].folder if units else ""  # where its key read `CPATH`'s relative entries
+        done = processes.run(command, timeout, cwd, tmp=cwd, folder=folder)  # (TMPDIR: cwd)
     except OSError as exc:
         raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
     if done.timed_out:

@@ -202,11 +202,13 @@ def run(
     tmp: str | None = None,
     head: int = HEAD_BYTES,
     c_locale: bool = False,
+    folder: str = "",
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
     with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
     `OSError` where it cannot start; with `c_locale`, in the C locale (an answer warm parses
-    or keys builds by: `as --version` under `LANG=tr_TR.UTF-8` says `GNU çevirici`). Its
+    or keys builds by: `as --version` under `LANG=tr_TR.UTF-8` says `GNU çevirici`); a compile
+    unit's `folder` is where relative entries of `CPATH` are (its key read them there). Its
     stdout and stderr come back bounded (`Kept`, its first `head` bytes and last 8 KiB: `cut`
     where that left something out). On a timeout, or an exception here (Ctrl-C), its whole
     group is killed and reaped; the timeout is returned (`timed_out`, with what it printed
@@ -222,7 +224,7 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=tie,  # only prctl: no Python state is touched
-            env=_environment(tmp, c_locale),
+            env=_environment(tmp, c_locale, folder),
         )
 
     try:
@@ -301,7 +303,9 @@ def _waited(proc: subprocess.Popen[bytes], deadline: float | None) -> int | None
         return None
 
 
-def _environment(tmp: str | None, c_locale: bool = False) -> dict[str, str] | None:
+def _environment(
+    tmp: str | None, c_locale: bool = False, folder: str = ""
+) -> dict[str, str] | None:
     """A child's environment: this process's (None), but with `TMPDIR` the folder `tmp`
     where given, else the folder Python's `tempfile` fell back to where the caller's names
     no usable one (nvcc, unlike gcc, does not fall back: it fails every compile with `Could
@@ -312,8 +316,8 @@ def _environment(tmp: str | None, c_locale: bool = False) -> dict[str, str] | No
     import tempfile  # imported on first use, as subprocess
 
     if tmp is not None:
-        made = config.compiler_environment(tmp, scratch=True, c_locale=c_locale)  # (a dict)
+        made = config.compiler_environment(tmp, scratch=True, c_locale=c_locale, folder=folder)
         if made is not None:
             made.pop("LD_RUN_PATH", None)
         return made
-    return config.compiler_environment(tempfile.gettempdir(), c_locale=c_locale)
+    return config.compiler_environment(tempfile.gettempdir(), c_locale=c_locale, folder=folder)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from warmcli.include_options import keyed_in
 from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
 from warmcli.kernel_parts import key_of
 from warmcli.records import KernelRecord, MissExplanation, Record
@@ -75,6 +76,13 @@ def kept_of(
 ) -> list[tuple[str, Built]]:
     """What the cache of `device` keeps of a unit its group built: its build and, where the
     group kept PTX, the same kernel built for `compute_XX`, each under its key."""
+    with keyed_in(unit.folder):  # its headers read where its key read them
+        return _kept_of(device, unit, built, identity)
+
+
+def _kept_of(
+    device: Device, unit: CompileUnit, built: CompiledGroup, identity: str
+) -> list[tuple[str, Built]]:
     kernel = unit.kernel
     if kernel.tunes_native:  # keyed with this CPU (`lookup`)
         from warmcli.backends.native import keyed_identity

@@ -143,7 +143,7 @@ class KernelCache:
                 return False
             from warmcli.backends.compiler import CompileUnit  # a miss: serving never compiles
 
-            self._queue[key] = CompileUnit(key, kernel, self.device.arch)
+            self._queue[key] = CompileUnit.queued(key, kernel, self.device.arch)
         self._count("queued")
         return True
 
@@ -287,7 +287,7 @@ class KernelCache:
                 return self.get(kernel)
         from warmcli.backends.compiler import CompileUnit  # a miss: serving never compiles
 
-        self._queue.setdefault(key, CompileUnit(key, kernel, self.device.arch))
+        self._queue.setdefault(key, CompileUnit.queued(key, kernel, self.device.arch))
         self.flush()
         return self._from_build(kernel, key)
 

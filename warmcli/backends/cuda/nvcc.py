@@ -378,7 +378,7 @@ class NvccCompiler:
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
-            options = tuple(absolute_include_options(options))
+            options = tuple(absolute_include_options(options, units[0].folder))
         ptx_arch = kept_ptx_arch(arch, self.ptx)
         same = ptx_in_program(arch, ptx_arch)
         command = self.command(arch, options, keep=bool(ptx_arch) and same)

@@ -53,7 +53,7 @@ from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.kept_output import kept_text
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
-from warmcli.headers import nvrtc_folders, toolkit_home
+from warmcli.headers import absolute_include_options, nvrtc_folders, toolkit_home
 from warmcli.once import once
 from warmcli.stamped import stamp as stamp_of
 
@@ -316,6 +316,8 @@ class NvrtcCompiler:
         self, units: Sequence[CompileUnit], timeout: float | None = None
     ) -> CompiledGroup:
         arch, options = group_target(units, "NvrtcCompiler")
+        if units[0].kernel.reads_headers:  # `-I.`: the folder its key read headers in
+            options = tuple(absolute_include_options(options, units[0].folder))
         ptx_arch = kept_ptx_arch(arch, self.ptx)
         # Everything else, the source built included, in the thread that compiles it: the
         # first program starts at once and the next group's source is built beside it.

@@ -252,7 +252,7 @@ class HostCompiler:
         if units and units[0].kernel.reads_headers:  # it runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
-            options = absolute_include_options(options)
+            options = absolute_include_options(options, units[0].folder)
         flags = [*BASE_FLAGS, *DEFS_FLAGS, *load_flags(options)]
         return [self.toolchain.path, *flags, *options, "-o", output, source, "-lm"]
 

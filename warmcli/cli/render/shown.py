@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from warmcli.errors import headline
-from warmcli.printable import LISTED
+from warmcli.printable import LISTED, cut
 from warmcli.records import CandidateMeasurement
 
 SHOWN_REASON = 1000  # characters of a reason's line a table shows
@@ -43,10 +43,10 @@ def first_shown(
 
 def reason_shown(reason: str) -> str:
     """The line of a candidate's reason a table shows (`headline`, of its first
-    `SCANNED_REASON` characters), cut to `SHOWN_REASON` characters: a reason may inflate to
+    `SCANNED_REASON` characters), cut to `SHOWN_REASON` characters saying the line's length
+    (`cut`; the table shows it whole, not a cell's cut of it): a reason may inflate to
     4 MiB from a row of 4 KB, and a listing holds 20,000 tunes' shown candidates."""
-    said = headline(reason[:SCANNED_REASON]) if reason else ""
-    return said if len(said) <= SHOWN_REASON else f"{said[:SHOWN_REASON]}..."
+    return cut(headline(reason[:SCANNED_REASON]), SHOWN_REASON) if reason else ""
 
 
 def figures(

@@ -18,7 +18,7 @@ from warmcli.bundle.compiles import Compile, compile_of
 from warmcli.bundle.counts import BATCH, HeldCounts
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
-from warmcli.cli.render import add_row, line, listing, when
+from warmcli.cli.render import add_row, cell, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.cli.render.shown import by_median, figures, first_shown, micros, reason_shown
 from warmcli.errors import headline
@@ -295,7 +295,8 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
         ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
         status = c["status"] if not c["reason"] else f"{c['status']}: {headline(c['reason'])}"
         style = "bold green" if c["name"] == t["pick"] else None
-        add_row(table, c["name"], micros(c["seconds"]), ratio, status, style=style)
+        cells = (cell(c["name"]), micros(c["seconds"]), ratio, status)  # (reason_shown's cut)
+        table.add_row(*map(line, cells), style=style)
     if t.get("more"):  # (`tune_shown`'s)
         said = f"and {t['more']:,} more candidate(s) not listed: warm stats --json lists every one"
         return [heading, table, line(said, style="dim")]
