@@ -51,6 +51,7 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.oversize",  # naming a listing's oversized entry
     "warmcli.runtime.store",  # the runtime's storage seam: named in annotations only
     "warmcli.execution.stream_mode",  # a tune's measurement
+    "warmcli.execution.snapshots",  # statistics read (records made): a hot process only counts
     "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.explain",  # explaining a miss
     "warmcli.runtime.buildable",  # `rt.can_build`: asked before a launch, never by a hit
