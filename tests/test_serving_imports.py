@@ -49,6 +49,7 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.manifest",  # reading or checking the manifest and fingerprints
     "warmcli.bundle.unused",  # what a delete leaves unused
     "warmcli.bundle.oversize",  # naming a listing's oversized entry
+    "warmcli.bundle.disk_full",  # the words of a SQLite failure (a full disk, a file not opened)
     "warmcli.runtime.store",  # the runtime's storage seam: named in annotations only
     "warmcli.execution.stream_mode",  # a tune's measurement
     "warmcli.execution.snapshots",  # statistics read (records made): a hot process only counts

@@ -45,7 +45,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle import journal as journals
-from warmcli.bundle.disk_full import cannot_open, disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import (
     FORMAT_VERSION,
@@ -273,6 +272,8 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own words may be no UTF-8
+        from warmcli.bundle.disk_full import cannot_open, disk_full  # (a failure's words)
+
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)
