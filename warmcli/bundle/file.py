@@ -76,7 +76,6 @@ PAGE_BYTES = 16384
 SCHEMA_BYTES = 1 << 11  # the most SQLite reads of a value of a schema not checked (warm's: 389)
 SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; warm's: 221)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
-
 _T = TypeVar("_T")
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 # a hostile schema's text is cut, never read whole
