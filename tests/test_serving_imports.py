@@ -58,6 +58,7 @@ NOT_WHILE_SERVING = (
     "warmcli.runtime.buildable",  # `rt.can_build`: asked before a launch, never by a hit
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
+    "warmcli.backends.host.building",  # a host group's translation unit, command and build
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
