@@ -68,6 +68,7 @@ NOT_WHILE_SERVING = (
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
     "warmcli.handed_on",  # what cc hands its linker, preprocessor, assembler: read to key, compile
+    "warmcli.scratch",  # a compile's scratch folder, a program seen from one (found anew)
     "warmcli.wrapper_script",  # a compiler that is a script: read by a probe, nvcc's options
     "warmcli.warming",
     "warmcli.ops",
