@@ -30,7 +30,8 @@ from pathlib import Path
 
 from warmcli.backends.batch import compile_batch
 from warmcli.backends.compiler import CompileUnit
-from warmcli.backends.host.compiler import BASE_FLAGS, HostCompiler
+from warmcli.backends.host.building import BASE_FLAGS
+from warmcli.backends.host.compiler import HostCompiler
 from warmcli.kernel import Kernel, kernel_key
 
 OUT = 2048  # bytes each kernel may write

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from warmcli.cli.render.run import commands, run_json
-from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector
+from warmcli.execution.snapshots import DeviceStatistics
+from warmcli.execution.statistics import StatisticsCollector
 from warmcli.records import CompilerCommand
 from warmcli.warming.passes import PassReport, RunReport
 

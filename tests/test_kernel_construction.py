@@ -24,8 +24,8 @@ from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.host.building import translation_unit as host_unit
 from warmcli.backends.host.compiler import HostCompiler
-from warmcli.backends.host.compiler import translation_unit as host_unit
 from warmcli.kernel import Kernel, kernel_key
 
 FILE_C = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] = (float)sizeof(__FILE__); }"

@@ -60,7 +60,7 @@ def test_a_runs_counts_are_the_json_asdict_made_without_making_dataclass_code() 
     (3.4 ms of a `warm run --json`, in the worker). Pure logic: a fresh process."""
     code = r"""
 import dataclasses, json
-from warmcli.execution.statistics import (
+from warmcli.execution.snapshots import (
     AutotuneStatistics, CompilationStatistics, DeviceStatistics, ExecutionStatistics)
 from warmcli.cli.render.run import stats_json
 stats = DeviceStatistics(

@@ -49,13 +49,16 @@ NOT_WHILE_SERVING = (
     "warmcli.bundle.manifest",  # reading or checking the manifest and fingerprints
     "warmcli.bundle.unused",  # what a delete leaves unused
     "warmcli.bundle.oversize",  # naming a listing's oversized entry
+    "warmcli.bundle.disk_full",  # the words of a SQLite failure (a full disk, a file not opened)
     "warmcli.runtime.store",  # the runtime's storage seam: named in annotations only
     "warmcli.execution.stream_mode",  # a tune's measurement
+    "warmcli.execution.snapshots",  # statistics read (records made): a hot process only counts
     "warmcli.bundle.checking",  # verify's row checks
     "warmcli.runtime.explain",  # explaining a miss
     "warmcli.runtime.buildable",  # `rt.can_build`: asked before a launch, never by a hit
     "warmcli.runtime.shard",  # a sharded warming pass
     "warmcli.backends.batch",
+    "warmcli.backends.host.building",  # a host group's translation unit, command and build
     "warmcli.backends.compiler",  # what compiles: records, running a compiler
     "warmcli.backends.processes",  # starting and stopping a compiler (or its --version)
     "warmcli.runtime.tune_guard",
@@ -65,6 +68,7 @@ NOT_WHILE_SERVING = (
     "warmcli.production_report",  # what a process missed: a hot one missed nothing
     "warmcli.linked",  # the files a host kernel links: keyed when a key is computed
     "warmcli.handed_on",  # what cc hands its linker, preprocessor, assembler: read to key, compile
+    "warmcli.scratch",  # a compile's scratch folder, a program seen from one (found anew)
     "warmcli.wrapper_script",  # a compiler that is a script: read by a probe, nvcc's options
     "warmcli.warming",
     "warmcli.ops",

@@ -7,7 +7,7 @@ import time
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, StatisticsCollector
 from warmcli.backends.host import HostDevice
-from warmcli.execution.statistics import DeviceStatistics
+from warmcli.execution.snapshots import DeviceStatistics
 
 
 def test_counters_are_exact_under_concurrent_counting() -> None:

@@ -24,7 +24,7 @@ from warmcli import (
 from warmcli.backends.base import Buffer, DeviceError
 from warmcli.backends.host import HostDevice
 from warmcli.bundle.store import Bundle
-from warmcli.execution.statistics import AutotuneStatistics, CompilationStatistics
+from warmcli.execution.snapshots import AutotuneStatistics, CompilationStatistics
 
 SOURCE = "void k(float *x) { x[0] += I; }"
 BROKEN = "void k(float *x) { x[0] += ; }"

@@ -248,7 +248,7 @@ def test_a_define_holding_a_comment_compiles_and_computes_its_value(
 
 
 def test_warms_own_text_is_escaped(tmp_path: Path) -> None:
-    from warmcli.backends.host.compiler import translation_unit
+    from warmcli.backends.host.building import translation_unit
 
     k = Kernel(
         "void k(float *x, int n) { x[0] = Z; }",

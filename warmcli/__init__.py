@@ -36,13 +36,12 @@ if TYPE_CHECKING:
     )
     from warmcli.execution.base import LaunchMode, resolve_launch_mode
     from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride
-    from warmcli.execution.statistics import (
+    from warmcli.execution.snapshots import (
         AutotuneStatistics,
         CompilationStatistics,
         ExecutionStatistics,
-        StatisticsCollector,
-        StatisticsReader,
     )
+    from warmcli.execution.statistics import StatisticsCollector, StatisticsReader
     from warmcli.execution.stream_mode import StreamModeOverride
     from warmcli.kernel import Kernel
     from warmcli.production import report, runtime, use_bundle
@@ -53,15 +52,15 @@ if TYPE_CHECKING:
 
 # Each public name -> the module that defines it, imported when the name is first read.
 _HOMES = {
-    "AutotuneStatistics": "warmcli.execution.statistics",
+    "AutotuneStatistics": "warmcli.execution.snapshots",
     "Buffer": "warmcli.backends.base",
     "Bundle": "warmcli.bundle.store",
     "BundleError": "warmcli.errors",
-    "CompilationStatistics": "warmcli.execution.statistics",
+    "CompilationStatistics": "warmcli.execution.snapshots",
     "DeviceError": "warmcli.errors",
     "DiscardedReadError": "warmcli.errors",
     "DiscardedReadWarning": "warmcli.errors",
-    "ExecutionStatistics": "warmcli.execution.statistics",
+    "ExecutionStatistics": "warmcli.execution.snapshots",
     "Kernel": "warmcli.kernel",
     "KernelCompileError": "warmcli.errors",
     "LaunchError": "warmcli.errors",

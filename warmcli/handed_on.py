@@ -7,7 +7,7 @@ cc hands its linker each piece of `-Wl,a,b` (split at its commas) and the option
 `handed_on` reads a kernel's options so, `tool_words` gives what one tool reads and
 `handed_pieces` what one option hands on, for their readers: the linker's words and the files
 they name (`warmcli.linked`), the preprocessor's options (`warmcli.computed_includes`) and the
-options refused before cc runs (`warmcli.backends.host.compiler`). Pure functions over text: no
+options refused before cc runs (`warmcli.backends.host.building`). Pure functions over text: no
 state; it never runs a tool.
 """
 

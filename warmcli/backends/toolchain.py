@@ -41,7 +41,6 @@ from warmcli.errors import ToolchainError
 from warmcli.home import folder_held, in_home, make_folder, private, warm_home, write_private
 from warmcli.printable import Pattern
 from warmcli.records import Record
-from warmcli.scratch import seen_from_scratch
 from warmcli.stamped import last_change
 
 if TYPE_CHECKING:
@@ -138,6 +137,8 @@ def past_launchers(name: str, search: str) -> str | None:
     """The first `name` on `search` that is no launcher (`LAUNCHERS`, by the file it
     resolves to), as a launcher found first finds it; None where there is none."""
     import shutil
+
+    from warmcli.scratch import seen_from_scratch  # (a launcher found anew: no hot process's)
 
     for folder in dict.fromkeys(search.split(os.pathsep)):  # (as the launcher, in a scratch one)
         found = (at := seen_from_scratch(folder)) and shutil.which(name, path=at)

@@ -45,7 +45,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle import journal as journals
-from warmcli.bundle.disk_full import cannot_open, disk_full
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import (
     FORMAT_VERSION,
@@ -77,7 +76,6 @@ PAGE_BYTES = 16384
 SCHEMA_BYTES = 1 << 11  # the most SQLite reads of a value of a schema not checked (warm's: 389)
 SCHEMA_STEPS, SCHEMA_CALLS = 50, 20  # the steps of a load (~1,000; warm's: 221)
 _lock = new_rlock(sys.modules[__name__], held=True)  # around an open: a fork waits for it
-
 _T = TypeVar("_T")
 _URI_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-~/")
 # a hostile schema's text is cut, never read whole
@@ -273,6 +271,8 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own words may be no UTF-8
+        from warmcli.bundle.disk_full import cannot_open, disk_full  # (a failure's words)
+
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
         code = getattr(exc, "sqlite_errorcode", None) or (13 if "disk is full" in str(exc) else 0)

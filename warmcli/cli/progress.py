@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from warmcli.execution.statistics import DeviceStatistics, StatisticsReader
+from warmcli.execution.snapshots import DeviceStatistics
+from warmcli.execution.statistics import StatisticsReader
 
 if TYPE_CHECKING:
     from warmcli.warming.fanout import ShardResult

@@ -1,11 +1,11 @@
 """The seed's `execution` module: what a process does when a kernel is launched.
 
-`base` (`LaunchMode`, the verdict decided once where a launch is issued),
-`process_mode` (`ProcessMode` and its overrides), `stream_mode` (`StreamMode` and its
-overrides; a `Stream` itself is `warmcli.backends.base`'s) and `statistics` (what
-compiling and tuning cost, read by whoever asks). This file only re-exports them, each
-imported on first use. The package owns the process-wide modes and collectors; it never compiles,
-loads or stores.
+`base` (`LaunchMode`, the verdict decided once where a launch is issued), `process_mode`
+(`ProcessMode` and its overrides), `stream_mode` (`StreamMode` and its overrides; a `Stream`
+itself is `warmcli.backends.base`'s) and `statistics` (what compiling and tuning cost, counted;
+`snapshots`: as read by whoever asks). This file only re-exports them, each imported on first
+use. The package owns the process-wide modes and collectors; it never compiles, loads or
+stores.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ if TYPE_CHECKING:
         current_process_mode,
         default_collector,
     )
-    from warmcli.execution.statistics import (
+    from warmcli.execution.snapshots import (
         AutotuneStatistics,
         CompilationStatistics,
         DeviceStatistics,
         ExecutionStatistics,
-        StatisticsCollector,
-        StatisticsReader,
     )
+    from warmcli.execution.statistics import StatisticsCollector, StatisticsReader
     from warmcli.execution.stream_mode import Stream, StreamMode, StreamModeOverride, default_for
 
 # Each name -> the module that holds it, imported when the name is first read (a process
@@ -44,10 +43,10 @@ _HOMES = {
     "active_collector": "process_mode",
     "current_process_mode": "process_mode",
     "default_collector": "process_mode",
-    "AutotuneStatistics": "statistics",
-    "CompilationStatistics": "statistics",
-    "DeviceStatistics": "statistics",
-    "ExecutionStatistics": "statistics",
+    "AutotuneStatistics": "snapshots",
+    "CompilationStatistics": "snapshots",
+    "DeviceStatistics": "snapshots",
+    "ExecutionStatistics": "snapshots",
     "StatisticsCollector": "statistics",
     "StatisticsReader": "statistics",
     "Stream": "stream_mode",

@@ -4,9 +4,10 @@ The code doing the work (compile queue, tune cache, launch path) counts into a
 `StatisticsCollector`; a `StatisticsReader` takes consistent snapshots of it from any thread
 while a pass runs (progress bars poll one). Snapshots are frozen records
 (`warmcli.records.Record`): `CompilationStatistics`, `AutotuneStatistics`,
-`ExecutionStatistics` per device. A miss a bundle could not serve (a
-`warmcli.records.MissExplanation`) is counted by the reason `warmcli.runtime.explain` gives
-(the `misses` mapping, reason to count) and kept whole.
+`ExecutionStatistics` per device, made by `warmcli.execution.snapshots` (imported on the first
+snapshot: a process that only counts, as one that serves, never makes one). A miss a bundle
+could not serve (a `warmcli.records.MissExplanation`) is counted by the reason
+`warmcli.runtime.explain` gives (the `misses` mapping, reason to count) and kept whole.
 
 Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
 `execution/statistics.rs`): a key registers once per collector, with the collector of the
@@ -26,10 +27,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warmcli.forking import new_lock
-from warmcli.records import CompilerCommand, MissExplanation, Record, factory, field_types
+from warmcli.records import CompilerCommand, MissExplanation
+
+if TYPE_CHECKING:  # a reader's records (`warmcli.execution.snapshots`): imported on first read
+    from warmcli.execution.snapshots import (
+        AutotuneStatistics,
+        CompilationStatistics,
+        DeviceStatistics,
+        ExecutionStatistics,
+    )
 
 MISS = "misses."  # counter-name prefix of a miss's reason
 
@@ -39,94 +48,7 @@ KERNEL_LATER = ("refused", "stored", "ptx_stored")
 TUNE_OUTCOMES = ("measured", "failed", "pending", "abandoned")
 TUNE_LATER = ("persisted",)
 
-
-class CompilationStatistics(Record):
-    """Kernels: registered, then settled once as compiled, loaded (served by a bundle), failed
-    or abandoned (its batch raised, its runtime closed first); of those, refused by the device
-    at load, stored into the bundle (`ptx_stored`: the PTX kept beside it too). Queued, batches."""
-
-    registered: int = 0
-    queued: int = 0
-    compiled: int = 0
-    loaded: int = 0
-    ptx_jit: int = 0  # of `loaded`: PTX the driver JITs (a GPU newer than every cubin)
-    failed: int = 0
-    abandoned: int = 0
-    refused: int = 0
-    stored: int = 0
-    ptx_stored: int = 0
-    batches: int = 0
-    compiler_processes: int = 0
-    seconds: float = 0.0
-    misses: dict[str, int] = factory(dict)
-
-    @property
-    def settled(self) -> int:
-        """The kernels done, however they ended: never more than `registered`."""
-        return self.compiled + self.loaded + self.failed + self.abandoned
-
-
-class AutotuneStatistics(Record):
-    """Tunes: registered (gathered, or reached to be measured), then settled once as
-    measured, failed (every candidate did), pending (a device that cannot execute) or
-    abandoned; of those, persisted. A hit (a measured pick held) and a key with one
-    candidate (answered, not tuned) register nowhere; hits are counted apart.
-
-    `unrecorded` counts tunes a `CompileOnly` pass reached that had no record at all
-    (neither measured nor pending) here or in the bundle.
-    """
-
-    registered: int = 0
-    measured: int = 0
-    failed: int = 0
-    pending: int = 0
-    abandoned: int = 0
-    hits: int = 0
-    persisted: int = 0
-    unrecorded: int = 0
-    candidates_registered: int = 0
-    candidates_measured: int = 0
-    candidates_failed: int = 0
-    seconds: float = 0.0
-    misses: dict[str, int] = factory(dict)
-
-    @property
-    def settled(self) -> int:
-        """The tunes done, however they ended: never more than `registered`."""
-        return self.measured + self.failed + self.pending + self.abandoned
-
-
-class ExecutionStatistics(Record):
-    """Launches: run, compiled and discarded, only queued."""
-
-    executed: int = 0
-    discarded: int = 0
-    queued: int = 0
-    discarded_reads: int = 0
-
-
-class DeviceStatistics(Record):
-    """All three views of one device."""
-
-    compilation: CompilationStatistics = factory(CompilationStatistics)
-    autotune: AutotuneStatistics = factory(AutotuneStatistics)
-    execution: ExecutionStatistics = factory(ExecutionStatistics)
-
-    def __add__(self, other: DeviceStatistics) -> DeviceStatistics:
-        return DeviceStatistics(*(_add(getattr(self, f), getattr(other, f)) for f in _VIEWS))
-
-
 _VIEWS = ("compilation", "autotune", "execution")
-
-
-def _add(a: Record, b: Record) -> object:
-    return type(a)(**{name: _sum(getattr(a, name), getattr(b, name)) for name in field_types(a)})
-
-
-def _sum(x: object, y: object) -> object:
-    if isinstance(x, dict) and isinstance(y, dict):
-        return dict(sorted((Counter(x) + Counter(y)).items()))
-    return x + y  # type: ignore[operator]
 
 
 class StatisticsCollector:
@@ -204,19 +126,16 @@ class StatisticsCollector:
     def reader(self) -> StatisticsReader:
         return StatisticsReader(self)
 
-    def _snapshot(
-        self,
-    ) -> tuple[dict[str, DeviceStatistics], list[str], list[MissExplanation]]:
+    def _snapshot(self) -> dict[str, DeviceStatistics]:
+        from warmcli.execution.snapshots import snapshot  # (a reader's records: on first read)
+
         with self._lock:
-            out = {
-                device: DeviceStatistics(
-                    CompilationStatistics(**_fields(CompilationStatistics, views["compilation"])),
-                    AutotuneStatistics(**_fields(AutotuneStatistics, views["autotune"])),
-                    ExecutionStatistics(**_fields(ExecutionStatistics, views["execution"])),
-                )
-                for device, views in self._counts.items()
-            }
-            return out, list(self._notes), list(self._misses)
+            return snapshot(self._counts, MISS)
+
+    def _copied(self, held: list[Any]) -> list[Any]:
+        """One of the collector's lists (notes, misses, commands), copied under its lock."""
+        with self._lock:
+            return list(held)
 
 
 _OUTCOMES = {"compilation": KERNEL_OUTCOMES, "autotune": TUNE_OUTCOMES}
@@ -348,21 +267,6 @@ def _each(held: Registration | list[Registration] | None) -> Sequence[Registrati
     return () if held is None else (held,) if type(held) is Registration else held  # type: ignore[return-value]
 
 
-def _fields(cls: type[Record], counter: Counter[str]) -> dict[str, object]:
-    names = {name: kind for name, kind in field_types(cls).items() if name != "misses"}
-    misses = {k[len(MISS) :]: int(v) for k, v in sorted(counter.items()) if k.startswith(MISS)}
-    unknown = set(counter) - set(names) - {MISS + k for k in misses}
-    if unknown:
-        raise KeyError(f"{cls.__name__} has no counter {sorted(unknown)}")
-    out: dict[str, object] = {
-        name: (float(counter.get(name, 0)) if kind == "float" else int(counter.get(name, 0)))
-        for name, kind in names.items()
-    }
-    if misses:
-        out["misses"] = misses
-    return out
-
-
 class StatisticsReader:
     """Reads a collector's counts from any thread, as consistent snapshots."""
 
@@ -370,22 +274,23 @@ class StatisticsReader:
         self._collector = collector
 
     def per_device(self) -> dict[str, DeviceStatistics]:
-        return self._collector._snapshot()[0]
+        return self._collector._snapshot()
 
     def total(self) -> DeviceStatistics:
+        from warmcli.execution.snapshots import DeviceStatistics
+
         return sum(self.per_device().values(), DeviceStatistics())
 
     def notes(self) -> list[str]:
-        return self._collector._snapshot()[1]
+        return self._collector._copied(self._collector._notes)
 
     def misses(self) -> list[MissExplanation]:
         """Every explained miss so far, in the order they happened."""
-        return self._collector._snapshot()[2]
+        return self._collector._copied(self._collector._misses)
 
     def commands(self) -> list[CompilerCommand]:
         """Every compiler command so far, in the order they ran."""
-        with self._collector._lock:
-            return list(self._collector._commands)
+        return self._collector._copied(self._collector._commands)
 
     @property
     def compilation(self) -> CompilationStatistics:

@@ -22,14 +22,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from warmcli.printable import Pattern
+
 # One of at most these bits is below 10**4300 (2**14284 < 10**4300 < 2**14285): only a
 # longer one is compared with 10**4300, made then (not at import: ~35 us a process).
 _DECIMAL_BITS = 14284
 DEFAULT_DIGITS = 4300  # Python's default limit on an int's text
 _SMALL_BITS = 2000  # an int of at most these bits has at most 603 digits: under any limit
-_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")  # an int's decimal text, as `str` writes it
+_DECIMAL = Pattern(r"0|-?[1-9][0-9]*")  # an int's decimal text, as `str` writes it
 _HEX_CHARS = 3574  # "0x" and 10**4300's 3,572 hex digits: the shortest hex `int_text` writes
-_HEX_RUN = re.compile(r"-?0x[0-9a-f]{3572,}")  # one, whole, wherever in a text
+_HEX_RUN = Pattern(r"-?0x[0-9a-f]{3572,}")  # one, whole, wherever in a text
 
 
 class Pairs(dict[str, Any]):

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 import numpy as np
 
+from warmcli.printable import Pattern
 from warmcli.runtime.key_ints import (
     Pairs,
     decimal_int,
@@ -36,7 +36,7 @@ _JSON = json.JSONEncoder().encode  # (what JSON reads holds nothing that needs `
 _SET_FIRST = frozenset("'\"-0123456789")  # a set's first element: a str's repr or an int
 # The ends of a str inside a value that is another value's text there: a set's, a
 # frozenset's, a numpy array's (of 1 or more dimensions) or bytes'; how JSON writes it.
-_SPELLED = re.compile(r""""(?:[\[{]|str:|set\(\)"|frozenset\(|b['\\])""")
+_SPELLED = Pattern(r""""(?:[\[{]|str:|set\(\)"|frozenset\(|b['\\])""")
 
 
 def tagged(text: str) -> str:

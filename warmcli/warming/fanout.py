@@ -47,7 +47,7 @@ from typing import Any
 
 from warmcli import config
 from warmcli.errors import FanOutError
-from warmcli.execution.statistics import (
+from warmcli.execution.snapshots import (
     AutotuneStatistics,
     CompilationStatistics,
     DeviceStatistics,

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 from warmcli.errors import DiscardedReadWarning, WarmError, WorkloadError, message_of
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride, note_reported
-from warmcli.execution.statistics import DeviceStatistics, StatisticsCollector, StatisticsReader
+from warmcli.execution.snapshots import DeviceStatistics
+from warmcli.execution.statistics import StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime

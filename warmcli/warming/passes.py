@@ -52,7 +52,7 @@ from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import WarmError, WorkloadError
 from warmcli.execution.process_mode import ProcessMode, note_reported
-from warmcli.execution.statistics import DeviceStatistics
+from warmcli.execution.snapshots import DeviceStatistics
 from warmcli.interrupted import held_interrupts
 from warmcli.records import Record, factory
 from warmcli.runtime.buildable import CANNOT_BUILD

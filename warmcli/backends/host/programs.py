@@ -40,7 +40,6 @@ from warmcli.backends.toolchain import (
     remembered,
 )
 from warmcli.errors import ToolchainError
-from warmcli.scratch import seen_from_scratch
 
 ASSEMBLER = ("as",)
 LINKER = ("real-ld", "collect-ld", "ld")  # `collect2`'s order in cc's folders (`PATH`: `ld`)
@@ -63,6 +62,8 @@ Moved = tuple[tuple[str, str], ...]  # `config.compiler_programs()`'s items
 
 @functools.cache
 def _line(cc: str, script: bool, moved: Moved, search: str) -> str:
+    from warmcli.scratch import seen_from_scratch  # (as `_on_path`: an identity found anew)
+
     versions = _read_versions()  # (once for all: each line below is looked up in it)
     # cc's folders one can search (no other holds a program): each is looked in for up to four
     # names, and on most machines some are not there (Debian's `.../x86_64-linux-gnu/bin/`)
@@ -156,6 +157,8 @@ def _first(folders: list[str], names: tuple[str, ...]) -> Found | None:
 def _on_path(names: list[str], search: str) -> dict[str, Found]:
     """The first executable file of each of `names` on `search` (PATH), as cc's `execvp`
     finds it (those found: none where `search` is empty), one pass over `PATH` for all."""
+    from warmcli.scratch import seen_from_scratch  # (found anew only: a hot process never)
+
     found: dict[str, Found] = {}
     access, executable = os.access, os.X_OK
     folders = dict.fromkeys(search.split(os.pathsep)) if search else {}

@@ -5,7 +5,7 @@ folder or header handed past the key (`-Wp,-I,folder`, `-Xpreprocessor -I`), `-I
 linker's system root (`-L=/lib`, `-Wl,--sysroot=`), compiler programs from a `-B` prefix or the
 linker `-fuse-ld=` picks (`unkeyed_option`, `refusal` saying what to write instead); another
 source cc would compile (`other_source`), the source as another language (`other_language`), an
-assembler directive reading a file (`reads_assembler_file`). `warmcli.backends.host.compiler`
+assembler directive reading a file (`reads_assembler_file`). `warmcli.backends.host.building`
 asks these before cc runs, imported there on first use: a served process compiles nothing. Pure
 functions of the text given; it owns no state, reads no file and never raises.
 """

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.schema import FORMAT_VERSION
 from warmcli.cli.render import add_row, line, listing
+from warmcli.execution.snapshots import DeviceStatistics
 from warmcli.execution.statistics import (
     KERNEL_LATER,
     KERNEL_OUTCOMES,
     TUNE_LATER,
     TUNE_OUTCOMES,
-    DeviceStatistics,
 )
 from warmcli.printable import printable
 from warmcli.records import Record
