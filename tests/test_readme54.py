@@ -26,8 +26,8 @@ from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands f
 from test_kernel_construction import host_units
 
 from warmcli.backends.compiler import CompileUnit
+from warmcli.backends.host.building import translation_unit as host_unit
 from warmcli.backends.host.compiler import HostCompiler
-from warmcli.backends.host.compiler import translation_unit as host_unit
 from warmcli.backends.host.device import HostDevice
 from warmcli.cli.render.shown import reason_shown
 from warmcli.kernel import Kernel
