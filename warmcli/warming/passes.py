@@ -307,7 +307,9 @@ def _warm(
         report.passes.append(run_pass(ProcessMode.COMPILE_ONLY, "CompileOnly", *args, extra=hosts))
         if dropped:
             report.passes[-1].notes.insert(
-                0, f"removed {dropped} kernel(s) whose blob failed its sha256: rebuilt"
+                0,
+                f"removed {dropped} kernel(s) whose blob failed its sha256 "
+                "(rebuilt where the workload launches them)",
             )
         idle = not shard and not did_something(report.passes[-1].total)
         idle = idle and not any(n.startswith(CANNOT_BUILD) for n in report.passes[-1].notes)
