@@ -53,3 +53,28 @@ def test_a_fifo_reached_through_include_next_or_a_system_header_is_refused(
     said = "not compiled: a file it reads (a header, or one it links) is no regular file"
     assert f"{said}: {fifo} is a FIFO" in done.stderr, done.stderr
     assert "did not finish" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_verify_of_a_virtual_suffixed_arch_gives_no_blank_warning(warm, tmp_path: Path) -> None:
+    """12707d2e warned of each `--arch` ending in `a` or `f`; `compute_90a` (no GPU's arch, which
+    replay refuses) got `warm: warning: compute_90a: ` with nothing after it, before the error.
+    Now only the error, one line."""
+    from warmcli.bundle.store import Bundle
+
+    Bundle.create(bundle := tmp_path / "e.warm").close()
+    workload = tmp_path / "w.py"
+    workload.write_text('DEVICE = "host"\n\ndef workload(rt):\n    return None\n')
+    done = warm("verify", bundle, "--workload", workload, "--arch", "compute_90a")
+    assert done.returncode == 2 and "warning" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "virtual (PTX) architecture" in done.stderr
+
+
+def test_check_names_a_driver_version_as_nvidia_smi_prints_it(warm, tmp_path: Path) -> None:
+    """946e99d3 told `--driver 550.54` for an NVIDIA driver's version, but the version as
+    nvidia-smi prints it, `575.51.03`, was only 'give a CUDA release such as 13.0'. Now told
+    alike; a CUDA release with a two-digit minor (12.10) is still one."""
+    done = warm("check", tmp_path / "none.warm", "--arch", "sm_90", "--driver", "575.51.03")
+    assert done.returncode == 2, done.stderr
+    assert "575.51.03: that is an NVIDIA driver's version" in done.stderr, done.stderr
+    done = warm("check", tmp_path / "none.warm", "--arch", "sm_90", "--driver", "12.10")
+    assert "driver's version" not in done.stderr and "no such bundle" in done.stderr
