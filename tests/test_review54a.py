@@ -78,3 +78,21 @@ def test_check_names_a_driver_version_as_nvidia_smi_prints_it(warm, tmp_path: Pa
     assert "575.51.03: that is an NVIDIA driver's version" in done.stderr, done.stderr
     done = warm("check", tmp_path / "none.warm", "--arch", "sm_90", "--driver", "12.10")
     assert "driver's version" not in done.stderr and "no such bundle" in done.stderr
+
+
+def test_a_linked_fifo_is_refused_though_a_header_is_unkeyed_first(warm, tmp_path: Path) -> None:
+    """The batch refuses a build whose key's reason starts `NO_FILE`, but a digest kept only its
+    first reason: a kernel including a header over 4 MB (unkeyed: 'scanned in part') and
+    naming a FIFO as its linker script (`-Wl,-T,`) had the header's reason, so cc started and
+    ld waited until `--compile-timeout` ('did not finish'). Now the FIFO's reason is kept."""
+    folder = tmp_path / "inc"
+    folder.mkdir()
+    (folder / "big.h").write_text(("/* " + "x" * 1000 + " */\n") * 4300)  # past 4 MB
+    os.mkfifo(fifo := folder / "fifo.ld")
+    workload = tmp_path / "including.py"
+    options = (f"-I{folder}", f"-Wl,-T,{fifo}")
+    workload.write_text(INCLUDING.format(header="big.h", options=options))
+    done = warm("run", workload, "--bundle", tmp_path / "b.warm", "--compile-timeout", "2")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"is no regular file: {fifo} is a FIFO" in done.stderr, done.stderr
+    assert "did not finish" not in done.stderr

@@ -43,7 +43,7 @@ from typing import BinaryIO, TypeVar
 from warmcli.handed_on import PREFIXES, handed_pieces, tool_words
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
 from warmcli.stamped import Stamp, no_file, opened, settled, stamp
-from warmcli.unkeyed import NO_FILE, marker, note, reason_in, reason_of
+from warmcli.unkeyed import NO_FILE, first_of, marker, note, reason_in, reason_of
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
 # content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
@@ -393,5 +393,5 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     if not linked:
         return headers
     digest = hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
-    note(digest, reason_of(headers) or reason_of(linked))
+    note(digest, first_of(reason_of(headers), reason_of(linked)))  # (a FIFO's first)
     return digest

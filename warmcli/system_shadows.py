@@ -23,10 +23,10 @@ each is the same (one `stat` each instead of a read), and
 never kept where one changed in the last `RACY_NS`, a header could not be read, or a name looked
 for is there but no file (a link that may come to point at one). A system header's place is found
 once per process, as its edges. The kernel's folders are looked in at each keying (each listed
-once per keying, `listed`; one that can be searched but not listed, by name), a FIFO or a device
-there too (`stamped.compiler_opens`: cc opens it, and `warmcli.headers` refuses it). Compiles nothing
-and never raises for a missing file; writes only through `store`. State: the per-process memos
-of each system header's place, its edges and each remembered path's stamp.
+once per keying, `listed`; one that can be searched but not listed, by name), a FIFO or a
+device there too (`stamped.compiler_opens`: cc opens it, `warmcli.headers` refuses it). Compiles
+nothing and never raises for a missing file; writes only through `store`. State: the per-process
+memos of each system header's place, its edges and each remembered path's stamp.
 """
 
 from __future__ import annotations
