@@ -98,16 +98,21 @@ def test_a_linked_fifo_is_refused_though_a_header_is_unkeyed_first(warm, tmp_pat
     assert "did not finish" not in done.stderr
 
 
-@pytest.mark.parametrize("named", ["-lfoo", "-l:libfoo.a"])
+@pytest.mark.parametrize("named", ["-lfoo", "-l:libfoo.a", "script"])
 def test_a_fifo_library_a_dash_l_finds_is_refused(warm, tmp_path: Path, named: str) -> None:
     """94aa6964 refused a FIFO a kernel links by its path and left one `-l` finds in a `-L`
     folder (the library search kept `os.path.isfile`): `-L lib -lfoo` with `lib/libfoo.a` a
-    FIFO started cc and ld waited until `--compile-timeout` ('did not finish'). Now it is
-    refused before cc starts, naming the FIFO."""
+    FIFO started cc and ld waited until `--compile-timeout` ('did not finish'); so did a linker
+    script it links whose `INPUT(...)` names a FIFO. Now each is refused before cc starts,
+    naming the FIFO."""
     (folder := tmp_path / "lib").mkdir()
     os.mkfifo(fifo := folder / "libfoo.a")
+    options = (f"-L{folder}", named)
+    if named == "script":  # an implicit linker script, linked by its path
+        (script := folder / "extra.ld").write_text(f"INPUT({fifo})\n")
+        options = (str(script),)
     workload = tmp_path / "including.py"
-    workload.write_text(INCLUDING.format(header="stddef.h", options=(f"-L{folder}", named)))
+    workload.write_text(INCLUDING.format(header="stddef.h", options=options))
     done = warm("run", workload, "--bundle", tmp_path / "b.warm", "--compile-timeout", "2")
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"is no regular file: {fifo} is a FIFO" in done.stderr, done.stderr

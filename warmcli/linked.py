@@ -339,10 +339,10 @@ def _script_inputs(
             lib = name[2:] if name.startswith("-l") else ""
             files = (f"lib{lib}.so", f"lib{lib}.a") if lib else (name,)
             paths = [os.path.join(f, n) for f in folders for n in files]
-            hit = next(
-                (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
-            )
-            found.append(f"{name}\0{(file_digest(hit) if hit else None) or '-'}")
+            at = [name] if os.path.isabs(name) else paths  # (a FIFO too: ld waits on it: refused)
+            hit = next((p for p in at if compiler_opens(p)), "")
+            why = f"{NO_FILE}{hit} is {k}" if (k := no_file(hit)) else ""  # (never built)
+            found.append(marker(why) if why else f"{name}\0{file_digest(hit) or '-'}")
             if hit and not nest and depth >= _MAX_DEPTH:  # what it links: not keyed
                 found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
             elif hit and not nest and hit not in followed:  # an included script: what it
