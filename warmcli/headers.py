@@ -347,7 +347,7 @@ def headers_digest(
         if name.startswith(NEXT):  # each file of its name along the chain (one is read)
             chain = [f for f in dict.fromkeys([here, *orders[0], *orders[1]]) if f not in toolkit]
             name = name[len(NEXT) :]
-            found = [p for p in (os.path.join(f, name) for f in chain if f) if os.path.isfile(p)]
+            found = [p for p in (os.path.join(f, name) for f in chain if f) if compiler_opens(p)]
             shown_as.update(dict.fromkeys(found, NEXT + name))  # keyed by place, not path
             pending.extendleft((p, False, here) for p in reversed(found))
             continue

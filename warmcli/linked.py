@@ -24,12 +24,12 @@ or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
 `-Wl,--dependency-file=`) are not looked at, so the keys of kernels naming no such file are as
 before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
 Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8
-`INCLUDE`s deep, 256 folders), or at a file named by its path that is a FIFO or a device
-(`NO_FILE`: never built, `warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker,
-its reason noted. State: one per-process memo of each file's digest (its kind, whether it names no
-other file) by its path and stat stamp, of files unchanged in the last seconds (`warmcli.stamped`:
-what was opened, a regular file only). It never runs a compiler, never writes and never raises for
-a missing or unreadable file.
+`INCLUDE`s deep, 256 folders), or at a file named by its path or a library `-l` finds that is a
+FIFO or a device (`NO_FILE`: never built, `warmcli.backends.batch`), the digest holds
+`warmcli.unkeyed`'s marker, its reason noted. State: one per-process memo of each file's digest
+(its kind, whether it names no other file) by its path and stat stamp, of files unchanged in the
+last seconds (`warmcli.stamped`: what was opened, a regular file only). It never runs a compiler,
+never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from typing import BinaryIO, TypeVar
 
 from warmcli.handed_on import PREFIXES, handed_pieces, tool_words
 from warmcli.kernel_parts import INCLUDE_PREFIXES, PRE_INCLUDE_PREFIXES
-from warmcli.stamped import Stamp, no_file, opened, settled, stamp
-from warmcli.unkeyed import NO_FILE, marker, note, reason_in, reason_of
+from warmcli.stamped import Stamp, compiler_opens, no_file, opened, settled, stamp
+from warmcli.unkeyed import NO_FILE, first_of, marker, note, reason_in, reason_of
 
 # Options whose value is no linked file: include folders and headers read first (keyed by
 # content in `warmcli.headers`), defines, what cc writes (`-o`, `-MF deps.d`, `-Wp,-MD,deps.d`:
@@ -240,7 +240,7 @@ def _libraries(words: Sequence[str], folders: list[str], static: bool) -> Iterat
         files = [name[1:]] if name.startswith(":") else [f"lib{name}.so", f"lib{name}.a"]
         files = [f for f in files if not (static and f.endswith(".so"))]  # -Bstatic: .a only
         for folder in folders:
-            found = [p for p in (os.path.join(folder, f) for f in files) if os.path.isfile(p)]
+            found = [p for p in (os.path.join(folder, f) for f in files) if compiler_opens(p)]
             if found:
                 yield from (f"-l{name}\0{path}" for path in found)
                 break
@@ -339,10 +339,10 @@ def _script_inputs(
             lib = name[2:] if name.startswith("-l") else ""
             files = (f"lib{lib}.so", f"lib{lib}.a") if lib else (name,)
             paths = [os.path.join(f, n) for f in folders for n in files]
-            hit = next(
-                (p for p in ([name] if os.path.isabs(name) else paths) if os.path.isfile(p)), None
-            )
-            found.append(f"{name}\0{(file_digest(hit) if hit else None) or '-'}")
+            at = [name] if os.path.isabs(name) else paths  # (a FIFO too: ld waits on it: refused)
+            hit = next((p for p in at if compiler_opens(p)), "")
+            why = f"{NO_FILE}{hit} is {k}" if (k := no_file(hit)) else ""  # (never built)
+            found.append(marker(why) if why else f"{name}\0{file_digest(hit) or '-'}")
             if hit and not nest and depth >= _MAX_DEPTH:  # what it links: not keyed
                 found.append(marker(f"linker scripts included more than {_MAX_DEPTH} deep"))
             elif hit and not nest and hit not in followed:  # an included script: what it
@@ -375,6 +375,8 @@ def linked_digest(
         if (found := file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
             lines += _named_inputs(path, folders)
+        elif kind := no_file(path):  # a FIFO `libfoo.a`: ld waited on it (never built)
+            lines.append(marker(f"{NO_FILE}{path} is {kind}"))
     if not lines:
         return ""
     digest = hashlib.sha256("\n".join(lines).encode(errors="surrogatepass")).hexdigest()
@@ -393,5 +395,5 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     if not linked:
         return headers
     digest = hashlib.sha256(f"{headers}\0linked\0{linked}".encode()).hexdigest()
-    note(digest, reason_of(headers) or reason_of(linked))
+    note(digest, first_of(reason_of(headers), reason_of(linked)))  # (a FIFO's first)
     return digest

@@ -23,9 +23,10 @@ each is the same (one `stat` each instead of a read), and
 never kept where one changed in the last `RACY_NS`, a header could not be read, or a name looked
 for is there but no file (a link that may come to point at one). A system header's place is found
 once per process, as its edges. The kernel's folders are looked in at each keying (each listed
-once per keying, `listed`; one that can be searched but not listed, by name). Compiles nothing
-and never raises for a missing file; writes only through `store`. State: the per-process memos
-of each system header's place, its edges and each remembered path's stamp.
+once per keying, `listed`; one that can be searched but not listed, by name), a FIFO or a
+device there too (`stamped.compiler_opens`: cc opens it, `warmcli.headers` refuses it). Compiles
+nothing and never raises for a missing file; writes only through `store`. State: the per-process
+memos of each system header's place, its edges and each remembered path's stamp.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from warmcli.stamped import last_change, opened
+from warmcli.stamped import compiler_opens, last_change, opened
 
 MAX_SCANNED = 4 << 20  # a system header's includes are read in its first 4 MB
 MAX_SYSTEM = 2048  # system headers followed from one (glibc's <stdlib.h> reaches about 30)
@@ -60,9 +61,10 @@ Listed = dict[str, tuple[frozenset[str], frozenset[str]] | bool | None]
 
 
 def _first(name: str, folders: Sequence[str]) -> tuple[str, int] | None:
-    """The file `name` names in `folders`, and its folder's place; None."""
+    """The file `name` names in `folders` (a FIFO or a device too: the compiler opens it), and
+    its folder's place; None."""
     for at, folder in enumerate(folders):
-        if os.path.isfile(os.path.join(folder, name)):
+        if compiler_opens(os.path.join(folder, name)):
             return os.path.join(folder, name), at
     return None
 
@@ -374,7 +376,7 @@ def _held(folders: list[str], groups: dict[str, set[str]], listed: Listed) -> se
             names = _names(place, listed)
             present = leaves.intersection(names[0]) if isinstance(names, tuple) else leaves
             present = present if names is not None else set()
-            for leaf in present:  # (each name where not listed: a stale hit else)
-                if os.path.isfile(os.path.join(place, leaf)):
+            for leaf in present:  # (each name where not listed: a stale hit else; a FIFO
+                if compiler_opens(os.path.join(place, leaf)):  # too: `headers` refuses it)
                     held.add(f"{sub}/{leaf}" if sub else leaf)
     return held

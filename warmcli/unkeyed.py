@@ -35,10 +35,17 @@ def marker(reason: str) -> str:
 
 
 def reason_in(lines: list[str]) -> str:
-    """The reason of the first marker among `lines`, "" where none is."""
-    return next(
-        (line[len(MARK) :].split("\0", 1)[0] for line in lines if line.startswith(MARK)), ""
-    )
+    """The reason of the first marker among `lines` (the first `NO_FILE` one where any is: the
+    batch refuses a build by it, `first_of`), "" where none is."""
+    reasons = (line[len(MARK) :].split("\0", 1)[0] for line in lines if line.startswith(MARK))
+    return first_of(*reasons)
+
+
+def first_of(*reasons: str) -> str:
+    """The first of `reasons` that starts `NO_FILE`, else the first given: a build another
+    reason unkeyed (a header over 4 MB first) was compiled, its FIFO waited on until the timeout."""
+    no_file = next((r for r in reasons if r.startswith(NO_FILE)), "")
+    return no_file or next(filter(None, reasons), "")
 
 
 def note(digest: str, reason: str) -> None:

@@ -41,8 +41,9 @@ from warmcli.runtime.explain import REASONS, MissExplanation
 
 DRIVER = Pattern(r"[0-9]{1,3}\.[0-9]{1,3}")  # ASCII X.Y, whole (`fullmatch`)
 # An NVIDIA driver's own version (nvidia-smi's `Driver Version`, 550.54), not a CUDA release:
-# taken as CUDA 550.54 it passed every build no CUDA 12.4 driver loads.
-DRIVER_VERSION = Pattern(r"[1-9][0-9]{2}\.[0-9]{1,3}")
+# taken as CUDA 550.54 it passed every build no CUDA 12.4 driver loads; as nvidia-smi prints it
+# (575.51.03) it is told so too, not only that it is no X.Y.
+DRIVER_VERSION = Pattern(r"[1-9][0-9]{2}(?:\.[0-9]{1,3}){1,2}")
 
 
 @app.command()
@@ -74,13 +75,13 @@ def check(
     Exit 0 when every entry checked here is servable (or none could be), 1 when not.
     """
     unused_nvcc(nvcc, compiler)
-    if driver and not DRIVER.fullmatch(driver):
-        fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     if DRIVER_VERSION.fullmatch(driver):
         fail(
             f"--driver {driver}: that is an NVIDIA driver's version, not a CUDA release: give "
             "the CUDA release it supports (nvidia-smi's 'CUDA Version', such as 12.4)"
         )
+    if driver and not DRIVER.fullmatch(driver):
+        fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     if driver and not arch:
         fail(f"--driver {driver} needs --arch: it states the driver of a GPU-less --arch device")
     from warmcli.bundle.served import renamed, trusted  # as production opens it

@@ -150,7 +150,8 @@ def verify(
                 if unserved:
                     from warmcli.backends.cuda.arch import no_gpu_keys  # (a CUDA device's)
 
-                    unserved = [f"{a}: {no_gpu_keys(a)}" for a in unserved]
+                    # (none for `compute_90a`: replay refuses it, never a blank warning first)
+                    unserved = [f"{a}: {why}" for a in unserved if (why := no_gpu_keys(a))]
                 for line in [*import_warnings("", None if module else loaded.path), *unserved]:
                     err.print(f"warm: warning: {line}", markup=False, highlight=False)
                 return replay(
