@@ -10,6 +10,7 @@ of PyCUDA's stand-ins (`warmcli.cli.run_pycuda`), which only `--pycuda` or `--ar
 from __future__ import annotations
 
 import sys
+import threading
 import types
 from pathlib import Path
 
@@ -22,6 +23,7 @@ USES_COPY = "import copy\n\ndef deep(x):\n    return copy.deepcopy(x)\n"
 
 WORKLOAD = """
 import sys
+import threading
 from pathlib import Path
 
 sys.path.insert(0, {lib!r})
@@ -37,7 +39,8 @@ def workload(rt):
 
     x = rt.upload(np.zeros(4, dtype=np.float32))
     rt.launch(K, x, 4)
-    Path({marks!r}).write_text(repr(sorted(m for m in sys.modules if m.startswith("warmcli.pycuda"))))
+    held = sorted(m for m in sys.modules if m.startswith("warmcli.pycuda"))
+    Path({marks!r}).write_text(repr(held))
     return o54_helper.deep([1, 2])
 """
 
@@ -89,3 +92,55 @@ def test_shadowed_resolves_a_module_through_either_link(tmp_path, how):
         del sys.modules["o54_linked"]
     warned = [line for line in lines if line.startswith("copy.py beside the workload")]
     assert len(warned) == (0 if how == "no link" else 1), lines
+
+
+# Each waits for the other's file: they end only where both run at once (one after the other,
+# the first would wait out its 60 s and time out).
+MEETS = (
+    "touch {mine}; i=0; while [ ! -e {theirs} ] && [ $i -lt 6000 ]; "
+    "do sleep 0.01; i=$((i+1)); done; [ -e {theirs} ]"
+)
+
+
+def test_at_once_runs_a_host_compilers_two_probes_together(tmp_path):
+    """`as --version` and `ld --version` of a first run are asked at once
+    (`processes.at_once`): two real children that each need the other running both end."""
+    from warmcli.backends import processes
+
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def child(mine: Path, theirs: Path) -> processes.Finished:
+        return processes.run(["sh", "-c", MEETS.format(mine=mine, theirs=theirs)], 60)
+
+    first, second = processes.at_once(lambda: child(a, b), lambda: child(b, a))
+    assert (first.returncode, first.timed_out) == (0, False), first
+    assert (second.returncode, second.timed_out) == (0, False), second
+
+
+def test_at_once_keeps_the_owner_and_raises_what_its_thread_raised(tmp_path):
+    """The thread's child is the caller's `Owner`'s (the compiler probe's `stop` kills it on
+    Ctrl-C), and what the thread raised reaches the caller once both ended."""
+    from warmcli.backends import processes
+
+    owner = processes.Owner()
+
+    def kill_once_started() -> int:
+        for _ in range(3000):  # (up to 30 s for the thread's child to start)
+            if owner.groups:
+                break
+            threading.Event().wait(0.01)
+        owned = len(owner.groups)
+        owner.kill()
+        return owned
+
+    with processes.owned_by(owner):
+        slept, owned = processes.at_once(
+            lambda: processes.run(["sleep", "60"], 120), kill_once_started
+        )
+    assert owned == 1 and slept.returncode < 0 and not slept.timed_out, slept
+
+    def fails() -> None:
+        raise ValueError("the thread's")
+
+    with pytest.raises(ValueError, match="the thread's"):
+        processes.at_once(fails, lambda: None)
