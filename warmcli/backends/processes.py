@@ -11,11 +11,13 @@ piece of state), so `stop_compilers` kills them all at once, from a signal handl
 and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
 supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
 thread (`owned_by`) gathers the groups that thread starts, so another thread can stop
-just those (`Owner.kill`: the compiler probe on an interrupt). A compiler's `TMPDIR` is
-the scratch folder it runs in (`run`'s `tmp`), so the temporary files of one that is
-killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the
-user's; any other child's is the temporary folder Python found usable, where the caller's
-names none (missing, no folder) or names it relative to this process's working folder:
+just those (`Owner.kill`: the compiler probe on an interrupt); `at_once` runs two calls
+that start children together, the other's thread holding the caller's `Owner`. A
+compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the temporary
+files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that
+folder, never left in the user's; any other child's is the temporary folder Python found
+usable, where the caller's names none (missing, no folder) or names it relative to this
+process's working folder:
 nvcc writes its intermediate files there and, unlike gcc, does not fall back; a compiler
 never gets `LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child
 prints is read as it comes, to the end, and only its first 32 KiB and last 8 KiB are kept
