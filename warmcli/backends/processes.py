@@ -17,8 +17,8 @@ compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the tem
 files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that
 folder, never left in the user's; any other child's is the temporary folder Python found
 usable, where the caller's names none (missing, no folder) or names it relative to this
-process's working folder:
-nvcc writes its intermediate files there and, unlike gcc, does not fall back; a compiler
+process's working folder: nvcc writes its intermediate files there and, unlike gcc, does
+not fall back; a compiler
 never gets `LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child
 prints is read as it comes, to the end, and only its first 32 KiB and last 8 KiB are kept
 (`kept_output`; a probe's whole up to 4 MiB, `probe`, in the C locale, as warm parses it): a
