@@ -11,12 +11,14 @@ piece of state), so `stop_compilers` kills them all at once, from a signal handl
 and has `run_compiler` refuse new ones until `resume_compilers`; `on_compiler` lets a
 supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a
 thread (`owned_by`) gathers the groups that thread starts, so another thread can stop
-just those (`Owner.kill`: the compiler probe on an interrupt). A compiler's `TMPDIR` is
-the scratch folder it runs in (`run`'s `tmp`), so the temporary files of one that is
-killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the
-user's; any other child's is the temporary folder Python found usable, where the caller's
-names none (missing, no folder) or names it relative to this process's working folder:
-nvcc writes its intermediate files there and, unlike gcc, does not fall back; a compiler
+just those (`Owner.kill`: the compiler probe on an interrupt); `at_once` runs two calls
+that start children together, the other's thread holding the caller's `Owner`. A
+compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the temporary
+files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that
+folder, never left in the user's; any other child's is the temporary folder Python found
+usable, where the caller's names none (missing, no folder) or names it relative to this
+process's working folder: nvcc writes its intermediate files there and, unlike gcc, does
+not fall back; a compiler
 never gets `LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child
 prints is read as it comes, to the end, and only its first 32 KiB and last 8 KiB are kept
 (`kept_output`; a probe's whole up to 4 MiB, `probe`, in the C locale, as warm parses it): a
@@ -35,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 
 from warmcli import config
 from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, Kept
@@ -52,6 +54,7 @@ with contextlib.suppress(RuntimeError):
     import concurrent.futures.thread  # noqa: F401
 
 _PR_SET_PDEATHSIG = 1
+_T, _U = TypeVar("_T"), TypeVar("_U")
 
 
 DRAIN_SECONDS = 1.0  # after a timeout's kill: the output read, at most this long
@@ -182,6 +185,33 @@ def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
     if _Live.observer is not None:
         _Live.observer(pgid, started)
     return started and (stopped or _Live.refusing)
+
+
+def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
+    """`first()` in a thread of its own while this thread runs `second()`: two probes
+    overlapped (a first run's `as --version` and `ld --version`: ~10-20 ms). The groups the
+    thread starts are this thread's `Owner`'s, as this thread's are (and every compiler's:
+    `stop_compilers`); what either raised is raised once `first` ended (first's first)."""
+    owner = getattr(_Live.owner, "current", None)
+    got: list[_T] = []
+    failed: list[BaseException] = []
+
+    def run_first() -> None:
+        try:
+            with owned_by(owner) if owner is not None else contextlib.nullcontext():
+                got.append(first())
+        except BaseException as exc:  # for this thread, after the join
+            failed.append(exc)
+
+    thread = threading.Thread(target=run_first, name="warm-probe-2", daemon=True)
+    thread.start()
+    try:
+        other = second()
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return got[0], other
 
 
 def probe(command: Sequence[str], timeout: float) -> Finished:

@@ -31,13 +31,13 @@ def with_pycuda(enabled: bool, gpu_less: bool, action: Callable[[], Any]) -> Any
     `gpu_less`, a worker the workload starts by `spawn` or `forkserver`, which has none of
     them, says so where it imports pycuda, and so does the run's error once one did. Without
     `--pycuda`, a `gpu_less` action still finds `warmcli.pycuda.autoinit` a stand-in."""
+    if not enabled and not gpu_less:  # (PyCUDA's stand-ins not even imported: ~10 ms)
+        return action()
     from warmcli.pycuda.hook import own_autoinit, pycuda_modules
 
     if not enabled:
-        if gpu_less:
-            with own_autoinit():
-                return action()
-        return action()
+        with own_autoinit():
+            return action()
     from warmcli.warming.worker_names import lacking_imported, lacking_in_workers
 
     if gpu_less:

@@ -232,7 +232,7 @@ def join_left(running: set[threading.Thread]) -> None:
             waited = True
             time.sleep(0.002)
         quiet = 0 if waited else quiet + 1
-        if quiet:
+        if quiet == 1:  # a moment before the second look (none after it: the loop ends)
             time.sleep(0.001)
 
 

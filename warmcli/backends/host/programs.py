@@ -73,7 +73,12 @@ def _line(cc: str, script: bool, moved: Moved, search: str) -> str:
     if assembler is None or linker is None:  # `PATH` read once for both
         on_path = _on_path([n for n, f in (("as", assembler), ("ld", linker)) if not f], search)
         assembler, linker = assembler or on_path.get("as"), linker or on_path.get("ld")
-    line = f"; as {_version('as', assembler, versions)}; ld {_version('ld', linker, versions)}"
+    from warmcli.backends.processes import at_once  # (as `_read_folders`' import)
+
+    said = at_once(
+        lambda: _version("as", assembler, versions), lambda: _version("ld", linker, versions)
+    )
+    line = f"; as {said[0]}; ld {said[1]}"  # (each asked at once: two processes overlapped)
     for name in MOVED_PROGRAMS if moved else ():  # else cc's own, of its version
         line += f"; {name} {_version(name, _first(folders, (name,)), versions)}"
     return line + (f"; {PLUGIN} {_plugin(folders, versions)}" if moved else "")
