@@ -49,6 +49,14 @@ T = TypeVar("T")
 _UNREADABLE = (ValueError, TypeError, LookupError, ArithmeticError, RuntimeError)
 
 
+def _unreadable(url: str, exc: BaseException) -> RemoteError:
+    """Why a store's answer botocore could not read failed the call (a redirect loop: botocore
+    follows a bucket's redirects by recursion, until Python's limit)."""
+    if isinstance(exc, RecursionError):
+        return RemoteError(f"{url}: the store redirects in a loop")
+    return RemoteError(f"{url}: the store's answer is unreadable ({said(exc)})")
+
+
 class S3:
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -109,8 +117,7 @@ class S3:
             # botocore reading a field of its answer (no BotoCoreError): `x-amz-missing-meta:
             # abc`, `Last-Modified: garbage`; `Last-Modified: 99999999999999999999` or `1e400`
             # (a RuntimeError: "Unable to calculate correct timezone offset")
-            why = f"the store's answer is unreadable ({said(exc)})"
-            raise RemoteError(f"{self.url}: {why}") from None
+            raise _unreadable(self.url, exc) from None
 
     def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
@@ -235,8 +242,7 @@ class S3:
         except (OSError, BotoCoreError) as exc:  # cut short: botocore's own, no OSError
             raise RemoteError(f"{self.url}: store unreachable ({said(exc)})") from None
         except _UNREADABLE as exc:  # a checksum botocore checks the body by that is no base64
-            why = f"the store's answer is unreadable ({said(exc)})"
-            raise RemoteError(f"{self.url}: {why}") from None
+            raise _unreadable(self.url, exc) from None
         finally:
             body.close()
         stated = (got.get("Metadata") or {}).get(SHA_META)
