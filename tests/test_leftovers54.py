@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import time
+from pathlib import Path
 
 import pytest
 from raw_store import RawStore
@@ -23,7 +25,7 @@ class _Looping(RawStore):
 
 
 def test_an_s3_store_redirecting_in_a_loop_is_named_so(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """botocore follows a bucket's redirects by recursion: a store redirecting to itself ended
     in Python's recursion limit, said as "the store's answer is unreadable (maximum recursion
@@ -43,3 +45,25 @@ def test_an_s3_store_redirecting_in_a_loop_is_named_so(
     finally:
         store.close()
     assert str(caught.value) == "s3://fleet/b.warm: the store redirects in a loop", caught.value
+
+
+def test_a_compiler_silent_on_version_is_asked_again_after_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compiler that timed out on `--version` was never asked again by the process while its
+    file kept its stamp (hostile54's fix): one late answer (a toolkit on a cold network mount)
+    left a service unable to compile a miss for its life (review54a's find). Now it is asked
+    again after `SILENT_SECONDS` (here 1 s, a real script that hangs, counting its starts)."""
+    from warmcli.backends import version_line as module
+    from warmcli.errors import ToolchainError
+
+    monkeypatch.setattr(module, "SILENT_SECONDS", 1.0)
+    starts = tmp_path / "starts"
+    cc = tmp_path / "silent-cc"
+    cc.write_text(f"#!/bin/sh\necho started >> {starts}\nexec sleep 30\n")
+    cc.chmod(0o755)
+    for pause in (0.0, 0.0, 1.2):
+        time.sleep(pause)
+        with pytest.raises(ToolchainError, match="did not answer --version"):
+            module.version_line("cc", str(cc), 0.3)
+    assert starts.read_text().count("started") == 2  # the first, and the one after a while

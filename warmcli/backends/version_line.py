@@ -6,21 +6,25 @@ and reduces its banner to the line that keys its builds (nvcc's: its release and
 lines), asked in the C locale (before warm 53, a translated banner, `as` under
 `LANG=tr_TR.UTF-8`: `GNU çevirici`, keyed its builds apart: rebuilt where the locale differed).
 A compiler that did not answer within the timeout is not asked again by this process while its
-file keeps its stamp (`_silent`): each look at the toolchain asked it again, each waiting the
-whole timeout (a `warm run` of one kernel waited 60 s twice before it said so). State: those
-stamps; it prints nothing.
+file keeps its stamp, for `SILENT_SECONDS` (`_silent`): each look at the toolchain asked it
+again, each waiting the whole timeout (a `warm run` of one kernel waited 60 s twice before it
+said so); a long-lived process asks again after that (a toolkit on a cold network mount answers
+late once). State: those stamps; it prints nothing.
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 from warmcli.errors import ToolchainError
 
-_silent: dict[str, tuple[tuple[int, int, int, int], str]] = {}  # path -> its stamp, the error's
+SILENT_SECONDS = 300.0  # how long a compiler silent on `--version` is not asked again
+_Stamp = tuple[int, int, int, int]
+_silent: dict[str, tuple[_Stamp, str, float]] = {}  # path -> its stamp, the error's, until when
 
 
-def _stamp(where: str) -> tuple[int, int, int, int] | None:
+def _stamp(where: str) -> _Stamp | None:
     try:
         st = os.stat(where)
     except (OSError, ValueError):
@@ -34,16 +38,17 @@ def version_line(name: str, where: str, timeout: float) -> str:
     from warmcli.backends import processes  # on first use: a serving process runs no compiler
 
     before = _stamp(where)
-    if (silent := _silent.get(where)) is not None and silent[0] == before:
-        raise ToolchainError(silent[1])  # (asked once: not waited for again)
+    silent = _silent.get(where)
+    if silent is not None and silent[0] == before and time.monotonic() < silent[2]:
+        raise ToolchainError(silent[1])  # (asked once: not waited for again, for a while)
     try:
         out = processes.run([where, "--version"], timeout, c_locale=True)
     except OSError as exc:
         raise ToolchainError(f"{name}: cannot run {where}: {exc}") from exc
     if out.timed_out:
         said = f"{name}: {where} did not answer --version within {timeout:g} s"
-        if before is not None and len(_silent) < 64:  # (bounded: a few compilers a process)
-            _silent[where] = before, said
+        if before is not None and (where in _silent or len(_silent) < 64):  # (a few a process)
+            _silent[where] = before, said, time.monotonic() + SILENT_SECONDS
         raise ToolchainError(said)
     lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
     if out.returncode != 0 or not lines:
