@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run selects the `gpu` tests, the GPUs are hidden (`CUDA_VISIBLE_DEVICES` empty, before
     anything starts CUDA, and so in every process the tests start): every other test
     states what warm does on a machine with no GPU, as CI is, and `--device auto` there
-    is the host. warm's modules are compiled to bytecode first (`_compile_warm`), and, in a
+    is the host. warm's modules are compiled to bytecode first (`compile_warm`), and, in a
     run of pytest-xdist's workers, the test modules' assert-rewritten code before the
     workers start (`rewritten.write_once`). A suite started with SIGINT or SIGHUP ignored
     (`nohup`, a background job of a script) has them back as a terminal gives them: the
@@ -79,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
     if not gpu_selected(config):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    _compile_warm()
+    compile_warm(ROOT)
     from rewritten import write_once
 
     write_once(config, ROOT / "tests")
@@ -89,11 +89,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))
 
 
-def _compile_warm() -> None:
-    """warm's modules compiled to bytecode (each missing or out of date, at every test
-    process's start), as an installed package's are (`make bench` does the same): with
-    PYTHONDONTWRITEBYTECODE set, as where the suite runs, each of the thousands of
-    processes the tests start (`python -m warmcli`, a production script) compiled every
+def compile_warm(root: Path) -> None:
+    """The modules of the warm checked out at `root` compiled to bytecode (each missing or
+    out of date: this warm's at every test process's start, an earlier release's where
+    `upgrades.release` checks it out), as an installed package's are (`make bench` does the
+    same): with PYTHONDONTWRITEBYTECODE set, as where the suite runs, each of the thousands
+    of processes the tests start (`python -m warmcli`, a production script) compiled every
     module it imports again (~35% of a `warm stats`). Each file is checked against its
     source's hash at every import (never its mtime), so an edited module never runs from a
     stale one."""
@@ -101,7 +102,7 @@ def _compile_warm() -> None:
     import importlib.util
     import py_compile
 
-    for source in sorted((ROOT / "warmcli").rglob("*.py")):
+    for source in sorted((root / "warmcli").rglob("*.py")):
         cached = Path(importlib.util.cache_from_source(str(source)))
         header = importlib.util.MAGIC_NUMBER + b"\x03\0\0\0"  # checked against its hash
         header += importlib.util.source_hash(source.read_bytes())

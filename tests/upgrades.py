@@ -24,7 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, compile_warm
 from forked_cli import ForkedWarm, Servers
 
 SERVE = """
@@ -95,8 +95,11 @@ def keys(path: Path) -> tuple[list[str], list[str]]:
 def release(commit: str, checkout: Path) -> Iterator[Path]:
     """A release's warm, for a module fixture: `checkout` where it holds one, else a
     `git worktree` of `commit` made for the module (and removed after); skipped where
-    neither can be had."""
+    neither can be had. Its modules are compiled to bytecode first, as this warm's are
+    (`conftest.compile_warm`): under PYTHONDONTWRITEBYTECODE each of its processes, and each
+    command a fork of its server ran, compiled every module it imported again."""
     if (checkout / "warmcli").is_dir():
+        compile_warm(checkout)
         yield checkout
         return
     made = Path(os.environ.get("TMPDIR", "/tmp")) / f"warm-{checkout.name}-{os.getpid()}"
@@ -106,6 +109,7 @@ def release(commit: str, checkout: Path) -> Iterator[Path]:
     if done.returncode != 0:
         pytest.skip(f"no warm of {commit} here ({done.stderr.strip()[:200]})")
     try:
+        compile_warm(made)
         yield made
     finally:
         subprocess.run([*git, "worktree", "remove", "--force", str(made)], capture_output=True)
