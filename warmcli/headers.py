@@ -7,9 +7,9 @@ environment does (`CPATH`, `C_INCLUDE_PATH`; nvcc's `CPLUS_INCLUDE_PATH`), or NV
 toolkit's: `nvrtc_folders`; `warmcli.compiler_includes` says where each is searched), reads headers
 that its source text does not hold: `headers_digest` covers them, those a source includes (or asks
 for) by their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
-read before the source (found in the working folder first, then as a quoted name is). It reads the
-`#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names) of the source and
-of every header found, however spelled (`%:include`, a comment or line splice inside:
+read before the source (found in the folder it is keyed in first, then as a quoted name is). It
+reads the `#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names) of the
+source and of every header found, however spelled (`%:include`, a comment or line splice inside:
 `warmcli.directives`; an `#include CFG` as the names the kernel's `-D` options, defines and
 `#define` lines give CFG: `warmcli.computed_includes`), and resolves each name as the compiler does,
 in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
