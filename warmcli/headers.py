@@ -7,31 +7,31 @@ environment does (`CPATH`, `C_INCLUDE_PATH`; nvcc's `CPLUS_INCLUDE_PATH`), or NV
 toolkit's: `nvrtc_folders`; `warmcli.compiler_includes` says where each is searched), reads headers
 that its source text does not hold: `headers_digest` covers them, those a source includes (or asks
 for) by their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
-read before the source (found in the working folder first, then as a quoted name is). It reads the
-`#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names) of the source and
-of every header found, however spelled (`%:include`, a comment or line splice inside:
+read before the source (found in the folder it is keyed in first, then as a quoted name is). It
+reads the `#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names) of the
+source and of every header found, however spelled (`%:include`, a comment or line splice inside:
 `warmcli.directives`; an `#include CFG` as the names the kernel's `-D` options, defines and
 `#define` lines give CFG: `warmcli.computed_includes`), and resolves each name as the compiler does,
 in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
 gcc's order, whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`,
 each folder once, one named `-I` and as a system one (or the compiler's) in its system place;
-`#include_next`: every file of its name along them); a relative folder is taken from the working
-folder. The digest is over each name as written and the sha256 of the file it resolved to (or that
-none was found: a header added later changes it), in the order they are reached; the folders' paths
-are not (`keyed_options` drops them), so a checkout at another path keys alike, unless a file
-reached there may compute with them (an `#include` or `__has_include` of a macro, `__FILE__`: then
-they are, with the path each header was found at; for a folder named twice, which are one).
-Headers not found there, or in a toolkit's own folders (`toolkit`, by any name), are the
-toolchain identity's; but a compiler's system header's own includes those folders hold are
-keyed as the kernel's (`warmcli.system_shadows`: a `stddef.h` added to `-I` later changes the
-next build), so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at most
-`MAX_HEADERS` files (64 times as many names, found or not), each hashed whole, scanned in its first
-`MAX_SCANNED` bytes: past a bound, at a computed include whose header cannot be told (but in
-NVRTC's system toolkit's own headers), or at a FIFO or a device a name finds (`no_file`: never
-compiled, `warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker, its reason noted.
-State: three per-process memos (each file's digest and includes, by its path and stat stamp, of
-settled files; the includes of the last sources; the search orders of the last options): a kernel
-keyed again costs a lookup of each header; `covered`, what each digest made lately covers
+`#include_next`: every file of its name along them); a relative folder is taken from the folder the
+kernel is keyed in (`keyed_in`). The digest is over each name as written and the sha256 of the file
+it resolved to (or that none was found: a header added later changes it), in the order they are
+reached; the folders' paths are not (`keyed_options` drops them), so a checkout at another path keys
+alike, unless a file reached there may compute with them (an `#include` or `__has_include` of a
+macro, `__FILE__`: then they are, with the path each header was found at; for a folder named twice,
+which are one). Headers not found there, or in a toolkit's own folders (`toolkit`, by any name), are
+the toolchain identity's; but a compiler's system header's own includes those folders hold are keyed
+as the kernel's (`warmcli.system_shadows`: a `stddef.h` added to `-I` later changes the next build),
+so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at most `MAX_HEADERS`
+files (64 times as many names, found or not), each hashed whole, scanned in its first `MAX_SCANNED`
+bytes: past a bound, at a computed include whose header cannot be told (but in NVRTC's system
+toolkit's own headers), or at a FIFO or a device a name finds (`no_file`: never compiled,
+`warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker, its reason noted. State:
+three per-process memos (each file's digest and includes, by its path and stat stamp, of settled
+files; the includes of the last sources; the search orders of the last options): a kernel keyed
+again costs a lookup of each header; `covered`, what each digest made lately covers
 (`kernel_parts.header_files`: a header read first by its path), for the first header read, each
 `.gch` gcc may read instead (`warmcli.precompiled`), and which copies of a once-only header share a
 time (`warmcli.once_copies`). It compiles and writes nothing, never raises for a missing file.

@@ -8,8 +8,8 @@
 where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
 path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
 content instead. Pure functions over the options' text (but `absolute_include_options`,
-which asks whether a header is in the working folder). Its one state: the folder relative
-include folders name while a unit built earlier is keyed (`keyed_in`), a context variable.
+which asks whether a header is in that folder). Its one state: the folder relative include folders
+name while a unit built earlier is keyed (`keyed_in`), a context variable.
 """
 
 from __future__ import annotations

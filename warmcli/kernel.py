@@ -98,7 +98,7 @@ MAX_ENTRY = 4096 - 22
 
 
 class Kernel(Record):
-    """One kernel as the workload declares it."""
+    """One kernel as the workload declares it (its source without an opening BOM, as gcc has it)."""
 
     source: str
     entry: str

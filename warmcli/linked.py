@@ -24,12 +24,12 @@ or its linker writes (`-o`, `-MF`, cc's reports, `-fopt-info-all=`, `-Wl,-Map=`,
 `-Wl,--dependency-file=`) are not looked at, so the keys of kernels naming no such file are as
 before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) none from its place on.
 Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8
-`INCLUDE`s deep, 256 folders), or at a file named by its path or a library `-l` finds that is a
-FIFO or a device (`NO_FILE`: never built, `warmcli.backends.batch`), the digest holds
-`warmcli.unkeyed`'s marker, its reason noted. State: one per-process memo of each file's digest
-(its kind, whether it names no other file) by its path and stat stamp, of files unchanged in the
-last seconds (`warmcli.stamped`: what was opened, a regular file only). It never runs a compiler,
-never writes and never raises for a missing or unreadable file.
+`INCLUDE`s deep, 256 folders), or at a file named by its path, a library `-l` finds or an input a
+linked script names that is a FIFO or a device (`NO_FILE`: never built, `warmcli.backends.batch`),
+the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one per-process memo of each
+file's digest (its kind, whether it names no other file) by its path and stat stamp, of files
+unchanged in the last seconds (`warmcli.stamped`: what was opened, a regular file only). It never
+runs a compiler, never writes and never raises for a missing or unreadable file.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ ahead of the clock is taken as its ctime, `last_change`, as toolchains' racy che
 `opened` opens only a regular file, never waiting on one a FIFO took the place of (`stat`, opened
 without blocking, then `fstat`: the stamp of what was opened, not of what the path named a
 moment before). `no_file` names what a compiler would open at a path that is no file (a FIFO
-it waits on for ever, `/dev/zero` it reads until memory runs out). It keeps no state and never
-raises for a file it cannot read.
+it waits on for ever, `/dev/zero` it reads until memory runs out); `compiler_opens`, whether a
+compiler (or its linker) searching for a file takes it. It keeps no state and never raises for a
+file it cannot read.
 """
 
 from __future__ import annotations

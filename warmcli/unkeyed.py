@@ -12,8 +12,8 @@ finds it in a bundle, builds it itself (a miss; refused under `WARM_STRICT=1`), 
 says why (`reason_of`: the digests made here that hold a marker, and their reasons): such a
 build is never stored (`warmcli.runtime.kernel_cache`), nor a verify's failure. State: the
 token (made once a process) and those reasons (bounded, the oldest dropped). A reason starting
-`NO_FILE` names a header that is a FIFO or a device: the compiler would wait or read for ever, so
-it is never built either (`warmcli.backends.batch`). It reads and writes no file.
+`NO_FILE` names a header or a linked file that is a FIFO or a device: the compiler would wait or
+read for ever, so it is never built either (`warmcli.backends.batch`). It reads and writes no file.
 """
 
 from __future__ import annotations

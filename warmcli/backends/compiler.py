@@ -138,7 +138,8 @@ def run_compiler(
     caller (Ctrl-C) or `stop_compilers` kills the whole group: a compiler driver's
     children (cc1, as, ld, or a wrapper's) never outlive it (`warmcli.backends.processes`).
     Its `TMPDIR` is `cwd`, the caller's scratch folder: what a killed compiler left there
-    goes when that folder is removed.
+    goes when that folder is removed. The relative entries of `CPATH` are the folder the first
+    unit was queued in (`CompileUnit.queued`: where its key read them).
     """
     if processes.refusing():
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))

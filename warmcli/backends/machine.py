@@ -11,8 +11,9 @@ maps one entry of the CUDA listing to a `DeviceInfo` (pure).
 Devices are opened by name in `warmcli.backends.opening` (`open_devices`,
 `cuda_available`), which a serving process uses without importing this inventory;
 `machine_devices` opens through it. `compiler_info` says which compiler a device
-builds with, why, and the driver its CUDA builds need. The module lists devices and
-probes compilers; it keeps none, and never prints.
+builds with, why, the driver its CUDA builds need, and why no GPU is served them (`unserved`: an
+`sm_90a` pre-build's). The module lists devices and probes compilers; it keeps none, and never
+prints.
 """
 
 from __future__ import annotations

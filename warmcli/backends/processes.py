@@ -338,7 +338,8 @@ def _environment(
     not open output file`). A compile (`tmp`) never gets `LD_RUN_PATH`: GNU ld writes it into
     a shared object as its `RUNPATH` where no `-rpath` is given, which no key holds and which
     moves where the binary's `dlopen` and the libraries it needs are found (a kernel's own
-    `-Wl,-rpath` is an option: keyed). `c_locale`: `LC_ALL=C`, no `LANGUAGE` (gettext's)."""
+    `-Wl,-rpath` is an option: keyed). `c_locale`: `LC_ALL=C`, no `LANGUAGE` (gettext's);
+    `folder`: where `CPATH`'s relative entries are (a compile unit's, `config`'s)."""
     import tempfile  # imported on first use, as subprocess
 
     if tmp is not None:

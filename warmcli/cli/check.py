@@ -4,11 +4,12 @@ It opens the bundle as production opens it (a URL's copy, under `WARM_TRUSTED_KE
 good one where the store's is refused), the devices asked for (`--device`, `--arch`), and
 prints what `warmcli.ops.check.check_servable` judged: who is here, the summary line (each
 kernel once, with its builds where they are more; the tunes; the builds and tune records only
-other architectures use), what is served by PTX JIT, and one row per reason of what is not
-servable (a `source` column where one label stands for several sources on one device and
-arch, as `warm stats` shows it), or all of it as one JSON document (each kernel entry with
-its `source_sha256`). Exit 1 where an entry checked is
-not servable. It judges nothing itself and owns no state.
+other architectures use), what is served by PTX JIT, what was not checked (a backend with no device
+here; CUDA's with the archs its cubins are for), that no GPU looks up an `--arch sm_90a` device's
+builds, and one row per reason of what is not servable (a `source` column where one label stands for
+several sources on one device and arch, as `warm stats` shows it), or all of it as one JSON document
+(each kernel entry with its `source_sha256`). Exit 1 where an entry checked is not servable. It
+judges nothing itself and owns no state.
 """
 
 from __future__ import annotations

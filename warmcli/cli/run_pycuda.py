@@ -7,7 +7,7 @@ none, so `pycuda` there is a package that says so as it is imported
 worker imported it but its error did not come back whole (a process pool broken by a worker
 that failed to unpickle its task, importing the workload file). Without `--pycuda`, a GPU-less
 run (and `warm verify --workload --arch`'s replay) still takes `warmcli.pycuda.autoinit` as the
-stand-in's, which needs no GPU. It prints nothing.
+stand-in's, which needs no GPU; a run with neither imports none of them. It prints nothing.
 """
 
 from __future__ import annotations

@@ -16,17 +16,16 @@ Linux the object is linked to load fast, since a hot start pays for every
 symbol table (`dlsym` reads the dynamic one; a kernel built with `-g` keeps it),
 which takes a load from about 80 µs to about 25 µs; and with `-z defs`, so a symbol
 nothing defines is a link error naming it, never a stored binary that cannot load.
-cc runs in a scratch directory (a relative include folder, a header read first by a relative
-name found in the working folder, `-include h`, and the relative entries of `CPATH` are given
-as the working folder's, as the key reads them). A compile that exits 0 with no loadable
-shared object (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is
-that group's compile failure, never a binary stored and then refused at load; so is a library
-that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that
-kernel's, named), and what `warmcli.backends.host.refused` refuses before cc runs; so is a
-`specs` file cc reads only through `LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc:
-`_library_specs`). `HostCompiler.command` and `compile_group` hand their work here: a process
-that only serves never imports this module. It owns each call's scratch directory, never loads
-what it builds and keeps no cache of it.
+cc runs in a scratch directory, so a relative include folder, a header read first by a relative name
+(`-include h`) and the relative entries of `CPATH` are given as the folder's the unit was queued in,
+where its key read them (`CompileUnit.queued`). A compile that exits 0 with no loadable shared
+object (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that group's
+compile failure, never a binary stored and then refused at load; so is a library that does not
+export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that kernel's, named), and what
+`warmcli.backends.host.refused` refuses before cc runs; so is a `specs` file cc reads only through
+`LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc: `_library_specs`). `HostCompiler.command` and
+`compile_group` hand their work here: a process that only serves never imports this module. It owns
+each call's scratch directory, never loads what it builds and keeps no cache of it.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ cc's, one per name in each it can search, one per `PATH` entry and name (`PATH` 
 for both), a `stat` per program found (its stamp), and one read of `toolchains.json` for all:
 cc's program folders are remembered in warm's home by cc's stamp, the file it resolves to
 (gcc finds them beside it) and the variables that move them (read anew in each process for
-a cc that is a wrapper script), each program's version line by its own stamp, as cc's is.
-Its state: a per-process memo of each cc's line, by the variables read. Nothing here
-compiles or prints.
+a cc that is a wrapper script), each program's version line by its own stamp, as cc's is (one not
+remembered is asked anew, `as`'s and `ld`'s at once: `warmcli.backends.processes.at_once`, one in a
+thread of its own). Its state: a per-process memo of each cc's line, by the variables read. Nothing
+here compiles or prints.
 """
 
 from __future__ import annotations
