@@ -1,0 +1,56 @@
+"""Faults review54b found in stop 54's merged changes, each failing before its fix.
+
+A kernel reading `-I.`'s header, launched in a folder the workload then removes (a
+`tempfile.mkdtemp()` it cleans up): `warm run`'s first pass queued it with that folder
+(readme54's `CompileUnit.folder`), and the second pass, launching it again in a new folder
+whose header has the same content (the same key), found the stale unit on the queue and built
+it in the removed folder: `local.h: No such file or directory`, `warm run` failed (exit 2)
+where the workload alone computes 101. Real parts: the real cc, the real CLI (forked) warms,
+a real production process serves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_readme54 import SERVE
+
+# A kernel reading `local.h` from `-I.`, launched in a folder made for it and removed after;
+# FIRST: a plain kernel launched before it, whose launch compiles the queue (its stale unit
+# too), or none (its own launch finds its stale unit queued).
+IN_TEMPORARY_FOLDERS = """
+import os, shutil, tempfile
+from warmcli import Kernel
+DEVICE = "host"
+SRC = '#include "local.h"\\nvoid %s(int *y) { y[0] = VAL + %d; }'
+PLAIN = Kernel("void zero(int *y) { y[0] = 0; }", "zero", "P")
+K1 = Kernel(SRC % ("one", 1), "one", "P", options=("-I.",))
+def workload(rt):
+    start, ys = os.getcwd(), [rt.buffer(1, "int32")]
+    if FIRST:
+        rt.launch(PLAIN, ys[0])
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "local.h"), "w") as header:
+        header.write("#define VAL 100\\n")
+    os.chdir(folder)
+    ys.append(rt.buffer(1, "int32"))
+    rt.launch(K1, ys[-1])
+    os.chdir(start)
+    shutil.rmtree(folder)
+    return ys
+"""
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_kernel_keyed_in_a_folder_removed_since_is_built_where_it_is_launched_again(
+    warm: Warm, tmp_path: Path, workload_file, first: bool
+) -> None:
+    """Before: `warm run` exit 2, `local.h: No such file or directory` (the stale unit)."""
+    source = f"FIRST = {first}\n" + IN_TEMPORARY_FOLDERS
+    path, bundle = workload_file(source), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert warm.production(SERVE, path, bundle=bundle) == [0, 101]
