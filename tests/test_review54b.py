@@ -11,6 +11,7 @@ a real production process serves.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,23 @@ def test_a_kernel_keyed_in_a_folder_removed_since_is_built_where_it_is_launched_
     done = warm("run", path, "-b", bundle, "--quiet")
     assert done.returncode == 0, done.stderr
     assert warm.production(SERVE, path, bundle=bundle) == [0, 101]
+
+
+def test_an_interrupt_of_at_once_kills_the_probe_its_thread_runs() -> None:
+    """Ctrl-C while overhead54's `at_once` asks `as --version` and `ld --version` (a host
+    toolchain's identity, first asked in the caller's own thread, with no `Owner`): the
+    caller's child was killed, but the join waited out the thread's (a toolchain on a cold
+    mount: up to the probe's timeout, where asked alone it was killed at once)."""
+    from warmcli.backends import processes
+
+    slept: list[processes.Finished] = []
+
+    def interrupted() -> None:
+        while not processes._Live.groups:  # the thread's child started
+            threading.Event().wait(0.01)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        processes.at_once(lambda: slept.append(processes.run(["sleep", "3"], 60)), interrupted)
+    # killed, not ended (before: it slept its 3 s, exit 0)
+    assert slept and slept[0].returncode < 0 and not slept[0].timed_out, slept
