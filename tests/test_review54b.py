@@ -11,6 +11,10 @@ a real production process serves.
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -75,3 +79,38 @@ def test_an_interrupt_of_at_once_kills_the_probe_its_thread_runs() -> None:
         processes.at_once(lambda: slept.append(processes.run(["sleep", "3"], 60)), interrupted)
     # killed, not ended (before: it slept its 3 s, exit 0)
     assert slept and slept[0].returncode < 0 and not slept[0].timed_out, slept
+
+
+# A process whose threads cannot start (each thread's stack is `ulimit -s`'s size, refused
+# here): whether a plain thread started, then what `at_once` gave.
+NO_THREADS = """
+import threading
+from warmcli.backends import processes
+try:
+    threading.Thread(target=int).start()
+    print("started")
+except RuntimeError:
+    print("refused")
+print(processes.at_once(lambda: processes.run(["true"], 30).returncode, lambda: 2))
+"""
+
+
+def test_at_once_asks_one_by_one_where_no_thread_starts() -> None:
+    """A serving process's first miss on a host kernel (its toolchain's identity asks `as`
+    and `ld` through `at_once`) failed with a traceback, `RuntimeError: can't start new
+    thread`, under a stack limit no thread's stack fits (`ulimit -s 500000000`), where it
+    compiled before overhead54: it now asks them one after the other."""
+    big = 500_000_000 * 1024
+
+    def limited() -> None:  # (a lower hard limit: as much as it allows)
+        hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+        resource.setrlimit(resource.RLIMIT_STACK, (min(big, hard) if hard >= 0 else big, hard))
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_THREADS], capture_output=True, text=True, env=env,
+        preexec_fn=limited, timeout=60,
+    )  # fmt: skip
+    if done.stdout.startswith("started"):
+        pytest.skip("this machine starts a thread of that stack (memory overcommitted)")
+    assert done.returncode == 0 and done.stdout == "refused\n(0, 2)\n", done.stderr

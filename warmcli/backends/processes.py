@@ -201,7 +201,10 @@ def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
             failed.append(exc)
 
     thread = threading.Thread(target=run_first, name="warm-probe-2", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (its stack refused: `ulimit -s`): one by one
+        return first(), second()
     try:
         other = second()
     except BaseException as exc:  # Ctrl-C: the thread's child too, not waited out
