@@ -5,8 +5,11 @@ A kernel reading `-I.`'s header, launched in a folder the workload then removes 
 (readme54's `CompileUnit.folder`), and the second pass, launching it again in a new folder
 whose header has the same content (the same key), found the stale unit on the queue and built
 it in the removed folder: `local.h: No such file or directory`, `warm run` failed (exit 2)
-where the workload alone computes 101. Real parts: the real cc, the real CLI (forked) warms,
-a real production process serves.
+where the workload alone computes 101. NVRTC given such a folder whole, in a folder whose name
+is no UTF-8: UnicodeEncodeError. overhead54's `at_once`: Ctrl-C waited out the probe its thread
+ran, and where no thread can start (`ulimit -s`) a host kernel's first miss was a traceback.
+Real parts: the real cc and NVRTC, the real CLI (forked) warms, a real production process
+serves, real children are killed, a real stack limit refuses the thread.
 """
 
 from __future__ import annotations
@@ -114,3 +117,29 @@ def test_at_once_asks_one_by_one_where_no_thread_starts() -> None:
     if done.stdout.startswith("started"):
         pytest.skip("this machine starts a thread of that stack (memory overcommitted)")
     assert done.returncode == 0 and done.stdout == "refused\n(0, 2)\n", done.stderr
+
+
+def test_nvrtc_builds_a_relative_include_folder_whose_path_is_no_utf8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """readme54 gives NVRTC `-I.` as the folder its kernel was keyed in, whole: in a folder
+    whose name holds a byte no UTF-8 has (`caf\\xff`, as `os.getcwd()` gives it: a surrogate),
+    NVRTC's options were encoded as UTF-8 and the compile raised UnicodeEncodeError
+    (`surrogates not allowed`) where `-I.` alone built; now the folder's own bytes."""
+    from warmcli.backends.compiler import CompileUnit
+    from warmcli.backends.cuda.nvrtc import NvrtcCompiler, find_nvrtc
+    from warmcli.kernel import Kernel
+
+    if find_nvrtc() is None:  # pragma: no cover - make install brings NVRTC
+        pytest.skip("NVRTC not installed (cuda-bindings, nvidia-cuda-nvrtc)")
+    folder = os.path.join(os.fsencode(tmp_path), b"caf\xff")
+    os.mkdir(folder)
+    with open(os.path.join(folder, b"local.h"), "w") as header:
+        header.write("#define VAL 7\n")
+    monkeypatch.chdir(folder)
+    source = '#include "local.h"\nextern "C" __global__ void v(int *y) { y[0] = VAL; }'
+    kernel = Kernel(source, "v", "P", language="cuda", options=("-I.",))
+    unit = CompileUnit.queued("7" * 64, kernel, "sm_90")
+    assert os.fsencode(unit.folder) == folder
+    built = NvrtcCompiler().compile_group([unit])  # (before: UnicodeEncodeError)
+    assert built.binary and unit.key in built.symbols

@@ -120,7 +120,9 @@ class _Program:
     def compile(self, options: Sequence[str]) -> tuple[bool, str]:
         """(succeeded, NVRTC's log)."""
         (err,) = self.nvrtc.nvrtcCompileProgram(
-            self.handle, len(options), [o.encode() for o in options]
+            self.handle,
+            len(options),
+            [os.fsencode(o) for o in options],  # (a folder: its bytes)
         )
         text = self.output("ProgramLog").rstrip(b"\0").decode(errors="replace").strip()
         text = kept_text(text.replace(PROGRAM, "warm.cu"))  # bounded as a compiler process's
