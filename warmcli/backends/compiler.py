@@ -53,6 +53,15 @@ class CompileUnit(Record):
             return cls(key, kernel, arch)
 
     @property
+    def folder_gone(self) -> bool:
+        """Whether the folder it was queued in was removed (or renamed) since, and its kernel
+        may read a header there (`-I.`, `CPATH=.`): built now, it would read none its key read
+        (a `tempfile.mkdtemp()` the workload cleaned up). A launch queues it again where it is."""
+        kernel = self.kernel
+        may_read = kernel.reads_headers or "include" in kernel.source or "\\" in kernel.source
+        return bool(self.folder) and may_read and not os.path.isdir(self.folder)
+
+    @property
     def name(self) -> str:
         """The kernel told apart from any other: its label, options and key (as `warm stats`
         shows them), so two kernels with the same defines read differently."""

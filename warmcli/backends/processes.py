@@ -187,22 +187,30 @@ def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
     """`first()` in a thread of its own while this thread runs `second()`: two probes
     overlapped (a first run's `as --version` and `ld --version`: ~10-20 ms). The groups the
     thread starts are this thread's `Owner`'s, as this thread's are (and every compiler's:
-    `stop_compilers`); what either raised is raised once `first` ended (first's first)."""
-    owner = getattr(_Live.owner, "current", None)
+    `stop_compilers`; Ctrl-C in this thread kills them too); what either raised is raised
+    once `first` ended (first's first)."""
+    owner = getattr(_Live.owner, "current", None) or Owner()  # (none: the thread's own)
     got: list[_T] = []
     failed: list[BaseException] = []
 
     def run_first() -> None:
         try:
-            with owned_by(owner) if owner is not None else contextlib.nullcontext():
+            with owned_by(owner):
                 got.append(first())
         except BaseException as exc:  # for this thread, after the join
             failed.append(exc)
 
     thread = threading.Thread(target=run_first, name="warm-probe-2", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (its stack refused: `ulimit -s`): one by one
+        return first(), second()
     try:
         other = second()
+    except BaseException as exc:  # Ctrl-C: the thread's child too, not waited out
+        if not isinstance(exc, Exception):  # (an error: the owner is the caller's still)
+            owner.kill()
+        raise
     finally:
         thread.join()
     if failed:

@@ -150,7 +150,7 @@ class KernelCache:
     def flush(self) -> None:
         """Compile the whole queue in one batch."""
         with self._lock:
-            units = list(self._queue.values())
+            units = [u for u in self._queue.values() if not u.folder_gone]  # (queued again)
             self._queue.clear()
             if not units:
                 return
@@ -287,7 +287,7 @@ class KernelCache:
                 return self.get(kernel)
         from warmcli.backends.compiler import CompileUnit  # a miss: serving never compiles
 
-        self._queue.setdefault(key, CompileUnit.queued(key, kernel, self.device.arch))
+        self._queue[key] = CompileUnit.queued(key, kernel, self.device.arch)  # keyed here, now
         self.flush()
         return self._from_build(kernel, key)
 

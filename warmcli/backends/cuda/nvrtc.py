@@ -119,8 +119,8 @@ class _Program:
 
     def compile(self, options: Sequence[str]) -> tuple[bool, str]:
         """(succeeded, NVRTC's log)."""
-        (err,) = self.nvrtc.nvrtcCompileProgram(
-            self.handle, len(options), [o.encode() for o in options]
+        (err,) = self.nvrtc.nvrtcCompileProgram(  # (a folder's path: the bytes it names)
+            self.handle, len(options), [os.fsencode(o) for o in options]
         )
         text = self.output("ProgramLog").rstrip(b"\0").decode(errors="replace").strip()
         text = kept_text(text.replace(PROGRAM, "warm.cu"))  # bounded as a compiler process's
