@@ -90,6 +90,15 @@ class CompiledGroup(Record):
     ptx: bytes = b""  # PTX of the same group for `ptx_arch` (`compute_90`), when kept
     ptx_arch: str = ""
 
+    @classmethod
+    def of(
+        cls, units: Sequence[CompileUnit], binary: bytes, log: str, seconds: float, **more: object
+    ) -> CompiledGroup:
+        """The group `units` were built into (`binary`): each unit's key names its symbol;
+        `more`: the command, and a CUDA compiler's PTX kept beside."""
+        symbols = {u.key: u.symbol for u in units}
+        return cls(binary=binary, symbols=symbols, log=log, seconds=seconds, **more)
+
     @once
     def sha256(self) -> str:
         """The binary's digest, computed once per group (every kernel's record carries it)."""

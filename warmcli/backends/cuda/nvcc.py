@@ -254,15 +254,8 @@ def built_group(
             f'extern "C" __global__ void <entry>(...)',
             tuple(units),
         )
-    return CompiledGroup(
-        binary=binary,
-        symbols={u.key: u.symbol for u in units},
-        log=log,
-        seconds=seconds,
-        command=command,
-        ptx=ptx[1] if ptx else b"",
-        ptx_arch=ptx[0] if ptx else "",
-    )
+    kept = {"ptx": ptx[1], "ptx_arch": ptx[0]} if ptx else {}
+    return CompiledGroup.of(units, binary, log, seconds, command=command, **kept)
 
 
 def _unique(units: Sequence[CompileUnit]) -> list[CompileUnit]:

@@ -254,10 +254,4 @@ def compile_group(
             "launch it: make it a plain external function",
             tuple(units),
         )
-    return CompiledGroup(
-        binary=binary,
-        symbols={u.key: u.symbol for u in units},
-        log=log,
-        seconds=seconds,
-        command=tuple(argv),
-    )
+    return CompiledGroup.of(units, binary, log, seconds, command=tuple(argv))
