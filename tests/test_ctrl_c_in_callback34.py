@@ -24,10 +24,15 @@ def _fake_frame(name: str, filename: str) -> object:
 def test_an_interrupt_in_importlibs_callback_comes_after_it() -> None:
     before = signal.signal(signal.SIGUSR1, _on_ctrl_c)
     try:
-        _on_ctrl_c(signal.SIGUSR1, _fake_frame("cb", "<frozen importlib._bootstrap>"))  # returns
-        with pytest.raises(KeyboardInterrupt):  # sent again (by a thread), handled out here
+        in_callback = _fake_frame("cb", "<frozen importlib._bootstrap>")
+        with pytest.raises(KeyboardInterrupt) as raised:  # the thread's may come at once
+            _on_ctrl_c(signal.SIGUSR1, in_callback)  # returns: sent again (by a thread)
             for _ in range(3000):
                 time.sleep(0.01)
+        last = raised.tb
+        while last.tb_next is not None:
+            last = last.tb_next
+        assert last.tb_frame.f_locals["frame"] is not in_callback  # raised out here, not there
     finally:
         signal.signal(signal.SIGUSR1, before)
 
