@@ -48,3 +48,40 @@ def test_a_header_found_through_cpath_set_after_the_first_key_is_keyed(
     header.write_text("#define K 5\n")
     assert warm.production(SERVE, path) == [105]  # cold
     assert warm.production(SERVE, path, bundle=bundle) == [105]
+
+
+# Two kernels including `cfg.h`, each launched under a CPATH of its own that the workload sets;
+# the second pass's first launch compiles the queue, both, under the first's CPATH.
+CPATH_PER_KERNEL = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = '#include "cfg.h"\\nvoid %s(int *y) { y[0] += %d * K; }'
+ONE, TEN = Kernel(SRC % ("one", 1), "one", "P"), Kernel(SRC % ("ten", 10), "ten", "P")
+def workload(rt):
+    y = rt.buffer(1, "int32")
+    os.environ["CPATH"] = os.path.join(HERE, "x")
+    rt.launch(ONE, y)
+    os.environ["CPATH"] = os.path.join(HERE, "y")
+    rt.launch(TEN, y)
+    return [y]
+"""
+
+
+def test_a_kernel_queued_under_one_cpath_is_built_under_it(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """Before the first fix: `ten`, keyed by x's `cfg.h` (CPATH read once), was served the build
+    of x's K 1 (11 where a cold start computes 21); after it, before this: the batch built `ten`
+    under the CPATH of its run (x), so it was never stored ('a header it includes changed
+    between its key and its compile') and `warm run` exited 1 (`miss: kernel ten`)."""
+    for folder, value in (("x", 1), ("y", 2)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cfg.h").write_text(f"#define K {value}\n")
+    path, bundle = workload_file(CPATH_PER_KERNEL), tmp_path / "b.warm"
+    assert warm.production(SERVE, path) == [21]  # cold
+    done = warm("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "never served" not in done.stderr
+    assert warm.production(SERVE, path, bundle=bundle) == [21]

@@ -26,6 +26,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from warmcli.include_options import absolute_include_paths
 from warmcli.printable import Pattern
 from warmcli.records import Record
 
@@ -279,45 +280,29 @@ def compiler_environment(
     scratch: bool = False,
     c_locale: bool = False,
     folder: str = "",
+    paths: Sequence[str] = (),
 ) -> dict[str, str] | None:
     """The environment a compiler warm runs gets: this process's (None), but where `TMPDIR`
     names a folder other than `usable_tmp` (the one Python's `tempfile` found usable: it fell
     back from a missing or read-only `TMPDIR`, or made a relative one absolute, which a
     compiler run in a scratch folder would look for there), `TMPDIR` is that one; and always
     so where `usable_tmp` is the compiler's own `scratch` folder. The include folders it reads
-    from the environment (`INCLUDE_PATHS`) are given as the working folder's, or `folder`'s (a
-    unit's, where its key read them), where relative or empty (an empty entry is the working
-    folder to cc): a compiler runs in a scratch folder. `c_locale`: `LC_ALL=C`, no `LANGUAGE`
+    from the environment (`CPATH` and its kin; `paths`' values, a unit's, as its key read them)
+    are given as the working folder's, or `folder`'s (a unit's, where its key read them), where
+    relative or empty (an empty entry is the working folder to cc): a compiler runs in a scratch
+    folder (`include_options.absolute_include_paths`). `c_locale`: `LC_ALL=C`, no `LANGUAGE`
     (gettext's, read before it), for an answer warm parses or keys builds by."""
     env = _env(environ)
     named = env.get("TMPDIR")
-    folders = _absolute_include_paths(env, folder)
+    folders = absolute_include_paths(env, folder, paths)
     if not scratch and not c_locale and (not named or named == usable_tmp) and not folders:
         return None
-    made = {**env, **folders}
+    made = {k: v for k, v in {**env, **folders}.items() if v is not None}
     if scratch or (named and named != usable_tmp):
         made["TMPDIR"] = usable_tmp
     if c_locale:
         made.pop("LANGUAGE", None)
         made["LC_ALL"] = "C"
-    return made
-
-
-INCLUDE_PATHS = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")  # a C (C++: nvcc) compiler's
-
-
-def _absolute_include_paths(env: Environ, folder: str = "") -> dict[str, str]:
-    """Each of `INCLUDE_PATHS` set to a list with a relative or empty entry, each such entry
-    taken from `folder`, else the working folder (none where the working folder is gone)."""
-    made: dict[str, str] = {}
-    for name in INCLUDE_PATHS:
-        entries = env[name].split(os.pathsep) if env.get(name) else []
-        if not all(os.path.isabs(entry) for entry in entries):
-            try:
-                here = folder or os.getcwd()
-            except OSError:
-                return {}
-            made[name] = os.pathsep.join(os.path.join(here, e) for e in entries)
     return made
 
 

@@ -22,9 +22,8 @@ its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path and a
 a binary's version line (`warmcli.wrapper_script`). Pickled, it holds its fields only (what a key
 reads of this machine is read again where it is unpickled). Its only state is bounded memos of the
 texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's
-text after its defines), and of whether a source includes a header by its path, NVRTC's toolkit
-folders, found once (`CPATH` is read as each kernel is keyed), and `CC_SYSTEM` (a compiler's own
-folders); it compiles nothing.
+text after its defines), and of whether a source includes a header by its path, NVRTC's folders
+(`CPATH`: read at each key), and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -327,8 +326,10 @@ def _digest(payload: object) -> str:
 def _env_includes(language: str) -> tuple[str, str]:
     """The include folders cc ("c": `CPATH`, `C_INCLUDE_PATH`) or nvcc's gcc ("cuda": `CPLUS_...`)
     take, read now as a compiler would (a workload may set them), or NVRTC's (once a process)."""
-    if language != "nvrtc":
-        return config.compiler_include_paths(cxx=language != "c")
+    if language != "nvrtc":  # (a unit's, as its key read them: `keyed_in`)
+        from warmcli.include_options import keyed_paths  # (a plain host kernel: not asked)
+
+        return keyed_paths(cxx := language != "c") or config.compiler_include_paths(cxx=cxx)
     if (found := _ENV_INCLUDES.get(language)) is None:
         from warmcli.compiler_includes import nvrtc_includes  # (a host start: none imported)
 
@@ -369,8 +370,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly (every kernel
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    # Beside the rest only where there are any; most host kernels name no options and include
-    # nothing: none read (whatever `CPATH` says) and no `included_headers` call.
+    # Most host kernels name no options and include nothing: no header read (whatever `CPATH`)
     if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
         headers = ""
     else:

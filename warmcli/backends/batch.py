@@ -81,15 +81,16 @@ def plan_groups(
     units: Sequence[CompileUnit], jobs: int, max_group: int = 64
 ) -> list[list[CompileUnit]]:
     """Split units into compatible groups: first each unit that needs a unit of its own
-    (`shares_unit`), alone; the others at least one group per (arch, options), about `jobs`
-    in all, their sizes differing by one at most. A class that fits in its share of `jobs` is
-    dealt to its groups in runs of `RUN` queued kernels, in snake order; one that needs more
-    groups than that (more than `max_group` kernels a group) is cut in contiguous groups."""
-    classes: dict[tuple[str, tuple[str, ...]], list[CompileUnit]] = defaultdict(list)
+    (`shares_unit`), alone; the others at least one group per (arch, options, `CPATH` and its
+    kin as keyed), about `jobs` in all, their sizes differing by one at most. A class that fits
+    in its share of `jobs` is dealt to its groups in runs of `RUN` queued kernels, in snake
+    order; one that needs more groups than that (over `max_group` kernels a group) is cut in
+    contiguous groups."""
+    classes: dict[tuple[object, ...], list[CompileUnit]] = defaultdict(list)
     groups: list[list[CompileUnit]] = []
     for unit in units:
         if shares_unit(unit.kernel):
-            classes[(unit.arch, unit.kernel.options)].append(unit)
+            classes[(unit.arch, unit.kernel.options, unit.paths)].append(unit)
         else:
             groups.append([unit])
     total = len(units) - len(groups)

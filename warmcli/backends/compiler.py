@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from warmcli import config
 from warmcli.backends import processes
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
@@ -41,16 +42,19 @@ class CompileUnit(Record):
     kernel: Kernel
     arch: str
     folder: str = ""  # the working folder it was queued in, where it reads headers (`queued`)
+    paths: tuple[str, ...] = ()  # `CPATH`, `C_INCLUDE_PATH`, `CPLUS_INCLUDE_PATH` then ("" unset)
 
     @classmethod
     def queued(cls, key: str, kernel: Kernel, arch: str) -> CompileUnit:
         """A unit queued now, with the working folder its key read headers in, which its
-        relative include folders (`-I.`, `CPATH=.`) name, as a batch compiles it later, maybe
-        after the workload changed folder (a folder removed: none)."""
+        relative include folders (`-I.`, `CPATH=.`) name, and `CPATH` and its kin as its key
+        read them, as a batch compiles it later, maybe after the workload changed folder (a
+        folder removed: none) or set `CPATH` itself."""
+        paths = (*config.compiler_include_paths(), config.compiler_include_paths(cxx=True)[1])
         try:
-            return cls(key, kernel, arch, os.getcwd())
+            return cls(key, kernel, arch, os.getcwd(), paths)
         except OSError:
-            return cls(key, kernel, arch)
+            return cls(key, kernel, arch, "", paths)
 
     @property
     def folder_gone(self) -> bool:
@@ -147,15 +151,15 @@ def run_compiler(
     caller (Ctrl-C) or `stop_compilers` kills the whole group: a compiler driver's
     children (cc1, as, ld, or a wrapper's) never outlive it (`warmcli.backends.processes`).
     Its `TMPDIR` is `cwd`, the caller's scratch folder: what a killed compiler left there
-    goes when that folder is removed. The relative entries of `CPATH` are the folder the first
-    unit was queued in (`CompileUnit.queued`: where its key read them).
+    goes when that folder is removed. `CPATH` and its kin are the first unit's, and their relative
+    entries the folder it was queued in (`CompileUnit.queued`: as and where its key read them).
     """
     if processes.refusing():
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
     started = time.perf_counter()
     try:
-        folder = units[0].folder if units else ""  # where its key read `CPATH`'s relative entries
-        done = processes.run(command, timeout, cwd, tmp=cwd, folder=folder)  # (TMPDIR: cwd)
+        folder, paths = (units[0].folder, units[0].paths) if units else ("", ())  # (its key's)
+        done = processes.run(command, timeout, cwd, tmp=cwd, folder=folder, paths=paths)
     except OSError as exc:
         raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
     if done.timed_out:

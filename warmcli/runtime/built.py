@@ -76,7 +76,7 @@ def kept_of(
 ) -> list[tuple[str, Built]]:
     """What the cache of `device` keeps of a unit its group built: its build and, where the
     group kept PTX, the same kernel built for `compute_XX`, each under its key."""
-    with keyed_in(unit.folder):  # its headers read where its key read them
+    with keyed_in(unit.folder, unit.paths):  # its headers read where and as its key read them
         return _kept_of(device, unit, built, identity)
 
 
