@@ -85,3 +85,50 @@ def test_a_kernel_queued_under_one_cpath_is_built_under_it(
     assert done.returncode == 0, done.stderr + done.stdout
     assert "never served" not in done.stderr
     assert warm.production(SERVE, path, bundle=bundle) == [21]
+
+
+# A C compiler that is a wrapper script adding `$MYFLAGS` (its variables key its builds), the
+# workload setting `MYFLAGS` for one kernel's launch only, as a context manager would.
+WRAPPER = '#!/bin/sh\nexec cc $MYFLAGS "$@"\n'
+FLAGS_FOR_ONE = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+PLAIN = Kernel("void hundred(int *y) { y[0] = 100; }", "hundred", "P")
+ADD = Kernel("void add(int *y) { y[0] += K; }", "add", "P")
+def workload(rt):
+    y = rt.buffer(1, "int32")
+    rt.launch(PLAIN, y)
+    os.environ["MYFLAGS"] = "-DK=2"
+    rt.launch(ADD, y)
+    os.environ["MYFLAGS"] = "-DK=1"
+    return [y]
+"""
+
+
+def test_a_kernel_is_built_in_the_environment_it_was_launched_in(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """Before: `add`, queued while `MYFLAGS` said K 2 (a cold start builds it so: 102), was
+    built by the second pass's batch under K 1, the value restored before it ran, and served
+    so (101): its key, the wrapper's identity, was asked once, before either."""
+    (cc := tmp_path / "mycc").write_text(WRAPPER)
+    cc.chmod(0o755)
+    warm = warm.with_env(WARM_CC=str(cc), MYFLAGS="-DK=1")
+    path, bundle = workload_file(FLAGS_FOR_ONE), tmp_path / "b.warm"
+    assert warm.production(SERVE, path) == [102]  # cold
+    done = warm("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert warm.production(SERVE, path, bundle=bundle) == [102]
+
+
+def test_a_queued_unit_keeps_its_environment_out_of_its_repr(monkeypatch) -> None:
+    """What a unit keeps of the environment (a credential may be in it) is never shown."""
+    from warmcli.backends.compiler import CompileUnit
+    from warmcli.errors import CompileFailure
+    from warmcli.kernel import Kernel
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cr3t-value")
+    unit = CompileUnit.queued("k" * 64, Kernel("void f(int *y) { }", "f", "P"), "x86_64")
+    assert ("AWS_SECRET_ACCESS_KEY", "s3cr3t-value") in unit.environ
+    assert "s3cr3t-value" not in repr(unit) + repr(CompileFailure("log", (unit,)))

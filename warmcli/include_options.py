@@ -8,10 +8,10 @@
 where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
 path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
 content instead; `absolute_include_paths` gives `CPATH` and its kin as a compiler's environment
-takes them (a unit's values, relative entries made the unit's folder's). Pure functions over the
+takes them (relative entries made a unit's folder's). Pure functions over the
 options' text (but `absolute_include_options`, which asks whether a header is in that folder).
-Its one state: the folder relative include folders name, and `CPATH` and its kin, while a unit
-built earlier is keyed (`keyed_in`), context variables.
+Its one state: the folder relative include folders name while a unit built earlier is keyed
+(`keyed_in`), a context variable.
 """
 
 from __future__ import annotations
@@ -87,8 +87,6 @@ def pre_included(options: Sequence[object]) -> list[str]:
 
 
 _KEYED_IN: ContextVar[str] = ContextVar("warm_keyed_in", default="")
-# `CPATH`, `C_INCLUDE_PATH`, `CPLUS_INCLUDE_PATH` as a unit's key read them ("" unset): `keyed_in`
-_KEYED_PATHS: ContextVar[tuple[str, ...]] = ContextVar("warm_keyed_paths", default=())
 
 
 def working_folder() -> str:
@@ -97,23 +95,14 @@ def working_folder() -> str:
     return _KEYED_IN.get() or os.getcwd()
 
 
-def keyed_paths(cxx: bool) -> tuple[str, str] | None:
-    """`CPATH` and `C_INCLUDE_PATH` (`cxx`: `CPLUS_INCLUDE_PATH`) as the unit's key read them,
-    inside `keyed_in` a unit's `paths`; None elsewhere (as set now: `config`)."""
-    paths = _KEYED_PATHS.get()
-    return (paths[0], paths[2 if cxx else 1]) if paths else None
-
-
 @contextlib.contextmanager
-def keyed_in(folder: str, paths: tuple[str, ...] = ()) -> Iterator[None]:
-    """Relative include folders (`-I.`, `CPATH=.`) are `folder`'s here, and `CPATH` and its kin
-    `paths` (a compile unit's, where and as its key read them: what is kept of its build is
-    keyed so, as a batch runs later, after the workload changed folder or set `CPATH`)."""
-    token, paths_token = _KEYED_IN.set(folder), _KEYED_PATHS.set(paths)
+def keyed_in(folder: str) -> Iterator[None]:
+    """Relative include folders (`-I.`, `CPATH=.`) are `folder`'s here (a compile unit's, where
+    its key read them: what is kept of its build is keyed there, as a batch runs later)."""
+    token = _KEYED_IN.set(folder)
     try:
         yield
     finally:
-        _KEYED_PATHS.reset(paths_token)
         _KEYED_IN.reset(token)
 
 
@@ -158,24 +147,16 @@ def include_folders(options: Sequence[object]) -> tuple[str, ...]:
 INCLUDE_PATHS = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")  # a C (C++: nvcc) compiler's
 
 
-def absolute_include_paths(
-    env: Mapping[str, str], folder: str = "", paths: Sequence[str] = ()
-) -> dict[str, str | None]:
-    """What a compiler's environment `env` changes of `INCLUDE_PATHS`: each as `paths` gives it
-    (a unit's, as its key read them; "" unset: None, where `env` sets it), and each that is a list
-    with a relative or empty entry, each such entry taken from `folder`, else the working folder
-    (none where the working folder is gone)."""
-    made: dict[str, str | None] = {}
-    given = dict(zip(INCLUDE_PATHS, paths, strict=False)) if paths else env
+def absolute_include_paths(env: Mapping[str, str], folder: str = "") -> dict[str, str]:
+    """Each of `INCLUDE_PATHS` `env` sets to a list with a relative or empty entry, each such
+    entry taken from `folder`, else the working folder (none where the working folder is gone)."""
+    made: dict[str, str] = {}
     for name in INCLUDE_PATHS:
-        value = given.get(name, "")
-        if paths and value != env.get(name, ""):
-            made[name] = value or None
-        entries = value.split(os.pathsep) if value else []
+        entries = env[name].split(os.pathsep) if env.get(name) else []
         if not all(os.path.isabs(entry) for entry in entries):
             try:
                 here = folder or os.getcwd()
             except OSError:
-                continue
+                return {}
             made[name] = os.pathsep.join(os.path.join(here, e) for e in entries)
     return made

@@ -326,10 +326,8 @@ def _digest(payload: object) -> str:
 def _env_includes(language: str) -> tuple[str, str]:
     """The include folders cc ("c": `CPATH`, `C_INCLUDE_PATH`) or nvcc's gcc ("cuda": `CPLUS_...`)
     take, read now as a compiler would (a workload may set them), or NVRTC's (once a process)."""
-    if language != "nvrtc":  # (a unit's, as its key read them: `keyed_in`)
-        from warmcli.include_options import keyed_paths  # (a plain host kernel: not asked)
-
-        return keyed_paths(cxx := language != "c") or config.compiler_include_paths(cxx=cxx)
+    if language != "nvrtc":  # (a unit's, as its key read them: `config.read_in`)
+        return config.compiler_include_paths(cxx=language != "c")
     if (found := _ENV_INCLUDES.get(language)) is None:
         from warmcli.compiler_includes import nvrtc_includes  # (a host start: none imported)
 

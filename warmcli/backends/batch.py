@@ -81,8 +81,8 @@ def plan_groups(
     units: Sequence[CompileUnit], jobs: int, max_group: int = 64
 ) -> list[list[CompileUnit]]:
     """Split units into compatible groups: first each unit that needs a unit of its own
-    (`shares_unit`), alone; the others at least one group per (arch, options, `CPATH` and its
-    kin as keyed), about `jobs` in all, their sizes differing by one at most. A class that fits
+    (`shares_unit`), alone; the others at least one group per (arch, options, environment it
+    was queued in), about `jobs` in all, their sizes differing by one at most. A class that fits
     in its share of `jobs` is dealt to its groups in runs of `RUN` queued kernels, in snake
     order; one that needs more groups than that (over `max_group` kernels a group) is cut in
     contiguous groups."""
@@ -90,7 +90,7 @@ def plan_groups(
     groups: list[list[CompileUnit]] = []
     for unit in units:
         if shares_unit(unit.kernel):
-            classes[(unit.arch, unit.kernel.options, unit.paths)].append(unit)
+            classes[(unit.arch, unit.kernel.options, unit.environ)].append(unit)
         else:
             groups.append([unit])
     total = len(units) - len(groups)

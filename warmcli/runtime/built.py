@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from warmcli import config
 from warmcli.include_options import keyed_in
 from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
 from warmcli.kernel_parts import key_of
@@ -76,7 +77,7 @@ def kept_of(
 ) -> list[tuple[str, Built]]:
     """What the cache of `device` keeps of a unit its group built: its build and, where the
     group kept PTX, the same kernel built for `compute_XX`, each under its key."""
-    with keyed_in(unit.folder, unit.paths):  # its headers read where and as its key read them
+    with keyed_in(unit.folder), config.read_in(unit.environment):  # where and as its key read
         return _kept_of(device, unit, built, identity)
 
 
