@@ -132,3 +132,72 @@ def test_a_queued_unit_keeps_its_environment_out_of_its_repr(monkeypatch) -> Non
     unit = CompileUnit.queued("k" * 64, Kernel("void f(int *y) { }", "f", "P"), "x86_64")
     assert ("AWS_SECRET_ACCESS_KEY", "s3cr3t-value") in unit.environ
     assert "s3cr3t-value" not in repr(unit) + repr(CompileFailure("log", (unit,)))
+
+
+# As FLAGS_FOR_ONE, but the workload leaves `MYFLAGS` set and its first kernel reads it too.
+FLAGS_LEFT_SET = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+FIRST = Kernel("void first(int *y) { y[0] = 100 * K; }", "first", "P")
+ADD = Kernel("void add(int *y) { y[0] += K; }", "add", "P")
+def workload(rt):
+    y = rt.buffer(1, "int32")
+    rt.launch(FIRST, y)
+    os.environ["MYFLAGS"] = "-DK=2"
+    rt.launch(ADD, y)
+    return [y]
+"""
+
+
+def test_each_pass_starts_in_the_environment_the_first_did(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """Before: the second pass started with `MYFLAGS=-DK=2` left set by the first, so `first`,
+    launched (and built) before the workload sets it, was built with K 2 and served so: 202
+    where a cold start computes 102."""
+    (cc := tmp_path / "mycc").write_text(WRAPPER)
+    cc.chmod(0o755)
+    warm = warm.with_env(WARM_CC=str(cc), MYFLAGS="-DK=1")
+    path, bundle = workload_file(FLAGS_LEFT_SET), tmp_path / "b.warm"
+    assert warm.production(SERVE, path) == [102]  # cold
+    done = warm("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert warm.production(SERVE, path, bundle=bundle) == [102]
+
+
+# Two CUDA kernels, `NVCC_APPEND_FLAGS` set between them (after nvcc's identity was asked, once).
+NVCC_FLAGS_LATE = """
+import os
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void %s(float *x) { x[threadIdx.x] += %s; }'
+ONE, KAY = Kernel(SRC % ("one", "1"), "one", "P", language="cuda"), Kernel(
+    SRC % ("kay", "K"), "kay", "P", language="cuda"
+)
+def workload(rt):
+    x = rt.buffer(4, "float32")
+    rt.launch(ONE, x, grid=(1, 1, 1), block=(4, 1, 1))
+    os.environ["NVCC_APPEND_FLAGS"] = "-DK=2"
+    rt.launch(KAY, x, grid=(1, 1, 1), block=(4, 1, 1))
+"""
+
+
+def test_a_kernel_built_under_flags_its_key_never_read_is_refused_for_that(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """`kay`, keyed by nvcc's identity asked before the workload set `NVCC_APPEND_FLAGS`, is built
+    with the flag (as a cold start builds it): its build is not of its key, never stored, and
+    said so. Before: `one` (launched before the flag) was refused too, both said to include a
+    header that changed; with units built in their environment but the identity asked as the
+    batch ran, `kay` was stored, a hit for a process whose flag says K 3."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    path, bundle = workload_file(NVCC_FLAGS_LATE), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "--arch", "sm_90", "--compiler", "nvcc")
+    assert done.returncode == 1, done.stderr + done.stdout  # `kay` missed, as it must
+    assert "kernel kay: not stored: never served (its compiler's settings changed" in done.stdout
+    assert "kernel one: not stored" not in done.stdout
+    assert "miss: kernel kay" in done.stdout + done.stderr
+    assert "miss: kernel one" not in done.stdout + done.stderr

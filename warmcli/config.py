@@ -76,14 +76,10 @@ TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
 # order read: the shard is (index - offset) / step (`sbatch --array=0-12:4`: 0, 4, 8, 12).
 LAUNCHERS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None, None),
-    (
-        "SLURM_ARRAY_TASK_ID",
-        "SLURM_ARRAY_TASK_COUNT",
-        "SLURM_ARRAY_TASK_MIN",
-        "SLURM_ARRAY_TASK_STEP",
-    ),
+    ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
+     "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP"),
     ("RANK", "WORLD_SIZE", None, None),
-)
+)  # fmt: skip
 # Every variable that picks a process's shard.
 SHARD_VARIABLES = ("WARM_SHARD", *(v for group in LAUNCHERS for v in group if v))
 # Never a fan-out worker's (`worker_environment`), so `--dask-env` refuses to pass them.
@@ -100,7 +96,14 @@ def _env(environ: Environ | None) -> Environ:
     return (_READ_IN.get() or os.environ) if environ is None else environ
 
 
-def environment() -> tuple[tuple[str, str], ...]:  # as a compile unit queued now keeps it
+def environment(made: tuple[tuple[str, str], ...] | None = None) -> tuple[tuple[str, str], ...]:
+    """This process's environment (as a compile unit queued now keeps it), first made `made`
+    again where given (each pass starts in the one the first did: `warming.workload`)."""
+    if made is not None:
+        wanted, now = dict(made), dict(os.environ)
+        for name in now.keys() - wanted.keys():
+            del os.environ[name]
+        os.environ.update({k: v for k, v in wanted.items() if now.get(k) != v})
     return tuple(os.environ.items())
 
 
@@ -135,8 +138,7 @@ def pin_relative(folder: str) -> None:
 
 
 def _expanded(path: str | None) -> str | None:
-    """`path`, a leading `~` (`~user`) its home, as a shell expands it: a variable set where
-    no shell does (a Dockerfile's ENV, a systemd unit) made a folder `~` in the working one."""
+    """`path`, a leading `~` its home, as a shell expands it (set by a Dockerfile's ENV: none)."""
     return os.path.expanduser(path) if path and path[0] == "~" else path
 
 
@@ -257,8 +259,7 @@ def cuda_compiler(environ: Environ | None = None) -> str:
 
 
 def nvcc_flags(environ: Environ | None = None) -> dict[str, str]:
-    """`NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` (options nvcc adds to every command
-    line) and `NVCC_CCBIN` (its host compiler), each where set and not empty."""
+    """`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS` (its options), `NVCC_CCBIN`, where not empty."""
     env = _env(environ)
     return {name: env[name] for name in NVCC_FLAGS if env.get(name)}
 
@@ -358,8 +359,7 @@ def caller_values(names: Sequence[str], environ: Environ | None = None) -> dict[
 
 
 def compiler_include_paths(environ: Environ | None = None, cxx: bool = False) -> tuple[str, str]:
-    """The include folders the host C compiler (`cxx`: C++, as nvcc's) takes from the
-    environment, as set: `CPATH`, then `C_INCLUDE_PATH` (`CPLUS_INCLUDE_PATH`); "" unset."""
+    """`CPATH` and `C_INCLUDE_PATH` (`cxx`: `CPLUS_INCLUDE_PATH`, nvcc's gcc's), "" unset."""
     env = _env(environ)
     return env.get("CPATH", ""), env.get("CPLUS_INCLUDE_PATH" if cxx else "C_INCLUDE_PATH", "")
 
