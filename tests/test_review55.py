@@ -201,3 +201,46 @@ def test_a_kernel_built_under_flags_its_key_never_read_is_refused_for_that(
     assert "kernel one: not stored" not in done.stdout
     assert "miss: kernel kay" in done.stdout + done.stderr
     assert "miss: kernel one" not in done.stdout + done.stderr
+
+
+# A kernel computing a macro a specs file may define, launched with LIBRARY_PATH set around it,
+# after a plain kernel whose launch in the second pass compiles the queue (LIBRARY_PATH unset).
+SPECS_AROUND_ONE = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib")
+PLAIN = Kernel("void zero(long *o) { o[0] = 0; }", "zero", "P")
+K = Kernel("#ifndef R55\\n#define R55 1\\n#endif\\nvoid f(long *o) { o[0] = R55; }", "f", "P")
+def workload(rt):
+    o = rt.buffer(1, "int64")
+    rt.launch(PLAIN, o)
+    os.environ["LIBRARY_PATH"] = LIB
+    rt.launch(K, o)
+    del os.environ["LIBRARY_PATH"]
+    return [o]
+"""
+
+
+def test_a_compile_reads_the_environment_its_units_were_queued_in(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """The refusal of a specs file cc reads in a `LIBRARY_PATH` folder (test_review51c) asked
+    `LIBRARY_PATH` as the batch ran, not as `f` was queued: built with the specs file's R55 7
+    and stored (exit 0) where it is refused at a cold start's launch."""
+    import subprocess
+
+    import pytest
+
+    dumped = subprocess.run(["cc", "-dumpspecs"], capture_output=True, text=True)
+    if dumped.returncode != 0 or "*cpp:\n" not in dumped.stdout:
+        pytest.skip("cc is no gcc (it has no specs)")
+    head, _, rest = dumped.stdout.partition("*cpp:\n")
+    line, _, tail = rest.partition("\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "specs").write_text(f"{head}*cpp:\n{line} -DR55=7\n{tail}")
+    path, bundle = workload_file(SPECS_AROUND_ONE), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "-q")
+    said = " ".join((done.stderr + done.stdout).split())
+    assert done.returncode != 0, said
+    assert "cc reads the specs file" in said and "Traceback" not in said, said

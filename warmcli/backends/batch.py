@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
+from warmcli import config
 from warmcli.backends.compiler import (
     DEFAULT_COMPILE_TIMEOUT,
     CompiledGroup,
@@ -191,8 +192,10 @@ def compile_batch(
         try:
             if no_file := _no_file(compiler, group):  # never started: it would not end
                 raise no_file
-            # its digests made here, in the thread that compiled it, beside the other groups
-            built = compiler.compile_group(group, timeout=timeout).digested()
+            # its digests made here, in the thread that compiled it, beside the other groups;
+            # what it reads of the environment (`LIBRARY_PATH`...) as its units were queued in
+            with config.read_in(group[0].environment):
+                built = compiler.compile_group(group, timeout=timeout).digested()
         except OSError as exc:  # its scratch files (a compiler's start is a CompileFailure)
             raise scratch_refused(exc) from None
         except CompileFailure as failure:
