@@ -291,8 +291,9 @@ def test_variants_of_one_source_scan_it_for_absolute_includes_once(monkeypatch) 
             return pattern.search(text)
 
     monkeypatch.setattr(kernel_module, "_ABSOLUTE_INCLUDE", Counting())
-    no_folders = {"c": ("", ""), "nvrtc": ("", ""), "cuda": ("", "")}  # whatever CPATH here
-    monkeypatch.setattr(kernel_module, "_ENV_INCLUDES", no_folders)
+    monkeypatch.setattr(kernel_module, "_ENV_INCLUDES", {"nvrtc": ("", "")})
+    for name in ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH"):  # whatever CPATH here
+        monkeypatch.delenv(name, raising=False)
     body = "\n".join(f"float h{i}(float x) {{ return x * {i}.0f; }}" for i in range(99))
     for language, toolchain, head in (
         ("cuda", "nvrtc:12.8", '#include <cuda_fp16.h>\nextern "C" __global__ '),

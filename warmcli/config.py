@@ -16,16 +16,20 @@ and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The functi
 values as set (a flag as a bool, a list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s
 leading `~` expanded, as no shell did where an ENV line set it); what a value means is decided
 by the module that uses it (`parse_size` reads a size, as `warm clean --max-size` and
-`WARM_REMOTE_MAX_SIZE` take it). It owns no state, and writes the environment only to make a
-relative bundle or home the caller's (`pin_relative`)."""
+`WARM_REMOTE_MAX_SIZE` take it). Its one state: a compile unit's environment, read in `read_in`
+(a context variable); it writes the environment only to make a relative bundle or home the
+caller's (`pin_relative`)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 
+from warmcli.include_options import absolute_include_paths
 from warmcli.printable import Pattern
 from warmcli.records import Record
 
@@ -72,14 +76,10 @@ TRUSTED_KEYS_ENV = "WARM_TRUSTED_KEYS"
 # order read: the shard is (index - offset) / step (`sbatch --array=0-12:4`: 0, 4, 8, 12).
 LAUNCHERS: tuple[tuple[str, str, str | None, str | None], ...] = (
     ("JOB_COMPLETION_INDEX", "WARM_SHARD_COUNT", None, None),
-    (
-        "SLURM_ARRAY_TASK_ID",
-        "SLURM_ARRAY_TASK_COUNT",
-        "SLURM_ARRAY_TASK_MIN",
-        "SLURM_ARRAY_TASK_STEP",
-    ),
+    ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT",
+     "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_STEP"),
     ("RANK", "WORLD_SIZE", None, None),
-)
+)  # fmt: skip
 # Every variable that picks a process's shard.
 SHARD_VARIABLES = ("WARM_SHARD", *(v for group in LAUNCHERS for v in group if v))
 # Never a fan-out worker's (`worker_environment`), so `--dask-env` refuses to pass them.
@@ -89,10 +89,36 @@ NOT_PASSED = (*SHARD_VARIABLES, TRUSTED_KEYS_ENV)
 CUDA_HOMES = ("CUDA_HOME", "CUDA_PATH")
 # What nvcc reads from the environment: options it adds, the host compiler it preprocesses with.
 NVCC_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+_READ_IN: ContextVar[Environ | None] = ContextVar("warm_read_in", default=None)  # (`read_in`)
 
 
 def _env(environ: Environ | None) -> Environ:
-    return os.environ if environ is None else environ
+    return (_READ_IN.get() or os.environ) if environ is None else environ
+
+
+def environment(made: tuple[tuple[str, str], ...] | None = None) -> tuple[tuple[str, str], ...]:
+    """This process's environment (as a compile unit queued now keeps it), first made `made`
+    again where given (each pass starts in the one the first did: `warming.workload`)."""
+    if made is not None:
+        wanted, now = dict(made), dict(os.environ)
+        for name in now.keys() - wanted.keys():
+            del os.environ[name]
+        os.environ.update({k: v for k, v in wanted.items() if now.get(k) != v})
+    return tuple(os.environ.items())
+
+
+def held_environment() -> Mapping[object, object]:  # as this process holds it: to compare
+    return getattr(os.environ, "_data", os.environ)  # (os.environ's own: no copy, no decoding)
+
+
+@contextlib.contextmanager
+def read_in(environ: Environ | None) -> Iterator[None]:
+    """Settings read here as `environ` gives them (a compile unit's, as its key read them)."""
+    token = _READ_IN.set(environ)
+    try:
+        yield
+    finally:
+        _READ_IN.reset(token)
 
 
 # What turns a `1` flag off, as `WARM_STRICT` reads it too (any case, spaces stripped).
@@ -112,8 +138,7 @@ def pin_relative(folder: str) -> None:
 
 
 def _expanded(path: str | None) -> str | None:
-    """`path`, a leading `~` (`~user`) its home, as a shell expands it: a variable set where
-    no shell does (a Dockerfile's ENV, a systemd unit) made a folder `~` in the working one."""
+    """`path`, a leading `~` its home, as a shell expands it (set by a Dockerfile's ENV: none)."""
     return os.path.expanduser(path) if path and path[0] == "~" else path
 
 
@@ -173,8 +198,7 @@ def strict(environ: Environ | None = None) -> str | None:
 
 
 def trusted_keys(environ: Environ | None = None) -> list[str] | None:
-    """`WARM_TRUSTED_KEYS`: key files or folders, split at the path separator; None when
-    unset or blank."""
+    """`WARM_TRUSTED_KEYS`: key files or folders, split at `os.pathsep`; None: unset, blank."""
     text = _env(environ).get(TRUSTED_KEYS_ENV, "").strip()
     return [p for p in text.split(os.pathsep) if p] if text else None
 
@@ -235,8 +259,7 @@ def cuda_compiler(environ: Environ | None = None) -> str:
 
 
 def nvcc_flags(environ: Environ | None = None) -> dict[str, str]:
-    """`NVCC_PREPEND_FLAGS` and `NVCC_APPEND_FLAGS` (options nvcc adds to every command
-    line) and `NVCC_CCBIN` (its host compiler), each where set and not empty."""
+    """`NVCC_PREPEND_FLAGS`, `NVCC_APPEND_FLAGS` (its options), `NVCC_CCBIN`, where not empty."""
     env = _env(environ)
     return {name: env[name] for name in NVCC_FLAGS if env.get(name)}
 
@@ -280,18 +303,15 @@ def compiler_environment(
     c_locale: bool = False,
     folder: str = "",
 ) -> dict[str, str] | None:
-    """The environment a compiler warm runs gets: this process's (None), but where `TMPDIR`
-    names a folder other than `usable_tmp` (the one Python's `tempfile` found usable: it fell
-    back from a missing or read-only `TMPDIR`, or made a relative one absolute, which a
-    compiler run in a scratch folder would look for there), `TMPDIR` is that one; and always
-    so where `usable_tmp` is the compiler's own `scratch` folder. The include folders it reads
-    from the environment (`INCLUDE_PATHS`) are given as the working folder's, or `folder`'s (a
-    unit's, where its key read them), where relative or empty (an empty entry is the working
-    folder to cc): a compiler runs in a scratch folder. `c_locale`: `LC_ALL=C`, no `LANGUAGE`
-    (gettext's, read before it), for an answer warm parses or keys builds by."""
+    """The environment a compiler warm runs gets: `environ` (a unit's; None: this process's,
+    and None where nothing changes), with `TMPDIR` `usable_tmp` where it names another (Python's
+    `tempfile` fell back from a missing or read-only one, or made a relative one absolute) or
+    that is the compiler's own `scratch` folder; `CPATH`'s and its kin's relative or empty entries
+    `folder`'s, else the working folder's (`include_options.absolute_include_paths`). `c_locale`:
+    `LC_ALL=C`, no `LANGUAGE` (gettext's), for an answer warm parses or keys builds by."""
     env = _env(environ)
     named = env.get("TMPDIR")
-    folders = _absolute_include_paths(env, folder)
+    folders = absolute_include_paths(env, folder)
     if not scratch and not c_locale and (not named or named == usable_tmp) and not folders:
         return None
     made = {**env, **folders}
@@ -303,32 +323,13 @@ def compiler_environment(
     return made
 
 
-INCLUDE_PATHS = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")  # a C (C++: nvcc) compiler's
-
-
-def _absolute_include_paths(env: Environ, folder: str = "") -> dict[str, str]:
-    """Each of `INCLUDE_PATHS` set to a list with a relative or empty entry, each such entry
-    taken from `folder`, else the working folder (none where the working folder is gone)."""
-    made: dict[str, str] = {}
-    for name in INCLUDE_PATHS:
-        entries = env[name].split(os.pathsep) if env.get(name) else []
-        if not all(os.path.isabs(entry) for entry in entries):
-            try:
-                here = folder or os.getcwd()
-            except OSError:
-                return {}
-            made[name] = os.pathsep.join(os.path.join(here, e) for e in entries)
-    return made
-
-
 def pycuda_nvcc_flags(environ: Environ | None = None) -> list[str]:
     """`PYCUDA_DEFAULT_NVCC_FLAGS`, PyCUDA's default compiler options, split at spaces."""
     return _env(environ).get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split()
 
 
 def shard_variables(environ: Environ | None = None) -> dict[str, str]:
-    """The shard variables that are set (`SHARD_VARIABLES`; `warmcli.runtime.shard`
-    reads the shard from them)."""
+    """The shard variables that are set (`SHARD_VARIABLES`: `warmcli.runtime.shard` reads them)."""
     env = _env(environ)
     return {name: env[name] for name in SHARD_VARIABLES if name in env}
 
@@ -358,9 +359,8 @@ def caller_values(names: Sequence[str], environ: Environ | None = None) -> dict[
 
 
 def compiler_include_paths(environ: Environ | None = None, cxx: bool = False) -> tuple[str, str]:
-    """The include folders the host C compiler (`cxx`: C++, as nvcc's) takes from the
-    environment, as set: `CPATH`, then `C_INCLUDE_PATH` (`CPLUS_INCLUDE_PATH`); "" unset."""
-    env = os.environ if environ is None else environ
+    """`CPATH` and `C_INCLUDE_PATH` (`cxx`: `CPLUS_INCLUDE_PATH`, nvcc's gcc's), "" unset."""
+    env = _env(environ)
     return env.get("CPATH", ""), env.get("CPLUS_INCLUDE_PATH" if cxx else "C_INCLUDE_PATH", "")
 
 

@@ -7,16 +7,18 @@
 `absolute_include_options` gives a relative one as the working folder's, or a compile unit's,
 where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
 path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
-content instead. Pure functions over the options' text (but `absolute_include_options`,
-which asks whether a header is in that folder). Its one state: the folder relative include folders
-name while a unit built earlier is keyed (`keyed_in`), a context variable.
+content instead; `absolute_include_paths` gives `CPATH` and its kin as a compiler's environment
+takes them (relative entries made a unit's folder's). Pure functions over the
+options' text (but `absolute_include_options`, which asks whether a header is in that folder).
+Its one state: the folder relative include folders name while a unit built earlier is keyed
+(`keyed_in`), a context variable.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 
 # Options naming an include folder, joined (`-Idir`, `--include-path=dir`) or with the
@@ -140,3 +142,21 @@ def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
 def include_folders(options: Sequence[object]) -> tuple[str, ...]:
     """The include folders `options` name, in order (empty for most kernels)."""
     return tuple(folder for _, folder, _, _ in _named_folders(options))
+
+
+INCLUDE_PATHS = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")  # a C (C++: nvcc) compiler's
+
+
+def absolute_include_paths(env: Mapping[str, str], folder: str = "") -> dict[str, str]:
+    """Each of `INCLUDE_PATHS` `env` sets to a list with a relative or empty entry, each such
+    entry taken from `folder`, else the working folder (none where the working folder is gone)."""
+    made: dict[str, str] = {}
+    for name in INCLUDE_PATHS:
+        entries = env[name].split(os.pathsep) if env.get(name) else []
+        if not all(os.path.isabs(entry) for entry in entries):
+            try:
+                here = folder or os.getcwd()
+            except OSError:
+                return {}
+            made[name] = os.pathsep.join(os.path.join(here, e) for e in entries)
+    return made

@@ -22,8 +22,8 @@ its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path and a
 a binary's version line (`warmcli.wrapper_script`). Pickled, it holds its fields only (what a key
 reads of this machine is read again where it is unpickled). Its only state is bounded memos of the
 texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's
-text after its defines), and of whether a source includes a header by its path, those variables,
-read once, and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
+text after its defines), and of whether a source includes a header by its path, NVRTC's folders
+(`CPATH`: read at each key), and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -307,7 +307,7 @@ _QUOTED: dict[str, str] = {}
 # A content hash's text after its defines, by the kernel's other parts; bounded as `_QUOTED`.
 _TAILS: dict[tuple[str, str, tuple[str, ...], str, str], str] = {}
 _MAX_QUOTED, _MAX_QUOTED_CHARS = 128, 16 << 10
-_ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # language -> `_env_includes`, once a process
+_ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # "nvrtc" -> `_env_includes`, once a process
 CC_SYSTEM: dict[str, Callable[[], tuple[str, ...]]] = {}  # a compiler's own folders, as told
 
 
@@ -324,14 +324,14 @@ def _digest(payload: object) -> str:
 
 
 def _env_includes(language: str) -> tuple[str, str]:
-    """The include folders `cc` ("c": `CPATH`, `C_INCLUDE_PATH`), nvcc's gcc ("cuda": `CPATH`,
-    `CPLUS_INCLUDE_PATH`) or "nvrtc" (`compiler_includes.nvrtc_includes`) takes, once a process."""
-    if (found := _ENV_INCLUDES.get(language)) is None and language == "nvrtc":
-        from warmcli.compiler_includes import nvrtc_includes  # (a host start: nothing imported)
+    """The include folders cc ("c": `CPATH`, `C_INCLUDE_PATH`) or nvcc's gcc ("cuda": `CPLUS_...`)
+    take, read now as a compiler would (a workload may set them), or NVRTC's (once a process)."""
+    if language != "nvrtc":  # (a unit's, as its key read them: `config.read_in`)
+        return config.compiler_include_paths(cxx=language != "c")
+    if (found := _ENV_INCLUDES.get(language)) is None:
+        from warmcli.compiler_includes import nvrtc_includes  # (a host start: none imported)
 
         found = _ENV_INCLUDES[language] = nvrtc_includes()
-    elif found is None:
-        found = _ENV_INCLUDES[language] = config.compiler_include_paths(cxx=language != "c")
     return found
 
 
@@ -368,10 +368,8 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly (every kernel
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    # Beside the rest only where there are any; most host kernels name no options, include
-    # nothing, find no folder in the environment: told so here (no `included_headers` call).
-    plain = kernel.language == "c" and not kernel.options and not _may_include(kernel.source)
-    if plain and _ENV_INCLUDES.get("c") == ("", ""):
+    # Most host kernels name no options and include nothing: no header read (whatever `CPATH`)
+    if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
         headers = ""
     else:
         headers = included_headers(kernel, toolchain_identity)

@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
+from warmcli import config
 from warmcli.backends.compiler import (
     DEFAULT_COMPILE_TIMEOUT,
     CompiledGroup,
@@ -81,15 +82,16 @@ def plan_groups(
     units: Sequence[CompileUnit], jobs: int, max_group: int = 64
 ) -> list[list[CompileUnit]]:
     """Split units into compatible groups: first each unit that needs a unit of its own
-    (`shares_unit`), alone; the others at least one group per (arch, options), about `jobs`
-    in all, their sizes differing by one at most. A class that fits in its share of `jobs` is
-    dealt to its groups in runs of `RUN` queued kernels, in snake order; one that needs more
-    groups than that (more than `max_group` kernels a group) is cut in contiguous groups."""
-    classes: dict[tuple[str, tuple[str, ...]], list[CompileUnit]] = defaultdict(list)
+    (`shares_unit`), alone; the others at least one group per (arch, options, environment it
+    was queued in), about `jobs` in all, their sizes differing by one at most. A class that fits
+    in its share of `jobs` is dealt to its groups in runs of `RUN` queued kernels, in snake
+    order; one that needs more groups than that (over `max_group` kernels a group) is cut in
+    contiguous groups."""
+    classes: dict[tuple[object, ...], list[CompileUnit]] = defaultdict(list)
     groups: list[list[CompileUnit]] = []
     for unit in units:
         if shares_unit(unit.kernel):
-            classes[(unit.arch, unit.kernel.options)].append(unit)
+            classes[(unit.arch, unit.kernel.options, unit.environ)].append(unit)
         else:
             groups.append([unit])
     total = len(units) - len(groups)
@@ -190,8 +192,10 @@ def compile_batch(
         try:
             if no_file := _no_file(compiler, group):  # never started: it would not end
                 raise no_file
-            # its digests made here, in the thread that compiled it, beside the other groups
-            built = compiler.compile_group(group, timeout=timeout).digested()
+            # its digests made here, in the thread that compiled it, beside the other groups;
+            # what it reads of the environment (`LIBRARY_PATH`...) as its units were queued in
+            with config.read_in(group[0].environment):
+                built = compiler.compile_group(group, timeout=timeout).digested()
         except OSError as exc:  # its scratch files (a compiler's start is a CompileFailure)
             raise scratch_refused(exc) from None
         except CompileFailure as failure:

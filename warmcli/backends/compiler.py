@@ -11,8 +11,9 @@ compiler's. `run_compiler` runs one compiler process for any backend through
 interrupt or `stop_compilers`, tied to the thread that started it), and refuses to
 start one while warm is stopping; where a compiler's log says a file was not found, each
 `-I` folder of its kernels that is none here is named beneath it (`no_include_folders`,
-NVRTC's log too). Its only state is a bounded memo of the type names
-each C source declares (`type_names`); compilers own no cache, never load what they build.
+NVRTC's log too); a unit is built in the environment it was queued in (`CompileUnit.queued`).
+Its only state is a bounded memo of the type names each C source declares (`type_names`), and
+the environment the last unit was queued in; compilers own no cache, never load what they build.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from warmcli import config
 from warmcli.backends import processes
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
@@ -32,6 +34,18 @@ from warmcli.kernel import Kernel
 from warmcli.once import once
 from warmcli.printable import Pattern
 from warmcli.records import Record, symbol_prefix
+
+_QUEUED_IN: list[Any] = [None, ()]  # the last unit's environment: as held (a copy), as kept
+
+
+def _queued_environment() -> tuple[tuple[str, str], ...]:
+    """The environment now, as a unit queued now keeps it: the last unit's (one object for a
+    queue's units, `plan_groups` groups by it) where it is the same (compared as held: ~1 us,
+    where reading it whole takes ~20)."""
+    held = config.held_environment()
+    if held != _QUEUED_IN[0]:
+        _QUEUED_IN[:] = [dict(held), config.environment()]
+    return _QUEUED_IN[1]
 
 
 class CompileUnit(Record):
@@ -41,16 +55,28 @@ class CompileUnit(Record):
     kernel: Kernel
     arch: str
     folder: str = ""  # the working folder it was queued in, where it reads headers (`queued`)
+    environ: tuple[tuple[str, str], ...] = ()  # the environment it was queued in (`queued`)
 
     @classmethod
     def queued(cls, key: str, kernel: Kernel, arch: str) -> CompileUnit:
         """A unit queued now, with the working folder its key read headers in, which its
-        relative include folders (`-I.`, `CPATH=.`) name, as a batch compiles it later, maybe
-        after the workload changed folder (a folder removed: none)."""
+        relative include folders (`-I.`, `CPATH=.`) name, and the environment its key read
+        (`CPATH`, a wrapper script's `$CFLAGS`...), which its compiler is given, as a cold start
+        builds it at its launch, though a batch compiles it later, maybe after the workload
+        changed folder (a folder removed: none) or set a variable (`_queued_environment`)."""
         try:
-            return cls(key, kernel, arch, os.getcwd())
+            return cls(key, kernel, arch, os.getcwd(), _queued_environment())
         except OSError:
-            return cls(key, kernel, arch)
+            return cls(key, kernel, arch, "", _queued_environment())
+
+    @property
+    def environment(self) -> dict[str, str] | None:
+        """The environment it was queued in (None: this process's, a unit made otherwise)."""
+        return dict(self.environ) if self.environ else None
+
+    def __repr__(self) -> str:  # (a `CompileFailure`'s too): its environment's values never
+        kept = f"{len(self.environ)} variables"  # (a credential may be one)
+        return f"CompileUnit(key={self.key!r}, kernel={self.kernel!r}, environ=<{kept}>)"
 
     @property
     def folder_gone(self) -> bool:
@@ -156,15 +182,15 @@ def run_compiler(
     caller (Ctrl-C) or `stop_compilers` kills the whole group: a compiler driver's
     children (cc1, as, ld, or a wrapper's) never outlive it (`warmcli.backends.processes`).
     Its `TMPDIR` is `cwd`, the caller's scratch folder: what a killed compiler left there
-    goes when that folder is removed. The relative entries of `CPATH` are the folder the first
-    unit was queued in (`CompileUnit.queued`: where its key read them).
+    goes when that folder is removed. Its environment is the first unit's, relative entries of
+    `CPATH` the folder it was queued in (`CompileUnit.queued`: as and where its key read them).
     """
     if processes.refusing():
         raise CompileFailure(f"{command[0]} not started: warm is stopping", tuple(units))
     started = time.perf_counter()
     try:
-        folder = units[0].folder if units else ""  # where its key read `CPATH`'s relative entries
-        done = processes.run(command, timeout, cwd, tmp=cwd, folder=folder)  # (TMPDIR: cwd)
+        folder, environ = (units[0].folder, units[0].environment) if units else ("", None)
+        done = processes.run(command, timeout, cwd, tmp=cwd, folder=folder, environ=environ)
     except OSError as exc:
         raise CompileFailure(f"cannot run {command[0]}: {exc}", tuple(units)) from None
     if done.timed_out:

@@ -237,12 +237,14 @@ def run(
     head: int = HEAD_BYTES,
     c_locale: bool = False,
     folder: str = "",
+    environ: dict[str, str] | None = None,
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
     with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
     `OSError` where it cannot start; with `c_locale`, in the C locale (an answer warm parses
     or keys builds by: `as --version` under `LANG=tr_TR.UTF-8` says `GNU çevirici`); a compile
-    unit's `folder` is where relative entries of `CPATH` are (its key read them there). Its
+    unit's `folder` is where relative entries of `CPATH` are, and `environ` the environment its
+    key read (this process's where None). Its
     stdout and stderr come back bounded (`Kept`, its first `head` bytes and last 8 KiB: `cut`
     where that left something out). On a timeout, or an exception here (Ctrl-C), its whole
     group is killed and reaped; the timeout is returned (`timed_out`, with what it printed
@@ -258,7 +260,7 @@ def run(
             stderr=subprocess.PIPE,
             start_new_session=True,
             preexec_fn=tie,  # only prctl: no Python state is touched
-            env=_environment(tmp, c_locale, folder),
+            env=_environment(tmp, c_locale, folder, environ),
         )
 
     try:
@@ -338,7 +340,10 @@ def _waited(proc: subprocess.Popen[bytes], deadline: float | None) -> int | None
 
 
 def _environment(
-    tmp: str | None, c_locale: bool = False, folder: str = ""
+    tmp: str | None,
+    c_locale: bool = False,
+    folder: str = "",
+    environ: dict[str, str] | None = None,
 ) -> dict[str, str] | None:
     """A child's environment: this process's (None), but with `TMPDIR` the folder `tmp`
     where given, else the folder Python's `tempfile` fell back to where the caller's names
@@ -347,11 +352,12 @@ def _environment(
     a shared object as its `RUNPATH` where no `-rpath` is given, which no key holds and which
     moves where the binary's `dlopen` and the libraries it needs are found (a kernel's own
     `-Wl,-rpath` is an option: keyed). `c_locale`: `LC_ALL=C`, no `LANGUAGE` (gettext's);
-    `folder`: where `CPATH`'s relative entries are (a compile unit's, `config`'s)."""
+    `folder`: where `CPATH`'s relative entries are, `environ` the one to start from (a compile
+    unit's: `config`'s, where and as its key read them)."""
     import tempfile  # imported on first use, as subprocess
 
     if tmp is not None:
-        made = config.compiler_environment(tmp, scratch=True, c_locale=c_locale, folder=folder)
+        made = config.compiler_environment(tmp, environ, True, c_locale, folder)
         if made is not None:
             made.pop("LD_RUN_PATH", None)
         return made

@@ -3,19 +3,21 @@
 components, log, time, size) and its binary, and, where the group kept PTX, the same kernel built
 for `compute_XX` under a key of its own (`kept_of`); for an unkeyed kernel (its key this process's
 own, `warmcli.unkeyed`), one of a toolchain no bundle holds (`unstorable`: its name over 4,096
-characters), or one whose headers, read again once it is built, no longer give its key (`CHANGED`:
-an edit between its key and its compile, a `git checkout` during a `warm run`, stored the new
-header's build under the old one's key), why it is never served (`never_served`, `unkeyed_reason`),
-and why a tunable's picks are (`tune_unkeyed_reason`, `unkeyed_tune`). Imported where a miss
-compiles: a serving process never does. Plain records; its one state is a bounded memo of those
-reasons of tunables, by their checksums (which cover their candidates and headers); it never
-compiles nor stores.
+characters), or one whose headers (`CHANGED`) or compiler's identity (`SETTINGS`), read again once
+it is built in the environment it was queued in, no longer give its key (an edit between its key and
+its compile, a `git checkout` during a `warm run`, stored the new header's build under the old
+one's key; `NVCC_APPEND_FLAGS` set after nvcc was first asked), why it is never served
+(`never_served`, `unkeyed_reason`), and why a tunable's picks are (`tune_unkeyed_reason`,
+`unkeyed_tune`). Imported where a miss compiles: a serving process never does. Plain records; its
+one state is a bounded memo of those reasons of tunables, by their checksums (which cover their
+candidates and headers); it never compiles nor stores.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from warmcli import config
 from warmcli.include_options import keyed_in
 from warmcli.kernel import Kernel, included_headers, kernel_key, key_components
 from warmcli.kernel_parts import key_of
@@ -27,7 +29,7 @@ FINGERPRINT = "toolchain:"  # a toolchain's fingerprint row is named so (`warmcl
 
 if TYPE_CHECKING:
     from warmcli.backends.base import Device
-    from warmcli.backends.compiler import CompiledGroup, CompileUnit
+    from warmcli.backends.compiler import CompiledGroup, Compiler, CompileUnit
     from warmcli.runtime.tune import Tunable
 
 
@@ -65,6 +67,10 @@ CHANGED = (
     "a header it includes changed between its key and its compile (edited while warm ran): "
     "its build may be of either"
 )
+SETTINGS = (  # (one that includes no header)
+    "its compiler's settings changed between its key and its compile (a variable it reads, "
+    "NVCC_APPEND_FLAGS..., set after its toolchain was first asked): not the build it is keyed by"
+)
 
 
 def _headers(record: KernelRecord) -> str:
@@ -72,11 +78,19 @@ def _headers(record: KernelRecord) -> str:
 
 
 def kept_of(
-    device: Device, unit: CompileUnit, built: CompiledGroup, identity: str
+    device: Device,
+    unit: CompileUnit,
+    built: CompiledGroup,
+    compiler: Compiler,
+    identities: dict[int, str],
 ) -> list[tuple[str, Built]]:
     """What the cache of `device` keeps of a unit its group built: its build and, where the
-    group kept PTX, the same kernel built for `compute_XX`, each under its key."""
-    with keyed_in(unit.folder):  # its headers read where its key read them
+    group kept PTX, the same kernel built for `compute_XX`, each under its key; the headers and
+    the identity of `compiler` (nvcc's: with its `NVCC_APPEND_FLAGS`) read where and as the unit
+    was keyed, that identity kept in `identities` by the unit's environment (one for most)."""
+    with keyed_in(unit.folder), config.read_in(unit.environment):
+        if (identity := identities.get(id(unit.environ))) is None:
+            identity = identities[id(unit.environ)] = compiler.toolchain.identity
         return _kept_of(device, unit, built, identity)
 
 
@@ -105,7 +119,7 @@ def _kept_of(
     )
     why = reason_of(record.components.get("headers", "")) or unstorable(identity)  # (noted)
     if not why and key_of(kernel.content_hash, unit.arch, _headers(record), identity) != unit.key:
-        why = CHANGED  # its headers, read again after it built, are not those it was keyed by
+        why = CHANGED if _headers(record) else SETTINGS  # (read again: not as keyed)
     kept = [(unit.key, Built(record, built.binary, why))]
     if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
         key = kernel_key(kernel, built.ptx_arch, identity)

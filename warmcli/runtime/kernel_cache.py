@@ -179,13 +179,13 @@ class KernelCache:
 
         compiler = self.device.compiler(language)
         self.ledger.built_by(compiler.toolchain)
-        identity = compiler.toolchain.identity
         kept: dict[str, list[tuple[str, Built]]] = {}
+        identities: dict[int, str] = {}  # the compiler's, by the environment units were queued in
 
         def built(units: list[CompileUnit], done: CompiledGroup) -> None:
             self.registrations.settle((u.key for u in units), "compiled")
             for unit in units:
-                kept[unit.key] = kept_of(self.device, unit, done, identity)
+                kept[unit.key] = kept_of(self.device, unit, done, compiler, identities)
 
         result = compile_batch(
             compiler, group, jobs=self.jobs, timeout=self.timeout, on_built=built

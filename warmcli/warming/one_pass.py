@@ -10,7 +10,9 @@ returned, a pass waits for the launches and tunes a daemon thread has under way 
 as retiring them does (`warmcli.warming.ended`), so what they build and measure is the pass's,
 stored and judged. `warmcli.warming.passes` runs the warming passes and the verify pass with it.
 A pass ended by warm's own error hands that error the notes the pass had made
-(`WarmError.notes_before`). It owns no state and never prints.
+(`WarmError.notes_before`). Each pass starts in the environment the first did (what the workload
+set in `os.environ` is undone after it, as a fresh process would start: a variable a compiler reads,
+left set, built the next pass's kernels otherwise). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from warmcli import config
 from warmcli.errors import DiscardedReadWarning, WarmError, WorkloadError, message_of
 from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride, note_reported
 from warmcli.execution.snapshots import DeviceStatistics
@@ -79,7 +82,7 @@ def run_pass(
     collector = StatisticsCollector()
     if observer is not None:
         observer(label, collector.reader())
-    started = time.perf_counter()
+    started, environ = time.perf_counter(), config.environment()  # restored after it
     with ProcessModeOverride(mode, collector), warnings.catch_warnings():
         # An allowed discarded read is noted (the report's notes say it); not warned again.
         warnings.simplefilter("ignore", DiscardedReadWarning)
@@ -103,7 +106,8 @@ def run_pass(
         except WarmError as exc:  # the notes made before it: said with its line
             exc.notes_before = tuple(collector.reader().notes())
             raise
-        finally:
+        finally:  # a variable the workload set builds no kernel of the next pass: it starts anew
+            config.environment(environ)
             if finish is not None:
                 finish(completed)
     seconds = time.perf_counter() - started
