@@ -1,15 +1,20 @@
 """Stop 55's cuts of `warm run`'s own cost (row `pass_overhead`), held to the behaviour they keep.
 
 The shadowed-module check makes a `Path` of each folder, not of each of ~500 modules' files,
-and a whole run still warns of a module beside the workload that it does not get.
+and a whole run still warns of a module beside the workload that it does not get. A pass
+whose workload left no thread running ends without a second look at its threads, nor its 1 ms
+sleep (`leftovers.join_left`), and one that left a thread running still waits for it.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
+
+import pytest
 
 from warmcli.warming import shadowed as shadowed_module
 
@@ -62,3 +67,32 @@ def test_a_warm_run_still_warns_of_a_module_beside_it_and_stores_every_kernel(wa
     assert "copy.py beside the workload is not the copy it imports" in proc.stderr
     report = json.loads(proc.stdout)
     assert report["stored"]["kernels"] == 1 and report["verified"] is True, report
+
+
+# `join_left` in a fresh process, its sleeps counted: with no thread left, and with one the
+# workload left running (which it waits for, as before).
+JOINED = """
+import sys, threading, time
+from warmcli.warming import leftovers
+slept, real_sleep = [], time.sleep
+running = set(threading.enumerate())
+done = []
+if sys.argv[1] == "left":
+    threading.Thread(target=lambda: (real_sleep(0.2), done.append(1))).start()
+time.sleep = lambda s: (slept.append(s), real_sleep(s))
+leftovers.join_left(running)
+print(len(slept), len(done))
+"""
+
+
+@pytest.mark.parametrize("left", ["none", "left"])
+def test_a_pass_that_left_no_thread_ends_without_a_sleep(left):
+    done = subprocess.run(
+        [sys.executable, "-c", JOINED, left], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    slept, finished = map(int, done.stdout.split())
+    if left == "none":
+        assert (slept, finished) == (0, 0)  # (before: one 1 ms sleep, a second look)
+    else:
+        assert finished == 1  # waited for the thread the workload left running
