@@ -1,7 +1,10 @@
 """Stop 55's cuts of `warm run`'s own cost (row `pass_overhead`), held to the behaviour they keep.
 
-The shadowed-module check makes a `Path` of each folder, not of each of ~500 modules' files,
-and a whole run still warns of a module beside the workload that it does not get. A pass
+A first run's host compiler identity asks `cc -print-search-dirs`, then the `as` and `ld` it
+names, while `cc --version` runs, not after it (`host.compiler.found_anew`): two real children
+of a real compiled "cc" that each wait for the other end only where both run at once, and the
+identity found so is the one asked one after the other (every kernel key the same). The
+shadowed-module check makes a `Path` of each folder, not of each of ~500 modules' files. A pass
 whose workload left no thread running ends without a second look at its threads, nor its 1 ms
 sleep (`leftovers.join_left`), and one that left a thread running still waits for it.
 """
@@ -9,6 +12,7 @@ sleep (`leftovers.join_left`), and one that left a thread running still waits fo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import types
@@ -96,3 +100,83 @@ def test_a_pass_that_left_no_thread_ends_without_a_sleep(left):
         assert (slept, finished) == (0, 0)  # (before: one 1 ms sleep, a second look)
     else:
         assert finished == 1  # waited for the thread the workload left running
+
+
+# A "cc" whose `--version` and `-print-search-dirs` each wait (10 s at most) for the other's
+# mark in MEET: it says whether they met in its answers, so they ran at once only if "met".
+MEETING_CC = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int version = argc > 1 && strcmp(argv[1], "--version") == 0;
+    char mine[4096], theirs[4096];
+    snprintf(mine, sizeof mine, "%s/%s", MEET, version ? "version" : "folders");
+    snprintf(theirs, sizeof theirs, "%s/%s", MEET, version ? "folders" : "version");
+    close(open(mine, O_CREAT | O_WRONLY, 0644));
+    int met = 0;
+    for (int i = 0; i < 1000 && !met; i++) {
+        met = access(theirs, F_OK) == 0;
+        if (!met) usleep(10000);
+    }
+    if (version) printf("meetingcc (%s) 1.0\n", met ? "met" : "alone");
+    else printf("install: %s/\nprograms: =%s\nlibraries: =%s\n", MEET, MEET, MEET);
+    return 0;
+}
+"""
+
+# cc's identity found anew in a fresh home: at once (`found_anew`), or one after the other.
+IDENTITY = """
+import os, sys
+from warmcli.backends.host import compiler, programs
+from warmcli.backends.toolchain import probe
+cc, search = sys.argv[1], os.environ["PATH"]
+if sys.argv[2] == "at once":
+    print(compiler.found_anew(cc, (), search).version)
+else:
+    found = probe("cc", cc)
+    print(found.version + programs.programs_line(found, (), search))
+"""
+
+
+def _identity(cc: str, how: str, home: Path) -> str:
+    env = {**os.environ, "WARM_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", IDENTITY, cc, how], capture_output=True, text=True, env=env,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_first_runs_cc_version_and_its_program_folders_are_asked_at_once(tmp_path):
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    source = tmp_path / "meeting.c"
+    source.write_text(MEETING_CC)
+    cc = tmp_path / "bin" / "meetingcc"
+    cc.parent.mkdir()
+    subprocess.run(["cc", f'-DMEET="{meet}"', "-o", str(cc), str(source)], check=True)
+    identity = _identity(str(cc), "at once", tmp_path / "home")
+    assert identity.startswith("meetingcc (met) 1.0; as "), identity  # (one after: "alone")
+    assert "; ld " in identity
+
+
+def test_the_identity_asked_at_once_is_the_one_asked_one_after_the_other(tmp_path):
+    """The system cc's identity, which keys every host kernel: the same either way."""
+    at_once = _identity("cc", "at once", tmp_path / "home1")
+    one_by_one = _identity("cc", "one after the other", tmp_path / "home2")
+    assert at_once == one_by_one
+    assert "; as " in at_once and "; ld " in at_once
+
+
+def test_a_wrapper_script_cc_is_asked_one_after_the_other_as_before(tmp_path):
+    """A script's identity (its digest) is not asked ahead: the same as one after the other."""
+    script = tmp_path / "bin" / "wrapcc"
+    script.parent.mkdir()
+    script.write_text('#!/bin/sh\nexec cc "$@"\n')
+    script.chmod(0o755)
+    at_once = _identity(str(script), "at once", tmp_path / "home1")
+    assert at_once == _identity(str(script), "one after the other", tmp_path / "home2")
+    assert "wrapper script" in at_once
