@@ -22,6 +22,8 @@ import pytest
 
 from warmcli.warming import shadowed as shadowed_module
 
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "matmul_host.py"
+
 
 def test_shadowed_makes_a_path_of_each_folder_not_of_each_module(tmp_path, monkeypatch):
     """~500 modules in ~40 folders: a `Path` made and hashed per module cost ~7 ms a run."""
@@ -180,3 +182,35 @@ def test_a_wrapper_script_cc_is_asked_one_after_the_other_as_before(tmp_path):
     at_once = _identity(str(script), "at once", tmp_path / "home1")
     assert at_once == _identity(str(script), "one after the other", tmp_path / "home2")
     assert "wrapper script" in at_once
+
+
+# The real `warm run` of the host example, each SQL statement its bundle's connections run
+# written to a file (SQLite's trace callback), then `warm verify` of what it stored.
+TRACED_RUN = """
+import _sqlite3, os, runpy, sys
+real = _sqlite3.connect
+def connect(*args, **kwargs):
+    conn = real(*args, **kwargs)
+    conn.set_trace_callback(lambda s: open(os.environ["TRACE"], "a").write(s[:60] + "\\n"))
+    return conn
+_sqlite3.connect = connect
+sys.argv = ["warm", *sys.argv[1:]]
+runpy.run_module("warmcli", run_name="__main__")
+"""
+
+
+def test_a_groups_shared_object_is_written_once_not_once_a_kernel(warm, tmp_path):
+    """The host example's 6 kernels are built in 2 groups, each one shared object: 6
+    `INSERT OR REPLACE INTO blobs` of ~10 KB each before, 2 now; all served and verified."""
+    bundle, trace = tmp_path / "b.warm", tmp_path / "trace.txt"
+    env = {**warm.env, "TRACE": str(trace)}
+    args = [sys.executable, "-c", TRACED_RUN, "run", str(EXAMPLE), "--bundle", str(bundle), "-j2"]
+    done = subprocess.run([*args, "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["stored"]["kernels"] == 6 and report["verified"] is True, report
+    groups = report["passes"][1]["compilation"]["compiler_processes"]
+    inserted = trace.read_text().count("INSERT OR REPLACE INTO blobs")
+    assert inserted == groups < 6, (inserted, groups)
+    checked = warm("verify", bundle, "--json")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
