@@ -214,3 +214,40 @@ def test_a_groups_shared_object_is_written_once_not_once_a_kernel(warm, tmp_path
     assert inserted == groups < 6, (inserted, groups)
     checked = warm("verify", bundle, "--json")
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# Two threads of one process remember into warm's home at once (`folder_held`): the second
+# waits for the first's turn, without polling its `flock` (each poll a 2 ms sleep), and never
+# inside the first's block.
+TURNS = """
+import os, sys, threading, time
+from warmcli import home
+folder, order, slept = sys.argv[1], [], []
+real_sleep = time.sleep
+first_in = threading.Event()
+def first():
+    with home.folder_held(folder):
+        order.append("first in")
+        first_in.set()
+        real_sleep(0.2)
+        order.append("first out")
+def second():
+    first_in.wait()
+    time.sleep = lambda s: (slept.append(s), real_sleep(s))
+    with home.folder_held(folder):
+        order.append("second in")
+threads = [threading.Thread(target=first), threading.Thread(target=second)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(len(slept), " | ".join(order))
+"""
+
+
+def test_a_second_thread_takes_its_turn_at_the_home_folder_without_polling(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", TURNS, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    slept, order = done.stdout.strip().split(" ", 1)
+    assert order == "first in | first out | second in"
+    assert slept == "0"  # (before: ~100 polls of 2 ms)
