@@ -11,12 +11,13 @@ can be deleted at any time: it is rebuilt on demand. This module names those pat
 `path_str`, without importing it: what a serving process reads) and holds the rule for
 what in them warm trusts: a file this user owns and nobody else may write (`private`),
 written whole, 0600, through a unique temporary file (`write_private`; read and rewritten by
-one process at a time where that matters, `folder_held`), or new files
+one process, and one of its threads, at a time where that matters, `folder_held`), or new files
 written all or none (`write_new`: a key pair); the default
 bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
 folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
-reads them; its only state is platformdirs' answer, once per value of what it reads.
+reads them; its only state is platformdirs' answer, once per value of what it reads, and
+the lock `folder_held`'s threads take in turn.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import errno
 import functools
 import os
 import sys
+import threading
 
 from warmcli import config
 from warmcli.errors import ConfigError
@@ -38,6 +40,18 @@ if TYPE_CHECKING:
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 HELD_SECONDS = 2.0  # `folder_held` waits at most this long for another holder (warm: ms)
 _WAITED_OUT: set[str] = set()  # the folders `folder_held` waited `HELD_SECONDS` for: not again
+
+
+class _Turn:
+    """This process's threads take `folder_held` one at a time, waiting on this lock (a
+    `flock` another of them held was polled every 2 ms: a first run's `as` and `ld` lines,
+    remembered at once, one waited 2 ms or more of its probe); a forked child's is new."""
+
+    lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: setattr(_Turn, "lock", threading.RLock()))
 
 
 def warm_home() -> Path:
@@ -311,14 +325,17 @@ def folder_held(folder: str) -> Iterator[None]:
     another user who may read the folder: never waited on for good), the block runs unlocked,
     as before; and a folder held past that once is not waited for again by this process (a
     start keeping each of its compiler's lines waited that long for every one: 10 s)."""
-    try:
-        import fcntl  # on first use: a hot start writes nothing
-        import time
+    import time
 
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (ImportError, OSError):
-        fd = None
-    try:
+    turn, taken, fd = _Turn.lock, False, None
+    try:  # another thread's hold waited out first (`HELD_SECONDS` at most), without a poll
+        taken = turn.acquire(timeout=0.0 if folder in _WAITED_OUT else HELD_SECONDS)
+        try:
+            import fcntl  # on first use: a hot start writes nothing
+
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except (ImportError, OSError):
+            fd = None
         deadline = time.monotonic() + (0.0 if folder in _WAITED_OUT else HELD_SECONDS)
         while fd is not None:
             try:
@@ -337,6 +354,8 @@ def folder_held(folder: str) -> Iterator[None]:
             with contextlib.suppress(OSError):
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+        if taken:
+            turn.release()
 
 
 def write_new(files: list[tuple[Path, bytes, int]]) -> None:

@@ -353,12 +353,14 @@ class Bundle(BundleAdmin):
                 put_fingerprint(conn, identity, kind, json.dumps(data, sort_keys=True))
                 self.written.add(("fingerprints", identity))
             replaced: set[str] = set()  # blobs of rebuilt kernels: freed when none uses them
+            stored: dict[str, object] = {}  # blobs written here (a group's, by each kernel)
             for record, binary in kernels:
                 old = conn.execute("SELECT sha256 FROM kernels WHERE key = ?", (record.key,))
                 replaced.update(str(r[0]) for r in old.fetchall() if r[0] != record.sha256)
                 if isinstance(binary, Streamed):  # another bundle's, copied a chunk at a time
                     binary.store(conn)
-                else:
+                elif stored.get(record.sha256) != binary:  # (a group's kernels: its bytes once)
+                    stored[record.sha256] = binary
                     conn.execute(
                         "INSERT OR REPLACE INTO blobs VALUES (?, ?, ?)",  # mends a corrupt one
                         (record.sha256, len(binary), memoryview(binary)),

@@ -204,18 +204,18 @@ def _holds(exc: BaseException | None, path: Path) -> str:
 
 
 def join_left(running: set[threading.Thread]) -> None:
-    """Wait, as Python does before a process ends, for each non-daemon thread the entry
-    started and left running, and for those they start meanwhile, and for the tasks submitted
-    to a thread or process pool the entry left open (Python's exit runs them): what they
-    launch is part of the pass. An idle worker of a thread pool, or an idle process pool's
-    manager thread, is not waited for (Python's exit stops those), nor are warm's own threads
-    (its compile pool's workers: `_own`; the others are daemons), but a workload's `warm-...` is."""
+    """Wait, as Python does before a process ends, for each non-daemon thread the entry started
+    and left running, those they start and the tasks it left to a thread or process pool (Python's
+    exit runs them): what they launch is part of the pass; not for an idle pool worker or manager
+    (Python's exit stops those) nor warm's threads (compile workers, `_own`; daemons), but for a
+    workload's `warm-...`. With no other thread left (most passes): no second look, no 1ms sleep."""
     pools = sys.modules.get("concurrent.futures.thread")
     workers = getattr(pools, "_threads_queues", {})  # each pool's workers (CPython 3.9 on)
     idle_code = getattr(getattr(pools, "_worker", None), "__code__", None)
     processes = sys.modules.get("concurrent.futures.process")
     managers = getattr(processes, "_threads_wakeups", {})  # each process pool's manager
-    quiet = 0
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    quiet = 0 if any(not _own(t, workers) for t in others) else 2  # (2: nothing looked for)
     while quiet < 2:  # twice nothing to wait for: a worker between two tasks is seen busy
         waited = False
         for thread in threading.enumerate():

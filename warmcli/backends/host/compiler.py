@@ -4,7 +4,8 @@ Its `toolchain` is cc's identity, which keys every host kernel: the compiler `WA
 else `cc`, with the versions of the `as` and `ld` it runs (`host.programs`) and where the
 environment says it finds its programs, as `probe` remembers cc's line, with this CPU where cc
 is a wrapper script tuning for it (`_tuned`); across processes, whole, while nothing it was
-found by moved (`host.identity`). What builds (many C kernels in one translation unit, one `cc`
+found by moved (`host.identity`); found anew, those programs' lines are asked while cc's own
+`--version` runs (`_probed`). What builds (many C kernels in one translation unit, one `cc`
 process, one shared object, checked before it is stored) is `warmcli.backends.host.building`,
 which `command` and `compile_group` import on first use: a process that only serves asks the
 identity and never builds. This module owns, per process, the identity of each cc it was asked
@@ -20,13 +21,16 @@ from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.backends.host.identity import recall, remember
-from warmcli.backends.host.programs import Moved, programs_line
+from warmcli.backends.host.programs import Moved, programs_ahead, programs_line
 from warmcli.backends.toolchain import (
+    LAUNCHERS,
     NATIVE,
     WRAPPER_MARK,
     Toolchain,
+    _find,
     environment_named,
     probe,
+    resolved_name,
     script_words,
 )
 from warmcli.errors import ToolchainError
@@ -95,10 +99,34 @@ def _tuned(found: Toolchain) -> Toolchain:
 def found_anew(cc: str, moved: Moved, search: str) -> Toolchain:
     """`_toolchain`'s identity found by asking every folder (none remembered whole): cc's
     version line, then those of the programs it runs (`host.programs`) and the variables."""
-    found = probe("cc", cc)
+    found = _probed(cc, moved, search)
     added = "".join(f"; {name}={environment_named(v)}" for name, v in moved)
     version = found.version + programs_line(found, moved, search) + added  # its `as` and `ld`
     return Toolchain(name=found.name, path=found.path, version=version)
+
+
+def _probed(cc: str, moved: Moved, search: str) -> Toolchain:
+    """`probe("cc", cc)`, cc's version line; where `cc` names a binary found as itself (no
+    `#!` script, no launcher such as `ccache`, whose probe reads the compiler it runs), the
+    lines of the programs it runs are asked meanwhile, in a thread of their own
+    (`processes.at_once`, `programs_ahead`): a first run's `cc -print-search-dirs`, then `as`
+    and `ld --version`, beside `cc --version`, not after it (one round of children fewer
+    before the first compile; ~5-20 ms of a loaded two-core machine's `warm run`)."""
+    first = _find(cc)
+    if first is None or resolved_name(first[0]) in LAUNCHERS or _script(first[0]):
+        return probe("cc", cc)
+    from warmcli.backends.processes import at_once  # (a first run's: a hot start asks none)
+
+    return at_once(lambda: programs_ahead(first[0], moved, search), lambda: probe("cc", cc))[1]
+
+
+def _script(where: str) -> bool:
+    """Whether the file `where` is a script (`#!`), or cannot be read (as one: asked after)."""
+    try:
+        with open(where, "rb") as file:
+            return file.read(2) == b"#!"
+    except OSError:
+        return True
 
 
 class HostCompiler:

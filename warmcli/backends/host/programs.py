@@ -20,8 +20,9 @@ cc's program folders are remembered in warm's home by cc's stamp, the file it re
 (gcc finds them beside it) and the variables that move them (read anew in each process for
 a cc that is a wrapper script), each program's version line by its own stamp, as cc's is (one not
 remembered is asked anew, `as`'s and `ld`'s at once: `warmcli.backends.processes.at_once`, one in a
-thread of its own). Its state: a per-process memo of each cc's line, by the variables read. Nothing
-here compiles or prints.
+thread of its own; for a cc that is a binary, all of it while cc's `--version` runs:
+`programs_ahead`). Its state: a per-process memo of each cc's line, by the variables read.
+Nothing here compiles or prints.
 """
 
 from __future__ import annotations
@@ -56,6 +57,14 @@ def programs_line(found: Toolchain, moved: Moved, search: str) -> str:
     programs the cc of `found` runs here (`none` for one not found), where the variables
     `moved` (`config.compiler_programs`) are set and `PATH` is `search`."""
     return _line(found.path, WRAPPER_MARK in found.version, moved, search)
+
+
+def programs_ahead(cc: str, moved: Moved, search: str) -> None:
+    """`programs_line` of the cc whose file is `cc` (its path as `toolchain.probe` finds it),
+    taken for a binary (no wrapper script), asked before cc's version line is read (while
+    `cc --version` runs: `host.compiler.found_anew`) and kept in this process's memo, where
+    `programs_line` takes it (a script's, and another file's, are asked anew there)."""
+    _line(cc, False, moved, search)
 
 
 Moved = tuple[tuple[str, str], ...]  # `config.compiler_programs()`'s items
