@@ -14,10 +14,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from warmcli.bundle.journal import after_refused_write
+from warmcli.bundle.journal import CANNOT_OPEN, after_refused_write
 from warmcli.errors import CANNOT_WRITE, DISK_FULL
 
-CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 UNWRITABLE = f"{CANNOT_WRITE}: its folder is not writable (for its journal)"
 SQLITE_PATH_BYTES = 504  # the longest path SQLite's unix VFS opens: 512, less `-journal`'s room
 TEMP_NAME_BYTES = 16  # what a writer's temporary file's name adds (`.NAME.PID.tmp`, `temp_beside`)

@@ -45,16 +45,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle import journal as journals
+from warmcli.bundle import schema as schemas
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
-from warmcli.bundle.schema import (
-    FORMAT_VERSION,
-    SCHEMA,
-    SCHEMAS,
-    TUNES_SCHEMA,
-    declared_schema,
-    schema_problems,
-    statements,
-)
+from warmcli.bundle.schema import FORMAT_VERSION, SCHEMAS, declared_schema, schema_problems
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
 from warmcli.errors import CANNOT_WRITE, FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
@@ -271,7 +264,10 @@ def _sqlite_errors(path: str | Path) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own words may be no UTF-8
-        from warmcli.bundle.disk_full import cannot_open, disk_full  # (a failure's words)
+        try:
+            from warmcli.bundle.disk_full import cannot_open, disk_full  # (a failure's words)
+        except OSError:  # its module unread: no descriptor left (`ulimit -n`), said so
+            raise BundleError(f"{path}: {journals.CANNOT_OPEN} ({printable(exc)})") from None
 
         if isinstance(exc, UnicodeDecodeError):  # (they quote a corrupt schema's names)
             exc = sqlite3.DatabaseError(bytes(exc.object).decode("utf-8", "replace"))
@@ -317,7 +313,7 @@ def _open_connection(
             if write and version != FORMAT_VERSION:
                 from warmcli.bundle.migrate import migrate  # only an old bundle's writer
 
-                _retrying(path, lambda: migrate(conn, FORMAT_VERSION, TUNES_SCHEMA))
+                _retrying(path, lambda: migrate(conn, FORMAT_VERSION, schemas.TUNES_SCHEMA))
                 _validate(path, conn, FORMAT_VERSION)
         except BaseException as exc:
             conn.close()  # its header read before another's migration, or a rollback's:
@@ -390,7 +386,7 @@ def _write_empty(tmp: Path) -> None:
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # small blobs share pages, few wasted
         conn.execute("BEGIN")
-        for statement in statements(SCHEMA):
+        for statement in schemas.statements(schemas.SCHEMA):
             conn.execute(statement)
         conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")

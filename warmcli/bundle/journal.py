@@ -45,6 +45,9 @@ if TYPE_CHECKING:  # a serving process, which checks journals, imports no pathli
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # SQLite's; also ends a super-journal record
 _TAIL = 16  # a super-journal record ends: name length, checksum (4 bytes each), the magic
 _MAX_NAME = 512  # SQLite's unix VFS reads no longer super-journal name (mxPathname)
+# What a `BundleError` says where SQLite could not open the bundle or its journal, and no
+# other cause is found (`warmcli.bundle.disk_full.cannot_open`), or none can be looked for.
+CANNOT_OPEN = "SQLite could not open the bundle or its journal (too many open files?)"
 
 
 def check_journal(path: str | os.PathLike[str]) -> bool:
