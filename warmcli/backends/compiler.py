@@ -146,18 +146,20 @@ NO_FOLDER = "warm: -I{given} names no folder: {absolute} (a relative -I is the w
 _NOT_FOUND = ("cannot open source file", "No such file or directory")  # (NVRTC's; cc's, nvcc's)
 
 
-def no_include_folders(options: Sequence[str]) -> list[str]:
+def no_include_folders(options: Sequence[str], folder: str = "") -> list[str]:
     """The hint lines for the include folders `options` name (`-I F`, `-IF`,
-    `--include-path[=]F`) that are no folder here (a relative one is this process's working
-    folder's, as the compiler reads it), said where a header was not found."""
+    `--include-path[=]F`) that are no folder here (a relative one is `folder`'s, the one its
+    kernel was keyed in, else this process's working folder's, as the compiler reads it), said
+    as the kernel names them where a header was not found."""
     given, words = [], iter(options)
     for option in words:
         if option in ("-I", "--include-path"):
             given.append(next(words, ""))
         elif option.startswith(("-I", "--include-path=")):
             given.append(option.removeprefix("--include-path=").removeprefix("-I"))
-    missing = [f for f in dict.fromkeys(given) if f and not os.path.isdir(f)]
-    return [NO_FOLDER.format(given=f, absolute=os.path.abspath(f)) for f in missing]
+    placed = {f: os.path.abspath(os.path.join(folder, f)) for f in dict.fromkeys(given) if f}
+    missing = [(f, at) for f, at in placed.items() if not os.path.isdir(at)]
+    return [NO_FOLDER.format(given=f, absolute=at) for f, at in missing]
 
 
 def _not_found(log: str, units: Sequence[CompileUnit]) -> str:
@@ -166,7 +168,7 @@ def _not_found(log: str, units: Sequence[CompileUnit]) -> str:
     if not any(text in log for text in _NOT_FOUND):
         return log
     options = [option for unit in units for option in unit.kernel.options]
-    return "\n".join([log, *no_include_folders(options)])
+    return "\n".join([log, *no_include_folders(options, units[0].folder)])
 
 
 # A compiler process that runs longer than this is stopped (`--compile-timeout`).

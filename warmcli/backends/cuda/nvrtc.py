@@ -354,7 +354,8 @@ class NvrtcCompiler:
             )
             minimal = bool(extra)  # it failed once: not again for the PTX
             try:
-                if not ok:
+                if not ok:  # (hinted: the kernels' options as they name them, in their folder)
+                    text += hint(text, units[0].kernel.options, units[0].folder)
                     failure = CompileFailure(text or f"NVRTC failed for {target}", tuple(units))
                     if target == arch:
                         raise signature.explain(failure)
@@ -384,7 +385,6 @@ def _compiled(
         try:
             begins()
             ok, text = program.compile([*options, *extra])
-            text += "" if ok else hint(text, options=options)
         except CompileFailure:
             if not extra:
                 program.close()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from warmcli.backends.compiler import no_include_folders
 
@@ -71,22 +71,22 @@ C_LINKAGE = (
 )
 
 
-def hint(
-    log: str, here: Callable[[str], bool] = os.path.isfile, options: Sequence[str] = ()
-) -> str:
-    """The hint lines for a failed program's `log` ("" where none applies); `here(name)`:
-    whether a quoted header NVRTC did not find is in the working folder; `options`, the
-    program's, whose `-I` folders that are none here are named where a header was not found."""
+def hint(log: str, options: Sequence[str] = (), folder: str = "") -> str:
+    """The hint lines for a failed program's `log` ("" where none applies); `options`, its
+    kernels' as they name them, whose `-I` folders that are none here are named where a header
+    was not found; `folder`, the one they were keyed in (else the working folder), where a
+    quoted header NVRTC did not find is looked for, and their relative folders."""
     hints = []
     if _CANNOT_OPEN in log:
         shown = {(m.group(2), m.group(1)) for m in _INCLUDE_SHOWN.finditer(log)} or {('"', "")}
         forms = {form for form, _ in shown}
         quoted = [name for form, name in shown if form == '"' and name]
-        elsewhere = NOWHERE if quoted and not any(map(here, quoted)) else QUOTED  # (none here)
+        here = [os.path.isfile(os.path.join(folder, name)) for name in quoted]
+        elsewhere = NOWHERE if quoted and not any(here) else QUOTED  # (none here)
         declared = {name for form, name in shown if form == "<"} <= _DECLARED
         angled = DECLARED if declared else ANGLED
         hints += [text for form, text in (('"', elsewhere), ("<", angled)) if form in forms]
-        hints += no_include_folders(options)
+        hints += no_include_folders(options, folder)
     if _HOST_NAME.search(log):
         hints.append(HOST_NAME)
     if _UNKNOWN_OPTION.search(log):
