@@ -239,7 +239,7 @@ TABLE: list[Row] = [
 def test_each_reader_reads_each_spelling_as_before(
     options: list[str], words: list[str], read: list[str], refused: str | None
 ) -> None:
-    assert _linker_words(options) == words
+    assert list(_linker_words(tuple(options))) == words  # (kept per options: a tuple)
     assert _as_preprocessor_reads(options) == read
     assert unkeyed_option(options) == refused
 

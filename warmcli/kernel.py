@@ -22,8 +22,9 @@ its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path and a
 a binary's version line (`warmcli.wrapper_script`). Pickled, it holds its fields only (what a key
 reads of this machine is read again where it is unpickled). Its only state is bounded memos of the
 texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's
-text after its defines), and of whether a source includes a header by its path, NVRTC's folders
-(`CPATH`: read at each key), and `CC_SYSTEM` (a compiler's own folders); it compiles nothing.
+text after its defines, however long), of whether a source may read a header or includes one by
+its path, NVRTC's folders (`CPATH` and its kin: read at each key), and `CC_SYSTEM` (a compiler's
+folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -243,11 +244,11 @@ class Kernel(Record):
         if tail is None:
             tail = (
                 f'],"entry":{_STRING(self.entry)},"language":{_STRING(self.language)},'
-                f'"options":[{",".join(map(_STRING, options))}],'
-                f'"params":{_STRING(self.params)},'
+                f'"options":[{",".join(map(_STRING, options))}],"params":{_STRING(self.params)},'
                 f'"source":{_QUOTED.get(source) or _quote(source)}}}'
             )
-            if len(_TAILS) < _MAX_QUOTED and len(tail) <= _MAX_QUOTED_CHARS:
+            held = len(tail) + sum(map(len, _TAILS.values()))  # (the values summed in C)
+            if len(_TAILS) < _MAX_QUOTED and held <= _MAX_TAIL:
                 _TAILS[shape] = tail
         return hashlib.sha256(f'{{"defines":[{written}{tail}'.encode()).hexdigest()
 
@@ -276,10 +277,10 @@ _ABSOLUTE_INCLUDE = Pattern(
 )
 
 
+@functools.lru_cache(maxsize=64)
 def _may_include(source: str) -> bool:
     """Whether `source` may read a header (`#include`, `#include_next`, GCC's `#import`,
-    `__has_include`): a test of two words (and a backslash, which may splice one) before any
-    scan."""
+    `__has_include`): two words and a backslash (which may splice one), once per source text."""
     return "include" in source or "import" in source or "\\" in source
 
 
@@ -300,13 +301,13 @@ def _by_path(source: str) -> bool:
 # `json.dumps(payload, sort_keys=True, separators=(",", ":"))`, without a new encoder per call.
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes it
-# Texts keys repeat (an arch, a toolchain, a source many kernels share) as `_STRING` writes
-# them, quoted once: at most `_MAX_QUOTED` of them, each of at most `_MAX_QUOTED_CHARS`
-# (a few MB in all, whatever a process keys), never evicted (any other is quoted anew).
+# Texts keys repeat (an arch, a toolchain, a source many kernels share) as `_STRING` writes them,
+# quoted once (`_QUOTED`), and a content hash's text after its defines by its other parts (`_TAILS`,
+# a long source's too: its variants share it): at most `_MAX_QUOTED` of each, a quoted text of at
+# most `_MAX_QUOTED_CHARS`, the tails of `_MAX_TAIL` in all; never evicted (others written anew).
 _QUOTED: dict[str, str] = {}
-# A content hash's text after its defines, by the kernel's other parts; bounded as `_QUOTED`.
 _TAILS: dict[tuple[str, str, tuple[str, ...], str, str], str] = {}
-_MAX_QUOTED, _MAX_QUOTED_CHARS = 128, 16 << 10
+_MAX_QUOTED, _MAX_QUOTED_CHARS, _MAX_TAIL = 128, 16 << 10, 4 << 20
 _ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # "nvrtc" -> `_env_includes`, once a process
 CC_SYSTEM: dict[str, Callable[[], tuple[str, ...]]] = {}  # a compiler's own folders, as told
 

@@ -26,14 +26,15 @@ before; cc's `-static` links no shared library, the linker's (`-Wl,-static`) non
 Past a bound (a thin archive's 1,024 members or 64 MB, a script's 1,024 inputs or 1 MB, 8
 `INCLUDE`s deep, 256 folders), or at a file named by its path, a library `-l` finds or an input a
 linked script names that is a FIFO or a device (`NO_FILE`: never built, `warmcli.backends.batch`),
-the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: one per-process memo of each
+the digest holds `warmcli.unkeyed`'s marker, its reason noted. State: a per-process memo of each
 file's digest (its kind, whether it names no other file) by its path and stat stamp, of files
-unchanged in the last seconds (`warmcli.stamped`: what was opened, a regular file only). It never
-runs a compiler, never writes and never raises for a missing or unreadable file.
+unchanged in the last seconds (`warmcli.stamped`: what was opened, a regular file only), and of
+options' linker words. It never runs a compiler, never writes, never raises for an unreadable file.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -195,11 +196,11 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
             yield option[len(flag) :]
 
 
-def _linker_words(options: Sequence[str]) -> list[str]:
-    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`) and each `-Xlinker a` as
-    `a` (`tool_words`): what the linker reads, its long spellings of `-L` and `-l`
-    (`--library-path=`, `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag
-    given cc left out."""
+@functools.lru_cache(maxsize=256)  # (each variant of a kernel keys its options: read once)
+def _linker_words(options: tuple[str, ...]) -> tuple[str, ...]:
+    """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`) and each `-Xlinker a` as `a`
+    (`tool_words`): what the linker reads, its long spellings of `-L` and `-l` (`--library-path=`,
+    `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag given cc left out."""
     words = []
     for piece, handed in tool_words(options, "-Xlinker"):
         if not handed and piece in _LINKER_ONLY:
@@ -208,7 +209,7 @@ def _linker_words(options: Sequence[str]) -> list[str]:
             long, _, value = piece.partition("=")
             piece = {"--library-path": "-L", "--library": "-l"}.get(long, "") + value or piece
         words.append(piece)
-    return words
+    return tuple(words)
 
 
 def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
@@ -360,7 +361,7 @@ def linked_digest(
     sha256, in the order named, then each library they link from their `-L` folders (or
     `library_path`, `LIBRARY_PATH`'s); "" where they name none. `words`: `options` as the
     linker reads them, where the caller has them (`_linker_words`)."""
-    lines, words = [], _linker_words(options) if words is None else words
+    lines, words = [], _linker_words(tuple(options)) if words is None else words
     folders = _search_folders(words, library_path)
     for text in _candidates(options):
         if os.path.isabs(text) and (found := file_digest(text)) is not None:
@@ -388,7 +389,7 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     """A kernel's headers digest (`warmcli.headers`) with the files its `options` link
     (`library_path()`: `LIBRARY_PATH`, read where they name a library): `headers` itself
     where they name none (its key as before)."""
-    words = _linker_words(options)
+    words = _linker_words(tuple(options))
     libraries = any(word.startswith("-l") for word in words)
     named = libraries or any("/" in option for option in options)
     linked = linked_digest(options, library_path() if libraries else "", words) if named else ""
