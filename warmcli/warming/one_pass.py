@@ -107,7 +107,7 @@ def run_pass(
             exc.notes_before = tuple(collector.reader().notes())
             raise
         finally:  # a variable the workload set builds no kernel of the next pass: it starts anew
-            config.environment(environ)
+            config.restore_environment(environ)
             if finish is not None:
                 finish(completed)
     seconds = time.perf_counter() - started
