@@ -105,3 +105,38 @@ def test_units_queued_in_environments_alike_but_one_variable_share_the_others() 
     assert done.returncode == 0, done.stderr
     grown, shared = done.stdout.split()
     assert shared == "True" and int(grown) < 100, done.stdout
+
+
+# A library that sets CPATH at its import, imported by the workload after its first launch.
+SETS_AT_IMPORT = 'import os\nos.environ["CPATH"] = os.path.join(os.path.dirname(__file__), "inc")\n'
+IMPORTED_LATE = """
+import os, sys
+from warmcli import Kernel
+DEVICE = "host"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+PLAIN = Kernel("void hundred(int *y) { y[0] = 100; }", "hundred", "P")
+CFG = Kernel('#include "cfg.h"\\nvoid cfg(int *y) { y[0] += K; }', "cfg", "P")
+def workload(rt):
+    y = rt.buffer(1, "int32")
+    rt.launch(PLAIN, y)
+    import sets_cpath55b  # (imported once a process: the next pass finds it imported)
+    rt.launch(CFG, y)
+    return [y]
+"""
+
+
+def test_a_variable_a_module_set_at_its_import_is_kept_for_the_next_pass(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """Before: each pass started in the environment the first began in, which undid the CPATH
+    the library set at its import in the first pass, never imported again: the verify pass
+    could not compile `cfg` ('cfg.h: No such file or directory', exit 2) where a cold start
+    (and warm before review55) computes 107."""
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "cfg.h").write_text("#define K 7\n")
+    (tmp_path / "sets_cpath55b.py").write_text(SETS_AT_IMPORT)
+    path, bundle = workload_file(IMPORTED_LATE), tmp_path / "b.warm"
+    assert warm.production(SERVE, path) == [107]  # cold
+    done = warm("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert warm.production(SERVE, path, bundle=bundle) == [107]
