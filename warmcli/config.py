@@ -1,24 +1,23 @@
 """Every setting warm takes from the environment, read in this one place.
 
-Each setting is a function read at call time (a test or a launcher may set the
-variable after import), taking the environment to read as an argument where a
-caller has its own (`environ`, else the process's). Besides the `WARM_*` variables
-(`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
-`CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), what nvcc reads from
+Each setting is a function read at call time (a test or a launcher may set the variable after
+import), taking the environment to read as an argument where a caller has its own (`environ`, else
+the process's). Besides the `WARM_*` variables (`VARIABLES`, which `warm --help` lists) it reads
+other tools' variables: `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), what nvcc reads from
 `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
-`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
-folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
-`CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
-(`GCC_EXEC_PREFIX`, `COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C
-compiler that is a wrapper script names (`named_variables`), and SQLite's `SQLITE_TMPDIR`
-and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The functions return the
-values as set (a flag as a bool, a list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s
-leading `~` expanded, as no shell did where an ENV line set it); what a value means is decided
-by the module that uses it (`parse_size` reads a size, as `--max-size` and `WARM_REMOTE_MAX_SIZE`
-take it). Its one state: a compile unit's environment, read in `read_in` (a context variable); it
-writes the environment only to make a relative bundle or home the caller's (`pin_relative`) and
-to start each warming pass in the first's (`restore_environment`)."""
+`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include folders
+the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler `CPLUS_INCLUDE_PATH`
+too), its linker's `LIBRARY_PATH`, where it finds its programs (`GCC_EXEC_PREFIX`,
+`COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C compiler that is a wrapper
+script names (`named_variables`), and SQLite's `SQLITE_TMPDIR` and `TMPDIR` (`sqlite_temp_dir`:
+where it keeps its temporary files). The functions return the values as set (a flag as a bool, a
+list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s leading `~` expanded, as no shell did where
+an ENV line set it); what a value means is decided by the module that uses it (`parse_size` reads
+a size, as `--max-size` and `WARM_REMOTE_MAX_SIZE` take it). Its one state: a compile unit's
+environment, read in `read_in` (a context variable); it writes the environment only to make a
+relative bundle or home the caller's (`pin_relative`) and to start each warming pass in the
+first's (`restore_environment`)."""
 
 from __future__ import annotations
 
@@ -92,23 +91,25 @@ CUDA_HOMES = ("CUDA_HOME", "CUDA_PATH")
 NVCC_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 _READ_IN: ContextVar[Environ | None] = ContextVar("warm_read_in", default=None)  # (`read_in`)
 Pairs = tuple[tuple[str, str], ...]  # an environment as a compile unit keeps it (`environment`)
+Held = Mapping[Any, Any]  # as this process holds it (bytes on POSIX: `held_environment`)
 
 
 def _env(environ: Environ | None) -> Environ:
     return (_READ_IN.get() or os.environ) if environ is None else environ
 
 
-def environment(held: Mapping[Any, Any] | None = None, like: Pairs = ()) -> Pairs:
-    """This process's environment, as a compile unit queued now keeps it: decoded from one copy
-    read at once (`held`: a thread that set a variable meanwhile raised KeyError), each pair
-    `like` has (the last unit's) kept as its (one 1 MB `PATH` for 10,000 units, not one each)."""
-    env, held = os.environ, dict(held_environment()) if held is None else held  # (one read)
+def environment(held: Held | None = None, last: Held | None = None, like: Pairs = ()) -> Pairs:
+    """This process's environment as a compile unit queued now keeps it, decoded from one copy
+    read at once (`held`: no KeyError where a thread unsets one), each pair of `like` (decoded from
+    `last`) kept where its value is the same object (a 1 MB `PATH` 10,000 units hold: one)."""
+    env, held, last = os.environ, dict(held_environment()) if held is None else held, last or {}
     key, value = getattr(env, "decodekey", str), getattr(env, "decodevalue", str)
-    shared = {pair: pair for pair in like}
-    return tuple(shared.get(pair, pair) for pair in ((key(k), value(v)) for k, v in held.items()))
+    old = dict(zip(last, like, strict=True)) if len(last) == len(like) else {}
+    pairs = ((k, v, old.get(k)) for k, v in held.items())
+    return tuple(p if p and last[k] is v else (key(k), value(v)) for k, v, p in pairs)
 
 
-def held_environment() -> Mapping[Any, Any]:  # as this process holds it: to compare, to copy
+def held_environment() -> Held:  # as this process holds it: to compare, to copy
     return getattr(os.environ, "_data", os.environ)  # (os.environ's own: no copy, no decoding)
 
 
@@ -342,9 +343,8 @@ def worker_environment(
     environ: Environ | None = None, passed: Mapping[str, str | None] | None = None
 ) -> dict[str, str]:
     """A copy of the environment for a fan-out worker's `warm run`, with the caller's values of
-    the variables `passed` names (`--dask-env`; None: unset there, as for the caller), without the
-    shard variables (the task says its shard, not the worker's launcher) nor `WARM_TRUSTED_KEYS`:
-    the caller merges, signs (`--key`) and judges the shards; a worker's would refuse them."""
+    the variables `passed` names (`--dask-env`; None: unset there, as for the caller), less the
+    shard variables (the task says its shard) and `WARM_TRUSTED_KEYS` (the caller judges it all)."""
     env = dict(_env(environ))
     for name, value in (passed or {}).items():
         if value is None:

@@ -35,7 +35,7 @@ from warmcli.once import once
 from warmcli.printable import Pattern
 from warmcli.records import Record, symbol_prefix
 
-_QUEUED_IN: list[Any] = [None, ()]  # the last unit's environment: as held (a copy), as kept
+_QUEUED_IN: list[Any] = [{}, ()]  # the last unit's environment: as held (a copy), as kept
 
 
 def _queued_environment() -> config.Pairs:
@@ -45,7 +45,7 @@ def _queued_environment() -> config.Pairs:
     held, (last, kept) = config.held_environment(), _QUEUED_IN
     if held != last:
         copy = dict(held)  # (at once: the copy compared is the one read)
-        kept = config.environment(held=copy, like=kept)
+        kept = config.environment(copy, last, kept)
         _QUEUED_IN[:] = [copy, kept]
     return kept
 
