@@ -1,24 +1,23 @@
 """Every setting warm takes from the environment, read in this one place.
 
-Each setting is a function read at call time (a test or a launcher may set the
-variable after import), taking the environment to read as an argument where a
-caller has its own (`environ`, else the process's). Besides the `WARM_*` variables
-(`VARIABLES`, which `warm --help` lists) it reads other tools' variables:
-`CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), what nvcc reads from
+Each setting is a function read at call time (a test or a launcher may set the variable after
+import), taking the environment to read as an argument where a caller has its own (`environ`, else
+the process's). Besides the `WARM_*` variables (`VARIABLES`, which `warm --help` lists) it reads
+other tools' variables: `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), what nvcc reads from
 `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the launchers' shard variables
 (`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
-`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include
-folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
-`CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
-(`GCC_EXEC_PREFIX`, `COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C
-compiler that is a wrapper script names (`named_variables`), and SQLite's `SQLITE_TMPDIR`
-and `TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The functions return the
-values as set (a flag as a bool, a list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s
-leading `~` expanded, as no shell did where an ENV line set it); what a value means is decided
-by the module that uses it (`parse_size` reads a size, as `warm clean --max-size` and
-`WARM_REMOTE_MAX_SIZE` take it). Its one state: a compile unit's environment, read in `read_in`
-(a context variable); it writes the environment only to make a relative bundle or home the
-caller's (`pin_relative`)."""
+`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include folders
+the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler `CPLUS_INCLUDE_PATH`
+too), its linker's `LIBRARY_PATH`, where it finds its programs (`GCC_EXEC_PREFIX`,
+`COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C compiler that is a wrapper
+script names (`named_variables`), and SQLite's `SQLITE_TMPDIR` and `TMPDIR` (`sqlite_temp_dir`:
+where it keeps its temporary files). The functions return the values as set (a flag as a bool, a
+list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s leading `~` expanded, as no shell did where
+an ENV line set it); what a value means is decided by the module that uses it (`parse_size` reads
+a size, as `--max-size` and `WARM_REMOTE_MAX_SIZE` take it). Its one state: a compile unit's
+environment, read in `read_in` (a context variable); it writes the environment only to make a
+relative bundle or home the caller's (`pin_relative`) and to start each warming pass in the
+first's (`restore_environment`)."""
 
 from __future__ import annotations
 
@@ -28,6 +27,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from typing import Any
 
 from warmcli.include_options import absolute_include_paths
 from warmcli.printable import Pattern
@@ -90,25 +90,36 @@ CUDA_HOMES = ("CUDA_HOME", "CUDA_PATH")
 # What nvcc reads from the environment: options it adds, the host compiler it preprocesses with.
 NVCC_FLAGS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 _READ_IN: ContextVar[Environ | None] = ContextVar("warm_read_in", default=None)  # (`read_in`)
+Pairs = tuple[tuple[str, str], ...]  # an environment as a compile unit keeps it (`environment`)
+Held = Mapping[Any, Any]  # as this process holds it (bytes on POSIX: `held_environment`)
 
 
 def _env(environ: Environ | None) -> Environ:
     return (_READ_IN.get() or os.environ) if environ is None else environ
 
 
-def environment(made: tuple[tuple[str, str], ...] | None = None) -> tuple[tuple[str, str], ...]:
-    """This process's environment (as a compile unit queued now keeps it), first made `made`
-    again where given (each pass starts in the one the first did: `warming.workload`)."""
-    if made is not None:
-        wanted, now = dict(made), dict(os.environ)
-        for name in now.keys() - wanted.keys():
-            del os.environ[name]
-        os.environ.update({k: v for k, v in wanted.items() if now.get(k) != v})
-    return tuple(os.environ.items())
+def environment(held: Held | None = None, last: Held | None = None, like: Pairs = ()) -> Pairs:
+    """This process's environment as a compile unit queued now keeps it, decoded from one copy
+    read at once (`held`: no KeyError where a thread unsets one), each pair of `like` (decoded from
+    `last`) kept where its value is the same object (a 1 MB `PATH` 10,000 units hold: one)."""
+    env, held, last = os.environ, dict(held_environment()) if held is None else held, last or {}
+    key, value = getattr(env, "decodekey", str), getattr(env, "decodevalue", str)
+    old = dict(zip(last, like, strict=True)) if len(last) == len(like) else {}
+    pairs = ((k, v, old.get(k)) for k, v in held.items())
+    return tuple(p if p and last[k] is v else (key(k), value(v)) for k, v, p in pairs)
 
 
-def held_environment() -> Mapping[object, object]:  # as this process holds it: to compare
+def held_environment() -> Held:  # as this process holds it: to compare, to copy
     return getattr(os.environ, "_data", os.environ)  # (os.environ's own: no copy, no decoding)
+
+
+def restore_environment(made: Pairs) -> None:
+    """Make the environment `made` again (each pass starts in the first's: `one_pass`)."""
+    wanted, now = dict(made), dict(environment())
+    for name in now.keys() - wanted.keys():
+        with contextlib.suppress(KeyError):
+            del os.environ[name]
+    os.environ.update({k: v for k, v in wanted.items() if now.get(k) != v})
 
 
 @contextlib.contextmanager
@@ -288,21 +299,15 @@ def columns(environ: Environ | None = None) -> str | None:
 def rich_environment(environ: Environ | None = None) -> dict[str, str]:
     """The environment for Rich's consoles, less a `COLUMNS` or `LINES` that is no number
     `int` reads (`²`, which `str.isdigit` takes, or 5,000 digits): Rich would raise on it."""
-
-    def readable(value: str) -> bool:  # by `int`, which reads at most 4,300 digits
-        return value.isascii() and value.isdigit() and len(value) <= 4000
-
-    sizes = ("COLUMNS", "LINES")
-    return {k: v for k, v in _env(environ).items() if k not in sizes or readable(v)}
+    sizes, env = ("COLUMNS", "LINES"), _env(environ)  # (`int` reads at most 4,300 digits)
+    read = {k for k in sizes if (v := env.get(k, "")).isascii() and v.isdigit() and len(v) <= 4000}
+    return {k: v for k, v in env.items() if k not in sizes or k in read}
 
 
-def compiler_environment(
-    usable_tmp: str,
-    environ: Environ | None = None,
-    scratch: bool = False,
-    c_locale: bool = False,
-    folder: str = "",
-) -> dict[str, str] | None:
+def compiler_environment(  # (a unit's `environ` and `folder`: `CompileUnit.queued`)
+    usable_tmp: str, environ: Environ | None = None, scratch: bool = False,
+    c_locale: bool = False, folder: str = "",
+) -> dict[str, str] | None:  # fmt: skip
     """The environment a compiler warm runs gets: `environ` (a unit's; None: this process's,
     and None where nothing changes), with `TMPDIR` `usable_tmp` where it names another (Python's
     `tempfile` fell back from a missing or read-only one, or made a relative one absolute) or
@@ -337,12 +342,9 @@ def shard_variables(environ: Environ | None = None) -> dict[str, str]:
 def worker_environment(
     environ: Environ | None = None, passed: Mapping[str, str | None] | None = None
 ) -> dict[str, str]:
-    """A copy of the environment for a fan-out worker's `warm run`, with the caller's
-    values of the variables `passed` names (`--dask-env`; None: unset there, as it is for
-    the caller), without the shard variables (the task says which shard it runs, not the
-    worker's own launcher) nor `WARM_TRUSTED_KEYS`: the shard's bundle is only gathered and
-    merged by the caller, who signs it (`--key`) and judges it under its own trusted keys;
-    a worker's would refuse to build it unsigned."""
+    """A copy of the environment for a fan-out worker's `warm run`, with the caller's values of
+    the variables `passed` names (`--dask-env`; None: unset there, as for the caller), less the
+    shard variables (the task says its shard) and `WARM_TRUSTED_KEYS` (the caller judges it all)."""
     env = dict(_env(environ))
     for name, value in (passed or {}).items():
         if value is None:
@@ -386,11 +388,9 @@ def named_variables(names: Iterable[str], environ: Environ | None = None) -> dic
 
 
 def sqlite_temp_dir() -> tuple[str, str]:
-    """The folder SQLite keeps its temporary files in, as its Unix build picks it: the first
-    of SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp and "." that is a folder this process
-    may write and enter; and the variable that moves it (SQLITE_TMPDIR where that is set).
-    Not `tempfile`'s list: it reads TEMP and TMP, which SQLite does not, puts /tmp before
-    /var/tmp, and knows no SQLITE_TMPDIR."""
+    """The folder SQLite keeps its temporary files in, as its Unix build picks it: the first of
+    SQLITE_TMPDIR, TMPDIR, /var/tmp, /usr/tmp, /tmp and "." this process may write and enter,
+    and the variable that moves it (not `tempfile`'s list: TEMP, TMP, /tmp before /var/tmp)."""
     named = [os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR")]
     found = "."
     for folder in [*named, "/var/tmp", "/usr/tmp", "/tmp"]:

@@ -35,17 +35,19 @@ from warmcli.once import once
 from warmcli.printable import Pattern
 from warmcli.records import Record, symbol_prefix
 
-_QUEUED_IN: list[Any] = [None, ()]  # the last unit's environment: as held (a copy), as kept
+_QUEUED_IN: list[Any] = [{}, ()]  # the last unit's environment: as held (a copy), as kept
 
 
-def _queued_environment() -> tuple[tuple[str, str], ...]:
+def _queued_environment() -> config.Pairs:
     """The environment now, as a unit queued now keeps it: the last unit's (one object for a
     queue's units, `plan_groups` groups by it) where it is the same (compared as held: ~1 us,
-    where reading it whole takes ~20)."""
-    held = config.held_environment()
-    if held != _QUEUED_IN[0]:
-        _QUEUED_IN[:] = [dict(held), config.environment()]
-    return _QUEUED_IN[1]
+    where reading it whole takes ~20), else read from one copy, the pairs unchanged shared."""
+    held, (last, kept) = config.held_environment(), _QUEUED_IN
+    if held != last:
+        copy = dict(held)  # (at once: the copy compared is the one read)
+        kept = config.environment(copy, last, kept)
+        _QUEUED_IN[:] = [copy, kept]
+    return kept
 
 
 class CompileUnit(Record):

@@ -12,7 +12,8 @@ stored and judged. `warmcli.warming.passes` runs the warming passes and the veri
 A pass ended by warm's own error hands that error the notes the pass had made
 (`WarmError.notes_before`). Each pass starts in the environment the first did (what the workload
 set in `os.environ` is undone after it, as a fresh process would start: a variable a compiler reads,
-left set, built the next pass's kernels otherwise). It owns no state and never prints.
+left set, built the next pass's kernels otherwise), but for what a module's import set, never
+imported again (`imported_environment`). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from warmcli.execution.statistics import StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
 from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
+from warmcli.warming import imported_environment
 from warmcli.warming.companions import Companions
 from warmcli.warming.ended import wait_under_way
 from warmcli.warming.forked_launches import note as forked_note
@@ -83,6 +85,7 @@ def run_pass(
     if observer is not None:
         observer(label, collector.reader())
     started, environ = time.perf_counter(), config.environment()  # restored after it
+    imported_environment.watch()
     with ProcessModeOverride(mode, collector), warnings.catch_warnings():
         # An allowed discarded read is noted (the report's notes say it); not warned again.
         warnings.simplefilter("ignore", DiscardedReadWarning)
@@ -107,7 +110,7 @@ def run_pass(
             exc.notes_before = tuple(collector.reader().notes())
             raise
         finally:  # a variable the workload set builds no kernel of the next pass: it starts anew
-            config.environment(environ)
+            config.restore_environment(imported_environment.over(environ))
             if finish is not None:
                 finish(completed)
     seconds = time.perf_counter() - started
