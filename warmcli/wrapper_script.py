@@ -14,7 +14,9 @@ predefined macros and C++ headers reach the cubin, and a link repointed at anoth
 kept its path): `kernel_parts.HOST_VERSION` reads it, told by `warmcli.backends.serving` (this
 layer starts no compiler: `toolchain.probe`, remembered by the binary's stamp, so a hot start
 runs none; a process keying one before it is told keys `UNREAD`, a miss). It holds no state
-but that text, never writes and never raises for a file it cannot read.
+but that text and the names of the variables every script it digested names (`names_read`: a
+compile unit's part of the environment a compile reads, `warmcli.backends.compile_environment`),
+never writes and never raises for a file it cannot read.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from warmcli import config
 from warmcli.kernel_parts import HOST_VERSION
@@ -46,6 +49,10 @@ UNBUILT = frozenset(
     {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "OLDPWD", "TMPDIR", "LANG", "LC_ALL",
      "LC_MESSAGES", "TERM", "HOSTNAME"}
 )  # fmt: skip
+# The variables the scripts digested in this process name (`names_read`), `UNBUILT` too (a
+# script may read its `$HOME`); past `MAX_NAMES_READ`, None: every variable is taken as read.
+_NAMES_READ: list[set[str] | None] = [set()]
+MAX_NAMES_READ = 4096
 # nvcc's host compiler: next option or after `=`.
 HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
 
@@ -69,10 +76,18 @@ def script_digest(where: str, bare: bool = False) -> str:
             return ""
     digest = hashlib.sha256(text)
     named = {b"".join(n).decode() for n in NAMED.findall(text)}
+    if (read := _NAMES_READ[0]) is not None and not named <= read:
+        _NAMES_READ[0] = read | named if len(read | named) <= MAX_NAMES_READ else None
     values = config.named_variables(sorted(named - UNBUILT))  # one unset adds nothing
     for name, value in values.items():
         digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
     return digest.hexdigest()[:16]
+
+
+def names_read() -> AbstractSet[str] | None:
+    """The variables the scripts `script_digest` read in this process name (a `WARM_CC`
+    script's, a `-ccbin`'s, cc's `as`'s), None where they were more than `MAX_NAMES_READ`."""
+    return _NAMES_READ[0]
 
 
 def host_compiler_script(path: str) -> str:

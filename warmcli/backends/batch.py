@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from warmcli import config
+from warmcli.backends.compile_environment import compiler_reads
 from warmcli.backends.compiler import (
     DEFAULT_COMPILE_TIMEOUT,
     CompiledGroup,
@@ -82,16 +83,20 @@ def plan_groups(
     units: Sequence[CompileUnit], jobs: int, max_group: int = 64
 ) -> list[list[CompileUnit]]:
     """Split units into compatible groups: first each unit that needs a unit of its own
-    (`shares_unit`), alone; the others at least one group per (arch, options, environment it
-    was queued in), about `jobs` in all, their sizes differing by one at most. A class that fits
+    (`shares_unit`), alone; the others at least one group per (arch, options, the part of the
+    environment it was queued in a compile reads: `compiler_reads`; a group is compiled in its
+    first unit's), about `jobs` in all, their sizes differing by one at most. A class that fits
     in its share of `jobs` is dealt to its groups in runs of `RUN` queued kernels, in snake
     order; one that needs more groups than that (over `max_group` kernels a group) is cut in
     contiguous groups."""
     classes: dict[tuple[object, ...], list[CompileUnit]] = defaultdict(list)
     groups: list[list[CompileUnit]] = []
+    read: dict[int, config.Pairs] = {}  # by the environment (one object for a queue's units)
     for unit in units:
         if shares_unit(unit.kernel):
-            classes[(unit.arch, unit.kernel.options, unit.environ)].append(unit)
+            if (part := read.get(id(unit.environ))) is None:
+                part = read[id(unit.environ)] = compiler_reads(unit.environ)
+            classes[(unit.arch, unit.kernel.options, part)].append(unit)
         else:
             groups.append([unit])
     total = len(units) - len(groups)
