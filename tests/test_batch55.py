@@ -78,3 +78,71 @@ def test_a_step_counter_a_wrapper_script_names_builds_each_kernel_in_its_value(
     second = doc["passes"][1]["compilation"]
     assert (second["compiled"], second["compiler_processes"]) == (3, 3), second
     assert warm.production(SERVE, path, bundle=bundle) == [folded([1, 2, 3])]
+
+
+# Two CUDA kernels, `INCLUDES` (which nvcc's profile adds to every compile) set around the second's
+# launch only; the second pass's first launch compiles the queue, both, with it unset.
+INCLUDES_AROUND_ONE = """
+import os
+from warmcli import Kernel
+DEVICE = "cuda"
+SRC = 'extern "C" __global__ void %s(float *x) { x[threadIdx.x] += %s; }'
+ONE, TWO = Kernel(SRC % ("one", "1"), "one", "P", language="cuda"), Kernel(
+    SRC % ("two", "2"), "two", "P", language="cuda"
+)
+def workload(rt):
+    x = rt.buffer(4, "float32")
+    rt.launch(ONE, x, grid=(1, 1, 1), block=(4, 1, 1))
+    os.environ["INCLUDES"] = "-DN=5"
+    rt.launch(TWO, x, grid=(1, 1, 1), block=(4, 1, 1))
+    del os.environ["INCLUDES"]
+"""
+
+
+def test_a_variable_nvcc_adds_to_every_compile_splits_a_batch(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """nvcc refuses a compile under `INCLUDES` (no key covers it), as a cold start's launch of
+    `two` is; grouped by the variables a compile reads without it, `two` was built beside `one`
+    with it unset and stored (exit 0)."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    path, bundle = workload_file(INCLUDES_AROUND_ONE), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "--arch", "sm_90", "--compiler", "nvcc", "--jobs", "1")
+    said = " ".join((done.stderr + done.stdout).split())
+    assert done.returncode != 0, said
+    assert "INCLUDES is set in the environment" in said and "Traceback" not in said, said
+
+
+def test_a_variable_an_nvcc_profile_names_is_one_a_compile_reads(tmp_path: Path) -> None:
+    """An `nvcc.profile` naming `$(R55P)` (nvcc reads `-I$(R55P)` as the variable says: its
+    `-D` reaches every kernel) makes R55P a variable two units' groups tell apart, once nvcc's
+    key read the profile; a step counter stays no such variable. Run in a fresh process (the
+    names are a process's)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from fresh_python import fresh_env
+
+    found = list((ROOT / ".venv").glob("lib/python*/site-packages/nvidia/cu*/bin/nvcc.profile"))
+    if not found:
+        import pytest
+
+        pytest.skip("no pip toolkit's nvcc.profile")
+    edited = tmp_path / "nvcc.profile"
+    edited.write_bytes(found[0].read_bytes().replace(b'"-I$(TOP)/include"', b"-I$(R55P)"))
+    code = (
+        "from warmcli.backends.compile_environment import compiler_reads\n"
+        "from warmcli.backends.cuda.profile import digest\n"
+        "pairs = (('R55P', '/inc -DN=3'), ('STEP', '1'))\n"
+        "before = compiler_reads(pairs)\n"
+        f"digest({str(tmp_path / 'nvcc')!r})\n"
+        "print(before, compiler_reads(pairs))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=fresh_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["()", "(('R55P',", "'/inc", "-DN=3'),)"], done.stdout

@@ -50,7 +50,8 @@ UNBUILT = frozenset(
      "LC_MESSAGES", "TERM", "HOSTNAME"}
 )  # fmt: skip
 # The variables the scripts digested in this process name (`names_read`), `UNBUILT` too (a
-# script may read its `$HOME`); past `MAX_NAMES_READ`, None: every variable is taken as read.
+# script may read its `$HOME`), and those noted (`note_names_read`); past `MAX_NAMES_READ`,
+# None: every variable is taken as read.
 _NAMES_READ: list[set[str] | None] = [set()]
 MAX_NAMES_READ = 4096
 # nvcc's host compiler: next option or after `=`.
@@ -76,8 +77,7 @@ def script_digest(where: str, bare: bool = False) -> str:
             return ""
     digest = hashlib.sha256(text)
     named = {b"".join(n).decode() for n in NAMED.findall(text)}
-    if (read := _NAMES_READ[0]) is not None and not named <= read:
-        _NAMES_READ[0] = read | named if len(read | named) <= MAX_NAMES_READ else None
+    note_names_read(named)
     values = config.named_variables(sorted(named - UNBUILT))  # one unset adds nothing
     for name, value in values.items():
         digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
@@ -86,8 +86,16 @@ def script_digest(where: str, bare: bool = False) -> str:
 
 def names_read() -> AbstractSet[str] | None:
     """The variables the scripts `script_digest` read in this process name (a `WARM_CC`
-    script's, a `-ccbin`'s, cc's `as`'s), None where they were more than `MAX_NAMES_READ`."""
+    script's, a `-ccbin`'s, cc's `as`'s), and those another file a compiler reads takes from the
+    environment (an `nvcc.profile`'s `$(NAME)`: `note_names_read`); None where they were more
+    than `MAX_NAMES_READ`."""
     return _NAMES_READ[0]
+
+
+def note_names_read(names: AbstractSet[str]) -> None:
+    """Add `names` to `names_read` (a new set: one read meanwhile stays as it was)."""
+    if (read := _NAMES_READ[0]) is not None and not names <= read:
+        _NAMES_READ[0] = read | names if len(read | names) <= MAX_NAMES_READ else None
 
 
 def host_compiler_script(path: str) -> str:

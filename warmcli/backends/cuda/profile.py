@@ -13,7 +13,8 @@ variables (`-I$(X)` with `X="/inc -DN=3"` defines N). `digest` is what the `--dr
 it are remembered by, with the binary's stamp. `FROM_ENVIRONMENT` names the variables nvcc takes
 from the environment through it (its `INCLUDES +=`: `INCLUDES=-DN=5` reaches every kernel). It holds
 memos per profile file and settled stamp (the last 8) and per profile text (the last 16, each
-judged once while kept); it never runs nvcc.
+judged once while kept), and notes the variables a profile takes from the environment as ones a
+compile reads (`wrapper_script.note_names_read`); it never runs nvcc.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import re
 from warmcli import config
 from warmcli.backends.serving import NVCC_ENVIRONMENT
 from warmcli.stamped import Stamp, settled, stamp
+from warmcli.wrapper_script import note_names_read
 
 # Where an nvcc identity names a profile that is no toolkit's own (`profile_named`): after its
 # host compiler, among what changes what nvcc builds (`serving.nvcc_environment`).
@@ -79,6 +81,7 @@ def digest(binary: str) -> str:
     if text is None:
         return "-"
     names = _from_environment(text)
+    note_names_read(set(names))  # (a compile reads them: a batch's groups tell them apart)
     values = config.named_variables(names) if names else {}
     named = "".join(f"\0{n}={values.get(n, '')}" for n in names)
     return hashlib.sha256(text + named.encode("utf-8", "surrogateescape")).hexdigest()[:16]
