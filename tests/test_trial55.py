@@ -49,3 +49,22 @@ def test_check_for_an_older_major_driver_names_the_cubins_fix_not_the_ptxs(
     (refused,) = [m for m in json.loads(proc.stdout)["unservable"] if m["kind"] == "kernel"]
     assert refused["reason"] == "toolchain"
     assert "the driver supports CUDA 12.8: pre-build with CUDA 12.x or older" in refused["detail"]
+
+
+@pytest.mark.parametrize("command", [["clean"], ["sign", "--key", "KEY"]])
+def test_a_bundle_named_by_a_loop_of_links_is_said_so_not_missing(
+    warm: Warm, tmp_path: Path, command: list[str]
+) -> None:
+    # `stats`, `verify`, `check`, `diff` and `merge` said `loop.warm: cannot read bundle: Too
+    # many levels of symbolic links`; `clean` and `sign` asked `Path.exists()`, which answers
+    # False for a loop, and said `no such bundle` of a path that is there.
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    loop = tmp_path / "loop.warm"
+    loop.symlink_to(loop.name)
+    args = [str(key) if a == "KEY" else a for a in command]
+    proc = warm(command[0], loop, *args[1:])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().endswith("cannot read bundle: Too many levels of symbolic links")
+    missing = warm(command[0], tmp_path / "none.warm", *args[1:])
+    assert missing.returncode == 2 and missing.stderr.strip().endswith("none.warm: no such bundle")
