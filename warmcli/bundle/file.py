@@ -128,10 +128,14 @@ def read_header(path: str | Path) -> tuple[int, int, bool]:
     return field(head[68:72]), field(head[60:64]), WAL_FORMAT in (head[18], head[19])
 
 
-def check_header(path: str | Path) -> tuple[int, bool]:
+def check_header(path: str | Path, missing: type[BundleError] | None = None) -> tuple[int, bool]:
     """The format version and WAL flag of the warm bundle at `path`, from its header alone;
-    `BundleError` if it is no SQLite file or another application's, `FileNotFoundError` if none."""
-    app, version, wal = read_header(path)
+    `BundleError` if it is no SQLite file or another application's; if there is none,
+    `missing`'s `no such bundle` where given, else `FileNotFoundError` (a loop of links: said)."""
+    try:
+        app, version, wal = read_header(path)
+    except FileNotFoundError as exc:
+        raise missing(f"{path}: no such bundle") if missing else exc from None
     if app != APPLICATION_ID:
         raise BundleError(f"{path}: not a warm bundle (an SQLite file of another application)")
     return version, wal

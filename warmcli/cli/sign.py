@@ -59,9 +59,7 @@ def sign_path(path: Path, key: Path, stored: list[StoredSignature]) -> None:
     committed (an interrupt held until it is there: the caller reads `stored` to say what
     was kept, however late an interrupt lands)."""
     private = load_private_key(key)
-    if not path.exists():
-        raise BundleError(f"{path}: no such bundle")
-    check_header(path)  # an empty file is no bundle to sign (a writer would make one there)
+    check_header(path, BundleError)  # an empty file is no bundle to sign (a writer makes one)
     with Bundle.open(path, write=True) as bundle:
         require_consistent(bundle)  # what its indexes say is what its rows say
         require_well_formed(bundle)  # no malformed row is vouched for (stats, merge refuse it)

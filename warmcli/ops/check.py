@@ -161,7 +161,8 @@ def _check_kernels(
 ) -> None:
     """One kernel's builds (every arch and toolchain) against every device here, read once:
     memory holds, for each device, the build `choose` picks so far and the first that
-    fails for more than its arch, and the first `_NAMED` archs the builds are for."""
+    fails for more than its arch (a cubin's before its PTX's), and the first `_NAMED` archs
+    the builds are for."""
     first = next(builds)
     report.kernels += 1
     here = [o for o in offers if o.backend == first.backend]
@@ -192,8 +193,8 @@ def _check_kernels(
                 why = why_not(k, target)
                 if why is None:
                     chosen[i] = k
-                elif unfit[i] is None and why[0] != "arch":
-                    unfit[i] = (k, why)
+                elif why[0] != "arch" and (unfit[i] is None or (cubin and _ptx(unfit[i]))):
+                    unfit[i] = (k, why)  # a cubin's reason first: the build a GPU takes first
             elif best.arch != target.arch or best.toolchain != target.toolchain:
                 chosen[i] = choose([best, k], target, _any)  # else `choose` keeps the first
     served = True  # by every device here: only then are its other builds counted as others
@@ -215,6 +216,12 @@ def _check_kernels(
 
 def _any(_: KernelRecord) -> bool:
     return True
+
+
+def _ptx(unfit: tuple[KernelRecord, tuple[str, str]] | None) -> bool:
+    """Whether the build whose reason `unfit` holds is PTX (`compute_XX`), whose reason a
+    cubin's replaces: a driver a cubin needs is older than its PTX's (`12.x`, not `12.8`)."""
+    return unfit is not None and virtual_sm(unfit[0].arch) is not None
 
 
 def _served(

@@ -230,12 +230,10 @@ def clean_bundle(
     every tune is removed, and only those (besides corrupt rows, and what `older_than` and
     `max_size` evict)."""
     path = Path(path)
-    if not path.exists():  # never create one: there is nothing to clean
-        raise BundleError(f"{path}: no such bundle")
+    format_before = check_header(path, BundleError)[0]  # none is made: nothing to clean
     if refused := clock_refused(older_than, max_size, time.time()):
         raise BundleError(f"{path}: {refused}")
     before = path.stat().st_size
-    format_before = check_header(path)[0]
     machine = machine or Machine.of(inventory())
     removed = [] if removed is None else removed  # kernels and tunes, once committed
     format_after = format_before

@@ -108,10 +108,7 @@ def check_format_versions(paths: Sequence[Path]) -> None:
     for path in paths:
         if path.is_dir():
             raise MergeError(f"{path}: is a directory, not a bundle")
-        try:
-            version, _ = check_header(path)
-        except FileNotFoundError:
-            raise MergeError(f"{path}: no such bundle") from None
+        version, _ = check_header(path, MergeError)
         if version not in SCHEMAS:
             unreadable[path] = version
     if unreadable:
