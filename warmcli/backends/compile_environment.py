@@ -8,7 +8,8 @@ asked in its own (`runtime.built.kept_of`: ~4 us a cc's, ~13 an nvcc's, as cheap
 The part: what the compilers document reading (gcc's `CPATH` and kin, `LIBRARY_PATH`,
 `COMPILER_PATH`, `GCC_*`, `TMPDIR`, `SOURCE_DATE_EPOCH`, the dependency outputs, the locale's
 messages, `PATH` that finds `as`, `ld`, `cc1`, the loader's `LD_*`; nvcc's `NVCC_*`, `CUDA_*`
-and what its `nvcc.profile` adds to, `INCLUDES`..., NVRTC's), a shell's start-up file
+and what its `nvcc.profile` adds to, `INCLUDES`..., or it hands cicc and ptxas, `OCG_FLAGS`;
+NVRTC's), a shell's start-up file
 (`BASH_ENV`, `ENV`) and a Python script's variables, warm's own settings (`WARM_*`), and every
 variable a wrapper script this process keyed names (`wrapper_script.names_read`: a `WARM_CC`
 script's `$MYFLAGS`, a `-ccbin`'s, an `nvcc.profile`'s `$(NAME)`).
@@ -19,14 +20,14 @@ environment itself, only the pairs it is given.
 from __future__ import annotations
 
 from warmcli import config
-from warmcli.backends.cuda.profile import FROM_ENVIRONMENT
+from warmcli.backends.cuda.profile import FROM_ENVIRONMENT, PASSED_ON
 from warmcli.include_options import INCLUDE_PATHS
 from warmcli.wrapper_script import names_read
 
 # Variables a compile reads by name, those warm already lists for what it keys reused.
 READ_NAMES = frozenset(
     {*INCLUDE_PATHS, *config.COMPILER_PROGRAMS, *config.NVCC_FLAGS, *config.CUDA_HOMES,
-     *FROM_ENVIRONMENT,
+     *FROM_ENVIRONMENT, *PASSED_ON,
      "OBJC_INCLUDE_PATH", "LIBRARY_PATH", "TMPDIR", "TMP", "TEMP", "SOURCE_DATE_EPOCH",
      "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "LANG", "LANGUAGE", "PATH", "BASH_ENV", "ENV",
      "PYCUDA_DEFAULT_NVCC_FLAGS"}

@@ -69,18 +69,22 @@ def hidden_include(options: Sequence[str]) -> str | None:
 
 def refused_flags(files: Sequence[str]) -> str | None:
     """Why nvcc's options from the environment are refused, or None: a variable its profile adds to
-    (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) is set; or, from `NVCC_PREPEND_FLAGS` or
+    (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) or one it hands cicc or ptxas
+    (`OCG_FLAGS`: `profile.PASSED_ON`) is set; or, from `NVCC_PREPEND_FLAGS` or
     `NVCC_APPEND_FLAGS`, one hands its host compiler an include folder or header in a spelling the
     key does not read (`hidden_include`: the key reads those variables' own as a kernel's options),
     or reads options from a file (`files`, nvcc's flags for it), which no key covers either."""
     from warmcli.compiler_includes import nvcc_words
 
-    for name, value in config.named_variables(profile.FROM_ENVIRONMENT).items():
-        if value.strip():  # (its profile's `INCLUDES +=` adds to it)
+    named = (*profile.FROM_ENVIRONMENT, *profile.PASSED_ON)
+    for name, value in config.named_variables(named).items():
+        if value.strip():  # (its profile's `INCLUDES +=` adds to it; nvcc hands on `OCG_FLAGS`)
+            tool = profile.PASSED_ON.get(name)
+            how = f"to {tool[2:]}'s options" if tool else f"its nvcc.profile's {name} +="
             return (
-                f"{name} is set in the environment, and nvcc adds it to every compile (its "
-                f"nvcc.profile's {name} +=), which no kernel key covers (a change would be served "
-                "the old build): unset it, and give its options in NVCC_APPEND_FLAGS"
+                f"{name} is set in the environment, and nvcc adds it to every compile ({how}), "
+                "which no kernel key covers (a change would be served the old build): unset it, "
+                f"and give its options in NVCC_APPEND_FLAGS{f' after {tool}' if tool else ''}"
             )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []

@@ -11,7 +11,8 @@ from nvcc's `--dryrun`: `host_options`); any other is named in nvcc's identity b
 the environment's: such a profile is no toolkit's own, and its digest covers the values of those
 variables (`-I$(X)` with `X="/inc -DN=3"` defines N). `digest` is what the `--dryrun`s read through
 it are remembered by, with the binary's stamp. `FROM_ENVIRONMENT` names the variables nvcc takes
-from the environment through it (its `INCLUDES +=`: `INCLUDES=-DN=5` reaches every kernel). It holds
+from the environment through it (its `INCLUDES +=`: `INCLUDES=-DN=5` reaches every kernel), and
+`PASSED_ON` those it hands cicc and ptxas with no profile naming them (`OCG_FLAGS`). It holds
 memos per profile file and settled stamp (the last 8) and per profile text (the last 16, each
 judged once while kept), and notes the variables a profile takes from the environment as ones a
 compile reads (`wrapper_script.note_names_read`); it never runs nvcc.
@@ -43,6 +44,10 @@ _NAMED = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # `$(NAME)` in a setting
 # What a toolkit's profile adds to (`+=`): nvcc takes a value of these from the environment
 # first, and its options reach every compile (`host_options.refused_flags` refuses them).
 FROM_ENVIRONMENT = ("INCLUDES", "SYSTEM_INCLUDES", "CUDAFE_FLAGS", "PTXAS_FLAGS")
+# What nvcc hands its tools from the environment with no profile naming it, as the option that
+# says so on its command line: cicc's and ptxas' options (`nvcc --dryrun`: `OCG_FLAGS=-O0` is
+# another cubin, `NVVM_FLAGS=-g` another PTX); `host_options.refused_flags` refuses them too.
+PASSED_ON = {"NVVM_FLAGS": "-Xcicc", "OCG_FLAGS": "-Xptxas"}
 _LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\+=|=\+|\?=|=)\s*(.*?)\s*")
 _MAX_BYTES = 1 << 20  # a profile bigger than this is keyed by its size's mark alone
 

@@ -1,0 +1,36 @@
+"""review55c: what nvcc hands cicc and ptxas from the environment splits a batch, and is refused.
+
+nvcc passes `NVVM_FLAGS` to cicc and `OCG_FLAGS` to ptxas from the environment (no profile
+needed: `nvcc --dryrun` shows them; `OCG_FLAGS=-O0` builds another cubin, `NVVM_FLAGS=-g` another
+PTX), but warm's part of the environment a compile reads (`compile_environment.compiler_reads`)
+did not name them, nor did `host_options.refused_flags`: with one set around one CUDA kernel's
+launch, `warm run --jobs 1` built that kernel beside the first with it unset and stored it (exit
+0), a build its cold launch (under the flag) does not make, under a key no flag reaches. Real
+parts: the real CLI (forked), the real nvcc.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from test_batch55 import INCLUDES_AROUND_ONE
+
+
+@pytest.mark.parametrize(("name", "value"), [("OCG_FLAGS", "-O0"), ("NVVM_FLAGS", "-g")])
+def test_a_flag_nvcc_hands_its_tools_from_the_environment_is_refused(
+    warm: Warm, tmp_path: Path, workload_file, name: str, value: str
+) -> None:
+    """Set around the second kernel's launch only: refused (no key covers it), where before it
+    was built in the first kernel's environment, without it, and stored (exit 0)."""
+    from conftest import nvcc_or_skip
+
+    nvcc_or_skip()
+    source = INCLUDES_AROUND_ONE.replace('"INCLUDES"', repr(name)).replace('"-DN=5"', repr(value))
+    path, bundle = workload_file(source), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "--arch", "sm_90", "--compiler", "nvcc", "--jobs", "1")
+    said = " ".join((done.stderr + done.stdout).split())
+    assert done.returncode != 0, said
+    assert f"{name} is set in the environment" in said and "Traceback" not in said, said
