@@ -34,3 +34,32 @@ def test_a_flag_nvcc_hands_its_tools_from_the_environment_is_refused(
     said = " ".join((done.stderr + done.stdout).split())
     assert done.returncode != 0, said
     assert f"{name} is set in the environment" in said and "Traceback" not in said, said
+
+
+# Two host kernels, GNUTARGET (the BFD target ld reads: `invalid BFD target` for one it has not)
+# set around the second's launch only.
+GNUTARGET_AROUND_ONE = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+SRC = "void %s(long *o) { o[0] += %s; }"
+ONE, TWO = Kernel(SRC % ("one", "1"), "one", "P"), Kernel(SRC % ("two", "2"), "two", "P")
+def workload(rt):
+    o = rt.buffer(1, "int64")
+    rt.launch(ONE, o)
+    os.environ[NAME] = VALUE
+    rt.launch(TWO, o)
+    del os.environ[NAME]
+"""
+
+
+def test_a_variable_ld_reads_splits_a_batch(warm: Warm, tmp_path: Path, workload_file) -> None:
+    """ld reads `GNUTARGET` (binutils' BFD target): a cold launch of `two` under a target ld has
+    not fails to link, as warm run now does; grouped without it, `two` was built beside `one`
+    with it unset and stored (exit 0). (`LDEMULATION` held: cc gives ld its `-m`.)"""
+    source = GNUTARGET_AROUND_ONE.replace("NAME", "'GNUTARGET'").replace("VALUE", "'r55c'")
+    path, bundle = workload_file(source), tmp_path / "b.warm"
+    done = warm("run", path, "-b", bundle, "--jobs", "1")
+    said = " ".join((done.stderr + done.stdout).split())
+    assert done.returncode != 0, said
+    assert "Traceback" not in said, said

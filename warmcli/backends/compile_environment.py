@@ -7,12 +7,12 @@ compiled in the first's environment); each is still keyed and stored by its comp
 asked in its own (`runtime.built.kept_of`: ~4 us a cc's, ~13 an nvcc's, as cheap as this).
 The part: what the compilers document reading (gcc's `CPATH` and kin, `LIBRARY_PATH`,
 `COMPILER_PATH`, `GCC_*`, `TMPDIR`, `SOURCE_DATE_EPOCH`, the dependency outputs, the locale's
-messages, `PATH` that finds `as`, `ld`, `cc1`, the loader's `LD_*`; nvcc's `NVCC_*`, `CUDA_*`
-and what its `nvcc.profile` adds to, `INCLUDES`..., or it hands cicc and ptxas, `OCG_FLAGS`;
-NVRTC's), a shell's start-up file
-(`BASH_ENV`, `ENV`) and a Python script's variables, warm's own settings (`WARM_*`), and every
-variable a wrapper script this process keyed names (`wrapper_script.names_read`: a `WARM_CC`
-script's `$MYFLAGS`, a `-ccbin`'s, an `nvcc.profile`'s `$(NAME)`).
+messages, `PATH` that finds `as`, `ld`, `cc1`, the loader's `LD_*`, binutils' `GNUTARGET`;
+nvcc's `NVCC_*`, `CUDA_*` and what its `nvcc.profile` adds to, `INCLUDES`..., or it hands cicc
+and ptxas, `OCG_FLAGS`; NVRTC's), a shell's start-up file (`BASH_ENV`, `ENV`) and a Python
+script's variables, warm's own settings (`WARM_*`), and every variable a wrapper script this
+process keyed names (`wrapper_script.names_read`: a `WARM_CC` script's `$MYFLAGS`, a `-ccbin`'s,
+an `nvcc.profile`'s `$(NAME)`).
 Pure: it owns no state (the names scripts read are `wrapper_script`'s); it never reads the
 environment itself, only the pairs it is given.
 """
@@ -30,7 +30,7 @@ READ_NAMES = frozenset(
      *FROM_ENVIRONMENT, *PASSED_ON,
      "OBJC_INCLUDE_PATH", "LIBRARY_PATH", "TMPDIR", "TMP", "TEMP", "SOURCE_DATE_EPOCH",
      "DEPENDENCIES_OUTPUT", "SUNPRO_DEPENDENCIES", "LANG", "LANGUAGE", "PATH", "BASH_ENV", "ENV",
-     "PYCUDA_DEFAULT_NVCC_FLAGS"}
+     "PYCUDA_DEFAULT_NVCC_FLAGS", "GNUTARGET"}
 )  # fmt: skip
 # And by prefix: gcc's, the locale's, the loader's, nvcc's, CUDA's and NVRTC's, warm's own, a
 # compiler launcher's, a Python wrapper script's interpreter's.
