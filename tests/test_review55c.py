@@ -63,3 +63,26 @@ def test_a_variable_ld_reads_splits_a_batch(warm: Warm, tmp_path: Path, workload
     said = " ".join((done.stderr + done.stdout).split())
     assert done.returncode != 0, said
     assert "Traceback" not in said, said
+
+
+# A C compiler that is a wrapper script reading STEP by a command, no `$STEP` in its text.
+READS_BY_COMMAND = '#!/bin/sh\nexec cc -DSTEP_VALUE="$(printenv STEP)" "$@"\n'
+
+
+def test_a_wrapper_reading_the_environment_by_a_command_builds_each_kernel_in_its_value(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """`printenv STEP` names no variable warm reads out of the script (`$STEP`), so units that
+    differed only in STEP shared one compile in the first's value: the bundle served 1, 1, 1
+    where a cold start computes with 1, 2, 3. A script that reads the environment so (`printenv`,
+    `${!name}`, `eval`, sourcing a file) makes every variable one a compile reads."""
+    from test_batch55 import folded, stepped
+    from test_readme54 import SERVE
+
+    (cc := tmp_path / "mycc").write_text(READS_BY_COMMAND)
+    cc.chmod(0o755)
+    warm = warm.with_env(WARM_CC=str(cc), STEP="9")
+    path, bundle = workload_file(stepped(3, "STEP_VALUE + 0 * %d")), tmp_path / "b.warm"
+    assert warm.production(SERVE, path) == [folded([1, 2, 3])]  # cold
+    assert warm("run", path, "-b", bundle, "--jobs", "1").returncode == 0
+    assert warm.production(SERVE, path, bundle=bundle) == [folded([1, 2, 3])]

@@ -16,13 +16,15 @@ layer starts no compiler: `toolchain.probe`, remembered by the binary's stamp, s
 runs none; a process keying one before it is told keys `UNREAD`, a miss). It holds no state
 but that text and the names of the variables every script it digested names (`names_read`: a
 compile unit's part of the environment a compile reads, `warmcli.backends.compile_environment`),
-never writes and never raises for a file it cannot read.
+never writes and never raises for a file it cannot read. A script that reads the environment
+other than by a name in its text (`printenv`, `${!NAME}`: `INDIRECT`) makes every variable one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
@@ -43,6 +45,15 @@ NAMED = Pattern(
     rb"\$\{?([A-Za-z_][A-Za-z0-9_]*)"
     rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']"
 )
+# A script reading the environment other than by a name in its text: a shell's `printenv`,
+# `${!NAME}`, `eval`, a file sourced (`. f`, `source f`); Python's environ read by a value
+# (`environ[name]`, `getenv(name)`) or whole (`environ.items()`): every variable may be read.
+INDIRECT = Pattern(
+    rb"printenv|\$\{!|\beval\b|(?:^|[;&|({]|\bthen|\bdo)\s*(?:\.|source)\s+[^\s=]"
+    rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[^\s\"']"
+    rb"|environ\.(?:items|values|copy)\b",
+    re.MULTILINE,
+)
 # Variables a wrapper may name that build no other kernel: where the compiler it runs is
 # found (the version line it prints, read in each process, says which), the user, the locale.
 UNBUILT = frozenset(
@@ -50,8 +61,9 @@ UNBUILT = frozenset(
      "LC_MESSAGES", "TERM", "HOSTNAME"}
 )  # fmt: skip
 # The variables the scripts digested in this process name (`names_read`), `UNBUILT` too (a
-# script may read its `$HOME`), and those noted (`note_names_read`); past `MAX_NAMES_READ`,
-# None: every variable is taken as read.
+# script may read its `$HOME`), and those noted (`note_names_read`); past `MAX_NAMES_READ`, or
+# once a script reads the environment other than by name (`INDIRECT`), None: every variable is
+# taken as read.
 _NAMES_READ: list[set[str] | None] = [set()]
 MAX_NAMES_READ = 4096
 # nvcc's host compiler: next option or after `=`.
@@ -78,6 +90,8 @@ def script_digest(where: str, bare: bool = False) -> str:
     digest = hashlib.sha256(text)
     named = {b"".join(n).decode() for n in NAMED.findall(text)}
     note_names_read(named)
+    if INDIRECT.search(text.partition(b"\n")[2] if head == b"#!" else text):
+        _NAMES_READ[0] = None  # (its shebang's `/usr/bin/env` aside)
     values = config.named_variables(sorted(named - UNBUILT))  # one unset adds nothing
     for name, value in values.items():
         digest.update(f"\0{name}={value}".encode(errors="surrogateescape"))
