@@ -11,6 +11,7 @@ parts: the real CLI (forked), the real nvcc.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -65,12 +66,15 @@ def test_a_variable_ld_reads_splits_a_batch(warm: Warm, tmp_path: Path, workload
     assert "Traceback" not in said, said
 
 
-# A C compiler that is a wrapper script reading STEP by a command, no `$STEP` in its text.
+# A C compiler that is a wrapper script reading STEP by a command, no `$STEP` in its text; one
+# in Perl, whose `$ENV{STEP}` names ENV.
 READS_BY_COMMAND = '#!/bin/sh\nexec cc -DSTEP_VALUE="$(printenv STEP)" "$@"\n'
+READS_IN_PERL = '#!/usr/bin/env perl\nexec("cc", "-DSTEP_VALUE=$ENV{STEP}", @ARGV);\n'
 
 
+@pytest.mark.parametrize("script", [READS_BY_COMMAND, READS_IN_PERL], ids=["printenv", "perl"])
 def test_a_wrapper_reading_the_environment_by_a_command_builds_each_kernel_in_its_value(
-    warm: Warm, tmp_path: Path, workload_file
+    warm: Warm, tmp_path: Path, workload_file, script: str
 ) -> None:
     """`printenv STEP` names no variable warm reads out of the script (`$STEP`), so units that
     differed only in STEP shared one compile in the first's value: the bundle served 1, 1, 1
@@ -79,7 +83,9 @@ def test_a_wrapper_reading_the_environment_by_a_command_builds_each_kernel_in_it
     from test_batch55 import folded, stepped
     from test_readme54 import SERVE
 
-    (cc := tmp_path / "mycc").write_text(READS_BY_COMMAND)
+    if script == READS_IN_PERL and shutil.which("perl") is None:
+        pytest.skip("no perl")
+    (cc := tmp_path / "mycc").write_text(script)
     cc.chmod(0o755)
     warm = warm.with_env(WARM_CC=str(cc), STEP="9")
     path, bundle = workload_file(stepped(3, "STEP_VALUE + 0 * %d")), tmp_path / "b.warm"

@@ -47,11 +47,12 @@ NAMED = Pattern(
 )
 # A script reading the environment other than by a name in its text: a shell's `printenv`,
 # `${!NAME}`, `eval`, a file sourced (`. f`, `source f`); Python's environ read by a value
-# (`environ[name]`, `getenv(name)`) or whole (`environ.items()`): every variable may be read.
+# (`environ[name]`, `getenv(name)`) or whole (`environ.items()`); Perl's `$ENV{NAME}`, Ruby's
+# `ENV["NAME"]`, Node's `process.env`: every variable may be read.
 INDIRECT = Pattern(
     rb"printenv|\$\{!|\beval\b|(?:^|[;&|({]|\bthen|\bdo)\s*(?:\.|source)\s+[^\s=]"
     rb"|(?:environ\s*\[|environ\.get\s*\(|getenv\s*\()\s*[^\s\"']"
-    rb"|environ\.(?:items|values|copy)\b",
+    rb"|environ\.(?:items|values|copy)\b|\$ENV\{|\bENV(?:\[|\.fetch)|process\.env\b",
     re.MULTILINE,
 )
 # Variables a wrapper may name that build no other kernel: where the compiler it runs is
