@@ -16,6 +16,7 @@ from pathlib import Path
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_readme54 import SERVE
+from test_review55 import two_cuda_kernels
 
 # N kernels, each launched after the workload sets STEP to its index (which cc never reads).
 STEPPED = """
@@ -82,21 +83,9 @@ def test_a_step_counter_a_wrapper_script_names_builds_each_kernel_in_its_value(
 
 # Two CUDA kernels, `INCLUDES` (which nvcc's profile adds to every compile) set around the second's
 # launch only; the second pass's first launch compiles the queue, both, with it unset.
-INCLUDES_AROUND_ONE = """
-import os
-from warmcli import Kernel
-DEVICE = "cuda"
-SRC = 'extern "C" __global__ void %s(float *x) { x[threadIdx.x] += %s; }'
-ONE, TWO = Kernel(SRC % ("one", "1"), "one", "P", language="cuda"), Kernel(
-    SRC % ("two", "2"), "two", "P", language="cuda"
+INCLUDES_AROUND_ONE = two_cuda_kernels(
+    ("two", "2"), 'os.environ["INCLUDES"] = "-DN=5"', 'del os.environ["INCLUDES"]'
 )
-def workload(rt):
-    x = rt.buffer(4, "float32")
-    rt.launch(ONE, x, grid=(1, 1, 1), block=(4, 1, 1))
-    os.environ["INCLUDES"] = "-DN=5"
-    rt.launch(TWO, x, grid=(1, 1, 1), block=(4, 1, 1))
-    del os.environ["INCLUDES"]
-"""
 
 
 def test_a_variable_nvcc_adds_to_every_compile_splits_a_batch(

@@ -166,21 +166,29 @@ def test_each_pass_starts_in_the_environment_the_first_did(
     assert warm.production(SERVE, path, bundle=bundle) == [102]
 
 
-# Two CUDA kernels, `NVCC_APPEND_FLAGS` set between them (after nvcc's identity was asked, once).
-NVCC_FLAGS_LATE = """
+def two_cuda_kernels(second: tuple[str, str], between: str, after: str = "") -> str:
+    """A CUDA workload: kernel `one` adds 1, then `between` runs (a statement), then the kernel
+    `second` names (its entry, what it adds) is launched, then `after` runs."""
+    name, adds = second
+    return f"""
 import os
 from warmcli import Kernel
 DEVICE = "cuda"
-SRC = 'extern "C" __global__ void %s(float *x) { x[threadIdx.x] += %s; }'
-ONE, KAY = Kernel(SRC % ("one", "1"), "one", "P", language="cuda"), Kernel(
-    SRC % ("kay", "K"), "kay", "P", language="cuda"
+SRC = 'extern "C" __global__ void %s(float *x) {{ x[threadIdx.x] += %s; }}'
+ONE, TWO = Kernel(SRC % ("one", "1"), "one", "P", language="cuda"), Kernel(
+    SRC % ({name!r}, {adds!r}), {name!r}, "P", language="cuda"
 )
 def workload(rt):
     x = rt.buffer(4, "float32")
     rt.launch(ONE, x, grid=(1, 1, 1), block=(4, 1, 1))
-    os.environ["NVCC_APPEND_FLAGS"] = "-DK=2"
-    rt.launch(KAY, x, grid=(1, 1, 1), block=(4, 1, 1))
+    {between}
+    rt.launch(TWO, x, grid=(1, 1, 1), block=(4, 1, 1))
+    {after}
 """
+
+
+# Two CUDA kernels, `NVCC_APPEND_FLAGS` set between them (after nvcc's identity was asked, once).
+NVCC_FLAGS_LATE = two_cuda_kernels(("kay", "K"), 'os.environ["NVCC_APPEND_FLAGS"] = "-DK=2"')
 
 
 def test_a_kernel_built_under_flags_its_key_never_read_is_refused_for_that(
