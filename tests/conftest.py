@@ -299,9 +299,15 @@ def served(warm: Warm, tmp_path: Path, served_once: Path) -> Path:
     """`svc.py` (the production trials' service, `test_production_trial30.SERVICE`) in
     `tmp_path`, warmed into the bundle returned (`served_once`'s copied, with the warm home
     that warmed it as `warm`'s home, as a run there would leave them)."""
-    shutil.copytree(served_once, tmp_path, dirs_exist_ok=True, symlinks=True)
+    return as_run_in(served_once, warm, tmp_path) / "b.warm"
+
+
+def as_run_in(once: Path, warm: Warm, tmp_path: Path) -> Path:
+    """`tmp_path`, holding a copy of `once` (a session's folder of a bundle and `home`, the
+    warm home that warmed it), whose home is `warm`'s: as a run there would leave them."""
+    shutil.copytree(once, tmp_path, dirs_exist_ok=True, symlinks=True)
     assert warm.env["WARM_HOME"] == str(tmp_path / "home")
-    return tmp_path / "b.warm"
+    return tmp_path
 
 
 @pytest.fixture(scope="session")
@@ -349,6 +355,14 @@ def made(made_once: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[War
     env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
     warm = Warm(dict(env, WARM_HOME=str(base / "home"), COLUMNS="200"))
     return warm, base / "good.warm"
+
+
+@pytest.fixture
+def made_here(warm: Warm, tmp_path: Path, made_once: Path) -> Path:
+    """The host example's bundle, `tmp_path / "good.warm"`, with the warm home that made it
+    as `warm`'s (`made_once`'s folder copied): as `warm run examples/matmul_host.py -b PATH
+    -q` in `warm`'s home leaves them, for tests that serve what such a run stored."""
+    return as_run_in(made_once, warm, tmp_path) / "good.warm"
 
 
 @pytest.fixture

@@ -42,9 +42,9 @@ def _modules_at_exit(warm: Warm, use: str, **env: str) -> tuple[list[str], str]:
 
 
 def test_a_hot_process_never_imports_the_report_records_even_at_exit(
-    warm: Warm, bundle_path: Path
+    warm: Warm, made_here: Path
 ) -> None:
-    warm.json("run", EXAMPLES / "matmul_host.py", "--bundle", bundle_path)
+    bundle_path = made_here  # the host example warmed in warm's home
     modules, err = _modules_at_exit(warm, f"warmcli.use_bundle({str(bundle_path)!r})")
     assert "warmcli.production" in modules  # served by warm, closed by its exit handler
     assert "warmcli.production_report" not in modules
