@@ -55,7 +55,8 @@ def test_stats_counts_each_compile_once(warm: Warm, saxpy: tuple[Path, dict[str,
     assert len(kernels) == 16  # 8 kernels, each a cubin and a PTX row
     total = sum(k["seconds"] for k in kernels)
     # one compiler at a time: the batch's time is its compiles' and a little of warm's own
-    assert 0.6 * compiled <= total <= compiled, (total, compiled)
+    # (divided again: a quarter of it at most; the batch's wall less what a loaded machine adds)
+    assert compiled / 4 < total <= compiled, (total, compiled)
     by_kernel: dict[str, list[dict[str, Any]]] = {}
     for k in kernels:
         by_kernel.setdefault(k["label"], []).append(k)
@@ -96,7 +97,8 @@ def test_stats_of_a_host_batch_adds_up_to_its_compile(warm: Warm, tmp_path: Path
     kernels = warm.json("stats", path)["kernels"]
     assert len(kernels) == 4 and all(k["shared_by"] == 4 for k in kernels), kernels
     total = sum(k["seconds"] for k in kernels)
-    assert 0.6 * compiled <= total <= compiled, (total, compiled)
+    # (divided again: a quarter of it at most; the batch's wall less what a loaded machine adds)
+    assert compiled / 4 < total <= compiled, (total, compiled)
     assert all(k["seconds"] == k["compile_seconds"] for k in kernels)
 
 
