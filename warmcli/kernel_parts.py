@@ -15,6 +15,8 @@ naming the kernel's entry.
 arch, headers, toolchain; `arch_keys` for many archs at once), and `cubin_archs` names the
 archs whose cubin a PTX build's symbol may name (`virtual_sm`: a PTX arch's SM;
 `cuda_release`: the CUDA release a toolchain identity names, for `warm stats` too);
+`kept_by` is what a process keeps a kernel's key by (its content hash, with its options where it
+has some: the hash holds no path of an include folder or linked object, which the key reads);
 `INCLUDE_PREFIXES` and `PRE_INCLUDE_PREFIXES` tell options naming include folders and
 headers read first; `header_files` lists the headers a headers digest this process made lately
 covers (`warmcli.headers.covered`, the one thing here read but its arguments), kept beside a key
@@ -257,6 +259,13 @@ def cuda_release(identity: str) -> tuple[int, int] | None:
     """The CUDA release an nvcc identity names (`nvcc:Cuda compilation tools, release 13.0, …`)."""
     found = _RELEASE.search(identity)
     return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def kept_by(content: str, options: tuple[str, ...]) -> str | tuple[str, tuple[str, ...]]:
+    """What a process keeps a kernel's key by: its content hash `content`, with its `options`
+    where it has some (two kernels naming `-I/a` and `-I/b`, or `/a/x.o` and `/b/x.o`, share a
+    content hash, not a key: `Kernel.keyed_options`)."""
+    return (content, options) if options else content
 
 
 def key_of(content: str, arch: str, headers: str, toolchain_identity: str) -> str:

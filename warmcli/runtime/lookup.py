@@ -38,6 +38,7 @@ from warmcli.execution.process_mode import note_reported
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel, kernel_key, key_components
+from warmcli.kernel_parts import kept_by
 from warmcli.records import KernelRecord, MissExplanation
 from warmcli.runtime.misses import Misses
 
@@ -67,7 +68,7 @@ class BundleLookup:
         self.misses = misses
         self.any_toolchain = any_toolchain  # serve another toolchain's build that runs here
         self._lock = new_lock(self)
-        self._keys: dict[str, str] = {}
+        self._keys: dict[object, str] = {}  # by `kept_by`: content hash (and options)
         self._in_bundle: set[str] = set()  # keys the bundle was found to serve here
         self._identities: dict[str, str] = {}  # key -> the toolchain it was keyed with
         self._found: dict[str, KernelRecord] = {}  # bundle records read while keying
@@ -88,7 +89,7 @@ class BundleLookup:
     def key(self, kernel: Kernel) -> str:
         """The kernel's key on this device: its arch and its compiler's identity, or the
         key of the bundle's build that `warmcli.backends.serving` serves here instead."""
-        content = kernel.content_hash
+        content = kept_by(kernel.content_hash, kernel.options)  # (the hash: no folder's path)
         key = self._keys.get(content)
         if key is None:
             identity: str | None = self._identities_by_language.get(kernel.language)
@@ -141,7 +142,7 @@ class BundleLookup:
             identity = keyed_identity(identity)
         key = kernel_key(kernel, self.device.arch, identity)
         self._identities[key] = identity  # keyed here
-        self._keys[kernel.content_hash] = key
+        self._keys[kept_by(kernel.content_hash, kernel.options)] = key
         return key
 
     def keyed_here(self, key: str) -> bool:
