@@ -4,9 +4,12 @@ already written decides. A kernel key keeps the first input's row, with the late
 of any (but one of `stale`'s, the output's own rows trusted keys did not sign,
 `not_vouched`: the next input's, as a run rebuilds it; else a later input's row of that key
 naming another binary, which a bundle made elsewhere may, is dropped and said in `mended`,
-the first `LISTED`, the rest counted); a tune key keeps what the caller's `choose` picks of
-the one held and the one read (which input each tune came from, with its status, pick and
-measurement time, is a temporary table of the output's connection, never held in Python;
+the first `LISTED`, the rest counted; but where the row held is a host build whose binary
+does not export its symbol, never served, and the later one's does: that one is taken, said
+in `mended`, `_unserved`: asked only of such a conflict); a tune key keeps what the
+caller's `choose` picks of the one held and the one read (which input each tune came
+from, with its status, pick and measurement time, is a temporary table of the output's
+connection, never held in Python;
 a tune is read as a serving read reads it, no sample made, and its format-3 document carried
 as it is but for its kernel ids, `carried`: a row of 7 KB may hold 500,000 samples; the
 first input's ids kept where free, so a run's bundle's own tunes stay signed);
@@ -33,6 +36,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from warmcli.backends.host.binary import exported_symbols
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.kernel_row import TOUCH, write_kernel_row
@@ -95,6 +99,7 @@ def write_union(
     freed: list[str] = []  # the blobs of the first input's rows renewed
     for index, bundle in enumerate(bundles):
         for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
+            replaced = None  # the input whose row of the key this one replaces, never served
             held = conn.execute(
                 "SELECT sha256 FROM kernels WHERE key = ?", (record.key,)
             ).fetchone()
@@ -103,9 +108,15 @@ def write_union(
                 freed.append(str(held[0]))  # key's: as a run rebuilds it (and its blob)
                 held = None
             elif held is not None and held[0] != record.sha256:
-                other += 1
-                if other <= LISTED:
-                    mended.append(_other_binary(bundles[:index], record, str(held[0]), bundle))
+                if (dead := _unserved(bundles[:index], record, str(held[0]), bundle)) is not None:
+                    replaced, said = dead  # the held build is never served, this one is
+                    mended.append(said)
+                    freed.append(str(held[0]))
+                    held = None
+                else:
+                    other += 1
+                    if other <= LISTED:
+                        mended.append(_other_binary(bundles[:index], record, str(held[0]), bundle))
             if held is None:
                 have = "SELECT 1 FROM blobs WHERE sha256 = ?"
                 if conn.execute(have, (record.sha256,)).fetchone() is None:
@@ -124,6 +135,8 @@ def write_union(
                 if write_kernel_row(conn, record, now):  # (one alike is kept, as a run does)
                     written.kernels[index] += 1
                     written.kernels[0] -= record.key in renewed  # (it is this input's now)
+                    if replaced is not None:
+                        written.kernels[replaced] -= 1
                 used_sql = "UPDATE kernels SET last_used = ? WHERE key = ?"
             else:  # the first input's row, the latest last use
                 used_sql = TOUCH
@@ -279,6 +292,35 @@ def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of:
     return (
         f"kernel {record.key[:16]}: kept the binary {kept[:16]} of {first}, dropped "
         f"{record.sha256[:16]} of {of.path}"
+    )
+
+
+def _exports(bundle: Bundle, sha256: str, symbol: str) -> bool | None:
+    """Whether blob `sha256` of `bundle`, a host shared object, exports `symbol` (what
+    production's `dlsym` finds); None where that cannot be told (the blob missing, corrupt,
+    too large, no ELF read here: other checks name it)."""
+    try:
+        names = exported_symbols(bundle.blob(sha256))
+    except BundleError:
+        return None
+    return None if names is None else symbol in names
+
+
+def _unserved(
+    before: Sequence[Bundle], record: KernelRecord, kept: str, of: Bundle
+) -> tuple[int, str] | None:
+    """Where a host kernel key's build held so far (`kept`, of the first input of `before`
+    naming it) does not export its symbol, never served, and `record` (of input `of`), built
+    to another binary, does: that input's index and what a merge says of taking `record`'s;
+    else None."""
+    if record.backend != "host" or _exports(of, record.sha256, record.symbol) is not True:
+        return None
+    at = next((i for i, b in enumerate(before) if _sha_of(b, record.key) == kept), None)
+    if at is None or _exports(first := before[at], kept, record.symbol) is not False:
+        return None
+    return at, (
+        f"kernel {record.key[:16]}: the binary {kept[:16]} of {first.path} does not export "
+        f"{record.symbol}: took {record.sha256[:16]} of {of.path}"
     )
 
 
