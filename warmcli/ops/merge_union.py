@@ -6,7 +6,7 @@ of any (but one of `stale`'s, the output's own rows trusted keys did not sign,
 naming another binary, which a bundle made elsewhere may, is dropped and said in `mended`,
 the first `LISTED`, the rest counted; but where the row held is a host build whose binary
 does not export its symbol, never served, and the later one's does: that one is taken, said
-in `mended`, `_unserved`: asked only of such a conflict); a tune key keeps what the
+in `mended` as those are: `warmcli.ops.merge_unserved`); a tune key keeps what the
 caller's `choose` picks of the one held and the one read (which input each tune came
 from, with its status, pick and measurement time, is a temporary table of the output's
 connection, never held in Python;
@@ -36,7 +36,6 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from warmcli.backends.host.binary import exported_symbols
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.kernel_row import TOUCH, write_kernel_row
@@ -49,6 +48,7 @@ from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import carried, carried_tunes, interner, tune_values
 from warmcli.bundle.unused import free_blobs
 from warmcli.errors import BundleError, MergeError
+from warmcli.ops.merge_unserved import Names, sha_of, unserved
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -95,6 +95,8 @@ def write_union(
     written = Written([0] * len(bundles), [0] * len(bundles), 0)
     other = 0  # kernel keys a later input holds built to another binary than the one kept
     later = 0  # kernel keys whose blob no input holds, a later input's build taken
+    dead = 0  # kernel keys whose held build exports no symbol, a later input's taken
+    names: Names = {}  # each input's blobs' exported names, read once (`_exports`)
     unsigned, renewed = stale
     freed: list[str] = []  # the blobs of the first input's rows renewed
     for index, bundle in enumerate(bundles):
@@ -108,9 +110,12 @@ def write_union(
                 freed.append(str(held[0]))  # key's: as a run rebuilds it (and its blob)
                 held = None
             elif held is not None and held[0] != record.sha256:
-                if (dead := _unserved(bundles[:index], record, str(held[0]), bundle)) is not None:
-                    replaced, said = dead  # the held build is never served, this one is
-                    mended.append(said)
+                never = unserved(bundles[:index], record, str(held[0]), bundle, names)
+                if never is not None:  # the held build is never served, this one is
+                    replaced, said = never
+                    dead += 1
+                    if dead <= LISTED:
+                        mended.append(said)
                     freed.append(str(held[0]))
                     held = None
                 else:
@@ -145,6 +150,11 @@ def write_union(
         mended.append(
             f"and {other - LISTED:,} more kernel key(s) a later input built to another "
             "binary: the first input's kept"
+        )
+    if dead > LISTED:
+        mended.append(
+            f"and {dead - LISTED:,} more kernel key(s) whose binary does not export its "
+            "symbol: a later input's build taken"
         )
     if later > LISTED:
         mended.append(
@@ -288,39 +298,10 @@ def _write_tunes(
 def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of: Bundle) -> str:
     """What a merge says of a kernel key a later input (`of`) holds built to another binary
     than the one kept (`kept`, the sha256 of the first input of `before` holding the key)."""
-    first = next((b.path for b in before if _sha_of(b, record.key) == kept), "an earlier input")
+    first = next((b.path for b in before if sha_of(b, record.key) == kept), "an earlier input")
     return (
         f"kernel {record.key[:16]}: kept the binary {kept[:16]} of {first}, dropped "
         f"{record.sha256[:16]} of {of.path}"
-    )
-
-
-def _exports(bundle: Bundle, sha256: str, symbol: str) -> bool | None:
-    """Whether blob `sha256` of `bundle`, a host shared object, exports `symbol` (what
-    production's `dlsym` finds); None where that cannot be told (the blob missing, corrupt,
-    too large, no ELF read here: other checks name it)."""
-    try:
-        names = exported_symbols(bundle.blob(sha256))
-    except BundleError:
-        return None
-    return None if names is None else symbol in names
-
-
-def _unserved(
-    before: Sequence[Bundle], record: KernelRecord, kept: str, of: Bundle
-) -> tuple[int, str] | None:
-    """Where a host kernel key's build held so far (`kept`, of the first input of `before`
-    naming it) does not export its symbol, never served, and `record` (of input `of`), built
-    to another binary, does: that input's index and what a merge says of taking `record`'s;
-    else None."""
-    if record.backend != "host" or _exports(of, record.sha256, record.symbol) is not True:
-        return None
-    at = next((i for i, b in enumerate(before) if _sha_of(b, record.key) == kept), None)
-    if at is None or _exports(first := before[at], kept, record.symbol) is not False:
-        return None
-    return at, (
-        f"kernel {record.key[:16]}: the binary {kept[:16]} of {first.path} does not export "
-        f"{record.symbol}: took {record.sha256[:16]} of {of.path}"
     )
 
 
@@ -335,21 +316,13 @@ def _later_build(
         return None  # the output's (a full disk)
 
     def built(bundle: Bundle) -> bool:
-        sha = _sha_of(bundle, record.key)
+        sha = sha_of(bundle, record.key)
         held = "SELECT 1 FROM blobs WHERE sha256 = ?"  # (one row at most, read whole)
         other = sha not in (None, record.sha256)
         return other and any(list(b._iter(held, (sha,))) for b in bundles)
 
     later = next((b for b in bundles[index + 1 :] if built(b)), None)
     return None if later is None else later.path
-
-
-def _sha_of(bundle: Bundle, key: str) -> str | None:
-    try:
-        record = bundle.kernel(key)
-    except BundleError:
-        return None
-    return None if record is None else record.sha256
 
 
 def _copy_blob(
