@@ -4,9 +4,12 @@ already written decides. A kernel key keeps the first input's row, with the late
 of any (but one of `stale`'s, the output's own rows trusted keys did not sign,
 `not_vouched`: the next input's, as a run rebuilds it; else a later input's row of that key
 naming another binary, which a bundle made elsewhere may, is dropped and said in `mended`,
-the first `LISTED`, the rest counted); a tune key keeps what the caller's `choose` picks of
-the one held and the one read (which input each tune came from, with its status, pick and
-measurement time, is a temporary table of the output's connection, never held in Python;
+the first `LISTED`, the rest counted; but where the row held is a host build whose binary
+does not export its symbol, never served, and the later one's does: that one is taken, said
+in `mended` as those are: `warmcli.ops.merge_unserved`); a tune key keeps what the
+caller's `choose` picks of the one held and the one read (which input each tune came
+from, with its status, pick and measurement time, is a temporary table of the output's
+connection, never held in Python;
 a tune is read as a serving read reads it, no sample made, and its format-3 document carried
 as it is but for its kernel ids, `carried`: a row of 7 KB may hold 500,000 samples; the
 first input's ids kept where free, so a run's bundle's own tunes stay signed);
@@ -45,6 +48,7 @@ from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import carried, carried_tunes, interner, tune_values
 from warmcli.bundle.unused import free_blobs
 from warmcli.errors import BundleError, MergeError
+from warmcli.ops.merge_unserved import Names, sha_of, unserved
 from warmcli.printable import LISTED
 from warmcli.records import KernelRecord, TuneRecord
 
@@ -91,10 +95,13 @@ def write_union(
     written = Written([0] * len(bundles), [0] * len(bundles), 0)
     other = 0  # kernel keys a later input holds built to another binary than the one kept
     later = 0  # kernel keys whose blob no input holds, a later input's build taken
+    dead = 0  # kernel keys whose held build exports no symbol, a later input's taken
+    names: Names = {}  # each input's blobs' exported names, read once (`_exports`)
     unsigned, renewed = stale
     freed: list[str] = []  # the blobs of the first input's rows renewed
     for index, bundle in enumerate(bundles):
         for record, (_, used) in bundle.each_kernel_used(order=AS_STORED):
+            replaced = None  # the input whose row of the key this one replaces, never served
             held = conn.execute(
                 "SELECT sha256 FROM kernels WHERE key = ?", (record.key,)
             ).fetchone()
@@ -103,9 +110,18 @@ def write_union(
                 freed.append(str(held[0]))  # key's: as a run rebuilds it (and its blob)
                 held = None
             elif held is not None and held[0] != record.sha256:
-                other += 1
-                if other <= LISTED:
-                    mended.append(_other_binary(bundles[:index], record, str(held[0]), bundle))
+                never = unserved(bundles[:index], record, str(held[0]), bundle, names)
+                if never is not None:  # the held build is never served, this one is
+                    replaced, said = never
+                    dead += 1
+                    if dead <= LISTED:
+                        mended.append(said)
+                    freed.append(str(held[0]))
+                    held = None
+                else:
+                    other += 1
+                    if other <= LISTED:
+                        mended.append(_other_binary(bundles[:index], record, str(held[0]), bundle))
             if held is None:
                 have = "SELECT 1 FROM blobs WHERE sha256 = ?"
                 if conn.execute(have, (record.sha256,)).fetchone() is None:
@@ -124,6 +140,8 @@ def write_union(
                 if write_kernel_row(conn, record, now):  # (one alike is kept, as a run does)
                     written.kernels[index] += 1
                     written.kernels[0] -= record.key in renewed  # (it is this input's now)
+                    if replaced is not None:
+                        written.kernels[replaced] -= 1
                 used_sql = "UPDATE kernels SET last_used = ? WHERE key = ?"
             else:  # the first input's row, the latest last use
                 used_sql = TOUCH
@@ -132,6 +150,11 @@ def write_union(
         mended.append(
             f"and {other - LISTED:,} more kernel key(s) a later input built to another "
             "binary: the first input's kept"
+        )
+    if dead > LISTED:
+        mended.append(
+            f"and {dead - LISTED:,} more kernel key(s) whose binary does not export its "
+            "symbol: a later input's build taken"
         )
     if later > LISTED:
         mended.append(
@@ -275,7 +298,7 @@ def _write_tunes(
 def _other_binary(before: Sequence[Bundle], record: KernelRecord, kept: str, of: Bundle) -> str:
     """What a merge says of a kernel key a later input (`of`) holds built to another binary
     than the one kept (`kept`, the sha256 of the first input of `before` holding the key)."""
-    first = next((b.path for b in before if _sha_of(b, record.key) == kept), "an earlier input")
+    first = next((b.path for b in before if sha_of(b, record.key) == kept), "an earlier input")
     return (
         f"kernel {record.key[:16]}: kept the binary {kept[:16]} of {first}, dropped "
         f"{record.sha256[:16]} of {of.path}"
@@ -293,21 +316,13 @@ def _later_build(
         return None  # the output's (a full disk)
 
     def built(bundle: Bundle) -> bool:
-        sha = _sha_of(bundle, record.key)
+        sha = sha_of(bundle, record.key)
         held = "SELECT 1 FROM blobs WHERE sha256 = ?"  # (one row at most, read whole)
         other = sha not in (None, record.sha256)
         return other and any(list(b._iter(held, (sha,))) for b in bundles)
 
     later = next((b for b in bundles[index + 1 :] if built(b)), None)
     return None if later is None else later.path
-
-
-def _sha_of(bundle: Bundle, key: str) -> str | None:
-    try:
-        record = bundle.kernel(key)
-    except BundleError:
-        return None
-    return None if record is None else record.sha256
 
 
 def _copy_blob(
