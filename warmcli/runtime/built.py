@@ -73,10 +73,6 @@ SETTINGS = (  # (one that includes no header)
 )
 
 
-def _headers(record: KernelRecord) -> str:
-    return record.components.get("headers", "")
-
-
 def kept_of(
     device: Device,
     unit: CompileUnit,
@@ -117,9 +113,10 @@ def _kept_of(
         seconds=built.seconds / max(1, len(built.symbols)),
         size=len(built.binary),
     )
-    why = reason_of(record.components.get("headers", "")) or unstorable(identity)  # (noted)
-    if not why and key_of(kernel.content_hash, unit.arch, _headers(record), identity) != unit.key:
-        why = CHANGED if _headers(record) else SETTINGS  # (read again: not as keyed)
+    headers = record.components.get("headers", "")
+    why = reason_of(headers) or unstorable(identity)  # (noted)
+    if not why and key_of(kernel.content_hash, unit.arch, headers, identity) != unit.key:
+        why = CHANGED if headers else SETTINGS  # (read again: not as keyed)
     kept = [(unit.key, Built(record, built.binary, why))]
     if built.ptx:  # the group's PTX, kept as the same kernel built for `compute_XX`
         key = kernel_key(kernel, built.ptx_arch, identity)
