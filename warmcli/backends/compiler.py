@@ -67,9 +67,10 @@ class CompileUnit(Record):
         builds it at its launch, though a batch compiles it later, maybe after the workload
         changed folder (a folder removed: none) or set a variable (`_queued_environment`)."""
         try:
-            return cls(key, kernel, arch, os.getcwd(), _queued_environment())
-        except OSError:
-            return cls(key, kernel, arch, "", _queued_environment())
+            folder = os.getcwd()
+        except OSError:  # (removed under the workload: none)
+            folder = ""
+        return cls(key, kernel, arch, folder, _queued_environment())
 
     @property
     def environment(self) -> dict[str, str] | None:
