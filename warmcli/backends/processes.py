@@ -361,4 +361,4 @@ def _environment(
         if made is not None:
             made.pop("LD_RUN_PATH", None)
         return made
-    return config.compiler_environment(tempfile.gettempdir(), c_locale=c_locale, folder=folder)
+    return config.compiler_environment(tempfile.gettempdir(), environ, False, c_locale, folder)
