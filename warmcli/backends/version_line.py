@@ -18,18 +18,17 @@ import os
 import time
 
 from warmcli.errors import ToolchainError
+from warmcli.stamped import Stamp, stamp
 
 SILENT_SECONDS = 300.0  # how long a compiler silent on `--version` is not asked again
-_Stamp = tuple[int, int, int, int]
-_silent: dict[str, tuple[_Stamp, str, float]] = {}  # path -> its stamp, the error's, until when
+_silent: dict[str, tuple[Stamp, str, float]] = {}  # path -> its stamp, the error's, until when
 
 
-def _stamp(where: str) -> _Stamp | None:
+def _stamp(where: str) -> Stamp | None:
     try:
-        st = os.stat(where)
+        return stamp(os.stat(where))
     except (OSError, ValueError):
         return None
-    return st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
 
 
 def version_line(name: str, where: str, timeout: float) -> str:
