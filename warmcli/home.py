@@ -31,6 +31,7 @@ import threading
 
 from warmcli import config
 from warmcli.errors import ConfigError
+from warmcli.forking import new_rlock
 
 TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing here
 if TYPE_CHECKING:
@@ -43,15 +44,14 @@ _WAITED_OUT: set[str] = set()  # the folders `folder_held` waited `HELD_SECONDS`
 
 
 class _Turn:
-    """This process's threads take `folder_held` one at a time, waiting on this lock (a
+    """This process's threads take `folder_held` one at a time, waiting on its `_lock` (a
     `flock` another of them held was polled every 2 ms: a first run's `as` and `ld` lines,
     remembered at once, one waited 2 ms or more of its probe); a forked child's is new."""
 
-    lock = threading.RLock()
+    _lock: threading.RLock
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: setattr(_Turn, "lock", threading.RLock()))
+_Turn._lock = new_rlock(_Turn)
 
 
 def warm_home() -> Path:
@@ -327,7 +327,7 @@ def folder_held(folder: str) -> Iterator[None]:
     start keeping each of its compiler's lines waited that long for every one: 10 s)."""
     import time
 
-    turn, taken, fd = _Turn.lock, False, None
+    turn, taken, fd = _Turn._lock, False, None
     try:  # another thread's hold waited out first (`HELD_SECONDS` at most), without a poll
         taken = turn.acquire(timeout=0.0 if folder in _WAITED_OUT else HELD_SECONDS)
         try:
