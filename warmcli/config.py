@@ -308,7 +308,7 @@ def compiler_environment(  # (a unit's `environ` and `folder`: `CompileUnit.queu
     usable_tmp: str, environ: Environ | None = None, scratch: bool = False,
     c_locale: bool = False, folder: str = "",
 ) -> dict[str, str] | None:  # fmt: skip
-    """The environment a compiler warm runs gets: `environ` (a unit's; None: this process's,
+    """The environment a compiler warm runs gets: `environ` (a unit's, a copy; None: this process's,
     and None where nothing changes), with `TMPDIR` `usable_tmp` where it names another (Python's
     `tempfile` fell back from a missing or read-only one, or made a relative one absolute) or
     that is the compiler's own `scratch` folder; `CPATH`'s and its kin's relative or empty entries
@@ -317,7 +317,7 @@ def compiler_environment(  # (a unit's `environ` and `folder`: `CompileUnit.queu
     env = _env(environ)
     named = env.get("TMPDIR")
     folders = absolute_include_paths(env, folder)
-    if not scratch and not c_locale and (not named or named == usable_tmp) and not folders:
+    if environ is None and not (scratch or c_locale or folders) and named in (None, "", usable_tmp):
         return None
     made = {**env, **folders}
     if scratch or (named and named != usable_tmp):
