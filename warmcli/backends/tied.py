@@ -159,13 +159,21 @@ def _plain_executable(path: str, scripts: bool = True) -> bool:
 
 
 def _head(path: str) -> bytes | None:
-    """The first bytes of `path` where it is a regular file this process may execute."""
+    """The first bytes of `path` where it is a regular file this process may execute (opened
+    without blocking, then looked at: a FIFO put there meanwhile is never waited on)."""
     import stat
 
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode) or not os.access(path, os.X_OK):
+        if not os.access(path, os.X_OK):
             return None
-        with open(path, "rb") as file:
-            return file.read(_HEAD_BYTES)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except (OSError, ValueError):
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        return os.read(descriptor, _HEAD_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
