@@ -54,8 +54,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from warmcli.backends.processes import kill_group, on_compiler, stop_compilers
-from warmcli.backends.tied import parent_death_signal
+from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
 from warmcli.interrupted import in_quiet_callback, send_again
 from warmcli.warming import child_signals
 from warmcli.warming.crashes import (
