@@ -23,9 +23,9 @@ import numpy.random
 from warmcli import Kernel, Runtime, Tunable, use_bundle
 compiled = {key[1] for key in re._cache}
 loaded = "warmcli.backends.host.refused" in sys.modules
-from warmcli.backends.host import refused
-print(json.dumps([p.pattern in compiled for p in (refused._ASSEMBLER_READS,
-                                                  refused._COMMENT_OR_LITERAL)] + [loaded]))
+from warmcli import directives
+print(json.dumps([p.pattern in compiled for p in (directives._ASSEMBLER_READS,
+                                                  directives._LITERAL_OR_COMMENT)] + [loaded]))
 """
 
 

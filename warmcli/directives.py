@@ -8,8 +8,10 @@ directive): `spliced` does the same to a source's bytes, its string and characte
 kept, so the scans of `warmcli.headers` and `warmcli.kernel` find an include however it is
 spelled. `may_hide` says cheaply whether a source holds anything that could hide one (a
 backslash, a comment, a digraph or trigraph `#`, a carriage return, a form feed or vertical
-tab); where it does not, the plain text is what the preprocessor reads. State: none. It
-never reads a file.
+tab); where it does not, the plain text is what the preprocessor reads. `reads_assembler_file`
+finds an assembler directive that reads a file (`.incbin`, `.include`) in a source or header so
+read, its adjacent string literals joined as the compiler joins them. State: none. It never
+reads a file.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ _RAW_LITERAL_OR_COMMENT = re.compile(
     rb'(?<!\w)(?:u8|[uUL])?R"([^ ()\\\t\v\f\n]{0,16})\((?:.*?\)\1"|.*\Z)|'
     + _LITERAL_OR_COMMENT.pattern,
     re.DOTALL,
+)
+
+
+# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
+# case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
+_ASSEMBLER_READS = re.compile(
+    rb'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
 )
 
 
@@ -72,3 +81,21 @@ def spliced_text(source: str) -> str | None:
     in it could hide one (`may_hide`): the plain text is then what it reads."""
     data = source.encode(errors="surrogatepass")
     return spliced(data).decode(errors="surrogatepass") if may_hide(data) else None
+
+
+def reads_assembler_file(data: bytes) -> bool:
+    """Whether `data`, a C source or header, holds an assembler directive reading a file
+    (`.incbin "..."`, `.include`) outside its comments (one that only mentions it reads nothing),
+    its adjacent string literals joined first, as the compiler joins them before the assembler
+    reads them (`".inc" "bin \\"t.bin\\""`, or a header's `".incbin \\"" FILE "\\""`)."""
+    text, parts, end, last = spliced(data), list[bytes](), 0, -1  # (last: a literal, closed)
+    for match in _LITERAL_OR_COMMENT.finditer(text):  # (literals and numbers: comments gone)
+        between, token, end = text[end : match.start()], match[0], match.end()
+        closed = token[:1] == b'"' and len(token) > 1 and token[-1:] == b'"'
+        if token[:1] == b'"' and last >= 0 and not between.strip():  # "a" "b": "ab"
+            parts[last] = parts[last][:-1] + token[1:]
+        else:
+            parts += [between, token]
+            last = len(parts) - 1
+        last = last if closed else -1
+    return _ASSEMBLER_READS.search(b"".join([*parts, text[end:]])) is not None

@@ -27,7 +27,8 @@ as the kernel's (`warmcli.system_shadows`: a `stddef.h` added to `-I` later chan
 so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at most `MAX_HEADERS`
 files (64 times as many names, found or not), each hashed whole, scanned in its first `MAX_SCANNED`
 bytes: past a bound, at a computed include whose header cannot be told (but in NVRTC's system
-toolkit's own headers), or at a FIFO or a device a name finds (`no_file`: never compiled,
+toolkit's own headers), at a file whose assembly reads one (`.incbin`: `reads_assembler_file`), or
+at a FIFO or a device a name finds (`no_file`: never compiled,
 `warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker, its reason noted. State:
 three per-process memos (each file's digest and includes, by its path and stat stamp, of settled
 files; the includes of the last sources; the search orders of the last options): a kernel keyed
@@ -49,7 +50,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from warmcli.computed_includes import Scanned, computed_headers, macro_includes
-from warmcli.directives import may_hide, spliced, spliced_text
+from warmcli.directives import may_hide, reads_assembler_file, spliced, spliced_text
 from warmcli.include_options import (
     _AS_DIRAFTER,
     _AS_I,
@@ -70,9 +71,7 @@ from warmcli.stamped import Stamp, compiler_opens, no_file, opened, settled, sta
 from warmcli.system_shadows import MAX_SYSTEM, Listed, placed, shadowed
 from warmcli.unkeyed import NO_FILE, marker, note, reason_in
 
-MAX_HEADERS = 512
-MAX_SCANNED = 4 << 20
-_MAX_MEMO = 4096
+MAX_HEADERS, MAX_SCANNED, _MAX_MEMO = 512, 4 << 20, 4096
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
     r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"
     r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])'  # or by a macro
@@ -95,13 +94,13 @@ _PATH_BOUND = re.compile(
     rb"|__has_include(?:_next)?[ \t]*\([ \t]*[A-Za-z_]|__FILE__|__builtin_FILE",
     re.MULTILINE,
 )
-BY_FOLDER = ("\0by folder", False)
 IMPLIED, IMPLIED_MARK = ("cuda_runtime.h",), "\0implied:"  # what nvcc reads first (`-include`)
-COMPUTED, OVER = "\0computed:", ("\0over", False)  # `#include CFG`'s CFG; a file scanned in part
+BY_FOLDER, COMPUTED, UNKEYED = ("\0by folder", False), "\0computed:", "\0unkeyed:"  # CFG; why
+OVER = (f"{UNKEYED}a file over {MAX_SCANNED >> 20} MB, scanned in part", False)
+ASSEMBLY = (f"{UNKEYED}a header's assembly reads a file (.incbin, .include) no key covers", False)
 # The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
 NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
-TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
-DEFAULT_TOOLKIT = "/usr/local/cuda"
+TOOLKIT_INCLUDES, DEFAULT_TOOLKIT = (("include",), ("include", "cccl")), "/usr/local/cuda"
 # path -> (its stamp, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[Stamp, str, tuple[tuple[str, bool], ...]]] = {}
 covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
@@ -194,8 +193,8 @@ def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
 def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
     """The includes of `data` as written, then those only its directives as read show
     (`warmcli.directives`), each macro it includes by name (`COMPUTED` and it, whether
-    `_next`), `OVER` where it is longer than scanned (`over`), `BY_FOLDER` last where it may
-    compute with its path (`_PATH_BOUND`)."""
+    `_next`), `OVER` where it is longer than scanned (`over`), `ASSEMBLY` where its assembly reads
+    a file, `BY_FOLDER` last where it may compute with its path (`_PATH_BOUND`)."""
     head = data[:MAX_SCANNED]
     found = _INCLUDE.findall(head)
     bound = _PATH_BOUND.search(head) is not None
@@ -209,6 +208,7 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
     )
     names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
+    names += (ASSEMBLY,) if b"asm" in head and reads_assembler_file(head) else ()  # (`__asm__`)
     return (*names, BY_FOLDER) if bound else names
 
 
@@ -341,8 +341,8 @@ def headers_digest(
             strict = not (nvrtc and here is not None and not here.startswith(own))
             computed.append((name[len(COMPUTED) :], quoted, here, strict))
             continue
-        if (name, quoted) == OVER:
-            written.append(marker(f"a file over {MAX_SCANNED >> 20} MB, scanned in part"))
+        if name.startswith(UNKEYED):  # (`OVER`, `ASSEMBLY`)
+            written.append(marker(name[len(UNKEYED) :]))
             continue
         if name.startswith(NEXT):  # each file of its name along the chain (one is read)
             chain = [f for f in dict.fromkeys([here, *orders[0], *orders[1]]) if f not in toolkit]

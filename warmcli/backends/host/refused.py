@@ -13,11 +13,9 @@ functions of the text given; it owns no state, reads no file and never raises.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
-from warmcli.printable import Pattern
 
 # Options that make cc read a file no kernel key covers (more options, an include prefix, a
 # system root's headers, a specs file, the folder `-fplugin=name` loads a plugin from; a folder
@@ -125,22 +123,12 @@ _VALUED = (
 )  # fmt: skip
 
 
-# An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
-# case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
-_ASSEMBLER_READS = Pattern(  # compiled on first use: a served process compiles nothing
-    r'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
-)
-# A C comment, or a string or character literal (kept: an `__asm__`'s text is one).
-_COMMENT_OR_LITERAL = Pattern(
-    r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.DOTALL
-)
-
-
 def reads_assembler_file(source: str) -> bool:
-    """Whether `source` holds an assembler directive reading a file (`.incbin "..."`)
-    outside its C comments (one that only mentions it reads nothing)."""
-    code = _COMMENT_OR_LITERAL.sub(lambda m: m[0] if m[0][0] in "\"'" else " ", source)
-    return _ASSEMBLER_READS.search(code) is not None
+    """Whether `source` holds an assembler directive reading a file (`.incbin "..."`) outside
+    its C comments (one that only mentions it reads nothing): `warmcli.directives`'s."""
+    from warmcli.directives import reads_assembler_file as reads  # (what compiles: first use)
+
+    return reads(source.encode(errors="surrogatepass"))
 
 
 def other_source(options: Sequence[str]) -> str | None:
