@@ -49,6 +49,10 @@ _RAW_LITERAL_OR_COMMENT = re.compile(
 _ASSEMBLER_READS = re.compile(
     rb'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
 )
+_MAY_READ = re.compile(rb"\.inc", re.IGNORECASE)  # (a text naming no `asm`: whole, or none)
+# A string literal, and adjacent ones, which the compiler joins into one (`"a" "b"`: `"ab"`).
+_STRING = rb'"(?:\\.|[^"\\\n])*"'
+_STRING_ONE, _STRINGS = re.compile(_STRING), re.compile(_STRING + rb"(?:\s*" + _STRING + rb")+")
 
 
 def may_hide(data: bytes) -> bool:
@@ -87,15 +91,14 @@ def reads_assembler_file(data: bytes) -> bool:
     """Whether `data`, a C source or header, holds an assembler directive reading a file
     (`.incbin "..."`, `.include`) outside its comments (one that only mentions it reads nothing),
     its adjacent string literals joined first, as the compiler joins them before the assembler
-    reads them (`".inc" "bin \\"t.bin\\""`, or a header's `".incbin \\"" FILE "\\""`)."""
-    text, parts, end, last = spliced(data), list[bytes](), 0, -1  # (last: a literal, closed)
-    for match in _LITERAL_OR_COMMENT.finditer(text):  # (literals and numbers: comments gone)
-        between, token, end = text[end : match.start()], match[0], match.end()
-        closed = token[:1] == b'"' and len(token) > 1 and token[-1:] == b'"'
-        if token[:1] == b'"' and last >= 0 and not between.strip():  # "a" "b": "ab"
-            parts[last] = parts[last][:-1] + token[1:]
-        else:
-            parts += [between, token]
-            last = len(parts) - 1
-        last = last if closed else -1
-    return _ASSEMBLER_READS.search(b"".join([*parts, text[end:]])) is not None
+    reads them (`".inc" "bin \\"t.bin\\""`, or a header's `".incbin \\"" FILE "\\""`). Quick
+    where `data` names neither `asm` nor `.inc` (nothing it holds reaches the assembler so)."""
+    if b"asm" not in data and _MAY_READ.search(data) is None:
+        return False
+    joined = _STRINGS.sub(_joined, spliced(data))
+    return _ASSEMBLER_READS.search(joined) is not None
+
+
+def _joined(match: re.Match[bytes]) -> bytes:
+    """Adjacent string literals as one: `"a" "b"` as `"ab"`."""
+    return b'"' + b"".join(one[1:-1] for one in _STRING_ONE.findall(match[0])) + b'"'

@@ -208,7 +208,7 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
     )
     names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
-    names += (ASSEMBLY,) if b"asm" in head and reads_assembler_file(head) else ()  # (`__asm__`)
+    names += (ASSEMBLY,) if reads_assembler_file(head) else ()  # (`.incbin`, in `__asm__`)
     return (*names, BY_FOLDER) if bound else names
 
 
