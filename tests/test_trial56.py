@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Warm
+from conftest import Warm, nvrtc_release_or_skip
 
 # A kernel reading a 32-bit value its assembly takes from `table.bin` (its source: `k.c`).
 WORKLOAD = """
@@ -85,3 +85,30 @@ def test_the_directive_is_found_as_the_compiler_joins_literals_not_in_comments()
     assert not reads_assembler_file(b'// .incbin "t.bin"\nint a;')
     assert not reads_assembler_file(b'const char *s = ".inc"; int b = 1; char *t = "bin \\"x\\"";')
     assert not reads_assembler_file(b"char q = '\"'; int n = 1'000; /* .incbin \"t\" */")
+
+
+# A CUDA kernel including the same header (its `INCBIN` unused): a cubin is never assembled by
+# the host's assembler, so the header's directive reads nothing there.
+CUDA_WORKLOAD = """
+import os
+from warmcli import Kernel
+DEVICE = "cuda"
+HERE = os.path.dirname(os.path.abspath(__file__))
+K = Kernel('#include "incbin.h"\\nextern "C" __global__ void k(int *y) { y[0] = 7; }', "k", "P",
+           language="cuda", options=("-I" + os.path.join(HERE, "inc"),))
+def workload(rt):
+    rt.launch(K, rt.buffer(1, "int32"), grid=(1, 1, 1), block=(1, 1, 1))
+"""
+
+
+def test_a_cuda_kernel_including_such_a_header_is_still_stored_and_served(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    nvrtc_release_or_skip()
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "incbin.h").write_text(INCBIN_H)
+    doc = warm.json(
+        "run", workload_file(CUDA_WORKLOAD), "--arch", "sm_90", "-b", tmp_path / "c.warm"
+    )
+    assert doc["stored"]["kernels"] == 2 and doc["verified"] is True, doc  # its cubin and PTX
+    assert not doc.get("never_served"), doc

@@ -341,8 +341,8 @@ def headers_digest(
             strict = not (nvrtc and here is not None and not here.startswith(own))
             computed.append((name[len(COMPUTED) :], quoted, here, strict))
             continue
-        if name.startswith(UNKEYED):  # (`OVER`, `ASSEMBLY`)
-            written.append(marker(name[len(UNKEYED) :]))
+        if name.startswith(UNKEYED):  # `OVER`; `ASSEMBLY` for cc alone (a cubin is not assembled)
+            written += [marker(name[len(UNKEYED) :])] * (name != ASSEMBLY[0] or compiler == "c")
             continue
         if name.startswith(NEXT):  # each file of its name along the chain (one is read)
             chain = [f for f in dict.fromkeys([here, *orders[0], *orders[1]]) if f not in toolkit]
