@@ -1,0 +1,170 @@
+"""What warm's own processes leave in the temporary folder where warm's home cannot hold host
+libraries (a private `warm-host-*` folder of the process's instead): nothing where a process
+ends by returning, and what one ended by `os._exit`, SIGTERM or SIGKILL left is removed by the
+next process that needs such a folder, never a living process's. Each test failed before its
+fix. Real processes, a real C compiler, a real `dlopen`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# A production process launching a host kernel, then ending as `argv[1]` says.
+PRODUCTION = """
+import os, signal, sys, time
+import numpy as np
+import warmcli
+from warmcli import Kernel
+warmcli.use_bundle(None)
+rt = warmcli.runtime()
+x = rt.upload(np.arange(4, dtype=np.float32))
+rt.launch(Kernel("void f(float *x, int n) { for (int j = 0; j < n; j++) x[j] *= 2.0f; }",
+                 "f", "Pi"), x, 4)
+print(rt.read(x).tolist(), flush=True)
+how = sys.argv[1]
+if how == "os._exit":
+    os._exit(0)
+if how == "SIGKILL":
+    os.kill(os.getpid(), signal.SIGKILL)
+if how == "SIGTERM":
+    os.kill(os.getpid(), signal.SIGTERM)
+if how == "wait":
+    sys.stdin.read()
+"""
+
+# A library cache used and dropped, never closed: the process ends normally.
+DROPPED = """
+import subprocess, sys
+from warmcli.backends.host.libraries import LibraryCache
+source, out = sys.argv[1], sys.argv[2]
+subprocess.run(["cc", "-shared", "-fPIC", "-o", out, source], check=True)
+print(LibraryCache().load(open(out, "rb").read()).answer())
+"""
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A warm home whose `host-libraries` others may write (so a private folder is used),
+    and a temporary folder of the test's own."""
+    home = tmp_path / "home"
+    (home / "host-libraries").mkdir(parents=True)
+    (home / "host-libraries").chmod(0o777)
+    (tmp_path / "tmp").mkdir()
+    return dict(os.environ, WARM_HOME=str(home), TMPDIR=str(tmp_path / "tmp"), PYTHONPATH=str(ROOT))
+
+
+def _left(env: dict[str, str]) -> list[str]:
+    return sorted(n for n in os.listdir(env["TMPDIR"]) if n.startswith("warm-host-"))
+
+
+def _production(env: dict[str, str], how: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PRODUCTION, how], env=env, capture_output=True, text=True,
+        timeout=120, cwd=ROOT,
+    )  # fmt: skip
+
+
+def _aged(env: dict[str, str]) -> None:
+    """Every folder in the test's temporary folder dated a day back (a dead process's)."""
+    past = time.time() - 86400
+    for name in os.listdir(env["TMPDIR"]):
+        os.utime(os.path.join(env["TMPDIR"], name), (past, past))
+
+
+def test_a_dropped_library_cache_leaves_no_folder_at_a_normal_end(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A cache collected, or left at exit, without `close` (a `Runtime(HostDevice())` never
+    # closed) left its private folder and the library in it for ever.
+    source = tmp_path / "k.c"
+    source.write_text("int answer(void) { return 5; }\n")
+    done = subprocess.run(
+        [sys.executable, "-c", DROPPED, str(source), str(tmp_path / "k.so")],
+        env=env, capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "5\n"), done.stderr
+    assert _left(env) == []
+
+
+@pytest.mark.parametrize("how", ["os._exit", "SIGKILL", "SIGTERM"])
+def test_what_a_dead_process_left_the_next_one_removes(env: dict[str, str], how: str) -> None:
+    dead = _production(env, how)
+    assert dead.stdout == "[0.0, 2.0, 4.0, 6.0]\n", dead.stderr
+    (left,) = _left(env)  # no exit function ran: its folder stays
+    _aged(env)
+    done = _production(env, "return")
+    assert (done.returncode, done.stdout) == (0, dead.stdout), done.stderr
+    assert left not in _left(env)
+    assert _left(env) == []  # its own removed at its end
+
+
+def test_a_living_process_s_folder_is_left_alone(env: dict[str, str]) -> None:
+    # A process still running (waiting on its stdin) keeps its folder, however old it is,
+    # while another process makes one of its own beside it.
+    living = subprocess.Popen(
+        [sys.executable, "-c", PRODUCTION, "wait"], env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert living.stdout is not None
+        assert living.stdout.readline() == "[0.0, 2.0, 4.0, 6.0]\n"
+        (held,) = _left(env)
+        _aged(env)
+        done = _production(env, "return")
+        assert done.returncode == 0, done.stderr
+        assert _left(env) == [held]
+        assert any(Path(env["TMPDIR"], held).iterdir())  # its library still there
+    finally:
+        _, err = living.communicate("", timeout=120)
+    assert living.returncode == 0, err
+    assert _left(env) == []
+
+
+def test_a_folder_not_known_to_be_warm_s_is_left_alone(env: dict[str, str]) -> None:
+    # A folder named as warm's that no held folder of warm's could be (an earlier warm's,
+    # whose owner nothing tells; a link; one of another name) is never removed.
+    tmp = Path(env["TMPDIR"])
+    (tmp / "warm-host-abcd1234").mkdir(mode=0o700)
+    (tmp / "warm-host-abcd1234" / "x.so").write_bytes(b"x")
+    (tmp / "warm-host-link.held").symlink_to(tmp / "warm-host-abcd1234")
+    _aged(env)
+    done = _production(env, "return")
+    assert done.returncode == 0, done.stderr
+    assert _left(env) == ["warm-host-abcd1234", "warm-host-link.held"]
+    assert (tmp / "warm-host-abcd1234" / "x.so").exists()
+
+
+def test_a_sigterm_s_folder_is_not_removed_by_its_own_forked_child(env: dict[str, str]) -> None:
+    # A child forked without exec holds its parent's lock too: while it lives, the folder
+    # of its dead parent stays (the child may still use libraries loaded from it).
+    code = PRODUCTION.replace(
+        "how = sys.argv[1]",
+        "how = sys.argv[1]\nif os.fork() == 0:\n    sys.stdin.read()\n    os._exit(0)",
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code, "SIGTERM"], env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert parent.wait(timeout=120) == -signal.SIGTERM
+        (held,) = _left(env)
+        _aged(env)
+        done = _production(env, "return")
+        assert done.returncode == 0, done.stderr
+        assert _left(env) == [held]
+    finally:
+        assert parent.stdin is not None and parent.stdout is not None
+        parent.stdin.close()  # the child reads its end: it ends
+    parent.stdout.read()  # to its end: the child, which holds the pipe too, has ended
+    _aged(env)
+    done = _production(env, "return")
+    assert done.returncode == 0, done.stderr
+    assert _left(env) == []
