@@ -168,3 +168,74 @@ def test_a_sigterm_s_folder_is_not_removed_by_its_own_forked_child(env: dict[str
     done = _production(env, "return")
     assert done.returncode == 0, done.stderr
     assert _left(env) == []
+
+
+# A shard's workload: where MARK is set, it says it has started and waits to be killed.
+STALLS = """
+import os, time
+if os.environ.get("MARK"):
+    open(os.environ["MARK"], "w").close()
+    time.sleep(120)
+def workload(rt):
+    pass
+"""
+SHARD = (  # a Dask worker's task, run in a process of its own: the shard's exit code
+    "import sys; from warmcli.warming.fanout import run_shard; "
+    "print(run_shard(sys.argv[1:], '0/1')[0])"
+)
+
+
+def _shards(env: dict[str, str]) -> list[str]:
+    return sorted(n for n in os.listdir(env["TMPDIR"]) if n.startswith("warm-shard-"))
+
+
+def _gone(group: int) -> bool:
+    """Whether no process of process group `group` is left but a zombie (its descriptors
+    closed: its locks let go)."""
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return False
+    return True
+
+
+def test_a_shard_killed_with_its_worker_is_removed_by_the_next_not_while_it_runs(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A Dask worker killed (SIGKILL) while its shard ran left the shard's `warm-shard-*`
+    # folder in its TMPDIR for ever; while the shard's own `warm run` still runs (its worker
+    # alone killed), the folder it writes its bundle into is its own: kept.
+    workload, mark = tmp_path / "stalls.py", tmp_path / "started"
+    workload.write_text(STALLS)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", SHARD, str(workload), "-q", "--no-verify"],
+        env=dict(env, MARK=str(mark)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tmp_path, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(1200):
+            if mark.exists() or worker.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert mark.exists(), "the shard never started"
+        (left,) = _shards(env)
+        os.kill(worker.pid, signal.SIGKILL)  # the worker alone: its shard's process runs on
+        worker.wait()
+        _aged(env)
+        other = [sys.executable, "-c", SHARD, str(workload), "-q", "--no-verify"]
+        done = subprocess.run(other, env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+        assert _shards(env) == [left]
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)  # and now the shard's processes
+    for _ in range(1200):
+        if _gone(worker.pid):
+            break
+        time.sleep(0.1)
+    _aged(env)
+    done = subprocess.run(other, env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
+    assert _shards(env) == []

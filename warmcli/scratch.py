@@ -6,9 +6,10 @@ compiled removed the folder at its own exit, under the parent's compiler (`warmc
 says what else a fork does to warm's state). A compiler runs in one, so the programs it finds
 by a relative folder (`PATH=..:$PATH`) are found from there: `seen_from_scratch`.
 A folder kept for a process's life (`HeldFolder`: the host libraries of one whose warm home
-cannot hold them) is removed at its end (`remove`, or its finalizer: collected, or at exit, in
-the process that made it only), and while it lives a `flock` on a descriptor of it says so
-(held by a child it forks without exec too, let go by the kernel at any end, SIGKILL's,
+cannot hold them), or for a block (`held_folder`: a Dask shard's bundle), is removed at its end
+(`remove`, or its finalizer: collected, or at exit, in the process that made it only), and while
+it lives a `flock` on a descriptor of it says so (held by a child it forks without exec too, and
+by a process it starts with `fds` passed on; let go by the kernel at any end, SIGKILL's,
 SIGTERM's, `os._exit`'s): a dead process's, no lock held, is removed by the next process that
 makes one (`remove_orphans`: only a folder of this user's under that prefix and `HELD`'s
 suffix, unchanged for `ORPHAN_AGE_S`; never a link, a folder of another name, or one where
@@ -65,8 +66,9 @@ def seen_from_scratch(folder: str) -> str | None:
 class HeldFolder:
     """A new private temporary folder (0700, `mkdtemp`'s) named `<prefix>...HELD`, its lock
     held while this process (or a child it forks without exec) lives; what dead processes
-    left under `prefix` removed first. `remove` (or the finalizer: collected, or at exit)
-    removes it in the process that made it; a forked child's only lets its descriptor go."""
+    left under `prefix` removed first; a process started with `fds` passed on holds it too.
+    `remove` (or the finalizer: collected, or at exit) removes it in the process that made
+    it; a forked child's only lets its descriptor go."""
 
     def __init__(self, prefix: str) -> None:
         import tempfile
@@ -74,7 +76,18 @@ class HeldFolder:
         remove_orphans(prefix)
         self.path = tempfile.mkdtemp(prefix=prefix, suffix=HELD)
         fd = _locked(self.path)
+        self.fds = () if fd is None else (fd,)  # a process started may hold it too (`pass_fds`)
         self.remove = weakref.finalize(self, _removed, self.path, fd, os.getpid())
+
+
+@contextmanager
+def held_folder(prefix: str) -> Iterator[HeldFolder]:
+    """A `HeldFolder` for the `with` block, removed at its end (in the process that made it)."""
+    held = HeldFolder(prefix)
+    try:
+        yield held
+    finally:
+        held.remove()
 
 
 def _removed(path: str, fd: int | None, made_by: int) -> None:
