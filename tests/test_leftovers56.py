@@ -239,3 +239,31 @@ def test_a_shard_killed_with_its_worker_is_removed_by_the_next_not_while_it_runs
     done = subprocess.run(other, env=env, capture_output=True, text=True, cwd=tmp_path)
     assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr
     assert _shards(env) == []
+
+
+def test_a_descriptor_a_program_reused_is_not_closed_under_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # A daemon closes every descriptor (`closerange`) and opens its log, which takes the
+    # number of the folder's lock: at exit that descriptor was closed as the folder's, and
+    # the log's last buffered lines were lost.
+    log = tmp_path / "log.txt"
+    code = PRODUCTION + (
+        "def names(n):\n"
+        "    try:\n"
+        "        return os.readlink(f'/proc/self/fd/{n}')\n"
+        "    except OSError:\n"
+        "        return ''\n"
+        "held = [int(n) for n in os.listdir('/proc/self/fd') if 'warm-host-' in names(n)]\n"
+        "os.closerange(3, max(held) + 1)\n"
+        f"fd = os.open({str(log)!r}, os.O_WRONLY | os.O_CREAT)\n"
+        "os.dup2(fd, max(held))\n"
+        "logged = open(max(held), 'w')\n"
+        "logged.write('last words')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "return"], env=env, capture_output=True, text=True,
+        timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert log.read_text() == "last words", done.stderr

@@ -77,7 +77,8 @@ class HeldFolder:
         self.path = tempfile.mkdtemp(prefix=prefix, suffix=HELD)
         fd = _locked(self.path)
         self.fds = () if fd is None else (fd,)  # a process started may hold it too (`pass_fds`)
-        self.remove = weakref.finalize(self, _removed, self.path, fd, os.getpid())
+        known = None if fd is None else (fd, _identity(os.fstat(fd)))
+        self.remove = weakref.finalize(self, _removed, self.path, known, os.getpid())
 
 
 @contextmanager
@@ -90,14 +91,23 @@ def held_folder(prefix: str) -> Iterator[HeldFolder]:
         held.remove()
 
 
-def _removed(path: str, fd: int | None, made_by: int) -> None:
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _removed(path: str, known: tuple[int, tuple[int, int]] | None, made_by: int) -> None:
+    """The folder removed (by its maker), its descriptor closed if it is still the folder's
+    (one a program closed, `closerange` in a daemon, may be another file's since); never
+    unlocked: a forked child's copy shares its parent's lock."""
     if os.getpid() == made_by:
         import shutil
 
         shutil.rmtree(path, ignore_errors=True)
-    if fd is not None:
+    if known is not None:
+        fd, identity = known
         with contextlib.suppress(OSError):
-            os.close(fd)  # (never unlocked: a forked child's copy shares its parent's lock)
+            if _identity(os.fstat(fd)) == identity:
+                os.close(fd)
 
 
 def _locked(path: str) -> int | None:
