@@ -1,8 +1,10 @@
-"""What warm's own processes leave in the temporary folder where warm's home cannot hold host
-libraries (a private `warm-host-*` folder of the process's instead): nothing where a process
-ends by returning, and what one ended by `os._exit`, SIGTERM or SIGKILL left is removed by the
-next process that needs such a folder, never a living process's. Each test failed before its
-fix. Real processes, a real C compiler, a real `dlopen`."""
+"""What warm's own processes leave in the temporary folder: a private `warm-host-*` folder (where
+warm's home cannot hold host libraries) and a Dask shard's `warm-shard-*` folder. Nothing where a
+process ends by returning; what one ended by `os._exit`, SIGTERM or SIGKILL left is removed by the
+next process that makes such a folder, never a living process's (nor one its shard's process or
+forked child still holds); a descriptor a program reused is never closed under it. A fix's test
+failed before it (those of what is left alone guard it). Real processes, a real C compiler, a
+real `dlopen`, a real `warm run`."""
 
 from __future__ import annotations
 

@@ -152,8 +152,7 @@ def remove_orphans(prefix: str) -> None:
             if fd is None:  # held: a living process's
                 continue
             try:
-                same = os.path.samestat(os.fstat(fd), st)
-                if same:
+                if os.path.samestat(os.fstat(fd), st):  # (the very folder looked at)
                     shutil.rmtree(entry.path, ignore_errors=True)
             finally:
                 os.close(fd)
