@@ -62,14 +62,20 @@ def shard_speedup(size: Size) -> Row:
 def _time_both(folder: Path, env: dict[str, str]) -> tuple[float, float, float]:
     """Wall seconds of one run, of the run fanned out over a local cluster already
     started, and of starting that cluster."""
+    import dask
     from distributed import LocalCluster
 
     args = ["-m", "warmcli", "run", str(WORKLOAD), "--no-verify", "-q"]
     _, one = python(*args, "-b", str(folder / "one.warm"), env=env)
     started = time.perf_counter()
-    with LocalCluster(
-        n_workers=WORKERS, threads_per_worker=1, dashboard_address=":0", host="127.0.0.1"
-    ) as cluster:
+    # Dask's scratch in `folder` (removed after): its `dask-scratch-space` in TMPDIR stays.
+    scratch = dask.config.set({"temporary-directory": str(folder)})
+    with (
+        scratch,
+        LocalCluster(
+            n_workers=WORKERS, threads_per_worker=1, dashboard_address=":0", host="127.0.0.1"
+        ) as cluster,
+    ):
         start = time.perf_counter() - started
         address = cluster.scheduler_address
         _, fanned = python(*args, "-b", str(folder / "fan.warm"), "--dask", address, env=env)

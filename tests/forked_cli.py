@@ -112,10 +112,19 @@ class Servers:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.scratch = Path(tempfile.mkdtemp(prefix="warm-forked-"))
+        self._scratch: Path | None = None  # (`scratch`, made by the first command)
         self._running: dict[_Key, subprocess.Popen[str]] = {}
         self.calls = 0  # (each call's own stdout and stderr files, removed once read)
         self._pythons: Any = None  # (`ForkedWarm.production`'s, made on first use)
+
+    @property
+    def scratch(self) -> Path:
+        """The folder of the commands' stdout and stderr files, made on first use: a module's
+        `Servers` is made as it is imported (collected: by every pytest worker), and only the
+        worker that runs its tests ends it (`close`), so one made then was left in `TMPDIR`."""
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="warm-forked-"))
+        return self._scratch
 
     def pythons(self, env: dict[str, str]) -> Any:
         """The production server (`tests/forked_python.ForkedPython`) for `env`: one an
@@ -146,7 +155,9 @@ class Servers:
         self._running.clear()
         if self._pythons is not None:
             self._pythons.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
 
 def _end(server: subprocess.Popen[str]) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
+from dask_cluster import scratch_in
 
 distributed = pytest.importorskip("distributed")
 
@@ -34,19 +35,22 @@ RUN = (sys.executable, "-m", "warmcli", "run")
 
 
 @pytest.fixture
-def lonely_scheduler() -> Iterator[str]:
-    cluster = distributed.LocalCluster(
-        n_workers=0, processes=True, dashboard_address=":0", host="127.0.0.1"
-    )
+def lonely_scheduler(tmp_path: Path) -> Iterator[str]:
+    with scratch_in(tmp_path):
+        cluster = distributed.LocalCluster(
+            n_workers=0, processes=True, dashboard_address=":0", host="127.0.0.1"
+        )
     yield cluster.scheduler_address
     cluster.close()
 
 
 def _worker(scheduler: str, mark: Path) -> subprocess.Popen[bytes]:
-    """One worker process (no nanny to bring it back), in its own process group."""
-    env = {**os.environ, "WARM_TEST_SHARD_STARTED": str(mark)}
+    """One worker process (no nanny to bring it back), in its own process group, its scratch
+    and TMPDIR (a shard's folder, left where it is killed with its shard) `mark`'s folder."""
+    env = {**os.environ, "WARM_TEST_SHARD_STARTED": str(mark), "TMPDIR": str(mark.parent)}
+    own = ("--local-directory", str(mark.parent))
     return subprocess.Popen(
-        [*WORKER, scheduler, "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+        [*WORKER, scheduler, "--no-nanny", "--nthreads", "1", "--no-dashboard", *own],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

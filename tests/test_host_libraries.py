@@ -90,8 +90,9 @@ def test_a_directory_others_may_write_is_not_used(home: Path, tmp_path: Path) ->
     cache = LibraryCache()
     assert _answer(cache.load(_binary(tmp_path, 3))) == 3
     assert list(shared.iterdir()) == []  # loaded from a private directory instead
-    private = cache._private
-    assert private is not None and os.path.isdir(private)
+    assert cache._private is not None
+    private = cache._private.path
+    assert os.path.isdir(private)
     cache.close()
     assert not os.path.exists(private)
 

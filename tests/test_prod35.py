@@ -340,8 +340,8 @@ def test_a_worker_its_parent_left_still_loads_new_kernels_without_a_usable_home(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=dict(warm.env, WARM_HOME=str(home)),
-        cwd=ROOT,
+        env=dict(warm.env, WARM_HOME=str(home), TMPDIR=str(tmp_path)),  # (the worker's
+        cwd=ROOT,  # folder, left by its `os._exit`, goes with `tmp_path`)
     )
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err

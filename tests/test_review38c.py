@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
-from test_keyprop38 import INCBIN_WORKLOAD, WORKLOAD, _object, _serve
+from test_keyprop38 import (
+    INCBIN_WORKLOAD,
+    WORKLOAD,
+    _forking,  # noqa: F401  (`_serve`'s servers, ended with this module too)
+    _object,
+    _serve,
+)
 
 
 @pytest.mark.parametrize("flag", ["-MD", "-MMD"])

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
-from dask_cluster import SharedCluster
+from dask_cluster import SharedCluster, scratch_in
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_format3 import _format2, _tune, sign_as_format2
 from test_signed_migration import _signed_format2
@@ -335,14 +335,17 @@ def test_a_tls_scheduler_dask_reaches_is_reached(warm: Warm, tmp_path: Path) -> 
         env[f"DASK_DISTRIBUTED__COMM__TLS__{setting}"] = str(tmp_path / f"{name}.pem")
     workload, bundle = tmp_path / "other.py", tmp_path / "b.warm"
     workload.write_text(OTHER)
-    with distributed.LocalCluster(
-        n_workers=1,
-        processes=False,
-        dashboard_address=":0",
-        host="127.0.0.1",
-        protocol="tls://",
-        security=security,
-    ) as cluster:
+    with (
+        scratch_in(tmp_path),
+        distributed.LocalCluster(
+            n_workers=1,
+            processes=False,
+            dashboard_address=":0",
+            host="127.0.0.1",
+            protocol="tls://",
+            security=security,
+        ) as cluster,
+    ):
         done = Warm(env)("run", workload, "-b", bundle, "-q", "--dask", cluster.scheduler_address)
     assert done.returncode == 0, done.stderr
     assert "stored 1 new kernel(s)" in done.stdout
@@ -411,10 +414,11 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
     workload.write_text(STALLS)
     file = tmp_path / "scheduler.json"
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "start_new_session": True}
+    own = {**os.environ, "TMPDIR": str(tmp_path)}  # (Dask's scratch, the shard's: killed, left)
     scheduler = subprocess.Popen(
         [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
          "--port", "0", "--no-dashboard", "--scheduler-file", str(file)],
-        **quiet,  # type: ignore[call-overload]
+        env=own, **quiet,  # type: ignore[call-overload]
     )  # fmt: skip
     worker = run = None
     try:
@@ -423,7 +427,7 @@ def test_a_scheduler_lost_mid_run_is_one_line_not_dasks_tracebacks(
         worker = subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(file),
              "--no-nanny", "--nthreads", "1", "--no-dashboard"],
-            env={**os.environ, "WARM_TEST_SHARD_STARTED": str(mark)},
+            env={**own, "WARM_TEST_SHARD_STARTED": str(mark)},
             **quiet,  # type: ignore[call-overload]
         )  # fmt: skip
         run = subprocess.Popen(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from dask_cluster import scratch_in
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 
@@ -24,9 +25,14 @@ def test_a_scheduler_lost_while_no_worker_has_joined_is_said_so(warm: Warm, tmp_
     distributed = pytest.importorskip("distributed")
     workload = tmp_path / "w.py"
     workload.write_text("def workload(rt):\n    pass\n")
-    cluster = distributed.LocalCluster(  # the scheduler in this process: no worker ever joins
-        n_workers=0, processes=False, protocol="tcp://", dashboard_address=":0", host="127.0.0.1"
-    )
+    with scratch_in(tmp_path):  # the scheduler in this process: no worker ever joins
+        cluster = distributed.LocalCluster(
+            n_workers=0,
+            processes=False,
+            protocol="tcp://",
+            dashboard_address=":0",
+            host="127.0.0.1",
+        )
     scheduler = cluster.scheduler
     alone = len(scheduler.clients)
     run = warm.with_env(WARM_DASK_NO_WORKER_WAIT="120").popen(

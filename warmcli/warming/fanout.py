@@ -1,28 +1,27 @@
 """`warm run --dask SCHEDULER`: the shards of one run fanned out over a Dask cluster.
 
-`fan_out` connects to the scheduler (Dask's `distributed`, the optional extra
-`dask`, imported only here and only then), makes one shard per worker (`I/N`,
-`warmcli.runtime.shard`; per worker holding a `GPU` resource, `dask worker --resources
-GPU=1`, when the run measures on GPUs and any worker declares one), and runs
-each as `warm run ... --shard I/N` in a fresh process on its worker (in the caller's
-folder where the worker has it, so `-m MODULE` is found as here), pinned
-there (`workers=`, no stealing), so a worker that holds a GPU measures only its
-own shard there. Each task carries its shard's seed (`warmcli.warming.seeds`: its part of
-the bundle the run goes into, which the shard runs into, so it does only what is new) and
-the caller's values of the variables `--dask-env` names. Each task returns the shard's
-bundle bytes and its `--json` report; `fan_out` writes each shard's bundle into a
-folder the caller owns and returns their paths (`FanOutReport.paths`): merging them
-into OUT (`warmcli.ops.merge`) and the verify pass over the merged bundle
-(`warmcli.warming.passes.verify_pass`) are the caller's (`warm run`'s). The workload
-must be reachable at the same path on every worker (a shared file system, or the same
-image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a port that takes
-the connection and stays silent: `_handshake`), or a port where something else answers, is
-a `FanOutError`; so are a cluster with no worker for `WARM_DASK_NO_WORKER_WAIT` seconds
-(none joined yet, or none left while shards are unfinished: one with none at the first
+`fan_out` connects to the scheduler (Dask's `distributed`, the optional extra `dask`, imported
+only here and only then), makes one shard per worker (`I/N`, `warmcli.runtime.shard`; per worker
+holding a `GPU` resource, `dask worker --resources GPU=1`, when the run measures on GPUs and any
+worker declares one), and runs each as `warm run ... --shard I/N` in a fresh process on its
+worker (in the caller's folder where the worker has it, so `-m MODULE` is found as here), pinned
+there (`workers=`, no stealing), so a worker that holds a GPU measures only its own shard there.
+Each task carries its shard's seed (`warmcli.warming.seeds`: its part of the bundle the run goes
+into, which the shard runs into, so it does only what is new) and the caller's values of the
+variables `--dask-env` names. Each task returns the shard's bundle bytes and its `--json` report
+(in a `warmcli.scratch.held_folder`: one a worker killed with its shard left is removed by the
+next shard there); `fan_out` writes each shard's bundle into a folder the caller owns and
+returns their paths (`FanOutReport.paths`): merging them into OUT (`warmcli.ops.merge`) and the
+verify pass over the merged bundle (`warmcli.warming.passes.verify_pass`) are the caller's
+(`warm run`'s). The workload must be reachable at the same path on every worker (a shared file
+system, or the same image). A scheduler that does not answer within `CONNECT_TIMEOUT` (nor a
+port that takes the connection and stays silent: `_handshake`), or a port where something else
+answers, is a `FanOutError`; so are a cluster with no worker for `WARM_DASK_NO_WORKER_WAIT`
+seconds (none joined yet, or none left while shards are unfinished: one with none at the first
 look is given its shards once a look finds no worker more than the last), and a scheduler lost
-(Dask's own loggers are silenced while `fan_out` runs: its error is the one line said).
-A shard that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`)
-is a failed shard, named like one whose `warm run` failed.
+(Dask's own loggers are silenced while `fan_out` runs: its error is the one line said). A shard
+that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`) is a failed
+shard, named like one whose `warm run` failed.
 `shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
 run, so `warm run --dask` shows the statistics a local run shows. This module owns no
 state and never prints.
@@ -36,7 +35,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 import warnings
@@ -54,6 +52,7 @@ from warmcli.execution.snapshots import (
     ExecutionStatistics,
 )
 from warmcli.records import CompilerCommand, field_types
+from warmcli.scratch import held_folder
 from warmcli.warming.passes import PassReport
 from warmcli.warming.seeds import Seeds
 
@@ -98,8 +97,8 @@ def run_shard(
     `passed` names (None: unset there); its exit code, report, bundle bytes and last
     error line."""
     env = config.worker_environment(passed=passed)  # not the worker's launcher's shard
-    with tempfile.TemporaryDirectory(prefix="warm-shard-") as folder:
-        bundle = Path(folder) / "shard.warm"
+    with held_folder("warm-shard-") as held:  # (held by the shard's process too)
+        bundle = Path(held.path) / "shard.warm"
         if seed:
             bundle.write_bytes(seed)
         command = [sys.executable, "-m", "warmcli", "run", *argv, "--shard", shard]
@@ -109,6 +108,7 @@ def run_shard(
             text=True,
             env=env,
             cwd=cwd if cwd is not None and os.path.isdir(cwd) else None,
+            pass_fds=held.fds,
         )
         try:
             report = json.loads(proc.stdout)

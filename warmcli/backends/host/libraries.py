@@ -22,12 +22,15 @@ constructor, which turns on flush-to-zero and denormals-are-zero for the loading
 thread, so the floating-point environment (`fegetenv`) is put back (`fesetenv`)
 after every `dlopen`: a cold process, which loads every tune candidate, computes as
 a hot one, which loads only the pick (whoever built the binary). Where the
-directory cannot be used, a private temporary directory of this process is, and
-`close` removes it (in the process that made it: a forked child leaves it to its
-parent, and writes into one of its own). The process's state here is the libraries it
-loaded from the shared directory (by file: each loaded once; no descriptor is held, so a
-process may load thousands under `ulimit -n 64`), and libc's
-`fegetenv`/`fesetenv`, looked up once. This module never reads a bundle and never
+directory cannot be used, a private temporary directory of this process is
+(`warmcli.scratch.HeldFolder`, `warm-host-*.held`), and `close` removes it, or its
+finalizer as the cache is collected or the process ends (in the process that made it: a
+forked child leaves it to its parent, and writes into one of its own); one a process
+ended by SIGKILL, SIGTERM or `os._exit` left is removed by the next that makes one. The
+process's state here is the libraries it loaded from the shared directory (by file: each
+loaded once; no descriptor is held for them, so a process may load thousands under `ulimit
+-n 64`; a private directory holds one, its lock), and libc's `fegetenv`/`fesetenv`, looked
+up once. This module never reads a bundle and never
 decides what to load.
 """
 
@@ -41,10 +44,13 @@ import stat
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from warmcli.forking import renew_on_fork
 from warmcli.home import TMP_SUFFIX, in_home, make_folder, private, write_private
+
+if TYPE_CHECKING:
+    from warmcli.scratch import HeldFolder
 
 _dlopen = ctypes._dlopen  # what `ctypes.CDLL` loads a library with
 DIRECTORY = "host-libraries"
@@ -59,7 +65,7 @@ class LibraryCache:
 
     def __init__(self) -> None:
         self._shared: str | bool | None = False  # False: not looked at yet; None: unusable
-        self._private: str | None = None
+        self._private: HeldFolder | None = None
         self._private_pid = 0  # the process that made `_private`
 
     def load(self, binary: bytes, sha256: str | None = None) -> ctypes.CDLL:
@@ -96,10 +102,8 @@ class LibraryCache:
     def close(self) -> None:
         """Remove the private directory, if one was needed (by this process: a forked
         child's copy of its parent's cache leaves the parent's folder, still in use)."""
-        if self._private is not None and self._private_pid == os.getpid():
-            import shutil  # imported on first use: most processes never need a private folder
-
-            shutil.rmtree(self._private, ignore_errors=True)
+        if self._private is not None:
+            self._private.remove()
             self._private = None
 
     def _shared_directory(self) -> str | None:
@@ -111,13 +115,13 @@ class LibraryCache:
         # A forked child writes into a folder of its own: its parent's goes when the parent
         # ends, which may be first (a daemon's double fork, a server's master restarting).
         if self._private is None or self._private_pid != os.getpid():
-            import tempfile  # imported on first use: most processes never need a private folder
+            from warmcli.scratch import HeldFolder  # most processes never need a private folder
 
-            self._private = tempfile.mkdtemp(prefix="warm-host-")
+            self._private = HeldFolder("warm-host-")
             self._private_pid = os.getpid()
-        path = os.path.join(self._private, name)
+        path = os.path.join(self._private.path, name)
         if not os.path.exists(path):
-            write_private(self._private, path, binary)
+            write_private(self._private.path, path, binary)
         return path
 
 
