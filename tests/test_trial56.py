@@ -11,6 +11,7 @@ a real production process serves.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from conftest import Warm, nvrtc_release_or_skip
 
@@ -44,20 +45,21 @@ SPLIT = r'__asm__(".section .rodata\n.globl tab\ntab:\n.inc" "bin \"TABLE\"\n.te
 SPLIT += "\n" + READ
 
 
-def _tree(tmp_path: Path, workload_file, kernel: str) -> Path:
+def _warmed(warm: Warm, tmp_path: Path, workload_file, kernel: str) -> tuple[Path, Path, Any]:
+    """The workload reading `kernel` with table.bin holding 7, its `warm run` into b.warm."""
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "incbin.h").write_text(INCBIN_H)
     (tmp_path / "k.c").write_text(kernel)
     (tmp_path / "table.bin").write_bytes((7).to_bytes(4, "little"))
-    return workload_file(WORKLOAD)
+    path, bundle = workload_file(WORKLOAD), tmp_path / "b.warm"
+    return path, bundle, warm("run", path, "-b", bundle)
 
 
 def test_a_header_whose_assembly_reads_a_file_is_never_served_its_old_build(
     warm: Warm, tmp_path: Path, workload_file
 ) -> None:
     """Before: the bundle served 7 after table.bin was made 9, where a cold start computed 9."""
-    path, bundle = _tree(tmp_path, workload_file, IN_HEADER), tmp_path / "b.warm"
-    run = warm("run", path, "-b", bundle)
+    path, bundle, run = _warmed(warm, tmp_path, workload_file, IN_HEADER)
     assert run.returncode == 0, run.stderr + run.stdout
     (tmp_path / "table.bin").write_bytes((9).to_bytes(4, "little"))
     assert warm.production(SERVE, path) == [9]  # a cold start
@@ -69,8 +71,7 @@ def test_a_source_splitting_an_incbin_across_joined_literals_is_refused(
     warm: Warm, tmp_path: Path, workload_file
 ) -> None:
     """Before: `".inc" "bin ..."` was not seen: stored, and served 7 after table.bin was 9."""
-    path, bundle = _tree(tmp_path, workload_file, SPLIT), tmp_path / "b.warm"
-    run = warm("run", path, "-b", bundle)
+    _, _, run = _warmed(warm, tmp_path, workload_file, SPLIT)
     assert run.returncode == 2, run.stderr + run.stdout
     assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
