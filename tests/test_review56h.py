@@ -1,7 +1,9 @@
 """Review 56h: a process's held folder (`warmcli.scratch.HeldFolder`) is never removed while its
-process may still write into it, and a host kernel whose assembly reads a file is found however
-its string literals spell the directive. Each test failed before its fix. Real processes, a real
-C compiler, a real `dlopen`."""
+process may still write into it, and a host kernel whose assembly reads a file (`.incbin`) is
+never served however its source or header spells the directive (an escape the compiler turns
+into a quote, a dot or a letter; a macro argument stringized or pasted; a trigraph's splice),
+while a kernel merely naming it (a member, a string) still is. Each test failed before its fix.
+Real processes, a real C compiler, a real `dlopen`, the real CLI."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import Warm
+from test_trial56 import READ, SERVE, _tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,3 +111,65 @@ def test_a_folder_whose_lock_could_not_be_taken_is_no_one_else_s_to_remove(
     done = _run(NO_DESCRIPTOR, env, tmp_path)
     assert (done.returncode, done.stdout) == (0, "True True\n"), done.stderr
     assert os.listdir(env["TMPDIR"]) == []  # removed by its maker at its end
+
+
+# A host kernel's own `.incbin` of `TABLE` (`table.bin`, 7), spelled as the compiler reads it
+# and as a scan of the text did not: its quotes escaped by number, its dot so, a macro argument
+# stringized.
+ASM = '__asm__(".section .rodata\\n.globl tab\\ntab:\\n{}\\n.text\\n");\n'
+SPELLED = {
+    "hex quotes": ASM.format(r".incbin \x22TABLE\x22"),
+    "octal dot": ASM.format(r"\056incbin \"TABLE\""),
+    "stringized": "#define S(x) #x\n" + ASM.format(r'" S(.incbin) " \"TABLE\"'),
+}
+
+
+@pytest.mark.parametrize("spelled", list(SPELLED), ids=list(SPELLED))
+def test_a_source_spelling_its_incbin_as_the_compiler_reads_it_is_refused(
+    warm: Warm, tmp_path: Path, workload_file, spelled: str
+) -> None:
+    """Before: stored (exit 0), and served 7 after table.bin was made 9."""
+    path = _tree(tmp_path, workload_file, SPELLED[spelled] + READ)
+    run = warm("run", path, "-b", tmp_path / "b.warm")
+    assert run.returncode == 2, run.stderr + run.stdout
+    assert "its assembly reads a file (.incbin, .include)" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+# An `incbin.h` whose macro stringizes the directive's name (`STR(.incbin)`).
+STRINGIZING_H = r"""
+#define INCBIN_STR(x) #x
+#define INCBIN(sym, file) __asm__(".section .rodata\n.globl " #sym "\n" #sym ":\n" \
+    INCBIN_STR(.incbin) " \"" file "\"\n.text\n")
+"""
+
+
+def test_a_header_stringizing_its_incbin_is_never_served_its_old_build(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """Before: the bundle served 7 after table.bin was made 9, where a cold start computed 9."""
+    path = _tree(tmp_path, workload_file, '#include "incbin.h"\nINCBIN(tab, "TABLE");\n' + READ)
+    (tmp_path / "inc" / "incbin.h").write_text(STRINGIZING_H)
+    bundle = tmp_path / "b.warm"
+    run = warm("run", path, "-b", bundle)
+    assert run.returncode == 0, run.stderr + run.stdout
+    (tmp_path / "table.bin").write_bytes((9).to_bytes(4, "little"))
+    assert warm.production(SERVE, path) == [9]  # a cold start
+    assert warm.production(SERVE, path, bundle=bundle) == [9]  # was [7]
+
+
+def test_the_directive_is_found_as_the_compiler_reads_it_and_a_mention_is_not() -> None:
+    from warmcli.directives import reads_assembler_file as reads
+
+    # Before: each False. A trigraph's splice (`-std=c11`), a pasted name, an escaped letter.
+    assert reads(b'__asm__(".inc??/\nbin \\"t.bin\\"");')
+    assert reads(b'#define C(a, b) a##b\n__asm__(X(C(.inc, bin)) " \\"t.bin\\"");')
+    assert reads(b'__asm__(".inc\\x62in \\"t.bin\\"");')
+    assert reads(b'ASM("\\x2eincbin \\"t.bin\\"");')  # (its `__asm__` a header's macro)
+    # A member, a designated initializer, a string naming it (escaped), a `\0`, a `??/` in a
+    # string: no reader (guards: False before too).
+    member = b"struct s { int include, inc; }; int f(struct s x) { return x.include + (x).inc; }"
+    assert not reads(member + b'\nvoid g(void) { asm("nop"); }')
+    assert not reads(b'struct s v = {.include = 1}; void g(void) { asm("nop"); }')
+    assert not reads(b'const char *m = "use \\x2eincbin here"; void g(void) { asm("nop"); }')
+    assert not reads(b'const char *s = "a\\0", *t = "what??/"; void g(void) { asm("nop"); }')
