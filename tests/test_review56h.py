@@ -30,12 +30,9 @@ def orphans_removed():
     subprocess.run([sys.executable, "-c", other], check=True)
 """
 
-# A daemon: a library loaded from its private folder, then every descriptor closed (the
-# folder's lock with them), then, once another process removed what it took for an orphan,
-# another library loaded.
-DAEMON = (
-    ORPHANS_REMOVED
-    + """
+# Two libraries built by the real cc (`first` answers 1, `second` 2), and a cache to load them.
+LIBRARIES = """
+import os, subprocess
 from warmcli.backends.host.libraries import LibraryCache
 def binary(n):
     source, out = f"k{n}.c", f"k{n}.so"
@@ -44,10 +41,32 @@ def binary(n):
     return open(out, "rb").read()
 first, second = binary(1), binary(2)
 cache = LibraryCache()
+"""
+
+# A daemon: a library loaded from its private folder, then every descriptor closed (the
+# folder's lock with them), then, once another process removed what it took for an orphan,
+# another library loaded.
+DAEMON = (
+    ORPHANS_REMOVED
+    + LIBRARIES
+    + """
 print(cache.load(first).answer())
 os.closerange(3, 4096)
 orphans_removed()
 print(cache.load(second).answer())
+"""
+)
+
+# An exit function registered before warm's finalizers (which run first, at exit: Python's
+# order is last registered, first run) loads a library once the private folder is removed.
+AT_EXIT = (
+    """
+import atexit
+atexit.register(lambda: print(cache.load(second).answer()))
+"""
+    + LIBRARIES
+    + """
+print(cache.load(first).answer())
 """
 )
 
@@ -101,6 +120,15 @@ def test_a_daemon_that_closed_every_descriptor_still_loads_its_next_library(
     done = _run(DAEMON, env, tmp_path)
     assert (done.returncode, done.stdout) == (0, "1\n2\n"), done.stderr
     assert os.listdir(env["TMPDIR"]) == []  # its second folder removed at its end
+
+
+def test_an_exit_function_run_after_the_folder_s_removal_still_loads_a_library(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Before: FileNotFoundError, writing into the folder the finalizer had removed. Now it
+    # makes another (left at exit, unlocked: the next process removes it).
+    done = _run(AT_EXIT, env, tmp_path)
+    assert (done.returncode, done.stdout) == (0, "1\n2\n"), done.stderr
 
 
 def test_a_folder_whose_lock_could_not_be_taken_is_no_one_else_s_to_remove(
