@@ -10,8 +10,8 @@ spelled. `may_hide` says cheaply whether a source holds anything that could hide
 backslash, a comment, a digraph or trigraph `#`, a carriage return, a form feed or vertical
 tab); where it does not, the plain text is what the preprocessor reads. `reads_assembler_file`
 finds an assembler directive that reads a file (`.incbin`, `.include`) in a source or header so
-read, its adjacent string literals joined as the compiler joins them. State: none. It never
-reads a file.
+read, its adjacent string literals joined and their escapes read as the compiler does (`\\x22` a
+quote), or its name a macro's argument (stringized or pasted). State: none. It never reads a file.
 """
 
 from __future__ import annotations
@@ -49,7 +49,19 @@ _RAW_LITERAL_OR_COMMENT = re.compile(
 _ASSEMBLER_READS = re.compile(
     rb'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
 )
-_MAY_READ = re.compile(rb"\.inc", re.IGNORECASE)  # (a text naming no `asm`: whole, or none)
+# (A text naming no `asm`: whole, its dot escaped, or none.)
+_DOT_INC = re.compile(rb"\.inc", re.IGNORECASE)
+_MAY_READ = re.compile(rb"\.inc|\\x0*2e|\\056", re.IGNORECASE)
+# Outside string literals: `.incbin` a macro stringizes (`S(.incbin) " \\"t.bin\\""`) or
+# pastes (`CAT(.inc, bin)`), never a member (`x.inc`, `(p).include`, `{.include = 1}`).
+_STRINGIZED = re.compile(rb"(?<![\w)\].])\.inc(?:bin|lude)?\b(?!\s*=)", re.IGNORECASE)
+# A literal's escapes as the compiler turns them into what the assembler reads: a hexadecimal
+# or octal one (`\\x22` a quote, `\\056` a dot, `\\x62` a letter), or any other (its character).
+_ESCAPE = re.compile(rb"\\(?:x([0-9a-f]+)|([0-7]{1,3})|(.))", re.IGNORECASE | re.DOTALL)
+# A printable character so escaped (`\\x2e`, `\\056`; not `\\0`): none, nothing to decode.
+_NUMBERED = re.compile(rb"\\(?:x0*[2-7][0-9a-f]|[0-7]{2})", re.IGNORECASE)
+_SIMPLE = dict(zip(b"abefnrtv", b"\a\b\x1b\f\n\r\t\v", strict=True))
+_READS = re.compile(rb'\.inc(?:bin|lude)\s*"', re.IGNORECASE)  # (in literals decoded)
 # A string literal, and adjacent ones, which the compiler joins into one (`"a" "b"`: `"ab"`).
 _STRING = rb'"(?:\\.|[^"\\\n])*"'
 _STRING_ONE, _STRINGS = re.compile(_STRING), re.compile(_STRING + rb"(?:\s*" + _STRING + rb")+")
@@ -91,12 +103,36 @@ def reads_assembler_file(data: bytes) -> bool:
     """Whether `data`, a C source or header, holds an assembler directive reading a file
     (`.incbin "..."`, `.include`) outside its comments (one that only mentions it reads nothing),
     its adjacent string literals joined first, as the compiler joins them before the assembler
-    reads them (`".inc" "bin \\"t.bin\\""`, or a header's `".incbin \\"" FILE "\\""`). Quick
-    where `data` names neither `asm` nor `.inc` (nothing it holds reaches the assembler so)."""
+    reads them (`".inc" "bin \\"t.bin\\""`, or a header's `".incbin \\"" FILE "\\""`), their
+    escapes as the bytes they stand for (`\\x2eincbin \\x22t.bin\\x22`), and `.incbin` outside
+    them (`STR(.incbin)`, `CAT(.inc, bin)`), read with trigraphs too. Quick where `data` names
+    neither `asm` nor `.inc` (nor an escaped dot: nothing it holds reaches the assembler so)."""
     if b"asm" not in data and _MAY_READ.search(data) is None:
         return False
+    # `??/` is a backslash where trigraphs are read (`-std=c11`, `-trigraphs`): a splice too.
+    return _reads(data) or (b"??/" in data and _reads(data.replace(b"??/", b"\\")))
+
+
+def _reads(data: bytes) -> bool:
     joined = _STRINGS.sub(_joined, spliced(data))
-    return _ASSEMBLER_READS.search(joined) is not None
+    if _ASSEMBLER_READS.search(joined):
+        return True
+    dotted = _DOT_INC.search(joined) is not None  # (none: nothing stringized)
+    if dotted and _STRINGIZED.search(_STRING_ONE.sub(b'""', joined)):
+        return True
+    return _NUMBERED.search(joined) is not None and _READS.search(_decoded(joined)) is not None
+
+
+def _decoded(text: bytes) -> bytes:
+    """`text` with the escapes of its string literals as the bytes they stand for."""
+    return _STRING_ONE.sub(lambda m: b'"' + _ESCAPE.sub(_byte, m[0][1:-1]) + b'"', text)
+
+
+def _byte(match: re.Match[bytes]) -> bytes:
+    hexadecimal, octal, other = match.groups()
+    if other is not None:
+        return bytes([_SIMPLE.get(other[0], other[0])])
+    return bytes([int(hexadecimal or octal, 16 if hexadecimal else 8) & 0xFF])
 
 
 def _joined(match: re.Match[bytes]) -> bytes:

@@ -13,8 +13,10 @@ by a process it starts with `fds` passed on; let go by the kernel at any end, SI
 SIGTERM's, `os._exit`'s): a dead process's, no lock held, is removed by the next process that
 makes one (`remove_orphans`: only a folder of this user's under that prefix and `HELD`'s
 suffix, unchanged for `ORPHAN_AGE_S`; never a link, a folder of another name, or one where
-`flock` is missing). It owns no state but each held folder's descriptor, never prints, and
-writes nothing but the folders.
+`flock` is missing). One whose lock its maker could not take (no descriptor left, no `flock`)
+is named without `HELD`: no other's to remove; one whose lock it let go since (a daemon closed
+every descriptor) is no longer `held`: its user makes another. It owns no state but each held
+folder's descriptor, never prints, and writes nothing but the folders.
 """
 
 from __future__ import annotations
@@ -76,9 +78,24 @@ class HeldFolder:
         remove_orphans(prefix)
         self.path = tempfile.mkdtemp(prefix=prefix, suffix=HELD)
         fd = _locked(self.path)
+        if fd is None:  # (no descriptor left, EMFILE; no `flock`): named as no orphan can be
+            os.rmdir(self.path)
+            self.path = tempfile.mkdtemp(prefix=prefix)
         self.fds = () if fd is None else (fd,)  # a process started may hold it too (`pass_fds`)
-        known = None if fd is None else (fd, _identity(os.fstat(fd)))
-        self.remove = weakref.finalize(self, _removed, self.path, known, os.getpid())
+        self._known = None if fd is None else (fd, _identity(os.fstat(fd)))
+        self.remove = weakref.finalize(self, _removed, self.path, self._known, os.getpid())
+
+    def held(self) -> bool:
+        """Whether no other process may remove it: its lock's descriptor still the folder's,
+        at its path (a program that closed every descriptor, a daemon's `closerange`, let the
+        lock go), or it was never named as held (no lock could be taken)."""
+        if self._known is None:
+            return True
+        fd, identity = self._known
+        try:
+            return _identity(os.fstat(fd)) == identity == _identity(os.lstat(self.path))
+        except OSError:
+            return False
 
 
 @contextmanager

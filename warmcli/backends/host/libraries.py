@@ -113,8 +113,10 @@ class LibraryCache:
 
     def _write_private(self, name: str, binary: bytes) -> str:
         # A forked child writes into a folder of its own: its parent's goes when the parent
-        # ends, which may be first (a daemon's double fork, a server's master restarting).
-        if self._private is None or self._private_pid != os.getpid():
+        # ends, which may be first (a daemon's double fork, a server's master restarting);
+        # one whose lock this process let go (a daemon's `closerange`) is another's to remove.
+        held = self._private
+        if held is None or self._private_pid != os.getpid() or not held.held():
             from warmcli.scratch import HeldFolder  # most processes never need a private folder
 
             self._private = HeldFolder("warm-host-")
