@@ -45,13 +45,17 @@ SPLIT = r'__asm__(".section .rodata\n.globl tab\ntab:\n.inc" "bin \"TABLE\"\n.te
 SPLIT += "\n" + READ
 
 
-def _warmed(warm: Warm, tmp_path: Path, workload_file, kernel: str) -> tuple[Path, Path, Any]:
-    """The workload reading `kernel` with table.bin holding 7, its `warm run` into b.warm."""
+def _tree(tmp_path: Path, workload_file, kernel: str) -> Path:
     (tmp_path / "inc").mkdir()
     (tmp_path / "inc" / "incbin.h").write_text(INCBIN_H)
     (tmp_path / "k.c").write_text(kernel)
     (tmp_path / "table.bin").write_bytes((7).to_bytes(4, "little"))
-    path, bundle = workload_file(WORKLOAD), tmp_path / "b.warm"
+    return workload_file(WORKLOAD)
+
+
+def _warmed(warm: Warm, tmp_path: Path, workload_file, kernel: str) -> tuple[Path, Path, Any]:
+    """The workload reading `kernel` with table.bin holding 7, its `warm run` into b.warm."""
+    path, bundle = _tree(tmp_path, workload_file, kernel), tmp_path / "b.warm"
     return path, bundle, warm("run", path, "-b", bundle)
 
 
