@@ -52,8 +52,8 @@ print(LibraryCache().load(open(out, "rb").read()).answer())
 """
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+@pytest.fixture(name="env")
+def private_libraries_env(tmp_path: Path) -> dict[str, str]:
     """A warm home whose `host-libraries` others may write (so a private folder is used),
     and a temporary folder of the test's own."""
     home = tmp_path / "home"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from test_leftovers56 import private_libraries_env  # noqa: F401  (the fixture `env`)
 from test_trial56 import READ, SERVE, _tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,17 +93,6 @@ orphans_removed()
 print(os.path.isdir(held.path), held.held())
 """
 )
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A warm home whose `host-libraries` others may write (so a private folder is used),
-    and a temporary folder of the test's own."""
-    home = tmp_path / "home"
-    (home / "host-libraries").mkdir(parents=True)
-    (home / "host-libraries").chmod(0o777)
-    (tmp_path / "tmp").mkdir()
-    return dict(os.environ, WARM_HOME=str(home), TMPDIR=str(tmp_path / "tmp"), PYTHONPATH=str(ROOT))
 
 
 def _run(code: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
