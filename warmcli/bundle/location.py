@@ -6,7 +6,8 @@ whether a URL's text can be sent at all (`url_text`: its port a number from 1 to
 http(s) one naming a host, holding no space or control character, an `s3://` one no
 credentials, nor a password holding `/`, `?` or `#` unencoded); `url_parts` splits one as
 `urlsplit` does, dropping nothing. `shown` is how every place that shows a bundle's location
-shows a URL (`withheld`: each one a message names, in a path's spelling too): its password
+shows a URL (`withheld`: each one a message names, in a path's spelling too, a folder of it named
+alone, an option's `--bundle=URL` too): its password
 or token and its query (a presigned signature, `?token=`) withheld (a password cut short by a
 `/`, `?` or `#` too); `kept_as` is the URL a kept copy is known
 by (neither credentials nor a query's signing fields: a new signature of the same object is
@@ -19,6 +20,7 @@ percent-decoded). It holds no state, reads no file's content and never fetches."
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable
 from urllib.parse import unquote, urlsplit
@@ -162,14 +164,46 @@ def shown(location: str | os.PathLike[str]) -> str:
 
 
 def withheld(message: str, texts: Iterable[str | None]) -> str:
-    """`message` with each of `texts` (a command's arguments) that is a URL showing a secret
-    written as `shown` writes it, as given and as a path spells it (`https:/u:p@[::1/b.warm`:
-    a text no URL splits is read as a path, and `Path` drops a `/`; so is one written with a
-    slash too few, `_one_slash`)."""
+    """`message` with each of `texts` (a command's arguments; an option's value spelled
+    `--bundle=URL` or `-bURL` too) that is a URL showing a secret written as `shown` writes
+    it, as given and as a path spells it (`https:/u:p@[::1/b.warm`: a text no URL splits is
+    read as a path, and `Path` drops a `/`; so is one written with a slash too few,
+    `_one_slash`), and each of that path's folders named alone (`no directory https: (...,
+    u:***@host)`: `_folders`)."""
     for text in texts:
-        if text and (hidden := shown(text) if "://" in text else _one_slash(text)) != text:
-            for spelling in dict.fromkeys((text, os.path.normpath(text))):
-                message = message.replace(spelling, hidden)
+        for given in _values(text or ""):
+            if (hidden := shown(given) if "://" in given else _one_slash(given)) == given:
+                continue
+            for spelling in dict.fromkeys((given, os.path.normpath(given))):
+                message = _folders(message.replace(spelling, hidden), spelling)
+    return message
+
+
+def _values(text: str) -> tuple[str, ...]:
+    """`text`, and where it is an option given its value in one word, that value."""
+    if text.startswith("--") and "=" in text:
+        return text, text.partition("=")[2]
+    return (text, text[2:]) if text[:1] == "-" and text[1:2] not in ("", "-") else (text,)
+
+
+def _folders(message: str, spelling: str) -> str:
+    """`message` with each folder of the path `spelling` that holds a URL's secret (its
+    credentials, read as a folder's name; a password cut by `/`, its words; a query), named
+    as a word of its own, written as `_one_slash` writes it."""
+    words, hidden = spelling.split("/"), _one_slash(spelling).split("/")
+    if len(words) == len(hidden):
+        pairs = [(word, said) for word, said in zip(words, hidden, strict=True) if word != said]
+    else:  # a password cut by `/`: the words from the scheme's to the one its `@` ends
+        end = next((i for i, word in enumerate(words) if i and "@" in word), 0)
+        cut = words[1 : end + 1]
+        pairs = [(word, "***") for word in cut[1:-1]]
+        pairs += [(words[-1], hidden[-1])] if 0 < end < len(words) - 1 else []  # (a query)
+        if cut:
+            pairs += [(cut[0], f"{cut[0].partition(':')[0]}:***")]
+            pairs += [(cut[-1], f"***@{cut[-1].rpartition('@')[2]}")]
+    for word, said in pairs:
+        bounded = rf"(?<![^\s/(,'\"=]){re.escape(word)}(?![^\s/),'\":;])"
+        message = re.sub(bounded, lambda _, said=said: said, message) if word else message
     return message
 
 

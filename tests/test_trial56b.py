@@ -1,0 +1,44 @@
+"""Trial 56b (a fleet operator, then an attacker, from the README): a URL's password or token
+given where a local path belongs was said in part. `withheld` hid the text only where a message
+named it whole: a message naming a folder of it (`no directory https: (warm creates only the
+bundle's own directory, user:PW@host)`, from `pull URL PATH`, `run -b`, `merge -o` and
+`keygen`), or the option spelled `--bundle=https:/user:PW@host/b.warm`, showed the password
+as given. The real CLI (forked), each command in a scratch folder of its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+
+WORKLOAD = str(EXAMPLES / "matmul_host.py")
+URL = "http://127.0.0.1:9/fleet.warm"  # (never asked: each command fails before)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pull", URL, "https://user:PW56b@store.example/b.warm"),  # a URL's place
+        ("pull", URL, "https:/user:PW56b@store.example/b.warm"),  # a slash too few
+        ("pull", URL, "https://user:PW/56b@store.example/b.warm"),  # `/` unencoded
+        ("run", WORKLOAD, "-b", "https:/user:PW56b@store.example/b.warm"),
+        ("run", WORKLOAD, "--bundle=https:/user:PW56b@store.example/b.warm"),
+        ("run", WORKLOAD, "-bhttps://user:PW56b@store.example/b.warm"),
+        ("merge", "a.warm", "-o", "https:/user:PW56b@store.example/b.warm"),
+        ("keygen", "https://PW56b@store.example/ci.key"),  # a token alone
+        ("stats", "--json", "--", "https:/user:PW56b@store.example/b.warm"),
+    ],
+)
+def test_a_url_given_for_a_path_never_shows_its_secret(
+    warm: Warm, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """Each one line, exit 2, nothing made; the password in no part of what is said
+    (before: `..., user:PW56b@store.example)`, and `--bundle=` said the whole URL)."""
+    proc = warm(*args, cwd=tmp_path)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, said
+    assert "PW" not in said and "56b" not in said and "Traceback" not in said, said
+    assert "***" in said, said
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
