@@ -42,3 +42,22 @@ def test_a_url_given_for_a_path_never_shows_its_secret(
     assert "PW" not in said and "56b" not in said and "Traceback" not in said, said
     assert "***" in said, said
     assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (("push", URL, "s3://fleet/b.warm"), f"{URL} is a URL: push publishes a local bundle"),
+        (("pull", URL, "s3://fleet/b.warm"), "s3://fleet/b.warm is a URL: pull writes a local"),
+    ],
+)
+def test_a_url_where_push_or_pull_takes_a_local_bundle_is_said_to_be_one(
+    warm: Warm, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    """As `merge -o URL` and `sign URL` say; before, push read it as the path `Path` makes of
+    it (`http:/127.0.0.1:9/fleet.warm: no such bundle`) and pull said there was `no directory
+    http:` (or, where one was, wrote a local file named as the URL)."""
+    proc = warm(*args, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"warm: error: {said}"), proc.stderr
+    assert list(tmp_path.iterdir()) == []

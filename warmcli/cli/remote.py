@@ -35,7 +35,7 @@ _NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NA
 
 @app.command()
 def push(
-    bundle: Path = typer.Argument(..., help="The local bundle to publish."),
+    bundle: str = typer.Argument(..., help="The local bundle to publish."),
     url: str = typer.Argument(
         ...,
         help="Where: s3://bucket/key (endpoint from AWS_ENDPOINT_URL), or an https:// URL "
@@ -49,21 +49,24 @@ def push(
     held when the push began, where the store says: a concurrent push is refused, not lost.
     Where the store says it holds this very bundle already (its sha256), nothing is sent.
     """
-    if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
-        kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
-        fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
+    if is_url(bundle):  # never read as the path `Path` makes of it (`https:/host/b.warm`)
+        fail(f"{shown(bundle)} is a URL: push publishes a local bundle (warm pull fetches one)")
+    local = Path(bundle)
+    if not local.is_file():  # a FIFO or a folder is said as one: it exists
+        kind = not_a_file(local) or ("a folder" if local.is_dir() else None)
+        fail(f"{local}: {kind}, not a bundle file" if kind else f"{local}: no such bundle")
     name = shown(url)  # its password, token and query never shown
-    pushed = f"interrupted: pushed {bundle} to {name} (kept)"
+    pushed = f"interrupted: pushed {local} to {name} (kept)"
     done: list[tuple[str, bool]] = []  # once the store answered: from then on, said so
     try:
-        digest, sent = guarded(lambda: push_bundle(bundle, url, done))
+        digest, sent = guarded(lambda: push_bundle(local, url, done))
         if as_json:
-            emit_json({"bundle": str(bundle), "url": name, "sha256": digest, "sent": sent})
+            emit_json({"bundle": str(local), "url": name, "sha256": digest, "sent": sent})
         elif sent:
-            said = f"pushed {bundle} to {name} (sha256 {digest[:16]})"
+            said = f"pushed {local} to {name} (sha256 {digest[:16]})"
             out.print(said, markup=False, highlight=False)
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
-            said = f"unchanged: {name} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
+            said = f"unchanged: {name} already holds {local} (sha256 {digest[:16]}): nothing sent"
             out.print(said, markup=False, highlight=False)
     except PushInterrupted:  # the store answered the upload: it holds the bundle
         fail(pushed, EXIT_INTERRUPTED, label="")
@@ -96,6 +99,8 @@ def pull(
         fail(str(exc))
     if path is not None and not path.strip():
         fail("PATH is empty: name the bundle file to write, or leave it out for its own")
+    if path is not None and is_url(path):  # as `merge -o URL`: never a folder `https:` made
+        fail(f"{shown(path)} is a URL: pull writes a local bundle (PATH); warm push publishes one")
     # as `merge -o`: its own folder is made (`copy_into`), none above it
     target = new_file_path(path) if path is not None else _named_by(url)
     kind = not_a_file(target)  # --force replaces a file, never a pipe or a device
