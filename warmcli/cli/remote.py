@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import typer
 
-from warmcli.bundle.location import is_url, not_a_file, shown, url_text
+from warmcli.bundle.location import SCHEMES, is_url, not_a_file, shown, url_text
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.remote_seed import untrusted
@@ -35,7 +35,7 @@ _NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NA
 
 @app.command()
 def push(
-    bundle: str = typer.Argument(..., help="The local bundle to publish."),
+    bundle: Path = typer.Argument(..., help="The local bundle to publish."),
     url: str = typer.Argument(
         ...,
         help="Where: s3://bucket/key (endpoint from AWS_ENDPOINT_URL), or an https:// URL "
@@ -49,24 +49,25 @@ def push(
     held when the push began, where the store says: a concurrent push is refused, not lost.
     Where the store says it holds this very bundle already (its sha256), nothing is sent.
     """
-    if is_url(bundle):  # never read as the path `Path` makes of it (`https:/host/b.warm`)
-        fail(f"{shown(bundle)} is a URL: push publishes a local bundle (warm pull fetches one)")
-    local = Path(bundle)
-    if not local.is_file():  # a FIFO or a folder is said as one: it exists
-        kind = not_a_file(local) or ("a folder" if local.is_dir() else None)
-        fail(f"{local}: {kind}, not a bundle file" if kind else f"{local}: no such bundle")
+    if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
+        scheme, _, rest = str(bundle).partition(":/")  # a URL, as `Path` spells it
+        if scheme.lower() in SCHEMES and rest:
+            url_given = shown(f"{scheme}://{rest}")
+            fail(f"{url_given} is a URL: push publishes a local bundle (warm pull fetches one)")
+        kind = not_a_file(bundle) or ("a folder" if bundle.is_dir() else None)
+        fail(f"{bundle}: {kind}, not a bundle file" if kind else f"{bundle}: no such bundle")
     name = shown(url)  # its password, token and query never shown
-    pushed = f"interrupted: pushed {local} to {name} (kept)"
+    pushed = f"interrupted: pushed {bundle} to {name} (kept)"
     done: list[tuple[str, bool]] = []  # once the store answered: from then on, said so
     try:
-        digest, sent = guarded(lambda: push_bundle(local, url, done))
+        digest, sent = guarded(lambda: push_bundle(bundle, url, done))
         if as_json:
-            emit_json({"bundle": str(local), "url": name, "sha256": digest, "sent": sent})
+            emit_json({"bundle": str(bundle), "url": name, "sha256": digest, "sent": sent})
         elif sent:
-            said = f"pushed {local} to {name} (sha256 {digest[:16]})"
+            said = f"pushed {bundle} to {name} (sha256 {digest[:16]})"
             out.print(said, markup=False, highlight=False)
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
-            said = f"unchanged: {name} already holds {local} (sha256 {digest[:16]}): nothing sent"
+            said = f"unchanged: {name} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
             out.print(said, markup=False, highlight=False)
     except PushInterrupted:  # the store answered the upload: it holds the bundle
         fail(pushed, EXIT_INTERRUPTED, label="")
