@@ -3,15 +3,20 @@ given where a local path belongs was said in part. `withheld` hid the text only 
 named it whole: a message naming a folder of it (`no directory https: (warm creates only the
 bundle's own directory, user:PW@host)`, from `pull URL PATH`, `run -b`, `merge -o` and
 `keygen`), or the option spelled `--bundle=https:/user:PW@host/b.warm`, showed the password
-as given. The real CLI (forked), each command in a scratch folder of its own."""
+as given. `warm push URL URL` and `warm pull URL URL` read a URL as a path. And `warm merge URL
+... -o OUT` merged a URL's last good copy where the store failed (exit 0, one warning): that
+merge, pushed, put an older bundle back over what others had pushed meanwhile. The real CLI
+(forked), each command in a scratch folder of its own; a real HTTP store on 127.0.0.1."""
 
 from __future__ import annotations
 
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from test_remote import Store, http_store  # noqa: F401  (a fixture)
 
 WORKLOAD = str(EXAMPLES / "matmul_host.py")
 URL = "http://127.0.0.1:9/fleet.warm"  # (never asked: each command fails before)
@@ -61,3 +66,29 @@ def test_a_url_where_push_or_pull_takes_a_local_bundle_is_said_to_be_one(
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"warm: error: {said}"), proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_merge_never_takes_a_urls_last_good_copy(
+    warm: Warm,
+    tmp_path: Path,
+    built_once: tuple[bytes, bytes],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """A fleet's `warm merge URL new.warm -o next.warm && warm push next.warm URL`: where the
+    store then sends no sound bundle (or cannot be reached), the merge used to take the copy
+    an earlier command kept (exit 0, one warning), and its push dropped what the store had
+    gained since. Now it merges nothing, as `pull` pulls nothing: one line, exit 2, OUT as
+    it was; a reader (`diff`) still falls back to that copy, with its warning."""
+    store, base, _ = http_store
+    url, shard, out = f"{base}/fleet.warm", tmp_path / "shard.warm", tmp_path / "next.warm"
+    shard.write_bytes(built_once[1])
+    store.files["/fleet.warm"] = built_once[0]
+    assert warm("merge", url, shard, "-o", out).returncode == 0  # its copy kept
+    before = out.read_bytes()
+    store.files["/fleet.warm"] = b"not a bundle" * 100  # (the store's answer, refused)
+    proc = warm("merge", url, shard, "-o", out, "--force")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "download refused" in proc.stderr and "nothing merged into" in proc.stderr
+    assert out.read_bytes() == before and proc.stdout == ""
+    diff = warm("diff", url, shard)
+    assert diff.returncode == 0 and "using the last good copy" in diff.stderr, diff.stderr

@@ -97,10 +97,13 @@ def new_file_path(named: str | Path) -> Path:
     return given
 
 
-def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> Path:
+def readable_bundle(
+    given: str | None, keys: Sequence[bytes] | None = None, *, now: str | None = None
+) -> Path:
     """A bundle to read: `given` (a path or an https:// or s3:// URL), else WARM_BUNDLE
     (either too), else the default; a URL's local copy is fetched (`warmcli.bundle.remote`,
-    imported only then) and a fall-back to its last good copy (one `keys` refused) warns."""
+    imported only then) and a fall-back to its last good copy (one `keys` refused) warns,
+    or, for a caller that takes only what the URL holds `now` (what it says then), fails."""
     location = _named(given) or str(default_bundle())
     if not is_url(location):  # named as a folder: refused, as a write is (`Path` drops `/`)
         refuse_folder_name(location, "" if given else "WARM_BUNDLE=", "read")
@@ -111,6 +114,8 @@ def readable_bundle(given: str | None, keys: Sequence[bytes] | None = None) -> P
 
     guarded(refuse_no_directory)  # its copy is kept in WARM_HOME
     path, warning = guarded(lambda: local_bundle(location, keys))
+    if warning and now is not None:  # (the fall-back's reason, as said without a copy)
+        fail(f"{warning.removesuffix(f'; using the last good copy {path}')}; {now}")
     if warning:
         err.print(f"warm: warning: {warning}", markup=False, highlight=False)
     return path

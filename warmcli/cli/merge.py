@@ -70,7 +70,10 @@ def merge(
             "signs would be refused here: sign with a trusted key, or trust its .pub"
         )
     target = new_file_path(output)
-    paths = [readable_bundle(b) for b in bundles]
+    # What each URL holds now, as `pull` takes: a last good copy merged, then pushed, would
+    # put an older bundle back over what others pushed meanwhile (exit 0, one warning).
+    now = f"nothing merged into {output}: a merge takes only what a URL holds now"
+    paths = [readable_bundle(b, now=now) for b in bundles]
     _room_for(len(set(paths)))
     names = {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)}
 
