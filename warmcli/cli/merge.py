@@ -2,7 +2,8 @@
 are not one whole run said (one line on stderr, exit 1; OUT is written). An interrupt once
 OUT was moved into place (`MergeInterrupted`), or as the report is handed back or shown,
 says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
-is there (`warmcli.cli.committed`). An input given by URL is named by it in every line,
+is there (`warmcli.cli.committed`). An input given by URL is what it holds now (never its last
+good copy: a store that fails merges nothing) and is named by it in every line,
 never by its local copy in WARM_HOME. A soft limit on open files below what the inputs need
 (the merge holds each open) is raised to that, for the rest of the process, where the hard one
 allows, else refused in one line (`_room_for`). The merging is `warmcli.ops.merge`'s; this
