@@ -11,6 +11,11 @@ that candidate. Real parts: the real cc, a real production process.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from conftest import Warm
 
 IGNORING = """
@@ -57,3 +62,45 @@ def test_a_tune_where_sigchld_is_ignored_excludes_the_candidate_that_fails_to_co
     warm: Warm,
 ) -> None:
     assert warm.production(TUNE) == [0.0, 2.0, 4.0, 6.0]  # was ToolchainError, the tune failed
+
+
+POOL = """
+import concurrent.futures as cf, hashlib, json, multiprocessing as mp, sys, warmcli, svc
+def job(i):
+    digest = hashlib.sha256(svc.one(warmcli.runtime("host"), i)).hexdigest()
+    said = str(warmcli.report())
+    cold = "no bundle is loaded: this process compiled" in said and "compiled 0 " not in said
+    return digest, "served" if "served everything" in said else "cold" if cold else said
+if __name__ == "__main__":
+    warmcli.use_bundle(sys.argv[1])
+    given = {"initializer": warmcli.use_bundle, "initargs": (sys.argv[1],)}
+    context = mp.get_context("forkserver")
+    kw = given if sys.argv[2] == "init" else {}
+    with cf.ProcessPoolExecutor(1, mp_context=context, **kw) as pool:
+        print(json.dumps([list(row) for row in pool.map(job, range(4))]))
+"""
+
+
+def test_a_forkserver_worker_serves_the_bundle_its_initializer_names_as_the_readme_says(
+    warm: Warm, served: Path
+) -> None:
+    """A `use_bundle` under `__main__` reaches no `forkserver` worker (it runs cold, the same
+    results); one made by the pool's initializer serves it (README, Pre-fork servers)."""
+    (served.parent / "pool.py").write_text(POOL)
+
+    def pool(how: str) -> list[list[str]]:
+        done = subprocess.run(
+            [sys.executable, "pool.py", str(served), how],
+            capture_output=True,
+            text=True,
+            env=warm.env,
+            cwd=served.parent,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    cold, hot = pool("none"), pool("init")
+    assert [h for h, _ in cold] == [h for h, _ in hot]  # the same results
+    assert {how for _, how in cold} == {"cold"}
+    assert {how for _, how in hot} == {"served"}
