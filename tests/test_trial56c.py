@@ -104,3 +104,22 @@ def test_a_forkserver_worker_serves_the_bundle_its_initializer_names_as_the_read
     assert [h for h, _ in cold] == [h for h, _ in hot]  # the same results
     assert {how for _, how in cold} == {"cold"}
     assert {how for _, how in hot} == {"served"}
+
+
+GONE = """
+import json, os, tempfile, warmcli
+os.chdir(folder := tempfile.mkdtemp())
+os.rmdir(folder)  # (a release folder a deploy replaced under a running service)
+try:
+    warmcli.use_bundle("b.warm")
+except warmcli.BundleError as exc:  # the README's pattern: log it, go on cold
+    warmcli.use_bundle(None)
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_a_relative_bundle_path_from_a_removed_working_folder_is_a_bundle_error(
+    warm: Warm,
+) -> None:
+    said = warm.production(GONE)  # was FileNotFoundError: [Errno 2] (no path), not caught
+    assert said.startswith("b.warm: a relative path") and "working folder was removed" in said
