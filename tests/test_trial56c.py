@@ -123,3 +123,28 @@ def test_a_relative_bundle_path_from_a_removed_working_folder_is_a_bundle_error(
 ) -> None:
     said = warm.production(GONE)  # was FileNotFoundError: [Errno 2] (no path), not caught
     assert said.startswith("b.warm: a relative path") and "working folder was removed" in said
+
+
+GONE_HEADER = """
+import json, os, tempfile
+import numpy as np
+import warmcli
+os.chdir(folder := tempfile.mkdtemp())
+os.rmdir(folder)
+rt = warmcli.runtime("host")
+x = rt.upload(np.zeros(1, dtype=np.float32))
+source = '#include "h.h"\\nvoid k(float *x) { x[0] = 1; }'
+try:
+    rt.launch(warmcli.Kernel(source, "k", "P", options=("-Iinc",)), x)
+except Exception as exc:
+    print(json.dumps([type(exc).__name__, str(exc)]))
+"""
+
+
+def test_a_header_not_found_under_a_relative_include_of_a_removed_folder_is_a_compile_error(
+    warm: Warm,
+) -> None:
+    name, message = warm.production(GONE_HEADER)
+    assert name == "KernelCompileError", message  # was ScratchError: "/tmp refused ..."
+    assert "h.h" in message and "-Iinc names no folder" in message
+    assert "which was removed" in message
