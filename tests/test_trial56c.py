@@ -6,7 +6,12 @@ reads every child's exit status as 0. A host kernel that failed to compile in su
 taken for a C compiler that builds nothing (`ToolchainError: ... WARM_CC must name a C compiler`),
 not the kernel's compile failure: a launch raised the wrong error, without cc's diagnostics, and a
 tune with one candidate that does not compile failed whole, where every other process excludes
-that candidate. Real parts: the real cc, a real production process.
+that candidate; an nvcc failure there said only `nvcc wrote no out.cubin`, not nvcc's diagnostics.
+A process whose working folder was removed (a release folder a deploy replaced) raised a bare
+`FileNotFoundError` for a relative bundle path (not the `BundleError` the README's fallback
+catches), and a `ScratchError` blaming /tmp for a header a relative `-I` did not find. A `spawn` or
+`forkserver` worker gets no `use_bundle` of its parent's: the README now says so, and how.
+Real parts: the real cc and nvcc, the real CLI, real production processes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Warm
+from conftest import Warm, nvcc_or_skip
 
 IGNORING = """
 import json, signal
@@ -148,3 +153,30 @@ def test_a_header_not_found_under_a_relative_include_of_a_removed_folder_is_a_co
     assert name == "KernelCompileError", message  # was ScratchError: "/tmp refused ..."
     assert "h.h" in message and "-Iinc names no folder" in message
     assert "which was removed" in message
+
+
+CUDA_IGNORING = """
+import signal
+import numpy as np
+from warmcli import Kernel
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+DEVICE = "cuda"
+BAD = Kernel('extern "C" __global__ void bad(float *x) { x[0] = 1 }', "bad", "P", language="cuda")
+def workload(rt):
+    try:
+        rt.launch(BAD, rt.upload(np.zeros(1, np.float32)), grid=(1,), block=(1,))
+    except Exception as exc:
+        print("caught", type(exc).__name__, repr(str(exc)))
+"""
+
+
+def test_an_nvcc_failure_where_sigchld_is_ignored_keeps_nvccs_diagnostics(
+    warm: Warm, workload_file
+) -> None:
+    nvcc_or_skip()
+    path = workload_file(CUDA_IGNORING)
+    done = warm.with_env(WARM_CUDA_COMPILER="nvcc")("run", path, "--arch", "sm_90", "--no-verify")
+    caught = [line for line in done.stdout.splitlines() if line.startswith("caught")]
+    assert caught and "KernelCompileError" in caught[0], done.stdout + done.stderr
+    assert "expected a" in caught[0], caught[0]  # nvcc's own diagnostic
+    assert "wrote no out.cubin" not in caught[0]  # (it was all it said)
