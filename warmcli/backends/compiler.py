@@ -160,9 +160,18 @@ def no_include_folders(options: Sequence[str], folder: str = "") -> list[str]:
             given.append(next(words, ""))
         elif option.startswith(("-I", "--include-path=")):
             given.append(option.removeprefix("--include-path=").removeprefix("-I"))
-    placed = {f: os.path.abspath(os.path.join(folder, f)) for f in dict.fromkeys(given) if f}
+    placed = {f: _placed(folder, f) for f in dict.fromkeys(given) if f}
     missing = [(f, at) for f, at in placed.items() if not os.path.isdir(at)]
     return [NO_FOLDER.format(given=f, absolute=at) for f, at in missing]
+
+
+def _placed(folder: str, given: str) -> str:
+    """`given` taken from `folder` (else the working folder) as an absolute path; said so
+    where it is relative to a working folder that was removed (no folder is there)."""
+    try:
+        return os.path.abspath(os.path.join(folder, given))
+    except OSError:  # (os.getcwd's FileNotFoundError)
+        return f"{given} in the working folder, which was removed"
 
 
 def _not_found(log: str, units: Sequence[CompileUnit]) -> str:

@@ -6,9 +6,10 @@ running; not in an atexit callback on Python 3.12, which refuses it there), wait
 timeout, and on a timeout or an exception in the caller (Ctrl-C) kills the whole group and
 reaps it. Every live group is known (the module's one piece of state), so `stop_compilers`
 kills them all at once, from a signal handler too, and has `run_compiler` refuse new ones until
-`resume_compilers`; `on_compiler` lets a supervisor journal the groups it must clean up after a
-hard crash. An `Owner` held by a thread (`owned_by`) gathers the groups that thread starts, so
-another thread can stop just those (`Owner.kill`: the compiler probe on an interrupt);
+`resume_compilers`; `exit_status_lost` says where a child's exit status cannot be read (this
+process ignores SIGCHLD); `on_compiler` lets a supervisor journal the groups it must clean up
+after a hard crash. An `Owner` held by a thread (`owned_by`) gathers the groups that thread
+starts, so another thread can stop just those (`Owner.kill`: the compiler probe on an interrupt);
 `at_once` runs two calls that start children together, the other's thread holding the caller's
 `Owner`. A compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the
 temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that
@@ -146,6 +147,15 @@ def _prctl() -> Callable[..., int]:
     if _Live.prctl is None:
         _Live.prctl = ctypes.CDLL(None, use_errno=True).prctl
     return _Live.prctl
+
+
+def exit_status_lost() -> bool:
+    """Whether this process ignores SIGCHLD (a daemon's idiom, or inherited: an ignored signal
+    stays ignored across exec), so the kernel reaps its children and Python reads every
+    child's exit status as 0: a failed compile then looks like one that built nothing."""
+    import signal
+
+    return signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN
 
 
 def parent_death_signal(signum: int) -> None:

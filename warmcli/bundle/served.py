@@ -201,9 +201,16 @@ def absolute(path: str | os.PathLike[str]) -> str:
     """`path` taken from the working folder where relative, as `os.path.abspath` does but not
     normalized: `link/..` is the folder above the one the link leads to, as the system (and
     SQLite) open it, not the one holding the link (a bundle named so was not found, or another
-    one there read); its `.` parts and doubled `/` dropped, as it is shown."""
+    one there read); its `.` parts and doubled `/` dropped, as it is shown. A relative one where
+    the working folder was removed is a `BundleError`, as a missing bundle is."""
     path = os.fspath(path)  # (a remote bundle's local copy is a Path)
-    joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    try:
+        joined = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    except FileNotFoundError:  # (the working folder removed: no relative path names a file)
+        raise BundleError(
+            f"{path}: a relative path, and this process's working folder was removed: "
+            "name the bundle by its absolute path"
+        ) from None
     if "/." not in joined and "//" not in joined:
         return joined
     return "/" + "/".join(part for part in joined.split("/") if part not in ("", "."))

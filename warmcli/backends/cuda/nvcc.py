@@ -285,12 +285,17 @@ def translation_unit(units: Sequence[CompileUnit]) -> str:
     return "\n".join([signature.CUDA_HELPERS, *sections])
 
 
-def _written(folder: str, name: str, options: Sequence[str], units: Sequence[CompileUnit]) -> bytes:
+def _written(
+    folder: str, name: str, options: Sequence[str], units: Sequence[CompileUnit], log: str = ""
+) -> bytes:
     """The file nvcc wrote in its scratch folder; a CompileFailure naming the options where
-    it wrote none (`--dryrun`, `--version`: it exits 0 and builds nothing)."""
+    it wrote none (`--dryrun`, `--version`: it exits 0 and builds nothing), or giving its
+    `log` where this process ignores SIGCHLD (its failure's exit status then reads 0)."""
     try:
         return Path(folder, name).read_bytes()
     except FileNotFoundError:
+        if log and processes.exit_status_lost():
+            raise CompileFailure(log, tuple(units)) from None
         shown = " ".join(options) or "none"
         raise CompileFailure(f"nvcc wrote no {name} (options: {shown})", tuple(units)) from None
 
@@ -382,7 +387,7 @@ class NvccCompiler:
                 log, _ = run_compiler(command, units, timeout, tmp)
             except CompileFailure as failure:
                 raise signature.explain(failure) from None
-            binary = _written(tmp, "out.cubin", options, units)
+            binary = _written(tmp, "out.cubin", options, units, log)
             if ptx_arch and not same:
                 ptx_command = (self.toolchain.path, "--ptx", f"-arch={ptx_arch}", *options)
                 try:

@@ -20,12 +20,14 @@ cc runs in a scratch directory, so a relative include folder, a header read firs
 (`-include h`) and the relative entries of `CPATH` are given as the folder's the unit was queued in,
 where its key read them (`CompileUnit.queued`). A compile that exits 0 with no loadable shared
 object (a kernel option such as `-c` or `-fsyntax-only` stopped cc before it linked) is that group's
-compile failure, never a binary stored and then refused at load; so is a library that does not
-export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that kernel's, named), and what
-`warmcli.backends.host.refused` refuses before cc runs; so is a `specs` file cc reads only through
-`LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc: `_library_specs`). `HostCompiler.command` and
-`compile_group` hand their work here: a process that only serves never imports this module. It owns
-each call's scratch directory, never loads what it builds and keeps no cache of it.
+compile failure, never a binary stored and then refused at load (and one with no library at
+all where this process ignores SIGCHLD, which makes every exit status read 0); so is a library
+that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that kernel's,
+named), and what `warmcli.backends.host.refused` refuses before cc runs; so is a `specs` file
+cc reads only through `LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc: `_library_specs`).
+`HostCompiler.command` and `compile_group` hand their work here: a process that only serves
+never imports this module. It owns each call's scratch directory, never loads what it builds and
+keeps no cache of it.
 """
 
 from __future__ import annotations
@@ -180,7 +182,7 @@ def compile_group(
 ) -> CompiledGroup:
     """`HostCompiler.compile_group`: the group refused, or built in a scratch folder, its
     binary checked (a loadable shared object exporting every kernel's symbol)."""
-    from warmcli.backends import signature
+    from warmcli.backends import processes, signature
     from warmcli.backends.host.refused import (  # (what compiles: on first use)
         other_language,
         other_source,
@@ -236,6 +238,9 @@ def compile_group(
             with open(output, "rb") as fh:
                 binary = fh.read()
         except FileNotFoundError:  # `true`, a wrapper that drops its `-o`, `-fsyntax-only`
+            if processes.exit_status_lost():  # cc's failure read as exit 0: the kernels'
+                failed = log or f"{argv[0]} wrote no shared library"
+                raise CompileFailure(failed, tuple(units)) from None
             raise no_library(compiler, units, "exited 0 but wrote no shared library") from None
     from warmcli.backends.host.binary import exported_symbols, foreign_binary
 
