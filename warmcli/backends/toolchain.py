@@ -1,26 +1,26 @@
 """Toolchain identity: which compiler, at which version, built a binary.
 
-A `Toolchain` is a compiler's path (as found on PATH) and the first line of its
-`--version`, as the binary the path resolves to prints it (`cc`, `gcc` and `gcc-12`,
-one binary, are one toolchain); its `identity` is part of every kernel key, so upgrading the
-compiler makes every kernel a different kernel. Probing runs the compiler once
-per path per process (memoised), and once per compiler binary across processes:
-the version line is remembered in `toolchains.json` (in warm's home; believed only
-when this user alone may write it, as the host library cache, and as warm writes it: at most
-64 lines, none listing 256 folders or with a NUL, but between a cc identity's places; one
-over 1,024 characters by its digest, a longer one remembered not believed) by the binary's
-path, size, inode, mtime and ctime, named as the binary it resolved to then, so a hot start
-keys its kernels without starting a compiler nor walking links again (a `stat` per PATH
+A `Toolchain` is a compiler's path (as found on PATH) and the first line of its `--version`, as
+the binary the path resolves to prints it (`cc`, `gcc` and `gcc-12`, one binary, are one
+toolchain); its `identity` is part of every kernel key, so upgrading the compiler makes every
+kernel a different kernel. Probing runs the compiler once per path per process (memoised), and
+once per compiler binary across processes: the version line is remembered in `toolchains.json`
+(in warm's home, by a process that reads its children's exit statuses, not one ignoring SIGCHLD;
+believed only when this user alone may write it, as the host library cache, and as warm writes
+it: at most 64 lines, none listing 256 folders or with a NUL, but between a cc identity's
+places; one over 1,024 characters by its digest, a longer one remembered not believed) by the
+binary's path, size, inode, mtime and ctime, named as the binary it resolved to then, so a hot
+start keys its kernels without starting a compiler nor walking links again (a `stat` per PATH
 entry, its identity one read of it).
 A C compiler that is a script (a wrapper, which may add flags) has its text's digest in its
-version too, with the values of the environment variables it names (`$CFLAGS`), its version
-line read in each process, never remembered (what it runs or reads from the environment may
-change while the script does not). `remembered` does the same for a compiler that is a library
-(NVRTC): read once per library file on a machine (`is_remembered` says whether a process would
-find it). The marks an identity carries are here (`RECIPE_MARK`, `WRAPPER_MARK`, and `NATIVE`
-before the CPU a kernel tuned for its builder is keyed with: `warmcli.backends.native`). State:
-the per-process memos of each path's toolchain, the lines remembered in warm's home. Nothing
-here compiles and nothing prints.
+version too, with the values of the environment variables it names (`$CFLAGS`), its version line
+read in each process, never remembered (what it runs or reads from the environment may change
+while the script does not). `remembered` does the same for a compiler that is a library (NVRTC):
+read once per library file on a machine (`is_remembered` says whether a process would find it).
+The marks an identity carries are here (`RECIPE_MARK`, `WRAPPER_MARK`, and `NATIVE` before the
+CPU a kernel tuned for its builder is keyed with: `warmcli.backends.native`). State: the
+per-process memos of each path's toolchain, the lines remembered in warm's home. Nothing here
+compiles and nothing prints.
 """
 
 from __future__ import annotations
@@ -155,18 +155,19 @@ def remembered(
     versions: dict[str, str] | None = None,
     longest: int | None = None,
 ) -> Toolchain:
-    """The toolchain of the file `where`: its version line remembered across processes by
-    the file's stamp (in `versions`, where the caller has just read them; not believed where
-    warm would not write it, `_written`), else `read_version(name, where)` (which raises
-    ToolchainError), remembered only if the file's stamp is the same after it ran as before
-    (a binary swapped in meanwhile is never stored under the old one's stamp), never for a
-    wrapper script (what it runs may change)."""
+    """The toolchain of the file `where`: its version line remembered by the file's stamp (in
+    `versions`, where the caller just read them; not believed where warm would not write it,
+    `_written`), else `read_version(name, where)` (raises ToolchainError), kept if the stamp is
+    the same after it ran (no binary swapped in meanwhile), but not for a wrapper script (what
+    it runs may change) nor where this process ignores SIGCHLD (a failed probe read as exit 0)."""
     stamp = _stamp(name, where, st)
     known = (_read_versions() if versions is None else versions).get(stamp) if stamp else None
     if known is not None and (longest is None or _written(known, where, longest)):
         return Toolchain(name=name, path=where, version=_as_binary(known, where))
+    from warmcli.backends.processes import exit_status_lost  # (as a probe: not when served)
+
     version = _as_binary(read_version(name, where), where)
-    kept = stamp and WRAPPER_MARK not in version
+    kept = stamp and WRAPPER_MARK not in version and not exit_status_lost()
     if kept and _stamp_now(name, where) == stamp:  # else swapped while it ran: not kept
         _remember(stamp, version)
     return Toolchain(name=name, path=where, version=version)
@@ -230,13 +231,12 @@ def wrapper_named(identity: str) -> str:
 
 
 def _wrapper(where: str) -> str:
-    """For a C compiler that is a script (`#!`: a wrapper, which may add flags or pick
-    another compiler by what it holds), the digest of its text and of the values of the
-    environment variables it names (`exec gcc $CFLAGS "$@"`: a flag from the environment
-    builds another kernel), to be told from the compiler it runs; "" for a binary. Not for
-    nvcc: toolkits and packages ship it as a wrapper script that only finds the real one
-    (its version line is the build's), and a bundle built by one must serve where the
-    toolkit's own runs."""
+    """For a C compiler that is a script (`#!`: a wrapper, which may add flags or pick another
+    compiler by what it holds), the digest of its text and of the values of the environment
+    variables it names (`exec gcc $CFLAGS "$@"`: a flag from the environment builds another
+    kernel), to be told from the compiler it runs; "" for a binary. Not for nvcc: toolkits and
+    packages ship it as a wrapper script that only finds the real one (its version line is the
+    build's), and a bundle built by one must serve where the toolkit's own runs."""
     from warmcli.wrapper_script import script_digest  # a probe's: a served toolchain is read
 
     digest = script_digest(where)

@@ -9,7 +9,9 @@ A compiler that did not answer within the timeout is not asked again by this pro
 file keeps its stamp, for `SILENT_SECONDS` (`_silent`): each look at the toolchain asked it
 again, each waiting the whole timeout (a `warm run` of one kernel waited 60 s twice before it
 said so); a long-lived process asks again after that (a toolkit on a cold network mount answers
-late once). State: those stamps; it prints nothing.
+late once). Where this process ignores SIGCHLD (every child's exit status read as 0), an answer
+on stderr alone is a failure (a failing wrapper's error line was a version line). State: those
+stamps; it prints nothing.
 """
 
 from __future__ import annotations
@@ -49,12 +51,16 @@ def version_line(name: str, where: str, timeout: float) -> str:
         if before is not None and (where in _silent or len(_silent) < 64):  # (a few a process)
             _silent[where] = before, said, time.monotonic() + SILENT_SECONDS
         raise ToolchainError(said)
+    # Its exit status lost (this process ignores SIGCHLD: read as 0), an answer on stderr
+    # alone is taken for the failure it most likely is, never a version line keying builds.
     lines = [ln.strip() for ln in (out.out or out.err).splitlines() if ln.strip()]
-    if out.returncode != 0 or not lines:
+    guessed = out.status_lost and not out.out.strip()
+    if out.returncode != 0 or not lines or guessed:
         said = out.err.strip()[:200]  # else its exit status: never a reason left blank
         status = f"exit status {out.returncode}" if out.returncode else "printed nothing"
         failed = f": {said}" if said else f" ({status})"
-        raise ToolchainError(f"{name}: {where} --version failed{failed}")
+        lost = " (its exit status unknown: this process ignores SIGCHLD)" if guessed else ""
+        raise ToolchainError(f"{name}: {where} --version failed{failed}{lost}")
     return nvcc_version(lines) if name == "nvcc" else lines[0]
 
 
