@@ -6,7 +6,9 @@ probe that failed there was read as one that answered: a C compiler whose `cc -E
 (asked again in the next process, as its module doc says) was remembered in warm's home as one
 that names no folders of its own, so every later process, SIGCHLD or not, believed it; and a
 compiler whose `--version` fails, saying so on stderr, was keyed by its error line (`warm` in
-any other process says `--version failed`). Real parts: a real C compiler binary (a C program
+any other process says `--version failed`). A `warm run` started ignoring it lost its worker's
+status: a crash said `[Errno 10] No child processes`, not the crash (a crashing tune candidate
+was never excluded). Real parts: a real C compiler binary (a C program
 that runs gcc but fails the probe in question, so warm remembers what it answers), real
 processes, one ignoring SIGCHLD.
 """
@@ -114,3 +116,36 @@ def test_a_failed_version_probe_where_sigchld_is_ignored_is_not_a_version_line(
     ignoring = _ask(tmp_path / "home2", "ignore", cc)
     assert ignoring[0] == "ToolchainError", ignoring  # was the error line, as its version
     assert "--version failed" in ignoring[1] and "SIGCHLD" in ignoring[1], ignoring
+
+
+CRASH = """
+import os, pathlib, signal
+pathlib.Path(os.environ["SEEN"]).write_text(str(signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN))
+os.kill(os.getpid(), signal.SIGSEGV)
+"""
+IGNORED = """
+import os, signal, sys
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # a daemon's idiom: kept across exec
+os.execv(sys.executable, [sys.executable, "-m", "warmcli", *sys.argv[1:]])
+"""
+
+
+def test_warm_run_started_ignoring_sigchld_tells_its_workers_crash(tmp_path: Path) -> None:
+    workload, seen = tmp_path / "crash.py", tmp_path / "seen"
+    workload.write_text(CRASH)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env["WARM_HOME"], env["SEEN"] = str(tmp_path / "home"), str(seen)
+    command = ["run", str(workload), "--bundle", str(tmp_path / "b.warm")]
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", IGNORED, *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    # Was: 'warm: error: [Errno 10] No child processes' (the worker reaped by the kernel).
+    assert "the workload crashed (SIGSEGV)" in done.stderr, done.stderr
+    assert seen.read_text() == "True"  # the workload's SIGCHLD as inherited: ignored

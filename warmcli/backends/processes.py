@@ -160,6 +160,24 @@ def exit_status_lost() -> bool:
     return signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN
 
 
+@contextlib.contextmanager
+def exit_statuses_read() -> Iterator[bool]:
+    """Inside, SIGCHLD at its default where this process ignores it and this is its main thread
+    (the one that may set it): the children forked inside (`warm run`'s worker) have their
+    exit statuses read (a crash told from an exit); ignored again after, never left changed.
+    Yields whether it was ignored: a child forked inside ignores it again before user code."""
+    import signal
+
+    ignored = exit_status_lost() and threading.current_thread() is threading.main_thread()
+    if ignored:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        yield ignored
+    finally:
+        if ignored:
+            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+
 def parent_death_signal(signum: int) -> None:
     """Have this process get `signum` when the thread that started it dies (Linux only)."""
     if sys.platform.startswith("linux"):

@@ -21,6 +21,9 @@ ends them (`warmcli.warming.leftovers`); one that ends the process (`os._exit`) 
 leaves the code `work` returned, journaled before them (a crash, or an `os._exit` with a code
 other than 0 and the run's, is told to `on_exit_end` as its warning line: the supervisor waits
 for the status of a worker that never let go).
+A supervisor started ignoring SIGCHLD (inherited from a daemon) sets it to its default while
+it waits, so the kernel does not reap the worker before its status is read (the worker ignores it
+again for the workload; `processes.exit_statuses_read`).
 SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
@@ -54,7 +57,13 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from warmcli.backends.processes import kill_group, on_compiler, parent_death_signal, stop_compilers
+from warmcli.backends.processes import (
+    exit_statuses_read,
+    kill_group,
+    on_compiler,
+    parent_death_signal,
+    stop_compilers,
+)
 from warmcli.interrupted import in_quiet_callback, send_again
 from warmcli.warming import child_signals
 from warmcli.warming.crashes import (
@@ -253,57 +262,60 @@ def run_isolated(
     exited without returning through warm (the workload called `os._exit`).
     """
     make_folder()  # here: this process removes it however the worker ends
-    for _ in range(max_restarts + 1):
-        with open_journal() as journal:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            parent = os.getpid()
-            done, let_go = os.pipe()  # the worker's end closed last: it let go
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
-                os.close(done)
-                _worker(work, journal, parent, let_go, output)
-            os.close(let_go)
-            try:
-                status, interrupted, read = _wait(pid, done, journal)
-            finally:
-                os.close(done)
-            seen = read if read is not None else read_journal(journal)
-        _kill_groups(seen.groups)
-        if status is None:  # it returned its code and let go: it exits with it
-            atexit.register(_reap, pid)  # as this process ends, its teardown overlapped
-            if seen.unanswered:
-                return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
-            return seen.code & 0xFF
-        if os.WIFEXITED(status):
-            if not seen.finished:  # the workload ended the process itself (`os._exit`)
-                code = os.WEXITSTATUS(status)
-                return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
-            if seen.unanswered:  # interrupted where the work could not say so (printing)
-                return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
-            ended = os.WEXITSTATUS(status)  # an exit function's `os._exit` does not change it
-            if on_exit_end is not None and ended not in (0, seen.code & 0xFF):
-                on_exit_end(exit_code_line(ended))
-            return seen.code & 0xFF
-        number = os.WTERMSIG(status)
-        if interrupted or number in STOPS:
-            return WorkerCrash(number, seen.during, True, seen.stored)
-        if seen.finished:  # the workload's exit functions crashed it: the code it returned stands
-            if on_exit_end is not None:
-                on_exit_end(exit_crash_line(number))
-            return seen.code & 0xFF
-        began = seen.candidate
-        if number not in CRASH_SIGNALS or began is None:
-            return WorkerCrash(number, seen.during, False, seen.stored)
-        crashed = CrashedCandidate(
-            number, began["operation"], began["shape"], began["candidate"], began["key"]
-        )
-        if (crashed.key, crashed.candidate) in _State.excluded:
-            return WorkerCrash(number, seen.during, False, seen.stored)
-        _State.excluded[(crashed.key, crashed.candidate)] = crashed.reason
-        if on_crash is not None:
-            on_crash(crashed)
-    return WorkerCrash(signal.SIGSEGV, "tuning: too many candidates crashed")
+    with exit_statuses_read() as ignored:  # (a worker's crash told: no status lost)
+        for _ in range(max_restarts + 1):
+            with open_journal() as journal:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                parent = os.getpid()
+                done, let_go = os.pipe()  # the worker's end closed last: it let go
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
+                    os.close(done)
+                    if ignored:  # the workload's as inherited: SIGCHLD ignored
+                        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+                    _worker(work, journal, parent, let_go, output)
+                os.close(let_go)
+                try:
+                    status, interrupted, read = _wait(pid, done, journal)
+                finally:
+                    os.close(done)
+                seen = read if read is not None else read_journal(journal)
+            _kill_groups(seen.groups)
+            if status is None:  # it returned its code and let go: it exits with it
+                atexit.register(_reap, pid)  # as this process ends, its teardown overlapped
+                if seen.unanswered:
+                    return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
+                return seen.code & 0xFF
+            if os.WIFEXITED(status):
+                if not seen.finished:  # the workload ended the process itself (`os._exit`)
+                    code = os.WEXITSTATUS(status)
+                    return WorkerCrash(0, seen.during, False, seen.stored, exit_status=code)
+                if seen.unanswered:  # interrupted where the work could not say so (printing)
+                    return WorkerCrash(signal.SIGINT, seen.during, True, seen.stored)
+                ended = os.WEXITSTATUS(status)  # an exit function's `os._exit` does not change it
+                if on_exit_end is not None and ended not in (0, seen.code & 0xFF):
+                    on_exit_end(exit_code_line(ended))
+                return seen.code & 0xFF
+            number = os.WTERMSIG(status)
+            if interrupted or number in STOPS:
+                return WorkerCrash(number, seen.during, True, seen.stored)
+            if seen.finished:  # the workload's exit functions crashed it: its code stands
+                if on_exit_end is not None:
+                    on_exit_end(exit_crash_line(number))
+                return seen.code & 0xFF
+            began = seen.candidate
+            if number not in CRASH_SIGNALS or began is None:
+                return WorkerCrash(number, seen.during, False, seen.stored)
+            crashed = CrashedCandidate(
+                number, began["operation"], began["shape"], began["candidate"], began["key"]
+            )
+            if (crashed.key, crashed.candidate) in _State.excluded:
+                return WorkerCrash(number, seen.during, False, seen.stored)
+            _State.excluded[(crashed.key, crashed.candidate)] = crashed.reason
+            if on_crash is not None:
+                on_crash(crashed)
+        return WorkerCrash(signal.SIGSEGV, "tuning: too many candidates crashed")
 
 
 def interrupt_on_signals() -> None:
