@@ -18,7 +18,8 @@ from dask_cluster import WORKERS, SharedCluster
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.bundle.store import Bundle
-from warmcli.warming.fanout import CONNECT_TIMEOUT, shard_passes, shard_workers
+from warmcli.warming.fanout import CONNECT_TIMEOUT, shard_workers
+from warmcli.warming.shard_reports import shard_passes
 
 distributed = pytest.importorskip("distributed")
 # WORKERS: the shared cluster's 2 (a shard per worker: two show every path three did)

@@ -31,9 +31,10 @@ from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.cli.verify import replay
 from warmcli.errors import BundleError, MergeInterrupted
 from warmcli.ops.merge import MergeReport, merge_bundles
-from warmcli.warming.fanout import FanOutReport, fan_out, shard_passes
+from warmcli.warming.fanout import FanOutReport, fan_out
 from warmcli.warming.passes import PassReport, RunReport
 from warmcli.warming.seeds import shard_seeds
+from warmcli.warming.shard_reports import shard_passes
 
 
 def dask_run(

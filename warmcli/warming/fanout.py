@@ -22,9 +22,8 @@ look is given its shards once a look finds no worker more than the last), and a 
 (Dask's own loggers are silenced while `fan_out` runs: its error is the one line said). A shard
 that raises on its worker (or whose workers keep dying: Dask's `KilledWorker`) is a failed
 shard, named like one whose `warm run` failed.
-`shard_passes` sums the shards' passes (their `--json` reports) into the passes of one
-run, so `warm run --dask` shows the statistics a local run shows. This module owns no
-state and never prints.
+What a shard's `--json` report says (its passes, summed into one run's; whether it finished)
+is read in `warmcli.warming.shard_reports`. This module owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -44,24 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from warmcli import config
+from warmcli.backends.processes import exit_status_lost
 from warmcli.errors import FanOutError
-from warmcli.execution.snapshots import (
-    AutotuneStatistics,
-    CompilationStatistics,
-    DeviceStatistics,
-    ExecutionStatistics,
-)
-from warmcli.records import CompilerCommand, field_types
 from warmcli.scratch import held_folder
-from warmcli.warming.passes import PassReport
 from warmcli.warming.seeds import Seeds
+from warmcli.warming.shard_reports import said_done
 
 CONNECT_TIMEOUT = 5.0  # seconds before a scheduler that does not answer is unreachable
 NO_WORKER_WAIT = 60.0  # seconds with no worker (none joined yet, or none left) before giving up
 POLL = 1.0  # seconds between looks at the cluster while shards run
-_VIEWS: dict[str, Any] = dict(
-    compilation=CompilationStatistics, autotune=AutotuneStatistics, execution=ExecutionStatistics
-)
 
 
 @dataclass
@@ -95,7 +84,8 @@ def run_shard(
     any bundle is, untrusted), in the folder `cwd` when the worker has it (where `-m
     MODULE` is looked for, as the caller's), with the caller's values of the variables
     `passed` names (None: unset there); its exit code, report, bundle bytes and last
-    error line."""
+    error line. Where this process ignores SIGCHLD (a daemon's worker: every child's exit
+    status reads 0), a 0 is taken only with a report that says the run finished."""
     env = config.worker_environment(passed=passed)  # not the worker's launcher's shard
     with held_folder("warm-shard-") as held:  # (held by the shard's process too)
         bundle = Path(held.path) / "shard.warm"
@@ -115,8 +105,12 @@ def run_shard(
         except ValueError:
             report = {}
         data = bundle.read_bytes() if bundle.exists() else b""
-    lines = proc.stderr.strip().splitlines()
-    return proc.returncode, report, data, lines[-1] if lines else ""
+    lines, code = proc.stderr.strip().splitlines(), proc.returncode
+    if code == 0 and exit_status_lost() and not said_done(report):  # (its 0 says nothing)
+        code = report.get("exit") if isinstance(report, dict) else None
+        code = code if isinstance(code, int) and code > 0 else 1
+        lines = lines or ["its exit status lost (SIGCHLD ignored here), no success reported"]
+    return code, report, data, lines[-1] if lines else ""
 
 
 def shard_workers(workers: dict[str, dict[str, Any]], gpu: bool) -> list[str]:
@@ -354,34 +348,6 @@ def no_worker_wait() -> float:
         return NO_WORKER_WAIT if text is None else config.parse_seconds(text)
     except ValueError as exc:
         raise FanOutError(f"WARM_DASK_NO_WORKER_WAIT: {exc}") from None
-
-
-def shard_passes(reports: Sequence[dict[str, Any]]) -> list[PassReport]:
-    """The shards' passes (from their `--json` reports), summed pass by pass into those of
-    one run: counts added per device and in total, the wall time the slowest shard's,
-    the notes and compiler commands of all of them."""
-    passes: list[PassReport] = []
-    for docs in zip(*(r.get("passes", []) for r in reports), strict=False):
-        summed = PassReport(docs[0]["mode"], 0.0, DeviceStatistics(), {})
-        for doc in docs:
-            summed.seconds = max(summed.seconds, float(doc.get("seconds", 0.0)))
-            summed.total = summed.total + _statistics(doc)
-            for device, stats in doc.get("devices", {}).items():
-                before = summed.per_device.get(device, DeviceStatistics())
-                summed.per_device[device] = before + _statistics(stats)
-            summed.notes += [n for n in doc.get("notes", []) if n not in summed.notes]
-            summed.commands += [CompilerCommand("", tuple(shlex.split(c))) for c in doc["commands"]]
-        passes.append(summed)
-    return passes
-
-
-def _statistics(doc: dict[str, Any]) -> DeviceStatistics:
-    """A `DeviceStatistics` from its JSON (`stats_json`'s, derived fields left out)."""
-    views = []
-    for name, view in _VIEWS.items():
-        known = field_types(view)
-        views.append(view(**{k: v for k, v in doc.get(name, {}).items() if k in known}))
-    return DeviceStatistics(*views)
 
 
 def _first_line(exc: BaseException) -> str:
