@@ -6,7 +6,9 @@ the URL holds now, checked (under `WARM_TRUSTED_KEYS`, one they did not sign is 
 a last good copy standing in or not): never the last good copy a reader falls back to; an interrupt
 once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
 and what the bundle it replaced held that is gone, exit 130; `push` interrupted once the
-store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130.
+store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130. Under
+`WARM_TRUSTED_KEYS`, a push of a bundle none of those keys signed says so in a warning line
+(production processes trusting only them would serve none of it); pushed all the same.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 import typer
 
+from warmcli import config
 from warmcli.bundle.location import SCHEMES, is_url, not_a_file, shown, url_text
 from warmcli.bundle.remote import fetch
 from warmcli.bundle.remote import push as push_bundle
@@ -26,8 +29,8 @@ from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import new_file_path
 from warmcli.cli.committed import kept_on_interrupt
-from warmcli.cli.common import EXIT_INTERRUPTED, JsonOpt, emit_json, fail, guarded, out
-from warmcli.errors import PushInterrupted, RemoteError
+from warmcli.cli.common import EXIT_INTERRUPTED, JsonOpt, emit_json, err, fail, guarded, out
+from warmcli.errors import PushInterrupted, RemoteError, WarmError
 from warmcli.printable import cut, printable
 
 _NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NAME_MAX)
@@ -69,12 +72,36 @@ def push(
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
             said = f"unchanged: {name} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
             out.print(said, markup=False, highlight=False)
+        _warn_untrusted(bundle)
     except PushInterrupted:  # the store answered the upload: it holds the bundle
         fail(pushed, EXIT_INTERRUPTED, label="")
     except KeyboardInterrupt:  # before it was said, however late
         if not (done and done[0][1]):
             raise
         fail(pushed, EXIT_INTERRUPTED, label="")
+
+
+def _warn_untrusted(bundle: Path) -> None:
+    """Under `WARM_TRUSTED_KEYS` (never read otherwise), one warning line where none of those
+    keys signed `bundle`: production processes trusting only them would serve none of it.
+    Pushed all the same (another fleet may trust its signer); a bundle or key that cannot be
+    read is said by the push, or by `warm verify`, not here."""
+    if config.trusted_keys() is None:
+        return
+    from warmcli.bundle.signing import trusted_keys  # (imported only under trusted keys)
+    from warmcli.ops.verify import trusted_signed
+
+    try:
+        keys = trusted_keys()
+        if keys is None or trusted_signed(bundle, keys):
+            return
+    except (WarmError, OSError):
+        return
+    said = (
+        f"{bundle} is not signed by a trusted key (WARM_TRUSTED_KEYS): production processes "
+        "trusting only those keys will not serve it"
+    )
+    err.print(f"warm: warning: {printable(said)}", markup=False, highlight=False)
 
 
 @app.command()

@@ -98,3 +98,11 @@ def _checked(
     for problem in report.signatures.problems:
         report.add(problem)
     return report
+
+
+def trusted_signed(path: str | os.PathLike[str], trusted_keys: Sequence[bytes]) -> bool:
+    """Whether a valid signature of this format by one of `trusted_keys` vouches for the
+    bundle at `path` (`signature_report`, as `warm verify` checks it): where none does, a
+    production process trusting only those keys serves none of its entries."""
+    with Bundle.open(path) as bundle, bundle.snapshot():
+        return signature_report(bundle, trusted_keys).vouched
