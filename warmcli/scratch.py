@@ -82,8 +82,9 @@ class HeldFolder:
             os.rmdir(self.path)
             self.path = tempfile.mkdtemp(prefix=prefix)
         self.fds = () if fd is None else (fd,)  # a process started may hold it too (`pass_fds`)
+        self.made_by = os.getpid()  # (a forked child's copy is its parent's folder)
         self._known = None if fd is None else (fd, _identity(os.fstat(fd)))
-        self.remove = weakref.finalize(self, _removed, self.path, self._known, os.getpid())
+        self.remove = weakref.finalize(self, _removed, self.path, self._known, self.made_by)
 
     def held(self) -> bool:
         """Whether no other process may remove it: its lock's descriptor still the folder's,

@@ -66,7 +66,6 @@ class LibraryCache:
     def __init__(self) -> None:
         self._shared: str | bool | None = False  # False: not looked at yet; None: unusable
         self._private: HeldFolder | None = None
-        self._private_pid = 0  # the process that made `_private`
 
     def load(self, binary: bytes, sha256: str | None = None) -> ctypes.CDLL:
         """The binary, loaded; `OSError` if the loader refuses it wherever it is put. Its
@@ -116,11 +115,10 @@ class LibraryCache:
         # ends, which may be first (a daemon's double fork, a server's master restarting);
         # one whose lock this process let go (a daemon's `closerange`) is another's to remove.
         held = self._private
-        if held is None or self._private_pid != os.getpid() or not held.held():
+        if held is None or held.made_by != os.getpid() or not held.held():
             from warmcli.scratch import HeldFolder  # most processes never need a private folder
 
             self._private = HeldFolder("warm-host-")
-            self._private_pid = os.getpid()
         path = os.path.join(self._private.path, name)
         if not os.path.exists(path):
             write_private(self._private.path, path, binary)
