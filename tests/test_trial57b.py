@@ -1,0 +1,107 @@
+"""Trial 57b: a user's, then an attacker's tries at the host backend's keys (hit == cold).
+
+cc runs in a scratch folder of warm's inside the temporary folder. Include folders and a header
+read first from the working folder are given it by their absolute paths, but any other relative
+name in a kernel's options is read by cc (or its linker) from that scratch folder: a header read
+first that the working folder does not hold (`-include ../cfg.h`: the temporary folder's), a
+library folder (`-L..`), a file to link or load (`../helper.o`, `-fplugin=../p.so`), and
+`-include base.h`, warm's own file there. No key read them: `warm run` stored the build, and a
+production process served it after the file changed, where a cold start built the new one (or,
+for `base.h`, built from warm's file, never the kernel's header). Real parts: the real CLI warms
+with the real cc, a real production process serves.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+WORKLOAD = """
+import os
+from warmcli import Kernel
+DEVICE = "host"
+HERE = os.path.dirname(os.path.abspath(__file__))
+K = Kernel('''{source}''', "k", "P", options=tuple(o.replace("HERE", HERE) for o in {options!r}))
+def workload(rt):
+    y = rt.buffer(1, "int32")
+    rt.launch(K, y)
+    return [y]
+"""
+DEFAULTED = "#ifndef SCALE\n#define SCALE 2\n#endif\nvoid k(int *y) { y[0] = SCALE; }"
+LINKED = "int helper(void);\nvoid k(int *y) { y[0] = helper(); }"
+SERVE = """
+import json, runpy, sys, warmcli
+if len(sys.argv) > 2:
+    warmcli.use_bundle(sys.argv[2])
+rt = warmcli.runtime("host")
+print(json.dumps([int(rt.read(y)[0]) for y in runpy.run_path(sys.argv[1])["workload"](rt)]))
+"""
+
+
+def _archive(folder: Path, value: int) -> None:
+    """`folder/libhelper.a`, whose `helper()` returns `value`, built by the real cc and ar."""
+    source, obj = folder / "h.c", folder / "h.o"
+    source.write_text(f"int helper(void) {{ return {value}; }}\n")
+    subprocess.run(["cc", "-O2", "-fPIC", "-c", source, "-o", obj], check=True)
+    (folder / "libhelper.a").unlink(missing_ok=True)
+    subprocess.run(["ar", "rcs", folder / "libhelper.a", obj], check=True)
+
+
+def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...]]:
+    """The kernel's source and options of `case`, its file in the temporary folder `tmp`
+    (or its include folder) holding `value`."""
+    if case == "pre-included":  # cc's `..` is the temporary folder
+        (tmp / "cfg.h").write_text(f"#define SCALE {value}\n")
+        return DEFAULTED, ("-include", "../cfg.h")
+    if case == "library folder":
+        _archive(tmp, value)
+        return LINKED, ("-L..", "-Wl,-u,helper", "-lhelper")
+    (tmp.parent / "inc").mkdir(exist_ok=True)  # "warm's own": its scratch folder's `base.h`
+    (tmp.parent / "inc" / "base.h").write_text(f"#define SCALE {value}\n")
+    return DEFAULTED, ("-IHERE/inc", "-include", "base.h")
+
+
+@pytest.mark.parametrize("case", ["pre-included", "library folder", "warm's own"])
+def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
+    warm: Warm, tmp_path: Path, workload_file, case: str
+) -> None:
+    """A file a kernel's options name relatively that cc would read from its scratch folder
+    (`-include ../cfg.h`, `-L..` reaching the temporary folder; `-include base.h`, warm's own)
+    fails the kernel's compile, naming it, in one line: before, `warm run` stored the build
+    (exit 0), and production served it after the file changed (3, where a cold start read 4),
+    or built the kernel from warm's `base.h` (2, where cc alone reads the kernel's header: 3)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    source, options = _case(case, tmp, 3)
+    path = workload_file(WORKLOAD.format(source=source, options=options))
+    warm.env["TMPDIR"] = str(tmp)
+    done = warm("run", path, "-b", tmp_path / "b.warm")
+    named = options[-1] if case != "library folder" else "-L.."
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert "Traceback" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
+    assert repr(named) in line and "no kernel key covers" in line, done.stderr
+    assert not (tmp_path / "b.warm").exists() or "stored 1 new kernel" not in done.stdout
+
+
+def test_a_relative_name_the_working_folder_holds_is_built_and_served(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """The check refuses nothing else: `-include cfg.h` of the working folder (given cc by its
+    path) is built, stored and served, and an edit there is a miss built anew, as cold."""
+    (tmp_path / "cfg.h").write_text("#define SCALE 3\n")
+    path = workload_file(WORKLOAD.format(source=DEFAULTED, options=("-include", "cfg.h")))
+    bundle, serve = tmp_path / "b.warm", workload_file(SERVE, "serve.py")
+    done = warm("run", path, "-b", bundle, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "cfg.h").write_text("#define SCALE 4\n")
+    for given in ((), (str(bundle),)):
+        served = subprocess.run(
+            [sys.executable, serve, path, *given], capture_output=True, text=True,
+            env=warm.env, cwd=tmp_path, check=True,
+        )  # fmt: skip
+        assert served.stdout.strip() == "[4]", served.stderr
