@@ -3,7 +3,8 @@
 cc runs in a scratch folder of warm's inside the temporary folder. Include folders and a header
 read first from the working folder are given it by their absolute paths, but any other relative
 name in a kernel's options is read by cc (or its linker) from that scratch folder: a header read
-first that the working folder does not hold (`-include ../cfg.h`: the temporary folder's), a
+first that the working folder does not hold (`-include ../cfg.h`: the temporary folder's), one
+the source includes by a quoted name (`#include "../cfg.h"`, searched from its folder first), a
 library folder (`-L..`), a file to link or load (`../helper.o`, `-fplugin=../p.so`), and
 `-include base.h`, warm's own file there. No key read them: `warm run` stored the build, and a
 production process served it after the file changed, where a cold start built the new one (or,
@@ -51,40 +52,45 @@ def _archive(folder: Path, value: int) -> None:
     subprocess.run(["ar", "rcs", folder / "libhelper.a", obj], check=True)
 
 
-def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...]]:
+def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...], str]:
     """The kernel's source and options of `case`, its file in the temporary folder `tmp`
-    (or its include folder) holding `value`."""
-    if case == "pre-included":  # cc's `..` is the temporary folder
+    (or its include folder) holding `value`, and how the refusal names it."""
+    if case in ("pre-included", "source include"):  # cc's `..` is the temporary folder
         (tmp / "cfg.h").write_text(f"#define SCALE {value}\n")
-        return DEFAULTED, ("-include", "../cfg.h")
+        if case == "source include":  # (searched from the source's folder, the scratch one)
+            return '#include "../cfg.h"\n' + DEFAULTED, (), '#include "../cfg.h"'
+        return DEFAULTED, ("-include", "../cfg.h"), "option '../cfg.h'"
     if case == "library folder":
         _archive(tmp, value)
-        return LINKED, ("-L..", "-Wl,-u,helper", "-lhelper")
+        return LINKED, ("-L..", "-Wl,-u,helper", "-lhelper"), "option '-L..'"
     (tmp.parent / "inc").mkdir(exist_ok=True)  # "warm's own": its scratch folder's `base.h`
     (tmp.parent / "inc" / "base.h").write_text(f"#define SCALE {value}\n")
-    return DEFAULTED, ("-IHERE/inc", "-include", "base.h")
+    return DEFAULTED, ("-IHERE/inc", "-include", "base.h"), "option 'base.h'"
 
 
-@pytest.mark.parametrize("case", ["pre-included", "library folder", "warm's own"])
+CASES = ["pre-included", "source include", "library folder", "warm's own"]
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
     warm: Warm, tmp_path: Path, workload_file, case: str
 ) -> None:
     """A file a kernel's options name relatively that cc would read from its scratch folder
-    (`-include ../cfg.h`, `-L..` reaching the temporary folder; `-include base.h`, warm's own)
+    (`-include ../cfg.h`, `#include "../cfg.h"`, `-L..` reaching the temporary folder;
+    `-include base.h`, warm's own)
     fails the kernel's compile, naming it, in one line: before, `warm run` stored the build
     (exit 0), and production served it after the file changed (3, where a cold start read 4),
     or built the kernel from warm's `base.h` (2, where cc alone reads the kernel's header: 3)."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    source, options = _case(case, tmp, 3)
+    source, options, named = _case(case, tmp, 3)
     path = workload_file(WORKLOAD.format(source=source, options=options))
     warm.env["TMPDIR"] = str(tmp)
     done = warm("run", path, "-b", tmp_path / "b.warm")
-    named = options[-1] if case != "library folder" else "-L.."
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
     assert "Traceback" not in done.stderr
     line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
-    assert repr(named) in line and "no kernel key covers" in line, done.stderr
+    assert named in line and "no kernel key covers" in line, done.stderr
     assert not (tmp_path / "b.warm").exists() or "stored 1 new kernel" not in done.stdout
 
 

@@ -159,10 +159,11 @@ def _scratch_read(argv: Sequence[str], units: Sequence[CompileUnit], scratch: st
     from warmcli.backends.host.scratch_reads import scratch_read
 
     environ = units[0].environment if units else None
-    name = scratch_read(argv[1:], scratch, config.library_path(environ))
-    if name is not None:
+    sources = [unit.kernel.source for unit in units]
+    what = scratch_read(argv[1:], sources, scratch, config.library_path(environ))
+    if what is not None:
         raise CompileFailure(
-            f"option {name!r} names by a relative path a file cc reads from its scratch folder "
+            f"{what} names by a relative path a file cc reads from its scratch folder "
             "(the temporary folder's, or warm's own), which no kernel key covers (an edit there "
             "would be served the old build): name it by its absolute path, or from the working "
             "folder",

@@ -5,8 +5,10 @@ Include folders, and a header read first that the working folder holds, are give
 absolute paths (`include_options.absolute_include_options`); any other relative name is read by
 cc and its linker from the scratch folder, where no key looks (`warmcli.linked` keys files named
 by their absolute paths, `warmcli.headers` a header read first from the working folder, else
-along the include folders): `-include ../cfg.h` and `-L..` reach the temporary folder above it,
-`../helper.o` or `-fplugin=../p.so` a file there, `-include base.h` warm's own file in it.
+along the include folders, and the source's own quoted names along those folders only, where cc
+searches the source's folder, the scratch one, first): `-include ../cfg.h`, `#include
+"../cfg.h"` and `-L..` reach the temporary folder above it, `../helper.o` or `-fplugin=../p.so`
+a file there, `-include base.h` warm's own file in it.
 `scratch_read` names the first such name that finds a file there, so that the compile is refused
 rather than built from a file whose edit would be served the old build (a name that finds none
 there is searched on, or fails, as the key reads it). It owns no state, writes nothing and asks
@@ -18,24 +20,31 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from warmcli.headers import NEXT, _source_includes
 from warmcli.include_options import pre_included
 from warmcli.linked import _candidates, _libraries, _linker_words, _separate
 
 
-def scratch_read(argv: Sequence[str], scratch: str, library_path: str) -> str | None:
-    """The first name in `argv` (cc's options as it runs them in `scratch`) that is relative and
-    finds a file from `scratch`: a header read first (`-include ../cfg.h`), an input or a value
-    after `=` (`../helper.o`, `-fplugin=../p.so`), a library folder of `-L` or `library_path`
-    (`LIBRARY_PATH`) holding a library the link names (`-L..`); else None."""
-    here = [n for n in pre_included(argv) if os.path.isfile(os.path.join(scratch, n))]
-    here += [t for t in _candidates(argv) if os.path.isfile(os.path.join(scratch, t))]
-    relative = [n for n in here if not os.path.isabs(n)]
-    if relative:
-        return relative[0]
+def scratch_read(
+    argv: Sequence[str], sources: Sequence[str], scratch: str, library_path: str
+) -> str | None:
+    """What first names by a relative path a file found from `scratch`, said as it is named: a
+    quoted name one of `sources` (the kernels' texts cc compiles there) includes or asks
+    `__has_include` for (`#include "../cfg.h"`, cc's search starting in the source's folder),
+    or in `argv` (cc's options as it runs them there) a header read first (`-include
+    ../cfg.h`), an input or a value after `=` (`../helper.o`, `-fplugin=../p.so`), a library
+    folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a library the link names (`-L..`);
+    else None."""
+    quoted = [n.removeprefix(NEXT) for text in sources for n, q in _source_includes(text) if q]
+    said = [(f'the source\'s #include "{n}"', n) for n in quoted if not n.startswith("\0")]
+    said += [(f"option {n!r}", n) for n in (*pre_included(argv), *_candidates(argv))]
+    for what, name in said:
+        if not os.path.isabs(name) and os.path.isfile(os.path.join(scratch, name)):
+            return what
     words = _linker_words(tuple(argv))
     flagged = [("-L" + f, f) for f in _separate(words, "-L")]
     entries = [(f"LIBRARY_PATH={f}", f) for f in library_path.split(os.pathsep) if f]
-    for said, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
+    for what, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
         if next(_libraries(words, [os.path.join(scratch, folder)], static=False), None):
-            return said
+            return f"option {what!r}"
     return None
