@@ -4,7 +4,8 @@ cc runs in a scratch folder of warm's inside the temporary folder. Include folde
 read first from the working folder are given it by their absolute paths, but any other relative
 name in a kernel's options is read by cc (or its linker) from that scratch folder: a header read
 first that the working folder does not hold (`-include ../cfg.h`: the temporary folder's), one
-the source includes by a quoted name (`#include "../cfg.h"`, searched from its folder first), a
+the source includes by a quoted name (`#include "../cfg.h"`, searched from its folder first, or
+`#include CFG` with `-DCFG="../cfg.h"`), a
 library folder (`-L..`), a file to link or load (`../helper.o`, `-fplugin=../p.so`), and
 `-include base.h`, warm's own file there. No key read them: `warm run` stored the build, and a
 production process served it after the file changed, where a cold start built the new one (or,
@@ -26,7 +27,8 @@ import os
 from warmcli import Kernel
 DEVICE = "host"
 HERE = os.path.dirname(os.path.abspath(__file__))
-K = Kernel('''{source}''', "k", "P", options=tuple(o.replace("HERE", HERE) for o in {options!r}))
+OPTIONS = tuple(o.replace("HERE", HERE) for o in {options!r})
+K = Kernel('''{source}''', "k", "P", options=OPTIONS, defines={defines!r})
 def workload(rt):
     y = rt.buffer(1, "int32")
     rt.launch(K, y)
@@ -55,10 +57,12 @@ def _archive(folder: Path, value: int) -> None:
 def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...], str]:
     """The kernel's source and options of `case`, its file in the temporary folder `tmp`
     (or its include folder) holding `value`, and how the refusal names it."""
-    if case in ("pre-included", "source include"):  # cc's `..` is the temporary folder
+    if case in ("pre-included", "source include", "computed include"):  # cc's `..`: the tmp
         (tmp / "cfg.h").write_text(f"#define SCALE {value}\n")
         if case == "source include":  # (searched from the source's folder, the scratch one)
             return '#include "../cfg.h"\n' + DEFAULTED, (), '#include "../cfg.h"'
+        if case == "computed include":  # `#include CFG`, `-DCFG="../cfg.h"`
+            return "#include CFG\n" + DEFAULTED, ('-DCFG="../cfg.h"',), '#include "../cfg.h"'
         return DEFAULTED, ("-include", "../cfg.h"), "option '../cfg.h'"
     if case == "library folder":
         _archive(tmp, value)
@@ -68,7 +72,7 @@ def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...], str]:
     return DEFAULTED, ("-IHERE/inc", "-include", "base.h"), "option 'base.h'"
 
 
-CASES = ["pre-included", "source include", "library folder", "warm's own"]
+CASES = ["pre-included", "source include", "computed include", "library folder", "warm's own"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -76,7 +80,8 @@ def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
     warm: Warm, tmp_path: Path, workload_file, case: str
 ) -> None:
     """A file a kernel's options name relatively that cc would read from its scratch folder
-    (`-include ../cfg.h`, `#include "../cfg.h"`, `-L..` reaching the temporary folder;
+    (`-include ../cfg.h`, `#include "../cfg.h"`, `#include CFG` of `-DCFG="../cfg.h"`, `-L..`
+    reaching the temporary folder;
     `-include base.h`, warm's own)
     fails the kernel's compile, naming it, in one line: before, `warm run` stored the build
     (exit 0), and production served it after the file changed (3, where a cold start read 4),
@@ -84,7 +89,7 @@ def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     source, options, named = _case(case, tmp, 3)
-    path = workload_file(WORKLOAD.format(source=source, options=options))
+    path = workload_file(WORKLOAD.format(source=source, options=options, defines={}))
     warm.env["TMPDIR"] = str(tmp)
     done = warm("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
@@ -100,7 +105,8 @@ def test_a_relative_name_the_working_folder_holds_is_built_and_served(
     """The check refuses nothing else: `-include cfg.h` of the working folder (given cc by its
     path) is built, stored and served, and an edit there is a miss built anew, as cold."""
     (tmp_path / "cfg.h").write_text("#define SCALE 3\n")
-    path = workload_file(WORKLOAD.format(source=DEFAULTED, options=("-include", "cfg.h")))
+    given = {"source": DEFAULTED, "options": ("-include", "cfg.h"), "defines": {}}
+    path = workload_file(WORKLOAD.format(**given))
     bundle, serve = tmp_path / "b.warm", workload_file(SERVE, "serve.py")
     done = warm("run", path, "-b", bundle, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -159,8 +159,8 @@ def _scratch_read(argv: Sequence[str], units: Sequence[CompileUnit], scratch: st
     from warmcli.backends.host.scratch_reads import scratch_read
 
     environ = units[0].environment if units else None
-    sources = [unit.kernel.source for unit in units]
-    what = scratch_read(argv[1:], sources, scratch, config.library_path(environ))
+    kernels = [unit.kernel for unit in units]
+    what = scratch_read(argv[1:], kernels, scratch, config.library_path(environ))
     if what is not None:
         raise CompileFailure(
             f"{what} names by a relative path a file cc reads from its scratch folder "

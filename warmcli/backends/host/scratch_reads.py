@@ -1,4 +1,4 @@
-"""What a host kernel's options name relatively that cc, run in its scratch folder, reads there.
+"""What a host kernel's options or source name relatively that cc reads from its scratch folder.
 
 cc runs in a scratch folder of warm's inside the temporary folder (`building.compile_group`).
 Include folders, and a header read first that the working folder holds, are given it by their
@@ -7,8 +7,8 @@ cc and its linker from the scratch folder, where no key looks (`warmcli.linked` 
 by their absolute paths, `warmcli.headers` a header read first from the working folder, else
 along the include folders, and the source's own quoted names along those folders only, where cc
 searches the source's folder, the scratch one, first): `-include ../cfg.h`, `#include
-"../cfg.h"` and `-L..` reach the temporary folder above it, `../helper.o` or `-fplugin=../p.so`
-a file there, `-include base.h` warm's own file in it.
+"../cfg.h"` (or `#include CFG`, `-DCFG="../cfg.h"`) and `-L..` reach the temporary folder above
+it, `../helper.o` or `-fplugin=../p.so` a file there, `-include base.h` warm's own file in it.
 `scratch_read` names the first such name that finds a file there, so that the compile is refused
 rather than built from a file whose edit would be served the old build (a name that finds none
 there is searched on, or fails, as the key reads it). It owns no state, writes nothing and asks
@@ -19,24 +19,40 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from warmcli.computed_includes import macro_includes, macro_values, named_headers
 from warmcli.headers import NEXT, _source_includes
 from warmcli.include_options import pre_included
 from warmcli.linked import _candidates, _libraries, _linker_words, _separate
 
+if TYPE_CHECKING:
+    from warmcli.kernel import Kernel
+
+
+def _quoted(kernel: Kernel, options: Sequence[str]) -> list[str]:
+    """The quoted names `kernel`'s source includes or asks `__has_include` for, written or
+    given a macro it includes (`#include CFG`, `-DCFG="../cfg.h"`: `named_headers`)."""
+    names = [n.removeprefix(NEXT) for n, q in _source_includes(kernel.source) if q]
+    text = kernel.source.encode(errors="surrogatepass")
+    if macros := macro_includes(text):
+        values = macro_values(options, kernel.defines, [text])
+        names += [n for m, _ in macros for n, q in named_headers(m, values)[0] if q]
+    return [name for name in names if not name.startswith("\0")]
+
 
 def scratch_read(
-    argv: Sequence[str], sources: Sequence[str], scratch: str, library_path: str
+    argv: Sequence[str], kernels: Sequence[Kernel], scratch: str, library_path: str
 ) -> str | None:
     """What first names by a relative path a file found from `scratch`, said as it is named: a
-    quoted name one of `sources` (the kernels' texts cc compiles there) includes or asks
+    quoted name the source of one of `kernels` (those cc compiles there) includes or asks
     `__has_include` for (`#include "../cfg.h"`, cc's search starting in the source's folder),
     or in `argv` (cc's options as it runs them there) a header read first (`-include
     ../cfg.h`), an input or a value after `=` (`../helper.o`, `-fplugin=../p.so`), a library
     folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a library the link names (`-L..`);
     else None."""
-    quoted = [n.removeprefix(NEXT) for text in sources for n, q in _source_includes(text) if q]
-    said = [(f'the source\'s #include "{n}"', n) for n in quoted if not n.startswith("\0")]
+    quoted = [name for kernel in kernels for name in _quoted(kernel, argv)]
+    said = [(f'the source\'s #include "{n}"', n) for n in quoted]
     said += [(f"option {n!r}", n) for n in (*pre_included(argv), *_candidates(argv))]
     for what, name in said:
         if not os.path.isabs(name) and os.path.isfile(os.path.join(scratch, name)):
