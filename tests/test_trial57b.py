@@ -67,12 +67,16 @@ def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...], str]:
     if case == "library folder":
         _archive(tmp, value)
         return LINKED, ("-L..", "-Wl,-u,helper", "-lhelper"), "option '-L..'"
+    if case == "LIBRARY_PATH":  # (set in the test, `LIBRARY_PATH=..`)
+        _archive(tmp, value)
+        return LINKED, ("-Wl,-u,helper", "-lhelper"), "LIBRARY_PATH's entry '..'"
     (tmp.parent / "inc").mkdir(exist_ok=True)  # "warm's own": its scratch folder's `base.h`
     (tmp.parent / "inc" / "base.h").write_text(f"#define SCALE {value}\n")
     return DEFAULTED, ("-IHERE/inc", "-include", "base.h"), "option 'base.h'"
 
 
 CASES = ["pre-included", "source include", "computed include", "library folder", "warm's own"]
+CASES += ["LIBRARY_PATH"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -91,6 +95,8 @@ def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
     source, options, named = _case(case, tmp, 3)
     path = workload_file(WORKLOAD.format(source=source, options=options, defines={}))
     warm.env["TMPDIR"] = str(tmp)
+    if case == "LIBRARY_PATH":
+        warm.env["LIBRARY_PATH"] = ".."
     done = warm("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
     assert "Traceback" not in done.stderr

@@ -58,9 +58,9 @@ def scratch_read(
         if not os.path.isabs(name) and os.path.isfile(os.path.join(scratch, name)):
             return what
     words = _linker_words(tuple(argv))
-    flagged = [("-L" + f, f) for f in _separate(words, "-L")]
-    entries = [(f"LIBRARY_PATH={f}", f) for f in library_path.split(os.pathsep) if f]
+    flagged = [(f"option {'-L' + f!r}", f) for f in _separate(words, "-L")]
+    entries = [(f"LIBRARY_PATH's entry {f!r}", f) for f in library_path.split(os.pathsep) if f]
     for what, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
         if next(_libraries(words, [os.path.join(scratch, folder)], static=False), None):
-            return f"option {what!r}"
+            return what
     return None
