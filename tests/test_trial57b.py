@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
+from conftest import Warm, nvcc_or_skip
 
 WORKLOAD = """
 import os
@@ -123,3 +123,38 @@ def test_a_relative_name_the_working_folder_holds_is_built_and_served(
             env=warm.env, cwd=tmp_path, check=True,
         )  # fmt: skip
         assert served.stdout.strip() == "[4]", served.stderr
+
+
+CUDA_WORKLOAD = """
+from warmcli import Kernel
+DEVICE = "cuda"
+K = Kernel('''{source}''', "k", "P", language="cuda", options={options!r})
+def workload(rt):
+    rt.launch(K, rt.buffer(1, "int32"), grid=1, block=1)
+"""
+CUDA_DEFAULTED = DEFAULTED.replace("void k(", 'extern "C" __global__ void k(')
+
+
+@pytest.mark.parametrize("case", ["source include", "pre-included"])
+def test_nvcc_refuses_a_relative_name_it_reads_from_its_scratch_folder(
+    warm: Warm, tmp_path: Path, workload_file, case: str
+) -> None:
+    """nvcc runs in a scratch folder too: `#include "../cfg.h"` (and `-include ../cfg.h`, not in
+    the working folder) read the temporary folder's cfg.h, unkeyed; a pre-build stored its cubin
+    (exit 0) and an edit of cfg.h was served it (`warm run` again: nothing built). Now its
+    compile fails in one line naming it."""
+    nvcc = nvcc_or_skip()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    (tmp / "cfg.h").write_text("#define SCALE 3\n")
+    include = case == "source include"
+    source = '#include "../cfg.h"\n' * include + CUDA_DEFAULTED
+    options = () if include else ("-include", "../cfg.h")
+    path = workload_file(CUDA_WORKLOAD.format(source=source, options=options))
+    warm.env["TMPDIR"] = str(tmp)
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc)
+    done = warm("run", path, *args, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert "Traceback" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
+    assert "../cfg.h" in line and "no kernel key covers" in line, done.stderr

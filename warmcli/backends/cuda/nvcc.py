@@ -43,6 +43,7 @@ from warmcli.backends.cuda.host_options import hidden_include, host_compiler, re
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.profile import profile_named
 from warmcli.backends.cuda.ptx import kept_ptx_arch, not_ptx_of, ptx_in_program, ptx_not_kept
+from warmcli.backends.scratch_reads import refuse_scratch_reads
 from warmcli.backends.serving import cuda_release
 from warmcli.backends.sharing import alone_in
 from warmcli.backends.toolchain import (
@@ -383,6 +384,7 @@ class NvccCompiler:
         started = time.perf_counter()
         with scratch_folder("warm-nvcc-") as tmp:  # (a forked child's exit never removes it)
             Path(tmp, "tu.cu").write_text(translation_unit(units), encoding="utf-8")  # any locale
+            refuse_scratch_reads(options, units, tmp)  # (`#include "../cfg.h"`: tmp's `..`)
             try:
                 log, _ = run_compiler(command, units, timeout, tmp)
             except CompileFailure as failure:

@@ -26,7 +26,7 @@ that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`
 named), and what `warmcli.backends.host.refused` refuses before cc runs; so is a `specs` file
 cc reads only through `LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc: `_library_specs`); so
 is a relative name in the kernel's options that finds a file from the scratch folder (`-include
-../cfg.h`, `-L..`: `_scratch_read`).
+../cfg.h`, `-L..`: `warmcli.backends.scratch_reads`).
 `HostCompiler.command` and `compile_group` hand their work here: a process that only serves
 never imports this module. It owns each call's scratch directory, never loads what it builds and
 keeps no cache of it.
@@ -153,24 +153,6 @@ def _library_specs(
     )
 
 
-def _scratch_read(argv: Sequence[str], units: Sequence[CompileUnit], scratch: str) -> None:
-    """Refuse the compile where a relative name in `argv` finds a file from cc's `scratch`
-    folder (`host.scratch_reads`: `-include ../cfg.h`, `-L..`, warm's own `base.h`)."""
-    from warmcli.backends.host.scratch_reads import scratch_read
-
-    environ = units[0].environment if units else None
-    kernels = [unit.kernel for unit in units]
-    what = scratch_read(argv[1:], kernels, scratch, config.library_path(environ))
-    if what is not None:
-        raise CompileFailure(
-            f"{what} names by a relative path a file cc reads from its scratch folder "
-            "(the temporary folder's, or warm's own), which no kernel key covers (an edit there "
-            "would be served the old build): name it by its absolute path, or from the working "
-            "folder",
-            tuple(units),
-        )
-
-
 def command(compiler: Builder, units: Sequence[CompileUnit], source: str, output: str) -> list[str]:
     """`HostCompiler.command`: cc, its flags, the kernel's options, `-o output source -lm`."""
     options = list(units[0].kernel.options) if units else []
@@ -210,6 +192,7 @@ def compile_group(
         refusal,
         unkeyed_option,
     )
+    from warmcli.backends.scratch_reads import refuse_scratch_reads  # (what compiles: first use)
     from warmcli.backends.sharing import alone_in
 
     refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
@@ -250,7 +233,8 @@ def compile_group(
             with open(first := os.path.join(scratch, "base.h"), "w", encoding="utf-8") as fh:
                 fh.write(base_file(units[0].kernel))
             argv[1:1] = ["-include", first]
-        _scratch_read(argv, units, scratch)
+        environ = units[0].environment if units else None  # (`-include ../cfg.h`, `-L..`)
+        refuse_scratch_reads(argv[1:], units, scratch, config.library_path(environ))
         try:
             log, seconds = run_compiler(argv, units, timeout, scratch)
         except CompileFailure as failure:
