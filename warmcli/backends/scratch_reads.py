@@ -60,8 +60,8 @@ def scratch_read(
     quoted = [name for kernel in kernels for name in _quoted(kernel, argv)]
     said = [(f'the source\'s #include "{n}"', n) for n in quoted]
     said += [(f"option {n!r}", n) for n in (*pre_included(argv), *_candidates(argv))]
-    for what, name in said:
-        if not os.path.isabs(name) and os.path.isfile(os.path.join(scratch, name)):
+    for what, name in said:  # (an option, `-O2`, or an absolute path: no stat asked)
+        if name[:1] not in ("-", "/", "") and os.path.isfile(os.path.join(scratch, name)):
             return what
     words = _linker_words(tuple(argv))
     flagged = [(f"option {'-L' + f!r}", f) for f in _separate(words, "-L")]
