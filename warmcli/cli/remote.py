@@ -68,10 +68,10 @@ def push(
             emit_json({"bundle": str(bundle), "url": name, "sha256": digest, "sent": sent})
         elif sent:
             said = f"pushed {bundle} to {name} (sha256 {digest[:16]})"
-            out.print(said, markup=False, highlight=False)
+            out.print(printable(said), markup=False, highlight=False)
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
             said = f"unchanged: {name} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
-            out.print(said, markup=False, highlight=False)
+            out.print(printable(said), markup=False, highlight=False)
         _warn_untrusted(bundle)
     except PushInterrupted:  # the store answered the upload: it holds the bundle
         fail(pushed, EXIT_INTERRUPTED, label="")
@@ -167,13 +167,13 @@ def _said(url: str, target: Path, kernels: int, tunes: int, as_json: bool) -> No
             {"url": url, "path": str(target), "dropped": {"kernels": kernels, "tunes": tunes}}
         )
         return
-    out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+    out.print(printable(f"pulled {url} into {target}"), markup=False, highlight=False)
     if kernels or tunes:  # a production write-back's entries, say: gone with the old file
         said = (
             f"replaced: {_gone(url, target, kernels, tunes)} "
             "(to keep them, pull to another path and warm merge both)"
         )
-        out.print(said, markup=False, highlight=False)
+        out.print(printable(said), markup=False, highlight=False)
 
 
 def _interrupted(url: str, target: Path, kernels: int, tunes: int) -> NoReturn:
