@@ -6,10 +6,16 @@ subprocess, the host example's real bundle, test_remote's HTTP store on 127.0.0.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 
@@ -53,3 +59,53 @@ K = Kernel("void trial57c_one(float *x, int n) { x[0] += n; }", "trial57c_one", 
 def workload(rt):
     rt.launch(K, rt.upload(np.zeros(1, dtype=np.float32)), 1)
 """
+
+
+def _as_a_user(warm: Warm, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    """`warm *args` as a user's process: root's capabilities dropped (`setpriv`), so its own
+    0444 file is one it may not write, as anyone else's process finds it."""
+    if os.geteuid() != 0:
+        drop: list[str] = []
+    elif shutil.which("setpriv") is None:
+        pytest.skip("root, and no setpriv to drop its capabilities")
+    else:
+        drop = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
+    command = [*drop, sys.executable, "-m", "warmcli", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=warm.env, timeout=300)
+
+
+def test_a_pull_over_your_own_bundle_you_may_not_write_keeps_it(
+    warm: Warm,
+    tmp_path: Path,
+    host_bundle: Callable[[Path], Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """`warm pull URL PATH` over a 0444 bundle of one's own replaced it (what it held that the
+    pulled one lacked gone, the new file 0444 too): `warm merge -o` refuses such an OUT (not
+    writable by you), `warm run` and `warm clean` cannot write it."""
+    store, base, _ = http_store
+    other = host_bundle(tmp_path / "other.warm")
+    (tmp_path / "w.py").write_text(_ONE_MORE)
+    assert warm("run", tmp_path / "w.py", "--bundle", other, "-q").returncode == 0
+    store.files["/other.warm"] = other.read_bytes()
+    target = host_bundle(tmp_path / "mine.warm")
+    target.chmod(0o444)
+    before = target.read_bytes()
+    for args in ((), ("--force",), ("--json",)):
+        refused = _as_a_user(warm, "pull", f"{base}/other.warm", target, *args)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        line = f"{target}: not writable by you: nothing pulled ({target} is as it was)"
+        if args == ("--json",):
+            assert json.loads(refused.stdout) == {"error": line, "exit": 2}
+        assert refused.stderr == f"warm: error: {line}\n"
+        assert target.read_bytes() == before and target.stat().st_mode & 0o777 == 0o444
+        assert sorted(p.name for p in tmp_path.iterdir() if "mine" in p.name) == [
+            "mine.warm",
+            "mine.warm.lock",
+        ]
+    merged = _as_a_user(warm, "merge", other, "-o", target, "--force")  # as merge says it
+    assert merged.returncode == 2 and "not writable by you: nothing was merged" in merged.stderr
+    target.chmod(0o644)  # its owner's to chmod: then it is pulled
+    pulled = _as_a_user(warm, "pull", f"{base}/other.warm", target)
+    assert pulled.returncode == 0, pulled.stderr
+    assert target.read_bytes() == other.read_bytes()
