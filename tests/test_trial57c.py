@@ -109,3 +109,26 @@ def test_a_pull_over_your_own_bundle_you_may_not_write_keeps_it(
     pulled = _as_a_user(warm, "pull", f"{base}/other.warm", target)
     assert pulled.returncode == 0, pulled.stderr
     assert target.read_bytes() == other.read_bytes()
+
+
+def test_a_pull_over_a_loop_of_links_is_one_line_of_warm_s_own(
+    warm: Warm,
+    tmp_path: Path,
+    host_bundle: Callable[[Path], Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """`warm pull URL PATH --force` where PATH is a link that leads to itself said Python's
+    `[Errno 40] Too many levels of symbolic links: '/abs/PATH'`, the OSError's own words (a
+    merge says `cannot look at it (...)`); the link stays as it was."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = host_bundle(tmp_path / "b.warm").read_bytes()
+    loop = tmp_path / "loop.warm"
+    loop.symlink_to("loop.warm")
+    for args in (("--force",), ("--force", "--json")):
+        refused = warm("pull", f"{base}/b.warm", loop, *args)
+        assert refused.returncode == 2, refused.stdout
+        line = f"{loop}: cannot look at it (Too many levels of symbolic links): nothing pulled"
+        assert refused.stderr == f"warm: error: {line}\n"
+        if "--json" in args:
+            assert json.loads(refused.stdout) == {"error": line, "exit": 2}
+        assert os.readlink(loop) == "loop.warm"
