@@ -132,3 +132,47 @@ def test_a_pull_over_a_loop_of_links_is_one_line_of_warm_s_own(
         if "--json" in args:
             assert json.loads(refused.stdout) == {"error": line, "exit": 2}
         assert os.readlink(loop) == "loop.warm"
+
+
+def test_a_name_too_long_for_a_bundle_to_write_is_warm_s_one_line_and_leaves_nothing(
+    warm: Warm,
+    tmp_path: Path,
+    host_bundle: Callable[[Path], Path],
+    http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+) -> None:
+    """A bundle to write named with a folder's name over 255 bytes, or a file name a writer's
+    temporary file beside it cannot take (`.NAME.PID.merge`'s own journal: 36 bytes more),
+    said Python's `[Errno 36] File name too long: '...'` (`warm run` leaving a lock file of
+    that name, `warm pull` of a 232-byte name pulled, `warm merge -o` of it refused). Now one
+    line of warm's, before anything is written; a run into such a bundle already there goes
+    on (it writes it in place)."""
+    store, base, _ = http_store
+    store.files["/b.warm"] = host_bundle(tmp_path / "b.warm").read_bytes()
+    (tmp_path / "w.py").write_text(_ONE_MORE)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    long_name = folder / ("n" * 215 + ".warm")  # 220 bytes
+    long_folder = folder / ("f" * 300) / "b.warm"
+    for path, said in (
+        (long_name, "its file name is 220 bytes, too long for the files a writer makes beside"),
+        (long_folder, "a folder's name in it is over 255 bytes: name the file"),
+    ):
+        for args in (
+            ("run", tmp_path / "w.py", "--bundle", path),
+            ("merge", tmp_path / "b.warm", "-o", path),
+            ("pull", f"{base}/b.warm", path),
+        ):
+            refused = warm(*args)
+            assert refused.returncode == 2, refused.stdout
+            assert refused.stderr == f"warm: error: {path}: {said}" + (
+                " it (219 at most): name the file\n" if path == long_name else "\n"
+            ), refused.stderr
+            assert list(folder.iterdir()) == []
+    named = warm.with_env(WARM_BUNDLE=str(long_name))("run", tmp_path / "w.py")
+    assert named.returncode == 2 and named.stderr.startswith(
+        f"warm: error: WARM_BUNDLE={long_name}"
+    )
+    host_bundle(long_name)  # one already there: written in place
+    done = warm("run", tmp_path / "w.py", "--bundle", long_name, "-q")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [long_name.name, f"{long_name.name}.lock"]
