@@ -141,38 +141,45 @@ def test_a_name_too_long_for_a_bundle_to_write_is_warm_s_one_line_and_leaves_not
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
 ) -> None:
     """A bundle to write named with a folder's name over 255 bytes, or a file name a writer's
-    temporary file beside it cannot take (`.NAME.PID.merge`'s own journal: 36 bytes more),
-    said Python's `[Errno 36] File name too long: '...'` (`warm run` leaving a lock file of
-    that name, `warm pull` of a 232-byte name pulled, `warm merge -o` of it refused). Now one
-    line of warm's, before anything is written; a run into such a bundle already there goes
-    on (it writes it in place)."""
+    temporary file beside it cannot take (`.NAME.PID.tmp-journal`: 21 bytes more; a merge's
+    `..NAME.PID.merge.PID.tmp-journal`: 36), said Python's `[Errno 36] File name too long:
+    '...'` (`warm run` leaving a lock file of that name; `warm merge -o` of a 225-byte name,
+    which a pull takes). Now one line of warm's, before anything is written; a run into such
+    a bundle already there goes on (it writes it in place)."""
     store, base, _ = http_store
     store.files["/b.warm"] = host_bundle(tmp_path / "b.warm").read_bytes()
     (tmp_path / "w.py").write_text(_ONE_MORE)
     folder = tmp_path / "work"
     folder.mkdir()
-    long_name = folder / ("n" * 215 + ".warm")  # 220 bytes
-    long_folder = folder / ("f" * 300) / "b.warm"
-    for path, said in (
-        (long_name, "its file name is 220 bytes, too long for the files a writer makes beside"),
-        (long_folder, "a folder's name in it is over 255 bytes: name the file"),
-    ):
+    too_long = "its file name is 240 bytes, too long for the files a writer makes beside it"
+    cases = {
+        folder / ("f" * 300) / "b.warm": ("a folder's name in it is over 255 bytes", "", ""),
+        folder / ("n" * 235 + ".warm"): (too_long, " (234 at most)", " (219 at most)"),
+    }
+    for path, (said, most, merge_most) in cases.items():
         for args in (
             ("run", tmp_path / "w.py", "--bundle", path),
-            ("merge", tmp_path / "b.warm", "-o", path),
             ("pull", f"{base}/b.warm", path),
+            ("merge", tmp_path / "b.warm", "-o", path),
         ):
             refused = warm(*args)
             assert refused.returncode == 2, refused.stdout
-            assert refused.stderr == f"warm: error: {path}: {said}" + (
-                " it (219 at most): name the file\n" if path == long_name else "\n"
-            ), refused.stderr
+            most = merge_most if args[0] == "merge" else most
+            assert refused.stderr == f"warm: error: {path}: {said}{most}: name the file\n"
             assert list(folder.iterdir()) == []
-    named = warm.with_env(WARM_BUNDLE=str(long_name))("run", tmp_path / "w.py")
-    assert named.returncode == 2 and named.stderr.startswith(
-        f"warm: error: WARM_BUNDLE={long_name}"
-    )
+    named = folder / ("m" * 220 + ".warm")  # 225 bytes: too long for a merge's files only
+    refused = warm("merge", tmp_path / "b.warm", "-o", named)
+    assert refused.returncode == 2 and "(219 at most): name the file" in refused.stderr
+    assert list(folder.iterdir()) == []
+    long_name = next(iter(list(cases)[1:]))
+    by_env = warm.with_env(WARM_BUNDLE=str(long_name))("run", tmp_path / "w.py")
+    assert by_env.returncode == 2, by_env.stdout
+    assert by_env.stderr.startswith(f"warm: error: WARM_BUNDLE={long_name}: {too_long}")
+    assert warm("pull", f"{base}/b.warm", named).returncode == 0
     host_bundle(long_name)  # one already there: written in place
     done = warm("run", tmp_path / "w.py", "--bundle", long_name, "-q")
     assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in folder.iterdir()) == [long_name.name, f"{long_name.name}.lock"]
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(
+        [long_name.name, f"{long_name.name}.lock", named.name, f"{named.name}.lock"]
+    )

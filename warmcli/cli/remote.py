@@ -27,7 +27,7 @@ from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.remote_seed import untrusted
 from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
-from warmcli.cli.bundle_paths import NAME_BYTES, new_file_path
+from warmcli.cli.bundle_paths import BESIDE_BYTES, NAME_BYTES, new_file_path
 from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import EXIT_INTERRUPTED, JsonOpt, emit_json, err, fail, guarded, out
 from warmcli.errors import PushInterrupted, RemoteError, WarmError
@@ -185,7 +185,8 @@ def _named_by(url: str) -> Path:
     `fleet%20%C3%A9.warm` names `fleet é.warm`; an s3:// key is its own text); refused
     where it is empty, `..` or a dot file (the URL's owner would choose which of the
     user's files, `.bashrc`, is replaced), or decodes to no UTF-8, a folder (`%2F`) or a
-    control character, or is longer than a file's name may be (`NAME_BYTES`: said cut)."""
+    control character, or is longer than a file's name may be with a writer's files beside it
+    (`NAME_BYTES` less `BESIDE_BYTES`: said cut)."""
     parts, named = urlsplit(url), shown(url)
     name = os.path.basename(parts.path)
     if parts.scheme != "s3":
@@ -194,7 +195,7 @@ def _named_by(url: str) -> Path:
         except UnicodeDecodeError:  # named as the URL gives it, not as an empty name
             held = printable(repr(cut(name, 80)))
             fail(f"{cut(named, 200)}: its name {held} decodes to no UTF-8: name the file to write")
-    if len(name.encode("utf-8", "surrogateescape")) > NAME_BYTES:
+    if len(name.encode("utf-8", "surrogateescape")) > NAME_BYTES - BESIDE_BYTES:
         held = f"{printable(cut(repr(name), 80))}, longer than a file name may be"
         fail(f"{cut(named, 200)}: its name {held}: name the file to write")
     if not name or name.startswith(".") or "/" in name or printable(name) != name:
