@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
 from conftest import Warm
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
+from test_trial41b import _as_another_user
 
 
 def test_push_and_pull_say_a_path_holding_a_newline_or_escape_code_escaped(
@@ -62,15 +61,9 @@ def workload(rt):
 
 
 def _as_a_user(warm: Warm, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    """`warm *args` as a user's process: root's capabilities dropped (`setpriv`), so its own
-    0444 file is one it may not write, as anyone else's process finds it."""
-    if os.geteuid() != 0:
-        drop: list[str] = []
-    elif shutil.which("setpriv") is None:
-        pytest.skip("root, and no setpriv to drop its capabilities")
-    else:
-        drop = ["setpriv", "--bounding-set=-all", "--inh-caps=-all"]
-    command = [*drop, sys.executable, "-m", "warmcli", *map(str, args)]
+    """`warm *args` as a user's process (root's capabilities dropped: its own 0444 file is
+    one it may not write, as anyone else's process finds it)."""
+    command = [*_as_another_user(), sys.executable, "-m", "warmcli", *map(str, args)]
     return subprocess.run(command, capture_output=True, text=True, env=warm.env, timeout=300)
 
 
