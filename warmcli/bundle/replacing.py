@@ -80,7 +80,9 @@ def copy_into(
     """Under the target's write lock: copy through a temporary file beside the file
     `target` leads to (a link stays one), renamed over it at the end; a file there that
     is no warm bundle is replaced only when `force`. The temporary file is named as a
-    create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. PATH
+    create's (`.NAME.PID.tmp`): one a killed pull left is removed by the next write. A PATH
+    of this user's that it may not write (0444) is refused, as `warm merge` refuses such an
+    OUT (another user's: `keep_attributes`). PATH
     keeps its group, mode and ACL (`keep_attributes`: else nothing is pulled); a new one
     is made 0664 less the umask (as a new bundle of `Bundle.create`), never 0600 nor
     writable by all.
@@ -116,7 +118,9 @@ def _copy_locked(
         real = Path(os.path.realpath(target))
         tmp = temp_beside(real)
         was = f"{target} is as it was" if os.path.lexists(real) else f"no {target} was made"
-        why, kept = "", _stat_or_none(real)  # why PATH's attributes cannot be kept: it is
+        why, kept = "", _stat_or_none(real, target)  # why PATH's attributes cannot be kept: it is
+        if kept is not None and kept.st_uid == os.geteuid() and not os.access(real, os.W_OK):
+            raise RemoteError(f"{target}: not writable by you: nothing pulled ({was})")  # 0444
         try:
             tmp.unlink(missing_ok=True)
             made = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o664)
@@ -196,11 +200,16 @@ def _group_entry(acl: bytes) -> int:
     return 0
 
 
-def _stat_or_none(path: Path) -> os.stat_result | None:
+def _stat_or_none(path: Path, target: Path) -> os.stat_result | None:
+    """`path`'s stat, None where nothing is there; one that cannot be looked at (a loop of
+    links, a folder that may not be searched) is `RemoteError`, as `warm merge` says it."""
     try:
         return os.stat(path)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise RemoteError(f"{target}: cannot look at it ({why}): nothing pulled") from None
 
 
 def replaced_only(old: Path, new: Path) -> tuple[int, int]:

@@ -17,6 +17,9 @@ from warmcli.cli.common import err, fail, guarded
 from warmcli.home import default_bundle_path, make_folder, refuse_no_directory
 
 Loaded = TypeVar("Loaded")
+NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NAME_MAX)
+BESIDE_BYTES = 21  # what a writer adds to a bundle's name beside it: `.NAME.PID.tmp-journal`
+MERGE_BESIDE_BYTES = 36  # a merge's: its `.NAME.PID.merge`'s `..NAME.PID.merge.PID.tmp-journal`
 
 
 def default_bundle(given: str | None = None) -> Path:
@@ -55,7 +58,28 @@ def bundle_to_write(named: str | None) -> Path:
             )
     if named is None:
         refuse_folder_name(str(config.bundle() or ""), "WARM_BUNDLE=")
-    return given if named is None else new_file_path(named)
+        refuse_long_name(given, "WARM_BUNDLE=" if config.bundle() else "", new_only=True)
+    return given if named is None else new_file_path(named, new_only=True)
+
+
+def refuse_long_name(
+    given: Path, shown: str = "", *, new_only: bool = False, beside: int = BESIDE_BYTES
+) -> None:
+    """One line and exit 2 where a folder's name in `given`'s path is longer than a file
+    system takes (`NAME_BYTES`), or its file's name leaves no room for what a writer names
+    beside it (`beside` more at most, a 7-digit pid's; a merge's: `MERGE_BESIDE_BYTES`),
+    which each look at it, or the writer's temporary file, says as Python's `[Errno 36] File
+    name too long: '...'`;
+    `new_only` (a run's): its file's name only where none is there yet (a run writes an
+    existing bundle in place, with no temporary file beside it)."""
+    *folders, name = [len(os.fsencode(part)) for part in given.parts] or [0]
+    if any(size > NAME_BYTES for size in folders):
+        fail(f"{shown}{given}: a folder's name in it is over {NAME_BYTES} bytes: name the file")
+    if name > NAME_BYTES - beside and not (new_only and os.path.lexists(given)):
+        fail(
+            f"{shown}{given}: its file name is {name} bytes, too long for the files a writer "
+            f"makes beside it ({NAME_BYTES - beside} at most): name the file"
+        )
 
 
 def refuse_folder_name(named: str, shown: str = "", to: str = "write") -> str:
@@ -79,14 +103,16 @@ def refuse_folder_name(named: str, shown: str = "", to: str = "write") -> str:
     return named
 
 
-def new_file_path(named: str | Path) -> Path:
+def new_file_path(named: str | Path, *, new_only: bool = False, beside: int = BESIDE_BYTES) -> Path:
     """The bundle file the user `named`, if warm need create no more than its own
-    directory to write it (`merge -o` too); else one line, and exit 2."""
+    directory to write it (`merge -o` too), and no name in its path is longer than a file
+    name may be; else one line, and exit 2."""
     if not str(named).strip():
         fail("the bundle's name is empty: name the bundle file to write")
     if isinstance(named, str):
         refuse_folder_name(named)
     given = Path(named)
+    refuse_long_name(given, new_only=new_only, beside=beside)
     if given.parent.exists() and not given.parent.is_dir():
         fail(f"{given}: {given.parent} is not a directory")
     if not given.parent.parent.is_dir():

@@ -22,7 +22,12 @@ import typer
 from warmcli.bundle.location import is_url, shown
 from warmcli.bundle.signing import is_trusted, trusted_keys
 from warmcli.cli.app import app
-from warmcli.cli.bundle_paths import new_file_path, readable_bundle, shown_name
+from warmcli.cli.bundle_paths import (
+    MERGE_BESIDE_BYTES,
+    new_file_path,
+    readable_bundle,
+    shown_name,
+)
 from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import (
     EXIT_INTERRUPTED,
@@ -70,7 +75,7 @@ def merge(
             f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "
             "signs would be refused here: sign with a trusted key, or trust its .pub"
         )
-    target = new_file_path(output)
+    target = new_file_path(output, beside=MERGE_BESIDE_BYTES)
     # What each URL holds now, as `pull` takes: a last good copy merged, then pushed, would
     # put an older bundle back over what others pushed meanwhile (exit 0, one warning).
     now = f"nothing merged into {output}: a merge takes only what a URL holds now"

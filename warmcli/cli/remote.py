@@ -27,13 +27,11 @@ from warmcli.bundle.remote import push as push_bundle
 from warmcli.bundle.remote_seed import untrusted
 from warmcli.bundle.replacing import copy_into
 from warmcli.cli.app import app
-from warmcli.cli.bundle_paths import new_file_path
+from warmcli.cli.bundle_paths import BESIDE_BYTES, NAME_BYTES, new_file_path
 from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import EXIT_INTERRUPTED, JsonOpt, emit_json, err, fail, guarded, out
 from warmcli.errors import PushInterrupted, RemoteError, WarmError
 from warmcli.printable import cut, printable
-
-_NAME_BYTES = 255  # the longest file name Linux and macOS file systems take (NAME_MAX)
 
 
 @app.command()
@@ -68,10 +66,10 @@ def push(
             emit_json({"bundle": str(bundle), "url": name, "sha256": digest, "sent": sent})
         elif sent:
             said = f"pushed {bundle} to {name} (sha256 {digest[:16]})"
-            out.print(said, markup=False, highlight=False)
+            out.print(printable(said), markup=False, highlight=False)
         else:  # as `aws s3 sync` or rsync: the store holds these very bytes
             said = f"unchanged: {name} already holds {bundle} (sha256 {digest[:16]}): nothing sent"
-            out.print(said, markup=False, highlight=False)
+            out.print(printable(said), markup=False, highlight=False)
         _warn_untrusted(bundle)
     except PushInterrupted:  # the store answered the upload: it holds the bundle
         fail(pushed, EXIT_INTERRUPTED, label="")
@@ -167,13 +165,13 @@ def _said(url: str, target: Path, kernels: int, tunes: int, as_json: bool) -> No
             {"url": url, "path": str(target), "dropped": {"kernels": kernels, "tunes": tunes}}
         )
         return
-    out.print(f"pulled {url} into {target}", markup=False, highlight=False)
+    out.print(printable(f"pulled {url} into {target}"), markup=False, highlight=False)
     if kernels or tunes:  # a production write-back's entries, say: gone with the old file
         said = (
             f"replaced: {_gone(url, target, kernels, tunes)} "
             "(to keep them, pull to another path and warm merge both)"
         )
-        out.print(said, markup=False, highlight=False)
+        out.print(printable(said), markup=False, highlight=False)
 
 
 def _interrupted(url: str, target: Path, kernels: int, tunes: int) -> NoReturn:
@@ -187,7 +185,8 @@ def _named_by(url: str) -> Path:
     `fleet%20%C3%A9.warm` names `fleet é.warm`; an s3:// key is its own text); refused
     where it is empty, `..` or a dot file (the URL's owner would choose which of the
     user's files, `.bashrc`, is replaced), or decodes to no UTF-8, a folder (`%2F`) or a
-    control character, or is longer than a file's name may be (`_NAME_BYTES`: said cut)."""
+    control character, or is longer than a file's name may be with a writer's files beside it
+    (`NAME_BYTES` less `BESIDE_BYTES`: said cut)."""
     parts, named = urlsplit(url), shown(url)
     name = os.path.basename(parts.path)
     if parts.scheme != "s3":
@@ -196,7 +195,7 @@ def _named_by(url: str) -> Path:
         except UnicodeDecodeError:  # named as the URL gives it, not as an empty name
             held = printable(repr(cut(name, 80)))
             fail(f"{cut(named, 200)}: its name {held} decodes to no UTF-8: name the file to write")
-    if len(name.encode("utf-8", "surrogateescape")) > _NAME_BYTES:
+    if len(name.encode("utf-8", "surrogateescape")) > NAME_BYTES - BESIDE_BYTES:
         held = f"{printable(cut(repr(name), 80))}, longer than a file name may be"
         fail(f"{cut(named, 200)}: its name {held}: name the file to write")
     if not name or name.startswith(".") or "/" in name or printable(name) != name:
