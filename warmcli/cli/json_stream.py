@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from warmcli.cli.common import _Emitted
+from warmcli.cli.common import _Emitted, json_text
 from warmcli.cli.output import writing_output
 from warmcli.cli.render.tune_line import JsonText
 
@@ -117,4 +117,4 @@ def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any] | byte
 
 
 def _indented(value: Any, depth: int) -> str:
-    return json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * depth)
+    return json_text(value).replace("\n", "\n" + "  " * depth)

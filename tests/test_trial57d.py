@@ -1,0 +1,58 @@
+"""Holes trial57d found handing a victim a bundle, each reproduced for real: the real CLI in
+a subprocess, a real bundle from `warm run` under a name an attacker chose."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from conftest import Warm
+
+from warmcli.printable import lone_surrogate
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Every text of a parsed JSON document, keys too."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _texts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _texts(item)
+
+
+def test_json_names_a_bundle_of_no_utf8_name_in_text_strict_readers_take(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A bundle handed over under a name holding a byte no UTF-8 has (`g\\xffood.warm`, as a
+    tarball or a download may name it) was named by every `--json` report (`"bundle"`,
+    `"a"`, `"out"`, `"inputs"`, `"path"`) with a lone surrogate's escape (`"g\\udcffood"`):
+    strict JSON readers (serde_json: "lone leading surrogate") refuse the whole report, as
+    `warm check --json` was fixed to avoid for a library's name (test_hostile40b). Now each
+    such character is written as the text `\\udcff`, as the error lines already spell it."""
+    warm, good = made
+    bundle = tmp_path / "g\udcffood.warm"  # on disk: the byte 0xff
+    other = tmp_path / "other.warm"
+    shutil.copyfile(good, bundle)
+    shutil.copyfile(good, other)
+    reports = {
+        "stats": ("stats", bundle),
+        "verify": ("verify", bundle),
+        "diff": ("diff", bundle, other),
+        "check": ("check", bundle),
+        "merge": ("merge", bundle, other, "-o", tmp_path / "o\udcffut.warm"),
+        "clean": ("clean", bundle),
+    }
+    for name, args in reports.items():
+        done = warm(*args, "--json")
+        assert done.returncode == 0, (name, done.stderr)
+        doc = json.loads(done.stdout)
+        texts = list(_texts(doc))
+        assert [t for t in texts if lone_surrogate(t)] == [], (name, done.stdout[:400])
+        assert any("g\\udcffood.warm" in t for t in texts), (name, done.stdout[:400])
