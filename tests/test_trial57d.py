@@ -56,3 +56,23 @@ def test_json_names_a_bundle_of_no_utf8_name_in_text_strict_readers_take(
         texts = list(_texts(doc))
         assert [t for t in texts if lone_surrogate(t)] == [], (name, done.stdout[:400])
         assert any("g\\udcffood.warm" in t for t in texts), (name, done.stdout[:400])
+
+
+def test_a_merge_refusing_an_out_that_is_a_link_loop_leaves_no_lock_file(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """An OUT handed over as a symbolic link to itself (`app.warm -> app.warm`) was refused
+    by `warm merge` (`cannot look at it (Too many levels of symbolic links)`) only once its
+    write lock was taken, so the refused merge left `app.warm.lock` beside it, where the
+    README says a merge that refuses an OUT already there leaves none. Now it is looked at
+    before the lock, as the other refusals of OUT are."""
+    warm, good = made
+    folder = tmp_path / "handed"
+    folder.mkdir()
+    (folder / "app.warm").symlink_to("app.warm")
+    for force in ((), ("--force",)):
+        done = warm("merge", good, "-o", folder / "app.warm", *force)
+        assert done.returncode == 2, done.stderr
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert "cannot look at it" in done.stderr, done.stderr
+        assert sorted(p.name for p in folder.iterdir()) == ["app.warm"], force
