@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from conftest import Warm
 
+from warmcli.bundle.candidates import pack
+from warmcli.bundle.store import Bundle
 from warmcli.printable import lone_surrogate
 
 
@@ -76,3 +80,35 @@ def test_a_merge_refusing_an_out_that_is_a_link_loop_leaves_no_lock_file(
         assert len(done.stderr.splitlines()) == 1, done.stderr
         assert "cannot look at it" in done.stderr, done.stderr
         assert sorted(p.name for p in folder.iterdir()) == ["app.warm"], force
+
+
+def test_stats_json_writes_a_candidate_name_no_utf8_has_in_text_strict_readers_take(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A tune's packed candidates keep a name's text as its bytes (`surrogatepass`), so a
+    bundle made elsewhere may name a candidate `tile8\\ud800x`: `warm stats --json` streamed
+    it, in each tune's candidates and each kernel's, as a lone surrogate's escape, which
+    strict JSON readers refuse. Now a streamed line (and a range of lines written as bytes)
+    holding one is written with it as the text `\\ud800`, as the terminal's tables show it."""
+    warm, good = made
+    bundle = tmp_path / "named.warm"
+    shutil.copyfile(good, bundle)
+    with Bundle.open(bundle) as opened:
+        tunes = opened.tunes()
+    conn = sqlite3.connect(bundle, isolation_level=None)
+    ids = {bytes(key): i for i, key in conn.execute("SELECT id, key FROM tune_kernels")}
+    for t in tunes:
+        named = tuple(
+            c if c.name == t.pick else replace(c, name=f"{c.name}\ud800x") for c in t.candidates
+        )
+        packed = pack(named, lambda key: ids.setdefault(key, len(ids) + 1))
+        conn.execute(
+            "UPDATE tunes SET candidates = ? WHERE key = ?", (packed, bytes.fromhex(t.key))
+        )
+    conn.close()
+    for args in (("stats", bundle), ("stats", bundle, "--explain", "matmul")):
+        done = warm(*args, "--json")
+        assert done.returncode == 0, done.stderr
+        texts = list(_texts(json.loads(done.stdout)))
+        assert [t for t in texts if lone_surrogate(t)] == [], args
+        assert any(t.endswith("\\ud800x") for t in texts), args
