@@ -14,7 +14,9 @@ key `""` or `" "`) quoted, so that it reads as what it is.
 `escaped_within` escapes the user's own texts inside a message so. `cut` shortens a
 text a line names to its first `CUT_CHARS` (a shape may be megabytes);
 `LISTED` is how many entries of a list any report names.
-`lone_surrogate` finds one in text a workload hands warm, to refuse it where it is made.
+`lone_surrogate` finds one in text a workload hands warm, to refuse it where it is made;
+`spelled_surrogates` writes each in a document (a path of bytes no UTF-8 has, as Python reads
+it) as the text `\\udcff`, so that its JSON is what strict readers take.
 Rich markup is the renderer's to refuse: the CLI hands Rich `Text`, never markup.
 `Pattern` is a regular expression compiled on its first use, for warm's modules that
 define patterns (compiling one costs 40-700 µs at import, in processes that may never
@@ -65,6 +67,7 @@ _UNSAFE = Pattern(
     "\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0000-\U000e0fff]"
 )
+_SURROGATE = Pattern("[\ud800-\udfff]")  # (a str holds a pair as one character: each is lone)
 _BLANK = Pattern("[^ ]")  # what a text of spaces only shows escaped (`visible`)
 
 
@@ -124,6 +127,22 @@ def lone_surrogate(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return text[exc.start]
     return None
+
+
+def spelled_surrogates(value: Any) -> Any:
+    """`value` (JSON's types: a `dict`, `list`, `tuple`, `str`, a path) with each lone surrogate
+    in its texts, keys too, written as `printable` writes it (the text `\\udcff`): `json.dumps`
+    writes one as an escape (`"\\udcff"`) that strict JSON readers refuse (serde_json's "lone
+    leading surrogate"), the whole document with it. Anything else is as it is."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value) if lone_surrogate(value) else value
+    if isinstance(value, dict):
+        return {spelled_surrogates(k): spelled_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [spelled_surrogates(item) for item in value]
+    return value
 
 
 def refuse_lone_surrogate(owner: str, what: str, text: str) -> None:

@@ -35,7 +35,7 @@ from warmcli.bundle.location import withheld
 from warmcli.bundle.unshown import unshown_keys  # (a private key's text: never shown)
 from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
 from warmcli.errors import OUT_OF_MEMORY, OutputError, WarmError
-from warmcli.printable import escaped_within, printable, printable_lines
+from warmcli.printable import escaped_within, printable, printable_lines, spelled_surrogates
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -363,8 +363,15 @@ def guarded(action: Callable[[], Any]) -> Any:
         raise typer.Exit(exit_code(lambda: fail(OUT_OF_MEMORY))) from None
 
 
+def json_text(value: Any) -> str:
+    """`value` as indented JSON, each lone surrogate in its texts (a path's byte no UTF-8 has)
+    as the text `\\udcff` (`spelled_surrogates`), looked for only where an escape may be one."""
+    text = json.dumps(value, indent=2, default=str)
+    return json.dumps(spelled_surrogates(value), indent=2, default=str) if "\\ud" in text else text
+
+
 def emit_json(doc: Any) -> None:
-    text, _Emitted.json = json.dumps(doc, indent=2, default=str), True
+    text, _Emitted.json = json_text(doc), True
     with writing_output():
         sys.stdout.write(("," + text[1:] if _Emitted.cut else text) + "\n")  # its keys end it
         sys.stdout.flush()

@@ -4,8 +4,10 @@ A document whose values may be iterators (a large bundle's kernels and tunes) is
 written an item a line, as each is read, so a listing of any length costs the memory
 of one item; tunes that are JSON text already (`JsonText`, a range's bytes) are written
 as they are, and one held `Deflated` (`held`: a long line, read before it is written)
-inflated as it is written. An error met meanwhile (a corrupt row, Ctrl-C) closes the open
-list and leaves the document open, and the error's keys (`fail`, through `emit_json`) end
+inflated as it is written; a line holding a lone surrogate's escape (a candidate's name
+packed as its bytes, `surrogatepass`) is written with it as the text `\\ud800` (`_strict`:
+what strict JSON readers take). An error met meanwhile (a corrupt row, Ctrl-C) closes the
+open list and leaves the document open, and the error's keys (`fail`, through `emit_json`) end
 it: stdout holds one JSON object whatever happens. Its state is `_Emitted`'s flag (in
 `warmcli.cli.common`); it prints only the document it is handed.
 """
@@ -19,9 +21,10 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from warmcli.cli.common import _Emitted
+from warmcli.cli.common import _Emitted, json_text
 from warmcli.cli.output import writing_output
-from warmcli.cli.render.tune_line import JsonText
+from warmcli.cli.render.tune_line import LINES_APART, JsonText
+from warmcli.printable import spelled_surrogates
 
 HELD_WHOLE = 1 << 16  # characters of a line held as it is until written (`held`)
 
@@ -79,11 +82,24 @@ _encode = json.JSONEncoder(default=str).encode  # one encoder: `json.dumps` make
 
 
 def _line(item: Any) -> str:
-    return "\n    " + (item if isinstance(item, JsonText) else _encode(item))
+    text = item if isinstance(item, JsonText) else _encode(item)
+    return "\n    " + (text if "\\ud" not in text else _strict(text))
+
+
+def _strict(text: str) -> str:
+    """JSON text of items (joined as `LINES_APART` joins them), each lone surrogate in it
+    written as the text `\\ud800` (`spelled_surrogates`): looked for only where the text
+    holds an escape that may be one (a line as it is, else read back and encoded again)."""
+    if "\\ud" not in text:
+        return text
+    items = json.loads(f"[{text}]")
+    return LINES_APART.join(_encode(spelled_surrogates(item)) for item in items)
 
 
 def _write_encoded(data: bytes) -> None:
     """JSON text encoded in UTF-8 to stdout: to its bytes, where it writes UTF-8."""
+    if b"\\ud" in data:  # (a lone surrogate's escape, maybe: `_strict`)
+        data = _strict(data.decode()).encode()
     stdout = sys.stdout
     raw = getattr(stdout, "buffer", None)
     if raw is None or codecs.lookup(stdout.encoding or "ascii").name != "utf-8":
@@ -117,4 +133,4 @@ def _batches(items: Iterator[Any], size: int = 256) -> Iterator[list[Any] | byte
 
 
 def _indented(value: Any, depth: int) -> str:
-    return json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * depth)
+    return json_text(value).replace("\n", "\n" + "  " * depth)

@@ -153,6 +153,7 @@ def merge_bundles(
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MergeError(f"{out}: cannot make its directory ({exc.strerror})") from None
+    _attributes_to_keep(out)  # first without its lock too: a link loop refused leaves no lock
     report = MergeReport(out, [str(p) for p in paths])
     holding = contextlib.ExitStack()  # interrupts, held from the move into place (`_publish`)
     with holding:
