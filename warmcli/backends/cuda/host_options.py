@@ -8,7 +8,10 @@ after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any othe
 (joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
 is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse, and
-`refused_flags` those and an options file in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
+`unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
+(`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
+kernel's are), refused alike (`host_refusal` says why); `refused_flags` those and an options file
+in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -33,7 +36,7 @@ import functools
 import hashlib
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from warmcli import config
 from warmcli.backends import processes
@@ -48,22 +51,57 @@ _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
 _BARE = ("I", "isystem", "iquote", "idirafter", "include", "imacros", "include-path")
 
 
-def hidden_include(options: Sequence[str]) -> str | None:
-    """The first of `options` that hands nvcc's host compiler an include folder or header in
-    a spelling the key does not read (the module doc), or None."""
+def _handed(options: Sequence[str]) -> Iterator[tuple[str, list[str], bool]]:
+    """Each of `options` handing nvcc's host compiler options (as shown in a message), the
+    pieces it hands (split at commas and blanks, as nvcc splits them) and whether it was given
+    alone after the flag (`-Xcompiler`, `-I/opt/inc`)."""
     for before, option in zip(("", *options), options, strict=False):
         name, joined, value = option.partition("=")
         if before in _HOST_OPTIONS:
-            given, alone = option, True
+            yield f"{before} {option}", option.replace(",", " ").split() or [""], True
         elif name in _HOST_OPTIONS and joined:
-            given, alone = value, False
-        else:
-            continue
-        pieces = given.replace(",", " ").split() or [""]  # nvcc splits at blanks too
+            yield option, value.replace(",", " ").split() or [""], False
+
+
+def hidden_include(options: Sequence[str]) -> str | None:
+    """The first of `options` that hands nvcc's host compiler an include folder or header in
+    a spelling the key does not read (the module doc), or None."""
+    for shown, pieces, alone in _handed(options):
         if not any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces):
             continue
         if not alone or len(pieces) > 1 or pieces[0].lstrip("-") in _BARE:
-            return f"{before} {option}" if alone else option
+            return shown
+    return None
+
+
+def unkeyed_host_option(options: Sequence[str]) -> str | None:
+    """The first of `options` that hands nvcc's host compiler an option reading a file or
+    running a program no key covers (`@file`, `-specs=`, `--sysroot=`, `-B folder/`:
+    `unkeyed_options.unkeyed_file`), which the device code's preprocessing reads too, or None."""
+    from warmcli.backends.unkeyed_options import unkeyed_file  # (what compiles: first use)
+
+    return next(
+        (shown for shown, pieces, _ in _handed(options) if any(map(unkeyed_file, pieces))), None
+    )
+
+
+def host_refusal(options: Sequence[str], given: str = "") -> str | None:
+    """Why `options` (a kernel's, or `given`, the variable they came from) are refused for what
+    they hand nvcc's host compiler (`hidden_include`, `unkeyed_host_option`), or None."""
+    where = f"{given}'s option" if given else "option"
+    if (hidden := hidden_include(options)) is not None:
+        return (
+            f"{where} {hidden!r} hands nvcc's host compiler an include folder or header no "
+            "kernel key covers (an edit there would be served the old build): give it in "
+            f"{given or 'options'} alone (-I folder, -include header)"
+        )
+    if (reads := unkeyed_host_option(options)) is not None:
+        return (
+            f"{where} {reads!r} hands nvcc's host compiler an option reading a file no kernel "
+            "key covers (more options, a specs file, a system root, compiler programs; an edit "
+            "there would be served the old build): give them in "
+            f"{given or 'options'} (-D..., -I folder, -include header)"
+        )
     return None
 
 
@@ -88,12 +126,8 @@ def refused_flags(files: Sequence[str]) -> str | None:
             )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
-        if (hidden := hidden_include(added)) is not None:
-            return (
-                f"{name}'s option {hidden!r} hands nvcc's host compiler an include folder or "
-                "header no kernel key covers (an edit there would be served the old build): "
-                f"give it in {name} alone (-I folder, -include header)"
-            )
+        if (hidden := host_refusal(added, name)) is not None:
+            return hidden
         if (read := next((o for o in added if o.split("=", 1)[0] in files), None)) is not None:
             return (
                 f"{name}'s option {read!r} reads options from a file, which no kernel key "

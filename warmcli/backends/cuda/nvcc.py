@@ -39,7 +39,7 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, host_compiler, refused_flags, runs
+from warmcli.backends.cuda.host_options import host_compiler, host_refusal, refused_flags, runs
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.profile import profile_named
 from warmcli.backends.cuda.ptx import kept_ptx_arch, not_ptx_of, ptx_in_program, ptx_not_kept
@@ -192,14 +192,8 @@ def check_options(
     options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
 ) -> None:
     """A CompileFailure for an option that would change what is built or where it goes."""
-    hidden = hidden_include(options)
-    if hidden is not None:
-        raise CompileFailure(
-            f"option {hidden!r} hands nvcc's host compiler an include folder or header no "
-            "kernel key covers (an edit there would be served the old build): give it in "
-            "options alone (-I folder, -include header)",
-            tuple(units),
-        )
+    if (refused := host_refusal(options)) is not None:
+        raise CompileFailure(refused, tuple(units))
     for opt in options:
         name = opt.split("=", 1)[0]
         if name in _OPTIONS_FILES:

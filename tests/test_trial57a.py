@@ -1,0 +1,87 @@
+"""A CI pre-build with no GPU (`warm run --arch sm_90`) with nvcc: key completeness (trial57a).
+
+What nvcc hands its host compiler (`-Xcompiler`, `--compiler-options`, in a kernel's options or
+in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`) reaches the device code too: nvcc preprocesses it
+with that compiler. An option there that makes gcc read a file (`@file` of more options, a
+`-specs=` file, a `--sysroot`'s headers, compiler programs from `-B`) was read by no key: an edit
+there (`-DSCALE=3.0f` to `9.0f` in the file) was served the old cubin, a hit computing what a
+cold start did not. Refused now in one line before nvcc runs, as `--options-file` is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import Warm, nvcc_or_skip
+
+from warmcli.backends.cuda import host_options
+
+WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "cuda"
+K = Kernel(
+    '#ifndef SCALE\\n#define SCALE 2.0f\\n#endif\\n'
+    'extern "C" __global__ void scale(float *x, int n) {\\n'
+    '    int i = blockIdx.x * blockDim.x + threadIdx.x;\\n'
+    '    if (i < n) x[i] *= SCALE;\\n}\\n',
+    "scale", "Pi", language="cuda", options=OPTIONS,
+)
+
+def workload(rt):
+    x = rt.buffer(256, "float32")
+    rt.launch(K, x, 256, grid=1, block=256)
+"""
+
+
+def test_host_compiler_options_reading_a_file_are_told() -> None:
+    """Every spelling nvcc reads (alone after the flag, joined by `=`, split at commas or
+    blanks) is found; options reading no file (`-O2,-Wall`, `-fPIC`) are not."""
+    found = {
+        ("-Xcompiler", "@/opt/o.txt"): "-Xcompiler @/opt/o.txt",
+        ("-Xcompiler=@/opt/o.txt",): "-Xcompiler=@/opt/o.txt",
+        (
+            "--compiler-options",
+            "-O2,-specs=/opt/s.specs",
+        ): "--compiler-options -O2,-specs=/opt/s.specs",
+        ("-Xcompiler", "-Wall --sysroot=/opt/root"): "-Xcompiler -Wall --sysroot=/opt/root",
+        ("--compiler-options=-B/opt/bin/",): "--compiler-options=-B/opt/bin/",
+    }
+    for options, told in found.items():
+        assert host_options.unkeyed_host_option(options) == told, options
+    for options in (("-Xcompiler", "-O2,-Wall"), ("-Xcompiler", "-fPIC"), ("-O3", "@x")):
+        assert host_options.unkeyed_host_option(options) is None, options
+
+
+@pytest.mark.parametrize(
+    ("spelling", "variable"),
+    [
+        ("-Xcompiler|@{d}/o.txt", ""),
+        ("-Xcompiler=@{d}/o.txt", ""),
+        ("--compiler-options|-specs={d}/s.specs", ""),
+        ("-Xcompiler @{d}/o.txt", "NVCC_APPEND_FLAGS"),
+        ("-Xcompiler -specs={d}/s.specs", "NVCC_PREPEND_FLAGS"),
+    ],
+)
+def test_nvcc_host_compiler_reading_a_file_is_refused(
+    warm: Warm, tmp_path: Path, spelling: str, variable: str
+) -> None:
+    """`-Xcompiler @o.txt` holding `-DSCALE=3.0f`: a pre-build stored the cubin scaling by 3, and
+    after o.txt said 9.0f the next `warm run` over that bundle compiled nothing and kept it (a cold
+    build scales by 9). Before the fix the first run exited 0; now it is refused, exit 2, one line
+    naming the option (and the variable where one gave it), no traceback."""
+    nvcc_or_skip()
+    (tmp_path / "o.txt").write_text("-DSCALE=3.0f\n")
+    (tmp_path / "s.specs").write_text("*cpp:\n+ -DSCALE=3.0f\n\n")
+    given = spelling.format(d=tmp_path)
+    options = () if variable else tuple(given.split("|"))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    run_warm = warm.with_env(**{variable: given}) if variable else warm
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = run_warm("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "hands nvcc's host compiler an option reading a file" in run.stderr, run.stderr
+    assert (f"{variable}'s option" if variable else "option '-") in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
