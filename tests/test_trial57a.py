@@ -52,6 +52,9 @@ def test_host_compiler_options_reading_a_file_are_told() -> None:
         assert host_options.unkeyed_host_option(options) == told, options
     for options in (("-Xcompiler", "-O2,-Wall"), ("-Xcompiler", "-fPIC"), ("-O3", "@x")):
         assert host_options.unkeyed_host_option(options) is None, options
+    files = ("-optf", "--options-file")
+    assert host_options.options_file(("-Xptxas", "-O3,-v", "-optf=f"), files) == "-optf=f"
+    assert host_options.options_file(("-Xptxas", "-O3,-v", "--use_fast_math"), files) is None
 
 
 @pytest.mark.parametrize(
@@ -84,4 +87,34 @@ def test_nvcc_host_compiler_reading_a_file_is_refused(
     assert run.returncode == 2, run.stdout + run.stderr
     assert "hands nvcc's host compiler an option reading a file" in run.stderr, run.stderr
     assert (f"{variable}'s option" if variable else "option '-") in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("spelling", "variable"),
+    [
+        ("-Xptxas|-optf,{d}/p.txt", ""),
+        ("--ptxas-options=--options-file={d}/p.txt", ""),
+        ("-Xptxas=-O3,-optf={d}/p.txt", ""),
+        ("-Xptxas -optf,{d}/p.txt", "NVCC_APPEND_FLAGS"),
+    ],
+)
+def test_nvcc_ptxas_options_file_is_refused(
+    warm: Warm, tmp_path: Path, spelling: str, variable: str
+) -> None:
+    """`-Xptxas -optf,p.txt` holding `-O3`: ptxas read options from a file no key covers, and
+    after p.txt said `-O0` the next `warm run` over that bundle compiled nothing and kept the
+    `-O3` cubin (a cold build differs). Only `-Xptxas --options-file=f`, an option of its own, was
+    refused, as nvcc's own. Before the fix the first run exited 0; now exit 2, one line."""
+    nvcc_or_skip()
+    (tmp_path / "p.txt").write_text("-O3\n")
+    given = spelling.format(d=tmp_path)
+    options = () if variable else tuple(given.split("|"))
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    run_warm = warm.with_env(**{variable: given}) if variable else warm
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = run_warm("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "reads options from a file, which no kernel key covers" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr

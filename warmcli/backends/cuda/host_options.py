@@ -10,8 +10,8 @@ is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse, and
 `unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
 (`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
-kernel's are), refused alike (`host_refusal` says why); `refused_flags` those and an options file
-in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
+kernel's are), refused alike (`host_refusal` says why); `options_file` an options file, nvcc's or
+ptxas's (`-Xptxas -optf,f`); `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -51,15 +51,17 @@ _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
 _BARE = ("I", "isystem", "iquote", "idirafter", "include", "imacros", "include-path")
 
 
-def _handed(options: Sequence[str]) -> Iterator[tuple[str, list[str], bool]]:
-    """Each of `options` handing nvcc's host compiler options (as shown in a message), the
-    pieces it hands (split at commas and blanks, as nvcc splits them) and whether it was given
-    alone after the flag (`-Xcompiler`, `-I/opt/inc`)."""
+def _handed(
+    options: Sequence[str], flags: Sequence[str] = _HOST_OPTIONS
+) -> Iterator[tuple[str, list[str], bool]]:
+    """Each of `options` handing a tool options by one of `flags` (nvcc's host compiler's by
+    default), as shown in a message, the pieces it hands (split at commas and blanks, as nvcc
+    splits them) and whether it was given alone after the flag (`-Xcompiler`, `-I/opt/inc`)."""
     for before, option in zip(("", *options), options, strict=False):
         name, joined, value = option.partition("=")
-        if before in _HOST_OPTIONS:
+        if before in flags:
             yield f"{before} {option}", option.replace(",", " ").split() or [""], True
-        elif name in _HOST_OPTIONS and joined:
+        elif name in flags and joined:
             yield option, value.replace(",", " ").split() or [""], False
 
 
@@ -105,6 +107,21 @@ def host_refusal(options: Sequence[str], given: str = "") -> str | None:
     return None
 
 
+_PTXAS_OPTIONS = ("-Xptxas", "--ptxas-options")  # ptxas reads `-optf` too
+
+
+def options_file(options: Sequence[str], files: Sequence[str]) -> str | None:
+    """The first of `options` that reads options from a file (`files`: nvcc's `-optf`, and
+    ptxas's, handed it by `-Xptxas -optf,f` or `--ptxas-options=--options-file=f`), or None."""
+    for before, option in zip(("", *options), options, strict=False):
+        if option.split("=", 1)[0] in files and before not in _PTXAS_OPTIONS:
+            return option
+    handed = _handed(options, _PTXAS_OPTIONS)
+    return next(
+        (s for s, pieces, _ in handed if any(p.split("=")[0] in files for p in pieces)), None
+    )
+
+
 def refused_flags(files: Sequence[str]) -> str | None:
     """Why nvcc's options from the environment are refused, or None: a variable its profile adds to
     (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) or one it hands cicc or ptxas
@@ -128,7 +145,7 @@ def refused_flags(files: Sequence[str]) -> str | None:
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
         if (hidden := host_refusal(added, name)) is not None:
             return hidden
-        if (read := next((o for o in added if o.split("=", 1)[0] in files), None)) is not None:
+        if (read := options_file(added, files)) is not None:
             return (
                 f"{name}'s option {read!r} reads options from a file, which no kernel key "
                 f"covers (an edit there would be served the old build): give them in {name}"

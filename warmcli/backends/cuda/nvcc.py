@@ -39,7 +39,13 @@ from warmcli.backends.compiler import (
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import host_compiler, host_refusal, refused_flags, runs
+from warmcli.backends.cuda.host_options import (
+    host_compiler,
+    host_refusal,
+    options_file,
+    refused_flags,
+    runs,
+)
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.profile import profile_named
 from warmcli.backends.cuda.ptx import kept_ptx_arch, not_ptx_of, ptx_in_program, ptx_not_kept
@@ -194,14 +200,14 @@ def check_options(
     """A CompileFailure for an option that would change what is built or where it goes."""
     if (refused := host_refusal(options)) is not None:
         raise CompileFailure(refused, tuple(units))
+    if (read := options_file(options, _OPTIONS_FILES)) is not None:
+        raise CompileFailure(
+            f"option {read!r} reads options from a file, which no kernel key covers "
+            "(an edit there would be served the old build): give them in options",
+            tuple(units),
+        )
     for opt in options:
         name = opt.split("=", 1)[0]
-        if name in _OPTIONS_FILES:
-            raise CompileFailure(
-                f"option {opt!r} reads options from a file, which no kernel key covers "
-                "(an edit there would be served the old build): give them in options",
-                tuple(units),
-            )
         if name in reserved:
             raise CompileFailure(
                 f"option {opt!r} is reserved: warm sets the architecture, the output kind "
