@@ -10,6 +10,7 @@ cold start did not. Refused now in one line before nvcc runs, as `--options-file
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,31 @@ def test_nvcc_ptxas_options_file_is_refused(
     assert run.returncode == 2, run.stdout + run.stderr
     assert "reads options from a file, which no kernel key covers" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("variable", ["COMPILER_PATH", "GCC_EXEC_PREFIX"])
+def test_nvcc_host_compiler_programs_moved_are_refused(
+    warm: Warm, tmp_path: Path, variable: str
+) -> None:
+    """nvcc's gcc runs the `cc1plus` it finds in `COMPILER_PATH` (or under `GCC_EXEC_PREFIX`,
+    which moves gcc's own headers too) to preprocess device code: one there adding
+    `-DSCALE=3.0f`, replaced by one adding 9.0f, was served the 3.0f cubin (a cold build: 9.0f),
+    as nvcc's identity names only gcc's version line (a host kernel's keys those programs).
+    Before the fix the first run exited 0; now exit 2, one line naming the variable."""
+    nvcc_or_skip()
+    folder = tmp_path / "programs"
+    folder.mkdir()
+    cc1plus = folder / "cc1plus"
+    real = subprocess.run(["gcc", "-print-prog-name=cc1plus"], capture_output=True, text=True)
+    cc1plus.write_text(f'#!/bin/sh\nexec {real.stdout.strip()} -DSCALE=3.0f "$@"\n')
+    cc1plus.chmod(0o755)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", "()"))
+    moved = warm.with_env(**{variable: f"{folder}/"})
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = moved("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"{variable} is set in the environment" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    plain = warm("run", workload, "-b", tmp_path / "b.warm", *args)  # unset: built as before
+    assert plain.returncode == 0, plain.stdout + plain.stderr

@@ -11,7 +11,8 @@ edit there was served the old build. `hidden_include` finds those, for nvcc to r
 `unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
 (`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
 kernel's are), refused alike (`host_refusal` says why); `options_file` an options file, nvcc's or
-ptxas's (`-Xptxas -optf,f`); `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
+ptxas's (`-Xptxas -optf,f`); `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`,
+and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` found there).
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -128,7 +129,8 @@ def refused_flags(files: Sequence[str]) -> str | None:
     (`OCG_FLAGS`: `profile.PASSED_ON`) is set; or, from `NVCC_PREPEND_FLAGS` or
     `NVCC_APPEND_FLAGS`, one hands its host compiler an include folder or header in a spelling the
     key does not read (`hidden_include`: the key reads those variables' own as a kernel's options),
-    or reads options from a file (`files`, nvcc's flags for it), which no key covers either."""
+    or reads options from a file (`files`, nvcc's flags for it), which no key covers either; or
+    `COMPILER_PATH`/`GCC_EXEC_PREFIX` is set: nvcc's gcc runs the `cc1plus` found there."""
     from warmcli.compiler_includes import nvcc_words
 
     named = (*profile.FROM_ENVIRONMENT, *profile.PASSED_ON)
@@ -141,6 +143,12 @@ def refused_flags(files: Sequence[str]) -> str | None:
                 "which no kernel key covers (a change would be served the old build): unset it, "
                 f"and give its options in NVCC_APPEND_FLAGS{f' after {tool}' if tool else ''}"
             )
+    for name in config.compiler_programs():  # gcc runs its `cc1plus` there (a host cc keys it)
+        return (
+            f"{name} is set in the environment, and the gcc nvcc preprocesses device code with "
+            "runs the programs it finds there (cc1plus), which no CUDA kernel key covers (a "
+            "change would be served the old build): unset it where nvcc compiles, or use NVRTC"
+        )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
         if (hidden := host_refusal(added, name)) is not None:
