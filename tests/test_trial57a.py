@@ -147,3 +147,25 @@ def test_nvcc_host_compiler_programs_moved_are_refused(
     assert "Traceback" not in run.stderr
     plain = warm("run", workload, "-b", tmp_path / "b.warm", *args)  # unset: built as before
     assert plain.returncode == 0, plain.stdout + plain.stderr
+
+
+def test_nvcc_searches_host_compiler_include_folders_first(warm: Warm, tmp_path: Path) -> None:
+    """`options=("-Ib", "-Xcompiler", "-Ia")`, a `cfg.h` in each: nvcc puts what it hands its
+    gcc before its own `-I`s (`nvcc --dryrun`: `gcc ... -Ia ... -Ib`), so device code read
+    `a/cfg.h`, while the key searched in the options' order and hashed `b/cfg.h`: an edit to
+    `a/cfg.h` (SCALE 3.0f to 7.0f) was served the old cubin (compiled 0; a cold build: 7.0f).
+    Before the fix the second run compiled nothing; now it builds the edited kernel."""
+    nvcc_or_skip()
+    for folder, scale in (("a", "3.0f"), ("b", "4.0f")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "cfg.h").write_text(f"#define SCALE {scale}\n")
+    options = (f"-I{tmp_path / 'b'}", "-Xcompiler", f"-I{tmp_path / 'a'}")
+    source = WORKLOAD.replace("'#ifndef SCALE", '\'#include "cfg.h"\\n#ifndef SCALE')
+    workload = tmp_path / "w.py"
+    workload.write_text(source.replace("OPTIONS", repr(options)))
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--no-ptx", "--json")
+    first = warm("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (tmp_path / "a" / "cfg.h").write_text("#define SCALE 7.0f\n")
+    again = warm.json("run", workload, "-b", tmp_path / "b.warm", *args[:-1])
+    assert sum(p["compilation"]["compiled"] for p in again["passes"]) == 1, again["passes"]
