@@ -169,3 +169,61 @@ def test_nvcc_searches_host_compiler_include_folders_first(warm: Warm, tmp_path:
     (tmp_path / "a" / "cfg.h").write_text("#define SCALE 7.0f\n")
     again = warm.json("run", workload, "-b", tmp_path / "b.warm", *args[:-1])
     assert sum(p["compilation"]["compiled"] for p in again["passes"]) == 1, again["passes"]
+
+
+TOOLKIT_WORKLOAD = """
+import os
+from warmcli import Kernel
+
+DEVICE = "cuda"
+K = Kernel(
+    '#include <mylib.h>\\n'
+    'extern "C" __global__ void scale(float *x, int n) {\\n'
+    '    int i = threadIdx.x;\\n    if (i < n) x[i] *= SCALE;\\n}\\n',
+    "scale", "Pi", language="cuda",
+)
+
+def workload(rt):
+    if os.environ.get("SWITCH_TO"):  # a workload picking its toolkit itself
+        os.environ["CUDA_HOME"] = os.environ["SWITCH_TO"]
+    x = rt.buffer(256, "float32")
+    rt.launch(K, x, 256, grid=1, block=256)
+"""
+
+
+def test_nvrtc_builds_from_the_toolkit_its_key_read(warm: Warm, tmp_path: Path) -> None:
+    """Two toolkits whose `include/mylib.h` say SCALE 5.0f (`tk0`) and 3.0f (`tk1`); `warm run`
+    started under `CUDA_HOME=tk0` whose workload sets `CUDA_HOME=tk1` before its launch: the key
+    read `tk1`'s header (NVRTC's folders read once a process, at the first key) but NVRTC was
+    given `tk0`'s (read when the compiler was made, before the workload ran), so the row held
+    the 5.0f cubin under the key of the 3.0f source: a process under `CUDA_HOME=tk1` was served
+    it where a cold build computes 3.0f. Before the fix that row's bytes differed from a cold
+    build's under the same key; now the key and the build read the same folders."""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    import sqlite3
+
+    homes = {}
+    for name, scale in (("tk0", "5.0f"), ("tk1", "3.0f")):
+        (tmp_path / name / "include").mkdir(parents=True)
+        (tmp_path / name / "include" / "cuda_runtime_api.h").write_text("/* a toolkit */\n")
+        (tmp_path / name / "include" / "mylib.h").write_text(f"#define SCALE {scale}\n")
+        homes[name] = str(tmp_path / name)
+    workload = tmp_path / "w.py"
+    workload.write_text(TOOLKIT_WORKLOAD)
+    args = ("--arch", "sm_90", "--compiler", "nvrtc", "--no-ptx", "-q")
+    switching = warm.with_env(CUDA_HOME=homes["tk0"], SWITCH_TO=homes["tk1"])
+    done = switching("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    plain = warm.with_env(CUDA_HOME=homes["tk1"])
+    for bundle in ("b.warm", "cold.warm"):  # over the first's rows, then cold
+        done = plain("run", workload, "-b", tmp_path / bundle, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    def rows(bundle: str) -> dict[str, str]:
+        with sqlite3.connect(tmp_path / bundle) as db:
+            return dict(db.execute("SELECT key, sha256 FROM kernels"))
+
+    warmed, cold = rows("b.warm"), rows("cold.warm")
+    assert cold and all(warmed.get(key, sha) == sha for key, sha in cold.items()), (warmed, cold)
