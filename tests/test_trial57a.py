@@ -227,3 +227,28 @@ def test_nvrtc_builds_from_the_toolkit_its_key_read(warm: Warm, tmp_path: Path) 
 
     warmed, cold = rows("b.warm"), rows("cold.warm")
     assert cold and all(warmed.get(key, sha) == sha for key, sha in cold.items()), (warmed, cold)
+
+
+@pytest.mark.parametrize("flags", ["-I..", "-include ../cfg.h", "-isystem ..", "-I inc"])
+def test_nvcc_flags_naming_a_relative_path_are_refused(
+    warm: Warm, tmp_path: Path, flags: str
+) -> None:
+    """`NVCC_APPEND_FLAGS=-I..`: nvcc reads it in its scratch folder, so `..` is the temporary
+    folder, while the key read the working folder's `..`: a `cfg.h` in the temporary folder
+    (anyone's, in /tmp) built the cubin and an edit there was served the old build (compiled 0;
+    a cold build differs). Before the fix the run exited 0; now exit 2, one line naming it."""
+    nvcc_or_skip()
+    scratch = tmp_path / "tmp"
+    (scratch / "inc").mkdir(parents=True)
+    for header in (scratch / "cfg.h", scratch / "inc" / "cfg.h"):
+        header.write_text("#define SCALE 3.0f\n")
+    source = WORKLOAD.replace("'#ifndef SCALE", "'#include <cfg.h>\\n#ifndef SCALE")
+    workload = tmp_path / "w.py"
+    workload.write_text(source.replace("OPTIONS", "()"))
+    moved = warm.with_env(NVCC_APPEND_FLAGS=flags, TMPDIR=str(scratch))
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = moved("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "NVCC_APPEND_FLAGS's option" in run.stderr, run.stderr
+    assert "by its absolute path" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

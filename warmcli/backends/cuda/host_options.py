@@ -33,6 +33,7 @@ Nothing else is kept or read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -123,14 +124,15 @@ def options_file(options: Sequence[str], files: Sequence[str]) -> str | None:
     )
 
 
-def refused_flags(files: Sequence[str]) -> str | None:
+def refused_flags(files: Sequence[str], folder: str = "") -> str | None:
     """Why nvcc's options from the environment are refused, or None: a variable its profile adds to
     (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) or one it hands cicc or ptxas
     (`OCG_FLAGS`: `profile.PASSED_ON`) is set; or, from `NVCC_PREPEND_FLAGS` or
     `NVCC_APPEND_FLAGS`, one hands its host compiler an include folder or header in a spelling the
     key does not read (`hidden_include`: the key reads those variables' own as a kernel's options),
-    or reads options from a file (`files`, nvcc's flags for it), which no key covers either; or
-    `COMPILER_PATH`/`GCC_EXEC_PREFIX` is set: nvcc's gcc runs the `cc1plus` found there."""
+    or reads options from a file (`files`, nvcc's flags for it), which no key covers either, or
+    names an include folder or header by a relative path (`_relative_path`: `folder` the unit's);
+    or `COMPILER_PATH`/`GCC_EXEC_PREFIX` is set: nvcc's gcc runs the `cc1plus` found there."""
     from warmcli.compiler_includes import nvcc_words
 
     named = (*profile.FROM_ENVIRONMENT, *profile.PASSED_ON)
@@ -153,11 +155,35 @@ def refused_flags(files: Sequence[str]) -> str | None:
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
         if (hidden := host_refusal(added, name)) is not None:
             return hidden
+        if (relative := _relative_path(added, folder)) is not None:
+            return (
+                f"{name}'s option {relative!r} names a relative path, which nvcc reads from its "
+                "scratch folder in the temporary folder, not where the key read it (an edit "
+                "there would be served the old build): name it by its absolute path"
+            )
         if (read := options_file(added, files)) is not None:
             return (
                 f"{name}'s option {read!r} reads options from a file, which no kernel key "
                 f"covers (an edit there would be served the old build): give them in {name}"
             )
+    return None
+
+
+def _relative_path(words: Sequence[str], folder: str) -> str | None:
+    """The first of `words` (nvcc's variables') naming an include folder by a relative path, or a
+    header read first that nvcc reads otherwise than the key (`..`: from its scratch folder, the
+    temporary folder; one in `folder`, the working folder, the key's alone), or None."""
+    from warmcli.include_options import _named_folders, _pre_included_at, working_folder
+
+    for _, named, at, _ in _named_folders(words):
+        if not os.path.isabs(named):
+            return " ".join(words[at - 1 : at + 1]) if words[at] == named else words[at]
+    for at, before, name in _pre_included_at(words):
+        with contextlib.suppress(OSError):  # (a working folder removed holds none)
+            folder = folder or working_folder()
+        local = bool(folder) and os.path.isfile(os.path.join(folder, name))
+        if not os.path.isabs(name) and (name.startswith("..") or local):
+            return words[at] if before else " ".join(words[at - 1 : at + 1])
     return None
 
 

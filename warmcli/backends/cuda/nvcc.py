@@ -371,7 +371,7 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
-        if (refused := refused_flags(_OPTIONS_FILES)) is not None:  # nvcc's own
+        if (refused := refused_flags(_OPTIONS_FILES, units[0].folder)) is not None:
             raise CompileFailure(refused, tuple(units))
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
