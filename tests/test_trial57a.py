@@ -252,3 +252,30 @@ def test_nvcc_flags_naming_a_relative_path_are_refused(
     assert "NVCC_APPEND_FLAGS's option" in run.stderr, run.stderr
     assert "by its absolute path" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "variable"),
+    [(("-ccbin", ".."), ""), (("--compiler-bindir=../gcc",), ""), ((), "NVCC_CCBIN")],
+)
+def test_nvcc_host_compiler_by_a_relative_path_is_refused(
+    warm: Warm, tmp_path: Path, options: tuple[str, ...], variable: str
+) -> None:
+    """`-ccbin ..` (or `NVCC_CCBIN=..`): nvcc, run in its scratch folder, ran the `gcc` in the
+    temporary folder (anyone's, in /tmp), which the key never read (it looked beside the working
+    folder): a wrapper there adding `-DSCALE=3.0f`, edited to 9.0f, was served the old cubin.
+    Before the fix the run exited 0; now exit 2, one line naming it."""
+    nvcc_or_skip()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    for name in ("gcc", "g++"):
+        (scratch / name).write_text(f'#!/bin/sh\nexec /usr/bin/{name} -DSCALE=3.0f "$@"\n')
+        (scratch / name).chmod(0o755)
+    workload = tmp_path / "w.py"
+    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
+    moved = warm.with_env(TMPDIR=str(scratch), **({variable: ".."} if variable else {}))
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    run = moved("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "host compiler by a relative path" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

@@ -153,6 +153,8 @@ def refused_flags(files: Sequence[str], folder: str = "") -> str | None:
         )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
+        if (ccbin := relative_host_compiler(added or [value], name)) is not None:
+            return ccbin
         if (hidden := host_refusal(added, name)) is not None:
             return hidden
         if (relative := _relative_path(added, folder)) is not None:
@@ -167,6 +169,25 @@ def refused_flags(files: Sequence[str], folder: str = "") -> str | None:
                 f"covers (an edit there would be served the old build): give them in {name}"
             )
     return None
+
+
+def relative_host_compiler(options: Sequence[str], given: str = "") -> str | None:
+    """Why `options` (a kernel's, or `given`, the variable they came from; `NVCC_CCBIN`'s value
+    alone) are refused for naming nvcc's host compiler by a relative path (`-ccbin ..`,
+    `--compiler-bindir=bin/gcc`), which nvcc reads from its scratch folder in the temporary
+    folder, the key from the working folder; or None (a bare name nvcc finds on `PATH` passes)."""
+    from warmcli.wrapper_script import host_compilers
+
+    found = options if given == "NVCC_CCBIN" else host_compilers(options)
+    relative = (p for p in found if not os.path.isabs(p) and (os.sep in p or p in (".", "..")))
+    if (path := next(relative, None)) is None:
+        return None
+    where = given if given == "NVCC_CCBIN" else f"{given}'s -ccbin" if given else "-ccbin"
+    return (
+        f"{where} {path!r} names nvcc's host compiler by a relative path, which nvcc reads from "
+        "its scratch folder in the temporary folder, not where the key read it (an edit there "
+        "would be served the old build): name it by its absolute path, or a name on PATH"
+    )
 
 
 def _relative_path(words: Sequence[str], folder: str) -> str | None:

@@ -44,6 +44,7 @@ from warmcli.backends.cuda.host_options import (
     host_refusal,
     options_file,
     refused_flags,
+    relative_host_compiler,
     runs,
 )
 from warmcli.backends.cuda.own_folders import know_cuda
@@ -198,7 +199,7 @@ def check_options(
     options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
 ) -> None:
     """A CompileFailure for an option that would change what is built or where it goes."""
-    if (refused := host_refusal(options)) is not None:
+    if (refused := host_refusal(options) or relative_host_compiler(options)) is not None:
         raise CompileFailure(refused, tuple(units))
     if (read := options_file(options, _OPTIONS_FILES)) is not None:
         raise CompileFailure(
