@@ -279,3 +279,54 @@ def test_nvcc_host_compiler_by_a_relative_path_is_refused(
     assert run.returncode == 2, run.stdout + run.stderr
     assert "host compiler by a relative path" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr
+
+
+HOST_WORKLOAD = """
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel(SOURCE, "f", "Pi", options=OPTIONS)
+
+def workload(rt):
+    x = rt.buffer(4, "float32")
+    rt.launch(K, x, 4)
+"""
+
+
+@pytest.mark.parametrize(
+    ("device", "include", "options"),
+    [
+        ("host", '#include "../cfg.h"', ()),
+        ("host", "", ("-include", "../cfg.h")),
+        ("cuda", '#include "../cfg.h"', ()),
+        ("cuda", "", ("--pre-include=../cfg.h",)),
+    ],
+)
+def test_a_header_above_the_scratch_folder_is_refused(
+    warm: Warm, tmp_path: Path, device: str, include: str, options: tuple[str, ...]
+) -> None:
+    """cc and nvcc read a kernel's source in a scratch folder in the temporary folder, so its
+    `#include "../cfg.h"` (or `-include ../cfg.h`, which the working folder lacks) was the
+    temporary folder's (anyone's, in /tmp), a file no key read: a `cfg.h` there saying 3,
+    edited to 9, was served the old build (compiled 0; a cold build: 9). Before the fix the
+    first run exited 0; now exit 2, one line naming the include (NVRTC already refused it)."""
+    if device == "cuda":
+        nvcc_or_skip()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    (scratch / "cfg.h").write_text("#define SCALE 3\n")
+    if device == "host":
+        source = (
+            f"{include}\nvoid f(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] = SCALE; }}\n"
+        )
+        text = HOST_WORKLOAD.replace("SOURCE", repr(source))
+        args: tuple[str, ...] = ("-q",)
+    else:
+        text = WORKLOAD.replace("'#ifndef SCALE", repr(include + "\n") + " '#ifndef SCALE")
+        args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+    workload = tmp_path / "w.py"
+    workload.write_text(text.replace("OPTIONS", repr(options)))
+    run = warm.with_env(TMPDIR=str(scratch))("run", workload, "-b", tmp_path / "b.warm", *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "'../cfg.h' climbs out of the folder" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

@@ -11,8 +11,9 @@ edit there was served the old build. `hidden_include` finds those, for nvcc to r
 `unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
 (`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
 kernel's are), refused alike (`host_refusal` says why); `options_file` an options file, nvcc's or
-ptxas's (`-Xptxas -optf,f`); `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`,
-and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` found there).
+ptxas's (`-Xptxas -optf,f`); `relative_host_compiler` a `-ccbin ..`, read by nvcc from its
+scratch folder; `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (a relative
+path there too), and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` there).
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -91,7 +92,8 @@ def unkeyed_host_option(options: Sequence[str]) -> str | None:
 
 def host_refusal(options: Sequence[str], given: str = "") -> str | None:
     """Why `options` (a kernel's, or `given`, the variable they came from) are refused for what
-    they hand nvcc's host compiler (`hidden_include`, `unkeyed_host_option`), or None."""
+    they hand nvcc's host compiler (`hidden_include`, `unkeyed_host_option`) or how they name it
+    (`relative_host_compiler`), or None."""
     where = f"{given}'s option" if given else "option"
     if (hidden := hidden_include(options)) is not None:
         return (
@@ -106,7 +108,7 @@ def host_refusal(options: Sequence[str], given: str = "") -> str | None:
             "there would be served the old build): give them in "
             f"{given or 'options'} (-D..., -I folder, -include header)"
         )
-    return None
+    return relative_host_compiler(options, given)
 
 
 _PTXAS_OPTIONS = ("-Xptxas", "--ptxas-options")  # ptxas reads `-optf` too
@@ -153,9 +155,7 @@ def refused_flags(files: Sequence[str], folder: str = "") -> str | None:
         )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
-        if (ccbin := relative_host_compiler(added or [value], name)) is not None:
-            return ccbin
-        if (hidden := host_refusal(added, name)) is not None:
+        if (hidden := host_refusal(added or [value], name)) is not None:
             return hidden
         if (relative := _relative_path(added, folder)) is not None:
             return (

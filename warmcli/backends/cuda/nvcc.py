@@ -36,6 +36,7 @@ from warmcli.backends.compiler import (
     Declared,
     declared,
     isolated_section,
+    refuse_climbing,
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
@@ -44,7 +45,6 @@ from warmcli.backends.cuda.host_options import (
     host_refusal,
     options_file,
     refused_flags,
-    relative_host_compiler,
     runs,
 )
 from warmcli.backends.cuda.own_folders import know_cuda
@@ -199,7 +199,7 @@ def check_options(
     options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
 ) -> None:
     """A CompileFailure for an option that would change what is built or where it goes."""
-    if (refused := host_refusal(options) or relative_host_compiler(options)) is not None:
+    if (refused := host_refusal(options)) is not None:
         raise CompileFailure(refused, tuple(units))
     if (read := options_file(options, _OPTIONS_FILES)) is not None:
         raise CompileFailure(
@@ -374,6 +374,7 @@ class NvccCompiler:
         check_options(options, units)
         if (refused := refused_flags(_OPTIONS_FILES, units[0].folder)) is not None:
             raise CompileFailure(refused, tuple(units))
+        refuse_climbing(units)  # (nvcc reads the source in a scratch folder)
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 
