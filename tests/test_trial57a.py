@@ -1,11 +1,12 @@
 """A CI pre-build with no GPU (`warm run --arch sm_90`) with nvcc: key completeness (trial57a).
 
-What nvcc hands its host compiler (`-Xcompiler`, `--compiler-options`, in a kernel's options or
-in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`) reaches the device code too: nvcc preprocesses it
-with that compiler. An option there that makes gcc read a file (`@file` of more options, a
-`-specs=` file, a `--sysroot`'s headers, compiler programs from `-B`) was read by no key: an edit
-there (`-DSCALE=3.0f` to `9.0f` in the file) was served the old cubin, a hit computing what a
-cold start did not. Refused now in one line before nvcc runs, as `--options-file` is.
+Each was a stale hit: a bundle served a build its key did not cover, computing what a cold
+build did not. What nvcc hands its gcc (which preprocesses device code) that reads a file
+(`-Xcompiler @file`, `-specs=`), ptxas's options file (`-Xptxas -optf,f`), `COMPILER_PATH`'s
+`cc1plus`, a relative path nvcc reads from its scratch folder (`NVCC_APPEND_FLAGS=-I..`,
+`-ccbin ..`, a source's `#include "../cfg.h"`, for cc too): refused in one line before the
+compiler runs. `-Ib -Xcompiler -Ia` (gcc searches `a` first) and NVRTC's toolkit folders read
+after a workload set `CUDA_HOME`: keyed as the compiler reads them now.
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ def workload(rt):
     x = rt.buffer(256, "float32")
     rt.launch(K, x, 256, grid=1, block=256)
 """
+
+
+NVCC = ("--arch", "sm_90", "--compiler", "nvcc", "-q")  # a pre-build with no GPU, by nvcc
+
+
+def refused(run_warm: Warm, workload: Path, *said: str, args: tuple[str, ...] = NVCC) -> None:
+    """`warm run workload` (into a bundle beside it) fails in one line saying each of `said`:
+    exit 2, no traceback."""
+    run = run_warm("run", workload, "-b", workload.with_name("b.warm"), *args)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert all(part in run.stderr for part in said), run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_host_compiler_options_reading_a_file_are_told() -> None:
@@ -83,12 +96,8 @@ def test_nvcc_host_compiler_reading_a_file_is_refused(
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
     run_warm = warm.with_env(**{variable: given}) if variable else warm
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
-    run = run_warm("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "hands nvcc's host compiler an option reading a file" in run.stderr, run.stderr
-    assert (f"{variable}'s option" if variable else "option '-") in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
+    told = f"{variable}'s option" if variable else "option '-"
+    refused(run_warm, workload, "hands nvcc's host compiler an option reading a file", told)
 
 
 @pytest.mark.parametrize(
@@ -114,11 +123,7 @@ def test_nvcc_ptxas_options_file_is_refused(
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
     run_warm = warm.with_env(**{variable: given}) if variable else warm
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
-    run = run_warm("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "reads options from a file, which no kernel key covers" in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
+    refused(run_warm, workload, "reads options from a file, which no kernel key covers")
 
 
 @pytest.mark.parametrize("variable", ["COMPILER_PATH", "GCC_EXEC_PREFIX"])
@@ -140,12 +145,8 @@ def test_nvcc_host_compiler_programs_moved_are_refused(
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", "()"))
     moved = warm.with_env(**{variable: f"{folder}/"})
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
-    run = moved("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert f"{variable} is set in the environment" in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
-    plain = warm("run", workload, "-b", tmp_path / "b.warm", *args)  # unset: built as before
+    refused(moved, workload, f"{variable} is set in the environment")
+    plain = warm("run", workload, "-b", tmp_path / "b.warm", *NVCC)  # unset: built as before
     assert plain.returncode == 0, plain.stdout + plain.stderr
 
 
@@ -163,7 +164,7 @@ def test_nvcc_searches_host_compiler_include_folders_first(warm: Warm, tmp_path:
     source = WORKLOAD.replace("'#ifndef SCALE", '\'#include "cfg.h"\\n#ifndef SCALE')
     workload = tmp_path / "w.py"
     workload.write_text(source.replace("OPTIONS", repr(options)))
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "--no-ptx", "--json")
+    args = (*NVCC[:-1], "--no-ptx", "--json")
     first = warm("run", workload, "-b", tmp_path / "b.warm", *args)
     assert first.returncode == 0, first.stdout + first.stderr
     (tmp_path / "a" / "cfg.h").write_text("#define SCALE 7.0f\n")
@@ -246,12 +247,7 @@ def test_nvcc_flags_naming_a_relative_path_are_refused(
     workload = tmp_path / "w.py"
     workload.write_text(source.replace("OPTIONS", "()"))
     moved = warm.with_env(NVCC_APPEND_FLAGS=flags, TMPDIR=str(scratch))
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
-    run = moved("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "NVCC_APPEND_FLAGS's option" in run.stderr, run.stderr
-    assert "by its absolute path" in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
+    refused(moved, workload, "NVCC_APPEND_FLAGS's option", "by its absolute path")
 
 
 @pytest.mark.parametrize(
@@ -274,11 +270,7 @@ def test_nvcc_host_compiler_by_a_relative_path_is_refused(
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
     moved = warm.with_env(TMPDIR=str(scratch), **({variable: ".."} if variable else {}))
-    args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
-    run = moved("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "host compiler by a relative path" in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
+    refused(moved, workload, "host compiler by a relative path")
 
 
 HOST_WORKLOAD = """
@@ -323,10 +315,8 @@ def test_a_header_above_the_scratch_folder_is_refused(
         args: tuple[str, ...] = ("-q",)
     else:
         text = WORKLOAD.replace("'#ifndef SCALE", repr(include + "\n") + " '#ifndef SCALE")
-        args = ("--arch", "sm_90", "--compiler", "nvcc", "-q")
+        args = NVCC
     workload = tmp_path / "w.py"
     workload.write_text(text.replace("OPTIONS", repr(options)))
-    run = warm.with_env(TMPDIR=str(scratch))("run", workload, "-b", tmp_path / "b.warm", *args)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "'../cfg.h' climbs out of the folder" in run.stderr, run.stderr
-    assert "Traceback" not in run.stderr
+    moved = warm.with_env(TMPDIR=str(scratch))
+    refused(moved, workload, "'../cfg.h' climbs out of the folder", args=args)
