@@ -82,7 +82,7 @@ def nvcc_words(text: str) -> tuple[str, ...]:
 
 
 def nvrtc_includes() -> tuple[str, str]:
-    """`kernel._env_includes("nvrtc")`, read anew: NVRTC's system toolkit's folders and its
+    """`kernel.env_includes("nvrtc")`, read anew: NVRTC's system toolkit's folders and its
     packages', each joined by `os.pathsep` (cc's and nvcc's gcc's are `CPATH`'s and its kin's:
     `config.compiler_include_paths`)."""
     from warmcli.config import cuda_homes, path
@@ -96,7 +96,7 @@ def compiler_search(
     compiler: str, env: tuple[str, str], toolchain: str
 ) -> tuple[tuple[str, str], Around, frozenset[str], bool]:
     """For `compiler` ("c", "nvrtc", "nvcc"; another: none) with `env` the folders it takes from
-    the environment (`kernel._env_includes`): the `env`, the options around a kernel's and the
+    the environment (`kernel.env_includes`): the `env`, the options around a kernel's and the
     identity's folders `headers.headers_digest` takes, and whether a kernel naming no folder
     may reach a keyed header (NVRTC: where a system toolkit is; else where `env` is set)."""
     if compiler == "nvrtc":  # the packages', then the system toolkit's, then the kernel's

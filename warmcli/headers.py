@@ -55,9 +55,9 @@ from warmcli.include_options import (
     _AS_DIRAFTER,
     _AS_I,
     HEADER_MARK,
-    _named_folders,
     include_folders,
     pre_included,
+    searched_folders,
     working_folder,
 )
 from warmcli.include_options import FOLDER_MARK as FOLDER_MARK  # (named here as before)
@@ -111,12 +111,12 @@ def search_orders(
     options: Sequence[object], cwd: str, env: tuple[str, str] = ("", ""), standard: Own = ()
 ) -> tuple[list[str], list[str]]:
     """The folders the compiler searches for a quoted name (after the including file's) and for
-    an angled one, in gcc's order: `-iquote` (quoted only), `-I` and `CPATH`'s (`env[0]`),
-    `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`), `-idirafter`, each folder once, a system one
-    not as `-I`/`-iquote` (`-I x -I y -isystem x`: y, x) nor a system one of the compiler's own
-    (`standard`, not listed: gcc drops `-I/usr/include`, "ignoring duplicate directory"); a
+    an angled one, in gcc's order (nvcc's `-Xcompiler -Ia` first: `searched_folders`): `-iquote`
+    (quoted only), `-I` and `CPATH`'s (`env[0]`), `-isystem` and `C_INCLUDE_PATH`'s (`env[1]`),
+    `-idirafter`, each once, a system one not as `-I`/`-iquote` (`-I x -I y -isystem x`: y, x) nor
+    one of the compiler's own (`standard`, unlisted: gcc drops `-I/usr/include` as a duplicate); a
     relative one from `cwd` (an empty variable's entry is `cwd`; an empty one names nothing)."""
-    named = [(flag, os.path.join(cwd, folder)) for flag, folder, _, _ in _named_folders(options)]
+    named = [(flag, os.path.join(cwd, folder)) for flag, folder in searched_folders(options)]
     cpath, system = ([os.path.join(cwd, f) for f in text.split(os.pathsep) if text] for text in env)
 
     def of(*flags: str) -> list[str]:

@@ -3,7 +3,8 @@
 `-I`, `--include-path`, `-isystem`, nvcc's `--system-include`, `-iquote`, `-idirafter`, gcc's
 `--include-directory[-after]` name an include folder, joined or with the folder next;
 `-include`, `--pre-include`, gcc's `--include`, `-imacros` a header read before the source
-(joined too: `-includeh.h`). `include_folders` and `pre_included` list them;
+(joined too: `-includeh.h`). `include_folders` and `pre_included` list them, `searched_folders`
+in the order a compiler searches them (nvcc puts what `-Xcompiler` hands its gcc first);
 `absolute_include_options` gives a relative one as the working folder's, or a compile unit's,
 where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
 path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
@@ -55,6 +56,19 @@ def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]
                     take_next = flag
                 break
     return folders
+
+
+# The flags by which nvcc hands its host compiler an option: it puts those before its own
+# include options on gcc's command line (`nvcc --dryrun`: `gcc ... -I/a ... -I"/b"`).
+_HANDED_FIRST = ("-Xcompiler", "--compiler-options")
+
+
+def searched_folders(options: Sequence[object]) -> list[tuple[str, str]]:
+    """Each include folder `options` name, with its flag, in the order the compiler is handed
+    them: those nvcc hands its gcc alone (`-Xcompiler`, `-I/a`) first, then the others."""
+    named = _named_folders(options)
+    first = [n for n in named if n[2] and options[n[2] - 1] in _HANDED_FIRST]
+    return [(flag, folder) for flag, folder, _, _ in first + [n for n in named if n not in first]]
 
 
 # A header read before the source: its flags as gcc and nvcc spell them (`-imacros` reads

@@ -308,7 +308,7 @@ _STRING = json.encoder.encode_basestring_ascii  # one string as `_ENCODE` writes
 _QUOTED: dict[str, str] = {}
 _TAILS: dict[tuple[str, str, tuple[str, ...], str, str], str] = {}
 _MAX_QUOTED, _MAX_QUOTED_CHARS, _MAX_TAIL = 128, 16 << 10, 4 << 20
-_ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # "nvrtc" -> `_env_includes`, once a process
+_ENV_INCLUDES: dict[str, tuple[str, str]] = {}  # "nvrtc" -> `env_includes`, once a process
 CC_SYSTEM: dict[str, Callable[[], tuple[str, ...]]] = {}  # a compiler's own folders, as told
 
 
@@ -324,7 +324,7 @@ def _digest(payload: object) -> str:
     return hashlib.sha256(_ENCODE(payload).encode()).hexdigest()
 
 
-def _env_includes(language: str) -> tuple[str, str]:
+def env_includes(language: str) -> tuple[str, str]:
     """The include folders cc ("c": `CPATH`, `C_INCLUDE_PATH`) or nvcc's gcc ("cuda": `CPLUS_...`)
     take, read now as a compiler would (a workload may set them), or NVRTC's (once a process)."""
     if language != "nvrtc":  # (a unit's, as its key read them: `config.read_in`)
@@ -340,7 +340,7 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
     """The digest of the headers a kernel reaches in the include folders its options name, or its
     compiler's (`toolchain`: `warmcli.compiler_includes`), and of the files it links, or ""."""
     compiler = "c" if kernel.language == "c" else toolchain.partition(":")[0]
-    env = _env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
+    env = env_includes(compiler if compiler in ("c", "nvrtc") else "cuda")
     headers, options, reads = "", kernel.options, kernel.reads_headers  # (most: no header)
     system = CC_SYSTEM.get(toolchain.partition(" +native ")[0])  # its own folders, if told
     if compiler == "nvcc":  # with `NVCC_*_FLAGS`' options; a `-ccbin`'s own folders

@@ -8,7 +8,12 @@ after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any othe
 (joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
 is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse, and
-`refused_flags` those and an options file in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`.
+`unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
+(`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
+kernel's are), refused alike (`host_refusal` says why); `options_file` an options file, nvcc's or
+ptxas's (`-Xptxas -optf,f`); `relative_host_compiler` a `-ccbin ..`, read by nvcc from its
+scratch folder; `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (a relative
+path there too), and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` there).
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -29,11 +34,12 @@ Nothing else is kept or read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from warmcli import config
 from warmcli.backends import processes
@@ -48,32 +54,87 @@ _HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
 _BARE = ("I", "isystem", "iquote", "idirafter", "include", "imacros", "include-path")
 
 
+def _handed(
+    options: Sequence[str], flags: Sequence[str] = _HOST_OPTIONS
+) -> Iterator[tuple[str, list[str], bool]]:
+    """Each of `options` handing a tool options by one of `flags` (nvcc's host compiler's by
+    default), as shown in a message, the pieces it hands (split at commas and blanks, as nvcc
+    splits them) and whether it was given alone after the flag (`-Xcompiler`, `-I/opt/inc`)."""
+    for before, option in zip(("", *options), options, strict=False):
+        name, joined, value = option.partition("=")
+        if before in flags:
+            yield f"{before} {option}", option.replace(",", " ").split() or [""], True
+        elif name in flags and joined:
+            yield option, value.replace(",", " ").split() or [""], False
+
+
 def hidden_include(options: Sequence[str]) -> str | None:
     """The first of `options` that hands nvcc's host compiler an include folder or header in
     a spelling the key does not read (the module doc), or None."""
-    for before, option in zip(("", *options), options, strict=False):
-        name, joined, value = option.partition("=")
-        if before in _HOST_OPTIONS:
-            given, alone = option, True
-        elif name in _HOST_OPTIONS and joined:
-            given, alone = value, False
-        else:
-            continue
-        pieces = given.replace(",", " ").split() or [""]  # nvcc splits at blanks too
+    for shown, pieces, alone in _handed(options):
         if not any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces):
             continue
         if not alone or len(pieces) > 1 or pieces[0].lstrip("-") in _BARE:
-            return f"{before} {option}" if alone else option
+            return shown
     return None
 
 
-def refused_flags(files: Sequence[str]) -> str | None:
+def unkeyed_host_option(options: Sequence[str]) -> str | None:
+    """The first of `options` that hands nvcc's host compiler an option reading a file or
+    running a program no key covers (`@file`, `-specs=`, `--sysroot=`, `-B folder/`:
+    `unkeyed_options.unkeyed_file`), which the device code's preprocessing reads too, or None."""
+    from warmcli.backends.unkeyed_options import unkeyed_file  # (what compiles: first use)
+
+    return next(
+        (shown for shown, pieces, _ in _handed(options) if any(map(unkeyed_file, pieces))), None
+    )
+
+
+def host_refusal(options: Sequence[str], given: str = "") -> str | None:
+    """Why `options` (a kernel's, or `given`, the variable they came from) are refused for what
+    they hand nvcc's host compiler (`hidden_include`, `unkeyed_host_option`) or how they name it
+    (`relative_host_compiler`), or None."""
+    where = f"{given}'s option" if given else "option"
+    if (hidden := hidden_include(options)) is not None:
+        return (
+            f"{where} {hidden!r} hands nvcc's host compiler an include folder or header no "
+            "kernel key covers (an edit there would be served the old build): give it in "
+            f"{given or 'options'} alone (-I folder, -include header)"
+        )
+    if (reads := unkeyed_host_option(options)) is not None:
+        return (
+            f"{where} {reads!r} hands nvcc's host compiler an option reading a file no kernel "
+            "key covers (more options, a specs file, a system root, compiler programs; an edit "
+            "there would be served the old build): give them in "
+            f"{given or 'options'} (-D..., -I folder, -include header)"
+        )
+    return relative_host_compiler(options, given)
+
+
+_PTXAS_OPTIONS = ("-Xptxas", "--ptxas-options")  # ptxas reads `-optf` too
+
+
+def options_file(options: Sequence[str], files: Sequence[str]) -> str | None:
+    """The first of `options` that reads options from a file (`files`: nvcc's `-optf`, and
+    ptxas's, handed it by `-Xptxas -optf,f` or `--ptxas-options=--options-file=f`), or None."""
+    for before, option in zip(("", *options), options, strict=False):
+        if option.split("=", 1)[0] in files and before not in _PTXAS_OPTIONS:
+            return option
+    handed = _handed(options, _PTXAS_OPTIONS)
+    return next(
+        (s for s, pieces, _ in handed if any(p.split("=")[0] in files for p in pieces)), None
+    )
+
+
+def refused_flags(files: Sequence[str], folder: str = "") -> str | None:
     """Why nvcc's options from the environment are refused, or None: a variable its profile adds to
     (`INCLUDES`, `PTXAS_FLAGS`: `profile.FROM_ENVIRONMENT`) or one it hands cicc or ptxas
     (`OCG_FLAGS`: `profile.PASSED_ON`) is set; or, from `NVCC_PREPEND_FLAGS` or
     `NVCC_APPEND_FLAGS`, one hands its host compiler an include folder or header in a spelling the
     key does not read (`hidden_include`: the key reads those variables' own as a kernel's options),
-    or reads options from a file (`files`, nvcc's flags for it), which no key covers either."""
+    or reads options from a file (`files`, nvcc's flags for it), which no key covers either, or
+    names an include folder or header by a relative path (`_relative_path`: `folder` the unit's);
+    or `COMPILER_PATH`/`GCC_EXEC_PREFIX` is set: nvcc's gcc runs the `cc1plus` found there."""
     from warmcli.compiler_includes import nvcc_words
 
     named = (*profile.FROM_ENVIRONMENT, *profile.PASSED_ON)
@@ -86,19 +147,64 @@ def refused_flags(files: Sequence[str]) -> str | None:
                 "which no kernel key covers (a change would be served the old build): unset it, "
                 f"and give its options in NVCC_APPEND_FLAGS{f' after {tool}' if tool else ''}"
             )
+    for name in config.compiler_programs():  # gcc runs its `cc1plus` there (a host cc keys it)
+        return (
+            f"{name} is set in the environment, and the gcc nvcc preprocesses device code with "
+            "runs the programs it finds there (cc1plus), which no CUDA kernel key covers (a "
+            "change would be served the old build): unset it where nvcc compiles, or use NVRTC"
+        )
     for name, value in config.nvcc_flags().items():  # (`NVCC_CCBIN`'s value is a path)
         added = [w.replace('"', "") for w in nvcc_words(value)] if name != "NVCC_CCBIN" else []
-        if (hidden := hidden_include(added)) is not None:
+        if (hidden := host_refusal(added or [value], name)) is not None:
+            return hidden
+        if (relative := _relative_path(added, folder)) is not None:
             return (
-                f"{name}'s option {hidden!r} hands nvcc's host compiler an include folder or "
-                "header no kernel key covers (an edit there would be served the old build): "
-                f"give it in {name} alone (-I folder, -include header)"
+                f"{name}'s option {relative!r} names a relative path, which nvcc reads from its "
+                "scratch folder in the temporary folder, not where the key read it (an edit "
+                "there would be served the old build): name it by its absolute path"
             )
-        if (read := next((o for o in added if o.split("=", 1)[0] in files), None)) is not None:
+        if (read := options_file(added, files)) is not None:
             return (
                 f"{name}'s option {read!r} reads options from a file, which no kernel key "
                 f"covers (an edit there would be served the old build): give them in {name}"
             )
+    return None
+
+
+def relative_host_compiler(options: Sequence[str], given: str = "") -> str | None:
+    """Why `options` (a kernel's, or `given`, the variable they came from; `NVCC_CCBIN`'s value
+    alone) are refused for naming nvcc's host compiler by a relative path (`-ccbin ..`,
+    `--compiler-bindir=bin/gcc`), which nvcc reads from its scratch folder in the temporary
+    folder, the key from the working folder; or None (a bare name nvcc finds on `PATH` passes)."""
+    from warmcli.wrapper_script import host_compilers
+
+    found = options if given == "NVCC_CCBIN" else host_compilers(options)
+    relative = (p for p in found if not os.path.isabs(p) and (os.sep in p or p in (".", "..")))
+    if (path := next(relative, None)) is None:
+        return None
+    where = given if given == "NVCC_CCBIN" else f"{given}'s -ccbin" if given else "-ccbin"
+    return (
+        f"{where} {path!r} names nvcc's host compiler by a relative path, which nvcc reads from "
+        "its scratch folder in the temporary folder, not where the key read it (an edit there "
+        "would be served the old build): name it by its absolute path, or a name on PATH"
+    )
+
+
+def _relative_path(words: Sequence[str], folder: str) -> str | None:
+    """The first of `words` (nvcc's variables') naming an include folder by a relative path, or a
+    header read first that nvcc reads otherwise than the key (`..`: from its scratch folder, the
+    temporary folder; one in `folder`, the working folder, the key's alone), or None."""
+    from warmcli.include_options import _named_folders, _pre_included_at, working_folder
+
+    for _, named, at, _ in _named_folders(words):
+        if not os.path.isabs(named):
+            return " ".join(words[at - 1 : at + 1]) if words[at] == named else words[at]
+    for at, before, name in _pre_included_at(words):
+        with contextlib.suppress(OSError):  # (a working folder removed holds none)
+            folder = folder or working_folder()
+        local = bool(folder) and os.path.isfile(os.path.join(folder, name))
+        if not os.path.isabs(name) and (name.startswith("..") or local):
+            return words[at] if before else " ".join(words[at - 1 : at + 1])
     return None
 
 

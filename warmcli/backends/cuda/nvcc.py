@@ -36,10 +36,17 @@ from warmcli.backends.compiler import (
     Declared,
     declared,
     isolated_section,
+    refuse_climbing,
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
-from warmcli.backends.cuda.host_options import hidden_include, host_compiler, refused_flags, runs
+from warmcli.backends.cuda.host_options import (
+    host_compiler,
+    host_refusal,
+    options_file,
+    refused_flags,
+    runs,
+)
 from warmcli.backends.cuda.own_folders import know_cuda
 from warmcli.backends.cuda.profile import profile_named
 from warmcli.backends.cuda.ptx import kept_ptx_arch, not_ptx_of, ptx_in_program, ptx_not_kept
@@ -193,22 +200,16 @@ def check_options(
     options: Sequence[str], units: Sequence[CompileUnit], reserved: Sequence[str] = _RESERVED
 ) -> None:
     """A CompileFailure for an option that would change what is built or where it goes."""
-    hidden = hidden_include(options)
-    if hidden is not None:
+    if (refused := host_refusal(options)) is not None:
+        raise CompileFailure(refused, tuple(units))
+    if (read := options_file(options, _OPTIONS_FILES)) is not None:
         raise CompileFailure(
-            f"option {hidden!r} hands nvcc's host compiler an include folder or header no "
-            "kernel key covers (an edit there would be served the old build): give it in "
-            "options alone (-I folder, -include header)",
+            f"option {read!r} reads options from a file, which no kernel key covers "
+            "(an edit there would be served the old build): give them in options",
             tuple(units),
         )
     for opt in options:
         name = opt.split("=", 1)[0]
-        if name in _OPTIONS_FILES:
-            raise CompileFailure(
-                f"option {opt!r} reads options from a file, which no kernel key covers "
-                "(an edit there would be served the old build): give them in options",
-                tuple(units),
-            )
         if name in reserved:
             raise CompileFailure(
                 f"option {opt!r} is reserved: warm sets the architecture, the output kind "
@@ -372,8 +373,9 @@ class NvccCompiler:
         arch, options = group_target(units, "NvccCompiler")
         self.check_arch(arch)
         check_options(options, units)
-        if (refused := refused_flags(_OPTIONS_FILES)) is not None:  # nvcc's own
+        if (refused := refused_flags(_OPTIONS_FILES, units[0].folder)) is not None:
             raise CompileFailure(refused, tuple(units))
+        refuse_climbing(units)  # (nvcc reads the source in a scratch folder)
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 

@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from warmcli import config
 from warmcli.backends import signature
 from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
 from warmcli.backends.cuda.minimal import MINIMAL, knows_minimal, minimal_safe
@@ -49,11 +48,11 @@ from warmcli.backends.cuda.nvcc import (
     translation_unit,
 )
 from warmcli.backends.cuda.nvrtc_log import hint
-from warmcli.backends.cuda.own_folders import know_cuda
+from warmcli.backends.cuda.own_folders import know_cuda, nvrtc_system
 from warmcli.backends.cuda.ptx import kept_ptx_arch, ptx_in_program, ptx_not_kept
 from warmcli.backends.kept_output import kept_text
 from warmcli.backends.toolchain import Toolchain, ToolchainError, remembered
-from warmcli.headers import absolute_include_options, nvrtc_folders, toolkit_home
+from warmcli.headers import absolute_include_options
 from warmcli.once import once
 from warmcli.stamped import stamp as stamp_of
 
@@ -91,9 +90,10 @@ def find_nvrtc() -> str | None:
 
 def include_dirs() -> list[str]:
     """The toolkit headers NVRTC is pointed at (it has no default include path): the
-    packages', then the system toolkit's (whose headers the key covers: `headers.nvrtc_folders`)."""
-    packages, home = nvrtc_folders(toolkit_home(config.cuda_homes().values(), config.path()))
-    return packages + home
+    packages', then the system toolkit's (whose headers the key covers: `headers.nvrtc_folders`),
+    read as the key reads them (`own_folders.nvrtc_system`: a workload setting `CUDA_HOME`
+    before its first launch is built with that toolkit's, as keyed)."""
+    return list(nvrtc_system())
 
 
 def _nvrtc() -> Any:
@@ -294,7 +294,6 @@ class NvrtcCompiler:
         self.path = path
         self.found_by = "site-packages" if "site-packages" in path else "cuda-bindings"
         self.ptx = ptx
-        self._includes = [f"-I{d}" for d in include_dirs()]
 
     @once
     def toolchain(self) -> Toolchain:
@@ -310,7 +309,7 @@ class NvrtcCompiler:
         return parse_arch(arch)
 
     def options(self, arch: str, options: Sequence[str]) -> list[str]:
-        return [f"--gpu-architecture={arch}", *self._includes, *options]
+        return [f"--gpu-architecture={arch}", *(f"-I{d}" for d in include_dirs()), *options]
 
     def compile_group(
         self, units: Sequence[CompileUnit], timeout: float | None = None

@@ -24,8 +24,8 @@ import os
 
 from warmcli import config
 from warmcli.backends.cuda.host_options import gcc_of, toolkit_includes
-from warmcli.compiler_includes import NVCC_TOOLKITS, nvrtc_includes
-from warmcli.kernel import CC_SYSTEM
+from warmcli.compiler_includes import NVCC_TOOLKITS
+from warmcli.kernel import CC_SYSTEM, env_includes
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,13 +53,13 @@ def nvcc_system(nvcc: str, search: str, ccbin: str = "") -> tuple[str, ...]:
     return (*own, *folders) if folders else ()
 
 
-@functools.cache
 def nvrtc_system() -> tuple[str, ...]:
     """The folders NVRTC is given before a kernel's: the toolkit packages', then the system
-    toolkit's (as `kernel._env_includes("nvrtc")` reads them), once per process."""
+    toolkit's, as every key reads them (`kernel.env_includes`: once a process, at the first key
+    or build), and as NVRTC is given them (`nvrtc.include_dirs`): a build reads what its key did."""
     import warmcli.backends.system_folders  # noqa: F401 (it lends `system_shadows` warm's home)
 
-    homes, packages = nvrtc_includes()
+    homes, packages = env_includes("nvrtc")
     return tuple(f for text in (packages, homes) for f in text.split(os.pathsep) if f)
 
 

@@ -3,7 +3,8 @@
 An option reading more options or a file (`@file`, `-Wa,@file`, `-specs=`, `-iprefix`), an include
 folder or header handed past the key (`-Wp,-I,folder`, `-Xpreprocessor -I`), `-I-`, a folder in the
 linker's system root (`-L=/lib`, `-Wl,--sysroot=`), compiler programs from a `-B` prefix or the
-linker `-fuse-ld=` picks (`unkeyed_option`, `refusal` saying what to write instead); another
+linker `-fuse-ld=` picks (`unkeyed_option`, by `warmcli.backends.unkeyed_options`, which nvcc's
+`-Xcompiler` is read by too; `refusal` saying what to write instead); another
 source cc would compile (`other_source`), the source as another language (`other_language`), an
 assembler directive reading a file (`reads_assembler_file`). `warmcli.backends.host.building`
 asks these before cc runs, imported there on first use: a served process compiles nothing. Pure
@@ -15,62 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
-
-# Options that make cc read a file no kernel key covers (more options, an include prefix, a
-# system root's headers, a specs file, the folder `-fplugin=name` loads a plugin from; a folder
-# of compiler programs, `-B`, in `unkeyed_file`):
-# refused, as nvcc's `--options-file` is. `@file` (cc's or, through `-Wl,`, the linker's).
-_UNKEYED_FILES = (
-    "-iprefix", "-iwithprefix", "--include-prefix", "--include-with-prefix",
-    "--sysroot", "-isysroot", "-specs", "--specs", "-iplugindir",
-)  # fmt: skip
-
-
-def unkeyed_file(option: str) -> bool:
-    """Whether `option` makes cc (or its linker or assembler: `-Wa,@file`) read a file no kernel
-    key covers, or run compiler programs found in a folder it names (`-B folder/`, `--prefix`,
-    `-wrapper`) or a linker it picks (`-fuse-ld=gold`), or hands the preprocessor an include
-    folder or header past the key (`-Wp,-I,folder`), or makes quoted names skip the including
-    file's folder (`-I-`)."""
-    from warmcli.handed_on import handed_pieces  # on first use: a serving process never compiles
-
-    pieces = handed_pieces(option)
-    # Every `-B`: cc makes a folder's name a prefix (`-B..`: `../as`, from its scratch folder
-    # the temporary folder), and reads `-Bstatic` so too (a `-B` prefix: the linker's is `-Wl,`).
-    # `-fuse-ld=gold` (clang's `--ld-path=`): the `ld.gold` found first, which no identity names.
-    programs = (
-        option.startswith(("-B", "--prefix", "-fuse-ld=", "--ld-path")) or option == "-wrapper"
-    )
-    passed = option.startswith("-Wp,")  # an include folder or header past the key
-    headers = passed and any(p.startswith(PASSED_INCLUDE_PREFIXES) for p in pieces)
-    return (
-        programs
-        or headers
-        or option == "-I-"
-        or any(p.startswith("@") for p in pieces)
-        or option.startswith(_UNKEYED_FILES)
-        or _in_system_root(pieces)
-    )
-
-
-# What the linker reads in its system root, unkeyed: a folder `=/lib` or `$SYSROOT/lib`
-# (`-L=/opt/lib`: the sysroot ld was built with), or one named by `--sysroot`.
-_ROOTED = ("=", "$SYSROOT")
-
-
-def _in_system_root(pieces: Sequence[str]) -> bool:
-    """Whether `pieces` (an option, or those `-Wl,` passes on) name a library folder in the
-    linker's system root (`-L=/lib`, `-L`, `=/lib`) or set that root (`--sysroot=`)."""
-    before = ""
-    for piece in pieces:
-        valued = before in ("-L", "--library-path") and piece.startswith(_ROOTED)
-        folder = piece[2:] if piece.startswith("-L") else piece.partition("=")[2]
-        named = piece.startswith(("-L", "--library-path=")) and folder.startswith(_ROOTED)
-        if valued or named or piece.startswith("--sysroot"):
-            return True
-        before = piece
-    return False
+from warmcli.backends.unkeyed_options import in_system_root, unkeyed_file
 
 
 def refusal(option: str) -> str:
@@ -106,7 +52,7 @@ def unkeyed_option(options: Sequence[str]) -> str | None:
         if unkeyed_file(spelled):
             return option
         pieces = spelled[4:].split(",") if spelled.startswith("-Wl,") else [spelled]
-        if not spelled.startswith(("-Wp,", "-Wa,")) and _in_system_root([said, *pieces]):
+        if not spelled.startswith(("-Wp,", "-Wa,")) and in_system_root([said, *pieces]):
             return option
         said = pieces[-1]
     return None
