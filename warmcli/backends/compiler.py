@@ -11,15 +11,13 @@ compiler's. `run_compiler` runs one compiler process for any backend through
 interrupt or `stop_compilers`, tied to the thread that started it), and refuses to
 start one while warm is stopping; where a compiler's log says a file was not found, each
 `-I` folder of its kernels that is none here is named beneath it (`no_include_folders`,
-NVRTC's log too); a unit is built in the environment it was queued in (`CompileUnit.queued`);
-`refuse_climbing` refuses a header above the scratch folder cc and nvcc read a source in.
+NVRTC's log too); a unit is built in the environment it was queued in (`CompileUnit.queued`).
 Its only state is a bounded memo of the type names each C source declares (`type_names`), and
 the environment the last unit was queued in; compilers own no cache, never load what they build.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import os
@@ -34,7 +32,7 @@ from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import CompileFailure
 from warmcli.kernel import Kernel
 from warmcli.once import once
-from warmcli.printable import Pattern, printable
+from warmcli.printable import Pattern
 from warmcli.records import Record, symbol_prefix
 
 _QUEUED_IN: list[Any] = [{}, ()]  # the last unit's environment: as held (a copy), as kept
@@ -149,32 +147,6 @@ class CompiledGroup(Record):
 
 NO_FOLDER = "warm: -I{given} names no folder: {absolute} (a relative -I is the working folder's)"
 _NOT_FOUND = ("cannot open source file", "No such file or directory")  # (NVRTC's; cc's, nvcc's)
-
-
-def refuse_climbing(units: Sequence[CompileUnit]) -> None:
-    """Refuse (`CompileFailure`) a group with a kernel reading a header above the folder cc or
-    nvcc reads its source in (a scratch folder in the temporary folder, anyone's: its `..`), by
-    a quoted `#include "../cfg.h"` in its source or a relative `-include ../cfg.h` its unit's
-    folder lacks: no key reads that file (an edit there would be served the old build)."""
-    from warmcli.headers import _source_includes
-    from warmcli.include_options import pre_included, working_folder
-
-    for unit in units:
-        folder = unit.folder
-        with contextlib.suppress(OSError):  # (a working folder removed holds none)
-            folder = folder or working_folder()
-        read_first = [n for n in pre_included(unit.kernel.options) if not os.path.isabs(n)]
-        named = [n for n, quoted in _source_includes(unit.kernel.source) if quoted] + [
-            n for n in read_first if not (folder and os.path.isfile(os.path.join(folder, n)))
-        ]
-        if up := [n for n in named if os.path.normpath(n).split(os.sep, 1)[0] == ".."]:
-            raise CompileFailure(
-                f"kernel {unit.kernel.label}: {printable(up[0])!r} climbs out of the folder "
-                "the compiler reads the source in (a scratch folder in the temporary folder, "
-                "whose files no key reads: an edit there would be served the old build): name "
-                "its folder with -I and include it by a name within it",
-                (unit,),
-            )
 
 
 def no_include_folders(options: Sequence[str], folder: str = "") -> list[str]:

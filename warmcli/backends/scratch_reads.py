@@ -8,14 +8,17 @@ the compiler (and cc's linker) from the scratch folder, where no key looks (`war
 keys files named by their absolute paths, `warmcli.headers` a header read first from the working
 folder, else along the include folders, and the source's own quoted names along those folders
 only, where the compiler searches the source's folder, the scratch one, first): `-include
-../cfg.h`, `#include "../cfg.h"` (or `#include CFG`, `-DCFG="../cfg.h"`) and `-L..` reach the
-temporary folder above it, `../helper.o` or `-fplugin=../p.so` a file there, `-include base.h`
-warm's own file in it (cc's).
-`scratch_read` names the first such name that finds a file there, and `refuse_scratch_reads`
-fails the compile with it, rather than build from a file whose edit would be served the old
-build (a name that finds none there is searched on, or fails, as the key reads it). It owns no
-state, writes nothing and asks only whether files are there; what it reads with is imported on
-first use (`cuda.nvcc` imports it, which a serving process may).
+../cfg.h`, `#include "../cfg.h"` (or `#include CFG`, `-DCFG="../cfg.h"`; `#include_next`) and
+`-L..` reach the temporary folder above it (anyone's), `../helper.o` or `-fplugin=../p.so` a file
+there, `-include base.h` warm's own file in it (cc's).
+`scratch_read` names the first such name: a quoted include or a header read first that climbs
+out of the scratch folder (`..`), whether or not the temporary folder holds it yet (one put there
+later is read first, under the same key), else any other relative name that finds a file there
+(a name that finds none is searched on, or fails, as the key reads it); `refuse_scratch_reads`
+fails the compile with it in one line, rather than build from a file whose edit would be served
+the old build. It is the one place cc's and nvcc's builds refuse these (NVRTC reads no folder for
+the source). It owns no state, writes nothing and asks only whether files are there; what it
+reads with is imported on first use (`cuda.nvcc` imports it, which a serving process may).
 """
 
 from __future__ import annotations
@@ -44,24 +47,36 @@ def _quoted(kernel: Kernel, options: Sequence[str]) -> list[str]:
     return [name for name in names if not name.startswith("\0")]
 
 
+def _relative(name: str) -> bool:
+    """Whether `name` is a relative path (not an option, `-O2`, nor an absolute path)."""
+    return name[:1] not in ("-", "/", "")
+
+
+def _climbs(name: str) -> bool:
+    """Whether relative `name` leaves the folder it is read from (`../cfg.h`, `a/../../h`)."""
+    return os.path.normpath(name).split(os.sep, 1)[0] == ".."
+
+
 def scratch_read(
     argv: Sequence[str], kernels: Sequence[Kernel], scratch: str, library_path: str
 ) -> str | None:
-    """What first names by a relative path a file found from `scratch`, said as it is named: a
-    quoted name the source of one of `kernels` (those cc compiles there) includes or asks
-    `__has_include` for (`#include "../cfg.h"`, cc's search starting in the source's folder),
-    or in `argv` (cc's options as it runs them there) a header read first (`-include
-    ../cfg.h`), an input or a value after `=` (`../helper.o`, `-fplugin=../p.so`), a library
-    folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a library the link names (`-L..`);
-    else None."""
+    """What first names by a relative path a file the compiler reads from `scratch`, said as it
+    is named: a quoted name the source of one of `kernels` (those compiled there) includes or
+    asks `__has_include` for (`#include "../cfg.h"`, the search starting in the source's
+    folder), or in `argv` (the options as the compiler runs them there) a header read first
+    (`-include ../cfg.h`), either climbing out of `scratch` (whether or not the file is there
+    yet) or found there; an input or a value after `=` found there (`../helper.o`,
+    `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a
+    library the link names (`-L..`); else None."""
     from warmcli.include_options import pre_included  # (what compiles: on first use)
     from warmcli.linked import _candidates, _libraries, _linker_words, _separate
 
-    quoted = [name for kernel in kernels for name in _quoted(kernel, argv)]
-    said = [(f'the source\'s #include "{n}"', n) for n in quoted]
-    said += [(f"option {n!r}", n) for n in (*pre_included(argv), *_candidates(argv))]
-    for what, name in said:  # (an option, `-O2`, or an absolute path: no stat asked)
-        if name[:1] not in ("-", "/", "") and os.path.isfile(os.path.join(scratch, name)):
+    headers = [(f'the source\'s #include "{n}"', n) for k in kernels for n in _quoted(k, argv)]
+    headers += [(f"option {n!r}", n) for n in pre_included(argv)]
+    if climbing := next((what for what, n in headers if _relative(n) and _climbs(n)), None):
+        return climbing  # (no stat asked)
+    for what, name in [*headers, *((f"option {n!r}", n) for n in _candidates(argv))]:
+        if _relative(name) and os.path.isfile(os.path.join(scratch, name)):
             return what
     words = _linker_words(tuple(argv))
     flagged = [(f"option {'-L' + f!r}", f) for f in _separate(words, "-L")]
@@ -81,8 +96,9 @@ def refuse_scratch_reads(
     if what is not None:
         raise CompileFailure(
             f"{what} names by a relative path a file the compiler reads from its scratch "
-            "folder (the temporary folder's, or warm's own), which no kernel key covers (an "
-            "edit there would be served the old build): name it by its absolute path, or from "
-            "the working folder",
+            "folder, or above it (the temporary folder's, anyone's, or warm's own), which no "
+            "kernel key covers (an edit there, or a file put there, would be served the old "
+            "build): name it by its absolute path, from the working folder, or within an -I "
+            "folder",
             tuple(units),
         )

@@ -36,7 +36,6 @@ from warmcli.backends.compiler import (
     Declared,
     declared,
     isolated_section,
-    refuse_climbing,
     run_compiler,
 )
 from warmcli.backends.cuda.cubin import check_cubin, cubin_functions
@@ -375,7 +374,6 @@ class NvccCompiler:
         check_options(options, units)
         if (refused := refused_flags(_OPTIONS_FILES, units[0].folder)) is not None:
             raise CompileFailure(refused, tuple(units))
-        refuse_climbing(units)  # (nvcc reads the source in a scratch folder)
         if units[0].kernel.reads_headers:  # nvcc runs in a scratch folder
             from warmcli.headers import absolute_include_options
 

@@ -41,13 +41,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from warmcli import config
-from warmcli.backends.compiler import (
-    CompiledGroup,
-    CompileFailure,
-    CompileUnit,
-    refuse_climbing,
-    run_compiler,
-)
+from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit, run_compiler
 from warmcli.backends.toolchain import Toolchain
 from warmcli.errors import ToolchainError
 from warmcli.scratch import scratch_folder
@@ -204,7 +198,6 @@ def compile_group(
     refused = next((o for u in units if (o := unkeyed_option(u.kernel.options))), None)
     if refused is not None:
         raise CompileFailure(refusal(refused), tuple(units))
-    refuse_climbing(units)  # (cc reads the source in a scratch folder)
     other = next((o for u in units if (o := other_source(u.kernel.options))), None)
     if other is not None:
         raise CompileFailure(
