@@ -25,8 +25,9 @@ all where this process ignores SIGCHLD, which makes every exit status read 0); s
 that does not export a kernel's symbol (an `inline` entry, `-fvisibility=hidden`: that kernel's,
 named), and what `warmcli.backends.host.refused` refuses before cc runs; so is a `specs` file
 cc reads only through `LIBRARY_PATH` or `GCC_EXEC_PREFIX` (asked of cc: `_library_specs`); so
-is a relative name in the kernel's options that finds a file from the scratch folder (`-include
-../cfg.h`, `-L..`: `warmcli.backends.scratch_reads`).
+is a relative name in the kernel's options or source that climbs out of the scratch folder
+(`-include ../cfg.h`, `#include "../cfg.h"`) or finds a file there (`-L..`, `-include base.h`:
+`warmcli.backends.scratch_reads`, nvcc's check too).
 `HostCompiler.command` and `compile_group` hand their work here: a process that only serves
 never imports this module. It owns each call's scratch directory, never loads what it builds and
 keeps no cache of it.
