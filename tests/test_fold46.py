@@ -2,7 +2,7 @@
 
 `-Wl,a,b` and `-Xlinker a` hand the linker an option, `-Wp,`/`-Xpreprocessor` the
 preprocessor, `-Wa,`/`-Xassembler` the assembler. Three readers read them: the linker's words
-(`warmcli.linked._linker_words`, for the linked digest), the preprocessor's options
+(`warmcli.linked.linker_words`, for the linked digest), the preprocessor's options
 (`warmcli.computed_includes._as_preprocessor_reads`, for a computed include's macro values) and
 the first option reading a file no key covers (`warmcli.backends.host.refused.unkeyed_option`).
 `TABLE` holds what each returned for many spellings before the three were folded into one
@@ -25,7 +25,7 @@ from host_keys import LINK_SOURCE, workload
 
 from warmcli.backends.host.refused import unkeyed_option
 from warmcli.computed_includes import _as_preprocessor_reads
-from warmcli.linked import _linker_words
+from warmcli.linked import linker_words
 
 # (options, the linker's words, the preprocessor's options, the option refused or None)
 Row = tuple[list[str], list[str], list[str], str | None]
@@ -239,7 +239,7 @@ TABLE: list[Row] = [
 def test_each_reader_reads_each_spelling_as_before(
     options: list[str], words: list[str], read: list[str], refused: str | None
 ) -> None:
-    assert list(_linker_words(tuple(options))) == words  # (kept per options: a tuple)
+    assert list(linker_words(tuple(options))) == words  # (kept per options: a tuple)
     assert _as_preprocessor_reads(options) == read
     assert unkeyed_option(options) == refused
 

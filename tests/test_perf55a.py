@@ -96,11 +96,11 @@ def test_a_host_kernels_options_are_read_as_the_linker_reads_them_once() -> None
     variant (~1-2 µs of ~8-10 µs a key of two to four options)."""
     options = ("-O2", "-Wl,--as-needed,-O1", "-Xlinker", "-zdefs", "-DPERF55A")
     variants = [Kernel(BODY, "touch", "Pi", defines={"V": i}, options=options) for i in range(4)]
-    before = linked._linker_words.cache_info()
+    before = linked.linker_words.cache_info()
     keys = {kernel_key(k, "x86_64", TOOLCHAIN) for k in variants}
-    after = linked._linker_words.cache_info()
+    after = linked.linker_words.cache_info()
     assert len(keys) == 4 and after.misses == before.misses + 1 and after.hits >= before.hits + 3
-    assert linked._linker_words(options) == ("-O2", "--as-needed", "-O1", "-zdefs", "-DPERF55A")
+    assert linked.linker_words(options) == ("-O2", "--as-needed", "-O1", "-zdefs", "-DPERF55A")
 
 
 def test_the_tails_kept_are_bounded_in_all() -> None:

@@ -222,7 +222,7 @@ def _by_path(source: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def _source_includes(source: str) -> tuple[tuple[str, bool], ...]:
+def source_includes(source: str) -> tuple[tuple[str, bool], ...]:
     """A kernel source's includes, read once per source text (its variants share it)."""
     return _includes(source.encode(errors="surrogatepass"))
 
@@ -316,7 +316,7 @@ def headers_digest(
     here: str | None = None  # the source's own quoted names: the folders only
     pending = deque((n, True, cwd if n in local else here) for n in pre)  # read first, quoted
     marked = {name for name in pre if os.path.isabs(name)}  # by their paths: not keyed
-    pending.extend((name, quoted, here) for name, quoted in _source_includes(source))
+    pending.extend((name, quoted, here) for name, quoted in source_includes(source))
     primary = [(n.removeprefix(NEXT), q, h) for n, q, h in [*pending][:1]]  # gcc's `.gch` one
     pending.extendleft((IMPLIED_MARK + name, True, None) for name in implied)  # (first)
     seen, written, at = dict[str, str](), list[str](), list[str]()  # sha256s, lines, paths

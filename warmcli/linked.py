@@ -85,7 +85,7 @@ _kinds: dict[_Stamp, bool] = {}  # whether each is `_placeless`
 _opaque: dict[_Stamp, bool] = {}  # whether each names no other file (`_names_none`)
 
 
-def _candidates(options: Sequence[str]) -> Iterator[str]:
+def file_texts(options: Sequence[str]) -> Iterator[str]:
     """Each text of `options` that may name a file cc or its linker reads: each option, or
     each piece of one passed on (`-Wl,a,b`), and the value after a `=` or `-T`."""
     tokens = (
@@ -187,7 +187,7 @@ def _by_stamp(path: str, memo: dict[_Stamp, _T], read: Callable[[BinaryIO], _T])
     return value
 
 
-def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
+def flag_values(options: Sequence[str], flag: str) -> Iterator[str]:
     """The value of each `flag` option in `options`, joined (`-Lfolder`) or the next one."""
     for before, option in zip(("", *options), options, strict=False):
         if before == flag:
@@ -197,7 +197,7 @@ def _separate(options: Sequence[str], flag: str) -> Iterator[str]:
 
 
 @functools.lru_cache(maxsize=256)  # (each variant of a kernel keys its options: read once)
-def _linker_words(options: tuple[str, ...]) -> tuple[str, ...]:
+def linker_words(options: tuple[str, ...]) -> tuple[str, ...]:
     """`options` with each `-Wl,a,b` given as its pieces (`a`, `b`) and each `-Xlinker a` as `a`
     (`tool_words`): what the linker reads, its long spellings of `-L` and `-l` (`--library-path=`,
     `--library=`, or with the value next) as those; a `_LINKER_ONLY` flag given cc left out."""
@@ -214,18 +214,18 @@ def _linker_words(options: tuple[str, ...]) -> tuple[str, ...]:
 
 def _search_folders(words: Sequence[str], library_path: str) -> list[str]:
     """The folders the linker searches for a library, those given by an absolute path."""
-    folders = [*_separate(words, "-L"), *library_path.split(os.pathsep)]
+    folders = [*flag_values(words, "-L"), *library_path.split(os.pathsep)]
     return [folder for folder in folders if os.path.isabs(folder)]
 
 
-def _libraries(words: Sequence[str], folders: list[str], static: bool) -> Iterator[str]:
+def found_libraries(words: Sequence[str], folders: list[str], static: bool) -> Iterator[str]:
     """For each library `-lname` (`-l:file`) found in a folder `-L` or `LIBRARY_PATH` names by
     its absolute path (as the linker searches them: the first folder holding it; its archive
     alone after `-Bstatic`, `-static`, till `-Bdynamic`), its name and the file found; a
     library found only in the system's folders is the toolchain's. Those warm (`-lm`) and cc
     link unasked (`-lgcc`, `-lgcc_s`, `-lgcc_eh`, `-lc`) too: a `libm.a` in a `-L` folder is
     linked.
-    `words` are the options as the linker reads them (`_linker_words`: `-Wl,-L/opt/lib`,
+    `words` are the options as the linker reads them (`linker_words`: `-Wl,-L/opt/lib`,
     `-Wl,-lhelper` given as `-L/opt/lib`, `-lhelper`); `folders` the ones searched
     (`_search_folders`), which a linker script read meanwhile may add to (`SEARCH_DIR`);
     `static`: cc's own `-static` (`-static-pie`), no shared library linked at all (the
@@ -360,10 +360,10 @@ def linked_digest(
     """The sha256 over each file `options` name by its absolute path and its content's
     sha256, in the order named, then each library they link from their `-L` folders (or
     `library_path`, `LIBRARY_PATH`'s); "" where they name none. `words`: `options` as the
-    linker reads them, where the caller has them (`_linker_words`)."""
-    lines, words = [], _linker_words(tuple(options)) if words is None else words
+    linker reads them, where the caller has them (`linker_words`)."""
+    lines, words = [], linker_words(tuple(options)) if words is None else words
     folders = _search_folders(words, library_path)
-    for text in _candidates(options):
+    for text in file_texts(options):
         if os.path.isabs(text) and (found := file_digest(text)) is not None:
             lines.append(f"{LINKED_MARK if _placeless(text) else text}\0{found}")
             lines += _named_inputs(text, folders)
@@ -371,7 +371,7 @@ def linked_digest(
             lines.append(marker(f"{NO_FILE}{text} is {kind}"))
     pairs = zip(("", *options), options, strict=False)  # cc's own `-static`, not `-Xlinker`'s
     static = any(o in ("-static", "-static-pie") and b != "-Xlinker" for b, o in pairs)
-    for library in _libraries(words, folders, static):
+    for library in found_libraries(words, folders, static):
         name, path = library.split("\0", 1)  # its file's name, not its folder's path
         if (found := file_digest(path)) is not None:
             lines.append(f"{name}\0{os.path.basename(path)}\0{found}")
@@ -389,7 +389,7 @@ def with_linked(headers: str, options: Sequence[str], library_path: Callable[[],
     """A kernel's headers digest (`warmcli.headers`) with the files its `options` link
     (`library_path()`: `LIBRARY_PATH`, read where they name a library): `headers` itself
     where they name none (its key as before)."""
-    words = _linker_words(tuple(options))
+    words = linker_words(tuple(options))
     libraries = any(word.startswith("-l") for word in words)
     named = libraries or any("/" in option for option in options)
     linked = linked_digest(options, library_path() if libraries else "", words) if named else ""

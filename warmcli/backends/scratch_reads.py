@@ -37,9 +37,9 @@ def _quoted(kernel: Kernel, options: Sequence[str]) -> list[str]:
     """The quoted names `kernel`'s source includes or asks `__has_include` for, written or
     given a macro it includes (`#include CFG`, `-DCFG="../cfg.h"`: `named_headers`)."""
     from warmcli.computed_includes import macro_includes, macro_values, named_headers
-    from warmcli.headers import NEXT, _source_includes
+    from warmcli.headers import NEXT, source_includes
 
-    names = [n.removeprefix(NEXT) for n, q in _source_includes(kernel.source) if q]
+    names = [n.removeprefix(NEXT) for n, q in source_includes(kernel.source) if q]
     text = kernel.source.encode(errors="surrogatepass")
     if macros := macro_includes(text):
         values = macro_values(options, kernel.defines, [text])
@@ -69,20 +69,20 @@ def scratch_read(
     `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a
     library the link names (`-L..`); else None."""
     from warmcli.include_options import pre_included  # (what compiles: on first use)
-    from warmcli.linked import _candidates, _libraries, _linker_words, _separate
+    from warmcli.linked import file_texts, flag_values, found_libraries, linker_words
 
     headers = [(f'the source\'s #include "{n}"', n) for k in kernels for n in _quoted(k, argv)]
     headers += [(f"option {n!r}", n) for n in pre_included(argv)]
     if climbing := next((what for what, n in headers if _relative(n) and _climbs(n)), None):
         return climbing  # (no stat asked)
-    for what, name in [*headers, *((f"option {n!r}", n) for n in _candidates(argv))]:
+    for what, name in [*headers, *((f"option {n!r}", n) for n in file_texts(argv))]:
         if _relative(name) and os.path.isfile(os.path.join(scratch, name)):
             return what
-    words = _linker_words(tuple(argv))
-    flagged = [(f"option {'-L' + f!r}", f) for f in _separate(words, "-L")]
+    words = linker_words(tuple(argv))
+    flagged = [(f"option {'-L' + f!r}", f) for f in flag_values(words, "-L")]
     entries = [(f"LIBRARY_PATH's entry {f!r}", f) for f in library_path.split(os.pathsep) if f]
     for what, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
-        if next(_libraries(words, [os.path.join(scratch, folder)], static=False), None):
+        if next(found_libraries(words, [os.path.join(scratch, folder)], static=False), None):
             return what
     return None
 
