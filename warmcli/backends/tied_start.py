@@ -136,17 +136,18 @@ def _by_helper(helper: str, command: list[str], kwargs: dict[str, Any]) -> subpr
         paths = [name]
     else:  # as Python's start searches: the child's PATH, every entry tried in turn
         paths = [os.path.join(folder, name) for folder in os.get_exec_path(kwargs.get("env"))]
-    read, write = os.pipe2(os.O_CLOEXEC)
+    read, write = _pipe()
     try:
         argv = [helper, str(os.getpid()), str(write), str(len(paths)), *paths, *command]
         try:
             proc = subprocess.Popen(argv, pass_fds=(write,), **kwargs)
-        except OSError as exc:
-            if exc.filename != helper:  # (the cwd's chdir: the command's own error)
-                raise
+        finally:
+            os.close(write)
+    except BaseException as exc:  # (nothing started: the read end closed too)
+        os.close(read)
+        if isinstance(exc, OSError) and exc.filename == helper:
             raise _Broken from None
-    finally:
-        os.close(write)
+        raise  # (the cwd's chdir: the command's own error)
     try:
         said = _read_all(read)
     except BaseException:  # Ctrl-C while it starts: stopped, never left running
@@ -159,6 +160,24 @@ def _by_helper(helper: str, command: list[str], kwargs: dict[str, Any]) -> subpr
         errno = int.from_bytes(said[1:], sys.byteorder)
         raise OSError(errno, os.strerror(errno), name)  # as Python's start raises it
     raise _Broken
+
+
+def _pipe() -> tuple[int, int]:
+    """A close-on-exec pipe whose write end is above the standard descriptors: `Popen` puts
+    the child's stdout and stderr on 1 and 2, over an end it was given there (this process
+    started with them closed), as Python moves its own error pipe's."""
+    import fcntl
+
+    read, write = os.pipe2(os.O_CLOEXEC)
+    if write > 2:
+        return read, write
+    try:
+        return read, fcntl.fcntl(write, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
 
 
 def _read_all(fd: int) -> bytes:

@@ -1,0 +1,80 @@
+"""Review of the tie helper (`warmcli.backends.tied_start`): a start whose descriptors the
+helper's pipe could land on (a warm started with stdout and stderr closed), the pipe's read
+end after a start that failed, and the folders a first build makes. Real C compiler, real
+processes, each case in a Python process of its own (its descriptors, its umask)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not os.access("/usr/bin/cc", os.X_OK),
+    reason="the helper is built by /usr/bin/cc, on Linux",
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _python(script: str, tmp_path: Path, shell: str = "", **environ: str) -> str:
+    """Run `script` in a Python of its own from this tree (`shell`: a redirection or a
+    umask for it, as sh spells them); what it wrote to `out` in `tmp_path`."""
+    (tmp_path / "script.py").write_text(script)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OUT=str(tmp_path / "out"), **environ)
+    command = f'{shell} exec "{sys.executable}" "{tmp_path / "script.py"}"'
+    done = subprocess.run(["/bin/sh", "-c", command], cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == 0
+    return (tmp_path / "out").read_text()
+
+
+CLOSED = r"""
+import os
+from warmcli.backends import processes, tied_start
+log = os.path.join(os.path.dirname(os.environ["OUT"]), "ran.log")
+done = processes.run(["/bin/sh", "-c", 'echo ran >> "$1"; echo out; echo err >&2', "sh", log], 30)
+with open(os.environ["OUT"], "w") as out:
+    out.write(repr((done.returncode, done.out, done.err, tied_start._Helper.path is not None)))
+    out.write(" " + repr(open(log).read()))
+"""
+
+
+@pytest.mark.parametrize("closed", ["1>&- 2>&-", "0<&- 1>&-", "0<&- 1>&- 2>&-"])
+def test_a_warm_started_with_standard_descriptors_closed_runs_a_command_once(
+    tmp_path: Path, closed: str
+) -> None:
+    """The helper's pipe took descriptor 1 or 2, where Popen puts the child's stdout and
+    stderr: the helper said 'R' into the command's own output, closed it at exec and the
+    parent, reading no 'R', took the helper for broken and started the command a second
+    time (a compile run twice, the first with stderr closed; the helper then given up)."""
+    said = _python(CLOSED, tmp_path, shell=f"exec {closed};")
+    assert said == repr((0, "out\n", "err\n", True)) + " " + repr("ran\n")
+
+
+LEAK = r"""
+import os
+from warmcli.backends import processes, tied_start
+assert tied_start.helper_path() is not None
+processes.run(["/bin/true"], 30)
+before = sorted(os.listdir("/proc/self/fd"))
+failed = []
+for cwd in ["/nonexistent-57", "/etc/passwd"] * 5:
+    try:
+        processes.run(["/bin/true"], 30, cwd=cwd)
+    except OSError as exc:
+        failed.append(exc.filename == cwd)
+after = sorted(os.listdir("/proc/self/fd"))
+with open(os.environ["OUT"], "w") as out:
+    out.write(repr((len(failed), all(failed), len(after) - len(before))))
+"""
+
+
+def test_a_start_that_fails_before_the_helper_runs_leaves_no_descriptor_open(
+    tmp_path: Path,
+) -> None:
+    """A compiler's folder missing (or no folder): the start raised as Python's does, but
+    left the helper's pipe's read end open, one descriptor for each such start."""
+    assert _python(LEAK, tmp_path) == repr((10, True, 0))
