@@ -78,3 +78,43 @@ def test_a_start_that_fails_before_the_helper_runs_leaves_no_descriptor_open(
     """A compiler's folder missing (or no folder): the start raised as Python's does, but
     left the helper's pipe's read end open, one descriptor for each such start."""
     assert _python(LEAK, tmp_path) == repr((10, True, 0))
+
+
+HOME = r"""
+import os
+from warmcli import home
+from warmcli.backends import processes, tied_start
+tied_start.__file__ = "/proc/warm-57/tied_start.py"  # its package folder cannot be written
+os.umask(int(os.environ["UMASK"], 8))
+path = tied_start.helper_path()
+elsewhere = os.path.join(os.path.dirname(os.environ["OUT"]), "elsewhere")
+os.mkdir(elsewhere)
+done = processes.run(["/bin/sh", "-c", "echo ran"], 30, cwd=elsewhere)  # as a compile runs
+with open(os.environ["OUT"], "w") as out:
+    out.write(repr((
+        path == os.path.abspath(home.in_home("tie/" + os.path.basename(path))),
+        os.path.isabs(path), done.out, tied_start._Helper.path == path,
+        home.others_may_write(home.in_home("bundle.warm")),
+    )))
+"""
+
+
+@pytest.mark.parametrize("umask", ["0", "022"])
+def test_a_helper_built_in_a_new_home_leaves_it_writable_by_nobody_else(
+    tmp_path: Path, umask: str
+) -> None:
+    """The first build, where warm's package folder cannot be written, made warm's home
+    (and the folders above it) with `os.makedirs`: under umask 0, writable by every user,
+    so warm's default bundle was refused from then on ('... is writable by every user'),
+    where `home.make_folder` (warm's own) leaves it 0775."""
+    said = _python(HOME, tmp_path, UMASK=umask, WARM_HOME=str(tmp_path / "new" / "home"))
+    assert said == repr((True, True, "ran\n", True, ""))
+
+
+def test_a_relative_warm_home_s_helper_runs_for_a_compile_in_another_folder(
+    tmp_path: Path,
+) -> None:
+    """`WARM_HOME=rel/home`: the helper's path was relative, so a compile started in its own
+    folder (`cwd`) looked for it there, failed, and gave the helper up for the process."""
+    said = _python(HOME, tmp_path, UMASK="022", WARM_HOME="rel/home")
+    assert said == repr((True, True, "ran\n", True, ""))

@@ -233,7 +233,7 @@ def _folders() -> list[str]:
 
     folders = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")]
     with contextlib.suppress(ConfigError, OSError):  # (no home: the first folder only)
-        folders.append(home.in_home("tie"))
+        folders.append(os.path.abspath(home.in_home("tie")))  # (run from a compile's cwd)
     return folders
 
 
@@ -264,8 +264,12 @@ def _make(compiler: str, folder: str, name: str) -> str | None:
     None where the folder cannot be written."""
     import subprocess
 
+    from warmcli import home
+
     try:
-        os.makedirs(folder, 0o755, exist_ok=True)
+        home.make_folder(os.path.dirname(folder))  # (warm's home: never writable by all)
+        with contextlib.suppress(FileExistsError):  # (made meanwhile: checked below)
+            os.mkdir(folder, 0o755)
         if not _trusted(os.stat(folder)) or not os.access(folder, os.W_OK):
             return None
     except OSError:
