@@ -118,3 +118,20 @@ def test_a_relative_warm_home_s_helper_runs_for_a_compile_in_another_folder(
     folder (`cwd`) looked for it there, failed, and gave the helper up for the process."""
     said = _python(HOME, tmp_path, UMASK="022", WARM_HOME="rel/home")
     assert said == repr((True, True, "ran\n", True, ""))
+
+
+def test_a_started_process_reads_as_the_command_python_s_start_would_return() -> None:
+    """`popen` returned a Popen whose `args` were the helper's (its path, this process's pid,
+    the pipe, every PATH candidate): a `TimeoutExpired` or `repr` of it named the helper."""
+    from warmcli.backends import tied_start
+
+    assert tied_start.helper_path() is not None
+    command = ["sleep", "30"]
+    proc = tied_start.popen(command, stdout=subprocess.DEVNULL)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired) as waited:
+            proc.wait(0.01)
+        assert proc.args == command and waited.value.cmd == command
+    finally:
+        proc.kill()
+        proc.wait()

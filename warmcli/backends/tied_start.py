@@ -154,6 +154,7 @@ def _by_helper(helper: str, command: list[str], kwargs: dict[str, Any]) -> subpr
         _stop(proc)
         raise
     if said == b"R":
+        proc.args = command  # (as Python's start keeps them: the helper's are its own)
         return proc
     proc.communicate()  # (what its loader said; reaped)
     if len(said) == 5 and said[:1] == b"R":
