@@ -135,3 +135,24 @@ def test_a_started_process_reads_as_the_command_python_s_start_would_return() ->
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("age", [-365 * 86400.0, 3600.0])
+def test_a_failed_build_s_marker_dated_ahead_does_not_hold_the_helper_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, age: float
+) -> None:
+    """A failed build is remembered a day (its `.failed` marker); one dated ahead (written
+    while the clock was ahead) held every build off until the clock passed its date and a
+    day more. An hour-old one still holds it off."""
+    import time
+
+    from warmcli.backends import tied_start
+
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o755)
+    monkeypatch.setattr(tied_start, "_folders", lambda: [str(folder)])
+    marker = folder / (tied_start._name() + ".failed")
+    marker.touch()
+    os.utime(marker, (time.time() - age, time.time() - age))
+    made = tied_start._find_or_make()
+    assert (made is not None) == (age < 0)

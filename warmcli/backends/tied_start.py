@@ -277,8 +277,8 @@ def _make(compiler: str, folder: str, name: str) -> str | None:
         return None
     path, failed = os.path.join(folder, name), os.path.join(folder, name + ".failed")
     try:
-        if time.time() - os.stat(failed).st_mtime < _RETRY_FAILED:
-            return ""
+        if 0 <= time.time() - os.stat(failed).st_mtime < _RETRY_FAILED:  # (one dated ahead,
+            return ""  # written while the clock was ahead: stale, as the library cache's)
     except OSError:
         pass
     temporary = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}")
