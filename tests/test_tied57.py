@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_passover38 import _alive
 
 from warmcli.backends import processes, tied_start
 
@@ -22,14 +23,6 @@ pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not os.access("/usr/bin/cc", os.X_OK),
     reason="the helper is built by /usr/bin/cc, on Linux",
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_the_helper_is_built_once_and_trusted() -> None:

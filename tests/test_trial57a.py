@@ -91,13 +91,19 @@ def test_nvcc_host_compiler_reading_a_file_is_refused(
     nvcc_or_skip()
     (tmp_path / "o.txt").write_text("-DSCALE=3.0f\n")
     (tmp_path / "s.specs").write_text("*cpp:\n+ -DSCALE=3.0f\n\n")
+    run_warm, workload = _given(warm, tmp_path, spelling, variable)
+    told = f"{variable}'s option" if variable else "option '-"
+    refused(run_warm, workload, "hands nvcc's host compiler an option reading a file", told)
+
+
+def _given(warm: Warm, tmp_path: Path, spelling: str, variable: str) -> tuple[Warm, Path]:
+    """The workload and the `warm` giving nvcc `spelling` (`|` between options): as the
+    kernel's options, or in the environment variable `variable` where one is named."""
     given = spelling.format(d=tmp_path)
     options = () if variable else tuple(given.split("|"))
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
-    run_warm = warm.with_env(**{variable: given}) if variable else warm
-    told = f"{variable}'s option" if variable else "option '-"
-    refused(run_warm, workload, "hands nvcc's host compiler an option reading a file", told)
+    return (warm.with_env(**{variable: given}) if variable else warm), workload
 
 
 @pytest.mark.parametrize(
@@ -118,11 +124,7 @@ def test_nvcc_ptxas_options_file_is_refused(
     refused, as nvcc's own. Before the fix the first run exited 0; now exit 2, one line."""
     nvcc_or_skip()
     (tmp_path / "p.txt").write_text("-O3\n")
-    given = spelling.format(d=tmp_path)
-    options = () if variable else tuple(given.split("|"))
-    workload = tmp_path / "w.py"
-    workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))
-    run_warm = warm.with_env(**{variable: given}) if variable else warm
+    run_warm, workload = _given(warm, tmp_path, spelling, variable)
     refused(run_warm, workload, "reads options from a file, which no kernel key covers")
 
 
