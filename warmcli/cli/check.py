@@ -55,8 +55,8 @@ def check(
     nvcc: str | None = NvccOpt,
     compiler: str | None = CompilerOpt,
     as_json: bool = JsonOpt,
-    driver: str = typer.Option(
-        "",
+    driver: str | None = typer.Option(
+        None,
         "--driver",
         metavar="X.Y",
         help="With --arch: the CUDA release the fleet's driver supports (e.g. 13.0).",
@@ -76,12 +76,13 @@ def check(
     Exit 0 when every entry checked here is servable (or none could be), 1 when not.
     """
     unused_nvcc(nvcc, compiler)
+    stated, driver = driver is not None, driver or ""  # (`--driver ""` stated none: refused)
     if DRIVER_VERSION.fullmatch(driver):
         fail(
             f"--driver {driver}: that is an NVIDIA driver's version, not a CUDA release: give "
             "the CUDA release it supports (nvidia-smi's 'CUDA Version', such as 12.4)"
         )
-    if driver and not DRIVER.fullmatch(driver):
+    if stated and not DRIVER.fullmatch(driver):
         fail(f"--driver {driver!r}: give a CUDA release such as 13.0, with --arch")
     if driver and not arch:
         fail(f"--driver {driver} needs --arch: it states the driver of a GPU-less --arch device")

@@ -133,13 +133,31 @@ ArchOpt = typer.Option(
     help="Compile-only for a GPU architecture (sm_90...), no GPU needed; repeat for several.",
 )
 EntryOpt = typer.Option("workload", "--entry", help="The workload's entry function.")
-NvccOpt = typer.Option(None, "--nvcc", help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).")
+
+
+def _named_nvcc(value: str | None) -> str | None:
+    """`--nvcc ""` (a CI's `--nvcc "$NVCC"`, the variable unset) is one line and exit 2,
+    never taken as no `--nvcc`: that searched WARM_NVCC, CUDA_HOME and PATH instead."""
+    if value is not None and not value.strip():
+        fail(f"--nvcc {value!r} names no nvcc: give its path, or leave out --nvcc")
+    return value
+
+
+NvccOpt = typer.Option(
+    None,
+    "--nvcc",
+    callback=_named_nvcc,
+    help="nvcc to use (else WARM_NVCC, CUDA_HOME, PATH...).",
+)
 
 
 def _known_compiler(value: str | None) -> str | None:
     """An unknown CUDA compiler (`--compiler`, else `WARM_CUDA_COMPILER`) is one line and
-    exit 2 at once, also for a command that opens no CUDA device; a known one is the name,
-    spaces around it stripped (`"nvrtc "` is nvrtc, never nvcc: `choose` reads it so)."""
+    exit 2 at once, also for a command that opens no CUDA device, and so is a blank
+    `--compiler ""` (before, taken as none given); a known one is the name, spaces around
+    it stripped (`"nvrtc "` is nvrtc, never nvcc: `choose` reads it so)."""
+    if value is not None and not value.strip():
+        fail(f"--compiler {value!r} is not a CUDA compiler: use nvrtc, nvcc or auto")
     if value or config.cuda_compiler():
         from warmcli.backends.cuda.choose import check_name, named  # only when one is named
 

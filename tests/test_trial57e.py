@@ -1,0 +1,70 @@
+"""A CI engineer's flags and their bad values, through the real CLI (trial57e).
+
+An empty value of a flag naming a tool (`--nvcc ""`, `--compiler ""`, `check --driver ""`:
+a CI's `--nvcc "$NVCC"` with the variable unset) was taken as the flag left out: warm
+searched WARM_NVCC, CUDA_HOME and PATH, chose its compiler itself, or judged every build
+for any driver, in silence, exit 0. Now each is one line naming the flag, exit 2, as an
+empty `--bundle`, `--entry` or `--arch` already was.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+EMPTY = {
+    "--nvcc": "--nvcc '' names no nvcc",
+    "--compiler": "--compiler '' is not a CUDA compiler",
+}
+
+
+def _refused(done: subprocess.CompletedProcess[str], said: str) -> None:
+    """One line on stderr saying `said`, exit 2 (so no traceback)."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and said in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("flag", sorted(EMPTY))
+@pytest.mark.parametrize("command", ["run", "check", "clean", "devices"])
+def test_an_empty_tool_flag_is_refused_by_every_command(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path], flag: str, command: str
+) -> None:
+    """`--nvcc ""` and `--compiler ""` fail in one line before anything is read or run
+    (before: exit 0, as if not given; `run` then warmed with the nvcc PATH found)."""
+    bundle = host_bundle(tmp_path / "b.warm")
+    before = bundle.read_bytes()
+    operand: tuple[str | Path, ...] = {
+        "run": (Path(__file__).parents[1] / "examples" / "matmul_host.py", "-b", bundle),
+        "check": (bundle,),
+        "clean": (bundle,),
+        "devices": (),
+    }[command]
+    _refused(warm(command, *operand, flag, ""), EMPTY[flag])
+    assert bundle.read_bytes() == before
+
+
+def test_an_empty_compiler_flag_is_refused_in_json_too(warm: Warm, tmp_path: Path) -> None:
+    """`--compiler " "` (blank) under `--json`: the error object on stdout, exit 2."""
+    done = warm("devices", "--compiler", " ", "--json")
+    assert done.returncode == 2, done.stderr
+    assert json.loads(done.stdout) == {
+        "error": "--compiler ' ' is not a CUDA compiler: use nvrtc, nvcc or auto",
+        "exit": 2,
+    }
+
+
+def test_check_refuses_an_empty_driver(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    """`warm check --arch sm_90 --driver ""` states no CUDA release: refused as `abc` is
+    (before: exit 0, every build judged for any driver); `--driver 13.0` still checks."""
+    bundle = host_bundle(tmp_path / "b.warm")
+    said = "--driver '': give a CUDA release such as 13.0, with --arch"
+    _refused(warm("check", bundle, "--arch", "sm_90", "--driver", ""), said)
+    assert warm("check", bundle, "--arch", "sm_90", "--driver", "13.0").returncode == 0
