@@ -1,15 +1,18 @@
-"""A CI engineer's flags and their bad values, through the real CLI (trial57e).
+"""A CI engineer's flags, their bad values and what README says they print, through the real
+CLI (trial57e).
 
 An empty value of a flag naming a tool (`--nvcc ""`, `--compiler ""`, `check --driver ""`:
 a CI's `--nvcc "$NVCC"` with the variable unset) was taken as the flag left out: warm
 searched WARM_NVCC, CUDA_HOME and PATH, chose its compiler itself, or judged every build
 for any driver, in silence, exit 0. Now each is one line naming the flag, exit 2, as an
-empty `--bundle`, `--entry` or `--arch` already was.
+empty `--bundle`, `--entry` or `--arch` already was. README's list of `warm run --json`'s keys
+lacked five it prints: it names each now.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -68,3 +71,23 @@ def test_check_refuses_an_empty_driver(
     said = "--driver '': give a CUDA release such as 13.0, with --arch"
     _refused(warm("check", bundle, "--arch", "sm_90", "--driver", ""), said)
     assert warm("check", bundle, "--arch", "sm_90", "--driver", "13.0").returncode == 0
+
+
+def _documented_run_keys() -> set[str]:
+    """Every name README's `warm run --json prints {...}` paragraph quotes."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    start = readme.index("`warm run --json` prints `")
+    return set(re.findall(r'"(\w+)"', readme[start : readme.index("(`devices`:", start)]))
+
+
+def test_readme_names_every_key_of_run_json(
+    warm: Warm, tmp_path: Path, dask_scheduler: str
+) -> None:
+    """Each top-level key `warm run --json` prints, local and under `--dask`, and a shard's
+    keys, are named in README's list (before: `read_only` and `never_served`, and `--dask`'s
+    `shards`, `merge` and `seed_notes`, were not)."""
+    host = Path(__file__).parents[1] / "examples" / "matmul_host.py"
+    local = warm.json("run", host, "-b", tmp_path / "a.warm", "--no-verify")
+    fanned = warm.json("run", host, "-b", tmp_path / "d.warm", "--dask", dask_scheduler)
+    printed = {*local, *fanned, *(key for shard in fanned["shards"] for key in shard)}
+    assert printed - _documented_run_keys() == set()
