@@ -6,7 +6,8 @@ a CI's `--nvcc "$NVCC"` with the variable unset) was taken as the flag left out:
 searched WARM_NVCC, CUDA_HOME and PATH, chose its compiler itself, or judged every build
 for any driver, in silence, exit 0. Now each is one line naming the flag, exit 2, as an
 empty `--bundle`, `--entry` or `--arch` already was. README's list of `warm run --json`'s keys
-lacked five it prints: it names each now.
+lacked five it prints: it names each now. An empty URL (`warm pull ""`) was named as nothing,
+a line opening `warm: error: : `; it is `""` now.
 """
 
 from __future__ import annotations
@@ -91,3 +92,15 @@ def test_readme_names_every_key_of_run_json(
     fanned = warm.json("run", host, "-b", tmp_path / "d.warm", "--dask", dask_scheduler)
     printed = {*local, *fanned, *(key for shard in fanned["shards"] for key in shard)}
     assert printed - _documented_run_keys() == set()
+
+
+@pytest.mark.parametrize("command", ["push", "pull"])
+def test_an_empty_url_is_named_as_empty(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path], command: str
+) -> None:
+    """`warm push B ""` and `warm pull ""` name the URL `""` (before: a line opening with
+    `: `, `warm: error: : not an https:// or s3:// URL`, naming nothing)."""
+    operand = (host_bundle(tmp_path / "b.warm"), "") if command == "push" else ("",)
+    done = warm(command, *operand)
+    _refused(done, 'warm: error: "": ')
+    assert "https:// " in done.stderr

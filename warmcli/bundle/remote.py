@@ -91,7 +91,7 @@ from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.soundness import not_a_bundle, one_state
 from warmcli.errors import PushInterrupted, RemoteError
 from warmcli.home import make_folder, no_home_why, private, warm_home, write_private
-from warmcli.printable import printable
+from warmcli.printable import printable, visible
 
 # Which warm refused a download, as remembered beside the copy: its version and the formats it
 # reads (a build of one version that reads a newer format downloads it anew).
@@ -241,7 +241,8 @@ def push(bundle: Path, url: str, done: list[tuple[str, bool]] | None = None) -> 
     writer waits for the check and the copy, not the upload). An interrupt once the store
     answered the upload is `PushInterrupted`: the store holds it."""
     if not is_url(url):
-        raise RemoteError(f"{shown(url)}: warm push uploads to s3://bucket/key or https:// URLs")
+        said = visible(shown(url))  # (an empty one as `""`, never a line opening `: `)
+        raise RemoteError(f"{said}: warm push uploads to s3://bucket/key or https:// URLs")
     if urlsplit(url).path.endswith("/") or not urlsplit(url).path:  # as `aws s3 cp` takes one
         raise RemoteError(
             f"{shown(url)}: names a folder, not a bundle: name the bundle (.../b.warm)"

@@ -31,7 +31,7 @@ from warmcli.cli.bundle_paths import BESIDE_BYTES, NAME_BYTES, new_file_path
 from warmcli.cli.committed import kept_on_interrupt
 from warmcli.cli.common import EXIT_INTERRUPTED, JsonOpt, emit_json, err, fail, guarded, out
 from warmcli.errors import PushInterrupted, RemoteError, WarmError
-from warmcli.printable import cut, printable
+from warmcli.printable import cut, printable, visible
 
 
 @app.command()
@@ -118,7 +118,7 @@ def pull(
     PATH that is (or leads to) a FIFO or a device is never replaced.
     """
     if not is_url(url):
-        fail(f"{shown(url)}: not an https:// or s3:// URL")
+        fail(f"{visible(shown(url))}: not an https:// or s3:// URL")  # (an empty one: `""`)
     try:  # first: a URL no store is sent is said so, not named by its file name
         url_text(url)
     except RemoteError as exc:
