@@ -7,7 +7,8 @@ searched WARM_NVCC, CUDA_HOME and PATH, chose its compiler itself, or judged eve
 for any driver, in silence, exit 0. Now each is one line naming the flag, exit 2, as an
 empty `--bundle`, `--entry` or `--arch` already was. README's list of `warm run --json`'s keys
 lacked five it prints: it names each now. An empty URL (`warm pull ""`) was named as nothing,
-a line opening `warm: error: : `; it is `""` now.
+a line opening `warm: error: : `; it is `""` now. `warm run -m stat`, a `stat.py` beside it,
+said there was no such module where the file lay: Python's own `stat` is said instead.
 """
 
 from __future__ import annotations
@@ -104,3 +105,16 @@ def test_an_empty_url_is_named_as_empty(
     done = warm(command, *operand)
     _refused(done, 'warm: error: "": ')
     assert "https:// " in done.stderr
+
+
+def test_a_module_built_into_python_is_said_so(warm: Warm, tmp_path: Path) -> None:
+    """`warm run -m stat` with a workload `stat.py` in the working folder: Python's own
+    `stat` (frozen) is found before any folder, as under `python -m`; said so, with how to
+    run the file (before: `stat: no such workload module (looked in <that folder> first)`,
+    where the file lay)."""
+    (tmp_path / "stat.py").write_text("def workload(rt):\n    pass\n")
+    warm = warm.with_env(PYTHONPATH=str(Path(__file__).parents[1]))  # this warm, from tmp_path
+    done = warm("run", "-m", "stat", "-b", tmp_path / "b.warm", cwd=tmp_path)
+    said = "stat: a module built into Python (frozen), no workload: rename stat.py, or give "
+    _refused(done, said + f"the file (warm run {tmp_path / 'stat.py'})")
+    _refused(warm("run", "-m", "sys", cwd=tmp_path), "sys: a module built into Python (built-in)")

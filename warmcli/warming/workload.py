@@ -10,8 +10,8 @@ not free, the worker imports it by the private name, from a stub (`warmcli.warmi
 `load_module` imports a module by its dotted name as `python -m` does (the current folder
 first on `sys.path`; a package's `__main__` where it has one), so a workload inside a
 package may use relative imports. Every way this can go wrong (a missing file, `w` for `w.py`,
-or module, `-m w.py`, each said so; a file that is not Python (a notebook told how to make one:
-`warmcli.warming.workload_file`), a syntax error, an import that
+or module, `-m w.py`, `-m stat` built into Python, each said so; a file that is not Python (a
+notebook told how to make one: `warmcli.warming.workload_file`), a syntax error, an import that
 raises (but a print of it that meets stdout's reader gone, which the worker ends on as
 below), no entry point, an entry point that takes no runtime argument, an exception (any
 `BaseException` but Ctrl-C's, and a `BrokenPipeError` of stdout's reader gone, `| head`,
@@ -84,7 +84,7 @@ from warmcli.warming.leftovers import (
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint, passed_hint
 from warmcli.warming.stop_signals import stop_sent, stopped_by_signal, stopped_if_sent
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
-from warmcli.warming.workload_file import check_workload_file
+from warmcli.warming.workload_file import check_workload_file, no_such_module
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
@@ -382,7 +382,7 @@ def load_module(
         if main is not None:
             name, found = f"{name}.__main__", main
     if spec is None or found in (None, "built-in", "frozen"):
-        raise WorkloadError(f"{name}: no such workload module (looked in {os.getcwd()} first)")
+        raise WorkloadError(no_such_module(name, found))
     origin, pid = Path(found), os.getpid()
     try:
         with late_runtimes() as unbound, script_argv([str(origin)]) as argv:

@@ -6,12 +6,15 @@ missing `w` whose `w.py` exists is told to name it whole, one that is there but 
 a Jupyter notebook (`.ipynb`) is told how to make one of it, as warm does not run notebooks: its
 cells may hold IPython's magics (`%timeit`, `!pip`), which are no Python, its top-level work is not
 warmed anyway (only what `workload(rt)` does on its runtime is), and a `spawn` worker imports the
-workload by its file. This module owns nothing and never imports the file; it raises
-`WorkloadError`, one line each.
+workload by its file. A module `-m` names that Python has built in (`stat`, `os`: found before
+any folder, as `python -m` finds it) is said so, not as no module (a `stat.py` in the working
+folder told how to run it). This module owns nothing and never imports the file; it raises
+`WorkloadError`, one line each (`no_such_module` says the `-m` one).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from warmcli.errors import WorkloadError
@@ -44,3 +47,12 @@ def notebook_hint(path: Path) -> str:
         f"warm runs a Python file (.py): export its code with `jupyter nbconvert --to script "
         f"{path}`, remove IPython's magics (%, !) and put its GPU work in def workload(rt)"
     )
+
+
+def no_such_module(name: str, found: str | None) -> str:
+    """Why `-m name` is no workload module, found as `found` (None: not found at all)."""
+    if found not in ("built-in", "frozen"):
+        return f"{name}: no such workload module (looked in {os.getcwd()} first)"
+    mine = Path(os.getcwd(), *name.split(".")).with_suffix(".py")
+    run = f": rename {mine.name}, or give the file (warm run {mine})" if mine.is_file() else ""
+    return f"{name}: a module built into Python ({found}), no workload{run}"
