@@ -13,7 +13,8 @@ only, where the compiler searches the source's folder, the scratch one, first): 
 there, `-include base.h` warm's own file in it (cc's).
 `scratch_read` names the first such name: a quoted include or a header read first that climbs
 out of the scratch folder (`..`), whether or not the temporary folder holds it yet (one put there
-later is read first, under the same key), else any other relative name that finds a file there
+later is read first, under the same key; a source's line no compile reads, a comment's or an
+`#if 0` group's, is not one), else any other relative name that finds a file there
 (a name that finds none is searched on, or fails, as the key reads it); `refuse_scratch_reads`
 fails the compile with it in one line, rather than build from a file whose edit would be served
 the old build. It is the one place cc's and nvcc's builds refuse these (NVRTC reads no folder for
@@ -35,12 +36,15 @@ if TYPE_CHECKING:
 
 def _quoted(kernel: Kernel, options: Sequence[str]) -> list[str]:
     """The quoted names `kernel`'s source includes or asks `__has_include` for, written or
-    given a macro it includes (`#include CFG`, `-DCFG="../cfg.h"`: `named_headers`)."""
+    given a macro it includes (`#include CFG`, `-DCFG="../cfg.h"`: `named_headers`), in the
+    lines a compile may read (`read_lines`: not a comment's, nor an `#if 0` group's)."""
     from warmcli.computed_includes import macro_includes, macro_values, named_headers
+    from warmcli.directives import read_lines
     from warmcli.headers import NEXT, source_includes
 
-    names = [n.removeprefix(NEXT) for n, q in source_includes(kernel.source) if q]
-    text = kernel.source.encode(errors="surrogatepass")
+    text = read_lines(kernel.source.encode(errors="surrogatepass"))  # (what a compile reads)
+    read = source_includes(text.decode(errors="surrogatepass"))
+    names = [n.removeprefix(NEXT) for n, q in read if q]
     if macros := macro_includes(text):
         values = macro_values(options, kernel.defines, [text])
         names += [n for m, _ in macros for n, q in named_headers(m, values)[0] if q]

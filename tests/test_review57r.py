@@ -1,0 +1,112 @@
+"""Review 57r: what stop 57's scratch-folder refusal refused that a compile never reads.
+
+`warmcli.backends.scratch_reads` refuses a kernel whose source's quoted `#include` climbs out of
+cc's (or nvcc's) scratch folder (`"../cfg.h"`: the temporary folder's first, whether or not the
+file is there yet). It read every `#include` line written, so one a compile never reads was
+refused too: inside a block comment across lines, or an `#if 0` group (or the `#else` of an
+`#if 1`), as code is disabled and kept. Now only lines a compile can read count: comments gone,
+such groups left out; a group whose macro may be set (`#ifdef USE_CFG`), and the live branch
+of an `#if 0`, are refused as before. Real parts: the real CLI warms with the real cc (and
+nvcc where installed), a real production process serves, and a cold one builds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm, nvcc_or_skip
+
+WORKLOAD = """
+from warmcli import Kernel
+DEVICE = {device!r}
+K = Kernel('''{source}''', "k", "P", language={language!r})
+def workload(rt):
+    y = rt.buffer(1, "int32")
+    rt.launch(K, y, **({{"grid": 1, "block": 1}} if DEVICE == "cuda" else {{}}))
+    return [y]
+"""
+SERVE = """
+import json, runpy, sys, warmcli
+if len(sys.argv) > 2:
+    warmcli.use_bundle(sys.argv[2])
+rt = warmcli.runtime("host")
+print(json.dumps([int(rt.read(y)[0]) for y in runpy.run_path(sys.argv[1])["workload"](rt)]))
+"""
+BODY = "#ifndef SCALE\n#define SCALE 2\n#endif\nvoid k(int *y) { y[0] = SCALE; }"
+NEVER_READ = {  # a climbing quoted include no compile reads, whatever its macros
+    "block comment": '/* was:\n#include "../cfg.h"\n*/\n',
+    "#if 0": '#if 0\n#include "../cfg.h"\n#endif\n',
+    "nested #if 0": '#if 0\n#ifdef X\n#else\n#include "../cfg.h"\n#endif\n#endif\n',
+    "#if 1's #else": '#if 1\n#define SCALE 2\n#else\n#include "../cfg.h"\n#endif\n',
+    "#if 0, #elif 0": '#if 0\n#include "../a.h"\n#elif 0\n#include "../cfg.h"\n#endif\n',
+}
+MAY_READ = {  # one a compile reads, or may (its macro set by an option)
+    "#ifdef": '#ifdef USE_CFG\n#include "../cfg.h"\n#endif\n',
+    "#if 0's #else": '#if 0\n#else\n#include "../cfg.h"\n#endif\n',
+    "#if 1": '#if 1\n#include "../cfg.h"\n#endif\n',
+    "comment ended": '/* a */ #define A\n#include "../cfg.h"\n',
+}
+
+
+def _workload(folder: Path, head: str, device: str = "host") -> Path:
+    body = BODY.replace("void k(", 'extern "C" __global__ void k(') if device == "cuda" else BODY
+    language = "cuda" if device == "cuda" else "c"
+    text = WORKLOAD.format(device=device, source=head + body, language=language)
+    (path := folder / "w.py").write_text(text)
+    return path
+
+
+def _scratch(tmp_path: Path) -> Path:
+    """A temporary folder holding a `cfg.h` a compile of `../cfg.h` would read (SCALE 3)."""
+    (scratch := tmp_path / "tmp").mkdir()
+    (scratch / "cfg.h").write_text("#define SCALE 3\n")
+    return scratch
+
+
+@pytest.mark.parametrize("case", list(NEVER_READ))
+def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
+    warm: Warm, tmp_path: Path, case: str
+) -> None:
+    """Before, exit 2 (`the source's #include "../cfg.h" names by a relative path a file ...`)
+    for a line the preprocessor never reads; now built, stored, and served as a cold build (2)."""
+    path = _workload(tmp_path, NEVER_READ[case])
+    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    done = moved("run", path, "-b", tmp_path / "b.warm")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    (tmp_path / "serve.py").write_text(SERVE)
+    for bundle in ((), (tmp_path / "b.warm",)):  # cold, then served
+        served = subprocess.run(
+            [sys.executable, tmp_path / "serve.py", path, *bundle],
+            capture_output=True, text=True, env={**moved.env, "PYTHONPATH": str(ROOT)}, check=False,
+        )  # fmt: skip
+        assert served.returncode == 0 and served.stdout.strip() == "[2]", served.stderr
+
+
+@pytest.mark.parametrize("case", list(MAY_READ))
+def test_a_climbing_include_a_compile_may_read_is_still_refused(
+    warm: Warm, tmp_path: Path, case: str
+) -> None:
+    """The narrowing keeps every line a compile may read: exit 2, one line naming it."""
+    path = _workload(tmp_path, MAY_READ[case])
+    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    done = moved("run", path, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert "Traceback" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
+    assert '#include "../cfg.h"' in line and "no kernel key covers" in line, done.stderr
+
+
+def test_nvcc_builds_a_climbing_include_inside_if_0(warm: Warm, tmp_path: Path) -> None:
+    """nvcc's check is the same: an `#if 0` group's `#include "../cfg.h"` was refused (exit 2),
+    now built; the same include outside it is still refused."""
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
+    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    path = _workload(tmp_path, NEVER_READ["#if 0"], "cuda")
+    done = moved("run", path, *args, "-b", tmp_path / "b.warm")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    path = _workload(tmp_path, MAY_READ["#if 1"], "cuda")
+    done = moved("run", path, *args, "-b", tmp_path / "c.warm")
+    assert done.returncode == 2 and "scratch folder" in done.stderr, done.stderr
