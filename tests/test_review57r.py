@@ -110,3 +110,39 @@ def test_nvcc_builds_a_climbing_include_inside_if_0(warm: Warm, tmp_path: Path) 
     path = _workload(tmp_path, MAY_READ["#if 1"], "cuda")
     done = moved("run", path, *args, "-b", tmp_path / "c.warm")
     assert done.returncode == 2 and "scratch folder" in done.stderr, done.stderr
+
+
+LINKED = "int helper(void);\nvoid k(int *y) { y[0] = helper(); }"
+CLIMBING = {  # a library folder named from cc's scratch folder: the temporary folder, or beside it
+    "-L..": (("-L..",), {}),
+    "-L../lib": (("-L../lib",), {}),
+    "LIBRARY_PATH": ((), {"LIBRARY_PATH": ".."}),
+}
+
+
+@pytest.mark.parametrize("case", list(CLIMBING))
+def test_a_climbing_library_folder_is_refused_before_a_library_is_there(
+    warm: Warm, tmp_path: Path, case: str
+) -> None:
+    """`-L..` (or `LIBRARY_PATH=..`) beside an absolute `-L` folder holding `libhelper.a`: the
+    refusal asked only whether the temporary folder held a library the link names (`-lhelper`,
+    and cc's own, `-lc`), so with none there yet `warm run` built and stored it (exit 0), and a
+    `libhelper.a` put there later is what cc links first, under the same key: measured, a cold
+    process then refused (`option '-L..' names ...`) where the bundle served the old build (3).
+    Now a library folder climbing out of the scratch folder is refused there or not, as a
+    climbing include is: exit 2, one line naming it."""
+    (lib := tmp_path / "lib").mkdir()
+    (lib / "h.c").write_text("int helper(void) { return 3; }\n")
+    subprocess.run(["cc", "-O2", "-fPIC", "-c", lib / "h.c", "-o", lib / "h.o"], check=True)
+    subprocess.run(["ar", "rcs", lib / "libhelper.a", lib / "h.o"], check=True)
+    options, env = CLIMBING[case]
+    options += (f"-L{lib}", "-Wl,-u,helper", "-lhelper")
+    text = WORKLOAD.format(device="host", source=LINKED, language="c")
+    text = text.replace('"P", language', f'"P", options={options!r}, language')
+    (path := tmp_path / "w.py").write_text(text)
+    (scratch := tmp_path / "tmp").mkdir()  # (holding no library)
+    done = warm.with_env(TMPDIR=str(scratch), **env)("run", path, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert "Traceback" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
+    assert ("'..'" if env else f"'{options[0]}'") in line, line

@@ -15,11 +15,13 @@ there, `-include base.h` warm's own file in it (cc's).
 out of the scratch folder (`..`), whether or not the temporary folder holds it yet (one put there
 later is read first, under the same key; a source's line no compile reads, a comment's or an
 `#if 0` group's, is not one), else any other relative name that finds a file there
-(a name that finds none is searched on, or fails, as the key reads it); `refuse_scratch_reads`
-fails the compile with it in one line, rather than build from a file whose edit would be served
-the old build. It is the one place cc's and nvcc's builds refuse these (NVRTC reads no folder for
-the source). It owns no state, writes nothing and asks only whether files are there; what it
-reads with is imported on first use (`cuda.nvcc` imports it, which a serving process may).
+(a name that finds none is searched on, or fails, as the key reads it), and a library folder
+climbing out of it there or not (`-L..`: one put there later is linked first, cc's `-lc` too);
+`refuse_scratch_reads` fails the compile with it in one line, rather than build from a file
+whose edit would be served the old build. It is the one place cc's and nvcc's builds refuse
+these (NVRTC reads no folder for the source). It owns no state, writes nothing and asks only
+whether files are there; what it reads with is imported on first use (`cuda.nvcc` imports it,
+which a serving process may).
 """
 
 from __future__ import annotations
@@ -70,8 +72,9 @@ def scratch_read(
     folder), or in `argv` (the options as the compiler runs them there) a header read first
     (`-include ../cfg.h`), either climbing out of `scratch` (whether or not the file is there
     yet) or found there; an input or a value after `=` found there (`../helper.o`,
-    `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a
-    library the link names (`-L..`); else None."""
+    `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) climbing
+    out of `scratch` (`-L..`, `-L../lib`, there or not), or holding a library the link names;
+    else None."""
     from warmcli.include_options import pre_included  # (what compiles: on first use)
     from warmcli.linked import file_texts, flag_values, found_libraries, linker_words
 
@@ -86,6 +89,8 @@ def scratch_read(
     flagged = [(f"option {'-L' + f!r}", f) for f in flag_values(words, "-L")]
     entries = [(f"LIBRARY_PATH's entry {f!r}", f) for f in library_path.split(os.pathsep) if f]
     for what, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
+        if _climbs(folder):  # (searched first for cc's own libraries too, `-lc`: no stat asked)
+            return what
         if next(found_libraries(words, [os.path.join(scratch, folder)], static=False), None):
             return what
     return None
