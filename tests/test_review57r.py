@@ -66,6 +66,18 @@ def _scratch(tmp_path: Path) -> Path:
     return scratch
 
 
+def _served_as_cold(tmp_path: Path, path: Path, warm: Warm, value: int) -> None:
+    """A cold production process (this tree's warmcli) and one served `tmp_path/b.warm` both
+    compute `value` for the workload at `path`."""
+    (tmp_path / "serve.py").write_text(SERVE)
+    for bundle in ((), (tmp_path / "b.warm",)):  # cold, then served
+        served = subprocess.run(
+            [sys.executable, tmp_path / "serve.py", path, *bundle],
+            capture_output=True, text=True, env={**warm.env, "PYTHONPATH": str(ROOT)}, check=False,
+        )  # fmt: skip
+        assert served.returncode == 0 and served.stdout.strip() == f"[{value}]", served.stderr
+
+
 @pytest.mark.parametrize("case", list(NEVER_READ))
 def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
     warm: Warm, tmp_path: Path, case: str
@@ -76,13 +88,7 @@ def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
     moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    (tmp_path / "serve.py").write_text(SERVE)
-    for bundle in ((), (tmp_path / "b.warm",)):  # cold, then served
-        served = subprocess.run(
-            [sys.executable, tmp_path / "serve.py", path, *bundle],
-            capture_output=True, text=True, env={**moved.env, "PYTHONPATH": str(ROOT)}, check=False,
-        )  # fmt: skip
-        assert served.returncode == 0 and served.stdout.strip() == "[2]", served.stderr
+    _served_as_cold(tmp_path, path, moved, 2)
 
 
 @pytest.mark.parametrize("case", list(MAY_READ))
@@ -146,3 +152,23 @@ def test_a_climbing_library_folder_is_refused_before_a_library_is_there(
     assert "Traceback" not in done.stderr
     line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
     assert ("'..'" if env else f"'{options[0]}'") in line, line
+
+
+def test_a_name_through_a_folder_the_scratch_folder_lacks_is_built_and_served_as_cold(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#include "sub/../../cfg.h"` goes through `sub`, which warm's new scratch folder never
+    holds, so cc finds nothing there and reads it from the `-I` folder (`inc/x/sub/../../cfg.h`:
+    SCALE 3), as the key does, never the temporary folder's `cfg.h` (9); the check read the
+    name as `../cfg.h` (`normpath`) and refused it (exit 2). Now built, served as cold (3)."""
+    (tmp_path / "inc" / "x" / "sub").mkdir(parents=True)
+    (tmp_path / "inc" / "cfg.h").write_text("#define SCALE 3\n")
+    path = _workload(tmp_path, '#include "sub/../../cfg.h"\n')
+    given = f'"P", options=("-I{tmp_path}/inc/x",), language'
+    path.write_text(path.read_text().replace('"P", language', given))
+    scratch = _scratch(tmp_path)
+    (scratch / "cfg.h").write_text("#define SCALE 9\n")
+    moved = warm.with_env(TMPDIR=str(scratch))
+    done = moved("run", path, "-b", tmp_path / "b.warm")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    _served_as_cold(tmp_path, path, moved, 3)

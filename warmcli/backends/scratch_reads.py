@@ -59,8 +59,11 @@ def _relative(name: str) -> bool:
 
 
 def _climbs(name: str) -> bool:
-    """Whether relative `name` leaves the folder it is read from (`../cfg.h`, `a/../../h`)."""
-    return os.path.normpath(name).split(os.sep, 1)[0] == ".."
+    """Whether relative `name`, read from the scratch folder, leaves it (`../cfg.h`, `./../h`):
+    its first part but `.` is `..`. One through a folder first (`a/../../h`) is looked for in
+    `a`, which a new scratch folder never holds (the system resolves each part in turn): the
+    compiler finds nothing there and searches on, as the key does."""
+    return next((part for part in name.split(os.sep) if part not in ("", ".")), "") == ".."
 
 
 def scratch_read(
