@@ -172,3 +172,28 @@ def test_a_name_through_a_folder_the_scratch_folder_lacks_is_built_and_served_as
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     _served_as_cold(tmp_path, path, moved, 3)
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("NVCC_APPEND_FLAGS", "-include ./../cfg.h"),
+        ("NVCC_PREPEND_FLAGS", "--pre-include=.//../cfg.h"),
+    ],
+)
+def test_nvcc_refuses_a_climbing_header_read_first_spelled_through_dot(
+    warm: Warm, tmp_path: Path, variable: str, value: str
+) -> None:
+    """nvcc's variables' header read first was refused where it started with `..` only: `./../cfg.h`
+    is the temporary folder's `cfg.h` from nvcc's scratch folder too, which no key reads. Measured:
+    `warm run --arch sm_90 --compiler nvcc` stored its cubin (exit 0), and after cfg.h said 9 for
+    3 a second run stored 0 while a cold one built anew (`warm diff`: 2 kernels under one key,
+    built to other binaries). Now refused in one line naming it, as `../cfg.h` is."""
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
+    path = _workload(tmp_path, "", "cuda")
+    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)), **{variable: value})
+    done = moved("run", path, *args, "-b", tmp_path / "b.warm")
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+    assert "Traceback" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
+    assert f"{variable}'s option" in line and "../cfg.h" in line, line

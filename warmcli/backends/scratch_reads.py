@@ -58,11 +58,12 @@ def _relative(name: str) -> bool:
     return name[:1] not in ("-", "/", "")
 
 
-def _climbs(name: str) -> bool:
+def climbs(name: str) -> bool:
     """Whether relative `name`, read from the scratch folder, leaves it (`../cfg.h`, `./../h`):
     its first part but `.` is `..`. One through a folder first (`a/../../h`) is looked for in
     `a`, which a new scratch folder never holds (the system resolves each part in turn): the
-    compiler finds nothing there and searches on, as the key does."""
+    compiler finds nothing there and searches on, as the key does. (nvcc's variables' header
+    read first too: `host_options`.)"""
     return next((part for part in name.split(os.sep) if part not in ("", ".")), "") == ".."
 
 
@@ -83,7 +84,7 @@ def scratch_read(
 
     headers = [(f'the source\'s #include "{n}"', n) for k in kernels for n in _quoted(k, argv)]
     headers += [(f"option {n!r}", n) for n in pre_included(argv)]
-    if climbing := next((what for what, n in headers if _relative(n) and _climbs(n)), None):
+    if climbing := next((what for what, n in headers if _relative(n) and climbs(n)), None):
         return climbing  # (no stat asked)
     for what, name in [*headers, *((f"option {n!r}", n) for n in file_texts(argv))]:
         if _relative(name) and os.path.isfile(os.path.join(scratch, name)):
@@ -92,7 +93,7 @@ def scratch_read(
     flagged = [(f"option {'-L' + f!r}", f) for f in flag_values(words, "-L")]
     entries = [(f"LIBRARY_PATH's entry {f!r}", f) for f in library_path.split(os.pathsep) if f]
     for what, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
-        if _climbs(folder):  # (searched first for cc's own libraries too, `-lc`: no stat asked)
+        if climbs(folder):  # (searched first for cc's own libraries too, `-lc`: no stat asked)
             return what
         if next(found_libraries(words, [os.path.join(scratch, folder)], static=False), None):
             return what
