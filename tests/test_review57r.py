@@ -197,3 +197,40 @@ def test_nvcc_refuses_a_climbing_header_read_first_spelled_through_dot(
     assert "Traceback" not in done.stderr
     line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
     assert f"{variable}'s option" in line and "../cfg.h" in line, line
+
+
+SCRIPTED = "extern char helper_value[];\nvoid k(int *y) { y[0] = (int)(long)helper_value; }"
+
+
+def _script(folder: Path, value: int) -> None:
+    """`folder/x.ld`, a linker script added to ld's own (`INSERT`) setting `helper_value`."""
+    text = f"SECTIONS {{ .data.hv : {{ }} }} INSERT AFTER .data;\nhelper_value = {value};\n"
+    (folder / "x.ld").write_text(text)
+
+
+@pytest.mark.parametrize("spelling", [("-Tx.ld",), ("-Wl,-T,x.ld",), ("-Wl,--script=x.ld",)])
+def test_a_linker_script_named_relatively_is_refused(
+    warm: Warm, tmp_path: Path, spelling: tuple[str, ...]
+) -> None:
+    """ld looks for a `-T` script named relatively in its working folder, cc's scratch one,
+    then along the `-L` folders, where no key looks (the key reads a script named by its
+    absolute path): with `-L lib` holding x.ld (helper_value = 3), `warm run` stored the build
+    (exit 0), and after x.ld said 5 a cold process computed 5 where the bundle served 3. Now
+    refused in one line naming it; the same script by its absolute path is built, and an edit
+    of it is a miss built anew (served as cold)."""
+    (lib := tmp_path / "lib").mkdir()
+    _script(lib, 3)
+    for options, refused in ((("-L" + str(lib), *spelling), True), ((f"-T{lib}/x.ld",), False)):
+        text = WORKLOAD.format(device="host", source=SCRIPTED, language="c")
+        text = text.replace('"P", language', f'"P", options={options!r}, language')
+        (path := tmp_path / "w.py").write_text(text)
+        done = warm("run", path, "-b", tmp_path / "b.warm")
+        if refused:
+            assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
+            assert "Traceback" not in done.stderr
+            line = next(x for x in done.stderr.splitlines() if "scratch folder" in x)
+            assert "x.ld" in line and "no kernel key covers" in line, line
+            continue
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+        _script(lib, 5)
+        _served_as_cold(tmp_path, path, warm, 5)

@@ -16,7 +16,8 @@ out of the scratch folder (`..`), whether or not the temporary folder holds it y
 later is read first, under the same key; a source's line no compile reads, a comment's or an
 `#if 0` group's, is not one), else any other relative name that finds a file there
 (a name that finds none is searched on, or fails, as the key reads it), and a library folder
-climbing out of it there or not (`-L..`: one put there later is linked first, cc's `-lc` too);
+climbing out of it there or not (`-L..`: one put there later is linked first, cc's `-lc` too),
+and a linker script named relatively (`-T x.ld`: ld's next place is the `-L` folders, unkeyed);
 `refuse_scratch_reads` fails the compile with it in one line, rather than build from a file
 whose edit would be served the old build. It is the one place cc's and nvcc's builds refuse
 these (NVRTC reads no folder for the source). It owns no state, writes nothing and asks only
@@ -27,6 +28,7 @@ which a serving process may).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -51,6 +53,12 @@ def _quoted(kernel: Kernel, options: Sequence[str]) -> list[str]:
         values = macro_values(options, kernel.defines, [text])
         names += [n for m, _ in macros for n, q in named_headers(m, values)[0] if q]
     return [name for name in names if not name.startswith("\0")]
+
+
+# What names ld's script (`-T x.ld`, `--script=x.ld`; `-dT`, its default one) and what `-T`
+# starts that is an address instead (`-Ttext=0x400000`, `-Ttext-segment=...`).
+_SCRIPT_FLAGS = ("-T", "-dT", "--script", "--default-script")
+_LD_ADDRESS = re.compile(r"(?:text|data|bss|ldata|text-segment|rodata-segment)(?:=|$)")
 
 
 def _relative(name: str) -> bool:
@@ -78,7 +86,8 @@ def scratch_read(
     yet) or found there; an input or a value after `=` found there (`../helper.o`,
     `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) climbing
     out of `scratch` (`-L..`, `-L../lib`, there or not), or holding a library the link names;
-    else None."""
+    a linker script named relatively (`-T x.ld`: ld looks for it there, then along the `-L`
+    folders, where no key looks; by its absolute path, `linked` keys it); else None."""
     from warmcli.include_options import pre_included  # (what compiles: on first use)
     from warmcli.linked import file_texts, flag_values, found_libraries, linker_words
 
@@ -97,6 +106,10 @@ def scratch_read(
             return what
         if next(found_libraries(words, [os.path.join(scratch, folder)], static=False), None):
             return what
+    scripts = ((f, n.removeprefix("=")) for f in _SCRIPT_FLAGS for n in flag_values(words, f))
+    for flag, name in scripts:  # (there or not: ld looks along the -L folders next, unkeyed)
+        if _relative(name) and not (flag == "-T" and _LD_ADDRESS.match(name)):
+            return f"option {flag + ' ' + name!r} (a linker script, looked for along -L too)"
     return None
 
 
