@@ -48,6 +48,7 @@ MAY_READ = {  # one a compile reads, or may (its macro set by an option)
     "#if 0's #else": '#if 0\n#else\n#include "../cfg.h"\n#endif\n',
     "#if 1": '#if 1\n#include "../cfg.h"\n#endif\n',
     "comment ended": '/* a */ #define A\n#include "../cfg.h"\n',
+    "#if false, defined 1": '#define false 1\n#if false\n#include "../cfg.h"\n#endif\n',
 }
 
 

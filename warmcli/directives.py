@@ -103,7 +103,7 @@ def _readings(data: bytes) -> list[bytes]:
 
 def read_lines(data: bytes) -> bytes:
     """`data` as `spliced`, less each group no compile reads, whatever its macros: one an
-    `#if 0` (`#elif 0`, `#if false`) opens, one after a group `#if 1` surely reads (its `#else`),
+    `#if 0` (`#elif 0`) opens, one after a group `#if 1` surely reads (its `#else`),
     and all inside those (`#if 0` ... `#endif` disabling kept code). A group whose condition
     names anything else may be read, and is kept."""
     return b"\n".join(_taken(reading) for reading in _readings(data))
@@ -117,7 +117,7 @@ def _taken(text: bytes) -> bytes:
             continue
         word, condition = found[1], found[2].strip()
         plain = word in (b"if", b"elif")  # (`#ifdef X`, `#elifdef X`: neither dead nor sure)
-        dead = plain and condition in (b"0", b"(0)", b"false")
+        dead = plain and condition in (b"0", b"(0)")  # (a name, `false`, may be a macro)
         sure = plain and condition in (b"1", b"(1)")
         if word.startswith(b"if"):
             within = any(skip for skip, _ in groups)
