@@ -235,3 +235,18 @@ def test_a_linker_script_named_relatively_is_refused(
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
         _script(lib, 5)
         _served_as_cold(tmp_path, path, warm, 5)
+
+
+def test_nvcc_builds_a_cubin_whatever_library_folder_its_options_name(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """nvcc builds a cubin and links nothing, so no `-L` folder is read: `-L../lib -lfoo` in a
+    CUDA kernel's options (a whole program's flags) was refused once a climbing library folder
+    was refused there or not (exit 2); now built, as before that (a host kernel's is refused)."""
+    args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
+    path = _workload(tmp_path, "", "cuda")
+    given = '"P", options=("-L../lib", "-lfoo"), language'
+    path.write_text(path.read_text().replace('"P", language', given))
+    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    done = moved("run", path, *args, "-b", tmp_path / "b.warm")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr

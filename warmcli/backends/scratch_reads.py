@@ -76,7 +76,7 @@ def climbs(name: str) -> bool:
 
 
 def scratch_read(
-    argv: Sequence[str], kernels: Sequence[Kernel], scratch: str, library_path: str
+    argv: Sequence[str], kernels: Sequence[Kernel], scratch: str, library_path: str | None
 ) -> str | None:
     """What first names by a relative path a file the compiler reads from `scratch`, said as it
     is named: a quoted name the source of one of `kernels` (those compiled there) includes or
@@ -87,7 +87,8 @@ def scratch_read(
     `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) climbing
     out of `scratch` (`-L..`, `-L../lib`, there or not), or holding a library the link names;
     a linker script named relatively (`-T x.ld`: ld looks for it there, then along the `-L`
-    folders, where no key looks; by its absolute path, `linked` keys it); else None."""
+    folders, where no key looks; by its absolute path, `linked` keys it); else None. These two
+    where the compiler links (`library_path` not None: cc; nvcc's cubin links nothing)."""
     from warmcli.include_options import pre_included  # (what compiles: on first use)
     from warmcli.linked import file_texts, flag_values, found_libraries, linker_words
 
@@ -98,6 +99,8 @@ def scratch_read(
     for what, name in [*headers, *((f"option {n!r}", n) for n in file_texts(argv))]:
         if _relative(name) and os.path.isfile(os.path.join(scratch, name)):
             return what
+    if library_path is None:
+        return None
     words = linker_words(tuple(argv))
     flagged = [(f"option {'-L' + f!r}", f) for f in flag_values(words, "-L")]
     entries = [(f"LIBRARY_PATH's entry {f!r}", f) for f in library_path.split(os.pathsep) if f]
@@ -114,10 +117,14 @@ def scratch_read(
 
 
 def refuse_scratch_reads(
-    options: Sequence[str], units: Sequence[CompileUnit], scratch: str, library_path: str = ""
+    options: Sequence[str],
+    units: Sequence[CompileUnit],
+    scratch: str,
+    library_path: str | None = None,
 ) -> None:
     """Fail the compile of `units` where `scratch_read` finds what `options` (the kernels', as
-    their compiler is given them in `scratch`) or their sources name there."""
+    their compiler is given them in `scratch`) or their sources name there (`library_path`:
+    `LIBRARY_PATH`, where the compiler links; None for nvcc's cubin)."""
     what = scratch_read(options, [unit.kernel for unit in units], scratch, library_path)
     if what is not None:
         raise CompileFailure(
