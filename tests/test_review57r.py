@@ -1,13 +1,18 @@
-"""Review 57r: what stop 57's scratch-folder refusal refused that a compile never reads.
+"""Review 57r: stop 57's scratch-folder refusals, what they refused that no compile reads and
+what they let through that a compile does.
 
-`warmcli.backends.scratch_reads` refuses a kernel whose source's quoted `#include` climbs out of
-cc's (or nvcc's) scratch folder (`"../cfg.h"`: the temporary folder's first, whether or not the
-file is there yet). It read every `#include` line written, so one a compile never reads was
-refused too: inside a block comment across lines, or an `#if 0` group (or the `#else` of an
-`#if 1`), as code is disabled and kept. Now only lines a compile can read count: comments gone,
-such groups left out; a group whose macro may be set (`#ifdef USE_CFG`), and the live branch
-of an `#if 0`, are refused as before. Real parts: the real CLI warms with the real cc (and
-nvcc where installed), a real production process serves, and a cold one builds.
+`warmcli.backends.scratch_reads` refuses a kernel whose source or options name by a relative
+path a file cc (or nvcc), run in a scratch folder inside the temporary folder, reads from there
+(`#include "../cfg.h"`: the temporary folder's, whether or not the file is there yet).
+Too much: it read every `#include` line written (inside a block comment, an `#if 0` group, an
+`#if 1`'s `#else`: never read), took `sub/../../cfg.h` for `../cfg.h` (cc goes through `sub`,
+which the scratch folder never holds), and refused nvcc's cubin a `-L` folder it never reads.
+Too little: a climbing library folder (`-L..`) with no library there yet, nvcc's variables'
+`-include ./../cfg.h`, and a linker script named relatively (`-T x.ld`, then looked for along
+the `-L` folders) were built and served after the file changed (or appeared), where a cold
+process built anew. Each test failed before its fix. Real parts: the real CLI warms with the
+real cc, ld and ar (and nvcc where installed), a real production process serves, a cold one
+builds; this tree's warmcli in each (`PYTHONPATH`: a script elsewhere would import another).
 """
 
 from __future__ import annotations
