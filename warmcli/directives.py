@@ -8,10 +8,12 @@ directive): `spliced` does the same to a source's bytes, its string and characte
 kept, so the scans of `warmcli.headers` and `warmcli.kernel` find an include however it is
 spelled. `may_hide` says cheaply whether a source holds anything that could hide one (a
 backslash, a comment, a digraph or trigraph `#`, a carriage return, a form feed or vertical
-tab); where it does not, the plain text is what the preprocessor reads. `reads_assembler_file`
-finds an assembler directive that reads a file (`.incbin`, `.include`) in a source or header so
-read, its adjacent string literals joined and their escapes read as the compiler does (`\\x22` a
-quote), or its name a macro's argument (stringized or pasted). State: none. It never reads a file.
+tab); where it does not, the plain text is what the preprocessor reads. `read_lines` is
+`spliced` less the groups no compile reads, whatever its macros (`#if 0`, an `#if 1`'s `#else`).
+`reads_assembler_file` finds an assembler directive that reads a file (`.incbin`, `.include`)
+in a source or header so read, its adjacent string literals joined and their escapes read as the
+compiler does (`\\x22` a quote), or its name a macro's argument (stringized or pasted). State:
+none. It never reads a file.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ _LITERAL_OR_COMMENT = re.compile(
     re.DOTALL,
 )
 _LONE_CR = re.compile(rb"\r(?!\n)")  # a line's end, as GCC reads it
+# A conditional directive (`#if`, `#ifdef`, `#elif`, `#else`, `#endif`...) and its condition.
+_CONDITIONAL = re.compile(
+    rb"[ \t]*(?:#|%:|\?\?=)[ \t]*(if|ifn?def|elif|elifn?def|else|endif)\b(.*)"
+)
 # A raw string (GNU C's, C++'s: `R"x(...)x"`, its prefix `u8`, `u`, `U` or `L`), kept as
 # written up to its `)x"` (one never closed runs to the end, as GCC reads it: never scanned
 # again from a later `R"`), then the rest as `_LITERAL_OR_COMMENT` reads it.
@@ -85,11 +91,43 @@ def spliced(data: bytes) -> bytes:
     it may hold a raw string (`R"`), followed by a line of its own and the same read with raw
     strings (`_RAW_LITERAL_OR_COMMENT`): as C reads it and as GNU C and C++ do, either of
     which may see a directive the other reads as inside a comment."""
+    return b"\n".join(_readings(data))
+
+
+def _readings(data: bytes) -> list[bytes]:
+    """`data` read as C reads it, and where it may hold a raw string as GNU C and C++ do."""
     joined = _SPLICE.sub(b"", _LONE_CR.sub(b"\n", data))
-    read = _LITERAL_OR_COMMENT.sub(_keep_literal, joined)
-    if b'R"' not in joined:
-        return read
-    return read + b"\n" + _RAW_LITERAL_OR_COMMENT.sub(_keep_literal, joined)
+    read = [_LITERAL_OR_COMMENT.sub(_keep_literal, joined)]
+    return read + [_RAW_LITERAL_OR_COMMENT.sub(_keep_literal, joined)] * (b'R"' in joined)
+
+
+def read_lines(data: bytes) -> bytes:
+    """`data` as `spliced`, less each group no compile reads, whatever its macros: one an
+    `#if 0` (`#elif 0`) opens, one after a group `#if 1` surely reads (its `#else`),
+    and all inside those (`#if 0` ... `#endif` disabling kept code). A group whose condition
+    names anything else may be read, and is kept."""
+    return b"\n".join(_taken(reading) for reading in _readings(data))
+
+
+def _taken(text: bytes) -> bytes:
+    kept, groups = [], []  # each open group: (skipped now, an earlier branch surely read)
+    for line in text.split(b"\n"):
+        if (found := _CONDITIONAL.match(line)) is None:
+            kept += [line] * (not any(skip for skip, _ in groups))
+            continue
+        word, condition = found[1], found[2].strip()
+        plain = word in (b"if", b"elif")  # (`#ifdef X`, `#elifdef X`: neither dead nor sure)
+        dead = plain and condition in (b"0", b"(0)")  # (a name, `false`, may be a macro)
+        sure = plain and condition in (b"1", b"(1)")
+        if word.startswith(b"if"):
+            within = any(skip for skip, _ in groups)
+            groups.append((True, True) if within else (dead, sure))
+        elif word == b"endif":
+            groups = groups[:-1]
+        elif groups:  # `#else` (surely read where none was before), an `#elif`
+            before = groups[-1][1]
+            groups[-1] = (before or dead, before or sure or word == b"else")
+    return b"\n".join(kept)
 
 
 def spliced_text(source: str) -> str | None:

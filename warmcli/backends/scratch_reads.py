@@ -13,17 +13,22 @@ only, where the compiler searches the source's folder, the scratch one, first): 
 there, `-include base.h` warm's own file in it (cc's).
 `scratch_read` names the first such name: a quoted include or a header read first that climbs
 out of the scratch folder (`..`), whether or not the temporary folder holds it yet (one put there
-later is read first, under the same key), else any other relative name that finds a file there
-(a name that finds none is searched on, or fails, as the key reads it); `refuse_scratch_reads`
-fails the compile with it in one line, rather than build from a file whose edit would be served
-the old build. It is the one place cc's and nvcc's builds refuse these (NVRTC reads no folder for
-the source). It owns no state, writes nothing and asks only whether files are there; what it
-reads with is imported on first use (`cuda.nvcc` imports it, which a serving process may).
+later is read first, under the same key; a source's line no compile reads, a comment's or an
+`#if 0` group's, is not one), else any other relative name that finds a file there
+(a name that finds none is searched on, or fails, as the key reads it), and a library folder
+climbing out of it there or not (`-L..`: one put there later is linked first, cc's `-lc` too),
+and a linker script named relatively (`-T x.ld`: ld's next place is the `-L` folders, unkeyed);
+`refuse_scratch_reads` fails the compile with it in one line, rather than build from a file
+whose edit would be served the old build. It is the one place cc's and nvcc's builds refuse
+these (NVRTC reads no folder for the source). It owns no state, writes nothing and asks only
+whether files are there; what it reads with is imported on first use (`cuda.nvcc` imports it,
+which a serving process may).
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -35,16 +40,25 @@ if TYPE_CHECKING:
 
 def _quoted(kernel: Kernel, options: Sequence[str]) -> list[str]:
     """The quoted names `kernel`'s source includes or asks `__has_include` for, written or
-    given a macro it includes (`#include CFG`, `-DCFG="../cfg.h"`: `named_headers`)."""
+    given a macro it includes (`#include CFG`, `-DCFG="../cfg.h"`: `named_headers`), in the
+    lines a compile may read (`read_lines`: not a comment's, nor an `#if 0` group's)."""
     from warmcli.computed_includes import macro_includes, macro_values, named_headers
+    from warmcli.directives import read_lines
     from warmcli.headers import NEXT, source_includes
 
-    names = [n.removeprefix(NEXT) for n, q in source_includes(kernel.source) if q]
-    text = kernel.source.encode(errors="surrogatepass")
+    text = read_lines(kernel.source.encode(errors="surrogatepass"))  # (what a compile reads)
+    read = source_includes(text.decode(errors="surrogatepass"))
+    names = [n.removeprefix(NEXT) for n, q in read if q]
     if macros := macro_includes(text):
         values = macro_values(options, kernel.defines, [text])
         names += [n for m, _ in macros for n, q in named_headers(m, values)[0] if q]
     return [name for name in names if not name.startswith("\0")]
+
+
+# What names ld's script (`-T x.ld`, `--script=x.ld`; `-dT`, its default one) and what `-T`
+# starts that is an address instead (`-Ttext=0x400000`, `-Ttext-segment=...`).
+_SCRIPT_FLAGS = ("-T", "-dT", "--script", "--default-script")
+_LD_ADDRESS = re.compile(r"(?:text|data|bss|ldata|text-segment|rodata-segment)(?:=|$)")
 
 
 def _relative(name: str) -> bool:
@@ -52,13 +66,17 @@ def _relative(name: str) -> bool:
     return name[:1] not in ("-", "/", "")
 
 
-def _climbs(name: str) -> bool:
-    """Whether relative `name` leaves the folder it is read from (`../cfg.h`, `a/../../h`)."""
-    return os.path.normpath(name).split(os.sep, 1)[0] == ".."
+def climbs(name: str) -> bool:
+    """Whether relative `name`, read from the scratch folder, leaves it (`../cfg.h`, `./../h`):
+    its first part but `.` is `..`. One through a folder first (`a/../../h`) is looked for in
+    `a`, which a new scratch folder never holds (the system resolves each part in turn): the
+    compiler finds nothing there and searches on, as the key does. (nvcc's variables' header
+    read first too: `host_options`.)"""
+    return next((part for part in name.split(os.sep) if part not in ("", ".")), "") == ".."
 
 
 def scratch_read(
-    argv: Sequence[str], kernels: Sequence[Kernel], scratch: str, library_path: str
+    argv: Sequence[str], kernels: Sequence[Kernel], scratch: str, library_path: str | None
 ) -> str | None:
     """What first names by a relative path a file the compiler reads from `scratch`, said as it
     is named: a quoted name the source of one of `kernels` (those compiled there) includes or
@@ -66,32 +84,47 @@ def scratch_read(
     folder), or in `argv` (the options as the compiler runs them there) a header read first
     (`-include ../cfg.h`), either climbing out of `scratch` (whether or not the file is there
     yet) or found there; an input or a value after `=` found there (`../helper.o`,
-    `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) holding a
-    library the link names (`-L..`); else None."""
+    `-fplugin=../p.so`); a library folder of `-L` or `library_path` (`LIBRARY_PATH`) climbing
+    out of `scratch` (`-L..`, `-L../lib`, there or not), or holding a library the link names;
+    a linker script named relatively (`-T x.ld`: ld looks for it there, then along the `-L`
+    folders, where no key looks; by its absolute path, `linked` keys it); else None. These two
+    where the compiler links (`library_path` not None: cc; nvcc's cubin links nothing)."""
     from warmcli.include_options import pre_included  # (what compiles: on first use)
     from warmcli.linked import file_texts, flag_values, found_libraries, linker_words
 
     headers = [(f'the source\'s #include "{n}"', n) for k in kernels for n in _quoted(k, argv)]
     headers += [(f"option {n!r}", n) for n in pre_included(argv)]
-    if climbing := next((what for what, n in headers if _relative(n) and _climbs(n)), None):
+    if climbing := next((what for what, n in headers if _relative(n) and climbs(n)), None):
         return climbing  # (no stat asked)
     for what, name in [*headers, *((f"option {n!r}", n) for n in file_texts(argv))]:
         if _relative(name) and os.path.isfile(os.path.join(scratch, name)):
             return what
+    if library_path is None:
+        return None
     words = linker_words(tuple(argv))
     flagged = [(f"option {'-L' + f!r}", f) for f in flag_values(words, "-L")]
     entries = [(f"LIBRARY_PATH's entry {f!r}", f) for f in library_path.split(os.pathsep) if f]
     for what, folder in [(s, f) for s, f in [*flagged, *entries] if not os.path.isabs(f)]:
+        if climbs(folder):  # (searched first for cc's own libraries too, `-lc`: no stat asked)
+            return what
         if next(found_libraries(words, [os.path.join(scratch, folder)], static=False), None):
             return what
+    scripts = ((f, n.removeprefix("=")) for f in _SCRIPT_FLAGS for n in flag_values(words, f))
+    for flag, name in scripts:  # (there or not: ld looks along the -L folders next, unkeyed)
+        if _relative(name) and not (flag == "-T" and _LD_ADDRESS.match(name)):
+            return f"option {flag + ' ' + name!r} (a linker script, looked for along -L too)"
     return None
 
 
 def refuse_scratch_reads(
-    options: Sequence[str], units: Sequence[CompileUnit], scratch: str, library_path: str = ""
+    options: Sequence[str],
+    units: Sequence[CompileUnit],
+    scratch: str,
+    library_path: str | None = None,
 ) -> None:
     """Fail the compile of `units` where `scratch_read` finds what `options` (the kernels', as
-    their compiler is given them in `scratch`) or their sources name there."""
+    their compiler is given them in `scratch`) or their sources name there (`library_path`:
+    `LIBRARY_PATH`, where the compiler links; None for nvcc's cubin)."""
     what = scratch_read(options, [unit.kernel for unit in units], scratch, library_path)
     if what is not None:
         raise CompileFailure(

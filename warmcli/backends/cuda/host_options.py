@@ -192,8 +192,10 @@ def relative_host_compiler(options: Sequence[str], given: str = "") -> str | Non
 
 def _relative_path(words: Sequence[str], folder: str) -> str | None:
     """The first of `words` (nvcc's variables') naming an include folder by a relative path, or a
-    header read first that nvcc reads otherwise than the key (`..`: from its scratch folder, the
-    temporary folder; one in `folder`, the working folder, the key's alone), or None."""
+    header read first that nvcc reads otherwise than the key (climbing, `..` or `./..`: from its
+    scratch folder, the temporary folder; one in `folder`, the working folder, the key's alone),
+    or None."""
+    from warmcli.backends.scratch_reads import climbs
     from warmcli.include_options import _named_folders, _pre_included_at, working_folder
 
     for _, named, at, _ in _named_folders(words):
@@ -203,7 +205,7 @@ def _relative_path(words: Sequence[str], folder: str) -> str | None:
         with contextlib.suppress(OSError):  # (a working folder removed holds none)
             folder = folder or working_folder()
         local = bool(folder) and os.path.isfile(os.path.join(folder, name))
-        if not os.path.isabs(name) and (name.startswith("..") or local):
+        if not os.path.isabs(name) and (climbs(name) or local):  # (`./../cfg.h` too)
             return words[at] if before else " ".join(words[at - 1 : at + 1])
     return None
 
