@@ -17,13 +17,17 @@ what its argument makes. Pure functions over text, but `computed_headers`, which
 file reached once (`file_head`: at most `MAX_SCANNED` bytes), its values kept in the digest's
 `Scanned` (a chain of headers each computing the next was read again at each link: quadratic);
 past `MAX_DEFINES` `#define` lines in them (memory a hostile header would take) it is unkeyed.
+`source_told` says what a digest's walk told the source's own computed includes (its one state: a
+thread's last walk's names), for `warmcli.backends.scratch_reads` (cc searches the source's
+scratch folder first, where the key does not look).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from warmcli.directives import may_hide, spliced
 from warmcli.handed_on import tool_words
@@ -45,6 +49,7 @@ _DEFINE = re.compile(
 )
 _HEADER_NAME = re.compile(r'[ \t]*(?:"([^"\n]+)"|<([^<>\n]+)>)[ \t]*')  # a value that is one
 _DEFINE_FLAGS = ("-D", "--define-macro")
+_WALKS = threading.local()  # `own`: what the last headers digest made in a thread told (`Scanned`)
 
 
 def macro_includes(data: bytes) -> list[tuple[str, bool]]:
@@ -162,6 +167,8 @@ def computed_headers(
         headers, reason = named_headers(macro, values)
         scanned.why[at] = reason if counts else ""  # (a header read later may tell it)
         for header, quoted in headers:
+            if quoted and here is None:  # the source's own: `source_told`
+                scanned.own[header] = None
             entry = (next_mark * is_next + header, quoted, here)
             if entry not in done:
                 done.add(entry)
@@ -184,6 +191,18 @@ class Scanned:
         self.told: dict[int, int] = {}  # each computed include's number of values when told
         self.why: dict[int, str] = {}  # and why it could not be told then ("" where it could)
         self.defines = 0  # `#define`s in the files read (at most: the word's count)
+        self.own: dict[str, None] = {}  # the quoted names the source's own were told, in order
+        _WALKS.own = self.own  # (this thread's last walk: `source_told`)
+
+
+def source_told(walk: Callable[[], object]) -> list[str]:
+    """The quoted names the source's own computed includes (`#include CFG` in a kernel's text,
+    not a header's) were told in the headers digest `walk()` makes in this thread, by every value
+    its macro is given there: the kernel's options, defines and source, and each header reached
+    (`#define CFG "../cfg.h"` in an `-I` folder's); [] where it made none (no folder named)."""
+    _WALKS.own = {}
+    walk()
+    return list(_WALKS.own)
 
 
 def file_head(path: str, size: int = MAX_SCANNED) -> bytes:

@@ -384,7 +384,7 @@ class NvccCompiler:
         started = time.perf_counter()
         with scratch_folder("warm-nvcc-") as tmp:  # (a forked child's exit never removes it)
             Path(tmp, "tu.cu").write_text(translation_unit(units), encoding="utf-8")  # any locale
-            refuse_scratch_reads(options, units, tmp)  # (`#include "../cfg.h"`: tmp's `..`)
+            refuse_scratch_reads(options, units, tmp, identity=self.toolchain.identity)  # tmp's ..
             try:
                 log, _ = run_compiler(command, units, timeout, tmp)
             except CompileFailure as failure:

@@ -235,7 +235,9 @@ def compile_group(
                 fh.write(base_file(units[0].kernel))
             argv[1:1] = ["-include", first]
         environ = units[0].environment if units else None  # (`-include ../cfg.h`, `-L..`)
-        refuse_scratch_reads(argv[1:], units, scratch, config.library_path(environ))
+        refuse_scratch_reads(
+            argv[1:], units, scratch, config.library_path(environ), compiler.toolchain.identity
+        )
         try:
             log, seconds = run_compiler(argv, units, timeout, scratch)
         except CompileFailure as failure:
