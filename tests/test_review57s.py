@@ -5,10 +5,11 @@ folder, so a quoted include is searched there first, where no key looks
 (`warmcli.backends.scratch_reads`). The hole: `#include CFG` whose macro only a header in an
 `-I` folder defines (`#define CFG "../cfg.h"`) was built and stored, and a `cfg.h` put in the
 temporary folder later was what a cold build read (the source's own `#define`, or `-DCFG=`, was
-refused already). A message: a user's `#include "base.h"` that warm's own scratch `base.h`
-answers was told to name it "within an -I folder", where it already is. Each test failed before
-its fix. Real parts: the real CLI warms with the real cc (nvcc compile-only where installed), a
-real production process serves.
+refused already). The messages: a user's `#include "base.h"` that warm's own scratch `base.h`
+answers was told to name it "within an -I folder", where it already is; and a relative `-Llib`
+that names the working folder's `lib` failed with ld's bare "cannot find -lhelper". Each test
+failed before its fix. Real parts: the real CLI warms with the real cc, ld and ar (nvcc
+compile-only where installed), a real production process serves.
 """
 
 from __future__ import annotations
@@ -140,3 +141,39 @@ def test_a_header_warm_s_scratch_file_answers_is_told_what_to_do(
         done = warm("run", path, "-b", tmp_path / "b.warm")
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
         _served(tmp_path, path, warm, 3)
+
+
+LINKED = "int helper(void);\nvoid k(int *y) { y[0] = helper(); }"
+
+
+@pytest.mark.parametrize("spelling", [("-Llib",), ("-L", "lib"), ("-Wl,-Llib",)])
+def test_a_relative_library_folder_of_the_working_folder_is_named_under_ld_s_error(
+    warm: Warm, tmp_path: Path, spelling: tuple[str, ...]
+) -> None:
+    """`-Llib -lhelper`, `lib` in the working folder: cc runs in its scratch folder, where
+    `lib` is none, and the compile failed with ld's "cannot find -lhelper" alone. Now a line
+    beneath it names the working folder's `lib` and its absolute spelling, which builds."""
+    (lib := tmp_path / "lib").mkdir()
+    (lib / "h.c").write_text("int helper(void) { return 3; }\n")
+    subprocess.run(["cc", "-O2", "-fPIC", "-c", lib / "h.c", "-o", lib / "h.o"], check=True)
+    subprocess.run(["ar", "rcs", lib / "libhelper.a", lib / "h.o"], check=True)
+    text = WORKLOAD.format(
+        device="host", source=LINKED, options=(*spelling, "-lhelper"), language="c"
+    )
+    (path := tmp_path / "w.py").write_text(text)
+    warm = warm.with_env(PYTHONPATH=str(ROOT))  # (this tree's warmcli, run from `tmp_path`)
+    done = warm("run", path, "-b", tmp_path / "b.warm", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot find -lhelper" in done.stderr, done.stderr
+    hint = "warm: -Llib names no folder from cc's scratch folder"
+    assert hint in done.stderr and f"(-L{lib})" in done.stderr, done.stderr
+    text = WORKLOAD.format(
+        device="host",
+        source=LINKED,
+        options=(f"-L{lib}", "-Wl,-u,helper", "-lhelper"),
+        language="c",
+    )
+    path.write_text(text)
+    done = warm("run", path, "-b", tmp_path / "b.warm", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    _served(tmp_path, path, warm, 3, cwd=tmp_path)

@@ -11,7 +11,9 @@ compiler's. `run_compiler` runs one compiler process for any backend through
 interrupt or `stop_compilers`, tied to the thread that started it), and refuses to
 start one while warm is stopping; where a compiler's log says a file was not found, each
 `-I` folder of its kernels that is none here is named beneath it (`no_include_folders`,
-NVRTC's log too); a unit is built in the environment it was queued in (`CompileUnit.queued`).
+NVRTC's log too), and where ld says it cannot find a library, each relative `-L` folder that is
+none from the scratch folder it runs in but one from the working folder (`no_library_folders`);
+a unit is built in the environment it was queued in (`CompileUnit.queued`).
 Its only state is a bounded memo of the type names each C source declares (`type_names`), and
 the environment the last unit was queued in; compilers own no cache, never load what they build.
 """
@@ -147,6 +149,11 @@ class CompiledGroup(Record):
 
 NO_FOLDER = "warm: -I{given} names no folder: {absolute} (a relative -I is the working folder's)"
 _NOT_FOUND = ("cannot open source file", "No such file or directory")  # (NVRTC's; cc's, nvcc's)
+NO_LIBRARY_FOLDER = (
+    "warm: -L{given} names no folder from cc's scratch folder, where cc runs and takes a relative "
+    "-L from; the working folder's is {absolute}: name it by its absolute path (-L{absolute})"
+)
+_NO_LIBRARY = "cannot find -l"  # ld's (`cannot find -lhelper: No such file or directory`)
 
 
 def no_include_folders(options: Sequence[str], folder: str = "") -> list[str]:
@@ -165,6 +172,20 @@ def no_include_folders(options: Sequence[str], folder: str = "") -> list[str]:
     return [NO_FOLDER.format(given=f, absolute=at) for f, at in missing]
 
 
+def no_library_folders(options: Sequence[str], folder: str, scratch: str) -> list[str]:
+    """The hint lines for the relative library folders `options` name (`-Llib`, `-L lib`, as
+    the linker reads them: `-Wl,-Llib` too) that are no folder from `scratch`, where cc ran,
+    but one from `folder` (its kernel's working folder, else this process's): a key keeps
+    the folder as written, so warm never moves it (by its absolute path, `warmcli.linked`
+    keys what it links)."""
+    from warmcli.linked import flag_values, linker_words  # (a failed link: on first use)
+
+    named = dict.fromkeys(flag_values(linker_words(tuple(options)), "-L"))
+    relative = [f for f in named if f and not os.path.isabs(f)]
+    placed = [(f, _placed(folder, f)) for f in relative if not os.path.isdir(f"{scratch}/{f}")]
+    return [NO_LIBRARY_FOLDER.format(given=f, absolute=at) for f, at in placed if os.path.isdir(at)]
+
+
 def _placed(folder: str, given: str) -> str:
     """`given` taken from `folder` (else the working folder) as an absolute path; said so
     where it is relative to a working folder that was removed (no folder is there)."""
@@ -174,13 +195,17 @@ def _placed(folder: str, given: str) -> str:
         return f"{given} in the working folder, which was removed"
 
 
-def _not_found(log: str, units: Sequence[CompileUnit]) -> str:
-    """`log` (a failed compiler process's), with the `-I` folders of its kernels that are none
-    here named beneath it where it says a file was not found."""
-    if not any(text in log for text in _NOT_FOUND):
+def _not_found(log: str, units: Sequence[CompileUnit], cwd: str) -> str:
+    """`log` (a failed compiler process's, run in `cwd`), with the `-I` folders of its kernels
+    that are none here named beneath it where it says a file was not found, and the relative
+    `-L` folders that are none from `cwd` but one from the working folder where ld says it
+    cannot find a library."""
+    if not any(text in log for text in (*_NOT_FOUND, _NO_LIBRARY)):
         return log
     options = [option for unit in units for option in unit.kernel.options]
-    return "\n".join([log, *no_include_folders(options, units[0].folder)])
+    hints = no_include_folders(options, units[0].folder)
+    hints += no_library_folders(options, units[0].folder, cwd) if _NO_LIBRARY in log else []
+    return "\n".join([log, *hints])
 
 
 # A compiler process that runs longer than this is stopped (`--compile-timeout`).
@@ -218,7 +243,7 @@ def run_compiler(
     if done.returncode != 0:
         if processes.refusing():
             raise CompileFailure(f"{command[0]} stopped: warm is stopping", tuple(units))
-        log = _not_found(log, units) or f"{command[0]} exited with {done.returncode}"
+        log = _not_found(log, units, cwd) or f"{command[0]} exited with {done.returncode}"
         raise CompileFailure(log, tuple(units))
     return log, time.perf_counter() - started
 
