@@ -196,12 +196,12 @@ def _relative_path(words: Sequence[str], folder: str) -> str | None:
     scratch folder, the temporary folder; one in `folder`, the working folder, the key's alone),
     or None."""
     from warmcli.backends.scratch_reads import climbs
-    from warmcli.include_options import _named_folders, _pre_included_at, working_folder
+    from warmcli.include_options import named_folders, pre_included_at, working_folder
 
-    for _, named, at, _ in _named_folders(words):
+    for _, named, at, _ in named_folders(words):
         if not os.path.isabs(named):
             return " ".join(words[at - 1 : at + 1]) if words[at] == named else words[at]
-    for at, before, name in _pre_included_at(words):
+    for at, before, name in pre_included_at(words):
         with contextlib.suppress(OSError):  # (a working folder removed holds none)
             folder = folder or working_folder()
         local = bool(folder) and os.path.isfile(os.path.join(folder, name))
