@@ -195,8 +195,8 @@ def _relative_path(words: Sequence[str], folder: str) -> str | None:
     header read first that nvcc reads otherwise than the key (climbing, `..` or `./..`: from its
     scratch folder, the temporary folder; one in `folder`, the working folder, the key's alone),
     or None."""
-    from warmcli.backends.scratch_reads import climbs
     from warmcli.include_options import named_folders, pre_included_at, working_folder
+    from warmcli.scratch import climbs
 
     for _, named, at, _ in named_folders(words):
         if not os.path.isabs(named):
