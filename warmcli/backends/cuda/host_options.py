@@ -1,19 +1,18 @@
-"""What nvcc hands its host compiler (`-Xcompiler`): an include folder or header the key sees.
+"""What nvcc hands its host compiler (`-Xcompiler`, its variables): what the key sees, or refuses.
 
 nvcc preprocesses a kernel's device code with its host compiler and the options given it by
-`-Xcompiler` (`--compiler-options`), so a header read there (`-Xcompiler -include,h`, or a
-folder `-Xcompiler=-Idir`) changes what the device code is. The key reads include folders
-and headers from the kernel's own options only (`warmcli.headers`): one option given alone
-after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling
-(joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
-is the next option) is not, and an
+`-Xcompiler` (`--compiler-options`), so a header read there (`-Xcompiler -include,h`, or a folder
+`-Xcompiler=-Idir`) changes what the device code is. The key reads include folders and headers from
+the kernel's own options only (`warmcli.headers`): one option given alone after `-Xcompiler`
+(`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling (joined by `=`, several by
+commas or blanks, which nvcc splits at too, a flag whose value is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse, and
 `unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
 (`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
 kernel's are), refused alike (`host_refusal` says why); `options_file` an options file, nvcc's or
-ptxas's (`-Xptxas -optf,f`); `relative_host_compiler` a `-ccbin ..`, read by nvcc from its
-scratch folder; `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (a relative
-path there too), and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` there).
+ptxas's (`-Xptxas -optf,f`); `relative_host_compiler` a `-ccbin ..`, read by nvcc from its scratch
+folder; `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (a relative path there
+too), and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` there).
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
