@@ -60,16 +60,17 @@ def named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
     return folders
 
 
-# The flags by which nvcc hands its host compiler an option: it puts those before its own
-# include options on gcc's command line (`nvcc --dryrun`: `gcc ... -I/a ... -I"/b"`).
-_HANDED_FIRST = ("-Xcompiler", "--compiler-options")
+# The flags by which nvcc hands its host compiler an option (`warmcli.backends.cuda.host_options`
+# reads what they hand): it puts those before its own include options on gcc's command line
+# (`nvcc --dryrun`: `gcc ... -I/a ... -I"/b"`).
+HOST_OPTION_FLAGS = ("-Xcompiler", "--compiler-options")
 
 
 def searched_folders(options: Sequence[object]) -> list[tuple[str, str]]:
     """Each include folder `options` name, with its flag, in the order the compiler is handed
     them: those nvcc hands its gcc alone (`-Xcompiler`, `-I/a`) first, then the others."""
     named = named_folders(options)
-    first = [n for n in named if n[2] and options[n[2] - 1] in _HANDED_FIRST]
+    first = [n for n in named if n[2] and options[n[2] - 1] in HOST_OPTION_FLAGS]
     return [(flag, folder) for flag, folder, _, _ in first + [n for n in named if n not in first]]
 
 

@@ -45,16 +45,16 @@ from warmcli.backends import processes
 from warmcli.backends.cuda import profile
 from warmcli.backends.serving import NVCC_HOST
 from warmcli.backends.toolchain import ToolchainError, past_launchers, probe, remembered
+from warmcli.include_options import HOST_OPTION_FLAGS
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.wrapper_script import script_digest
 
-_HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
 # A flag that takes its value from the next option, given alone (`-Xcompiler -include`).
 _BARE = ("I", "isystem", "iquote", "idirafter", "include", "imacros", "include-path")
 
 
 def _handed(
-    options: Sequence[str], flags: Sequence[str] = _HOST_OPTIONS
+    options: Sequence[str], flags: Sequence[str] = HOST_OPTION_FLAGS
 ) -> Iterator[tuple[str, list[str], bool]]:
     """Each of `options` handing a tool options by one of `flags` (nvcc's host compiler's by
     default), as shown in a message, the pieces it hands (split at commas and blanks, as nvcc
