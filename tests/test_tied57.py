@@ -88,7 +88,9 @@ def test_the_helper_refuses_to_run_the_command_for_a_parent_that_is_gone(tmp_pat
     assert helper is not None
     marker = tmp_path / "ran"
     read, write = os.pipe()
-    argv = [helper, "1", str(write), "1", "/usr/bin/touch", "touch", str(marker)]
+    gone = str(os.getppid())  # (never its parent, this process; pid 1 is, where pytest is 1)
+    touch = [sys.executable, "python", "-c", f"open({str(marker)!r}, 'w')"]
+    argv = [helper, gone, str(write), "1", *touch]
     done = subprocess.run(argv, pass_fds=(write,), timeout=30)
     os.close(write)
     os.close(read)

@@ -11,6 +11,7 @@ after a workload set `CUDA_HOME`: keyed as the compiler reads them now.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -267,7 +268,8 @@ def test_nvcc_host_compiler_by_a_relative_path_is_refused(
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     for name in ("gcc", "g++"):
-        (scratch / name).write_text(f'#!/bin/sh\nexec /usr/bin/{name} -DSCALE=3.0f "$@"\n')
+        real = shutil.which(name) or name  # (never run: refused first)
+        (scratch / name).write_text(f'#!/bin/sh\nexec {real} -DSCALE=3.0f "$@"\n')
         (scratch / name).chmod(0o755)
     workload = tmp_path / "w.py"
     workload.write_text(WORKLOAD.replace("OPTIONS", repr(options)))

@@ -72,11 +72,11 @@ def nvcc_words(text: str) -> tuple[str, ...]:
     """`text`'s options as nvcc reads `NVCC_APPEND_FLAGS`: parted at blanks outside double
     quotes, an include folder's or a header's path with its quotes dropped (a macro's value,
     `-DS="a b"`, keeps them, as nvcc's does)."""
-    from warmcli.include_options import _named_folders, _pre_included_at
+    from warmcli.include_options import named_folders, pre_included_at
 
     words = _WORD.findall(text)
-    paths = [at for _, _, at, _ in _named_folders(words)]
-    for at in paths + [at for at, _, _ in _pre_included_at(words)]:
+    paths = [at for _, _, at, _ in named_folders(words)]
+    for at in paths + [at for at, _, _ in pre_included_at(words)]:
         words[at] = words[at].replace('"', "")
     return tuple(words)
 

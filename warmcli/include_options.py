@@ -3,8 +3,10 @@
 `-I`, `--include-path`, `-isystem`, nvcc's `--system-include`, `-iquote`, `-idirafter`, gcc's
 `--include-directory[-after]` name an include folder, joined or with the folder next;
 `-include`, `--pre-include`, gcc's `--include`, `-imacros` a header read before the source
-(joined too: `-includeh.h`). `include_folders` and `pre_included` list them, `searched_folders`
-in the order a compiler searches them (nvcc puts what `-Xcompiler` hands its gcc first);
+(joined too: `-includeh.h`). `include_folders` and `pre_included` list them (`named_folders` and
+`pre_included_at` with where each option is, for a caller that quotes or rewrites it),
+`searched_folders` in the order a compiler searches them (nvcc puts what `-Xcompiler` hands its
+gcc first);
 `absolute_include_options` gives a relative one as the working folder's, or a compile unit's,
 where its key read it (cc runs in a scratch folder); `keyed_options` writes each folder's
 path, and a header's named by its absolute path, as a mark: `warmcli.headers` keys their
@@ -33,7 +35,7 @@ _AS_I = ("-I", "--include-path", "--include-directory")  # the flags searched as
 _AS_DIRAFTER = ("-idirafter", "--include-directory-after")
 
 
-def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
+def named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]:
     """Each include folder `options` name, in order: flag, folder, option's place, text before."""
     folders: list[tuple[str, str, int, str]] = []
     take_next: str | None = None
@@ -58,16 +60,17 @@ def _named_folders(options: Sequence[object]) -> list[tuple[str, str, int, str]]
     return folders
 
 
-# The flags by which nvcc hands its host compiler an option: it puts those before its own
-# include options on gcc's command line (`nvcc --dryrun`: `gcc ... -I/a ... -I"/b"`).
-_HANDED_FIRST = ("-Xcompiler", "--compiler-options")
+# The flags by which nvcc hands its host compiler an option (`warmcli.backends.cuda.host_options`
+# reads what they hand): it puts those before its own include options on gcc's command line
+# (`nvcc --dryrun`: `gcc ... -I/a ... -I"/b"`).
+HOST_OPTION_FLAGS = ("-Xcompiler", "--compiler-options")
 
 
 def searched_folders(options: Sequence[object]) -> list[tuple[str, str]]:
     """Each include folder `options` name, with its flag, in the order the compiler is handed
     them: those nvcc hands its gcc alone (`-Xcompiler`, `-I/a`) first, then the others."""
-    named = _named_folders(options)
-    first = [n for n in named if n[2] and options[n[2] - 1] in _HANDED_FIRST]
+    named = named_folders(options)
+    first = [n for n in named if n[2] and options[n[2] - 1] in HOST_OPTION_FLAGS]
     return [(flag, folder) for flag, folder, _, _ in first + [n for n in named if n not in first]]
 
 
@@ -78,7 +81,7 @@ PRE_INCLUDE_FLAGS = ("--pre-include", "-include", "--include", "-imacros", "--im
 _JOINED_PRE_INCLUDES = ("-include", "-imacros")
 
 
-def _pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
+def pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
     """Each header `options` read before the source: its option's position, text before it, name."""
     found: list[tuple[int, str, str]] = []
     for at, (before, option) in enumerate(zip(("", *options), options, strict=False)):
@@ -97,7 +100,7 @@ def _pre_included_at(options: Sequence[object]) -> list[tuple[int, str, str]]:
 
 def pre_included(options: Sequence[object]) -> list[str]:
     """The headers `options` read first (`-include h`, `--pre-include=h`, `-imacros h`...)."""
-    return [name for _, _, name in _pre_included_at(options)]
+    return [name for _, _, name in pre_included_at(options)]
 
 
 _KEYED_IN: ContextVar[str] = ContextVar("warm_keyed_in", default="")
@@ -128,9 +131,9 @@ def absolute_include_options(options: Sequence[str], folder: str = "") -> list[s
     except OSError:  # the working folder was removed: relative folders name nothing
         return list(options)
     made = list(options)
-    for _, folder, at, before in _named_folders(options):
+    for _, folder, at, before in named_folders(options):
         made[at] = before + os.path.join(cwd, folder)
-    for at, before, name in _pre_included_at(options):  # cc's working folder, first
+    for at, before, name in pre_included_at(options):  # cc's working folder, first
         if os.path.isfile(os.path.join(cwd, name)):
             made[at] = before + os.path.join(cwd, name)
     return made
@@ -145,9 +148,9 @@ def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
     """`options` as a key takes them: each include folder's path `FOLDER_MARK` (flag and place
     kept), a header read first by its path `HEADER_MARK`: `headers_digest` keys their content."""
     keyed = list(options)
-    for _, _, at, before in _named_folders(options):
+    for _, _, at, before in named_folders(options):
         keyed[at] = before + FOLDER_MARK
-    for at, before, name in _pre_included_at(options):
+    for at, before, name in pre_included_at(options):
         if os.path.isabs(name):
             keyed[at] = before + HEADER_MARK
     return tuple(keyed)
@@ -155,7 +158,7 @@ def keyed_options(options: Sequence[str]) -> tuple[str, ...]:
 
 def include_folders(options: Sequence[object]) -> tuple[str, ...]:
     """The include folders `options` name, in order (empty for most kernels)."""
-    return tuple(folder for _, folder, _, _ in _named_folders(options))
+    return tuple(folder for _, folder, _, _ in named_folders(options))
 
 
 INCLUDE_PATHS = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH")  # a C (C++: nvcc) compiler's

@@ -4,7 +4,8 @@ A compile's scratch folder is `scratch_folder`'s, never `tempfile.TemporaryDirec
 whose exit-time finalizer a forked child inherits: a worker forked while another thread
 compiled removed the folder at its own exit, under the parent's compiler (`warmcli.forking`
 says what else a fork does to warm's state). A compiler runs in one, so the programs it finds
-by a relative folder (`PATH=..:$PATH`) are found from there: `seen_from_scratch`.
+by a relative folder (`PATH=..:$PATH`) are found from there: `seen_from_scratch`; `climbs` says
+whether a relative name leaves it (`../cfg.h`: `warmcli.backends.scratch_reads` refuses one).
 A folder kept for a process's life (`HeldFolder`: the host libraries of one whose warm home
 cannot hold them), or for a block (`held_folder`: a Dask shard's bundle), is removed at its end
 (`remove`, or its finalizer: collected, or at exit, in the process that made it only), and while
@@ -49,20 +50,28 @@ def scratch_folder(prefix: str) -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def climbs(name: str) -> bool:
+    """Whether relative `name`, read from a scratch folder, leaves it (`../cfg.h`, `./../h`):
+    its first part but `.` is `..`. One through a folder first (`a/../../h`) is looked for in
+    `a`, which a new scratch folder never holds (the system resolves each part in turn): the
+    compiler finds nothing there and searches on, as the key does."""
+    return next((part for part in name.split(os.sep) if part not in ("", ".")), "") == ".."
+
+
 def seen_from_scratch(folder: str) -> str | None:
     """The folder a compiler run in a scratch folder (a new one in the temporary folder) reads
     as `folder`: itself where absolute; a relative one (`PATH`'s "" is `.`) from there, so None
-    where it stays inside (`.`, `bin`: a new folder holds no program), the temporary folder
-    for `..` (`../bin`: a folder beside it), never from the folder warm was started in."""
+    where it stays inside (`.`, `bin`, `a/../../bin`: a new folder holds no program, no `a`:
+    `climbs`), the temporary folder for `..` (`../bin`: a folder beside it), never from the
+    folder warm was started in."""
     if os.path.isabs(folder):
         return folder
-    relative = os.path.normpath(folder or os.curdir)
-    if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+    if not climbs(folder):
         return None
     import tempfile
 
     scratch = os.path.join(os.path.realpath(tempfile.gettempdir()), "scratch")
-    return os.path.normpath(os.path.join(scratch, relative))
+    return os.path.normpath(os.path.join(scratch, folder))
 
 
 class HeldFolder:

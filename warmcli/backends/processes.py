@@ -1,27 +1,26 @@
 """The child processes warm starts (a compiler, a compiler's `--version`): the one way to start,
 track, stop and reap them. `run` starts a command in its own process group (so stopping it stops
-its children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied
-on Linux to the thread that started it (a parent-death signal: a killed warm leaves none
-running; `tied_start`), waits for it with a
-timeout, and on a timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps
-it. Every live group is known (the module's one piece of state), so `stop_compilers` kills them
-all at once, from a signal handler too, and has `run_compiler` refuse new ones until
-`resume_compilers`; `exit_status_lost` says where a child's exit status cannot be read (this
-process ignores SIGCHLD; `Finished.status_lost`, of each child); `on_compiler` lets a supervisor
-journal the groups it must clean up after a hard crash. An `Owner` held by a thread (`owned_by`)
-gathers the groups that thread starts, so another thread can stop just those (`Owner.kill`: the
-compiler probe on an interrupt); `at_once` runs two calls that start children together, the
-other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch folder it runs
-in (`run`'s `tmp`), so the temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's
-intermediates) go with that folder, never left in the user's; any other child's is the temporary
-folder Python found usable, where the caller's names none (missing, no folder) or names it
-relative to this process's working folder: nvcc writes its intermediate files there and, unlike
-gcc, does not fall back; a compiler never gets `LD_RUN_PATH` (ld would write it into the binary:
-no key holds it). What a child prints is read as it comes, to the end, and only its first 32 KiB
-and last 8 KiB are kept (`kept_output`; a probe's whole up to 4 MiB, `probe`, in the C locale,
-as warm parses it): a compiler that prints a million lines costs no more memory than one that
-prints a page, and its pipe never fills. Nothing here decides what runs, parses what a child
-prints, or prints. It imports Python's thread pool before any fork (its at-fork hooks must be
+its children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on
+Linux to the thread that started it (a parent-death signal: a killed warm leaves none running;
+`tied_start`), waits for it with a timeout, and on a timeout or an exception in the caller (Ctrl-C)
+kills the whole group and reaps it. Every live group is known (the module's one piece of state), so
+`stop_compilers` kills them all at once, from a signal handler too, and has `run_compiler` refuse
+new ones until `resume_compilers`; `exit_status_lost` says where a child's exit status cannot be
+read (this process ignores SIGCHLD; `Finished.status_lost`, of each child); `on_compiler` lets a
+supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a thread
+(`owned_by`) gathers the groups that thread starts, so another thread can stop just those
+(`Owner.kill`: the compiler probe on an interrupt); `at_once` runs two calls that start children
+together, the other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch
+folder it runs in (`run`'s `tmp`), so the temporary files of one that is killed (gcc's
+`ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the user's; any other
+child's is the temporary folder Python found usable, where the caller's names none (missing, no
+folder) or names it relative to this process's working folder: nvcc writes its intermediate files
+there and, unlike gcc, does not fall back; a compiler never gets `LD_RUN_PATH` (ld would write it
+into the binary: no key holds it). What a child prints is read as it comes, to the end, and only
+its first 32 KiB and last 8 KiB are kept (`kept_output`; a probe's whole up to 4 MiB, `probe`, in
+the C locale, as warm parses it): a compiler that prints a million lines costs no more memory than
+one that prints a page, and its pipe never fills. Nothing here decides what runs, parses what a
+child prints, or prints. It imports Python's thread pool before any fork (its at-fork hooks must be
 whole for every fork: see the import).
 """
 

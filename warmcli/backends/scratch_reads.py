@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from warmcli.backends.compiler import CompileFailure, CompileUnit
+from warmcli.scratch import climbs
 
 if TYPE_CHECKING:
     from warmcli.kernel import Kernel
@@ -72,15 +73,6 @@ _LD_ADDRESS = re.compile(r"(?:text|data|bss|ldata|text-segment|rodata-segment)(?
 def _relative(name: str) -> bool:
     """Whether `name` is a relative path (not an option, `-O2`, nor an absolute path)."""
     return name[:1] not in ("-", "/", "")
-
-
-def climbs(name: str) -> bool:
-    """Whether relative `name`, read from the scratch folder, leaves it (`../cfg.h`, `./../h`):
-    its first part but `.` is `..`. One through a folder first (`a/../../h`) is looked for in
-    `a`, which a new scratch folder never holds (the system resolves each part in turn): the
-    compiler finds nothing there and searches on, as the key does. (nvcc's variables' header
-    read first too: `host_options`.)"""
-    return next((part for part in name.split(os.sep) if part not in ("", ".")), "") == ".."
 
 
 def scratch_read(

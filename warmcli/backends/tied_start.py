@@ -10,12 +10,12 @@ cc is a user's compiler, not warm's), statically where the C library allows (no 
 `LD_PRELOAD` of the child's environment runs in it), beside warm's bytecode (`__pycache__`, as
 Python keeps its own there) or, where that cannot be written or others may write it, in warm's
 home (`tie/`, made as warm makes its folders), keyed by its source, how it may be linked, the
-machine and the C library. Where it cannot be built, found
-trusted (owned by this user or root, written by nobody else) or run, or off Linux, the
-`preexec_fn` ties the child as before (Python 3.12 refuses one in an atexit callback: started
-untied there). State: the helper's path, looked for (and made) once per process, and libc's
-prctl. It never keeps what a child prints (a start given up is reaped, its output dropped), and
-never decides what runs.
+machine and the C library. Where it cannot be built, found trusted (owned by this user or root,
+written by nobody else) or run, the `preexec_fn` ties the child as before (Python 3.12 refuses one
+in an atexit callback: started untied there); off Linux, with no parent-death signal, the child is
+started untied. State: the helper's path, looked for (and made) once per process, and libc's prctl.
+It never keeps what a child prints (a start given up is reaped, its output dropped), and never
+decides what runs.
 """
 
 from __future__ import annotations

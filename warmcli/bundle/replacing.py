@@ -9,6 +9,7 @@ which `warm pull` says are gone. An interrupt that lands once the copy is moved 
 is held until its lock is let go, then raised as `PullInterrupted` with those counts: the
 pull is kept (the counts are also appended to the caller's `done` before it is let go, for a
 caller interrupted however late).
+`looked_at` is PATH's (OUT's) stat, refused where it cannot be looked at.
 `keep_attributes(tmp, kept, real)` gives the new file what the one it replaces has (a
 group-shared bundle stays one: its group, mode and access ACL, its owner where this user may
 give it), or says why it cannot, for the caller to refuse the replacing.
@@ -40,7 +41,7 @@ import shutil
 import sqlite3
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from warmcli.bundle.file import (
@@ -61,7 +62,7 @@ from warmcli.bundle.journal import (
     temp_beside,
 )
 from warmcli.bundle.lock import write_lock
-from warmcli.errors import BundleError, PullInterrupted, RemoteError
+from warmcli.errors import BundleError, PullInterrupted, RemoteError, WarmError
 from warmcli.interrupted import held_interrupts
 
 
@@ -118,7 +119,8 @@ def _copy_locked(
         real = Path(os.path.realpath(target))
         tmp = temp_beside(real)
         was = f"{target} is as it was" if os.path.lexists(real) else f"no {target} was made"
-        why, kept = "", _stat_or_none(real, target)  # why PATH's attributes cannot be kept: it is
+        kept = looked_at(real, target, RemoteError, "nothing pulled")
+        why = ""  # why PATH's attributes cannot be kept ("": they can, or none are there)
         if kept is not None and kept.st_uid == os.geteuid() and not os.access(real, os.W_OK):
             raise RemoteError(f"{target}: not writable by you: nothing pulled ({was})")  # 0444
         try:
@@ -200,16 +202,19 @@ def _group_entry(acl: bytes) -> int:
     return 0
 
 
-def _stat_or_none(path: Path, target: Path) -> os.stat_result | None:
+def looked_at(
+    path: Path, target: Path, refused: Callable[[str], WarmError], nothing: str
+) -> os.stat_result | None:
     """`path`'s stat, None where nothing is there; one that cannot be looked at (a loop of
-    links, a folder that may not be searched) is `RemoteError`, as `warm merge` says it."""
+    links, a folder that may not be searched) is `refused` (`RemoteError`, `MergeError`),
+    saying `target` and `nothing` (`nothing pulled`): `warm pull`'s PATH and `merge`'s OUT."""
     try:
         return os.stat(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise RemoteError(f"{target}: cannot look at it ({why}): nothing pulled") from None
+        raise refused(f"{target}: cannot look at it ({why}): {nothing}") from None
 
 
 def replaced_only(old: Path, new: Path) -> tuple[int, int]:

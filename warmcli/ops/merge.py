@@ -49,7 +49,7 @@ from warmcli.bundle.file import SCHEMAS, check_header
 from warmcli.bundle.journal import remove_leftovers, unlink_all
 from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
-from warmcli.bundle.replacing import keep_attributes, put_in_place
+from warmcli.bundle.replacing import keep_attributes, looked_at, put_in_place
 from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
 from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
@@ -269,12 +269,8 @@ def _attributes_to_keep(out: Path) -> os.stat_result | None:
     """OUT's stat, if it exists; refused where one may not write it, or its folder, as `run`."""
     if not os.access(out.parent, os.W_OK | os.X_OK):  # the merged file is made beside OUT
         raise MergeError(f"{out}: its folder is not writable by you: nothing was merged")
-    try:
-        st = os.stat(out)
-    except FileNotFoundError:
+    if (st := looked_at(out, out, MergeError, "nothing was merged")) is None:
         return None
-    except OSError as exc:  # a link loop, a folder that may not be searched
-        raise MergeError(f"{out}: cannot look at it ({exc.strerror}): nothing was merged") from None
     _refuse_special(out)  # made one since it was first looked at
     if not os.access(out, os.W_OK):
         raise MergeError(f"{out}: not writable by you: nothing was merged")

@@ -1,19 +1,18 @@
-"""What nvcc hands its host compiler (`-Xcompiler`): an include folder or header the key sees.
+"""What nvcc hands its host compiler (`-Xcompiler`, its variables): what the key sees, or refuses.
 
 nvcc preprocesses a kernel's device code with its host compiler and the options given it by
-`-Xcompiler` (`--compiler-options`), so a header read there (`-Xcompiler -include,h`, or a
-folder `-Xcompiler=-Idir`) changes what the device code is. The key reads include folders
-and headers from the kernel's own options only (`warmcli.headers`): one option given alone
-after `-Xcompiler` (`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling
-(joined by `=`, several by commas or blanks, which nvcc splits at too, a flag whose value
-is the next option) is not, and an
+`-Xcompiler` (`--compiler-options`), so a header read there (`-Xcompiler -include,h`, or a folder
+`-Xcompiler=-Idir`) changes what the device code is. The key reads include folders and headers from
+the kernel's own options only (`warmcli.headers`): one option given alone after `-Xcompiler`
+(`-Xcompiler`, `-I/opt/inc`) is read there as it is, any other spelling (joined by `=`, several by
+commas or blanks, which nvcc splits at too, a flag whose value is the next option) is not, and an
 edit there was served the old build. `hidden_include` finds those, for nvcc to refuse, and
 `unkeyed_host_option` an option there that makes gcc read a file or run a program no key covers
 (`-Xcompiler @file`, `-specs=`, `--sysroot=`, `-B`: `warmcli.backends.unkeyed_options`, as a host
 kernel's are), refused alike (`host_refusal` says why); `options_file` an options file, nvcc's or
-ptxas's (`-Xptxas -optf,f`); `relative_host_compiler` a `-ccbin ..`, read by nvcc from its
-scratch folder; `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (a relative
-path there too), and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` there).
+ptxas's (`-Xptxas -optf,f`); `relative_host_compiler` a `-ccbin ..`, read by nvcc from its scratch
+folder; `refused_flags` those in `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS` (a relative path there
+too), and `COMPILER_PATH`/`GCC_EXEC_PREFIX` set (nvcc's gcc runs the `cc1plus` there).
 `toolkit_includes` reads the include folders nvcc itself gives its host compiler (its
 `nvcc.profile`'s, printed by `nvcc --dryrun`), remembered across processes as its version line is
 (`toolchain.remembered`) and once per process: a header found there is its identity's
@@ -46,16 +45,16 @@ from warmcli.backends import processes
 from warmcli.backends.cuda import profile
 from warmcli.backends.serving import NVCC_HOST
 from warmcli.backends.toolchain import ToolchainError, past_launchers, probe, remembered
+from warmcli.include_options import HOST_OPTION_FLAGS
 from warmcli.kernel_parts import PASSED_INCLUDE_PREFIXES
 from warmcli.wrapper_script import script_digest
 
-_HOST_OPTIONS = ("-Xcompiler", "--compiler-options")
 # A flag that takes its value from the next option, given alone (`-Xcompiler -include`).
 _BARE = ("I", "isystem", "iquote", "idirafter", "include", "imacros", "include-path")
 
 
 def _handed(
-    options: Sequence[str], flags: Sequence[str] = _HOST_OPTIONS
+    options: Sequence[str], flags: Sequence[str] = HOST_OPTION_FLAGS
 ) -> Iterator[tuple[str, list[str], bool]]:
     """Each of `options` handing a tool options by one of `flags` (nvcc's host compiler's by
     default), as shown in a message, the pieces it hands (split at commas and blanks, as nvcc
@@ -195,13 +194,13 @@ def _relative_path(words: Sequence[str], folder: str) -> str | None:
     header read first that nvcc reads otherwise than the key (climbing, `..` or `./..`: from its
     scratch folder, the temporary folder; one in `folder`, the working folder, the key's alone),
     or None."""
-    from warmcli.backends.scratch_reads import climbs
-    from warmcli.include_options import _named_folders, _pre_included_at, working_folder
+    from warmcli.include_options import named_folders, pre_included_at, working_folder
+    from warmcli.scratch import climbs
 
-    for _, named, at, _ in _named_folders(words):
+    for _, named, at, _ in named_folders(words):
         if not os.path.isabs(named):
             return " ".join(words[at - 1 : at + 1]) if words[at] == named else words[at]
-    for at, before, name in _pre_included_at(words):
+    for at, before, name in pre_included_at(words):
         with contextlib.suppress(OSError):  # (a working folder removed holds none)
             folder = folder or working_folder()
         local = bool(folder) and os.path.isfile(os.path.join(folder, name))

@@ -4,11 +4,11 @@ An option reading more options or a file (`@file`, `-Wa,@file`, `-specs=`, `-ipr
 folder or header handed past the key (`-Wp,-I,folder`, `-Xpreprocessor -I`), `-I-`, a folder in the
 linker's system root (`-L=/lib`, `-Wl,--sysroot=`), compiler programs from a `-B` prefix or the
 linker `-fuse-ld=` picks (`unkeyed_option`, by `warmcli.backends.unkeyed_options`, which nvcc's
-`-Xcompiler` is read by too; `refusal` saying what to write instead); another
-source cc would compile (`other_source`), the source as another language (`other_language`), an
-assembler directive reading a file (`reads_assembler_file`). `warmcli.backends.host.building`
-asks these before cc runs, imported there on first use: a served process compiles nothing. Pure
-functions of the text given; it owns no state, reads no file and never raises.
+`-Xcompiler` is read by too; `refusal` saying what to write instead); another source cc would
+compile (`other_source`), the source as another language (`other_language`), an assembler directive
+reading a file (`reads_assembler_file`). `warmcli.backends.host.building` asks these before cc
+runs, imported there on first use: a served process compiles nothing. Pure functions of the text
+given; it owns no state, reads no file and never raises.
 """
 
 from __future__ import annotations
