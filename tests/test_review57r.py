@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -72,6 +73,13 @@ def _scratch(tmp_path: Path) -> Path:
     return scratch
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`_scratch`'s folder, one a module, for the cases that only read it: the same `TMPDIR`,
+    so their commands fork from one server (`forked_warm`'s are one an environment)."""
+    return _scratch(tmp_path_factory.mktemp("scratch"))
+
+
 def _served_as_cold(tmp_path: Path, path: Path, warm: Warm, value: int) -> None:
     """A cold production process (this tree's warmcli) and one served `tmp_path/b.warm` both
     compute `value` for the workload at `path`."""
@@ -86,12 +94,12 @@ def _served_as_cold(tmp_path: Path, path: Path, warm: Warm, value: int) -> None:
 
 @pytest.mark.parametrize("case", list(NEVER_READ))
 def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
-    warm: Warm, tmp_path: Path, case: str
+    warm: Warm, tmp_path: Path, scratch: Path, case: str
 ) -> None:
     """Before, exit 2 (`the source's #include "../cfg.h" names by a relative path a file ...`)
     for a line the preprocessor never reads; now built, stored, and served as a cold build (2)."""
     path = _workload(tmp_path, NEVER_READ[case])
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     _served_as_cold(tmp_path, path, moved, 2)
@@ -99,11 +107,11 @@ def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
 
 @pytest.mark.parametrize("case", list(MAY_READ))
 def test_a_climbing_include_a_compile_may_read_is_still_refused(
-    warm: Warm, tmp_path: Path, case: str
+    warm: Warm, tmp_path: Path, scratch: Path, case: str
 ) -> None:
     """The narrowing keeps every line a compile may read: exit 2, one line naming it."""
     path = _workload(tmp_path, MAY_READ[case])
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
     assert "Traceback" not in done.stderr
@@ -111,11 +119,13 @@ def test_a_climbing_include_a_compile_may_read_is_still_refused(
     assert '#include "../cfg.h"' in line and "no kernel key covers" in line, done.stderr
 
 
-def test_nvcc_builds_a_climbing_include_inside_if_0(warm: Warm, tmp_path: Path) -> None:
+def test_nvcc_builds_a_climbing_include_inside_if_0(
+    warm: Warm, tmp_path: Path, scratch: Path
+) -> None:
     """nvcc's check is the same: an `#if 0` group's `#include "../cfg.h"` was refused (exit 2),
     now built; the same include outside it is still refused."""
     args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     path = _workload(tmp_path, NEVER_READ["#if 0"], "cuda")
     done = moved("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
@@ -188,7 +198,7 @@ def test_a_name_through_a_folder_the_scratch_folder_lacks_is_built_and_served_as
     ],
 )
 def test_nvcc_refuses_a_climbing_header_read_first_spelled_through_dot(
-    warm: Warm, tmp_path: Path, variable: str, value: str
+    warm: Warm, tmp_path: Path, scratch: Path, variable: str, value: str
 ) -> None:
     """nvcc's variables' header read first was refused where it started with `..` only: `./../cfg.h`
     is the temporary folder's `cfg.h` from nvcc's scratch folder too, which no key reads. Measured:
@@ -197,7 +207,7 @@ def test_nvcc_refuses_a_climbing_header_read_first_spelled_through_dot(
     built to other binaries). Now refused in one line naming it, as `../cfg.h` is."""
     args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
     path = _workload(tmp_path, "", "cuda")
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)), **{variable: value})
+    moved = warm.with_env(TMPDIR=str(scratch), **{variable: value})
     done = moved("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
     assert "Traceback" not in done.stderr
@@ -243,7 +253,7 @@ def test_a_linker_script_named_relatively_is_refused(
 
 
 def test_nvcc_builds_a_cubin_whatever_library_folder_its_options_name(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, scratch: Path
 ) -> None:
     """nvcc builds a cubin and links nothing, so no `-L` folder is read: `-L../lib -lfoo` in a
     CUDA kernel's options (a whole program's flags) was refused once a climbing library folder
@@ -252,6 +262,6 @@ def test_nvcc_builds_a_cubin_whatever_library_folder_its_options_name(
     path = _workload(tmp_path, "", "cuda")
     given = '"P", options=("-L../lib", "-lfoo"), language'
     path.write_text(path.read_text().replace('"P", language', given))
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
