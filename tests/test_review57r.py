@@ -11,18 +11,17 @@ Too little: a climbing library folder (`-L..`) with no library there yet, nvcc's
 `-include ./../cfg.h`, and a linker script named relatively (`-T x.ld`, then looked for along
 the `-L` folders) were built and served after the file changed (or appeared), where a cold
 process built anew. Each test failed before its fix. Real parts: the real CLI warms with the
-real cc, ld and ar (and nvcc where installed), a real production process serves, a cold one
-builds; this tree's warmcli in each (`PYTHONPATH`: a script elsewhere would import another).
-"""
+real cc, ld and ar (and nvcc where installed), each command a fork of one process that
+imported the CLI (`tests/forked_cli.py`); a production process serves and a cold one builds,
+each a fork of one that imported this tree's warmcli (`tests/forked_python.py`)."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm, nvcc_or_skip
+from conftest import Warm, nvcc_or_skip
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """
@@ -80,16 +79,12 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _scratch(tmp_path_factory.mktemp("scratch"))
 
 
-def _served_as_cold(tmp_path: Path, path: Path, warm: Warm, value: int) -> None:
-    """A cold production process (this tree's warmcli) and one served `tmp_path/b.warm` both
-    compute `value` for the workload at `path`."""
-    (tmp_path / "serve.py").write_text(SERVE)
-    for bundle in ((), (tmp_path / "b.warm",)):  # cold, then served
-        served = subprocess.run(
-            [sys.executable, tmp_path / "serve.py", path, *bundle],
-            capture_output=True, text=True, env={**warm.env, "PYTHONPATH": str(ROOT)}, check=False,
-        )  # fmt: skip
-        assert served.returncode == 0 and served.stdout.strip() == f"[{value}]", served.stderr
+def _served_as_cold(path: Path, warm: Warm, value: int) -> None:
+    """A cold production process and one served `b.warm` beside `path` both compute `value`
+    for the workload at `path` (`warm.production`: forks of one process that imported this
+    tree's numpy and warmcli, `tests/forked_python.py`)."""
+    for bundle in ((), (path.with_name("b.warm"),)):  # cold, then served
+        assert warm.production(SERVE, path, *bundle) == [value], bundle
 
 
 @pytest.mark.parametrize("case", list(NEVER_READ))
@@ -102,7 +97,7 @@ def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
     moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    _served_as_cold(tmp_path, path, moved, 2)
+    _served_as_cold(path, moved, 2)
 
 
 @pytest.mark.parametrize("case", list(MAY_READ))
@@ -187,7 +182,7 @@ def test_a_name_through_a_folder_the_scratch_folder_lacks_is_built_and_served_as
     moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    _served_as_cold(tmp_path, path, moved, 3)
+    _served_as_cold(path, moved, 3)
 
 
 @pytest.mark.parametrize(
@@ -249,7 +244,7 @@ def test_a_linker_script_named_relatively_is_refused(
             continue
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
         _script(lib, 5)
-        _served_as_cold(tmp_path, path, warm, 5)
+        _served_as_cold(path, warm, 5)
 
 
 def test_nvcc_builds_a_cubin_whatever_library_folder_its_options_name(
