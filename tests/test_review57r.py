@@ -11,18 +11,18 @@ Too little: a climbing library folder (`-L..`) with no library there yet, nvcc's
 `-include ./../cfg.h`, and a linker script named relatively (`-T x.ld`, then looked for along
 the `-L` folders) were built and served after the file changed (or appeared), where a cold
 process built anew. Each test failed before its fix. Real parts: the real CLI warms with the
-real cc, ld and ar (and nvcc where installed), a real production process serves, a cold one
-builds; this tree's warmcli in each (`PYTHONPATH`: a script elsewhere would import another).
-"""
+real cc, ld and ar (and nvcc where installed), each command a fork of one process that
+imported the CLI (`tests/forked_cli.py`); a production process serves and a cold one builds,
+each a fork of one that imported this tree's warmcli (`tests/forked_python.py`)."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm, nvcc_or_skip
+from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -72,38 +72,41 @@ def _scratch(tmp_path: Path) -> Path:
     return scratch
 
 
-def _served_as_cold(tmp_path: Path, path: Path, warm: Warm, value: int) -> None:
-    """A cold production process (this tree's warmcli) and one served `tmp_path/b.warm` both
-    compute `value` for the workload at `path`."""
-    (tmp_path / "serve.py").write_text(SERVE)
-    for bundle in ((), (tmp_path / "b.warm",)):  # cold, then served
-        served = subprocess.run(
-            [sys.executable, tmp_path / "serve.py", path, *bundle],
-            capture_output=True, text=True, env={**warm.env, "PYTHONPATH": str(ROOT)}, check=False,
-        )  # fmt: skip
-        assert served.returncode == 0 and served.stdout.strip() == f"[{value}]", served.stderr
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`_scratch`'s folder, one a module, for the cases that only read it: the same `TMPDIR`,
+    so their commands fork from one server (`forked_warm`'s are one an environment)."""
+    return _scratch(tmp_path_factory.mktemp("scratch"))
+
+
+def _served_as_cold(path: Path, warm: Warm, value: int) -> None:
+    """A cold production process and one served `b.warm` beside `path` both compute `value`
+    for the workload at `path` (`warm.production`: forks of one process that imported this
+    tree's numpy and warmcli, `tests/forked_python.py`)."""
+    for bundle in ((), (path.with_name("b.warm"),)):  # cold, then served
+        assert warm.production(SERVE, path, *bundle) == [value], bundle
 
 
 @pytest.mark.parametrize("case", list(NEVER_READ))
 def test_a_climbing_include_no_compile_reads_is_built_and_served_as_cold(
-    warm: Warm, tmp_path: Path, case: str
+    warm: Warm, tmp_path: Path, scratch: Path, case: str
 ) -> None:
     """Before, exit 2 (`the source's #include "../cfg.h" names by a relative path a file ...`)
     for a line the preprocessor never reads; now built, stored, and served as a cold build (2)."""
     path = _workload(tmp_path, NEVER_READ[case])
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    _served_as_cold(tmp_path, path, moved, 2)
+    _served_as_cold(path, moved, 2)
 
 
 @pytest.mark.parametrize("case", list(MAY_READ))
 def test_a_climbing_include_a_compile_may_read_is_still_refused(
-    warm: Warm, tmp_path: Path, case: str
+    warm: Warm, tmp_path: Path, scratch: Path, case: str
 ) -> None:
     """The narrowing keeps every line a compile may read: exit 2, one line naming it."""
     path = _workload(tmp_path, MAY_READ[case])
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
     assert "Traceback" not in done.stderr
@@ -111,11 +114,13 @@ def test_a_climbing_include_a_compile_may_read_is_still_refused(
     assert '#include "../cfg.h"' in line and "no kernel key covers" in line, done.stderr
 
 
-def test_nvcc_builds_a_climbing_include_inside_if_0(warm: Warm, tmp_path: Path) -> None:
+def test_nvcc_builds_a_climbing_include_inside_if_0(
+    warm: Warm, tmp_path: Path, scratch: Path
+) -> None:
     """nvcc's check is the same: an `#if 0` group's `#include "../cfg.h"` was refused (exit 2),
     now built; the same include outside it is still refused."""
     args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     path = _workload(tmp_path, NEVER_READ["#if 0"], "cuda")
     done = moved("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
@@ -177,7 +182,7 @@ def test_a_name_through_a_folder_the_scratch_folder_lacks_is_built_and_served_as
     moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    _served_as_cold(tmp_path, path, moved, 3)
+    _served_as_cold(path, moved, 3)
 
 
 @pytest.mark.parametrize(
@@ -188,7 +193,7 @@ def test_a_name_through_a_folder_the_scratch_folder_lacks_is_built_and_served_as
     ],
 )
 def test_nvcc_refuses_a_climbing_header_read_first_spelled_through_dot(
-    warm: Warm, tmp_path: Path, variable: str, value: str
+    warm: Warm, tmp_path: Path, scratch: Path, variable: str, value: str
 ) -> None:
     """nvcc's variables' header read first was refused where it started with `..` only: `./../cfg.h`
     is the temporary folder's `cfg.h` from nvcc's scratch folder too, which no key reads. Measured:
@@ -197,7 +202,7 @@ def test_nvcc_refuses_a_climbing_header_read_first_spelled_through_dot(
     built to other binaries). Now refused in one line naming it, as `../cfg.h` is."""
     args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc_or_skip())
     path = _workload(tmp_path, "", "cuda")
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)), **{variable: value})
+    moved = warm.with_env(TMPDIR=str(scratch), **{variable: value})
     done = moved("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)
     assert "Traceback" not in done.stderr
@@ -239,11 +244,11 @@ def test_a_linker_script_named_relatively_is_refused(
             continue
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
         _script(lib, 5)
-        _served_as_cold(tmp_path, path, warm, 5)
+        _served_as_cold(path, warm, 5)
 
 
 def test_nvcc_builds_a_cubin_whatever_library_folder_its_options_name(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, scratch: Path
 ) -> None:
     """nvcc builds a cubin and links nothing, so no `-L` folder is read: `-L../lib -lfoo` in a
     CUDA kernel's options (a whole program's flags) was refused once a climbing library folder
@@ -252,6 +257,6 @@ def test_nvcc_builds_a_cubin_whatever_library_folder_its_options_name(
     path = _workload(tmp_path, "", "cuda")
     given = '"P", options=("-L../lib", "-lfoo"), language'
     path.write_text(path.read_text().replace('"P", language', given))
-    moved = warm.with_env(TMPDIR=str(_scratch(tmp_path)))
+    moved = warm.with_env(TMPDIR=str(scratch))
     done = moved("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda import host_options
 
@@ -216,6 +217,7 @@ def test_nvrtc_builds_from_the_toolkit_its_key_read(warm: Warm, tmp_path: Path) 
         homes[name] = str(tmp_path / name)
     workload = tmp_path / "w.py"
     workload.write_text(TOOLKIT_WORKLOAD)
+    warm = Warm(warm.env)  # started, not forked: NVRTC's folders are read once a process
     args = ("--arch", "sm_90", "--compiler", "nvrtc", "--no-ptx", "-q")
     switching = warm.with_env(CUDA_HOME=homes["tk0"], SWITCH_TO=homes["tk1"])
     done = switching("run", workload, "-b", tmp_path / "b.warm", *args)
@@ -277,6 +279,15 @@ def test_nvcc_host_compiler_by_a_relative_path_is_refused(
     refused(moved, workload, "host compiler by a relative path")
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder holding a `cfg.h` (SCALE 3) a compile of `../cfg.h` would read,
+    one a module: the cases given it share one `TMPDIR`, so their commands fork from one
+    server (`forked_warm`'s are one an environment)."""
+    (scratch := tmp_path_factory.mktemp("tmp")).joinpath("cfg.h").write_text("#define SCALE 3\n")
+    return scratch
+
+
 HOST_WORKLOAD = """
 from warmcli import Kernel
 
@@ -299,7 +310,7 @@ def workload(rt):
     ],
 )
 def test_a_header_above_the_scratch_folder_is_refused(
-    warm: Warm, tmp_path: Path, device: str, include: str, options: tuple[str, ...]
+    warm: Warm, tmp_path: Path, scratch: Path, device: str, include: str, options: tuple[str, ...]
 ) -> None:
     """cc and nvcc read a kernel's source in a scratch folder in the temporary folder, so its
     `#include "../cfg.h"` (or `-include ../cfg.h`, which the working folder lacks) was the
@@ -308,9 +319,6 @@ def test_a_header_above_the_scratch_folder_is_refused(
     first run exited 0; now exit 2, one line naming the include (NVRTC already refused it)."""
     if device == "cuda":
         nvcc_or_skip()
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    (scratch / "cfg.h").write_text("#define SCALE 3\n")
     if device == "host":
         source = (
             f"{include}\nvoid f(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] = SCALE; }}\n"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 WORKLOAD = """
 import os
@@ -54,24 +55,34 @@ def _archive(folder: Path, value: int) -> None:
     subprocess.run(["ar", "rcs", folder / "libhelper.a", obj], check=True)
 
 
-def _case(case: str, tmp: Path, value: int) -> tuple[str, tuple[str, ...], str]:
-    """The kernel's source and options of `case`, its file in the temporary folder `tmp`
-    (or its include folder) holding `value`, and how the refusal names it."""
-    if case in ("pre-included", "source include", "computed include"):  # cc's `..`: the tmp
-        (tmp / "cfg.h").write_text(f"#define SCALE {value}\n")
-        if case == "source include":  # (searched from the source's folder, the scratch one)
-            return '#include "../cfg.h"\n' + DEFAULTED, (), '#include "../cfg.h"'
-        if case == "computed include":  # `#include CFG`, `-DCFG="../cfg.h"`
-            return "#include CFG\n" + DEFAULTED, ('-DCFG="../cfg.h"',), '#include "../cfg.h"'
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder holding what a kernel's `..` reaches from cc's scratch folder there,
+    `cfg.h` (SCALE 3) and `libhelper.a` (`helper()` returns 3): one a module, so the cases
+    share one `TMPDIR` and their commands fork from one server (`forked_warm`'s are one an
+    environment)."""
+    tmp = tmp_path_factory.mktemp("tmp")
+    (tmp / "cfg.h").write_text("#define SCALE 3\n")
+    _archive(tmp, 3)
+    return tmp
+
+
+def _case(case: str, work: Path) -> tuple[str, tuple[str, ...], str]:
+    """The kernel's source and options of `case` (its file `scratch`'s, or, for warm's own
+    `base.h`, the working folder `work`'s include folder's, SCALE 3), and how the refusal
+    names it."""
+    if case == "source include":  # (searched from the source's folder, the scratch one)
+        return '#include "../cfg.h"\n' + DEFAULTED, (), '#include "../cfg.h"'
+    if case == "computed include":  # `#include CFG`, `-DCFG="../cfg.h"`
+        return "#include CFG\n" + DEFAULTED, ('-DCFG="../cfg.h"',), '#include "../cfg.h"'
+    if case == "pre-included":
         return DEFAULTED, ("-include", "../cfg.h"), "option '../cfg.h'"
     if case == "library folder":
-        _archive(tmp, value)
         return LINKED, ("-L..", "-Wl,-u,helper", "-lhelper"), "option '-L..'"
     if case == "LIBRARY_PATH":  # (set in the test, `LIBRARY_PATH=..`)
-        _archive(tmp, value)
         return LINKED, ("-Wl,-u,helper", "-lhelper"), "LIBRARY_PATH's entry '..'"
-    (tmp.parent / "inc").mkdir(exist_ok=True)  # "warm's own": its scratch folder's `base.h`
-    (tmp.parent / "inc" / "base.h").write_text(f"#define SCALE {value}\n")
+    (work / "inc").mkdir(exist_ok=True)  # "warm's own": its scratch folder's `base.h`
+    (work / "inc" / "base.h").write_text("#define SCALE 3\n")
     return DEFAULTED, ("-IHERE/inc", "-include", "base.h"), "option 'base.h'"
 
 
@@ -81,7 +92,7 @@ CASES += ["LIBRARY_PATH"]
 
 @pytest.mark.parametrize("case", CASES)
 def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
-    warm: Warm, tmp_path: Path, workload_file, case: str
+    warm: Warm, tmp_path: Path, scratch: Path, workload_file, case: str
 ) -> None:
     """A file a kernel's options name relatively that cc would read from its scratch folder
     (`-include ../cfg.h`, `#include "../cfg.h"`, `#include CFG` of `-DCFG="../cfg.h"`, `-L..`
@@ -90,11 +101,9 @@ def test_a_relative_name_cc_reads_from_its_scratch_folder_is_refused(
     fails the kernel's compile, naming it, in one line: before, `warm run` stored the build
     (exit 0), and production served it after the file changed (3, where a cold start read 4),
     or built the kernel from warm's `base.h` (2, where cc alone reads the kernel's header: 3)."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    source, options, named = _case(case, tmp, 3)
+    source, options, named = _case(case, tmp_path)
     path = workload_file(WORKLOAD.format(source=source, options=options, defines={}))
-    warm.env["TMPDIR"] = str(tmp)
+    warm.env["TMPDIR"] = str(scratch)
     if case == "LIBRARY_PATH":
         warm.env["LIBRARY_PATH"] = ".."
     done = warm("run", path, "-b", tmp_path / "b.warm")
@@ -137,21 +146,18 @@ CUDA_DEFAULTED = DEFAULTED.replace("void k(", 'extern "C" __global__ void k(')
 
 @pytest.mark.parametrize("case", ["source include", "pre-included"])
 def test_nvcc_refuses_a_relative_name_it_reads_from_its_scratch_folder(
-    warm: Warm, tmp_path: Path, workload_file, case: str
+    warm: Warm, tmp_path: Path, scratch: Path, workload_file, case: str
 ) -> None:
     """nvcc runs in a scratch folder too: `#include "../cfg.h"` (and `-include ../cfg.h`, not in
     the working folder) read the temporary folder's cfg.h, unkeyed; a pre-build stored its cubin
     (exit 0) and an edit of cfg.h was served it (`warm run` again: nothing built). Now its
     compile fails in one line naming it."""
     nvcc = nvcc_or_skip()
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    (tmp / "cfg.h").write_text("#define SCALE 3\n")
     include = case == "source include"
     source = '#include "../cfg.h"\n' * include + CUDA_DEFAULTED
     options = () if include else ("-include", "../cfg.h")
     path = workload_file(CUDA_WORKLOAD.format(source=source, options=options))
-    warm.env["TMPDIR"] = str(tmp)
+    warm.env["TMPDIR"] = str(scratch)
     args = ("--arch", "sm_90", "--compiler", "nvcc", "--nvcc", nvcc)
     done = warm("run", path, *args, "-b", tmp_path / "b.warm")
     assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr)

@@ -15,6 +15,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_remote import Store, http_store  # noqa: F401  (the fixture)
 from test_trial41b import _as_another_user
 

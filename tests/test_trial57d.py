@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Warm
+from forked_cli import forked_made  # noqa: F401  (conftest's `made`, commands forked)
 
 from warmcli.bundle.candidates import pack
 from warmcli.bundle.store import Bundle

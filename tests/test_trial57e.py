@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 EMPTY = {
     "--nvcc": "--nvcc '' names no nvcc",
