@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
+from test_review57r import BODY, SERVE
 
 WORKLOAD = """
 from warmcli import Kernel
@@ -30,14 +31,6 @@ def workload(rt):
     rt.launch(K, y, **({{"grid": 1, "block": 1}} if DEVICE == "cuda" else {{}}))
     return [y]
 """
-SERVE = """
-import json, runpy, sys, warmcli
-if len(sys.argv) > 2:
-    warmcli.use_bundle(sys.argv[2])
-rt = warmcli.runtime("host")
-print(json.dumps([int(rt.read(y)[0]) for y in runpy.run_path(sys.argv[1])["workload"](rt)]))
-"""
-BODY = "#ifndef SCALE\n#define SCALE 2\n#endif\nvoid k(int *y) { y[0] = SCALE; }"
 NVCC = ("--arch", "sm_90", "--compiler", "nvcc")
 
 
