@@ -11,9 +11,10 @@ cc is a user's compiler, not warm's), statically where the C library allows (no 
 Python keeps its own there) or, where that cannot be written or others may write it, in warm's
 home (`tie/`, made as warm makes its folders), keyed by its source, how it may be linked, the
 machine and the C library. Where it cannot be built, found trusted (owned by this user or root,
-written by nobody else) or run, the `preexec_fn` ties the child as before (Python 3.12 refuses one
-in an atexit callback: started untied there); off Linux, with no parent-death signal, the child is
-started untied. State: the helper's path, looked for (and made) once per process, and libc's prctl.
+written by nobody else, in folders up to `/` none but they may change: `_held`) or run, the
+`preexec_fn` ties the child as before (Python 3.12 refuses one in an atexit callback: started
+untied there); off Linux, with no parent-death signal, the child is started untied. State: the
+helper's path, looked for (and made) once per process, and libc's prctl.
 It never keeps what a child prints (a start given up is reaped, its output dropped), and never
 decides what runs.
 """
@@ -244,12 +245,30 @@ def _trusted(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.getuid()) and not st.st_mode & 0o022
 
 
+def _held(folder: str) -> bool:
+    """Whether nobody but this user and root can put another file in the helper's place in
+    `folder` (it is run by its path, checked once a process): every folder from it up to `/`,
+    as named and as resolved, is theirs, and writable by others only where sticky (a shared
+    /tmp, whose entries only their owners rename). A group-writable home's helper is not run:
+    a member of the group could rename its folder and put a program of theirs there."""
+    uid = os.getuid()
+    for path in {os.path.abspath(folder), os.path.realpath(folder)}:
+        while True:
+            st = os.stat(path)
+            if st.st_uid not in (0, uid) or (st.st_mode & 0o022 and not st.st_mode & 0o1000):
+                return False
+            if (parent := os.path.dirname(path)) == path:
+                break
+            path = parent
+    return True
+
+
 def _find_or_make() -> str | None:
     name, compiler = _name(), next((c for c in _COMPILERS if os.access(c, os.X_OK)), None)
     for folder in _folders():
         path = os.path.join(folder, name)
         try:
-            if _trusted(os.stat(folder)) and _trusted(os.stat(path)):
+            if _trusted(os.stat(folder)) and _trusted(os.stat(path)) and _held(folder):
                 return path
         except OSError:
             pass
@@ -273,7 +292,7 @@ def _make(compiler: str, folder: str, name: str) -> str | None:
         home.make_folder(os.path.dirname(folder))  # (warm's home: never writable by all)
         with contextlib.suppress(FileExistsError):  # (made meanwhile: checked below)
             os.mkdir(folder, 0o755)
-        if not _trusted(os.stat(folder)) or not os.access(folder, os.W_OK):
+        if not (_trusted(os.stat(folder)) and _held(folder) and os.access(folder, os.W_OK)):
             return None
     except OSError:
         return None
