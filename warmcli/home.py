@@ -4,9 +4,8 @@
 home to name, no passwd entry for the uid and `HOME` unset or `/`, as a container runtime sets
 it for a random uid, `warm-<uid>` in `TMPDIR`).
 It holds the default bundle, the remembered compiler version lines
-(`toolchains.json`), the includes each system header reaches (`system-headers/`), the host
-library cache (`host-libraries/`) and, where warm's package folder cannot be written, the
-compiler-start helper (`tie/`, `backends.tied_start`). Everything in it
+(`toolchains.json`), the includes each system header reaches (`system-headers/`) and the host
+library cache (`host-libraries/`). Everything in it
 can be deleted at any time: it is rebuilt on demand. This module names those paths
 (as `Path`s, or as strings, `home_dir` and `in_home`, spelled as pathlib spells them by
 `path_str`, without importing it: what a serving process reads) and holds the rule for

@@ -1,40 +1,42 @@
 """The child processes warm starts (a compiler, a compiler's `--version`): the one way to start,
 track, stop and reap them. `run` starts a command in its own process group (so stopping it stops
-its children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on
-Linux to the thread that started it (a parent-death signal: a killed warm leaves none running;
-`tied_start`), waits for it with a timeout, and on a timeout or an exception in the caller (Ctrl-C)
-kills the whole group and reaps it. Every live group is known (the module's one piece of state), so
-`stop_compilers` kills them all at once, from a signal handler too, and has `run_compiler` refuse
-new ones until `resume_compilers`; `exit_status_lost` says where a child's exit status cannot be
-read (this process ignores SIGCHLD; `Finished.status_lost`, of each child); `on_compiler` lets a
-supervisor journal the groups it must clean up after a hard crash. An `Owner` held by a thread
-(`owned_by`) gathers the groups that thread starts, so another thread can stop just those
-(`Owner.kill`: the compiler probe on an interrupt); `at_once` runs two calls that start children
-together, the other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch
-folder it runs in (`run`'s `tmp`), so the temporary files of one that is killed (gcc's
-`ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the user's; any other
-child's is the temporary folder Python found usable, where the caller's names none (missing, no
-folder) or names it relative to this process's working folder: nvcc writes its intermediate files
-there and, unlike gcc, does not fall back; a compiler never gets `LD_RUN_PATH` (ld would write it
-into the binary: no key holds it). What a child prints is read as it comes, to the end, and only
-its first 32 KiB and last 8 KiB are kept (`kept_output`; a probe's whole up to 4 MiB, `probe`, in
-the C locale, as warm parses it): a compiler that prints a million lines costs no more memory than
-one that prints a page, and its pipe never fills. Nothing here decides what runs, parses what a
-child prints, or prints. It imports Python's thread pool before any fork (its at-fork hooks must be
+its children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied
+on Linux to the thread that started it (a parent-death signal: a killed warm leaves none
+running; not in an atexit callback on Python 3.12, which refuses it there), waits for it with a
+timeout, and on a timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps
+it. Every live group is known (the module's one piece of state), so `stop_compilers` kills them
+all at once, from a signal handler too, and has `run_compiler` refuse new ones until
+`resume_compilers`; `exit_status_lost` says where a child's exit status cannot be read (this
+process ignores SIGCHLD; `Finished.status_lost`, of each child); `on_compiler` lets a supervisor
+journal the groups it must clean up after a hard crash. An `Owner` held by a thread (`owned_by`)
+gathers the groups that thread starts, so another thread can stop just those (`Owner.kill`: the
+compiler probe on an interrupt); `at_once` runs two calls that start children together, the
+other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch folder it runs
+in (`run`'s `tmp`), so the temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's
+intermediates) go with that folder, never left in the user's; any other child's is the temporary
+folder Python found usable, where the caller's names none (missing, no folder) or names it
+relative to this process's working folder: nvcc writes its intermediate files there and, unlike
+gcc, does not fall back; a compiler never gets `LD_RUN_PATH` (ld would write it into the binary:
+no key holds it). What a child prints is read as it comes, to the end, and only its first 32 KiB
+and last 8 KiB are kept (`kept_output`; a probe's whole up to 4 MiB, `probe`, in the C locale,
+as warm parses it): a compiler that prints a million lines costs no more memory than one that
+prints a page, and its pipe never fills. Nothing here decides what runs, parses what a child
+prints, or prints. It imports Python's thread pool before any fork (its at-fork hooks must be
 whole for every fork: see the import).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 
 from warmcli import config
-from warmcli.backends import tied_start
 from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, Kept
 from warmcli.forking import renew_on_fork
 
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 with contextlib.suppress(RuntimeError):
     import concurrent.futures.thread  # noqa: F401
 
+_PR_SET_PDEATHSIG = 1
 _T, _U = TypeVar("_T"), TypeVar("_U")
 
 
@@ -92,6 +95,7 @@ class _Live:
     refusing = False
     # Told (pgid, True) when a group starts and (pgid, False) when it is gone.
     observer: Callable[[int, bool], None] | None = None
+    prctl: Callable[..., int] | None = None
     owner = threading.local()  # the `Owner` a thread's starts are gathered into, if any
 
 
@@ -141,6 +145,12 @@ def owned_by(owner: Owner) -> Iterator[None]:
         _Live.owner.current = None
 
 
+def _prctl() -> Callable[..., int]:
+    if _Live.prctl is None:
+        _Live.prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return _Live.prctl
+
+
 def exit_status_lost() -> bool:
     """Whether this process ignores SIGCHLD (a daemon's idiom, or inherited: an ignored signal
     stays ignored across exec), so the kernel reaps its children and Python reads every
@@ -166,6 +176,28 @@ def exit_statuses_read() -> Iterator[bool]:
     finally:
         if ignored:
             signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+
+
+def parent_death_signal(signum: int) -> None:
+    """Have this process get `signum` when the thread that started it dies (Linux only)."""
+    if sys.platform.startswith("linux"):
+        _prctl()(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
+def _tie_to_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that kills the child when the thread that started it dies (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import signal
+
+    prctl, parent, kill = _prctl(), os.getpid(), signal.SIGKILL  # looked up here, in the parent
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return preexec
 
 
 def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
@@ -250,14 +282,23 @@ def run(
     import locale
     import subprocess  # imported on first use: a serving process starts no child
 
-    proc = tied_start.popen(
-        list(command),
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env=_environment(tmp, c_locale, folder, environ),
-    )
+    def start(tie: Callable[[], None] | None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=tie,  # only prctl: no Python state is touched
+            env=_environment(tmp, c_locale, folder, environ),
+        )
+
+    try:
+        proc = start(_tie_to_parent())
+    except RuntimeError as exc:  # Python 3.12 refuses a preexec_fn in an atexit callback
+        if "shutdown" not in str(exc):  # (before it forks): started untied, as at exit
+            raise
+        proc = start(None)
     owner: Owner | None = getattr(_Live.owner, "current", None)
     out, err = Kept(head), Kept(head)  # what it prints, bounded: read to the end, never held whole
     pipes = _Pipes(proc, out, err)

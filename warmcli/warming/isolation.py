@@ -61,9 +61,9 @@ from warmcli.backends.processes import (
     exit_statuses_read,
     kill_group,
     on_compiler,
+    parent_death_signal,
     stop_compilers,
 )
-from warmcli.backends.tied_start import parent_death_signal
 from warmcli.interrupted import in_quiet_callback, send_again
 from warmcli.warming import child_signals
 from warmcli.warming.crashes import (
