@@ -14,21 +14,21 @@ its schema is exactly warm's (`sqlite_master` equal to the rows warm's schema de
 `warmcli.bundle.schema.declared_schema`, else compared row by row with what SQLite makes of it by
 `schema_problems`, so no trigger, view, extra index or generated column of a bundle ever runs; till
 it passes, SQLite reads no value of it past `SCHEMA_BYTES`, nor more than `SCHEMA_CALLS` times
-`SCHEMA_STEPS` steps to load it), with `trusted_schema` off
-(a journal warm rolls back, `recover`, has the schema it restores checked again) and SQLite's own
-page cache (`OWN_CACHE`, never one the file's header asks for), and every SQLite failure becomes a
-one-line `BundleError` (`_sqlite_errors`; a full disk or another write the system refused is named
-so: rolled back). The file stays in rollback-journal mode (a file switched to WAL is switched back
-on open, or refused where it cannot be written or its `-wal` or `-shm` is a link,
-`journal.check_wal_files`, even with no WAL header: SQLite opens them), so a read-only copy opens,
-and a write a crash interrupted is rolled back by the next open, or read of a process that had it
-open. "Database is locked" is waited for `LOCK_WAIT_SECONDS` at most, a slice at a time
-(`warmcli.bundle.waiting`: a signal stops the wait), then a one-line `BundleLocked` (`_retrying`,
-which rolls back that crash too). Writers take a file lock (`warmcli.bundle.lock`, which readers
-never take); `journal.remove_leftovers` removes, under it, the temporary files, journals and locks a
-killed create or merge left beside the bundle. State: warm's schemas (read once) and `_lock` (held
-around an open or a create: a fork waits for it; a child forked while another thread read past that
-wait opens none, `forking.sqlite_unsafe`); reads no kernel, tune, blob.
+`SCHEMA_STEPS` steps to load it), with `trusted_schema` off (a journal warm rolls back, `recover`,
+has the schema it restores checked again) and SQLite's own page cache (`OWN_CACHE`, never one the
+file's header asks for), and every SQLite failure becomes a one-line `BundleError`
+(`_sqlite_errors`; a full disk or another write the system refused is named so: rolled back). The
+file stays in rollback-journal mode (a file switched to WAL is switched back on open, or refused
+where it cannot be written or its `-wal` or `-shm` is a link, `journal.check_wal_files`, even with
+no WAL header: SQLite opens them), so a read-only copy opens, and a write a crash interrupted is
+rolled back by the next open, or read of a process that had it open. "Database is locked" is waited
+for `LOCK_WAIT_SECONDS` at most, a slice at a time (`warmcli.bundle.waiting`: a signal stops the
+wait), then a one-line `BundleLocked` (`_retrying`, which rolls back that crash too). Writers take
+a file lock (`warmcli.bundle.lock`, which readers never take); `journal.remove_leftovers` removes,
+under it, the temporary files, journals and locks a killed create or merge left beside the bundle.
+State: warm's schemas (read once) and `_lock` (held around an open or a create: a fork waits for
+it; a child forked while another thread read past that wait opens none, `forking.sqlite_unsafe`);
+reads no kernel, tune, blob.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ from __future__ import annotations
 import _sqlite3 as sqlite3  # the C module `sqlite3` wraps: no dbapi2 (~0.4 ms) at import
 import contextlib
 import functools
+import itertools as it
 import os
 import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle import journal as journals
@@ -155,9 +155,9 @@ def _connect(target: str | Path, *, uri: bool = False) -> sqlite3.Connection:
     # Till `_validate` passes its schema, SQLite reads no value of it past `SCHEMA_BYTES`: its
     # own load of a bundle's 200 MB statement held it whole (231 MB peak; refused so: 11 MB).
     conn.whole = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SCHEMA_BYTES)
-    # nor loads one of entries by the thousand (200,000 took SQLite 73 s: refused so, 8 ms)
-    steps = conn.steps = []  # a call each (no cycle: the connection is not the handler's)
-    conn.set_progress_handler(lambda: steps.append(1) or len(steps) > SCHEMA_CALLS, SCHEMA_STEPS)
+    # nor loads one of entries by the thousand (200,000 took SQLite 73 s: refused so, 8 ms), by a
+    conn.steps = it.repeat(False, SCHEMA_CALLS)  # C handler (a Ctrl-C in a Python one was lost)
+    conn.set_progress_handler(functools.partial(next, conn.steps, True), SCHEMA_STEPS)
     # An untrusted schema: SQL functions with side effects never run from it, and SQLite's
     # defensive mode (where exposed) forbids writing the schema or pages.
     conn.execute("PRAGMA trusted_schema = OFF")
@@ -259,7 +259,7 @@ def _retrying(path: str | Path, op: Callable[[], _T]) -> _T:
             raise BundleLocked(f"{path}: {held}: a writer stopped mid-write?") from None
 
 
-@contextmanager
+@contextlib.contextmanager
 def _sqlite_errors(path: str | Path) -> Iterator[None]:
     """Every SQLite failure, as a one-line `BundleError` (its words escaped); a write the
     system refused (a full disk, a size limit) says so: rolled back, never "corrupt"; nor
@@ -335,8 +335,8 @@ def _validate(path: str | Path, conn: sqlite3.Connection, version: int) -> None:
     except sqlite3.DataError:  # SQLite's load refused an entry over `SCHEMA_BYTES`
         raise BundleError(f"{path}: refused: its schema is not warm's (an entry over "
                           f"{SCHEMA_BYTES} bytes)") from None  # fmt: skip
-    except sqlite3.OperationalError:  # "interrupted": by `_connect`'s handler, or another failure
-        if len(getattr(conn, "steps", ())) <= SCHEMA_CALLS:  # (more: SQLite stopped by it)
+    except sqlite3.OperationalError as exc:  # "interrupted": by `_connect`'s handler, or else
+        if conn.steps.__length_hint__() or "interrupt" not in str(exc):  # (calls left)
             raise
         raise BundleError(f"{path}: refused: its schema is not warm's (not loaded in "
                           f"{SCHEMA_CALLS * SCHEMA_STEPS} steps)") from None  # fmt: skip
