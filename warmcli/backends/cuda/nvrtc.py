@@ -98,9 +98,11 @@ def include_dirs() -> list[str]:
 
 def _nvrtc() -> Any:
     try:
-        from cuda.bindings import nvrtc
-    except (ImportError, OSError) as exc:
-        raise ToolchainError(f"NVRTC cannot be loaded ({exc}): {INSTALL_HINT}") from exc
+        nvrtc = importlib.import_module("cuda.bindings.nvrtc")
+        nvrtc.nvrtcVersion()  # (loads it: its loader may miss the library `find_nvrtc` found)
+    except (ImportError, OSError, RuntimeError) as exc:  # (its text on one line)
+        said = " ".join(str(exc).split())
+        raise ToolchainError(f"NVRTC cannot be loaded ({said}): {INSTALL_HINT}") from exc
     return nvrtc
 
 
