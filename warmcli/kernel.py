@@ -18,13 +18,13 @@ compiler takes from the environment (`CPATH`; NVRTC's system toolkit: `warmcli.c
 or includes one by its absolute path, the key covers the headers it reaches there
 (`warmcli.headers`), by their names and content, not the include folders' paths (`keyed_options`),
 and the files a host kernel's options link (`warmcli.linked`: an object's or archive's content, not
-its path); nvcc's host compiler a CUDA kernel names (`-ccbin`) by its path and a script's digest or
-a binary's version line (`warmcli.wrapper_script`). Pickled, it holds its fields only (what a key
-reads of this machine is read again where it is unpickled). Its only state is bounded memos of the
-texts keys repeat, JSON-quoted (an arch, a toolchain, a source many kernels share, a content hash's
-text after its defines, however long), of whether a source may read a header or includes one by
-its path, NVRTC's folders (`CPATH` and its kin: read at each key), and `CC_SYSTEM` (a compiler's
-folders); it compiles nothing.
+its path; `__TIME__`: `warmcli.build_clock`); nvcc's host compiler a CUDA kernel names (`-ccbin`) by
+its path and a script's digest or a binary's version line (`warmcli.wrapper_script`). Pickled, it
+holds its fields only (what a key reads of this machine is read again where it is unpickled). Its
+only state is bounded memos of the texts keys repeat, JSON-quoted (an arch, a toolchain, a source
+many kernels share, a content hash's text after its defines, however long), of whether a source may
+read a header or includes one by its path, NVRTC's folders (`CPATH` and its kin: read at each key),
+and `CC_SYSTEM` (a compiler's folders); it compiles nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from warmcli import config
+from warmcli.build_clock import clocked
 from warmcli.kernel_parts import (
     INCLUDE_PREFIXES,
     NATIVE_OPTION,
@@ -357,11 +358,11 @@ def included_headers(kernel: Kernel, toolchain: str = "") -> str:
 
             given = (env, around, toolkit, kernel.defines, compiler, system)
             headers = headers_digest(kernel.source, options, *given)
-    if kernel.language != "c" or not kernel.options:  # no option names a file to link
-        return headers
-    from warmcli.linked import with_linked  # a host kernel: with the files it links
+    if kernel.language == "c" and kernel.options:  # a host kernel: with the files it links
+        from warmcli.linked import with_linked
 
-    return with_linked(headers, kernel.options, config.library_path)
+        headers = with_linked(headers, kernel.options, config.library_path)
+    return clocked(headers, kernel)  # (a kernel reading the clock: never served)
 
 
 def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
@@ -371,7 +372,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     content = kernel.content_hash  # hex digits: quoted as they are
     # Most host kernels name no options and include nothing: no header read (whatever `CPATH`)
     if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
-        headers = ""
+        headers = clocked("", kernel)  # ("" unless it reads the clock: `warmcli.build_clock`)
     else:
         headers = included_headers(kernel, toolchain_identity)
     headers = f'"headers":"{headers}",' if headers else ""
