@@ -30,7 +30,7 @@ from warmcli import Kernel
 
 DEVICE = "host"
 K = Kernel(
-    "void stamp(float *x) {{ const char *t = CLOCK; "
+    "{head}void stamp(float *x) {{ const char *t = CLOCK; "
     "x[0] = ((t[0]-'0')*10 + (t[1]-'0'))*3600 + ((t[3]-'0')*10 + (t[4]-'0'))*60 "
     "+ (t[6]-'0')*10 + (t[7]-'0'); }}",
     "stamp", "P", {how},
@@ -55,9 +55,14 @@ print(json.dumps({"x": x, "compiled": len(warmcli.report().kernels)}))
 """
 
 LAST_SECOND = 86399  # 23:59:59 of 1970-01-01
+# How the kernel spells the clock: (what its source opens with, its Kernel's arguments).
 HOWS = {
-    "define": 'defines={"CLOCK": "__TIME__"}',
-    "option": 'options=["-DCLOCK=__TIME__"]',
+    "define": ("", 'defines={"CLOCK": "__TIME__"}'),  # (the define's value)
+    "option": ("", 'options=["-DCLOCK=__TIME__"]'),
+    "header": (  # stamp.h, in its -I folder: `#define CLOCK __TIME__`
+        '#include \\"stamp.h\\"\\n',
+        'options=["-I" + __import__("os").path.dirname(__file__)]',
+    ),
 }
 
 
@@ -69,7 +74,9 @@ def test_a_kernel_reading_the_clock_computes_its_own_time_cold_on_a_miss_and_on_
     what a cold start does, 86399 (before: 0, the warm run's time, served); the run stored
     nothing and said why (before: `stored 1 new kernel(s)`)."""
     workload = tmp_path / "w.py"
-    workload.write_text(STAMP.format(how=HOWS[how]))
+    head, given = HOWS[how]
+    workload.write_text(STAMP.format(head=head, how=given))
+    (tmp_path / "stamp.h").write_text("#define CLOCK __TIME__\n")
     bundle = tmp_path / "b.warm"
     done = warm.with_env(SOURCE_DATE_EPOCH="0")("run", workload, "--bundle", bundle)
     assert done.returncode == 0, done.stderr
@@ -79,14 +86,15 @@ def test_a_kernel_reading_the_clock_computes_its_own_time_cold_on_a_miss_and_on_
     assert cold["x"] == hit["x"] == LAST_SECOND, (cold, hit)
     assert hit["compiled"] == 1  # built by the process itself, as a cold start builds it
     assert "stored 0 new kernel(s)" in done.stdout, done.stdout
-    assert "never served (its build reads the clock (__TIME__)" in done.stdout, done.stdout
+    said = "never served (its build reads the clock (__TIME__)" + " in a header" * (how == "header")
+    assert said in done.stdout, done.stdout
 
 
 def test_a_kernel_of_no_clock_is_still_served(warm: Warm, tmp_path: Path) -> None:
     """The same kernel with a fixed time in place of `__TIME__` is stored and served (its
     key unchanged: nothing else is unkeyed), its value the one it was built with."""
     workload = tmp_path / "w.py"
-    workload.write_text(STAMP.format(how="defines={'CLOCK': '\"12:00:01\"'}"))
+    workload.write_text(STAMP.format(head="", how="defines={'CLOCK': '\"12:00:01\"'}"))
     bundle = tmp_path / "b.warm"
     done = warm("run", workload, "--bundle", bundle)
     assert done.returncode == 0, done.stderr

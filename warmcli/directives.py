@@ -12,8 +12,9 @@ tab); where it does not, the plain text is what the preprocessor reads. `read_li
 `spliced` less the groups no compile reads, whatever its macros (`#if 0`, an `#if 1`'s `#else`).
 `reads_assembler_file` finds an assembler directive that reads a file (`.incbin`, `.include`)
 in a source or header so read, its adjacent string literals joined and their escapes read as the
-compiler does (`\\x22` a quote), or its name a macro's argument (stringized or pasted). State:
-none. It never reads a file.
+compiler does (`\\x22` a quote), or its name a macro's argument (stringized or pasted).
+`clock_reason` finds a macro the compiler expands to the build's date or time (`__TIME__`: no key
+covers it, `warmcli.build_clock`). State: none. It never reads a file.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ _LITERAL_OR_COMMENT = re.compile(
     re.DOTALL,
 )
 _LONE_CR = re.compile(rb"\r(?!\n)")  # a line's end, as GCC reads it
+# The macros the compiler expands to the build's date or time (`__TIMESTAMP__`: its file's).
+_CLOCK = re.compile(rb"\b__(?:DATE|TIME|TIMESTAMP)__\b")
 # A conditional directive (`#if`, `#ifdef`, `#elif`, `#else`, `#endif`...) and its condition.
 _CONDITIONAL = re.compile(
     rb"[ \t]*(?:#|%:|\?\?=)[ \t]*(if|ifn?def|elif|elifn?def|else|endif)\b(.*)"
@@ -135,6 +138,15 @@ def spliced_text(source: str) -> str | None:
     in it could hide one (`may_hide`): the plain text is then what it reads."""
     data = source.encode(errors="surrogatepass")
     return spliced(data).decode(errors="surrogatepass") if may_hide(data) else None
+
+
+def clock_reason(data: bytes) -> str:
+    """`its build reads the clock (__TIME__)`, naming the first such macro `data` spells (in a
+    comment too), or "" where it spells none."""
+    if b"DATE__" not in data and b"TIME" not in data:  # (two substring tests: nearly all)
+        return ""
+    found = _CLOCK.search(data)
+    return f"its build reads the clock ({found[0].decode()})" if found is not None else ""
 
 
 def reads_assembler_file(data: bytes) -> bool:

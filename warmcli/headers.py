@@ -27,9 +27,10 @@ as the kernel's (`warmcli.system_shadows`: a `stddef.h` added to `-I` later chan
 so are those of the `cuda_runtime.h` nvcc reads first (`IMPLIED`). Bounded: at most `MAX_HEADERS`
 files (64 times as many names, found or not), each hashed whole, scanned in its first `MAX_SCANNED`
 bytes: past a bound, at a computed include whose header cannot be told (but in NVRTC's system
-toolkit's own headers), at a file whose assembly reads one (`.incbin`: `reads_assembler_file`), or
-at a FIFO or a device a name finds (`no_file`: never compiled,
-`warmcli.backends.batch`), the digest holds `warmcli.unkeyed`'s marker, its reason noted. State:
+toolkit's own headers), at a file whose assembly reads one (`.incbin`: `reads_assembler_file`) or
+that spells `__TIME__`, `__DATE__` or `__TIMESTAMP__` (the build's time: `clock_reason`), or at a
+FIFO or a device a name finds (`no_file`: never compiled, `warmcli.backends.batch`), the digest
+holds `warmcli.unkeyed`'s marker, its reason noted. State:
 three per-process memos (each file's digest and includes, by its path and stat stamp, of settled
 files; the includes of the last sources; the search orders of the last options): a kernel keyed
 again costs a lookup of each header; `covered`, what each digest made lately covers
@@ -50,7 +51,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
 from warmcli.computed_includes import Scanned, computed_headers, macro_includes
-from warmcli.directives import may_hide, reads_assembler_file, spliced, spliced_text
+from warmcli.directives import clock_reason, may_hide, reads_assembler_file, spliced, spliced_text
 from warmcli.include_options import (
     _AS_DIRAFTER,
     _AS_I,
@@ -60,9 +61,6 @@ from warmcli.include_options import (
     searched_folders,
     working_folder,
 )
-from warmcli.include_options import FOLDER_MARK as FOLDER_MARK  # (named here as before)
-from warmcli.include_options import INCLUDE_FLAGS as INCLUDE_FLAGS
-from warmcli.include_options import PRE_INCLUDE_FLAGS as PRE_INCLUDE_FLAGS
 from warmcli.include_options import absolute_include_options as absolute_include_options
 from warmcli.include_options import keyed_options as keyed_options
 from warmcli.once_copies import once_copies
@@ -246,7 +244,8 @@ def _read(path: str) -> tuple[str, tuple[tuple[str, bool], ...]] | None:
     except OSError:
         return None
     st = found[1]
-    entry = (stamp(st), digest.hexdigest(), _includes(head, st.st_size > len(head)))
+    clock = ((f"{UNKEYED}{why} in a header", False),) if (why := clock_reason(head)) else ()
+    entry = (stamp(st), digest.hexdigest(), _includes(head, st.st_size > len(head)) + clock)
     if settled(st):  # else an edit may keep its whole stamp
         if len(_memo) >= _MAX_MEMO:
             _memo.clear()

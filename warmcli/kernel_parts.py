@@ -41,11 +41,11 @@ from warmcli.printable import Pattern
 # by `warmcli.backends.serving`, which every process keying a CUDA kernel imports.
 HOST_VERSION: list[Callable[[str], str]] = []
 
-# What every option naming an include folder starts with (`warmcli.headers.INCLUDE_FLAGS`,
+# What every option naming an include folder starts with (`warmcli.include_options.INCLUDE_FLAGS`,
 # which a serving process never imports), for `warmcli.kernel` and `warmcli.linked` alike.
 INCLUDE_PREFIXES = ("-I", "--include-path", "--include-directory", "-isystem", "-iquote",
                     "-idirafter", "--system-include")  # fmt: skip
-# `warmcli.headers.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
+# `warmcli.include_options.PRE_INCLUDE_FLAGS` (`--include` is a prefix of `--include-path` too)
 PRE_INCLUDE_PREFIXES = ("-include", "--pre-include", "--include", "-imacros", "--imacros")
 # What names an include folder or a header for gcc (`-I`, `-isystem`, `-include`, `-imacros`...)
 # in the pieces another option passes on (`-Wp,`, nvcc's `-Xcompiler`), which no key reads.
