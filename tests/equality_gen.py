@@ -202,8 +202,8 @@ def _system_shadow(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str
 
 
 def _predefined(rng: random.Random, d: Path, i: int, case: Case) -> tuple[str, str]:
-    """A kernel writing the predefined macros' values (not `__DATE__`/`__TIME__`, which
-    README says a hit serves from the warming's build)."""
+    """A kernel writing the predefined macros' values (not `__DATE__`/`__TIME__`: such a
+    kernel is never served, README, `warmcli.build_clock`)."""
     macro = rng.choice(["__FILE__", "__BASE_FILE__", "__func__"])
     extra = rng.choice(["", "int c0 = __COUNTER__; int c1 = __COUNTER__; out[60] = c0 + c1;"])
     helper = rng.choice(["", "static int twice(int x) { return 2 * x; }\n"])
