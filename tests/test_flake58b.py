@@ -1,4 +1,5 @@
-"""A Ctrl-C that lands as warm starts a child (a compiler, a probe) ends that child too.
+"""A Ctrl-C that lands as warm starts a child (a compiler, a probe, `warm run`'s worker) ends that
+child too.
 
 `warmcli.backends.processes.run` kills and reaps a child's group on an exception once it is
 tracked; a Ctrl-C (or a stop signal's handler's KeyboardInterrupt) that landed between the fork
@@ -7,6 +8,12 @@ left the compiler running in a session of its own, untracked (`stop_compilers` n
 and unreaped. The signal is sent by the child itself, from an at-fork hook (after the fork,
 before its `exec`, once the parent sleeps waiting for that `exec` in `Popen`), so it lands there
 every time; the hook writes the child's pid first.
+
+`warmcli.warming.isolation.run_isolated` forwarded a stop to its worker only once `_wait` had set
+its handler: a Ctrl-C (or SIGTERM) that landed as the worker was forked raised in the supervisor
+(`pid = os.fork()`), the worker left running the workload unstopped, unreaped. A fresh Python
+runs it there, the fork's last hook `_thread.interrupt_main` (C: the Ctrl-C is pending as the fork
+returns).
 """
 
 from __future__ import annotations
@@ -14,12 +21,16 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from warmcli.backends import processes
+
+ROOT = Path(__file__).resolve().parent.parent
 
 _ARMED: list[str] = []  # the file the next fork's child writes its pid into, then signals
 
@@ -74,3 +85,33 @@ def test_a_child_started_without_a_stop_runs_as_before(tmp_path: Path) -> None:
     done = processes.run(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=60)
     assert (done.returncode, done.out, done.err, done.timed_out) == (3, "out\n", "err\n", False)
     assert not processes._Live.groups
+
+
+SUPERVISOR = """
+import _thread, os, time
+from warmcli.warming.isolation import run_isolated
+
+def work():
+    time.sleep(60)
+    return 0
+
+os.register_at_fork(after_in_parent=_thread.interrupt_main)  # (the last hook: C)
+try:
+    outcome = run_isolated(work)
+except KeyboardInterrupt:
+    outcome = "escaped"
+left = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
+for pid in map(int, left):  # (a worker that let go is reaped as this ends: waited for here)
+    os.kill(pid, 9) if outcome == "escaped" else os.waitpid(pid, 0)
+print(repr(outcome), len(left))
+"""
+
+
+def test_a_ctrl_c_as_the_worker_is_forked_is_forwarded_to_it() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", SUPERVISOR], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    # (before: "'escaped' 1": the worker left running the workload, killed by the script)
+    assert done.stdout.startswith("WorkerCrash(signal=<Signals.SIGINT: 2>"), done.stdout
+    assert "interrupted=True" in done.stdout
