@@ -14,6 +14,12 @@ its handler: a Ctrl-C (or SIGTERM) that landed as the worker was forked raised i
 (`pid = os.fork()`), the worker left running the workload unstopped, unreaped. A fresh Python
 runs it there, the fork's last hook `_thread.interrupt_main` (C: the Ctrl-C is pending as the fork
 returns).
+
+A process that imported warm (a notebook's, a server's, Python's own SIGINT handler) and forked
+(`os.fork`, a `fork` pool) while a Ctrl-C came had Python run its handler in the first Python
+after the fork, warm's `_after_in_parent` hook, where what it raises is only printed ("Exception
+ignored in ... _after_in_parent"): the Ctrl-C was lost. Without warm it is raised as the fork
+returns; now warm's fork holds it (`warmcli.forking._hold_stops`) and sends it again after.
 """
 
 from __future__ import annotations
@@ -115,3 +121,27 @@ def test_a_ctrl_c_as_the_worker_is_forked_is_forwarded_to_it() -> None:
     # (before: "'escaped' 1": the worker left running the workload, killed by the script)
     assert done.stdout.startswith("WorkerCrash(signal=<Signals.SIGINT: 2>"), done.stdout
     assert "interrupted=True" in done.stdout
+
+
+FORKED = """
+import _thread, os, time
+os.register_at_fork(after_in_parent=_thread.interrupt_main)  # (before warm's hooks: run first)
+import warmcli.forking  # warm's hooks, as a process using warm has them
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(60)
+    print("lost")
+except KeyboardInterrupt:
+    print("raised")
+"""
+
+
+def test_a_ctrl_c_as_a_process_using_warm_forks_is_raised() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    # (before: 'lost' after 60 s, "Exception ignored in: <function _after_in_parent" on stderr)
+    assert (done.stdout, done.stderr) == ("raised\n", "")
