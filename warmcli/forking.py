@@ -22,9 +22,10 @@ importlib's, read where it keeps them; not found there, nothing is waited for), 
 import may lead to a bundle made and written, whose lock is then taken. An import of the
 user's own (not a module of warm's, not begun by warm's code) is never waited for: it may
 last, or wait on the forking thread, and would hold up every fork for nothing of warm's.
-A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork's wait has its Python
-handler run in that wait, inside the fork's function, where what it raises is only printed: it
-is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it would
+A stop signal (SIGINT, SIGTERM, SIGHUP) sent during a main thread's fork (its wait, or the fork
+itself: a process's whole memory mapped again, milliseconds) has its Python handler run in that
+wait or in `_after_in_parent`, inside the fork's functions, where what it raises is only printed:
+it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside meanwhile: it would
 be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread, else at
 exit where the main code ended first (`_stops_at_exit`: the process then ends as the handler
 asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written, as
@@ -103,6 +104,7 @@ def _before() -> None:
     if _nested():  # (waits for nothing, takes no lock: its child is `sqlite_unsafe`)
         _REGISTRY.acquire()
         return
+    _hold_stops()  # (a stop sent as it forks has its handler run in `_after_in_parent`)
     deadline = time.monotonic() + HOLD_SECONDS
     _imports_ended(deadline)  # first: the import may lead to a bundle made and written
     _taken.missed = False
@@ -153,12 +155,13 @@ def _stop_came() -> bool:
 
 
 def _hold_stops() -> None:
-    """Before a fork's wait in the main thread (once per fork): each of SIGINT, SIGTERM and
-    SIGHUP that has a Python handler gets one that notes it instead, until the fork returns.
-    Python runs a handler in the main thread, here inside the fork's function, where what it
-    raises (Ctrl-C's `KeyboardInterrupt`, a server's `sys.exit`) is only printed ("Exception
-    ignored in ... _before") and the fork goes on: the stop was lost. One noted ends the wait;
-    after the fork, `_let_stops_go`."""
+    """Before a main thread's fork (once per fork): each of SIGINT, SIGTERM and SIGHUP that
+    has a Python handler gets one that notes it instead, until the fork returns. Python runs a
+    handler in the main thread, here inside the fork's function (its wait, or, for one sent as
+    it forks, `_after_in_parent`, the first Python run after it), where what it raises (Ctrl-C's
+    `KeyboardInterrupt`, a server's `sys.exit`) is only printed ("Exception ignored in ...") and
+    the fork goes on: the stop was lost. One noted ends the wait; after the fork,
+    `_let_stops_go`."""
     if "stops" in _taken.__dict__ or threading.current_thread() is not threading.main_thread():
         return
     import signal

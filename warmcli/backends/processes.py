@@ -1,28 +1,28 @@
 """The child processes warm starts (a compiler, a compiler's `--version`): the one way to start,
-track, stop and reap them. `run` starts a command in its own process group (so stopping it stops
-its children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied
-on Linux to the thread that started it (a parent-death signal: a killed warm leaves none
-running; not in an atexit callback on Python 3.12, which refuses it there), waits for it with a
-timeout, and on a timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps
-it. Every live group is known (the module's one piece of state), so `stop_compilers` kills them
-all at once, from a signal handler too, and has `run_compiler` refuse new ones until
-`resume_compilers`; `exit_status_lost` says where a child's exit status cannot be read (this
-process ignores SIGCHLD; `Finished.status_lost`, of each child); `on_compiler` lets a supervisor
-journal the groups it must clean up after a hard crash. An `Owner` held by a thread (`owned_by`)
-gathers the groups that thread starts, so another thread can stop just those (`Owner.kill`: the
-compiler probe on an interrupt); `at_once` runs two calls that start children together, the
-other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch folder it runs
-in (`run`'s `tmp`), so the temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's
-intermediates) go with that folder, never left in the user's; any other child's is the temporary
-folder Python found usable, where the caller's names none (missing, no folder) or names it
-relative to this process's working folder: nvcc writes its intermediate files there and, unlike
-gcc, does not fall back; a compiler never gets `LD_RUN_PATH` (ld would write it into the binary:
-no key holds it). What a child prints is read as it comes, to the end, and only its first 32 KiB
-and last 8 KiB are kept (`kept_output`; a probe's whole up to 4 MiB, `probe`, in the C locale,
-as warm parses it): a compiler that prints a million lines costs no more memory than one that
-prints a page, and its pipe never fills. Nothing here decides what runs, parses what a child
-prints, or prints. It imports Python's thread pool before any fork (its at-fork hooks must be
-whole for every fork: see the import).
+track, stop and reap them. `run` starts a command in its own process group (so stopping it stops its
+children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on Linux
+to the thread that started it (a parent-death signal: a killed warm leaves none running; not in an
+atexit callback on Python 3.12, which refuses it there), waits for it with a timeout, and on a
+timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps it (a stop signal
+that comes as it forks is held till the child is known, `held_interrupts`). Every live group is
+known (the module's one piece of state), so `stop_compilers` kills them all at once, from a signal
+handler too, and has `run_compiler` refuse new ones until `resume_compilers`; `exit_status_lost`
+says where a child's exit status cannot be read (this process ignores SIGCHLD;
+`Finished.status_lost`, of each child); `on_compiler` lets a supervisor journal the groups it must
+clean up after a hard crash. An `Owner` held by a thread (`owned_by`) gathers the groups that thread
+starts, so another thread can stop just those (`Owner.kill`: the compiler probe on an interrupt);
+`at_once` runs two calls that start children together, the other's thread holding the caller's
+`Owner`. A compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the temporary
+files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never
+left in the user's; any other child's is the temporary folder Python found usable, where the
+caller's names none (missing, no folder) or names it relative to this process's working folder: nvcc
+writes its intermediate files there and, unlike gcc, does not fall back; a compiler never gets
+`LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child prints is read as
+it comes, to the end, and only its first 32 KiB and last 8 KiB are kept (`kept_output`; a probe's
+whole up to 4 MiB, `probe`, in the C locale, as warm parses it): a compiler that prints a million
+lines costs no more memory than one that prints a page, and its pipe never fills. Nothing here
+decides what runs, parses what a child prints, or prints. It imports Python's thread pool before any
+fork (its at-fork hooks must be whole for every fork: see the import).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, ClassVar, NamedTuple, TypeVar
 from warmcli import config
 from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, Kept
 from warmcli.forking import renew_on_fork
+from warmcli.interrupted import held_interrupts
 
 if TYPE_CHECKING:
     import subprocess
@@ -270,15 +271,14 @@ def run(
     environ: dict[str, str] | None = None,
 ) -> Finished:
     """Run `command` in its own process group (see the module doc) and wait for it, in `cwd`
-    with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises
-    `OSError` where it cannot start; with `c_locale`, in the C locale (an answer warm parses
-    or keys builds by: `as --version` under `LANG=tr_TR.UTF-8` says `GNU çevirici`); a compile
-    unit's `folder` is where relative entries of `CPATH` are, and `environ` the environment its
-    key read (this process's where None). Its
-    stdout and stderr come back bounded (`Kept`, its first `head` bytes and last 8 KiB: `cut`
-    where that left something out). On a timeout, or an exception here (Ctrl-C), its whole
-    group is killed and reaped; the timeout is returned (`timed_out`, with what it printed
-    until then), the exception raised."""
+    with `TMPDIR` the folder `tmp` where given (a compiler's scratch folder); raises `OSError`
+    where it cannot start; with `c_locale`, in the C locale (an answer warm parses or keys
+    builds by: `as --version` under `LANG=tr_TR.UTF-8` says `GNU çevirici`); a compile unit's
+    `folder` is where relative entries of `CPATH` are, and `environ` the environment its key
+    read (this process's where None). Its stdout and stderr come back bounded (`Kept`, its first
+    `head` bytes and last 8 KiB: `cut` where that left something out). On a timeout, or an
+    exception here (Ctrl-C), its whole group is killed and reaped; the timeout is returned
+    (`timed_out`, with what it printed until then), the exception raised."""
     import locale
     import subprocess  # imported on first use: a serving process starts no child
 
@@ -293,31 +293,34 @@ def run(
             env=_environment(tmp, c_locale, folder, environ),
         )
 
-    try:
-        proc = start(_tie_to_parent())
-    except RuntimeError as exc:  # Python 3.12 refuses a preexec_fn in an atexit callback
-        if "shutdown" not in str(exc):  # (before it forks): started untied, as at exit
-            raise
-        proc = start(None)
     owner: Owner | None = getattr(_Live.owner, "current", None)
     out, err = Kept(head), Kept(head)  # what it prints, bounded: read to the end, never held whole
-    pipes = _Pipes(proc, out, err)
-    deadline = None if timeout is None else time.monotonic() + timeout  # (from its start)
+    pipes, proc = _Pipes(), None  # (the selector made first: a child is never left for it)
     try:
-        if _track(proc.pid, True, owner):
-            kill_group(proc.pid)
+        with held_interrupts():  # a stop (main thread) as it forks: answered once it is tracked
+            try:
+                proc = start(_tie_to_parent())
+            except RuntimeError as exc:  # Python 3.12 refuses a preexec_fn in an atexit callback
+                if "shutdown" not in str(exc):  # (before it forks): started untied, as at exit
+                    raise
+                proc = start(None)
+            pipes.watch(proc, out, err)
+            if _track(proc.pid, True, owner):
+                kill_group(proc.pid)
+        deadline = None if timeout is None else time.monotonic() + timeout  # (from its start)
         timed_out = not pipes.drain(deadline) or _waited(proc, deadline) is None
         if timed_out:
             kill_group(proc.pid)
             # what it wrote; a process that left its group may still hold the pipes
             pipes.drain(time.monotonic() + DRAIN_SECONDS)
     except BaseException:
-        kill_group(proc.pid)
+        kill_group(proc.pid) if proc is not None else None  # (None: no child was started)
         raise
     finally:
         pipes.close()
-        proc.wait()
-        _track(proc.pid, False, owner)
+        if proc is not None:
+            proc.wait()
+            _track(proc.pid, False, owner)
     encoding = locale.getpreferredencoding(False)  # as text mode decodes (UTF-8 mode too)
     text = out.text(encoding), err.text(encoding)
     lost = exit_status_lost() and proc.returncode == 0  # (a status read is a status)
@@ -325,15 +328,17 @@ def run(
 
 
 class _Pipes:
-    """A child's stdout and stderr, read as they come into their `Kept`s."""
+    """A child's stdout and stderr (once `watch`ed), read as they come into their `Kept`s."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], out: Kept, err: Kept) -> None:
+    def __init__(self) -> None:
         import selectors
 
-        self.selector = selectors.DefaultSelector()
+        self.selector, self.readable = selectors.DefaultSelector(), selectors.EVENT_READ
+
+    def watch(self, proc: subprocess.Popen[bytes], out: Kept, err: Kept) -> None:
         for pipe, kept in ((proc.stdout, out), (proc.stderr, err)):
             if pipe is not None:
-                self.selector.register(pipe, selectors.EVENT_READ, kept)
+                self.selector.register(pipe, self.readable, kept)
 
     def drain(self, deadline: float | None) -> bool:
         """Read both pipes until each is closed (True) or the monotonic clock passes

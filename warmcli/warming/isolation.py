@@ -24,7 +24,8 @@ for the status of a worker that never let go).
 A supervisor started ignoring SIGCHLD (inherited from a daemon) sets it to its default while
 it waits, so the kernel does not reap the worker before its status is read (the worker ignores it
 again for the workload; `processes.exit_statuses_read`).
-SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker, and the worker gets
+SIGINT, SIGTERM and SIGHUP sent to the supervisor are forwarded to the worker (from before its fork:
+one sent as it forks is sent once it is made, `_Forward`), and the worker gets
 SIGTERM if the supervisor dies (Linux), so no compiler outlives warm; once its code is decided the
 worker ignores them, and nothing raised then passes its `os._exit` (a `KeyboardInterrupt` there ran
 it on as the supervisor, its `atexit` functions run again with it). `interrupt_on_signals` makes
@@ -53,7 +54,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -64,7 +65,7 @@ from warmcli.backends.processes import (
     parent_death_signal,
     stop_compilers,
 )
-from warmcli.interrupted import in_quiet_callback, send_again
+from warmcli.interrupted import in_quiet_callback, send_again, swap_handlers
 from warmcli.warming import child_signals
 from warmcli.warming.crashes import (
     CRASH_SIGNALS,
@@ -115,11 +116,12 @@ def _arm_parent_death(parent: int) -> None:
 
 
 def _worker(
-    work: Callable[[], int], journal: Files, parent: int, done: int, output: Output
+    work: Callable[[], int], journal: Files, parent: int, done: int, output: Output, mask: set[int]
 ) -> None:
     """In the forked worker: run `work` with the journal armed, then the workload's exit
     functions within `output`, then exit with its code, its output made /dev/null and
-    `done` closed first (`_let_go`)."""
+    `done` closed first (`_let_go`); the stop signals, blocked as it was forked, unblocked
+    (`mask`) once its handlers and journal are set."""
     code, unanswered = 130, True  # until `work`'s end is judged: a stop cutting that short stops
     try:
         forget_inherited()  # first: the supervisor's exit functions are not the worker's
@@ -131,6 +133,7 @@ def _worker(
         set_measure_journal(_WorkerJournal())
         on_compiler(lambda pgid, started: write("compiler", pgid=pgid, started=started))
         _arm_parent_death(parent)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # (one sent meanwhile answered now)
         code, unanswered = work(), False
     except SystemExit as exc:  # the workload's stop handler's, called again as `work` answered
         code, unanswered = _judged(exc)  # the first: a stop all the same (130, not its code)
@@ -192,21 +195,62 @@ def _let_go(done: int) -> None:
         os.close(done)
 
 
-def _wait(pid: int, done: int, journal: Files) -> tuple[int | None, bool, Journal | None]:
-    """Wait for the worker, forwarding SIGINT, SIGTERM and SIGHUP; kill it if it will not stop
-    within `KILL_GRACE` of the first. Returns its wait status, whether it was interrupted,
-    and its journal where read here; None for the status where the worker let go (`done`
-    ended) once its `journal` says it returned its code and ran the exit functions: reaped
-    as this process ends (`_reap`). The handler never raises: no status is lost to it."""
-    deadline: list[float] = []
+class _Forward:
+    """The supervisor's handler of SIGINT, SIGTERM and SIGHUP from before the worker's fork until
+    it is reaped: each sent to the worker (one that comes before its pid is known, as it forks,
+    once it is), the first setting the `deadline` by which it must stop. Never raises: no worker
+    is left running, no status lost to it. The fork is made with them blocked (`mask`: as they
+    were), so one sent to the worker before it set its own handlers (`_worker`) waits for them
+    (Python drops one its child gets before it cleared the parent's: lost, the worker killed)."""
 
-    def forward(signum: int, frame: FrameType | None) -> None:
+    def __init__(self) -> None:
+        self.parent, self.pid, self.came, self.mask = os.getpid(), 0, list[int](), set[int]()
+        self.deadline: list[float] = []
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if not self.deadline:
+            self.deadline.append(time.monotonic() + KILL_GRACE)
+        if not self.pid or os.getpid() != self.parent:  # (before the fork's end: sent then)
+            self.came.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-        if not deadline:
-            deadline.append(time.monotonic() + KILL_GRACE)
+            os.kill(self.pid, signum)
 
-    previous = {s: signal.signal(s, forward) for s in _heeded()}
+    def to(self, pid: int) -> None:
+        """The worker is `pid`: what came before it was known is sent to it, the stops unblocked
+        here."""
+        self.pid = pid
+        for signum in dict.fromkeys(self.came):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+
+
+@contextlib.contextmanager
+def _forwarding() -> Iterator[_Forward]:
+    """The stop signals `_Forward`ed inside (see it), blocked until the fork is made; one that
+    came where no worker was forked (the fork failed) is answered as it ends, by the handler it
+    replaced."""
+    forward, previous = _Forward(), {s: signal.getsignal(s) for s in _heeded()}
+    swap_handlers(dict.fromkeys(previous, forward))  # (from here on, no stop raises)
+    forward.mask = signal.pthread_sigmask(signal.SIG_BLOCK, previous)
+    try:
+        yield forward
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, forward.mask)
+        swap_handlers(previous)
+        if forward.came and not forward.pid:
+            signal.raise_signal(forward.came[0])
+
+
+def _wait(
+    pid: int, done: int, journal: Files, deadline: list[float]
+) -> tuple[int | None, bool, Journal | None]:
+    """Wait for the worker, its stops forwarded (`_Forward`, whose `deadline` is given); kill it
+    if it will not stop within `KILL_GRACE` of the first. Returns its wait status, whether it was
+    interrupted, and its journal where read here; None for the status where the worker let go
+    (`done` ended) once its `journal` says it returned its code and ran the exit functions:
+    reaped as this process ends (`_reap`)."""
     try:
         pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
     except OSError:
@@ -228,8 +272,6 @@ def _wait(pid: int, done: int, journal: Files) -> tuple[int | None, bool, Journa
     finally:
         if pidfd is not None:
             os.close(pidfd)
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _reap(pid: int) -> None:
@@ -269,17 +311,19 @@ def run_isolated(
                 sys.stderr.flush()
                 parent = os.getpid()
                 done, let_go = os.pipe()  # the worker's end closed last: it let go
-                pid = os.fork()
-                if pid == 0:  # pragma: no cover - the worker; its exit status is what is tested
-                    os.close(done)
-                    if ignored:  # the workload's as inherited: SIGCHLD ignored
-                        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-                    _worker(work, journal, parent, let_go, output)
-                os.close(let_go)
-                try:
-                    status, interrupted, read = _wait(pid, done, journal)
-                finally:
-                    os.close(done)
+                with _forwarding() as forward:  # (from before the fork: none is lost as it forks)
+                    pid = os.fork()
+                    if pid == 0:  # pragma: no cover - the worker; its exit status is tested
+                        os.close(done)
+                        if ignored:  # the workload's as inherited: SIGCHLD ignored
+                            signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+                        _worker(work, journal, parent, let_go, output, forward.mask)
+                    forward.to(pid)
+                    os.close(let_go)
+                    try:
+                        status, interrupted, read = _wait(pid, done, journal, forward.deadline)
+                    finally:
+                        os.close(done)
                 seen = read if read is not None else read_journal(journal)
             _kill_groups(seen.groups)
             if status is None:  # it returned its code and let go: it exits with it
