@@ -24,7 +24,8 @@ ended with them), which imported numpy and warmcli: a test of what a production 
 starts with (its imports, `sys.modules`, descriptors, limits, signals, exit codes, hash
 seed, memory peak, floating-point state) runs conftest's plain `Warm(warm.env).production`,
 a started process. A module imports `forked_warm` and `forked_made` (fixtures named `warm`
-and `made`) to have conftest's, each command forked.
+and `made`) to have conftest's, each command forked; `warmed_once` warms a module's workload
+once, forked, for its tests to copy.
 """
 
 from __future__ import annotations
@@ -282,3 +283,18 @@ def forked_made(made: tuple[Any, Path], forking_servers: Any) -> tuple[Any, Path
     """conftest's `made`, its `warm` forked as `forked_warm`'s is."""
     warm, good = made
     return ForkedWarm(warm, forking_servers), good
+
+
+def warmed_once(folder: Path, workload: str, servers: Servers) -> Path:
+    """`folder` holding `w.py` (`workload`'s text), `b.warm` (`warm run w.py -b b.warm -q`,
+    a fork of `servers`' in the tests' environment apart from `WARM_*`) and `home`, the warm
+    home that warmed it: a module fixture's, which each test copies with conftest's
+    `as_run_in` (as a run in its `tmp_path` would leave them)."""
+    from conftest import Warm
+
+    (folder / "w.py").write_text(workload)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    warm = ForkedWarm(Warm(dict(env, WARM_HOME=str(folder / "home"), COLUMNS="200")), servers)
+    done = warm("run", folder / "w.py", "-b", folder / "b.warm", "-q")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return folder

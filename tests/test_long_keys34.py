@@ -2,18 +2,26 @@
 it (`warm stats`, `diff`, `merge`), but the lines naming one miss printed or logged it
 whole, each as long as the key: `warm run`'s and `warm verify --workload`'s miss lines,
 `WARM_EXPLAIN=1`'s, `WARM_STRICT=warn`'s, `WARM_REPORT=1`'s list and a `TuneFailure`'s
-message. Each is cut now as a table cell is, saying the length."""
+message. Each is cut now as a table cell is, saying the length.
+
+The workload is warmed once for the module (`once`) and copied with its warm home for
+each test; the `warm` commands and production processes are forks of ones that imported warm
+once (`tests/forked_cli.py`, `tests/forked_python.py`): what is tested is the lines they print,
+not how a process starts."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from conftest import ROOT, Warm, as_run_in
+from forked_cli import (
+    Servers,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+    warmed_once,
+)
 
 LONG = 200_000  # characters of the key's text: far over a line, far under the limit
 WORKLOAD = f"""
@@ -54,12 +62,17 @@ def _longest(text: str) -> int:
     return max((len(line) for line in text.splitlines()), default=0)
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> Path:
+    """`WORKLOAD` warmed once for the module (`forked_cli.warmed_once`): what `warmed`
+    copies for each test."""
+    return warmed_once(tmp_path_factory.mktemp("long-keys"), WORKLOAD, forking_servers)
+
+
 @pytest.fixture
-def warmed(warm: Warm, tmp_path: Path) -> tuple[Warm, Path]:
-    (tmp_path / "w.py").write_text(WORKLOAD)
-    done = warm("run", tmp_path / "w.py", "-b", tmp_path / "b.warm", "-q")
-    assert done.returncode == 0, done.stderr[-2000:]
-    return warm, tmp_path
+def warmed(warm: Warm, tmp_path: Path, once: Path) -> tuple[Warm, Path]:
+    """`w.py` in `tmp_path`, warmed into `b.warm` by `warm` (`once`'s, copied)."""
+    return warm, as_run_in(once, warm, tmp_path)
 
 
 def test_verify_miss_lines_cut_a_long_key(warmed: tuple[Warm, Path]) -> None:
@@ -76,30 +89,20 @@ def test_verify_miss_lines_cut_a_long_key(warmed: tuple[Warm, Path]) -> None:
 @pytest.mark.parametrize(
     "env", [{"WARM_EXPLAIN": "1"}, {"WARM_STRICT": "warn"}, {"WARM_REPORT": "1"}]
 )
-def test_production_lines_cut_a_long_key(warmed: tuple[Warm, Path], env: dict[str, str]) -> None:
+def test_production_lines_cut_a_long_key(
+    warmed: tuple[Warm, Path], env: dict[str, str], forking_servers: Servers
+) -> None:
     warm, tmp_path = warmed
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, TAG="b", WARM_BUNDLE=str(tmp_path / "b.warm"), **env),
-        timeout=120,
-        cwd=tmp_path,
-    )
+    environ = dict(warm.env, TAG="b", WARM_BUNDLE=str(tmp_path / "b.warm"), **env)
+    done = forking_servers.pythons(environ).run(SERVE, str(tmp_path), env=environ, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "long" in done.stderr and "characters)" in done.stderr, done.stderr[-2000:]
     assert _longest(done.stderr) < 5000, _longest(done.stderr)
 
 
-def test_a_tune_failure_names_a_long_key_cut(warm: Warm, tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", FAILING],
-        capture_output=True,
-        text=True,
-        env=dict(warm.env, WARM_BUNDLE=""),
-        timeout=120,
-        cwd=ROOT,
-    )
+def test_a_tune_failure_names_a_long_key_cut(warm: Warm, forking_servers: Servers) -> None:
+    environ = dict(warm.env, WARM_BUNDLE="")
+    done = forking_servers.pythons(environ).run(FAILING, env=environ, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     size, first = done.stdout.split(maxsplit=1)
     assert int(size) < 5000 and "every candidate failed" in first, done.stdout[:300]

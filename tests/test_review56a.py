@@ -6,8 +6,8 @@ links (`/a/helper.o`): its key reads those files' content instead (`warmcli.head
 (`runtime.lookup.Lookup.key`), so of two kernels with the same source naming `-I/a` and `-I/b`
 (headers that differ), or `/a/helper.o` and `/b/helper.o`, the second was given the first's key
 in the same process: it ran the first's build, cold (no bundle) and served alike, and `warm run`
-stored one build for both. Real parts: the real CLI (a subprocess), the real C compiler, a real
-bundle served by a fresh process.
+stored one build for both. Real parts: the real CLI (a fork of a process that imported it once,
+`tests/forked_cli.py`), the real C compiler, a real bundle served by a fresh process.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # Two kernels differing in their include folder's path (h.h: HV 1, then 2), two in their linked
 # object's (helper() returns 3, then 4): each launch appends its digit.

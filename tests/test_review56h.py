@@ -3,7 +3,9 @@ process may still write into it, and a host kernel whose assembly reads a file (
 never served however its source or header spells the directive (an escape the compiler turns
 into a quote, a dot or a letter; a macro argument stringized or pasted; a trigraph's splice),
 while a kernel merely naming it (a member, a string) still is. Each test failed before its fix.
-Real processes, a real C compiler, a real `dlopen`, the real CLI."""
+Real processes, a real C compiler, a real `dlopen`, the real CLI (its commands, and the
+production processes serving what they stored, forks of a process that imported warm once,
+`tests/forked_cli.py`; the held folder's processes are started)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_leftovers56 import private_libraries_env  # noqa: F401  (the fixture `env`)
 from test_trial56 import READ, SERVE, _tree
 

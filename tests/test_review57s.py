@@ -9,17 +9,22 @@ refused already). The messages: a user's `#include "base.h"` that warm's own scr
 answers was told to name it "within an -I folder", where it already is; and a relative `-Llib`
 that names the working folder's `lib` failed with ld's bare "cannot find -lhelper". Each test
 failed before its fix. Real parts: the real CLI warms with the real cc, ld and ar (nvcc
-compile-only where installed), a real production process serves.
+compile-only where installed), a real production process serves (each a fork of a process that
+imported warm once, `tests/forked_cli.py`, `tests/forked_python.py`: what they refuse, store and
+compute is tested, not how they start).
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT, Warm, nvcc_or_skip
+from forked_cli import (
+    Servers,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+)
 from test_review57r import BODY, SERVE
 
 WORKLOAD = """
@@ -49,14 +54,17 @@ def _refused(done: subprocess.CompletedProcess[str]) -> str:
     return next(x for x in done.stderr.splitlines() if "scratch folder" in x)
 
 
-def _served(tmp_path: Path, path: Path, warm: Warm, value: int, cwd: Path = ROOT) -> None:
-    """A cold production process and one served `tmp_path/b.warm` both compute `value`."""
+def _served(
+    servers: Servers, tmp_path: Path, path: Path, warm: Warm, value: int, cwd: Path = ROOT
+) -> None:
+    """A cold production process and one served `tmp_path/b.warm` both compute `value` (each
+    `python serve.py`, a fork of `servers`' production server of its environment)."""
     (tmp_path / "serve.py").write_text(SERVE)
+    env = {**warm.env, "PYTHONPATH": str(ROOT)}
     for bundle in ((), (tmp_path / "b.warm",)):  # cold, then served
-        served = subprocess.run(
-            [sys.executable, tmp_path / "serve.py", path, *bundle], capture_output=True,
-            text=True, env={**warm.env, "PYTHONPATH": str(ROOT)}, cwd=cwd, check=False,
-        )  # fmt: skip
+        served = servers.pythons(env).run(
+            tmp_path / "serve.py", str(path), *map(str, bundle), env=env, cwd=cwd
+        )
         assert served.returncode == 0 and served.stdout.strip() == f"[{value}]", served.stderr
 
 
@@ -96,7 +104,7 @@ def test_a_computed_include_a_header_makes_climb_is_refused(
     ],
 )
 def test_a_header_defined_computed_include_that_stays_is_built_and_served(
-    warm: Warm, tmp_path: Path, defines: str, head: str, value: int
+    warm: Warm, tmp_path: Path, defines: str, head: str, value: int, forking_servers: Servers
 ) -> None:
     """What the new check leaves alone: CFG naming `cfg2.h` (found in `inc`), and `#include CFG`
     in `inc/defs.h` itself, which cc searches from `inc` first, as the key does: built, stored,
@@ -107,14 +115,14 @@ def test_a_header_defined_computed_include_that_stays_is_built_and_served(
     moved = warm.with_env(TMPDIR=str(tmp_path / "tmp"))
     done = moved("run", path, "-b", tmp_path / "b.warm")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    _served(tmp_path, path, moved, value)
+    _served(forking_servers, tmp_path, path, moved, value)
 
 
 @pytest.mark.parametrize(
     "name, device", [("base.h", "host"), ("batch.c", "host"), ("tu.cu", "cuda")]
 )
 def test_a_header_warm_s_scratch_file_answers_is_told_what_to_do(
-    warm: Warm, tmp_path: Path, name: str, device: str
+    warm: Warm, tmp_path: Path, name: str, device: str, forking_servers: Servers
 ) -> None:
     """A user's `inc/base.h` included as `#include "base.h"` is answered by warm's own
     `base.h` in cc's scratch folder (so `batch.c` by its translation unit, nvcc's `tu.cu` by
@@ -133,7 +141,7 @@ def test_a_header_warm_s_scratch_file_answers_is_told_what_to_do(
         path = _workload(tmp_path, f'#include "sub/{name}"\n', (f"-I{tmp_path}/inc",))
         done = warm("run", path, "-b", tmp_path / "b.warm")
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-        _served(tmp_path, path, warm, 3)
+        _served(forking_servers, tmp_path, path, warm, 3)
 
 
 LINKED = "int helper(void);\nvoid k(int *y) { y[0] = helper(); }"
@@ -141,7 +149,7 @@ LINKED = "int helper(void);\nvoid k(int *y) { y[0] = helper(); }"
 
 @pytest.mark.parametrize("spelling", [("-Llib",), ("-L", "lib"), ("-Wl,-Llib",)])
 def test_a_relative_library_folder_of_the_working_folder_is_named_under_ld_s_error(
-    warm: Warm, tmp_path: Path, spelling: tuple[str, ...]
+    warm: Warm, tmp_path: Path, spelling: tuple[str, ...], forking_servers: Servers
 ) -> None:
     """`-Llib -lhelper`, `lib` in the working folder: cc runs in its scratch folder, where
     `lib` is none, and the compile failed with ld's "cannot find -lhelper" alone. Now a line
@@ -169,4 +177,4 @@ def test_a_relative_library_folder_of_the_working_folder_is_named_under_ld_s_err
     path.write_text(text)
     done = warm("run", path, "-b", tmp_path / "b.warm", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
-    _served(tmp_path, path, warm, 3, cwd=tmp_path)
+    _served(forking_servers, tmp_path, path, warm, 3, cwd=tmp_path)

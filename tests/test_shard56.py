@@ -10,7 +10,8 @@ of a real workload, a real process ignoring SIGCHLD calling `run_shard` from a t
 `warm push BUNDLE URL` under `WARM_TRUSTED_KEYS` uploaded a bundle none of those keys signed
 without a word: production processes trusting only them then serve none of it. Now one warning
 line (escaped, on stderr; exit status and `--json` unchanged). Real parts: the real CLI, real
-keys (`warm keygen`, `warm sign`), a real HTTP store on 127.0.0.1 (`test_remote`'s).
+keys (`warm keygen`, `warm sign`), a real HTTP store on 127.0.0.1 (`test_remote`'s); each
+command a fork of a process that imported the CLI once (`tests/forked_cli.py`).
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ def test_a_push_under_trusted_keys_warns_where_none_of_them_signed_the_bundle(
     tmp_path: Path,
     host_bundle: Callable[[Path], Path],
     http_store: tuple[Store, str, ThreadingHTTPServer],  # noqa: F811
+    forked: Callable[[Warm], Warm],
 ) -> None:
     store, base, _ = http_store
+    warm = forked(warm)
     bundle = host_bundle(tmp_path / "b\x1b[31m.warm")  # a name a terminal would obey
     key, other = tmp_path / "key", tmp_path / "other"
     assert warm("keygen", key).returncode == 0 and warm("keygen", other).returncode == 0

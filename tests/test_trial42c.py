@@ -2,18 +2,22 @@
 so that the next `warm run` measures it again (Triton's `TRITON_ALWAYS_COMPILE` for one
 kernel, TensorRT's editable timing cache), keeping every other entry and every kernel;
 a name the bundle holds no tune of is refused in one line, nothing removed. Real CLI, real
-C compiler, real SQLite files."""
+C compiler, real SQLite files: the workload warmed once for the module (`once`) and
+copied with its warm home for each test, every `warm` command and production process a fork
+of one that imported warm once (`tests/forked_cli.py`, `tests/forked_python.py`)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import Warm
-from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from conftest import ROOT, Warm, as_run_in
+from forked_cli import (
+    Servers,
+    forked_warm,  # noqa: F401  (conftest's `warm`, commands forked)
+    warmed_once,
+)
 
 WORKLOAD = '''
 import numpy as np
@@ -46,13 +50,19 @@ def workload(rt):
 '''
 
 
+@pytest.fixture(scope="module")
+def once(tmp_path_factory: pytest.TempPathFactory, forking_servers: Servers) -> Path:
+    """`WORKLOAD` warmed once for the module (`forked_cli.warmed_once`): what `warmed`
+    copies for each test."""
+    return warmed_once(tmp_path_factory.mktemp("knobs"), WORKLOAD, forking_servers)
+
+
 @pytest.fixture
-def warmed(warm: Warm, tmp_path: Path) -> tuple[Path, Path]:
-    (tmp_path / "w.py").write_text(WORKLOAD)
-    bundle = tmp_path / "b.warm"
-    proc = warm("run", tmp_path / "w.py", "-b", bundle, "--quiet")
-    assert proc.returncode == 0, proc.stderr + proc.stdout
-    return tmp_path / "w.py", bundle
+def warmed(warm: Warm, tmp_path: Path, once: Path) -> tuple[Path, Path]:
+    """`w.py` in `tmp_path` and its bundle, as `warm run w.py -b b.warm` in `warm`'s home
+    leaves them (`once`'s, copied)."""
+    folder = as_run_in(once, warm, tmp_path)
+    return folder / "w.py", folder / "b.warm"
 
 
 def _ops(warm: Warm, bundle: Path) -> list[str]:
@@ -94,7 +104,7 @@ def test_clean_tune_of_no_tune_is_one_line_nothing_removed(
 
 
 def test_report_names_a_tune_miss_pick_and_its_candidates_times(
-    warm: Warm, warmed: tuple[Path, Path]
+    warm: Warm, warmed: tuple[Path, Path], forking_servers: Servers
 ) -> None:
     """TRITON_PRINT_AUTOTUNING's question, for a production tune miss: which candidate did
     this process pick, and how did the others compare? `WARM_REPORT=1`'s line of the tune
@@ -108,23 +118,13 @@ def test_report_names_a_tune_miss_pick_and_its_candidates_times(
         "rt.tune(w['AXPY'], y, x, 2.0, 64)\n"
         "print(rt.read(y).tobytes().hex())\n"
     )
-    hot = subprocess.run(
-        [sys.executable, "-c", code, workload],
-        env=dict(warm.env, WARM_BUNDLE=str(bundle)),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = dict(warm.env, WARM_BUNDLE=str(bundle))
+    python = forking_servers.pythons(env)  # (forks: one process's imports paid once)
+    hot = python.run(code, str(workload), env=env, cwd=ROOT)
     assert hot.returncode == 0, hot.stderr
     assert warm("clean", bundle, "--tune", "axpy").returncode == 0
-    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_REPORT="1", WARM_BUNDLE_WRITE="1")
-    cold = subprocess.run(
-        [sys.executable, "-c", code, workload],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = dict(env, WARM_REPORT="1", WARM_BUNDLE_WRITE="1")
+    cold = python.run(code, str(workload), env=env, cwd=ROOT)
     assert cold.returncode == 0, cold.stderr
     assert cold.stdout == hot.stdout  # a tune miss computes what a hit computes
     line = next(s for s in cold.stderr.splitlines() if s.startswith("  tune axpy"))

@@ -1,5 +1,6 @@
 """Trial 55: what the README promises, tried as a new user with workloads of its own, through
-the real CLI in a subprocess (conftest's `warm`). Each test here failed before its fix."""
+the real CLI in a subprocess (conftest's `warm`, each command a fork of a process that imported
+the CLI once, `tests/forked_cli.py`). Each test here failed before its fix."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 from warmcli.backends.cuda.nvrtc import find_nvrtc
 

@@ -5,7 +5,8 @@ file. warm refused such a directive only where its kernel's own source spelled i
 header in an include folder that reads one (as the `incbin.h` helpers do) was keyed, stored and
 served after its data file changed, and a source splitting it across string literals the
 compiler joins (`".inc" "bin ..."`) was too. Real parts: the real CLI warms with the real cc,
-a real production process serves.
+a real production process serves (each a fork of a process that imported warm once,
+`tests/forked_cli.py`: what they store and compute is tested, not how they start).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Warm, nvrtc_release_or_skip
+from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
 # A kernel reading a 32-bit value its assembly takes from `table.bin` (its source: `k.c`).
 WORKLOAD = """
