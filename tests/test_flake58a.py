@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Warm
+from big_bundle import build_big
+from conftest import ROOT, Warm, nvcc_or_skip
 from test_reliability import compiler_wrapper
 
 WORKLOAD = """
@@ -138,4 +141,36 @@ def test_an_interrupt_as_a_compile_thread_starts_waits_for_its_compile(
     done = poked_warm(warm, point, "run", tmp_path / "w.py", "--bundle", bundle)
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == NOTHING_KEPT, done.stderr
+    assert not list(tmp.iterdir()), "warm left temporary files"
+
+
+def test_an_interrupted_nvcc_probe_leaves_no_file_in_tmpdir(warm: Warm, tmp_path: Path) -> None:
+    """`warm clean` of a bundle with CUDA kernels asks `nvcc --dryrun -E -x cu /dev/null` its
+    include folders; nvcc makes its `tmpxft_*` files in TMPDIR even then, and one killed (as
+    an interrupt kills every process warm started) leaves them there: the user's TMPDIR
+    (4 runs in 50 of `warm clean` signalled at random under load). A probe now runs, as a
+    compile does, with its TMPDIR a scratch folder of warm's, removed after it. The stand-in
+    nvcc makes such a file, then waits to be stopped."""
+    nvcc_or_skip()
+    tmp, started = tmp_path / "tmp", tmp_path / "started"
+    tmp.mkdir()
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = --dryrun ]; then\n'
+        f'  : > "${{TMPDIR:-/tmp}}/tmpxft_00000001_00000000-1"; : > {started}; sleep 300\n'
+        "fi\n"
+        'exec nvcc "$@"\n'
+    )
+    nvcc.chmod(0o755)
+    warm.env.update(TMPDIR=str(tmp), WARM_NVCC=str(nvcc))
+    bundle = build_big(tmp_path / "b.warm", 10, 10)
+    proc = warm.popen("clean", bundle)
+    while not started.exists():
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert err.strip() == "warm: interrupted", err
     assert not list(tmp.iterdir()), "warm left temporary files"

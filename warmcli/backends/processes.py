@@ -12,8 +12,9 @@ journal the groups it must clean up after a hard crash. An `Owner` held by a thr
 gathers the groups that thread starts, so another thread can stop just those (`Owner.kill`: the
 compiler probe on an interrupt); `at_once` runs two calls that start children together, the
 other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch folder it runs
-in (`run`'s `tmp`), so the temporary files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's
-intermediates) go with that folder, never left in the user's; any other child's is the temporary
+in (`run`'s `tmp`), and a probe's one of its own (`probe`), so the temporary files of one that
+is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never left in the
+user's; any other child's is the temporary
 folder Python found usable, where the caller's names none (missing, no folder) or names it
 relative to this process's working folder: nvcc writes its intermediate files there and, unlike
 gcc, does not fall back; a compiler never gets `LD_RUN_PATH` (ld would write it into the binary:
@@ -252,8 +253,12 @@ def probe(command: Sequence[str], timeout: float) -> Finished:
     """`run` a probe whose answer is parsed (`cc -E -v`, `cc -print-search-dirs`), in the C
     locale (`c_locale`): its output kept whole, never cut where a line it parses would be;
     `OSError`, as where it cannot start, where it printed more than `PROBE_BYTES` (never a
-    partial answer remembered)."""
-    done = run(command, timeout, head=PROBE_BYTES, c_locale=True)
+    partial answer remembered). Its `TMPDIR` is a scratch folder of its own, as a compile's (nvcc
+    makes `tmpxft_*` files even for `--dryrun`: killed by an interrupt, it left them there)."""
+    from warmcli.scratch import scratch_folder
+
+    with scratch_folder("warm-probe-") as tmp:
+        done = run(command, timeout, head=PROBE_BYTES, c_locale=True, tmp=tmp)
     if done.cut:
         raise OSError(f"{command[0]} printed more than {PROBE_BYTES >> 20} MiB")
     return done
