@@ -174,3 +174,28 @@ def test_an_interrupted_nvcc_probe_leaves_no_file_in_tmpdir(warm: Warm, tmp_path
     assert proc.returncode == 130, err
     assert err.strip() == "warm: interrupted", err
     assert not list(tmp.iterdir()), "warm left temporary files"
+
+
+def test_an_interrupt_as_the_compiler_probe_starts_stops_it(warm: Warm, tmp_path: Path) -> None:
+    """A Ctrl-C landing in `CompilerProbe` as its thread started (`Thread.start` waits for it
+    to run) left the run without the probe to stop: the thread ran on, its
+    `-print-search-dirs` too, as the worker ended, and that probe's scratch folder
+    (`warm-probe-*`, its TMPDIR since the previous commit) stayed in TMPDIR (1 run in 100
+    signalled at random). The stand-in cc makes a file in its TMPDIR there, then waits."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    warm.env["TMPDIR"] = str(tmp)
+    script = tmp_path / "cc"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = -print-search-dirs ]; then : > "$TMPDIR/probed"; sleep 20; fi\n'
+        'exec cc "$@"\n'
+    )
+    script.chmod(0o755)
+    warm.env["WARM_CC"] = str(script)
+    (tmp_path / "w.py").write_text(WORKLOAD)
+    point = ("threading", "Thread.start", "after", "warm-probe")
+    done = poked_warm(warm, point, "run", tmp_path / "w.py", "--bundle", tmp_path / "b.warm")
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == NOTHING_KEPT, done.stderr
+    assert not list(tmp.iterdir()), "warm left temporary files"
