@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -199,3 +200,19 @@ def test_an_interrupt_as_the_compiler_probe_starts_stops_it(warm: Warm, tmp_path
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip() == NOTHING_KEPT, done.stderr
     assert not list(tmp.iterdir()), "warm left temporary files"
+
+
+def test_an_interrupt_before_the_probe_thread_ran_is_still_a_keyboard_interrupt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Cut short before its thread is marked started (`Thread.start` raised in `_started.wait()`
+    or before the thread was made, here), `CompilerProbe`'s stop joined it, and `join` refused:
+    RuntimeError('cannot join thread before it is started') in the KeyboardInterrupt's place."""
+    from warmcli.warming.probe import CompilerProbe
+
+    def cut(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading, "_start_new_thread", cut)
+    with pytest.raises(KeyboardInterrupt):  # (before: RuntimeError)
+        CompilerProbe([], [])

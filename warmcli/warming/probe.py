@@ -12,6 +12,7 @@ the caller's list). It never opens a bundle and never prints.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 from warmcli.backends.base import Device
@@ -53,4 +54,12 @@ class CompilerProbe:
         children: a wrapper's `sleep` holds the pipe the probe reads), and any it starts
         from now on, then wait a moment for the thread."""
         self._children.kill()
-        self._thread.join(STOP_WAIT)
+        deadline = time.monotonic() + STOP_WAIT
+        while True:
+            try:
+                self._thread.join(max(0.0, deadline - time.monotonic()))
+                return
+            except RuntimeError:  # its start cut short: running, but not yet marked so (or,
+                if time.monotonic() >= deadline:  # cut before that, never to run)
+                    return
+                time.sleep(0.001)
