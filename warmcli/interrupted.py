@@ -174,10 +174,14 @@ def forget_interrupt() -> None:
 _HELD: list[list[tuple[int, Any]]] = []  # the signals each hold in progress was sent
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 _HITS = os.path.join("warmcli", "runtime", "hits.py")  # the hit table's callback's file
+# `logging`'s hooks: before 3.12, and since (`before`, `after_in_parent`), and `after_in_child`
+_LOGGING_HOOKS = ("_acquireLock", "_releaseLock", "_prepareFork", "_afterFork")
+_LOGGING_HOOKS += ("_after_at_fork_child_reinit_locks",)
 _FORK_HOOKS = (  # the `os.register_at_fork` hooks of warm's, by file: their functions' names
     (os.path.join("warmcli", "forking.py"), ("_before", "_after_in_parent", "_renew")),
     (os.path.join("warmcli", "warming", "child_signals.py"), ("_before", "_after", "<lambda>")),
     (os.sep + "warnings.py", ("_showwarnmsg",)),  # 3.13's fork warning, shown after the hooks
+    (os.path.join(os.sep + "logging", "__init__.py"), _LOGGING_HOOKS),  # once it is imported
 )
 _OUT_WAIT = 1.0  # the most seconds a signal sent again waits for the main thread to leave
 
@@ -186,9 +190,10 @@ def in_quiet_callback(frame: object) -> bool:
     """Whether a signal handler was called, at `frame` or a call it made, in a callback where
     what it raises is only printed: importlib's weakref callback (a module lock collected),
     the launch hit table's (a kernel object gone: `warmcli.runtime.hits._gone`), or a fork's
-    hooks (`warmcli.forking`'s, as `warm run` forks its worker: the stop was lost there; and
-    `warmcli.warming.child_signals`'), or the warning of a multi-threaded fork that 3.13's
-    `os.fork` shows after them (what is raised there is dropped: the stop was lost)."""
+    hooks (`warmcli.forking`'s, as `warm run` forks its worker: the stop was lost there;
+    `warmcli.warming.child_signals`'; and `logging`'s, once imported), or the warning of a
+    multi-threaded fork that 3.13's `os.fork` shows after them (what is raised there is
+    dropped: the stop was lost)."""
     while (code := getattr(frame, "f_code", None)) is not None:
         name, file = code.co_name, code.co_filename
         if (

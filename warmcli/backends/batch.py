@@ -17,8 +17,9 @@ files the temporary folder refuses (full: `TMPDIR` on a small tmpfs) is a `Scrat
 that folder, never bisected (every half would be refused alike). A kernel whose key met a header or
 a linked file that is a FIFO or a device (`warmcli.unkeyed.NO_FILE`) is never compiled: its compile
 fails naming it (cc would wait on a FIFO until the timeout, and read `/dev/zero` until memory ran
-out: 9 GB in 10 s). Interrupted (Ctrl-C), the batch stops every compiler it started before it
-returns. While the interpreter shuts down (a compile in an atexit callback or a daemon thread),
+out: 9 GB in 10 s). Interrupted (Ctrl-C), the batch stops every compiler it started, and waits
+for every thread it started (one whose start the interrupt cut short too), before it returns.
+While the interpreter shuts down (a compile in an atexit callback or a daemon thread),
 when no thread pool may start or take work (from the moment Python's shutdown begins, before its
 main thread ends), the groups are compiled one after another in the caller's thread.
 This module owns no cache: it returns what it built and what failed, and the caller
@@ -231,7 +232,14 @@ def compile_batch(
         return result
     from concurrent.futures import ThreadPoolExecutor  # here: at shutdown its import raises
 
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="warm-compile")
+    # each of its threads as it starts, before it takes a group: one whose `start()` a Ctrl-C
+    # cut short in `submit` runs on unknown to the pool, which never waits for it
+    threads: list[threading.Thread] = []
+    pool = ThreadPoolExecutor(
+        max_workers=jobs,
+        thread_name_prefix="warm-compile",
+        initializer=lambda: threads.append(threading.current_thread()),
+    )
     refused: list[list[CompileUnit]] = []  # the groups no pool's thread took: compiled here
 
     def start(todo: list[list[CompileUnit]]) -> set[Future[list[list[CompileUnit]]]]:
@@ -256,6 +264,8 @@ def compile_batch(
     except BaseException:
         stop_compilers()  # interrupted: no compiler outlives the batch
         pool.shutdown(wait=True, cancel_futures=True)
+        for thread in threads:  # and no compile, nor its scratch folder (the pool's own)
+            thread.join()
         resume_compilers()
         raise
     pool.shutdown(wait=True)

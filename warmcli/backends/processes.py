@@ -3,26 +3,23 @@ track, stop and reap them. `run` starts a command in its own process group (so s
 children too: a compiler driver's cc1, as, ld, a wrapper's `sleep` holding its pipe), tied on Linux
 to the thread that started it (a parent-death signal: a killed warm leaves none running; not in an
 atexit callback on Python 3.12, which refuses it there), waits for it with a timeout, and on a
-timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps it (a stop signal
-that comes as it forks is held till the child is known, `held_interrupts`). Every live group is
-known (the module's one piece of state), so `stop_compilers` kills them all at once, from a signal
-handler too, and has `run_compiler` refuse new ones until `resume_compilers`; `exit_status_lost`
-says where a child's exit status cannot be read (this process ignores SIGCHLD;
-`Finished.status_lost`, of each child); `on_compiler` lets a supervisor journal the groups it must
-clean up after a hard crash. An `Owner` held by a thread (`owned_by`) gathers the groups that thread
-starts, so another thread can stop just those (`Owner.kill`: the compiler probe on an interrupt);
-`at_once` runs two calls that start children together, the other's thread holding the caller's
-`Owner`. A compiler's `TMPDIR` is the scratch folder it runs in (`run`'s `tmp`), so the temporary
-files of one that is killed (gcc's `ccXXXXXX.s`, nvcc's intermediates) go with that folder, never
-left in the user's; any other child's is the temporary folder Python found usable, where the
-caller's names none (missing, no folder) or names it relative to this process's working folder: nvcc
-writes its intermediate files there and, unlike gcc, does not fall back; a compiler never gets
-`LD_RUN_PATH` (ld would write it into the binary: no key holds it). What a child prints is read as
-it comes, to the end, and only its first 32 KiB and last 8 KiB are kept (`kept_output`; a probe's
-whole up to 4 MiB, `probe`, in the C locale, as warm parses it): a compiler that prints a million
-lines costs no more memory than one that prints a page, and its pipe never fills. Nothing here
-decides what runs, parses what a child prints, or prints. It imports Python's thread pool before any
-fork (its at-fork hooks must be whole for every fork: see the import).
+timeout or an exception in the caller (Ctrl-C) kills the whole group and reaps it (a stop sent as it
+forks held till the child is known, `held_interrupts`). Every live group is known (the module's
+state), so `stop_compilers` kills them all at once, from a signal handler too, and has
+`run_compiler` refuse new ones until `resume_compilers`; `exit_status_lost` says where a child's
+exit status cannot be read (this process ignores SIGCHLD; `Finished.status_lost`, of each child);
+`on_compiler` lets a supervisor journal the groups it must clean up after a hard crash. An `Owner` a
+thread holds (`owned_by`) gathers the groups it starts, for another thread to stop just those
+(`Owner.kill`: the compiler probe on an interrupt); `at_once` runs two calls that start children
+together, the other's thread holding the caller's `Owner`. A compiler's `TMPDIR` is the scratch
+folder it runs in (`run`'s `tmp`), and a probe's one of its own (`probe`), so a killed one's
+temporary files (gcc's `ccXXXXXX.s`, nvcc's) go with that folder; any other child's is the temporary
+folder Python found usable, where the caller's names none or names it relative to this process's
+working folder: nvcc writes its intermediate files there and, unlike gcc, does not fall back; a
+compiler never gets `LD_RUN_PATH` (ld writes it into the binary: no key holds it). What a child
+prints is read as it comes, to the end, only its first 32 KiB and last 8 KiB kept (`kept_output`; a
+probe's whole up to 4 MiB, `probe`, in the C locale): memory flat, its pipe never full. It never
+decides what runs, parses output, or prints. It imports Python's thread pool before any fork.
 """
 
 from __future__ import annotations
@@ -40,6 +37,7 @@ from warmcli import config
 from warmcli.backends.kept_output import HEAD_BYTES, PROBE_BYTES, Kept
 from warmcli.forking import renew_on_fork
 from warmcli.interrupted import held_interrupts
+from warmcli.scratch import scratch_folder
 
 if TYPE_CHECKING:
     import subprocess
@@ -253,8 +251,10 @@ def probe(command: Sequence[str], timeout: float) -> Finished:
     """`run` a probe whose answer is parsed (`cc -E -v`, `cc -print-search-dirs`), in the C
     locale (`c_locale`): its output kept whole, never cut where a line it parses would be;
     `OSError`, as where it cannot start, where it printed more than `PROBE_BYTES` (never a
-    partial answer remembered)."""
-    done = run(command, timeout, head=PROBE_BYTES, c_locale=True)
+    partial answer remembered). Its `TMPDIR` is a scratch folder of its own (nvcc's `--dryrun`
+    makes `tmpxft_*` files: killed by an interrupt, it left them there)."""
+    with scratch_folder("warm-probe-") as tmp:
+        done = run(command, timeout, head=PROBE_BYTES, c_locale=True, tmp=tmp)
     if done.cut:
         raise OSError(f"{command[0]} printed more than {PROBE_BYTES >> 20} MiB")
     return done

@@ -47,7 +47,7 @@ from warmcli.backends.machine import compiler_info
 from warmcli.bundle.admin import drop_corrupt
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import FORMAT_VERSION, check_header
-from warmcli.bundle.lock import write_lock
+from warmcli.bundle.lock import waiting_at_most, write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.errors import WarmError, WorkloadError
@@ -215,6 +215,17 @@ def warm_bundle(
     return report
 
 
+def _remove_made(path: Path, empty: bool, *, opened: bool) -> None:
+    """A first run's bundle that failed with nothing stored: no bundle left (an empty file
+    given: emptied), no lock file. One whose open failed (refused by the disk, interrupted
+    as it made the file: its lock file and the empty bundle were left) too, but only where
+    no other writer holds the lock now: a lock another first run holds stays, and is not
+    waited for again after an interrupt. A clean-up that fails leaves the run's own error."""
+    bounded = contextlib.nullcontext() if opened else waiting_at_most(0)
+    with contextlib.suppress(OSError), bounded:
+        remove_new(path, was_empty=empty)
+
+
 def _ran_before(exc: BaseException, passes: list[PassReport]) -> BaseException:
     """`exc`, where the workload's own code raised it (no warm error) in the second pass,
     with that said: `warm run` calls it once a pass in one process, so what its first run
@@ -279,13 +290,8 @@ def _warm(
             if not created:  # a write beside a stale index adds to it: refused, as readers do
                 require_consistent(bundle)
             probe.join()
-        except BaseException as exc:  # an interrupt included: the probe's `--version` stops too
+        except BaseException:  # an interrupt included: the probe's `--version` stops too
             probe.stop()
-            # refused by the disk, not "locked": a lock another first run holds stays
-            refused = isinstance(exc, BundleError) and exc.disk_refusal is not None
-            if created and refused and not bundle_path.exists():
-                with contextlib.suppress(OSError):  # could not be made (a full disk): no lock
-                    remove_new(bundle_path)  # left either (never after an interrupt)
             raise
         dropped = 0 if created else drop_corrupt(bundle)
         warming, new = bundle, created or empty
@@ -364,10 +370,8 @@ def _warm(
             d.close()
         if bundle is not None:
             bundle.close()
-            stored = report.stored_kernels or report.stored_tunes
-            if (created or empty) and not finished and not stored:
-                # failed, nothing stored: no bundle left (an empty file given: empty), no lock
-                remove_new(bundle_path, was_empty=empty)
+        if (created or empty) and not finished and not report.stored_kernels + report.stored_tunes:
+            _remove_made(bundle_path, empty, opened=bundle is not None)
     if verify:
         fresh = open_devices()
         try:

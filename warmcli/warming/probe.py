@@ -4,14 +4,15 @@
 `--version` process, or a library's version) while the run opens its bundle; `join`
 returns and raises what the thread raised; `stop` (on an interrupt) kills the process
 groups the thread started (`warmcli.backends.processes.Owner`: a `--version` and its
-children), then joins for a moment. State: the thread, the owner of its processes and
-what it raised (what it found goes into the caller's list). It never opens a bundle and
-never prints.
+children), then joins for a moment, as does an interrupt that lands as the thread starts.
+State: the thread, the owner of its processes and what it raised (what it found goes into
+the caller's list). It never opens a bundle and never prints.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 from warmcli.backends.base import Device
@@ -36,7 +37,11 @@ class CompilerProbe:
                 self._failed.append(exc)
 
         self._thread = threading.Thread(target=probe, name="warm-probe", daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:  # an interrupt as it started (`start` waits for it to run):
+            self.stop()  # the thread runs on, and the caller, never given it, cannot stop it
+            raise
 
     def join(self) -> None:
         """Wait for the probe; raise what it raised."""
@@ -49,4 +54,12 @@ class CompilerProbe:
         children: a wrapper's `sleep` holds the pipe the probe reads), and any it starts
         from now on, then wait a moment for the thread."""
         self._children.kill()
-        self._thread.join(STOP_WAIT)
+        deadline = time.monotonic() + STOP_WAIT
+        while True:
+            try:
+                self._thread.join(max(0.0, deadline - time.monotonic()))
+                return
+            except RuntimeError:  # its start cut short: running, but not yet marked so (or,
+                if time.monotonic() >= deadline:  # cut before that, never to run)
+                    return
+                time.sleep(0.001)
