@@ -1,0 +1,92 @@
+"""A hostile bundle's kernel components: a JSON document of containers never sets warm's memory.
+
+A kernel row's `components` may be 4 MiB of text (`MAX_TEXT_CHARS`); warm writes a flat object
+of a few texts there. A bundle handed over with `[{},{},...]` in one row's components (3 bytes
+an object) had every reader of that row hold ~1.3 million Python dicts while `json` parsed it:
+`warm stats`, `verify`, `check` and a serving process peaked at 227-243 MB against 28-45 MB for
+the same bundle without it (trial58b). Now a long components text that nests a container is
+refused unparsed (`warmcli.bundle.flat_json`): the row is a corrupt entry, named so, its kernel
+a miss the process compiles, each peak within 64 MiB of the sound bundle's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+from test_blob_memory import _peak
+
+from warmcli.bundle.rows import MAX_TEXT_CHARS
+
+MARGIN = 64 << 20  # the most a hostile row's components may add to a peak (it added ~200 MB)
+OBJECTS = "[" + ",".join(["{}"] * ((MAX_TEXT_CHARS - 4096) // 3)) + "]"  # under the limit
+NESTED = {  # components texts no warm writes, each within the limit
+    "a list of objects": OBJECTS,
+    "an object holding them": '{"kernel": ' + OBJECTS + "}",
+}
+
+
+def _with_components(good: Path, out: Path, text: str) -> Path:
+    shutil.copyfile(good, out)
+    with sqlite3.connect(out) as conn:
+        conn.execute("UPDATE kernels SET components = ? WHERE entry = 'row_sum'", (text,))
+    conn.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundles(made: tuple[Warm, Path], tmp_path_factory: pytest.TempPathFactory) -> dict:
+    warm, good = made
+    where = tmp_path_factory.mktemp("nested")
+    hostile = {k: _with_components(good, where / f"{i}.warm", t) for i, (k, t) in
+               enumerate(NESTED.items())}  # fmt: skip
+    return {"warm": warm, "good": good, **hostile}
+
+
+@pytest.mark.parametrize("which", sorted(NESTED))
+@pytest.mark.parametrize("command", ["stats", "verify", "check"])
+def test_a_nested_components_text_is_refused_unparsed(
+    bundles: dict, which: str, command: str
+) -> None:
+    """Before: stats 227 MB, verify 241 MB, check 243 MB (sound bundle: 28, 44, 41 MB)."""
+    _, base, _ = _peak(bundles["warm"], command, bundles["good"])
+    code, peak, text = _peak(bundles["warm"], command, bundles[which])
+    assert peak < base + MARGIN, (command, peak >> 20, base >> 20)
+    assert code == (2 if command == "stats" else 1), text
+    assert "corrupt kernel entry" in text and "not a JSON object" in text, text
+    assert "Traceback" not in text, text
+
+
+def test_a_long_flat_components_text_is_still_read(bundles: dict, tmp_path: Path) -> None:
+    """A flat object of texts longer than `FLAT_CHARS` is parsed as before: warm's own form."""
+    with sqlite3.connect(bundles["good"]) as conn:
+        [(text,)] = conn.execute("SELECT components FROM kernels WHERE entry = 'row_sum'")
+    conn.close()
+    long = json.dumps({**json.loads(text), "pad": "[{}]" * 100_000})
+    bundle = _with_components(bundles["good"], tmp_path / "long.warm", long)
+    code, _, text = _peak(bundles["warm"], "verify", bundle)
+    assert code == 0 and "sound" in text, text
+
+
+_SERVE = (
+    "import json, sys\n"
+    f"sys.path.insert(0, {str(EXAMPLES)!r})\n"
+    "import matmul_host, warmcli.production as p\n"
+    "p.use_bundle(sys.argv[1])\n"
+    "matmul_host.workload(p.runtime('host'))\n"
+    "lines = open('/proc/self/status').read().splitlines()\n"
+    "peak = int(next(l for l in lines if l.startswith('VmHWM:')).split()[1]) << 10\n"
+    "print(json.dumps([peak, [m.name for m in p.report().kernels]]))\n"
+)
+
+
+def test_production_compiles_the_row_and_stays_small(bundles: dict) -> None:
+    """Before: a serving process peaked at 235 MB (38 MB on the sound bundle)."""
+    base, missed = bundles["warm"].production(_SERVE, bundles["good"])
+    assert missed == [], missed
+    peak, missed = bundles["warm"].production(_SERVE, bundles["a list of objects"])
+    assert peak < base + MARGIN and missed == ["row_sum"], (peak >> 20, base >> 20, missed)
