@@ -1,4 +1,5 @@
-"""A hostile bundle's kernel components: a JSON document of containers never sets warm's memory.
+"""A hostile bundle's JSON (a kernel's components, a format-1 tune's candidates): a document of
+lists and objects never sets warm's memory.
 
 A kernel row's `components` may be 4 MiB of text (`MAX_TEXT_CHARS`); warm writes a flat object
 of a few texts there. A bundle handed over with `[{},{},...]` in one row's components (3 bytes
@@ -6,7 +7,9 @@ an object) had every reader of that row hold ~1.3 million Python dicts while `js
 `warm stats`, `verify`, `check` and a serving process peaked at 227-243 MB against 28-45 MB for
 the same bundle without it (trial58b). Now a long components text that nests a container is
 refused unparsed (`warmcli.bundle.flat_json`): the row is a corrupt entry, named so, its kernel
-a miss the process compiles, each peak within 64 MiB of the sound bundle's.
+a miss the process compiles, each peak within 64 MiB of the sound bundle's. A format-1 tune's
+candidates, JSON of lists and objects, are refused unparsed where they open more than warm
+writes (two a candidate of over 70 characters), and read as before where they do not.
 """
 
 from __future__ import annotations
@@ -90,3 +93,50 @@ def test_production_compiles_the_row_and_stays_small(bundles: dict) -> None:
     assert missed == [], missed
     peak, missed = bundles["warm"].production(_SERVE, bundles["a list of objects"])
     assert peak < base + MARGIN and missed == ["row_sum"], (peak >> 20, base >> 20, missed)
+
+
+# A format-1 tune's candidates are JSON text of lists and objects, up to `MAX_PACKED_BYTES`: the
+# same `[{},{},...]` there peaked warm stats at 136 MB, verify at 155 MB (sound: 28, 44 MB).
+def _format1_with(path: Path, candidates: str | None) -> Path:
+    from test_compact_tunes import _format1
+    from test_format3 import _tune
+
+    _format1(path, [_tune(0), _tune(1)])
+    if candidates is not None:
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE tunes SET candidates = ? WHERE rowid = 1", (candidates,))
+        conn.close()
+    return path
+
+
+@pytest.mark.parametrize("command", ["stats", "verify"])
+def test_format1_candidates_of_containers_are_refused_unparsed(
+    bundles: dict, tmp_path: Path, command: str
+) -> None:
+    from warmcli.bundle.candidates import MAX_PACKED_BYTES
+
+    sound = _format1_with(tmp_path / "sound.warm", None)
+    objects = "[" + ",".join(["{}"] * ((MAX_PACKED_BYTES - 4096) // 3)) + "]"
+    hostile = _format1_with(tmp_path / "hostile.warm", objects)
+    _, base, _ = _peak(bundles["warm"], command, sound)
+    code, peak, text = _peak(bundles["warm"], command, hostile)
+    assert peak < base + MARGIN, (command, peak >> 20, base >> 20)
+    assert code == (2 if command == "stats" else 1), text
+    assert "more lists and objects than warm writes" in text and "Traceback" not in text, text
+
+
+def test_format1_candidates_as_warm_wrote_them_are_still_read() -> None:
+    """Long texts warm wrote: many samples (few containers), many candidates (two each)."""
+    from test_format3 import _tune
+
+    from warmcli.bundle.candidates import decode
+    from warmcli.bundle.flat_json import FLAT_CHARS
+    from warmcli.records import CandidateMeasurement
+
+    one = _tune(0).candidates[0]
+    samples = (one.name, "", one.status, one.seconds, (1e-05,) * 20_000, "")
+    many = tuple(CandidateMeasurement(f"c{i}", "", "ok", 0.0, (), "") for i in range(2_000))
+    for candidates in ((CandidateMeasurement(*samples),), many):
+        text = _tune(0).__class__(*_tune(0)._values()[:7], candidates).candidates_json()
+        assert len(text) > FLAT_CHARS
+        assert decode(text) == candidates
