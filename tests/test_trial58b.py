@@ -1,5 +1,5 @@
-"""A hostile bundle's JSON (a kernel's components, a format-1 tune's candidates): a document of
-lists and objects never sets warm's memory.
+"""A hostile bundle's JSON (a kernel's components, a format-1 tune's candidates, a fingerprint's
+data): a document of lists and objects never sets warm's memory.
 
 A kernel row's `components` may be 4 MiB of text (`MAX_TEXT_CHARS`); warm writes a flat object
 of a few texts there. A bundle handed over with `[{},{},...]` in one row's components (3 bytes
@@ -140,3 +140,45 @@ def test_format1_candidates_as_warm_wrote_them_are_still_read() -> None:
         text = _tune(0).__class__(*_tune(0)._values()[:7], candidates).candidates_json()
         assert len(text) > FLAT_CHARS
         assert decode(text) == candidates
+
+
+# A fingerprint's data: 16 KiB at most, 1,024 rows read; `{"a":[{},...]}` in each held 435 MB in
+# warm stats, 570 MB in stats --json, 453 MB in merge (sound: 28-45 MB). Now a fingerprint whose
+# data is not a flat object, as warm writes it, is corrupt, never parsed.
+NESTED_FINGERPRINT = '{"a":[' + ",".join(["{}"] * 5440) + "]}"
+
+
+@pytest.fixture(scope="module")
+def fingerprinted(bundles: dict) -> Path:
+    out = bundles["good"].parent / "fingerprints.warm"
+    shutil.copyfile(bundles["good"], out)
+    with sqlite3.connect(out) as conn:
+        conn.executemany(
+            "INSERT INTO fingerprints VALUES (?, 'device', ?)",
+            [(f"device:x{i}", NESTED_FINGERPRINT) for i in range(1000)],
+        )
+    conn.close()
+    return out
+
+
+@pytest.mark.parametrize("command", [("stats",), ("stats", "--json"), ("merge", "-o")])
+def test_fingerprints_of_containers_are_refused_unparsed(
+    bundles: dict, fingerprinted: Path, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    def run(bundle: Path) -> tuple[int, int, str]:
+        if command[0] == "merge":
+            return _peak(bundles["warm"], "merge", bundle, "-o", tmp_path / f"{bundle.stem}.out")
+        return _peak(bundles["warm"], *command, bundle)
+
+    _, base, _ = run(bundles["good"])
+    code, peak, text = run(fingerprinted)
+    assert peak < base + MARGIN, (command, peak >> 20, base >> 20)
+    assert code == 2 and "corrupt fingerprint entry 'device:x" in text, text
+    assert "not a JSON object" in text and "Traceback" not in text, text
+
+
+def test_fingerprints_as_warm_writes_them_are_still_read() -> None:
+    from warmcli.bundle.manifest import _fingerprint
+
+    data = '{"name": "nvrtc", "path": "/a/[b]{c}.so", "version": "V13 {x: [1]}"}'
+    assert _fingerprint(("toolchain:x", "toolchain", data, None))["path"] == "/a/[b]{c}.so"
