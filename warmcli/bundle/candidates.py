@@ -21,7 +21,8 @@ bundle's size, not to what its rows say), every count and length is checked agai
 the bytes that remain before anything is read, and anything that is not what `pack` writes is a
 `ValueError` (the row reader names it as a corrupt entry); a serving read
 (`unpack(..., samples=False)`) makes no sample and keeps no reason. Format 1 stored the same
-candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads.
+candidates as JSON text (`TuneRecord.candidates_json`), which `decode` still reads (a long one
+opening more lists and objects than warm writes is refused unparsed: `flat_json.dense`).
 `_parts` is a document's fields as `pack` writes them, its times apart (where they lie:
 `warmcli.bundle.tune_layout`).
 Its only state is two memos of struct layouts, for counts up to 256 (`_SAMPLES`, `_IDS`:
@@ -36,6 +37,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeGuard
 
+from warmcli.bundle import flat_json
 from warmcli.records import CandidateMeasurement, TuneRecord
 
 MAX_PACKED_BYTES = 4 << 20  # a document inflating past this is refused, not read
@@ -241,6 +243,8 @@ def decode(value: object, kernel_key: KernelKey | None = None) -> tuple[Candidat
         return unpack(value, kernel_key)
     if not isinstance(value, str):
         raise ValueError(f"a {type(value).__name__}, neither packed nor text")
+    if flat_json.dense(value):  # its lists and objects would cost ~50x its text parsed
+        raise ValueError("more lists and objects than warm writes (not parsed)")
     try:
         return _packable(TuneRecord.candidates_from(json.loads(value)))
     except RecursionError:

@@ -1,22 +1,21 @@
 """A kernel row of a bundle as a `KernelRecord`: every field checked, fast.
 
-`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, which raises the
-`BundleError` naming a malformed row; `each_kernel`, the admin's reads): each field
-checked as `warmcli.bundle.rows._KERNEL_FIELDS` says (its type, its length, a key's
-and a sha256's hex, an entry's and a symbol's form, the symbol the one warm gives its
-entry under its key (`_symbol_fits`), components a JSON object, a finite time, a blob's
-size), and, where its components keep the kernel's content hash (`kernel`: every row
-this warm writes), its key the one they give (`_key_problem`: `warmcli.kernel_parts.key_of`),
-their arch, toolchain and entry its own, and a PTX row's symbol that of a cubin of that
-kernel, as production ties it (a row moved under another build's key, whose symbol alone
-ties no PTX, is malformed, never judged servable by `warm check`; an older warm's row
-without it is judged by its symbol alone; production, which keys a row from its own
-kernel, skips the first for a cubin's or host build's row). A hot start parses
-thousands, so a row as warm writes it passes the same checks written inline, in one
-frame; any other row takes the field-by-field path, which names what is wrong. A
-prefetched chunk's rows are stepped from its caller's cursor, their values counted
-against its budget, by `stepped`. `write_kernel_row` writes one record's row for a
-writer. Its one state is `_names_a_cubin`'s: the few cubin archs PTX rows' symbols named
+`_kernel_record` is the one parser of a kernel row (`Bundle.kernel`, which raises the `BundleError`
+naming a malformed row; `each_kernel`, the admin's reads): each field checked as
+`warmcli.bundle.rows._KERNEL_FIELDS` says (its type, its length, a key's and a sha256's hex, an
+entry's and a symbol's form, the symbol the one warm gives its entry under its key
+(`_symbol_fits`), components a JSON object (a long one parsed only where flat, `flat_json`), a
+finite time, a blob's size), and, where its components keep the kernel's content hash (`kernel`:
+every row this warm writes), its key the one they give (`_key_problem`:
+`warmcli.kernel_parts.key_of`), their arch, toolchain and entry its own, and a PTX row's symbol
+that of a cubin of that kernel, as production ties it (a row moved under another build's key, whose
+symbol alone ties no PTX, is malformed, never judged servable by `warm check`; an older warm's row
+without it is judged by its symbol alone; production, which keys a row from its own kernel, skips
+the first for a cubin's or host build's row). A hot start parses thousands, so a row as warm writes
+it passes the same checks written inline, in one frame; any other row takes the field-by-field
+path, which names what is wrong. A prefetched chunk's rows are stepped from its caller's cursor,
+their values counted against its budget, by `stepped`. `write_kernel_row` writes one record's row
+for a writer. Its one state is `_names_a_cubin`'s: the few cubin archs PTX rows' symbols named
 lately, tried first (an order, never a verdict); it runs no query itself.
 """
 
@@ -31,6 +30,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from warmcli.bundle import flat_json
 from warmcli.bundle import rows as limits  # its limits read at each call, as its checks do
 from warmcli.bundle.rows import (
     _HEX64,
@@ -122,7 +122,7 @@ def _kernel_record(row: tuple[object, ...], keyed: bool = False) -> KernelRecord
             and 0 <= size <= limits.MAX_BLOB_BYTES
         ):
             try:  # its components as `_components` reads them, in one call for warm's own
-                components, end = _SCAN(comps, 0)
+                components, end = _SCAN(comps, 0) if len(comps) <= flat_json.FLAT_CHARS else (0, -1)
             except (ValueError, StopIteration, RecursionError):
                 end = -1
             if end != len(comps) or type(components) is not dict:
@@ -295,7 +295,7 @@ def _chars(row: tuple[object, ...]) -> int:
 def _components(text: str) -> dict[str, str]:
     """A row's components not as warm writes them (`_kernel_record` scans those in one
     call): a JSON object as `json.loads` reads it, each value as text; else `_Malformed`."""
-    return {str(k): str(v) for k, v in _json_object(text).items()}
+    return {str(k): str(v) for k, v in _json_object(text, flat_json.loads).items()}
 
 
 def _over_limit(row: tuple[object, ...]) -> str | None:

@@ -4,7 +4,8 @@ warm writes four manifest rows (`MANIFEST_FIELDS`: its format and version, the c
 and updated times; a run adds `run`, `warmcli.bundle.run_record`) and a fingerprint for
 each device and toolchain that wrote entries (a few, short). `MANIFEST_SELECT` and
 `FINGERPRINT_SELECT` read at most `MANIFEST_ROWS` and `FINGERPRINT_ROWS` rows + 1, each
-value no longer than its limit (else NULL, named), so a table of millions of rows or of
+value no longer than its limit (else NULL, named; a fingerprint's data parsed only where it is
+a flat object, `flat_json.flat`), so a table of millions of rows or of
 huge values costs no memory or time: `BundleAdmin.manifest` and `fingerprints` refuse
 one of more rows, so `put_fingerprint` (a writer's) adds none past `FINGERPRINT_ROWS`.
 `metadata_problems` says what `warm verify` finds wrong in their rows: each corrupt
@@ -22,6 +23,7 @@ import math
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
 
+from warmcli.bundle import flat_json
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.rows import (
     MAX_NAME_CHARS,
@@ -57,6 +59,12 @@ def _no_constant(name: str) -> object:
 
 # JSON as the standard has it: what a document warm shows as JSON (a fingerprint) is read with
 _STANDARD_JSON = json.JSONDecoder(parse_float=_finite, parse_constant=_no_constant).decode
+
+
+def _flat_json(text: str) -> object:
+    """A fingerprint's data as `_STANDARD_JSON` reads it, or None (no object) where it is not
+    a flat object as warm writes it (`flat_json.flat`: its containers never held)."""
+    return _STANDARD_JSON(text) if flat_json.flat(text) else None
 
 
 FINGERPRINT_ROWS = 1024  # one per device and toolchain that wrote entries
@@ -103,7 +111,7 @@ def _manifest_row(row: tuple[object, ...]) -> tuple[str, str]:
 def _fingerprint(row: tuple[object, ...]) -> dict[str, object]:
     """A row of `FINGERPRINT_SELECT`, checked: its JSON object with its identity and kind."""
     identity, kind, data = _within_limits(row)
-    parsed = _json_object(_named("data", _text, data), _STANDARD_JSON)  # shown as JSON
+    parsed = _json_object(_named("data", _text, data), _flat_json)  # shown as JSON
     return {
         "identity": _named("identity", _name, identity),
         "kind": _named("kind", _name, kind),

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from warmcli.bundle.file import _open_connection, _retrying, _sqlite_errors, settle_journal
+from warmcli.bundle.flat_json import loads as flat_loads
 from warmcli.bundle.journal import check_journal, check_wal_files
 from warmcli.bundle.lock_probe import free
 from warmcli.errors import REMOVED, BundleError, BundleLocked
@@ -47,7 +48,6 @@ MAX_VALUE_BYTES = 4 * MAX_TEXT_CHARS + 64  # SQLite refuses to read a longer tex
 KEPT_KERNEL_KEYS = 1 << 16  # interned kernel keys an open bundle keeps read
 READ_BATCH = 256  # rows fetched at a time while a listing streams
 BY_KEY, AS_STORED = "key", "rowid"  # orders of a listing (`Bundle.each_kernel`, `each_tune`)
-
 
 Column = tuple[str, int | None] | tuple[str, int | None, str]  # (column, limit[, value read])
 
@@ -367,7 +367,7 @@ _KERNEL_FIELDS: tuple[tuple[str, Callable[[object], object]], ...] = (
     ("symbol", _symbol),
     ("sha256", _hex64),
     ("toolchain", _name),
-    ("components", lambda v: _json_object(_text(v))),
+    ("components", lambda v: _json_object(_text(v), flat_loads)),  # (its objects: bounded)
     ("compile_log", _text),
     ("seconds", _seconds),
     ("size", _size),
