@@ -182,3 +182,14 @@ def test_fingerprints_as_warm_writes_them_are_still_read() -> None:
 
     data = '{"name": "nvrtc", "path": "/a/[b]{c}.so", "version": "V13 {x: [1]}"}'
     assert _fingerprint(("toolchain:x", "toolchain", data, None))["path"] == "/a/[b]{c}.so"
+
+
+def test_an_unclosed_string_of_escapes_is_read_in_one_scan(bundles: dict, tmp_path: Path) -> None:
+    """`{"\\"\\...`: `flat_json`'s string pattern, failing to close, was tried again from each
+    later quote (64 KiB: 32 s; the limit's 4 MiB: days), in every reader of the row; one scan
+    now (4 MiB: 0.35 s), the row a corrupt entry as any other that is no JSON object."""
+    text = "{" + '"\\' * ((MAX_TEXT_CHARS - 4096) // 2)
+    bundle = _with_components(bundles["good"], tmp_path / "escapes.warm", text)
+    proc = bundles["warm"]("stats", bundle, timeout=120)  # (before: killed at the timeout)
+    assert proc.returncode == 2 and "corrupt kernel entry" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr

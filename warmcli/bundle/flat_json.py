@@ -17,12 +17,15 @@ but its pattern, compiled on first use, and never reads a bundle.
 from __future__ import annotations
 
 import json
+import re
 
 from warmcli.printable import Pattern
 
 FLAT_CHARS = 1 << 14  # a components text no longer is parsed as it is (warm's: under 1 KB)
 MEMBERS = 64  # the members a longer one may hold (warm's: 8 at most)
-_STRING = Pattern(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes and all
+# a JSON string, escapes and all; one never closed runs to the end (one scan: a failed match
+# tried again from each later quote took minutes over `"\\"\\...`, 4 MiB of it)
+_STRING = Pattern(r'"[^"\\]*(?:\\.?[^"\\]*)*(?:"|\Z)', re.DOTALL)
 
 
 PER_CONTAINER = 32  # the characters a long text holds a list or object it opens (warm's: 35+)
