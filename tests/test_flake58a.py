@@ -221,13 +221,13 @@ def test_an_interrupt_before_the_probe_thread_ran_is_still_a_keyboard_interrupt(
 # The CLI with `logging` imported (as by any library a workload uses), its fork hook's WeakSet
 # one that sets a pending Ctrl-C as a forked child first iterates it: in `warm run`'s worker.
 POKED_FORK = """
-import _thread, logging, runpy, sys, weakref
+import logging, os, runpy, signal, sys, weakref
 class Poking(weakref.WeakSet):
     poked = False
     def __iter__(self):
         if not Poking.poked:
             Poking.poked = True
-            _thread.interrupt_main()
+            os.kill(os.getpid(), signal.SIGINT)  # a real one: the fork's mask applies
         return super().__iter__()
 logging._at_fork_reinit_lock_weakset = Poking(logging._at_fork_reinit_lock_weakset)
 sys.argv = ["warm", *sys.argv[1:]]
