@@ -148,19 +148,22 @@ def test_a_blob_over_the_cap_is_a_miss_saying_why(bundles: dict) -> None:
     assert f"{MAX_LOADED_BYTES} bytes warm loads" in text
 
 
+# A production process serving the host example from `sys.argv[1]`: its peak, what it missed.
+SERVE_PEAK = (
+    "import json, sys\n"
+    f"sys.path.insert(0, {str(EXAMPLES)!r})\n"
+    "import matmul_host, warmcli.production as p\n"
+    "p.use_bundle(sys.argv[1])\n"
+    "matmul_host.workload(p.runtime('host'))\n"
+    "lines = open('/proc/self/status').read().splitlines()\n"
+    "peak = int(next(l for l in lines if l.startswith('VmHWM:')).split()[1]) << 10\n"
+    "print(json.dumps([peak, [m.name for m in p.report().kernels]]))\n"
+)
+
+
 @pytest.mark.parametrize("which", ["good", "bad"])
 def test_production_serves_around_a_big_blob(bundles: dict, which: str) -> None:
-    code = (
-        "import json, sys\n"
-        f"sys.path.insert(0, {str(EXAMPLES)!r})\n"
-        "import matmul_host, warmcli.production as p\n"
-        "p.use_bundle(sys.argv[1])\n"
-        "matmul_host.workload(p.runtime('host'))\n"
-        "lines = open('/proc/self/status').read().splitlines()\n"
-        "peak = int(next(l for l in lines if l.startswith('VmHWM:')).split()[1]) << 10\n"
-        "print(json.dumps([peak, [m.name for m in p.report().kernels]]))\n"
-    )
-    peak, missed = bundles["warm"].production(code, bundles[which])
+    peak, missed = bundles["warm"].production(SERVE_PEAK, bundles[which])
     assert peak < BIG and "row_sum" in missed, (peak >> 20, missed)
 
 

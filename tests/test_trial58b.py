@@ -20,8 +20,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, Warm
-from test_blob_memory import _peak
+from conftest import Warm
+from test_blob_memory import SERVE_PEAK, _peak
 
 from warmcli.bundle.rows import MAX_TEXT_CHARS
 
@@ -75,23 +75,11 @@ def test_a_long_flat_components_text_is_still_read(bundles: dict, tmp_path: Path
     assert code == 0 and "sound" in text, text
 
 
-_SERVE = (
-    "import json, sys\n"
-    f"sys.path.insert(0, {str(EXAMPLES)!r})\n"
-    "import matmul_host, warmcli.production as p\n"
-    "p.use_bundle(sys.argv[1])\n"
-    "matmul_host.workload(p.runtime('host'))\n"
-    "lines = open('/proc/self/status').read().splitlines()\n"
-    "peak = int(next(l for l in lines if l.startswith('VmHWM:')).split()[1]) << 10\n"
-    "print(json.dumps([peak, [m.name for m in p.report().kernels]]))\n"
-)
-
-
 def test_production_compiles_the_row_and_stays_small(bundles: dict) -> None:
     """Before: a serving process peaked at 235 MB (38 MB on the sound bundle)."""
-    base, missed = bundles["warm"].production(_SERVE, bundles["good"])
+    base, missed = bundles["warm"].production(SERVE_PEAK, bundles["good"])
     assert missed == [], missed
-    peak, missed = bundles["warm"].production(_SERVE, bundles["a list of objects"])
+    peak, missed = bundles["warm"].production(SERVE_PEAK, bundles["a list of objects"])
     assert peak < base + MARGIN and missed == ["row_sum"], (peak >> 20, base >> 20, missed)
 
 
