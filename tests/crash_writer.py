@@ -1,7 +1,8 @@
 """The victim of the crash trials: writes batches into a bundle, one transaction each, until killed.
 
 `python tests/crash_writer.py BUNDLE SEED` opens (or creates) the bundle, prints
-`ready`, and from the first batch the bundle lacks writes batch after batch: each
+`ready`, and from the first batch the bundle lacks writes batch after batch (printing
+`stored N` as batch N is committed, for a killer that waits for one): each
 is `PER_BATCH` kernels with their own random binaries, one tune per batch, and a
 rewrite of the `latest` tune, whose pick names the batch. A kill at any point
 must leave whole batches only, a prefix of them, with `latest` naming the last.
@@ -94,6 +95,7 @@ def main(path: str, seed: int) -> None:
         for n in itertools.count(start):
             kernels, tunes = batch(n, rng)
             bundle.put(kernels, tunes)
+            print(f"stored {n}", flush=True)
 
 
 if __name__ == "__main__":

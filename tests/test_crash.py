@@ -7,7 +7,10 @@ must roll the interrupted write back), every entry is read back, every binary
 checked against its sha256, and the batches must be whole and a prefix: the state
 before or after each transaction, never a torn one. Trials run in chains on one
 file, so each crash is recovered from by the next writer. `make test` runs a few;
-`make stress` runs 150.
+`make stress` runs 150. A few trials whose kills all came too early (a slow machine's:
+none inside a write, or none after a batch was stored) are followed by more, each killing
+a while after the writer said a batch was committed, until one lands inside a write with
+batches stored (a bounded number: what is read back is then whole batches, never none).
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ class Tally:
     entries: int = 0  # entries read back and checked, over all trials
 
 
-def one_trial(path: Path, seed: int, rng: random.Random, tally: Tally) -> None:
-    fresh = not path.exists()
+def one_trial(
+    path: Path, seed: int, rng: random.Random, tally: Tally, after_batch: bool = False
+) -> None:
+    """A writer on `path` killed after a random delay: from its start where `path` is
+    fresh, else from its `ready`; `after_batch`: from its first batch committed."""
+    fresh = not path.exists() and not after_batch
     proc = subprocess.Popen(
         [sys.executable, str(WRITER), str(path), str(seed)],
         stdout=subprocess.PIPE,
@@ -52,6 +59,9 @@ def one_trial(path: Path, seed: int, rng: random.Random, tally: Tally) -> None:
             time.sleep(rng.uniform(0.05, 0.8))
         else:
             assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.stderr
+            if after_batch:
+                stored = proc.stdout.readline()
+                assert stored.startswith("stored "), stored + proc.stderr.read()  # type: ignore[union-attr]
             time.sleep(rng.uniform(0.0, 0.4))
         if proc.poll() is not None:
             raise AssertionError(f"the writer stopped by itself: {proc.stderr.read()}")  # type: ignore[union-attr]
@@ -71,12 +81,15 @@ def one_trial(path: Path, seed: int, rng: random.Random, tally: Tally) -> None:
 
 
 def run_trials(tmp_path: Path, trials: int, seed: int, at_most: int | None = None) -> Tally:
-    """`trials` trials, more (up to `at_most`) until one kill has landed inside a write."""
+    """`trials` trials, more (up to `at_most`) until one kill has landed inside a write and
+    one after a batch was stored: those kill after a batch is committed."""
     rng = random.Random(seed)
     tally = Tally()
-    while tally.trials < trials or (tally.mid_write == 0 and tally.trials < (at_most or trials)):
+    while tally.trials < trials or (
+        (tally.mid_write == 0 or tally.entries == 0) and tally.trials < (at_most or trials)
+    ):
         path = tmp_path / f"chain{tally.trials // CHAIN}.warm"
-        one_trial(path, seed * 10_000 + tally.trials, rng, tally)
+        one_trial(path, seed * 10_000 + tally.trials, rng, tally, tally.trials >= trials)
     print(
         f"crash trials: {tally.trials}, killed mid-write: {tally.mid_write}, "
         f"before the bundle existed: {tally.no_bundle}, entries checked: {tally.entries}"

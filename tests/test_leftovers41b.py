@@ -11,27 +11,35 @@ from pathlib import Path
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 
-# Each pass's daemon thread launches a kernel of its own (its pass's number in a define) once
-# that pass's workload() has returned: it lands in the next pass, on the last pass's runtime.
+# Each pass's daemon thread launches a kernel within its pass (which waits for that launch),
+# then one of its own (its pass's number in a define) once the next pass has called workload():
+# its pass ended by then, however slow the machine (a sleep of 0.2 s after workload() returned
+# was not, at a load of 20 on 2 cores); it lands in the next pass, on the last pass's runtime,
+# and that pass waits for the thread to end (its launch stopped, or gone on). The last pass's
+# thread has no next pass: it launches nothing late, and ends with the process.
 LATE_THREAD = """
 import threading, time
 from warmcli import Kernel
-CALLS = [0]
+CALLS, THREADS = [0], []
 def workload(rt):
     CALLS[0] += 1
-    k = Kernel("void late(int *x) { x[0] = PASS; }", "late", "P", defines={"PASS": CALLS[0]})
+    mine = CALLS[0]
+    if THREADS:
+        THREADS[-1].join(120)
+    k = Kernel("void late(int *x) { x[0] = PASS; }", "late", "P", defines={"PASS": mine})
     first = Kernel("void early(int *x) { x[0] = 1; }", "early", "P")
-    returned = threading.Event()
+    launched = threading.Event()
     def bg():
         s = rt.stream()
         rt.launch(first, rt.buffer(1, "int32"), stream=s)
-        returned.wait()
-        time.sleep(0.2)
+        launched.set()
+        while CALLS[0] == mine:
+            time.sleep(0.01)
         rt.launch(k, rt.buffer(1, "int32"), stream=s)
-        print("LAUNCHED LATE", flush=True)
-    threading.Thread(target=bg, name="late", daemon=True).start()
-    time.sleep(0.6)
-    returned.set()
+        print("LAUNCHED LATE", mine, flush=True)
+    THREADS.append(threading.Thread(target=bg, name="late", daemon=True))
+    THREADS[-1].start()
+    assert launched.wait(120)
 """
 
 
@@ -47,6 +55,7 @@ def test_a_daemon_thread_launching_after_its_pass_is_stopped_not_a_corrupt_bundl
     assert "note: thread late launched kernel late[PASS=2] after its pass ended" in said, said
     # stopped there, as Python stops a daemon thread as its process ends: its launch never ran
     assert "LAUNCHED LATE" not in said.split("Pass 3")[1], said
+    assert "LAUNCHED LATE 2" not in said, said
     assert warm("verify", bundle).returncode == 0
 
 
