@@ -15,8 +15,6 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from warmcli.directives import clock_reason
-
 if TYPE_CHECKING:  # a structural type, for annotations only: no Protocol made at import
     from typing import Protocol
 
@@ -32,6 +30,8 @@ def _reason(text: str) -> str:
     """`clock_reason` of `text`, "" where it spells none (two substring tests first: ~all)."""
     if "DATE__" not in text and "TIME" not in text:
         return ""
+    from warmcli.directives import clock_reason  # (its patterns compiled at import: not served)
+
     return clock_reason(text.encode(errors="surrogatepass"))
 
 

@@ -370,9 +370,9 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly (every kernel
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    # Most host kernels name no options and include nothing: no header read (whatever `CPATH`)
-    if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
-        headers = clocked("", kernel)  # ("" unless it reads the clock: `warmcli.build_clock`)
+    src = kernel.source  # most host kernels name no options, include nothing, read no clock:
+    if kernel.language == "c" and not kernel.options and not _may_include(src):  # (any CPATH)
+        headers = clocked("", kernel) if "TIME" in src or "DATE__" in src or kernel.defines else ""
     else:
         headers = included_headers(kernel, toolchain_identity)
     headers = f'"headers":"{headers}",' if headers else ""
