@@ -29,9 +29,10 @@ it is noted instead, ends the wait (the wakeup fd of asyncio's loop set aside me
 be written twice), and is sent again as the fork returns (`_hold_stops`), by a thread, else at
 exit where the main code ended first (`_stops_at_exit`: the process then ends as the handler
 asks, by `ENDS_STOPPED`'s function, a Ctrl-C's traceback shown, a code's text written, as
-Python shows them); a child another thread forks meanwhile gets the handlers back. A fork made
-in the wait (by a handler of another signal) waits for nothing and takes no lock: its child is
-`sqlite_unsafe`; the waiting fork keeps its own. The objects are held weakly; a registration
+Python shows them); a child (whichever thread forked it) gets the handlers back, one sent
+to it before then sent again there. A fork made in the wait (by a handler of another signal)
+waits for nothing and takes no lock: its child is `sqlite_unsafe`; the waiting fork keeps its
+own. The objects are held weakly; a registration
 and a fork's look at the registry take `_REGISTRY` in turn (a thread that makes a bundle while
 another forks). This module owns that registry only (and, per thread, the locks a fork took and
 the stop signals' handlers its wait replaced; the main thread's hold, the stops not yet sent
@@ -167,21 +168,24 @@ def _hold_stops() -> None:
     import signal
 
     came: list[int] = []
+    mine: list[int] = []  # a forked child's own, noted there before `_renew` set its handlers
+    pid = os.getpid()
 
     def note(signum: int, frame: Any) -> None:
-        came.append(signum)
+        (came if os.getpid() == pid else mine).append(signum)
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     got = {s: signal.getsignal(s) for s in stops}  # (not a hold's: it only notes one as well)
     replaced = {s: h for s, h in got.items() if callable(h) and not hasattr(h, "_warm_replaced")}
-    _taken.stops = _HOLDING[0] = (replaced, note, came, _aside() if replaced else None)
+    _taken.stops = _HOLDING[0] = (replaced, note, came, _aside() if replaced else None, mine)
     _swap({s: note for s in replaced})
 
 
 def _let_stops_go(parent: bool) -> None:
     """After the fork: the handlers `_hold_stops` replaced set back (in a child, the main
-    thread's hold's, whichever thread forked: else noting every stop for ever); in the parent
-    each stop noted sent again by a thread (`_send_again`), `_answer` standing in till then."""
+    thread's hold's, whichever thread forked: else noting every stop for ever); each stop noted
+    (in a child, one sent to it since the fork, else dropped: it ran on) sent again by a thread
+    (`_send_again`), `_answer` standing in till then."""
     held = _taken.__dict__.pop("stops", None)
     if not parent:
         held, _HOLDING[0] = held or _HOLDING[0], None
@@ -191,10 +195,10 @@ def _let_stops_go(parent: bool) -> None:
         _HOLDING[0] = None
     if held is None:
         return
-    replaced, note, came, wakeup = held
+    replaced, note, came, wakeup, mine = held
     import signal
 
-    came = dict.fromkeys(came) if parent else {}
+    came = dict.fromkeys(came if parent else mine)  # (a child's: those sent to it, not inherited)
     answers = {s: _answer(h) if s in came else h for s, h in replaced.items()}
     _swap({s: h for s, h in answers.items() if signal.getsignal(s) is note})
     if wakeup is not None:
