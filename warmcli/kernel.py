@@ -370,8 +370,8 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     of `{"arch", "kernel", "toolchain"}` as `_digest` writes it, written directly (every kernel
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
-    spelled = f"{kernel.source}{kernel.defines}"  # most host kernels: no option, header, clock
     if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
+        spelled = f"{kernel.source}{kernel.defines}"  # (most host kernels: no clock word)
         headers = clocked("", kernel) if "TIME" in spelled or "DATE__" in spelled else ""
     else:
         headers = included_headers(kernel, toolchain_identity)
