@@ -1,0 +1,71 @@
+"""Holes tune59 found trying autotuning as a user, then as an attacker, each reproduced for
+real: the real CLI in a subprocess, a real bundle from `warm run` (the host example, built by
+the system C compiler), edited with sqlite3 as an attacker would.
+
+A tune row's times are read as untrusted input: a time that is not finite, negative, or
+whose samples sum past a float's range is refused (a corrupt entry), but any other is
+kept, up to 2^993 s. `warm stats` and `warm diff` wrote such a median in microseconds with
+every digit (`1e200` s: a cell of 280 characters) and a ratio to the pick likewise (a pick of
+1e-300 s beside 1e-10 s: 290 digits), so one row widened every table it is in.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+from conftest import Warm
+
+from warmcli.bundle.candidates import decode, pack
+from warmcli.records import CandidateMeasurement
+
+LONG_NUMBER = re.compile(r"[0-9][0-9,.]{24,}")  # a figure of more than 25 characters
+
+
+def _retimed(good: Path, out: Path, times: dict[str, float], pick: str | None = None) -> Path:
+    """`good` copied to `out`, its first tune's candidates named in `times` given that median
+    (and each sample that value), and its pick `pick` where given: packed as format 2 packs
+    them (kernel keys whole), as an attacker may write them."""
+    shutil.copyfile(good, out)
+    with sqlite3.connect(out) as conn:
+        ids = {i: bytes(k).hex() for i, k in conn.execute("SELECT id, key FROM tune_kernels")}
+        key, held, was = conn.execute(
+            "SELECT key, candidates, pick FROM tunes ORDER BY rowid LIMIT 1"
+        ).fetchone()
+        candidates = [
+            CandidateMeasurement(
+                c.name, c.kernel_key, c.status, times[c.name], (times[c.name],) * len(c.samples)
+            )
+            if c.name in times
+            else c
+            for c in decode(held, ids.__getitem__)
+        ]
+        conn.execute(
+            "UPDATE tunes SET candidates = ?, pick = ? WHERE key = ?",
+            (pack(candidates), pick or was, key),
+        )
+    conn.close()
+    return out
+
+
+def test_a_hostile_time_is_shown_in_a_figure_of_bounded_width(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Before: `warm stats` showed `100,000,000,...,552.0 µs` (280 characters) for a median of
+    1e200 s and a 290-digit `vs pick` for 1e-10 s beside a pick of 1e-300 s; `warm diff`
+    the same median. Now such a time reads `1e+200 s`, such a ratio `1e+290×`."""
+    warm, good = made
+    times = {"tile8": 1e-300, "tile16": 1e-10, "tile32": 1e200}
+    edited = _retimed(good, tmp_path / "edited.warm", times, pick="tile8")
+    for args in (("stats", edited), ("stats", edited, "--explain", "matmul")):
+        shown = warm(*args)
+        assert shown.returncode == 0, shown.stderr
+        assert not LONG_NUMBER.search(shown.stdout), LONG_NUMBER.search(shown.stdout)
+    explained = warm("stats", edited, "--explain", "matmul").stdout
+    assert "1e+200 s" in explained and "1e+290×" in explained, explained[-3000:]
+    slow = _retimed(good, tmp_path / "slow.warm", {"tile32": 1e200}, pick="tile32")
+    diff = warm("diff", good, slow)
+    assert diff.returncode == 0, diff.stderr
+    assert "1e+200 s" in diff.stdout and not LONG_NUMBER.search(diff.stdout), diff.stdout
