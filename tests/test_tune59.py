@@ -11,6 +11,7 @@ every digit (`1e200` s: a cell of 280 characters) and a ratio to the pick likewi
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import sqlite3
@@ -69,3 +70,18 @@ def test_a_hostile_time_is_shown_in_a_figure_of_bounded_width(
     diff = warm("diff", good, slow)
     assert diff.returncode == 0, diff.stderr
     assert "1e+200 s" in diff.stdout and not LONG_NUMBER.search(diff.stdout), diff.stdout
+
+
+def test_times_summing_past_a_float_are_named_so(made: tuple[Warm, Path], tmp_path: Path) -> None:
+    """A candidate's samples of 1e308 s each are finite, but their sum is not: the row is
+    corrupt (as before), and `warm verify` said `'tile8' has a time that is not finite`, of
+    times that each are. Now it says `has times summing past 1e308`; a NaN still reads `not
+    finite`."""
+    warm, good = made
+    for seconds, why in ((1e308, "has times summing past 1e308"), (math.nan, "not finite")):
+        edited = _retimed(good, tmp_path / "edited.warm", {"tile8": seconds})
+        verified = warm("verify", edited)
+        assert verified.returncode == 1, verified.stderr
+        assert "corrupt tune entry" in verified.stdout, verified.stdout
+        assert f"'tile8' {why}" in verified.stdout or why in verified.stdout, verified.stdout
+        assert seconds != 1e308 or "not finite" not in verified.stdout, verified.stdout
