@@ -15,6 +15,7 @@ import math
 import re
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import Warm
@@ -85,3 +86,49 @@ def test_times_summing_past_a_float_are_named_so(made: tuple[Warm, Path], tmp_pa
         assert "corrupt tune entry" in verified.stdout, verified.stdout
         assert f"'tile8' {why}" in verified.stdout or why in verified.stdout, verified.stdout
         assert seconds != 1e308 or "not finite" not in verified.stdout, verified.stdout
+
+
+PICKS = """
+import os
+import sys
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+PREP = Kernel("void prep(float *y, int n) { for (int i = 0; i < n; i++) y[i] = PREPV; }",
+              "prep", "Pi", defines={"PREPV": os.environ.get("PREPV", "0")})
+SRC = "void acc(float *y, const float *x, int n) { for (int i = 0; i < n; i += STEP) "
+SRC += "for (int j = i; j < i + STEP && j < n; j++) y[j] += x[j]; }"
+def launch(rt, kernel, y, x, n, *, stream=None):
+    rt.launch(PREP, y, n, stream=stream)
+    rt.launch(kernel, y, x, n, stream=stream)
+T = Tunable("acc", {f"s{s}": Kernel(SRC, "acc", "PPi", defines={"STEP": s}) for s in (1, 2)},
+            launch, check="s1")
+def workload(rt):
+    x = rt.upload(np.arange(8, dtype=np.float32))
+    y = rt.buffer(8)
+    print("pick:", rt.tune(T, y, x, 8), file=sys.stderr)
+    return y
+"""
+SERVE_PICKS = """
+import json, runpy, sys, warmcli
+rt = warmcli.runtime("host")
+y = runpy.run_path(sys.argv[1])["workload"](rt)
+print(json.dumps({"y": rt.read(y).tolist(), "tunes": len(warmcli.report().tunes)}))
+"""
+
+
+def test_what_the_readme_says_of_the_pick_and_the_launch_functions_kernels(
+    warm: Warm, workload_file: Callable[..., Path], bundle_path: Path
+) -> None:
+    """The README now says (doc only, this held before): `rt.tune` returns None under
+    CompileOnly for a tune the bundle does not hold, the pick's name otherwise; and a kernel a
+    checked tunable's launch function launches beside the candidate keys no tune, so its
+    edit serves the pick measured with the old one (no tune measured)."""
+    path = workload_file(PICKS)
+    ran = warm("run", path, "--bundle", bundle_path)
+    assert ran.returncode == 0, ran.stderr
+    picks = [ln for ln in ran.stdout.splitlines() + ran.stderr.splitlines() if "pick:" in ln]
+    assert picks[0].endswith("pick: None") and len(picks) == 3, picks
+    assert all(p.endswith(("pick: s1", "pick: s2")) for p in picks[1:]), picks
+    served = warm.with_env(PREPV="1").production(SERVE_PICKS, path, bundle=bundle_path)
+    assert served == {"y": [float(i + 1) for i in range(8)], "tunes": 0}, served
