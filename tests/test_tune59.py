@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import Warm
+from conftest import EXAMPLES, SERVE_MATMUL, Warm
 
 from warmcli.bundle.candidates import decode, pack
 from warmcli.records import CandidateMeasurement
@@ -52,6 +52,14 @@ def _retimed(good: Path, out: Path, times: dict[str, float], pick: str | None = 
     return out
 
 
+def _first_pick(path: Path) -> str:
+    """The pick of the first tune of the bundle at `path` (the fastest there: by chance)."""
+    with sqlite3.connect(path) as conn:
+        (pick,) = conn.execute("SELECT pick FROM tunes ORDER BY rowid LIMIT 1").fetchone()
+    conn.close()
+    return str(pick)
+
+
 def test_a_hostile_time_is_shown_in_a_figure_of_bounded_width(
     made: tuple[Warm, Path], tmp_path: Path
 ) -> None:
@@ -67,7 +75,8 @@ def test_a_hostile_time_is_shown_in_a_figure_of_bounded_width(
         assert not LONG_NUMBER.search(shown.stdout), LONG_NUMBER.search(shown.stdout)
     explained = warm("stats", edited, "--explain", "matmul").stdout
     assert "1e+200 s" in explained and "1e+290×" in explained, explained[-3000:]
-    slow = _retimed(good, tmp_path / "slow.warm", {"tile32": 1e200}, pick="tile32")
+    other = next(t for t in ("tile32", "tile64") if t != _first_pick(good))  # a pick differs
+    slow = _retimed(good, tmp_path / "slow.warm", {other: 1e200}, pick=other)
     diff = warm("diff", good, slow)
     assert diff.returncode == 0, diff.stderr
     assert "1e+200 s" in diff.stdout and not LONG_NUMBER.search(diff.stdout), diff.stdout
@@ -132,3 +141,24 @@ def test_what_the_readme_says_of_the_pick_and_the_launch_functions_kernels(
     assert all(p.endswith(("pick: s1", "pick: s2")) for p in picks[1:]), picks
     served = warm.with_env(PREPV="1").production(SERVE_PICKS, path, bundle=bundle_path)
     assert served == {"y": [float(i + 1) for i in range(8)], "tunes": 0}, served
+
+
+def test_an_edited_pick_is_served_unsigned_and_refused_signed(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """The README's Trust section now says it (doc only, this held before): a tune row's pick
+    edited to another candidate, marked as having run, is served as stored from an unsigned
+    bundle (no check runs on a hit), and refused from one signed before the edit, under
+    `WARM_TRUSTED_KEYS` (reason `unsigned`: the tune measured again)."""
+    warm, good = made
+    key = tmp_path / "ci.key"
+    assert warm("keygen", key).returncode == 0
+    signed = tmp_path / "signed.warm"
+    shutil.copyfile(good, signed)
+    assert warm("sign", signed, "--key", key).returncode == 0
+    other = next(t for t in ("tile8", "tile16") if t != _first_pick(good))
+    serve = SERVE_MATMUL.format(examples=str(EXAMPLES)) + "print(len(r.tunes))"
+    for bundle, trusted, measured in ((good, None, 0), (signed, f"{key}.pub", 1)):
+        edited = _retimed(bundle, tmp_path / "edited.warm", {other: 1e-9}, pick=other)
+        served = warm.with_env(**({"WARM_TRUSTED_KEYS": trusted} if trusted else {}))
+        assert served.production(serve, bundle=edited) == measured
