@@ -162,3 +162,14 @@ def test_an_edited_pick_is_served_unsigned_and_refused_signed(
         edited = _retimed(bundle, tmp_path / "edited.warm", {other: 1e-9}, pick=other)
         served = warm.with_env(**({"WARM_TRUSTED_KEYS": trusted} if trusted else {}))
         assert served.production(serve, bundle=edited) == measured
+
+
+def test_a_pow2_bucket_rounds_every_int_as_a_size() -> None:
+    """The README now says (doc only, this held before): `bucket="pow2"` rounds every int
+    input, a flag or a stride too: 0 and 1 share a bucket, as do 3 and 4, and -1 with 1."""
+    from warmcli import Kernel, Tunable
+
+    kernel = Kernel("void k(int n) { (void)n; }", "k", "i")
+    tunable = Tunable("t", {"a": kernel, "b": kernel}, lambda *a, **k: None, bucket="pow2")
+    keys = {flag: tunable.shape_key((60, flag)) for flag in (-1, 0, 1, 3, 4)}
+    assert keys[-1] == keys[0] == keys[1] == "64 1" and keys[3] == keys[4] == "64 4", keys
