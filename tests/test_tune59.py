@@ -173,3 +173,52 @@ def test_a_pow2_bucket_rounds_every_int_as_a_size() -> None:
     tunable = Tunable("t", {"a": kernel, "b": kernel}, lambda *a, **k: None, bucket="pow2")
     keys = {flag: tunable.shape_key((60, flag)) for flag in (-1, 0, 1, 3, 4)}
     assert keys[-1] == keys[0] == keys[1] == "64 1" and keys[3] == keys[4] == "64 4", keys
+
+
+PARTIAL = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = '''
+void sc(float *y, const float *x, int n) {
+    for (volatile int k = 0; k < SPIN; k++) {}
+    for (int i0 = 0; i0 + TILE <= n; i0 += TILE)
+        for (int i = i0; i < i0 + TILE; i++) y[i] = 2 * x[i];
+}'''
+CANDIDATES = {f"t{t}": Kernel(SRC, "sc", "PPi", defines={"TILE": t, "SPIN": s})
+              for t, s in ((1, 200000), (8, 0))}  # t8 leaves a tail of n % 8 unwritten
+def launch(rt, kernel, y, x, n, *, stream=None):
+    rt.launch(kernel, y, x, n, stream=stream)
+T = Tunable("sc", CANDIDATES, launch, check="t1", restore=())
+def workload(rt):
+    x = rt.upload(np.arange(1, 8, dtype=np.float32))
+    y = rt.buffer(7)
+    rt.tune(T, y, x, 7)
+    return y
+"""
+SERVE_PARTIAL = """
+import json, runpy, sys, warmcli
+rt = warmcli.runtime("host")
+y = runpy.run_path(sys.argv[1])["workload"](rt)
+print(json.dumps(rt.read(y).tolist()))
+"""
+
+
+def test_a_check_under_restore_nothing_judges_each_candidate_on_the_original_contents(
+    warm: Warm, workload_file: Callable[..., Path], bundle_path: Path
+) -> None:
+    """Under `restore=()` (nothing kept) a checked candidate's run started from what the
+    candidates before it left: t8, which writes nothing of a 7-element output, was compared
+    on the reference's output left there, passed, and won (it does nothing: the fastest). A
+    cold start computed [2, 4, ..., 14] (t8 ran on the reference's leftovers), the bundle's
+    hit on a fresh buffer [0, ..., 0]. Now each candidate's checked run starts from the
+    contents read before tuning: t8 is excluded, the hit computes what a cold start does."""
+    path = workload_file(PARTIAL)
+    ran = warm("run", path, "--bundle", bundle_path)
+    assert ran.returncode == 0, ran.stderr
+    cold = warm.production(SERVE_PARTIAL, path)
+    assert cold == [2.0 * i for i in range(1, 8)], cold
+    assert warm.production(SERVE_PARTIAL, path, bundle=bundle_path) == cold
+    tunes = warm.json("stats", bundle_path)["tunes"]
+    (t8,) = [c for c in tunes[0]["candidates"] if c["name"] == "t8"]
+    assert t8["status"] == "failed" and "differs from candidate 't1'" in t8["reason"], t8
