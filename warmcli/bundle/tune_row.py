@@ -269,7 +269,8 @@ def _tune_record(
             raise _Malformed(f"candidates: a candidate with status {c.status[:20]!r}")
         # A sum of finite times is finite unless one is not (or it overflows: refused too).
         if not math.isfinite(sum(c.samples, c.seconds or 0.0)):
-            raise _Malformed(f"candidates: {c.name[:40]!r} has a time that is not finite")
+            what = "a time that is not finite" if _unfinished(c) else "times summing past 1e308"
+            raise _Malformed(f"candidates: {c.name[:40]!r} has {what}")
         if min(c.samples, default=0.0) < 0 or (c.seconds or 0.0) < 0:  # -0.0 is no less
             raise _Malformed(f"candidates: {c.name[:40]!r} has a negative time")
     if not _plain(key, operation, shape_key, device, checksum, status, pick, secs, measured_at):
@@ -349,6 +350,11 @@ def carried(
     ids, at = kernel_ids(value)
     head = [intern(bytes.fromhex(kernel_key(i)), i if keep else -1) for i in ids]
     return value[:1] + struct.pack(f"<I{len(head)}I", len(head), *head) + value[at:]
+
+
+def _unfinished(c: CandidateMeasurement) -> bool:
+    """Whether one of `c`'s times is not finite (else their sum overflowed: 1e308 twice)."""
+    return not all(map(math.isfinite, (*c.samples, c.seconds or 0.0)))
 
 
 def _status_code(value: object) -> object:

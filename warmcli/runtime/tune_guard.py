@@ -14,8 +14,10 @@ is freed, so a tune holds no call's workspace past it; a wrapper of memory the a
 (`rt.wrap`, PyCUDA's arguments: made afresh on every call) is held, so the memory it names
 is put back. With `Tunable(check=...)` it also reads each candidate's outputs (the kept
 buffers, those kept beside the inputs too, but a workspace the launch function made as it
-ran, after one run on the original contents) and says why they are rejected: they differ
-from a reference candidate's, or a user callable refused them; and whether the accepted
+ran, after one run on the original contents: under `restore=()`, which keeps no copy, the
+inputs' buffers read back before any candidate ran are put back before each checked run)
+and says why they are rejected: they differ from a reference candidate's, or a user callable
+refused them (`warmcli.runtime.tune_compare` compares them); and whether the accepted
 outputs told candidates apart at all (`judged_nothing`: where every output it compared was
 left as it was, or holds one value that is 0 or was made from buffers of one value each, as
 on zeros, a candidate that launched nothing, or a wrong one making the same value, passes).
@@ -35,6 +37,7 @@ import numpy as np
 
 from warmcli.backends.base import Buffer, Device, Stream, next_serial
 from warmcli.errors import TuneSpecError, message_of
+from warmcli.runtime.tune_compare import alike, compare
 
 JUDGED_NOTHING = "its check could not tell candidates apart"  # how its note begins
 
@@ -239,13 +242,16 @@ class OutputCheck:
             self.before = {id(b): guard.device.download(b) for b in self.compared}
 
     def verdict(self, name: str, run: Callable[[], None]) -> str | None:
-        """Run the candidate once on the original contents; None if its outputs pass. The
-        outputs are the compared inputs' buffers, then those kept beside them (a buffer the
-        launch function launched on that is none of the inputs), in the order first met:
-        each this run launched on but one made while it ran (the launch function's own
-        workspace), and each the reference's run launched on that was made before it (the
-        app's, which this candidate left as it was)."""
+        """Run the candidate once on the original contents; None if its outputs pass: the
+        compared inputs' buffers, then those kept beside them (none of the inputs), in the
+        order first met: each this run launched on but one made while it ran (the launch
+        function's workspace), and each the reference's run launched on that was made before
+        it (the app's, which this candidate left as it was)."""
         reference = name == self.reference
+        if self.before:  # `restore=()`: no copy kept, so what was read before tuning goes back
+            self.guard.stream.synchronize()  # (another candidate's runs are done with them)
+            for b in self.compared:
+                self.guard.device.upload(b, self.before[id(b)])
 
         def beside(b: Buffer, made: int) -> bool:
             launched = self.guard.launched  # this run's (`outputs` begins it anew)
@@ -294,13 +300,13 @@ class OutputCheck:
 
         for buffer, out in zip(read, outputs, strict=True):
             then = before(buffer)
-            if then.shape == out.shape and _alike(out, then, self.tolerance):
+            if then.shape == out.shape and alike(out, then, self.tolerance):
                 continue  # left as it was: a candidate that launched nothing would pass
-            if out.size < 2 or not _alike(out, out.flat[0], self.tolerance):
+            if out.size < 2 or not alike(out, out.flat[0], self.tolerance):
                 return True
             others = [before(b) for b in read if b is not buffer]  # what went in
-            zero = out.dtype.kind in "biufc" and _alike(out, 0, self.tolerance)  # (numbers)
-            if zero or (others and all(o.size < 2 or _alike(o, o.flat[0], (0, 0)) for o in others)):
+            zero = out.dtype.kind in "biufc" and alike(out, 0, self.tolerance)  # (numbers)
+            if zero or (others and all(o.size < 2 or alike(o, o.flat[0], (0, 0)) for o in others)):
                 continue  # one value throughout, from zeros in (or 0): a wrong one makes it too
             return True
         return False
@@ -333,51 +339,6 @@ def _fresh(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return type(value)(_fresh(v) for v in value)
     return value
-
-
-def differs(got: np.ndarray, want: Any, tolerance: tuple[float, float]) -> np.ndarray:
-    """Where `got` differs from `want` (an array or one value) beyond `(rtol, atol)`
-    (floats and complex; every other dtype exactly)."""
-    if got.dtype.kind in "fc":
-        rtol, atol = tolerance
-        return ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
-    return np.asarray(got != want)
-
-
-def _alike(got: np.ndarray, want: Any, tolerance: tuple[float, float]) -> bool:
-    """Whether `got` is `want` (an array of its shape, or one value) within `tolerance`,
-    judged a slice at a time: real data differs in the first, read in microseconds."""
-    flat = got.reshape(-1)
-    wanted = want.reshape(-1) if isinstance(want, np.ndarray) else want
-    for at in range(0, flat.size, _SLICE):
-        part = wanted[at : at + _SLICE] if isinstance(wanted, np.ndarray) else wanted
-        if differs(flat[at : at + _SLICE], part, tolerance).any():
-            return False
-    return True
-
-
-_SLICE = 1 << 16  # elements a time: small temporaries, an early answer
-
-
-def compare(
-    outputs: Sequence[np.ndarray],
-    expected: Sequence[np.ndarray],
-    reference: str,
-    tolerance: tuple[float, float],
-) -> str | None:
-    """Why `outputs` differ from the reference candidate's, or None when they agree."""
-    rtol, atol = tolerance
-    for index, (got, want) in enumerate(zip(outputs, expected, strict=True), start=1):
-        bad = differs(got, want, tolerance)
-        if bad.any():
-            at = tuple(int(i) for i in np.argwhere(bad)[0])
-            where = at if len(at) != 1 else at[0]
-            return (
-                f"check: output {index} ({got.dtype}{list(got.shape)}) differs from candidate "
-                f"{reference!r}: {got[at].item()!r} != {want[at].item()!r} at [{where}] "
-                f"({int(bad.sum())} element(s), rtol {rtol:g}, atol {atol:g})"
-            )
-    return None
 
 
 def judge(

@@ -24,9 +24,9 @@ from warmcli.cli.render.kernel_columns import (
     kernel_options,
     kernel_sources,
 )
+from warmcli.cli.render.shown import micros
 from warmcli.cli.render.stats import (
     kernels_json,
-    micros,
     tune_brief,
     tune_order,
 )

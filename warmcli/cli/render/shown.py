@@ -1,9 +1,10 @@
 """What a table shows of a tune's candidates (`warm stats`): their order (`by_median`), the
 first of them a table lists (`first_shown`: `LISTED` by median and the pick, however many a
 tune holds: a packed row of 4 KB may hold 246,000; none keeps its samples), and the pick's
-figures, read from all of them (`figures`), and the line of a candidate's reason it shows
-(`reason_shown`). Pure presentation over candidates, records' or their JSON documents'; it
-owns no state and never prints.
+figures, read from all of them (`figures`), a median and a ratio of two as text of bounded
+width (`micros`, `times_slower`, both `timed`: a row's times are untrusted, up to 2^993 s),
+and the line of a candidate's reason it shows (`reason_shown`). Pure presentation over
+candidates, records' or their JSON documents'; it owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from warmcli.records import CandidateMeasurement
 
 SHOWN_REASON = 1000  # characters of a reason's line a table shows
 SCANNED_REASON = 64 << 10  # characters of a reason read for that line
+LONG_SECONDS = 3600.0  # a median of this or more is shown in seconds, not every µs digit
+LONG_RATIO = 1e6  # a ratio of this or more is shown in three digits and an exponent
 
 
 def by_median(c: Any) -> tuple[bool, float]:
@@ -56,9 +59,24 @@ def figures(
     ok = [(name, s) for name, status, s in candidates if status == "ok" and s is not None]
     times = heapq.nsmallest(2, (s for _, s in ok))
     picked = next((s for name, s in ok if name == pick), None)
-    runner = f"{times[1] / times[0]:.2f}×" if len(times) > 1 and times[0] > 0 else "-"
+    runner = times_slower(times[1] / times[0]) if len(times) > 1 and times[0] > 0 else "-"
     return micros(picked), runner
 
 
 def micros(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e6:,.1f} µs"
+    """A median in microseconds; one of hours or more (a bundle's row may say up to 2^993 s)
+    in seconds, as `1e+200 s`: every digit of it would widen a table by hundreds."""
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e6:,.1f} µs" if seconds < LONG_SECONDS else f"{seconds:.3g} s"
+
+
+def timed(seconds: float | None, ratio: float | None) -> tuple[str, str]:
+    """A candidate's median and its ratio to the pick's (`-` for none), as a table shows them."""
+    return micros(seconds), "-" if ratio is None else times_slower(ratio)
+
+
+def times_slower(ratio: float) -> str:
+    """A ratio of two medians, `1.35×`; one of a million or more (a hostile row's: 1e-300 s
+    beside 1e-10 s) as `1e+290×`."""
+    return f"{ratio:.2f}×" if ratio < LONG_RATIO else f"{ratio:.3g}×"

@@ -20,7 +20,7 @@ from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
 from warmcli.cli.render import add_row, cell, line, listing, when
 from warmcli.cli.render.kernel_columns import kernels_table
-from warmcli.cli.render.shown import by_median, figures, first_shown, micros, reason_shown
+from warmcli.cli.render.shown import by_median, figures, first_shown, reason_shown, timed
 from warmcli.errors import headline
 from warmcli.kernel_parts import headers_digest, source_digest, stored
 from warmcli.printable import natural, printable, visible
@@ -292,10 +292,10 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
     for col in ("candidate", "median", "vs pick", "status"):
         table.add_column(col, justify="right" if col in ("median", "vs pick") else "left")
     for c in sorted(t["candidates"], key=by_median):
-        ratio = f"{c['ratio']:.2f}×" if c["ratio"] is not None else "-"
+        median, ratio = timed(c["seconds"], c["ratio"])
         status = c["status"] if not c["reason"] else f"{c['status']}: {headline(c['reason'])}"
         style = "bold green" if c["name"] == t["pick"] else None
-        cells = (cell(c["name"]), micros(c["seconds"]), ratio, status)  # (reason_shown's cut)
+        cells = (cell(c["name"]), median, ratio, status)  # (reason_shown's cut)
         table.add_row(*map(line, cells), style=style)
     if t.get("more"):  # (`tune_shown`'s)
         said = f"and {t['more']:,} more candidate(s) not listed: warm stats --json lists every one"
