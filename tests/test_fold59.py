@@ -16,6 +16,7 @@ subprocesses, on bundles crafted as tests/test_hostile_files.py crafts them."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -153,3 +154,33 @@ def test_a_bundle_within_every_bound_is_still_read_by_every_command(
     for command in ("stats", "verify", "check", "diff A", "merge", "clean --dry-run"):
         proc = warm(*COMMANDS[command](bundle, signed, tmp_path / f"{command}.warm"), timeout=120)
         assert proc.returncode in (0, 1) and "more than" not in proc.stderr, (command, proc.stderr)
+
+
+# A Ctrl-C while `at_once` waits for its thread (`second` was quicker than `first`): `first`'s
+# probe ran on unwaited, and the process ended with its scratch folder left behind.
+INTERRUPTED = """
+import os, signal, threading
+from warmcli.backends.processes import at_once, probe
+
+def second():
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    return 0
+
+try:
+    at_once(lambda: probe(["sleep", "30"], 60), second)
+except KeyboardInterrupt:
+    print("interrupted", [t.name for t in threading.enumerate() if t.name == "warm-probe-2"])
+"""
+
+
+def test_a_ctrl_c_while_at_once_waits_kills_its_threads_probe_and_leaves_no_folder(
+    tmp_path: Path,
+) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.stdout.strip() == "interrupted []", proc.stdout + proc.stderr
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("warm-probe-")] == []
