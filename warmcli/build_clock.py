@@ -5,8 +5,10 @@ source file's time, which warm writes at the build) has the time of its build co
 build stored by `warm run` would hand a hit the time of that run where a cold start computes
 its own, and no key can cover the time. Such a kernel is unkeyed (`warmcli.unkeyed`): its
 headers digest holds this process's marker, so it is built in each process, never stored, and
-a miss says why; a header it reaches that spells one, alike (`warmcli.headers`). State: none.
-It reads no file, compiles nothing and prints nothing.
+a miss says why; a header it reaches that spells one, alike (`warmcli.headers`): `clock_reason`
+is the one test of a text, a header's bytes or a kernel's source, option or define value (the
+key's fast path for a host kernel of no options mirrors its pre-test inline). State: none but
+its pattern's compiled form (on first use). It reads no file, compiles no kernel, never prints.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from warmcli.printable import Pattern
 
 if TYPE_CHECKING:  # a structural type, for annotations only: no Protocol made at import
     from typing import Protocol
@@ -26,25 +30,32 @@ if TYPE_CHECKING:  # a structural type, for annotations only: no Protocol made a
         defines: tuple[tuple[str, str], ...]
 
 
-def _reason(text: str) -> str:
-    """`clock_reason` of `text`, "" where it spells none (two substring tests first: ~all)."""
-    if "DATE__" not in text and "TIME" not in text:
-        return ""
-    from warmcli.directives import clock_reason  # (its patterns compiled at import: not served)
+# The macros the compiler expands to the build's date or time (`__TIMESTAMP__`: its file's).
+_CLOCK = Pattern(rb"\b__(?:DATE|TIME|TIMESTAMP)__\b")
 
-    return clock_reason(text.encode(errors="surrogatepass"))
+
+def clock_reason(data: bytes | str) -> str:
+    """`its build reads the clock (__TIME__)`, naming the first such macro `data` (a header's
+    bytes, or a kernel's source, option or define value) spells (in a comment too), or "" where
+    it spells none."""
+    spelled = isinstance(data, bytes)  # (`warmcli.kernel.kernel_key` mirrors this pre-test)
+    date, time = (b"DATE__", b"TIME") if spelled else ("DATE__", "TIME")
+    if date not in data and time not in data:  # (two substring tests: nearly all)
+        return ""
+    found = _CLOCK.search(data if spelled else data.encode(errors="surrogatepass"))
+    return f"its build reads the clock ({found[0].decode()})" if found is not None else ""
 
 
 def reads_clock(source: str, options: Sequence[str], defines: Sequence[tuple[str, str]]) -> str:
     """Why a kernel of these parts is unkeyed, naming the clock macro its source, an option or
-    a define's value spells (`-DSTAMP=__TIME__`), "" where it spells none. No memo: cheaper than
-    one's lookup."""
-    why = _reason(source)
+    a define's value spells (`-DSTAMP=__TIME__`), "" where it spells none (`clock_reason`, each
+    text tested as it is). No memo: cheaper than one's lookup."""
+    why = clock_reason(source)
     for option in options if not why else ():
-        if why := _reason(option):
+        if why := clock_reason(option):
             break
     for _, value in defines if not why else ():
-        if why := _reason(value):
+        if why := clock_reason(value):
             break
     return why
 

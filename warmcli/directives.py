@@ -13,13 +13,16 @@ tab); where it does not, the plain text is what the preprocessor reads. `read_li
 `reads_assembler_file` finds an assembler directive that reads a file (`.incbin`, `.include`)
 in a source or header so read, its adjacent string literals joined and their escapes read as the
 compiler does (`\\x22` a quote), or its name a macro's argument (stringized or pasted).
-`clock_reason` finds a macro the compiler expands to the build's date or time (`__TIME__`: no key
-covers it, `warmcli.build_clock`). State: none. It never reads a file.
+Its patterns are compiled on first use (`warmcli.printable`'s `Pattern`): a process that
+splices a source compiles no assembler pattern. State: none but each pattern's compiled form.
+It never reads a file.
 """
 
 from __future__ import annotations
 
 import re
+
+from warmcli.printable import Pattern
 
 # A backslash ending a line (GCC allows blanks between the two), and what stands between
 # a comment and the code around it: a number (a pp-number: a digit, or `.` and a digit,
@@ -28,25 +31,21 @@ import re
 # literal, kept as written (one a line ends unclosed runs to its end, as GCC lexes it,
 # never scanned again from a later quote: that was quadratic on `"\"\"...`), or a comment
 # (one space).
-_SPLICE = re.compile(rb"\\[ \t\f\v]*\r?\n")
-_LITERAL_OR_COMMENT = re.compile(
+_SPLICE = Pattern(rb"\\[ \t\f\v]*\r?\n")
+_LITERAL_OR_COMMENT = Pattern(
     rb"(?<![\w.])\.?[0-9](?:[eEpP][+-]|[\w.]|'\w)*"
     rb'|"(?:\\.|[^"\\\n])*"?'
     rb"|'(?:\\.|[^'\\\n])*'?"
     rb"|/\*.*?(?:\*/|\Z)|//[^\n]*|[\f\v\0]",  # (a form feed, a vertical tab, a NUL: a blank)
     re.DOTALL,
 )
-_LONE_CR = re.compile(rb"\r(?!\n)")  # a line's end, as GCC reads it
-# The macros the compiler expands to the build's date or time (`__TIMESTAMP__`: its file's).
-_CLOCK = re.compile(rb"\b__(?:DATE|TIME|TIMESTAMP)__\b")
+_LONE_CR = Pattern(rb"\r(?!\n)")  # a line's end, as GCC reads it
 # A conditional directive (`#if`, `#ifdef`, `#elif`, `#else`, `#endif`...) and its condition.
-_CONDITIONAL = re.compile(
-    rb"[ \t]*(?:#|%:|\?\?=)[ \t]*(if|ifn?def|elif|elifn?def|else|endif)\b(.*)"
-)
+_CONDITIONAL = Pattern(rb"[ \t]*(?:#|%:|\?\?=)[ \t]*(if|ifn?def|elif|elifn?def|else|endif)\b(.*)")
 # A raw string (GNU C's, C++'s: `R"x(...)x"`, its prefix `u8`, `u`, `U` or `L`), kept as
 # written up to its `)x"` (one never closed runs to the end, as GCC reads it: never scanned
 # again from a later `R"`), then the rest as `_LITERAL_OR_COMMENT` reads it.
-_RAW_LITERAL_OR_COMMENT = re.compile(
+_RAW_LITERAL_OR_COMMENT = Pattern(
     rb'(?<!\w)(?:u8|[uUL])?R"([^ ()\\\t\v\f\n]{0,16})\((?:.*?\)\1"|.*\Z)|'
     + _LITERAL_OR_COMMENT.pattern,
     re.DOTALL,
@@ -55,25 +54,25 @@ _RAW_LITERAL_OR_COMMENT = re.compile(
 
 # An assembler directive reading a file (`__asm__(".incbin \\"/opt/table.bin\\"")`), in any
 # case (the assembler reads directives so) and with blanks written as escapes (`\\t`, `\\x20`).
-_ASSEMBLER_READS = re.compile(
+_ASSEMBLER_READS = Pattern(
     rb'\.inc(?:bin|lude)(?:\s|\\[tnrvf]|\\x[0-9a-f]+|\\[0-7]{1,3})*\\?"', re.IGNORECASE
 )
 # (A text naming no `asm`: whole, its dot escaped, or none.)
-_DOT_INC = re.compile(rb"\.inc", re.IGNORECASE)
-_MAY_READ = re.compile(rb"\.inc|\\x0*2e|\\056", re.IGNORECASE)
+_DOT_INC = Pattern(rb"\.inc", re.IGNORECASE)
+_MAY_READ = Pattern(rb"\.inc|\\x0*2e|\\056", re.IGNORECASE)
 # Outside string literals: `.incbin` a macro stringizes (`S(.incbin) " \\"t.bin\\""`) or
 # pastes (`CAT(.inc, bin)`), never a member (`x.inc`, `(p).include`, `{.include = 1}`).
-_STRINGIZED = re.compile(rb"(?<![\w)\].])\.inc(?:bin|lude)?\b(?!\s*=)", re.IGNORECASE)
+_STRINGIZED = Pattern(rb"(?<![\w)\].])\.inc(?:bin|lude)?\b(?!\s*=)", re.IGNORECASE)
 # A literal's escapes as the compiler turns them into what the assembler reads: a hexadecimal
 # or octal one (`\\x22` a quote, `\\056` a dot, `\\x62` a letter), or any other (its character).
-_ESCAPE = re.compile(rb"\\(?:x([0-9a-f]+)|([0-7]{1,3})|(.))", re.IGNORECASE | re.DOTALL)
+_ESCAPE = Pattern(rb"\\(?:x([0-9a-f]+)|([0-7]{1,3})|(.))", re.IGNORECASE | re.DOTALL)
 # A printable character so escaped (`\\x2e`, `\\056`; not `\\0`): none, nothing to decode.
-_NUMBERED = re.compile(rb"\\(?:x0*[2-7][0-9a-f]|[0-7]{2})", re.IGNORECASE)
+_NUMBERED = Pattern(rb"\\(?:x0*[2-7][0-9a-f]|[0-7]{2})", re.IGNORECASE)
 _SIMPLE = dict(zip(b"abefnrtv", b"\a\b\x1b\f\n\r\t\v", strict=True))
-_READS = re.compile(rb'\.inc(?:bin|lude)\s*"', re.IGNORECASE)  # (in literals decoded)
+_READS = Pattern(rb'\.inc(?:bin|lude)\s*"', re.IGNORECASE)  # (in literals decoded)
 # A string literal, and adjacent ones, which the compiler joins into one (`"a" "b"`: `"ab"`).
 _STRING = rb'"(?:\\.|[^"\\\n])*"'
-_STRING_ONE, _STRINGS = re.compile(_STRING), re.compile(_STRING + rb"(?:\s*" + _STRING + rb")+")
+_STRING_ONE, _STRINGS = Pattern(_STRING), Pattern(_STRING + rb"(?:\s*" + _STRING + rb")+")
 
 
 def may_hide(data: bytes) -> bool:
@@ -138,15 +137,6 @@ def spliced_text(source: str) -> str | None:
     in it could hide one (`may_hide`): the plain text is then what it reads."""
     data = source.encode(errors="surrogatepass")
     return spliced(data).decode(errors="surrogatepass") if may_hide(data) else None
-
-
-def clock_reason(data: bytes) -> str:
-    """`its build reads the clock (__TIME__)`, naming the first such macro `data` spells (in a
-    comment too), or "" where it spells none."""
-    if b"DATE__" not in data and b"TIME" not in data:  # (two substring tests: nearly all)
-        return ""
-    found = _CLOCK.search(data)
-    return f"its build reads the clock ({found[0].decode()})" if found is not None else ""
 
 
 def reads_assembler_file(data: bytes) -> bool:

@@ -50,8 +50,9 @@ import shutil
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
+from warmcli.build_clock import clock_reason
 from warmcli.computed_includes import Scanned, computed_headers, macro_includes
-from warmcli.directives import clock_reason, may_hide, reads_assembler_file, spliced, spliced_text
+from warmcli.directives import may_hide, reads_assembler_file, spliced, spliced_text
 from warmcli.include_options import (
     _AS_DIRAFTER,
     _AS_I,

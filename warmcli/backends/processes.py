@@ -52,7 +52,6 @@ with contextlib.suppress(RuntimeError):
 _PR_SET_PDEATHSIG = 1
 _T, _U = TypeVar("_T"), TypeVar("_U")
 
-
 DRAIN_SECONDS = 1.0  # after a timeout's kill: the output read, at most this long
 _READ_BYTES = 1 << 16  # read from a child's pipe at a time
 
@@ -215,33 +214,36 @@ def _track(pgid: int, started: bool, owner: Owner | None) -> bool:
 def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
     """`first()` in a thread of its own while this thread runs `second()`: two probes
     overlapped (a first run's `as --version` and `ld --version`: ~10-20 ms). The groups the
-    thread starts are this thread's `Owner`'s, as this thread's are (and every compiler's:
-    `stop_compilers`; Ctrl-C in this thread kills them too); what either raised is raised
-    once `first` ended (first's first)."""
+    thread starts are this thread's `Owner`'s (and every compiler's: `stop_compilers`; a Ctrl-C
+    here, however it lands, kills them and waits the thread out: its scratch folder goes); what
+    either raised is raised once `first` ended (first's first)."""
     owner = getattr(_Live.owner, "current", None) or Owner()  # (none: the thread's own)
     got: list[_T] = []
     failed: list[BaseException] = []
+    gate = threading.Lock()  # the thread's while `first` runs; an interrupt's, once it is free
 
     def run_first() -> None:
-        try:
-            with owned_by(owner):
-                got.append(first())
-        except BaseException as exc:  # for this thread, after the join
-            failed.append(exc)
+        if gate.acquire(blocking=False):  # (else interrupted as it started: `first` never runs)
+            try:
+                with owned_by(owner):
+                    got.append(first())
+            except BaseException as exc:  # for this thread, after the join
+                failed.append(exc)
+            finally:
+                gate.release()
 
     thread = threading.Thread(target=run_first, name="warm-probe-2", daemon=True)
     try:
         thread.start()
-    except RuntimeError:  # no thread to be had (its stack refused: `ulimit -s`): one by one
-        return first(), second()
-    try:
         other = second()
-    except BaseException as exc:  # Ctrl-C: the thread's child too, not waited out
-        if not isinstance(exc, Exception):  # (an error: the owner is the caller's still)
-            owner.kill()
-        raise
-    finally:
         thread.join()
+    except BaseException as exc:
+        if isinstance(exc, RuntimeError) and thread.ident is None:  # no thread to be had (its
+            return first(), second()  # stack refused: `ulimit -s`): one by one
+        if not isinstance(exc, Exception):  # Ctrl-C (an error: the owner is the caller's still)
+            owner.kill()
+        gate.acquire()  # the thread ended (`first`'s folder gone), or it never runs `first`
+        raise
     if failed:
         raise failed[0]
     return got[0], other
@@ -376,10 +378,7 @@ def _waited(proc: subprocess.Popen[bytes], deadline: float | None) -> int | None
 
 
 def _environment(
-    tmp: str | None,
-    c_locale: bool = False,
-    folder: str = "",
-    environ: dict[str, str] | None = None,
+    tmp: str | None, c_locale: bool = False, folder: str = "", environ: dict[str, str] | None = None
 ) -> dict[str, str] | None:
     """A child's environment: this process's (None), but with `TMPDIR` the folder `tmp`
     where given, else the folder Python's `tempfile` fell back to where the caller's names

@@ -10,7 +10,11 @@ the file holds no other) entry by entry with its table's rows (their indexed col
 rowid, both ways, by SQL's `EXCEPT`: no row is held in Python), and each unique index's
 columns for repeats; `twin_keys` finds a tune key held twice, in its two forms (a lookup
 reads either); `require_consistent` raises the one-line `BundleError` naming the first
-problem. `warm verify` finds the same through SQLite's own `PRAGMA integrity_check`.
+problem, once the manifest, fingerprints and signatures are counted (`require_few`: more rows
+than their readers read is a corrupt bundle), so a bundle that `warm stats` or `warm verify`
+refuses for their count every other reader refuses alike, in the same words (a malformed row
+of them is each reader's to judge: `warm check` serves entries, which none of them holds).
+`warm verify` finds the same through SQLite's own `PRAGMA integrity_check`.
 `require_well_formed` reads every row a listing reads (a kernel's times too), one at a
 time and none kept, raising the `BundleError` naming the first malformed one: what `warm
 stats` of a bundle too large to list (of its kernels) and `warm sign` say of it (a
@@ -123,10 +127,26 @@ def _agree(reader: RowReader, name: str, table: str, columns: list[str]) -> bool
     return scanned == reader._one(f"{fingerprint} INDEXED BY {_quoted(name)}")
 
 
-def require_consistent(reader: RowReader) -> None:
-    """`BundleError` naming the first of `index_problems`, if any (read in one snapshot)."""
+def require_few(reader: Bundle) -> None:
+    """`BundleError` where the manifest, fingerprints or signatures hold more rows than their
+    readers read (`MANIFEST_ROWS`, `FINGERPRINT_ROWS`, `SIGNATURES`): refused as those
+    readers refuse them (`_few`), counted with no value read (a huge one is each reader's)."""
+    from warmcli.bundle.manifest import FINGERPRINT_ROWS, MANIFEST_ROWS
+    from warmcli.bundle.signed import SIGNATURES
+
+    signed = reader._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is not None
+    bounds = [("manifest", MANIFEST_ROWS), ("fingerprints", FINGERPRINT_ROWS)]
+    for table, most in bounds + [("signatures", SIGNATURES)] * signed:
+        reader._few(f"SELECT 1 FROM {table} LIMIT {most + 1}", most, table)
+
+
+def require_consistent(reader: Bundle) -> None:
+    """`BundleError` naming the first of `index_problems`, if any (read in one snapshot), once
+    `require_few` found the manifest, fingerprints and signatures within their readers' bounds:
+    a bundle `warm stats`, `verify` or `merge` refuses for their count every command refuses."""
     from warmcli.bundle.oversize import refused
 
+    require_few(reader)
     try:
         with reader.snapshot():
             problems = index_problems(reader)
