@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,18 @@ def test_warm_run_and_a_serving_process_share_the_home_a_relative_xdg_cache_home
     )
     assert done.returncode == 0 and done.stdout.strip() == "[0. 2. 4. 6.]", done
     assert f"bundle {bundle} served everything: compiled 0 kernels" in done.stderr, done.stderr
+
+
+def test_warm_help_under_python_oo_still_says_what_each_command_does(tmp_path: Path) -> None:
+    """`PYTHONOPTIMIZE=2` (a container's setting) drops docstrings, which Typer takes for a
+    command's help. Failed before: `warm --help` listed `run` with no line, and `warm run -h`
+    said nothing of what it does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PYTHONOPTIMIZE="2", PYTHONPATH=str(ROOT))
+    warm = Warm(env)
+    listed = warm("--help", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    for command, line in (("run", "Run WORKLOAD under CompileOnly"), ("stats", "What a bundle")):
+        assert re.search(rf"^ +{command} +{line}", listed.stdout, re.MULTILINE), listed.stdout
+    one = warm("run", "-h", cwd=tmp_path)
+    assert one.returncode == 0 and "Run WORKLOAD under CompileOnly" in one.stdout, one.stdout
