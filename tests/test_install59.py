@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Warm  # type: ignore[import-not-found]
+from test_review42e import VICTIM, _as, tmpdir_shared  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 _CODE = (
@@ -66,6 +67,30 @@ def test_a_relative_or_blank_xdg_cache_home_or_home_is_ignored_whatever_platform
     env = {k: str(given) if v == "HOME" else v for k, v in env.items()}
     expected = str(given) if env["HOME"] == str(given) else pwd.getpwuid(os.getuid()).pw_dir
     assert _home_of(env, tmp_path) == [f"{expected.rstrip('/')}/.cache/warm", "False"]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.getuid() != 0, reason="Linux, root: another uid"
+)
+@pytest.mark.parametrize(
+    "given", [{"HOME": ""}, {"HOME": "rel"}, {"HOME": "", "XDG_CACHE_HOME": "r"}]
+)
+def test_a_uid_with_no_passwd_entry_and_a_blank_or_relative_home_gets_warm_uid_in_tmpdir(
+    given: dict[str, str],
+    tmpdir_shared: Path,  # noqa: F811
+) -> None:
+    """As `HOME` unset or `/`: `warm-<uid>` in `TMPDIR`, named without platformdirs (blocked
+    here: importing it fails). Failed before: platformdirs was asked, and 4.0.0 answered
+    `/.cache/warm` for `HOME=` (`warm run` exit 2: cannot make it)."""
+
+    def named() -> str:
+        sys.modules["platformdirs"] = None  # type: ignore[assignment]
+        from warmcli import home
+
+        return home.home_dir()
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": str(tmpdir_shared), **given}
+    assert _as(VICTIM, named, env) == str(tmpdir_shared / f"warm-{VICTIM}")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's user cache directory")

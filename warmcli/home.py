@@ -2,7 +2,7 @@
 
 `WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux; with no
 home to name, no passwd entry for the uid and `HOME` unset or `/`, as a container runtime sets
-it for a random uid, `warm-<uid>` in `TMPDIR`).
+it for a random uid, blank or relative, `warm-<uid>` in `TMPDIR`).
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`), the includes each system header reaches (`system-headers/`) and the host
 library cache (`host-libraries/`). Everything in it
@@ -130,8 +130,9 @@ def _user_cache(xdg_cache_home: str | None) -> str:
     (`_plain_user_cache`), since importing platformdirs costs a serving process several ms;
     anywhere else platformdirs' own answer, once per value of the variables it reads."""
     home = config.user_home()
-    if home == "/" and not _absolute(xdg_cache_home) and _no_passwd_entry():
-        return no_home_cache()  # a container runtime's HOME for a uid it knows no home of
+    no_home = home == "/" or not _absolute(home)  # a container runtime's for a uid it knows not
+    if no_home and not _absolute(xdg_cache_home) and _no_passwd_entry():
+        return no_home_cache()
     plain = _plain_user_cache(xdg_cache_home, home)
     found = plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
     return found if found is not None else no_home_cache()  # (made and checked at each call)
