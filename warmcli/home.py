@@ -2,7 +2,7 @@
 
 `WARM_HOME` if it is set, else the user cache directory (`~/.cache/warm` on Linux; with no
 home to name, no passwd entry for the uid and `HOME` unset or `/`, as a container runtime sets
-it for a random uid, `warm-<uid>` in `TMPDIR`).
+it for a random uid, blank or relative, `warm-<uid>` in `TMPDIR`).
 It holds the default bundle, the remembered compiler version lines
 (`toolchains.json`), the includes each system header reaches (`system-headers/`) and the host
 library cache (`host-libraries/`). Everything in it
@@ -16,8 +16,8 @@ written all or none (`write_new`: a key pair); the default
 bundle, loaded unasked, only where no other user may write it (`others_may_write`), so a
 folder warm makes (`make_folder`) is never writable by every user, whatever the umask; for warm's
 commands it refuses a `WARM_HOME` that is no directory, or lies below a file. It never
-reads them; its only state is platformdirs' answer, once per value of what it reads, and
-the lock `folder_held`'s threads take in turn.
+reads them; its only state is platformdirs' answer, once per value of what it reads, a uid's
+passwd home, and the lock `folder_held`'s threads take in turn.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ TYPE_CHECKING = False  # `typing.TYPE_CHECKING`, without importing typing here
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+    from typing import TypeGuard
 
 TMP_SUFFIX = ".tmp"  # `write_private`'s temporary files (a crashed writer's are pruned)
 HELD_SECONDS = 2.0  # `folder_held` waits at most this long for another holder (warm: ms)
@@ -125,16 +126,21 @@ def refuse_no_directory() -> None:
 
 
 def _user_cache(xdg_cache_home: str | None) -> str:
-    """The user cache directory's `warm`, as platformdirs names it: on Linux, where its
-    answer is plain (an absolute `XDG_CACHE_HOME`, else none set and an absolute `HOME`),
-    found here, since importing platformdirs costs a serving process several ms; anywhere
-    else platformdirs' own answer, once per value of the variables it reads."""
+    """The user cache directory's `warm`, as platformdirs names it: on Linux found here
+    (`_plain_user_cache`), since importing platformdirs costs a serving process several ms;
+    anywhere else platformdirs' own answer, once per value of the variables it reads."""
     home = config.user_home()
-    if home == "/" and not xdg_cache_home and _no_passwd_entry():
-        return no_home_cache()  # a container runtime's HOME for a uid it knows no home of
+    no_home = home == "/" or not _absolute(home)  # a container runtime's for a uid it knows not
+    if no_home and not _absolute(xdg_cache_home) and _no_passwd_entry():
+        return no_home_cache()
     plain = _plain_user_cache(xdg_cache_home, home)
     found = plain if plain is not None else _platformdirs_cache(xdg_cache_home, home)
     return found if found is not None else no_home_cache()  # (made and checked at each call)
+
+
+def _absolute(path: str | None) -> TypeGuard[str]:
+    """Whether `path` is set and absolute (a relative or blank one names no folder)."""
+    return path is not None and path.startswith("/")
 
 
 def _no_passwd_entry() -> bool:
@@ -142,29 +148,34 @@ def _no_passwd_entry() -> bool:
     runtime sets `HOME=/`, which a read-only root leaves unwritable); False where there are
     no uids. Asked of the uid now: a server that drops root for another uid after warm
     asked (a forked worker's `setuid`) is answered for the uid it runs as."""
-    return hasattr(os, "getuid") and _no_passwd_entry_of(os.getuid())
+    return hasattr(os, "getuid") and _passwd_home_of(os.getuid()) is None
 
 
 @functools.cache
-def _no_passwd_entry_of(uid: int) -> bool:
-    import pwd  # imported on first use: only a process whose HOME is / asks
+def _passwd_home_of(uid: int) -> str | None:
+    """The home `uid`'s passwd entry names; None where it has no entry."""
+    import pwd  # imported on first use: only a process whose HOME is /, unset or relative asks
 
     try:
-        pwd.getpwuid(uid)
+        return pwd.getpwuid(uid).pw_dir
     except KeyError:
-        return True
-    return False
+        return None
 
 
 def _plain_user_cache(xdg_cache_home: str | None, home: str | None) -> str | None:
-    """`$XDG_CACHE_HOME/warm` or `$HOME/.cache/warm` where platformdirs (every version
-    warm allows) names it so: Linux and no Android app; None for anything else."""
+    """`$XDG_CACHE_HOME/warm`, else `$HOME/.cache/warm`, on Linux (no Android app), as the
+    XDG spec and platformdirs' latest name it, whatever platformdirs is installed: a relative
+    or blank `XDG_CACHE_HOME` is no path, ignored; a `HOME` unset, blank or relative is the
+    passwd entry's (platformdirs 4.0, which warm allows, took each as it was: `/tmp/warm-<uid>`
+    beside a good `HOME`, or `/.cache/warm`, stop 59); None for anything else."""
     if sys.platform != "linux" or hasattr(sys, "getandroidapilevel") or config.android_app():
         return None
-    if xdg_cache_home and xdg_cache_home.startswith("/"):
+    if _absolute(xdg_cache_home):
         return os.path.join(xdg_cache_home, "warm")
-    if xdg_cache_home or not home or not home.startswith("/"):
-        return None  # relative or blank: versions differ; HOME unusable: platformdirs asks pwd
+    if not _absolute(home):  # unset, blank or relative: the passwd entry's, where it names one
+        home = _passwd_home_of(os.getuid()) if hasattr(os, "getuid") else None
+        if not _absolute(home):
+            return None  # platformdirs' answer: none, so `no_home_cache`
     return f"{home.rstrip('/')}/.cache/warm"  # as `os.path.expanduser("~/.cache")` joins it
 
 

@@ -29,6 +29,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from warmcli._version import __version__
 from warmcli.cli.common import exit_interrupted, out
+from warmcli.cli.docstrings import with_docstring
 from warmcli.cli.not_commands import (
     arch_each,
     no_arguments,
@@ -50,8 +51,7 @@ def _variables(production: bool) -> str:
 
 
 ENV_HELP = (
-    f"Environment: {_variables(False)}; in production only, {_variables(True)}."
-    "\n\n"
+    f"Environment: {_variables(False)}; in production only, {_variables(True)}.\n\n"
     "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries "
     "this machine cannot serve, merge wrote OUT but its shards are not one whole run, or "
     "stdout's reader went away before all was written (| head -1); "
@@ -368,8 +368,8 @@ class WarmApp(typer.Typer):
             exit_interrupted()
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("cls", WarmCommand)
-        return super().command(*args, **kwargs)
+        register = super().command(*args, **{"cls": WarmCommand, **kwargs})
+        return lambda function: register(with_docstring(function))  # (`python -OO` drops it)
 
 
 app = WarmApp(
