@@ -140,8 +140,17 @@ print(h.hexdigest())
 """
 
 
+@pytest.fixture(scope="module")
+def cold_example(made: tuple[Warm, Path]) -> str:
+    """What `EXAMPLE` prints served no bundle (`WARM_BUNDLE=""`: every kernel compiled and
+    every tune measured cold), once for the module's tests that compare with it."""
+    cold = _run(made[0], EXAMPLE, WARM_BUNDLE="")
+    assert cold.returncode == 0, cold.stderr
+    return cold.stdout
+
+
 def test_a_served_process_that_cannot_move_last_used_times_says_nothing(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, cold_example: str
 ) -> None:
     # WARM_BUNDLE_WRITE=1 on a bundle whose lock cannot be taken (a read-only mount, here a
     # lock path that is a folder): a process the bundle served entirely printed "warm: could
@@ -150,12 +159,10 @@ def test_a_served_process_that_cannot_move_last_used_times_says_nothing(
     warm, good = made
     bundle = shutil.copyfile(good, tmp_path / "app.warm")
     Path(f"{bundle}.lock").mkdir()
-    cold = _run(warm, EXAMPLE, WARM_BUNDLE="")
-    assert cold.returncode == 0, cold.stderr
     proc = _run(warm, EXAMPLE, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, cold.stdout, "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, cold_example, "")
     proc = _run(warm, EXAMPLE, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
-    assert proc.stdout == cold.stdout
+    assert proc.stdout == cold_example
     assert (
         proc.stderr
         == f"warm: bundle {bundle} served everything: compiled 0 kernels, tuned 0 operations\n"
@@ -223,7 +230,7 @@ def test_a_library_loaded_after_another_closed_its_descriptor_is_its_own(
 
 
 def test_a_bundle_removed_under_a_served_process_is_not_made_again_empty(
-    made: tuple[Warm, Path], tmp_path: Path
+    made: tuple[Warm, Path], tmp_path: Path, cold_example: str
 ) -> None:
     # An operator retires the bundle (`rm`) while a WARM_BUNDLE_WRITE=1 process the bundle
     # served entirely runs: its exit made an empty bundle at the path, only to move the
@@ -231,9 +238,8 @@ def test_a_bundle_removed_under_a_served_process_is_not_made_again_empty(
     warm, good = made
     bundle = shutil.copyfile(good, tmp_path / "app.warm")
     code = EXAMPLE + "import os\nos.unlink(os.environ['WARM_BUNDLE'])\n"
-    cold = _run(warm, EXAMPLE, WARM_BUNDLE="")
     proc = _run(warm, code, WARM_BUNDLE=str(bundle), WARM_BUNDLE_WRITE="1", WARM_REPORT="1")
-    assert (proc.returncode, proc.stdout) == (0, cold.stdout), proc.stderr
+    assert (proc.returncode, proc.stdout) == (0, cold_example), proc.stderr
     assert "served everything" in proc.stderr, proc.stderr
     assert not bundle.exists()
 
