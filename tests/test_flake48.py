@@ -158,6 +158,17 @@ def test_a_write_back_committed_first_serves_the_other_its_build(
 
 
 def test_two_of_todays_write_backs_at_once_lose_no_row(fleet: Fleet) -> None:
+    """Two rounds of `write_back_rounds`: one apart, one meeting (the six of stop 48:
+    `make stress`, `..._stress`)."""
+    write_back_rounds(fleet, 2)
+
+
+@pytest.mark.slow
+def test_two_of_todays_write_backs_at_once_lose_no_row_stress(fleet: Fleet) -> None:
+    write_back_rounds(fleet, 6)
+
+
+def write_back_rounds(fleet: Fleet, rounds: int) -> None:
     """Round after round, two of today's processes over one bundle at once, each with
     kernels and a tune of its own and some of the round's both launch (each builds them, or
     is served the other's where its write-back came first); every other round they meet
@@ -167,7 +178,7 @@ def test_two_of_todays_write_backs_at_once_lose_no_row(fleet: Fleet) -> None:
     meet = f.folder / "meet"
     held: dict[str, str] = {}
     tunes: set[str] = set()
-    for r in range(6):
+    for r in range(rounds):
         more: dict[str, str] = dict(WRITE, R=str(r + 1))
         script = NAMED
         if r % 2:
@@ -185,4 +196,4 @@ def test_two_of_todays_write_backs_at_once_lose_no_row(fleet: Fleet) -> None:
         assert set(held) <= set(rows) and tunes <= stored, r
         assert len(stored) == len(tunes) + 3, r  # each's own tune and the round's shared one
         held, tunes = rows, stored
-    assert len(held) == 1 + 6 * (2 * 2 + 2 * 2 + 1 + 2), held  # `zero` once, then each round's
+    assert len(held) == 1 + rounds * (2 * 2 + 2 * 2 + 1 + 2), held  # `zero` once, then each round's
