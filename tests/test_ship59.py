@@ -1,0 +1,55 @@
+"""Trial 59 of the README's less-travelled paths (`-m` given a path, a namespace package):
+the real CLI in a subprocess, each case refused in one line that names the `-m` that works."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import Warm
+
+ROOT = Path(__file__).parents[1]
+
+
+def _refused(done: subprocess.CompletedProcess[str], said: str) -> str:
+    """One line on stderr holding `said`, exit 2 (so no traceback); that line."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and said in lines[0], done.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    """A package `app` whose folder `sub` has no `__init__.py` (a namespace package) and a
+    module `app/sub/warmup.py` defining the workload, with a relative import."""
+    (tmp_path / "app" / "sub").mkdir(parents=True)
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "kern.py").write_text("def go(rt):\n    pass\n")
+    (tmp_path / "app" / "sub" / "warmup.py").write_text(
+        "from ..kern import go\n\ndef workload(rt):\n    go(rt)\n"
+    )
+    return tmp_path
+
+
+@pytest.mark.parametrize("given", ["app/sub/warmup.py", "app/sub/warmup", "./app/sub/warmup.py"])
+def test_a_path_given_to_m_is_told_its_dotted_name(warm: Warm, app: Path, given: str) -> None:
+    """`warm run -m app/sub/warmup.py` (a path, as a shell completes it) is told the module's
+    name, `-m app.sub.warmup` (before: `or -m app/sub/warmup`, itself refused as `no such
+    workload module`; and `-m app/sub/warmup` was told nothing)."""
+    warm = warm.with_env(PYTHONPATH=str(ROOT))
+    line = _refused(warm("run", "-m", given, "-b", app / "b.warm", cwd=app), "-m app.sub.warmup")
+    assert "-m app/" not in line and "-m ./" not in line
+    assert "app/sub/warmup.py" in line  # the file itself, to give without -m
+
+
+def test_a_namespace_package_is_no_missing_module(warm: Warm, app: Path) -> None:
+    """`warm run -m app.sub`, a folder with no `__init__.py` nor `__main__.py` (a namespace
+    package, which `python -m app.sub` calls a package that cannot be executed): said so,
+    naming its modules that define a workload, as for a package with an `__init__.py`
+    (before: `app.sub: no such workload module`, where it lay)."""
+    warm = warm.with_env(PYTHONPATH=str(ROOT))
+    line = _refused(warm("run", "-m", "app.sub", "-b", app / "b.warm", cwd=app), "app.sub: ")
+    assert "no such" not in line
+    assert "(its modules that define one: -m app.sub.warmup)" in line
