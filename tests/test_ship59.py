@@ -53,3 +53,37 @@ def test_a_namespace_package_is_no_missing_module(warm: Warm, app: Path) -> None
     line = _refused(warm("run", "-m", "app.sub", "-b", app / "b.warm", cwd=app), "app.sub: ")
     assert "no such" not in line
     assert "(its modules that define one: -m app.sub.warmup)" in line
+
+
+FORKS_EACH_PASS = """
+import os
+import numpy as np
+from warmcli import Kernel
+
+OWN = Kernel("void own(float *x, int n) { x[0] = 1; }", "own", "Pi")
+KID = Kernel("void kid(float *x, int n) { x[0] = 2; }", "kid", "Pi")
+
+
+def workload(rt):
+    x = rt.upload(np.zeros(2, np.float32))
+    rt.launch(OWN, x, 2)
+    pid = os.fork()
+    if pid == 0:
+        rt.launch(KID, x, 2)
+        os._exit(0)
+    os.waitpid(pid, 0)
+"""
+
+
+def test_the_forked_children_note_counts_every_pass_s_children(warm: Warm, tmp_path: Path) -> None:
+    """A workload forking one child a pass, each launching: the one note, said by the first
+    pass and naming all three, counts the three children (before: `1 child process(es) ...
+    (pid N) launched or tuned during CompileOnly, CompileAndAutotune and Verify`, one pid for
+    three passes' children)."""
+    (tmp_path / "forks.py").write_text(FORKS_EACH_PASS)
+    done = warm("run", tmp_path / "forks.py", "-b", tmp_path / "f.warm", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
+    assert len(said) == 1, done.stdout
+    assert said[0].startswith("  note: 3 child process(es) the workload forked (pid "), said
+    assert ", ...) launched or tuned during CompileOnly, CompileAndAutotune and Verify" in said[0]
