@@ -3,6 +3,7 @@ the real CLI in a subprocess, each case refused in one line that names the `-m` 
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -87,3 +88,55 @@ def test_the_forked_children_note_counts_every_pass_s_children(warm: Warm, tmp_p
     assert len(said) == 1, done.stdout
     assert said[0].startswith("  note: 3 child process(es) the workload forked (pid "), said
     assert ", ...) launched or tuned during CompileOnly, CompileAndAutotune and Verify" in said[0]
+
+
+SAXPY_CUDA = """
+import numpy as np
+from warmcli import Kernel
+
+SAX = Kernel(
+    'extern "C" __global__ void sax(float *x, float a, int n) {'
+    " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }",
+    "sax",
+    "Pfi",
+    language="cuda",
+)
+
+
+def workload(rt):
+    x = rt.upload(np.arange(4, dtype=np.float32))
+    rt.launch(SAX, x, np.float32(2), 4, grid=(1,), block=(32,))
+"""
+
+
+def test_a_clean_by_age_after_a_run_keeps_the_ptx_of_the_cubins_it_used(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """README's CI cache: `warm clean --older-than 7d` after `warm run`, which stamps what it
+    used. A pre-build `--arch sm_90` keeps each kernel's PTX (`compute_90`) beside its cubin,
+    for newer GPUs; a later run loads the cubin only, so the PTX was never stamped and the
+    clean removed it as unused (before: `Would remove ... not used in the last 1d: sax sm_90
+    compute_90`), the next run building it again and the bundle shipped meanwhile lacking
+    it. Now a PTX build is used when its cubin is. (Rows aged by their stored times, no
+    waiting.)"""
+    from conftest import nvrtc_release_or_skip
+
+    nvrtc_release_or_skip()
+    (tmp_path / "sax.py").write_text(SAXPY_CUDA)
+    bundle = tmp_path / "ci.warm"
+    done = warm("run", tmp_path / "sax.py", "-b", bundle, "--arch", "sm_90", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(bundle) as conn:  # built 3 days ago (a cache restored a job later)
+        conn.execute(
+            "UPDATE kernels SET created = created - 259200, last_used = last_used - 259200"
+        )
+        archs = sorted(arch for (arch,) in conn.execute("SELECT arch FROM kernels"))
+    conn.close()
+    assert archs == ["compute_90", "sm_90"], archs
+    again = warm("run", tmp_path / "sax.py", "-b", bundle, "--arch", "sm_90", "-q")
+    assert again.returncode == 0 and "stored 0 new kernel(s)" in again.stdout, again.stdout
+    clean = warm("clean", bundle, "--older-than", "1d", "--dry-run")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "compute_90" not in clean.stdout and "would remove 0 kernel(s)" in clean.stdout, (
+        clean.stdout
+    )
