@@ -3,8 +3,10 @@ the real CLI in a subprocess, each case refused in one line that names the `-m` 
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,26 @@ def test_a_clean_by_age_after_a_run_keeps_the_ptx_of_the_cubins_it_used(
     assert "compute_90" not in clean.stdout and "would remove 0 kernel(s)" in clean.stdout, (
         clean.stdout
     )
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
+def test_a_merge_onto_a_read_only_mount_says_so(warm: Warm, tmp_path: Path) -> None:
+    """README's library and CI-cache paths: `warm merge ... -o OUT` where OUT's folder is a
+    read-only mount (an installed library's bundle, a restored cache). Said `its folder is not
+    writable by you`, which no `chmod` (and, as root, nothing) would mend; now it names the
+    read-only file system, as the write lock's refusal does. Nothing is written."""
+    from full_disk import in_private_mount, one_line
+
+    (tmp_path / "w.py").write_text("def workload(rt):\n    pass\n")
+    src = tmp_path / "in.warm"
+    done = warm("run", tmp_path / "w.py", "-b", src, "--no-verify", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    out = ro / "out.warm"
+    merge = f"{sys.executable} -m warmcli merge {src} -o {out}"
+    script = f"mount --bind -o ro {ro} {ro} || exit 99; {merge}"
+    line = one_line(in_private_mount(script, dict(warm.env, PYTHONPATH=str(ROOT)), cwd=tmp_path))
+    assert "read-only file system" in line and "by you" not in line, line
+    assert line.endswith("nothing was merged"), line
+    assert list(ro.iterdir()) == []
