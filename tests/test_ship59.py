@@ -47,6 +47,12 @@ def test_a_path_given_to_m_is_told_its_dotted_name(warm: Warm, app: Path, given:
     assert "app/sub/warmup.py" in line  # the file itself, to give without -m
 
 
+def test_a_module_s_file_name_given_to_m_is_told_its_module(warm: Warm, app: Path) -> None:
+    """`warm run -m app.kern.py` is told `-m app.kern`, as `-m w.py` is told `-m w`."""
+    warm = warm.with_env(PYTHONPATH=str(ROOT))
+    _refused(warm("run", "-m", "app.kern.py", cwd=app), "not -m, or -m app.kern)")
+
+
 def test_a_namespace_package_is_no_missing_module(warm: Warm, app: Path) -> None:
     """`warm run -m app.sub`, a folder with no `__init__.py` nor `__main__.py` (a namespace
     package, which `python -m app.sub` calls a package that cannot be executed): said so,

@@ -77,7 +77,7 @@ def module_path_hint(name: str) -> str:
     if stem == name and "/" not in name and os.sep not in name:
         return ""
     rel = os.path.normpath(os.path.relpath(stem) if os.path.isabs(stem) else stem)
-    parts = rel.split(os.sep)
+    parts = rel.replace(os.sep, ".").split(".")  # (`-m pkg.mod.py`: `-m pkg.mod`)
     dotted = f", or -m {'.'.join(parts)}" if all(p.isidentifier() for p in parts) else ""
     if "/" not in name and os.sep not in name:
         return f"a .py file is no module name: give the file itself, not -m{dotted}"
