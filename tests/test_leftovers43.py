@@ -218,13 +218,10 @@ def test_a_run_says_what_children_it_forked_launched_is_not_stored(
         assert said == [], done.stdout
         return
     assert len(said) == 1, done.stdout  # once, naming each pass (leftovers43b)
-    # (2 workers, 2 tasks: a loaded machine may have one worker take both, so 1 or 2 launched)
-    assert said[0].startswith(
-        (
-            "  note: 2 child process(es) the workload forked (pid ",
-            "  note: 1 child process(es) the workload forked (pid ",
-        )
-    ), said
+    # (2 workers, 2 tasks a pass: a loaded machine may have one worker take both, so 1 or 2
+    # launched in each of the 3 passes, all counted in the one note: ship59)
+    counted = (f"  note: {n} child process(es) the workload forked (pid " for n in range(3, 7))
+    assert said[0].startswith(tuple(counted)), said
     every = "CompileOnly, CompileAndAutotune and Verify (Execute)"
     assert f"during {every}: a child process is not seen, what it compiles is neither" in said[0]
     assert "stored 1 new kernel(s)" in done.stdout  # the workload's own, only

@@ -260,7 +260,7 @@ def test_what_a_child_writes_into_the_pipe_never_ends_the_run(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr  # was 1: ValueError (int's 4,300 digits) traceback
     assert "Traceback" not in done.stderr and "\x1b" not in done.stdout + done.stderr
     said = [line for line in done.stdout.splitlines() if "child process(es)" in line]
-    assert said and said[0].startswith("  note: 1 child process(es) the workload forked (pid ")
+    assert said and said[0].startswith("  note: 3 child process(es) the workload forked (pid ")
 
 
 # A fork start method's process pool task meets a GPU-less pre-build's refusal (a call that

@@ -18,10 +18,11 @@ removed (on every device), so that the next `warm run` measures them again; thei
 are kept, and nothing foreign is removed beside them (as under `keep_foreign`); a name the
 bundle holds no tune of is a `BundleError`, nothing removed. `older_than` then evicts what
 was not used for that long, and `max_size` the least recently used kernels until the
-binaries they need fit (`warmcli.ops.clean_age`); a binary shared by a batch is freed with its last
-kernel, a tune with its pick's kernel. The entries stream through the plan, which
-counts every removal by reason and keeps the first `LISTED` whole (to show), and the
-keys to remove only when it is to be applied: memory holds no whole table (a digest
+binaries they need fit (`warmcli.ops.clean_age`; a PTX build used when its cubin is); a
+binary shared by a batch is freed with its last kernel, a tune with its pick's kernel. The
+entries stream through the plan, which counts every removal by reason and keeps the first
+`LISTED` whole (to show), and the keys to remove only when it is to be applied: memory
+holds no whole table (a digest
 of each of this machine's toolchain's builds, to judge what they supersede; `max_size`
 and `older_than` keep the key, blob and time of each kept kernel, and either the
 keys of the tunes written before the age's cutoff or after now). `plan_clean` is pure;
@@ -68,6 +69,7 @@ from warmcli.ops.clean_age import (
     clock_refused,
     old_and_future_tunes,
     stamp_future,
+    used_with_cubins,
 )
 from warmcli.ops.clean_plan import CleanPlan, Removal
 from warmcli.ops.clean_vacuum import freed_pages, vacuum
@@ -140,6 +142,7 @@ def plan_clean(
     kept: Kept = []  # (last used, key, blob), for `max_size` and `older_than` only
     evicting = max_size is not None or older_than is not None
     future: set[str] = set()  # kept kernels used after `now`: taken as used at `now`
+    ptx: dict[str, str] = {}  # kept PTX builds' symbols: used when their cubins are
     listed: dict[str, tuple[str, int]] = {}  # the listed kernel removals' (blob, size)
     unjudged_of: dict[tuple[str, str], str] = {}  # kept entries' `cannot`, for `max_size`
     for k, last_used in kernels:
@@ -159,6 +162,7 @@ def plan_clean(
             if now and last_used > now:  # a skewed or hostile clock: used now
                 future.add(k.key)
             kept.append((min(last_used, now) if now else last_used, k.key, k.sha256))
+            ptx.update({k.key: k.symbol} if k.arch.startswith("compute_") else {})
             if cannot:
                 unjudged_of["kernel", k.key] = cannot
     picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)
@@ -188,6 +192,7 @@ def plan_clean(
     plan.binary_bytes_after = sum(kept_sizes.values())
     staying = set(kept_sizes)
     if evicting:
+        used_with_cubins(kept, ptx)
         evicted: set[str] = set()
         if older_than is not None:  # age first, then size
             evicted = by_age(kept, now - older_than, older_than, sizes, plan, labels, listed)

@@ -9,6 +9,8 @@ one that is no number, text or NULL, taken as long ago).
 A time in the future (a skewed clock, a bundle from elsewhere) is taken as the clean's
 own time, and a clean that writes stamps it so (`stamp_future`): it is kept now, and
 ages from now on. Neither time is signed, so stamping one leaves every signature valid.
+A CUDA PTX build (`compute_XX`) is used when the cubin it was built beside is (`used_with_cubins`):
+a GPU loads that cubin, never the PTX kept for newer GPUs, so only the cubin is stamped.
 A clean evicting by a clock before `CLOCK_FLOOR` (1970: one not yet set) is refused
 (`clock_refused`): it would stamp every entry as used then, for the next clean to remove.
 `by_age` and `by_size` add their evictions to a `CleanPlan` (`warmcli.ops.clean_plan`) and
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING
 from warmcli.bundle.tune_row import KEY_HEX
 from warmcli.ops.clean_plan import CleanPlan, Removal
 from warmcli.printable import LISTED
-from warmcli.records import KernelRecord, where
+from warmcli.records import KernelRecord, symbol_prefix, where
 
 if TYPE_CHECKING:
     from warmcli.bundle.store import Bundle
@@ -108,6 +110,19 @@ def _evict(
     if shown:
         listed[key] = (sha, size)
     plan.remove(Removal("kernel", key, label, place, reason, size))
+
+
+def used_with_cubins(kept: Kept, ptx: Mapping[str, str]) -> None:
+    """Take each PTX build of `kept` (`ptx`: its key's symbol, `warm_<key[:16]>_<entry>`,
+    that of the cubin it was built beside) as used when that cubin last was, where later."""
+    latest: dict[str, float] = {}
+    for used, key, _ in kept if ptx else ():
+        if key not in ptx:
+            prefix = symbol_prefix(key)
+            latest[prefix] = max(used, latest.get(prefix, used))
+    for i, (used, key, sha) in enumerate(kept if ptx else ()):
+        cubin = latest.get(ptx[key][: len(symbol_prefix(key))], used) if key in ptx else used
+        kept[i] = (max(used, cubin), key, sha)
 
 
 def by_age(

@@ -268,13 +268,21 @@ def _record(bundle: Bundle) -> RunRecord | None:
 def _attributes_to_keep(out: Path) -> os.stat_result | None:
     """OUT's stat, if it exists; refused where one may not write it, or its folder, as `run`."""
     if not os.access(out.parent, os.W_OK | os.X_OK):  # the merged file is made beside OUT
-        raise MergeError(f"{out}: its folder is not writable by you: nothing was merged")
+        raise MergeError(f"{out}: its folder {_unwritable(out.parent)}: nothing was merged")
     if (st := looked_at(out, out, MergeError, "nothing was merged")) is None:
         return None
     _refuse_special(out)  # made one since it was first looked at
     if not os.access(out, os.W_OK):
         raise MergeError(f"{out}: not writable by you: nothing was merged")
     return st
+
+
+def _unwritable(folder: Path) -> str:
+    """Why `folder` cannot be written: a read-only mount (no mode nor user mends it), else."""
+    with contextlib.suppress(OSError, AttributeError):  # (AttributeError: no statvfs)
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "is on a read-only file system"
+    return "is not writable by you"
 
 
 def _refuse_taken(out: Path, paths: Sequence[Path], overwrite: bool) -> None:

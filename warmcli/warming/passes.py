@@ -247,13 +247,14 @@ def _ran_before(exc: BaseException, passes: list[PassReport]) -> BaseException:
 
 def said_once(passes: list[PassReport]) -> None:
     """The note of forked children that launched made by the first pass that saw some only,
-    naming every pass that did (each pass's workload forks its own)."""
+    naming every pass that did and counting all their children (each pass forks its own)."""
     saw = [p for p in passes if p.forked]
     for later in saw[1:]:
         later.notes = [n for n in later.notes if n != forked_note(later.mode, later.forked)]
     if len(saw) > 1:
         first, said = saw[0], forked_note(saw[0].mode, saw[0].forked)
-        once = forked_note(first.mode, first.forked, [p.mode for p in saw[1:]])
+        every = [pid for p in saw for pid in p.forked]  # the first pass's first
+        once = forked_note(first.mode, every, [p.mode for p in saw[1:]])
         first.notes = [once if n == said else n for n in first.notes]
 
 

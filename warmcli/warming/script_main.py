@@ -66,17 +66,22 @@ def no_entry_hint(path: Path, entry: str, unbound: str) -> str:
 
 
 def _package_modules(path: Path, entry: str) -> str:
-    """Where `path` is a package's `__init__.py` (`-m pkg`): the hint naming, as `-m` names,
-    the first few of its modules and its subpackages' that define `entry` at their top level
-    (a pattern over their text first, then their syntax tree: read, not run)."""
+    """Where `path` is a package's `__init__.py` (`-m pkg`): `package_modules`' hint for it."""
     if path.name != "__init__.py":
         return ""
     folder, names = path.parent, []
     while (folder / "__init__.py").is_file() and folder.parent != folder:
         names.insert(0, folder.name)
         folder = folder.parent
+    return package_modules(path.parent, ".".join(names), entry)
+
+
+def package_modules(package: Path, name: str, entry: str) -> str:
+    """The hint naming, as `-m` names them (under the package's dotted `name`), the first few
+    of the modules in folder `package` and in its subpackages that define `entry` at their top
+    level (a pattern over their text first, then their syntax tree: read, not run)."""
     defines = Pattern(rf"(?m)^(?:async[ \t]+)?def[ \t]+{re.escape(entry)}[ \t]*\(")
-    package, found = path.parent, []
+    names, found = [name], []
     modules = [*package.glob("*.py"), *package.glob("*/*.py")]
     for module in sorted(modules)[:_MAX_MODULES]:
         parts = module.relative_to(package).with_suffix("").parts

@@ -84,7 +84,7 @@ from warmcli.warming.leftovers import (
 from warmcli.warming.script_main import as_module, main_argv, no_entry_hint, passed_hint
 from warmcli.warming.stop_signals import stop_sent, stopped_by_signal, stopped_if_sent
 from warmcli.warming.worker_names import importable_by_stub, importable_name, known_by
-from warmcli.warming.workload_file import check_workload_file, no_such_module
+from warmcli.warming.workload_file import check_workload_file, module_path_hint, no_such_module
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
@@ -362,15 +362,14 @@ def load_module(
     `fallback` and `gpu_less` as for `load_workload`."""
     if not name.strip():
         raise WorkloadError("the module name is empty: name a module (pkg.module)")
-    if name.startswith("."):  # as `python -m` refuses it
-        raise WorkloadError(f"{name}: a relative module name: name it whole (pkg.module)")
+    if name.startswith(".") or "/" in name or os.sep in name:  # as `python -m` refuses it
+        raise WorkloadError(no_such_module(name, None))
     _first_on_path(os.getcwd())
     try:
         spec = importlib.util.find_spec(name)  # imports the packages above it
     except ModuleNotFoundError as exc:  # where it is `name`'s own package: where it looked
         at = f"; looked in {os.getcwd()} first" if f"{name}.".startswith(f"{exc.name}.") else ""
-        why = f"a .py file is no module name: give the file itself, not -m, or -m {name[:-3]}"
-        why = why if name.endswith(".py") else first_line(exc) + at  # (`-m w.py`: Python's hint)
+        why = module_path_hint(name) or first_line(exc) + at  # (`-m w.py`: Python's hint)
         raise WorkloadError(f"{name}: no such workload module ({why})") from None
     except KeyboardInterrupt:
         raise
@@ -382,7 +381,7 @@ def load_module(
         if main is not None:
             name, found = f"{name}.__main__", main
     if spec is None or found in (None, "built-in", "frozen"):
-        raise WorkloadError(no_such_module(name, found))
+        raise WorkloadError(no_such_module(name, found, spec, entry))
     origin, pid = Path(found), os.getpid()
     try:
         with late_runtimes() as unbound, script_argv([str(origin)]) as argv:

@@ -8,17 +8,20 @@ cells may hold IPython's magics (`%timeit`, `!pip`), which are no Python, its to
 warmed anyway (only what `workload(rt)` does on its runtime is), and a `spawn` worker imports the
 workload by its file. A module `-m` names that Python has built in (`stat`, `os`: found before
 any folder, as `python -m` finds it) is said so, not as no module (a `stat.py` in the working
-folder told how to run it). This module owns nothing and never imports the file; it raises
-`WorkloadError`, one line each (`no_such_module` says the `-m` one).
+folder told how to run it), a namespace package (a folder with no `__init__.py`) as a package
+naming its modules that define a workload, and a file's name or path given to `-m` (`w.py`,
+`app/sub/w.py`) is told its dotted name (`-m app.sub.w`). This module owns nothing and never
+imports the file; it raises `WorkloadError`, one line each (`no_such_module` says the `-m` one).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from warmcli.errors import WorkloadError
-from warmcli.warming.script_main import as_module
+from warmcli.warming.script_main import as_module, package_modules
 
 
 def check_workload_file(path: Path) -> None:
@@ -49,10 +52,33 @@ def notebook_hint(path: Path) -> str:
     )
 
 
-def no_such_module(name: str, found: str | None) -> str:
-    """Why `-m name` is no workload module, found as `found` (None: not found at all)."""
+def no_such_module(name: str, found: str | None, spec: Any = None, entry: str = "workload") -> str:
+    """Why `-m name` is no workload module, found as `found` (None: not found at all, or a
+    namespace package, found by `spec` with no `__init__.py`)."""
+    folders = list(getattr(spec, "submodule_search_locations", None) or ())
+    if found is None and folders and isinstance(folders[0], str):  # `python -m` runs none
+        listed = package_modules(Path(folders[0]), name, entry)
+        return f"{name}: a namespace package (no __init__.py nor __main__.py): no workload{listed}"
+    if module_path_hint(name):
+        return f"{name}: no such workload module ({module_path_hint(name)})"
+    if name.startswith("."):
+        return f"{name}: a relative module name: name it whole (pkg.module)"
     if found not in ("built-in", "frozen"):
         return f"{name}: no such workload module (looked in {os.getcwd()} first)"
     mine = Path(os.getcwd(), *name.split(".")).with_suffix(".py")
     run = f": rename {mine.name}, or give the file (warm run {mine})" if mine.is_file() else ""
     return f"{name}: a module built into Python ({found}), no workload{run}"
+
+
+def module_path_hint(name: str) -> str:
+    """Why `-m name` found no module where `name` is a file's name or path (`w.py`,
+    `app/sub/w.py`), naming its dotted name where the working folder holds it; else ""."""
+    stem = name.removesuffix(".py")
+    if stem == name and "/" not in name and os.sep not in name:
+        return ""
+    rel = os.path.normpath(os.path.relpath(stem) if os.path.isabs(stem) else stem)
+    parts = rel.replace(os.sep, ".").split(".")  # (`-m pkg.mod.py`: `-m pkg.mod`)
+    dotted = f", or -m {'.'.join(parts)}" if all(p.isidentifier() for p in parts) else ""
+    if "/" not in name and os.sep not in name:
+        return f"a .py file is no module name: give the file itself, not -m{dotted}"
+    return f"a path is no module name: give the file itself (warm run {stem}.py), not -m{dotted}"
