@@ -15,6 +15,7 @@ its own.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,17 @@ def test_a_kernel_reading_the_clock_computes_its_own_time_cold_on_a_miss_and_on_
     head, given = HOWS[how]
     workload.write_text(STAMP.format(head=head, how=given))
     (tmp_path / "stamp.h").write_text("#define CLOCK __TIME__\n")
-    bundle = tmp_path / "b.warm"
+    done = warmed_at_midnight_served_at_its_last_second(warm, workload, tmp_path / "b.warm")
+    said = "never served (its build reads the clock (__TIME__)" + " in a header" * (how == "header")
+    assert said in done.stdout, done.stdout
+
+
+def warmed_at_midnight_served_at_its_last_second(
+    warm: Warm, workload: Path, bundle: Path
+) -> subprocess.CompletedProcess[str]:
+    """`warm run` of `workload` into `bundle` at 00:00:00 (SOURCE_DATE_EPOCH=0), then the
+    workload served at 23:59:59, cold and from `bundle`: both compute 86399, the bundle's
+    process by building the kernel itself, and the run stored nothing; the run's outcome."""
     done = warm.with_env(SOURCE_DATE_EPOCH="0")("run", workload, "--bundle", bundle)
     assert done.returncode == 0, done.stderr
     later = warm.with_env(SOURCE_DATE_EPOCH=str(LAST_SECOND))
@@ -86,8 +97,7 @@ def test_a_kernel_reading_the_clock_computes_its_own_time_cold_on_a_miss_and_on_
     assert cold["x"] == hit["x"] == LAST_SECOND, (cold, hit)
     assert hit["compiled"] == 1  # built by the process itself, as a cold start builds it
     assert "stored 0 new kernel(s)" in done.stdout, done.stdout
-    said = "never served (its build reads the clock (__TIME__)" + " in a header" * (how == "header")
-    assert said in done.stdout, done.stdout
+    return done
 
 
 def test_a_kernel_of_no_clock_is_still_served(warm: Warm, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from warmcli.cli.render import add_row, listing, when
+from warmcli.cli.render.shown import compile_time
 from warmcli.kernel_parts import cuda_release
 from warmcli.records import where
 
@@ -139,7 +140,7 @@ def kernels_table(title: str, kernels: list[dict[str, Any]]) -> Table:
             *([] if headers is None else [headers[i]]),
             *([] if built is None else [built[i]]),
             f"{k['bytes']:,}",
-            f"{k['seconds']:.3f}",
+            compile_time(k["seconds"]),
             k["key"][:8],
             used,
         )

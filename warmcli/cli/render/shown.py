@@ -2,9 +2,10 @@
 first of them a table lists (`first_shown`: `LISTED` by median and the pick, however many a
 tune holds: a packed row of 4 KB may hold 246,000; none keeps its samples), and the pick's
 figures, read from all of them (`figures`), a median and a ratio of two as text of bounded
-width (`micros`, `times_slower`, both `timed`: a row's times are untrusted, up to 2^993 s),
-and the line of a candidate's reason it shows (`reason_shown`). Pure presentation over
-candidates, records' or their JSON documents'; it owns no state and never prints.
+width (`micros`, `times_slower`, both `timed`: a row's times are untrusted, up to 2^993 s;
+a kernel's compile time alike, `compile_time`), and the line of a candidate's reason it
+shows (`reason_shown`). Pure presentation over candidates, records' or their JSON documents'
+(and kernels' times); it owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SHOWN_REASON = 1000  # characters of a reason's line a table shows
 SCANNED_REASON = 64 << 10  # characters of a reason read for that line
 LONG_SECONDS = 3600.0  # a median of this or more is shown in seconds, not every µs digit
 LONG_RATIO = 1e6  # a ratio of this or more is shown in three digits and an exponent
+LONG_COMPILE = 1e6  # a compile time of this many seconds or more: likewise
 
 
 def by_median(c: Any) -> tuple[bool, float]:
@@ -80,3 +82,9 @@ def times_slower(ratio: float) -> str:
     """A ratio of two medians, `1.35×`; one of a million or more (a hostile row's: 1e-300 s
     beside 1e-10 s) as `1e+290×`."""
     return f"{ratio:.2f}×" if ratio < LONG_RATIO else f"{ratio:.3g}×"
+
+
+def compile_time(seconds: float) -> str:
+    """A kernel's compile time in seconds, `0.058`; one of a million or more (a bundle's row
+    may say any finite time: 1e200) as `1e+200`, not every digit of it."""
+    return f"{seconds:.3f}" if seconds < LONG_COMPILE else f"{seconds:.3g}"
