@@ -186,3 +186,33 @@ def test_a_ctrl_c_while_at_once_waits_kills_its_threads_probe_and_leaves_no_fold
     )
     assert proc.stdout.strip() == "interrupted []", proc.stdout + proc.stderr
     assert [p.name for p in tmp.iterdir() if p.name.startswith("warm-probe-")] == []
+
+
+# A Ctrl-C Python drops in an import lock's callback (3.11) leaves this thread holding that
+# lock, and the probe thread blocked on it for good: `at_once` waited for it forever (review59:
+# 6 of 25 random SIGINTs 4-9 ms into a first run's probes hung). Stand-in (a fake, for the
+# wait's logic only): `first` blocks on a lock this thread holds, as the probe thread did.
+STUCK = """
+import threading
+from warmcli.backends.processes import at_once
+
+held, started = threading.Lock(), threading.Event()
+held.acquire()
+
+def second():
+    started.wait(30)
+    raise KeyboardInterrupt
+
+try:
+    at_once(lambda: (started.set(), held.acquire()), second)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_a_ctrl_c_in_at_once_ends_even_where_its_thread_never_will() -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", STUCK], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.stdout.strip() == "interrupted", proc.stdout + proc.stderr

@@ -242,7 +242,8 @@ def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
             return first(), second()  # stack refused: `ulimit -s`): one by one
         if not isinstance(exc, Exception):  # Ctrl-C (an error: the owner is the caller's still)
             owner.kill()
-        gate.acquire()  # the thread ended (`first`'s folder gone), or it never runs `first`
+        # thread ended (`first`'s folder gone), or never runs `first`; or, 10 s on, never will
+        gate.acquire(timeout=10.0)  # (an import lock a lost Ctrl-C left held here, 3.11)
         raise
     if failed:
         raise failed[0]
