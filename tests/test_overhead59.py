@@ -4,8 +4,9 @@ The shadowed-module check (`warmcli.warming.shadowed`) resolves a module's folde
 one `stat` finds it the workload's (same device and inode): the ~40 folders of a run's ~500
 modules were each resolved, an `lstat` per part of their path, ~2.5 ms of every run; a
 module reached through a link is still the workload's (`test_overhead54`). The header walk
-(`warmcli.headers` and what it imports) is imported by a run's first compile, not by the
-CLI's start: a run whose every kernel is stored never imports it.
+(`warmcli.headers` and what it imports) is imported by a run's first compile of a source that
+may name a header (`backends.scratch_reads`), not by the CLI's start: a run whose every kernel
+is stored, or whose sources include nothing, never imports it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from warmcli import Kernel
 
 DEVICE = "host"
-K = Kernel("void k(float *x, int n) {{ for (int i = 0; i < n; i++) x[i] += 1.0f; }}", "k", "Pi")
+K = Kernel({source!r}, "k", "Pi")
 
 
 def workload(rt):
@@ -104,16 +105,45 @@ def test_the_cli_start_imports_no_header_walk():
     assert done.stdout.strip() == "[]", done.stdout
 
 
-def test_a_run_of_stored_kernels_never_imports_the_header_walk(warm, tmp_path):
-    """The real CLI, twice: the first run compiles (and walks headers), the second, every
-    kernel stored, imports no module of the walk in its worker; both store and verify."""
-    marks = tmp_path / "walk.txt"
-    workload = tmp_path / "w.py"
-    workload.write_text(WORKLOAD.format(walk=HEADER_WALK, marks=str(marks)))
-    bundle = tmp_path / "b.warm"
-    first = warm("run", workload, "--bundle", bundle, "--json")
-    assert first.returncode == 0, first.stderr
-    assert marks.read_text() != "[]"  # a compile imported it: the check sees the worker's modules
-    second = warm("run", workload, "--bundle", bundle, "--json")
-    assert second.returncode == 0, second.stderr
-    assert marks.read_text() == "[]"
+PLAIN = "void k(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1.0f; }"
+INCLUDES = "#include <math.h>\n" + PLAIN.replace("1.0f", "fabsf(-1.0f)")
+
+
+def _walked(warm, tmp_path: Path, source: str, name: str) -> tuple[str, str]:
+    """What of the header walk the worker of a first, then a second `warm run` of a host
+    workload of one kernel of `source` had imported by the end of its workload."""
+    marks = tmp_path / f"{name}.txt"
+    workload = tmp_path / f"{name}.py"
+    workload.write_text(WORKLOAD.format(source=source, walk=HEADER_WALK, marks=str(marks)))
+    walked = []
+    for _ in range(2):
+        done = warm("run", workload, "--bundle", tmp_path / f"{name}.warm", "--json")
+        assert done.returncode == 0, done.stderr
+        walked.append(marks.read_text())
+    return walked[0], walked[1]
+
+
+def test_a_kernel_that_includes_nothing_never_imports_the_header_walk(warm, tmp_path):
+    """The real CLI: a kernel whose source names no header is compiled, stored and served
+    again with no module of the header walk imported in the worker (before: the first
+    compile's scratch check imported it for every source); one that includes a header
+    imports it where it compiles (the check sees the worker's modules), not once stored."""
+    assert _walked(warm, tmp_path, PLAIN, "plain") == ("[]", "[]")
+    first, second = _walked(warm, tmp_path, INCLUDES, "includes")
+    assert first != "[]"
+    assert second == "[]"
+
+
+def test_a_source_that_includes_nothing_has_no_scratch_read_and_one_that_climbs_has(tmp_path):
+    """The scratch check's answer is as before: `#include "../cfg.h"` is refused, spelled
+    plainly or split by a line splice; a source with no include reads nothing there."""
+    from warmcli.backends.scratch_reads import scratch_read
+    from warmcli.kernel import Kernel
+
+    def read(source: str) -> tuple[str, str] | None:
+        kernel = Kernel(source, "k", "Pi")
+        return scratch_read([], [kernel], str(tmp_path), None)
+
+    assert read(PLAIN) is None
+    assert read('#include "../cfg.h"\n' + PLAIN) is not None
+    assert read('#inc\\\nlude "../cfg.h"\n' + PLAIN) is not None
