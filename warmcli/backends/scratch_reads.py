@@ -26,7 +26,9 @@ told to rename it, or to name it through a folder of its `-I` folder, `sub/base.
 one place cc's and nvcc's builds refuse these (NVRTC reads no folder for the source). It owns
 no state, writes nothing and asks only whether files are there (and which: warm's own, named),
 walking a kernel's headers again only where its source includes a macro; what it reads with is
-imported on first use (`cuda.nvcc` imports it, which a serving process may).
+imported on first use (`cuda.nvcc` imports it, which a serving process may), the header walk
+only for a source that may name a header (the word `include` or `import` in a line a compile
+reads, or what could hide one: `directives.may_hide`).
 """
 
 from __future__ import annotations
@@ -49,12 +51,15 @@ def _quoted(kernel: Kernel, options: Sequence[str], identity: str) -> list[str]:
     its key reaches too, `#define CFG "../cfg.h"` in an `-I` folder's: its key's walk made
     again, `source_told`, each header read once a stamp), in the lines a compile may read
     (`read_lines`: not a comment's, nor an `#if 0` group's). `identity`: its toolchain's."""
+    from warmcli.directives import may_hide, read_lines
+
+    text = read_lines(kernel.source.encode(errors="surrogatepass"))  # (what a compile reads)
+    if not may_hide(text) and b"include" not in text and b"import" not in text:
+        return []  # (no directive names a header: the header walk is not even imported)
     from warmcli.computed_includes import macro_includes, macro_values, named_headers, source_told
-    from warmcli.directives import read_lines
     from warmcli.headers import NEXT, source_includes
     from warmcli.kernel import included_headers
 
-    text = read_lines(kernel.source.encode(errors="surrogatepass"))  # (what a compile reads)
     read = source_includes(text.decode(errors="surrogatepass"))
     names = [n.removeprefix(NEXT) for n, q in read if q]
     if macros := macro_includes(text):

@@ -80,7 +80,7 @@ from warmcli.backends.file_scope import WORD as _WORD
 from warmcli.backends.file_scope import c_names_kept_apart
 from warmcli.backends.option_macros import option_macros, preprocessor_options
 from warmcli.backends.toolchain import script_words
-from warmcli.headers import pre_included
+from warmcli.include_options import pre_included
 from warmcli.kernel import Kernel
 from warmcli.printable import Pattern
 from warmcli.wrapper_script import host_compilers

@@ -23,7 +23,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from warmcli.headers import HEADER_MARK
+from warmcli.include_options import HEADER_MARK
 from warmcli.kernel_parts import MAX_HEADER_FILES, stored
 from warmcli.printable import cut, printable
 from warmcli.unkeyed import reason_of

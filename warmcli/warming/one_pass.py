@@ -23,6 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from warmcli import config
 from warmcli.errors import DiscardedReadWarning, WarmError, WorkloadError, message_of
@@ -30,7 +31,6 @@ from warmcli.execution.process_mode import ProcessMode, ProcessModeOverride, not
 from warmcli.execution.snapshots import DeviceStatistics
 from warmcli.execution.statistics import StatisticsCollector, StatisticsReader
 from warmcli.records import CompilerCommand
-from warmcli.runtime.explain import MissExplanation
 from warmcli.runtime.runtime import Runtime
 from warmcli.warming import imported_environment
 from warmcli.warming.companions import Companions
@@ -40,6 +40,9 @@ from warmcli.warming.forked_launches import watching
 from warmcli.warming.leftovers import where
 from warmcli.warming.worker_journal import note_pass
 from warmcli.warming.workload import Workload
+
+if TYPE_CHECKING:  # (a miss's, explained where one is: a run of stored kernels has none)
+    from warmcli.runtime.explain import MissExplanation
 
 Observer = Callable[[str, StatisticsReader], None]
 

@@ -46,13 +46,18 @@ def _file_of(path: Path) -> Path | None:
         return None
 
 
-def _folder(module: object, folders: dict[str, Path | None]) -> Path | None:
+def _folder(
+    module: object, folders: dict[str, Path | None], mark: tuple[int, int] | None
+) -> Path | None:
     """The folder `module`'s file resolves into, as `_file(module).parent` (None where it has
-    no file or it cannot be resolved): a file that is no link is in its folder resolved, each
-    folder resolved once in `folders`, by the text of its file's name before its last `/` (a
-    run holds ~500 modules in ~40 folders: resolving each file whole, an `lstat` per part of
-    its path, took 30-60 ms of every `warm run`; a `Path` made and hashed for each module,
-    ~7 ms more: only a folder not yet seen is made one)."""
+    no file or it cannot be resolved), or None where that is not the workload's (`mark`: its
+    folder's device and inode; None where unknown): a file that is no link is in its folder
+    resolved, each folder resolved once in `folders`, by the text of its file's name before
+    its last `/` (a run holds ~500 modules in ~40 folders: resolving each file whole, an
+    `lstat` per part of its path, took 30-60 ms of every `warm run`; a `Path` made and hashed
+    for each module, ~7 ms more: only a folder not yet seen is made one), and only where one
+    `stat` finds it the workload's folder (resolving each of the ~40, an `lstat` per part of
+    its path, was ~2.5 ms of every run: a folder of another inode resolves elsewhere)."""
     file = getattr(module, "__file__", None) if isinstance(module, ModuleType) else None
     if not isinstance(file, str):
         return None
@@ -63,8 +68,20 @@ def _folder(module: object, folders: dict[str, Path | None]) -> Path | None:
             return getattr(_file_of(path), "parent", None)
         return _file_of(path.parent)
     if head not in folders:
-        folders[head] = _file_of(Path(file).parent)
+        folders[head] = _file_of(Path(file).parent) if _may_be(head, mark) else None
     return folders[head]
+
+
+def _may_be(head: str, mark: tuple[int, int] | None) -> bool:
+    """Whether the folder `head` names may resolve to the one `mark` is of (True where either
+    is unknown: `stat` failed, or no mark)."""
+    if mark is None:
+        return True
+    try:
+        found = os.stat(head)
+    except (OSError, ValueError):  # (none there, a NUL: as resolving it says)
+        return True
+    return (found.st_dev, found.st_ino) == mark
 
 
 def _named(value: object) -> str | None:
@@ -83,7 +100,12 @@ def shadowed(workload: Path) -> list[str]:
     own_file = workload.resolve()
     folder = own_file.parent
     folders: dict[str, Path | None] = {}
-    own = [m for m in list(sys.modules.values()) if _folder(m, folders) == folder]
+    try:
+        found = os.stat(folder)
+        mark: tuple[int, int] | None = (found.st_dev, found.st_ino)
+    except (OSError, ValueError):
+        mark = None
+    own = [m for m in list(sys.modules.values()) if _folder(m, folders, mark) == folder]
     used = {_named(v) for m in own for v in list(vars(m).values())} - {None}
     lines = []
     # (a builtin module is Python's first under Python too; `__main__` is the running script

@@ -25,13 +25,14 @@ from warmcli.execution.statistics import (
 )
 from warmcli.printable import printable
 from warmcli.records import Record
-from warmcli.runtime.explain import MissExplanation
 from warmcli.warming.passes import PassReport, RunReport, did_something
 
 if TYPE_CHECKING:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
+
+    from warmcli.runtime.explain import MissExplanation
 
 COMPILATION_KEYS = (
     *("registered", "queued", "compiled", "loaded", "failed"),
