@@ -32,8 +32,8 @@ from test_explain import fake_cc
 
 from warmcli import Kernel, ProcessMode, ProcessModeOverride, Runtime, Tunable
 from warmcli.backends.host import HostDevice
+from warmcli.bundle import core as bundle_module
 from warmcli.bundle import rows as rows_module
-from warmcli.bundle import store as bundle_module
 from warmcli.bundle.file import PAGE_BYTES, SQLITE_MAGIC
 from warmcli.bundle.rows import MAX_NAME_CHARS, MAX_TEXT_CHARS
 from warmcli.bundle.store import Bundle, BundleError

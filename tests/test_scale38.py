@@ -43,10 +43,10 @@ def workload(runtime):
 COUNTING = """
 import json, logging, runpy, sys
 import warmcli
-from warmcli.bundle import store
+from warmcli.bundle import core
 
 parsed = [0]
-parse = store._kernel_record
+parse = core._kernel_record
 
 
 def counted(*args, **kwargs):
@@ -54,7 +54,7 @@ def counted(*args, **kwargs):
     return parse(*args, **kwargs)
 
 
-store._kernel_record = counted
+core._kernel_record = counted
 logging.basicConfig(level=logging.INFO, format="%(message)s")
 rt = warmcli.runtime("host")
 runpy.run_path(sys.argv[1])["workload"](rt)
@@ -136,7 +136,7 @@ def workload(runtime):
 COUNTING_TUNES = """
 import json, logging, runpy, sys
 import warmcli
-from warmcli.bundle import store, tune_row
+from warmcli.bundle import core, tune_row
 from warmcli.runtime import explain, nearest
 
 counts = {"parsed": 0, "distances": 0}
@@ -152,7 +152,7 @@ def counted(module, name, what):
     setattr(module, name, count)
 
 
-counted(store, "_tune_record", "parsed")
+counted(core, "_tune_record", "parsed")
 counted(tune_row, "_tune_record", "parsed")
 counted(nearest, "_distance", "distances")
 if hasattr(explain, "shape_distance"):

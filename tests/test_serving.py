@@ -141,7 +141,7 @@ def test_prefetch_is_bounded_and_the_rest_is_read_by_key(
 ) -> None:
     """However many rows a bundle holds for a device, the prefetch keeps at most its
     budget in memory; a kernel left out is read by its key, and every kernel is served."""
-    import warmcli.bundle.store as bundle_module
+    import warmcli.bundle.core as bundle_module
 
     warm, workload, path = warmed
     with Bundle.open(path) as bundle:

@@ -38,6 +38,8 @@ NOT_WHILE_SERVING = (
     "rich",
     "typer",
     "warmcli.bundle.remote",
+    "warmcli.bundle.store",  # `Bundle`: a writer's and a command's (a served one is a `BundleCore`)
+    "warmcli.bundle.admin",  # maintenance and aggregates
     "warmcli.bundle.signing",
     "warmcli.backends.machine",
     "warmcli.backends.cuda",  # the CUDA backend (a host process serves by `backends.serving`)

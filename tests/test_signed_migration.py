@@ -23,7 +23,11 @@ from test_format3 import _format2, _tune, sign_as_format2
 from warmcli.bundle.file import FORMAT_VERSION
 from warmcli.bundle.signing import _raw_public, load_private_key
 
-SERVE = "from warmcli import production\nb = production.bundle()\nprint(len(b.tune_keys()))\n"
+SERVE = """from warmcli import production
+from warmcli.bundle.store import Bundle
+b = production.bundle()
+print(len(Bundle.tune_keys(b)))  # (what it serves from is a `BundleCore`: no admin of its own)
+"""
 
 
 def _signed_format2(base: Path, warm: Warm) -> tuple[Path, Path]:

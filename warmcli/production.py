@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 from warmcli import config
 from warmcli.backends.opening import open_devices
 from warmcli.bundle import served as _served
+from warmcli.bundle.core import BundleCore
 from warmcli.bundle.served import needs_writer, open_served, trusted, write_back_into
-from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import BundleLocked, DeviceError
+from warmcli.errors import BundleError, BundleLocked, DeviceError
 from warmcli.forking import renew_on_fork
 from warmcli.home import default_bundle_path
 from warmcli.interrupted import end_as_stopped
@@ -72,7 +72,7 @@ class _Production:
         self.path: str | None = None  # the bundle in use, as given (a path or a URL)
         self.closed_path: str | None = None  # the last one `close` closed: its report's
         self.write = False
-        self.bundle: Bundle | None = None
+        self.bundle: BundleCore | None = None
         self.reopening: Reopening | None = None  # the bundle, locked at its open (read-only)
         self.runtimes: dict[str, Runtime] = {}  # by device id: one runtime per device
         self.asked: dict[str, str] = {}  # what `runtime()` was asked for -> device id
@@ -94,7 +94,7 @@ class _Production:
         self.unstored, self.failed = 0, ""  # what the last close did not write back, and why
         self.notes_from = 0  # the default collector's notes before: not the report's
 
-    def _bundle(self) -> Bundle | None:
+    def _bundle(self) -> BundleCore | None:
         if self.bundle is not None or self.path is not None or self.looked or self.off:
             return self.bundle
         self.policy = MissPolicy.from_env()
@@ -132,7 +132,7 @@ class _Production:
 
     def _unless_locked(
         self, path: str, write: bool, keys: Sequence[bytes] | None, default: bool = False
-    ) -> Bundle | None:
+    ) -> BundleCore | None:
         """The bundle at `path` opened to serve (the `default` one: only where no other user
         may write it, at each try); None, said in one line, where another process kept it
         locked past the wait (`LOCK_WAIT_SECONDS`: a writer stopped mid-write), and tried again
@@ -302,7 +302,7 @@ def use_bundle(
                 state.off, state.path, state.write = False, os.fspath(path), write
 
 
-def bundle() -> Bundle | None:
+def bundle() -> BundleCore | None:
     """The bundle in use: `use_bundle`'s, else `WARM_BUNDLE`'s (empty: none), else the
     default bundle `warm run` writes (`WARM_HOME/bundle.warm`) when it exists."""
     with _STATE.lock:

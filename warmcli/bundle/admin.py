@@ -1,24 +1,23 @@
 """A bundle's maintenance and aggregates: what `warm clean/merge/verify/sign/stats` use.
 
-`BundleAdmin` is a mixin `Bundle` inherits (so every `Bundle.x` name stays one object's):
-usage times, removal and vacuum, blob digests and SQLite's own check, the signed rows and
-stored signatures (`warmcli.bundle.signed`), counts and aggregates (`warm stats` on a bundle
-too large to list), and `foreign`: what the bundle holds for a backend that another
-toolchain built or another device measured, as data (`HeldElsewhere`; the runtime phrases
-it). `integrity` streams every check `warm verify` and a remote download make (SQLite's, the
-manifest, blobs, kernels, tunes: those of a large bundle in other processes meanwhile,
-`warmcli.bundle.checking`); `signed_rows` counts what a signature could cover, for a bundle
-none covers; `drop_corrupt` removes kernels whose blob is missing or wrong. The runtime
-reaches none of this but `foreign` (its seam is `warmcli.runtime.store.Store`): the lock,
-manifest, oversize and unused-row modules are imported where a method first needs them,
-never by a process that only serves. This module owns no state and never prints.
+`BundleAdmin` is a mixin `Bundle` (`warmcli.bundle.store`) inherits beside `BundleCore` (so
+every `Bundle.x` name stays one object's): usage times, removal and vacuum, blob digests and
+SQLite's own check, the manifest and fingerprints, counts and aggregates (`warm stats` on a
+bundle too large to list). `integrity` streams every check `warm verify` and a remote
+download make (SQLite's, the manifest, blobs, kernels, tunes: those of a large bundle in
+other processes meanwhile, `warmcli.bundle.checking`); `signed_rows` counts what a
+signature could cover, for a bundle none covers; `drop_corrupt` removes kernels whose blob
+is missing or wrong. The runtime reaches none of this (its seam is
+`warmcli.runtime.store.Store`), and a process that only serves never imports it (its
+bundle is a `BundleCore`): the lock, manifest, oversize and unused-row modules are imported
+where a method first needs them. This module owns no state and never prints.
 """
 
 from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from warmcli.bundle.blobs import digest
@@ -39,7 +38,7 @@ from warmcli.bundle.signed import SIGNED_ROWS, SignedRows, key_select
 from warmcli.bundle.tune_row import KEY_HEX, PENDING, TUNE_SELECT
 from warmcli.errors import BundleError
 from warmcli.printable import first_naturally, natural
-from warmcli.records import HeldElsewhere, KernelRecord, TuneRecord
+from warmcli.records import KernelRecord, TuneRecord
 
 _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
     "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels) FROM blobs"
@@ -146,29 +145,6 @@ class BundleAdmin(SignedRows):
 
         rows = self._rows(select, order or "device, arch, label", "entry", None)
         return each_named(self, "kernel", parse, rows, on_error)
-
-    def foreign(
-        self, backend: str, arch: str, toolchains: Iterable[str], device: str
-    ) -> list[HeldElsewhere]:
-        """What the bundle holds for this backend that another toolchain built (for `arch`)
-        or another device measured, never served here (only those rows grouped): one record
-        per toolchain or device, past `grouped`'s first ones one (`by` "") for all others."""
-        from warmcli.bundle.grouped import OTHERS, grouped  # on a first miss only
-
-        def by(kind: str, field: str, value: object) -> str:  # "" for `OTHERS`
-            parse = lambda: _named(field, _name, value)  # noqa: E731
-            return "" if value is OTHERS else self._parse(kind, "?", parse)
-
-        ours, held = sorted(set(toolchains)), []
-        bounded = f"SELECT CASE WHEN length({{0}}) <= {MAX_NAME_CHARS} THEN {{0}} END FROM "
-        kernels = f"{bounded.format('toolchain')} kernels WHERE backend = ? AND arch = ? AND "
-        mine = f"toolchain NOT IN ({', '.join('?' * len(ours))})"
-        for toolchain, n in grouped(self._iter(kernels + mine, (backend, arch, *ours))):
-            held.append(HeldElsewhere("kernel", by("kernel", "toolchain", toolchain), n, arch))
-        tunes = f"{bounded.format('device')} tunes WHERE substr(device, 1, ?) = ? AND device != ?"
-        for identity, n in grouped(self._iter(tunes, (len(backend) + 1, backend + "|", device))):
-            held.append(HeldElsewhere("tune", by("tune", "device", identity), n))
-        return held
 
     def usage(self) -> dict[str, tuple[float, float]]:
         """Every kernel's (created, last_used) times, by key."""
@@ -345,11 +321,6 @@ class BundleAdmin(SignedRows):
         names = self._iter("SELECT DISTINCT operation FROM tunes")
         ok = (n for (n,) in names if isinstance(n, str) and len(n) <= MAX_NAME_CHARS)
         return first_naturally(limit, ok)
-
-    def format_version(self) -> int:
-        """The open file's format (its header's `user_version`: format 1 read-only stays 1)."""
-        row = self._one("PRAGMA user_version")
-        return int(row[0]) if row else 0
 
     def count(self, table: str) -> int:
         """How many kernels or tunes the bundle holds."""

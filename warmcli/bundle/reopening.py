@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from warmcli.bundle.core import BundleCore
 from warmcli.bundle.lock_probe import free
-from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, BundleLocked
 from warmcli.forking import new_lock
 from warmcli.records import KernelRecord, TuneRecord
@@ -37,16 +37,16 @@ REOPEN_SECONDS = 5.0  # the least time between two tries at opening it (at a rea
 class Reopening:
     """See the module doc: the store at `path` (opened by `opener`) once it could be."""
 
-    def __init__(self, path: str, opener: Callable[[], Bundle], locked: BundleLocked) -> None:
+    def __init__(self, path: str, opener: Callable[[], BundleCore], locked: BundleLocked) -> None:
         self._lock = new_lock(self)
         self.path, self._opener, self._locked = path, opener, locked
         self._next = time.monotonic() + REOPEN_SECONDS
-        self.bundle: Bundle | None = None
+        self.bundle: BundleCore | None = None
         self.closed = False
         self._opening = 0  # the process whose thread opens it now (a forked child's: none)
         self.refused = ""  # why its last try failed, another way than locked (a file replaced)
 
-    def _store(self) -> Bundle:
+    def _store(self) -> BundleCore:
         """The bundle, opened now if it is free and it is time to try; else `BundleLocked`."""
         if self.bundle is not None:
             return self.bundle

@@ -14,7 +14,8 @@ tune row a signature lists is kept there as it was, never replaced by an unsigne
 bundle where the path names none now, only to move last-used times), `signed` whether a bundle
 holds signatures, `renamed` an error about a URL's local copy said of the URL. `check_types`
 refuses `use_bundle` arguments of the wrong type (and reads `WARM_BUNDLE_WRITE` where `write` is
-None). It owns no state and never prints.
+None). What it opens to serve is a `BundleCore` (`opened`; a `Bundle`, `warmcli.bundle.store`,
+only to write). It owns no state and never prints.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from warmcli import config
-from warmcli.bundle.store import Bundle, BundleError
-from warmcli.errors import RemoteBundleWarning
+from warmcli.bundle.core import BundleCore
+from warmcli.errors import BundleError, RemoteBundleWarning
 from warmcli.home import others_may_write
 from warmcli.printable import printable
+
+if TYPE_CHECKING:  # a writer's (`opened`): a process that only serves never imports it
+    from warmcli.bundle.store import Bundle
 
 
 def folder_end(path: str) -> str | None:
@@ -84,7 +89,7 @@ def trusted(
     return trusted_keys(given)
 
 
-def default_served(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
+def default_served(path: str, write: bool, keys: Sequence[bytes] | None) -> BundleCore:
     """The default bundle at `path` opened to serve, where no other user may write it (native
     code nobody named: this user's only); else `BundleError`."""
     why = others_may_write(path)
@@ -93,7 +98,7 @@ def default_served(path: str, write: bool, keys: Sequence[bytes] | None) -> Bund
     return serving(path, write, keys)
 
 
-def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
+def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> BundleCore:
     """The bundle at `path` opened to serve: read-only even when writing back (its writer is
     opened at exit, on the file the path names then: a connection that wrote through a file
     since replaced would take the new file's journal for its own), made where writing back
@@ -106,7 +111,7 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
     path = absolute(path)
     create = write and not (os.path.isfile(path) and os.stat(path).st_size)
     try:
-        return Bundle.open(path, write=create, trusted_keys=keys)
+        return opened(path, create, keys)
     except BundleError as exc:  # not made (a full disk): its lock goes too, as `warm run`'s
         if create and exc.disk_refusal is not None and not os.path.lexists(path):
             from pathlib import Path  # (only then)
@@ -119,7 +124,7 @@ def serving(path: str, write: bool, keys: Sequence[bytes] | None) -> Bundle:
 
 def open_served(
     location: str | os.PathLike[str], write: bool, keys: Sequence[bytes] | None
-) -> Bundle:
+) -> BundleCore:
     """The bundle at a path, or a URL's local copy (read-only: it is the store's). The remote
     layer is imported only for a location that may be a URL (every URL holds `://`)."""
     if not (isinstance(location, str) and "://" in location):
@@ -133,9 +138,19 @@ def open_served(
     if warning:
         warnings.warn(warning, RemoteBundleWarning, stacklevel=4)
     try:
-        return Bundle.open(absolute(path), write=write, trusted_keys=keys)
+        return opened(absolute(path), write, keys)
     except BundleError as exc:  # said of the URL, never of its local copy
         raise renamed(exc, absolute(path), shown(location)) from None
+
+
+def opened(path: str, write: bool, keys: Sequence[bytes] | None) -> BundleCore:
+    """The bundle at `path`, opened to read as a `BundleCore`, or to write as a `Bundle`
+    (`warmcli.bundle.store`, imported then: a process that only serves never does)."""
+    if not write:
+        return BundleCore.open(path, trusted_keys=keys)
+    from warmcli.bundle.store import Bundle
+
+    return Bundle.open(path, write=True, trusted_keys=keys)
 
 
 def renamed(exc: BundleError, path: str | os.PathLike[str], name: str) -> BundleError:
@@ -145,7 +160,7 @@ def renamed(exc: BundleError, path: str | os.PathLike[str], name: str) -> Bundle
     return type(exc)(name + ": " + text.removeprefix(said)) if text.startswith(said) else exc
 
 
-def needs_writer(served: Bundle, news: bool) -> bool:
+def needs_writer(served: BundleCore, news: bool) -> bool:
     """Whether a write-back opens a writer: for what it built or measured (`news`), else
     only to move the served kernels' last-used times, which never migrates a bundle of an
     older format (a signed one's signature would stop vouching for it) nor makes one where
@@ -159,13 +174,16 @@ def needs_writer(served: Bundle, news: bool) -> bool:
     return os.path.isfile(served.fspath) and served.format_version() == FORMAT_VERSION
 
 
-def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> Bundle:
+def write_back_into(served: BundleCore, say: Callable[..., None] | None = None) -> Bundle:
     """Where a write-back goes: the bundle served, when it was made writable (new), else
     the file its path names now, opened to write: one of an older format is migrated then,
     and `say` (a logger's `warning`) is told so in one line (a warm that reads only that
     format cannot read it now). Either keeps the tune rows a signature lists as they were
     (`Bundle.keeps_signed`): what a write-back adds is unsigned, and it unsigns nothing."""
-    if served.writable:
+    from warmcli.bundle.store import Bundle
+
+    if served.writable:  # (made by this process: `opened` to write)
+        assert isinstance(served, Bundle)
         served.keeps_signed = True
         return served
     from warmcli.bundle.file import FORMAT_VERSION, check_header
@@ -188,7 +206,7 @@ def write_back_into(served: Bundle, say: Callable[..., None] | None = None) -> B
     return writer
 
 
-def signed(bundle: Bundle | None) -> bool:
+def signed(bundle: BundleCore | None) -> bool:
     """Whether `bundle` holds signatures (False where it cannot be read any more: a file
     that is no bundle was put in its place)."""
     try:

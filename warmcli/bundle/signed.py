@@ -274,6 +274,11 @@ class SignedRows(RowReader):
                 left.append(tune)
         return left if lists else tunes
 
+    def format_version(self) -> int:
+        """The open file's format (its header's `user_version`: format 1 read-only stays 1)."""
+        row = self._one("PRAGMA user_version")
+        return int(row[0]) if row else 0
+
     def holds_entries(self) -> bool:
         row = self._one("SELECT EXISTS (SELECT 1 FROM kernels) OR EXISTS (SELECT 1 FROM tunes)")
         return bool(row and row[0])

@@ -2,10 +2,11 @@
 
 The kernel cache, the tune cache, the explanation of a miss and `Runtime.persist`
 hold a `Store`, never a concrete bundle: an open `warmcli.bundle.store.Bundle` is
-one (it satisfies this protocol by its shape, without importing the runtime), and a
-remote or in-memory store can stand in without touching the runtime. A malformed
-entry is reported as `warmcli.errors.BundleError`, which the runtime catches without
-importing the bundle package. This module owns no state and does nothing: it names
+one (it satisfies this protocol by its shape, without importing the runtime; a serving
+process's `warmcli.bundle.core.BundleCore` is one to read: what it persists goes to a
+`Bundle`), and a remote or in-memory store can stand in without touching the runtime.
+A malformed entry is reported as `warmcli.errors.BundleError`, which the runtime
+catches without importing the bundle package. This module owns no state and does nothing: it names
 what the runtime needs.
 """
 
