@@ -188,12 +188,14 @@ def test_verify_checks_tunes_of_many_samples_without_making_them(
     """`warm verify`'s checks of the 20 bloated tunes took 0.49 s of CPU (a float a sample);
     now 0.06 s, and the bundle is as sound as it was."""
     warm, _, _, fat = bloated
-    with Bundle.open(fat) as bundle, bundle.snapshot():
-        start = time.process_time()
-        problems = [p for _, p in bundle.integrity() if p is not None]
-        spent = time.process_time() - start
-    assert problems == []
-    assert spent < 0.25, f"{spent:.2f} s"  # (before: 0.49 s)
+    spent = []  # (the least of three: one on a loaded machine took 0.27 s, the others 0.06)
+    for _ in range(3):
+        with Bundle.open(fat) as bundle, bundle.snapshot():
+            start = time.process_time()
+            problems = [p for _, p in bundle.integrity() if p is not None]
+            spent.append(time.process_time() - start)
+        assert problems == []
+    assert min(spent) < 0.25, f"{min(spent):.2f} s"  # (before: 0.49 s)
     verified = forked(warm)("verify", fat)  # (its output: forked)
     assert verified.returncode == 0 and ": sound" in verified.stdout, verified.stdout
 
