@@ -1,0 +1,81 @@
+"""Review of stop 59's merges (overhead59, the at_once bound, ship59), held to what it found.
+
+A `#include` split by the trigraph line splice `??/` (`#inc??/<newline>lude "v.h"`) is read by
+gcc wherever trigraphs are (`-std=c11`, `-trigraphs`): the header walk read it as no include
+(its splices are backslashes only), so the kernel's key held no digest of `v.h` and a process
+served the bundle after `v.h` was edited ran the old build, where a cold start computes the
+new value. `warmcli.directives` now reads a source with `??/` a second way, its trigraph a
+backslash (where trigraphs are not read, the first reading stands: both are searched).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+from warmcli.kernel import Kernel, included_headers
+
+SPLIT = '#inc??/\nlude "v.h"\nvoid k(int *x, int n) { x[0] = V; }\n'
+
+WORKLOAD = """
+import numpy as np
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel({source!r}, "k", "Pi", options=("-std=c11", "-I" + {folder!r}))
+
+
+def workload(rt):
+    x = rt.upload(np.zeros(1, dtype=np.int32))
+    rt.launch(K, x, 1)
+    rt.synchronize()
+    return x
+"""
+
+DRIVE = """
+import runpy, sys
+import warmcli
+rt = warmcli.runtime("host")
+print(int(rt.read(runpy.run_path(sys.argv[1])["workload"](rt))[0]))
+"""
+
+
+def _value(folder: Path, bundle: str) -> int:
+    """What the workload computes in a production process served `bundle` ("": cold)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(WARM_BUNDLE=bundle, WARM_HOME=str(folder / "home"), PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVE, str(folder / "w.py")],
+        capture_output=True, text=True, env=env, timeout=300, cwd=folder,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return int(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_a_header_included_through_a_trigraph_splice_is_keyed(tmp_path):
+    """Its digest changes with the header (before: the empty walk's, either way)."""
+    digests = []
+    for value in (1, 2):
+        (tmp_path / "v.h").write_text(f"#define V {value}\n")
+        kernel = Kernel(SPLIT, "k", "Pi", options=("-std=c11", f"-I{tmp_path}"))
+        digests.append(included_headers(kernel))
+    assert digests[0] != digests[1]
+
+
+def test_a_served_process_computes_the_edited_headers_value_as_a_cold_one(warm, tmp_path):
+    """The real CLI and gcc: warmed with `V` 1, `v.h` edited to 2: the served process computes
+    2 as the cold one does (before: 1, the stored build's)."""
+    (tmp_path / "v.h").write_text("#define V 1\n")
+    (tmp_path / "w.py").write_text(WORKLOAD.format(source=SPLIT, folder=str(tmp_path)))
+    bundle = tmp_path / "b.warm"
+    done = warm("run", tmp_path / "w.py", "--bundle", bundle)
+    assert done.returncode == 0, done.stderr
+    assert _value(tmp_path, str(bundle)) == 1
+    (tmp_path / "v.h").write_text("#define V 2\n")
+    assert _value(tmp_path, "") == 2
+    assert _value(tmp_path, str(bundle)) == 2
