@@ -6,6 +6,10 @@ gcc wherever trigraphs are (`-std=c11`, `-trigraphs`): the header walk read it a
 served the bundle after `v.h` was edited ran the old build, where a cold start computes the
 new value. `warmcli.directives` now reads a source with `??/` a second way, its trigraph a
 backslash (where trigraphs are not read, the first reading stands: both are searched).
+
+`warm run -m app/sub/` (a folder's path, as a shell completes it) was told to give the file
+itself, `warm run app/sub/.py` (`app/sub.py` for `-m app/sub`), a file that is not there: the
+file is named only where it is one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from warmcli.kernel import Kernel, included_headers
@@ -79,3 +84,20 @@ def test_a_served_process_computes_the_edited_headers_value_as_a_cold_one(warm, 
     (tmp_path / "v.h").write_text("#define V 2\n")
     assert _value(tmp_path, "") == 2
     assert _value(tmp_path, str(bundle)) == 2
+
+
+@pytest.mark.parametrize("given", ["app/sub/", "app/sub"])
+def test_a_folders_path_given_to_m_is_told_no_file_that_is_not_there(
+    warm, tmp_path: Path, given: str
+) -> None:
+    """`warm run -m app/sub/` (a shell completes a folder so), `app/sub` a package: told `-m
+    app.sub`, and no file to give (before: `give the file itself (warm run app/sub/.py)`, or
+    `app/sub.py`, neither there)."""
+    (tmp_path / "app" / "sub").mkdir(parents=True)
+    for init in ("app/__init__.py", "app/sub/__init__.py"):
+        (tmp_path / init).write_text("")
+    warm = warm.with_env(PYTHONPATH=str(ROOT))
+    done = warm("run", "-m", given, "-b", tmp_path / "b.warm", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    line = done.stderr.strip()
+    assert "-m app.sub)" in line and ".py" not in line, line
