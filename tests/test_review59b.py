@@ -101,3 +101,33 @@ def test_a_folders_path_given_to_m_is_told_no_file_that_is_not_there(
     assert done.returncode == 2, done.stdout + done.stderr
     line = done.stderr.strip()
     assert "-m app.sub)" in line and ".py" not in line, line
+
+
+# `second` fails at once (a broken `cc --version`) while `first`'s probe runs on past the 10 s
+# bound stop 59 gave the wait after a Ctrl-C: then the process ends, as warm does on the error.
+FAILED_BESIDE = """
+import sys
+from warmcli.backends.processes import at_once, probe
+
+def second():
+    raise ValueError("cc broke")
+
+try:
+    at_once(lambda: probe(["sleep", "11"], 60), second)
+except ValueError:
+    print("failed")
+"""
+
+
+def test_an_error_beside_a_long_probe_waits_for_it_and_leaves_no_folder(tmp_path: Path) -> None:
+    """An error (not a Ctrl-C) is raised once `first` ended, as at_once says: its probe's
+    scratch folder is gone (before: raised 10 s on, the probe running still, and the ending
+    process left `warm-probe-*` in the temporary folder)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-c", FAILED_BESIDE], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.stdout.strip() == "failed", proc.stdout + proc.stderr
+    assert [p.name for p in tmp.iterdir() if p.name.startswith("warm-probe-")] == []
