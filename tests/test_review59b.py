@@ -5,7 +5,8 @@ gcc wherever trigraphs are (`-std=c11`, `-trigraphs`): the header walk read it a
 (its splices are backslashes only), so the kernel's key held no digest of `v.h` and a process
 served the bundle after `v.h` was edited ran the old build, where a cold start computes the
 new value. `warmcli.directives` now reads a source with `??/` a second way, its trigraph a
-backslash (where trigraphs are not read, the first reading stands: both are searched).
+backslash (where trigraphs are not read, the first reading stands: both are searched); and
+`#pragma on??/<newline>ce`, a once-only header to gcc -std=c11, is a mark `once_copies` reads.
 
 `warm run -m app/sub/` (a folder's path, as a shell completes it) was told to give the file
 itself, `warm run app/sub/.py` (`app/sub.py` for `-m app/sub`), a file that is not there: the
@@ -131,3 +132,27 @@ def test_an_error_beside_a_long_probe_waits_for_it_and_leaves_no_folder(tmp_path
     )
     assert proc.stdout.strip() == "failed", proc.stdout + proc.stderr
     assert [p.name for p in tmp.iterdir() if p.name.startswith("warm-probe-")] == []
+
+
+def test_a_pragma_once_split_by_a_trigraph_splice_marks_its_copies(tmp_path: Path) -> None:
+    """`#pragma on??/<newline>ce` is `#pragma once` to gcc -std=c11: two copies of the header
+    are read once where their times are alike, twice where they differ (the real gcc, below),
+    so their seconds belong in the key: `once_copies` names them (before: no line, the word
+    `once` split and no backslash, so the header was taken as holding no mark)."""
+    from warmcli.once_copies import once_copies
+
+    for copy in ("x", "y"):
+        (tmp_path / copy).mkdir()
+        (tmp_path / copy / "h.h").write_text("#pragma on??/\nce\nint n = __COUNTER__;\n")
+    (tmp_path / "t.c").write_text('#include "x/h.h"\n#include "y/h.h"\n')
+    read = []
+    for second in (1_000_000_000, 1_100_000_000):
+        os.utime(tmp_path / "x" / "h.h", (1_000_000_000, 1_000_000_000))
+        os.utime(tmp_path / "y" / "h.h", (second, second))
+        done = subprocess.run(
+            ["cc", "-std=c11", "-E", "-P", "t.c"], cwd=tmp_path, capture_output=True, text=True
+        )
+        read.append(done.stdout.count("int n ="))
+    assert read == [1, 2], read
+    reached = {str(tmp_path / c / "h.h"): "same" for c in ("x", "y")}
+    assert [line for line in once_copies(reached) if "once" in line], once_copies(reached)
