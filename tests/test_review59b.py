@@ -6,7 +6,8 @@ gcc wherever trigraphs are (`-std=c11`, `-trigraphs`): the header walk read it a
 served the bundle after `v.h` was edited ran the old build, where a cold start computes the
 new value. `warmcli.directives` now reads a source with `??/` a second way, its trigraph a
 backslash (where trigraphs are not read, the first reading stands: both are searched); and
-`#pragma on??/<newline>ce`, a once-only header to gcc -std=c11, is a mark `once_copies` reads.
+`#pragma on??/<newline>ce`, a once-only header to gcc -std=c11, is a mark `once_copies` reads,
+and `__TI??/<newline>ME__`, the clock, leaves its kernel unkeyed (`build_clock`).
 
 `warm run -m app/sub/` (a folder's path, as a shell completes it) was told to give the file
 itself, `warm run app/sub/.py` (`app/sub.py` for `-m app/sub`), a file that is not there: the
@@ -156,3 +157,22 @@ def test_a_pragma_once_split_by_a_trigraph_splice_marks_its_copies(tmp_path: Pat
     assert read == [1, 2], read
     reached = {str(tmp_path / c / "h.h"): "same" for c in ("x", "y")}
     assert [line for line in once_copies(reached) if "once" in line], once_copies(reached)
+
+
+CLOCK_SPLIT = "const char *k(void) { return __TI??/\nME__; }\n"
+
+
+def test_a_clock_macro_split_by_a_trigraph_splice_is_unkeyed(tmp_path: Path) -> None:
+    """`__TI??/<newline>ME__` is `__TIME__` to gcc -std=c11 (the real gcc, below): a build
+    reads the clock, so a stored one computes another time than a cold start; the kernel is
+    unkeyed (never served), as `__TI\\<newline>ME__` is (before: no reason, the key a hit's)."""
+    from warmcli.build_clock import clock_reason
+
+    (tmp_path / "t.c").write_text(CLOCK_SPLIT)
+    done = subprocess.run(
+        ["cc", "-std=c11", "-E", "-P", "t.c"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert "__TI" not in done.stdout and '"' in done.stdout, done.stdout + done.stderr
+    assert clock_reason(CLOCK_SPLIT) == "its build reads the clock (__TIME__)"
+    assert clock_reason(CLOCK_SPLIT.encode()) == "its build reads the clock (__TIME__)"
+    assert clock_reason("x = __DA??/\r\nTE__;") == "its build reads the clock (__DATE__)"
