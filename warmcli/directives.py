@@ -78,10 +78,9 @@ _STRING_ONE, _STRINGS = Pattern(_STRING), Pattern(_STRING + rb"(?:\s*" + _STRING
 
 def may_hide(data: bytes) -> bool:
     """Whether `data` holds what could hide an include from a plain scan: a line splice (a
-    backslash, or the trigraph `??/`), a comment, the digraph `%:` or the trigraph `??=` (both
-    `#`), a carriage return (a lone one ends a line), a form feed, a vertical tab or a NUL."""
-    marks = (b"\\", b"??/", b"/*", b"%:", b"??=", b"\r", b"\f", b"\v", b"\0")
-    return any(mark in data for mark in marks)
+    backslash), a comment, the digraph `%:` (`#`), a trigraph's `??` (`??=` a `#`, `??/` a
+    backslash), a carriage return (a lone one ends a line), a form feed, a vertical tab or a NUL."""
+    return any(mark in data for mark in (b"\\", b"/*", b"%:", b"??", b"\r", b"\f", b"\v", b"\0"))
 
 
 def _keep_literal(match: re.Match[bytes]) -> bytes:
