@@ -125,14 +125,9 @@ def test_an_error_beside_a_long_probe_waits_for_it_and_leaves_no_folder(tmp_path
     """An error (not a Ctrl-C) is raised once `first` ended, as at_once says: its probe's
     scratch folder is gone (before: raised 10 s on, the probe running still, and the ending
     process left `warm-probe-*` in the temporary folder)."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
-    proc = subprocess.run(
-        [sys.executable, "-c", FAILED_BESIDE], capture_output=True, text=True, env=env, timeout=60
-    )
-    assert proc.stdout.strip() == "failed", proc.stdout + proc.stderr
-    assert [p.name for p in tmp.iterdir() if p.name.startswith("warm-probe-")] == []
+    from test_fold59 import probe_folders_left
+
+    assert probe_folders_left(FAILED_BESIDE, tmp_path) == ("failed", [])
 
 
 def test_a_pragma_once_split_by_a_trigraph_splice_marks_its_copies(tmp_path: Path) -> None:
