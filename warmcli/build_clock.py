@@ -8,8 +8,10 @@ headers digest holds this process's marker, so it is built in each process, neve
 a miss says why; a header it reaches that spells one, alike (`warmcli.headers`): `clock_reason`
 is the one test of a text, a header's bytes or a kernel's source, option or define value, read
 with its lines spliced as the preprocessor splices them first (`__TI\\` at a line's end, then
-`ME__`, is `__TIME__`) (the key's fast path for a host kernel of no options mirrors its
-pre-test inline). State: none but its patterns' compiled forms (on first use). It reads no
+`ME__`, is `__TIME__`; `??/` as a backslash too, where trigraphs are read) (the key's fast
+path for a host kernel of no options mirrors its pre-test inline: a source holding `??/` is
+keyed whole, `kernel._may_include`, and a define's value holds no line break).
+State: none but its patterns' compiled forms (on first use). It reads no
 file, compiles no kernel, never prints.
 """
 
@@ -34,20 +36,23 @@ if TYPE_CHECKING:  # a structural type, for annotations only: no Protocol made a
 
 # The macros the compiler expands to the build's date or time (`__TIMESTAMP__`: its file's).
 _CLOCK = Pattern(rb"\b__(?:DATE|TIME|TIMESTAMP)__\b")
-# A line splice: a backslash ending a line (blanks between: GCC allows them; a lone CR ends one).
-_SPLICE = Pattern(rb"\\[ \t\f\v]*(?:\r\n?|\n)")
+# A line splice: a backslash ending a line (blanks between: GCC allows them; a lone CR ends one),
+# or the trigraph `??/` so (a backslash where trigraphs are read: `-std=c11`, `-trigraphs`).
+_SPLICE = Pattern(rb"(?:\\|\?\?/)[ \t\f\v]*(?:\r\n?|\n)")
 
 
 def clock_reason(data: bytes | str) -> str:
     """`its build reads the clock (__TIME__)`, naming the first such macro `data` (a header's
     bytes, or a kernel's source, option or define value) spells (in a comment too), or "" where
-    it spells none: its lines spliced first, where a backslash ends one (`__TI\\`, `ME__`)."""
+    it spells none: its lines spliced first, where a backslash (or `??/`) ends one (`__TI\\`,
+    `ME__`)."""
     spelled = isinstance(data, bytes)  # (`warmcli.kernel.kernel_key` mirrors this pre-test)
     date, time, splice = (b"DATE__", b"TIME", b"\\") if spelled else ("DATE__", "TIME", "\\")
-    if date not in data and time not in data and splice not in data:  # (three: nearly all)
-        return ""
+    trigraph = b"??/" if spelled else "??/"
+    if date not in data and time not in data and splice not in data and trigraph not in data:
+        return ""  # (four: nearly all)
     text = data if spelled else data.encode(errors="surrogatepass")
-    if splice in data and _SPLICE.search(text) is not None:
+    if (splice in data or trigraph in data) and _SPLICE.search(text) is not None:
         text = _SPLICE.sub(b"", text)
     found = _CLOCK.search(text)
     return f"its build reads the clock ({found[0].decode()})" if found is not None else ""

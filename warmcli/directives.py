@@ -2,7 +2,8 @@
 
 Before it reads a directive, the preprocessor ends a line at a lone carriage return as at a
 newline (`int y;\\r#include "b.h"`), joins a line ending in a backslash to the next
-(`#inc\\<newline>lude`), reads a form feed, vertical tab or NUL as a blank (`#include\\f"b.h"`)
+(`#inc\\<newline>lude`; `??/`, a backslash where trigraphs are read, `-std=c11`: read both
+ways), reads a form feed, vertical tab or NUL as a blank (`#include\\f"b.h"`)
 and makes each comment one space (`#/**/include`, a block comment across lines inside a
 directive): `spliced` does the same to a source's bytes, its string and character literals
 kept, so the scans of `warmcli.headers` and `warmcli.kernel` find an include however it is
@@ -76,10 +77,10 @@ _STRING_ONE, _STRINGS = Pattern(_STRING), Pattern(_STRING + rb"(?:\s*" + _STRING
 
 
 def may_hide(data: bytes) -> bool:
-    """Whether `data` holds what could hide an include from a plain scan: a line splice,
-    a comment, the digraph `%:` or the trigraph `??=` (both `#`), a carriage return (a lone
-    one ends a line), a form feed, a vertical tab or a NUL (a blank)."""
-    return any(mark in data for mark in (b"\\", b"/*", b"%:", b"??=", b"\r", b"\f", b"\v", b"\0"))
+    """Whether `data` holds what could hide an include from a plain scan: a line splice (a
+    backslash), a comment, the digraph `%:` (`#`), a trigraph's `??` (`??=` a `#`, `??/` a
+    backslash), a carriage return (a lone one ends a line), a form feed, a vertical tab or a NUL."""
+    return any(mark in data for mark in (b"\\", b"/*", b"%:", b"??", b"\r", b"\f", b"\v", b"\0"))
 
 
 def _keep_literal(match: re.Match[bytes]) -> bytes:
@@ -97,10 +98,13 @@ def spliced(data: bytes) -> bytes:
 
 
 def _readings(data: bytes) -> list[bytes]:
-    """`data` read as C reads it, and where it may hold a raw string as GNU C and C++ do."""
+    """`data` read as C reads it, and where it may hold a raw string as GNU C and C++ do;
+    where it holds `??/`, each of those again with it a backslash (trigraphs read: `-std=c11`,
+    `-trigraphs`; a line splice, `#inc??/<newline>lude`, or an escape in a literal)."""
     joined = _SPLICE.sub(b"", _LONE_CR.sub(b"\n", data))
     read = [_LITERAL_OR_COMMENT.sub(_keep_literal, joined)]
-    return read + [_RAW_LITERAL_OR_COMMENT.sub(_keep_literal, joined)] * (b'R"' in joined)
+    read += [_RAW_LITERAL_OR_COMMENT.sub(_keep_literal, joined)] * (b'R"' in joined)
+    return read + (_readings(data.replace(b"??/", b"\\")) if b"??/" in data else [])
 
 
 def read_lines(data: bytes) -> bytes:
@@ -149,8 +153,7 @@ def reads_assembler_file(data: bytes) -> bool:
     neither `asm` nor `.inc` (nor an escaped dot: nothing it holds reaches the assembler so)."""
     if b"asm" not in data and _MAY_READ.search(data) is None:
         return False
-    # `??/` is a backslash where trigraphs are read (`-std=c11`, `-trigraphs`): a splice too.
-    return _reads(data) or (b"??/" in data and _reads(data.replace(b"??/", b"\\")))
+    return _reads(data)  # (`??/` a backslash too, where trigraphs are read: `spliced`)
 
 
 def _reads(data: bytes) -> bool:

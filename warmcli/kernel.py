@@ -281,8 +281,8 @@ _ABSOLUTE_INCLUDE = Pattern(
 @functools.lru_cache(maxsize=64)
 def _may_include(source: str) -> bool:
     """Whether `source` may read a header (`#include`, `#include_next`, GCC's `#import`,
-    `__has_include`): two words and a backslash (which may splice one), once per source text."""
-    return "include" in source or "import" in source or "\\" in source
+    `__has_include`): two words, a backslash or `??/` (may splice one), once per source text."""
+    return "include" in source or "import" in source or "\\" in source or "??/" in source
 
 
 @functools.lru_cache(maxsize=64)

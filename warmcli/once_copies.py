@@ -86,8 +86,8 @@ def _marks(path: str) -> tuple[bytes, ...]:
 
 def _found(text: bytes) -> tuple[bytes, ...]:
     """The marks `text`'s directives hold: `once`, `import`, `_Pragma` (`_DIRECTIVE`)."""
-    if b"\\" not in text and not any(word in text for word in _WORDS):
-        return ()  # (a comment is a space: it splits no word; a line splice may)
+    if b"\\" not in text and b"??/" not in text and not any(w in text for w in _WORDS):
+        return ()  # (a comment is a space: it splits no word; a line splice may, `??/`'s too)
     found = _DIRECTIVE.findall(spliced(text) if may_hide(text) else text)
     once, imports = any(o for o, _ in found), any(i for _, i in found)
     pragma = any(not (o or i) for o, i in found)

@@ -215,8 +215,8 @@ def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
     """`first()` in a thread of its own while this thread runs `second()`: two probes
     overlapped (a first run's `as --version` and `ld --version`: ~10-20 ms). The groups the
     thread starts are this thread's `Owner`'s (and every compiler's: `stop_compilers`; a Ctrl-C
-    here, however it lands, kills them and waits the thread out: its scratch folder goes); what
-    either raised is raised once `first` ended (first's first)."""
+    here, however it lands, kills them and waits the thread out, 10 s at most: its scratch
+    folder goes); what either raised is raised once `first` ended (first's first)."""
     owner = getattr(_Live.owner, "current", None) or Owner()  # (none: the thread's own)
     got: list[_T] = []
     failed: list[BaseException] = []
@@ -240,10 +240,10 @@ def at_once(first: Callable[[], _T], second: Callable[[], _U]) -> tuple[_T, _U]:
     except BaseException as exc:
         if isinstance(exc, RuntimeError) and thread.ident is None:  # no thread to be had (its
             return first(), second()  # stack refused: `ulimit -s`): one by one
-        if not isinstance(exc, Exception):  # Ctrl-C (an error: the owner is the caller's still)
-            owner.kill()
-        # thread ended (`first`'s folder gone), or never runs `first`; or, 10 s on, never will
-        gate.acquire(timeout=10.0)  # (an import lock a lost Ctrl-C left held here, 3.11)
+        if interrupted := not isinstance(exc, Exception):  # Ctrl-C (an error: the owner is
+            owner.kill()  # the caller's still, and `first` is waited to its end, as said)
+        # thread ended (`first`'s folder gone), or never runs `first`; or, 10 s after a Ctrl-C,
+        gate.acquire(timeout=10.0 if interrupted else -1)  # never will (3.11: an import lock)
         raise
     if failed:
         raise failed[0]

@@ -72,7 +72,8 @@ def no_such_module(name: str, found: str | None, spec: Any = None, entry: str = 
 
 def module_path_hint(name: str) -> str:
     """Why `-m name` found no module where `name` is a file's name or path (`w.py`,
-    `app/sub/w.py`), naming its dotted name where the working folder holds it; else ""."""
+    `app/sub/w.py`), naming its dotted name, and the file where the working folder holds it
+    (a folder's path, `app/sub/`, names no file); else ""."""
     stem = name.removesuffix(".py")
     if stem == name and "/" not in name and os.sep not in name:
         return ""
@@ -81,4 +82,5 @@ def module_path_hint(name: str) -> str:
     dotted = f", or -m {'.'.join(parts)}" if all(p.isidentifier() for p in parts) else ""
     if "/" not in name and os.sep not in name:
         return f"a .py file is no module name: give the file itself, not -m{dotted}"
-    return f"a path is no module name: give the file itself (warm run {stem}.py), not -m{dotted}"
+    file = f" (warm run {stem}.py)" if os.path.isfile(f"{stem}.py") else ""  # (not `app/.py`)
+    return f"a path is no module name: give the file itself{file}, not -m{dotted}"
