@@ -1,0 +1,58 @@
+"""Trials of warm's environment variables and miss explanations from the README alone (stop 59):
+real bundles, the real CLI and production processes in subprocesses, the system C compiler."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT, SERVE_MATMUL, Warm
+
+# A kernel row's field changed, as its components (its key) do not name it: (field, SQL).
+CHANGED = {
+    "toolchain": "UPDATE kernels SET toolchain = toolchain || ' (other)' WHERE entry = 'row_sum'",
+    "arch": "UPDATE kernels SET arch = 'aarch64' WHERE entry = 'row_sum'",
+    "entry": "UPDATE kernels SET entry = 'row_sun', symbol = substr(symbol, 1, 22) || 'row_sun' "
+    "WHERE entry = 'row_sum'",
+}
+
+
+@pytest.mark.parametrize("field", sorted(CHANGED))
+def test_a_row_its_key_does_not_name_is_explained_as_corrupt(
+    made: tuple[Warm, Path], tmp_path: Path, field: str
+) -> None:
+    """README, "Explaining misses": a kernel row whose components name another arch, toolchain
+    or entry than the row's is `corrupt`. Production (`WARM_EXPLAIN=1`, `WARM_STRICT=1`) named
+    it `toolchain`, `arch` or `binary` before (a reason that sends a user to re-warm or to check
+    the machine, for a bundle that was changed after warming); `corrupt` now, and it names the
+    field only for that row (the verdict on the target's own builds, kept per toolchain, was
+    shared by a changed row and the sound ones after it)."""
+    warm, good = made
+    bundle = tmp_path / "b.warm"
+    shutil.copy(good, bundle)
+    with sqlite3.connect(bundle) as db:
+        assert db.execute(CHANGED[field]).rowcount == 1
+    db.close()
+    env = dict(warm.env, WARM_BUNDLE=str(bundle), WARM_EXPLAIN="1")
+    code = SERVE_MATMUL.format(examples=str(EXAMPLES))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    misses = [line for line in done.stderr.splitlines() if line.startswith("warm: miss:")]
+    assert len(misses) == 1, done.stderr  # (bias_relu, a sound row of the same toolchain: served)
+    assert misses[0].startswith(f"warm: miss: kernel row_sum: corrupt: row names {field} ")
+    strict = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=dict(env, WARM_STRICT="1"),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert strict.returncode == 1
+    assert "StrictMissError" in strict.stderr and ": corrupt: row names " in strict.stderr
