@@ -56,3 +56,21 @@ def test_a_row_its_key_does_not_name_is_explained_as_corrupt(
     )
     assert strict.returncode == 1
     assert "StrictMissError" in strict.stderr and ": corrupt: row names " in strict.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [(":", "no trusted keys"), ("/nonexistent/ci.pub", "/nonexistent/ci.pub: cannot read key")],
+)
+def test_a_trusted_key_that_cannot_be_read_names_warm_trusted_keys(
+    made: tuple[Warm, Path], value: str, said: str
+) -> None:
+    """README: WARM_TRUSTED_KEYS names the key files `warm verify`, `warm check`, `warm run`
+    and production trust, and nothing else names them; its error said `warm: error: /x.pub:
+    cannot read key` (or `no trusted keys`), naming no variable, which a user who set no
+    `--key` could not trace. It names WARM_TRUSTED_KEYS now, one line, exit 2."""
+    warm, good = made
+    done = warm.with_env(WARM_TRUSTED_KEYS=value)("verify", good)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith(f"warm: error: WARM_TRUSTED_KEYS: {said}"), done.stderr
