@@ -74,3 +74,20 @@ def test_a_trusted_key_that_cannot_be_read_names_warm_trusted_keys(
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
     assert done.stderr.startswith(f"warm: error: WARM_TRUSTED_KEYS: {said}"), done.stderr
+
+
+def test_warm_cc_not_found_stops_warm_run_only_where_a_kernel_must_be_built(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """README, `WARM_CC` (corrected at 59): a C compiler not found stops `warm run` at the first
+    kernel it must build; a workload the bundle named by `-b` holds whole is served from it, as
+    on a machine with no compiler (`stored 0 new kernel(s)`, exit 0), whatever WARM_CC names."""
+    warm, good = made
+    bundle = tmp_path / "b.warm"
+    shutil.copy(good, bundle)
+    missing = warm.with_env(WARM_CC=str(tmp_path / "no-such-cc"))
+    whole = missing("run", EXAMPLES / "matmul_host.py", "-b", bundle, "--no-verify")
+    assert whole.returncode == 0 and "stored 0 new kernel(s)" in whole.stdout, whole.stderr
+    fresh = missing("run", EXAMPLES / "matmul_host.py", "-b", tmp_path / "new.warm")
+    assert fresh.returncode == 2, fresh.stdout + fresh.stderr
+    assert "no-such-cc' not found (the host backend's C compiler" in fresh.stderr, fresh.stderr
