@@ -91,3 +91,18 @@ def test_warm_cc_not_found_stops_warm_run_only_where_a_kernel_must_be_built(
     fresh = missing("run", EXAMPLES / "matmul_host.py", "-b", tmp_path / "new.warm")
     assert fresh.returncode == 2, fresh.stdout + fresh.stderr
     assert "no-such-cc' not found (the host backend's C compiler" in fresh.stderr, fresh.stderr
+
+
+def test_a_blank_warm_home_is_the_default_home_not_a_folder_named_by_spaces(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """WARM_HOME set to spaces (`WARM_HOME="$HOME_FOR_WARM "` with the variable unset) made a
+    folder named ` ` in the working folder and kept the default bundle there; `pin_relative`
+    and WARM_BUNDLE already read a blank value as none. Now the default home: the user cache
+    directory (`$XDG_CACHE_HOME/warm`)."""
+    cwd, xdg = tmp_path / "cwd", tmp_path / "xdg"
+    cwd.mkdir()
+    blank = warm.with_env(WARM_HOME="  ", XDG_CACHE_HOME=str(xdg), PYTHONPATH=str(ROOT))
+    done = blank("run", EXAMPLES / "matmul_host.py", "-q", "--no-verify", cwd=cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(cwd.iterdir()) == [] and (xdg / "warm" / "bundle.warm").is_file(), done.stdout
