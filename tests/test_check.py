@@ -188,7 +188,8 @@ _TAMPERED = "ab" * 32  # a blob of its own (a host batch's blob serves its other
         (None, None, None),  # the control: servable, its other build not for this machine
         (f"UPDATE kernels SET sha256 = '{'0' * 64}' WHERE {{here}}", "binary", "is missing"),
         (f"UPDATE kernels SET sha256 = '{_TAMPERED}' WHERE {{here}}", "binary", "does not match"),
-        ("UPDATE kernels SET toolchain = 'cc:another' WHERE {here}", "toolchain", "names"),
+        # a row its components (its key) do not name: README's `corrupt` (`toolchain` to 59)
+        ("UPDATE kernels SET toolchain = 'cc:another' WHERE {here}", "corrupt", "names"),
     ],
     ids=["sound", "binary missing", "binary corrupt", "toolchain differs"],
 )

@@ -154,8 +154,8 @@ def _expanded(path: str | None) -> str | None:
 
 
 def home(environ: Environ | None = None) -> str | None:
-    """`WARM_HOME` (warmcli.home), its `~` expanded: None when unset or empty."""
-    return _expanded(_env(environ).get("WARM_HOME")) or None
+    """`WARM_HOME` (warmcli.home), `~` expanded: None unset, empty or blank (no folder " ")."""
+    return _expanded(named) if (named := _env(environ).get("WARM_HOME", "")).strip() else None
 
 
 def xdg_cache_home(environ: Environ | None = None) -> str | None:

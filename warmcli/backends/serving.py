@@ -136,13 +136,28 @@ def recipe_differs(identity: str) -> str | None:
     return None
 
 
+# What a row names that its components name too (its key's): `corrupt` where they differ.
+_KEYED = ("toolchain", "arch", "entry")
+
+
+def unkeyed(record: KernelRecord) -> str | None:
+    """What `record`'s row names that its components (its key) do not, a changed row's
+    (README: `corrupt`; production skips the key's check, keying the row from its own kernel),
+    else None."""
+    for name in _KEYED:
+        keyed, named = record.components.get(name), getattr(record, name)
+        if keyed is not None and keyed != named:
+            return f"row names {name} {named!r}, its key {keyed!r}"
+    return None
+
+
 def why_not(record: KernelRecord, target: Target) -> tuple[str, str] | None:
     """None when `record`'s binary runs on `target`, else (component, reason)."""
     if record.backend != target.backend:
         return "backend", f"built for a {record.backend} device, not {target.backend}"
-    keyed = record.components.get("toolchain")
-    if keyed is not None and keyed != record.toolchain:  # a changed row: its key says otherwise
-        return "toolchain", f"build names toolchain {record.toolchain!r}, its key {keyed!r}"
+    changed = unkeyed(record)
+    if changed is not None:
+        return "corrupt", changed
     if record.arch != target.arch and not jits_on(record, target.arch):
         return "arch", f"built for {record.arch}, the device is {target.arch}"
     if NATIVE in record.toolchain and record.backend == "host":  # -march=native: its CPU's

@@ -184,8 +184,12 @@ def trusted_keys(
         named[entry] = [entry] if text or not is_dir else sorted(entry.glob("*.pub"))
     files = [f for entry_files in named.values() for f in entry_files]
     if not files:
-        raise SignatureError("no trusted keys: name Ed25519 public key files (.pub)")
-    keys = [load_public_key(f) for f in files]
+        named_none = "no trusted keys: name Ed25519 public key files (.pub)"
+        raise SignatureError(f"{TRUSTED_KEYS_ENV}: {named_none}")
+    try:  # (the only place trusted keys are named: its error says so)
+        keys = [load_public_key(f) for f in files]
+    except SignatureError as exc:
+        raise SignatureError(f"{TRUSTED_KEYS_ENV}: {exc}") from None
     for entry, entry_files in named.items():  # one each: `warnings` says a message once
         open_to = next(filter(None, map(open_to_writers, [entry, *entry_files])), None)
         if open_to:

@@ -295,7 +295,7 @@ def _pick_served(
             toolchain = found.toolchain if found else None
         target = Target(offer.backend, offer.arch, offer.driver, toolchain, own=False)
     why = why_not(record, target)
-    if why is not None and why[0] == "toolchain":
+    if why is not None and why[0] in ("toolchain", "corrupt"):  # (corrupt: a changed row's)
         detail = f"its pick {t.pick!r} was measured on a build this machine is not served "
         detail += f"({why[1]}): production measures the tune again"
         why = MissExplanation("tune", t.key, label, "toolchain", detail, ("toolchain",))

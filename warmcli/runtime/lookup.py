@@ -18,7 +18,7 @@ kernels asked for (by half of them: a workload serves in a few queries what it l
 order it was warmed). It owns the keys it gave (and by which toolchain), the keys found served,
 the records read while keying, the rows prefetched, and what it asks once (the compiler's
 identity per language, the serving target per toolchain and its verdict on the builds of that
-toolchain, arch and backend whose components name it: one `why_not` per target, the (arch,
+toolchain, arch and backend whose components name its own: one `why_not` per target, the (arch,
 toolchain) pairs an entry's builds name: `_builds_of`); it says whether a tune's pick measured
 on another build is measured again (`measured_otherwise`); it never compiles, never writes the
 bundle and never prints. Loading is the cache's (its `load`, handed in).
@@ -78,8 +78,8 @@ class BundleLookup:
         self._lookups = 0
         self._targets: dict[str | None, Target] = {}
         # `why_not` of a build by a target's own toolchain, arch and backend, whose components
-        # name that toolchain (or none), by the target's identity (`_targets`): it reads
-        # nothing else of such a record, so one verdict holds for them all (`record`).
+        # name its own toolchain, arch, entry (or none: `unkeyed`), by the target's identity
+        # (`_targets`): it reads nothing else of such a record, so one verdict holds for all.
         self._own_builds: dict[str | None, tuple[str, str] | None] = {}
         self._identities_by_language: dict[str, str] = {}  # a compiler's, once probed
         self._entry_builds: dict[str, frozenset[tuple[str, str]]] = {}  # `_builds_of`'s
@@ -228,12 +228,12 @@ class BundleLookup:
             return None
         identity = self._identities.get(key)
         target = self._targets.get(identity) or self._target(identity)  # one per toolchain
-        tool = record.toolchain
+        tool, arch, comps = record.toolchain, record.arch, record.components
         if (  # the target's own build (every row a hot start serves): judged once per target
-            tool == target.toolchain
-            and record.arch == target.arch
-            and record.backend == target.backend
-            and record.components.get("toolchain", tool) == tool
+            tool == target.toolchain == comps.get("toolchain", tool)  # (as its key names them:
+            and arch == target.arch == comps.get("arch", arch)  # `serving.unkeyed` inline; a
+            and record.backend == target.backend  # changed row's verdict is its own)
+            and comps.get("entry", record.entry) == record.entry
         ):
             why = self._own_builds.get(identity, _UNJUDGED)
             if why is _UNJUDGED:
