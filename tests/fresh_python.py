@@ -1,10 +1,13 @@
 """Fresh interpreters for the tests of how a process starts, stops and ends (signals, forks,
 exit codes), started as a user starts them: `warm` (`fresh_warm`, in the test's folder, with
 a home of its own there) or a `python -c` script (`fresh_code`, in the checkout), each with
-the environment's `WARM_*` settings dropped and this checkout importable (`fresh_env`)."""
+the environment's `WARM_*` settings dropped and this checkout importable (`fresh_env`); or a
+script in the checkout under an environment of the test's, read as the JSON it prints
+(`printed_json`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,3 +48,17 @@ def fresh_code(code: str, *args: str, timeout: float = 60) -> subprocess.Complet
         text=True,
         timeout=timeout,
     )
+
+
+def printed_json(code: str, env: dict[str, str], timeout: float = 120) -> object:
+    """The JSON `python -c CODE` prints, run in the checkout under `env` (it must succeed)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    ).stdout
+    return json.loads(out)

@@ -9,13 +9,11 @@ use), and warm's commands still open a `Bundle` with every name they used."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import EXAMPLES, ROOT, Warm
+from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from fresh_python import printed_json
 
 SERVE = """
 import json, sys
@@ -33,16 +31,7 @@ print(json.dumps([type(production.bundle()).__name__, loaded, len(warmcli.report
 
 def _serve(warm: Warm, bundle: Path, write: bool = False) -> list[object]:
     code = SERVE.format(examples=str(EXAMPLES), bundle=str(bundle), write=write)
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=warm.env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    return json.loads(out)  # type: ignore[no-any-return]
+    return printed_json(code, warm.env)  # type: ignore[return-value]
 
 
 def test_a_process_that_only_serves_reads_a_bundle_core_and_imports_no_writer_nor_admin(

@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 
 from conftest import ROOT
+from fake_modules import spread_modules
 
 from warmcli.warming import shadowed as shadowed_module
 
@@ -47,18 +48,6 @@ def workload(rt):
 
 def test_shadowed_resolves_no_folder_but_the_workloads(tmp_path, monkeypatch):
     """400 modules in 4 other folders: none of them resolved (before: each folder was)."""
-    folders = [tmp_path / f"f{i}" for i in range(4)]
-    names = []
-    for i in range(400):
-        folder = folders[i % 4]
-        folder.mkdir(exist_ok=True)
-        module = types.ModuleType(f"o59_mod{i}")
-        module.__file__ = str(folder / f"m{i}.py")
-        names.append(module.__name__)
-        sys.modules[module.__name__] = module
-    workload = tmp_path / "work" / "workload.py"
-    workload.parent.mkdir()
-    workload.write_text("")
     resolved: list[Path] = []
     real = shadowed_module._file_of
 
@@ -67,11 +56,8 @@ def test_shadowed_resolves_no_folder_but_the_workloads(tmp_path, monkeypatch):
         return real(path)
 
     monkeypatch.setattr(shadowed_module, "_file_of", counted)
-    try:
+    with spread_modules(tmp_path, "o59_mod") as (folders, workload):
         assert shadowed_module.shadowed(workload) == []
-    finally:
-        for name in names:
-            del sys.modules[name]
     assert not [p for p in resolved if p in folders], resolved
 
 

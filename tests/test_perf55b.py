@@ -15,10 +15,10 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
+from fake_modules import spread_modules
 
 from warmcli.warming import shadowed as shadowed_module
 
@@ -34,29 +34,16 @@ def test_shadowed_makes_a_path_of_each_folder_not_of_each_module(tmp_path, monke
         made.append(parts)
         return real(*parts)
 
-    folders = [tmp_path / f"f{i}" for i in range(4)]
-    names = []
-    for i in range(400):
-        folder = folders[i % 4]
-        folder.mkdir(exist_ok=True)
-        module = types.ModuleType(f"p55b_mod{i}")
-        module.__file__ = str(folder / f"m{i}.py")
-        names.append(module.__name__)
-        sys.modules[module.__name__] = module
-    workload = tmp_path / "work" / "workload.py"
-    workload.parent.mkdir()
-    workload.write_text("")
-    files = [
-        f for m in list(sys.modules.values()) if isinstance(f := getattr(m, "__file__", None), str)
-    ]
-    folders_seen = {os.path.dirname(f) for f in files}
-    links = sum(os.path.islink(f) for f in files)
-    monkeypatch.setattr(shadowed_module, "Path", counted)
-    try:
+    with spread_modules(tmp_path, "p55b_mod") as (_, workload):
+        files = [
+            f
+            for m in list(sys.modules.values())
+            if isinstance(f := getattr(m, "__file__", None), str)
+        ]
+        folders_seen = {os.path.dirname(f) for f in files}
+        links = sum(os.path.islink(f) for f in files)
+        monkeypatch.setattr(shadowed_module, "Path", counted)
         assert shadowed_module.shadowed(workload) == []
-    finally:
-        for name in names:
-            del sys.modules[name]
     # one a folder (and a linked file), the workload's own: not one a module (before: 400 more)
     assert len(made) <= len(folders_seen) + links + 4 < len(files), (len(made), len(files))
 

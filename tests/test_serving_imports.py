@@ -14,6 +14,7 @@ from pathlib import Path
 
 from conftest import EXAMPLES, ROOT, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
+from fresh_python import printed_json
 
 # Never imported by a process that serves everything from a local, unsigned bundle.
 NOT_WHILE_SERVING = (
@@ -95,16 +96,7 @@ def test_a_serving_process_imports_nothing_only_a_writer_compiler_or_miss_needs(
 ) -> None:
     bundle_path = made_here  # the host example warmed in warm's home
     code = SERVE.format(examples=str(EXAMPLES), bundle=str(bundle_path))
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env=warm.env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
-    modules, misses = json.loads(out)
+    modules, misses = printed_json(code, warm.env)  # type: ignore[misc]
     assert misses == 0  # served everything: nothing compiled, nothing tuned
     # what the interpreter's start (its site's .pth files) and numpy import themselves
     # are not warm's: an environment may hold such imports
