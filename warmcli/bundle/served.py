@@ -79,14 +79,16 @@ def trusted(
     given: Sequence[str | os.PathLike[str]] | None,
 ) -> list[bytes] | None:
     """`warmcli.bundle.signing.trusted_keys`, imported only when keys are named: a process that
-    trusts no key never loads the signing layer."""
+    trusts no key never loads the signing layer. Its error names `trusted_keys=` for keys the
+    caller gave, `WARM_TRUSTED_KEYS` for the variable's."""
+    named_by = "trusted_keys="
     if given is None:
-        given = config.trusted_keys()  # read once: `trusted_keys` is handed what it names
+        given, named_by = config.trusted_keys(), config.TRUSTED_KEYS_ENV  # read once: handed on
         if given is None:
             return None
     from warmcli.bundle.signing import trusted_keys
 
-    return trusted_keys(given)
+    return trusted_keys(given, named_by)
 
 
 def default_served(path: str, write: bool, keys: Sequence[bytes] | None) -> BundleCore:

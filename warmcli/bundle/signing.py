@@ -169,10 +169,12 @@ def is_trusted(private_key: Any, trusted: Sequence[bytes]) -> bool:
 
 
 def trusted_keys(
-    given: Iterable[str | os.PathLike[str]] | None = None,
+    given: Iterable[str | os.PathLike[str]] | None = None, named_by: str = TRUSTED_KEYS_ENV
 ) -> list[bytes] | None:
     """The trusted public keys: `given` key files, else `WARM_TRUSTED_KEYS` (files or
-    directories of `*.pub` files, separated by the path separator); None when neither."""
+    directories of `*.pub` files, separated by the path separator); None when neither. An
+    error names what named them (`named_by`: that variable, or `trusted_keys=` for keys a
+    caller gave `use_bundle`)."""
     if given is None:
         given = config.trusted_keys()
         if given is None:
@@ -185,11 +187,11 @@ def trusted_keys(
     files = [f for entry_files in named.values() for f in entry_files]
     if not files:
         named_none = "no trusted keys: name Ed25519 public key files (.pub)"
-        raise SignatureError(f"{TRUSTED_KEYS_ENV}: {named_none}")
-    try:  # (the only place trusted keys are named: its error says so)
+        raise SignatureError(f"{named_by}: {named_none}")
+    try:  # (named by the variable or by `use_bundle`'s argument: its error says which)
         keys = [load_public_key(f) for f in files]
     except SignatureError as exc:
-        raise SignatureError(f"{TRUSTED_KEYS_ENV}: {exc}") from None
+        raise SignatureError(f"{named_by}: {exc}") from None
     for entry, entry_files in named.items():  # one each: `warnings` says a message once
         open_to = next(filter(None, map(open_to_writers, [entry, *entry_files])), None)
         if open_to:
