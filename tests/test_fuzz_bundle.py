@@ -348,6 +348,11 @@ def foreign_copy(**changes: object) -> Path:
             "UPDATE kernels SET components = json_remove(components, '$.kernel') "
             "WHERE entry = 'inc'"
         )
+        for column in {"arch", "toolchain"} & set(changes):  # named by its components too, as
+            conn.execute(  # another machine's build names them (else corrupt: env59)
+                "UPDATE kernels SET components = json_set(components, ?, ?) WHERE entry = 'inc'",
+                (f"$.{column}", changes[column]),
+            )
     conn.commit()
     conn.close()
     return path

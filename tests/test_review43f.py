@@ -202,7 +202,8 @@ def test_a_key_of_the_other_kind_is_named_so(setup: Setup) -> None:
     signing = setup.warm("sign", target, "--key", public)
     assert trusting.returncode == signing.returncode == 2
     assert trusting.stderr == (
-        f"warm: error: {private}: a private key where a public key belongs: trust its public "
+        f"warm: error: WARM_TRUSTED_KEYS: {private}: a private key where a public key belongs: "
+        f"trust its public "
         f"key ({private}.pub), and keep the private key off machines that serve bundles\n"
     )
     assert signing.stderr == (

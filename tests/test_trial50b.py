@@ -82,7 +82,12 @@ def test_a_helper_named_like_a_module_warm_imported_first_is_warned_of(
     assert "AttributeError: module 'copy' has no attribute 'X'" in proc.stderr
     bundle = host_bundle(tmp_path / "host.warm")  # a sound one: the replay is what fails
     replay = warm("verify", bundle, "--workload", tmp_path / "w.py")
-    assert replay.returncode == 2 and replay.stderr.count("warm: warning:") == 2, replay.stderr
+    assert replay.returncode == 2, replay.stderr
+    # (`warm verify` imports less before the workload than `warm run`: base64, which only a
+    # run's modules import first, is the workload's own there, unwarned, as under python)
+    said = [line for line in replay.stderr.splitlines() if line.startswith("warm: warning:")]
+    assert any("copy.py beside the workload is not the copy" in line for line in said), said
+    assert set(said) <= set(warnings), (said, warnings)
 
 
 def test_the_quick_starts_serve_py_before_warm_run_is_said_to_fail_fast(tmp_path: Path) -> None:
