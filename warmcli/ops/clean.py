@@ -162,7 +162,8 @@ def plan_clean(
             if now and last_used > now:  # a skewed or hostile clock: used now
                 future.add(k.key)
             kept.append((min(last_used, now) if now else last_used, k.key, k.sha256))
-            ptx.update({k.key: k.symbol} if k.arch.startswith("compute_") else {})
+            if k.arch.startswith("compute_"):
+                ptx[k.key] = k.symbol
             if cannot:
                 unjudged_of["kernel", k.key] = cannot
     picks: list[tuple[str, str, str, str]] = []  # kept tunes' (pick's kernel key, ...)

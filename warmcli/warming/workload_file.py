@@ -59,8 +59,8 @@ def no_such_module(name: str, found: str | None, spec: Any = None, entry: str = 
     if found is None and folders and isinstance(folders[0], str):  # `python -m` runs none
         listed = package_modules(Path(folders[0]), name, entry)
         return f"{name}: a namespace package (no __init__.py nor __main__.py): no workload{listed}"
-    if module_path_hint(name):
-        return f"{name}: no such workload module ({module_path_hint(name)})"
+    if hint := module_path_hint(name):
+        return f"{name}: no such workload module ({hint})"
     if name.startswith("."):
         return f"{name}: a relative module name: name it whole (pkg.module)"
     if found not in ("built-in", "frozen"):
