@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_trial47a import CHDIR  # a workload that moves to its data folder as it is imported
@@ -100,17 +101,18 @@ def test_a_remembered_version_line_longer_than_warm_writes_is_read_again(
         assert a.execute(sql).fetchall() == b.execute(sql).fetchall()
 
 
+@pytest.mark.parametrize("home", ["home", "off"])  # off: a folder's name to WARM_HOME (stop 60)
 def test_a_relative_warm_home_is_the_callers_though_the_workload_moves(
-    warm: Warm, tmp_path: Path
+    warm: Warm, tmp_path: Path, home: str
 ) -> None:
     (tmp_path / "app" / "data").mkdir(parents=True)
     (tmp_path / "app" / "w.py").write_text(CHDIR)
-    done = warm.with_env(WARM_HOME="home")("run", "app/w.py", cwd=tmp_path)
+    done = warm.with_env(WARM_HOME=home)("run", "app/w.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    done = warm.with_env(WARM_HOME="home")("verify", "--workload", "app/w.py", cwd=tmp_path)
+    done = warm.with_env(WARM_HOME=home)("verify", "--workload", "app/w.py", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not list((tmp_path / "app" / "data").iterdir())  # its remembered lines, libraries
-    assert (tmp_path / "home" / "toolchains.json").is_file()
+    assert (tmp_path / home / "toolchains.json").is_file()
 
 
 STILL = CHDIR.replace(
