@@ -44,6 +44,9 @@ def test_partition_is_deterministic_and_covers_every_key_once() -> None:
     [
         ({}, None),
         ({"WARM_SHARD": "2/4"}, Shard(2, 4)),
+        ({"WARM_SHARD": ""}, None),
+        ({"WARM_SHARD": "  "}, None),  # blank is none, as for every variable (stop 60)
+        ({"WARM_SHARD": " ", "RANK": "1", "WORLD_SIZE": "2"}, Shard(1, 2)),
         ({"JOB_COMPLETION_INDEX": "3", "WARM_SHARD_COUNT": "4"}, Shard(3, 4)),
         ({"SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4"}, None),  # outside
         (

@@ -100,7 +100,7 @@ def shard_from_environment(env: Mapping[str, str] | None = None) -> Shard | None
     """The shard a launcher's variables give (see the module doc); None when none is set
     or the count is 1."""
     env = config.shard_variables() if env is None else env
-    if env.get("WARM_SHARD"):
+    if env.get("WARM_SHARD", "").strip():  # (blank: none, as every variable's blank is)
         return _single(parse_shard(env["WARM_SHARD"], "WARM_SHARD"))
     for index_var, count_var, offset_var, step_var in LAUNCHERS:
         if index_var not in env:
