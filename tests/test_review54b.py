@@ -64,6 +64,21 @@ def test_a_kernel_keyed_in_a_folder_removed_since_is_built_where_it_is_launched_
     assert warm.production(SERVE, path, bundle=bundle) == [0, 101]
 
 
+def test_a_trigraph_spliced_include_in_a_folder_removed_since_is_built_where_launched_again(
+    warm: Warm, tmp_path: Path, workload_file
+) -> None:
+    """`#inc??/` + newline + `lude` under `-std=c11` (trigraphs read) from `CPATH=.`: no `-I`,
+    no `include` and no backslash in the source. Before (stop 60): exit 2, the stale unit."""
+    source = "FIRST = True\n" + IN_TEMPORARY_FOLDERS.replace(
+        '#include "local.h"', '#inc??/\\nlude "local.h"'
+    ).replace('options=("-I.",)', 'options=("-std=c11",)')
+    assert "#inc??/" in source and "-std=c11" in source, source
+    path, bundle = workload_file(source), tmp_path / "b.warm"
+    here = warm.with_env(CPATH=".")
+    done = here("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert here.production(SERVE, path, bundle=bundle) == [0, 101]
+
 def test_an_interrupt_of_at_once_kills_the_probe_its_thread_runs() -> None:
     """Ctrl-C while overhead54's `at_once` asks `as --version` and `ld --version` (a host
     toolchain's identity, first asked in the caller's own thread, with no `Owner`): the

@@ -89,7 +89,8 @@ class CompileUnit(Record):
         may read a header there (`-I.`, `CPATH=.`): built now, it would read none its key read
         (a `tempfile.mkdtemp()` the workload cleaned up). A launch queues it again where it is."""
         kernel = self.kernel
-        may_read = kernel.reads_headers or "include" in kernel.source or "\\" in kernel.source
+        source = kernel.source  # (a `\` or `??/` may splice an include's line: `#inc\`)
+        may_read = kernel.reads_headers or "include" in source or "\\" in source or "??/" in source
         return bool(self.folder) and may_read and not os.path.isdir(self.folder)
 
     @property
