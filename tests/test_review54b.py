@@ -79,6 +79,7 @@ def test_a_trigraph_spliced_include_in_a_folder_removed_since_is_built_where_lau
     assert done.returncode == 0, done.stderr
     assert here.production(SERVE, path, bundle=bundle) == [0, 101]
 
+
 def test_an_interrupt_of_at_once_kills_the_probe_its_thread_runs() -> None:
     """Ctrl-C while overhead54's `at_once` asks `as --version` and `ld --version` (a host
     toolchain's identity, first asked in the caller's own thread, with no `Owner`): the
