@@ -48,3 +48,28 @@ def test_an_empty_trusted_key_path_trusts_no_key_of_the_working_folder(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("trusted_keys=: an empty path names no key file"), done.stdout
+
+
+def test_a_key_file_holding_two_keys_is_refused_not_read_in_part(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A trusted key file holding two PEM public keys (two `.pub` files concatenated, as an
+    `authorized_keys` file lists several) was read up to its first key: the second was
+    silently not trusted, and a bundle it signed was refused as `signed only by untrusted or
+    invalid key(s)` of a key its owner had listed. A key file holds one key: one holding more
+    is refused in one line naming it, exit 2."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    for name in ("old", "new"):
+        assert warm("keygen", tmp_path / name).returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "new").returncode == 0
+    both = tmp_path / "both.pub"
+    both.write_bytes((tmp_path / "old.pub").read_bytes() + (tmp_path / "new.pub").read_bytes())
+    warm.env["WARM_TRUSTED_KEYS"] = str(both)
+    try:
+        done = warm("verify", bundle)
+    finally:
+        del warm.env["WARM_TRUSTED_KEYS"]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"WARM_TRUSTED_KEYS: {both}: 2 PEM blocks" in done.stderr, done.stderr

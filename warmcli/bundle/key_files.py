@@ -1,6 +1,7 @@
 """Signing key files: a new key pair (`warm keygen`), whether a private key's file is open
 to other users (`open_to_others`: the CLI warns of it where it signs), where any user may
-replace a trusted public key (`open_to_writers`: warned of once per process), and whether
+replace a trusted public key (`open_to_writers`: warned of once per process), whether a key
+file holds more than one key (`pem_blocks`: refused, never read in part), and whether
 what was given for a key file's path is a key's own text (`key_text`, from
 `warmcli.bundle.unshown`: never shown).
 
@@ -42,6 +43,13 @@ def open_to_others(path: str | os.PathLike[str]) -> int | None:
     except (OSError, ValueError):
         return None
     return mode if mode & 0o077 and os.name != "nt" else None
+
+
+def pem_blocks(data: bytes) -> int:
+    """How many PEM blocks a key file's `data` holds where that is more than one (two `.pub`
+    files concatenated: only the first key would be read, the other silently not), else 0."""
+    blocks = data.count(b"-----BEGIN ")
+    return blocks if blocks > 1 else 0
 
 
 def open_to_writers(path: str | os.PathLike[str]) -> tuple[Path, int] | None:

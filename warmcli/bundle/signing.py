@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from warmcli import config
 from warmcli.bundle.file import read_start
 from warmcli.bundle.key_files import crypto as _crypto
-from warmcli.bundle.key_files import open_to_writers
+from warmcli.bundle.key_files import open_to_writers, pem_blocks
 from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.unshown import key_text
@@ -119,6 +119,8 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
         raise SignatureError(f"{path}: not {what} (not a regular file)")
     if len(data) > KEY_FILE_BYTES:
         raise SignatureError(f"{path}: not {what} (over {KEY_FILE_BYTES} bytes)")
+    if blocks := pem_blocks(data):
+        raise SignatureError(f"{path}: {blocks} PEM blocks: a key file holds one key alone")
     if not private and b"PRIVATE KEY-----" in data:  # ci.key named for ci.key.pub
         raise SignatureError(
             f"{path}: a private key where a public key belongs: trust its public key "
