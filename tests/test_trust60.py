@@ -6,11 +6,18 @@ C compiler; no timings."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Warm
+
+import warmcli.bundle.signed as signed_module
+from warmcli.bundle.signature_report import signature_report
+from warmcli.bundle.signing import load_public_key
+from warmcli.bundle.store import Bundle
 
 # A production process given its trusted keys as `use_bundle(trusted_keys=...)`, in the folder
 # `cwd`: it prints the one line its SignatureError says, else that the bundle was served.
@@ -73,3 +80,33 @@ def test_a_key_file_holding_two_keys_is_refused_not_read_in_part(
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"WARM_TRUSTED_KEYS: {both}: 2 PEM blocks" in done.stderr, done.stderr
+
+
+def test_a_long_signature_list_never_pushes_a_short_one_past_the_limit(
+    made: tuple[Warm, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signatures' lists are read within `MAX_BLOB_BYTES` all together (256 MiB): a list
+    was read while the lists of every key id up to its own stayed within it, so one oversized
+    row whose key id sorts first (`0000...`: anyone who may add a row chooses it) made the
+    trusted key's own list of 13 rows read as none: `warm verify` named the trusted signature
+    a `corrupt signature entry` and the bundle `not signed by a trusted key`, which a
+    production process (reading only the trusted keys' rows) served. The lists are summed
+    shortest first now: one longer than the limit is read as none alone. (The limit is made
+    small here, as a bundle over 256 MiB is not written for a test.)"""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("keygen", tmp_path / "ci").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
+    with sqlite3.connect(bundle) as conn:  # a list over the limit, its key id sorting first
+        conn.execute(
+            "INSERT INTO signatures VALUES ('0000000000000000', zeroblob(32), zeroblob(64), "
+            "zeroblob(70000), 1.0)"
+        )
+    conn.close()
+    monkeypatch.setattr(signed_module, "MAX_BLOB_BYTES", 65536)
+    with Bundle.open(bundle) as opened:
+        report = signature_report(opened, [load_public_key(tmp_path / "ci.pub")])
+    assert report.vouched and not report.uncovered, report
+    assert report.corrupt == [
+        "corrupt signature entry '0000000000000000' (rows: not a blob within the limit)"
+    ], report.corrupt
