@@ -110,3 +110,31 @@ def test_a_long_signature_list_never_pushes_a_short_one_past_the_limit(
     assert report.corrupt == [
         "corrupt signature entry '0000000000000000' (rows: not a blob within the limit)"
     ], report.corrupt
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"", "the file is empty"),
+        (b"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk0 ci@host\n", "an OpenSSH key, not PEM"),
+        (b"0*0\x05\x06\x03+ep\x03!\x00" + bytes(32), "no PEM block"),  # DER, not PEM
+    ],
+)
+def test_a_key_file_that_is_no_pem_key_says_what_it_is(
+    made: tuple[Warm, Path], tmp_path: Path, content: bytes, said: str
+) -> None:
+    """A trusted key file that was empty, an OpenSSH public key (`~/.ssh/id_ed25519.pub`, the
+    Ed25519 key a user has at hand) or a DER key was refused with `cryptography`'s own words,
+    `Unable to load PEM file. See https://cryptography.io/en/latest/faq/... MalformedFraming`,
+    naming none of these. The line says what the file is, still one line and exit 2."""
+    warm, good = made
+    key = tmp_path / "ci.pub"
+    key.write_bytes(content)
+    warm.env["WARM_TRUSTED_KEYS"] = str(key)
+    try:
+        done = warm("verify", good)
+    finally:
+        del warm.env["WARM_TRUSTED_KEYS"]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "cryptography.io" not in done.stderr, done.stderr
+    assert f"{key}: not a PEM public key ({said}" in done.stderr, done.stderr

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from warmcli import config
 from warmcli.bundle.file import read_start
 from warmcli.bundle.key_files import crypto as _crypto
-from warmcli.bundle.key_files import open_to_writers, pem_blocks
+from warmcli.bundle.key_files import not_pem, open_to_writers, pem_blocks
 from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.unshown import key_text
@@ -137,7 +137,7 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
         else:
             key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
-        raise SignatureError(f"{path}: not {what} ({exc})") from None
+        raise SignatureError(f"{path}: not {what} ({not_pem(data, exc)})") from None
     kind = ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey
     if not isinstance(key, kind):
         raise SignatureError(f"{path}: not an Ed25519 key")
