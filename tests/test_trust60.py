@@ -138,3 +138,41 @@ def test_a_key_file_that_is_no_pem_key_says_what_it_is(
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "cryptography.io" not in done.stderr, done.stderr
     assert f"{key}: not a PEM public key ({said}" in done.stderr, done.stderr
+
+
+def test_a_blob_stored_as_text_is_named_so_not_by_sqlite_s_words(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """A blob whose data an edit stored as text (`CAST(data AS TEXT)`, or `||` in SQL, which
+    makes text of bytes) was read by a select Python could not decode: `warm check` and a
+    production miss said `corrupt bundle (Could not decode to UTF-8 column 'CASE WHEN
+    length(data) <= ? THEN data END' with text '\\x7fELF...')`, warm's own SQL and the
+    binary's first bytes. It is never served still, and now said to be text, not binary."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("UPDATE blobs SET data = CAST(data AS TEXT)")
+    conn.close()
+    done = warm("check", bundle)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Could not decode" not in done.stdout and "CASE WHEN" not in done.stdout, done.stdout
+    assert "is text, not binary" in done.stdout, done.stdout
+
+
+def test_a_tune_kernel_key_stored_as_text_is_named_so_not_by_sqlite_s_words(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Alike, a `tune_kernels` key (32 bytes a tune's candidates name by id) stored as a text
+    that is not UTF-8: `warm verify`, `check` and `stats` named the tune corrupt in SQLite's
+    and Python's words, `kernel id 1: Could not decode to UTF-8 column 'CASE WHEN length(key)
+    = 32 THEN key END' with text '...'`. The tune is corrupt still, said in warm's words, as of
+    a key of another size: `kernel id 1 is not one the bundle holds`."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(f"UPDATE tune_kernels SET key = CAST(x'{'ff' * 32}' AS TEXT) WHERE id = 1")
+    conn.close()
+    done = warm("verify", bundle)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Could not decode" not in done.stdout and "CASE WHEN" not in done.stdout, done.stdout
+    assert "(candidates: kernel id 1 is not one the bundle holds)" in done.stdout, done.stdout
