@@ -222,12 +222,14 @@ class BundleCore(SignedRows):
         short = str(sha256)[:16]
         row = self._one(  # one query; a blob over the cap is never read into memory
             "SELECT size, length(data), typeof(data), "
-            "CASE WHEN length(data) <= ? THEN data END FROM blobs WHERE sha256 = ?",
+            "CASE WHEN typeof(data) = 'blob' AND length(data) <= ? THEN data END "
+            "FROM blobs WHERE sha256 = ?",  # (a text of bytes, never decoded: named text)
             (MAX_LOADED_BYTES, sha256),
             MAX_LOADED_BYTES + PAGE_BYTES,  # a blob held in its row's page is loaded to be measured
         )
         if row is None or row[2] != "blob":
-            raise BundleError(f"{self.path}: blob {short} is missing")
+            kind = "missing" if row is None or row[2] == "null" else f"{row[2]}, not binary"
+            raise BundleError(f"{self.path}: blob {short} is {kind}")
         size, length, _, data = row
         if length > MAX_LOADED_BYTES:
             raise over_cap(self.path, short, length, MAX_LOADED_BYTES)

@@ -1,6 +1,8 @@
 """Signing key files: a new key pair (`warm keygen`), whether a private key's file is open
 to other users (`open_to_others`: the CLI warns of it where it signs), where any user may
-replace a trusted public key (`open_to_writers`: warned of once per process), and whether
+replace a trusted public key (`open_to_writers`: warned of once per process), whether a key
+file holds more than one key (`pem_blocks`: refused, never read in part), why a file is no
+key at all (`not_pem`: in a few words, not `cryptography`'s), and whether
 what was given for a key file's path is a key's own text (`key_text`, from
 `warmcli.bundle.unshown`: never shown).
 
@@ -42,6 +44,27 @@ def open_to_others(path: str | os.PathLike[str]) -> int | None:
     except (OSError, ValueError):
         return None
     return mode if mode & 0o077 and os.name != "nt" else None
+
+
+def pem_blocks(data: bytes) -> int:
+    """How many PEM blocks a key file's `data` holds where that is more than one (two `.pub`
+    files concatenated: only the first key would be read, the other silently not), else 0."""
+    blocks = data.count(b"-----BEGIN ")
+    return blocks if blocks > 1 else 0
+
+
+def not_pem(data: bytes, error: Exception) -> str:
+    """Why a key file's `data` is no key `cryptography` loads, in a few words: empty, an
+    OpenSSH key (`ssh-keygen`'s, not PEM), no PEM block at all (DER), else its own words."""
+    if not data.strip():
+        return "the file is empty"
+    if data.lstrip().startswith(b"ssh-") or b"OPENSSH PRIVATE KEY-----" in data:
+        return "an OpenSSH key, not PEM: make a key pair with warm keygen"
+    if b"-----BEGIN " not in data:
+        return "no PEM block (-----BEGIN ...)"
+    said = str(error)  # cryptography's "Unable to load PEM file. See <FAQ> for more details. X"
+    cut = said.rsplit("for more details. ", 1)
+    return f"a malformed PEM block: {cut[1]}" if len(cut) == 2 else said
 
 
 def open_to_writers(path: str | os.PathLike[str]) -> tuple[Path, int] | None:

@@ -229,15 +229,14 @@ class RowReader:
         return kept.__getitem__
 
     def _read_kernel_key(self, kernel_id: int) -> str:
+        by_id = "SELECT CASE WHEN typeof(key) = 'blob' AND length(key) = 32 THEN key END "
+        by_id += "FROM tune_kernels WHERE id = ?"  # a text is never decoded (not UTF-8: it fails)
         with self._lock:
             try:
-                row = self._conn.execute(
-                    "SELECT CASE WHEN length(key) = 32 THEN key END FROM tune_kernels WHERE id = ?",
-                    (kernel_id,),
-                ).fetchone()
+                row = self._conn.execute(by_id, (kernel_id,)).fetchone()
             except sqlite3.Error as exc:
                 raise ValueError(f"kernel id {kernel_id}: {exc}") from None
-        if row is None or not isinstance(row[0], bytes):
+        if row is None or not isinstance(row[0], bytes):  # (nor a key of another size or type)
             raise ValueError(f"kernel id {kernel_id} is not one the bundle holds")
         return row[0].hex()  # type: ignore[no-any-return]
 

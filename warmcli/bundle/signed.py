@@ -10,7 +10,8 @@ read only within its limit, as listings read it (`_HASHED`: a row holding a long
 never hashed, but named as corrupt; `key_select` reads a row's key alone); the
 stored signatures, read and type-checked but never verified here (signing does
 that), at most `SIGNATURES` of them (more is refused), lists of `MAX_BLOB_BYTES`
-all together (a list past that is read as none: its signature is invalid), and each
+all together, shortest first (a list past that is read as none: its signature is invalid;
+no longer list, an attacker's whatever its key id, pushes a shorter one past it), and each
 key id, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
 a longer one is read as none, a corrupt signature entry), so no
 bundle sets the memory they cost (`_few` reads any such bounded table); a new
@@ -189,17 +190,20 @@ class SignedRows(RowReader):
 
         if self._one("SELECT 1 FROM sqlite_master WHERE name = 'signatures'") is None:
             return []  # a bundle made before signatures existed
-        among = "" if keys is None else f"public_key IN ({', '.join('?' * len(keys))})"
-        # Each column read within its bound; a list only while the lists up to it, all
-        # together, stay within theirs (summed by a subquery of lengths: a window function
-        # would hold every selected value, oversized or not, in memory).
+        among = "" if keys is None else f"WHERE public_key IN ({', '.join('?' * len(keys))}) "
+        those = f"{among}ORDER BY key_id LIMIT {SIGNATURES + 1}"  # the rows read, at most
+        # Each column read within its bound; a list only while the lists up to it, shortest
+        # first, all together stay within theirs (summed by a subquery of the lengths of the
+        # rows read alone: a window function would hold every selected value, oversized or
+        # not, in memory). Shortest first: a long list, whatever its key id, never pushes a
+        # shorter one past the limit.
         rows = self._few(  # lists past the size limit, all together, are never read (invalid)
             f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} THEN key_id END, "
             f"CASE WHEN length(public_key) <= {KEY_BYTES} THEN public_key END, "
             f"CASE WHEN length(signature) <= {KEY_BYTES} THEN signature END, signed_at, "
-            "CASE WHEN (SELECT sum(length(t.rows)) FROM signatures AS t WHERE t.key_id <= "
-            f"s.key_id{among and ' AND t.' + among}) <= ? THEN rows END FROM signatures AS s "
-            f"{among and 'WHERE s.' + among} ORDER BY key_id LIMIT {SIGNATURES + 1}",
+            "CASE WHEN (SELECT sum(t.n) FROM (SELECT length(rows) AS n, key_id FROM signatures "
+            f"{those}) AS t WHERE (t.n, t.key_id) <= (length(s.rows), s.key_id)) <= ? "
+            f"THEN rows END FROM signatures AS s {those}",
             SIGNATURES,  # one per signer: never read (nor checked) by the thousand
             "signatures",
             (*(keys or ()), MAX_BLOB_BYTES, *(keys or ())),

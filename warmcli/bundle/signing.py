@@ -38,7 +38,7 @@ from typing import Any, Protocol
 from warmcli import config
 from warmcli.bundle.file import read_start
 from warmcli.bundle.key_files import crypto as _crypto
-from warmcli.bundle.key_files import open_to_writers
+from warmcli.bundle.key_files import not_pem, open_to_writers, pem_blocks
 from warmcli.bundle.rows import OnError, _key_id, _Malformed, _named, _seconds
 from warmcli.bundle.schema import SCHEMAS
 from warmcli.bundle.unshown import key_text
@@ -119,6 +119,8 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
         raise SignatureError(f"{path}: not {what} (not a regular file)")
     if len(data) > KEY_FILE_BYTES:
         raise SignatureError(f"{path}: not {what} (over {KEY_FILE_BYTES} bytes)")
+    if blocks := pem_blocks(data):
+        raise SignatureError(f"{path}: {blocks} PEM blocks: a key file holds one key alone")
     if not private and b"PRIVATE KEY-----" in data:  # ci.key named for ci.key.pub
         raise SignatureError(
             f"{path}: a private key where a public key belongs: trust its public key "
@@ -135,7 +137,7 @@ def _load_key(path: str | os.PathLike[str], private: bool) -> Any:
         else:
             key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:
-        raise SignatureError(f"{path}: not {what} ({exc})") from None
+        raise SignatureError(f"{path}: not {what} ({not_pem(data, exc)})") from None
     kind = ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey
     if not isinstance(key, kind):
         raise SignatureError(f"{path}: not an Ed25519 key")
@@ -172,13 +174,20 @@ def trusted_keys(
     given: Iterable[str | os.PathLike[str]] | None = None, named_by: str = TRUSTED_KEYS_ENV
 ) -> list[bytes] | None:
     """The trusted public keys: `given` key files, else `WARM_TRUSTED_KEYS` (files or
-    directories of `*.pub` files, separated by the path separator); None when neither. An
+    directories of `*.pub` files, separated by the path separator; an empty path, which
+    `Path` reads as the working folder, is refused); None when neither. An
     error names what named them (`named_by`: that variable, or `trusted_keys=` for keys a
     caller gave `use_bundle`)."""
     if given is None:
         given = config.trusted_keys()
         if given is None:
             return None
+    given = list(given)
+    if any(os.fspath(entry) == "" for entry in given):  # `Path("")` is `.`, a folder
+        raise SignatureError(
+            f"{named_by}: an empty path names no key file (read as the working folder, it "
+            "would trust every *.pub there): name Ed25519 public key files (.pub)"
+        )
     named: dict[Path, list[Path]] = {}
     for entry in map(Path, given):
         text = key_text(entry)
