@@ -142,8 +142,7 @@ def _flag(name: str, environ: Environ | None) -> bool:
 
 
 def pin_relative(folder: str) -> None:
-    """A relative `WARM_BUNDLE` (no URL) and `WARM_HOME`, absolute in `folder`; blank ones
-    are none (`bundle`, `home`), and an off word is a folder's or file's name to both."""
+    """A relative `WARM_BUNDLE` (no URL) and `WARM_HOME` absolute in `folder` (blank: none)."""
     for name, value in ((n, os.environ.get(n, "")) for n in ("WARM_BUNDLE", "WARM_HOME")):
         if value.strip() and not (name == "WARM_BUNDLE" and "://" in value):
             os.environ[name] = os.path.join(folder, _expanded(value))  # (absolute: as it was)
