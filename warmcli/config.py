@@ -211,7 +211,7 @@ def strict(environ: Environ | None = None) -> str | None:
 def trusted_keys(environ: Environ | None = None) -> list[str] | None:
     """`WARM_TRUSTED_KEYS`: key files or folders, split at `os.pathsep`; None: unset, blank."""
     text = _env(environ).get(TRUSTED_KEYS_ENV, "").strip()
-    return [p for p in text.split(os.pathsep) if p] if text else None
+    return [p for p in text.split(os.pathsep) if p.strip()] if text else None  # (" ": none)
 
 
 def remote_max_size(environ: Environ | None = None) -> str | None:
