@@ -6,6 +6,10 @@ without importing warm's CUDA backend (`warmcli.backends.cuda.device`, `choose`,
 `arch`, ...: ~10 ms of a run's worker, and of a production process's first runtime, that found
 nothing: `opening.pycuda_installed`, the inventory's own test moved there). With `pycuda`
 importable (a GPU machine), or one imported already, it is asked as before.
+
+The shadowed-module check (`warmcli.warming.shadowed`) of a workload whose folder holds no
+other module (no `*.py`, no package) warns of nothing whatever its modules use: it looks at
+none of the run's ~400 modules then (~2-4 ms of every run's worker).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import importlib.util
 import json
 import subprocess
 import sys
+import types
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -103,3 +109,65 @@ def test_cuda_available_with_pycuda_already_imported_asks_it(tmp_path):
         "print(cuda_available(), 'warmcli.backends.cuda.device' in sys.modules)"
     )
     assert _available(code) == "False True"
+
+
+# `warmcli.warming.shadowed`: a workload alone in its folder (no other module there) looks
+# at none of the run's modules; one beside a module or a package warns as before.
+
+USES_COPY = "import copy\n\n\ndef workload(rt):\n    return copy.copy(rt)\n"
+
+
+def _looked_at(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> int:
+    """How many modules `shadowed` looked at for a workload in a folder of `files`."""
+    from warmcli.warming import shadowed as shadowed_module
+
+    folder = tmp_path / "work"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    looked: list[object] = []
+    real = shadowed_module._folder
+
+    def counted(module: object, *args: object) -> Path | None:
+        looked.append(module)
+        return real(module, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shadowed_module, "_folder", counted)
+    assert shadowed_module.shadowed(folder / "workload.py") == []
+    return len(looked)
+
+
+def test_a_workload_alone_in_its_folder_looks_at_no_module(tmp_path, monkeypatch):
+    """Beside it only files no import finds (a bundle, data, a folder without
+    `__init__.py`): no module of the run's ~400 is looked at (before: every one was)."""
+    files = {"workload.py": USES_COPY, "run.warm": "", "data/x.txt": "", "notes.md": ""}
+    assert _looked_at(tmp_path, monkeypatch, files) == 0
+
+
+@pytest.mark.parametrize("beside", ["helper.py", "Helper.PY", "pkg/__init__.py"])
+def test_a_workload_beside_a_module_looks_as_before(tmp_path, monkeypatch, beside):
+    """A module beside it (in any case) or a package: the modules are looked at, as before."""
+    files = {"workload.py": USES_COPY, beside: ""}
+    assert _looked_at(tmp_path, monkeypatch, files) > 0
+
+
+@pytest.mark.parametrize("beside", ["copy.py", "copy/__init__.py"])
+def test_a_module_or_package_beside_the_workload_is_still_warned_of(tmp_path, beside):
+    """`copy.py` (or a `copy` package) beside a workload that imports copy: warned of."""
+    from warmcli.warming.shadowed import shadowed
+
+    folder = tmp_path / "work"
+    (folder / beside).parent.mkdir(parents=True, exist_ok=True)
+    (folder / beside).write_text("X = 1\n")
+    workload = folder / "workload.py"
+    workload.write_text(USES_COPY)
+    module = types.ModuleType("p60_workload")
+    module.__file__ = str(workload)
+    exec(compile(USES_COPY, str(workload), "exec"), module.__dict__)
+    sys.modules["p60_workload"] = module
+    try:
+        lines = shadowed(workload)
+    finally:
+        del sys.modules["p60_workload"]
+    assert [line for line in lines if line.startswith(f"{beside} beside the workload")], lines
