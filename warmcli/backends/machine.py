@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from warmcli import config
 from warmcli.backends.base import Device, DeviceError, DeviceFingerprint
 from warmcli.backends.host import HostDevice
-from warmcli.backends.opening import cuda_available, open_devices
+from warmcli.backends.opening import cuda_available, open_devices, pycuda_installed
 from warmcli.backends.toolchain import ToolchainError
 from warmcli.kernel_parts import cuda_release
 from warmcli.records import Record
@@ -157,11 +156,6 @@ class Inventory(Record):
             except (ToolchainError, ImportError):
                 pass
         return found
-
-
-def pycuda_installed() -> bool:
-    """Whether pycuda is importable here (without importing it)."""
-    return importlib.util.find_spec("pycuda") is not None
 
 
 def inventory(

@@ -6,12 +6,14 @@ CUDA device per architecture, with no driver and no GPU; the highest of them (or
 the GPUs) keeps PTX beside its cubins when asked. CUDA modules are imported only when
 a CUDA device is asked for, so this works on a machine with no driver, and a process
 that opens the host imports no more than the host backend (not the machine inventory,
-`warmcli.backends.machine`, which uses this module to open what it lists). The module
-opens devices and keeps none; it never prints.
+`warmcli.backends.machine`, which uses this module to open what it lists); nor does `auto`
+where no `pycuda` can be imported (~10 ms of CUDA modules that would find no device). The
+module opens devices and keeps none; it never prints.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from warmcli.backends.base import Device, DeviceError
@@ -19,11 +21,26 @@ from warmcli.backends.host import HostDevice
 
 
 def cuda_available() -> bool:
+    if not pycuda_installed():  # (warm's CUDA backend, ~10 ms of imports, would find none)
+        return False
     try:
         from warmcli.backends.cuda.device import list_cuda_devices
     except ImportError:
         return False
     return bool(list_cuda_devices())
+
+
+def pycuda_installed() -> bool:
+    """Whether a `pycuda` is imported here, or a finder finds one (without importing it):
+    where none is, no CUDA device can be opened (`list_cuda_devices` would find none)."""
+    if "pycuda" in sys.modules:
+        return True
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("pycuda") is not None
+    except (ImportError, ValueError):  # a finder that fails: the import says what it does
+        return True
 
 
 def open_devices(
