@@ -6,6 +6,8 @@ the real CLI in a subprocess.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import Warm
 
 # A production process with no bundle tunes three candidates (one that fails to compile): each
@@ -42,3 +44,69 @@ def test_a_cold_tune_counts_its_candidates_compile_once(warm: Warm) -> None:
     assert (doc["compiled"], doc["failed"], doc["measured"]) == (3, 1, 1), doc
     assert doc["compile"] > 0 and doc["tune"] > 0, doc
     assert doc["compile"] + doc["tune"] <= doc["wall"], doc
+
+
+# A production process whose first compile a Ctrl-C cuts short (the C compiler stands in for a
+# long one: its first run sends SIGINT to the process and waits to be ended), as in a REPL, and
+# whose first tune a Ctrl-C cuts short (its launch function is interrupted once); each is done
+# again at once, as the session's next cell would.
+INTERRUPTED_AGAIN = """
+import json, sys, numpy as np, warmcli
+from warmcli import Kernel, Tunable, StatisticsReader
+from warmcli.execution import default_collector
+rt = warmcli.runtime("host")
+x = rt.upload(np.zeros(8, dtype=np.float32))
+K = Kernel("void kc(float *x, int n) { }", "kc", "Pi")
+for _ in range(2):
+    try:
+        rt.launch(K, x, 8)
+    except KeyboardInterrupt:
+        print("compile interrupted", file=sys.stderr)
+calls = [0]
+def launch(rt, k, y, n, stream=None):
+    calls[0] += 1
+    if calls[0] == 3:
+        raise KeyboardInterrupt
+    rt.launch(k, y, n, stream=stream)
+SRC = "void ti(float *x, int n) { (void)F; }"
+T = Tunable(name="ti", launch=launch,
+            candidates={f"f{i}": Kernel(SRC, "ti", "Pi", defines={"F": i}) for i in (1, 2)})
+for _ in range(2):
+    try:
+        rt.tune(T, x, 8)
+    except KeyboardInterrupt:
+        print("tune interrupted", file=sys.stderr)
+read = StatisticsReader(default_collector())
+c, a = read.compilation, read.autotune
+print(json.dumps({"report": str(warmcli.report()),
+                  "kernels": [c.registered, c.compiled, c.abandoned, c.settled],
+                  "tunes": [a.registered, a.measured, a.abandoned, a.settled]}))
+"""
+
+# WARM_CC: cc, but its first compile sends SIGINT to the process named by WARM_TEST_PID.
+INTERRUPTING_CC = """#!/bin/sh
+case "$*" in *--version*|*-dumpmachine*|*-print-*) exec cc "$@";; esac
+if [ ! -e "$0.once" ]; then
+    : > "$0.once"; kill -INT "$WARM_TEST_PID"; sleep 30
+fi
+exec cc "$@"
+"""
+
+
+def test_what_a_ctrl_c_cut_short_and_was_done_again_is_counted_done(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Before: a kernel whose compile a Ctrl-C cut short stayed `abandoned` once its next launch
+    compiled it (compiled 0, abandoned 1, with `report()` naming it compiled), and a tune
+    measured again after a Ctrl-C stayed `abandoned` (measured 0, abandoned 1, with `report()`
+    naming its pick). Now each is counted as it ended: compiled 1 and measured 1, none
+    abandoned, settled == registered."""
+    cc = tmp_path / "cc.sh"
+    cc.write_text(INTERRUPTING_CC)
+    cc.chmod(0o755)
+    code = f"import os; os.environ['WARM_TEST_PID'] = str(os.getpid())\n{INTERRUPTED_AGAIN}"
+    doc = warm.with_env(WARM_CC=str(cc), WARM_BUNDLE="").production(code)
+    assert (cc.parent / "cc.sh.once").exists(), "the first compile was interrupted"
+    assert "kernel kc on host" in doc["report"] and "picked f" in doc["report"], doc
+    assert doc["kernels"] == [3, 3, 0, 3], doc  # kc, then the tune's two candidates
+    assert doc["tunes"] == [1, 1, 0, 1], doc

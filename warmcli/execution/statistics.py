@@ -14,7 +14,9 @@ Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
 override open then, and *settles* there exactly once, wherever and whenever that is, even after
 that override closed: a kernel `compiled`, `loaded`, `failed` or `abandoned` (dropped before
 settling: its batch raised, its runtime closed); a tune `measured`, `failed`, `pending` (warm's:
-its device cannot execute, the measuring waits for one that can) or `abandoned`. Afterwards a
+its device cannot execute, the measuring waits for one that can) or `abandoned`. One abandoned
+and then done after all (a compile or tune a Ctrl-C cut short in a session, done again at its
+next call) settles again, as it ended: it is counted abandoned no more. Afterwards a
 kernel may be `refused` by the device at load and `stored` into the bundle (`ptx_stored`: its
 PTX too), a tune `persisted`, each counted once per registration. So one collector read after
 its work is done gives `settled == registered`. A `Registrations` holds one owner's
@@ -162,7 +164,9 @@ class Registration:
         collector = self._collector
         with collector._lock:
             if self.outcome is not None:
-                return False
+                if self.outcome != "abandoned" or outcome == "abandoned":
+                    return False
+                collector._add(self._device, self._view, "abandoned", -1)  # done after all
             self.outcome = outcome
             collector._add(self._device, self._view, outcome)
         return True
@@ -236,16 +240,29 @@ class Registrations:
         return held  # type: ignore[return-value]
 
     def settle(self, keys: str | Iterable[str], outcome: str) -> None:
-        """Settle every open registration of `keys` (one key or many) as `outcome`."""
+        """Settle every open registration of `keys` (one key or many) as `outcome`, and, as
+        another outcome, every one that was abandoned (done after all: compiled or measured
+        again after a Ctrl-C)."""
         for key in (keys,) if isinstance(keys, str) else keys:
             with self._lock:
                 done = self._open.pop(key, None)
-                if done is None:
-                    continue
-                settled = self._settled_of(key)
-                self._settled[key] = done if settled is None else [*_each(settled), *_each(done)]
+                if done is None:  # none open: those abandoned, if it is done after all
+                    done = self._redone(key, outcome)
+                else:
+                    held = self._settled_of(key)
+                    self._settled[key] = done if held is None else [*_each(held), *_each(done)]
             for registration in _each(done):
                 registration.settle(outcome)
+
+    def _redone(self, key: str, outcome: str) -> list[Registration]:
+        """`key`'s abandoned registrations (under the lock), to settle as `outcome`: none for
+        another abandoning, nor of a key held as (collector, outcome), served at once."""
+        held = self._settled.get(key)
+        if outcome == "abandoned" or held is None:
+            return []
+        if type(held) is tuple and held[1] != "abandoned":
+            return []
+        return [r for r in _each(self._settled_of(key)) if r.outcome == "abandoned"]
 
     def record(self, keys: str | Iterable[str], later: str) -> None:
         """Count `later` once on every registration of `keys`, settled or open."""
