@@ -110,3 +110,52 @@ def test_what_a_ctrl_c_cut_short_and_was_done_again_is_counted_done(
     assert "kernel kc on host" in doc["report"] and "picked f" in doc["report"], doc
     assert doc["kernels"] == [3, 3, 0, 3], doc  # kc, then the tune's two candidates
     assert doc["tunes"] == [1, 1, 0, 1], doc
+
+
+def test_the_compile_bar_ends_full_where_a_kernel_failed(warm: Warm, tmp_path: Path) -> None:
+    """Before: a batch of 12 kernels of which one failed to compile (a tune's candidate) left
+    `warm run`'s compile bar at 11/12, as if a kernel were still compiling, while the tuning
+    bar counts a candidate that failed as done (8/8: 6 measured, 2 failed). Now a kernel that
+    failed is done too: 12/12. The pass's real counts, from `warm run --json`, drawn by the
+    bars' own code."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from warmcli.cli.progress import RunProgress
+    from warmcli.execution.statistics import StatisticsCollector
+
+    workload = tmp_path / "w.py"
+    workload.write_text(FAILING_CANDIDATE)
+    doc = warm.json("run", workload, "-b", tmp_path / "b.warm")
+    first, second = (p["compilation"] for p in doc["passes"][:2])
+    assert (first["queued"], second["compiled"], second["failed"]) == (3, 2, 1), doc
+    counted = [StatisticsCollector(), StatisticsCollector()]
+    for collector, p in zip(counted, doc["passes"][:2], strict=True):
+        for view in ("compilation", "autotune"):
+            for name, value in p[view].items():
+                if isinstance(value, int) and name not in ("settled",):
+                    collector.count("host", view, name, value)
+    console = Console(file=StringIO(), force_terminal=True, width=120)
+    with RunProgress(console, interval=0.01) as progress:
+        progress("CompileOnly", counted[0].reader())
+        progress("CompileAndAutotune", counted[1].reader())
+        progress.refresh()
+        bars = {t.description: (t.completed, t.total) for t in progress._progress.tasks}
+    assert bars["CompileAndAutotune: kernels compiled"] == (3, 3), bars
+    assert bars["CompileAndAutotune: candidates measured"] == (3, 3), bars
+
+
+# A tunable of three candidates, one of which fails to compile.
+FAILING_CANDIDATE = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+SRC = "void tf(float *x, int n) { (void)F; }"
+T = Tunable(name="tf", launch=lambda rt, k, y, n, stream=None: rt.launch(k, y, n, stream=stream),
+            candidates={"a": Kernel(SRC, "tf", "Pi", defines={"F": 1}),
+                        "b": Kernel(SRC, "tf", "Pi", defines={"F": 2}),
+                        "bad": Kernel("void tf(float *x, int n) { not C; }", "tf", "Pi")})
+def workload(rt):
+    rt.tune(T, rt.upload(np.zeros(8, dtype=np.float32)), 8)
+"""
