@@ -159,3 +159,20 @@ T = Tunable(name="tf", launch=lambda rt, k, y, n, stream=None: rt.launch(k, y, n
 def workload(rt):
     rt.tune(T, rt.upload(np.zeros(8, dtype=np.float32)), 8)
 """
+
+
+def test_every_time_warm_stats_shows_names_its_unit(warm: Warm, tmp_path: Path) -> None:
+    """Before: a kernel's compile time was a bare `0.046` under `compile` (seconds? ms?),
+    beside a tune's `86.5 µs` and a pass's `0.605 s`. Now it says its unit: `0.046 s`, the
+    figure `--json`'s `seconds` gives."""
+    workload = tmp_path / "w.py"
+    workload.write_text(FAILING_CANDIDATE)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    kernels = {k["key"][:8]: k["seconds"] for k in warm.json("stats", bundle)["kernels"]}
+    rows = [line.split() for line in warm("stats", bundle).stdout.splitlines()]
+    listed = [row for row in rows if any(key in row for key in kernels)]
+    assert len(listed) == len(kernels) == 2, rows
+    for row in listed:
+        key = next(k for k in kernels if k in row)
+        assert row[row.index(key) - 2 : row.index(key)] == [f"{kernels[key]:.3f}", "s"], row
