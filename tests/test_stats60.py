@@ -176,3 +176,41 @@ def test_every_time_warm_stats_shows_names_its_unit(warm: Warm, tmp_path: Path) 
     for row in listed:
         key = next(k for k in kernels if k in row)
         assert row[row.index(key) - 2 : row.index(key)] == [f"{kernels[key]:.3f}", "s"], row
+
+
+# A session's cell run twice: `use_bundle` again closes the runtime of the first run, and the
+# new runtime compiles the kernel and measures the tune the bundle lacks again.
+CELL_RUN_TWICE = """
+import json, sys, numpy as np, warmcli
+from warmcli import Kernel, Tunable, StatisticsReader
+from warmcli.execution import default_collector
+SRC = "void tw(float *x, int n) { (void)F; }"
+T = Tunable(name="tw", launch=lambda rt, k, y, n, stream=None: rt.launch(k, y, n, stream=stream),
+            candidates={f"f{i}": Kernel(SRC, "tw", "Pi", defines={"F": i}) for i in (1, 2)})
+K = Kernel("void again(float *x, int n) { }", "again", "Pi")
+for _ in range(2):
+    warmcli.use_bundle(sys.argv[1])
+    rt = warmcli.runtime("host")
+    x = rt.upload(np.zeros(8, dtype=np.float32))
+    rt.launch(K, x, 8)
+    rt.tune(T, x, 8)
+read = StatisticsReader(default_collector())
+c, a = read.compilation, read.autotune
+print(json.dumps({"kernels": [c.registered, c.compiled, c.batches, sum(c.misses.values())],
+                  "tunes": [a.registered, a.measured, sum(a.misses.values())]}))
+"""
+
+
+def test_a_cell_run_again_counts_what_its_new_runtime_compiled(warm: Warm, tmp_path: Path) -> None:
+    """Before: a cell calling `use_bundle` run twice compiled the kernel its bundle lacks twice
+    (two batches, two misses) and measured the tune twice, but the statistics counted one of
+    each (registered 1, compiled 1, with batches 2 and misses 2: the collector had seen the
+    key, from the closed runtime). Now a closed runtime's keys count again for the new one:
+    3 kernels compiled twice each (the kernel and the tune's two candidates), 6 batches."""
+    workload = tmp_path / "w.py"
+    workload.write_text(FAILING_CANDIDATE)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "-q").returncode == 0
+    doc = warm.production(CELL_RUN_TWICE, bundle)
+    assert doc["kernels"] == [6, 6, 6, 6], doc
+    assert doc["tunes"] == [2, 2, 2], doc
