@@ -214,3 +214,43 @@ def test_a_cell_run_again_counts_what_its_new_runtime_compiled(warm: Warm, tmp_p
     doc = warm.production(CELL_RUN_TWICE, bundle)
     assert doc["kernels"] == [6, 6, 6, 6], doc
     assert doc["tunes"] == [2, 2, 2], doc
+
+
+# Four plain kernels and a tunable's three candidates, all built in one batch (`--jobs 1`): one
+# binary that seven kernels share, the candidates last in the listing.
+SHARED_BATCH = """
+import numpy as np
+from warmcli import Kernel, Tunable
+DEVICE = "host"
+PLAIN = [Kernel("void a%d(float *x, int n) { x[0] = %d; }" % (i, i), "a%d" % i, "Pi")
+         for i in range(4)]
+SRC = "void zt(float *x, int n) { x[0] = F; }"
+T = Tunable(name="zt", launch=lambda rt, k, y, n, stream=None: rt.launch(k, y, n, stream=stream),
+            candidates={f"f{i}": Kernel(SRC, "zt", "Pi", defines={"F": i}) for i in (1, 2, 3)})
+def workload(rt):
+    x = rt.upload(np.zeros(8, dtype=np.float32))
+    for k in PLAIN:
+        rt.launch(k, x, 8)
+    rt.tune(T, x, 8)
+"""
+
+
+def test_explain_gives_each_kernel_the_share_the_whole_listing_gives_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Before: a binary's bytes its users split unevenly (its size % users) went to the first
+    users *listed*, so `warm stats --explain` gave its operation's kernels other shares than
+    `warm stats` did (tk[F=3]: 2,117 bytes explained, 2,116 in the full listing). Now each
+    kernel has one share, the full listing's, in both (and in their --json)."""
+    workload = tmp_path / "w.py"
+    workload.write_text(SHARED_BATCH)
+    bundle = tmp_path / "b.warm"
+    assert warm("run", workload, "-b", bundle, "--jobs", "1", "-q").returncode == 0
+    everything = {k["key"]: k for k in warm.json("stats", bundle)["kernels"]}
+    assert {k["shared_by"] for k in everything.values()} == {7}, everything
+    size = next(iter(everything.values()))["blob_bytes"]
+    assert sum(k["bytes"] for k in everything.values()) == size
+    explained = warm.json("stats", bundle, "--explain", "zt")["kernels"]
+    assert len(explained) == 3
+    for k in explained:
+        assert k["bytes"] == everything[k["key"]]["bytes"], (k["label"], size % 7)
