@@ -35,7 +35,9 @@ def clean(
         False, "--keep-foreign", help="Keep entries of other toolchains and devices."
     ),
     max_size: str | None = typer.Option(
-        None, "--max-size", help="Evict least recently used kernels until binaries fit (10M, 1G)."
+        None,
+        "--max-size",
+        help="Evict least recently used kernels until binaries fit (10M, 1G: powers of 1024).",
     ),
     older_than: str | None = typer.Option(
         None, "--older-than", help="Remove kernels and tunes not used for this long (30d, 12h)."

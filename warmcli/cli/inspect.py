@@ -67,6 +67,7 @@ def stats_stream(
     named: dict[str, set[str]] = {}
     listed: set[str] | None = None  # the keys of the kernels listed, where all are held
     ours: set[str] | None = None  # those `operation`'s candidates name, where all are read
+    only: Callable[[KernelRecord], bool] | None = None  # which kernels are listed (None: all)
     kernels: Iterable[tuple[KernelRecord, tuple[float, float]]] = bundle.each_kernel_used()
     tunes: Iterable[Any] = bundle.each_tune(operation)
     tune: Callable[[Any], Any] = tune_line if as_text else tune_shown  # (a table's part)
@@ -95,7 +96,8 @@ def stats_stream(
         ours = held_kernels(bundle, operation, listed) if ours is None else ours
         # (read in key order: of several corrupt rows, the one named is the same every run)
         made = {_made(k) for k in map(bundle.kernel, sorted(ours)) if k is not None} - {None}
-        kernels = (ku for ku in kernels if ku[0].key in ours or _made(ku[0]) in made)
+        # every kernel read, the operation's shown: each with the share it has in the whole list
+        only = lambda k: k.key in ours or _made(k) in made  # noqa: E731
     return stats_document(
         bundle.manifest(),
         bundle.fingerprints(),
@@ -106,6 +108,7 @@ def stats_stream(
         named=named,
         tune=tune,
         format_version=bundle.format_version(),
+        shown=only,
     )
 
 

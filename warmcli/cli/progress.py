@@ -34,13 +34,14 @@ if TYPE_CHECKING:
 def bar_counts(
     first: DeviceStatistics | None, current: DeviceStatistics
 ) -> tuple[int, int, int, int]:
-    """(kernels compiled, to compile, candidates measured, to measure) for the bars.
+    """(kernels compiled, to compile, candidates measured, to measure) for the bars: a kernel
+    that failed to compile is done, as a candidate that failed is measured (a bar ends full).
 
     `first` is the CompileOnly pass's totals when `current` is a later pass: what it
     queued is what the CompileAndAutotune pass's batch compiles.
     """
     queued = current.compilation.queued + (first.compilation.queued if first else 0)
-    compiled = current.compilation.compiled
+    compiled = current.compilation.compiled + current.compilation.failed  # done, as a candidate
     registered = max(
         current.autotune.candidates_registered,
         first.autotune.candidates_registered if first else 0,

@@ -10,21 +10,24 @@ could not serve (a `warmcli.records.MissExplanation`) is counted by the reason
 `warmcli.runtime.explain` gives (the `misses` mapping, reason to count) and kept whole.
 
 Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
-`execution/statistics.rs`): a key registers once per collector, with the collector of the
-override open then, and *settles* there exactly once, wherever and whenever that is, even after
-that override closed: a kernel `compiled`, `loaded`, `failed` or `abandoned` (dropped before
-settling: its batch raised, its runtime closed); a tune `measured`, `failed`, `pending` (warm's:
-its device cannot execute, the measuring waits for one that can) or `abandoned`. Afterwards a
-kernel may be `refused` by the device at load and `stored` into the bundle (`ptx_stored`: its
-PTX too), a tune `persisted`, each counted once per registration. So one collector read after
-its work is done gives `settled == registered`. A `Registrations` holds one owner's
-registrations by key (a device's kernel cache, a runtime's tunes) so that it can settle them
-later. The collector owns the counters and a lock; it never decides what is counted, and never
-prints.
+`execution/statistics.rs`): a key registers once per collector and owner (a runtime's kernel cache
+or tunes: one made anew, after `use_bundle` closed the last, counts what it does anew), with the
+collector of the override open then, and *settles* there exactly once, wherever and whenever that
+is, even after that override closed: a kernel `compiled`, `loaded`, `failed` or `abandoned` (dropped
+before settling: its batch raised, its runtime closed); a tune `measured`, `failed`, `pending`
+(warm's: its device cannot execute, the measuring waits for one that can) or `abandoned`. One
+abandoned and then done after all (a compile or tune a Ctrl-C cut short in a session, done again at
+its next call) settles again, as it ended: it is counted abandoned no more. Afterwards a kernel may
+be `refused` by the device at load and `stored` into the bundle (`ptx_stored`: its PTX too), a tune
+`persisted`, each counted once per registration. So one collector read after its work is done gives
+`settled == registered`. A `Registrations` holds one owner's registrations by key (a device's kernel
+cache, a runtime's tunes) so that it can settle them later. The collector owns the counters and a
+lock; it never decides what is counted, and never prints.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -49,6 +52,7 @@ TUNE_OUTCOMES = ("measured", "failed", "pending", "abandoned")
 TUNE_LATER = ("persisted",)
 
 _VIEWS = ("compilation", "autotune", "execution")
+_OWNERS = itertools.count(1)  # each `Registrations` its own number (0: a key registered alone)
 
 
 class StatisticsCollector:
@@ -60,7 +64,9 @@ class StatisticsCollector:
         self._notes: list[str] = []
         self._commands: list[CompilerCommand] = []
         self._misses: list[MissExplanation] = []
-        self._seen: dict[tuple[str, str], set[str]] = {}  # by device and view: no tuple a key
+        self._seen: dict[
+            tuple[str, str, int], set[str]
+        ] = {}  # by device, view, owner: no tuple a key
 
     def count(self, device: str, view: str, name: str, amount: float = 1) -> None:
         """Add `amount` to one counter; `view` is one of the three statistics kinds."""
@@ -77,24 +83,27 @@ class StatisticsCollector:
         views[view][name] += amount
 
     def register(
-        self, device: str, view: str, key: str, outcome: str | None = None
+        self, device: str, view: str, key: str, outcome: str | None = None, owner: int = 0
     ) -> Registration | None:
         """Register the kernel (`compilation`) or tune (`autotune`) `key` here; None when
-        this collector registered it already (a key registers once per collector). With
+        this collector registered it already (a key registers once per collector and owner,
+        `Registrations.owner`: a runtime made anew, by a session's `use_bundle` run again,
+        compiles or loads it anew, and is counted). With
         `outcome`, its registration is settled so under the same hold of the lock: a key
         obtained and done at once (a kernel the bundle serves as it is asked for)."""
         if view not in _OUTCOMES:
             raise ValueError(f"nothing registers in statistics view {view!r}")
         if outcome is not None and outcome not in _OUTCOMES[view]:
             raise ValueError(f"{view} has no outcome {outcome!r}")
-        new = self._new(device, view, key, outcome)
+        new = self._new(device, view, key, outcome, owner)
         return Registration(self, device, view, outcome) if new else None
 
-    def _new(self, device: str, view: str, key: str, outcome: str | None) -> bool:
+    def _new(self, device: str, view: str, key: str, outcome: str | None, owner: int) -> bool:
         """Count `key` registered (and `outcome`, if any) unless registered here already; if
         it was new. One frame, one hold of the lock (a served kernel registers each)."""
         with self._lock:
-            seen = self._seen.get((device, view)) or self._seen.setdefault((device, view), set())
+            at = (device, view, owner)
+            seen = self._seen.get(at) or self._seen.setdefault(at, set())
             if key in seen:
                 return False
             seen.add(key)
@@ -162,7 +171,9 @@ class Registration:
         collector = self._collector
         with collector._lock:
             if self.outcome is not None:
-                return False
+                if self.outcome != "abandoned" or outcome == "abandoned":
+                    return False
+                collector._add(self._device, self._view, "abandoned", -1)  # done after all
             self.outcome = outcome
             collector._add(self._device, self._view, outcome)
         return True
@@ -196,10 +207,11 @@ class Registrations:
         self._open: dict[str, Registration | list[Registration]] = {}
         self._settled: dict[str, Registration | list[Registration] | tuple[Any, str]] = {}
         self._pair: tuple[Any, str] = (None, "")  # the last (collector, outcome) held so
+        self.owner = next(_OWNERS)  # what a collector registers a key once for
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
-        registration = collector.register(self.device, self.view, key)
+        registration = collector.register(self.device, self.view, key, owner=self.owner)
         if registration is None:
             return False
         with self._lock:
@@ -213,7 +225,7 @@ class Registrations:
         (collector, outcome), made a `Registration` only if asked for (`_settled_of`)."""
         if outcome not in self._outcomes:  # raises the error naming it
             collector.register(self.device, self.view, key, outcome)
-        new = collector._new(self.device, self.view, key, outcome)
+        new = collector._new(self.device, self.view, key, outcome, self.owner)
         with self._lock:
             done = self._open.pop(key, None)
             if done is None and key not in self._settled:  # a key seen the first time
@@ -236,16 +248,29 @@ class Registrations:
         return held  # type: ignore[return-value]
 
     def settle(self, keys: str | Iterable[str], outcome: str) -> None:
-        """Settle every open registration of `keys` (one key or many) as `outcome`."""
+        """Settle every open registration of `keys` (one key or many) as `outcome`, and, as
+        another outcome, every one that was abandoned (done after all: compiled or measured
+        again after a Ctrl-C)."""
         for key in (keys,) if isinstance(keys, str) else keys:
             with self._lock:
                 done = self._open.pop(key, None)
-                if done is None:
-                    continue
-                settled = self._settled_of(key)
-                self._settled[key] = done if settled is None else [*_each(settled), *_each(done)]
+                if done is None:  # none open: those abandoned, if it is done after all
+                    done = self._redone(key, outcome)
+                else:
+                    held = self._settled_of(key)
+                    self._settled[key] = done if held is None else [*_each(held), *_each(done)]
             for registration in _each(done):
                 registration.settle(outcome)
+
+    def _redone(self, key: str, outcome: str) -> list[Registration]:
+        """`key`'s abandoned registrations (under the lock), to settle as `outcome`: none for
+        another abandoning, nor of a key held as (collector, outcome), served at once."""
+        held = self._settled.get(key)
+        if outcome == "abandoned" or held is None:
+            return []
+        if type(held) is tuple and held[1] != "abandoned":
+            return []
+        return [r for r in _each(self._settled_of(key)) if r.outcome == "abandoned"]
 
     def record(self, keys: str | Iterable[str], later: str) -> None:
         """Count `later` once on every registration of `keys`, settled or open."""

@@ -17,11 +17,12 @@ measurement is kept (on a device that cannot execute, `--arch`, each candidate's
 discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one it refuses is
 excluded, the others pending). A check that told no candidate apart (`judged_nothing`) is noted.
 `measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (a
-candidate's launch), never the runtime. The `TuneCache` owns the records of one device: those
-measured here, and the last `TUNES_KEPT` it read from the bundle on demand (no sample made; a
-malformed row is no record: it remembers what is wrong, for the runtime to explain the miss as
-`corrupt`), the tunes all of whose candidates failed here (`failed`) and those no bundle serves
-(`never`: a candidate unkeyed); it writes no bundle.
+candidate's launch), never the runtime; the seconds it counts leave out each candidate's compile or
+load (`warmcli.runtime.tune_clock`: compilation's seconds count it). The `TuneCache` owns the
+records of one device: those measured here, and the last `TUNES_KEPT` it read from the bundle on
+demand (no sample made; a malformed row is no record: it remembers what is wrong, for the runtime to
+explain the miss as `corrupt`), the tunes all of whose candidates failed here (`failed`) and those
+no bundle serves (`never`: a candidate unkeyed); it writes no bundle.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from warmcli.runtime.tune_spec import check_names, check_spec, fits, inputs_text
 
 if TYPE_CHECKING:
     from warmcli.runtime.store import Store
+    from warmcli.runtime.tune_clock import CandidateKernels
     from warmcli.runtime.tune_guard import TuneGuard
 
 LaunchCandidate = Callable[..., None]
@@ -211,18 +213,6 @@ if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at
 
         def __call__(self, kernel: Kernel, inputs: tuple[Any, ...], stream: Stream) -> None: ...
 
-    class CandidateKernels(Protocol):
-        """What a tune needs of its device's kernel cache (`KernelCache` is one)."""
-
-        def key(self, kernel: Kernel) -> str:
-            """The kernel's key on the device."""
-
-        def get(self, kernel: Kernel) -> Any:
-            """The loaded kernel, compiled first if it must be (`KernelCompileError` if not)."""
-
-        def flush(self) -> None:
-            """Compile the whole queue."""
-
     class MeasureJournal(Protocol):
         """What is told of each candidate measured, and says which ones crashed before."""
 
@@ -274,6 +264,7 @@ def _measure_candidates(
     without one); one failing to compile, raising or failing the check is excluded, with why."""
     from warmcli.execution.stream_mode import StreamModeOverride  # on first use: a hot start
     from warmcli.runtime.tune_check import check_candidate, checked, reference_failed
+    from warmcli.runtime.tune_clock import timed_samples
     from warmcli.runtime.tune_guard import OutputCheck, last_line  # tunes nothing, as `measure`
 
     journal = _journal
@@ -312,7 +303,7 @@ def _measure_candidates(
             ):
                 problem = check.verdict(name, run) if check is not None else None
                 if problem is None:
-                    samples = _samples(guard, tunable, run)
+                    samples = timed_samples(guard, tunable.warmup, tunable.repeats, run)
         except Exception as exc:  # any exception of a candidate excludes it, with its reason
             guard.restore()
             problem = last_line(exc)
@@ -330,19 +321,6 @@ def _measure_candidates(
     return [results[name] for name in tunable.candidates]
 
 
-def _samples(guard: TuneGuard, tunable: Tunable, run: Callable[[], None]) -> tuple[float, ...]:
-    """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed."""
-    for _ in range(tunable.warmup):
-        run()
-        guard.restore()
-    guard.stream.synchronize()
-    samples = []
-    for _ in range(max(1, tunable.repeats)):
-        samples.append(guard.device.time(guard.stream, run))
-        guard.restore()
-    return tuple(samples)
-
-
 def measure(
     device: Device,
     kernels: CandidateKernels,
@@ -357,9 +335,11 @@ def measure(
     runs one, `kernels` compiles them (on `device`). The buffers a candidate may write are put
     back after every run (`warmcli.runtime.tune_guard`): the inputs are as they were."""
     # Imported on first use: a process served from the bundle measures nothing.
+    from warmcli.runtime.tune_clock import Obtaining
     from warmcli.runtime.tune_guard import TuneGuard, written_buffers
 
     kernels.flush()  # compile time is counted as compilation, not as measurement
+    timed = Obtaining(kernels)  # nor is what a candidate's compile or load at its `get` took
     started = time.perf_counter()
     guard = None
     if device.can_execute:
@@ -367,12 +347,12 @@ def measure(
         guard = TuneGuard(device, stream, written)
         guard.watch(inputs)
     try:
-        found = _measure_candidates(kernels, launch, tunable, inputs, guard, stream, key, shape_key)
+        found = _measure_candidates(timed, launch, tunable, inputs, guard, stream, key, shape_key)
     finally:
         if guard is not None:
             guard.restore()
             guard.release()
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - started - timed.spent
     ok = [c for c in found if c.status == "ok"]
     failed = [c for c in found if c.status == "failed"]
     _count(device.id, "candidates_failed", len(failed))

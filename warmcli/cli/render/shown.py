@@ -85,6 +85,7 @@ def times_slower(ratio: float) -> str:
 
 
 def compile_time(seconds: float) -> str:
-    """A kernel's compile time in seconds, `0.058`; one of a million or more (a bundle's row
-    may say any finite time: 1e200) as `1e+200`, not every digit of it."""
-    return f"{seconds:.3f}" if seconds < LONG_COMPILE else f"{seconds:.3g}"
+    """A kernel's compile time in seconds, `0.058 s`, its unit said as a median's is; one of a
+    million or more (a bundle's row may say any finite time: 1e200) as `1e+200 s`, not every
+    digit of it."""
+    return f"{seconds:.3f} s" if seconds < LONG_COMPILE else f"{seconds:.3g} s"

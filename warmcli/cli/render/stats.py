@@ -202,6 +202,7 @@ def stats_document(
     tune: Callable[[TuneRecord], Any] = tune_json,
     format_version: int | None = None,
     compiles: HeldCounts | None = None,
+    shown: Callable[[KernelRecord], bool] | None = None,
 ) -> dict[str, Any]:
     """The `warm stats --json` document; its "kernels" and "tunes" are iterators, each
     entry converted as it is read (stream them, or list them). `shared`: how many kernels
@@ -210,27 +211,29 @@ def stats_document(
     each gets its part of its time); `named`: the
     tunable candidates each kernel key is; `tune`: how a tune is given (its `tune_json`,
     or the same as JSON text: `warmcli.cli.render.tune_line`); `format_version`: the
-    format the file is in (its header's), given as "format" beside the manifest's claim."""
+    format the file is in (its header's), given as "format" beside the manifest's claim;
+    `shown`: which kernels are listed (`--explain`'s), each with its share in the listing of all."""
     shared, compiles = shared or HeldCounts(), compiles or HeldCounts()
     named = named or {}
     given: Counter[str] = Counter()
 
     def one(
         k: KernelRecord, usage: tuple[float, float] | None, n: int, made: int
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | None:
         share = k.size // n + (1 if given[k.sha256] < k.size % n else 0)
         if n > 1:  # (forgotten once its last user is given its share: what is held is the
             given[k.sha256] += 1  # binaries whose users the listing has not all reached yet)
             if given[k.sha256] == n:
                 del given[k.sha256]
-        cands = sorted(named.get(k.key, ()), key=natural)
-        return kernel_json(k, usage, n, share, cands, made)
+        if shown is not None and not shown(k):
+            return None
+        return kernel_json(k, usage, n, share, sorted(named.get(k.key, ()), key=natural), made)
 
     def each(rows: Iterator[tuple[KernelRecord, tuple[float, float] | None]]) -> Iterator[Any]:
         while batch := list(islice(rows, BATCH)):  # their counts read in two queries
             users = shared.get_many([(k.sha256,) for k, _ in batch])
             made = compiles.get_many([compile_of(k) for k, _ in batch])
-            yield from (one(k, u, n, m) for (k, u), n, m in zip(batch, users, made, strict=True))
+            yield from filter(None, map(one, *zip(*batch, strict=True), users, made))  # (shown)
 
     return {
         **({} if format_version is None else {"format": format_version}),
@@ -254,13 +257,10 @@ def pick_figures(t: dict[str, Any]) -> tuple[str, str]:
 def tunes_table(title: str, tunes: list[dict[str, Any]]) -> Table:
     """One line per tune (its `tune_json`): the pick, its median, the runner-up's ratio."""
     table = listing(title)
-    table.add_column("operation", overflow="fold")
-    table.add_column("shape", overflow="fold")
-    table.add_column("device", overflow="fold")
-    table.add_column("pick", overflow="fold")
-    table.add_column("median", justify="right", no_wrap=True)
-    table.add_column("runner-up", justify="right", no_wrap=True)
-    table.add_column("candidates", justify="right", no_wrap=True)
+    for col in ("operation", "shape", "device", "pick"):
+        table.add_column(col, overflow="fold")
+    for col in ("median", "runner-up", "candidates"):
+        table.add_column(col, justify="right", no_wrap=True)
     for t in tunes:
         median, runner = pick_figures(t)
         pick = t["pick"] or t["status"]
