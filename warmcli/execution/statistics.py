@@ -220,7 +220,8 @@ class Registrations:
         # The collectors it registered with, which let its keys go with it (no owner gone
         # registers again: a process taking its bundle anew holds the live runtime's alone).
         self._with: weakref.WeakSet[StatisticsCollector] = weakref.WeakSet()
-        weakref.finalize(self, _let_go, self._with, device, view, self.owner)
+        let_go = weakref.finalize(self, _let_go, self._with, device, view, self.owner)
+        let_go.atexit = False  # (at exit, before its atexit write-back: not let go, nothing kept)
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
