@@ -11,23 +11,25 @@ could not serve (a `warmcli.records.MissExplanation`) is counted by the reason
 
 Kernels and tunes are counted through a `Registration` (the seed's, CubeCL's
 `execution/statistics.rs`): a key registers once per collector and owner (a runtime's kernel cache
-or tunes: one made anew, after `use_bundle` closed the last, counts what it does anew), with the
-collector of the override open then, and *settles* there exactly once, wherever and whenever that
-is, even after that override closed: a kernel `compiled`, `loaded`, `failed` or `abandoned` (dropped
-before settling: its batch raised, its runtime closed); a tune `measured`, `failed`, `pending`
-(warm's: its device cannot execute, the measuring waits for one that can) or `abandoned`. One
-abandoned and then done after all (a compile or tune a Ctrl-C cut short in a session, done again at
-its next call) settles again, as it ended: it is counted abandoned no more. Afterwards a kernel may
-be `refused` by the device at load and `stored` into the bundle (`ptx_stored`: its PTX too), a tune
-`persisted`, each counted once per registration. So one collector read after its work is done gives
-`settled == registered`. A `Registrations` holds one owner's registrations by key (a device's kernel
-cache, a runtime's tunes) so that it can settle them later. The collector owns the counters and a
-lock; it never decides what is counted, and never prints.
+or tunes: one made anew, after `use_bundle` closed the last, counts what it does anew; the keys of
+one gone are let go), with the collector of the override open then, and *settles* there exactly
+once, wherever and whenever that is, even after that override closed: a kernel `compiled`, `loaded`,
+`failed` or `abandoned` (dropped before settling: its batch raised, its runtime closed); a tune
+`measured`, `failed`, `pending` (warm's: its device cannot execute, the measuring waits for one that
+can) or `abandoned`. One abandoned and then done after all (a compile or tune a Ctrl-C cut short in
+a session, done again at its next call) settles again, as it ended: it is counted abandoned no more.
+Afterwards a kernel may be `refused` by the device at load and `stored` into the bundle
+(`ptx_stored`: its PTX too), a tune `persisted`, each counted once per registration. So one
+collector read after its work is done gives `settled == registered`. A `Registrations` holds one
+owner's registrations by key (a device's kernel cache, a runtime's tunes) so that it can settle them
+later. The collector owns the counters and a lock; it never decides what is counted, and never
+prints.
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -193,6 +195,13 @@ class Registration:
         return True
 
 
+def _let_go(collectors: Iterable[StatisticsCollector], device: str, view: str, owner: int) -> None:
+    """Forget the keys `owner` registered in each of `collectors`, as it is gone (a finalizer,
+    run in whatever thread collects it: no lock taken, one atomic `dict.pop` each)."""
+    for collector in list(collectors):
+        collector._seen.pop((device, view, owner), None)
+
+
 class Registrations:
     """The registrations one owner made, by key, in every collector: what lets a kernel
     queued under one override settle to that override's collector when a later one
@@ -208,12 +217,18 @@ class Registrations:
         self._settled: dict[str, Registration | list[Registration] | tuple[Any, str]] = {}
         self._pair: tuple[Any, str] = (None, "")  # the last (collector, outcome) held so
         self.owner = next(_OWNERS)  # what a collector registers a key once for
+        # The collectors it registered with, which let its keys go with it (no owner gone
+        # registers again: a process taking its bundle anew holds the live runtime's alone).
+        self._with: weakref.WeakSet[StatisticsCollector] = weakref.WeakSet()
+        let_go = weakref.finalize(self, _let_go, self._with, device, view, self.owner)
+        let_go.atexit = False  # (at exit, before its atexit write-back: not let go, nothing kept)
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
         registration = collector.register(self.device, self.view, key, owner=self.owner)
         if registration is None:
             return False
+        self._with.add(collector)
         with self._lock:
             held = self._open.get(key)
             self._open[key] = registration if held is None else [*_each(held), registration]
@@ -226,6 +241,8 @@ class Registrations:
         if outcome not in self._outcomes:  # raises the error naming it
             collector.register(self.device, self.view, key, outcome)
         new = collector._new(self.device, self.view, key, outcome, self.owner)
+        if new:
+            self._with.add(collector)
         with self._lock:
             done = self._open.pop(key, None)
             if done is None and key not in self._settled:  # a key seen the first time

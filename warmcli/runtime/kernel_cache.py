@@ -46,6 +46,7 @@ from warmcli.runtime.hits import Hits, put_hit
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
+from warmcli.runtime.tune_clock import clocked
 
 if TYPE_CHECKING:  # a compile's records: imported where a miss compiles
     from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
@@ -66,13 +67,9 @@ class KernelCache:
         misses: Misses | None = None,
         any_toolchain: bool = False,
     ) -> None:
-        self.device = device
-        self.bundle = bundle
-        self.jobs = jobs
-        self.timeout = timeout
+        self.device, self.bundle, self.jobs, self.timeout = device, bundle, jobs, timeout
         self.misses = misses if misses is not None else Misses(device, bundle)  # None: warming
-        # Each kernel's registrations with the collectors, by key: settled wherever it ends.
-        self.registrations = Registrations(device.id, "compilation")
+        self.registrations = Registrations(device.id, "compilation")  # by key: settled anywhere
         lookup: type[BundleLookup] = BundleLookup
         if device.backend == "cuda":  # PTX served and kept, a cubin row's kind: a CUDA device's
             from warmcli.runtime.lookup_ptx import CudaLookup
@@ -83,8 +80,7 @@ class KernelCache:
         self._lock = new_rlock(self)
         self._queue: dict[str, CompileUnit] = {}
         self._loaded: dict[str, Any] = {}
-        # A launch's hit path, read unlocked (`hits`): kernel id -> its function and collector.
-        self._hits: Hits = {}
+        self._hits: Hits = {}  # the hit path, read unlocked: kernel id -> function, collector
         self._modules: dict[str, Any] = {}
         self._module_of: dict[str, str] = {}  # key -> the sha256 of the binary it was loaded from
         self._built: dict[str, Built] = {}
@@ -233,6 +229,10 @@ class KernelCache:
                 self._register(kernel)
                 put_hit(self._hits, kernel, hit.function, collector)
             return hit.function
+        return self._get(kernel, args, collector)
+
+    @clocked  # past the hit path: a compile or load, which a tune leaves out of its measuring
+    def _get(self, kernel: Kernel, args: Sequence[Any] | None, collector: Any) -> Any:
         if args is not None:
             check_before_load(kernel, self.device.id, args)
         lookup = self.lookup

@@ -17,12 +17,12 @@ measurement is kept (on a device that cannot execute, `--arch`, each candidate's
 discarded, checked as a GPU would check it, by `warmcli.runtime.tune_check`: one it refuses is
 excluded, the others pending). A check that told no candidate apart (`judged_nothing`) is noted.
 `measure` is handed the device, its `CandidateKernels` (the kernel cache) and a `CandidateRun` (a
-candidate's launch), never the runtime; the seconds it counts leave out each candidate's compile or
-load (`warmcli.runtime.tune_clock`: compilation's seconds count it). The `TuneCache` owns the
-records of one device: those measured here, and the last `TUNES_KEPT` it read from the bundle on
-demand (no sample made; a malformed row is no record: it remembers what is wrong, for the runtime to
-explain the miss as `corrupt`), the tunes all of whose candidates failed here (`failed`) and those
-no bundle serves (`never`: a candidate unkeyed); it writes no bundle.
+candidate's launch), never the runtime; the seconds it counts leave out every kernel's compile or
+load inside the measuring (`warmcli.runtime.tune_clock`: compilation's seconds count a compile).
+The `TuneCache` owns the records of one device: those measured here, and the last `TUNES_KEPT` it
+read from the bundle on demand (no sample made; a malformed row is no record: it remembers what is
+wrong, for the runtime to explain the miss as `corrupt`), the tunes all of whose candidates failed
+here (`failed`) and those no bundle serves (`never`: a candidate unkeyed); it writes no bundle.
 """
 
 from __future__ import annotations
@@ -335,11 +335,11 @@ def measure(
     runs one, `kernels` compiles them (on `device`). The buffers a candidate may write are put
     back after every run (`warmcli.runtime.tune_guard`): the inputs are as they were."""
     # Imported on first use: a process served from the bundle measures nothing.
-    from warmcli.runtime.tune_clock import Obtaining
+    from warmcli.runtime.tune_clock import spent
     from warmcli.runtime.tune_guard import TuneGuard, written_buffers
 
     kernels.flush()  # compile time is counted as compilation, not as measurement
-    timed = Obtaining(kernels)  # nor is what a candidate's compile or load at its `get` took
+    obtaining = spent()  # nor is what a compile or load inside the measuring took (`tune_clock`)
     started = time.perf_counter()
     guard = None
     if device.can_execute:
@@ -347,12 +347,12 @@ def measure(
         guard = TuneGuard(device, stream, written)
         guard.watch(inputs)
     try:
-        found = _measure_candidates(timed, launch, tunable, inputs, guard, stream, key, shape_key)
+        found = _measure_candidates(kernels, launch, tunable, inputs, guard, stream, key, shape_key)
     finally:
         if guard is not None:
             guard.restore()
             guard.release()
-    seconds = time.perf_counter() - started - timed.spent
+    seconds = time.perf_counter() - started - (spent() - obtaining)
     ok = [c for c in found if c.status == "ok"]
     failed = [c for c in found if c.status == "failed"]
     _count(device.id, "candidates_failed", len(failed))
