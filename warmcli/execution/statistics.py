@@ -222,6 +222,7 @@ class Registrations:
         self._with: weakref.WeakSet[StatisticsCollector] = weakref.WeakSet()
         let_go = weakref.finalize(self, _let_go, self._with, device, view, self.owner)
         let_go.atexit = False  # (at exit, before its atexit write-back: not let go, nothing kept)
+        self._added: StatisticsCollector | None = None  # the last added to `_with`
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
         """Register `key` with `collector` unless it did already; True if it was new."""
@@ -241,7 +242,8 @@ class Registrations:
         if outcome not in self._outcomes:  # raises the error naming it
             collector.register(self.device, self.view, key, outcome)
         new = collector._new(self.device, self.view, key, outcome, self.owner)
-        if new:
+        if new and collector is not self._added:  # (a served kernel's: no WeakSet.add each)
+            self._added = collector
             self._with.add(collector)
         with self._lock:
             done = self._open.pop(key, None)

@@ -42,11 +42,11 @@ from warmcli.execution.statistics import Registrations
 from warmcli.forking import new_rlock
 from warmcli.kernel import Kernel
 from warmcli.records import KernelRecord
+from warmcli.runtime import tune_clock
 from warmcli.runtime.hits import Hits, put_hit
 from warmcli.runtime.lookup import BundleLookup
 from warmcli.runtime.misses import Misses
 from warmcli.runtime.persist import Ledger
-from warmcli.runtime.tune_clock import clocked
 
 if TYPE_CHECKING:  # a compile's records: imported where a miss compiles
     from warmcli.backends.compiler import CompiledGroup, CompileFailure, CompileUnit
@@ -215,13 +215,13 @@ class KernelCache:
     def get(self, kernel: Kernel, args: Sequence[Any] | None = None) -> Any:
         """The loaded kernel, compiling the whole queue first if it must be compiled.
 
-        A kernel the bundle serves takes one path: its key, its (prefetched) record
-        checked, its module (loaded once per blob) and function, registered and settled
-        `loaded` at once; anything else (a record it must not serve, PTX, a miss, a
-        build) is registered as it was obtained and goes on to `_obtain`. `args`, an
-        executed launch's arguments, are checked against the kernel's letters where it is
-        not loaded yet, before anything is keyed, looked up or compiled (a loaded kernel's
-        launch is checked by the device alone)."""
+        A kernel the bundle serves takes one path: its key, its (prefetched) record checked, its
+        module (loaded once per blob) and function, registered and settled `loaded` at once;
+        anything else (a record it must not serve, PTX, a miss, a build) is registered as it was
+        obtained and goes on to `_obtain`. `args`, an executed launch's arguments, are checked
+        against the kernel's letters where it is not loaded yet, before anything is keyed, looked up
+        or compiled (a loaded kernel's launch is checked by the device alone); past the hit path,
+        while a tune measures, its time is clocked (`tune_clock`)."""
         hit = self._hits.get(id(kernel))
         collector = active_collector()
         if hit is not None and hit() is kernel:  # not a gone one's left at its id (`hits`)
@@ -229,49 +229,49 @@ class KernelCache:
                 self._register(kernel)
                 put_hit(self._hits, kernel, hit.function, collector)
             return hit.function
-        return self._get(kernel, args, collector)
-
-    @clocked  # past the hit path: a compile or load, which a tune leaves out of its measuring
-    def _get(self, kernel: Kernel, args: Sequence[Any] | None, collector: Any) -> Any:
-        if args is not None:
-            check_before_load(kernel, self.device.id, args)
-        lookup = self.lookup
-        try:  # (lookup's own key: a launch pays no frame of this cache's for a refusal)
-            key = lookup.key(kernel)
-        except ToolchainError as exc:  # no compiler here, nor a build of it the bundle serves
-            self._refuse(exc)
-            with self._lock:
-                self._uncompiled[kernel.content_hash] = kernel.label
-            raise
-        with self._lock:
-            if key in self._loaded:
-                function = self._loaded[key]
-                put_hit(self._hits, kernel, function, collector)
-                return function
-            if key in self._built or key in self._failed:
-                return self._from_build(kernel, key)
-            try:  # registered and settled at once when served (`lookup.serve`)
-                record = lookup.record(kernel, key)
-                # Queued though the bundle holds its build: the PTX this run keeps is not
-                # there (`lookup.held`), so it is built with the queue.
-                served = (
-                    record is not None
-                    and key not in self._queue
-                    and lookup.serve(
-                        kernel, record, self._load, record.sha256 in self._modules, collector
-                    )
-                )
-            except BaseException:  # a strict miss: registered as it was obtained, unsettled
-                self.registrations.register(collector, key)
+        begun = tune_clock.enter() if tune_clock.measuring else None  # a compile or a load
+        try:
+            if args is not None:
+                check_before_load(kernel, self.device.id, args)
+            lookup = self.lookup
+            try:  # (lookup's own key: a launch pays no frame of this cache's for a refusal)
+                key = lookup.key(kernel)
+            except ToolchainError as exc:  # no compiler here, nor a build the bundle serves
+                self._refuse(exc)
+                with self._lock:
+                    self._uncompiled[kernel.content_hash] = kernel.label
                 raise
-            if served:
-                self.ledger.served(key)
-                function = self._loaded[key]
-            else:
-                self.registrations.register(collector, key)
-                function = self._obtain(kernel, key, record)
-            put_hit(self._hits, kernel, function, collector)  # registered in it: a hit next
-            return function
+            with self._lock:
+                if key in self._loaded:
+                    function = self._loaded[key]
+                    put_hit(self._hits, kernel, function, collector)
+                    return function
+                if key in self._built or key in self._failed:
+                    return self._from_build(kernel, key)
+                try:  # registered and settled at once when served (`lookup.serve`)
+                    record = lookup.record(kernel, key)
+                    # queued: built with the queue (the PTX it keeps is not held: `lookup.held`)
+                    served = (
+                        record is not None
+                        and key not in self._queue
+                        and lookup.serve(
+                            kernel, record, self._load, record.sha256 in self._modules, collector
+                        )
+                    )
+                except BaseException:  # a strict miss: registered as it was obtained, unsettled
+                    self.registrations.register(collector, key)
+                    raise
+                if served:
+                    self.ledger.served(key)
+                    function = self._loaded[key]
+                else:
+                    self.registrations.register(collector, key)
+                    function = self._obtain(kernel, key, record)
+                put_hit(self._hits, kernel, function, collector)  # registered in it: a hit next
+                return function
+        finally:
+            if begun is not None:
+                tune_clock.leave(begun)
 
     def _obtain(self, kernel: Kernel, key: str, record: KernelRecord | None = None) -> Any:
         """`get` past the bundle's build (under the lock): the bundle's PTX, else built here

@@ -335,24 +335,28 @@ def measure(
     runs one, `kernels` compiles them (on `device`). The buffers a candidate may write are put
     back after every run (`warmcli.runtime.tune_guard`): the inputs are as they were."""
     # Imported on first use: a process served from the bundle measures nothing.
-    from warmcli.runtime.tune_clock import spent
+    from warmcli.runtime.tune_clock import measuring_now
     from warmcli.runtime.tune_guard import TuneGuard, written_buffers
 
     kernels.flush()  # compile time is counted as compilation, not as measurement
-    obtaining = spent()  # nor is what a compile or load inside the measuring took (`tune_clock`)
-    started = time.perf_counter()
-    guard = None
-    if device.can_execute:
-        written = written_buffers(tunable.name, tunable.restore, tunable.restore_positions, inputs)
-        guard = TuneGuard(device, stream, written)
-        guard.watch(inputs)
-    try:
-        found = _measure_candidates(kernels, launch, tunable, inputs, guard, stream, key, shape_key)
-    finally:
-        if guard is not None:
-            guard.restore()
-            guard.release()
-    seconds = time.perf_counter() - started - (spent() - obtaining)
+    with measuring_now() as obtaining:  # nor is a compile or load inside it (`tune_clock`)
+        started = time.perf_counter()
+        guard = None
+        if device.can_execute:
+            restore, positions = tunable.restore, tunable.restore_positions
+            guard = TuneGuard(
+                device, stream, written_buffers(tunable.name, restore, positions, inputs)
+            )
+            guard.watch(inputs)
+        try:
+            found = _measure_candidates(
+                kernels, launch, tunable, inputs, guard, stream, key, shape_key
+            )
+        finally:
+            if guard is not None:
+                guard.restore()
+                guard.release()
+        seconds = time.perf_counter() - started - obtaining()
     ok = [c for c in found if c.status == "ok"]
     failed = [c for c in found if c.status == "failed"]
     _count(device.id, "candidates_failed", len(failed))

@@ -3,23 +3,24 @@
 `measure` compiles the queue before it starts its clock, but in an executing process (production,
 a verify replay) nothing is queued: each candidate is compiled, or loaded from the bundle, at its
 first `get`, inside the measuring, and so is any kernel its launch function launches (a helper, a
-second stage) at its first launch, or a callable check's. `clocked` times the kernel cache's
-obtaining past its hit path (`KernelCache.get`'s: a compile, a load) into the calling thread's sum
-(the outermost call only: a `get` inside a `get` is one), which `spent` reads, for `measure` to
-leave out of `AutotuneStatistics.seconds` what its thread spent there while it measured: that
-compile is `CompilationStatistics.seconds`' already, and the two are disjoint parts of a tune's
-time (a tune measured in another thread at once adds nothing to this one's). `timed_samples` runs
-one candidate: warm-up, then the timed runs. It owns no state but each thread's sum, and never
-compiles, stores or prints itself.
+second stage) at its first launch, or a callable check's. While `measuring_now` (a count of the
+tunes measuring, in any thread: while it is 0 the kernel cache clocks nothing, so serving pays a
+comparison only), `KernelCache.get` past its hit path (a compile, a load) is clocked by `enter` and
+`leave` into the calling thread's sum (the outermost call only: a `get` inside a `get` is one),
+and `measure` leaves out of `AutotuneStatistics.seconds` what its own thread spent there while it
+measured: that compile is `CompilationStatistics.seconds`' already, and the two are disjoint parts
+of a tune's time (a tune measured in another thread at once adds nothing to this one's).
+`timed_samples` runs one candidate: warm-up, then the timed runs. It owns the count and each
+thread's sum, and never compiles, stores or prints itself.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at import
     from warmcli.kernel import Kernel
@@ -38,32 +39,39 @@ if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at
             """Compile the whole queue."""
 
 
-_Method = TypeVar("_Method", bound=Callable[..., Any])
 _thread = threading.local()  # .inside: a clocked call is running; .spent: the seconds summed
+_lock = threading.Lock()
+measuring = 0  # tunes measuring now, in any thread: while none is, nothing is clocked
 
 
-def clocked(method: _Method) -> _Method:
-    """`method` with its time added to the calling thread's sum (`spent`), unless it runs
-    inside another clocked call (counted there)."""
-
-    @functools.wraps(method)
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        if getattr(_thread, "inside", False):
-            return method(*args, **kwargs)
-        _thread.inside = True
-        begun = time.perf_counter()
-        try:
-            return method(*args, **kwargs)
-        finally:
-            _thread.inside = False
-            _thread.spent = getattr(_thread, "spent", 0.0) + time.perf_counter() - begun
-
-    return timed  # type: ignore[return-value]
+@contextlib.contextmanager
+def measuring_now() -> Iterator[Callable[[], float]]:
+    """Within it, `KernelCache.get` past its hit path is clocked (`enter`, `leave`); it gives
+    the seconds this thread has spent there since it began."""
+    global measuring
+    with _lock:
+        measuring += 1
+    before = getattr(_thread, "spent", 0.0)
+    try:
+        yield lambda: getattr(_thread, "spent", 0.0) - before
+    finally:
+        with _lock:
+            measuring -= 1
 
 
-def spent() -> float:
-    """The seconds this thread has spent in clocked calls (a sum: read it before and after)."""
-    return getattr(_thread, "spent", 0.0)  # type: ignore[no-any-return]
+def enter() -> float | None:
+    """A clocked call begins (only while a tune measures: `measuring`): its start, or None
+    inside another (counted there)."""
+    if getattr(_thread, "inside", False):
+        return None
+    _thread.inside = True
+    return time.perf_counter()
+
+
+def leave(begun: float) -> None:
+    """The clocked call `enter` began at `begun` ends: its time added to this thread's sum."""
+    _thread.inside = False
+    _thread.spent = getattr(_thread, "spent", 0.0) + time.perf_counter() - begun
 
 
 def timed_samples(
