@@ -58,6 +58,10 @@ if TYPE_CHECKING:
     from warmcli.records import TuneRecord
 
 SIGNATURES = 64  # a bundle's signatures (one per signer key) read at most: more is refused
+# A signature row's place among the lists summed shortest first, after its length: its key id,
+# NULL as '' (a TEXT PRIMARY KEY stores a NULL, which compared as unknown left a row's own
+# list out of its sum, so a list of any length was read).
+_TIE = "coalesce({0}.key_id, '')"
 KEY_BYTES = 256  # a public key or signature longer is not read (Ed25519's: 32 and 64 bytes)
 # What a signature covers: every row, each table's columns but its times of use (a tune's
 # key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
@@ -196,14 +200,14 @@ class SignedRows(RowReader):
         # first, all together stay within theirs (summed by a subquery of the lengths of the
         # rows read alone: a window function would hold every selected value, oversized or
         # not, in memory). Shortest first: a long list, whatever its key id, never pushes a
-        # shorter one past the limit.
+        # shorter one past the limit; a NULL key id ties as '' (`_TIE`), never as unknown.
+        ahead = f"(t.n, {_TIE.format('t')}) <= (length(s.rows), {_TIE.format('s')})"
         rows = self._few(  # lists past the size limit, all together, are never read (invalid)
             f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} THEN key_id END, "
             f"CASE WHEN length(public_key) <= {KEY_BYTES} THEN public_key END, "
             f"CASE WHEN length(signature) <= {KEY_BYTES} THEN signature END, signed_at, "
             "CASE WHEN (SELECT sum(t.n) FROM (SELECT length(rows) AS n, key_id FROM signatures "
-            f"{those}) AS t WHERE (t.n, t.key_id) <= (length(s.rows), s.key_id)) <= ? "
-            f"THEN rows END FROM signatures AS s {those}",
+            f"{those}) AS t WHERE {ahead}) <= ? THEN rows END FROM signatures AS s {those}",
             SIGNATURES,  # one per signer: never read (nor checked) by the thousand
             "signatures",
             (*(keys or ()), MAX_BLOB_BYTES, *(keys or ())),
