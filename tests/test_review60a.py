@@ -54,3 +54,61 @@ def test_a_signature_row_without_a_key_id_never_has_its_long_list_read(
         report = signature_report(opened, [load_public_key(tmp_path / "ci.pub")])
     assert report.vouched and not report.uncovered, report
     assert read and max(read) <= 65536, read  # the trusted key's list alone
+
+
+def _sign_under(warm: Warm, trusted: Path, bundle: Path, key: Path) -> Any:
+    """`warm sign bundle --key key` with `WARM_TRUSTED_KEYS=trusted`."""
+    warm.env["WARM_TRUSTED_KEYS"] = str(trusted)
+    try:
+        return warm("sign", bundle, "--key", key)
+    finally:
+        del warm.env["WARM_TRUSTED_KEYS"]
+
+
+def _signers(bundle: Path) -> int:
+    with sqlite3.connect(f"file:{bundle}?mode=ro", uri=True) as conn:
+        found = conn.execute("SELECT count(*) FROM signatures").fetchone()[0]
+    conn.close()
+    return int(found)
+
+
+def test_sign_under_trusted_keys_keeps_run_and_merge_s_rule(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """Under `WARM_TRUSTED_KEYS`, `run --key` and `merge --key` refuse a key that is not one of
+    them (what it signs would be refused there) and never vouch for a row no trusted key
+    signed (run builds it again, merge refuses the input), but `warm sign` signed with any
+    key (exit 0, a signature the same machine then refused) and vouched for every row: an
+    entry anyone edited in a signed bundle was served once a trusted key re-signed it. It
+    keeps their rule now, in one line, exit 2, nothing written; signing a bundle they signed
+    whole with another trusted key (a rotation's step 2) is as before."""
+    warm, good = made
+    for name in ("ci", "ci2", "other"):
+        assert warm("keygen", tmp_path / name).returncode == 0
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in ("ci", "ci2"):
+        shutil.copyfile(tmp_path / f"{name}.pub", keys / f"{name}.pub")
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
+
+    untrusted = _sign_under(warm, keys, bundle, tmp_path / "other")
+    assert untrusted.returncode == 2, untrusted.stdout + untrusted.stderr
+    assert untrusted.stderr.count("\n") == 1, untrusted.stderr
+    assert "its public key is not one of WARM_TRUSTED_KEYS" in untrusted.stderr, untrusted.stderr
+    assert _signers(bundle) == 1
+
+    rotated = _sign_under(warm, keys, bundle, tmp_path / "ci2")  # signed whole by ci: signed
+    assert rotated.returncode == 0, rotated.stderr
+    assert _signers(bundle) == 2
+
+    with sqlite3.connect(bundle) as conn:  # a row edited after the signatures: none covers it
+        conn.execute("UPDATE manifest SET value = value || ' ' WHERE key = 'warm_version'")
+    conn.close()
+    added = _sign_under(warm, keys, bundle, tmp_path / "ci")
+    assert added.returncode == 2, added.stdout + added.stderr
+    assert added.stderr.count("\n") == 1, added.stderr
+    assert "not signed by a trusted key" in added.stderr, added.stderr
+    assert "warm sign vouches only for what trusted keys signed" in added.stderr, added.stderr
+    assert _signers(bundle) == 2
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0  # keys unset: vouched
