@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Warm
+from conftest import ROOT, Warm
 
 import warmcli.bundle.signed as signed_module
 from warmcli.bundle.signature_report import signature_report
@@ -112,3 +114,44 @@ def test_sign_under_trusted_keys_keeps_run_and_merge_s_rule(
     assert "warm sign vouches only for what trusted keys signed" in added.stderr, added.stderr
     assert _signers(bundle) == 2
     assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0  # keys unset: vouched
+
+
+# A production process given one key as `Path(os.environ.get("KEY", ""))`, KEY unset, in the
+# folder `cwd`: it prints the one line its SignatureError says, else that it was served.
+_PATH_OF_UNSET = """
+import os, sys, warmcli
+from pathlib import Path
+try:
+    warmcli.use_bundle(sys.argv[1], trusted_keys=[Path(os.environ.get("KEY", ""))])
+    warmcli.runtime("host")
+    print("served")
+except warmcli.SignatureError as exc:
+    print(exc)
+"""
+
+
+def test_a_path_of_an_empty_string_trusts_no_key_of_the_working_folder(
+    made: tuple[Warm, Path], tmp_path: Path
+) -> None:
+    """147d1fd9 refused `trusted_keys=[""]`, whose `Path("")` is `.`, the working folder, where
+    every `*.pub` was trusted; but `Path("")` itself (a key path read from an unset variable
+    as a `Path`, as a caller who types paths writes it) is already `.`, which it let through:
+    a bundle signed by the key whose `.pub` an attacker left in the working folder was served.
+    A `Path` of `.` names no key file either (`Path("")` is one): refused in one line."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("keygen", tmp_path / "attacker.key").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "attacker.key").returncode == 0
+    env = {k: v for k, v in warm.env.items() if k not in ("WARM_TRUSTED_KEYS", "KEY")}
+    done = subprocess.run(
+        [sys.executable, "-c", _PATH_OF_UNSET, str(bundle)],
+        capture_output=True,
+        text=True,
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        cwd=tmp_path,  # attacker.key.pub lies here
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("trusted_keys=: Path('.') (as Path('') is) names no key"), (
+        done.stdout
+    )
