@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, Warm
+from test_readme54 import SERVE
+from test_review54b import IN_TEMPORARY_FOLDERS
 
 import warmcli.bundle.signed as signed_module
 from warmcli.bundle.signature_report import signature_report
@@ -155,3 +157,22 @@ def test_a_path_of_an_empty_string_trusts_no_key_of_the_working_folder(
     assert done.stdout.startswith("trusted_keys=: Path('.') (as Path('') is) names no key"), (
         done.stdout
     )
+
+
+def test_a_pragma_dependency_in_a_folder_removed_since_is_built_where_launched_again(
+    warm: Warm, tmp_path: Path, workload_file: Any
+) -> None:
+    """6e2ae906 counted `??/` as a possible include beside `include` and `\\`, but GCC's
+    `#pragma GCC dependency "local.h"` reads a file by the include search too, `CPATH=.` and
+    all, without any of them: a unit queued in a folder the workload removed was built stale,
+    `warm run` exit 2, `local.h: No such file or directory`. Such a unit is queued again where
+    it is launched, as one that includes."""
+    source = "FIRST = True\n" + IN_TEMPORARY_FOLDERS.replace(
+        '#include "local.h"', '#pragma GCC dependency "local.h"\\n#define VAL 100'
+    ).replace('options=("-I.",)', "options=()")
+    assert "dependency" in source and "include" not in source.split("SRC")[1], source
+    path, bundle = workload_file(source), tmp_path / "b.warm"
+    here = warm.with_env(CPATH=".")
+    done = here("run", path, "-b", bundle, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert here.production(SERVE, path, bundle=bundle) == [0, 101]
