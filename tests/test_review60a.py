@@ -176,3 +176,27 @@ def test_a_pragma_dependency_in_a_folder_removed_since_is_built_where_launched_a
     done = here("run", path, "-b", bundle, "--quiet")
     assert done.returncode == 0, done.stderr
     assert here.production(SERVE, path, bundle=bundle) == [0, 101]
+
+
+@pytest.mark.parametrize("column", ["rows", "public_key", "signature"])
+def test_a_signature_blob_stored_as_text_is_named_so_not_by_sqlite_s_words(
+    made: tuple[Warm, Path], tmp_path: Path, column: str
+) -> None:
+    """c08eb6fb read a kernel's blob and a tune kernel's key only where SQLite holds a blob, so
+    that one an edit stored as text (`CAST(... AS TEXT)`) is never decoded; the signatures'
+    blobs were still selected for Python to decode: `warm verify` (and merge, and production
+    under trusted keys) said `corrupt bundle (Could not decode to UTF-8 column 'CASE WHEN (SELECT
+    sum(t.n) FROM ...`, warm's own SQL, exit 2. Such a signature is a corrupt signature entry
+    now, named so, as one of another type: verify exits 1 and names it."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("keygen", tmp_path / "ci").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(f"UPDATE signatures SET {column} = CAST({column} AS TEXT)")
+    conn.close()
+    done = warm("verify", bundle)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert f"({column}: not a blob within the limit)" in said, said
+    assert "decode" not in said and "SELECT" not in said, said
