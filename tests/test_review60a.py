@@ -200,3 +200,26 @@ def test_a_signature_blob_stored_as_text_is_named_so_not_by_sqlite_s_words(
     assert done.returncode == 1, said
     assert f"({column}: not a blob within the limit)" in said, said
     assert "decode" not in said and "SELECT" not in said, said
+
+
+@pytest.mark.parametrize("column", ["key_id", "signed_at"])
+def test_a_signature_text_that_is_not_utf8_is_named_so_not_by_sqlite_s_words(
+    made: tuple[Warm, Path], tmp_path: Path, column: str
+) -> None:
+    """The same door for a signature's key id and date: a text of bytes that are not UTF-8
+    (`CAST(x'ff00aa' AS TEXT)`) made `warm verify` say `corrupt bundle (Could not decode to
+    UTF-8 column 'CASE WHEN length(key_id) <= 4096 THEN key_id END' ...)`, exit 2, where a
+    kernel's entry name so stored is named `not UTF-8`. A text SQL cannot vouch is ASCII is
+    read as none now: a corrupt signature entry, verify exit 1."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("keygen", tmp_path / "ci").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(f"UPDATE signatures SET {column} = CAST(x'ff00aa' AS TEXT)")
+    conn.close()
+    done = warm("verify", bundle)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "corrupt signature entry" in said and f"({column}: " in said, said
+    assert "decode" not in said and "SELECT" not in said, said

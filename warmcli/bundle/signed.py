@@ -65,6 +65,12 @@ _TIE = "coalesce({0}.key_id, '')"
 # A blob column read only where SQLite holds a blob: a text (an edit's `CAST(... AS TEXT)`) is
 # never decoded (`Could not decode to UTF-8`, warm's SQL said), but read as none, as a wrong type.
 _BLOB = "typeof({0}) = 'blob'"
+# A text column read only where SQL vouches it is ASCII, with no NUL (`length` stops there):
+# one of bytes that are not UTF-8 is never decoded either, but read as none.
+_ASCII = (
+    "(typeof({0}) != 'text' OR length({0}) = length(CAST({0} AS BLOB)) "
+    "AND NOT {0} GLOB '*[^' || char(1) || '-' || char(127) || ']*')"
+)
 KEY_BYTES = 256  # a public key or signature longer is not read (Ed25519's: 32 and 64 bytes)
 # What a signature covers: every row, each table's columns but its times of use (a tune's
 # key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
@@ -205,12 +211,14 @@ class SignedRows(RowReader):
         # not, in memory). Shortest first: a long list, whatever its key id, never pushes a
         # shorter one past the limit; a NULL key id ties as '' (`_TIE`), never as unknown.
         ahead = f"(t.n, {_TIE.format('t')}) <= (length(s.rows), {_TIE.format('s')})"
-        blob = _BLOB.format
+        blob, plain = _BLOB.format, _ASCII.format
         rows = self._few(  # lists past the size limit, all together, are never read (invalid)
-            f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} THEN key_id END, "
+            f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} AND {plain('key_id')} "
+            f"THEN key_id END, "
             f"CASE WHEN {blob('public_key')} AND length(public_key) <= {KEY_BYTES} "
             f"THEN public_key END, CASE WHEN {blob('signature')} AND length(signature) <= "
-            f"{KEY_BYTES} THEN signature END, signed_at, CASE WHEN {blob('rows')} AND (SELECT "
+            f"{KEY_BYTES} THEN signature END, CASE WHEN {plain('signed_at')} THEN signed_at END, "
+            f"CASE WHEN {blob('rows')} AND (SELECT "
             f"sum(t.n) FROM (SELECT length(rows) AS n, key_id FROM signatures {those}) AS t "
             f"WHERE {ahead}) <= ? THEN rows END FROM signatures AS s {those}",
             SIGNATURES,  # one per signer: never read (nor checked) by the thousand
