@@ -223,3 +223,34 @@ def test_a_signature_text_that_is_not_utf8_is_named_so_not_by_sqlite_s_words(
     assert done.returncode == 1, said
     assert "corrupt signature entry" in said and f"({column}: " in said, said
     assert "decode" not in said and "SELECT" not in said, said
+
+
+@pytest.mark.parametrize("value", ["'x' || hex(zeroblob(40000))", "zeroblob(80000)"])
+def test_a_signature_date_of_any_length_is_never_read(
+    made: tuple[Warm, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Each column of a signature is read within its bound (the module doc: "each key id,
+    public key and signature only within its bound"), but its date, `signed_at`, was read as
+    it was, of any length: a text or blob an attacker made a gigabyte was read whole by verify,
+    merge, sign and production. It is read within `MAX_NAME_CHARS` now, else as none (a
+    corrupt signature entry, as any value of the wrong type)."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("keygen", tmp_path / "ci").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(f"UPDATE signatures SET signed_at = {value}")
+    conn.close()
+    read: list[object] = []
+    few = signed_module.SignedRows._few
+
+    def kept(self: Any, select: str, most: int, what: str, params: Any = ()) -> Any:
+        rows = few(self, select, most, what, params)
+        read.extend(r[3] for r in rows if what == "signatures")
+        return rows
+
+    monkeypatch.setattr(signed_module.SignedRows, "_few", kept)
+    with Bundle.open(bundle) as opened:
+        report = signature_report(opened, None)
+    assert read == [None], [len(v) if isinstance(v, str | bytes) else v for v in read]
+    assert report.corrupt and "(signed_at: " in report.corrupt[0], report.corrupt

@@ -12,8 +12,9 @@ stored signatures, read and type-checked but never verified here (signing does
 that), at most `SIGNATURES` of them (more is refused), lists of `MAX_BLOB_BYTES`
 all together, shortest first (a list past that is read as none: its signature is invalid;
 no longer list, an attacker's whatever its key id, pushes a shorter one past it), and each
-key id, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
-a longer one is read as none, a corrupt signature entry), so no
+key id, date, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
+a longer one is read as none, a corrupt signature entry; so is a blob stored as text, or a
+text SQL cannot vouch is ASCII: never decoded), so no
 bundle sets the memory they cost (`_few` reads any such bounded table); a new
 signature stored in one write transaction (an interrupt once it is made held until it is
 committed and handed back, `held_interrupts`); which rows an open `Bundle` serves under
@@ -217,7 +218,8 @@ class SignedRows(RowReader):
             f"THEN key_id END, "
             f"CASE WHEN {blob('public_key')} AND length(public_key) <= {KEY_BYTES} "
             f"THEN public_key END, CASE WHEN {blob('signature')} AND length(signature) <= "
-            f"{KEY_BYTES} THEN signature END, CASE WHEN {plain('signed_at')} THEN signed_at END, "
+            f"{KEY_BYTES} THEN signature END, CASE WHEN length(signed_at) <= "
+            f"{MAX_NAME_CHARS} AND {plain('signed_at')} THEN signed_at END, "
             f"CASE WHEN {blob('rows')} AND (SELECT "
             f"sum(t.n) FROM (SELECT length(rows) AS n, key_id FROM signatures {those}) AS t "
             f"WHERE {ahead}) <= ? THEN rows END FROM signatures AS s {those}",
