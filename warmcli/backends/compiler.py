@@ -88,9 +88,9 @@ class CompileUnit(Record):
         """Whether the folder it was queued in was removed (or renamed) since, and its kernel
         may read a header there (`-I.`, `CPATH=.`): built now, it would read none its key read
         (a `tempfile.mkdtemp()` the workload cleaned up). A launch queues it again where it is."""
-        kernel = self.kernel
-        source = kernel.source  # (a `\` or `??/` may splice an include's line: `#inc\`)
-        may_read = kernel.reads_headers or "include" in source or "\\" in source or "??/" in source
+        kernel = self.kernel  # (a `\` or `??/` may splice an include's line, `#inc\`; GCC's
+        # `#pragma GCC dependency "h"` reads a file by the include search too)
+        may_read = kernel.reads_headers or any(w in kernel.source for w in _MAY_READ)
         return bool(self.folder) and may_read and not os.path.isdir(self.folder)
 
     @property
@@ -150,6 +150,7 @@ class CompiledGroup(Record):
 
 NO_FOLDER = "warm: -I{given} names no folder: {absolute} (a relative -I is the working folder's)"
 _NOT_FOUND = ("cannot open source file", "No such file or directory")  # (NVRTC's; cc's, nvcc's)
+_MAY_READ = ("include", "\\", "??/", "dependency")  # a source's words that may read a file
 NO_LIBRARY_FOLDER = (
     "warm: -L{given} names no folder from cc's scratch folder, where cc runs and takes a relative "
     "-L from; the working folder's is {absolute}: name it by its absolute path (-L{absolute})"

@@ -12,8 +12,9 @@ stored signatures, read and type-checked but never verified here (signing does
 that), at most `SIGNATURES` of them (more is refused), lists of `MAX_BLOB_BYTES`
 all together, shortest first (a list past that is read as none: its signature is invalid;
 no longer list, an attacker's whatever its key id, pushes a shorter one past it), and each
-key id, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
-a longer one is read as none, a corrupt signature entry), so no
+key id, date, public key and signature only within its bound (`MAX_NAME_CHARS`, `KEY_BYTES`:
+a longer one is read as none, a corrupt signature entry; so is a blob stored as text, or a
+text SQL cannot vouch is ASCII: never decoded), so no
 bundle sets the memory they cost (`_few` reads any such bounded table); a new
 signature stored in one write transaction (an interrupt once it is made held until it is
 committed and handed back, `held_interrupts`); which rows an open `Bundle` serves under
@@ -58,6 +59,19 @@ if TYPE_CHECKING:
     from warmcli.records import TuneRecord
 
 SIGNATURES = 64  # a bundle's signatures (one per signer key) read at most: more is refused
+# A signature row's place among the lists summed shortest first, after its length: its key id,
+# NULL as '' (a TEXT PRIMARY KEY stores a NULL, which compared as unknown left a row's own
+# list out of its sum, so a list of any length was read).
+_TIE = "coalesce({0}.key_id, '')"
+# A blob column read only where SQLite holds a blob: a text (an edit's `CAST(... AS TEXT)`) is
+# never decoded (`Could not decode to UTF-8`, warm's SQL said), but read as none, as a wrong type.
+_BLOB = "typeof({0}) = 'blob'"
+# A text column read only where SQL vouches it is ASCII, with no NUL (`length` stops there):
+# one of bytes that are not UTF-8 is never decoded either, but read as none.
+_ASCII = (
+    "(typeof({0}) != 'text' OR length({0}) = length(CAST({0} AS BLOB)) "
+    "AND NOT {0} GLOB '*[^' || char(1) || '-' || char(127) || ']*')"
+)
 KEY_BYTES = 256  # a public key or signature longer is not read (Ed25519's: 32 and 64 bytes)
 # What a signature covers: every row, each table's columns but its times of use (a tune's
 # key, checksum and status as text, whichever way the bundle stores them: `TUNE_COLUMNS`).
@@ -196,14 +210,19 @@ class SignedRows(RowReader):
         # first, all together stay within theirs (summed by a subquery of the lengths of the
         # rows read alone: a window function would hold every selected value, oversized or
         # not, in memory). Shortest first: a long list, whatever its key id, never pushes a
-        # shorter one past the limit.
+        # shorter one past the limit; a NULL key id ties as '' (`_TIE`), never as unknown.
+        ahead = f"(t.n, {_TIE.format('t')}) <= (length(s.rows), {_TIE.format('s')})"
+        blob, plain = _BLOB.format, _ASCII.format
         rows = self._few(  # lists past the size limit, all together, are never read (invalid)
-            f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} THEN key_id END, "
-            f"CASE WHEN length(public_key) <= {KEY_BYTES} THEN public_key END, "
-            f"CASE WHEN length(signature) <= {KEY_BYTES} THEN signature END, signed_at, "
-            "CASE WHEN (SELECT sum(t.n) FROM (SELECT length(rows) AS n, key_id FROM signatures "
-            f"{those}) AS t WHERE (t.n, t.key_id) <= (length(s.rows), s.key_id)) <= ? "
-            f"THEN rows END FROM signatures AS s {those}",
+            f"SELECT CASE WHEN length(key_id) <= {MAX_NAME_CHARS} AND {plain('key_id')} "
+            f"THEN key_id END, "
+            f"CASE WHEN {blob('public_key')} AND length(public_key) <= {KEY_BYTES} "
+            f"THEN public_key END, CASE WHEN {blob('signature')} AND length(signature) <= "
+            f"{KEY_BYTES} THEN signature END, CASE WHEN length(signed_at) <= "
+            f"{MAX_NAME_CHARS} AND {plain('signed_at')} THEN signed_at END, "
+            f"CASE WHEN {blob('rows')} AND (SELECT "
+            f"sum(t.n) FROM (SELECT length(rows) AS n, key_id FROM signatures {those}) AS t "
+            f"WHERE {ahead}) <= ? THEN rows END FROM signatures AS s {those}",
             SIGNATURES,  # one per signer: never read (nor checked) by the thousand
             "signatures",
             (*(keys or ()), MAX_BLOB_BYTES, *(keys or ())),

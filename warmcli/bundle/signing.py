@@ -174,20 +174,22 @@ def trusted_keys(
     given: Iterable[str | os.PathLike[str]] | None = None, named_by: str = TRUSTED_KEYS_ENV
 ) -> list[bytes] | None:
     """The trusted public keys: `given` key files, else `WARM_TRUSTED_KEYS` (files or
-    directories of `*.pub` files, separated by the path separator; an empty path, which
-    `Path` reads as the working folder, is refused); None when neither. An
-    error names what named them (`named_by`: that variable, or `trusted_keys=` for keys a
-    caller gave `use_bundle`)."""
+    directories of `*.pub` files, separated by the path separator; an empty path, or a `Path`
+    of `.` (`Path("")` is one), the working folder, is refused); None when neither. An error
+    names what named them (`named_by`: that variable, or `trusted_keys=`: `use_bundle`'s)."""
     if given is None:
         given = config.trusted_keys()
         if given is None:
             return None
     given = list(given)
-    if any(os.fspath(entry) == "" for entry in given):  # `Path("")` is `.`, a folder
-        raise SignatureError(
-            f"{named_by}: an empty path names no key file (read as the working folder, it "
-            "would trust every *.pub there): name Ed25519 public key files (.pub)"
-        )
+    for entry in given:  # `Path("")` is `.`, a folder: so is a `Path` made of an unset variable
+        if os.fspath(entry) == "" or (not isinstance(entry, str) and os.fspath(entry) == "."):
+            said = "an empty path" if os.fspath(entry) == "" else "Path('.') (as Path('') is)"
+            raise SignatureError(
+                f"{named_by}: {said} names no key file (read as the working folder, it would "
+                "trust every *.pub there): name Ed25519 public key files (.pub), a folder of "
+                "them by its own name"
+            )
     named: dict[Path, list[Path]] = {}
     for entry in map(Path, given):
         text = key_text(entry)

@@ -20,7 +20,7 @@ from typing import NoReturn
 import typer
 
 from warmcli.bundle.location import is_url, shown
-from warmcli.bundle.signing import is_trusted, trusted_keys
+from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import (
     MERGE_BESIDE_BYTES,
@@ -40,7 +40,7 @@ from warmcli.cli.common import (
     out,
 )
 from warmcli.cli.render.ops import merge_json, merge_renderable
-from warmcli.cli.sign import private_key_of
+from warmcli.cli.sign import private_key_of, refuse_untrusted
 from warmcli.errors import WarmError
 from warmcli.ops.merge import MergeReport, merge_bundles
 from warmcli.printable import printable
@@ -70,11 +70,8 @@ def merge(
         )
     signing_key = None if key is None else private_key_of(key)
     trusted = guarded(trusted_keys)
-    if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):
-        fail(
-            f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "
-            "signs would be refused here: sign with a trusted key, or trust its .pub"
-        )
+    if key is not None:
+        refuse_untrusted(key, signing_key, trusted)
     target = new_file_path(output, beside=MERGE_BESIDE_BYTES)
     # What each URL holds now, as `pull` takes: a last good copy merged, then pushed, would
     # put an older bundle back over what others pushed meanwhile (exit 0, one warning).

@@ -29,7 +29,7 @@ from warmcli.backends.opening import open_devices
 from warmcli.bundle.file import recover
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import is_empty_file, remove_new
-from warmcli.bundle.signing import is_trusted, trusted_keys
+from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import bundle_to_write, pinned
 from warmcli.cli.common import (
@@ -57,7 +57,7 @@ from warmcli.cli.common import (
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import folded_notes, run_json, run_renderable
 from warmcli.cli.run_pycuda import with_pycuda
-from warmcli.cli.sign import private_key_of
+from warmcli.cli.sign import private_key_of, refuse_untrusted
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError, RunInterrupted, WarmError
 from warmcli.kernel_parts import cuda_release
@@ -170,11 +170,8 @@ def run(
     path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
     signing_key = None if key is None else private_key_of(key)
-    if signing_key is not None and trusted is not None and not is_trusted(signing_key, trusted):
-        fail(  # the verify pass would refuse what it signed, after all the work
-            f"--key {key}: its public key is not one of WARM_TRUSTED_KEYS, so the bundle it "
-            "signs would be refused here: sign with a trusted key, or trust its .pub"
-        )
+    if key is not None:  # the verify pass would refuse what it signed, after all the work
+        refuse_untrusted(key, signing_key, trusted)
     if trusted is not None and signing_key is None and (not path.exists() or is_empty_file(path)):
         fail(  # its verify pass would refuse what the run stored, unsigned, after all the work
             f"{path}: a new bundle under WARM_TRUSTED_KEYS holds only what this run stores, "
