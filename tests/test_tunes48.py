@@ -4,18 +4,17 @@ A deflated tune row of ~7 KB inflates to 500,000 samples (4 MiB, under the reade
 each was made into a float (~75 ms a row) by a production process that serves its pick by
 name, and by `warm verify`, which only checks it. A serving read (`samples=False`) makes no
 sample and keeps no reason, and decides every row as the full read does (its times checked
-as bytes). Real SQLite files, the real CLI (what a command says: a fork,
-`tests/forked_cli.py`; what one costs: started for it); the row parser compared on rows as
-warm packs them and as an attacker would."""
+as bytes). What a read makes is counted as the most bytes Python held at once over it
+(tracemalloc: 500,000 samples made floats are 16 MB), never timed. Real SQLite files, the
+real CLI (forked: `tests/forked_cli.py`); the row parser compared on rows as warm packs
+them and as an attacker would."""
 
 from __future__ import annotations
 
 import math
 import sqlite3
 import struct
-import subprocess
-import sys
-import time
+import tracemalloc
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -30,13 +29,15 @@ from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import _tune_record
 from warmcli.records import CandidateMeasurement, TuneRecord, tune_key
 
-SERVE_CPU = """
-import runpy, sys, time, warmcli
+SERVE_PEAK = """
+import json, runpy, sys, tracemalloc, warmcli
 workload = runpy.run_path(sys.argv[1])["workload"]
 rt = warmcli.runtime("host")
-start = time.process_time()
+tracemalloc.start()
 workload(rt)
-print(len(warmcli.report().tunes), time.process_time() - start)
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+print(json.dumps([len(warmcli.report().tunes), peak]))
 """
 
 
@@ -153,27 +154,37 @@ def bloated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Warm, Path, Path,
     return warm, workload, good, bloated
 
 
-def _serving_cpu(warm: Warm, workload: Path, bundle: Path) -> float:
-    env = dict(warm.env, WARM_BUNDLE=str(bundle))
-    served = subprocess.run(
-        [sys.executable, "-c", SERVE_CPU, str(workload)],
-        capture_output=True, text=True, env=env, cwd=bundle.parent, timeout=120,
-    )  # fmt: skip
-    assert served.returncode == 0, served.stderr[-2000:]
-    tunes, cpu = served.stdout.split()
-    assert tunes == "0"  # every tune served, none measured
-    return float(cpu)
+def _peak(call: Callable[[], object]) -> int:
+    """The most bytes Python held at once (tracemalloc) over `call()`, beyond what it held
+    before: 500,000 samples made into floats are 16 MB (a tuple of them, each a float), a
+    row inflated is 4 MiB, a row left packed ~7 KB."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
-def test_serving_tunes_of_many_samples_costs_no_float_a_sample(
-    bloated: tuple[Warm, Path, Path, Path],
+def _serving_peak(warm: Warm, workload: Path, bundle: Path) -> int:
+    """The peak (`_peak`) of a production process (forked) serving `workload` over `bundle`,
+    asserted to measure no tune."""
+    tunes, peak = warm.production(SERVE_PEAK, workload, bundle=bundle)
+    assert tunes == 0  # every tune served, none measured
+    return int(peak)
+
+
+def test_serving_tunes_of_many_samples_makes_no_float_a_sample(
+    bloated: tuple[Warm, Path, Path, Path], forked: Callable[[Warm], Warm]
 ) -> None:
-    """A production process serving the 20 bloated tunes spent 0.48 s more CPU than one
-    serving them as warm wrote them (each sample made a float, then let go of); now ~0.1 s
-    more: each row is inflated and its bytes checked. The picks are the same either way."""
+    """A production process serving the 20 bloated tunes made each of its pick's 500,000
+    samples a float, then let go of them: 0.48 s more CPU than serving them as warm wrote
+    them, 22.7 MiB more held at once. Now each row is inflated (4 MiB, held twice as its
+    first 64 KiB is joined to the rest) and its bytes checked, no float made: 7.6 MiB more.
+    The picks are the same either way."""
     warm, workload, good, fat = bloated
-    grown = _serving_cpu(warm, workload, fat) - _serving_cpu(warm, workload, good)
-    assert grown < 0.25, f"{grown:.2f} s more"  # (before: 0.48 s)
+    grown = _serving_peak(forked(warm), workload, fat) - _serving_peak(forked(warm), workload, good)
+    assert grown < 12 << 20, f"{grown >> 20} MiB more"  # (7.6 MiB; 22.7 a float a sample)
     with Bundle.open(good) as a, Bundle.open(fat) as b:
         for tune in a.each_tune():
             served = b.tune(tune.key, samples=False)
@@ -185,30 +196,17 @@ def test_serving_tunes_of_many_samples_costs_no_float_a_sample(
 def test_verify_checks_tunes_of_many_samples_without_making_them(
     bloated: tuple[Warm, Path, Path, Path], forked: Callable[[Warm], Warm]
 ) -> None:
-    """`warm verify`'s checks of the 20 bloated tunes took 0.49 s of CPU (a float a sample);
-    now 0.06 s, and the bundle is as sound as it was."""
+    """`warm verify`'s checks of the 20 bloated tunes made every sample a float (0.49 s of
+    CPU, 23.1 MiB held at once); now none (8.0 MiB: a row inflated), and the bundle is as
+    sound as it was."""
     warm, _, _, fat = bloated
-    spent = []  # (the least of three: one on a loaded machine took 0.27 s, the others 0.06)
-    for _ in range(3):
-        with Bundle.open(fat) as bundle, bundle.snapshot():
-            start = time.process_time()
-            problems = [p for _, p in bundle.integrity() if p is not None]
-            spent.append(time.process_time() - start)
-        assert problems == []
-    assert min(spent) < 0.25, f"{min(spent):.2f} s"  # (before: 0.49 s)
+    with Bundle.open(fat) as bundle, bundle.snapshot():
+        problems: list[object] = []
+        peak = _peak(lambda: problems.extend(p for _, p in bundle.integrity() if p is not None))
+    assert problems == []
+    assert peak < 12 << 20, f"{peak >> 20} MiB"  # (8.0 MiB; 23.1 a float a sample)
     verified = forked(warm)("verify", fat)  # (its output: forked)
     assert verified.returncode == 0 and ": sound" in verified.stdout, verified.stdout
-
-
-def _child_cpu(warm: Warm, *args: object) -> float:
-    """The CPU seconds `warm *args` took (it must succeed)."""
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = warm(*map(str, args))
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def test_merge_carries_a_format3_tune_without_making_its_samples(
@@ -216,22 +214,26 @@ def test_merge_carries_a_format3_tune_without_making_its_samples(
 ) -> None:
     """`warm merge` unpacked every tune (a float a sample) and packed it again (deflated anew:
     4 MiB each): the 20 bloated tunes, as format 3 stores them, took 0.8 s more CPU than the
-    same tunes without their samples (2.9 s, not 0.7 s, on a busy machine); now 0.1 s. A
-    format-3 document is carried as it is now, but for its head of kernel ids (checked as a
-    serving read checks it): the rows are those the unpacking merge wrote, byte for byte."""
+    same tunes without their samples (38.4 MiB held at once). A format-3 document is
+    carried as it is now, but for its head of kernel ids (checked as a serving read checks
+    it: inflated, no float made; 8.0 MiB at once), and the rows are those the unpacking
+    merge wrote, byte for byte. (The merge measured is the library's, in this process: the
+    command's made the format-3 bundle.)"""
+    from warmcli.ops.merge import merge_bundles
+
     warm, _, good, fat = bloated
     three = tmp_path / "three.warm"
-    made = forked(warm)("merge", fat, "-o", three)  # (not measured: forked)
+    made = forked(warm)("merge", fat, "-o", three)
     assert made.returncode == 0, made.stderr  # (format 2's rows, packed anew)
-    spent = _child_cpu(warm, "merge", three, good, "-o", tmp_path / "a.warm")
-    flat = _child_cpu(warm, "merge", good, "-o", tmp_path / "b.warm")
-    assert spent - flat < 0.35, f"{spent - flat:.2f} s more"  # (before: 0.8 s more)
+    merged = tmp_path / "a.warm"
+    peak = _peak(lambda: merge_bundles([three, good], merged))
+    assert peak < 16 << 20, f"{peak >> 20} MiB"  # (8.0 MiB; 38.4 unpacked, packed anew)
     rows = []
-    for path in (three, tmp_path / "a.warm"):
+    for path in (three, merged):
         conn = sqlite3.connect(path)
         rows.append(conn.execute("SELECT * FROM tune_kernels ORDER BY id").fetchall())
         rows.append([r[:10] for r in conn.execute("SELECT * FROM tunes ORDER BY key")])
         conn.close()
     assert len(rows[1]) == 20 and rows[:2] == rows[2:]  # (but when each row was written)
-    with Bundle.open(three) as a, Bundle.open(tmp_path / "a.warm") as b:
+    with Bundle.open(three) as a, Bundle.open(merged) as b:
         assert list(a.each_tune()) == list(b.each_tune())
