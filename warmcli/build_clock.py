@@ -9,9 +9,8 @@ a miss says why; a header it reaches that spells one, alike (`warmcli.headers`):
 is the one test of a text, a header's bytes or a kernel's source, option or define value, read
 with its lines spliced as the preprocessor splices them first (`__TI\\` at a line's end, then
 `ME__`, is `__TIME__`; `??/` as a backslash too, where trigraphs are read) (the key's fast
-path for a host kernel of no options takes its pre-test, `may_spell_clock`, of the source and
-the defines' values as they are: a source holding `??/` is keyed whole, `kernel._may_include`,
-and a define's value holds no line break).
+path for a host kernel of no options mirrors its pre-test inline: a source holding `??/` is
+keyed whole, `kernel._may_include`, and a define's value holds no line break).
 State: none but its patterns' compiled forms (on first use). It reads no
 file, compiles no kernel, never prints.
 """
@@ -57,16 +56,6 @@ def clock_reason(data: bytes | str) -> str:
         text = _SPLICE.sub(b"", text)
     found = _CLOCK.search(text)
     return f"its build reads the clock ({found[0].decode()})" if found is not None else ""
-
-
-def may_spell_clock(source: str, defines: Sequence[tuple[str, str]]) -> bool:
-    """`clock_reason`'s pre-test of a kernel's source, which spells no splice (its caller,
-    `warmcli.kernel.kernel_key`, tested that), and of each define's value, read as they are
-    (no repr of the defines made: a served kernel is keyed once each): False where no text
-    of them may name a clock macro (`reads_clock` would say "")."""
-    values = defines[0][1] if len(defines) == 1 else "\0".join([v for _, v in defines])
-    text = f"{source}\0{values}"
-    return "TIME" in text or "DATE__" in text or "\\" in text or "??/" in values
 
 
 def reads_clock(source: str, options: Sequence[str], defines: Sequence[tuple[str, str]]) -> str:

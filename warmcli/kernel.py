@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from warmcli import config
-from warmcli.build_clock import clocked, may_spell_clock
+from warmcli.build_clock import clocked
 from warmcli.kernel_parts import (
     INCLUDE_PREFIXES,
     NATIVE_OPTION,
@@ -371,8 +371,8 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
     if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
-        spelled = may_spell_clock(kernel.source, kernel.defines)  # (`clocked` decides)
-        headers = clocked("", kernel) if spelled else ""
+        src = "\0".join((kernel.source, *sum(kernel.defines, ())))  # (`clock_reason`'s pre-test)
+        headers = clocked("", kernel) if "TIME" in src or "DATE__" in src or "\\" in src else ""
     else:
         headers = included_headers(kernel, toolchain_identity)
     headers = f'"headers":"{headers}",' if headers else ""
