@@ -371,7 +371,7 @@ def kernel_key(kernel: Kernel, arch: str, toolchain_identity: str) -> str:
     a process serves is keyed), with `"headers"` for one that reaches headers keyed."""
     content = kernel.content_hash  # hex digits: quoted as they are
     if kernel.language == "c" and not kernel.options and not _may_include(kernel.source):
-        src = f"{kernel.source}{kernel.defines}"  # (`build_clock.clock_reason`'s pre-test)
+        src = "\0".join((kernel.source, *sum(kernel.defines, ())))  # (`clock_reason`'s pre-test)
         headers = clocked("", kernel) if "TIME" in src or "DATE__" in src or "\\" in src else ""
     else:
         headers = included_headers(kernel, toolchain_identity)

@@ -381,13 +381,12 @@ def check_before_load(kernel: Kernel, device: str, args: Sequence[Any]) -> None:
     checks every later launch)."""
     params = kernel.params
     if len(args) == len(params):
-        for letter, value in zip(params, args, strict=True):
+        for letter, value in zip(params, args):  # noqa: B905  (lengths equal: tested above)
             if letter == "P":
                 if not (isinstance(value, Buffer) and value.device_id == device):
                     break
-            elif letter in INT_RANGES:
-                low, high = INT_RANGES[letter]
-                if not (type(value) is int and low <= value <= high):
+            elif (bounds := INT_RANGES.get(letter)) is not None:
+                if not (type(value) is int and bounds[0] <= value <= bounds[1]):
                     break
             elif letter in FLOAT_LIMITS:
                 limit = FLOAT_LIMITS[letter]

@@ -261,7 +261,8 @@ class BundleLookup:
         The row under `key`, if prefetched, is used once (and dropped)."""
         bundle = self.bundle
         assert bundle is not None
-        with self._lock:
+        self._lock.acquire()  # (by hand: a `with` costs a served kernel ~0.1 µs more)
+        try:
             self._lookups += 1
             rows = self._rows
             if key not in rows and self._more and self._fetched < 2 * self._lookups:
@@ -272,6 +273,8 @@ class BundleLookup:
                 self._more = len(got) == count  # short: the end, or the prefetch budget
                 rows.update(got)
             row = rows.pop(key, None)
+        finally:
+            self._lock.release()
         return bundle.kernel(key, None if row is None else {key: row}, keyed=True)
 
     def held(self, kernel: Kernel, key: str) -> bool:
@@ -283,8 +286,7 @@ class BundleLookup:
                 return True
         if not self._held(kernel, key, self.record(kernel, key)):
             return False
-        with self._lock:
-            self._in_bundle.add(key)  # a launch loop under CompileOnly asks once, not per launch
+        self._in_bundle.add(key)  # a CompileOnly launch loop asks once (a set's add: atomic)
         return True
 
     def serve(
@@ -343,8 +345,7 @@ class BundleLookup:
             if kernel.tunes_native:
                 identity = keyed_identity(identity)
             wanted = key_components(kernel, self.device.arch, identity)
-            bundle, entry = self.bundle, kernel.entry
-            misses = self.misses
+            bundle, entry, misses = self.bundle, kernel.entry, self.misses
             listed = lambda: misses.listing("kernel", entry, lambda: listed_kernels(bundle, entry))  # noqa: E731
             refused = lambda: self._refusal(kernel, key)  # noqa: E731
             return explain_kernel(bundle, kernel, key, wanted, self.any_toolchain, refused, listed)
@@ -354,7 +355,6 @@ class BundleLookup:
     def _refusal(self, kernel: Kernel, key: str) -> tuple[str, str] | None:
         """Why `warmcli.backends.serving` serves none of the bundle's builds of `kernel`
         for this arch here (a CUDA release the driver does not support), None if it would."""
-        assert self.bundle is not None
         target, mine = self._target(self._identities.get(key)), of_kernel(kernel)
         for record in self._builds_of(kernel):
             why = why_not(record, target) if record.arch == target.arch and mine(record) else None
