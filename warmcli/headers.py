@@ -4,7 +4,7 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
 PyCUDA's `include_dirs` become `-I`: `warmcli.include_options` reads them), or whose C compiler's
 environment does (`CPATH`, `C_INCLUDE_PATH`; nvcc's `CPLUS_INCLUDE_PATH`), or NVRTC's (a system
-toolkit's: `nvrtc_folders`; `warmcli.compiler_includes` says where each is searched), reads headers
+toolkit's: `warmcli.compiler_includes` says where each is searched, `nvrtc_folders`), reads headers
 that its source text does not hold: `headers_digest` covers them, those a source includes (or asks
 for) by their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
 read before the source (found in the folder it is keyed in first, then as a quoted name is). It
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import os
 import re
 import shutil
@@ -97,9 +96,7 @@ IMPLIED, IMPLIED_MARK = ("cuda_runtime.h",), "\0implied:"  # what nvcc reads fir
 BY_FOLDER, COMPUTED, UNKEYED = ("\0by folder", False), "\0computed:", "\0unkeyed:"  # CFG; why
 OVER = (f"{UNKEYED}a file over {MAX_SCANNED >> 20} MB, scanned in part", False)
 ASSEMBLY = (f"{UNKEYED}a header's assembly reads a file (.incbin, .include) no key covers", False)
-# The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
-NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
-TOOLKIT_INCLUDES, DEFAULT_TOOLKIT = (("include",), ("include", "cccl")), "/usr/local/cuda"
+DEFAULT_TOOLKIT = "/usr/local/cuda"  # where a system CUDA toolkit is when nothing names one
 # path -> (its stamp, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[Stamp, str, tuple[tuple[str, bool], ...]]] = {}
 covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
@@ -173,20 +170,6 @@ def toolkit_home(homes: Iterable[str | None], search: str) -> str | None:
 def _is_toolkit(home: str) -> bool:
     """Whether `home` holds a CUDA toolkit's headers (not /usr/local's, above a script nvcc)."""
     return os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
-
-
-def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
-    """The include folders NVRTC is given, in its order, those that exist: the toolkit packages'
-    (keyed by NVRTC's identity), `home`'s `include` and `include/cccl` (`toolkit_home`'s)."""
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        spec = None
-    roots = list(spec.submodule_search_locations or []) if spec is not None else []
-    packages = [os.path.join(root, layout) for root in roots for layout in NVRTC_INCLUDES]
-    packages = [f for f in dict.fromkeys(packages) if os.path.isdir(f)]
-    own = [os.path.join(home, *layout) for layout in TOOLKIT_INCLUDES] if home else []
-    return packages, [f for f in own if os.path.isdir(f) and f not in packages]
 
 
 def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
