@@ -9,10 +9,10 @@ that its source text does not hold: `headers_digest` covers them, those a source
 for) by their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
 read before the source (found in the folder it is keyed in first, then as a quoted name is). It
 reads the `#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names; the
-file a `#pragma GCC dependency` names, found as a header is, its date compared and fatal where it is
-missing: keyed as one, never followed, since warm 60) of the source and of every header found,
-however spelled (`%:include`, a comment or line splice inside: `warmcli.directives`; an `#include
-CFG` as the names the kernel's `-D` options, defines and `#define` lines give CFG:
+file a `#pragma GCC dependency` (or `_Pragma`) names, found as a header is, its date compared and
+fatal where it is missing: keyed as one, never followed, since warm 60) of the source and of every
+header found, however spelled (`%:include`, a comment or line splice inside: `warmcli.directives`;
+an `#include CFG` as the names the kernel's `-D` options, defines and `#define` lines give CFG:
 `warmcli.computed_includes`), and resolves each name as the compiler does, in those folders (a
 quoted name in a header: its own folder first, its `..` where a link leads; then gcc's order,
 whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`, each folder
@@ -89,8 +89,12 @@ _INCLUDE = re.compile(
     re.MULTILINE,
 )
 # Before a name `#include_next` reads (`__has_include_next` asks for); before one `#pragma GCC
-# dependency` names (the file gcc compares its date with, fatal where missing): keyed, unfollowed.
+# dependency` names (the file gcc compares its date with, fatal where missing): keyed, unfollowed;
+# that pragma in `_Pragma`'s string too (`_PRAGMA_DATED`: a macro's too), its quotes escaped.
 NEXT, DATED = "\0next:", "\0dated:"
+_PRAGMA_DATED = re.compile(
+    rb'_Pragma[ \t]*\([ \t]*"GCC[ \t]+dependency[ \t]*(?:\\"([^"\\\n]+)\\"|<([^<>"\n]+)>)'
+)
 # What makes a build depend on the include folders' paths, not only on the headers there
 # (`#include CFG`, `__has_include(NAME)`, `__FILE__`): `_includes` lists it as `BY_FOLDER`.
 _PATH_BOUND = re.compile(
@@ -194,6 +198,9 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
         (DATED * bool(d) + NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
         for n, d, m, quoted, angled in found
     )
+    if b"_Pragma" in head:
+        pragmas = _PRAGMA_DATED.findall(head)
+        names += tuple((DATED + os.fsdecode(q or a), bool(q)) for q, a in pragmas)
     names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
     names += (ASSEMBLY,) if reads_assembler_file(head) else ()  # (`.incbin`, in `__asm__`)
