@@ -142,3 +142,19 @@ def test_a_dependency_pragma_naming_a_file_by_its_path_is_keyed_without_include_
     cold = served(warm, workload, None)
     assert "dep.h: No such file or directory" in str(cold.get("error")), cold
     assert served(warm, workload, bundle) == cold
+
+
+def test_a_dependency_pragma_climbing_out_of_cc_s_scratch_folder_is_refused(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#pragma GCC dependency "../dep.h"`: cc finds it from its scratch folder, in the temporary
+    folder, where no key looks; refused as such an `#include` is (before: built, and stored
+    wherever a `dep.h` was there, then served after it was deleted)."""
+    workload = tmp_path / "w.py"
+    source = '#pragma GCC dependency "../dep.h"\nvoid k(int *x) { x[0] = 7; }\n'
+    workload.write_text(
+        WORKLOAD.format(source=source).replace('options=("-I" + os.path.join(HERE, "inc"),)', "")
+    )
+    done = warm("run", workload, "--bundle", tmp_path / "b.warm")
+    assert done.returncode != 0, done.stdout
+    assert '"../dep.h" names by a relative path' in done.stderr, done.stderr
