@@ -1,7 +1,7 @@
 """Where a CUDA compiler searches for headers around a kernel's own include folders.
 
 NVRTC is given the toolkit packages' include folders, then a system toolkit's (`CUDA_HOME`'s:
-`headers.nvrtc_folders`), before a kernel's `-I` folders; nvcc gives its host compiler its own
+`nvrtc_folders`), before a kernel's `-I` folders; nvcc gives its host compiler its own
 toolkit's `include` (`-I`) and `include/cccl` (`-isystem`) after them, and gcc then searches
 `CPATH` and `CPLUS_INCLUDE_PATH`. A header found in the packages' folders or in nvcc's own is
 the toolchain identity's (not keyed); one found in another folder, or in one that
@@ -20,6 +20,7 @@ entry per nvcc, and a memo of the variables' options as last split.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 from collections.abc import Callable
@@ -28,6 +29,9 @@ Around = tuple[tuple[str, ...], tuple[str, ...]]
 System = Callable[[], tuple[str, ...]]  # how a compiler's own folders are asked (`CC_SYSTEM`)
 # nvcc's own include folders (its `include`, `include/cccl`) by its toolchain identity.
 NVCC_TOOLKITS: dict[str, tuple[str, str]] = {}
+# The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
+NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
+TOOLKIT_INCLUDES = (("include",), ("include", "cccl"))
 
 
 def with_nvcc_flags(
@@ -81,12 +85,26 @@ def nvcc_words(text: str) -> tuple[str, ...]:
     return tuple(words)
 
 
+def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
+    """The include folders NVRTC is given, in its order, those that exist: the toolkit packages'
+    (keyed by NVRTC's identity), `home`'s `include` and `include/cccl` (`toolkit_home`'s)."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        spec = None
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    packages = [os.path.join(root, layout) for root in roots for layout in NVRTC_INCLUDES]
+    packages = [f for f in dict.fromkeys(packages) if os.path.isdir(f)]
+    own = [os.path.join(home, *layout) for layout in TOOLKIT_INCLUDES] if home else []
+    return packages, [f for f in own if os.path.isdir(f) and f not in packages]
+
+
 def nvrtc_includes() -> tuple[str, str]:
     """`kernel.env_includes("nvrtc")`, read anew: NVRTC's system toolkit's folders and its
     packages', each joined by `os.pathsep` (cc's and nvcc's gcc's are `CPATH`'s and its kin's:
     `config.compiler_include_paths`)."""
     from warmcli.config import cuda_homes, path
-    from warmcli.headers import nvrtc_folders, toolkit_home
+    from warmcli.headers import toolkit_home
 
     packages, homes = nvrtc_folders(toolkit_home(cuda_homes().values(), path()))
     return os.pathsep.join(homes), os.pathsep.join(packages)

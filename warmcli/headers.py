@@ -4,19 +4,21 @@ A kernel whose options name include folders (`-I`, `--include-path`, `-isystem`,
 `--system-include`, `-iquote`, `-idirafter`, gcc's `--include-directory[-after]`, joined or next;
 PyCUDA's `include_dirs` become `-I`: `warmcli.include_options` reads them), or whose C compiler's
 environment does (`CPATH`, `C_INCLUDE_PATH`; nvcc's `CPLUS_INCLUDE_PATH`), or NVRTC's (a system
-toolkit's: `nvrtc_folders`; `warmcli.compiler_includes` says where each is searched), reads headers
+toolkit's: `warmcli.compiler_includes` says where each is searched, `nvrtc_folders`), reads headers
 that its source text does not hold: `headers_digest` covers them, those a source includes (or asks
 for) by their absolute path, and those `-include`/`--pre-include` (gcc's `--include`, `-imacros`)
 read before the source (found in the folder it is keyed in first, then as a quoted name is). It
-reads the `#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names) of the
-source and of every header found, however spelled (`%:include`, a comment or line splice inside:
-`warmcli.directives`; an `#include CFG` as the names the kernel's `-D` options, defines and
-`#define` lines give CFG: `warmcli.computed_includes`), and resolves each name as the compiler does,
-in those folders (a quoted name in a header: its own folder first, its `..` where a link leads; then
-gcc's order, whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`,
-each folder once, one named `-I` and as a system one (or the compiler's) in its system place;
-`#include_next`: every file of its name along them); a relative folder is taken from the folder the
-kernel is keyed in (`keyed_in`). The digest is over each name as written and the sha256 of the file
+reads the `#include "..."` and `#include <...>` lines (`#import`'s, `__has_include`'s names; the
+file a `#pragma GCC dependency` (or `_Pragma`) names, found as a header is, its date compared and
+fatal where it is missing: keyed as one, never followed, since warm 60) of the source and of every
+header found, however spelled (`%:include`, a comment or line splice inside: `warmcli.directives`;
+an `#include CFG` as the names the kernel's `-D` options, defines and `#define` lines give CFG:
+`warmcli.computed_includes`), and resolves each name as the compiler does, in those folders (a
+quoted name in a header: its own folder first, its `..` where a link leads; then gcc's order,
+whatever the options': `-iquote` for quoted names only, `-I`, `-isystem`, `-idirafter`, each folder
+once, one named `-I` and as a system one (or the compiler's) in its system place; `#include_next`:
+every file of its name along them); a relative folder is taken from the folder the kernel is keyed
+in (`keyed_in`). The digest is over each name as written and the sha256 of the file
 it resolved to (or that none was found: a header added later changes it), in the order they are
 reached; the folders' paths are not (`keyed_options` drops them), so a checkout at another path keys
 alike, unless a file reached there may compute with them (an `#include` or `__has_include` of a
@@ -43,7 +45,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import os
 import re
 import shutil
@@ -72,20 +73,28 @@ from warmcli.unkeyed import NO_FILE, marker, note, reason_in
 
 MAX_HEADERS, MAX_SCANNED, _MAX_MEMO = 512, 4 << 20, 4096
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
-    r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"
+    r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import|pragma[ \t]+GCC[ \t]+dependency)"
     r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])'  # or by a macro
     r'|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))',
     re.MULTILINE,
 )
-# An `#include` line's name (`#import`'s; `_next` kept), or one `__has_include` asks for. No
-# `<` in an angled name: an unclosed `__has_include(<` line is scanned once, not quadratically.
+# An `#include` line's name (`#import`'s; `_next` kept), one `__has_include` or `#pragma GCC
+# dependency` (`DATED`) names. No `<` in an angled name: an unclosed `__has_include(<` line is
+# scanned once, not quadratically.
 _INCLUDE = re.compile(
-    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(_next)?|import)[ \t]*"
+    rb"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*"
+    rb"(?:include(_next)?|import|pragma[ \t]+GCC[ \t]+(dependency))[ \t]*"
     rb"|__has_include(_next)?[ \t]*\([ \t]*)"
     rb'(?:"([^"\n]+)"|<([^<>\n]+)>)',  # (no `<` in a name: a scan stops at the next)
     re.MULTILINE,
 )
-NEXT = "\0next:"  # before a name `#include_next` reads (`__has_include_next` asks for)
+# Before a name `#include_next` reads (`__has_include_next` asks for); before one `#pragma GCC
+# dependency` names (the file gcc compares its date with, fatal where missing): keyed, unfollowed;
+# that pragma in `_Pragma`'s string too (`_PRAGMA_DATED`: a macro's too), its quotes escaped.
+NEXT, DATED = "\0next:", "\0dated:"
+_PRAGMA_DATED = re.compile(
+    rb'_Pragma[ \t]*\([ \t]*"GCC[ \t]+dependency[ \t]*(?:\\"([^"\\\n]+)\\"|<([^<>"\n]+)>)'
+)
 # What makes a build depend on the include folders' paths, not only on the headers there
 # (`#include CFG`, `__has_include(NAME)`, `__FILE__`): `_includes` lists it as `BY_FOLDER`.
 _PATH_BOUND = re.compile(
@@ -97,9 +106,7 @@ IMPLIED, IMPLIED_MARK = ("cuda_runtime.h",), "\0implied:"  # what nvcc reads fir
 BY_FOLDER, COMPUTED, UNKEYED = ("\0by folder", False), "\0computed:", "\0unkeyed:"  # CFG; why
 OVER = (f"{UNKEYED}a file over {MAX_SCANNED >> 20} MB, scanned in part", False)
 ASSEMBLY = (f"{UNKEYED}a header's assembly reads a file (.incbin, .include) no key covers", False)
-# The include folders NVRTC is given: the `nvidia` packages', then a system toolkit's.
-NVRTC_INCLUDES = ("cu13/include", "cu13/include/cccl", "cuda_runtime/include", "cuda_cccl/include")
-TOOLKIT_INCLUDES, DEFAULT_TOOLKIT = (("include",), ("include", "cccl")), "/usr/local/cuda"
+DEFAULT_TOOLKIT = "/usr/local/cuda"  # where a system CUDA toolkit is when nothing names one
 # path -> (its stamp, sha256 of its bytes, its includes: (name, quoted))
 _memo: dict[str, tuple[Stamp, str, tuple[tuple[str, bool], ...]]] = {}
 covered: dict[str, list[str]] = {}  # the digests made lately -> their entries (`headers_digest`)
@@ -175,20 +182,6 @@ def _is_toolkit(home: str) -> bool:
     return os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h"))
 
 
-def nvrtc_folders(home: str | None) -> tuple[list[str], list[str]]:
-    """The include folders NVRTC is given, in its order, those that exist: the toolkit packages'
-    (keyed by NVRTC's identity), `home`'s `include` and `include/cccl` (`toolkit_home`'s)."""
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        spec = None
-    roots = list(spec.submodule_search_locations or []) if spec is not None else []
-    packages = [os.path.join(root, layout) for root in roots for layout in NVRTC_INCLUDES]
-    packages = [f for f in dict.fromkeys(packages) if os.path.isdir(f)]
-    own = [os.path.join(home, *layout) for layout in TOOLKIT_INCLUDES] if home else []
-    return packages, [f for f in own if os.path.isdir(f) and f not in packages]
-
-
 def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
     """The includes of `data` as written, then those only its directives as read show
     (`warmcli.directives`), each macro it includes by name (`COMPUTED` and it, whether
@@ -202,9 +195,12 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
         found += [f for f in dict.fromkeys(_INCLUDE.findall(head)) if f not in plain]
         bound = bound or _PATH_BOUND.search(head) is not None
     names = tuple(
-        (NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
-        for n, m, quoted, angled in found
+        (DATED * bool(d) + NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
+        for n, d, m, quoted, angled in found
     )
+    if b"_Pragma" in head:
+        pragmas = _PRAGMA_DATED.findall(head)
+        names += tuple((DATED + os.fsdecode(q or a), bool(q)) for q, a in pragmas)
     names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
     names += (ASSEMBLY,) if reads_assembler_file(head) else ()  # (`.incbin`, in `__asm__`)
@@ -352,6 +348,7 @@ def headers_digest(
             pending.extendleft((p, False, here) for p in reversed(found))
             continue
         by_compiler, name = name.startswith(IMPLIED_MARK), name.removeprefix(IMPLIED_MARK)
+        dated, name = name.startswith(DATED), name.removeprefix(DATED)
         path = _resolve(name, quoted, here, orders, toolkit)
         if by_compiler and path is not None and os.path.dirname(path) in theirs:
             path = None  # (the compiler's own, found where the kernel names its folder)
@@ -374,10 +371,10 @@ def headers_digest(
         if path is not None and read is None and (kind := no_file(real)):  # never built
             written.append(marker(f"{NO_FILE}{path} is {kind}"))  # (raw: as any reason)
         shown = HEADER_MARK if name in marked else shown_as.get(name, name)  # (by content)
-        written.append(f"{'q' if quoted else 'a'}{shown}\0{read[0] if read else '-'}")
+        written.append(f"{'d' * dated}{'qa'[not quoted]}{shown}\0{read[0] if read else '-'}")
         at.append(path or "")
         past = len(written) > MAX_HEADERS * 64  # names, found or not (a macro's many values)
-        if not past and (path is None or read is None or real in seen):
+        if not past and (path is None or read is None or real in seen or dated):
             continue
         if past or len(seen) >= MAX_HEADERS:  # past: unkeyed
             written.append(marker(f"more than {MAX_HEADERS} headers"))
@@ -386,7 +383,7 @@ def headers_digest(
         pending.extend((n, q, os.path.dirname(path)) for n, q in read[1])
     written += precompiled(primary, orders) + once_copies(seen, source)  # (`covered`'s 1st)
     why = reason_in(written)
-    if not folders and not seen and not why:  # nothing found where only the environment looks
+    if not folders and not any(at) and not why:  # nothing found where only the environment looks
         return ""  # (as before)
     if bound:  # the folders' paths keyed after all (`keyed_options` left them out), and where
         written += ["\0folders", *own, "\0found at", *at]  # each was found (since warm 47)

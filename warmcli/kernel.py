@@ -271,18 +271,18 @@ class Kernel(Record):
         return f"{self.name}[{defines}]" if defines else self.name
 
 
-# An `#include` of a header by its absolute path or a macro, or a `__has_include` of one.
+# An `#include` (or `#pragma GCC dependency`) by an absolute path or a macro, or `__has_include`'s.
 _ABSOLUTE_INCLUDE = Pattern(
-    r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import)"
+    r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import|pragma\s+GCC\s+dependency)"
     r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))'
 )
 
 
 @functools.lru_cache(maxsize=64)
 def _may_include(source: str) -> bool:
-    """Whether `source` may read a header (`#include`, `#include_next`, GCC's `#import`,
-    `__has_include`): two words, a backslash or `??/` (may splice one), once per source text."""
-    return "include" in source or "import" in source or "\\" in source or "??/" in source
+    """Whether `source` may read a header (`#include`, GCC's `#import`, `__has_include`, `#pragma
+    GCC dependency`): a word, a backslash or `??/` (may splice one), once per source text."""
+    return any(w in source for w in ("include", "import", "dependency", "\\", "??/"))
 
 
 @functools.lru_cache(maxsize=64)

@@ -54,14 +54,14 @@ def _quoted(kernel: Kernel, options: Sequence[str], identity: str) -> list[str]:
     from warmcli.directives import may_hide, read_lines
 
     text = read_lines(kernel.source.encode(errors="surrogatepass"))  # (what a compile reads)
-    if not may_hide(text) and b"include" not in text and b"import" not in text:
+    if not may_hide(text) and not any(w in text for w in (b"include", b"import", b"dependency")):
         return []  # (no directive names a header: the header walk is not even imported)
     from warmcli.computed_includes import macro_includes, macro_values, named_headers, source_told
-    from warmcli.headers import NEXT, source_includes
+    from warmcli.headers import DATED, NEXT, source_includes
     from warmcli.kernel import included_headers
 
     read = source_includes(text.decode(errors="surrogatepass"))
-    names = [n.removeprefix(NEXT) for n, q in read if q]
+    names = [n.removeprefix(NEXT).removeprefix(DATED) for n, q in read if q]
     if macros := macro_includes(text):
         values = macro_values(options, kernel.defines, [text])
         names += [n for m, _ in macros for n, q in named_headers(m, values)[0] if q]

@@ -89,8 +89,8 @@ def find_nvrtc() -> str | None:
 
 
 def include_dirs() -> list[str]:
-    """The toolkit headers NVRTC is pointed at (it has no default include path): the
-    packages', then the system toolkit's (whose headers the key covers: `headers.nvrtc_folders`),
+    """The toolkit headers NVRTC is pointed at (it has no default include path): the packages',
+    then the system toolkit's (whose headers the key covers: `compiler_includes.nvrtc_folders`),
     read as the key reads them (`own_folders.nvrtc_system`: a workload setting `CUDA_HOME`
     before its first launch is built with that toolkit's, as keyed)."""
     return list(nvrtc_system())
