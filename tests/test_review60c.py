@@ -1,0 +1,99 @@
+"""review60c: the serving hot path's merged changes (stop 60), hostile cases.
+
+A lock `BundleLookup._kernel` takes for a served kernel is never left held by an exception
+raised at the first instruction after it is taken (a Ctrl-C's `KeyboardInterrupt` is raised
+where the interpreter next checks, which may be right after a lock's `acquire()` returned, outside
+a `try` begun on the next line; a `with` guards its body from the instruction after `__enter__`).
+A collector a `Registrations` registered with is in its `_with` whatever a Ctrl-C cut short:
+its keys are let go with their owner (fba36960), though `register_settled` adds it once (90754c18).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+from test_serve_fast_paths import _stored
+
+from warmcli.execution.statistics import Registrations, StatisticsCollector
+
+
+def _interrupt_at_first_instruction_holding(lock: Any, code: Any) -> Any:
+    """A trace function raising `KeyboardInterrupt` (once) at the first instruction of `code`
+    run while `lock` is held: a signal's exception where the next check may raise it."""
+    fired = [False]
+
+    def local(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode" and not fired[0] and lock.locked():
+            fired[0] = True
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "call" and frame.f_code is code:
+            frame.f_trace_opcodes = True
+            return local
+        return None
+
+    return tracer
+
+
+def test_a_ctrl_c_right_after_the_lookups_lock_is_taken_leaves_it_free(tmp_path: Path) -> None:
+    from warmcli.backends.host.device import HostDevice
+    from warmcli.bundle.store import Bundle
+    from warmcli.runtime.lookup import BundleLookup
+
+    path = tmp_path / "b.warm"
+    records = _stored(path, ["x86_64"] * 2)
+    device = HostDevice()
+    with Bundle.open(path) as bundle:
+        lookup = BundleLookup(device, bundle, None, False, Registrations(device.id, "compilation"))  # type: ignore[arg-type]
+        code = BundleLookup._kernel.__code__
+        sys.settrace(_interrupt_at_first_instruction_holding(lookup._lock, code))
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                lookup._kernel(records[0].key)
+        finally:
+            sys.settrace(None)
+        # Before: acquire() then `try:` (067df30f): the lock stayed held, so every later
+        # lookup of the process (the next served kernel) waited for good.
+        assert not lookup._lock.locked()
+        served = lookup._kernel(records[1].key)
+        assert served is not None and served.key == records[1].key
+
+
+def _interrupt_first_call_of(code: Any) -> Any:
+    """A trace function raising `KeyboardInterrupt` as `code` is first called (once)."""
+    fired = [False]
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "call" and frame.f_code is code and not fired[0]:
+            fired[0] = True
+            raise KeyboardInterrupt
+        return None
+
+    return tracer
+
+
+def test_a_ctrl_c_in_adding_a_collector_still_lets_its_keys_go() -> None:
+    collector = StatisticsCollector()
+    registrations = Registrations("host:0", "compilation")
+    at = ("host:0", "compilation", registrations.owner)
+    sys.settrace(_interrupt_first_call_of(weakref.WeakSet.add.__code__))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            registrations.register_settled(collector, "k1", "loaded")
+    finally:
+        sys.settrace(None)
+    registrations.register_settled(collector, "k2", "loaded")  # the next kernel served
+    assert collector._seen[at] == {"k1", "k2"}
+    del registrations
+    gc.collect()
+    # Before: `_added` named the collector before the add the Ctrl-C cut short, so no later
+    # key added it: its 2 keys were kept for good once their owner was gone.
+    assert at not in collector._seen
