@@ -97,3 +97,40 @@ def test_a_ctrl_c_in_adding_a_collector_still_lets_its_keys_go() -> None:
     # Before: `_added` named the collector before the add the Ctrl-C cut short, so no later
     # key added it: its 2 keys were kept for good once their owner was gone.
     assert at not in collector._seen
+
+
+def _interrupt_once_measuring(code: Any) -> Any:
+    """A trace function raising `KeyboardInterrupt` (once) at the first instruction of `code`
+    run while `tune_clock` counts a tune measuring."""
+    from warmcli.runtime import tune_clock
+
+    fired = [False]
+
+    def local(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode" and not fired[0] and tune_clock.measuring:
+            fired[0] = True
+            raise KeyboardInterrupt
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "call" and frame.f_code is code:
+            frame.f_trace_opcodes = True
+            return local
+        return None
+
+    return tracer
+
+
+def test_a_ctrl_c_as_a_tune_begins_measuring_leaves_none_counted() -> None:
+    from warmcli.runtime import tune_clock
+
+    assert not tune_clock.measuring
+    sys.settrace(_interrupt_once_measuring(tune_clock.measuring_now.__wrapped__.__code__))
+    try:
+        with pytest.raises(KeyboardInterrupt), tune_clock.measuring_now():
+            pass
+    finally:
+        sys.settrace(None)
+    # Before: the count went up before its `try` began, so it stayed at 1 for good: every
+    # kernel served after (in any thread) was clocked, two Python frames more each.
+    assert not tune_clock.measuring
