@@ -18,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from conftest import Warm
 from test_serve_fast_paths import _stored
 
 from warmcli.execution.statistics import Registrations, StatisticsCollector
@@ -134,3 +135,45 @@ def test_a_ctrl_c_as_a_tune_begins_measuring_leaves_none_counted() -> None:
     # Before: the count went up before its `try` began, so it stayed at 1 for good: every
     # kernel served after (in any thread) was clocked, two Python frames more each.
     assert not tune_clock.measuring
+
+
+# A production process: a Ctrl-C lands in `KernelCache.get` right after its tune clock began (a
+# compile inside a tune's measuring), before its `try`; then a tune's measuring compiles another
+# kernel. It prints the seconds that measuring found spent obtaining kernels (left out of the tune).
+CLOCK_CUT = """
+import json, sys, numpy as np, warmcli
+from warmcli import Kernel
+from warmcli.runtime import tune_clock
+from warmcli.runtime.kernel_cache import KernelCache
+K = [Kernel(f"void c{i}(float *x, int n) {{ x[0] += {i}; }}", f"c{i}", "Pi") for i in (1, 2)]
+rt = warmcli.runtime("host")
+y = rt.upload(np.zeros(8, dtype=np.float32))
+fired = []
+def local(frame, event, arg):
+    if event == "opcode" and not fired and getattr(tune_clock._thread, "inside", False):
+        fired.append(1)
+        raise KeyboardInterrupt
+    return local
+def tracer(frame, event, arg):
+    if event == "call" and frame.f_code is KernelCache.get.__code__:
+        frame.f_trace_opcodes = True
+        return local
+with tune_clock.measuring_now():
+    sys.settrace(tracer)
+    try:
+        rt.launch(K[0], y, 8)
+    except KeyboardInterrupt:
+        pass
+    sys.settrace(None)
+with tune_clock.measuring_now() as obtaining:
+    rt.launch(K[1], y, 8)  # compiled here: what a tune leaves out of its seconds
+    spent = obtaining()
+print(json.dumps({"fired": len(fired), "spent": spent}))
+"""
+
+
+def test_a_ctrl_c_as_a_compile_is_clocked_leaves_later_compiles_clocked(warm: Warm) -> None:
+    doc = warm.production(CLOCK_CUT)
+    # Before: the thread's `inside` stayed set, so no later compile of that thread was clocked
+    # (spent 0.0): each tune it measured counted its kernels' compiles as measuring too.
+    assert doc["fired"] == 1 and doc["spent"] > 0, doc

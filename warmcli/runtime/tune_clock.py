@@ -48,8 +48,11 @@ measuring: set[object] = set()
 def measuring_now() -> Iterator[Callable[[], float]]:
     """Within it, `KernelCache.get` past its hit path is clocked (`enter`, `leave`); it gives
     the seconds this thread has spent there since it began. Its token is added inside the
-    `try` (a set's add and discard are atomic: no lock), so no Ctrl-C leaves it counted."""
+    `try` (a set's add and discard are atomic: no lock), so no Ctrl-C leaves it counted. No
+    tune measures inside a `get`, so none is clocked now: a Ctrl-C that cut one short before it
+    could `leave` clocks this thread's again."""
     before, token = getattr(_thread, "spent", 0.0), object()
+    _thread.inside = False
     try:
         measuring.add(token)
         yield lambda: getattr(_thread, "spent", 0.0) - before
