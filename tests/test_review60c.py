@@ -6,7 +6,10 @@ where the interpreter next checks, which may be right after a lock's `acquire()`
 a `try` begun on the next line; a `with` guards its body from the instruction after `__enter__`).
 A collector a `Registrations` registered with is in its `_with` whatever a Ctrl-C cut short:
 its keys are let go with their owner (fba36960), though `register_settled` adds it once (90754c18).
-"""
+A Ctrl-C as a tune begins measuring leaves no tune counted measuring (else every kernel served
+after is clocked), and one in a clocked `get` leaves that thread's later compiles clocked.
+Each case's `KeyboardInterrupt` is raised by a trace function at one instruction (real parts
+else: a real bundle, the real C compiler, a production process)."""
 
 from __future__ import annotations
 
