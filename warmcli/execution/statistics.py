@@ -243,8 +243,8 @@ class Registrations:
             collector.register(self.device, self.view, key, outcome)
         new = collector._new(self.device, self.view, key, outcome, self.owner)
         if new and collector is not self._added:  # (a served kernel's: no WeakSet.add each)
+            self._with.add(collector)  # (first: a Ctrl-C in it leaves the next key to add it)
             self._added = collector
-            self._with.add(collector)
         with self._lock:
             done = self._open.pop(key, None)
             if done is None and key not in self._settled:  # a key seen the first time

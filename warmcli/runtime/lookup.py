@@ -261,8 +261,7 @@ class BundleLookup:
         The row under `key`, if prefetched, is used once (and dropped)."""
         bundle = self.bundle
         assert bundle is not None
-        self._lock.acquire()  # (by hand: a `with` costs a served kernel ~0.1 µs more)
-        try:
+        with self._lock:  # (not acquire() then `try:`: a Ctrl-C between would leave it held)
             self._lookups += 1
             rows = self._rows
             if key not in rows and self._more and self._fetched < 2 * self._lookups:
@@ -273,8 +272,6 @@ class BundleLookup:
                 self._more = len(got) == count  # short: the end, or the prefetch budget
                 rows.update(got)
             row = rows.pop(key, None)
-        finally:
-            self._lock.release()
         return bundle.kernel(key, None if row is None else {key: row}, keyed=True)
 
     def held(self, kernel: Kernel, key: str) -> bool:

@@ -3,14 +3,14 @@
 `measure` compiles the queue before it starts its clock, but in an executing process (production,
 a verify replay) nothing is queued: each candidate is compiled, or loaded from the bundle, at its
 first `get`, inside the measuring, and so is any kernel its launch function launches (a helper, a
-second stage) at its first launch, or a callable check's. While `measuring_now` (a count of the
-tunes measuring, in any thread: while it is 0 the kernel cache clocks nothing, so serving pays a
-comparison only), `KernelCache.get` past its hit path (a compile, a load) is clocked by `enter` and
+second stage) at its first launch, or a callable check's. While `measuring_now` (a set of the
+tunes measuring, in any thread: while it is empty the kernel cache clocks nothing, so serving pays
+a test only), `KernelCache.get` past its hit path (a compile, a load) is clocked by `enter` and
 `leave` into the calling thread's sum (the outermost call only: a `get` inside a `get` is one),
 and `measure` leaves out of `AutotuneStatistics.seconds` what its own thread spent there while it
 measured: that compile is `CompilationStatistics.seconds`' already, and the two are disjoint parts
 of a tune's time (a tune measured in another thread at once adds nothing to this one's).
-`timed_samples` runs one candidate: warm-up, then the timed runs. It owns the count and each
+`timed_samples` runs one candidate: warm-up, then the timed runs. It owns that set and each
 thread's sum, and never compiles, stores or prints itself.
 """
 
@@ -40,23 +40,24 @@ if TYPE_CHECKING:  # structural types, for annotations only: no Protocol made at
 
 
 _thread = threading.local()  # .inside: a clocked call is running; .spent: the seconds summed
-_lock = threading.Lock()
-measuring = 0  # tunes measuring now, in any thread: while none is, nothing is clocked
+# The tunes measuring now, in any thread, one token each: while none is, nothing is clocked.
+measuring: set[object] = set()
 
 
 @contextlib.contextmanager
 def measuring_now() -> Iterator[Callable[[], float]]:
     """Within it, `KernelCache.get` past its hit path is clocked (`enter`, `leave`); it gives
-    the seconds this thread has spent there since it began."""
-    global measuring
-    with _lock:
-        measuring += 1
-    before = getattr(_thread, "spent", 0.0)
+    the seconds this thread has spent there since it began. Its token is added inside the
+    `try` (a set's add and discard are atomic: no lock), so no Ctrl-C leaves it counted. No
+    tune measures inside a `get`, so none is clocked now: a Ctrl-C that cut one short before it
+    could `leave` clocks this thread's again."""
+    before, token = getattr(_thread, "spent", 0.0), object()
+    _thread.inside = False
     try:
+        measuring.add(token)
         yield lambda: getattr(_thread, "spent", 0.0) - before
     finally:
-        with _lock:
-            measuring -= 1
+        measuring.discard(token)
 
 
 def enter() -> float | None:
