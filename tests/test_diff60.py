@@ -16,9 +16,6 @@ the content found (`warmcli.headers`), so the hit misses, and fails as the cold 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -68,16 +65,8 @@ else:
 
 def served(warm: Warm, workload: Path, bundle: Path | None) -> dict[str, object]:
     """The workload in a fresh process, over `bundle` (None: cold, no bundle at all)."""
-    env = dict(warm.env, WARM_BUNDLE=str(bundle) if bundle is not None else "")
-    done = subprocess.run(
-        [sys.executable, "-c", SERVE, str(workload)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    over = warm.with_env(WARM_BUNDLE=str(bundle) if bundle is not None else "")
+    return dict(over.production(SERVE, workload))
 
 
 def warmed(warm: Warm, tmp_path: Path, where: str) -> tuple[Path, Path]:

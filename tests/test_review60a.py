@@ -7,20 +7,43 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, Warm
+from conftest import Warm
 from test_readme54 import SERVE
 from test_review54b import IN_TEMPORARY_FOLDERS
+from test_trust60 import production_trusting
 
 import warmcli.bundle.signed as signed_module
 from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import load_public_key
 from warmcli.bundle.store import Bundle
+
+
+def _signed_copy(made: tuple[Warm, Path], tmp_path: Path, edit: str) -> Path:
+    """A copy of the made bundle signed by a new key `ci` (its `.pub` in `tmp_path`), then
+    edited by the SQL `edit`."""
+    warm, good = made
+    bundle = shutil.copyfile(good, tmp_path / "b.warm")
+    assert warm("keygen", tmp_path / "ci").returncode == 0
+    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
+    with sqlite3.connect(bundle) as conn:
+        conn.execute(edit)
+    conn.close()
+    return bundle
+
+
+def _verified_corrupt(made: tuple[Warm, Path], tmp_path: Path, assignment: str) -> str:
+    """`warm verify` of a signed copy whose signatures an `UPDATE ... SET assignment` edited:
+    exit 1 (a corrupt entry named), never in SQLite's words nor with warm's SQL: what it said."""
+    bundle = _signed_copy(made, tmp_path, f"UPDATE signatures SET {assignment}")
+    done = made[0]("verify", bundle)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "decode" not in said and "SELECT" not in said, said
+    return said
 
 
 def test_a_signature_row_without_a_key_id_never_has_its_long_list_read(
@@ -32,17 +55,8 @@ def test_a_signature_row_without_a_key_id_never_has_its_long_list_read(
     a list of any length was read whole beside a short one (70,000 bytes past a limit of
     65,536 here; a gigabyte in a bundle made to cost memory). It is read as none now, as any
     list past the limit. (The limit is made small: no test writes a bundle over 256 MiB.)"""
-    warm, good = made
-    bundle = shutil.copyfile(good, tmp_path / "b.warm")
-    assert warm("keygen", tmp_path / "ci").returncode == 0
-    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
-    with sqlite3.connect(bundle) as conn:  # two lists over the limit, no key id to either
-        for _ in range(2):
-            conn.execute(
-                "INSERT INTO signatures VALUES (NULL, zeroblob(32), zeroblob(64), "
-                "zeroblob(70000), 1.0)"
-            )
-    conn.close()
+    row = "(NULL, zeroblob(32), zeroblob(64), zeroblob(70000), 1.0)"  # no key id, over the limit
+    bundle = _signed_copy(made, tmp_path, f"INSERT INTO signatures VALUES {row}, {row}")
     monkeypatch.setattr(signed_module, "MAX_BLOB_BYTES", 65536)
     read: list[int] = []  # the length of every list the signatures' select handed Python
     few = signed_module.SignedRows._few
@@ -118,20 +132,6 @@ def test_sign_under_trusted_keys_keeps_run_and_merge_s_rule(
     assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0  # keys unset: vouched
 
 
-# A production process given one key as `Path(os.environ.get("KEY", ""))`, KEY unset, in the
-# folder `cwd`: it prints the one line its SignatureError says, else that it was served.
-_PATH_OF_UNSET = """
-import os, sys, warmcli
-from pathlib import Path
-try:
-    warmcli.use_bundle(sys.argv[1], trusted_keys=[Path(os.environ.get("KEY", ""))])
-    warmcli.runtime("host")
-    print("served")
-except warmcli.SignatureError as exc:
-    print(exc)
-"""
-
-
 def test_a_path_of_an_empty_string_trusts_no_key_of_the_working_folder(
     made: tuple[Warm, Path], tmp_path: Path
 ) -> None:
@@ -144,15 +144,8 @@ def test_a_path_of_an_empty_string_trusts_no_key_of_the_working_folder(
     bundle = shutil.copyfile(good, tmp_path / "b.warm")
     assert warm("keygen", tmp_path / "attacker.key").returncode == 0
     assert warm("sign", bundle, "--key", tmp_path / "attacker.key").returncode == 0
-    env = {k: v for k, v in warm.env.items() if k not in ("WARM_TRUSTED_KEYS", "KEY")}
-    done = subprocess.run(
-        [sys.executable, "-c", _PATH_OF_UNSET, str(bundle)],
-        capture_output=True,
-        text=True,
-        env=dict(env, PYTHONPATH=str(ROOT)),
-        cwd=tmp_path,  # attacker.key.pub lies here
-        timeout=120,
-    )
+    unset = '[Path(os.environ.get("KEY", ""))]'  # KEY unset; attacker.key.pub lies in cwd
+    done = production_trusting(warm, unset, bundle, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("trusted_keys=: Path('.') (as Path('') is) names no key"), (
         done.stdout
@@ -188,18 +181,8 @@ def test_a_signature_blob_stored_as_text_is_named_so_not_by_sqlite_s_words(
     under trusted keys) said `corrupt bundle (Could not decode to UTF-8 column 'CASE WHEN (SELECT
     sum(t.n) FROM ...`, warm's own SQL, exit 2. Such a signature is a corrupt signature entry
     now, named so, as one of another type: verify exits 1 and names it."""
-    warm, good = made
-    bundle = shutil.copyfile(good, tmp_path / "b.warm")
-    assert warm("keygen", tmp_path / "ci").returncode == 0
-    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
-    with sqlite3.connect(bundle) as conn:
-        conn.execute(f"UPDATE signatures SET {column} = CAST({column} AS TEXT)")
-    conn.close()
-    done = warm("verify", bundle)
-    said = done.stdout + done.stderr
-    assert done.returncode == 1, said
+    said = _verified_corrupt(made, tmp_path, f"{column} = CAST({column} AS TEXT)")
     assert f"({column}: not a blob within the limit)" in said, said
-    assert "decode" not in said and "SELECT" not in said, said
 
 
 @pytest.mark.parametrize("column", ["key_id", "signed_at"])
@@ -211,18 +194,8 @@ def test_a_signature_text_that_is_not_utf8_is_named_so_not_by_sqlite_s_words(
     UTF-8 column 'CASE WHEN length(key_id) <= 4096 THEN key_id END' ...)`, exit 2, where a
     kernel's entry name so stored is named `not UTF-8`. A text SQL cannot vouch is ASCII is
     read as none now: a corrupt signature entry, verify exit 1."""
-    warm, good = made
-    bundle = shutil.copyfile(good, tmp_path / "b.warm")
-    assert warm("keygen", tmp_path / "ci").returncode == 0
-    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
-    with sqlite3.connect(bundle) as conn:
-        conn.execute(f"UPDATE signatures SET {column} = CAST(x'ff00aa' AS TEXT)")
-    conn.close()
-    done = warm("verify", bundle)
-    said = done.stdout + done.stderr
-    assert done.returncode == 1, said
+    said = _verified_corrupt(made, tmp_path, f"{column} = CAST(x'ff00aa' AS TEXT)")
     assert "corrupt signature entry" in said and f"({column}: " in said, said
-    assert "decode" not in said and "SELECT" not in said, said
 
 
 @pytest.mark.parametrize("value", ["'x' || hex(zeroblob(40000))", "zeroblob(80000)"])
@@ -234,13 +207,7 @@ def test_a_signature_date_of_any_length_is_never_read(
     it was, of any length: a text or blob an attacker made a gigabyte was read whole by verify,
     merge, sign and production. It is read within `MAX_NAME_CHARS` now, else as none (a
     corrupt signature entry, as any value of the wrong type)."""
-    warm, good = made
-    bundle = shutil.copyfile(good, tmp_path / "b.warm")
-    assert warm("keygen", tmp_path / "ci").returncode == 0
-    assert warm("sign", bundle, "--key", tmp_path / "ci").returncode == 0
-    with sqlite3.connect(bundle) as conn:
-        conn.execute(f"UPDATE signatures SET signed_at = {value}")
-    conn.close()
+    bundle = _signed_copy(made, tmp_path, f"UPDATE signatures SET signed_at = {value}")
     read: list[object] = []
     few = signed_module.SignedRows._few
 

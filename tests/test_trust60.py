@@ -19,17 +19,44 @@ from warmcli.bundle.signature_report import signature_report
 from warmcli.bundle.signing import load_public_key
 from warmcli.bundle.store import Bundle
 
-# A production process given its trusted keys as `use_bundle(trusted_keys=...)`, in the folder
-# `cwd`: it prints the one line its SignatureError says, else that the bundle was served.
-_GIVEN_KEYS = """
-import sys, warmcli
+# A production process given its trusted keys as `use_bundle(trusted_keys=KEYS)`, KEYS a Python
+# expression (over `os`, `sys`, `Path`), in the folder `cwd`: it prints the one line its
+# SignatureError says, else that the bundle was served.
+_TRUSTING = """
+import os, sys, warmcli
+from pathlib import Path
 try:
-    warmcli.use_bundle(sys.argv[1], trusted_keys=sys.argv[2:])
+    warmcli.use_bundle(sys.argv[1], trusted_keys=KEYS)
     warmcli.runtime("host")
     print("served")
 except warmcli.SignatureError as exc:
     print(exc)
 """
+
+
+def production_trusting(
+    warm: Warm, keys: str, bundle: Path, *args: str, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """A production process over `bundle` in `cwd` trusting `keys` (a Python expression, given
+    `args` after the bundle as `sys.argv[2:]`), with neither WARM_TRUSTED_KEYS nor KEY set."""
+    env = {k: v for k, v in warm.env.items() if k not in ("WARM_TRUSTED_KEYS", "KEY")}
+    return subprocess.run(
+        [sys.executable, "-c", _TRUSTING.replace("KEYS", keys), str(bundle), *args],
+        capture_output=True,
+        text=True,
+        env=dict(env, PYTHONPATH=str(ROOT)),
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def _refused_trusting(warm: Warm, keys: Path, bundle: Path) -> str:
+    """`warm verify bundle` under `WARM_TRUSTED_KEYS=keys`, refused in one line, exit 2: that
+    line (with its newline)."""
+    done = warm.with_env(WARM_TRUSTED_KEYS=str(keys))("verify", bundle)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr
 
 
 def test_an_empty_trusted_key_path_trusts_no_key_of_the_working_folder(
@@ -44,15 +71,7 @@ def test_an_empty_trusted_key_path_trusts_no_key_of_the_working_folder(
     assert warm("keygen", tmp_path / "attacker.key").returncode == 0
     signed = warm("sign", bundle, "--key", tmp_path / "attacker.key")
     assert signed.returncode == 0, signed.stderr
-    env = {k: v for k, v in warm.env.items() if k != "WARM_TRUSTED_KEYS"}
-    done = subprocess.run(
-        [sys.executable, "-c", _GIVEN_KEYS, str(bundle), ""],
-        capture_output=True,
-        text=True,
-        env=dict(env, PYTHONPATH=str(ROOT)),
-        cwd=tmp_path,  # attacker.key.pub lies here
-        timeout=120,
-    )
+    done = production_trusting(warm, "sys.argv[2:]", bundle, "", cwd=tmp_path)  # attacker.key.pub
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("trusted_keys=: an empty path names no key file"), done.stdout
 
@@ -72,14 +91,8 @@ def test_a_key_file_holding_two_keys_is_refused_not_read_in_part(
     assert warm("sign", bundle, "--key", tmp_path / "new").returncode == 0
     both = tmp_path / "both.pub"
     both.write_bytes((tmp_path / "old.pub").read_bytes() + (tmp_path / "new.pub").read_bytes())
-    warm.env["WARM_TRUSTED_KEYS"] = str(both)
-    try:
-        done = warm("verify", bundle)
-    finally:
-        del warm.env["WARM_TRUSTED_KEYS"]
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
-    assert f"WARM_TRUSTED_KEYS: {both}: 2 PEM blocks" in done.stderr, done.stderr
+    said = _refused_trusting(warm, both, bundle)
+    assert f"WARM_TRUSTED_KEYS: {both}: 2 PEM blocks" in said, said
 
 
 def test_a_long_signature_list_never_pushes_a_short_one_past_the_limit(
@@ -130,14 +143,8 @@ def test_a_key_file_that_is_no_pem_key_says_what_it_is(
     warm, good = made
     key = tmp_path / "ci.pub"
     key.write_bytes(content)
-    warm.env["WARM_TRUSTED_KEYS"] = str(key)
-    try:
-        done = warm("verify", good)
-    finally:
-        del warm.env["WARM_TRUSTED_KEYS"]
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert done.stderr.count("\n") == 1 and "cryptography.io" not in done.stderr, done.stderr
-    assert f"{key}: not a PEM public key ({said}" in done.stderr, done.stderr
+    line = _refused_trusting(warm, key, good)
+    assert "cryptography.io" not in line and f"{key}: not a PEM public key ({said}" in line, line
 
 
 def test_a_blob_stored_as_text_is_named_so_not_by_sqlite_s_words(
