@@ -67,6 +67,10 @@ UNBUILT = frozenset(
 # taken as read.
 _NAMES_READ: list[set[str] | None] = [set()]
 MAX_NAMES_READ = 4096
+# A script that only runs another nvcc with its own arguments, as toolkits and `/usr/local/bin`
+# ship one (`exec /usr/local/cuda/bin/nvcc "$@"`): its lines past `#!`, blank and `#` ones aside.
+PASS_THROUGH = Pattern(rb'exec\s+(?:"[^"$`\\]+"|[^\s"\'$`\\;&|<>()]+)\s+"\$@"')
+NVCC_SCRIPT_MARK = "; NVCC_WRAPPER="  # in nvcc's identity: what `serving.nvcc_environment` reads
 # nvcc's host compiler: next option or after `=`.
 HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
 
@@ -141,6 +145,23 @@ def host_compilers(options: Sequence[str]) -> list[str]:
         for before, option in zip(("", *options), options, strict=False)
         if before in HOST_COMPILER_FLAGS or option.partition("=")[0] in HOST_COMPILER_FLAGS
     ]
+
+
+def nvcc_script(path: str) -> str:
+    """For an nvcc that is a script doing more than run another with its arguments (adding
+    `-DX=1`, options from a variable, choosing a toolkit by what a folder holds),
+    `NVCC_SCRIPT_MARK` and its digest (`script_digest`: its text, the variables it names): an
+    edit there builds another cubin. "" for a binary, and for a script that only runs another
+    nvcc (`PASS_THROUGH`), which the binary it runs keys."""
+    if not (digest := script_digest(path)):
+        return ""
+    try:
+        with open(path, "rb") as script:
+            lines = script.read(MAX_WRAPPER + 2).splitlines()[1:]
+    except OSError:
+        return ""
+    said = [line.strip() for line in lines if line.strip()[:1] not in (b"", b"#")]
+    return "" if len(said) == 1 and PASS_THROUGH.fullmatch(said[0]) else NVCC_SCRIPT_MARK + digest
 
 
 def names_host_compiler(options: Sequence[str]) -> bool:

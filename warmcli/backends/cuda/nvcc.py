@@ -61,7 +61,7 @@ from warmcli.backends.toolchain import (
 )
 from warmcli.errors import ArchError, CubinError
 from warmcli.scratch import scratch_folder
-from warmcli.wrapper_script import host_compiler_script, host_compilers
+from warmcli.wrapper_script import host_compiler_script, host_compilers, nvcc_script
 
 INSTALL_HINT = "pip install 'warmcli[nvcc]' or set WARM_NVCC=/path/to/nvcc"
 _PACKAGE_LAYOUTS = ("cu13/bin/nvcc", "cu12/bin/nvcc", "cuda_nvcc/bin/nvcc")
@@ -317,11 +317,11 @@ class NvccCompiler:
     @property
     def toolchain(self) -> Toolchain:
         """nvcc and its version, the `gcc` it runs (`host_compiler`), a profile no toolkit ships
-        (`profile_named`), what it reads from the environment (options, its host compiler, a
-        script's digest or a binary's version line after it: `host_compiler_script`) where set
-        (`config.nvcc_flags`; a long one by its digest): they change what it builds: keyed."""
+        (`profile_named`), a script adding to the nvcc it runs (`nvcc_script`), what it reads from
+        the environment (options, its host compiler, a script's digest or a binary's version line
+        after it: `host_compiler_script`) where set (`config.nvcc_flags`): all keyed."""
         found = probe("nvcc", runs(self.path, config.path()))  # a script's: the binary it runs
-        flags, profile = config.nvcc_flags(), profile_named(found.path)  # (its `nvcc.profile`)
+        flags, profile = config.nvcc_flags(), profile_named(found.path) + nvcc_script(self.path)
         found = Toolchain(name=found.name, path=self.path, version=found.version)
         host = "" if "NVCC_CCBIN" in flags else host_compiler(config.path(), self.path)
         if flags or host or profile:
