@@ -124,3 +124,14 @@ def test_an_nvcc_script_running_another_script_keys_that_one_s_edit(
     after = _keys(warm, tmp_path, "after", outer)
     assert set(before.values()) != set(after.values())
     assert not set(before) & set(after)
+
+
+def test_nvcc_scripts_running_each_other_are_keyed_not_followed_for_good(tmp_path: Path) -> None:
+    """Two pass-through scripts exec'ing each other (as a link loop would): followed
+    `MAX_PASSED` deep, then keyed by the digest, not recursed without end."""
+    from warmcli.wrapper_script import NVCC_SCRIPT_MARK, nvcc_script
+
+    one, two = tmp_path / "one" / "nvcc", tmp_path / "two" / "nvcc"
+    _script(one, f'exec "{two}" "$@"')
+    _script(two, f'exec "{one}" "$@"')
+    assert nvcc_script(str(one)).startswith(NVCC_SCRIPT_MARK)

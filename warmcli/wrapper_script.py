@@ -68,8 +68,10 @@ UNBUILT = frozenset(
 _NAMES_READ: list[set[str] | None] = [set()]
 MAX_NAMES_READ = 4096
 # A script that only runs another nvcc with its own arguments, as toolkits and `/usr/local/bin`
-# ship one (`exec /usr/local/cuda/bin/nvcc "$@"`): its lines past `#!`, blank and `#` ones aside.
-PASS_THROUGH = Pattern(rb'exec\s+(?:"[^"$`\\]+"|[^\s"\'$`\\;&|<>()]+)\s+"\$@"')
+# ship one (`exec /usr/local/cuda/bin/nvcc "$@"`): its lines past `#!`, blank and `#` ones aside;
+# the one it runs (on `PATH` where it names no folder) is read so too, `MAX_PASSED` deep.
+PASS_THROUGH = Pattern(rb'exec\s+(?:"([^"$`\\]+)"|([^\s"\'$`\\;&|<>()]+))\s+"\$@"')
+MAX_PASSED = 8
 NVCC_SCRIPT_MARK = "; NVCC_WRAPPER="  # in nvcc's identity: what `serving.nvcc_environment` reads
 # nvcc's host compiler: next option or after `=`.
 HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
@@ -147,12 +149,12 @@ def host_compilers(options: Sequence[str]) -> list[str]:
     ]
 
 
-def nvcc_script(path: str) -> str:
+def nvcc_script(path: str, passed: int = 0) -> str:
     """For an nvcc that is a script doing more than run another with its arguments (adding
     `-DX=1`, options from a variable, choosing a toolkit by what a folder holds),
     `NVCC_SCRIPT_MARK` and its digest (`script_digest`: its text, the variables it names): an
-    edit there builds another cubin. "" for a binary, and for a script that only runs another
-    nvcc (`PASS_THROUGH`), which the binary it runs keys."""
+    edit there builds another cubin. "" for a binary; for a script that only runs another nvcc
+    (`PASS_THROUGH`), what that one is (a binary's "": the binary it runs keys)."""
     if not (digest := script_digest(path)):
         return ""
     try:
@@ -161,7 +163,13 @@ def nvcc_script(path: str) -> str:
     except OSError:
         return ""
     said = [line.strip() for line in lines if line.strip()[:1] not in (b"", b"#")]
-    return "" if len(said) == 1 and PASS_THROUGH.fullmatch(said[0]) else NVCC_SCRIPT_MARK + digest
+    if len(said) != 1 or not (runs := PASS_THROUGH.fullmatch(said[0])) or passed >= MAX_PASSED:
+        return NVCC_SCRIPT_MARK + digest
+    import shutil  # (only for a script)
+
+    name = os.fsdecode(runs[1] or runs[2])
+    found = name if "/" in name else shutil.which(name, path=config.path())
+    return nvcc_script(found, passed + 1) if found else ""
 
 
 def names_host_compiler(options: Sequence[str]) -> bool:
