@@ -135,3 +135,16 @@ def test_nvcc_scripts_running_each_other_are_keyed_not_followed_for_good(tmp_pat
     _script(one, f'exec "{two}" "$@"')
     _script(two, f'exec "{one}" "$@"')
     assert nvcc_script(str(one)).startswith(NVCC_SCRIPT_MARK)
+
+
+def test_explain_misses_names_the_dependency_pragma_s_file_edited(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`warm verify --explain-misses` says which file changed, as for an edited header (before:
+    `headers: bundle has sha256 ..., this process wants ...` and no name)."""
+    source = '#pragma GCC dependency "dep.h"\nvoid k(int *x) { x[0] = 7; }\n'
+    workload, bundle = _warmed(warm, tmp_path, source)
+    (tmp_path / "inc" / "dep.h").write_text("/* edited */\n")
+    got = warm("verify", bundle, "--workload", workload, "--explain-misses")
+    assert "miss: kernel k: headers:" in got.stdout + got.stderr, got.stdout + got.stderr
+    assert "(changed: dep.h)" in got.stdout + got.stderr, got.stdout + got.stderr
