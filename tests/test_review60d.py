@@ -11,7 +11,9 @@ where a process over the bundle was served the stored build.
 
 An nvcc script that only runs another (`exec /opt/w/nvcc "$@"`) keys as the nvcc it runs
 (diffcuda60); where that one is itself a script adding to the real nvcc (`-DWVAL=1`), an edit to
-it kept every key: the bundle served the cubin a cold compile no longer builds.
+it kept every key: the bundle served the cubin a cold compile no longer builds. Following such a
+chain ends (a loop of scripts is keyed by its digest) and waits on no FIFO. `--explain-misses`
+named no file for a dependency edited (it now says `changed: dep.h`, as for a header).
 """
 
 from __future__ import annotations
@@ -148,3 +150,20 @@ def test_explain_misses_names_the_dependency_pragma_s_file_edited(
     got = warm("verify", bundle, "--workload", workload, "--explain-misses")
     assert "miss: kernel k: headers:" in got.stdout + got.stderr, got.stdout + got.stderr
     assert "(changed: dep.h)" in got.stdout + got.stderr, got.stdout + got.stderr
+
+
+def test_an_nvcc_script_running_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
+    """A pass-through script naming a FIFO (made by hand, or in a link's place): followed, the
+    FIFO's open waited for a writer for good; it is no file to read, so keyed as before ("")."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    outer = _script(tmp_path / "bin" / "nvcc", f'exec "{fifo}" "$@"')
+    code = (
+        f"from warmcli.wrapper_script import nvcc_script; print(repr(nvcc_script({str(outer)!r})))"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert got.stdout.strip() == "''", got.stdout + got.stderr

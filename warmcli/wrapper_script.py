@@ -69,7 +69,7 @@ _NAMES_READ: list[set[str] | None] = [set()]
 MAX_NAMES_READ = 4096
 # A script that only runs another nvcc with its own arguments, as toolkits and `/usr/local/bin`
 # ship one (`exec /usr/local/cuda/bin/nvcc "$@"`): its lines past `#!`, blank and `#` ones aside;
-# the one it runs (on `PATH` where it names no folder) is read so too, `MAX_PASSED` deep.
+# the file it runs (on `PATH` where it names no folder) is read so too, `MAX_PASSED` deep.
 PASS_THROUGH = Pattern(rb'exec\s+(?:"([^"$`\\]+)"|([^\s"\'$`\\;&|<>()]+))\s+"\$@"')
 MAX_PASSED = 8
 NVCC_SCRIPT_MARK = "; NVCC_WRAPPER="  # in nvcc's identity: what `serving.nvcc_environment` reads
@@ -169,7 +169,7 @@ def nvcc_script(path: str, passed: int = 0) -> str:
 
     name = os.fsdecode(runs[1] or runs[2])
     found = name if "/" in name else shutil.which(name, path=config.path())
-    return nvcc_script(found, passed + 1) if found else ""
+    return nvcc_script(found, passed + 1) if found and os.path.isfile(found) else ""
 
 
 def names_host_compiler(options: Sequence[str]) -> bool:
