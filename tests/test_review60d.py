@@ -167,3 +167,23 @@ def test_an_nvcc_script_running_a_fifo_is_not_waited_on(tmp_path: Path) -> None:
     )
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert got.stdout.strip() == "''", got.stdout + got.stderr
+
+
+def test_an_nvcc_script_passing_through_from_an_env_shebang_keys_its_edit(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """`#!/usr/bin/env -S NVCC_APPEND_FLAGS=-DWVAL=1 sh` then `exec <nvcc> "$@"`: the shebang sets
+    what nvcc appends, edited to 2 the cold builds differ (before: the shebang, read past, left
+    it a pass-through keyed as the real nvcc: the same key)."""
+    real = nvcc_or_skip()
+    (tmp_path / "w.py").write_text(CUDA_WORKLOAD)
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.parent.mkdir()
+    keys = []
+    for value in (1, 2):
+        shebang = f"#!/usr/bin/env -S NVCC_APPEND_FLAGS=-DWVAL={value} sh"
+        wrapper.write_text(f'{shebang}\nexec "{real}" "$@"\n')
+        wrapper.chmod(0o755)
+        keys.append(_keys(warm, tmp_path, f"v{value}", wrapper))
+    assert set(keys[0].values()) != set(keys[1].values())
+    assert not set(keys[0]) & set(keys[1])

@@ -72,6 +72,8 @@ MAX_NAMES_READ = 4096
 # the file it runs (on `PATH` where it names no folder) is read so too, `MAX_PASSED` deep.
 PASS_THROUGH = Pattern(rb'exec\s+(?:"([^"$`\\]+)"|([^\s"\'$`\\;&|<>()]+))\s+"\$@"')
 MAX_PASSED = 8
+# Its `#!` line: an interpreter and a word at most, none setting a variable (`env -S X=1 sh`).
+PLAIN_SHEBANG = Pattern(rb"#!\s*[^\s=]+(?:\s+[^\s=-][^\s=]*)?\s*")
 NVCC_SCRIPT_MARK = "; NVCC_WRAPPER="  # in nvcc's identity: what `serving.nvcc_environment` reads
 # nvcc's host compiler: next option or after `=`.
 HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
@@ -159,11 +161,12 @@ def nvcc_script(path: str, passed: int = 0) -> str:
         return ""
     try:
         with open(path, "rb") as script:
-            lines = script.read(MAX_WRAPPER + 2).splitlines()[1:]
+            lines = script.read(MAX_WRAPPER + 2).splitlines()
     except OSError:
         return ""
-    said = [line.strip() for line in lines if line.strip()[:1] not in (b"", b"#")]
-    if len(said) != 1 or not (runs := PASS_THROUGH.fullmatch(said[0])) or passed >= MAX_PASSED:
+    said = [line.strip() for line in lines[1:] if line.strip()[:1] not in (b"", b"#")]
+    plain = len(said) == 1 and passed < MAX_PASSED and PLAIN_SHEBANG.fullmatch(lines[0])
+    if not (plain and (runs := PASS_THROUGH.fullmatch(said[0]))):
         return NVCC_SCRIPT_MARK + digest
     import shutil  # (only for a script)
 
