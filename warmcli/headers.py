@@ -75,7 +75,8 @@ MAX_HEADERS, MAX_SCANNED, _MAX_MEMO = 512, 4 << 20, 4096
 _ABSOLUTE = re.compile(  # a header by its path: included, or asked for by `__has_include`
     r"(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import|pragma[ \t]+GCC[ \t]+dependency)"
     r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])'  # or by a macro
-    r'|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))',
+    r'|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))'
+    r'|GCC\s+dependency\s*\\?["<]/',  # (`_PRAGMA_DATED`'s)
     re.MULTILINE,
 )
 # An `#include` line's name (`#import`'s; `_next` kept), one `__has_include` or `#pragma GCC
@@ -90,10 +91,12 @@ _INCLUDE = re.compile(
 )
 # Before a name `#include_next` reads (`__has_include_next` asks for); before one `#pragma GCC
 # dependency` names (the file gcc compares its date with, fatal where missing): keyed, unfollowed;
-# that pragma in `_Pragma`'s string too (`_PRAGMA_DATED`: a macro's too), its quotes escaped.
+# that pragma's words anywhere else too (`_PRAGMA_DATED`: `_Pragma("...")`'s string, its quotes
+# escaped, `L"..."`, on the next line; `DO_PRAGMA(GCC dependency "f")` stringized; a macro's, a
+# comment's: at worst a miss), the directive's (`pragma` before) left to `_INCLUDE`.
 NEXT, DATED = "\0next:", "\0dated:"
 _PRAGMA_DATED = re.compile(
-    rb'_Pragma[ \t]*\([ \t]*"GCC[ \t]+dependency[ \t]*(?:\\"([^"\\\n]+)\\"|<([^<>"\n]+)>)'
+    rb'(pragma[ \t]+)?GCC\s+dependency\s*(?:\\?"([^"\\\n]+)\\?"|<([^<>"\n]+)>)'
 )
 # What makes a build depend on the include folders' paths, not only on the headers there
 # (`#include CFG`, `__has_include(NAME)`, `__FILE__`): `_includes` lists it as `BY_FOLDER`.
@@ -198,9 +201,9 @@ def _includes(data: bytes, over: bool = False) -> tuple[tuple[str, bool], ...]:
         (DATED * bool(d) + NEXT * bool(n or m) + os.fsdecode(quoted or angled), bool(quoted))
         for n, d, m, quoted, angled in found
     )
-    if b"_Pragma" in head:
+    if b"dependency" in head:
         pragmas = _PRAGMA_DATED.findall(head)
-        names += tuple((DATED + os.fsdecode(q or a), bool(q)) for q, a in pragmas)
+        names += tuple((DATED + os.fsdecode(q or a), bool(q)) for d, q, a in pragmas if not d)
     names += tuple((COMPUTED + n, nx) for n, nx in macro_includes(data)) if bound else ()
     names += (OVER,) if over or len(data) > MAX_SCANNED else ()
     names += (ASSEMBLY,) if reads_assembler_file(head) else ()  # (`.incbin`, in `__asm__`)

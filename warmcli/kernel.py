@@ -271,26 +271,26 @@ class Kernel(Record):
         return f"{self.name}[{defines}]" if defines else self.name
 
 
-# An `#include` (or `#pragma GCC dependency`) by an absolute path or a macro, or `__has_include`'s.
+# An `#include` by an absolute path or a macro, `__has_include`'s, a GCC dependency's (`_Pragma`'s).
 _ABSOLUTE_INCLUDE = Pattern(
     r"(?m)(?:^[ \t]*(?:#|%:|\?\?=)[ \t]*(?:include(?:_next)?|import|pragma\s+GCC\s+dependency)"
     r'(?:[ \t]*["<]/|[ \t]+[A-Za-z_])|__has_include(?:_next)?[ \t]*\([ \t]*(?:["<]/|[A-Za-z_]))'
+    r'|GCC\s+dependency\s*\\?["<]/'
 )
 
 
 @functools.lru_cache(maxsize=64)
 def _may_include(source: str) -> bool:
-    """Whether `source` may read a header (`#include`, GCC's `#import`, `__has_include`, `#pragma
-    GCC dependency`): a word, a backslash or `??/` (may splice one), once per source text."""
+    """Whether `source` may read a header (`#include`, `#import`, `__has_include`, a GCC
+    dependency): a word, a backslash or `??/` (may splice one), once per source text."""
     return any(w in source for w in ("include", "import", "dependency", "\\", "??/"))
 
 
 @functools.lru_cache(maxsize=64)
 def _by_path(source: str) -> bool:
-    """Whether `source` includes a header by its absolute path (or asks for one with
-    `__has_include`): once per source text (its variants share it), as the scan reads all
-    of it (45 us for 9 kB); however its directive is spelled (`warmcli.directives`: lines
-    spliced, comments)."""
+    """Whether `source` includes a header by its absolute path (or asks for one): once per source
+    text (its variants share it), as the scan reads all of it (45 us for 9 kB); however its
+    directive is spelled (`warmcli.directives`: lines spliced, comments)."""
     if _ABSOLUTE_INCLUDE.search(source) is not None:
         return True
     from warmcli.directives import spliced_text  # only where a plain scan found none

@@ -242,6 +242,7 @@ def header_files(digest: str) -> str:
         return ""
     files = []
     for entry in written[: MAX_HEADER_FILES * 2]:
+        entry = entry.removeprefix("d")  # (a file a GCC dependency names: listed as a header)
         name, _, sha = entry[1:].rpartition("\0")
         if entry[:1] in ("q", "a") and name:
             name = name.removeprefix(NEXT)

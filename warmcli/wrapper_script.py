@@ -68,8 +68,12 @@ UNBUILT = frozenset(
 _NAMES_READ: list[set[str] | None] = [set()]
 MAX_NAMES_READ = 4096
 # A script that only runs another nvcc with its own arguments, as toolkits and `/usr/local/bin`
-# ship one (`exec /usr/local/cuda/bin/nvcc "$@"`): its lines past `#!`, blank and `#` ones aside.
-PASS_THROUGH = Pattern(rb'exec\s+(?:"[^"$`\\]+"|[^\s"\'$`\\;&|<>()]+)\s+"\$@"')
+# ship one (`exec /usr/local/cuda/bin/nvcc "$@"`): its lines past `#!`, blank and `#` ones aside;
+# the file it runs (on `PATH` where it names no folder) is read so too, `MAX_PASSED` deep.
+PASS_THROUGH = Pattern(rb'exec\s+(?:"([^"$`\\]+)"|([^\s"\'$`\\;&|<>()]+))\s+"\$@"')
+MAX_PASSED = 8
+# Its `#!` line: an interpreter and a word at most, none setting a variable (`env -S X=1 sh`).
+PLAIN_SHEBANG = Pattern(rb"#!\s*[^\s=]+(?:\s+[^\s=-][^\s=]*)?\s*")
 NVCC_SCRIPT_MARK = "; NVCC_WRAPPER="  # in nvcc's identity: what `serving.nvcc_environment` reads
 # nvcc's host compiler: next option or after `=`.
 HOST_COMPILER_FLAGS = ("-ccbin", "--compiler-bindir")
@@ -147,21 +151,28 @@ def host_compilers(options: Sequence[str]) -> list[str]:
     ]
 
 
-def nvcc_script(path: str) -> str:
+def nvcc_script(path: str, passed: int = 0) -> str:
     """For an nvcc that is a script doing more than run another with its arguments (adding
     `-DX=1`, options from a variable, choosing a toolkit by what a folder holds),
     `NVCC_SCRIPT_MARK` and its digest (`script_digest`: its text, the variables it names): an
-    edit there builds another cubin. "" for a binary, and for a script that only runs another
-    nvcc (`PASS_THROUGH`), which the binary it runs keys."""
+    edit there builds another cubin. "" for a binary; for a script that only runs another nvcc
+    (`PASS_THROUGH`), what that one is (a binary's "": the binary it runs keys)."""
     if not (digest := script_digest(path)):
         return ""
     try:
         with open(path, "rb") as script:
-            lines = script.read(MAX_WRAPPER + 2).splitlines()[1:]
+            lines = script.read(MAX_WRAPPER + 2).splitlines()
     except OSError:
         return ""
-    said = [line.strip() for line in lines if line.strip()[:1] not in (b"", b"#")]
-    return "" if len(said) == 1 and PASS_THROUGH.fullmatch(said[0]) else NVCC_SCRIPT_MARK + digest
+    said = [line.strip() for line in lines[1:] if line.strip()[:1] not in (b"", b"#")]
+    plain = len(said) == 1 and passed < MAX_PASSED and PLAIN_SHEBANG.fullmatch(lines[0])
+    if not (plain and (runs := PASS_THROUGH.fullmatch(said[0]))):
+        return NVCC_SCRIPT_MARK + digest
+    import shutil  # (only for a script)
+
+    name = os.fsdecode(runs[1] or runs[2])
+    found = name if "/" in name else shutil.which(name, path=config.path())
+    return nvcc_script(found, passed + 1) if found and os.path.isfile(found) else ""
 
 
 def names_host_compiler(options: Sequence[str]) -> bool:
