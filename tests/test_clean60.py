@@ -1,0 +1,45 @@
+"""The commands that write a bundle in place (`warm clean`, `warm sign`, `warm run` into it)
+on an existing bundle whose file name leaves no room for the journal SQLite makes beside it
+(`NAME-journal`: a folder takes names of 255 bytes at most): one line naming the file name's
+length, exit 2, the bundle as it was; never "too many open files?" (trial 60)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, Warm
+
+NAME_MAX = 255
+
+
+@pytest.mark.parametrize("length", [248, NAME_MAX - len(".lock")])
+@pytest.mark.parametrize("command", ["clean", "sign", "run"])
+def test_a_name_too_long_for_its_journal_is_said_so_and_the_bundle_kept(
+    warm: Warm,
+    tmp_path: Path,
+    host_bundle: Callable[[Path], Path],
+    command: str,
+    length: int,
+) -> None:
+    if os.pathconf(tmp_path, "PC_NAME_MAX") != NAME_MAX:
+        pytest.skip("a file system whose names are not 255 bytes at most")
+    bundle = host_bundle(tmp_path / ("b" * (length - len(".warm")) + ".warm"))
+    before = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    assert warm("keygen", tmp_path / "k").returncode == 0
+    args = {
+        "clean": ["clean", bundle, "--older-than", "0s"],
+        "sign": ["sign", bundle, "--key", tmp_path / "k"],
+        "run": ["run", EXAMPLES / "many_kernels_host.py", "--bundle", bundle, "-q"],
+    }[command]
+    proc = warm.with_env(WARM_EXAMPLE_KERNELS="5")(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"its file name is {length} bytes" in lines[0]
+    assert "journal" in lines[0] and "too many open files" not in lines[0]
+    assert hashlib.sha256(bundle.read_bytes()).hexdigest() == before
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith("-journal")]
