@@ -5,7 +5,8 @@ could not open (`cannot_open`): the bundle's folder not writable, where it is no
 can be made there: immutable, or a mount or policy that refuses it without EACCES), its disk
 full, where no file can be made there (no free inode or block: SQLite's `CANTOPEN` keeps no
 errno), its path too long, where it is longer than SQLite opens (`SQLITE_PATH_BYTES`; a
-writer's temporary file beside it longer still), else descriptors run out. It owns no state,
+writer's temporary file beside it longer still), its file name too long, where its folder
+takes no name as long as its journal's (`NAME-journal`), else descriptors run out. It owns no state,
 never writes and never prints; it only asks the file system how much room is left and whether
 a folder is writable."""
 
@@ -19,6 +20,7 @@ from warmcli.errors import CANNOT_WRITE, DISK_FULL
 
 UNWRITABLE = f"{CANNOT_WRITE}: its folder is not writable (for its journal)"
 SQLITE_PATH_BYTES = 504  # the longest path SQLite's unix VFS opens: 512, less `-journal`'s room
+JOURNAL_SUFFIX = "-journal"  # the name SQLite gives the rollback journal beside a bundle
 TEMP_NAME_BYTES = 16  # what a writer's temporary file's name adds (`.NAME.PID.tmp`, `temp_beside`)
 
 
@@ -39,7 +41,23 @@ def cannot_open(path: str | os.PathLike[str]) -> str:
             f"{SQLITE_PATH_BYTES - TEMP_NAME_BYTES} bytes at most: SQLite's {SQLITE_PATH_BYTES} "
             "less what a temporary file's name beside it adds): name a shorter one"
         )
+    name = len(os.fsencode(os.path.basename(os.path.realpath(path))))
+    most = _name_max(folder)
+    if name + len(JOURNAL_SUFFIX) > most:  # (an existing bundle: a new one's is refused first)
+        return (
+            f"its file name is {name} bytes, too long for its journal beside it (NAME"
+            f"{JOURNAL_SUFFIX}: its folder takes names of {most} bytes at most): rename it, "
+            f"{most - len(JOURNAL_SUFFIX)} bytes at most"
+        )
     return CANNOT_OPEN
+
+
+def _name_max(folder: str) -> int:
+    """The longest file name `folder` takes, in bytes (255 where it cannot be asked)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def _no_room(folder: str) -> bool:

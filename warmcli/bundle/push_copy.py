@@ -1,7 +1,8 @@
 """The copy `warmcli.bundle.remote.push` uploads: one state of a bundle, copied into an
 anonymous temporary file (`scratch`, in `TMPDIR`) and hashed as it is copied (`copied`:
 its sha256 and MD5 in one pass). A copy the system refuses (no temporary folder, a full
-disk) is a one-line `RemoteError` naming the folder and the room it needs. `held` says
+disk) is a one-line `RemoteError` naming the folder and the room it needs (a file size limit,
+`ulimit -f`, below the bundle's size: that limit, which no room in TMPDIR lifts). `held` says
 whether what a store states of its object (the sha256 a push stated, an ETag that is the
 MD5 S3 gives a one-part upload, its length: all it states) is this copy: then nothing is
 sent, as `aws s3 sync` and rsync send nothing. It owns no state beyond the file it is
@@ -11,6 +12,7 @@ handed and never prints.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,9 +61,15 @@ def no_copy(bundle: Path, what: str, exc: OSError) -> RemoteError:
         folder = tempfile.gettempdir()
     except OSError:  # none usable: none was named
         folder = "the temporary folder"
+    if exc.errno == errno.EFBIG:  # a limit on a file's size, not on room
+        need = (  # (or TMPDIR's file system's largest file: FAT's 4 GiB)
+            "a file size limit (ulimit -f), or the largest file its file system takes, is "
+            "below the bundle's size: raise that limit, or set TMPDIR to another file system"
+        )
+    else:
+        need = "it needs the bundle's size free there: set TMPDIR to a folder with room"
     return RemoteError(
-        f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; "
-        "it needs the bundle's size free there: set TMPDIR to a folder with room)"
+        f"{bundle}: not pushed: its temporary copy in {folder} {what} ({why}; {need})"
     )
 
 
