@@ -69,7 +69,7 @@ def test_stats_counts_each_compile_once(warm: Warm, saxpy: tuple[Path, dict[str,
         )
     # the table's compile column is each row's part
     text = warm("stats", path).stdout
-    shown = re.findall(r"^ sm_90 .* (\d+\.\d{3}) +[0-9a-f]{8} ", text, re.M)
+    shown = re.findall(r"^ sm_90 .* (\d+\.\d{3}) s +[0-9a-f]{8} ", text, re.M)  # (s: stop 60)
     assert len(shown) == 16 and all(float(s) > 0 for s in shown), text
 
 

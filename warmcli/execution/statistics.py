@@ -195,7 +195,9 @@ class Registration:
         return True
 
 
-def _let_go(collectors: Iterable[StatisticsCollector], device: str, view: str, owner: int) -> None:
+def _forget_owner(
+    collectors: Iterable[StatisticsCollector], device: str, view: str, owner: int
+) -> None:
     """Forget the keys `owner` registered in each of `collectors`, as it is gone (a finalizer,
     run in whatever thread collects it: no lock taken, one atomic `dict.pop` each)."""
     for collector in list(collectors):
@@ -220,8 +222,8 @@ class Registrations:
         # The collectors it registered with, which let its keys go with it (no owner gone
         # registers again: a process taking its bundle anew holds the live runtime's alone).
         self._with: weakref.WeakSet[StatisticsCollector] = weakref.WeakSet()
-        let_go = weakref.finalize(self, _let_go, self._with, device, view, self.owner)
-        let_go.atexit = False  # (at exit, before its atexit write-back: not let go, nothing kept)
+        forget = weakref.finalize(self, _forget_owner, self._with, device, view, self.owner)
+        forget.atexit = False  # (at exit, before its atexit write-back: none forgotten)
         self._added: StatisticsCollector | None = None  # the last added to `_with`
 
     def register(self, collector: StatisticsCollector, key: str) -> bool:
