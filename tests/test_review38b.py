@@ -137,7 +137,8 @@ from warmcli import Kernel
 DEVICE = "host"
 K = Kernel("void fill(float *o, int n) { for (int i = 0; i < n; i++) o[i] = 2.0f; }", "fill", "Pi")
 def signalled_once_let_go(frame, event, arg):
-    if event == "c_return" and frame.f_code.co_name == "_let_go" and "isolation" in frame.f_code.co_filename:
+    code = frame.f_code  # isolation's (statistics had a finalizer of that name, stop 60)
+    if event == "c_return" and code.co_name == "_let_go" and "isolation" in code.co_filename:
         if frame.f_locals.get("fd") not in (1, 2):  # `done` closed: the supervisor goes on
             atexit.register(lambda: open(os.environ["MARK"], "a").write("late\n"))
             os.kill(os.getpid(), signal.SIGTERM)
