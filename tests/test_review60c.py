@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import sys
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,13 +28,14 @@ from test_serve_fast_paths import _stored
 from warmcli.execution.statistics import Registrations, StatisticsCollector
 
 
-def _interrupt_at_first_instruction_holding(lock: Any, code: Any) -> Any:
+def _interrupt_at_first_instruction_when(ready: Callable[[], object], code: Any) -> Any:
     """A trace function raising `KeyboardInterrupt` (once) at the first instruction of `code`
-    run while `lock` is held: a signal's exception where the next check may raise it."""
+    run while `ready()` holds (a lock held, a tune measuring): a signal's exception where the
+    next check may raise it."""
     fired = [False]
 
     def local(frame: FrameType, event: str, arg: object) -> Any:
-        if event == "opcode" and not fired[0] and lock.locked():
+        if event == "opcode" and not fired[0] and ready():
             fired[0] = True
             raise KeyboardInterrupt
         return local
@@ -58,7 +60,7 @@ def test_a_ctrl_c_right_after_the_lookups_lock_is_taken_leaves_it_free(tmp_path:
     with Bundle.open(path) as bundle:
         lookup = BundleLookup(device, bundle, None, False, Registrations(device.id, "compilation"))  # type: ignore[arg-type]
         code = BundleLookup._kernel.__code__
-        sys.settrace(_interrupt_at_first_instruction_holding(lookup._lock, code))
+        sys.settrace(_interrupt_at_first_instruction_when(lookup._lock.locked, code))
         try:
             with pytest.raises(KeyboardInterrupt):
                 lookup._kernel(records[0].key)
@@ -103,33 +105,15 @@ def test_a_ctrl_c_in_adding_a_collector_still_lets_its_keys_go() -> None:
     assert at not in collector._seen
 
 
-def _interrupt_once_measuring(code: Any) -> Any:
-    """A trace function raising `KeyboardInterrupt` (once) at the first instruction of `code`
-    run while `tune_clock` counts a tune measuring."""
-    from warmcli.runtime import tune_clock
-
-    fired = [False]
-
-    def local(frame: FrameType, event: str, arg: object) -> Any:
-        if event == "opcode" and not fired[0] and tune_clock.measuring:
-            fired[0] = True
-            raise KeyboardInterrupt
-        return local
-
-    def tracer(frame: FrameType, event: str, arg: object) -> Any:
-        if event == "call" and frame.f_code is code:
-            frame.f_trace_opcodes = True
-            return local
-        return None
-
-    return tracer
-
-
 def test_a_ctrl_c_as_a_tune_begins_measuring_leaves_none_counted() -> None:
     from warmcli.runtime import tune_clock
 
     assert not tune_clock.measuring
-    sys.settrace(_interrupt_once_measuring(tune_clock.measuring_now.__wrapped__.__code__))
+    sys.settrace(
+        _interrupt_at_first_instruction_when(
+            lambda: tune_clock.measuring, tune_clock.measuring_now.__wrapped__.__code__
+        )
+    )
     try:
         with pytest.raises(KeyboardInterrupt), tune_clock.measuring_now():
             pass

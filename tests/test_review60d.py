@@ -18,13 +18,15 @@ named no file for a dependency edited (it now says `changed: dep.h`, as for a he
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 from conftest import Warm, nvcc_or_skip
 from forked_cli import forked_warm  # noqa: F401  (conftest's `warm`, commands forked)
 from test_diff60 import WORKLOAD, served
+from test_diffcuda60 import WORKLOAD as CUDA_WORKLOAD  # (one nvcc wrapper case each)
+from test_diffcuda60 import _rows as _keys
+from test_diffcuda60 import _script
 
 # gcc runs each as `#pragma GCC dependency "dep.h"` (each fails cold with dep.h deleted).
 SOURCES = {
@@ -78,38 +80,6 @@ def test_a_pragma_operator_naming_a_file_by_its_path_is_keyed_without_include_fo
     cold = served(warm, workload, None)
     assert "dep.h: No such file or directory" in str(cold.get("error")), cold
     assert served(warm, workload, bundle) == cold
-
-
-CUDA_WORKLOAD = """
-from warmcli import Kernel
-
-DEVICE = "cuda"
-K = Kernel('extern "C" __global__ void k(int *o) { o[0] = WVAL; }', "k", "P", language="cuda")
-
-
-def workload(rt):
-    b = rt.buffer(1, "int32")
-    rt.launch(K, b, grid=1, block=1)
-"""
-
-
-def _script(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"#!/bin/sh\n{text}\n")
-    path.chmod(0o755)
-    return path
-
-
-def _keys(warm: Warm, tmp_path: Path, name: str, nvcc: Path) -> dict[str, str]:
-    """A cold `warm run` (a fresh home and bundle) with `nvcc`: its rows, key to blob digest."""
-    bundle = tmp_path / f"{name}.warm"
-    got = warm.with_env(WARM_HOME=str(tmp_path / f"home-{name}"), WARM_NVCC=str(nvcc))(
-        "run", tmp_path / "w.py", "--arch", "sm_90", "--compiler", "nvcc", "--no-ptx",
-        "--no-verify", "-q", "-b", bundle,
-    )  # fmt: skip
-    assert got.returncode == 0, got.stderr
-    with sqlite3.connect(bundle) as db:
-        return dict(db.execute("SELECT key, sha256 FROM kernels").fetchall())
 
 
 def test_an_nvcc_script_running_another_script_keys_that_one_s_edit(
