@@ -4,7 +4,8 @@ The run happens in a worker process (`warmcli.warming.isolation`): a tune candid
 crashes it is excluded and the run starts again; a workload that crashes outside
 tuning is one line and exit 2. SIGINT, SIGTERM or SIGHUP stops every compiler at once,
 keeps what was stored, says how much and exits 130. `--dask` fans the run out
-(`warmcli.cli.run_dask`, imported only then). Once the worker has returned its code, this process
+(`warmcli.cli.run_dask`, imported only then; `--key`'s checks, `warmcli.cli.sign`, as well).
+Once the worker has returned its code, this process
 holds nothing and ends without the interpreter's teardown (`common.holds_nothing`). A
 worker that died (killed, as by the OOM killer, or after an interrupt it did not stop for)
 in the middle of a store left its journal: it is rolled back (or, never synced, removed)
@@ -57,7 +58,6 @@ from warmcli.cli.common import (
 from warmcli.cli.render import compiler_line
 from warmcli.cli.render.run import folded_notes, run_json, run_renderable
 from warmcli.cli.run_pycuda import with_pycuda
-from warmcli.cli.sign import private_key_of, refuse_untrusted
 from warmcli.cli.streams import workload_output_on_stderr
 from warmcli.errors import BundleError, RunInterrupted, WarmError
 from warmcli.kernel_parts import cuda_release
@@ -169,9 +169,12 @@ def run(
         fail("--verbose shows every compiler command, --quiet the summary only: give one of them")
     path = bundle_to_write(bundle)
     trusted = guarded(trusted_keys)
-    signing_key = None if key is None else private_key_of(key)
+    signing_key = None
     if key is not None:  # the verify pass would refuse what it signed, after all the work
-        refuse_untrusted(key, signing_key, trusted)
+        from warmcli.cli.sign import private_key_of, refuse_untrusted  # (a signing run's only:
+
+        signing_key = private_key_of(key)  # `sign`'s report and key files, ~2.5 ms, unused
+        refuse_untrusted(key, signing_key, trusted)  # by every other run)
     if trusted is not None and signing_key is None and (not path.exists() or is_empty_file(path)):
         fail(  # its verify pass would refuse what the run stored, unsigned, after all the work
             f"{path}: a new bundle under WARM_TRUSTED_KEYS holds only what this run stores, "
