@@ -1,0 +1,125 @@
+"""Review of the PyCUDA backend against PyCUDA's own sources (src/cpp/cuda.hpp, pycuda/driver.py).
+
+No GPU here: what is pure logic is tested with `FakeDriver`, a stand-in named as such that
+keeps PyCUDA's rules for the part under test (its per-thread context stack, and what its C++
+destructors do); what needs a GPU is marked `gpu` and skips here.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from warmcli.backends.base import Stream
+from warmcli.backends.cuda.device import CudaDevice
+
+
+class FakeContext:
+    """PyCUDA's `primary_context`: remembers the thread that retained it (`m_thread`)."""
+
+    def __init__(self, driver: FakeDriver) -> None:
+        self.driver = driver
+        self.thread = threading.get_ident()
+
+    def push(self) -> None:
+        self.driver.stack().append(self)
+
+
+class FakeEvent:
+    """PyCUDA's `event`: made in the current context (`context_dependent`); its destructor's
+    `scoped_context_activation` frees it in the current context if that is its own, else
+    pushes its own only on the thread that retained it: on another thread PyCUDA warns
+    ("event in out-of-thread context could not be cleaned up") and the event leaks."""
+
+    def __init__(self, driver: FakeDriver) -> None:
+        self.driver = driver
+        self.context = driver.current()
+
+    def record(self, stream: Any = None) -> None:
+        self.driver.calls.append("record")
+
+    def synchronize(self) -> None:
+        self.driver.calls.append("synchronize")
+
+    def time_till(self, end: FakeEvent) -> float:
+        return 2.5  # milliseconds, as PyCUDA's
+
+    def __del__(self) -> None:
+        own = self.driver.current() is self.context
+        if not own and threading.get_ident() != self.context.thread:
+            self.driver.leaked += 1
+
+
+class FakeDriver:
+    """The part of `pycuda.driver` a `CudaDevice`'s timing uses, with PyCUDA's rules."""
+
+    class Error(Exception):
+        pass
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self.calls: list[str] = []
+        self.leaked = 0
+        driver = self
+
+        class Context:
+            @staticmethod
+            def pop() -> None:
+                driver.stack().pop()
+
+        self.Context = Context
+
+    def stack(self) -> list[FakeContext]:
+        return self._local.__dict__.setdefault("stack", [])
+
+    def current(self) -> FakeContext | None:
+        stack = self.stack()
+        return stack[-1] if stack else None
+
+    def Event(self) -> FakeEvent:  # (PyCUDA's name)
+        return FakeEvent(self)
+
+
+def _fake_device(driver: FakeDriver) -> CudaDevice:
+    device = CudaDevice.__new__(CudaDevice)  # no GPU: the fake's context, made on this thread
+    device.id, device._cuda, device._context = "cuda:0", driver, FakeContext(driver)
+    return device
+
+
+def _in_thread(work: Any) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            work()
+        except BaseException as exc:  # (kept: asserted by the caller)
+            errors.append(exc)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    return errors
+
+
+def test_timing_on_another_thread_frees_its_events_in_the_context() -> None:
+    """A tune measured on a thread other than the one that opened the device (a serving
+    thread, a workload's worker) timed each sample with two CUDA events that outlived the
+    context's span: PyCUDA then could not free them there (it pushes an event's context only
+    on the retaining thread), warned and leaked two events a sample. Failed before the fix
+    (2 leaked), with the events dropped before the pop now: 0, on success and on a raise."""
+    driver = FakeDriver()
+    device = _fake_device(driver)
+    stream = Stream("cuda:0")
+    seconds: list[float] = []
+    assert _in_thread(lambda: seconds.append(device.time(stream, lambda: None))) == []
+    assert seconds == [0.0025]
+    assert driver.calls == ["record", "record", "synchronize"]
+
+    def fails() -> None:
+        raise ValueError("a candidate failed")
+
+    errors = _in_thread(lambda: device.time(stream, fails))
+    assert [type(e) for e in errors] == [ValueError]
+    del errors
+    assert driver.leaked == 0
+    assert driver.stack() == []  # nothing left pushed on this thread either
