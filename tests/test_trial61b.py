@@ -10,8 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+import pytest
+
+from warmcli import Runtime
 from warmcli.backends.base import Stream
-from warmcli.backends.cuda.device import CudaDevice
+from warmcli.backends.cuda.device import CudaDevice, list_cuda_devices
+from warmcli.pycuda import SourceModule, bound_runtime
 
 
 class FakeContext:
@@ -123,3 +128,48 @@ def test_timing_on_another_thread_frees_its_events_in_the_context() -> None:
     del errors
     assert driver.leaked == 0
     assert driver.stack() == []  # nothing left pushed on this thread either
+
+
+@pytest.mark.gpu
+def test_a_timed_call_builds_its_kernel_before_its_clock_starts() -> None:
+    """PyCUDA builds and loads a module at `SourceModule(...)`, so `prepared_timed_call` and
+    `f(..., time_kernel=True)` time the launch alone. warm builds at the first launch, and
+    that launch ran inside `device.time`: the first timed call's events spanned nvcc (or the
+    bundle's module load), seconds where PyCUDA says microseconds, and a script picking a
+    variant by its time picked by compile time. The kernel is now obtained first: no module is
+    loaded while a clock runs (before the fix, the one load happened inside it)."""
+    if not list_cuda_devices():
+        pytest.skip("no CUDA GPU: list_cuda_devices() is empty (pycuda, driver or GPU missing)")
+    import pycuda.driver as drv
+
+    rt = Runtime(CudaDevice(0))
+    device: Any = rt.device
+    timing, loading = device.time, device.load_module
+    inside: list[bool] = []
+    loads: list[bool] = []
+
+    def timed(stream: Any, run: Any) -> float:
+        inside.append(True)
+        try:
+            return timing(stream, run)
+        finally:
+            inside.pop()
+
+    def load(binary: bytes, sha256: str | None = None) -> Any:
+        loads.append(bool(inside))
+        return loading(binary, sha256)
+
+    device.time, device.load_module = timed, load
+    module = SourceModule("__global__ void t61b_fill(float *x, int n) { x[threadIdx.x % n] = 1; }")
+    fill = module.get_function("t61b_fill")
+    fill.prepare("Pi")
+    try:
+        with bound_runtime(rt):
+            x = drv.mem_alloc(4 * 64)
+            seconds = fill.prepared_timed_call((1, 1), (64, 1, 1), x, 64)()
+            again = fill(x, np.int32(64), block=(64, 1, 1), time_kernel=True)
+            x.free()
+    finally:
+        rt.close()
+    assert loads == [False]
+    assert isinstance(seconds, float) and isinstance(again, float)
