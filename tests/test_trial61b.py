@@ -7,11 +7,13 @@ destructors do); what needs a GPU is marked `gpu` and skips here.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from warmcli import Runtime
 from warmcli.backends.base import Stream
@@ -173,3 +175,24 @@ def test_a_timed_call_builds_its_kernel_before_its_clock_starts() -> None:
         rt.close()
     assert loads == [False]
     assert isinstance(seconds, float) and isinstance(again, float)
+
+
+def _words(pattern: str, text: str) -> list[str]:
+    found = re.search(pattern, text, re.DOTALL)
+    assert found is not None, pattern
+    return found.group(1).replace("\\\n", " ").split()
+
+
+def test_gpu_check_installs_every_carried_wheel_its_python_lacks() -> None:
+    """scripts/fetch-gpu-carry carries setuptools for pycuda's build, but gpu-check never
+    installed it: its list of what the machine's python may lack had `wheel` and not
+    `setuptools`, and `pip wheel --no-build-isolation` imports the build backend from that
+    python. On a Python 3.12 venv, or a bare distribution python3 (no setuptools), the build
+    failed ("pycuda did not build") with the wheel carried beside it. Failed before
+    (setuptools missing from gpu-check's list); every carried package is in it now."""
+    scripts = ROOT / "scripts"
+    carried = set(_words(r"PACKAGES=\((.*?)\)", (scripts / "fetch-gpu-carry").read_text()))
+    pairs = _words(r"for pair in (.*?); do", (scripts / "gpu-check").read_text())
+    installed = {pair.partition(":")[2] for pair in pairs}
+    assert "setuptools" in carried
+    assert carried - installed == set()
