@@ -196,3 +196,56 @@ def test_gpu_check_installs_every_carried_wheel_its_python_lacks() -> None:
     installed = {pair.partition(":")[2] for pair in pairs}
     assert "setuptools" in carried
     assert carried - installed == set()
+
+
+class FakeManagedAllocation(bytearray):
+    """Stands in for PyCUDA's `ManagedAllocation` (a `DeviceAllocation` whose memory the host
+    maps too), recognised by its class name as warm recognises PyCUDA's classes: host bytes
+    here, with the address `int()` gives PyCUDA's."""
+
+    def __int__(self) -> int:
+        return 0x7F00_0000
+
+
+FakeManagedAllocation.__name__ = "ManagedAllocation"
+
+
+def test_a_managed_array_is_passed_by_its_pointer_as_pycudas_call_passes_it() -> None:
+    """PyCUDA's call passes a numpy array over a `ManagedAllocation` (`drv.managed_zeros`,
+    its unified-memory example: `doublify(a, block=..., grid=...)`) by that allocation's
+    pointer (`_build_arg_buf`: `isinstance(arg.base, ManagedAllocationOrStub)`). warm refused
+    it as host memory ("wrap it in drv.In/Out/InOut"): that unmodified script failed under
+    warm. Failed before (ArgumentError); passed as a buffer of the allocation now, and a plain
+    array, or a view of a managed one (PyCUDA packs those by value), is still refused."""
+    from warmcli.pycuda.args import ArgumentError, call_letter, convert
+
+    array = np.ndarray((4, 4), np.float32, buffer=FakeManagedAllocation(64))
+    assert call_letter(array, 1) == "P"
+    values, handlers = convert("P", [array], "cuda:0", "doublify")
+    assert handlers == {}
+    [buffer] = values
+    assert (buffer.handle, buffer.shape, buffer.dtype) == (0x7F00_0000, (16,), "float32")
+    for host in (np.zeros((4, 4), np.float32), array[1:]):
+        with pytest.raises(ArgumentError, match="host memory"):
+            call_letter(host, 1)
+
+
+@pytest.mark.gpu
+def test_a_managed_array_doubled_through_warm_on_a_gpu() -> None:
+    """PyCUDA's unified-memory example, through warm's `SourceModule` on a real GPU."""
+    if not list_cuda_devices():
+        pytest.skip("no CUDA GPU: list_cuda_devices() is empty (pycuda, driver or GPU missing)")
+    import pycuda.driver as drv
+
+    rt = Runtime(CudaDevice(0))
+    module = SourceModule("__global__ void t61b_doublify(float *a) { a[threadIdx.x] *= 2; }")
+    doublify = module.get_function("t61b_doublify")
+    try:
+        with bound_runtime(rt):
+            a = drv.managed_zeros(16, np.float32, mem_flags=drv.mem_attach_flags.GLOBAL)
+            a[:] = np.arange(16, dtype=np.float32)
+            doublify(a, block=(16, 1, 1), grid=(1, 1))
+            drv.Context.synchronize()
+            assert np.array_equal(a, 2 * np.arange(16, dtype=np.float32))
+    finally:
+        rt.close()
