@@ -7,11 +7,18 @@ destructors do); what needs a GPU is marked `gpu` and skips here.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pip
 import pytest
 from conftest import ROOT
 
@@ -249,3 +256,55 @@ def test_a_managed_array_doubled_through_warm_on_a_gpu() -> None:
             assert np.array_equal(a, 2 * np.arange(16, dtype=np.float32))
     finally:
         rt.close()
+
+
+def _wheel(folder: Path, name: str, requires: tuple[str, ...] = ()) -> None:
+    """A wheel of one empty module `name` (pure Python, any version), needing `requires`."""
+    info = f"{name}-0.1.dist-info"
+    files = {
+        f"{name}/__init__.py": "",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: {}\nVersion: 0.1\n{}".format(
+            name, "".join(f"Requires-Dist: {r}\n" for r in requires)
+        ),
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    with zipfile.ZipFile(folder / f"{name}-0.1-py3-none-any.whl", "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+
+
+def test_gpu_check_installs_what_a_missing_package_needs_too(tmp_path: Path) -> None:
+    """On a GPU machine whose python has numpy and pip alone, gpu-check installed each missing
+    package with --no-deps: typer without click (or pydantic), rich without pygments, pytest
+    without pluggy, though fetch-gpu-carry carries them; `python -m warmcli` and pytest then
+    failed to import. Here: a python with pip and a stand-in numpy only (`-S`), carried wheels
+    of each package gpu-check lists, typer's needing `click`. Failed before (no click in its
+    folder); installed now (the run stops later, at pycuda: none here)."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("gpu-check looks for nvcc before it installs anything")
+    base, wheels, home = tmp_path / "base", tmp_path / "wheels", tmp_path / "home"
+    for folder in (base / "numpy", wheels, home):
+        folder.mkdir(parents=True)
+    (base / "numpy" / "__init__.py").write_text("__version__ = '0 (a stand-in)'\n")
+    (base / "pip").symlink_to(Path(pip.__file__).parent)
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    pairs = _words(r"for pair in (.*?); do", (ROOT / "scripts" / "gpu-check").read_text())
+    for pair in pairs:
+        name = pair.partition(":")[2]
+        _wheel(wheels, name, ("click",) if name == "typer" else ())
+    _wheel(wheels, "click")
+    env = dict(os.environ, HOME=str(home), OUT=str(tmp_path / "out"), WHEELS=str(wheels))
+    env.update(GPU_WORK=str(tmp_path / "work"), PYTHON=str(python), PYTHONPATH=str(base))
+    proc = subprocess.run(
+        ["bash", ROOT / "scripts" / "gpu-check"], capture_output=True, text=True, env=env,
+        timeout=240,
+    )  # fmt: skip
+    assert "missing: pytools" in proc.stdout, proc.stdout[-2000:]
+    site = tmp_path / "work" / "site"
+    assert (site / "typer").is_dir(), proc.stdout[-2000:]
+    assert (site / "click").is_dir()
+    assert "gpu-check: carried wheels did not install" not in proc.stdout
