@@ -275,13 +275,10 @@ def _wheel(folder: Path, name: str, requires: tuple[str, ...] = ()) -> None:
             archive.writestr(path, text)
 
 
-def test_gpu_check_installs_what_a_missing_package_needs_too(tmp_path: Path) -> None:
-    """On a GPU machine whose python has numpy and pip alone, gpu-check installed each missing
-    package with --no-deps: typer without click (or pydantic), rich without pygments, pytest
-    without pluggy, though fetch-gpu-carry carries them; `python -m warmcli` and pytest then
-    failed to import. Here: a python with pip and a stand-in numpy only (`-S`), carried wheels
-    of each package gpu-check lists, typer's needing `click`. Failed before (no click in its
-    folder); installed now (the run stops later, at pycuda: none here)."""
+def _gpu_check_bare(tmp_path: Path, *carried: str) -> tuple[str, Path]:
+    """gpu-check run here with a python of pip and a stand-in numpy alone (`-S`) and hand-made
+    carried wheels of each package it lists (typer's needing `click`, carried too), and of
+    `carried` (wheel file names): its output, and the folder it installs into."""
     if shutil.which("nvcc") is None:
         pytest.skip("gpu-check looks for nvcc before it installs anything")
     base, wheels, home = tmp_path / "base", tmp_path / "wheels", tmp_path / "home"
@@ -297,6 +294,8 @@ def test_gpu_check_installs_what_a_missing_package_needs_too(tmp_path: Path) -> 
         name = pair.partition(":")[2]
         _wheel(wheels, name, ("click",) if name == "typer" else ())
     _wheel(wheels, "click")
+    for name in carried:
+        shutil.copy(wheels / "click-0.1-py3-none-any.whl", wheels / name)
     env = dict(os.environ, HOME=str(home), OUT=str(tmp_path / "out"), WHEELS=str(wheels))
     env.update(GPU_WORK=str(tmp_path / "work"), PYTHON=str(python), PYTHONPATH=str(base))
     proc = subprocess.run(
@@ -304,7 +303,30 @@ def test_gpu_check_installs_what_a_missing_package_needs_too(tmp_path: Path) -> 
         timeout=240,
     )  # fmt: skip
     assert "missing: pytools" in proc.stdout, proc.stdout[-2000:]
-    site = tmp_path / "work" / "site"
-    assert (site / "typer").is_dir(), proc.stdout[-2000:]
+    return proc.stdout, tmp_path / "work" / "site"
+
+
+def test_gpu_check_installs_what_a_missing_package_needs_too(tmp_path: Path) -> None:
+    """On a GPU machine whose python has numpy and pip alone, gpu-check installed each missing
+    package with --no-deps: typer without click (or pydantic), rich without pygments, pytest
+    without pluggy, though fetch-gpu-carry carries them; `python -m warmcli` and pytest then
+    failed to import. Failed before (no click in its folder); installed now (the run stops
+    later, at pycuda: none here)."""
+    out, site = _gpu_check_bare(tmp_path)
+    assert (site / "typer").is_dir(), out[-2000:]
     assert (site / "click").is_dir()
-    assert "gpu-check: carried wheels did not install" not in proc.stdout
+    assert "gpu-check: carried wheels did not install" not in out
+
+
+def test_gpu_check_builds_pycuda_where_the_carried_wheel_is_another_pythons(
+    tmp_path: Path,
+) -> None:
+    """gpu-check took the first carried `pycuda-*-linux_x86_64.whl`, the wheel an earlier run
+    built and handed back, whatever Python it was built for: on a machine of another Python
+    (the other device kind's image) pip refused it and gpu-check stopped ("the pycuda wheel
+    did not install") instead of building its own. It takes this Python's wheel only now, and
+    builds where there is none. Failed before (that line); the build is tried now (and fails
+    here: no pycuda sdist, maybe no libcuda)."""
+    out, _ = _gpu_check_bare(tmp_path, "pycuda-2025.1-cp27-cp27mu-linux_x86_64.whl")
+    assert "the pycuda wheel did not install" not in out, out[-2000:]
+    assert "libcuda" in out
