@@ -330,3 +330,88 @@ def test_gpu_check_builds_pycuda_where_the_carried_wheel_is_another_pythons(
     out, _ = _gpu_check_bare(tmp_path, "pycuda-2025.1-cp27-cp27mu-linux_x86_64.whl")
     assert "the pycuda wheel did not install" not in out, out[-2000:]
     assert "libcuda" in out
+
+
+FAKE_FOUR_GPUS = '''"""FakeDriver: `pycuda.driver` with four GPUs and no hardware; it counts
+the primary contexts retained (on a GPU, each a context made there)."""
+retained = []
+Error = type("Error", (Exception,), {})
+_stack = []
+
+
+def init(flags=0):
+    pass
+
+
+def get_driver_version():
+    return 13000
+
+
+class Context:
+    def __init__(self, index):
+        self.index = index
+
+    def push(self):
+        _stack.append(self)
+
+    @staticmethod
+    def pop():
+        _stack.pop()
+
+    @staticmethod
+    def synchronize():
+        pass
+
+
+class Device:
+    def __init__(self, index):
+        self.index = index
+
+    @staticmethod
+    def count():
+        return 4
+
+    def compute_capability(self):
+        return (9, 0)
+
+    def name(self):
+        return "FakeGPU"
+
+    def total_memory(self):
+        return 1 << 30
+
+    def retain_primary_context(self):
+        retained.append(self.index)
+        return Context(self.index)
+
+
+class Stream:
+    pass
+'''
+
+
+def test_production_opens_the_first_gpu_alone(tmp_path: Path) -> None:
+    """`warmcli.runtime("cuda")` (and `auto` on a GPU machine, and every PyCUDA-style launch
+    with no runtime bound) serves the first GPU, but opened every GPU to do so, retaining each
+    one's primary context, then closed all but the first: a context made on every GPU of the
+    node by every production process (its memory there, its start-up time; refused on a GPU
+    another process holds in exclusive-process mode). Failed before (retained 0, 1, 2, 3);
+    GPU 0 alone now. A fake pycuda package (`FakeDriver`, four GPUs): the rest is warm's."""
+    fake = tmp_path / "fake" / "pycuda"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "tools.py").write_text("def clear_context_caches():\n    pass\n")
+    (fake / "driver.py").write_text(FAKE_FOUR_GPUS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
+    env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{fake.parent}", WARM_HOME=str(tmp_path / "h"))
+    code = (
+        "import warmcli, pycuda.driver as fake\n"
+        "print(warmcli.runtime('cuda').device.id, warmcli.runtime('auto').device.id)\n"
+        "print(sorted(set(fake.retained)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["cuda:0 cuda:0", "[0]"]

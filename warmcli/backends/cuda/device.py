@@ -146,14 +146,14 @@ def list_cuda_devices() -> list[dict[str, Any]]:
 
 
 def open_cuda_devices(
-    spec: str, nvcc: str | None = None, *, compiler: str | None = None
+    spec: str, nvcc: str | None = None, *, compiler: str | None = None, first: bool = False
 ) -> list[CudaDevice]:
-    """`cuda` opens every GPU, `cuda:N` the N-th one."""
+    """`cuda` opens every GPU (the first alone where `first`), `cuda:N` the N-th one."""
     if spec == "cuda":
         count = len(list_cuda_devices())
         if count == 0:
             raise DeviceError(f"no CUDA device found: {why_no_cuda_device()}")
-        return [CudaDevice(i, nvcc, compiler=compiler) for i in range(count)]
+        return [CudaDevice(i, nvcc, compiler=compiler) for i in range(1 if first else count)]
     prefix, _, number = spec.partition(":")
     if prefix != "cuda" or not (number.isascii() and number.isdigit()):  # `int` refuses "²"
         raise DeviceError(f"{spec!r} is not a CUDA device: use 'cuda' or 'cuda:N'")
