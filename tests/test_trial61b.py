@@ -390,6 +390,30 @@ class Stream:
 '''
 
 
+def _with_fake_gpus(tmp_path: Path, code: str, **variables: str) -> subprocess.CompletedProcess:
+    """`code` run by this Python with a fake pycuda package of four GPUs (`FAKE_FOUR_GPUS`)
+    first on its path, no `WARM_*` variable but a home of its own, and `variables` set."""
+    fake = tmp_path / "fake" / "pycuda"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "tools.py").write_text("def clear_context_caches():\n    pass\n")
+    (fake / "driver.py").write_text(FAKE_FOUR_GPUS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_") and k != "CUDA_DEVICE"}
+    env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{fake.parent}", WARM_HOME=str(tmp_path / "h"))
+    env.update({"HOME": str(tmp_path), **variables})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+        cwd=tmp_path,
+    )  # fmt: skip
+
+
+AUTOINIT = (
+    "import warmcli.pycuda.autoinit as autoinit, pycuda.driver as fake\n"
+    "from warmcli.pycuda.context import current_runtime\n"
+    "print(current_runtime().device.id, autoinit.context.index, sorted(set(fake.retained)))\n"
+)
+
+
 def test_production_opens_the_first_gpu_alone(tmp_path: Path) -> None:
     """`warmcli.runtime("cuda")` (and `auto` on a GPU machine, and every PyCUDA-style launch
     with no runtime bound) serves the first GPU, but opened every GPU to do so, retaining each
@@ -397,21 +421,31 @@ def test_production_opens_the_first_gpu_alone(tmp_path: Path) -> None:
     node by every production process (its memory there, its start-up time; refused on a GPU
     another process holds in exclusive-process mode). Failed before (retained 0, 1, 2, 3);
     GPU 0 alone now. A fake pycuda package (`FakeDriver`, four GPUs): the rest is warm's."""
-    fake = tmp_path / "fake" / "pycuda"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("")
-    (fake / "tools.py").write_text("def clear_context_caches():\n    pass\n")
-    (fake / "driver.py").write_text(FAKE_FOUR_GPUS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WARM_")}
-    env.update(PYTHONPATH=f"{ROOT}{os.pathsep}{fake.parent}", WARM_HOME=str(tmp_path / "h"))
     code = (
         "import warmcli, pycuda.driver as fake\n"
         "print(warmcli.runtime('cuda').device.id, warmcli.runtime('auto').device.id)\n"
         "print(sorted(set(fake.retained)))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-        cwd=tmp_path,
-    )  # fmt: skip
+    proc = _with_fake_gpus(tmp_path, code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["cuda:0 cuda:0", "[0]"]
+
+
+def test_pycuda_autoinit_takes_the_gpu_pycudas_takes(tmp_path: Path) -> None:
+    """PyCUDA's `autoinit` makes its context on the GPU `CUDA_DEVICE` names, else the one in
+    `~/.cuda_device` (`make_default_device`): one process per GPU, each told its own. warm's
+    (`warmcli.pycuda.autoinit`, the README's drop-in) and every PyCUDA-style launch with no
+    runtime bound took the first GPU whatever they said: every such process ran on GPU 0.
+    Failed before (cuda:0 under CUDA_DEVICE=2); the GPU named now, and a value that names
+    none a one-line DeviceError, as PyCUDA refuses it (its ValueError)."""
+    told = _with_fake_gpus(tmp_path, AUTOINIT, CUDA_DEVICE="2")
+    assert told.returncode == 0, told.stderr
+    assert told.stdout.split() == ["cuda:2", "2", "[2]"]
+    (tmp_path / ".cuda_device").write_text("3\n")
+    filed = _with_fake_gpus(tmp_path / "f", AUTOINIT, HOME=str(tmp_path))
+    assert filed.stdout.split() == ["cuda:3", "3", "[3]"], filed.stderr
+    unset = _with_fake_gpus(tmp_path / "u", AUTOINIT)
+    assert unset.stdout.split() == ["cuda:0", "0", "[0]"], unset.stderr
+    wrong = _with_fake_gpus(tmp_path / "w", AUTOINIT, CUDA_DEVICE="two")
+    assert wrong.returncode != 0
+    assert "DeviceError: CUDA_DEVICE (or ~/.cuda_device) is 'two'" in wrong.stderr
