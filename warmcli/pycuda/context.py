@@ -10,12 +10,13 @@ runtime is bound, the primary context of its CUDA device is current on the threa
 user's own `drv.mem_alloc` and copies share memory with warm's launches. A tune measuring a
 candidate names the stream its launches go out on (`launch_stream`). The binding and
 the stream slots are `warmcli.runtime.binding`'s (re-exported here); this module adds
-only the fallback to the production runtime, and holds no state of its own.
+only the fallback to the production runtime; its one state is that GPU's name, read once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ def current_runtime() -> Runtime:
     return production_runtime(pycuda_device())
 
 
+@functools.cache  # read once, as PyCUDA's `autoinit` reads it (not a file read every launch)
 def pycuda_device() -> str:
     """The GPU PyCUDA's `make_default_device` (its `autoinit`) takes: `CUDA_DEVICE`, else the
     number in `~/.cuda_device` (unreadable: none), as `cuda:N`; else `cuda`, the first."""
