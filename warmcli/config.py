@@ -5,19 +5,19 @@ import), taking the environment to read as an argument where a caller has its ow
 the process's). Besides the `WARM_*` variables (`VARIABLES`, which `warm --help` lists) it reads
 other tools' variables: `CUDA_HOME`/`CUDA_PATH`, `PATH` (to find compilers), what nvcc reads from
 `NVCC_PREPEND_FLAGS`/`NVCC_APPEND_FLAGS`/`NVCC_CCBIN`, the launchers' shard variables
-(`LAUNCHERS`), `PYCUDA_DEFAULT_NVCC_FLAGS`, `XDG_CACHE_HOME`, `HOME` and Android's
-`ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the include folders
-the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler `CPLUS_INCLUDE_PATH`
-too), its linker's `LIBRARY_PATH`, where it finds its programs (`GCC_EXEC_PREFIX`,
-`COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C compiler that is a wrapper
-script names (`named_variables`), and SQLite's `SQLITE_TMPDIR` and `TMPDIR` (`sqlite_temp_dir`:
-where it keeps its temporary files). The functions return the values as set (a flag as a bool, a
-list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s leading `~` expanded, as no shell did where
-an ENV line set it); what a value means is decided by the module that uses it (`parse_size` reads
-a size, as `--max-size` and `WARM_REMOTE_MAX_SIZE` take it). Its one state: a compile unit's
-environment, read in `read_in` (a context variable); it writes the environment only to make a
-relative bundle or home the caller's (`pin_relative`) and to start each warming pass in the
-first's (`restore_environment`)."""
+(`LAUNCHERS`), PyCUDA's `PYCUDA_DEFAULT_NVCC_FLAGS` and `CUDA_DEVICE`, `XDG_CACHE_HOME`, `HOME`
+and Android's `ANDROID_DATA`/`ANDROID_ROOT` (as platformdirs reads them), `COLUMNS`, and the
+include folders the host C compiler reads (`CPATH`, `C_INCLUDE_PATH`; nvcc's host compiler
+`CPLUS_INCLUDE_PATH` too), its linker's `LIBRARY_PATH`, where it finds its programs
+(`GCC_EXEC_PREFIX`, `COMPILER_PATH`), the loader's `LD_LIBRARY_PATH`, and the variables a C
+compiler that is a wrapper script names (`named_variables`), and SQLite's `SQLITE_TMPDIR` and
+`TMPDIR` (`sqlite_temp_dir`: where it keeps its temporary files). The functions return the values
+as set (a flag as a bool, a list of paths split; `WARM_BUNDLE`'s and `WARM_HOME`'s leading `~`
+expanded, as no shell did where an ENV line set it); what a value means is decided by the module
+that uses it (`parse_size` reads a size, as `--max-size` and `WARM_REMOTE_MAX_SIZE` take it). Its
+one state: a compile unit's environment, read in `read_in` (a context variable); it writes the
+environment only to make a relative bundle or home the caller's (`pin_relative`) and to start each
+warming pass in the first's (`restore_environment`)."""
 
 from __future__ import annotations
 

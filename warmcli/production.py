@@ -335,9 +335,7 @@ def _own(device: str) -> Runtime:
         known = state.asked.get(device)
         if known is not None:
             return state.runtimes[known]
-        first, *others = open_devices(device)
-        for extra in others:  # `cuda` opens every GPU; this runtime uses the first
-            extra.close()
+        first = open_devices(device, first=True)[0]  # `cuda`: the first GPU, the one opened
         rt = state.runtimes.get(first.id)
         if rt is None:
             store = loaded if loaded is not None else state.reopening

@@ -53,6 +53,7 @@ def open_devices(
     compiler: str | None = None,
     ptx: str | None = None,
     builds: bool = False,
+    first: bool = False,
 ) -> list[Device]:
     """The devices a run uses; raises `DeviceError` or `ToolchainError` with one line.
 
@@ -60,7 +61,8 @@ def open_devices(
     `warmcli.backends.cuda.choose`). `ptx` (`auto` or a `compute_XX`) has the CUDA device of the
     highest architecture keep PTX beside its cubins; None keeps none. `builds` (`warm run`'s):
     an `--arch` device's compiler, where one is here, must build its architecture, checked
-    now (a replay's or check's need not).
+    now (a replay's or check's need not). `first`: `cuda` (or `auto` on a GPU) opens the first
+    GPU alone, not every one (opening a GPU retains its primary context: a context made there).
     """
     if archs and spec != "auto":
         raise DeviceError(f"--arch {archs[0]} stands in for a GPU: leave out --device {spec}")
@@ -92,7 +94,8 @@ def open_devices(
     if spec == "cuda" or spec.startswith("cuda:"):
         from warmcli.backends.cuda.device import open_cuda_devices
 
-        return _keep_ptx(list(open_cuda_devices(spec, nvcc=nvcc, compiler=compiler)), ptx)
+        opened = open_cuda_devices(spec, nvcc=nvcc, compiler=compiler, first=first)
+        return _keep_ptx(list(opened), ptx)
     named = " (the workload's DEVICE)" if given == "auto" else ""
     raise DeviceError(f"unknown device {spec!r}{named}: use host, cuda, cuda:N or --arch sm_XX")
 

@@ -1,26 +1,24 @@
 """Launch arguments in PyCUDA's terms, turned into what a warm launch takes.
 
 PyCUDA code passes device memory as `DeviceAllocation`s, `GPUArray`s, anything with
-`__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and `drv.In`/`Out`/`InOut`
-around numpy arrays (contiguous in C or Fortran order, as PyCUDA's copies take them), and
-scalars as numpy scalars (or 0-d arrays, taken as the scalar they hold, whose bytes PyCUDA
-packs). This layer turns each into a warm
-`Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
+`__cuda_array_interface__` (CuPy, PyTorch, Numba arrays), managed arrays (`drv.managed_empty`'s,
+by their allocation's pointer, as PyCUDA's call) and `drv.In`/`Out`/`InOut` around numpy arrays
+(contiguous in C or Fortran order, as PyCUDA's copies take them), and scalars as numpy scalars
+(or 0-d arrays, taken as the scalar they hold, whose bytes PyCUDA packs). This layer turns each
+into a warm `Buffer` (device memory of a shape and dtype, its pointer as the handle) or a numpy
 scalar of the parameter's warm letter, before warm's own launch sees it; `wrap` (from
-`warmcli.backends.cuda.foreign`, re-exported here) is the same for one object
-(`Runtime.wrap`). PyCUDA's letters are warm's (each checked against the kernel's
-declaration; a call's 8-byte numpy integer for a pointer, `np.uintp(ptr)`, is that
-address, as PyCUDA packs it). What PyCUDA's launch refuses is refused here, named: a
-Python number or a `np.bool_` in a call (`check_call_arg`: PyCUDA's call packs
-`np.number`s only), and in a prepared call an address `struct.pack` cannot take (a
-GPUArray, a `drv.In`, a PyTorch tensor: it takes what `operator.index` takes, an int or a
-DeviceAllocation) or a float or `np.bool_` for an integer letter.
-A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
-as is a text or a complex number for a scalar parameter (never converted);
-`prepare_letters` is `prepare`'s reading of its types (`np.bool_`, which PyCUDA's reads as
-`np.uintp`, refused). PyCUDA's own classes are
-recognised by name, so pycuda is never imported here; this module holds no state and
-never touches a device.
+`warmcli.backends.cuda.foreign`, re-exported here) is the same for one object (`Runtime.wrap`).
+PyCUDA's letters are warm's (each checked against the kernel's declaration; a call's 8-byte
+numpy integer for a pointer, `np.uintp(ptr)`, is that address, as PyCUDA packs it). What
+PyCUDA's launch refuses is refused here, named: a Python number or a `np.bool_` in a call
+(`check_call_arg`: PyCUDA's call packs `np.number`s only), and in a prepared call an address
+`struct.pack` cannot take (a GPUArray, a `drv.In`, a PyTorch tensor: it takes what
+`operator.index` takes, an int or a DeviceAllocation) or a float or `np.bool_` for an integer
+letter. A struct passed by value (a numpy structured scalar, PyCUDA's `%ds`) is refused, named,
+as is a text or a complex number for a scalar parameter (never converted); `prepare_letters` is
+`prepare`'s reading of its types (`np.bool_`, which PyCUDA's reads as `np.uintp`, refused).
+PyCUDA's own classes are recognised by name, so pycuda is never imported here; this module holds
+no state and never touches a device.
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ from warmcli.backends.base import Buffer
 from warmcli.backends.cuda.foreign import (  # ArgumentError: re-exported
     ArgumentError,
     _class_names,
+    managed,
     numbers_of,
     wrap,
 )
@@ -231,7 +230,7 @@ def call_letter(value: Any, position: int) -> str:
     check_call_arg(value, position)
     if isinstance(value, np.void):
         raise ArgumentError(f"argument {position}: {STRUCT_BY_VALUE}")
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray) and not managed(value):  # (managed: passed, as PyCUDA's)
         raise ArgumentError(
             f"argument {position}: a numpy array is host memory: wrap it in drv.In/Out/InOut "
             "or copy it to the device"

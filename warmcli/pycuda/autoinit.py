@@ -2,9 +2,10 @@
 
 `pycuda.autoinit` makes a context of its own, and memory allocated in it cannot be
 used by kernels warm launches in the device's primary context (the one torch and
-CuPy share). This module makes the primary context of the process's warm runtime
-(`warmcli.runtime("cuda")`, over the bundle in use) current on the importing thread
-until exit, and names it `context`, its device `device`, as `pycuda.autoinit` does.
+CuPy share). This module makes the primary context of the process's warm runtime (over the
+bundle in use) of the GPU `pycuda.autoinit` takes (`CUDA_DEVICE`, else `~/.cuda_device`, else
+the first: `warmcli.pycuda.context.pycuda_device`) current on the importing thread until exit,
+and names it `context`, its device `device`, as `pycuda.autoinit` does.
 """
 
 from __future__ import annotations

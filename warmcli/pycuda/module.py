@@ -1,20 +1,19 @@
 """`SourceModule` and its functions, launching through the bound warm runtime.
 
-`SourceModule(source, ...)` takes PyCUDA's arguments with PyCUDA's meaning (see
-`warmcli.pycuda.source` for the `extern "C"` wrap); it compiles nothing itself.
-`get_function(name)` gives a `Function` whose calls (`f(*args, block=, grid=, shared=,
-stream=)`, `prepare` then `prepared_call`/`prepared_async_call`/`prepared_timed_call`)
-become warm `Kernel`s launched through the bound runtime (`warmcli.pycuda.context`): each
-launch resolves its `LaunchMode` there as any other (queued under CompileOnly, compiled and
-discarded under CompileAndAutotune, executed otherwise, served from the bundle).
-`drv.In`/`Out`/`InOut` arrays are copied as PyCUDA copies them when the launch executes;
-under a discarding launch the copy back is a read of a discarded buffer and gets the
-runtime's discarded-read policy, and the array is left as it was. `get_global` is
-served from the cubin of the module's one kernel; texture and surface references
-(gone since CUDA 12) are refused, and so are a `Function`'s CUfunction attributes and
-settings (`num_regs`, `set_cache_config`), `prepare`'s pre-2011 `block=`/`shared=`, and what
-PyCUDA's launch refuses (sizes: `launch.pycuda_sizes`; arguments: `args`). A module owns its
-functions and kernels; the module state is `recording`, per thread: what `autotune` records.
+`SourceModule(source, ...)` takes PyCUDA's arguments, meaning the same (its `extern "C"` wrap:
+`warmcli.pycuda.source`); it compiles nothing itself. `get_function(name)` gives a `Function` whose
+calls (`f(*args, block=, grid=, shared=, stream=)`, `prepare` then `prepared_call`, `_async_call`,
+`_timed_call`) become warm `Kernel`s launched through the bound runtime (`warmcli.pycuda.context`):
+each resolves its `LaunchMode` there as any launch (queued under CompileOnly, compiled and
+discarded under CompileAndAutotune, executed otherwise, served from the bundle); a timed call's
+kernel is built or loaded before its clock starts, as PyCUDA builds at `SourceModule`.
+`drv.In`/`Out`/`InOut` arrays are copied as PyCUDA's when the launch executes; under a discarding
+launch the copy back is a discarded buffer's read (the runtime's policy), the array left as it was.
+`get_global` is served from the cubin of the module's one kernel; refused: texture and surface
+references (gone in CUDA 12), a `Function`'s CUfunction attributes and settings (`num_regs`),
+`prepare`'s pre-2011 `block=`/`shared=`, what PyCUDA's launch refuses (sizes:
+`launch.pycuda_sizes`; arguments: `args`). A module owns its functions and kernels; this one's
+state: `recording`, what `autotune` records.
 """
 
 from __future__ import annotations
@@ -381,8 +380,9 @@ class Function:
         self.module.check_target(rt)
         on = warm_stream(rt, stream)
         values, handlers = convert(letters, args, rt.device.id, self.name, packed)
-        verdict = resolve_launch_mode(current_process_mode(), on.mode)
-        executes = verdict is LaunchMode.EXECUTE
+        executes = resolve_launch_mode(current_process_mode(), on.mode) is LaunchMode.EXECUTE
+        if executes and timed and rt.retired is None:  # built or loaded before the clock starts,
+            rt.kernels.get(kernel, values)  # as PyCUDA's SourceModule was: the launch's a hit
 
         def launch(values: list[Any] = values) -> None:
             rt.launch(kernel, *values, grid=grid, block=block, shared=shared, stream=on)

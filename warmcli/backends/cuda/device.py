@@ -1,20 +1,18 @@
 """The CUDA device on PyCUDA: primary context, cubin modules, prepared launches, event timing.
 
-A `CudaDevice` is one GPU (`cuda:N`). It retains the device's primary context
-(never `pycuda.autoinit`'s private one, so it shares a context with torch or
-numba) and makes it current only for the span of each call, popping it in a
-`finally`: the context stack is per thread, and none is left pushed. It owns
-the modules, streams and allocations it made and frees them in `close()`.
-Before loading a cubin it checks the cubin's SM against the device's compute
-capability, so a wrong build is a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU;
-PTX (served to a GPU newer than every cubin) is checked against the GPU and the
-driver's CUDA version first, then JIT-compiled by the driver as it loads.
-Timing records CUDA events on the measured stream itself. A buffer it allocates is of
-its own `CudaBuffer` subclass holding its address, which a launch passes without a call
-(the signature's fast path); freed, it is a plain `Buffer` again, refused by the full
-check. `pycuda.driver` is imported only inside functions: importing this module needs no
-pycuda, no driver. Its one process state: whether this process initialised CUDA, so that a
-child forked after that is told CUDA is not for it (`_Initialised`) instead of crashing.
+A `CudaDevice` is one GPU (`cuda:N`). It retains the device's primary context (shared with torch or
+numba; never `pycuda.autoinit`'s own) and makes it current only for the span of each call, popping
+it in a `finally` (none is left pushed on any thread). It frees the modules, streams and
+allocations it made in `close()`. Before loading a cubin it checks the cubin's SM against the
+device's compute capability (a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU); PTX (served to a GPU
+newer than every cubin) is checked against the GPU and the driver's CUDA version first, then
+JIT-compiled by the driver as it loads. Timing records CUDA events on the measured stream itself,
+dropped before the context is popped (PyCUDA frees an event in the current context, else pushes the
+event's own on the thread that retained it only: on another it warns and leaks it). Its buffers are
+of its own `CudaBuffer` subclass, holding the address a launch passes without a call (the
+signature's fast path); freed, a plain `Buffer` again (refused by the full check). It imports
+`pycuda.driver` inside functions only. Its one process state (`_Initialised`): whether this process
+initialised CUDA, so a child forked after it is told CUDA is not for it.
 """
 
 from __future__ import annotations
@@ -148,14 +146,14 @@ def list_cuda_devices() -> list[dict[str, Any]]:
 
 
 def open_cuda_devices(
-    spec: str, nvcc: str | None = None, *, compiler: str | None = None
+    spec: str, nvcc: str | None = None, *, compiler: str | None = None, first: bool = False
 ) -> list[CudaDevice]:
-    """`cuda` opens every GPU, `cuda:N` the N-th one."""
+    """`cuda` opens every GPU (the first alone where `first`), `cuda:N` the N-th one."""
     if spec == "cuda":
         count = len(list_cuda_devices())
         if count == 0:
             raise DeviceError(f"no CUDA device found: {why_no_cuda_device()}")
-        return [CudaDevice(i, nvcc, compiler=compiler) for i in range(count)]
+        return [CudaDevice(i, nvcc, compiler=compiler) for i in range(1 if first else count)]
     prefix, _, number = spec.partition(":")
     if prefix != "cuda" or not (number.isascii() and number.isdigit()):  # `int` refuses "²"
         raise DeviceError(f"{spec!r} is not a CUDA device: use 'cuda' or 'cuda:N'")
@@ -370,11 +368,14 @@ class CudaDevice:
         handle = stream.handle if isinstance(stream, CudaStream) else None
         with self.active() as cuda:
             start, end = cuda.Event(), cuda.Event()
-            start.record(handle)
-            run()
-            end.record(handle)
-            end.synchronize()
-            return float(start.time_till(end)) / 1000.0
+            try:
+                start.record(handle)
+                run()
+                end.record(handle)
+                end.synchronize()
+                return float(start.time_till(end)) / 1000.0
+            finally:  # destroyed while the context is current (see the module doc)
+                del start, end
 
     def close(self) -> None:
         """Wait for the GPU, free what this device made, release the primary context."""

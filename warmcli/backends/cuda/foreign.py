@@ -1,12 +1,13 @@
 """Device memory the caller already owns, as a warm `Buffer`: the foreign-array core.
 
-PyCUDA's `DeviceAllocation`, `GPUArray` and `PointerHolderBase`, anything with
-`__cuda_array_interface__` (CuPy, PyTorch, Numba arrays) and warm's own GPU-less stand-ins
-become a `Buffer` whose handle is the device pointer (`wrap`; `Runtime.wrap` and
-`warmcli.pycuda.args` use it); an array of records (PyCUDA's `vec.float4`s) is one of its
-numbers or bytes (`numbers_of`; a staged host array's, `held_view`). Foreign classes are
-recognised by name, so neither pycuda nor any array library is imported here; this module
-holds no state and never touches a device.
+PyCUDA's `DeviceAllocation`, `GPUArray` and `PointerHolderBase`, its managed arrays (numpy
+arrays over a `ManagedAllocation`, `drv.managed_empty`'s: passed by that allocation's
+pointer, as PyCUDA's call passes them), anything with `__cuda_array_interface__` (CuPy,
+PyTorch, Numba arrays) and warm's own GPU-less stand-ins become a `Buffer` whose handle is
+the device pointer (`wrap`; `Runtime.wrap` and `warmcli.pycuda.args` use it); an array of
+records (PyCUDA's `vec.float4`s) is one of its numbers or bytes (`numbers_of`; a staged host
+array's, `held_view`). Foreign classes are recognised by name, so neither pycuda nor any
+array library is imported here; this module holds no state and never touches a device.
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ def held_view(array: np.ndarray) -> np.ndarray:
     return flat.view(dtype).reshape(shape)
 
 
+def managed(obj: Any) -> bool:
+    """Whether `obj` is a PyCUDA managed array: a numpy array whose base is the
+    `ManagedAllocation` it lies in (as PyCUDA's call tells one; a view of it is not)."""
+    return isinstance(obj, np.ndarray) and "ManagedAllocation" in _class_names(obj.base)
+
+
 def wrap(
     obj: Any,
     device_id: str,
@@ -103,10 +110,10 @@ def wrap(
     """Device memory the caller already owns, as a warm `Buffer` (its pointer as handle).
 
     Takes a `Buffer` (as is), a `GPUArray`, anything with `__cuda_array_interface__`, a
-    `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise), a `PointerHolderBase`
-    (its `.gpudata`, PyCUDA's call's, else its `get_pointer()`) or warm's shape-only
-    stand-ins. Raises `ArgumentError` for anything else, and for a view that is not
-    contiguous (`_refuse_gaps`).
+    managed array, a `DeviceAllocation` (bytes unless `shape`/`dtype` say otherwise), a
+    `PointerHolderBase` (its `.gpudata`, PyCUDA's call's, else its `get_pointer()`) or
+    warm's shape-only stand-ins. Raises `ArgumentError` for anything else, and for a
+    view that is not contiguous (`_refuse_gaps`).
     """
     if isinstance(obj, Buffer):
         return obj
@@ -126,6 +133,11 @@ def wrap(
             pointer = obj.gpudata
         found = numbers_of(obj.shape, obj.dtype)
         return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(pointer))
+    if managed(obj):  # all its bytes as they lie (C or Fortran order), from its allocation's start
+        if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
+            raise ArgumentError(f"a managed array of strides {obj.strides} is not contiguous")
+        found = numbers_of((obj.size,), obj.dtype)
+        return Buffer(device_id, shape or found[0], dtype or found[1], _pointer(obj.base))
     names = _class_names(obj)
     if names & {"DeviceAllocation", "PooledDeviceAllocation", "StandInAllocation"}:
         nbytes = getattr(obj, "nbytes", None)
