@@ -6,11 +6,13 @@ environment bundle; a production process that loads the bundle
 (`use_bundle(path)` or `WARM_BUNDLE`) compiles nothing and tunes nothing. This
 package imports no GPU library: `pycuda` is loaded only when a CUDA device is
 opened. Its names are imported on first use (`from warmcli import Kernel` loads what
-`Kernel` needs, nothing else), so `import warmcli` and `warm --version` stay light.
+`Kernel` needs, nothing else), so `import warmcli` and `warm --version` stay light; a fork
+made while another thread imports them waits for that import (`_before_fork`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -117,6 +119,21 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
+
+
+def _before_fork() -> None:
+    """Until `warmcli.forking` hooks forks itself (imported with a runtime's modules), a fork
+    waits for another thread's import for warm (`warmcli.import_wait`): a thread's first
+    `use_bundle` imports for a second, and a child forked meanwhile waited for ever on the
+    import lock of the module that thread held."""
+    if not getattr(sys.modules.get("warmcli.forking"), "HOOKED", False):
+        from warmcli.import_wait import imports_end
+
+        imports_end()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)
 
 
 def __dir__() -> list[str]:

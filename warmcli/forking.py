@@ -53,9 +53,9 @@ from contextlib import suppress
 from types import FrameType
 from typing import Any
 
-from warmcli.import_wait import importing_elsewhere
+# HOLD_SECONDS: the most a fork waits for another thread's import and the `held` locks, in all
+from warmcli.import_wait import HOLD_SECONDS, importing_elsewhere
 
-HOLD_SECONDS = 5.0  # the most a fork waits for the `held` locks, all together
 _ROUNDS = 4  # the most times a fork lists them (a thread may open bundle after bundle)
 
 _RLOCK = type(threading.RLock())
@@ -387,3 +387,4 @@ def _renew() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_renew)
+HOOKED = True  # its fork hooks wait for another thread's import (the package's hook: no more)
