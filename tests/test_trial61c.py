@@ -2,6 +2,10 @@
 writers do to a bundle others read and write meanwhile, with real bundles (`warm run` of the
 host example, the system C compiler), the real CLI in processes of their own and real SQLite.
 
+A length a store announces with the spaces HTTP allows around a header's value
+(`Content-Length: 311296 `) is that length: the download is taken, not refused as announcing
+another.
+
 A merge reads each input in one state: an input a writer commits to meanwhile (a shard's run
 still ending, a production write-back into the fleet's bundle) is merged as it was when the
 merge began to read it, never its kernels from before that commit and its tunes from after.
@@ -9,6 +13,7 @@ merge began to read it, never its kernels from before that commit and its tunes 
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT, Warm
+from raw_store import RawStore
 
 import warmcli.ops.merge_union as merge_union
 from warmcli.ops.merge import merge_bundles
@@ -75,3 +81,31 @@ def test_a_merge_reads_an_input_a_writer_commits_to_meanwhile_in_one_state(
     after = _keys(warm, fleet)
     assert before != after and len(after[0]) == 6 and len(after[1]) == 3  # nothing lost
     assert _keys(warm, out) in (before, after), (before, after, _keys(warm, out))
+
+
+class _SpacedLength(RawStore):
+    """A store on 127.0.0.1 serving `body` whole, its `Content-Length` followed by a space,
+    as HTTP allows (the optional whitespace around a field's value is no part of it)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        super().__init__()
+
+    def answer(self, conn: socket.socket, request: bytes) -> None:
+        head = b'HTTP/1.1 200 OK\r\nETag: "1"\r\nContent-Length: %d \r\nConnection: close\r\n\r\n'
+        conn.sendall(head % len(self.body) + self.body)
+
+
+def test_a_length_announced_with_a_space_after_it_is_that_length(
+    warm: Warm, tmp_path: Path, made_once: Path
+) -> None:
+    """Before: `download refused: 311296 bytes received, '311296 ' announced`, exit 2 (and
+    production served its last good copy with a warning, or, with none, failed)."""
+    good = made_once / "good.warm"
+    store = _SpacedLength(good.read_bytes())
+    try:
+        proc = warm("pull", store.url, tmp_path / "pulled.warm")
+    finally:
+        store.close()
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "pulled.warm").read_bytes() == good.read_bytes()
