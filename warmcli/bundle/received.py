@@ -68,8 +68,9 @@ class Bounds:
 def size_of(announced: Any) -> int | None:
     """The length a store announced (a header's text, or S3's number), or None where it is
     none or no number. One longer than any file is `TOO_MANY` (Python makes no int of more
-    than 4,300 digits of text: a store's `Content-Length: 999...` was a traceback)."""
-    text = str(announced)
+    than 4,300 digits of text: a store's `Content-Length: 999...` was a traceback). The spaces
+    and tabs HTTP allows around a field's value are no part of it (`311296 ` is 311296)."""
+    text = str(announced).strip(" \t")
     if announced is None or not (text.isascii() and text.isdigit()):
         return None
     digits = text.lstrip("0") or "0"

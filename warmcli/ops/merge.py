@@ -13,14 +13,14 @@ into the current one. Inputs naming more devices and toolchains together (finger
 bundle may hold are refused, nothing written: every reader would refuse the output. The output's
 write lock is held from the first read to the publish, so a writer of the output (a `warm run`, a
 production write-back, another merge into it) waits and then writes into the merged file: no write
-is lost. The result is written beside the output, given the output's group, mode and ACL (its
-owner where one may: `keep_attributes`), and moved into place only when complete (a `-journal`
-or `-wal` a crashed writer of the old output left, which SQLite would play into the new file,
-rolled back into the old one or
-removed first: `warmcli.bundle.replacing`), so a failed merge leaves the output as it was and
-nothing beside it (what a killed merge left is removed by the next); a SIGINT, SIGTERM or SIGHUP
-that lands once the output is moved into place is held until the merge has ended, then raised as
-`MergeInterrupted`, its report with it: the merge is complete and kept (it said only
+is lost; each input is read in one state (`snapshot`): a writer committing to one waits for the
+merge. The result is written beside the output, given the output's group, mode and ACL (its owner
+where one may: `keep_attributes`), and moved into place only when complete (a `-journal` or `-wal`
+a crashed writer of the old output left, which SQLite would play into the new file, rolled back
+into the old one or removed first: `warmcli.bundle.replacing`), so a failed merge leaves the output
+as it was and nothing beside it (what a killed merge left is removed by the next); a SIGINT,
+SIGTERM or SIGHUP that lands once the output is moved into place is held until the merge has ended,
+then raised as `MergeInterrupted`, its report with it: the merge is complete and kept (it said only
 "interrupted"); an output that is a symbolic link stays one, the file it leads to replaced; one
 that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs' signatures do
 not carry over (but OUT's own, where `warm run --dask` merges its shards into it: `as_run`): given
@@ -163,7 +163,8 @@ def merge_bundles(
             kept = _attributes_to_keep(out)
             with contextlib.ExitStack() as stack:
                 bundles = [stack.enter_context(Bundle.open(p)) for p in paths]
-                for opened in bundles:  # what its indexes say is what its rows say
+                for opened in bundles:  # one state each (a writer's commit waits), whose
+                    stack.enter_context(opened.snapshot())  # indexes say what its rows say
                     require_consistent(opened)
                 if signing_key is not None and trusted_keys is not None and not as_run:
                     check_vouched(bundles, paths, trusted_keys)
