@@ -5,7 +5,8 @@ only compiles). It knows its architecture, its fingerprint (what a tune key and 
 bundle manifest record of it), its compiler per kernel language, and how to load
 a binary, launch a kernel on a stream, allocate, copy, free and read buffers, and time a
 measurement on one stream. A `Stream` is an ordered queue of launches that holds
-one bit, its `StreamMode` (an override, else the default that
+one bit, its `StreamMode` (an override, else the measuring thread's `Execute` for every
+stream of its device while a tune measures, else the default that
 `warmcli.execution.process_mode` installs with `set_default_stream_mode`), and, while
 tunes measure on it, each measuring thread's hook for its launches (`on_launch`). It owns
 the backend's handles; it never decides what a launch does (that is the
@@ -104,6 +105,9 @@ class StreamMode(enum.Enum):
     DISCARD = "Discard"
 
 
+_DISCARD, _EXECUTE = StreamMode.DISCARD, StreamMode.EXECUTE  # (a global read: no enum lookup)
+
+
 def _execute() -> StreamMode:
     return StreamMode.EXECUTE
 
@@ -119,16 +123,29 @@ def set_default_stream_mode(default: Callable[[], StreamMode]) -> None:
 
 
 _stream_ids = itertools.count()
+# .devices: device id -> how many measurements on this thread run every launch it issues on any
+# stream of that device (`every_stream`): a launch function's own stream is the candidate's too
+_thread = threading.local()
+
+
+def every_stream(device_id: str, more: int) -> None:
+    """From now (`more` 1), or no longer (-1), this thread's launches on every stream of the
+    device execute where the process mode would discard them (`Stream.mode`); nested, counted."""
+    devices: dict[str, int] = _thread.__dict__.setdefault("devices", {})
+    devices[device_id] = devices.get(device_id, 0) + more
+    if devices[device_id] <= 0:
+        del devices[device_id]
 
 
 class Stream:
     """An ordered queue of launches on one device; backends subclass it for their handle.
 
     It holds one bit: its `StreamMode`, the override in force (pushed and popped by
-    `warmcli.execution.stream_mode.StreamModeOverride`) or else the default installed
-    with `set_default_stream_mode`. The stream never knows why. While a tune measures on
-    it, `on_launch` holds, for the measuring thread, what is shown each launch that thread
-    executes on it first (`watch_launches`; the runtime calls it).
+    `warmcli.execution.stream_mode.StreamModeOverride`), else `Execute` for the thread a
+    measurement switched every stream of the device to `Execute` for (`every_stream`), else
+    the default installed with `set_default_stream_mode`. The stream never knows why. While a
+    tune measures on it, `on_launch` holds, for the measuring thread, what is shown each launch
+    that thread executes on it first (`watch_launches`; the runtime calls it).
     """
 
     # thread id -> what is shown its executed launches' arguments (copied on write, so a
@@ -164,6 +181,8 @@ class Stream:
 
         Read on every launch, so it takes no lock: pushes and pops hold the lock, and
         a read that races a pop of the last override sees the default it falls back to.
+        The thread's `every_stream` is read only over a discarding default (a warming pass):
+        where the default executes (serving) it changes nothing, and costs nothing.
         """
         overrides = self._overrides
         if overrides:
@@ -171,7 +190,10 @@ class Stream:
                 return overrides[-1]
             except IndexError:
                 pass
-        return _default_mode()
+        default = _default_mode()
+        if default is _DISCARD and self.device_id in _thread.__dict__.get("devices", ()):
+            return _EXECUTE  # a measured candidate's launch, on a stream of its own
+        return default
 
     def _push(self, mode: StreamMode) -> None:
         with self._lock:
