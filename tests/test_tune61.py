@@ -170,3 +170,22 @@ def test_cuda_times_a_launch_on_the_launch_functions_own_stream() -> None:
         with ProcessModeOverride(mode, StatisticsCollector()):
             assert rt.tune(tunable, x, 32) == "fast"
     rt.close()
+
+
+def test_a_buffer_written_on_the_launch_functions_own_stream_is_put_back() -> None:
+    """A tune measuring in an executing process (production, a miss): a launch function that
+    adds 1 to a buffer the app keeps (none of the inputs), on a stream it made, left it
+    applied once per run of every candidate, 4 x (1 warm-up + 3 timed) + the pick's: 17, where
+    one run makes 1 (the guard kept only what was launched on the measured stream). Now every
+    stream shows the measuring thread's launches to the guard: 1."""
+    rt = Runtime(HostDevice())
+    kept = rt.upload(np.zeros(4, dtype=np.float32))
+
+    def launch(rt: Runtime, kernel: Kernel, x, n: int, *, stream=None) -> None:
+        rt.launch(kernel, kept, n, stream=rt.stream())
+
+    tunable = Tunable("kept_own", _candidates(), launch, warmup=1, repeats=3)
+    with ProcessModeOverride(ProcessMode.EXECUTE):
+        rt.tune(tunable, rt.upload(np.zeros(4, dtype=np.float32)), 4)
+        assert rt.read(kept).tolist() == [1.0] * 4
+    rt.close()

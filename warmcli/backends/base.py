@@ -19,6 +19,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -27,7 +28,7 @@ import numpy as np
 
 from warmcli.errors import DeviceError as DeviceError
 from warmcli.errors import LaunchError as LaunchError
-from warmcli.forking import new_lock
+from warmcli.forking import new_lock, renew_on_fork
 from warmcli.kernel import Kernel
 from warmcli.kernel import dtype_name as dtype_name  # (launch_sizes reads it here)
 from warmcli.records import Record
@@ -128,6 +129,22 @@ _stream_ids = itertools.count()
 _thread = threading.local()
 
 
+_every_lock = threading.Lock()  # around a change of `Stream.on_launch`, the class's
+renew_on_fork(sys.modules[__name__], "_every_lock")
+
+
+def _hooked(
+    hooks: dict[int, Callable[[tuple[Any, ...]], None]] | None,
+    cover: Callable[[tuple[Any, ...]], None] | None,
+) -> tuple[dict[int, Callable[[tuple[Any, ...]], None]], Callable[[tuple[Any, ...]], None] | None]:
+    """`hooks` copied with this thread's cover set to `cover` (None: removed); the one replaced."""
+    hooks = dict(hooks or {})
+    previous = hooks.pop(threading.get_ident(), None)
+    if cover is not None:
+        hooks[threading.get_ident()] = cover
+    return hooks, previous
+
+
 def every_stream(device_id: str, more: int) -> None:
     """From now (`more` 1), or no longer (-1), this thread's launches on every stream of the
     device execute where the process mode would discard them (`Stream.mode`); nested, counted."""
@@ -145,11 +162,13 @@ class Stream:
     measurement switched every stream of the device to `Execute` for (`every_stream`), else
     the default installed with `set_default_stream_mode`. The stream never knows why. While a
     tune measures on it, `on_launch` holds, for the measuring thread, what is shown each launch
-    that thread executes on it first (`watch_launches`; the runtime calls it).
+    that thread executes on it first (`watch_launches`; the runtime calls it); a stream no tune
+    measures on has the class's, the measuring threads' for every stream (`watch_every`).
     """
 
     # thread id -> what is shown its executed launches' arguments (copied on write, so a
-    # launch reads it without the lock); None while no tune measures on this stream
+    # launch reads it without the lock); the class's (every stream's, `watch_every`) while no
+    # tune measures on this stream: None while no tune measures at all (serving)
     on_launch: dict[int, Callable[[tuple[Any, ...]], None]] | None = None
 
     def __init__(self, device_id: str) -> None:
@@ -166,13 +185,22 @@ class Stream:
         Returns the cover it replaces (a tune measuring inside another's candidate hands
         the outer one back when it is done)."""
         with self._lock:
-            hooks = dict(self.on_launch or {})
-            if cover is None:
-                previous = hooks.pop(threading.get_ident(), None)
-            else:
-                previous = hooks.get(threading.get_ident())
-                hooks[threading.get_ident()] = cover
-            self.on_launch = hooks or None
+            hooks, previous = _hooked(self.__dict__.get("on_launch"), cover)
+            if hooks:
+                self.on_launch = hooks
+            else:  # every stream's again (the class's)
+                self.__dict__.pop("on_launch", None)
+        return previous
+
+    @staticmethod
+    def watch_every(
+        cover: Callable[[tuple[Any, ...]], None] | None,
+    ) -> Callable[[tuple[Any, ...]], None] | None:
+        """`watch_launches` on every stream no tune measures on (a launch function's own, one
+        of another device too: `cover` takes its device's buffers only); the cover replaced."""
+        with _every_lock:
+            hooks, previous = _hooked(Stream.on_launch, cover)
+            Stream.on_launch = hooks or None
         return previous
 
     @property
