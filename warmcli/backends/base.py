@@ -5,7 +5,8 @@ only compiles). It knows its architecture, its fingerprint (what a tune key and 
 bundle manifest record of it), its compiler per kernel language, and how to load
 a binary, launch a kernel on a stream, allocate, copy, free and read buffers, and time a
 measurement on one stream. A `Stream` is an ordered queue of launches that holds
-one bit, its `StreamMode` (an override, else the default that
+one bit, its `StreamMode` (an override, else the measuring thread's `Execute` for every
+stream of its device while a tune measures, else the default that
 `warmcli.execution.process_mode` installs with `set_default_stream_mode`), and, while
 tunes measure on it, each measuring thread's hook for its launches (`on_launch`). It owns
 the backend's handles; it never decides what a launch does (that is the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import enum
 import itertools
 import math
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -26,7 +28,7 @@ import numpy as np
 
 from warmcli.errors import DeviceError as DeviceError
 from warmcli.errors import LaunchError as LaunchError
-from warmcli.forking import new_lock
+from warmcli.forking import new_lock, renew_on_fork
 from warmcli.kernel import Kernel
 from warmcli.kernel import dtype_name as dtype_name  # (launch_sizes reads it here)
 from warmcli.records import Record
@@ -104,6 +106,9 @@ class StreamMode(enum.Enum):
     DISCARD = "Discard"
 
 
+_DISCARD, _EXECUTE = StreamMode.DISCARD, StreamMode.EXECUTE  # (a global read: no enum lookup)
+
+
 def _execute() -> StreamMode:
     return StreamMode.EXECUTE
 
@@ -119,20 +124,51 @@ def set_default_stream_mode(default: Callable[[], StreamMode]) -> None:
 
 
 _stream_ids = itertools.count()
+# .devices: device id -> how many measurements on this thread run every launch it issues on any
+# stream of that device (`every_stream`): a launch function's own stream is the candidate's too
+_thread = threading.local()
+
+
+_every_lock = threading.Lock()  # around a change of `Stream.on_launch`, the class's
+renew_on_fork(sys.modules[__name__], "_every_lock")
+
+
+def _hooked(
+    hooks: dict[int, Callable[[tuple[Any, ...]], None]] | None,
+    cover: Callable[[tuple[Any, ...]], None] | None,
+) -> tuple[dict[int, Callable[[tuple[Any, ...]], None]], Callable[[tuple[Any, ...]], None] | None]:
+    """`hooks` copied with this thread's cover set to `cover` (None: removed); the one replaced."""
+    hooks = dict(hooks or {})
+    previous = hooks.pop(threading.get_ident(), None)
+    if cover is not None:
+        hooks[threading.get_ident()] = cover
+    return hooks, previous
+
+
+def every_stream(device_id: str, more: int) -> None:
+    """From now (`more` 1), or no longer (-1), this thread's launches on every stream of the
+    device execute where the process mode would discard them (`Stream.mode`); nested, counted."""
+    devices: dict[str, int] = _thread.__dict__.setdefault("devices", {})
+    devices[device_id] = devices.get(device_id, 0) + more
+    if devices[device_id] <= 0:
+        del devices[device_id]
 
 
 class Stream:
     """An ordered queue of launches on one device; backends subclass it for their handle.
 
     It holds one bit: its `StreamMode`, the override in force (pushed and popped by
-    `warmcli.execution.stream_mode.StreamModeOverride`) or else the default installed
-    with `set_default_stream_mode`. The stream never knows why. While a tune measures on
-    it, `on_launch` holds, for the measuring thread, what is shown each launch that thread
-    executes on it first (`watch_launches`; the runtime calls it).
+    `warmcli.execution.stream_mode.StreamModeOverride`), else `Execute` for the thread a
+    measurement switched every stream of the device to `Execute` for (`every_stream`), else
+    the default installed with `set_default_stream_mode`. The stream never knows why. While a
+    tune measures on it, `on_launch` holds, for the measuring thread, what is shown each launch
+    that thread executes on it first (`watch_launches`; the runtime calls it); a stream no tune
+    measures on has the class's, the measuring threads' for every stream (`watch_every`).
     """
 
     # thread id -> what is shown its executed launches' arguments (copied on write, so a
-    # launch reads it without the lock); None while no tune measures on this stream
+    # launch reads it without the lock); the class's (every stream's, `watch_every`) while no
+    # tune measures on this stream: None while no tune measures at all (serving)
     on_launch: dict[int, Callable[[tuple[Any, ...]], None]] | None = None
 
     def __init__(self, device_id: str) -> None:
@@ -149,13 +185,22 @@ class Stream:
         Returns the cover it replaces (a tune measuring inside another's candidate hands
         the outer one back when it is done)."""
         with self._lock:
-            hooks = dict(self.on_launch or {})
-            if cover is None:
-                previous = hooks.pop(threading.get_ident(), None)
-            else:
-                previous = hooks.get(threading.get_ident())
-                hooks[threading.get_ident()] = cover
-            self.on_launch = hooks or None
+            hooks, previous = _hooked(self.__dict__.get("on_launch"), cover)
+            if hooks:
+                self.on_launch = hooks
+            else:  # every stream's again (the class's)
+                self.__dict__.pop("on_launch", None)
+        return previous
+
+    @staticmethod
+    def watch_every(
+        cover: Callable[[tuple[Any, ...]], None] | None,
+    ) -> Callable[[tuple[Any, ...]], None] | None:
+        """`watch_launches` on every stream no tune measures on (a launch function's own, one
+        of another device too: `cover` takes its device's buffers only); the cover replaced."""
+        with _every_lock:
+            hooks, previous = _hooked(Stream.on_launch, cover)
+            Stream.on_launch = hooks or None
         return previous
 
     @property
@@ -164,6 +209,8 @@ class Stream:
 
         Read on every launch, so it takes no lock: pushes and pops hold the lock, and
         a read that races a pop of the last override sees the default it falls back to.
+        The thread's `every_stream` is read only over a discarding default (a warming pass):
+        where the default executes (serving) it changes nothing, and costs nothing.
         """
         overrides = self._overrides
         if overrides:
@@ -171,7 +218,10 @@ class Stream:
                 return overrides[-1]
             except IndexError:
                 pass
-        return _default_mode()
+        default = _default_mode()
+        if default is _DISCARD and self.device_id in _thread.__dict__.get("devices", ()):
+            return _EXECUTE  # a measured candidate's launch, on a stream of its own
+        return default
 
     def _push(self, mode: StreamMode) -> None:
         with self._lock:

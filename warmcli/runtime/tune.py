@@ -8,7 +8,9 @@ function the check judged), so adding or renaming a candidate, editing its kerne
 changing the check or a checked tunable's launch function, invalidates old picks
 (`warmcli.runtime.tune_spec` renders what keys a tune as text). On a miss a tune measures every
 candidate (warm-up, then repeats, median) on the stream it measures on, switched to `Execute` by a
-`StreamModeOverride`, with the buffers it may write kept and put back after every run
+`StreamModeOverride`, as is every other stream of the device for the measuring thread (what a launch
+function launches on a stream of its own is the candidate's work, timed with it), with the buffers
+it may write kept and put back after every run
 (`warmcli.runtime.tune_guard`), so the caller's data is as it was; a candidate that fails to
 compile, raises any exception, fails the tunable's output check, or crashed an earlier `warm run`
 worker (as the installed `MeasureJournal` says: `warm run`'s crash isolation installs one in its
@@ -299,7 +301,7 @@ def _measure_candidates(
         try:
             with (
                 journal.measuring(key, tunable.name, shape_key, name),
-                StreamModeOverride(guard.stream, StreamMode.EXECUTE),
+                StreamModeOverride(guard.stream, StreamMode.EXECUTE, every_stream=True),
             ):
                 problem = check.verdict(name, run) if check is not None else None
                 if problem is None:

@@ -78,9 +78,12 @@ def leave(begun: float) -> None:
 def timed_samples(
     guard: TuneGuard, warmup: int, repeats: int, run: Callable[[], None]
 ) -> tuple[float, ...]:
-    """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed."""
+    """Warm up, then time `repeats` runs; the buffers are put back after each run, untimed.
+    A warm-up runs as a timed run does (its time dropped): so a GPU has finished what it
+    enqueued on any stream (a launch function's own) before the restore's copies, on the
+    measured stream, put its buffers back."""
     for _ in range(warmup):
-        run()
+        guard.device.time(guard.stream, run)
         guard.restore()
     guard.stream.synchronize()
     samples = []

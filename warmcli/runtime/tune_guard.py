@@ -5,16 +5,16 @@ place would otherwise be applied warm-up + repeats times per candidate. Before m
 `TuneGuard` keeps a device-side copy of every buffer the launch may write (by default every
 buffer among the tune's inputs; `Tunable(restore=...)` narrows it) and puts it back after
 each candidate run, so every run, and the pick that runs once afterwards, starts from the
-original contents. A buffer a candidate's launch writes that is none of the inputs (one the
-app keeps, one inside an object) is kept too, when first launched on by the measuring thread
-(`watch`: the stream shows it each launch's arguments; another thread's launches on that
-stream are left alone). One warm allocated (`Buffer.owned`) is held weakly: one the app
-drops (a workspace the launch function makes on every call) is put back no more and its copy
-is freed, so a tune holds no call's workspace past it; a wrapper of memory the app owns
-(`rt.wrap`, PyCUDA's arguments: made afresh on every call) is held, so the memory it names
-is put back. With `Tunable(check=...)` it also reads each candidate's outputs (the kept
-buffers, those kept beside the inputs too, but a workspace the launch function made as it
-ran, after one run on the original contents: under `restore=()`, which keeps no copy, the
+original contents. A buffer a candidate's launch writes that is none of the inputs (one the app
+keeps, one inside an object) is kept too, when first launched on by the measuring thread
+(`watch`: the stream shows it each launch's arguments, and so does every other stream, a launch
+function's own; another thread's launches are left alone). One warm allocated (`Buffer.owned`)
+is held weakly: one the app drops (a workspace the launch function makes on every call) is put
+back no more and its copy is freed, so a tune holds no call's workspace past it; a wrapper of
+memory the app owns (`rt.wrap`, PyCUDA's arguments: made afresh on every call) is held, so the
+memory it names is put back. With `Tunable(check=...)` it also reads each candidate's outputs
+(the kept buffers, those kept beside the inputs too, but a workspace the launch function made as
+it ran, after one run on the original contents: under `restore=()`, which keeps no copy, the
 inputs' buffers read back before any candidate ran are put back before each checked run)
 and says why they are rejected: they differ from a reference candidate's, or a user callable
 refused them (`warmcli.runtime.tune_compare` compares them); and whether the accepted
@@ -113,6 +113,8 @@ class TuneGuard:
         # (no weakref callback, which a raising signal handler could cut short: a stale id).
         self._seen: dict[int, Callable[[], Buffer | None]] = {}
         self._outer: Callable[[tuple[Any, ...]], None] | None = None  # the cover `watch` replaced
+        self._every: Callable[[tuple[Any, ...]], None] | None = None  # every stream's, replaced
+        self._watching = False
         self.launched: set[int] = set()  # ids of the buffers launched on since `outputs` began
         try:
             for buffer in self.buffers:
@@ -132,15 +134,20 @@ class TuneGuard:
 
     def watch(self, inputs: tuple[Any, ...]) -> None:
         """From now until `release`, keep each buffer that this thread (the measuring one)
-        launches on and that is none of `inputs` (whose buffers `restore=` chose among),
-        before its first launch runs; another thread's launches on the stream are its own."""
+        launches on, on any stream of the device, and that is none of `inputs` (whose buffers
+        `restore=` chose among), before its first launch runs; another thread's are its own."""
         self._seen = {id(b): _holding(b) for b in (*_buffers_in(inputs), *self.buffers)}
         self._outer = self.stream.watch_launches(self._cover)
+        self._every = Stream.watch_every(self._cover)
+        self._watching = True
 
     def _cover(self, args: tuple[Any, ...]) -> None:
-        if self._outer is not None:  # a tune inside another's candidate: the outer keeps too
-            self._outer(args)
+        outer = self._outer or self._every  # a tune inside another's candidate: it keeps too
+        if outer is not None:
+            outer(args)
         for buffer in _buffers_in(args):
+            if buffer.device_id != self.device.id:  # (a launch on another device's stream)
+                continue
             self.launched.add(id(buffer))
             seen = self._seen.get(id(buffer))
             if seen is None or seen() is not buffer:  # (a dead one's id: another's now)
@@ -200,7 +207,10 @@ class TuneGuard:
         """Free the copies (after the stream has finished with them); launches are no
         longer watched by this guard (an outer tune's guard watches them again)."""
         self.stream.watch_launches(self._outer)
-        self._outer = None
+        if self._watching:
+            Stream.watch_every(self._every)
+        self._outer = self._every = None
+        self._watching = False
         copies = [*self._copies, *(copy for _, copy in self._beside)]
         self._copies.clear()
         self._beside.clear()

@@ -6,9 +6,9 @@ it in a `finally` (none is left pushed on any thread). It frees the modules, str
 allocations it made in `close()`. Before loading a cubin it checks the cubin's SM against the
 device's compute capability (a clear error, not CUDA_ERROR_NO_BINARY_FOR_GPU); PTX (served to a GPU
 newer than every cubin) is checked against the GPU and the driver's CUDA version first, then
-JIT-compiled by the driver as it loads. Timing records CUDA events on the measured stream itself,
-dropped before the context is popped (PyCUDA frees an event in the current context, else pushes the
-event's own on the thread that retained it only: on another it warns and leaks it). Its buffers are
+JIT-compiled by the driver as it loads. Timing records CUDA events on the legacy default stream,
+ordered after every blocking stream's work (warm's are), dropped before the context is popped
+(PyCUDA frees an event in its context, else pushes it on the retaining thread only). Its buffers are
 of its own `CudaBuffer` subclass, holding the address a launch passes without a call (the
 signature's fast path); freed, a plain `Buffer` again (refused by the full check). It imports
 `pycuda.driver` inside functions only. Its one process state (`_Initialised`): whether this process
@@ -364,14 +364,14 @@ class CudaDevice:
         return CudaStream(self, handle)
 
     def time(self, stream: Stream, run: Callable[[], None]) -> float:
-        """Seconds between two events recorded on `stream` around `run()`."""
-        handle = stream.handle if isinstance(stream, CudaStream) else None
+        """Seconds between events around `run()` on the legacy default stream (None), not on
+        `stream`: they cover what `run` enqueued on any blocking stream (a launch's own too)."""
         with self.active() as cuda:
             start, end = cuda.Event(), cuda.Event()
             try:
-                start.record(handle)
+                start.record(None)
                 run()
-                end.record(handle)
+                end.record(None)
                 end.synchronize()
                 return float(start.time_till(end)) / 1000.0
             finally:  # destroyed while the context is current (see the module doc)
