@@ -75,19 +75,35 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     """` (changed: a.h; new: b.h; not found here: c.h)`: the headers this process reads
     (`wanted`'s) that the nearest of `held` with a list of its own read with other contents, or
     did not read, or read where this process finds none (a relative `-I` from another working
-    folder); "" where neither list is known, or none differs by name. A held `<header>` (stop
-    41's name for a header read by its absolute path, today's is its file name) is one of ours
-    of its contents, else one of ours it did not name, changed. A kernel this process keyed unkeyed
-    (`warmcli.unkeyed`): why it is never served instead."""
+    folder); "" where neither list is known, or none differs by name. The nearest: of the
+    first `_LOOKED` held lists, the one naming the fewest such headers (the first of equals),
+    so a bundle holding a build of each edit names only what differs from its latest. A held
+    `<header>` (stop 41's name for a header read by its absolute path, today's is its file
+    name) is one of ours of its contents, else one of ours it did not name, changed. A kernel
+    this process keyed unkeyed (`warmcli.unkeyed`): why it is never served instead."""
     if why := reason_of(wanted.get("headers", "")):  # (`warmcli.unkeyed`: built in each process)
         return f" (never served: its key cannot cover what its build reads: {why})"
     ours = _files(wanted.get("header_files", ""))
     if not ours:  # (a bundle's lists are not read then)
         return ""
-    texts = (h.get("header_files", "") for h in held[:_LOOKED])
-    theirs = next((f for f in map(_files, texts) if f), None)
-    if not theirs:
+    lists = [f for f in (_files(h.get("header_files", "")) for h in held[:_LOOKED]) if f]
+    if not lists:
         return ""
+    kinds = min((_differing(theirs, ours) for theirs in lists), key=_count)
+    parts = [f"{kind}: {_names(names)}" for kind, names in kinds if names]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+Kinds = tuple[tuple[str, list[str]], ...]
+
+
+def _count(kinds: Kinds) -> int:
+    return sum(len(names) for _, names in kinds)
+
+
+def _differing(theirs: list[tuple[str, str]], ours: list[tuple[str, str]]) -> Kinds:
+    """The headers of `ours` that a build's list, `theirs`, read changed, did not read, or read
+    where this process finds none: `changed_headers`' kinds, each with its names."""
     read: dict[str, Counter[str]] = {}  # a name's contents, each as many times as read
     for name, sha in theirs:
         read.setdefault(name, Counter())[sha] += 1
@@ -111,9 +127,7 @@ def changed_headers(held: Sequence[Mapping[str, str]], wanted: Mapping[str, str]
     new = [n for n in dict.fromkeys(unread[spare:]) if n not in changed]
     gone = [n for n in changed if set(wants[n]) == {_NONE}]  # read there, found nowhere here
     changed = [n for n in changed if n not in gone]
-    kinds = (("changed", changed), ("new", new), ("not found here", gone))
-    parts = [f"{kind}: {_names(names)}" for kind, names in kinds if names]
-    return f" ({'; '.join(parts)})" if parts else ""
+    return (("changed", changed), ("new", new), ("not found here", gone))
 
 
 def _names(names: list[str]) -> str:
