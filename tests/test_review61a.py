@@ -1,0 +1,66 @@
+"""Review of stop 61's merges (trial61b's PyCUDA device choice and event timing).
+
+Real files, FIFOs and devices for `~/.cuda_device`; the PyCUDA side is the fake four-GPU
+`pycuda` package (`FAKE_FOUR_GPUS`) and the `FakeDriver` of tests/test_trial61b, named as
+fakes there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from test_trial61b import _with_fake_gpus
+
+CHOICE = "from warmcli.pycuda.context import pycuda_device\nprint(pycuda_device())\n"
+
+
+def _choice(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess:
+    """`pycuda_device()` in a process of its own, home `tmp_path` (the fake four-GPU pycuda
+    first on its path), `variables` set."""
+    try:
+        return _with_fake_gpus(tmp_path, CHOICE, HOME=str(tmp_path), **variables)
+    except subprocess.TimeoutExpired as exc:  # (the guard of a hang: no speed asserted)
+        raise AssertionError(f"pycuda_device() never returned: {exc}") from None
+
+
+def test_a_cuda_device_file_that_is_a_fifo_is_never_waited_on(tmp_path: Path) -> None:
+    """PyCUDA's GPU choice read `~/.cuda_device` with `read_text`: a FIFO there (or a
+    socket's, a device's path) was opened for reading and waited on for a writer, so
+    `import warmcli.pycuda.autoinit`, and the first PyCUDA-style launch of a production
+    process, hung for ever. Failed before (the 120 s guard ran out); a FIFO is no number now,
+    as an unreadable file is none: the first GPU."""
+    os.mkfifo(tmp_path / ".cuda_device")
+    proc = _choice(tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "cuda\n"), proc.stderr
+
+
+def test_a_cuda_device_file_is_read_bounded(tmp_path: Path) -> None:
+    """`~/.cuda_device` was read whole: a link to /dev/zero filled memory until a MemoryError
+    traceback (failed before, under a 1 GiB address space), and a large regular file was read
+    whole and shown whole in the error (64 MiB of '\\x00' in one message). A device is none
+    now (the first GPU), and a regular file is read to a few bytes, named in a short line."""
+    zero = tmp_path / "zero"
+    zero.mkdir()
+    (zero / ".cuda_device").symlink_to("/dev/zero")
+    limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    proc = _with_fake_gpus(zero, limit + CHOICE, HOME=str(zero))
+    assert (proc.returncode, proc.stdout) == (0, "cuda\n"), proc.stderr[-2000:]
+    big = tmp_path / "big"
+    big.mkdir()
+    with open(big / ".cuda_device", "wb") as file:
+        file.truncate(64 << 20)  # sparse: no disk
+    proc = _choice(big)
+    assert proc.returncode != 0
+    last = proc.stderr.splitlines()[-1]
+    assert "DeviceError: CUDA_DEVICE (or ~/.cuda_device)" in last, proc.stderr[-2000:]
+    assert len(proc.stderr) < 4000
+
+
+def test_a_long_cuda_device_variable_is_named_in_a_short_line(tmp_path: Path) -> None:
+    """A `CUDA_DEVICE` of 100,000 characters was shown whole in its DeviceError (failed
+    before: the message held it all); its start alone is named now."""
+    proc = _choice(tmp_path, CUDA_DEVICE="7" * 50_000 + "x" * 50_000)
+    assert proc.returncode != 0
+    assert "DeviceError: CUDA_DEVICE" in proc.stderr and len(proc.stderr) < 4000
