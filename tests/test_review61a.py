@@ -64,3 +64,25 @@ def test_a_long_cuda_device_variable_is_named_in_a_short_line(tmp_path: Path) ->
     proc = _choice(tmp_path, CUDA_DEVICE="7" * 50_000 + "x" * 50_000)
     assert proc.returncode != 0
     assert "DeviceError: CUDA_DEVICE" in proc.stderr and len(proc.stderr) < 4000
+
+
+def test_a_gpu_number_of_thousands_of_digits_is_one_line(tmp_path: Path) -> None:
+    """`int` refuses more than 4,300 digits with a ValueError: a `CUDA_DEVICE` of 5,000
+    digits, and (on a machine with pycuda) `warm run --device cuda:` and as many, ended in that
+    traceback. Failed before (ValueError, both); one DeviceError line now, the number's start
+    alone named."""
+    digits = "7" * 5000
+    told = _choice(tmp_path, CUDA_DEVICE=digits)
+    assert told.returncode != 0
+    assert told.stderr.splitlines()[-1].startswith("warmcli.errors.DeviceError: CUDA_DEVICE")
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "w.py").write_text("DEVICE = 'host'\n\n\ndef workload(rt):\n    pass\n")
+    run = (
+        "import runpy, sys\n"
+        f"sys.argv = ['warm', 'run', 'w.py', '--bundle', 'b.warm', '--device', 'cuda:{digits}']\n"
+        "runpy.run_module('warmcli', run_name='__main__')\n"
+    )
+    ran = _with_fake_gpus(tmp_path / "cli", run)
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    [line] = ran.stderr.splitlines()
+    assert "is not a CUDA device" in line and len(line) < 200, line[:300]

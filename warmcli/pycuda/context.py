@@ -55,13 +55,15 @@ def pycuda_device() -> str:
         named = _filed(os.path.join(home, ".cuda_device"))
     if named is None:
         return "cuda"
-    number = named.strip()
-    if not (number.isascii() and number.isdigit()):
+    from warmcli.backends.cuda.arch import gpu_number
+
+    index = gpu_number(named.strip())
+    if index is None:
         raise DeviceError(  # (its start alone: a value of any length, one short line)
             f"CUDA_DEVICE (or ~/.cuda_device) is {reprlib.repr(named)}: PyCUDA takes the "
             "number of a GPU"
         )
-    return f"cuda:{int(number)}"
+    return f"cuda:{index}"
 
 
 def _filed(path: str) -> str | None:
