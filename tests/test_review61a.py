@@ -11,6 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from test_signals42 import _holder, warmed_bundle, warmed_once  # noqa: F401 (fixtures)
 from test_trial61b import _with_fake_gpus
 
 CHOICE = "from warmcli.pycuda.context import pycuda_device\nprint(pycuda_device())\n"
@@ -86,3 +87,28 @@ def test_a_gpu_number_of_thousands_of_digits_is_one_line(tmp_path: Path) -> None
     assert ran.returncode == 2, ran.stderr[-2000:]
     [line] = ran.stderr.splitlines()
     assert "is not a CUDA device" in line and len(line) < 200, line[:300]
+
+
+def test_the_lock_probe_reads_with_no_wait_in_sqlite(warmed: Path) -> None:
+    """counts61 turned test_signals42's lock-probe check (answered under 0.5 s) into a count of
+    Python calls (`busy` once, `sleep` never), which cannot see SQLite's own wait: its busy
+    handler sleeps in C. With the probe's `PRAGMA busy_timeout = 0` made 3000, that test
+    passes after a 3 s wait; this one fails. What SQLite ran (its trace, no clock): the busy
+    timeout set to 0 for the probe's read, then set back (50 ms, a `Waiting` slice)."""
+    from warmcli.bundle.file import _connect
+    from warmcli.bundle.lock_probe import free
+
+    conn = _connect(warmed)
+    ran: list[str] = []
+    holder = _holder(warmed)
+    try:
+        conn.set_trace_callback(ran.append)
+        assert not free(conn)
+        conn.set_trace_callback(None)
+    finally:
+        holder.kill()
+        holder.wait()
+        conn.close()
+    # (the read itself fails at its prepare, in the trace or not: the schema needs the lock)
+    timeouts = [sql for sql in ran if sql.startswith("PRAGMA busy_timeout =")]
+    assert timeouts == ["PRAGMA busy_timeout = 0", "PRAGMA busy_timeout = 50"], ran
