@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from test_signals42 import _holder, warmed_bundle, warmed_once  # noqa: F401 (fixtures)
-from test_trial61b import _with_fake_gpus
+from test_trial61b import _gpu_check_bare, _with_fake_gpus
 
 CHOICE = "from warmcli.pycuda.context import pycuda_device\nprint(pycuda_device())\n"
 
@@ -112,3 +113,16 @@ def test_the_lock_probe_reads_with_no_wait_in_sqlite(warmed: Path) -> None:
     # (the read itself fails at its prepare, in the trace or not: the schema needs the lock)
     timeouts = [sql for sql in ran if sql.startswith("PRAGMA busy_timeout =")]
     assert timeouts == ["PRAGMA busy_timeout = 0", "PRAGMA busy_timeout = 50"], ran
+
+
+def test_gpu_check_installs_the_newest_carried_wheel_of_its_python(tmp_path: Path) -> None:
+    """gpu-check took `ls | head -n 1` of this Python's carried pycuda wheels: where an older
+    build is still carried beside a newer one (fetch-gpu-carry downloads the newest sdist,
+    and a call's build is carried back beside the last), the first by name, the older one
+    (`2024.1.2` sorts before `2025.1`). Failed before (the 2024.1.2 wheel); the newest by
+    version now, another Python's (cp27) never."""
+    tag = "cp{}{}".format(*sys.version_info[:2])
+    carried = [f"pycuda-{v}-{tag}-{tag}-linux_x86_64.whl" for v in ("2024.1.2", "2025.1")]
+    out, _ = _gpu_check_bare(tmp_path, "pycuda-2026.1-cp27-cp27mu-linux_x86_64.whl", *carried)
+    listed = [line for line in out.splitlines() if line.endswith("linux_x86_64.whl")]
+    assert listed and listed[0].endswith(carried[1]), out[-2000:]
