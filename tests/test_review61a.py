@@ -42,7 +42,8 @@ def test_a_cuda_device_file_is_read_bounded(tmp_path: Path) -> None:
     """`~/.cuda_device` was read whole: a link to /dev/zero filled memory until a MemoryError
     traceback (failed before, under a 1 GiB address space), and a large regular file was read
     whole and shown whole in the error (64 MiB of '\\x00' in one message). A device is none
-    now (the first GPU), and a regular file is read to a few bytes, named in a short line."""
+    now (the first GPU), and a regular file of over 64 bytes is refused in a short line (its
+    first bytes never taken for the number: PyCUDA reads them all)."""
     zero = tmp_path / "zero"
     zero.mkdir()
     (zero / ".cuda_device").symlink_to("/dev/zero")
@@ -56,8 +57,15 @@ def test_a_cuda_device_file_is_read_bounded(tmp_path: Path) -> None:
     proc = _choice(big)
     assert proc.returncode != 0
     last = proc.stderr.splitlines()[-1]
-    assert "DeviceError: CUDA_DEVICE (or ~/.cuda_device)" in last, proc.stderr[-2000:]
+    assert last.endswith(
+        "DeviceError: ~/.cuda_device holds over 64 bytes: PyCUDA takes the number of a GPU"
+    ), proc.stderr[-2000:]
     assert len(proc.stderr) < 4000
+    padded = tmp_path / "padded"
+    padded.mkdir()
+    (padded / ".cuda_device").write_text("1" + " " * 64 + "2\n")  # PyCUDA's int() refuses it
+    proc = _choice(padded)  # (its first 65 bytes alone would read 1)
+    assert proc.returncode != 0 and "holds over 64 bytes" in proc.stderr, proc.stdout
 
 
 def test_a_long_cuda_device_variable_is_named_in_a_short_line(tmp_path: Path) -> None:

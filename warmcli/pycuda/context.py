@@ -67,15 +67,23 @@ def pycuda_device() -> str:
 
 
 def _filed(path: str) -> str | None:
-    """The text of the regular file at `path`, `FILED_BYTES` and one at most (longer: no
-    number); None where there is none to read (missing, unreadable, not UTF-8, or a FIFO or a
-    device, as PyCUDA finds none where its read fails: a FIFO never waited on for a writer,
-    /dev/zero never read without end)."""
+    """The text of the regular file at `path` (`DeviceError` past `FILED_BYTES`: no number
+    is that long); None where there is none to read (missing, unreadable, not UTF-8, or a
+    FIFO or a device, as PyCUDA finds none where its read fails: a FIFO never waited on for a
+    writer, /dev/zero never read without end)."""
     found = stamped.opened(path)
     if found is None:
         return None
     with found[0] as file:
         try:
-            return file.read(FILED_BYTES + 1).decode()
-        except (OSError, UnicodeDecodeError):
+            data = file.read(FILED_BYTES + 1)
+        except OSError:
             return None
+    if len(data) > FILED_BYTES:
+        raise DeviceError(
+            f"~/.cuda_device holds over {FILED_BYTES} bytes: PyCUDA takes the number of a GPU"
+        )
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
