@@ -10,17 +10,18 @@ runtime is bound, the primary context of its CUDA device is current on the threa
 user's own `drv.mem_alloc` and copies share memory with warm's launches. A tune measuring a
 candidate names the stream its launches go out on (`launch_stream`). The binding and
 the stream slots are `warmcli.runtime.binding`'s (re-exported here); this module adds
-only the fallback to the production runtime; its one state is that GPU's name, read once.
+only the fallback to the production runtime; its one state is that GPU's name, read once
+(`~/.cuda_device` as a regular file alone, a few bytes of it: never waited on, never read whole).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from pathlib import Path
+import os
+import reprlib
 from typing import TYPE_CHECKING
 
-from warmcli import config
+from warmcli import config, stamped
 from warmcli.errors import DeviceError
 from warmcli.runtime.binding import bound, bound_runtime, default_stream, launch_stream
 
@@ -40,20 +41,49 @@ def current_runtime() -> Runtime:
     return production_runtime(pycuda_device())
 
 
+# The most of `~/.cuda_device` read: a GPU's number, with room for spaces and a newline.
+FILED_BYTES = 64
+
+
 @functools.cache  # read once, as PyCUDA's `autoinit` reads it (not a file read every launch)
 def pycuda_device() -> str:
     """The GPU PyCUDA's `make_default_device` (its `autoinit`) takes: `CUDA_DEVICE`, else the
-    number in `~/.cuda_device` (unreadable: none), as `cuda:N`; else `cuda`, the first."""
+    number in `~/.cuda_device` (none to read: none), as `cuda:N`; else `cuda`, the first."""
     named = config.caller_values(("CUDA_DEVICE",))["CUDA_DEVICE"]
     home = config.user_home()
     if named is None and home:
-        with contextlib.suppress(OSError, ValueError):
-            named = Path(home, ".cuda_device").read_text()
+        named = _filed(os.path.join(home, ".cuda_device"))
     if named is None:
         return "cuda"
-    number = named.strip()
-    if not (number.isascii() and number.isdigit()):
-        raise DeviceError(
-            f"CUDA_DEVICE (or ~/.cuda_device) is {named!r}: PyCUDA takes the number of a GPU"
+    from warmcli.backends.cuda.arch import gpu_number
+
+    index = gpu_number(named.strip())
+    if index is None:
+        raise DeviceError(  # (its start alone: a value of any length, one short line)
+            f"CUDA_DEVICE (or ~/.cuda_device) is {reprlib.repr(named)}: PyCUDA takes the "
+            "number of a GPU"
         )
-    return f"cuda:{int(number)}"
+    return f"cuda:{index}"
+
+
+def _filed(path: str) -> str | None:
+    """The text of the regular file at `path` (`DeviceError` past `FILED_BYTES`: no number
+    is that long); None where there is none to read (missing, unreadable, not UTF-8, or a
+    FIFO or a device, as PyCUDA finds none where its read fails: a FIFO never waited on for a
+    writer, /dev/zero never read without end)."""
+    found = stamped.opened(path)
+    if found is None:
+        return None
+    with found[0] as file:
+        try:
+            data = file.read(FILED_BYTES + 1)
+        except OSError:
+            return None
+    if len(data) > FILED_BYTES:
+        raise DeviceError(
+            f"~/.cuda_device holds over {FILED_BYTES} bytes: PyCUDA takes the number of a GPU"
+        )
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None

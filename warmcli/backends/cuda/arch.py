@@ -9,7 +9,8 @@ its compiler (made on first use); it never imports `pycuda`. It accepts PTX its
 architecture can JIT beside cubins for it. The checks any CUDA device makes
 before touching a binary or a buffer, and the compiler slot both kinds share,
 live here too, as does why no GPU looks up an arch-specific device's builds (`sm_90a`: a
-GPU keys the arch of its compute capability, `no_gpu_keys`).
+GPU keys the arch of its compute capability, `no_gpu_keys`), and what a GPU's number is
+(`gpu_number`: `cuda:N`'s, `CUDA_DEVICE`'s).
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ from warmcli.backends.cuda.ptx import PtxError, check_ptx, is_ptx
 from warmcli.errors import ToolchainError
 from warmcli.forking import new_lock
 from warmcli.kernel import Kernel
+
+MAX_GPU_DIGITS = 9  # far above any GPU count, far below the 4,300 digits `int(str)` reads
+
+
+def gpu_number(text: str) -> int | None:
+    """The GPU number `text` is (`cuda:N`'s, `CUDA_DEVICE`'s): ASCII digits alone (`int`
+    refuses "²", which `isdigit` takes), `MAX_GPU_DIGITS` at most, leading zeros counted (`int`
+    refuses 5,000 digits, zeros or not, with a ValueError); None for anything else."""
+    if text.isascii() and text.isdigit() and len(text) <= MAX_GPU_DIGITS:
+        return int(text)
+    return None
 
 
 def no_gpu_keys(arch: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import reprlib
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +35,7 @@ from warmcli.backends.base import (
     LaunchError,
     Stream,
 )
-from warmcli.backends.cuda.arch import CompilerSlot, require_loadable, require_upload
+from warmcli.backends.cuda.arch import CompilerSlot, gpu_number, require_loadable, require_upload
 from warmcli.backends.cuda.choose import CudaCompiler
 from warmcli.backends.cuda.cubin import CubinError, cubin_sm
 from warmcli.backends.cuda.ptx import is_ptx
@@ -150,14 +151,13 @@ def open_cuda_devices(
 ) -> list[CudaDevice]:
     """`cuda` opens every GPU (the first alone where `first`), `cuda:N` the N-th one."""
     if spec == "cuda":
-        count = len(list_cuda_devices())
-        if count == 0:
+        if not (count := len(list_cuda_devices())):
             raise DeviceError(f"no CUDA device found: {why_no_cuda_device()}")
         return [CudaDevice(i, nvcc, compiler=compiler) for i in range(1 if first else count)]
-    prefix, _, number = spec.partition(":")
-    if prefix != "cuda" or not (number.isascii() and number.isdigit()):  # `int` refuses "²"
-        raise DeviceError(f"{spec!r} is not a CUDA device: use 'cuda' or 'cuda:N'")
-    return [CudaDevice(int(number), nvcc, compiler=compiler)]
+    index = gpu_number(spec[len("cuda:") :]) if spec.startswith("cuda:") else None
+    if index is None:
+        raise DeviceError(f"{reprlib.repr(spec)} is not a CUDA device: use 'cuda' or 'cuda:N'")
+    return [CudaDevice(index, nvcc, compiler=compiler)]
 
 
 class CudaStream(Stream):
