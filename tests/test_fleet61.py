@@ -175,3 +175,27 @@ def test_the_record_names_no_credentials_and_read_back_is_untrusted(
 def _set_record(bundle: Path, value: str) -> None:
     with sqlite3.connect(bundle) as conn:
         conn.execute("UPDATE manifest SET value = ? WHERE key = ?", (value, KEY))
+
+
+def test_a_merged_bundle_merged_again_keeps_its_condition(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: Served,  # noqa: F811
+    jobs: tuple[bytes, bytes, bytes],
+) -> None:
+    """`next.warm`, merged from URL, merged again with a local bundle (`-o next2.warm`): a
+    push of the result is still conditional on the version merged (the second merge
+    dropped the record: the push went over another job's, exit 0)."""
+    store, base, _ = http_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = jobs[0]
+    for name, data in (("a", jobs[1]), ("b", jobs[2])):
+        (tmp_path / f"{name}.warm").write_bytes(data)
+    first, again = tmp_path / "next.warm", tmp_path / "next2.warm"
+    assert warm("merge", url, tmp_path / "a.warm", "-o", first).returncode == 0
+    assert warm("merge", first, tmp_path / "b.warm", "-o", again).returncode == 0
+    assert parse(_manifest(again)[KEY]) == parse(_manifest(first)[KEY])
+    store.files["/fleet.warm"] = jobs[2]  # another job's push
+    proc = warm("push", again, url)
+    assert proc.returncode == 2 and f"{url} changed since {again}" in proc.stderr, proc.stderr
+    assert store.files["/fleet.warm"] == jobs[2]

@@ -6,31 +6,37 @@ kernels and tunes gone from the store. So `warm merge` records, for each input i
 a URL, the URL (as a kept copy is known by, `location.kept_as`: no credentials, no signing
 query) and the version of it merged: the store's ETag, else the sha256 of what it sent
 (`fetched`, read from what `warmcli.bundle.remote` remembered beside the copy it published,
-only where that record is of this very copy). `warm push` of such a bundle to that URL is
-then conditional on that version (`recorded`: optimistic concurrency, as a conditional
-write on the version read), refused when the store moved on (`moved`: merge again).
+only where that record is of this very copy), and what its inputs record (`joined`). `warm
+push` of such a bundle to that URL is then conditional on that version (`recorded`:
+optimistic concurrency, as a conditional write on the version read), refused when the store
+moved on (`Since.moved`: merge again).
 
 The row is one JSON list of `{"url", "etag", "sha256"}` objects; an older warm reads it as a
 manifest field it does not know, shown as text. Read back it is untrusted input: `parse` is
 strict and bounded (a value over `MAX_CHARS`, which no reader loads, or not as written here is
 no record, never an error), and every message says its text through `printable`. This module
-owns no state, opens no file but the small record beside a copy, writes one row into a writer's
-transaction, and never prints.
+owns no state, opens no file but the small record beside a copy (it reads a merge's open
+inputs' manifests), writes one row into a writer's transaction, and never prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from warmcli.bundle.location import kept_as, shown, url_text
 from warmcli.bundle.received import copy_identity, read_meta
 from warmcli.bundle.rows import MAX_NAME_CHARS
-from warmcli.errors import RemoteError
+from warmcli.errors import BundleError, RemoteError
 from warmcli.printable import cut, printable
 from warmcli.records import Record
+
+if TYPE_CHECKING:
+    from warmcli.bundle.store import Bundle
 
 KEY = "merged_from"  # the manifest row
 MAX_CHARS = MAX_NAME_CHARS  # of the row's value: what every reader takes of a manifest's
@@ -69,6 +75,18 @@ def put(conn: sqlite3.Connection, origins: Sequence[Origin]) -> None:
         conn.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (KEY, json.dumps(docs)))
     else:
         conn.execute("DELETE FROM manifest WHERE key = ?", (KEY,))
+
+
+def joined(fresh: Sequence[Origin], inputs: Sequence[Bundle]) -> list[Origin]:
+    """What a merge's output records: `fresh` (the URLs it read), then what its `inputs`
+    record (a bundle merged from a URL, merged again, still holds that version), each URL
+    once (the first: a version read now, else the first input's)."""
+    held = list(fresh)
+    for bundle in inputs:
+        with contextlib.suppress(BundleError):  # a manifest warm cannot read: no record
+            held += parse(bundle.manifest().get(KEY))
+    seen: set[str] = set()
+    return [o for o in held if not (o.url in seen or seen.add(o.url))]
 
 
 def parse(text: object) -> list[Origin]:

@@ -27,8 +27,8 @@ shards into it: `as_run`): given a key, the output is signed with it (every entr
 says the output is unsigned. Each input's record of the run it holds, and of which shards
 (`warmcli.bundle.run_record`), is joined: the output records the result, and the report says
 (`shards`) which shards are missing, or that one run's shards were cut in different counts: the
-output is written all the same. It records which version of each URL it merged (`origins`,
-`warmcli.bundle.merged_from`). The inputs are streamed into the output's one transaction
+output is written all the same. It records which version of each URL it (`origins`) or an input
+merged (`warmcli.bundle.merged_from`). The inputs are streamed into the output's one transaction
 (`warmcli.ops.merge_union`: no table of any input, nor any blob's size, sets the memory a merge
 takes; one commit, not one per blob); a blob copy that fails (or is missing) is taken from another
 input holding a good one, and the report says so. Nothing here prints.
@@ -227,7 +227,7 @@ def _publish(
             with dest.transaction() as conn:  # one commit for all, not one per binary
                 written = write_union(conn, dest, bundles, choose, report.mended, (stale, replaced))
                 put(conn, rows[0].record)  # which run OUT holds, and which of its shards
-                merged_from.put(conn, rows[1])  # which version of each URL merged
+                merged_from.put(conn, merged_from.joined(rows[1], bundles))  # of each URL
                 carried = carry_over(conn, bundles[0]) if as_run else 0
             vouching = as_run and trusted is not None and signing_key is not None
             keep = run_signs(bundles[0], trusted, replaced) if vouching else None
