@@ -83,7 +83,7 @@ def test_a_commands_option_before_the_command_says_where_it_goes(warm: Warm) -> 
     line = _one_line(warm("--json"))  # no command at all
     assert "--json is an option of every command: give a command, then --json" in line, line
     line = _one_line(warm("--force"))
-    assert "--force is an option of warm merge, pull: give a command, then --force" in line
+    assert "--force is an option of warm merge, pull, push: give a command, then --force" in line
 
 
 def test_help_names_values_and_arguments_as_the_readme_synopsis(helps: dict[str, str]) -> None:

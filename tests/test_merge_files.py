@@ -105,7 +105,7 @@ def refused_as_nobody(warm: Warm, tmp_path: Path, shared: Path) -> None:
 
 def test_a_killed_merge_leaves_nothing_after_the_next_write(warm: Warm, tmp_path: Path) -> None:
     bundle, other = bundle_of(warm, tmp_path, 0), bundle_of(warm, tmp_path, 1)
-    target = "warmcli.ops.merge:_sign"  # the merged file is written, not yet published
+    target = "warmcli.ops.merge:signed_as"  # the merged file is written, not yet published
     killed = Paused(warm, tmp_path / "gate", target, "merge", bundle, other, "-o", bundle)
     killed.proc.send_signal(signal.SIGKILL)
     killed.proc.communicate()

@@ -40,8 +40,10 @@ HTTP PUT, the way a presigned object-store URL takes an upload, with the sha256 
 `X-Warm-Sha256`. That PUT is conditional when the store says what it holds (a HEAD first):
 `If-Match` its ETag, or `If-None-Match: *` where there is none yet; a store that answers 412
 (the object changed meanwhile: another push) leaves it as the other push made it, and `push`
-says so. The `s3://` store is `warmcli.bundle.remote_s3`'s, the `https://` one
-`warmcli.bundle.remote_http`'s (a URL's `user:pass@` sent as HTTP Basic auth to its origin
+says so; a bundle `warm merge` made of what that URL held is pushed only over that very
+version (`warmcli.bundle.merged_from`: a push landed since is never lost). The `s3://` store
+is `warmcli.bundle.remote_s3`'s, the `https://` one `warmcli.bundle.remote_http`'s (a URL's
+`user:pass@` sent as HTTP Basic auth to its origin
 only). Every message names the URL as `location.shown` does: no password, token or query.
 A store whose object is already the
 bundle (by the sha256 stated with it, or an MD5 ETag: see `push_copy.held`) is sent nothing. A
@@ -76,6 +78,7 @@ from urllib.parse import urlsplit
 
 from warmcli._version import __version__
 from warmcli.bundle.location import is_url, kept_as, shown, url_text
+from warmcli.bundle.merged_from import recorded
 from warmcli.bundle.push_copy import copied, scratch
 from warmcli.bundle.received import (
     believed,
@@ -233,13 +236,17 @@ def fetch(url: str, keys: Sequence[bytes] | None = None) -> Fetched:
         lock.release()
 
 
-def push(bundle: Path, url: str, done: list[tuple[str, bool]] | None = None) -> tuple[str, bool]:
+def push(
+    bundle: Path, url: str, done: list[tuple[str, bool]] | None = None, force: bool = False
+) -> tuple[str, bool]:
     """Upload `bundle` (checked first to be a bundle) to `url`: its sha256, and whether it was
     sent (not where the store holds it already: `push_copy.held`), appended to `done` too (if
     given: what a caller interrupted however late reads). The state checked is copied (and
     hashed) in one read transaction into an anonymous temporary file, which is uploaded (a
-    writer waits for the check and the copy, not the upload). An interrupt once the store
-    answered the upload is `PushInterrupted`: the store holds it."""
+    writer waits for the check and the copy, not the upload). A bundle that records it was
+    merged from `url` is pushed only over the version merged (`merged_from`: else refused,
+    nothing sent), unless `force`. An interrupt once the store answered the upload is
+    `PushInterrupted`: the store holds it."""
     if not is_url(url):
         said = visible(shown(url))  # (an empty one as `""`, never a line opening `: `)
         raise RemoteError(f"{said}: warm push uploads to s3://bucket/key or https:// URLs")
@@ -250,10 +257,11 @@ def push(bundle: Path, url: str, done: list[tuple[str, bool]] | None = None) -> 
     store = _store(url_text(url))
     try:
         with open(bundle, "rb") as fh, scratch(bundle) as copy:
-            with one_state(bundle, fh):
+            with one_state(bundle, fh) as opened:
                 digest, md5 = copied(bundle, fh, copy)
+                since = None if force else recorded(opened.manifest(), url, bundle)
             copy.seek(0)
-            pushed = digest, store.upload(copy, digest, md5)
+            pushed = digest, store.upload(copy, digest, md5, since)
             (done if done is not None else []).append(pushed)
         return pushed
     except KeyboardInterrupt:  # once the store answered the upload, it holds the bundle

@@ -5,9 +5,10 @@ header may hold: `_sendable`) or, from a store that gave none, on its `Last-Modi
 bounded in size and time (`warmcli.bundle.received`), checked
 against the length and the sha256 its answer states (`_stated`); a push is one PUT of the
 whole file, conditional on what the store's HEAD says it holds (`If-Match` its ETag,
-`If-None-Match: *` where there is none), none where it holds this very file
-(`push_copy.held`). Credentials a URL names (`https://user:pass@host/`, `https://token@host/`)
-are sent as HTTP Basic auth to its own origin only (`http_open.urlopen`), and never shown:
+`If-None-Match: *` where there is none; of a bundle merged from it, on the version merged:
+`warmcli.bundle.merged_from`), none where it holds this very file (`push_copy.held`).
+Credentials a URL names (`https://user:pass@host/`, `https://token@host/`) are sent as HTTP
+Basic auth to its own origin only (`http_open.urlopen`), and never shown:
 every message names the URL as `location.shown` does. Each store owns only the last HEAD's
 answer, the last download's trusted date and whether the store took its upload (`sent`);
 it never prints.
@@ -32,6 +33,7 @@ from warmcli.bundle.http_open import (
     without_credentials,
 )
 from warmcli.bundle.location import shown
+from warmcli.bundle.merged_from import Since, unchanged
 from warmcli.bundle.push_copy import held
 from warmcli.bundle.received import Bounds, bounds, checked, receive
 from warmcli.errors import RemoteError
@@ -116,10 +118,12 @@ class Http:
             raise late
         return checked(self.name, tmp, digest, length, size, stated, new_etag)
 
-    def upload(self, fh: BinaryIO, digest: str, md5: bytes) -> bool:
+    def upload(self, fh: BinaryIO, digest: str, md5: bytes, since: Since | None = None) -> bool:
         """One PUT of the whole file `fh` (its sha256 `digest` and raw `md5` stated),
-        conditional on what the store holds if it says; none where the store's HEAD says it
-        holds this file already (then False: nothing sent)."""
+        conditional on what the store holds if it says, or, `since` given, on the version
+        it was merged from (`merged_from.unchanged`, then `If-Match` its ETag: else
+        `since.moved`); none where the store's HEAD says it holds this file already (then
+        False: nothing sent)."""
         import http.client
         import urllib.error
 
@@ -145,6 +149,9 @@ class Http:
             int(headers["Content-Length"]),
         ):
             return False
+        if since is not None:  # the version merged, not the one the HEAD saw
+            unchanged(since, self.name, etag, None if head is None else _stated(head), True)
+            etag = since.origin.etag or etag
         if etag:
             headers["If-Match"] = etag
         elif etag == "":
@@ -156,6 +163,8 @@ class Http:
                 self.sent = True  # (an error answer raises)
                 answer.close()
             except urllib.error.HTTPError as exc:
+                if exc.code == 412 and since is not None:
+                    raise since.moved from None
                 if exc.code == 412:
                     raise RemoteError(
                         f"{self.name}: not pushed: the object changed since this push began "

@@ -1,11 +1,12 @@
 """The `s3://bucket/key` store of `warmcli.bundle.remote`: boto3 (`pip install
 warmcli[s3]`), imported only for such a URL, its endpoint and credentials from the usual
 AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...; settings no client can be
-made from are a `RemoteError`). A download is checked against the sha256 `push` put in
-the object's metadata; a push sends nothing where the object is this bundle already
-(`push_copy.held`). `s3://bucket/key?versionId=ID` reads that version of the object (a push
-to it is refused: a PUT makes a new version); any other query, or a fragment, is refused
-(`_version`), never dropped to read the newest object in place of the one named.
+made from are a `RemoteError`). A download is checked against the sha256 `push` put in the
+object's metadata; a push sends nothing where the object is this bundle already
+(`push_copy.held`), and, of a bundle merged from it, only over the version merged
+(`warmcli.bundle.merged_from`). `s3://bucket/key?versionId=ID` reads that version of the
+object (a push to it is refused: a PUT makes a new version); any other query, or a fragment,
+is refused (`_version`), never dropped to read the newest object in place of the one named.
 boto3 reads the store's answers on sockets warm cannot reach (each
 read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
 headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT
@@ -36,6 +37,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from warmcli.bundle.http_open import TIMEOUT, failed, said
 from warmcli.bundle.location import shown
+from warmcli.bundle.merged_from import Since, unchanged
 from warmcli.bundle.push_copy import held
 from warmcli.bundle.received import Bounds, Gate, bounds, checked, receive
 from warmcli.errors import RemoteError
@@ -90,7 +92,9 @@ class S3:
         if session is not None:
             session.send = functools.partial(_capped, session.send)
 
-    def call(self, action: Any) -> Any:
+    def call(self, action: Any, moved: RemoteError | None = None) -> Any:
+        """`action(client)`, what fails said in one `RemoteError` (`moved`, where given, of a
+        store that refused a PUT's `IfMatch`: its object is another version)."""
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
@@ -103,6 +107,8 @@ class S3:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code, message = said(error.get("Code")), said(error.get("Message"))
+            if code in ("PreconditionFailed", "412") and moved is not None:
+                raise moved from None
             if code in ("404", "NoSuchKey", "NoSuchVersion") and self.version:  # (of one key)
                 raise RemoteError(
                     f"{self.url}: no such version of the object ({code}): name one the bucket "
@@ -119,9 +125,11 @@ class S3:
             # (a RuntimeError: "Unable to calculate correct timezone offset")
             raise _unreadable(self.url, exc) from None
 
-    def upload(self, copy: BinaryIO, digest: str, md5: bytes) -> bool:
+    def upload(self, copy: BinaryIO, digest: str, md5: bytes, since: Since | None = None) -> bool:
         """One PUT of `copy` with its sha256 in the metadata (and `Content-MD5`); none where
-        the object is this copy already (`held`: False, nothing sent). The HEAD, and the PUT
+        the object is this copy already (`held`: False, nothing sent); `since` given, only
+        where the object is the version merged (`merged_from.unchanged`; then `IfMatch` its
+        ETag where this boto3 sends one: else `since.moved`). The HEAD, and the PUT
         (its body sent and answered), each end within `WARM_REMOTE_DEADLINE`, else
         `RemoteError` (not pushed, or not known to be: `_late_put`)."""
         if self.version:  # a PUT makes a new version: it never writes an old one
@@ -139,10 +147,16 @@ class S3:
         if head and held(sha, head.get("ETag"), head.get("ContentLength"), digest, md5, size):
             return False
         stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
+        if since is not None:  # ({}: nothing there, or no HEAD allowed: the PUT tells)
+            model = self.client.meta.service_model.operation_model("PutObject")
+            matched = since.origin.etag is not None and "IfMatch" in model.input_shape.members
+            unchanged(since, self.url, head.get("ETag"), sha, matched)
+            stated.update({"IfMatch": since.origin.etag} if matched else {})
         body, event = _Sent(copy), "before-send.s3.PutObject"
 
         def put(gate: Gate) -> None:
-            self.call(lambda c: c.put_object(Bucket=self.bucket, Key=self.key, Body=body, **stated))
+            given = {"Bucket": self.bucket, "Key": self.key, "Body": body, **stated}
+            self.call(lambda c: c.put_object(**given), None if since is None else since.moved)
             self.sent = True  # the store answered the upload: it holds it
 
         self.client.meta.events.register(event, body.asked)

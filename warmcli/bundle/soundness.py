@@ -19,9 +19,12 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from warmcli.errors import BundleError, RemoteError
+
+if TYPE_CHECKING:
+    from warmcli.bundle.store import Bundle
 
 
 class _Unsound(Exception):
@@ -38,21 +41,22 @@ def not_a_bundle(path: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def one_state(path: Path, fh: BinaryIO) -> Iterator[None]:
+def one_state(path: Path, fh: BinaryIO) -> Iterator[Bundle]:
     """Inside: `fh` (opened on `path` before) reads the sound bundle that is held in one
-    read transaction; `RemoteError` (`not pushed`) where it is none, or where `path` was
-    replaced meanwhile (a merge published another file there)."""
+    read transaction (given: what it records is of the bytes read); `RemoteError` (`not
+    pushed`) where it is none, or where `path` was replaced meanwhile (a merge published
+    another file there)."""
     try:
-        with _sound(path):
+        with _sound(path) as bundle:
             if not os.path.samestat(os.fstat(fh.fileno()), os.stat(path)):
                 raise _Unsound("it was replaced while it was read: push again")
-            yield
+            yield bundle
     except _Unsound as exc:
         raise RemoteError(f"{path}: not pushed: {exc}") from None
 
 
 @contextlib.contextmanager
-def _sound(path: Path) -> Iterator[None]:
+def _sound(path: Path) -> Iterator[Bundle]:
     """Inside: the bundle at `path` is sound and held in one read transaction; else
     `_Unsound` before the body runs (what the body raises passes as it is)."""
     from warmcli.bundle.signature_report import signature_report
@@ -75,4 +79,4 @@ def _sound(path: Path) -> Iterator[None]:
             held.close()
         raise _Unsound(problem)
     with held:
-        yield
+        yield bundle

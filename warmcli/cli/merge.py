@@ -4,10 +4,12 @@ OUT was moved into place (`MergeInterrupted`), or as the report is handed back o
 says what was merged into OUT (kept), exit 130: never a bare "interrupted" of a merge that
 is there (`warmcli.cli.committed`). An input given by URL is what it holds now (never its last
 good copy: a store that fails merges nothing) and is named by it in every line,
-never by its local copy in WARM_HOME. A soft limit on open files below what the inputs need
-(the merge holds each open) is raised to that, for the rest of the process, where the hard one
-allows, else refused in one line (`_room_for`). The merging is `warmcli.ops.merge`'s; this
-module parses and prints, and owns no state (that limit is the process's).
+never by its local copy in WARM_HOME; OUT records which version of each URL it merged (a
+push to that URL is conditional on it: `warmcli.bundle.merged_from`). A soft limit on open
+files below what the inputs need (the merge holds each open) is raised to that, for the rest of
+the process, where the hard one allows, else refused in one line (`_room_for`). The merging is
+`warmcli.ops.merge`'s; this module parses and prints, and owns no state (that limit is the
+process's).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import NoReturn
 import typer
 
 from warmcli.bundle.location import is_url, shown
+from warmcli.bundle.merged_from import fetched
 from warmcli.bundle.signing import trusted_keys
 from warmcli.cli.app import app
 from warmcli.cli.bundle_paths import (
@@ -77,6 +80,9 @@ def merge(
     # put an older bundle back over what others pushed meanwhile (exit 0, one warning).
     now = f"nothing merged into {output}: a merge takes only what a URL holds now"
     paths = [readable_bundle(b, now=now) for b in bundles]
+    # The version of each URL merged, read as its copy was fetched: a push to it takes its place
+    # only while the store holds that one (`merged_from`), never over a push made since.
+    origins = [fetched(b, p) for b, p in zip(bundles, paths, strict=True) if is_url(b)]
     _room_for(len(set(paths)))
     names = {str(p): shown_name(b, p) for p, b in zip(paths, bundles, strict=True)}
 
@@ -100,6 +106,7 @@ def merge(
                     signing_key=signing_key,
                     trusted_keys=trusted,
                     merged=merged,
+                    origins=[o for o in origins if o is not None],
                 ),
             )
         ),

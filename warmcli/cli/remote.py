@@ -5,7 +5,8 @@ commands name what they did in one line (or one JSON object). `pull` copies only
 the URL holds now, checked (under `WARM_TRUSTED_KEYS`, one they did not sign is refused,
 a last good copy standing in or not): never the last good copy a reader falls back to; an interrupt
 once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
-and what the bundle it replaced held that is gone, exit 130; `push` interrupted once the
+and what the bundle it replaced held that is gone, exit 130; `push` (of a bundle merged from
+its URL, only over the version merged, but with `--force`) interrupted once the
 store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130. Under
 `WARM_TRUSTED_KEYS`, a push of a bundle none of those keys signed says so in a warning line
 (production processes trusting only them would serve none of it); pushed all the same.
@@ -42,12 +43,19 @@ def push(
         help="Where: s3://bucket/key (endpoint from AWS_ENDPOINT_URL), or an https:// URL "
         "that takes a PUT (such as a presigned one).",
     ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Push even where URL changed since BUNDLE was merged from it (what it holds is lost).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Upload BUNDLE to URL whole: a reader sees the old bundle or the new one, never a torn one.
 
     To an https:// URL it is one HTTP PUT, conditional (If-Match) on what the store
     held when the push began, where the store says: a concurrent push is refused, not lost.
+    A bundle `warm merge` made of URL is pushed only while URL holds the very version
+    merged (another job's push since is refused, not lost: merge again; --force pushes).
     Where the store says it holds this very bundle already (its sha256), nothing is sent.
     """
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists
@@ -61,7 +69,7 @@ def push(
     pushed = f"interrupted: pushed {bundle} to {name} (kept)"
     done: list[tuple[str, bool]] = []  # once the store answered: from then on, said so
     try:
-        digest, sent = guarded(lambda: push_bundle(bundle, url, done))
+        digest, sent = guarded(lambda: push_bundle(bundle, url, done, force))
         if as_json:
             emit_json({"bundle": str(bundle), "url": name, "sha256": digest, "sent": sent})
         elif sent:

@@ -1,37 +1,37 @@
 """Merging bundles: the union of several bundles' kernels and tunes in one new bundle.
 
-Bundles made on several machines or for several architectures are combined by key. A kernel
-key is content-addressed, so a kernel held by two bundles is the same kernel: it is stored
-once, with the latest `last_used` of its sources (a merge is not a use). A tune key measured
-in two bundles keeps the newer measurement (one dated more than a day after the merge ranks
-below every other; a measured pick beats a pending one), and the report says which one won,
-which was dropped and why (in more: each one dropped, beside the one kept in the end; the
-first `LISTED`, the rest counted). Bundles of a format version this warm does not read, files
-that are no warm bundle, and bundles whose SQL indexes disagree with their rows
-(`warmcli.bundle.consistency`) are refused before anything is read; older formats it reads merge
-into the current one. Inputs naming more devices and toolchains together (fingerprints) than a
-bundle may hold are refused, nothing written: every reader would refuse the output. The output's
-write lock is held from the first read to the publish, so a writer of the output (a `warm run`, a
-production write-back, another merge into it) waits and then writes into the merged file: no write
-is lost; each input is read in one state (`snapshot`): a writer committing to one waits for the
-merge. The result is written beside the output, given the output's group, mode and ACL (its owner
-where one may: `keep_attributes`), and moved into place only when complete (a `-journal` or `-wal`
-a crashed writer of the old output left, which SQLite would play into the new file, rolled back
-into the old one or removed first: `warmcli.bundle.replacing`), so a failed merge leaves the output
-as it was and nothing beside it (what a killed merge left is removed by the next); a SIGINT,
-SIGTERM or SIGHUP that lands once the output is moved into place is held until the merge has ended,
-then raised as `MergeInterrupted`, its report with it: the merge is complete and kept (it said only
-"interrupted"); an output that is a symbolic link stays one, the file it leads to replaced; one
-that is (or leads to) a FIFO or a device is refused, `--force` or not. The inputs' signatures do
-not carry over (but OUT's own, where `warm run --dask` merges its shards into it: `as_run`): given
-a key, the output is signed with it (every entry), else the report says the output is unsigned.
-Each input's record of the run it holds, and of which shards (`warmcli.bundle.run_record`), is
-joined: the output records the result, and the report says (`shards`) which shards are missing, or
-that one run's shards were cut in different counts: the output is written all the same. The inputs
-are streamed into the output's one transaction (`warmcli.ops.merge_union`: no table of any input,
-nor any blob's size, sets the memory a merge takes; one commit, not one per blob); a blob copy that
-fails (or is missing) is taken from another input holding a good one, and the report says so.
-Nothing here prints.
+Bundles made on several machines or for several architectures are combined by key. A kernel key is
+content-addressed, so a kernel held by two bundles is the same kernel: it is stored once, with the
+latest `last_used` of its sources (a merge is not a use). A tune key measured in two bundles keeps
+the newer measurement (one dated more than a day after the merge ranks below every other; a measured
+pick beats a pending one), and the report says which one won, which was dropped and why (in more:
+each one dropped, beside the one kept in the end; the first `LISTED`, the rest counted). Bundles of
+a format version this warm does not read, files that are no warm bundle, and bundles whose SQL
+indexes disagree with their rows (`warmcli.bundle.consistency`) are refused before anything is read;
+older formats it reads merge into the current one. Inputs naming more devices and toolchains
+together (fingerprints) than a bundle may hold are refused, nothing written: every reader would
+refuse the output. The output's write lock is held from the first read to the publish, so a writer
+of the output (a `warm run`, a production write-back, another merge into it) waits and then writes
+into the merged file: no write is lost; each input is read in one state (`snapshot`): a writer
+committing to one waits for the merge. The result is written beside the output, given the output's
+group, mode and ACL (its owner where one may: `keep_attributes`), and moved into place only when
+complete (a `-journal` or `-wal` a crashed writer of the old output left, which SQLite would play
+into the new file, rolled back into the old one or removed first: `warmcli.bundle.replacing`), so a
+failed merge leaves the output as it was and nothing beside it (what a killed merge left is removed
+by the next); a SIGINT, SIGTERM or SIGHUP that lands once the output is moved into place is held
+until the merge has ended, then raised as `MergeInterrupted`, its report with it: the merge is
+complete and kept (it said only "interrupted"); an output that is a symbolic link stays one, the
+file it leads to replaced; one that is (or leads to) a FIFO or a device is refused, `--force` or
+not. The inputs' signatures do not carry over (but OUT's own, where `warm run --dask` merges its
+shards into it: `as_run`): given a key, the output is signed with it (every entry), else the report
+says the output is unsigned. Each input's record of the run it holds, and of which shards
+(`warmcli.bundle.run_record`), is joined: the output records the result, and the report says
+(`shards`) which shards are missing, or that one run's shards were cut in different counts: the
+output is written all the same. It records which version of each URL it (`origins`) or an input
+merged (`warmcli.bundle.merged_from`). The inputs are streamed into the output's one transaction
+(`warmcli.ops.merge_union`: no table of any input, nor any blob's size, sets the memory a merge
+takes; one commit, not one per blob); a blob copy that fails (or is missing) is taken from another
+input holding a good one, and the report says so. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from warmcli.bundle import merged_from
 from warmcli.bundle.consistency import require_consistent
 from warmcli.bundle.file import SCHEMAS, check_header
 from warmcli.bundle.journal import remove_leftovers, unlink_all
@@ -51,7 +52,6 @@ from warmcli.bundle.location import not_a_file
 from warmcli.bundle.lock import write_lock
 from warmcli.bundle.replacing import keep_attributes, looked_at, put_in_place
 from warmcli.bundle.run_record import KEY, Joined, RunRecord, join, parse, put
-from warmcli.bundle.signing import sign
 from warmcli.bundle.store import Bundle
 from warmcli.errors import BundleError, MergeError, MergeInterrupted
 from warmcli.interrupted import held_interrupts
@@ -62,6 +62,7 @@ from warmcli.ops.merge_union import (
     check_vouched,
     not_vouched,
     run_signs,
+    signed_as,
     write_union,
 )
 from warmcli.printable import LISTED
@@ -129,6 +130,7 @@ def merge_bundles(
     trusted_keys: Sequence[bytes] | None = None,
     merged: list[MergeReport] | None = None,
     as_run: bool = False,
+    origins: Sequence[merged_from.Origin] = (),
 ) -> MergeReport:
     """Write the union of `sources` to `out`; see the module doc. Under `trusted_keys`,
     signing OUT needs every input wholly signed by them (else a row no trusted key
@@ -139,7 +141,7 @@ def merge_bundles(
     tunes kept over the others' re-measurements (but a pending one, or an entry that the
     `trusted_keys` did not sign: the run's), its `created` time and signatures carried over
     (`carry_over`): what it held stays signed, what is added is not; a key signs only what
-    they signed of OUT and what the run added (`run_signs`)."""
+    they signed of OUT and what the run added (`run_signs`). OUT records `origins`."""
     paths = _distinct([Path(s) for s in sources])
     out = Path(out)
     if len(paths) < 1:
@@ -174,7 +176,7 @@ def merge_bundles(
                 report.shards["missing"] = joined.missing
                 signing = (signing_key, as_run, trusted_keys)
                 written, report.signature = _publish(
-                    bundles, real, kept, signing, report, joined, holding
+                    bundles, real, kept, signing, report, (joined, origins), holding
                 )
         report.kernels, report.tunes = sum(written.kernels), sum(written.tunes)
         report.fingerprints = written.fingerprints
@@ -189,24 +191,13 @@ def merge_bundles(
     return report
 
 
-def _sign(
-    dest: Bundle, signing_key: Any, sources: Sequence[Bundle], carried: int, keep: Any
-) -> str:
-    if signing_key is not None:
-        signature = sign(dest, signing_key, keep)
-        return f"signed by key {signature.key_id}: {signature.count} row(s)"
-    if not carried and any(b.signatures() for b in sources):  # carried: the run says it
-        return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
-    return ""
-
-
 def _publish(
     bundles: Sequence[Bundle],
     out: Path,
     kept: os.stat_result | None,
     signing: tuple[Any, bool, Sequence[bytes] | None],
     report: MergeReport,
-    joined: Joined,
+    rows: tuple[Joined, Sequence[merged_from.Origin]],
     holding: contextlib.ExitStack,
 ) -> tuple[Written, str]:
     """Write the union of `bundles` beside `out` (`write_union`, its choices and mended
@@ -235,11 +226,12 @@ def _publish(
         with Bundle.create(tmp) as dest:
             with dest.transaction() as conn:  # one commit for all, not one per binary
                 written = write_union(conn, dest, bundles, choose, report.mended, (stale, replaced))
-                put(conn, joined.record)  # which run OUT holds, and which of its shards
+                put(conn, rows[0].record)  # which run OUT holds, and which of its shards
+                merged_from.put(conn, merged_from.joined(rows[1], bundles))  # of each URL
                 carried = carry_over(conn, bundles[0]) if as_run else 0
             vouching = as_run and trusted is not None and signing_key is not None
             keep = run_signs(bundles[0], trusted, replaced) if vouching else None
-            signature = _sign(dest, signing_key, bundles, carried, keep)
+            signature = signed_as(dest, signing_key, bundles, carried, keep)
         if kept is not None:
             _keep_attributes(tmp, out, kept)
         holding.enter_context(held_interrupts())  # moved and said, or neither

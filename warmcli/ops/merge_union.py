@@ -21,10 +21,10 @@ so, the first `LISTED`: a first input's damaged row refused the whole merge, whe
 order merged). So no
 table of any input sets the memory a merge takes. The inputs' fingerprints are read first:
 more together than a bundle may hold (`FINGERPRINT_ROWS`, which every reader refuses) are
-refused, nothing written. `carry_over` copies the output's own `created` time and
-signatures, as they are, into the merge that rewrites it for `warm run --dask`, and
-`run_signs` says which rows its key may sign under trusted keys (`check_vouched`: which
-inputs `merge --key` may sign). It owns no state beyond one merge's; nothing here prints.
+refused, nothing written. `carry_over` copies the output's own `created` time and signatures, as
+they are, into the merge that rewrites it for `warm run --dask`, and `run_signs` says which rows
+its key may sign under trusted keys (`check_vouched`: which inputs `merge --key` may sign), and
+`signed_as` signs the output. It owns no state beyond one merge's; nothing here prints.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from warmcli.bundle.blobs import streamed
 from warmcli.bundle.file import FORMAT_VERSION
@@ -43,7 +44,7 @@ from warmcli.bundle.manifest import FINGERPRINT_ROWS, fingerprint_row
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.schema import SIGNATURES_SCHEMA
 from warmcli.bundle.signature_report import signature_report
-from warmcli.bundle.signing import RowSet, covered
+from warmcli.bundle.signing import RowSet, covered, sign
 from warmcli.bundle.store import Bundle
 from warmcli.bundle.tune_row import carried, carried_tunes, interner, tune_values
 from warmcli.bundle.unused import free_blobs
@@ -249,6 +250,19 @@ def run_signs(
         or (t in ("kernels", "blobs") and n in replaced and not older)  # (a tune: its own row)
         or (h not in held and (t, n) not in unvouched)
     )
+
+
+def signed_as(
+    dest: Bundle, signing_key: Any, sources: Sequence[Bundle], carried: int, keep: Any
+) -> str:
+    """`dest` signed by `signing_key` (all but what `keep` says, if given), and what is said
+    of its signature: by which key, or that the inputs' signatures do not carry over."""
+    if signing_key is not None:
+        signature = sign(dest, signing_key, keep)
+        return f"signed by key {signature.key_id}: {signature.count} row(s)"
+    if not carried and any(b.signatures() for b in sources):  # carried: the run says it
+        return "unsigned: the inputs' signatures do not carry over (warm sign OUT --key KEY)"
+    return ""
 
 
 def _fingerprints(bundles: Sequence[Bundle]) -> dict[str, tuple[str, str]]:

@@ -1,0 +1,166 @@
+"""Which version of a URL a merged bundle was made from: the manifest's `merged_from` row.
+
+A fleet's `warm merge URL new.warm -o next.warm && warm push next.warm URL` would put its
+merge over a push another job made between the merge's download and this push: that job's
+kernels and tunes gone from the store. So `warm merge` records, for each input it read from
+a URL, the URL (as a kept copy is known by, `location.kept_as`: no credentials, no signing
+query) and the version of it merged: the store's ETag, else the sha256 of what it sent
+(`fetched`, read from what `warmcli.bundle.remote` remembered beside the copy it published,
+only where that record is of this very copy), and what its inputs record (`joined`). `warm
+push` of such a bundle to that URL is then conditional on that version (`recorded`:
+optimistic concurrency, as a conditional write on the version read), refused when the store
+moved on (`Since.moved`: merge again).
+
+The row is one JSON list of `{"url", "etag", "sha256"}` objects; an older warm reads it as a
+manifest field it does not know, shown as text. Read back it is untrusted input: `parse` is
+strict and bounded (a value over `MAX_CHARS`, which no reader loads, or not as written here is
+no record, never an error), and every message says its text through `printable`. This module
+owns no state, opens no file but the small record beside a copy (it reads a merge's open
+inputs' manifests), writes one row into a writer's transaction, and never prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from warmcli.bundle.location import kept_as, shown, url_text
+from warmcli.bundle.received import copy_identity, read_meta
+from warmcli.bundle.rows import MAX_NAME_CHARS
+from warmcli.errors import BundleError, RemoteError
+from warmcli.printable import cut, printable
+from warmcli.records import Record
+
+if TYPE_CHECKING:
+    from warmcli.bundle.store import Bundle
+
+KEY = "merged_from"  # the manifest row
+MAX_CHARS = MAX_NAME_CHARS  # of the row's value: what every reader takes of a manifest's
+
+
+class Origin(Record):
+    """A URL merged (as `kept_as` gives it), at which version: its ETag, else None; and
+    the sha256 of the bundle it held."""
+
+    url: str
+    etag: str | None
+    sha256: str
+
+
+def fetched(url: str, copy: Path) -> Origin | None:
+    """The version of `url` that its local `copy` (just fetched) holds, from what was
+    remembered beside it when it was published; None where that is not of this copy."""
+    meta = read_meta(copy.parent / "meta.json")
+    digest, etag = meta.get("sha256", ""), meta.get("etag")
+    if meta.get("copy") != copy_identity(copy) or not digest or not etag:
+        return None
+    try:
+        known = kept_as(url_text(url))
+    except RemoteError:  # (never: it was just fetched)
+        return None
+    return Origin(known, None if etag == digest else etag, digest)
+
+
+def put(conn: sqlite3.Connection, origins: Sequence[Origin]) -> None:
+    """Store `origins` in the manifest: the first that fit in `MAX_CHARS` (a merge of
+    many long URLs: a push to one left out is as a push of a bundle merged from none)."""
+    docs = [{"url": o.url, "etag": o.etag, "sha256": o.sha256} for o in origins]
+    while docs and len(json.dumps(docs)) > MAX_CHARS:
+        docs.pop()
+    if docs:
+        conn.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (KEY, json.dumps(docs)))
+    else:
+        conn.execute("DELETE FROM manifest WHERE key = ?", (KEY,))
+
+
+def joined(fresh: Sequence[Origin], inputs: Sequence[Bundle]) -> list[Origin]:
+    """What a merge's output records: `fresh` (the URLs it read), then what its `inputs`
+    record (a bundle merged from a URL, merged again, still holds that version), each URL
+    once (the first: a version read now, else the first input's)."""
+    held = list(fresh)
+    for bundle in inputs:
+        with contextlib.suppress(BundleError):  # a manifest warm cannot read: no record
+            held += parse(bundle.manifest().get(KEY))
+    seen: set[str] = set()
+    return [o for o in held if not (o.url in seen or seen.add(o.url))]
+
+
+def parse(text: object) -> list[Origin]:
+    """A manifest `merged_from` value as its records; [] where it is none warm writes."""
+    if not isinstance(text, str) or len(text) > MAX_CHARS:
+        return []
+    try:
+        doc = json.loads(text, parse_constant=float)  # (NaN: no string, refused below)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(doc, list):
+        return []
+    origins = []
+    for item in doc:
+        if not isinstance(item, dict) or set(item) != {"url", "etag", "sha256"}:
+            return []
+        url, etag, digest = item["url"], item["etag"], item["sha256"]
+        if not all(isinstance(v, str) and v for v in (url, digest)):
+            return []
+        if etag is not None and not (isinstance(etag, str) and etag):
+            return []
+        origins.append(Origin(url, etag, digest))
+    return origins
+
+
+class Since(Record):
+    """A push's condition: the version of its URL the bundle was merged from (`origin`), and
+    the error raised where the store holds another (`moved`)."""
+
+    origin: Origin
+    moved: RemoteError
+
+
+def recorded(manifest: Mapping[str, str], url: str, bundle: Path) -> Since | None:
+    """The condition of a push of `bundle` (its `manifest`) to `url`: the version of it
+    recorded as merged, if any, and the error said where the store moved on."""
+    try:
+        known = kept_as(url_text(url))
+    except RemoteError:  # (the push says what is wrong with it)
+        return None
+    origin = next((o for o in parse(manifest.get(KEY)) if o.url == known), None)
+    return None if origin is None else Since(origin, _moved(url, bundle, origin))
+
+
+def unchanged(
+    since: Since, name: str, etag: str | None, stated: str | None, conditional: bool
+) -> None:
+    """`since.moved` raised where what a store's HEAD said of its object (`etag`: "" where
+    nothing is there, None where it said none; `stated`: the sha256 stated with it) is not
+    the version merged; a `RemoteError` where that cannot be told and the PUT is not
+    `conditional` on the ETag recorded (the store's `If-Match` then tells)."""
+    origin = since.origin
+    if etag == "":
+        raise since.moved
+    if origin.etag is not None and etag is not None:
+        if etag != origin.etag:
+            raise since.moved
+    elif stated is not None and not (origin.etag is not None and conditional):
+        if stated != origin.sha256:
+            raise since.moved
+    elif origin.etag is None or not conditional:
+        raise RemoteError(
+            f"{name}: not pushed: the store says neither the ETag nor the sha256 of what it "
+            "holds: whether it changed since this bundle was merged from it cannot be told "
+            "(push --force replaces it all the same)"
+        )
+
+
+def _moved(url: str, bundle: Path, origin: Origin) -> RemoteError:
+    """A push refused: the store at `url` holds no longer the version `bundle` was merged
+    from (another push landed since, or it was removed)."""
+    was = printable(cut(origin.etag or f"sha256 {origin.sha256[:16]}", 80))
+    return RemoteError(
+        f"{shown(url)} changed since {bundle} was merged from it (from {was}): not pushed, "
+        f"nothing lost: merge again (warm merge {shown(url)} ... -o {bundle}), or push "
+        "--force to replace it"
+    )
