@@ -126,9 +126,11 @@ EXIT_INTERRUPTED = 130
 
 class _Emitted:
     """Whether this process printed its JSON document (one object per command), or began
-    one that an error cut short (`warmcli.cli.json_stream`: the error's keys end it)."""
+    one that an error cut short (`warmcli.cli.json_stream`: the error's keys end it); and
+    the exit code its last line said (`fail`'s, or a worker's it passes on: `passed_on`)."""
 
     json = cut = False
+    said: int | None = None
 
 
 class _Teardown:
@@ -200,6 +202,7 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
                 lines = [f"warm: {label}{first}", *(f"    {line}" for line in rest)]
                 sys.stderr.write("\n".join(lines) + "\n")
                 sys.stderr.flush()
+    _Emitted.said = code
     if json_requested() and not _Emitted.json:
         doc: dict[str, Any] = {"error": first, "exit": code}
         if rest:
@@ -209,6 +212,19 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
         except OSError:  # stdout refused it (`| false`): the line above said it, the code stands
             drop_stdout()
     raise typer.Exit(code)
+
+
+def passed_on(code: int) -> NoReturn:
+    """Exit with `code`, a worker's, whose line (`interrupted`'s too) the worker said."""
+    _Emitted.said = code
+    raise typer.Exit(code)
+
+
+def unsaid_interrupt(code: object) -> bool:
+    """Whether `code` is 130 that no line said: Typer's own answer to a KeyboardInterrupt
+    that reaches it (one landing as warm's group begins to parse or to invoke, before their
+    `try`, or as its context closes) is a bare exit 130, printing nothing."""
+    return code == EXIT_INTERRUPTED and _Emitted.said != code
 
 
 def exit_code(action: Callable[[], int], saying: bool = False) -> int:

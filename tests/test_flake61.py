@@ -1,0 +1,84 @@
+"""Ctrl-C that lands at a chosen instruction of a `warm` command, made deterministic: a
+`sitecustomize` in a folder put on the child's PYTHONPATH (no `WARM_*` variable) sends the
+process SIGINT as the named function is entered (a `sys.setprofile` hook, removed as it
+fires), and Python answers it at that function's first instruction. A CI run once saw
+`warm stats` exit 130 with stderr empty; these are the places that did so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, Warm
+
+PLAIN = """\
+from warmcli import Kernel
+
+DEVICE = "host"
+K = Kernel("void inc(float *x, int n) { for (int i = 0; i < n; i++) x[i] += 1; }", "inc", "Pi")
+
+def workload(rt):
+    rt.launch(K, rt.buffer(4), 4)
+"""
+
+HOOK = """\
+import os, signal, sys
+
+
+def _interrupt_at(frame, event, arg):
+    code = frame.f_code
+    if event == "call" and code.co_qualname == {name!r} and code.co_filename.endswith({file!r}):
+        sys.setprofile(None)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+sys.setprofile(_interrupt_at)
+"""
+
+
+def interrupted_at(
+    warm: Warm, folder: Path, file: str, name: str, *args: str | Path
+) -> subprocess.CompletedProcess[str]:
+    """`python -m warmcli *args`, sent SIGINT as the first call of function `name` (its
+    qualified name) in a file ending `file` begins."""
+    folder.mkdir(exist_ok=True)
+    (folder / "sitecustomize.py").write_text(HOOK.format(name=name, file=file))
+    paths = [str(folder), *filter(None, [warm.env.get("PYTHONPATH")])]
+    return subprocess.run(
+        [sys.executable, "-m", "warmcli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=dict(warm.env, PYTHONPATH=os.pathsep.join(paths)),
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def bundle(warm: Warm, tmp_path: Path) -> Path:
+    (tmp_path / "plain.py").write_text(PLAIN)
+    path = tmp_path / "b.warm"
+    assert warm("run", tmp_path / "plain.py", "-b", path).returncode == 0
+    return path
+
+
+@pytest.mark.parametrize("name", ["WarmGroup.make_context", "WarmGroup.invoke"])
+def test_ctrl_c_as_warms_group_begins_is_one_line_for_every_command(
+    warm: Warm, tmp_path: Path, bundle: Path, name: str
+) -> None:
+    """Typer answers a KeyboardInterrupt that reaches its own `_main` with a bare exit 130:
+    one landing as warm's group begins to parse or to invoke (before their `try`) printed
+    nothing (stats, check, devices: exit 130, stderr empty; `--json`: stdout empty too)."""
+    for args in (("stats", bundle), ("check", bundle), ("devices",)):
+        done = interrupted_at(warm, tmp_path / "hook", "warmcli/cli/app.py", name, *args)
+        assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), (args, done)
+    done = interrupted_at(
+        warm, tmp_path / "hook", "warmcli/cli/app.py", name, "stats", bundle, "--json"
+    )
+    assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
+    assert json.loads(done.stdout) == {"error": "interrupted", "exit": 130}
