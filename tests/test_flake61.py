@@ -82,3 +82,18 @@ def test_ctrl_c_as_warms_group_begins_is_one_line_for_every_command(
     )
     assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
     assert json.loads(done.stdout) == {"error": "interrupted", "exit": 130}
+
+
+@pytest.mark.parametrize("name", ["Console.__exit__", "Console._exit_buffer"])
+def test_ctrl_c_as_a_line_on_stderr_ends_leaves_that_line_and_interrupted(
+    warm: Warm, tmp_path: Path, name: str
+) -> None:
+    """A Ctrl-C as Rich's print of a line ends (its `with` block left open: every later
+    line of that console held, never written) lost the line and `warm: interrupted` with
+    it: exit 130, stderr empty. Here the warning `devices` prints first."""
+    args = ("devices", "--nvcc", "/no/nvcc", "--compiler", "nvrtc")
+    warning = (
+        "warm: warning: --nvcc /no/nvcc is not used: --compiler nvrtc compiles CUDA with NVRTC\n"
+    )
+    done = interrupted_at(warm, tmp_path / "hook", "rich/console.py", name, *args)
+    assert (done.returncode, done.stderr) == (130, warning + "warm: interrupted\n"), done

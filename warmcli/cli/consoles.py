@@ -1,8 +1,9 @@
 """The `warm` command's two Rich consoles, `out` (stdout) and `err` (stderr), each made on
 first use (a command that prints only JSON, or nothing, never imports Rich), with no markup
 and no emoji codes (a bundle's text is shown as it is), as wide as `COLUMNS` or the terminal
-(`NARROWEST` at least), off a terminal not wrapped (`UNWRAPPED`). Owns the two consoles;
-writes only what it is given.
+(`NARROWEST` at least), off a terminal not wrapped (`UNWRAPPED`). A print cut short by
+Ctrl-C never leaves its console holding every later line (`_Made.print`). Owns the two
+consoles; writes only what it is given.
 """
 
 from __future__ import annotations
@@ -78,6 +79,19 @@ class _Made:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.made(), name)
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """The console's `print`, leaving its buffering as it found it however it ends: a
+        Ctrl-C as Rich's print ends (as its `with` block is left) kept that block open, and
+        the console then held every later line, `warm: interrupted` too, never written (exit
+        130, stderr empty). What it rendered is written with the console's next line."""
+        console = self.made()
+        depth = console._buffer_index  # (Rich's count of its `with` blocks open)
+        try:
+            console.print(*objects, **options)
+        finally:
+            if console._buffer_index > depth:  # (plain stores: no signal answered between)
+                console._buffer_index = depth
 
     def __enter__(self) -> Console:
         return self.made().__enter__()
