@@ -29,25 +29,39 @@ def workload(rt):
 HOOK = """\
 import os, signal, sys
 
+AT = {at!r}  # (file, qualified name): SIGINT as the first call of each begins, in turn
 
-def _interrupt_at(frame, event, arg):
+
+def _begins(frame, event, at):
     code = frame.f_code
-    if event == "call" and code.co_qualname == {name!r} and code.co_filename.endswith({file!r}):
+    return event == "call" and code.co_qualname == at[1] and code.co_filename.endswith(at[0])
+
+
+def _first(frame, event, arg):
+    if _begins(frame, event, AT[0]):
         sys.setprofile(None)
         os.kill(os.getpid(), signal.SIGINT)
 
 
-sys.setprofile(_interrupt_at)
+def _second(frame, event, arg):  # (a trace function: a profile one that raised is dropped)
+    if sys.getprofile() is None and _begins(frame, event, AT[1]):
+        sys.settrace(None)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+sys.setprofile(_first)
+if len(AT) > 1:
+    sys.settrace(_second)
 """
 
 
 def interrupted_at(
-    warm: Warm, folder: Path, file: str, name: str, *args: str | Path
+    warm: Warm, folder: Path, at: list[tuple[str, str]], *args: str | Path
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m warmcli *args`, sent SIGINT as the first call of function `name` (its
-    qualified name) in a file ending `file` begins."""
+    """`python -m warmcli *args`, sent SIGINT as the first call of each function of `at`
+    (a file's ending, the function's qualified name) begins, one after the other."""
     folder.mkdir(exist_ok=True)
-    (folder / "sitecustomize.py").write_text(HOOK.format(name=name, file=file))
+    (folder / "sitecustomize.py").write_text(HOOK.format(at=at))
     paths = [str(folder), *filter(None, [warm.env.get("PYTHONPATH")])]
     return subprocess.run(
         [sys.executable, "-m", "warmcli", *map(str, args)],
@@ -75,11 +89,10 @@ def test_ctrl_c_as_warms_group_begins_is_one_line_for_every_command(
     one landing as warm's group begins to parse or to invoke (before their `try`) printed
     nothing (stats, check, devices: exit 130, stderr empty; `--json`: stdout empty too)."""
     for args in (("stats", bundle), ("check", bundle), ("devices",)):
-        done = interrupted_at(warm, tmp_path / "hook", "warmcli/cli/app.py", name, *args)
+        done = interrupted_at(warm, tmp_path / "hook", [("warmcli/cli/app.py", name)], *args)
         assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), (args, done)
-    done = interrupted_at(
-        warm, tmp_path / "hook", "warmcli/cli/app.py", name, "stats", bundle, "--json"
-    )
+    at = [("warmcli/cli/app.py", name)]
+    done = interrupted_at(warm, tmp_path / "hook", at, "stats", bundle, "--json")
     assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
     assert json.loads(done.stdout) == {"error": "interrupted", "exit": 130}
 
@@ -95,5 +108,21 @@ def test_ctrl_c_as_a_line_on_stderr_ends_leaves_that_line_and_interrupted(
     warning = (
         "warm: warning: --nvcc /no/nvcc is not used: --compiler nvrtc compiles CUDA with NVRTC\n"
     )
-    done = interrupted_at(warm, tmp_path / "hook", "rich/console.py", name, *args)
+    done = interrupted_at(warm, tmp_path / "hook", [("rich/console.py", name)], *args)
     assert (done.returncode, done.stderr) == (130, warning + "warm: interrupted\n"), done
+
+
+@pytest.mark.parametrize(
+    "second", [("rich/console.py", "Console._check_buffer"), ("cli/common.py", "json_requested")]
+)
+def test_a_second_ctrl_c_as_the_interrupt_is_said_leaves_one_line(
+    warm: Warm, tmp_path: Path, bundle: Path, second: tuple[str, str]
+) -> None:
+    """A second Ctrl-C while `warm: interrupted` was said (Rich writing it, or once written,
+    as `fail` went on to its JSON) escaped `fail` and was answered again: the line twice."""
+    at = [("warmcli/cli/inspect.py", "stats"), second]
+    done = interrupted_at(warm, tmp_path / "hook", at, "stats", bundle)
+    assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
+    done = interrupted_at(warm, tmp_path / "hook", at, "stats", bundle, "--json")
+    assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
+    assert json.loads(done.stdout) == {"error": "interrupted", "exit": 130}

@@ -35,6 +35,7 @@ from warmcli.bundle.unshown import unshown_keys  # (a private key's text: never 
 from warmcli.cli.consoles import err, out
 from warmcli.cli.output import drop_stdout, refused, writing_output
 from warmcli.errors import OUT_OF_MEMORY, OutputError, WarmError
+from warmcli.interrupted import held_interrupts
 from warmcli.printable import escaped_within, printable, printable_lines, spelled_surrogates
 
 # One line and exit 2: every error warm raises on purpose, and the system's (a full disk...).
@@ -186,7 +187,24 @@ def json_requested() -> bool:
 
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
-    newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
+    newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`. A Ctrl-C
+    while it says so is held, then dropped (the command has ended: its line and code stand;
+    else that line was said twice, or cut), and an interrupt is said once, however many
+    Ctrl-C the command's unwinding meets."""
+    if code == EXIT_INTERRUPTED and _Emitted.said == code:
+        raise typer.Exit(code)
+    _Emitted.said = None
+    try:
+        with held_interrupts():
+            _say(message, code, label)
+    except KeyboardInterrupt:
+        if _Emitted.said != code:  # it came before the hold began: answered as any Ctrl-C
+            raise
+    raise typer.Exit(code)
+
+
+def _say(message: str, code: int, label: str) -> None:
+    """`fail`'s line (and its JSON), noted as said (`_Emitted.said`)."""
     given = (*sys.argv[1:], config.bundle(), config.home())
     message = withheld(str(message).strip(), given)  # (a URL's secret, a path's spelling too)
     message = unshown_keys(message, (*given, *(config.trusted_keys() or ())))
@@ -211,7 +229,6 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
             emit_json(doc)
         except OSError:  # stdout refused it (`| false`): the line above said it, the code stands
             drop_stdout()
-    raise typer.Exit(code)
 
 
 def passed_on(code: int) -> NoReturn:
