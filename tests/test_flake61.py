@@ -1,8 +1,9 @@
 """Ctrl-C that lands at a chosen instruction of a `warm` command, made deterministic: a
 `sitecustomize` in a folder put on the child's PYTHONPATH (no `WARM_*` variable) sends the
 process SIGINT as the named function is entered (a `sys.setprofile` hook, removed as it
-fires), and Python answers it at that function's first instruction. A CI run once saw
-`warm stats` exit 130 with stderr empty; these are the places that did so.
+fires), and Python answers it at that function's first instruction (or, sent from a
+generator's `finally`, as that generator is finalized). A CI run once saw `warm stats` exit
+130 with stderr empty; these are the places that did so, or said the line twice, or lost it.
 """
 
 from __future__ import annotations
@@ -60,8 +61,15 @@ def interrupted_at(
 ) -> subprocess.CompletedProcess[str]:
     """`python -m warmcli *args`, sent SIGINT as the first call of each function of `at`
     (a file's ending, the function's qualified name) begins, one after the other."""
+    return hooked(warm, folder, HOOK.format(at=at), *args)
+
+
+def hooked(
+    warm: Warm, folder: Path, hook: str, *args: str | Path
+) -> subprocess.CompletedProcess[str]:
+    """`python -m warmcli *args` with `hook` as its `sitecustomize`, in `folder`."""
     folder.mkdir(exist_ok=True)
-    (folder / "sitecustomize.py").write_text(HOOK.format(at=at))
+    (folder / "sitecustomize.py").write_text(hook)
     paths = [str(folder), *filter(None, [warm.env.get("PYTHONPATH")])]
     return subprocess.run(
         [sys.executable, "-m", "warmcli", *map(str, args)],
@@ -126,3 +134,38 @@ def test_a_second_ctrl_c_as_the_interrupt_is_said_leaves_one_line(
     done = interrupted_at(warm, tmp_path / "hook", at, "stats", bundle, "--json")
     assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
     assert json.loads(done.stdout) == {"error": "interrupted", "exit": 130}
+
+
+FINALIZED = """\
+import os, signal, sys
+
+
+def _sends():  # SIGINT sent as this generator is finalized (its `finally`, run by its close)
+    try:
+        yield
+    finally:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def _at(frame, event, arg):
+    code = frame.f_code
+    if event == "call" and code.co_qualname == "stats" and code.co_filename.endswith("inspect.py"):
+        sys.setprofile(None)
+        sending = _sends()
+        next(sending)
+        del sending  # (collected here: finalized as a Rich table's cell generator may be)
+
+
+sys.setprofile(_at)
+"""
+
+
+def test_ctrl_c_as_a_generator_is_finalized_is_answered_not_printed_as_ignored(
+    warm: Warm, tmp_path: Path, bundle: Path
+) -> None:
+    """A Ctrl-C answered while a generator is finalized (closed as it is collected: Rich's
+    `Table._get_cells` as a table prints) raised where Python only prints what is raised:
+    "Exception ignored in: <generator object ...>", a traceback, and the command went on to
+    exit 0, the interrupt lost."""
+    done = hooked(warm, tmp_path / "hook", FINALIZED, "stats", bundle)
+    assert (done.returncode, done.stderr) == (130, "warm: interrupted\n"), done
