@@ -13,7 +13,8 @@ closed (`>&-`, `2>&-`, `<&-`) is /dev/null first, and an ASCII stdout writes esc
 (`_open_standard_streams`); production's at-exit report (`WARM_REPORT`) is never printed
 by a command; output that cannot be written (`| false`, `> /dev/full`) is
 answered by `warmcli.cli.output`. A finalizer out of memory says nothing beside the
-command's one line (`_unraisable`); out of memory as CPython's C code may say it under an
+command's one line, and a stop answered in a finalizer is sent again, never lost in Python's
+"Exception ignored" (`_unraisable`); out of memory as CPython's C code may say it under an
 address-space limit (a SystemError or RecursionError, or an ImportError where a library could
 not be mapped: `_out_of_memory`) is that one line too. A library the CLI imports that is missing
 or too old (a typer another install put back) is one line, exit 2, naming what warm needs
@@ -154,10 +155,17 @@ def _open_standard_streams() -> None:
 def _unraisable(unraisable: Any) -> None:
     """`sys.unraisablehook` of the CLI: an object's finalizer that ran out of memory (under
     `ulimit -v`, as the command unwinds) says nothing, the command's own line saying it
-    (Python's hook printed `Exception ignored in: ...` and, itself out of memory, more);
-    anything else as Python says it."""
+    (Python's hook printed `Exception ignored in: ...` and, itself out of memory, more); a
+    stop answered as a finalizer ran (a generator closed as it is collected: Rich's table
+    cells') is sent again, answered where the command goes on (it printed Python's
+    traceback, and the command went on to exit 0); anything else as Python says it."""
     if isinstance(unraisable.exc_value, MemoryError):
         return
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and not _Ended.now:
+        from warmcli.interrupted import send_again
+
+        if send_again(_Ended.stop):
+            return
     try:  # noqa: SIM105  (no contextlib: `warm --version` imports nothing it need not)
         sys.__unraisablehook__(unraisable)
     except MemoryError:
@@ -194,9 +202,10 @@ _STATIC_TLS = "static TLS block"
 
 class _Ended:
     """Whether the command has ended (its exit code stands): set by plain stores only, which
-    no signal handler can come between."""
+    no signal handler can come between; and the stop signal `_on_ctrl_c` answered last."""
 
     now = False
+    stop = 2  # (SIGINT's number, until one is answered)
 
 
 def _on_ctrl_c(signum: int, frame: object) -> None:
@@ -210,6 +219,7 @@ def _on_ctrl_c(signum: int, frame: object) -> None:
 
     if in_quiet_callback(frame) and send_again(signum):  # only printed there: handled later
         return
+    _Ended.stop = signum
     raise KeyboardInterrupt
 
 

@@ -9,7 +9,8 @@ imported (the entry point pauses it for them), what they made frozen; an option 
 typographic dash (`—json`) is one line naming it; a `TrustedKeyWarning` is one warning line;
 a stop signal while the command's modules are imported is held until they are, then answered
 (`warm: interrupted`, 130): a C extension's init (numpy's) turns a `KeyboardInterrupt` raised in
-its own imports into an ImportError, after printing its traceback. It holds no state.
+its own imports into an ImportError, after printing its traceback. An exit 130 that no line
+said (Typer's own, for a Ctrl-C it caught) says it. It holds no state.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from typing import Any
 
 from warmcli.cli.app import app
-from warmcli.cli.common import exit_interrupted, exit_now
+from warmcli.cli.common import exit_interrupted, exit_now, unsaid_interrupt
 from warmcli.interrupted import held_interrupts
 from warmcli.printable import printable
 
@@ -51,6 +52,8 @@ def main() -> None:
         where = f"{ctx.command_path} --help" if ctx is not None else "warm --help"
         fail_code = getattr(exc, "exit_code", 2) or 2
         exit_now(f"{_shown_urls(message())} (see {where})", fail_code)
+    if unsaid_interrupt(code):  # Typer's bare 130 for a Ctrl-C between warm's own answers
+        exit_interrupted()
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -1,4 +1,4 @@
-"""What every `warm` command shares: the consoles, one-line errors, JSON output (the bundle a
+"""What every `warm` command shares: one-line errors, options, JSON output (the bundle a
 command names: `warmcli.cli.bundle_paths`).
 
 Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries this
@@ -8,8 +8,8 @@ environment (a missing or broken workload, a corrupt or foreign bundle, no compi
 fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or SIGHUP).
 Every such error is one line on stderr (a compiler's log follows it, indented), never a traceback;
 under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`; a URL's secret
-and key text on the command line or in `WARM_TRUSTED_KEYS` are never in it. The consoles are
-made on first use (a command that prints only JSON never imports Rich); a command that has finished
+and key text on the command line or in `WARM_TRUSTED_KEYS` are never in it. The consoles, `out`
+and `err`, are `warmcli.cli.consoles`'; a command that has finished
 holding nothing says so (`holds_nothing`), and the entry point then ends the process without the
 interpreter's teardown (`end_process`). It prints only in warm's own forms what a command hands it:
 an error's line (`fail`), a warning line, `interrupted`, a command's JSON (`emit_json`).
@@ -21,96 +21,22 @@ import atexit
 import contextlib
 import json
 import os
-import shutil
 import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 import typer
 
 from warmcli import config
 from warmcli.bundle.location import withheld
 from warmcli.bundle.unshown import unshown_keys  # (a private key's text: never shown)
-from warmcli.cli.output import TrimmedStdout, drop_stdout, refused, writing_output
+from warmcli.cli.consoles import err, out
+from warmcli.cli.output import drop_stdout, refused, writing_output
 from warmcli.errors import OUT_OF_MEMORY, OutputError, WarmError
+from warmcli.interrupted import held_interrupts
 from warmcli.printable import escaped_within, printable, printable_lines, spelled_surrogates
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-UNWRAPPED = 1 << 16  # columns off a terminal without COLUMNS: a row is one line, however long
-NARROWEST = 10  # the least width printed to: a narrower COLUMNS or terminal prints as this wide
-
-
-def _columns() -> int | None:
-    """`COLUMNS` when it is a positive number (`NARROWEST` at least); None when unset, 0
-    or no number (then the output is as wide as when it is unset)."""
-    try:
-        columns = int(config.columns() or "")
-    except ValueError:
-        return None
-    return max(columns, NARROWEST) if columns > 0 else None
-
-
-def _at_least_narrowest(console: Console) -> Console:
-    """`console`, made `NARROWEST` wide at least: Rich takes `COLUMNS=0` for a width of
-    nothing (and prints nothing), and a terminal may be narrower."""
-    if console.width < NARROWEST:
-        console.width = max(_columns() or shutil.get_terminal_size().columns, NARROWEST)
-    return console
-
-
-def _stdout_console() -> Console:
-    """On a terminal, Rich's own console (it measures the terminal). Off one (a pipe, a CI
-    log), nothing wraps: the width is `COLUMNS` when a number (`_columns`), else any row's."""
-    from rich.console import Console
-
-    plain = {"markup": False, "emoji": False, "_environ": config.rich_environment()}
-    if sys.stdout.isatty():  # (the progress bars' Live redirects sys.stdout into this console)
-        return _at_least_narrowest(Console(**plain))
-    return Console(file=TrimmedStdout(), width=_columns() or UNWRAPPED, **plain)  # type: ignore[arg-type]
-
-
-def _stderr_console() -> Console:
-    """Rich's console on stderr; stderr's reader gone, it goes quiet (Rich's own answer
-    points stdout at /dev/null and exits 1: a command's JSON and its exit code were lost)."""
-    from rich.console import Console
-
-    plain = {"markup": False, "emoji": False, "_environ": config.rich_environment()}
-    console = Console(stderr=True, soft_wrap=True, **plain)  # type: ignore[arg-type]
-    console.on_broken_pipe = lambda: setattr(console, "quiet", True)  # type: ignore[method-assign]
-    return _at_least_narrowest(console)
-
-
-class _Made:
-    """A Rich console made when first used: a command that prints only JSON (or nothing)
-    never imports Rich. Every attribute is the console's, and so is `with` (Rich's `Live`
-    holds its console's lock so)."""
-
-    def __init__(self, make: Callable[[], Console]) -> None:
-        self._make = make
-        self._console: Console | None = None
-
-    def made(self) -> Console:
-        if self._console is None:
-            self._console = self._make()
-        return self._console
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.made(), name)
-
-    def __enter__(self) -> Console:
-        return self.made().__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.made().__exit__(*exc)
-
-
-# No markup and no emoji codes in anything printed: a bundle's text is shown as it is.
-out: Console = _Made(_stdout_console)  # type: ignore[assignment]
-err: Console = _Made(_stderr_console)  # type: ignore[assignment]
 
 # One line and exit 2: every error warm raises on purpose, and the system's (a full disk...).
 EXPECTED = (WarmError, OSError)
@@ -201,9 +127,11 @@ EXIT_INTERRUPTED = 130
 
 class _Emitted:
     """Whether this process printed its JSON document (one object per command), or began
-    one that an error cut short (`warmcli.cli.json_stream`: the error's keys end it)."""
+    one that an error cut short (`warmcli.cli.json_stream`: the error's keys end it); and
+    the exit code its last line said (`fail`'s, or a worker's it passes on: `passed_on`)."""
 
     json = cut = False
+    said: int | None = None
 
 
 class _Teardown:
@@ -259,7 +187,24 @@ def json_requested() -> bool:
 
 def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
     """One line on stderr (further lines, a compiler log, indented; a path given with a
-    newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`."""
+    newline escaped), then exit; under `--json` also `{"error": ..., "exit": code}`. A Ctrl-C
+    while it says so is held, then dropped (the command has ended: its line and code stand;
+    else that line was said twice, or cut), and an interrupt is said once, however many
+    Ctrl-C the command's unwinding meets."""
+    if code == EXIT_INTERRUPTED and _Emitted.said == code:
+        raise typer.Exit(code)
+    _Emitted.said = None
+    try:
+        with held_interrupts():
+            _say(message, code, label)
+    except KeyboardInterrupt:
+        if _Emitted.said != code:  # it came before the hold began: answered as any Ctrl-C
+            raise
+    raise typer.Exit(code)
+
+
+def _say(message: str, code: int, label: str) -> None:
+    """`fail`'s line (and its JSON), noted as said (`_Emitted.said`)."""
     given = (*sys.argv[1:], config.bundle(), config.home())
     message = withheld(str(message).strip(), given)  # (a URL's secret, a path's spelling too)
     message = unshown_keys(message, (*given, *(config.trusted_keys() or ())))
@@ -275,6 +220,7 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
                 lines = [f"warm: {label}{first}", *(f"    {line}" for line in rest)]
                 sys.stderr.write("\n".join(lines) + "\n")
                 sys.stderr.flush()
+    _Emitted.said = code
     if json_requested() and not _Emitted.json:
         doc: dict[str, Any] = {"error": first, "exit": code}
         if rest:
@@ -283,7 +229,19 @@ def fail(message: str, code: int = 2, *, label: str = "error: ") -> NoReturn:
             emit_json(doc)
         except OSError:  # stdout refused it (`| false`): the line above said it, the code stands
             drop_stdout()
+
+
+def passed_on(code: int) -> NoReturn:
+    """Exit with `code`, a worker's, whose line (`interrupted`'s too) the worker said."""
+    _Emitted.said = code
     raise typer.Exit(code)
+
+
+def unsaid_interrupt(code: object) -> bool:
+    """Whether `code` is 130 that no line said: Typer's own answer to a KeyboardInterrupt
+    that reaches it (one landing as warm's group begins to parse or to invoke, before their
+    `try`, or as its context closes) is a bare exit 130, printing nothing."""
+    return code == EXIT_INTERRUPTED and _Emitted.said != code
 
 
 def exit_code(action: Callable[[], int], saying: bool = False) -> int:

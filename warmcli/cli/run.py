@@ -53,6 +53,7 @@ from warmcli.cli.common import (
     holds_nothing,
     interrupted,
     out,
+    passed_on,
     unused_nvcc,
 )
 from warmcli.cli.render import compiler_line
@@ -313,7 +314,7 @@ def run(
         if not had_folder:  # a run that made no bundle leaves no empty folder (as `merge -o`)
             with contextlib.suppress(OSError):  # not empty: the bundle, or another's file
                 path.parent.rmdir()
-    raise typer.Exit(outcome)
+    passed_on(outcome)  # (130: the worker said it)
 
 
 def _excluded(crash: CrashedCandidate) -> None:
