@@ -1,0 +1,109 @@
+"""Review of fleet61's `merged_from` record (stop 62), against the real CLI and the real
+HTTP store on 127.0.0.1 (`test_remote`'s).
+
+- A merge whose record of the URLs it was merged from was over the manifest's 4,096-char
+  value limit dropped the last entries silently: a push to a dropped URL went over another
+  job's push, exit 0. Now the record spans as many rows as it needs (a bounded number), and
+  a merge past that is refused in one line, nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from conftest import Warm
+from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
+
+from warmcli.bundle.merged_from import KEY, read
+
+Served = tuple[Store, str, ThreadingHTTPServer]
+STALE = '"stale-version"'  # an ETag the store's object never has
+
+
+def _rows(bundle: Path) -> dict[str, str]:
+    with sqlite3.connect(bundle) as conn:
+        return dict(conn.execute("SELECT key, value FROM manifest"))
+
+
+def _record(bundle: Path, rows: dict[str, str]) -> None:
+    """Set `bundle`'s merged_from rows (key -> value) as a bundle from elsewhere may."""
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("DELETE FROM manifest WHERE key = ? OR key LIKE ?", (KEY, f"{KEY}.%"))
+        conn.executemany("INSERT INTO manifest VALUES (?, ?)", rows.items())
+
+
+def _fill(prefix: str, count: int, url_chars: int = 200) -> list[dict[str, Any]]:
+    """`count` entries of long URLs under `prefix` (each about `url_chars` long)."""
+    pad = "p" * url_chars
+    return [
+        {"url": f"{prefix}/{i}-{pad}.warm", "etag": f'"e{i}"', "sha256": f"{i:064x}"}
+        for i in range(count)
+    ]
+
+
+def test_a_record_over_one_rows_limit_keeps_every_push_condition(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: Served,  # noqa: F811
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    """Two inputs, each recording URLs it was merged from: the first's fill one manifest
+    value (about 4,000 chars), the second's names this store's URL at a version it no longer
+    holds. Before: OUT kept the first's only, the push went over the store's object (exit 0).
+    """
+    store, base, _ = http_store
+    url = f"{base}/fleet.warm"
+    first, second, out = tmp_path / "1.warm", tmp_path / "2.warm", tmp_path / "out.warm"
+    first.write_bytes(built[0])
+    second.write_bytes(built[1])
+    filler = _fill("https://elsewhere.example/a", 11, 220)
+    mine = [{"url": url, "etag": STALE, "sha256": "a" * 64}]
+    assert len(json.dumps(filler)) <= 4096 < len(json.dumps(filler + mine))
+    _record(first, {KEY: json.dumps(filler)})
+    _record(second, {KEY: json.dumps(mine)})
+    proc = warm("merge", first, second, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    assert all(len(v) <= 4096 for v in rows.values())
+    held = read(rows)
+    assert [o.url for o in held] == [d["url"] for d in filler] + [url]  # every one, in order
+    store.files["/fleet.warm"] = theirs = b"another job's push"
+    pushed = warm("push", out, url)
+    assert pushed.returncode == 2, pushed.stdout + pushed.stderr  # before: 0, theirs replaced
+    assert f"{url} changed since {out} was merged from it" in pushed.stderr
+    assert pushed.stderr.count("\n") == 1 and store.files["/fleet.warm"] == theirs
+    assert warm("verify", out).returncode == 0 and warm("check", out).returncode == 0
+    # Merged again: the whole record carried (read from each of its rows).
+    again = tmp_path / "again.warm"
+    assert warm("merge", out, first, "-o", again).returncode == 0
+    assert read(_rows(again)) == held
+    assert warm("push", again, url).returncode == 2 and store.files["/fleet.warm"] == theirs
+
+
+def test_a_record_past_every_row_is_refused_and_nothing_written(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    first, second, out = tmp_path / "1.warm", tmp_path / "2.warm", tmp_path / "out.warm"
+    first.write_bytes(built[0])
+    second.write_bytes(built[1])
+    rows = {}
+    for n in range(1, 17):  # 16 full rows (`MAX_ROWS`), then one more entry in the other
+        filler = _fill(f"https://elsewhere.example/{n}", 11)
+        rows[KEY if n == 1 else f"{KEY}.{n}"] = json.dumps(filler)
+    _record(first, rows)
+    _record(second, {KEY: json.dumps(_fill("https://more.example", 1))})
+    assert len(read(_rows(first))) == 16 * 11
+    out.write_bytes(b"kept")  # an OUT there before: as it was
+    proc = warm("merge", first, second, "-o", out, "--force")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "merged from" in proc.stderr and "push" in proc.stderr
+    assert out.read_bytes() == b"kept"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.warm")]
