@@ -5,21 +5,24 @@ HTTP store on 127.0.0.1 (`test_remote`'s).
   value limit dropped the last entries silently: a push to a dropped URL went over another
   job's push, exit 0. Now the record spans as many rows as it needs (a bounded number), and
   a merge past that is refused in one line, nothing written.
+- A hostile record's ETag (CR LF, a byte no header holds) reached a PUT's `If-Match`.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
-from test_remote import Store, built, http_store  # noqa: F401  (fixtures)
+from test_remote import Store, _handler, built, http_store  # noqa: F401  (fixtures)
 
-from warmcli.bundle.merged_from import KEY, read
+from warmcli.bundle.merged_from import KEY, parse, read
 
 Served = tuple[Store, str, ThreadingHTTPServer]
 STALE = '"stale-version"'  # an ETag the store's object never has
@@ -107,3 +110,51 @@ def test_a_record_past_every_row_is_refused_and_nothing_written(
     assert "merged from" in proc.stderr and "push" in proc.stderr
     assert out.read_bytes() == b"kept"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.warm")]
+
+
+@pytest.fixture
+def no_etag_store() -> Iterator[tuple[Store, str]]:
+    """`test_remote`'s HTTP store, but its HEAD says no ETag (as some stores do)."""
+    import threading
+
+    store = Store()
+    base = _handler(store)
+
+    class Handler(base):  # type: ignore[misc,valid-type]
+        def send_header(self, keyword: str, value: str) -> None:
+            if not (self.command == "HEAD" and keyword == "ETag"):
+                super().send_header(keyword, value)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
+    thread.start()
+    yield store, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    "etag",
+    ['"x"\r\nX-Evil: 1', '"x"\r\n\tX-Evil: 1', '"caf\u00e9"', '"\u2603"', '"x" "y"'],
+    ids=["crlf", "folded", "latin1", "unicode", "space"],
+)
+def test_a_hostile_recorded_etag_never_reaches_a_header(
+    warm: Warm,
+    tmp_path: Path,
+    no_etag_store: tuple[Store, str],
+    built: tuple[bytes, bytes],  # noqa: F811
+    etag: str,
+) -> None:
+    """A foreign bundle's record of this URL with an ETag no HTTP header holds: no record
+    (as fleet61 takes any record warm never writes), never a traceback or a header sent."""
+    store, base = no_etag_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = b"held"
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    _record(bundle, {KEY: json.dumps([{"url": url, "etag": etag, "sha256": "a" * 64}])})
+    proc = warm("push", bundle, url)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all("X-Evil" not in str(h) for h in store.puts)
+    assert parse(_rows(bundle)[KEY]) == []

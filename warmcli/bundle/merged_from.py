@@ -16,16 +16,17 @@ as many more as it needs (`merged_from.2`, ...: `laid_out`, each value within `M
 most `MAX_ROWS`: a merge past that is refused, never a record cut short); an older warm reads
 them as manifest fields it does not know, shown as text. Read back it is untrusted input:
 `parse` is strict and bounded (a value over `MAX_CHARS`, which no reader loads, or not as
-written here, is no record, never an error), and every message says its text through
-`printable`. This module owns no state, opens no file but the small record beside a copy
-(it reads a merge's open inputs' manifests), writes its rows into a writer's transaction,
-and never prints.
+written here, a sha256 not in hex or an ETag no HTTP header holds, is no record, never an
+error), and every message says its text through `printable`. This module owns no state,
+opens no file but the small record beside a copy (it reads a merge's open inputs'
+manifests), writes its rows into a writer's transaction, and never prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
 KEY = "merged_from"  # the manifest row (then `KEY.2`, ...: `row_key`)
 MAX_CHARS = MAX_NAME_CHARS  # of a row's value: what every reader takes of a manifest's
 MAX_ROWS = 16  # of the record (a manifest of over `MANIFEST_ROWS`, 64, is refused)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ETAG = re.compile(r"[\x21-\x7e]{1,512}")  # what an HTTP header holds as it is sent
+
+
+def is_etag(text: object) -> bool:
+    """Whether `text` is an ETag a PUT's `If-Match` may send: visible ASCII, no space."""
+    return isinstance(text, str) and _ETAG.fullmatch(text) is not None
 
 
 class Origin(Record):
@@ -60,13 +68,16 @@ def fetched(url: str, copy: Path) -> Origin | None:
     remembered beside it when it was published; None where that is not of this copy."""
     meta = read_meta(copy.parent / "meta.json")
     digest, etag = meta.get("sha256", ""), meta.get("etag")
-    if meta.get("copy") != copy_identity(copy) or not digest or not etag:
+    if meta.get("copy") != copy_identity(copy) or not etag:
+        return None
+    if not (isinstance(digest, str) and _HEX64.fullmatch(digest)):
         return None
     try:
         known = kept_as(url_text(url))
     except RemoteError:  # (never: it was just fetched)
         return None
-    return Origin(known, None if etag == digest else etag, digest)
+    sent = etag != digest and is_etag(etag)  # (one no `If-Match` holds: the sha256 alone)
+    return Origin(known, etag if sent else None, digest)
 
 
 def laid_out(origins: Sequence[Origin]) -> list[tuple[str, str]] | str:
@@ -138,9 +149,9 @@ def parse(text: object) -> list[Origin]:
         if not isinstance(item, dict) or set(item) != {"url", "etag", "sha256"}:
             return []
         url, etag, digest = item["url"], item["etag"], item["sha256"]
-        if not all(isinstance(v, str) and v for v in (url, digest)):
+        if not (isinstance(url, str) and url and isinstance(digest, str)):
             return []
-        if etag is not None and not (isinstance(etag, str) and etag):
+        if not _HEX64.fullmatch(digest) or not (etag is None or is_etag(etag)):
             return []
         origins.append(Origin(url, etag, digest))
     return origins
