@@ -5,6 +5,7 @@ HTTP store on 127.0.0.1 (`test_remote`'s).
   value limit dropped the last entries silently: a push to a dropped URL went over another
   job's push, exit 0. Now the record spans as many rows as it needs (a bounded number), and
   a merge past that is refused in one line, nothing written.
+- Plain `warm stats` said nothing of where a merged bundle came from (only --json, as text).
 - A hostile record's ETag (CR LF, a byte no header holds) reached a PUT's `If-Match`.
 """
 
@@ -110,6 +111,37 @@ def test_a_record_past_every_row_is_refused_and_nothing_written(
     assert "merged from" in proc.stderr and "push" in proc.stderr
     assert out.read_bytes() == b"kept"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.warm")]
+
+
+def test_plain_stats_says_where_a_merged_bundle_came_from_escaped(
+    warm: Warm,
+    tmp_path: Path,
+    built: tuple[bytes, bytes],  # noqa: F811
+) -> None:
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    hostile = "https://evil.example/\x1b]0;pwned\x07x.warm"
+    docs = [
+        {"url": "https://store.example/fleet.warm", "etag": '"v1"', "sha256": "a" * 64},
+        {"url": hostile, "etag": None, "sha256": "b" * 64},
+    ]
+    docs.append(
+        {"url": "https://ci:hunter2@x.example/a.warm?sig=zzz", "etag": None, "sha256": "c" * 64}
+    )
+    docs += _fill("https://many.example", 11, 10)
+    _record(bundle, {KEY: json.dumps(docs)})
+    proc = warm.with_env(COLUMNS="200")("stats", bundle)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "merged from" in out  # before: not said at all
+    assert "https://store.example/fleet.warm" in out and '"v1"' in out
+    assert "sha256 bbbbbbbbbbbbbbbb" in out
+    assert "https://ci:***@x.example/a.warm?***" in out  # as every URL is shown
+    assert "hunter2" not in out and "zzz" not in out
+    assert "\x1b]" not in out and "\x07" not in out
+    assert "and 11 more" in out  # a few shown, the count of the rest (--json: every one)
+    # --json: the record as it is (text), as before
+    assert json.loads(warm.json("stats", bundle)["manifest"][KEY]) == docs
 
 
 @pytest.fixture
