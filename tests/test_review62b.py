@@ -7,6 +7,8 @@ HTTP store on 127.0.0.1 (`test_remote`'s).
   a merge past that is refused in one line, nothing written.
 - Plain `warm stats` said nothing of where a merged bundle came from (only --json, as text).
 - A hostile record's ETag (CR LF, a byte no header holds) reached a PUT's `If-Match`.
+- An s3:// object removed since the merge: the push said "no bundle there ... none was pushed
+  to it yet (warm push)", or "cannot be told", where https:// says it changed (removed).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
-from test_remote import Store, _handler, built, http_store  # noqa: F401  (fixtures)
+from test_remote import Store, _handler, built, http_store, s3  # noqa: F401  (fixtures)
 
 from warmcli.bundle.merged_from import KEY, parse, read
 
@@ -190,3 +192,25 @@ def test_a_hostile_recorded_etag_never_reaches_a_header(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all("X-Evil" not in str(h) for h in store.puts)
     assert parse(_rows(bundle)[KEY]) == []
+
+
+@pytest.mark.parametrize("etag", ['"abc"', None], ids=["etag", "sha256"])
+def test_an_s3_object_removed_since_the_merge_is_said_as_changed(
+    warm: Warm,
+    tmp_path: Path,
+    s3: Any,  # noqa: F811
+    built: tuple[bytes, bytes],  # noqa: F811
+    etag: str | None,
+) -> None:
+    """As https:// says it (its HEAD's 404: `since.moved`): the store moved on, merge again;
+    before, a 404 said as a download's ("none was pushed to it yet (warm push)", the
+    command the user ran) or, with no ETag recorded, "cannot be told"."""
+    url = "s3://fleet/gone.warm"
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[1])
+    _record(bundle, {KEY: json.dumps([{"url": url, "etag": etag, "sha256": "a" * 64}])})
+    proc = warm("push", bundle, url)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{url} changed since {bundle} was merged from it" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert warm("push", bundle, url, "--force").returncode == 0  # --force: pushed all the same
