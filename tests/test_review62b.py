@@ -39,7 +39,7 @@ def _rows(bundle: Path) -> dict[str, str]:
 def _record(bundle: Path, rows: dict[str, str]) -> None:
     """Set `bundle`'s merged_from rows (key -> value) as a bundle from elsewhere may."""
     with sqlite3.connect(bundle) as conn:
-        conn.execute("DELETE FROM manifest WHERE key = ? OR key LIKE ?", (KEY, f"{KEY}.%"))
+        conn.execute("DELETE FROM manifest WHERE key = ? OR key GLOB ?", (KEY, f"{KEY}.*"))
         conn.executemany("INSERT INTO manifest VALUES (?, ?)", rows.items())
 
 
@@ -214,3 +214,21 @@ def test_an_s3_object_removed_since_the_merge_is_said_as_changed(
     assert f"{url} changed since {bundle} was merged from it" in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert warm("push", bundle, url, "--force").returncode == 0  # --force: pushed all the same
+
+
+def test_put_replaces_the_record_rows_only(tmp_path: Path, built: tuple[bytes, bytes]) -> None:  # noqa: F811
+    """`put` of a record removes the rows of any record there, and no other: SQL's LIKE
+    takes `_` for any character (`mergedXfrom.2` went with them)."""
+    from warmcli.bundle.merged_from import laid_out, put
+
+    bundle = tmp_path / "b.warm"
+    bundle.write_bytes(built[0])
+    _record(bundle, {KEY: "[]", f"{KEY}.2": "[]"})
+    with sqlite3.connect(bundle) as conn:
+        conn.execute("INSERT INTO manifest VALUES ('mergedXfrom.2', 'kept')")
+        laid = laid_out(read({KEY: json.dumps(_fill("https://a.example", 1))}))
+        assert not isinstance(laid, str)
+        put(conn, laid)
+    rows = _rows(bundle)
+    assert rows["mergedXfrom.2"] == "kept" and f"{KEY}.2" not in rows
+    assert [o.url for o in read(rows)] == [_fill("https://a.example", 1)[0]["url"]]

@@ -113,7 +113,7 @@ def row_key(index: int) -> str:
 
 def put(conn: sqlite3.Connection, laid: Sequence[tuple[str, str]]) -> None:
     """Store the rows `laid_out` gave in the manifest, in place of any there."""
-    conn.execute("DELETE FROM manifest WHERE key = ? OR key LIKE ?", (KEY, f"{KEY}.%"))
+    conn.execute("DELETE FROM manifest WHERE key = ? OR key GLOB ?", (KEY, f"{KEY}.*"))
     conn.executemany("INSERT INTO manifest VALUES (?, ?)", laid)
 
 
