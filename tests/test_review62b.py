@@ -108,7 +108,7 @@ def test_a_record_past_every_row_is_refused_and_nothing_written(
     assert len(read(_rows(first))) == 16 * 11
     out.write_bytes(b"kept")  # an OUT there before: as it was
     proc = warm("merge", first, second, "-o", out, "--force")
-    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "merged from" in proc.stderr and "push" in proc.stderr
     assert out.read_bytes() == b"kept"
