@@ -165,11 +165,14 @@ def test_the_record_names_no_credentials_and_read_back_is_untrusted(
         store.files["/fleet.warm"] = jobs[2]
         proc = warm("push", out, f"{base}/fleet.warm")
         assert proc.returncode == 0, proc.stdout + proc.stderr
-    # One that is (its ETag a terminal's escape): a condition, its text said inert.
-    _set_record(out, json.dumps([{"url": origin.url, "etag": "\x1b]0;pwned\x07", "sha256": "0"}]))
+    # An ETag no header holds (a terminal's escape: stop 62, `merged_from.is_etag`) is none
+    # either; one that is a condition, said in the refusal.
+    escape = {"url": origin.url, "etag": "\x1b]0;pwned\x07", "sha256": "0" * 64}
+    assert parse(json.dumps([escape])) == []
+    _set_record(out, json.dumps([dict(escape, etag='"old\\x1b"')]))
     proc = warm("push", out, f"{base}/fleet.warm")
     assert proc.returncode == 2 and "changed since" in proc.stderr, proc.stdout + proc.stderr
-    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert "\x1b" not in proc.stderr and '(from "old\\x1b")' in proc.stderr
 
 
 def _set_record(bundle: Path, value: str) -> None:

@@ -11,18 +11,22 @@ push` of such a bundle to that URL is then conditional on that version (`recorde
 optimistic concurrency, as a conditional write on the version read), refused when the store
 moved on (`Since.moved`: merge again).
 
-The row is one JSON list of `{"url", "etag", "sha256"}` objects; an older warm reads it as a
-manifest field it does not know, shown as text. Read back it is untrusted input: `parse` is
-strict and bounded (a value over `MAX_CHARS`, which no reader loads, or not as written here is
-no record, never an error), and every message says its text through `printable`. This module
-owns no state, opens no file but the small record beside a copy (it reads a merge's open
-inputs' manifests), writes one row into a writer's transaction, and never prints.
+The record is a JSON list of `{"url", "etag", "sha256"}` objects in one manifest row, then
+as many more as it needs (`merged_from.2`, ...: `laid_out`, each value within `MAX_CHARS`, at
+most `MAX_ROWS`: a merge past that is refused, never a record cut short); an older warm reads
+them as manifest fields it does not know, shown as text. Read back it is untrusted input:
+`parse` is strict and bounded (a value over `MAX_CHARS`, which no reader loads, or not as
+written here, a sha256 not in hex or an ETag no HTTP header holds, is no record, never an
+error), and every message says its text through `printable`. This module owns no state,
+opens no file but the small record beside a copy (it reads a merge's open inputs'
+manifests), writes its rows into a writer's transaction, and never prints.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,8 +42,16 @@ from warmcli.records import Record
 if TYPE_CHECKING:
     from warmcli.bundle.store import Bundle
 
-KEY = "merged_from"  # the manifest row
-MAX_CHARS = MAX_NAME_CHARS  # of the row's value: what every reader takes of a manifest's
+KEY = "merged_from"  # the manifest row (then `KEY.2`, ...: `row_key`)
+MAX_CHARS = MAX_NAME_CHARS  # of a row's value: what every reader takes of a manifest's
+MAX_ROWS = 16  # of the record (a manifest of over `MANIFEST_ROWS`, 64, is refused)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ETAG = re.compile(r"[\x21-\x7e]{1,512}")  # what an HTTP header holds as it is sent
+
+
+def is_etag(text: object) -> bool:
+    """Whether `text` is an ETag a PUT's `If-Match` may send: visible ASCII, no space."""
+    return isinstance(text, str) and _ETAG.fullmatch(text) is not None
 
 
 class Origin(Record):
@@ -56,25 +68,53 @@ def fetched(url: str, copy: Path) -> Origin | None:
     remembered beside it when it was published; None where that is not of this copy."""
     meta = read_meta(copy.parent / "meta.json")
     digest, etag = meta.get("sha256", ""), meta.get("etag")
-    if meta.get("copy") != copy_identity(copy) or not digest or not etag:
+    if meta.get("copy") != copy_identity(copy) or not etag:
+        return None
+    if not (isinstance(digest, str) and _HEX64.fullmatch(digest)):
         return None
     try:
         known = kept_as(url_text(url))
     except RemoteError:  # (never: it was just fetched)
         return None
-    return Origin(known, None if etag == digest else etag, digest)
+    sent = etag != digest and is_etag(etag)  # (one no `If-Match` holds: the sha256 alone)
+    return Origin(known, etag if sent else None, digest)
 
 
-def put(conn: sqlite3.Connection, origins: Sequence[Origin]) -> None:
-    """Store `origins` in the manifest: the first that fit in `MAX_CHARS` (a merge of
-    many long URLs: a push to one left out is as a push of a bundle merged from none)."""
-    docs = [{"url": o.url, "etag": o.etag, "sha256": o.sha256} for o in origins]
-    while docs and len(json.dumps(docs)) > MAX_CHARS:
-        docs.pop()
-    if docs:
-        conn.execute("INSERT OR REPLACE INTO manifest VALUES (?, ?)", (KEY, json.dumps(docs)))
-    else:
-        conn.execute("DELETE FROM manifest WHERE key = ?", (KEY,))
+def laid_out(origins: Sequence[Origin]) -> list[tuple[str, str]] | str:
+    """The manifest rows that record `origins`, in order: `KEY`, then `KEY.2`, ... (each
+    value a JSON list within `MAX_CHARS`, at most `MAX_ROWS`); where they do not fit, why
+    (never a record cut short: a push to a URL left out would be unconditional)."""
+    too_long = (
+        f"the record of the {len(origins):,} URLs it would be merged from (what a push to "
+        f"one is conditional on) is over {MAX_ROWS} x {MAX_CHARS:,} characters: merge fewer "
+        "at once"
+    )
+    laid: list[tuple[str, str]] = []
+    row: list[dict[str, str | None]] = []
+    for o in origins:
+        doc = {"url": o.url, "etag": o.etag, "sha256": o.sha256}
+        if row and len(json.dumps([*row, doc])) > MAX_CHARS:
+            laid.append((row_key(len(laid)), json.dumps(row)))
+            row = []
+            if len(laid) == MAX_ROWS:  # (and one more to lay out)
+                return too_long
+        if len(json.dumps([doc])) > MAX_CHARS:
+            return too_long
+        row.append(doc)
+    if row:
+        laid.append((row_key(len(laid)), json.dumps(row)))
+    return laid
+
+
+def row_key(index: int) -> str:
+    """The manifest key of the record's `index`th row (from 0)."""
+    return KEY if index == 0 else f"{KEY}.{index + 1}"
+
+
+def put(conn: sqlite3.Connection, laid: Sequence[tuple[str, str]]) -> None:
+    """Store the rows `laid_out` gave in the manifest, in place of any there."""
+    conn.execute("DELETE FROM manifest WHERE key = ? OR key GLOB ?", (KEY, f"{KEY}.*"))
+    conn.executemany("INSERT INTO manifest VALUES (?, ?)", laid)
 
 
 def joined(fresh: Sequence[Origin], inputs: Sequence[Bundle]) -> list[Origin]:
@@ -84,9 +124,14 @@ def joined(fresh: Sequence[Origin], inputs: Sequence[Bundle]) -> list[Origin]:
     held = list(fresh)
     for bundle in inputs:
         with contextlib.suppress(BundleError):  # a manifest warm cannot read: no record
-            held += parse(bundle.manifest().get(KEY))
+            held += read(bundle.manifest())
     seen: set[str] = set()
     return [o for o in held if not (o.url in seen or seen.add(o.url))]
+
+
+def read(manifest: Mapping[str, str]) -> list[Origin]:
+    """What a manifest's rows record (`row_key`'s, each parsed on its own), in order."""
+    return [o for i in range(MAX_ROWS) for o in parse(manifest.get(row_key(i)))]
 
 
 def parse(text: object) -> list[Origin]:
@@ -104,9 +149,9 @@ def parse(text: object) -> list[Origin]:
         if not isinstance(item, dict) or set(item) != {"url", "etag", "sha256"}:
             return []
         url, etag, digest = item["url"], item["etag"], item["sha256"]
-        if not all(isinstance(v, str) and v for v in (url, digest)):
+        if not (isinstance(url, str) and url and isinstance(digest, str)):
             return []
-        if etag is not None and not (isinstance(etag, str) and etag):
+        if not _HEX64.fullmatch(digest) or not (etag is None or is_etag(etag)):
             return []
         origins.append(Origin(url, etag, digest))
     return origins
@@ -127,7 +172,7 @@ def recorded(manifest: Mapping[str, str], url: str, bundle: Path) -> Since | Non
         known = kept_as(url_text(url))
     except RemoteError:  # (the push says what is wrong with it)
         return None
-    origin = next((o for o in parse(manifest.get(KEY)) if o.url == known), None)
+    origin = next((o for o in read(manifest) if o.url == known), None)
     return None if origin is None else Since(origin, _moved(url, bundle, origin))
 
 

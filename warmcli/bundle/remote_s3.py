@@ -94,7 +94,8 @@ class S3:
 
     def call(self, action: Any, moved: RemoteError | None = None) -> Any:
         """`action(client)`, what fails said in one `RemoteError` (`moved`, where given, of a
-        store that refused a PUT's `IfMatch`: its object is another version)."""
+        store that refused a PUT's `IfMatch`, its object another version, or said nothing is
+        there: removed)."""
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         try:
@@ -107,7 +108,7 @@ class S3:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             code, message = said(error.get("Code")), said(error.get("Message"))
-            if code in ("PreconditionFailed", "412") and moved is not None:
+            if code in ("PreconditionFailed", "412", "404", "NoSuchKey") and moved is not None:
                 raise moved from None
             if code in ("404", "NoSuchKey", "NoSuchVersion") and self.version:  # (of one key)
                 raise RemoteError(
@@ -141,16 +142,17 @@ class S3:
             f"{self.url}: not pushed: the store did not answer in {self.seconds:g} s "
             "(WARM_REMOTE_DEADLINE)"
         )
-        head = self._within(self.seconds, late, lambda gate: self._head())
+        found = self._within(self.seconds, late, lambda gate: self._head())
+        head = found or {}
         size = os.fstat(copy.fileno()).st_size
         sha = (head.get("Metadata") or {}).get(SHA_META)
         if head and held(sha, head.get("ETag"), head.get("ContentLength"), digest, md5, size):
             return False
         stated = {"Metadata": {SHA_META: digest}, "ContentMD5": base64.b64encode(md5).decode()}
-        if since is not None:  # ({}: nothing there, or no HEAD allowed: the PUT tells)
+        if since is not None:  # (nothing there: "", removed since; no HEAD allowed: the PUT tells)
             model = self.client.meta.service_model.operation_model("PutObject")
             matched = since.origin.etag is not None and "IfMatch" in model.input_shape.members
-            unchanged(since, self.url, head.get("ETag"), sha, matched)
+            unchanged(since, self.url, "" if found is None else head.get("ETag"), sha, matched)
             stated.update({"IfMatch": since.origin.etag} if matched else {})
         body, event = _Sent(copy), "before-send.s3.PutObject"
 
@@ -166,13 +168,14 @@ class S3:
             self.client.meta.events.unregister(event, body.asked)
         return True
 
-    def _head(self) -> dict[str, Any]:
-        """What the store says of the object; {} where nothing is there, or no HEAD is
-        allowed (the PUT says what is wrong)."""
+    def _head(self) -> dict[str, Any] | None:
+        """What the store says of the object; None where nothing is there (its 404), {}
+        where no HEAD is allowed (the PUT says what is wrong)."""
+        gone = RemoteError(self.url)  # (said of a 404 only: never raised out of here)
         try:
-            return dict(self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key)))
-        except RemoteError:
-            return {}
+            return dict(self.call(lambda c: c.head_object(Bucket=self.bucket, Key=self.key), gone))
+        except RemoteError as exc:
+            return None if exc is gone else {}
 
     modified: str | None = None  # an object has an ETag always: no date is asked by
 

@@ -221,13 +221,17 @@ def _publish(
             held = None if tune.key in stale else held  # (a miss: never ranked against it)
         return _choose(chosen, now, held, tune, index, report)
 
+    laid = merged_from.laid_out(merged_from.joined(rows[1], bundles))
+    if isinstance(laid, str):  # never a record cut short: a push to a URL left out unconditional
+        said = f"{out} is unchanged" if kept is not None else f"{out} was not made"
+        raise MergeError(f"{out}: not merged: {laid}; {said}")
     try:
         tmp.unlink(missing_ok=True)
         with Bundle.create(tmp) as dest:
             with dest.transaction() as conn:  # one commit for all, not one per binary
                 written = write_union(conn, dest, bundles, choose, report.mended, (stale, replaced))
                 put(conn, rows[0].record)  # which run OUT holds, and which of its shards
-                merged_from.put(conn, merged_from.joined(rows[1], bundles))  # of each URL
+                merged_from.put(conn, laid)  # of each URL
                 carried = carry_over(conn, bundles[0]) if as_run else 0
             vouching = as_run and trusted is not None and signing_key is not None
             keep = run_signs(bundles[0], trusted, replaced) if vouching else None

@@ -18,7 +18,8 @@ from warmcli.bundle.compiles import Compile, compile_of
 from warmcli.bundle.counts import BATCH, HeldCounts
 from warmcli.bundle.run_record import KEY as RUN_KEY
 from warmcli.bundle.run_record import parse
-from warmcli.cli.render import add_row, cell, line, listing, when
+from warmcli.cli.render import add_row, cell, line, listing
+from warmcli.cli.render.header import manifest_grid
 from warmcli.cli.render.kernel_columns import kernels_table
 from warmcli.cli.render.shown import by_median, figures, first_shown, reason_shown, timed
 from warmcli.errors import headline
@@ -301,37 +302,6 @@ def candidates_table(t: dict[str, Any]) -> list[Any]:
         said = f"and {t['more']:,} more candidate(s) not listed: warm stats --json lists every one"
         return [heading, table, line(said, style="dim")]
     return [heading, table]
-
-
-def manifest_grid(
-    path: str,
-    m: dict[str, Any],
-    fingerprints: list[dict[str, Any]],
-    fmt: int | None = None,
-    copy: str | None = None,
-) -> Table:
-    """The bundle's path (its URL, then where its local `copy` is), format (`fmt`, the
-    file's own, when known; the manifest's claim beside it where it differs) and times,
-    the shards it holds of a sharded run, and every toolchain and device that wrote it."""
-    from warmcli.cli.render.narrow import pairs
-
-    head = pairs()
-    add_row(head, "bundle", path)
-    if copy is not None:
-        add_row(head, "copy", copy)
-    claimed = m.get("format_version")
-    shown = claimed if fmt is None else fmt
-    differs = "" if fmt is None or str(claimed) == str(fmt) else f"; the manifest says {claimed!r}"
-    add_row(head, "format", f"{shown} (warm {m.get('warm_version')}{differs})")
-    add_row(head, "created", when(m.get("created")))
-    add_row(head, "updated", when(m.get("updated")))
-    run = m.get(RUN_KEY)
-    record = parse(json.dumps(run) if isinstance(run, dict) else run)
-    if record is not None and record.count > 1:
-        add_row(head, "shard", str(record))
-    for fp in fingerprints:
-        add_row(head, str(fp["kind"]), str(fp["identity"]).split(":", 1)[-1])
-    return head
 
 
 def stats_renderable(

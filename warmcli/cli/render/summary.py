@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from warmcli.cli.render import add_row, line
+from warmcli.cli.render.header import manifest_grid
 from warmcli.cli.render.stats import (
     EXPLAIN_HINT,
     candidates_table,
     contents_table,
-    manifest_grid,
     tunable_row,
     tunes_table,
 )
