@@ -131,6 +131,13 @@ def _before() -> None:
     taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
 
 
+def before_unhooked() -> None:
+    """`_before`, for a fork whose hooks were listed before this module registered its own:
+    the package's hook (`warmcli._before_fork`) imported it there, another thread importing
+    for warm. Its `_after_in_parent` and `_renew`, registered by then, end that fork as any."""
+    _before()
+
+
 def _imports_ended(deadline: float) -> None:
     """Wait, until `deadline` at most, for no other thread to be importing for warm."""
     while importing_elsewhere() and time.monotonic() < deadline and not _stop_came():
