@@ -59,3 +59,64 @@ def test_a_fork_during_a_threads_first_import_of_warm_waits_for_it() -> None:
     done = fresh_code(FORK_DURING_FIRST_IMPORT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "child 0", done.stdout + done.stderr
+
+
+STOP_DURING_THE_WAIT = r"""
+import importlib.machinery, os, signal, sys, threading, time
+import warmcli
+
+inside, main = threading.Event(), threading.main_thread().ident
+
+def in_the_forks_wait():
+    frame = sys._current_frames().get(main)
+    while frame is not None and frame.f_code.co_name != "_before_fork":
+        frame = frame.f_back
+    return frame is not None
+
+class Slow:  # the thread's first module of warm's: its import lock held until Ctrl-C is sent
+    def find_spec(self, name, path=None, target=None):
+        mine = threading.current_thread() is not threading.main_thread()
+        if not (mine and name.startswith("warmcli.") and not inside.is_set()):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+        def slow(module):
+            inside.set()
+            for _ in range(600):  # the main thread's fork waits for this import: Ctrl-C then
+                if in_the_forks_wait():
+                    os.kill(os.getpid(), signal.SIGINT)
+                    break
+                time.sleep(0.01)
+            time.sleep(0.5)
+            run(module)
+        spec.loader.exec_module = slow
+        return spec
+
+sys.meta_path.insert(0, Slow())
+thread = threading.Thread(target=lambda: warmcli.use_bundle(None))
+thread.start()
+assert inside.wait(60), "the thread imported no module of warm's"
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    for _ in range(50):
+        time.sleep(0.1)
+    print("lost")
+except KeyboardInterrupt:
+    print("interrupted")
+thread.join()
+"""
+
+
+def test_a_ctrl_c_while_a_fork_waits_for_a_threads_first_import_of_warm_is_raised() -> None:
+    """The package's hook (before `warmcli.forking` is imported) waited in a loop of its own,
+    where a Ctrl-C's `KeyboardInterrupt` is raised inside the fork's hook: Python printed it
+    ("Exception ignored in: <function _before_fork ...>", a traceback) and the fork went on,
+    the Ctrl-C lost (review62a). The hook now waits as `warmcli.forking`'s does: the stop ends
+    the wait and is raised once the fork has returned, nothing printed."""
+    done = fresh_code(STOP_DURING_THE_WAIT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "interrupted", done.stdout + done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -189,3 +189,38 @@ def test_a_buffer_written_on_the_launch_functions_own_stream_is_put_back() -> No
         rt.tune(tunable, rt.upload(np.zeros(4, dtype=np.float32)), 4)
         assert rt.read(kept).tolist() == [1.0] * 4
     rt.close()
+
+
+def test_a_buffer_written_on_a_stream_another_threads_tune_measures_on_is_put_back() -> None:
+    """Two threads tuning at once (production misses): thread B measures on
+    `rt.default_stream`, whose own hooks (B's) hid every stream's (A's, `watch_every`) from
+    A's launch function launching there, on a buffer the app keeps: A's guard never kept it,
+    and it was left applied once per run, 2 x (1 warm-up + 3 timed) + the pick's: 9, where
+    one run makes 1 (review62a). Now a thread with no cover on that stream finds its own."""
+    rt = Runtime(HostDevice())
+    kept = rt.upload(np.zeros(4, dtype=np.float32))
+    inside, done = threading.Event(), threading.Event()
+
+    def launch_b(rt: Runtime, kernel: Kernel, x, n: int, *, stream=None) -> None:
+        rt.launch(kernel, x, n, stream=stream)
+        inside.set()  # B measures on the default stream until A's tune is done
+        done.wait(60)
+
+    def launch_a(rt: Runtime, kernel: Kernel, x, n: int, *, stream=None) -> None:
+        rt.launch(kernel, kept, n, stream=rt.default_stream)
+
+    two = dict(list(_candidates().items())[:2])
+    b = Tunable("b_default", two, launch_b, warmup=0, repeats=1)
+    a = Tunable("a_kept", two, launch_a, warmup=1, repeats=3)
+    with ProcessModeOverride(ProcessMode.EXECUTE):
+        zeros = rt.upload(np.zeros(4, dtype=np.float32))
+        other = threading.Thread(target=lambda: rt.tune(b, zeros, 4))
+        other.start()
+        try:
+            assert inside.wait(60)
+            rt.tune(a, rt.upload(np.zeros(4, dtype=np.float32)), 4, stream=rt.stream())
+            assert rt.read(kept).tolist() == [1.0] * 4
+        finally:
+            done.set()
+            other.join()
+    rt.close()

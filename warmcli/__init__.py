@@ -123,13 +123,17 @@ def __getattr__(name: str) -> Any:
 
 def _before_fork() -> None:
     """Until `warmcli.forking` hooks forks itself (imported with a runtime's modules), a fork
-    waits for another thread's import for warm (`warmcli.import_wait`): a thread's first
-    `use_bundle` imports for a second, and a child forked meanwhile waited for ever on the
-    import lock of the module that thread held."""
+    made while another thread imports for warm (`warmcli.import_wait`) imports it and waits
+    as its hook does (`forking.before_unhooked`: a stop signal meanwhile held, not printed as
+    "Exception ignored" and lost): a thread's first `use_bundle` imports for a second, and a
+    child forked meanwhile waited for ever on the import lock of the module that thread held."""
     if not getattr(sys.modules.get("warmcli.forking"), "HOOKED", False):
-        from warmcli.import_wait import imports_end
+        from warmcli.import_wait import importing_elsewhere
 
-        imports_end()
+        if importing_elsewhere():
+            from warmcli.forking import before_unhooked
+
+            before_unhooked()
 
 
 if hasattr(os, "register_at_fork"):

@@ -37,7 +37,9 @@ and a fork's look at the registry take `_REGISTRY` in turn (a thread that makes 
 another forks). This module owns that registry only (and, per thread, the locks a fork took and
 the stop signals' handlers its wait replaced; the main thread's hold, the stops not yet sent
 again); it never forks, and writes nothing but, at exit, a stop's text. Another thread's import
-for warm: `warmcli.import_wait`. A compile's scratch folder: `warmcli.scratch`.
+for warm: `warmcli.import_wait`; a fork made during one before this module is imported, the
+package's own hook imports it and waits as here (`before_unhooked`). A compile's scratch
+folder: `warmcli.scratch`.
 """
 
 from __future__ import annotations
@@ -129,6 +131,13 @@ def _before() -> None:
     else:
         _REGISTRY.acquire()
     taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
+
+
+def before_unhooked() -> None:
+    """`_before`, for a fork whose hooks were listed before this module registered its own:
+    the package's hook (`warmcli._before_fork`) imported it there, another thread importing
+    for warm. Its `_after_in_parent` and `_renew`, registered by then, end that fork as any."""
+    _before()
 
 
 def _imports_ended(deadline: float) -> None:

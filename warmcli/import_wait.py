@@ -4,10 +4,9 @@ A module's import lock held by a thread a forked child lacks, the child would wa
 importing that module: `warmcli.forking` waits for such an import (importlib's module locks,
 read where importlib keeps them; not found there, nothing is waited for) unless it is the
 user's own (not a module of warm's, not begun by warm's code), which may last or wait on the
-forking thread; `imports_end` waits so for a fork made before `warmcli.forking` is imported
-(the package's own hook: a thread's first `warmcli.use_bundle` imports it after a second of
-others). This module reads importlib's module locks and the importing threads' stacks; it
-changes nothing.
+forking thread; the package's own hook asks it too, for a fork made before `warmcli.forking` is
+imported (a thread's first `warmcli.use_bundle` imports it after a second of others). This module
+reads importlib's module locks and the importing threads' stacks; it changes nothing.
 """
 
 from __future__ import annotations
@@ -18,15 +17,6 @@ from types import FrameType
 
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
 HOLD_SECONDS = 5.0  # the most a fork waits for such an import (`forking`: and for its locks)
-
-
-def imports_end(seconds: float = HOLD_SECONDS) -> None:
-    """Wait, `seconds` at most, until no other thread is importing for warm."""
-    import time
-
-    deadline = time.monotonic() + seconds
-    while importing_elsewhere() and time.monotonic() < deadline:
-        time.sleep(0.001)
 
 
 def importing_elsewhere() -> bool:

@@ -163,7 +163,8 @@ class Stream:
     the default installed with `set_default_stream_mode`. The stream never knows why. While a
     tune measures on it, `on_launch` holds, for the measuring thread, what is shown each launch
     that thread executes on it first (`watch_launches`; the runtime calls it); a stream no tune
-    measures on has the class's, the measuring threads' for every stream (`watch_every`).
+    measures on has the class's, the measuring threads' for every stream (`watch_every`), which
+    the runtime reads too for a thread with none on a stream another thread's tune measures on.
     """
 
     # thread id -> what is shown its executed launches' arguments (copied on write, so a
@@ -202,6 +203,13 @@ class Stream:
             hooks, previous = _hooked(Stream.on_launch, cover)
             Stream.on_launch = hooks or None
         return previous
+
+    @staticmethod
+    def every_cover(hooks: dict[int, Any]) -> Callable[[tuple[Any, ...]], None] | None:
+        """This thread's cover for every stream (`watch_every`), where a stream's own `hooks`
+        (another thread's tune measures on it) have none of this thread's."""
+        every = Stream.on_launch
+        return None if every is None or every is hooks else every.get(threading.get_ident())
 
     @property
     def mode(self) -> StreamMode:

@@ -215,7 +215,7 @@ class Runtime:
                 config = launch_config(grid, block, shared)
                 hooks = stream.on_launch
                 if hooks is not None:  # a tune measures on it: its buffers kept first
-                    cover = hooks.get(get_ident())
+                    cover = hooks.get(get_ident()) or Stream.every_cover(hooks)
                     if cover is not None:
                         cover(args)
                 self.device.launch(function, kernel, args, config, stream)
