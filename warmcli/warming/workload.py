@@ -61,13 +61,13 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from warmcli.errors import DeviceError, ScratchError, ToolchainError, WorkloadError, message_of
 from warmcli.late_runtime import late_runtimes
+from warmcli.records import Record
 from warmcli.warming.leftovers import (
     ThreadRaised,
     argparse_hint,
@@ -90,8 +90,9 @@ _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_O
 _POSITIONAL += (inspect.Parameter.VAR_POSITIONAL,)
 
 
-@dataclass(frozen=True)
-class Workload:
+class Workload(Record):
+    """A workload as loaded (a `Record`: a dataclass made code at import, ~0.6 ms a run)."""
+
     path: Path
     entry: str
     module: ModuleType
@@ -338,7 +339,7 @@ def load_workload(
     else:  # a worker imports it by its private name, through a stub
         importable_by_stub(name, resolved)
     found = _entry(module, resolved, entry, fallback, "".join(unbound))
-    return replace(found, unbound="".join(unbound), argv=tuple(argv))
+    return Workload(**{**found.as_fields(), "unbound": "".join(unbound), "argv": tuple(argv)})
 
 
 def _package_main(spec: Any) -> str | None:
@@ -396,4 +397,4 @@ def load_module(
     if not hasattr(module, entry) and callable(getattr(package, entry, None)):
         module, origin = package, Path(getattr(package, "__file__", None) or origin)  # its CLI
     found_entry = _entry(module, origin, entry, fallback, "".join(unbound))
-    return replace(found_entry, unbound="".join(unbound), argv=tuple(argv))
+    return Workload(**{**found_entry.as_fields(), "unbound": "".join(unbound), "argv": tuple(argv)})
