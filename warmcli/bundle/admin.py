@@ -46,6 +46,11 @@ _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (thos
     f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
 )
 
+_NOT_BINARY = (  # a row whose data no reader takes (text, a number): missing to every reader
+    "SELECT sha256, typeof(data), sha256 IN (SELECT sha256 FROM kernels) FROM blobs"
+    " WHERE typeof(data) != 'blob' ORDER BY 3 DESC, rowid"  # a kernel's first
+)
+
 Rows = tuple[Sequence[tuple[int, bytes | None]], ...]  # (rowid, key's bytes) of kernels, tunes
 
 
@@ -120,13 +125,19 @@ class BundleAdmin(SignedRows):
         rows = self._iter(f"{orphans}{self.skipped('kernels')} ORDER BY device, arch, label")
         return each_named(self, "kernel", _kernel_record, rows, lambda *_: None)
 
-    def blob_problems(self, *, unused: bool = False) -> Iterator[str]:
-        """Kernels whose blob the bundle does not hold, and blobs a kernel uses whose size
-        (one a kernel row may say) is not their length: entries the bundle cannot serve,
-        named without reading or hashing a blob. With `unused`, also such blobs no kernel
-        uses (a corrupt file, though every entry is served)."""
+    def blob_problems(self, *, unused: bool = False, hashed: bool = False) -> Iterator[str]:
+        """Kernels whose blob the bundle does not hold (its row missing, or holding no
+        binary: text or a number, which every reader takes as missing), and blobs a kernel
+        uses whose size (one a kernel row may say) is not their length: entries the bundle
+        cannot serve, named without reading or hashing a blob. With `unused`, also such
+        blobs no kernel uses (a corrupt file, though every entry is served). `hashed`: the
+        caller hashes every blob (`integrity`), which names one holding no binary already."""
         for k in self.each_orphan():
             yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
+        for sha, kind, used in () if hashed else self._iter(_NOT_BINARY):
+            if used or unused:
+                why = "" if used else " (no kernel uses it)"
+                yield f"blob {str(sha)[:16]} is no binary (its data is {kind}){why}"
         for sha, size, length, used in self._iter(_SIZE_LIES):  # one scan of the blobs
             if used or unused:
                 why = "" if used else " (no kernel uses it)"
@@ -245,7 +256,7 @@ class BundleAdmin(SignedRows):
                 )
             kernels = self.each_kernel_used  # its times too, as `warm stats` reads them
             yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
-            yield from (("", problem) for problem in self.blob_problems(unused=True))
+            yield from (("", problem) for problem in self.blob_problems(unused=True, hashed=True))
             yield from tunes
         finally:
             tunes.close()
