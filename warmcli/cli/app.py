@@ -52,10 +52,10 @@ def _variables(production: bool) -> str:
 
 ENV_HELP = (
     f"Environment: {_variables(False)}; in production only, {_variables(True)}.\n\n"
-    "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries "
-    "this machine cannot serve, merge wrote OUT but its shards are not one whole run, or "
-    "stdout's reader went away before all was written (| head -1); "
-    "2 bad input or environment; "
+    "Exit codes: 0 ok; 1 verify found something missing or corrupt, diff a corrupt entry "
+    "(bundles that differ are 0), check found entries this machine cannot serve, merge wrote "
+    "OUT but its shards are not one whole run, or stdout's reader went away before all was "
+    "written (| head -1); 2 bad input or environment; "
     "130 interrupted (SIGINT, SIGTERM, SIGHUP). "
     'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )
