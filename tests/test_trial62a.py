@@ -50,3 +50,25 @@ def test_diff_names_a_blob_stored_as_text_corrupt(
     assert verified.returncode == 1, verified.stdout + verified.stderr
     assert verified.stdout.count(sha[:16]) == 1, verified.stdout
     assert "1 problem(s)" in verified.stdout, verified.stdout
+
+
+def test_verify_given_runs_bundle_option_says_to_name_the_bundle(
+    warm: Warm, tmp_path: Path, host_bundle: Callable[[Path], Path]
+) -> None:
+    """Before: `No such option: --bundle (Possible options: --module)`, Click's guess, where
+    a user who ran `warm run w.py --bundle b.warm` types `warm verify w.py --bundle b.warm`."""
+    bundle = host_bundle(tmp_path / "b.warm")
+    workload = tmp_path / "w.py"
+    workload.write_text("def workload(rt):\n    pass\n")
+    for args in (
+        (workload, "--bundle", bundle),
+        ("--bundle", bundle, "-w", workload),
+        ("-b", bundle, "-w", workload),
+    ):
+        done = warm("verify", *args)
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "an option of warm run" in lines[0], done.stderr
+        assert "name the bundle as its argument, warm verify BUNDLE" in lines[0], done.stderr
+        assert "Possible options" not in lines[0], done.stderr
