@@ -72,3 +72,22 @@ def test_verify_given_runs_bundle_option_says_to_name_the_bundle(
         assert "an option of warm run" in lines[0], done.stderr
         assert "name the bundle as its argument, warm verify BUNDLE" in lines[0], done.stderr
         assert "Possible options" not in lines[0], done.stderr
+
+
+def test_verify_given_a_workload_as_its_bundle_says_how_to_replay_it(
+    warm: Warm, tmp_path: Path
+) -> None:
+    """Before: `w.py: not a warm bundle (not an SQLite file)` alone, where a user types
+    `warm verify w.py` as `warm run w.py` takes its workload."""
+    workload = tmp_path / "w.py"
+    workload.write_text("def workload(rt):\n    pass\n")
+    done = warm("verify", workload)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "not a warm bundle (not an SQLite file)" in lines[0], done.stderr
+    assert f"to replay it, warm verify BUNDLE --workload {workload}" in lines[0], done.stderr
+    other = tmp_path / "notes.txt"  # no workload's name: as before
+    other.write_text("x")
+    done = warm("verify", other)
+    assert done.returncode == 2 and "--workload" not in done.stderr, done.stderr
