@@ -46,9 +46,12 @@ _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (thos
     f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
 )
 
-_NOT_BINARY = (  # a row whose data no reader takes (text, a number): missing to every reader
-    "SELECT sha256, typeof(data), sha256 IN (SELECT sha256 FROM kernels) FROM blobs"
-    " WHERE typeof(data) != 'blob' ORDER BY 3 DESC, rowid"  # a kernel's first
+_BLOB_PROBLEMS = (  # `_SIZE_LIES`' rows, and those whose data no reader takes (text, a
+    # number: missing to every reader), in one scan of the blobs: (sha256, size, length,
+    # used, typeof(data))
+    "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels), typeof(data)"
+    " FROM blobs WHERE typeof(data) != 'blob' OR (typeof(size) = 'integer' AND size BETWEEN"
+    f" 0 AND {MAX_BLOB_BYTES} AND size != length(data)) ORDER BY 4 DESC, rowid"
 )
 
 Rows = tuple[Sequence[tuple[int, bytes | None]], ...]  # (rowid, key's bytes) of kernels, tunes
@@ -134,14 +137,12 @@ class BundleAdmin(SignedRows):
         caller hashes every blob (`integrity`), which names one holding no binary already."""
         for k in self.each_orphan():
             yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-        for sha, kind, used in () if hashed else self._iter(_NOT_BINARY):
-            if used or unused:
+        for sha, size, length, used, kind in self._iter(_BLOB_PROBLEMS):  # one scan of the blobs
+            if (used or unused) and not (hashed and kind != "blob"):
                 why = "" if used else " (no kernel uses it)"
-                yield f"blob {str(sha)[:16]} is no binary (its data is {kind}){why}"
-        for sha, size, length, used in self._iter(_SIZE_LIES):  # one scan of the blobs
-            if used or unused:
-                why = "" if used else " (no kernel uses it)"
-                yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}{why}"
+                what = f"is {length} bytes, its entry says {size}"
+                what = what if kind == "blob" else f"is no binary (its data is {kind})"
+                yield f"blob {str(sha)[:16]} {what}{why}"
 
     def each_kernel_used(
         self, on_error: OnError | None = None, *, order: str = ""
