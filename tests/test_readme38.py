@@ -92,5 +92,5 @@ def test_help_exit_codes_name_a_merge_of_a_partial_run(warm: Warm) -> None:
     done = warm("--help", timeout=60)
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())
-    assert "1 verify or diff found something missing or corrupt" in text, text
+    assert "1 verify found something missing or corrupt, diff a corrupt entry" in text, text
     assert "merge wrote OUT but its shards are not one whole run" in text, text

@@ -46,6 +46,14 @@ _SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (thos
     f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
 )
 
+_BLOB_PROBLEMS = (  # `_SIZE_LIES`' rows, and those whose data no reader takes (text, a
+    # number: missing to every reader), in one scan of the blobs: (sha256, size, length,
+    # used, typeof(data))
+    "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels), typeof(data)"
+    " FROM blobs WHERE typeof(data) != 'blob' OR (typeof(size) = 'integer' AND size BETWEEN"
+    f" 0 AND {MAX_BLOB_BYTES} AND size != length(data)) ORDER BY 4 DESC, rowid"
+)
+
 Rows = tuple[Sequence[tuple[int, bytes | None]], ...]  # (rowid, key's bytes) of kernels, tunes
 
 
@@ -120,17 +128,21 @@ class BundleAdmin(SignedRows):
         rows = self._iter(f"{orphans}{self.skipped('kernels')} ORDER BY device, arch, label")
         return each_named(self, "kernel", _kernel_record, rows, lambda *_: None)
 
-    def blob_problems(self, *, unused: bool = False) -> Iterator[str]:
-        """Kernels whose blob the bundle does not hold, and blobs a kernel uses whose size
-        (one a kernel row may say) is not their length: entries the bundle cannot serve,
-        named without reading or hashing a blob. With `unused`, also such blobs no kernel
-        uses (a corrupt file, though every entry is served)."""
+    def blob_problems(self, *, unused: bool = False, hashed: bool = False) -> Iterator[str]:
+        """Kernels whose blob the bundle does not hold (its row missing, or holding no
+        binary: text or a number, which every reader takes as missing), and blobs a kernel
+        uses whose size (one a kernel row may say) is not their length: entries the bundle
+        cannot serve, named without reading or hashing a blob. With `unused`, also such
+        blobs no kernel uses (a corrupt file, though every entry is served). `hashed`: the
+        caller hashes every blob (`integrity`), which names one holding no binary already."""
         for k in self.each_orphan():
             yield f"kernel {k.label} ({k.device} {k.arch}) has no blob {k.sha256[:16]}"
-        for sha, size, length, used in self._iter(_SIZE_LIES):  # one scan of the blobs
-            if used or unused:
+        for sha, size, length, used, kind in self._iter(_BLOB_PROBLEMS):  # one scan of the blobs
+            if (used or unused) and not (hashed and kind != "blob"):
                 why = "" if used else " (no kernel uses it)"
-                yield f"blob {str(sha)[:16]} is {length} bytes, its entry says {size}{why}"
+                what = f"is {length} bytes, its entry says {size}"
+                what = what if kind == "blob" else f"is no binary (its data is {kind})"
+                yield f"blob {str(sha)[:16]} {what}{why}"
 
     def each_kernel_used(
         self, on_error: OnError | None = None, *, order: str = ""
@@ -245,7 +257,7 @@ class BundleAdmin(SignedRows):
                 )
             kernels = self.each_kernel_used  # its times too, as `warm stats` reads them
             yield from checked("kernel", lambda bad: kernels(on_error=bad, order=AS_STORED))
-            yield from (("", problem) for problem in self.blob_problems(unused=True))
+            yield from (("", problem) for problem in self.blob_problems(unused=True, hashed=True))
             yield from tunes
         finally:
             tunes.close()

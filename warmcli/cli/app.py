@@ -34,7 +34,8 @@ from warmcli.cli.not_commands import (
     arch_each,
     no_arguments,
     not_a_command,
-    refuse_a_file,
+    not_here,
+    refuse_misread,
     stray_arch,
 )
 from warmcli.cli.plain_params import install
@@ -52,10 +53,10 @@ def _variables(production: bool) -> str:
 
 ENV_HELP = (
     f"Environment: {_variables(False)}; in production only, {_variables(True)}.\n\n"
-    "Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries "
-    "this machine cannot serve, merge wrote OUT but its shards are not one whole run, or "
-    "stdout's reader went away before all was written (| head -1); "
-    "2 bad input or environment; "
+    "Exit codes: 0 ok; 1 verify found something missing or corrupt, diff a corrupt entry "
+    "(bundles that differ are 0), check found entries this machine cannot serve, merge wrote "
+    "OUT but its shards are not one whole run, or stdout's reader went away before all was "
+    "written (| head -1); 2 bad input or environment; "
     "130 interrupted (SIGINT, SIGTERM, SIGHUP). "
     'Under --json a failure is also {"error": ..., "exit": N} on stdout.'
 )
@@ -102,7 +103,7 @@ class WarmCommand(_PlainParams, TyperCommand):
             group = ctx.parent.command if ctx.parent is not None else None
             option = exc.option_name
             if group is None or not any(option in param.opts for param in group.params):
-                refuse_a_file(given, option, ctx)  # `-w.py`, read as `-w`: said so
+                refuse_misread(given, option, ctx)  # `-w.py` read as `-w`, verify's `-b`
                 raise
             raise UsageError(f"{option} is an option of warm itself: warm {option}", ctx) from None
         except UsageError as exc:  # (`--explain` with no value: the parser's, with no context)
@@ -126,7 +127,7 @@ class WarmCommand(_PlainParams, TyperCommand):
             if ctx.resilient_parsing or at is None or not self._workload_in(ctx, given_args, at):
                 raise
             other = _owner(self.name, exc.option_name)  # `verify ... --pycuda`: run's option
-            said = _not_here(self.name, exc.option_name, other) if other else None
+            said = not_here(self.name, exc.option_name, other) if other else None
             said = said or self._typo(exc.option_name)  # `--bundel`: --bundle meant
             mine = f"warm {self.name} takes no {exc.option_name}, and "  # (not Click's guesses)
             said = said or mine + no_arguments(given_args[at])  # (as given: `--n=8`)
@@ -291,14 +292,6 @@ def _owner(command: str, option: str) -> str | None:
                 if isinstance(default, OptionInfo) and option in (default.param_decls or ()):
                     return other
     return None
-
-
-def _not_here(command: str, option: str, other: str) -> str:
-    """The one line for an option of warm `other` given to warm `command` after its workload."""
-    why = {
-        ("verify", "--pycuda"): ": warm run's own verify pass is the replay of a PyCUDA script"
-    }.get((command, option), "")
-    return f"warm {command} takes no {option} (an option of warm {other}){why}"
 
 
 VALUE_NAMES = {  # an option's value as README's synopsis names it (`--arch SM_XX`)

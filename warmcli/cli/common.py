@@ -1,11 +1,12 @@
 """What every `warm` command shares: one-line errors, options, JSON output (the bundle a
 command names: `warmcli.cli.bundle_paths`).
 
-Exit codes: 0 ok; 1 verify or diff found something missing or corrupt, check found entries this
-machine cannot serve, merge wrote OUT but its shards are not one whole run, or stdout's reader
-went away before all was written (`| head -1`); 2 bad input or
-environment (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel that
-fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or SIGHUP).
+Exit codes: 0 ok; 1 verify found something missing or corrupt, diff a corrupt entry (bundles that
+differ are 0), check found entries this machine cannot serve, merge wrote OUT but its shards are
+not one whole run, or stdout's reader went away before all was written (`| head -1`); 2 bad input
+or environment (a missing or broken workload, a corrupt or foreign bundle, no compiler, a kernel
+that fails to compile: any `WarmError`, or an `OSError`); 130 interrupted (SIGINT, SIGTERM or
+SIGHUP).
 Every such error is one line on stderr (a compiler's log follows it, indented), never a traceback;
 under `--json` it is also one JSON object on stdout, `{"error": ..., "exit": N}`; a URL's secret
 and key text on the command line or in `WARM_TRUSTED_KEYS` are never in it. The consoles, `out`

@@ -3,7 +3,8 @@
 misses and strict mode": `warm verify --workload` and `WARM_EXPLAIN=1` explain misses, `warm
 stats --explain` a tunable) and a command in capitals (`warm STATS`), each one line
 (`not_a_command`) instead of Click's guess (which guessed `verify` for `version`); a file
-whose name reads as an option (`-w.py`), told how to name it (`refuse_a_file`);
+whose name reads as an option (`-w.py`), told how to name it, and `warm run`'s `--bundle` given
+to `warm verify`, told to name the bundle as its argument (`refuse_misread`, `not_here`);
 architectures after one `--arch` (`--arch sm_90 sm_80`), told to give each its own
 (`stray_arch`, `arch_each`); and any other argument after a workload (`no_arguments`). It
 holds no state and prints nothing: `warmcli.cli.app`'s group fails with the line.
@@ -44,13 +45,30 @@ def not_a_command(args: list[str], commands: Collection[str]) -> str | None:
     return None
 
 
-def refuse_a_file(args: list[str], option: str, ctx: Any) -> None:
+def refuse_misread(args: list[str], option: str, ctx: Any) -> None:
     """Where an argument that starts with `option` (no option of the command's) names a file
-    here (`-w.py`, read as `-w`), the `UsageError` saying how to name that file."""
+    here (`-w.py`, read as `-w`), the `UsageError` saying how to name that file; where
+    `option` is `warm run`'s `--bundle` given to `warm verify` before any workload (Click
+    guessed `--module`), the one `not_here` says."""
     named = next((a for a in args if a.startswith(option) and os.path.lexists(a)), None)
     if named is not None:
         said = f"No such option: {option}: {named} is a file here: name it ./{named} (or after --)"
         raise UsageError(said, ctx)
+    if getattr(ctx.command, "name", None) == "verify" and option in ("--bundle", "-b"):
+        raise UsageError(not_here("verify", option, "run"), ctx)
+
+
+def not_here(command: str, option: str, other: str) -> str:
+    """The one line for an option of warm `other` given to warm `command`."""
+    why = {
+        ("verify", "--pycuda"): ": warm run's own verify pass is the replay of a PyCUDA script",
+        ("verify", "--bundle"): VERIFY_BUNDLE,
+        ("verify", "-b"): VERIFY_BUNDLE,
+    }.get((command, option), "")
+    return f"warm {command} takes no {option} (an option of warm {other}){why}"
+
+
+VERIFY_BUNDLE = ": name the bundle as its argument, warm verify BUNDLE --workload W.py"
 
 
 def no_arguments(given: str) -> str:

@@ -50,6 +50,7 @@ from warmcli.cli.render.ops import integrity_json, integrity_renderable
 from warmcli.cli.render.run import run_renderable, stats_json
 from warmcli.cli.run_pycuda import with_pycuda
 from warmcli.cli.streams import workload_output_on_stderr
+from warmcli.errors import BundleError
 from warmcli.ops.verify import IntegrityReport, check_bundle
 from warmcli.warming.crashes import WorkerCrash
 from warmcli.warming.isolation import interrupt_on_signals, run_isolated
@@ -125,7 +126,8 @@ def verify(
             fail(f"{flag} goes with --workload or -m (the replay): integrity alone takes none")
     path = readable_bundle(bundle)
     trusted = guarded(trusted_keys)
-    integrity = guarded(lambda: check_bundle(path, trusted))
+    given = workload is not None or module is not None
+    integrity = guarded(lambda: _integrity(path, trusted, given))
     integrity.path = shown_name(bundle, path)  # a URL, not its local copy
     if (workload is None and module is None) or not integrity.ok:
         raise typer.Exit(_report(path, integrity, None, as_json, quiet))
@@ -176,6 +178,18 @@ def verify(
     if outcome == EXIT_INTERRUPTED:  # the worker stopped for Ctrl-C before printing anything
         exit_interrupted()
     raise typer.Exit(outcome)
+
+
+def _integrity(path: str, trusted: Any, workload_given: bool) -> IntegrityReport:
+    """`check_bundle`'s report; a Python file given as the bundle with no workload (`warm
+    verify w.py`, as `warm run w.py` takes its workload) is told how to give both."""
+    try:
+        return check_bundle(path, trusted)
+    except BundleError as exc:
+        python = str(path).endswith(".py") and "(not an SQLite file)" in str(exc)
+        if workload_given or not python:
+            raise
+        raise BundleError(f"{exc}: to replay it, warm verify BUNDLE --workload {path}") from None
 
 
 def _report(

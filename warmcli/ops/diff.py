@@ -6,14 +6,14 @@ means B would have to compile or tune it. For a tune key held by both, a differi
 pick is reported with each bundle's pick and its median time; a kernel key held by both
 whose rows name different blobs (`binaries_changed`: the key names the kernel's source,
 not the bytes that run; a bundle from elsewhere may serve another binary under it) is
-listed by key, and the bundles are not the same (a row corrupt in either is listed as corrupt
-only: that bundle holds no binary for it). An entry a bundle holds
-but cannot read (a malformed row, as `warm verify` names it) is reported as corrupt in
-that bundle, which cannot serve it: two bundles are never called the same while one has
-any (a kernel whose blob is missing or whose blob's size lies is one; `warm diff` then
-exits 1); a malformed row is listed there only, never as "only in" one bundle or as a
-changed pick (past the first `LISTED` of a kind, whose rows are not read, it is counted
-there too), nor counted in both, as a kernel with no blob is not (of the first `LISTED`
+listed by key, and the bundles are not the same (a row corrupt in either is listed as
+corrupt only: that bundle holds no binary for it). An entry a bundle holds but cannot read
+(a malformed row, as `warm verify` names it) is reported as corrupt in that bundle, which
+cannot serve it: two bundles are never called the same while one has any (a kernel whose
+blob is missing, holds no binary or whose blob's size lies is one; `warm diff` then exits
+1); a malformed row is listed there only, never as "only in" one bundle or as a changed pick
+(past the first `LISTED` of a kind, whose rows are not read, it is counted there too), nor
+counted in both, as a kernel with no blob is not (of the first `LISTED`
 corrupt entries of each bundle). Both bundles' keys (and picks) are read as two streams
 ordered by key and joined as they go, so memory does not grow with their size: a
 `BundleDiff` counts everything and keeps the first `LISTED` entries of each kind, whose
@@ -240,7 +240,7 @@ def corrupt_entries(diff: BundleDiff, side: str, bundle: Bundle) -> set[tuple[st
     or served, as `corrupt_<side>`: every row read once, as `warm verify` reads them (a
     kernel's times too)
     (`checked`; the tunes of a large bundle in other processes, `TuneChecks`), in the order
-    stored, and every kernel whose blob is missing or whose blob's size lies (no blob is
+    stored, and every kernel whose blob is missing (or no binary) or whose size lies (no blob is
     hashed: a blob that fails its sha256 only `warm verify` names). Returns the (kind, key)
     of the first `LISTED` malformed rows and kernels with no blob (not those whose blob's
     size lies: a blob's problem names no kernel)."""
