@@ -25,7 +25,7 @@ import pytest
 from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
 from test_fleet61 import _held, jobs  # noqa: F401  (fixture)
-from test_remote import Store, _handler, http_store, s3  # noqa: F401  (fixtures)
+from test_remote import Store, _etag, _handler, http_store, s3  # noqa: F401  (fixtures)
 
 from warmcli.bundle.merged_from import KEY
 
@@ -86,10 +86,15 @@ def test_pull_run_push_is_accepted_when_nobody_pushed_since(
     url, put = _store(kind, request, warm, tmp_path)
     put(jobs[0])
     x, copy = _merged_push_then_pull(warm, tmp_path, url, jobs)
+    store = request.getfixturevalue("http_store")[0] if kind == "https" else None
+    downloads = store.downloads if store else 0
     proc = x("push", copy, url)
     # Before: exit 2, "changed since x.warm was merged from it", nobody having pushed since.
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "pushed" in proc.stdout and proc.stderr == "", proc.stdout + proc.stderr
+    if store:  # what the store held read once, to compare; the PUT on the ETag read
+        assert store.downloads == downloads + 1
+        assert store.puts[-1]["If-Match"] == _etag((tmp_path / "m.warm").read_bytes())
     pulled = tmp_path / "pulled.warm"
     assert warm("pull", url, pulled).returncode == 0
     assert pulled.read_bytes() == copy.read_bytes()  # X's copy, whole
