@@ -239,3 +239,62 @@ def test_a_hostile_store_object_is_one_line_and_nothing_lost(
     said = "holds no bundle warm reads" if hostile == "corrupt" else "WARM_REMOTE_MAX_SIZE"
     assert said in proc.stderr, proc.stderr
     assert store.files["/fleet.warm"] == held and store.puts == []
+
+
+@pytest.fixture
+def etagless_store() -> Iterator[tuple[_Racing, str]]:
+    """A store that gives no ETag (to a GET or a HEAD), but states the sha256 of what it
+    holds in its HEAD's `X-Warm-Sha256`; another push may land after a request (`race`)."""
+    import hashlib
+
+    store = _Racing()
+    base = _handler(store)
+
+    class Handler(base):  # type: ignore[misc,valid-type]
+        def send_header(self, keyword: str, value: str) -> None:
+            if keyword != "ETag":
+                super().send_header(keyword, value)
+
+        def end_headers(self) -> None:
+            body = store.files.get(self.path)
+            if self.command == "HEAD" and body is not None:
+                super().send_header("X-Warm-Sha256", hashlib.sha256(body).hexdigest())
+            super().end_headers()
+
+        def do_GET(self) -> None:
+            super().do_GET()
+            with store.lock:
+                if store.race and store.race[0] == "GET":
+                    store.files[self.path], store.race = store.race[2], None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
+    thread.start()
+    yield store, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_store_without_etags_is_compared_by_the_sha256_read(
+    warm: Warm,
+    tmp_path: Path,
+    etagless_store: tuple[_Racing, str],
+    jobs: tuple[bytes, bytes, bytes],  # noqa: F811
+) -> None:
+    """No ETag to send `If-Match` with: the push goes on where the HEAD before its PUT states
+    the sha256 of what was read and compared; another push landing after that read is
+    refused (the HEAD states another sha256)."""
+    store, base = etagless_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = jobs[0]
+    out = _stale_record(warm, tmp_path, url, jobs)
+    store.race = ("GET", 1, jobs[2])  # another job's push, right after the read
+    proc = warm("push", out, url)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{url} changed while the push of {out} compared what it holds" in proc.stderr
+    assert store.files["/fleet.warm"] == jobs[2] and store.puts == []
+    store.files["/fleet.warm"] = jobs[0]  # no race: pushed, as nothing is lost
+    proc = warm("push", out, url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert store.files["/fleet.warm"] == out.read_bytes()
+    assert "If-Match" not in store.puts[-1]  # (none to send: the HEAD's sha256 compared)
