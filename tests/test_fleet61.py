@@ -170,6 +170,7 @@ def test_the_record_names_no_credentials_and_read_back_is_untrusted(
     escape = {"url": origin.url, "etag": "\x1b]0;pwned\x07", "sha256": "0" * 64}
     assert parse(json.dumps([escape])) == []
     _set_record(out, json.dumps([dict(escape, etag='"old\\x1b"')]))
+    store.files["/fleet.warm"] = jobs[2]  # another job's push, whose kernels OUT lacks
     proc = warm("push", out, f"{base}/fleet.warm")
     assert proc.returncode == 2 and "changed since" in proc.stderr, proc.stdout + proc.stderr
     assert "\x1b" not in proc.stderr and '(from "old\\x1b")' in proc.stderr

@@ -9,7 +9,8 @@ query) and the version of it merged: the store's ETag, else the sha256 of what i
 only where that record is of this very copy), and what its inputs record (`joined`). `warm
 push` of such a bundle to that URL is then conditional on that version (`recorded`:
 optimistic concurrency, as a conditional write on the version read), refused when the store
-moved on (`Since.moved`: merge again).
+moved on (`Since.moved`: merge again), unless the bundle holds all that the store holds now
+(`warmcli.bundle.fast_forward`: a copy pulled, run and pushed while nobody pushed since).
 
 The record is a JSON list of `{"url", "etag", "sha256"}` objects in one manifest row, then
 as many more as it needs (`merged_from.2`, ...: `laid_out`, each value within `MAX_CHARS`, at
@@ -173,7 +174,7 @@ def recorded(manifest: Mapping[str, str], url: str, bundle: Path) -> Since | Non
     except RemoteError:  # (the push says what is wrong with it)
         return None
     origin = next((o for o in read(manifest) if o.url == known), None)
-    return None if origin is None else Since(origin, _moved(url, bundle, origin))
+    return None if origin is None else Since(origin, moved(url, bundle, origin))
 
 
 def unchanged(
@@ -200,12 +201,13 @@ def unchanged(
         )
 
 
-def _moved(url: str, bundle: Path, origin: Origin) -> RemoteError:
+def moved(url: str, bundle: Path, origin: Origin, why: str = "") -> RemoteError:
     """A push refused: the store at `url` holds no longer the version `bundle` was merged
-    from (another push landed since, or it was removed)."""
+    from (another push landed since, or it was removed); `why`, where given, says what
+    it holds now (`fast_forward`: what the push would lose, or why that was not read)."""
     was = printable(cut(origin.etag or f"sha256 {origin.sha256[:16]}", 80))
     return RemoteError(
-        f"{shown(url)} changed since {bundle} was merged from it (from {was}): not pushed, "
-        f"nothing lost: merge again (warm merge {shown(url)} ... -o {bundle}), or push "
-        "--force to replace it"
+        f"{shown(url)} changed since {bundle} was merged from it (from {was}){why}: not "
+        f"pushed, nothing lost: merge again (warm merge {shown(url)} ... -o {bundle}), or "
+        "push --force to replace it"
     )

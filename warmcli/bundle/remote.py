@@ -41,7 +41,9 @@ HTTP PUT, the way a presigned object-store URL takes an upload, with the sha256 
 `If-Match` its ETag, or `If-None-Match: *` where there is none yet; a store that answers 412
 (the object changed meanwhile: another push) leaves it as the other push made it, and `push`
 says so; a bundle `warm merge` made of what that URL held is pushed only over that very
-version (`warmcli.bundle.merged_from`: a push landed since is never lost). The `s3://` store
+version (`warmcli.bundle.merged_from`: a push landed since is never lost), or, where the store
+moved on, over the version it holds now where the bundle holds every kernel and tune of it
+(`warmcli.bundle.fast_forward`: a copy pulled, run and pushed back). The `s3://` store
 is `warmcli.bundle.remote_s3`'s, the `https://` one `warmcli.bundle.remote_http`'s (a URL's
 `user:pass@` sent as HTTP Basic auth to its origin
 only). Every message names the URL as `location.shown` does: no password, token or query.
@@ -244,7 +246,8 @@ def push(
     given: what a caller interrupted however late reads). The state checked is copied (and
     hashed) in one read transaction into an anonymous temporary file, which is uploaded (a
     writer waits for the check and the copy, not the upload). A bundle that records it was
-    merged from `url` is pushed only over the version merged (`merged_from`: else refused,
+    merged from `url` is pushed only over the version merged (`merged_from`), or over what
+    the store holds now where the bundle holds all of that (`fast_forward`: else refused,
     nothing sent), unless `force`. An interrupt once the store answered the upload is
     `PushInterrupted`: the store holds it."""
     if not is_url(url):
@@ -261,7 +264,17 @@ def push(
                 digest, md5 = copied(bundle, fh, copy)
                 since = None if force else recorded(opened.manifest(), url, bundle)
             copy.seek(0)
-            pushed = digest, store.upload(copy, digest, md5, since)
+            try:
+                sent = store.upload(copy, digest, md5, since)
+            except RemoteError as exc:  # moved on since merged: what it holds now compared
+                if since is None or exc is not since.moved:
+                    raise
+                from warmcli.bundle.fast_forward import caught_up  # (a push's alone)
+
+                since = caught_up(store, url, bundle, copy, since)
+                copy.seek(0)
+                sent = store.upload(copy, digest, md5, since)
+            pushed = digest, sent
             (done if done is not None else []).append(pushed)
         return pushed
     except KeyboardInterrupt:  # once the store answered the upload, it holds the bundle

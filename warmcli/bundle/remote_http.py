@@ -5,8 +5,9 @@ header may hold: `_sendable`) or, from a store that gave none, on its `Last-Modi
 bounded in size and time (`warmcli.bundle.received`), checked
 against the length and the sha256 its answer states (`_stated`); a push is one PUT of the
 whole file, conditional on what the store's HEAD says it holds (`If-Match` its ETag,
-`If-None-Match: *` where there is none; of a bundle merged from it, on the version merged:
-`warmcli.bundle.merged_from`), none where it holds this very file (`push_copy.held`).
+`If-None-Match: *` where there is none; of a bundle merged from it, on the version merged,
+`warmcli.bundle.merged_from`, or the one a fast-forward read, `warmcli.bundle.fast_forward`),
+none where it holds this very file (`push_copy.held`).
 Credentials a URL names (`https://user:pass@host/`, `https://token@host/`) are sent as HTTP
 Basic auth to its own origin only (`http_open.urlopen`), and never shown:
 every message names the URL as `location.shown` does. Each store owns only the last HEAD's
@@ -149,7 +150,7 @@ class Http:
             int(headers["Content-Length"]),
         ):
             return False
-        if since is not None:  # the version merged, not the one the HEAD saw
+        if since is not None:  # the version merged (or read), not the one the HEAD saw
             unchanged(since, self.name, etag, None if head is None else _stated(head), True)
             etag = since.origin.etag or etag
         if etag:

@@ -4,9 +4,10 @@ AWS variables (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, ...; settings no client 
 made from are a `RemoteError`). A download is checked against the sha256 `push` put in the
 object's metadata; a push sends nothing where the object is this bundle already
 (`push_copy.held`), and, of a bundle merged from it, only over the version merged
-(`warmcli.bundle.merged_from`). `s3://bucket/key?versionId=ID` reads that version of the
-object (a push to it is refused: a PUT makes a new version); any other query, or a fragment,
-is refused (`_version`), never dropped to read the newest object in place of the one named.
+(`warmcli.bundle.merged_from`) or the one a fast-forward read (`warmcli.bundle.fast_forward`).
+`s3://bucket/key?versionId=ID` reads that version of the object (a push to it is refused: a
+PUT makes a new version); any other query, or a fragment, is refused (`_version`), never
+dropped to read the newest object in place of the one named.
 boto3 reads the store's answers on sockets warm cannot reach (each
 read waits at most 10 s, or the deadline where it is shorter, but a store may drip its
 headers a byte a wait): so a download (its HEAD, GET and body) and a push's HEAD and PUT

@@ -6,10 +6,11 @@ the URL holds now, checked (under `WARM_TRUSTED_KEYS`, one they did not sign is 
 a last good copy standing in or not): never the last good copy a reader falls back to; an interrupt
 once PATH is in place (`PullInterrupted`), or as that is said, says it was pulled (kept),
 and what the bundle it replaced held that is gone, exit 130; `push` (of a bundle merged from
-its URL, only over the version merged, but with `--force`) interrupted once the
-store answered its upload (`PushInterrupted`) says it was pushed (kept), exit 130. Under
-`WARM_TRUSTED_KEYS`, a push of a bundle none of those keys signed says so in a warning line
-(production processes trusting only them would serve none of it); pushed all the same.
+its URL, only over the version merged or one it holds all of, but with `--force`)
+interrupted once the store answered its upload (`PushInterrupted`) says it was pushed
+(kept), exit 130. Under `WARM_TRUSTED_KEYS`, a push of a bundle none of those keys signed
+says so in a warning line (production processes trusting only them would serve none of
+it); pushed all the same.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ def push(
     To an https:// URL it is one HTTP PUT, conditional (If-Match) on what the store
     held when the push began, where the store says: a concurrent push is refused, not lost.
     A bundle `warm merge` made of URL is pushed only while URL holds the very version
-    merged (another job's push since is refused, not lost: merge again; --force pushes).
+    merged, or another whose kernels and tunes it holds, each the same (a copy pulled, run
+    and pushed back: compared once downloaded); another job's push since is refused, not
+    lost (merge again; --force pushes).
     Where the store says it holds this very bundle already (its sha256), nothing is sent.
     """
     if not bundle.is_file():  # a FIFO or a folder is said as one: it exists

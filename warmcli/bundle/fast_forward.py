@@ -1,0 +1,133 @@
+"""A push of a bundle merged from its URL where the store moved on since: a fast-forward.
+
+A copy of a URL pulled after a merged push records the version that push was merged from
+(`warmcli.bundle.merged_from`: the manifest is signed, a pull cannot rewrite it), so its push
+back, run and grown, found the store at another version and was refused as changed though
+nobody pushed since. Where the store's version is not the one recorded, `caught_up`
+downloads what it holds now (bounded as any download, `warmcli.bundle.received`, then the
+integrity check a download passes before it is published, `soundness.not_a_bundle`) and
+compares it with the state pushed (`lost`): where that holds every kernel (by key, the
+same blob) and every tune (the same record) the store holds, the push goes on conditional on
+the version just read (its ETag, else the sha256 read, as `merged_from.Origin`), so
+another push landing between that read and the PUT is refused (`raced`); else it is refused
+as before, saying how many kernels and tunes the push would lose. A store object that is
+no bundle, or that passes a bound, is the refusal too, saying why: nothing is sent. This
+module owns the temporary folder it reads in (removed on return), writes nothing else, and
+never prints.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from warmcli.bundle.location import shown
+from warmcli.bundle.merged_from import Origin, Since, is_etag, moved
+from warmcli.bundle.push_copy import no_copy
+from warmcli.bundle.received import bounds
+from warmcli.bundle.soundness import not_a_bundle
+from warmcli.errors import BundleError, RemoteError
+from warmcli.printable import cut, printable
+
+
+def caught_up(store: Any, url: str, bundle: Path, copy: BinaryIO, since: Since) -> Since:
+    """The condition of the push of `copy` (the state of `bundle` pushed) to `url`, where
+    the store (`store`: `remote_http.Http` or `remote_s3.S3`) holds no longer the version
+    `since` records: the version it holds now, where every kernel and tune of that is held
+    identically by `copy`; else `RemoteError` (`merged_from.moved`, saying why)."""
+    import tempfile  # a push's: never a serving process's
+
+    limits = bounds()
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="warm-push-")
+    except OSError as exc:
+        raise no_copy(bundle, "could not be made", exc) from None
+    with folder as name:
+        try:
+            got = store.download(None, Path(name), limits)
+        except RemoteError as exc:
+            said = str(exc).removeprefix(f"{shown(url)}: ").removeprefix(f"{url}: ")
+            gone = said.startswith("no bundle there (HTTP 404")  # (`http_open.failed`'s)
+            why = " and holds nothing now (removed)" if gone else f" and was not read ({said})"
+            raise moved(url, bundle, since.origin, why) from None
+        if got is None:  # (asked of no version: it never says "unchanged")
+            raise since.moved
+        held, etag, digest = got
+        problem = not_a_bundle(held)
+        if problem:
+            said = printable(cut(problem.removeprefix(f"{held}: "), 200))
+            raise moved(url, bundle, since.origin, f" and holds no bundle warm reads ({said})")
+        pushed = Path(name) / "pushed.warm"
+        try:
+            copy.seek(0)
+            with open(pushed, "wb") as fh:
+                shutil.copyfileobj(copy, fh)
+        except OSError as exc:
+            raise no_copy(bundle, "failed", exc) from None
+        try:
+            kernels, tunes = lost(held, pushed)
+        except BundleError as exc:  # (both were just checked: a disk that fails)
+            raise moved(url, bundle, since.origin, f" and was not compared ({exc})") from None
+    if kernels or tunes:
+        what = " and ".join(
+            f"{n:,} {kind}{'' if n == 1 else 's'}"
+            for n, kind in ((kernels, "kernel"), (tunes, "tune"))
+            if n
+        )
+        why = f" and holds {what} that {bundle} does not (another push landed since)"
+        raise moved(url, bundle, since.origin, why)
+    now = Origin(since.origin.url, etag if etag != digest and is_etag(etag) else None, digest)
+    return Since(now, raced(url, bundle))
+
+
+def raced(url: str, bundle: Path) -> RemoteError:
+    """A fast-forward refused: another push landed between the read that compared what the
+    store held and the PUT conditional on it."""
+    return RemoteError(
+        f"{shown(url)} changed while the push of {bundle} compared what it holds (another push "
+        f"landed): not pushed, nothing lost: push again, or merge again (warm merge "
+        f"{shown(url)} ... -o {bundle}), or push --force to replace it"
+    )
+
+
+def lost(store: Path, pushed: Path) -> tuple[int, int]:
+    """How many kernels and tunes the bundle at `store` holds that the one at `pushed`
+    does not hold identically (a kernel: its key with the same blob; a tune: the same
+    record), each bundle read in one state; keys streamed in order, as `warm diff` joins."""
+    from warmcli.bundle.store import Bundle  # on first use, as `soundness` opens one
+
+    with Bundle.open(store) as a, Bundle.open(pushed) as b, a.snapshot(), b.snapshot():
+        kernels = sum(
+            y is None or x[1] is None or x[1] != y[1]
+            for x, y in _joined(a.keys("kernels"), b.keys("kernels"))
+            if x is not None
+        )
+        tunes = 0
+        for x, y in _joined(a.keys("tunes"), b.keys("tunes")):
+            if x is None:
+                continue
+            if y is None:
+                tunes += 1
+                continue
+            ta, tb = a.tune(x[0]), b.tune(x[0])
+            tunes += not (ta is not None and (ta == tb or repr(ta) == repr(tb)))  # (NaN)
+    return kernels, tunes
+
+
+def _joined(
+    a: Iterator[tuple[str, object]], b: Iterator[tuple[str, object]]
+) -> Iterator[tuple[tuple[str, object] | None, tuple[str, object] | None]]:
+    """Two streams of (key, value) ordered by key, paired by key."""
+    x, y = next(a, None), next(b, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x[0] < y[0]):
+            yield x, None
+            x = next(a, None)
+        elif x is None or y[0] < x[0]:
+            yield None, y
+            y = next(b, None)
+        else:
+            yield x, y
+            x, y = next(a, None), next(b, None)
