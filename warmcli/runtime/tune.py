@@ -307,7 +307,7 @@ def _measure_candidates(
                 if problem is None:
                     samples = timed_samples(guard, tunable.warmup, tunable.repeats, run)
         except Exception as exc:  # any exception of a candidate excludes it, with its reason
-            guard.restore()
+            guard.restore(running=True)  # (what it launched may still run on its own stream)
             problem = last_line(exc)
         if problem is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
@@ -356,7 +356,7 @@ def measure(
             )
         finally:
             if guard is not None:
-                guard.restore()
+                guard.restore(running=True)  # (a candidate cut short may still run)
                 guard.release()
         seconds = time.perf_counter() - started - obtaining()
     ok = [c for c in found if c.status == "ok"]
