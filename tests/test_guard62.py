@@ -34,6 +34,7 @@ from warmcli import Kernel, Runtime, Tunable
 from warmcli.backends.base import Buffer, LaunchConfig, Stream
 from warmcli.backends.host.device import HostDevice
 from warmcli.execution import ProcessMode, ProcessModeOverride, StatisticsCollector
+from warmcli.runtime.tune_guard import TuneGuard
 
 SOURCE = """
 void work(float *x, int n) {
@@ -204,6 +205,32 @@ def test_a_candidate_that_raises_after_its_launch_is_restored_after_the_device_w
     device, measured, failed = _tune(launch)
     assert failed == 1  # (c2, raised in its warm-up)
     assert _unordered(device.log, measured) == []
+
+
+def test_a_restore_that_raises_still_releases_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(d) Failed before the fix: the restore raising in `measure`'s `finally` skipped
+    `release`: this thread's every-stream cover stayed on `Stream`, and a launch after the
+    tune made a copy for the dead guard. Pure logic: the restore is made to raise."""
+
+    def broken(self: TuneGuard, *, running: bool = False) -> None:
+        raise RuntimeError("restore broke")
+
+    def launch(rt: Runtime, kernel: Kernel, x: Buffer, n: int, *, stream: Any = None) -> None:
+        rt.launch(kernel, x, n, stream=rt.stream())
+
+    monkeypatch.setattr(TuneGuard, "restore", broken)
+    device = FakeOrderedDevice()
+    rt = Runtime(device)  # type: ignore[arg-type]
+    x = rt.upload(np.zeros(8, dtype=np.float32))
+    tunable = Tunable("t", CANDIDATES, launch, warmup=0, repeats=1)
+    with ProcessModeOverride(ProcessMode.EXECUTE):
+        with pytest.raises(RuntimeError, match="restore broke"):
+            rt.tune(tunable, x, 8, stream=rt.stream())
+        assert Stream.on_launch is None
+        device.log.clear()
+        rt.launch(CANDIDATES["c1"], rt.buffer(8), 8, stream=rt.stream())
+    assert [e[0] for e in device.log] == ["launch"]  # no copy for a dead guard
+    rt.close()
 
 
 def test_a_served_tune_waits_for_nothing_and_copies_nothing() -> None:

@@ -356,8 +356,10 @@ def measure(
             )
         finally:
             if guard is not None:
-                guard.restore(running=True)  # (a candidate cut short may still run)
-                guard.release()
+                try:  # (a candidate cut short may still run: the device is waited for)
+                    guard.restore(running=True)
+                finally:  # even where restoring raised: no cover is left for a dead guard
+                    guard.release()
         seconds = time.perf_counter() - started - obtaining()
     ok = [c for c in found if c.status == "ok"]
     failed = [c for c in found if c.status == "failed"]
