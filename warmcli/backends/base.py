@@ -3,10 +3,10 @@
 A `Device` is one execution target (`host`, `cuda:0`, or a GPU-less `sm_90` that
 only compiles). It knows its architecture, its fingerprint (what a tune key and a
 bundle manifest record of it), its compiler per kernel language, and how to load
-a binary, launch a kernel on a stream, allocate, copy, free and read buffers, and time a
-measurement on one stream. A `Stream` is an ordered queue of launches that holds
-one bit, its `StreamMode` (an override, else the measuring thread's `Execute` for every
-stream of its device while a tune measures, else the default that
+a binary, launch a kernel on a stream, allocate, copy, free and read buffers, wait for
+every stream, and time a measurement on one stream. A `Stream` is an ordered queue of
+launches that holds one bit, its `StreamMode` (an override, else the measuring thread's
+`Execute` for every stream of its device while a tune measures, else the default that
 `warmcli.execution.process_mode` installs with `set_default_stream_mode`), and, while
 tunes measure on it, each measuring thread's hook for its launches (`on_launch`). It owns
 the backend's handles; it never decides what a launch does (that is the
@@ -298,6 +298,11 @@ class Device(Protocol):
         ...
 
     def new_stream(self) -> Stream: ...
+
+    def synchronize(self) -> None:
+        """Wait for everything queued on every stream of the device (a launch function's
+        own too); a host device runs its launches synchronously."""
+        ...
 
     def time(self, stream: Stream, run: Callable[[], None]) -> float: ...
 

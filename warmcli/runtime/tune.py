@@ -307,7 +307,7 @@ def _measure_candidates(
                 if problem is None:
                     samples = timed_samples(guard, tunable.warmup, tunable.repeats, run)
         except Exception as exc:  # any exception of a candidate excludes it, with its reason
-            guard.restore()
+            guard.restore(running=True)  # (what it launched may still run on its own stream)
             problem = last_line(exc)
         if problem is not None:
             results[name] = CandidateMeasurement(name, kernel_key, "failed", reason=problem)
@@ -356,8 +356,10 @@ def measure(
             )
         finally:
             if guard is not None:
-                guard.restore()
-                guard.release()
+                try:  # (a candidate cut short may still run: the device is waited for)
+                    guard.restore(running=True)
+                finally:  # even where restoring raised: no cover is left for a dead guard
+                    guard.release()
         seconds = time.perf_counter() - started - obtaining()
     ok = [c for c in found if c.status == "ok"]
     failed = [c for c in found if c.status == "failed"]

@@ -12,7 +12,10 @@ function's own; another thread's launches are left alone). One warm allocated (`
 is held weakly: one the app drops (a workspace the launch function makes on every call) is put
 back no more and its copy is freed, so a tune holds no call's workspace past it; a wrapper of
 memory the app owns (`rt.wrap`, PyCUDA's arguments: made afresh on every call) is held, so the
-memory it names is put back. With `Tunable(check=...)` it also reads each candidate's outputs
+memory it names is put back. Its copies go on the measured stream, which a launch on another
+does not wait for: a copy made for such a launch is waited for before it goes out, a checked
+run waits for that stream before it and for the device after, and a raised candidate's restore
+waits for the device. With `Tunable(check=...)` it also reads each candidate's outputs
 (the kept buffers, those kept beside the inputs too, but a workspace the launch function made as
 it ran, after one run on the original contents: under `restore=()`, which keeps no copy, the
 inputs' buffers read back before any candidate ran are put back before each checked run)
@@ -138,13 +141,29 @@ class TuneGuard:
         `restore=` chose among), before its first launch runs; another thread's are its own."""
         self._seen = {id(b): _holding(b) for b in (*_buffers_in(inputs), *self.buffers)}
         self._outer = self.stream.watch_launches(self._cover)
-        self._every = Stream.watch_every(self._cover)
+        self._every = Stream.watch_every(self._cover_elsewhere)
         self._watching = True
 
     def _cover(self, args: tuple[Any, ...]) -> None:
+        """A launch on the measured stream: its buffers' copies, queued before it there."""
         outer = self._outer or self._every  # a tune inside another's candidate: it keeps too
         if outer is not None:
             outer(args)
+        self._keep(args)
+
+    def _cover_elsewhere(self, args: tuple[Any, ...]) -> None:
+        """A launch on another stream (a launch function's own): nothing orders it after a
+        copy queued on the measured stream, so a buffer first met is copied and the stream
+        waited for before the launch goes out (once per buffer kept, not per launch)."""
+        if self._every is not None:  # what this thread's launches elsewhere showed before
+            self._every(args)
+        if self._keep(args):
+            self.stream.synchronize()
+
+    def _keep(self, args: tuple[Any, ...]) -> bool:
+        """Keep each of `args`' buffers not kept yet (a copy queued on the measured stream);
+        whether any was."""
+        copied = False
         for buffer in _buffers_in(args):
             if buffer.device_id != self.device.id:  # (a launch on another device's stream)
                 continue
@@ -155,9 +174,16 @@ class TuneGuard:
                 kept = weakref.ref(buffer) if buffer.owned else _holding(buffer)
                 self._beside.append((kept, self._copy(buffer)))
                 self._seen[id(buffer)] = kept
+                copied = True
+        return copied
 
-    def restore(self) -> None:
-        """Put every kept buffer back as it was (queued on the measured stream)."""
+    def restore(self, *, running: bool = False) -> None:
+        """Put every kept buffer back as it was (queued on the measured stream). `running`: a
+        candidate's run may not have finished (it raised, or was cut short), on any stream
+        (its own too, which the measured stream does not wait for): the device is waited for
+        first, so no kernel of it writes a buffer after it was put back."""
+        if running:
+            self.device.synchronize()
         for buffer, copy in zip(self.buffers, self._copies, strict=True):
             self.device.copy(buffer, copy, self.stream)
         if any(kept() is None for kept, _ in self._beside):  # dropped: its copy freed
@@ -182,8 +208,11 @@ class TuneGuard:
         the serial from which a buffer was made during this run: `launched` holds the ids
         this run launched on), then restore; the buffers read and their contents."""
         made, self.launched = next_serial(), set()
-        run()
+        # The copies queued on the measured stream (the guard's first, a restore) are done
+        # before a launch on another stream (the launch function's own) can read or write.
         self.stream.synchronize()
+        run()
+        self.device.synchronize()  # its launches on every stream, before it is read or restored
         try:
             chosen = [b for b in self._kept_beside() if beside(b, made)]
             read = [*(self.buffers if buffers is None else buffers), *chosen]

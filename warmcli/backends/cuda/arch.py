@@ -243,6 +243,9 @@ class ArchDevice:
     def new_stream(self) -> Stream:
         return Stream(self.id)
 
+    def synchronize(self) -> None:
+        return None  # nothing runs
+
     def time(self, stream: Stream, run: Callable[[], None]) -> float:
         raise self._no_gpu("time a measurement")
 

@@ -207,9 +207,7 @@ class CudaDevice:
             self._context: Any = self._dev.retain_primary_context()
         except cuda.Error as exc:
             raise DeviceError(f"cannot open cuda:{index}: {exc}") from exc
-        self._cuda = cuda
-        self.index = index
-        self.id = f"cuda:{index}"
+        self._cuda, self.index, self.id = cuda, index, f"cuda:{index}"
         self.arch = f"sm_{self.capability[0]}{self.capability[1]}"
         self.compilers = CompilerSlot(self.id, self.arch, nvcc, compiler)
         self._buffers: list[Buffer] = []
@@ -319,15 +317,13 @@ class CudaDevice:
         return buffer.handle
 
     def upload(self, buffer: Buffer, array: np.ndarray) -> None:
-        data = require_upload(buffer, array)
-        memory = self._memory(buffer)
+        data, memory = require_upload(buffer, array), self._memory(buffer)
         if data.nbytes:
             with self.active() as cuda:
                 cuda.memcpy_htod(memory, data)
 
     def download(self, buffer: Buffer) -> np.ndarray:
-        memory = self._memory(buffer)
-        out = np.empty(buffer.shape, dtype=buffer.dtype)
+        memory, out = self._memory(buffer), np.empty(buffer.shape, dtype=buffer.dtype)
         if out.nbytes:
             with self.active() as cuda:
                 cuda.memcpy_dtoh(out, memory)
@@ -362,6 +358,10 @@ class CudaDevice:
             handle = cuda.Stream()
         self._streams.append(handle)
         return CudaStream(self, handle)
+
+    def synchronize(self) -> None:  # every stream of the context (`cuCtxSynchronize`)
+        with self.active() as cuda:
+            cuda.Context.synchronize()
 
     def time(self, stream: Stream, run: Callable[[], None]) -> float:
         """Seconds between events around `run()` on the legacy default stream (None), not on

@@ -194,6 +194,9 @@ class HostDevice:
     def new_stream(self) -> Stream:
         return Stream(self.id)
 
+    def synchronize(self) -> None:
+        return None  # its launches and copies ran as they were issued
+
     def time(self, stream: Stream, run: Callable[[], None]) -> float:
         started = time.perf_counter()
         run()
