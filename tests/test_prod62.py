@@ -75,3 +75,33 @@ def test_a_bundle_rewritten_in_place_is_served_once_the_copy_is_whole(
     # before it: its build, stored in the old file alone, may be a miss, compiled: `binary`)
     assert set(json.loads(served.stdout)) <= {"k2"}, served.stderr
     assert new.read_bytes() == old.read_bytes()  # nothing written into it
+
+
+def test_a_bundle_named_by_a_url_of_a_scheme_warm_does_not_read_says_so(
+    warm: Warm, tmp_path: Path
+) -> None:
+    # Found by trial 62: WARM_BUNDLE=file:///srv/app.warm, naming a bundle that is there, was
+    # `BundleError: file:///srv/app.warm: no such bundle` (and `warm stats` said the same of
+    # `file:/srv/app.warm`): read as a relative path, nothing said of the scheme.
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    (tmp_path / "half.py").write_text(
+        "from kernels import *\ndef workload(rt):\n    return [one(rt, i) for i in range(3)]\n"
+    )
+    bundle = tmp_path / "app.warm"
+    done = warm("run", tmp_path / "half.py", "--bundle", bundle, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    url = f"file://{bundle}"
+    code = "import warmcli\ntry:\n    warmcli.runtime('host')\n"
+    code += "except warmcli.errors.BundleError as exc:\n    print(exc)\n"
+    served = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        env={**warm.env, "WARM_BUNDLE": url}, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert served.returncode == 0 and not served.stderr, served.stderr
+    line = served.stdout.strip()
+    assert "\n" not in line and line.startswith(f"{url}: no such bundle"), line
+    assert "file:// is no URL warm reads" in line, line
+    stats = warm("stats", url, cwd=tmp_path)
+    assert stats.returncode == 2 and "Traceback" not in stats.stderr, stats.stderr
+    assert stats.stderr.count("\n") == 1 and "file:// is no URL warm reads" in stats.stderr
+    assert bundle.read_bytes()[:16] == b"SQLite format 3\0"  # nothing done to it
