@@ -163,7 +163,7 @@ class SignedRows(RowReader):
             return
         try:
             conn, ident = _open_connection(self.fspath, False)
-        except (FileNotFoundError, BundleError):
+        except (OSError, BundleError):  # (removed, unreadable meanwhile: alike)
             self._stamp = kept  # not a bundle (yet): tried again at the next read
             return
         old, self._conn, self._ident = self._connection, conn, ident
