@@ -118,7 +118,7 @@ class SignedRows(RowReader):
         _resume: dict[tuple[str, str, int], int]
 
     _trusted: Sequence[bytes] | None = None  # the keys `covered` was judged by (`Bundle`'s)
-    _other = False  # a forked child found another file at the path (`_other_file`)
+    _other = False  # another file read than first opened (`_other_file`)
     _stamp: tuple[tuple[int, int, int], bytes] | None = None  # the file, as last read
 
     def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
@@ -172,10 +172,11 @@ class SignedRows(RowReader):
 
     def _other_file(self) -> None:
         """In a forked child, the path names another file than its parent opened (a bundle
-        `mv`, `warm pull` or `warm merge` put there since): the child reads that one, so what
-        was kept of the parent's file by id or rowid is forgotten, and the rows served under
-        trusted keys are those they signed of this file (none, where they signed none); the
-        kernel rows prefetched before are read again (`Bundle.kernel`)."""
+        `mv`, `warm pull` or `warm merge` put there since), or the file opened was rewritten
+        in place (`_rewritten`): that one is read, so what was kept of the other by id or
+        rowid is forgotten, and the rows served under trusted keys are those they signed of
+        this file (none, where they signed none); the kernel rows prefetched before are read
+        again (`Bundle.kernel`)."""
         self._forget_kernel_keys()
         with self._lock:
             self._other = True
