@@ -111,7 +111,9 @@ class BundleCore(SignedRows):
         except FileNotFoundError:
             if write:
                 return cls.create(path)._trusting(trusted_keys, None)
-            raise BundleError(f"{path}: no such bundle") from None
+            from warmcli.bundle.location import unread_scheme  # (only when none is there)
+
+            raise BundleError(f"{path}: no such bundle{unread_scheme(path)}") from None
         return cls(path, conn, write, ident)._trusting(trusted_keys, judged, write and signs)
 
     def _trusting(

@@ -29,6 +29,7 @@ from warmcli.errors import RemoteError
 from warmcli.printable import cut, printable
 
 SCHEMES = ("https", "http", "s3")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/")  # (`Path` makes `file:///x` `file:/x`)
 
 
 def is_url(text: str | os.PathLike[str]) -> bool:
@@ -40,6 +41,16 @@ def is_url(text: str | os.PathLike[str]) -> bool:
         return urlsplit(text).scheme in SCHEMES
     except ValueError:
         return False
+
+
+def unread_scheme(path: str) -> str:
+    """For a bundle `path` that is not there: where it starts as a URL of a scheme warm does
+    not read (`file://`, `ftp://`, `gs://`: read as a relative path), the words saying so."""
+    found = _SCHEME.match(path)
+    if found is None or found[1].lower() in SCHEMES:
+        return ""
+    return (f" ({found[1]}:// is no URL warm reads, only https://, http:// to this machine and "
+            "s3://: it was read as a relative path; name a local bundle by its path)")  # fmt: skip
 
 
 def url_text(url: str) -> str:

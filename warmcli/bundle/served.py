@@ -131,9 +131,11 @@ def open_served(
     layer is imported only for a location that may be a URL (every URL holds `://`)."""
     if not (isinstance(location, str) and "://" in location):
         return serving(os.fspath(location), write, keys)
-    from warmcli.bundle.location import is_url, shown
+    from warmcli.bundle.location import is_url, shown, unread_scheme
     from warmcli.bundle.remote import local_bundle
 
+    if not is_url(location) and unread_scheme(location) and not os.path.lexists(location):
+        raise BundleError(f"{shown(location)}: no such bundle{unread_scheme(location)}")
     if is_url(location) and write:
         raise BundleError(f"{shown(location)}: a bundle named by URL is served read-only")
     path, warning = local_bundle(location, keys)  # one they refuse: the last good copy

@@ -23,17 +23,19 @@ production write-back writes (`unsigned_rows`: never over a row a signature list
 Its state is `Bundle`'s, kept on it: the rows `covered` (judged by `_trusted`, the keys it
 was opened under), the keys found `refused`, and whether a forked child found another file at
 the path (`_other_file`, `_moved`: what was kept of its parent's file is forgotten and
-`covered` judged again for that file). It never prints.
+`covered` judged again for that file), and the file as its last read found it (`_stamp`: one
+rewritten in place since, by no SQLite writer, is opened anew, `_rewritten`). It never prints.
 """
 
 from __future__ import annotations
 
 import _sqlite3 as sqlite3  # as `warmcli.bundle.file`
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import TYPE_CHECKING, Any
 
-from warmcli.bundle.file import _retrying
+from warmcli.bundle.file import _open_connection, _retrying
 from warmcli.bundle.rows import (
     _PROCESS,
     KERNEL_COLUMNS,
@@ -116,7 +118,8 @@ class SignedRows(RowReader):
         _resume: dict[tuple[str, str, int], int]
 
     _trusted: Sequence[bytes] | None = None  # the keys `covered` was judged by (`Bundle`'s)
-    _other = False  # a forked child found another file at the path (`_other_file`)
+    _other = False  # another file read than first opened (`_other_file`)
+    _stamp: tuple[tuple[int, int, int], bytes] | None = None  # the file, as last read
 
     def _serves(self, table: str, key: str, signed: tuple[Any, ...]) -> bool:
         """Whether a row may be served: always, unless trusted keys did not sign it."""
@@ -130,12 +133,50 @@ class SignedRows(RowReader):
             self._refused.add(key)
         return False
 
+    def _settle(self) -> None:
+        super()._settle()
+        self._rewritten() if not self.writable else None
+
+    def _rewritten(self) -> None:
+        """Before a read transaction of a read-only connection: the very file it opened,
+        rewritten since its last read by no SQLite writer (`cp NEW PATH`, `cat NEW > PATH`:
+        modified, its header's change counter and page count as they were), is opened anew,
+        as a forked child opens another file (`_other_file`). SQLite compares those header
+        fields alone: alike (two bundles of as many commits and pages), it would go on reading
+        the pages it cached of the old content among the new, `database disk image is
+        malformed` for every row not read yet, for the rest of the process. One copied
+        halfway, not a bundle yet, is read as it is (a miss) and tried again at the next read;
+        another file put at the path (a rename) is not read: the one opened is."""
+        try:
+            st = os.stat(self._real)
+            if (st.st_dev, st.st_ino) != self._ident:
+                return
+            stamp = (st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+            if self._stamp is not None and self._stamp[0] == stamp:
+                return
+            with open(self._real, "rb") as file:  # (a regular file: `_open_connection` said so)
+                header = file.read(40)[24:]
+        except OSError:  # removed, or unreadable now: SQLite reads the file it has open
+            return
+        kept, self._stamp = self._stamp, (stamp, header)
+        if kept is None or kept[1] != header:  # a first read, or an SQLite writer's commit
+            return
+        try:
+            conn, ident = _open_connection(self.fspath, False)
+        except (OSError, BundleError):  # (removed, unreadable meanwhile: alike)
+            self._stamp = kept  # not a bundle (yet): tried again at the next read
+            return
+        old, self._conn, self._ident = self._connection, conn, ident
+        old.close()
+        self._other_file()
+
     def _other_file(self) -> None:
         """In a forked child, the path names another file than its parent opened (a bundle
-        `mv`, `warm pull` or `warm merge` put there since): the child reads that one, so what
-        was kept of the parent's file by id or rowid is forgotten, and the rows served under
-        trusted keys are those they signed of this file (none, where they signed none); the
-        kernel rows prefetched before are read again (`Bundle.kernel`)."""
+        `mv`, `warm pull` or `warm merge` put there since), or the file opened was rewritten
+        in place (`_rewritten`): that one is read, so what was kept of the other by id or
+        rowid is forgotten, and the rows served under trusted keys are those they signed of
+        this file (none, where they signed none); the kernel rows prefetched before are read
+        again (`Bundle.kernel`)."""
         self._forget_kernel_keys()
         with self._lock:
             self._other = True
