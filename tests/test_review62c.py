@@ -12,16 +12,22 @@ entries served nothing of it.
 
 from __future__ import annotations
 
+import signal
 import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from full_disk import in_private_mount
 from test_fleet61 import jobs  # noqa: F401  (fixture)
 from test_fleet62 import _stale_record
-from test_remote import Store, http_store  # noqa: F401  (fixtures)
+from test_remote import Store, _etag, _handler, http_store  # noqa: F401  (fixtures)
 
 Served = tuple[Store, str, ThreadingHTTPServer]
 
@@ -115,3 +121,96 @@ def test_a_fingerprint_the_push_lacks_is_not_replaced(
     store.files["/fleet.warm"] = held = _changed(jobs[0], tmp_path, add)
     said = _refused(warm, out, url, store, held)
     assert "1 fingerprint" in said, said
+
+
+class _Stalling(Store):
+    """A store whose GET, once `stall` is set, sends its headers and half the body, then
+    waits (`release`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stall, self.sending, self.release = False, threading.Event(), threading.Event()
+
+
+@pytest.fixture
+def stalling_store() -> Iterator[tuple[_Stalling, str]]:
+    store = _Stalling()
+    base = _handler(store)
+
+    class Handler(base):  # type: ignore[misc,valid-type]
+        def do_GET(self) -> None:
+            if not store.stall:
+                super().do_GET()
+                return
+            body = store.files[self.path]
+            self.send_response(200)
+            self.send_header("ETag", _etag(body))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            store.sending.set()
+            store.release.wait(60)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
+    thread.start()
+    yield store, f"http://127.0.0.1:{server.server_address[1]}"
+    store.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_ctrl_c_while_the_store_is_read_loses_nothing_and_leaves_no_folder(
+    warm: Warm,
+    tmp_path: Path,
+    stalling_store: tuple[_Stalling, str],
+    jobs: tuple[bytes, bytes, bytes],  # noqa: F811
+) -> None:
+    """A Ctrl-C while the fast-forward downloads what the store holds: exit 130, one line,
+    nothing sent, the store's object as it was, no temporary folder left."""
+    store, base = stalling_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = jobs[0]
+    out = _stale_record(warm, tmp_path, url, jobs)
+    tmp, store.stall = tmp_path / "tmp", True
+    tmp.mkdir()
+    proc = warm.with_env(TMPDIR=str(tmp)).popen("push", out, url)
+    try:
+        assert store.sending.wait(60)
+        time.sleep(0.5)  # (the body's first half read: the download under way)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert store.files["/fleet.warm"] == jobs[0] and store.puts == []
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_full_temporary_folder_is_one_line_and_nothing_lost(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: Served,  # noqa: F811
+    jobs: tuple[bytes, bytes, bytes],  # noqa: F811
+) -> None:
+    """TMPDIR a tmpfs with room for the push's copy of its bundle, not for what the store
+    holds as well: exit 2, one line naming the temporary folder, nothing sent, nothing left
+    there."""
+    store, base, _ = http_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = jobs[0]
+    out = _stale_record(warm, tmp_path, url, jobs)
+    room = out.stat().st_size + len(jobs[0]) // 2
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = (
+        f"mount -t tmpfs -o size={room} tmpfs {tmp} || exit 99; "
+        f"{sys.executable} -m warmcli push {out} {url}; echo rc=$?; ls -A {tmp}"
+    )
+    proc = in_private_mount(script, dict(warm.env, TMPDIR=str(tmp)))
+    assert proc.stdout.strip() == "rc=2", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert str(tmp) in proc.stderr and "not pushed" in proc.stderr, proc.stderr
+    assert store.files["/fleet.warm"] == jobs[0] and store.puts == []
