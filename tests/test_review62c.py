@@ -214,3 +214,26 @@ def test_a_full_temporary_folder_is_one_line_and_nothing_lost(
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert str(tmp) in proc.stderr and "not pushed" in proc.stderr, proc.stderr
     assert store.files["/fleet.warm"] == jobs[0] and store.puts == []
+
+
+def test_a_toolchain_installed_elsewhere_is_no_fingerprint_lost(
+    warm: Warm,
+    tmp_path: Path,
+    http_store: Served,  # noqa: F811
+    jobs: tuple[bytes, bytes, bytes],  # noqa: F811
+) -> None:
+    """A fingerprint is held by its identity: a toolchain's names the compiler and version,
+    not where it is installed (a run on a machine with it elsewhere writes its own path),
+    so a store naming the same toolchain at another path is no refusal."""
+    store, base, _ = http_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = jobs[0]
+    out = _stale_record(warm, tmp_path, url, jobs)
+    elsewhere = (
+        'UPDATE fingerprints SET data = replace(data, \'"path": "\', \'"path": "/opt\') '
+        "WHERE kind = 'toolchain'"
+    )
+    store.files["/fleet.warm"] = _changed(jobs[0], tmp_path, elsewhere)
+    proc = warm("push", out, url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert store.files["/fleet.warm"] == out.read_bytes()

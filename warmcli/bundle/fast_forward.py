@@ -1,21 +1,21 @@
 """A push of a bundle merged from its URL where the store moved on since: a fast-forward.
 
 A copy of a URL pulled after a merged push records the version that push was merged from
-(`warmcli.bundle.merged_from`: the manifest is signed, a pull cannot rewrite it), so its push
-back, run and grown, found the store at another version and was refused as changed though
-nobody pushed since. Where the store's version is not the one recorded, `caught_up`
+(`warmcli.bundle.merged_from`: the manifest is signed, a pull cannot rewrite it), so its
+push back, run and grown, found the store at another version and was refused as changed
+though nobody pushed since. Where the store's version is not the one recorded, `caught_up`
 downloads what it holds now (bounded as any download, `warmcli.bundle.received`, then the
 integrity check a download passes before it is published, `soundness.not_a_bundle`) and
-compares it with the state pushed (`lost`): where that holds every kernel (by key, the
-same row but for its times: the same blob, device, label, compile log), every tune (the same
-record), every fingerprint and every signature (the same row: a store signed since is never
-made unsigned) the store holds, the push goes on conditional on the version just read (its
-ETag, else the sha256 read, as `merged_from.Origin`), so another push landing between that
-read and the PUT is refused (`raced`); else it is refused as before, saying how many of
-each the push would lose. A store object that is
-no bundle, or that passes a bound, is the refusal too, saying why: nothing is sent. This
-module owns the temporary folder it reads in (removed on return), writes nothing else
-(its SQL only reads both files there, their schemas checked first), and never prints.
+compares it with the state pushed (`lost`): where that holds every kernel (by key, the same
+row but for its times: the same blob, device, label, compile log), every tune (the same
+record), every fingerprint (the same identity) and every signature (the same row: a store
+signed since is never made unsigned) the store holds, the push goes on conditional on the
+version just read (its ETag, else the sha256 read, as `merged_from.Origin`), so another push
+landing between that read and the PUT is refused (`raced`); else it is refused as before,
+saying how many of each the push would lose. A store object that is no bundle, or that
+passes a bound, is the refusal too, saying why: nothing is sent. This module owns the
+temporary folder it reads in (removed on return), writes nothing else (its SQL only reads
+both files there, their schemas checked first), and never prints.
 """
 
 from __future__ import annotations
@@ -98,13 +98,15 @@ LOST = ("kernel", "tune", "fingerprint", "signature")  # what `lost` counts, in 
 # A kernel, fingerprint or signature of the store's (`main`) not held identically by the
 # push's (`pushed`): each looked up by its key in the other file's primary key (memory flat,
 # n log n). A kernel as `kernel_row.write_kernel_row` tells one build from another: every
-# column but its times (a run moves `last_used` on).
+# column but its times (a run moves `last_used` on). A fingerprint by its identity and kind:
+# a toolchain's names its compiler and version, not where it is installed, and a run on a
+# machine with it elsewhere writes its own path there (`manifest.put_fingerprint`).
 _KERNEL_COLUMNS = (
     "device, backend, arch, entry, label, symbol, sha256, toolchain, components, compile_log"
 )
 _NOT_HELD = {
     "kernels": ("key", _KERNEL_COLUMNS),
-    "fingerprints": ("identity", "kind, data"),
+    "fingerprints": ("identity", "kind"),
     "signatures": ("key_id", "public_key, signature, rows, signed_at"),
 }
 
@@ -112,10 +114,10 @@ _NOT_HELD = {
 def lost(store: Path, pushed: Path) -> tuple[int, int, int, int]:
     """How many kernels, tunes, fingerprints and signatures (`LOST`) the bundle at `store`
     holds that the one at `pushed` does not hold identically (a kernel: its key with the
-    same row but for its times, so the same blob; a tune: the same record; a fingerprint,
-    a signature: the same row), each bundle read in one state; tunes' keys streamed in
-    order, as `warm diff` joins, each record read by its key (the formats store them
-    apart); the rest compared by SQLite (`_not_held`)."""
+    same row but for its times, so the same blob; a tune: the same record; a fingerprint:
+    its identity and kind; a signature: the same row), each bundle read in one state; tunes'
+    keys streamed in order, as `warm diff` joins, each record read by its key (the formats
+    store them apart); the rest compared by SQLite (`_not_held`)."""
     from warmcli.bundle.store import Bundle  # on first use, as `soundness` opens one
 
     with Bundle.open(store) as a, Bundle.open(pushed) as b, a.snapshot(), b.snapshot():
