@@ -237,3 +237,56 @@ def test_a_toolchain_installed_elsewhere_is_no_fingerprint_lost(
     proc = warm("push", out, url)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert store.files["/fleet.warm"] == out.read_bytes()
+
+
+@pytest.fixture
+def mirrored_store() -> Iterator[tuple[Store, str]]:
+    """A store whose GET and HEAD of /fleet.warm redirect to /mirror.warm (a stale copy, say,
+    a cache in front of it), once `files["/redirect"]` is set; its PUT takes /fleet.warm."""
+    store = Store()
+    base = _handler(store)
+
+    class Handler(base):  # type: ignore[misc,valid-type]
+        def _redirected(self) -> bool:
+            if self.path != "/fleet.warm" or "/redirect" not in store.files:
+                return False
+            self.send_response(302)
+            self.send_header("Location", "/mirror.warm")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return True
+
+        def do_GET(self) -> None:
+            if not self._redirected():
+                super().do_GET()
+
+        def do_HEAD(self) -> None:
+            if not self._redirected():
+                super().do_HEAD()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
+    thread.start()
+    yield store, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_redirect_to_a_copy_the_push_holds_all_of_loses_nothing(
+    warm: Warm,
+    tmp_path: Path,
+    mirrored_store: tuple[Store, str],
+    jobs: tuple[bytes, bytes, bytes],  # noqa: F811
+) -> None:
+    """The store's reads redirected to a copy all of which the push holds, while the URL
+    holds another job's push: what was compared is not what the PUT would replace, and its
+    `If-Match` (the ETag read) refuses it: nothing lost."""
+    store, base = mirrored_store
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = jobs[0]
+    out = _stale_record(warm, tmp_path, url, jobs)
+    store.files.update({"/fleet.warm": jobs[2], "/mirror.warm": jobs[0], "/redirect": b""})
+    proc = warm("push", out, url)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert store.files["/fleet.warm"] == jobs[2] and store.puts == []
