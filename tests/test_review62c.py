@@ -26,8 +26,8 @@ from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
 from full_disk import in_private_mount
 from test_fleet61 import jobs  # noqa: F401  (fixture)
-from test_fleet62 import _stale_record
-from test_remote import Store, _etag, _handler, http_store  # noqa: F401  (fixtures)
+from test_fleet62 import _stale_record, _store
+from test_remote import Store, _etag, _handler, http_store, s3  # noqa: F401  (fixtures)
 
 Served = tuple[Store, str, ThreadingHTTPServer]
 
@@ -290,3 +290,29 @@ def test_a_redirect_to_a_copy_the_push_holds_all_of_loses_nothing(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert store.files["/fleet.warm"] == jobs[2] and store.puts == []
+
+
+def test_an_s3_store_signed_since_is_not_replaced_by_an_unsigned_push(
+    request: pytest.FixtureRequest,
+    warm: Warm,
+    tmp_path: Path,
+    jobs: tuple[bytes, bytes, bytes],  # noqa: F811
+) -> None:
+    """As `test_a_store_signed_since_is_not_replaced_by_an_unsigned_push`, on `s3://`
+    (moto): the object signed since, all of whose kernels and tunes the push holds, is
+    kept. Before: pushed over it, exit 0."""
+    url, put = _store("s3", request, warm, tmp_path)
+    put(jobs[0])
+    out = _stale_record(warm, tmp_path, url, jobs)
+    signed = tmp_path / "signed.warm"
+    signed.write_bytes(jobs[0])
+    assert warm("keygen", tmp_path / "k").returncode == 0
+    assert warm("sign", signed, "--key", tmp_path / "k").returncode == 0
+    put(signed.read_bytes())
+    proc = warm("push", out, url)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert " and holds 1 signature that " in proc.stderr, proc.stderr
+    pulled = tmp_path / "pulled.warm"
+    assert warm("pull", url, pulled).returncode == 0
+    assert pulled.read_bytes() == signed.read_bytes()  # the signed object, whole
