@@ -196,8 +196,8 @@ def test_a_full_temporary_folder_is_one_line_and_nothing_lost(
     jobs: tuple[bytes, bytes, bytes],  # noqa: F811
 ) -> None:
     """TMPDIR a tmpfs with room for the push's copy of its bundle, not for what the store
-    holds as well: exit 2, one line naming the temporary folder, nothing sent, nothing left
-    there."""
+    holds as well: exit 2, one line naming the temporary folder and what to do (set
+    TMPDIR: not the store's remedies, merge or --force), nothing sent, nothing left there."""
     store, base, _ = http_store
     url = f"{base}/fleet.warm"
     store.files["/fleet.warm"] = jobs[0]
@@ -213,6 +213,11 @@ def test_a_full_temporary_folder_is_one_line_and_nothing_lost(
     assert proc.stdout.strip() == "rc=2", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert str(tmp) in proc.stderr and "not pushed" in proc.stderr, proc.stderr
+    # Before: "... changed since x.warm was merged from it ... and was not read (its local
+    # copy cannot be kept in ...): ... merge again ..., or push --force": no word of room.
+    assert "No space left on device" in proc.stderr, proc.stderr
+    assert "set TMPDIR to a folder with room" in proc.stderr, proc.stderr
+    assert "--force" not in proc.stderr, proc.stderr
     assert store.files["/fleet.warm"] == jobs[0] and store.puts == []
 
 

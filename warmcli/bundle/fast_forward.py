@@ -13,7 +13,8 @@ signed since is never made unsigned) the store holds, the push goes on condition
 version just read (its ETag, else the sha256 read, as `merged_from.Origin`), so another push
 landing between that read and the PUT is refused (`raced`); else it is refused as before,
 saying how many of each the push would lose. A store object that is no bundle, or that
-passes a bound, is the refusal too, saying why: nothing is sent. This module owns the
+passes a bound, is the refusal too, saying why; one the temporary folder has no room for
+is said so (set TMPDIR), never as the store's: nothing is sent. This module owns the
 temporary folder it reads in (removed on return), writes nothing else (its SQL only reads
 both files there, their schemas checked first), and never prints.
 """
@@ -52,6 +53,14 @@ def caught_up(store: Any, url: str, bundle: Path, copy: BinaryIO, since: Since) 
         except RemoteError as exc:
             said = str(exc).removeprefix(f"{shown(url)}: ").removeprefix(f"{url}: ")
             gone = said.startswith("no bundle there (HTTP 404")  # (`http_open.failed`'s)
+            local = "its local copy cannot be kept in "  # (`received._kept`'s: this disk's)
+            if said.startswith(local):  # no remedy of the store's (merge, --force): room
+                raise RemoteError(
+                    f"{bundle}: not pushed: {shown(url)} holds another version than the one "
+                    f"{bundle} was merged from, and its copy to compare cannot be kept in "
+                    f"{said.removeprefix(local)} (it needs that bundle's size free there: set "
+                    "TMPDIR to a folder with room)"
+                ) from None
             why = " and holds nothing now (removed)" if gone else f" and was not read ({said})"
             raise moved(url, bundle, since.origin, why) from None
         if got is None:  # (asked of no version: it never says "unchanged")
