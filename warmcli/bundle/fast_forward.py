@@ -1,19 +1,22 @@
 """A push of a bundle merged from its URL where the store moved on since: a fast-forward.
 
 A copy of a URL pulled after a merged push records the version that push was merged from
-(`warmcli.bundle.merged_from`: the manifest is signed, a pull cannot rewrite it), so its push
-back, run and grown, found the store at another version and was refused as changed though
-nobody pushed since. Where the store's version is not the one recorded, `caught_up`
+(`warmcli.bundle.merged_from`: the manifest is signed, a pull cannot rewrite it), so its
+push back, run and grown, found the store at another version and was refused as changed
+though nobody pushed since. Where the store's version is not the one recorded, `caught_up`
 downloads what it holds now (bounded as any download, `warmcli.bundle.received`, then the
 integrity check a download passes before it is published, `soundness.not_a_bundle`) and
-compares it with the state pushed (`lost`): where that holds every kernel (by key, the
-same blob) and every tune (the same record) the store holds, the push goes on conditional on
-the version just read (its ETag, else the sha256 read, as `merged_from.Origin`), so
-another push landing between that read and the PUT is refused (`raced`); else it is refused
-as before, saying how many kernels and tunes the push would lose. A store object that is
-no bundle, or that passes a bound, is the refusal too, saying why: nothing is sent. This
-module owns the temporary folder it reads in (removed on return), writes nothing else, and
-never prints.
+compares it with the state pushed (`lost`): where that holds every kernel (by key, the same
+row but for its times: the same blob, device, label, compile log), every tune (the same
+record), every fingerprint (the same identity) and every signature (the same row: a store
+signed since is never made unsigned) the store holds, the push goes on conditional on the
+version just read (its ETag, else the sha256 read, as `merged_from.Origin`), so another push
+landing between that read and the PUT is refused (`raced`); else it is refused as before,
+saying how many of each the push would lose. A store object that is no bundle, or that
+passes a bound, is the refusal too, saying why; one the temporary folder has no room for
+is said so (set TMPDIR), never as the store's: nothing is sent. This module owns the
+temporary folder it reads in (removed on return), writes nothing else (its SQL only reads
+both files there, their schemas checked first), and never prints.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ def caught_up(store: Any, url: str, bundle: Path, copy: BinaryIO, since: Since) 
         except RemoteError as exc:
             said = str(exc).removeprefix(f"{shown(url)}: ").removeprefix(f"{url}: ")
             gone = said.startswith("no bundle there (HTTP 404")  # (`http_open.failed`'s)
+            local = "its local copy cannot be kept in "  # (`received._kept`'s: this disk's)
+            if said.startswith(local):  # no remedy of the store's (merge, --force): room
+                raise RemoteError(
+                    f"{bundle}: not pushed: {shown(url)} holds another version than the one "
+                    f"{bundle} was merged from, and its copy to compare cannot be kept in "
+                    f"{said.removeprefix(local)} (it needs that bundle's size free there: set "
+                    "TMPDIR to a folder with room)"
+                ) from None
             why = " and holds nothing now (removed)" if gone else f" and was not read ({said})"
             raise moved(url, bundle, since.origin, why) from None
         if got is None:  # (asked of no version: it never says "unchanged")
@@ -67,13 +78,13 @@ def caught_up(store: Any, url: str, bundle: Path, copy: BinaryIO, since: Since) 
         except OSError as exc:
             raise no_copy(bundle, "failed", exc) from None
         try:
-            kernels, tunes = lost(held, pushed)
+            counts = lost(held, pushed)
         except BundleError as exc:  # (both were just checked: a disk that fails)
             raise moved(url, bundle, since.origin, f" and was not compared ({exc})") from None
-    if kernels or tunes:
+    if any(counts):
         what = " and ".join(
             f"{n:,} {kind}{'' if n == 1 else 's'}"
-            for n, kind in ((kernels, "kernel"), (tunes, "tune"))
+            for n, kind in zip(counts, LOST, strict=True)
             if n
         )
         why = f" and holds {what} that {bundle} does not (another push landed since)"
@@ -92,18 +103,33 @@ def raced(url: str, bundle: Path) -> RemoteError:
     )
 
 
-def lost(store: Path, pushed: Path) -> tuple[int, int]:
-    """How many kernels and tunes the bundle at `store` holds that the one at `pushed`
-    does not hold identically (a kernel: its key with the same blob; a tune: the same
-    record), each bundle read in one state; keys streamed in order, as `warm diff` joins."""
+LOST = ("kernel", "tune", "fingerprint", "signature")  # what `lost` counts, in its order
+# A kernel, fingerprint or signature of the store's (`main`) not held identically by the
+# push's (`pushed`): each looked up by its key in the other file's primary key (memory flat,
+# n log n). A kernel as `kernel_row.write_kernel_row` tells one build from another: every
+# column but its times (a run moves `last_used` on). A fingerprint by its identity and kind:
+# a toolchain's names its compiler and version, not where it is installed, and a run on a
+# machine with it elsewhere writes its own path there (`manifest.put_fingerprint`).
+_KERNEL_COLUMNS = (
+    "device, backend, arch, entry, label, symbol, sha256, toolchain, components, compile_log"
+)
+_NOT_HELD = {
+    "kernels": ("key", _KERNEL_COLUMNS),
+    "fingerprints": ("identity", "kind"),
+    "signatures": ("key_id", "public_key, signature, rows, signed_at"),
+}
+
+
+def lost(store: Path, pushed: Path) -> tuple[int, int, int, int]:
+    """How many kernels, tunes, fingerprints and signatures (`LOST`) the bundle at `store`
+    holds that the one at `pushed` does not hold identically (a kernel: its key with the
+    same row but for its times, so the same blob; a tune: the same record; a fingerprint:
+    its identity and kind; a signature: the same row), each bundle read in one state; tunes'
+    keys streamed in order, as `warm diff` joins, each record read by its key (the formats
+    store them apart); the rest compared by SQLite (`_not_held`)."""
     from warmcli.bundle.store import Bundle  # on first use, as `soundness` opens one
 
     with Bundle.open(store) as a, Bundle.open(pushed) as b, a.snapshot(), b.snapshot():
-        kernels = sum(
-            y is None or x[1] is None or x[1] != y[1]
-            for x, y in _joined(a.keys("kernels"), b.keys("kernels"))
-            if x is not None
-        )
         tunes = 0
         for x, y in _joined(a.keys("tunes"), b.keys("tunes")):
             if x is None:
@@ -113,7 +139,51 @@ def lost(store: Path, pushed: Path) -> tuple[int, int]:
                 continue
             ta, tb = a.tune(x[0]), b.tune(x[0])
             tunes += not (ta is not None and (ta == tb or repr(ta) == repr(tb)))  # (NaN)
-    return kernels, tunes
+    kernels, fingerprints, signatures = _not_held(store, pushed)
+    return kernels, tunes, fingerprints, signatures
+
+
+def _not_held(store: Path, pushed: Path) -> tuple[int, int, int]:
+    """How many kernels, fingerprints and signatures of `store` `pushed` does not hold, row
+    for row (`_NOT_HELD`); every signature, where `pushed` has no `signatures` table (a
+    bundle made before there were any). Both files' schemas are checked as an open checks
+    them (no view or trigger of a file's own ever runs); `BundleError` where one cannot be
+    read."""
+    import contextlib
+
+    from warmcli.bundle.file import (
+        OWN_CACHE,
+        _connect,
+        _read_only_uri,
+        _sqlite_errors,
+        _validate,
+        check_header,
+        unbounded,
+    )
+
+    with _sqlite_errors(store), contextlib.closing(_connect(_read_only_uri(store), uri=True)) as c:
+        _validate(store, c, check_header(store)[0])
+        with contextlib.closing(_connect(_read_only_uri(pushed), uri=True)) as p:
+            _validate(pushed, p, check_header(pushed)[0])
+        unbounded(c)  # (both schemas checked: a count may take millions of steps)
+        c.execute("ATTACH DATABASE ? AS pushed", (_read_only_uri(pushed),))
+        c.execute(OWN_CACHE.replace("PRAGMA ", "PRAGMA pushed."))
+        counts = []
+        for table, (key, columns) in _NOT_HELD.items():
+            has = "SELECT count(*) FROM {}.sqlite_master WHERE type = 'table' AND name = ?"
+            if not c.execute(has.format("main"), (table,)).fetchone()[0]:
+                counts.append(0)  # (none held: none lost)
+                continue
+            if not c.execute(has.format("pushed"), (table,)).fetchone()[0]:
+                counts.append(c.execute(f"SELECT count(*) FROM main.{table}").fetchone()[0])
+                continue
+            same = " AND ".join(f"p.{col} IS s.{col}" for col in columns.split(", "))
+            query = (
+                f"SELECT count(*) FROM main.{table} s WHERE NOT EXISTS (SELECT 1 FROM "
+                f"pushed.{table} p WHERE p.{key} = s.{key} AND {same})"
+            )
+            counts.append(c.execute(query).fetchone()[0])
+    return int(counts[0]), int(counts[1]), int(counts[2])
 
 
 def _joined(
