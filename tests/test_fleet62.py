@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from local_http import served_locally
 from test_fleet61 import _held, jobs  # noqa: F401  (fixture)
 from test_remote import Store, _etag, _handler, http_store, s3  # noqa: F401  (fixtures)
 
@@ -158,12 +158,8 @@ def racing_store() -> Iterator[tuple[_Racing, str]]:
             super().do_HEAD()
             self._after()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
-    thread.start()
-    yield store, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with served_locally(Handler) as base:
+        yield store, base
 
 
 def _stale_record(
@@ -267,12 +263,8 @@ def etagless_store() -> Iterator[tuple[_Racing, str]]:
                 if store.race and store.race[0] == "GET":
                     store.files[self.path], store.race = store.race[2], None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
-    thread.start()
-    yield store, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with served_locally(Handler) as base:
+        yield store, base
 
 
 def test_a_store_without_etags_is_compared_by_the_sha256_read(

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
+from local_http import served_locally
 from test_remote import Store, _handler, built, http_store, s3  # noqa: F401  (fixtures)
 
 from warmcli.bundle.merged_from import KEY, parse, read
@@ -149,7 +150,6 @@ def test_plain_stats_says_where_a_merged_bundle_came_from_escaped(
 @pytest.fixture
 def no_etag_store() -> Iterator[tuple[Store, str]]:
     """`test_remote`'s HTTP store, but its HEAD says no ETag (as some stores do)."""
-    import threading
 
     store = Store()
     base = _handler(store)
@@ -159,12 +159,8 @@ def no_etag_store() -> Iterator[tuple[Store, str]]:
             if not (self.command == "HEAD" and keyword == "ETag"):
                 super().send_header(keyword, value)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
-    thread.start()
-    yield store, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with served_locally(Handler) as base:
+        yield store, base
 
 
 @pytest.mark.parametrize(

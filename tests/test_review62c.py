@@ -25,6 +25,7 @@ import pytest
 from conftest import Warm
 from forked_cli import forked_warm  # noqa: F401  (conftest's, commands forked)
 from full_disk import in_private_mount
+from local_http import served_locally
 from test_fleet61 import jobs  # noqa: F401  (fixture)
 from test_fleet62 import _stale_record, _store
 from test_remote import Store, _etag, _handler, http_store, s3  # noqa: F401  (fixtures)
@@ -152,13 +153,9 @@ def stalling_store() -> Iterator[tuple[_Stalling, str]]:
             store.sending.set()
             store.release.wait(60)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
-    thread.start()
-    yield store, f"http://127.0.0.1:{server.server_address[1]}"
-    store.release.set()
-    server.shutdown()
-    server.server_close()
+    with served_locally(Handler) as base:
+        yield store, base
+        store.release.set()
 
 
 def test_ctrl_c_while_the_store_is_read_loses_nothing_and_leaves_no_folder(
@@ -269,12 +266,8 @@ def mirrored_store() -> Iterator[tuple[Store, str]]:
             if not self._redirected():
                 super().do_HEAD()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True, args=(0.05,))
-    thread.start()
-    yield store, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with served_locally(Handler) as base:
+        yield store, base
 
 
 def test_a_redirect_to_a_copy_the_push_holds_all_of_loses_nothing(
