@@ -16,8 +16,10 @@ Real parts: a fresh interpreter forking with `os.fork`, the real import system (
 from __future__ import annotations
 
 from fresh_python import fresh_code
+from test_production_lifecycle import CHILD_WAITED
 
-FORK_DURING_FIRST_IMPORT = r"""
+FORK_DURING_FIRST_IMPORT = (
+    r"""
 import os, sys, threading, time
 import warmcli
 
@@ -41,24 +43,16 @@ if pid == 0:
     warmcli.use_bundle(None)  # the child's own first use: importlib's lock of the module
     os._exit(0)
 thread.join()
-for _ in range(300):  # a hang (the child waiting for ever) is said after 30 s, not waited on
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        print("child", os.waitstatus_to_exitcode(status))
-        break
-    time.sleep(0.1)
-else:
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    print("child hung")
 """
+    + CHILD_WAITED  # (a hang, the child waiting for ever, said after 30 s)
+)
 
 
 def test_a_fork_during_a_threads_first_import_of_warm_waits_for_it() -> None:
     """Before: `child hung` (its `use_bundle` asleep on `warmcli.production`'s import lock)."""
     done = fresh_code(FORK_DURING_FIRST_IMPORT, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "child 0", done.stdout + done.stderr
+    assert done.stdout.strip() == "child exit 0", done.stdout + done.stderr
 
 
 STOP_DURING_THE_WAIT = r"""
