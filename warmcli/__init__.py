@@ -131,9 +131,44 @@ def _before_fork() -> None:
         from warmcli.import_wait import importing_elsewhere
 
         if importing_elsewhere():
-            from warmcli.forking import before_unhooked
+            aside, noted, noting = _stops_noted()  # (a Ctrl-C inside the import: not lost)
+            try:
+                from warmcli.forking import before_unhooked
 
-            before_unhooked()
+                before_unhooked(aside, noted)
+            finally:  # (forking's hold swapped its own in, unless it failed or held none)
+                _set_back(aside, noting)
+
+
+def _set_back(aside: dict[int, Any], noting: Any) -> None:
+    """The handlers `_stops_noted` set aside, back where its `noting` one is still set."""
+    import signal
+
+    for signum, handler in aside.items():
+        if signal.getsignal(signum) is noting:
+            signal.signal(signum, handler)
+
+
+def _stops_noted() -> tuple[dict[int, Any], list[int], Any]:
+    """In the main thread, each stop signal's (SIGINT, SIGTERM, SIGHUP) Python handler set
+    aside for one noting it, until `warmcli.forking`'s hold stands in for them: a stop then ran
+    the program's handler inside the fork's hook, where its `KeyboardInterrupt` is printed and
+    lost. The handlers set aside, the list the stops that come are noted in, and the noting one."""
+    import signal
+    import threading
+
+    noted: list[int] = []
+
+    def noting(signum: int, _frame: Any) -> None:
+        noted.append(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}, noted, noting
+    aside = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    aside = {s: h for s, h in aside.items() if callable(h)}
+    for signum in aside:
+        signal.signal(signum, noting)
+    return aside, noted, noting
 
 
 if hasattr(os, "register_at_fork"):

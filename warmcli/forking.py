@@ -133,10 +133,13 @@ def _before() -> None:
     taken.append(_REGISTRY)  # released with the rest (not if an interrupt came before it)
 
 
-def before_unhooked() -> None:
-    """`_before`, for a fork whose hooks were listed before this module registered its own:
-    the package's hook (`warmcli._before_fork`) imported it there, another thread importing
-    for warm. Its `_after_in_parent` and `_renew`, registered by then, end that fork as any."""
+def before_unhooked(aside: dict[int, Any] | None = None, noted: list[int] | None = None) -> None:
+    """`_before`, for a fork the package's hook (`warmcli._before_fork`) imported this module
+    in, another thread importing for warm (its `_after_in_parent`, `_renew` end the fork);
+    `aside`: the stop handlers that hook set aside as it did, `noted`: stops meanwhile."""
+    _hold_stops(aside or {})
+    if (held := _taken.__dict__.get("stops")) is not None:
+        held[2].extend(noted or ())  # (as if noted in the wait: the fork goes on at once)
     _before()
 
 
@@ -164,14 +167,11 @@ def _stop_came() -> bool:
     return bool(_UNSENT) or (held is not None and bool(held[2]))  # process's next fork)
 
 
-def _hold_stops() -> None:
-    """Before a main thread's fork (once per fork): each of SIGINT, SIGTERM and SIGHUP that
-    has a Python handler gets one that notes it instead, until the fork returns. Python runs a
-    handler in the main thread, here inside the fork's function (its wait, or, for one sent as
-    it forks, `_after_in_parent`, the first Python run after it), where what it raises (Ctrl-C's
-    `KeyboardInterrupt`, a server's `sys.exit`) is only printed ("Exception ignored in ...") and
-    the fork goes on: the stop was lost. One noted ends the wait; after the fork,
-    `_let_stops_go`."""
+def _hold_stops(aside: dict[int, Any] | None = None) -> None:
+    """Before a main thread's fork (once a fork): SIGINT's, SIGTERM's and SIGHUP's Python
+    handler (or that set `aside`) replaced by one noting it, till the fork returns: run in the
+    fork's function (its wait, `_after_in_parent`), what it raised (`KeyboardInterrupt`) was only
+    printed ("Exception ignored in ...") and lost. One noted ends the wait; `_let_stops_go`."""
     if "stops" in _taken.__dict__ or threading.current_thread() is not threading.main_thread():
         return
     import signal
@@ -184,7 +184,7 @@ def _hold_stops() -> None:
         (came if os.getpid() == pid else mine).append(signum)
 
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    got = {s: signal.getsignal(s) for s in stops}  # (not a hold's: it only notes one as well)
+    got = {s: (aside or {}).get(s, signal.getsignal(s)) for s in stops}  # (not a hold's)
     replaced = {s: h for s, h in got.items() if callable(h) and not hasattr(h, "_warm_replaced")}
     _taken.stops = _HOLDING[0] = (replaced, note, came, _aside() if replaced else None, mine)
     _swap({s: note for s in replaced})
