@@ -8,21 +8,23 @@ downloads what it holds now (bounded as any download, `warmcli.bundle.received`,
 integrity check a download passes before it is published, `soundness.not_a_bundle`) and
 compares it with the state pushed (`lost`): where that holds every kernel (by key, the same
 row but for its times: the same blob, device, label, compile log), every tune (the same
-record), every fingerprint (the same identity) and every signature (the same row: a store
-signed since is never made unsigned) the store holds, the push goes on conditional on the
-version just read (its ETag, else the sha256 read, as `merged_from.Origin`), so another push
-landing between that read and the PUT is refused (`raced`); else it is refused as before,
-saying how many of each the push would lose. A store object that is no bundle, or that
-passes a bound, is the refusal too, saying why; one the temporary folder has no room for
-is said so (set TMPDIR), never as the store's: nothing is sent. This module owns the
-temporary folder it reads in (removed on return), writes nothing else (its SQL only reads
-both files there, their schemas checked first), and never prints.
+record), every fingerprint (the same identity) and every signature (the same row, or one by
+the same key and public key, valid, whose list of signed rows lists every row the store's
+did, `_re_signed`: a store signed since is never made unsigned) the store holds, the push
+goes on conditional on the version just read (its ETag, else the sha256 read, as
+`merged_from.Origin`), so another push landing between that read and the PUT is refused
+(`raced`); else it is refused as before, saying how many of each the push would lose. A
+store object that is no bundle, or that passes a bound, is the refusal too, saying why; one
+the temporary folder has no room for is said so (set TMPDIR), never as the store's: nothing
+is sent. This module owns the temporary folder it reads in (removed on return), writes
+nothing else (its SQL only reads both files there, their schemas checked first), and never
+prints.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -124,9 +126,9 @@ def lost(store: Path, pushed: Path) -> tuple[int, int, int, int]:
     """How many kernels, tunes, fingerprints and signatures (`LOST`) the bundle at `store`
     holds that the one at `pushed` does not hold identically (a kernel: its key with the
     same row but for its times, so the same blob; a tune: the same record; a fingerprint:
-    its identity and kind; a signature: the same row), each bundle read in one state; tunes'
-    keys streamed in order, as `warm diff` joins, each record read by its key (the formats
-    store them apart); the rest compared by SQLite (`_not_held`)."""
+    its identity and kind; a signature: the same row, or `_re_signed`'s), each bundle read
+    in one state; tunes' keys streamed in order, as `warm diff` joins, each record read by
+    its key (the formats store them apart); the rest compared by SQLite (`_not_held`)."""
     from warmcli.bundle.store import Bundle  # on first use, as `soundness` opens one
 
     with Bundle.open(store) as a, Bundle.open(pushed) as b, a.snapshot(), b.snapshot():
@@ -139,14 +141,60 @@ def lost(store: Path, pushed: Path) -> tuple[int, int, int, int]:
                 continue
             ta, tb = a.tune(x[0]), b.tune(x[0])
             tunes += not (ta is not None and (ta == tb or repr(ta) == repr(tb)))  # (NaN)
-    kernels, fingerprints, signatures = _not_held(store, pushed)
+        resigned = _re_signed(a, b)
+    kernels, fingerprints, signatures = _not_held(store, pushed, resigned)
     return kernels, tunes, fingerprints, signatures
 
 
-def _not_held(store: Path, pushed: Path) -> tuple[int, int, int]:
+def _re_signed(store: Any, pushed: Any) -> list[str]:
+    """The key ids of the signatures of `store` (an open `Bundle`) that one of `pushed`'s
+    holds though not as the same row: signed again by the same key (its key id and public
+    key) over a list of rows that lists every row the store's did (`_lists`), and valid
+    (`StoredSignature.valid`: one that does not verify displaces none). Both read as
+    `Bundle.signatures` reads them (bounded: a malformed row is left out, so not held;
+    more than it reads, none held)."""
+    from warmcli.bundle.signing import HASH_BYTES
+
+    def skip(_key: str, _why: str) -> None:
+        return None
+
+    try:
+        theirs = {s.key_id: s for s in store.signatures(on_error=skip)}
+        ours = {s.key_id: s for s in pushed.signatures(on_error=skip)}
+    except BundleError:  # (more than `SIGNATURES`, or a disk that fails: none re-signed)
+        return []
+    held = []
+    for key, signature in theirs.items():
+        again = ours.get(key)
+        if again is None or again == signature or again.public_key != signature.public_key:
+            continue  # (none by that key; the same row, held as it is; another key)
+        if _lists(signature.rows, again.rows, HASH_BYTES) and again.valid():
+            held.append(key)
+    return held
+
+
+def _lists(rows: bytes, among: bytes, size: int) -> bool:
+    """Whether the sorted list of row hashes `among` (`StoredSignature.rows`: `size` bytes
+    each) lists every one `rows` does: both walked once, in order (a list that is not sorted
+    lists fewer, never more)."""
+    if len(rows) % size or len(among) % size:
+        return False
+    at, end = 0, len(among)
+    for i in range(0, len(rows), size):
+        wanted = rows[i : i + size]
+        while at < end and among[at : at + size] < wanted:
+            at += size
+        if at == end or among[at : at + size] != wanted:
+            return False
+        at += size
+    return True
+
+
+def _not_held(store: Path, pushed: Path, resigned: Sequence[str] = ()) -> tuple[int, int, int]:
     """How many kernels, fingerprints and signatures of `store` `pushed` does not hold, row
-    for row (`_NOT_HELD`); every signature, where `pushed` has no `signatures` table (a
-    bundle made before there were any). Both files' schemas are checked as an open checks
+    for row (`_NOT_HELD`; a signature whose key id is one of `resigned`, `_re_signed`'s, is
+    held); every signature, where `pushed` has no `signatures` table (a bundle made before
+    there were any). Both files' schemas are checked as an open checks
     them (no view or trigger of a file's own ever runs); `BundleError` where one cannot be
     read."""
     import contextlib
@@ -182,7 +230,10 @@ def _not_held(store: Path, pushed: Path) -> tuple[int, int, int]:
                 f"SELECT count(*) FROM main.{table} s WHERE NOT EXISTS (SELECT 1 FROM "
                 f"pushed.{table} p WHERE p.{key} = s.{key} AND {same})"
             )
-            counts.append(c.execute(query).fetchone()[0])
+            again = resigned if table == "signatures" else ()
+            if again:
+                query += f" AND s.{key} NOT IN ({', '.join('?' * len(again))})"
+            counts.append(c.execute(query, tuple(again)).fetchone()[0])
     return int(counts[0]), int(counts[1]), int(counts[2])
 
 
