@@ -58,6 +58,19 @@ def _pushed_then_pulled(
     return x, copy
 
 
+def _fleet(
+    warm: Warm, tmp_path: Path, served: Served, held: tuple[bytes, bytes, bytes], signed: bool
+) -> tuple[Store, str, tuple[Path, Path], Warm, Path]:
+    """The store holding held[0] (`jobs`), two keys (K, another), and X's copy pulled after a merge
+    (signed by K where `signed`) was pushed: the store, its URL, the keys, X, X's copy."""
+    store, base, _ = served
+    url = f"{base}/fleet.warm"
+    store.files["/fleet.warm"] = held[0]
+    keys = _keys(warm, tmp_path)
+    x, copy = _pushed_then_pulled(warm, tmp_path, url, held, keys[0] if signed else None)
+    return store, url, keys, x, copy
+
+
 def _run(x: Warm, copy: Path, key: Path) -> None:
     """X's run of the many-kernels example with 7 kernels (2 more), signed with `key`."""
     before = _held(x, copy)[0]
@@ -101,11 +114,7 @@ def test_signed_pull_run_push_is_accepted_when_nobody_pushed_since(
     exit 2, `... and holds 1 signature that x.warm does not`, nobody having pushed since
     (the run's signature by K, over every row the store's listed and its own, is another
     row than the store's)."""
-    store, base, _ = http_store
-    url = f"{base}/fleet.warm"
-    store.files["/fleet.warm"] = jobs[0]
-    key, _ = _keys(warm, tmp_path)
-    x, copy = _pushed_then_pulled(warm, tmp_path, url, jobs, key)
+    store, url, (key, _), x, copy = _fleet(warm, tmp_path, http_store, jobs, signed=True)
     _run(x, copy, key)
     _accepted(warm, x, copy, url, store, tmp_path)
     proc = warm("verify", tmp_path / "pulled.warm")
@@ -124,11 +133,7 @@ def test_a_store_signed_since_is_held_only_by_a_signature_of_its_key(
     (`warm sign`, nothing else changed). X's run signed by K covers all the store's
     signature listed: accepted (before: refused, 1 signature). Signed by another key:
     refused, the store's signature by K would be lost."""
-    store, base, _ = http_store
-    url = f"{base}/fleet.warm"
-    store.files["/fleet.warm"] = jobs[0]
-    key, other = _keys(warm, tmp_path)
-    x, copy = _pushed_then_pulled(warm, tmp_path, url, jobs, None)
+    store, url, (key, other), x, copy = _fleet(warm, tmp_path, http_store, jobs, signed=False)
     signed = tmp_path / "signed.warm"
     signed.write_bytes(store.files["/fleet.warm"])
     assert warm("sign", signed, "--key", key).returncode == 0
@@ -149,11 +154,7 @@ def test_a_store_signed_by_the_key_over_a_row_the_push_lacks_is_refused(
     """After X pulled, job B merges the store with what it already holds, signed by K, and
     pushes: the store's signature by K lists B's merge record (a manifest row) that X's
     signature by K does not, though X holds every kernel and tune of it: refused."""
-    store, base, _ = http_store
-    url = f"{base}/fleet.warm"
-    store.files["/fleet.warm"] = jobs[0]
-    key, _ = _keys(warm, tmp_path)
-    x, copy = _pushed_then_pulled(warm, tmp_path, url, jobs, key)
+    store, url, (key, _), x, copy = _fleet(warm, tmp_path, http_store, jobs, signed=True)
     (tmp_path / "b.warm").write_bytes(jobs[0])  # (all of which the store holds)
     job_b = warm.with_env(WARM_HOME=str(tmp_path / "home-b"))
     b_next = tmp_path / "b-next.warm"
@@ -177,11 +178,7 @@ def test_a_pushed_signature_that_does_not_verify_holds_nothing(
     holds the store's signature by the good copy's, never by the corrupt one's."""
     from warmcli.bundle.fast_forward import lost
 
-    store, base, _ = http_store
-    url = f"{base}/fleet.warm"
-    store.files["/fleet.warm"] = jobs[0]
-    key, _ = _keys(warm, tmp_path)
-    x, copy = _pushed_then_pulled(warm, tmp_path, url, jobs, key)
+    store, url, (key, _), x, copy = _fleet(warm, tmp_path, http_store, jobs, signed=True)
     _run(x, copy, key)
     good = tmp_path / "good.warm"
     good.write_bytes(copy.read_bytes())
