@@ -191,8 +191,9 @@ def test_unit_a_link_put_at_a_merges_temp_file_before_the_union_is_written(
         swap_for_link(tmp, victim)
         return True
 
-    out, _, failed, acted = _merge_with(warm, tmp_path, act)
+    out, victim, failed, acted = _merge_with(warm, tmp_path, act)
     assert acted in (["create"], ["create_new"])
+    assert not os.path.lexists(f"{victim}.lock")  # nor a lock file made beside it
     assert isinstance(failed, BundleError), failed
     assert "temporary file was replaced" in str(failed)
     assert not out.exists()

@@ -104,6 +104,8 @@ class Bundle(BundleAdmin, BundleCore):
         from warmcli.bundle.journal import remove_leftovers
         from warmcli.bundle.lock import write_lock  # a serving process never locks nor sweeps
 
+        if getattr(self, "_pinned", False):  # before the lock: none made where a link leads
+            self._follow_replacement()
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             if not self._swept:
