@@ -48,6 +48,7 @@ from warmcli.bundle import journal as journals
 from warmcli.bundle import schema as schemas
 from warmcli.bundle.journal import check_journal, check_wal_files, is_hot, may_write
 from warmcli.bundle.schema import FORMAT_VERSION, SCHEMAS, declared_schema, schema_problems
+from warmcli.bundle.temp_file import made_exclusively, still_made
 from warmcli.bundle.waiting import SLICE_SECONDS, Waiting, busy
 from warmcli.config import sqlite_temp_dir as temp_dir  # (SQLite's: a full disk's which?)
 from warmcli.errors import CANNOT_WRITE, FORKED_READING, WRITE_FAILED, BundleError, BundleLocked
@@ -374,27 +375,26 @@ def _check_schema(path: str | Path, conn: sqlite3.Connection, version: int) -> N
         )
 
 
-def _write_empty(tmp: Path) -> None:
-    """A new, empty bundle at `tmp`, 0664 less the umask (SQLite's 0644 kept its group out):
-    warm's schema, ids and manifest in one unsynced transaction (private till renamed), synced."""
+def _write_empty(tmp: Path) -> os.stat_result:
+    """A new, empty bundle at `tmp` (made here, `made_exclusively`), 0664 less the umask: warm's
+    schema, ids and manifest in one unsynced transaction, once `still_made` saw SQLite open it."""
     from warmcli._version import __version__  # a writer's: never a serving process's
 
-    now = repr(time.time())
-    with contextlib.suppress(OSError):  # else SQLite makes it, or says why not (`cannot_open`)
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o664))
+    now, made = repr(time.time()), made_exclusively(tmp)  # a link or file there: refused
     manifest = [("format_version", str(FORMAT_VERSION)), ("warm_version", __version__)]
     manifest += [("created", now), ("updated", now)]
-    # SQLite's own mutexes taken in this thread: a fork waits for `_lock`, as for an open
-    with _lock, contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
-        conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute("PRAGMA synchronous = OFF")
-        conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # small blobs share pages, few wasted
-        conn.execute("BEGIN")
-        for statement in schemas.statements(schemas.SCHEMA):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
-        conn.executemany("INSERT INTO manifest VALUES (?, ?)", manifest)
-        conn.execute("COMMIT")
-    with open(tmp, "rb") as synced:
-        os.fsync(synced.fileno())
+    with open(made, "wb", buffering=0):  # closed whatever fails; SQLite's mutexes: `_lock`
+        with _lock, contextlib.closing(sqlite3.connect(tmp, isolation_level=None)) as conn:
+            still_made(tmp, st := os.fstat(made), made)  # before SQLite writes a byte
+            conn.execute("PRAGMA journal_mode = DELETE")
+            conn.execute("PRAGMA synchronous = OFF")
+            conn.execute(f"PRAGMA page_size = {PAGE_BYTES}")  # small blobs share pages
+            conn.execute("BEGIN")
+            for statement in schemas.statements(schemas.SCHEMA):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+            conn.executemany("INSERT INTO manifest VALUES (?, ?)", manifest)
+            conn.execute("COMMIT")
+        os.fsync(made)  # the file made here, whatever `tmp` names now
+    return st

@@ -164,13 +164,23 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
     nor without the ACL that let another user read it. With an ACL, what its group may do is
     its `group::` entry within its mask (the mode's group bits): a member it lets read only
     never takes the file over, nor does one who may not write it (0444: its owner's to chmod)."""
-    if os.stat(tmp).st_uid != kept.st_uid:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags)  # each change made to this file: a link put at `tmp` is ELOOP
+    try:
+        return _keep_attributes(fd, kept, real)
+    finally:
+        os.close(fd)
+
+
+def _keep_attributes(fd: int, kept: os.stat_result, real: Path) -> str:
+    """`keep_attributes`' work on the open file `fd` (never through a name)."""
+    if os.fstat(fd).st_uid != kept.st_uid:
         with contextlib.suppress(PermissionError):  # root's: the owner kept too
-            os.chown(tmp, kept.st_uid, kept.st_gid)
-    now = os.stat(tmp)
+            os.fchown(fd, kept.st_uid, kept.st_gid)
+    now = os.fstat(fd)
     try:
         if now.st_gid != kept.st_gid:
-            os.chown(tmp, -1, kept.st_gid)  # a group this user is in: allowed
+            os.fchown(fd, -1, kept.st_gid)  # a group this user is in: allowed
     except PermissionError:
         return "cannot keep its owner and group"
     try:
@@ -186,8 +196,8 @@ def keep_attributes(tmp: Path, kept: os.stat_result, real: Path) -> str:
     if now.st_uid != kept.st_uid and not os.access(real, os.W_OK):  # 0444: its owner's to chmod
         return "cannot keep its owner, and may not write it"
     if acl is not None:
-        os.setxattr(tmp, ACL, acl)
-    os.chmod(tmp, stat.S_IMODE(kept.st_mode))  # after the ACL: its mask is the group's bits
+        os.setxattr(fd, ACL, acl)
+    os.fchmod(fd, stat.S_IMODE(kept.st_mode))  # after the ACL: its mask is the group's bits
     return ""
 
 

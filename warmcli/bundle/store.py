@@ -2,7 +2,8 @@
 
 `BundleCore` (`warmcli.bundle.core`) is what a production process serves from: its reads, which
 rows trusted keys cover, opening and closing. `Bundle` adds what only a writer or a command does:
-`create` (a new file, made beside and published whole, under the file lock), `transaction` (one
+`create` (a new file, made beside and published whole, under the file lock), `create_new` (a
+merge's temporary file, made here, never through a link, and kept to), `transaction` (one
 write under that lock, into the file the path names then: `_follow_replacement`), `put` (kernels
 with their blobs, tunes and fingerprints, in one transaction) and `touch` (last-used times moved
 on), and inherits maintenance, aggregates and signing from `warmcli.bundle.admin.BundleAdmin`. A
@@ -57,12 +58,39 @@ class Bundle(BundleAdmin, BundleCore):
             try:
                 tmp.unlink(missing_ok=True)
                 with _sqlite_errors(path):
-                    _write_empty(tmp)
+                    _write_empty(tmp)  # made here, never through a link: else refused
                 publish(tmp, real)  # a crash before this leaves no bundle, never half of one
             except BaseException:
                 unlink_all(tmp, Path(f"{tmp}-journal"))
                 raise
         bundle = cls.open(path, write=True)
+        bundle.written.update(("manifest", k) for k in bundle.manifest())
+        return bundle
+
+    @classmethod
+    def create_new(cls, tmp: str | os.PathLike[str]) -> Self:
+        """A new bundle at `tmp`, a temporary file's name beside another (a merge's, published
+        by its caller): made here (`_write_empty`: never through a link nor over a file there,
+        else a `BundleError`), opened only once seen to be that file (`still_made`), and kept
+        to it: a write after something else took its name is refused, never made into the
+        file that name leads to then (`_follow_replacement`)."""
+        from pathlib import Path  # a writer's, as in `create`
+
+        from warmcli.bundle.file import _write_empty
+        from warmcli.bundle.temp_file import TEMP_REPLACED, still_made
+
+        tmp = Path(tmp)
+        with _sqlite_errors(tmp):
+            made = _write_empty(tmp)
+        bundle = cls.open(tmp, write=True)
+        try:
+            if bundle._ident != (made.st_dev, made.st_ino):
+                raise BundleError(f"{tmp}: {TEMP_REPLACED}")
+            still_made(tmp, made)  # the file SQLite opened, not one a link led to meanwhile
+        except BaseException:
+            bundle.close()
+            raise
+        bundle._pinned = True
         bundle.written.update(("manifest", k) for k in bundle.manifest())
         return bundle
 
@@ -76,6 +104,8 @@ class Bundle(BundleAdmin, BundleCore):
         from warmcli.bundle.journal import remove_leftovers
         from warmcli.bundle.lock import write_lock  # a serving process never locks nor sweeps
 
+        if getattr(self, "_pinned", False):  # before the lock: none made where a link leads
+            self._follow_replacement()
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
             if not self._swept:
@@ -148,12 +178,17 @@ class Bundle(BundleAdmin, BundleCore):
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a merge
         published over it, holding this lock), write to that one, never to a file unseen."""
+        pinned = getattr(self, "_pinned", False)  # `create_new`'s: that file, or none
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path) if pinned else os.stat(self.path)
         except FileNotFoundError:
             raise BundleError(f"{self.path}: {REMOVED}") from None
         if (st.st_dev, st.st_ino) == self._ident:
             return
+        if pinned:
+            from warmcli.bundle.temp_file import TEMP_REPLACED
+
+            raise BundleError(f"{self.path}: {TEMP_REPLACED}")
         conn, self._ident = _open_connection(self.path, write=True)
         self._conn.close()
         self._conn = conn

@@ -226,8 +226,8 @@ def _publish(
         said = f"{out} is unchanged" if kept is not None else f"{out} was not made"
         raise MergeError(f"{out}: not merged: {laid}; {said}")
     try:
-        tmp.unlink(missing_ok=True)
-        with Bundle.create(tmp) as dest:
+        tmp.unlink(missing_ok=True)  # a dead merge's (never a link's file: unlinked, not followed)
+        with Bundle.create_new(tmp) as dest:  # made here, or refused: never through a link
             with dest.transaction() as conn:  # one commit for all, not one per binary
                 written = write_union(conn, dest, bundles, choose, report.mended, (stale, replaced))
                 put(conn, rows[0].record)  # which run OUT holds, and which of its shards
