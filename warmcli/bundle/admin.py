@@ -40,18 +40,19 @@ from warmcli.errors import BundleError
 from warmcli.printable import first_naturally, natural
 from warmcli.records import KernelRecord, TuneRecord
 
-_SIZE_LIES = (  # a size no kernel row's check refuses, but not the blob's (those are named)
+_LIES = (  # a size no kernel row's check refuses (an integer in bounds), not the blob's length
+    f"typeof(size) = 'integer' AND size BETWEEN 0 AND {MAX_BLOB_BYTES} AND size != length(data)"
+)
+_SIZE_LIES = (  # a blob whose size lies (but not the blob's: those are named), a kernel's first
     "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels) FROM blobs"
-    " WHERE typeof(data) = 'blob' AND typeof(size) = 'integer' AND size BETWEEN 0 AND"
-    f" {MAX_BLOB_BYTES} AND size != length(data) ORDER BY 4 DESC, rowid"  # a kernel's first
+    f" WHERE typeof(data) = 'blob' AND {_LIES} ORDER BY 4 DESC, rowid"
 )
 
 _BLOB_PROBLEMS = (  # `_SIZE_LIES`' rows, and those whose data no reader takes (text, a
     # number: missing to every reader), in one scan of the blobs: (sha256, size, length,
     # used, typeof(data))
     "SELECT sha256, size, length(data), sha256 IN (SELECT sha256 FROM kernels), typeof(data)"
-    " FROM blobs WHERE typeof(data) != 'blob' OR (typeof(size) = 'integer' AND size BETWEEN"
-    f" 0 AND {MAX_BLOB_BYTES} AND size != length(data)) ORDER BY 4 DESC, rowid"
+    f" FROM blobs WHERE typeof(data) != 'blob' OR ({_LIES}) ORDER BY 4 DESC, rowid"
 )
 
 Rows = tuple[Sequence[tuple[int, bytes | None]], ...]  # (rowid, key's bytes) of kernels, tunes

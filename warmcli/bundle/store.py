@@ -38,6 +38,8 @@ __all__ = ["Bundle", "BundleError"]
 class Bundle(BundleAdmin, BundleCore):
     """An open bundle file that writes and keeps; see the module doc."""
 
+    _pinned = False  # `create_new`'s: kept to the file it made, or written to none
+
     @classmethod
     def create(cls, path: str | os.PathLike[str]) -> Self:
         """Create a new bundle file (or open it if another process just did)."""
@@ -104,7 +106,7 @@ class Bundle(BundleAdmin, BundleCore):
         from warmcli.bundle.journal import remove_leftovers
         from warmcli.bundle.lock import write_lock  # a serving process never locks nor sweeps
 
-        if getattr(self, "_pinned", False):  # before the lock: none made where a link leads
+        if self._pinned:  # before the lock: none made where a link leads
             self._follow_replacement()
         with write_lock(self.path), self._lock, _sqlite_errors(self.path):
             self._follow_replacement()
@@ -178,14 +180,13 @@ class Bundle(BundleAdmin, BundleCore):
     def _follow_replacement(self) -> None:
         """Under the write lock: when the path names another file than the one open (a merge
         published over it, holding this lock), write to that one, never to a file unseen."""
-        pinned = getattr(self, "_pinned", False)  # `create_new`'s: that file, or none
         try:
-            st = os.lstat(self.path) if pinned else os.stat(self.path)
+            st = os.lstat(self.path) if self._pinned else os.stat(self.path)
         except FileNotFoundError:
             raise BundleError(f"{self.path}: {REMOVED}") from None
         if (st.st_dev, st.st_ino) == self._ident:
             return
-        if pinned:
+        if self._pinned:
             from warmcli.bundle.temp_file import TEMP_REPLACED
 
             raise BundleError(f"{self.path}: {TEMP_REPLACED}")
