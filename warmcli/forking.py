@@ -55,9 +55,9 @@ from contextlib import suppress
 from types import FrameType
 from typing import Any
 
-# HOLD_SECONDS: the most a fork waits for another thread's import and the `held` locks, in all
-from warmcli.import_wait import HOLD_SECONDS, importing_elsewhere
+from warmcli.import_wait import importing_elsewhere
 
+HOLD_SECONDS = 5.0  # the most a fork waits for another thread's import and the `held` locks, in all
 _ROUNDS = 4  # the most times a fork lists them (a thread may open bundle after bundle)
 
 _RLOCK = type(threading.RLock())

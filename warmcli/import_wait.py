@@ -16,7 +16,6 @@ import threading
 from types import FrameType
 
 _IMPORTLIB = "<frozen importlib"  # the file name of importlib's own frames
-HOLD_SECONDS = 5.0  # the most a fork waits for such an import (`forking`: and for its locks)
 
 
 def importing_elsewhere() -> bool:
