@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from warmcli.bundle.location import shown
-from warmcli.bundle.merged_from import Origin, Since, is_etag, moved
+from warmcli.bundle.merged_from import Since, moved, version
 from warmcli.bundle.push_copy import no_copy
 from warmcli.bundle.received import bounds
 from warmcli.bundle.soundness import not_a_bundle
@@ -91,8 +91,7 @@ def caught_up(store: Any, url: str, bundle: Path, copy: BinaryIO, since: Since) 
         )
         why = f" and holds {what} that {bundle} does not (another push landed since)"
         raise moved(url, bundle, since.origin, why)
-    now = Origin(since.origin.url, etag if etag != digest and is_etag(etag) else None, digest)
-    return Since(now, raced(url, bundle))
+    return Since(version(since.origin.url, etag, digest), raced(url, bundle))
 
 
 def raced(url: str, bundle: Path) -> RemoteError:

@@ -77,8 +77,14 @@ def fetched(url: str, copy: Path) -> Origin | None:
         known = kept_as(url_text(url))
     except RemoteError:  # (never: it was just fetched)
         return None
-    sent = etag != digest and is_etag(etag)  # (one no `If-Match` holds: the sha256 alone)
-    return Origin(known, etag if sent else None, digest)
+    return version(known, etag, digest)
+
+
+def version(url: str, etag: str, digest: str) -> Origin:
+    """`url` at the version a store gave as `etag` (else the sha256, as `received` names a
+    version it gave no ETag of) holding a bundle of sha256 `digest`: the ETag recorded only
+    where it is one (not that sha256) and a PUT's `If-Match` holds it, else the sha256 alone."""
+    return Origin(url, etag if etag != digest and is_etag(etag) else None, digest)
 
 
 def laid_out(origins: Sequence[Origin]) -> list[tuple[str, str]] | str:
