@@ -24,12 +24,13 @@ prints.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from warmcli.bundle.location import shown
 from warmcli.bundle.merged_from import Since, moved, version
+from warmcli.bundle.paired import joined
 from warmcli.bundle.push_copy import no_copy
 from warmcli.bundle.received import bounds
 from warmcli.bundle.soundness import not_a_bundle
@@ -132,7 +133,7 @@ def lost(store: Path, pushed: Path) -> tuple[int, int, int, int]:
 
     with Bundle.open(store) as a, Bundle.open(pushed) as b, a.snapshot(), b.snapshot():
         tunes = 0
-        for x, y in _joined(a.keys("tunes"), b.keys("tunes")):
+        for x, y in joined(a.keys("tunes"), b.keys("tunes")):
             if x is None:
                 continue
             if y is None:
@@ -234,20 +235,3 @@ def _not_held(store: Path, pushed: Path, resigned: Sequence[str] = ()) -> tuple[
                 query += f" AND s.{key} NOT IN ({', '.join('?' * len(again))})"
             counts.append(c.execute(query, tuple(again)).fetchone()[0])
     return int(counts[0]), int(counts[1]), int(counts[2])
-
-
-def _joined(
-    a: Iterator[tuple[str, object]], b: Iterator[tuple[str, object]]
-) -> Iterator[tuple[tuple[str, object] | None, tuple[str, object] | None]]:
-    """Two streams of (key, value) ordered by key, paired by key."""
-    x, y = next(a, None), next(b, None)
-    while x is not None or y is not None:
-        if y is None or (x is not None and x[0] < y[0]):
-            yield x, None
-            x = next(a, None)
-        elif x is None or y[0] < x[0]:
-            yield None, y
-            y = next(b, None)
-        else:
-            yield x, y
-            x, y = next(a, None), next(b, None)

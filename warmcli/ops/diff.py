@@ -32,11 +32,12 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple
 
 from warmcli.bundle.checking import TuneChecks, checked, keyed
 from warmcli.bundle.compiles import Compile, blob_users_of, compiles_of
 from warmcli.bundle.consistency import require_consistent
+from warmcli.bundle.paired import joined
 from warmcli.bundle.rows import AS_STORED
 from warmcli.bundle.store import Bundle, BundleError
 from warmcli.printable import LISTED
@@ -44,14 +45,6 @@ from warmcli.records import CandidateMeasurement, KernelRecord, TuneRecord
 
 NAMED_CHARS = 16 << 20  # characters of the listed kernels' candidate names a diff holds
 Reader = Callable[[str, str], Any]  # (kind, key) -> the record, read whole (None: malformed)
-
-
-class _Keyed(Protocol):
-    @property
-    def key(self) -> str: ...
-
-
-_K = TypeVar("_K", bound=_Keyed)
 
 
 class Key(NamedTuple):
@@ -162,22 +155,6 @@ def listed_tune(diff: BundleDiff, tune: TuneRecord | None, side: str) -> TuneRec
     )
     return TuneRecord(t.key, t.operation, t.shape_key, t.device, t.checksum, t.status,
                       t.pick, kept, t.seconds, t.measured_at)  # fmt: skip
-
-
-def joined(a: Iterable[_K], b: Iterable[_K]) -> Iterator[tuple[_K | None, _K | None]]:
-    """Two streams ordered by key, paired by key: (x, None), (None, y) or (x, y)."""
-    ia, ib = iter(a), iter(b)
-    x, y = next(ia, None), next(ib, None)
-    while x is not None or y is not None:
-        if y is None or (x is not None and x.key < y.key):
-            yield x, None
-            x = next(ia, None)
-        elif x is None or y.key < x.key:
-            yield None, y
-            y = next(ib, None)
-        else:
-            yield x, y
-            x, y = next(ia, None), next(ib, None)
 
 
 def diff_keys(
